@@ -1,0 +1,57 @@
+# lowtail — `make run` and `make test` do all the set-up a fresh Debian machine needs.
+SHELL := /bin/bash
+.DEFAULT_GOAL := build
+
+VENV    := .venv
+PY      := $(VENV)/bin/python
+STAMPS  := .build
+# Debian packages the product uses at run time and in tests.
+APT_RUNTIME := iproute2 zstd
+APT_BENCH   := postgresql
+RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
+PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.sql' 2>/dev/null)
+
+.PHONY: build deps test test-rust test-python run bench clean fuzz
+
+$(STAMPS):
+	@mkdir -p $(STAMPS)
+
+$(STAMPS)/apt: scripts/ensure-apt.sh | $(STAMPS)
+	@scripts/ensure-apt.sh $(APT_RUNTIME)
+	@touch $@
+
+$(STAMPS)/venv: pyproject.toml scripts/pydeps.py | $(STAMPS)
+	@test -x $(PY) || python3 -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip "maturin>=1.5,<2"
+	@$(PY) -m pip install -q --disable-pip-version-check $$(python3 scripts/pydeps.py test)
+	@touch $@
+
+# The extension module, installed editable into the venv (Python edits need no rebuild).
+$(STAMPS)/native: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
+	@VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet >/dev/null
+	@touch $@
+
+deps: $(STAMPS)/apt $(STAMPS)/venv
+
+build: deps $(STAMPS)/native ## venv + native module; leaves the command at .venv/bin/lowtail
+
+test-rust: deps
+	cargo test --workspace --exclude lowtail-py --quiet
+
+test-python: build
+	$(PY) -m pytest -q
+
+test: test-rust test-python ## everything CI runs
+
+run: build ## the main job on its embedded defaults, ending in an HTML report
+	@scripts/demo.sh
+
+bench: build ## speed and memory against the baselines, figures printed side by side
+	@scripts/ensure-apt.sh $(APT_BENCH)
+	$(PY) bench/analyze_vs_postgres.py
+
+fuzz: ## coverage-guided fuzzing of the capture parsers (needs cargo-fuzz and nightly)
+	cd fuzz && cargo fuzz run pcap_reader -- -max_total_time=60
+
+clean:
+	rm -rf $(STAMPS) target $(VENV) python/lowtail/*.so

@@ -1,0 +1,104 @@
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, Encoding};
+use parquet::file::properties::WriterProperties;
+
+const BATCH_ROWS: usize = 1 << 16;
+
+/// Streams the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to Parquet.
+///
+/// Rows go to a temporary file beside the target that is renamed into place only by
+/// `finish`, so a failed or cancelled analysis never leaves a half-written series.
+pub struct SeriesWriter {
+    writer: ArrowWriter<File>,
+    schema: Arc<Schema>,
+    tmp: PathBuf,
+    target: PathBuf,
+    id: Vec<u64>,
+    pre: Vec<i64>,
+    post: Vec<i64>,
+    rows: u64,
+}
+
+impl SeriesWriter {
+    pub fn create(target: &Path) -> Result<Self, String> {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::UInt64, false),
+            Field::new("pre_ts_ns", DataType::Int64, false),
+            Field::new("post_ts_ns", DataType::Int64, false),
+            Field::new("latency_ns", DataType::Int64, false),
+        ]));
+        let file_name = target.file_name().ok_or_else(|| format!("{}: not a file name", target.display()))?;
+        let tmp = target.with_file_name(format!(".{}.partial", file_name.to_string_lossy()));
+        let file = File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        // Timestamps and sequential ids shrink to a few bits per row with delta encoding.
+        let props = WriterProperties::builder()
+            .set_dictionary_enabled(false)
+            .set_encoding(Encoding::DELTA_BINARY_PACKED)
+            .set_compression(Compression::SNAPPY)
+            .set_max_row_group_row_count(Some(1 << 20))
+            .build();
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| e.to_string())?;
+        Ok(SeriesWriter {
+            writer,
+            schema,
+            tmp,
+            target: target.to_path_buf(),
+            id: Vec::with_capacity(BATCH_ROWS),
+            pre: Vec::with_capacity(BATCH_ROWS),
+            post: Vec::with_capacity(BATCH_ROWS),
+            rows: 0,
+        })
+    }
+
+    #[inline]
+    pub fn push(&mut self, id: u64, pre_ts: i64, post_ts: i64) -> Result<(), String> {
+        self.id.push(id);
+        self.pre.push(pre_ts);
+        self.post.push(post_ts);
+        if self.id.len() >= BATCH_ROWS {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<(), String> {
+        if self.id.is_empty() {
+            return Ok(());
+        }
+        let latency: Vec<i64> = self.pre.iter().zip(&self.post).map(|(a, b)| b - a).collect();
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(UInt64Array::from(std::mem::take(&mut self.id))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.pre))),
+            Arc::new(Int64Array::from(std::mem::take(&mut self.post))),
+            Arc::new(Int64Array::from(latency)),
+        ];
+        self.rows += columns[0].len() as u64;
+        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())?;
+        self.writer.write(&batch).map_err(|e| format!("{}: {e}", self.tmp.display()))?;
+        self.id.reserve(BATCH_ROWS);
+        self.pre.reserve(BATCH_ROWS);
+        self.post.reserve(BATCH_ROWS);
+        Ok(())
+    }
+
+    /// Flush, close and move the file into place; returns the number of rows.
+    pub fn finish(mut self) -> Result<u64, String> {
+        self.flush()?;
+        let tmp = self.tmp.clone();
+        let target = self.target.clone();
+        self.writer.close().map_err(|e| format!("{}: {e}", tmp.display()))?;
+        std::fs::rename(&tmp, &target).map_err(|e| format!("{}: {e}", target.display()))?;
+        Ok(self.rows)
+    }
+
+    /// Give up: remove the temporary file.
+    pub fn abandon(self) {
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}

@@ -1,0 +1,446 @@
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Arc;
+use std::time::Instant;
+
+use lowtail_capture::{CaptureError, Progress};
+use lowtail_match::suggest::explain;
+use lowtail_match::{Counters, IdSpec, MatchSink, Matched, Matcher, Outcome, Unwrapper};
+use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, PerSecond, WorstN, HEADLINE_PERCENTILES};
+
+use crate::export::SeriesWriter;
+use crate::figures::{Analysis, LatencySummary};
+use crate::reader::{Batch, SideReader, SideReport};
+
+#[derive(Debug, Clone)]
+pub struct AnalyzeOptions {
+    pub id: IdSpec,
+    /// Treat files without pcap magic as MoonSniff records.
+    pub force_moonsniff: bool,
+    pub trim_ns: i64,
+    /// Latencies beyond this count as losses; bounds memory to rate × horizon.
+    pub horizon_ns: i64,
+    pub worst_n: usize,
+    pub histogram_bins: usize,
+    pub export: Option<PathBuf>,
+}
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions {
+            id: IdSpec::default(),
+            force_moonsniff: false,
+            trim_ns: 1_000_000_000,
+            horizon_ns: 10_000_000_000,
+            worst_n: 5000,
+            histogram_bins: 100,
+            export: None,
+        }
+    }
+}
+
+/// Lets another thread follow progress and cancel.
+#[derive(Debug, Clone, Default)]
+pub struct Control {
+    pub cancel: Arc<AtomicBool>,
+    pub pre_bytes: Progress,
+    pub post_bytes: Progress,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    #[error(transparent)]
+    Capture(#[from] CaptureError),
+    #[error("{0}")]
+    Nothing(String),
+    #[error("export: {0}")]
+    Export(String),
+}
+
+/// 32-bit ids are shown as they were sent: unwrapped, first epoch at zero.
+const WRAP_BIAS: u64 = 1 << 32;
+
+/// Receives matched packets in PRE order and turns them into figures.
+struct FigureSink {
+    exact: ExactHistogram,
+    worst: WorstN,
+    id_bias: u64,
+    export: Option<SeriesWriter>,
+    export_error: Option<String>,
+}
+
+impl MatchSink for FigureSink {
+    #[inline]
+    fn resolved(&mut self, outcome: Outcome, m: &Matched) {
+        if outcome != Outcome::Received {
+            return;
+        }
+        let latency = m.post_ts - m.pre_ts;
+        let id = m.id.wrapping_sub(self.id_bias);
+        self.exact.record(latency);
+        self.worst.offer(latency, m.pre_ts, id);
+        if let Some(w) = self.export.as_mut() {
+            if let Err(e) = w.push(id, m.pre_ts, m.post_ts) {
+                self.export_error.get_or_insert(e);
+            }
+        }
+    }
+}
+
+/// The merge side of a reader thread: a cursor over its batches.
+struct Cursor {
+    batches: Receiver<Batch>,
+    recycle: SyncSender<Batch>,
+    batch: Batch,
+    pos: usize,
+    done: bool,
+    unwrapper: Option<Unwrapper>,
+}
+
+impl Cursor {
+    fn new(r: &SideReader, batches: Receiver<Batch>) -> Cursor {
+        Cursor {
+            batches,
+            recycle: r.recycle.clone(),
+            batch: Batch::new(),
+            pos: 0,
+            done: false,
+            unwrapper: r.wraps.then(Unwrapper::default),
+        }
+    }
+
+    /// Timestamp of the next stamp, fetching a batch if needed; `i64::MAX` at the end.
+    #[inline]
+    fn head_ts(&mut self) -> i64 {
+        match self.batch.get(self.pos) {
+            Some(s) => s.ts,
+            None => self.refill(),
+        }
+    }
+
+    #[cold]
+    fn refill(&mut self) -> i64 {
+        while !self.done {
+            match self.batches.recv() {
+                Ok(b) => {
+                    let used = std::mem::replace(&mut self.batch, b);
+                    let _ = self.recycle.try_send(used);
+                    self.pos = 0;
+                    if let Some(s) = self.batch.first() {
+                        return s.ts;
+                    }
+                }
+                Err(_) => self.done = true,
+            }
+        }
+        i64::MAX
+    }
+
+    /// Take the head (after `head_ts` returned a time); 32-bit ids come out unwrapped,
+    /// anchored near the other side's latest id.
+    #[inline]
+    fn take(&mut self, near: Option<u64>) -> (i64, u64) {
+        let s = self.batch[self.pos];
+        self.pos += 1;
+        let id = match self.unwrapper.as_mut() {
+            Some(u) => u.unwrap(s.id as u32, near),
+            None => s.id,
+        };
+        (s.ts, id)
+    }
+
+    fn last_id(&self) -> Option<u64> {
+        self.unwrapper.as_ref().and_then(|u| u.last())
+    }
+}
+
+/// Per-side traffic figures collected during the merge.
+#[derive(Default)]
+struct Traffic {
+    rate: PerSecond,
+    jitter: ExactHistogram,
+    prev: Option<i64>,
+}
+
+impl Traffic {
+    #[inline]
+    fn see(&mut self, ts: i64, steady_from: i64) {
+        self.rate.count(ts);
+        if ts >= steady_from {
+            if let Some(p) = self.prev {
+                self.jitter.record(ts - p);
+            }
+            self.prev = Some(ts);
+        }
+    }
+}
+
+/// Analyse a PRE/POST capture pair.
+pub fn analyze_pair(
+    pre_path: &Path,
+    post_path: &Path,
+    options: &AnalyzeOptions,
+    control: &Control,
+) -> Result<Analysis, AnalyzeError> {
+    let started = Instant::now();
+    let (pre_reader, pre_rx) =
+        SideReader::start(pre_path, options.id, options.force_moonsniff, &control.pre_bytes, control.cancel.clone())?;
+    let (post_reader, post_rx) =
+        SideReader::start(post_path, options.id, options.force_moonsniff, &control.post_bytes, control.cancel.clone())?;
+    let export = match &options.export {
+        Some(p) => Some(SeriesWriter::create(p).map_err(AnalyzeError::Export)?),
+        None => None,
+    };
+    let wraps = pre_reader.wraps || post_reader.wraps;
+    let sink = FigureSink {
+        exact: ExactHistogram::new(),
+        worst: WorstN::new(options.worst_n),
+        id_bias: if wraps { WRAP_BIAS } else { 0 },
+        export,
+        export_error: None,
+    };
+    let mut matcher = Matcher::new(sink, options.trim_ns, options.horizon_ns);
+    let mut pre_traffic = Traffic::default();
+    let mut post_traffic = Traffic::default();
+
+    let mut pre = Cursor::new(&pre_reader, pre_rx);
+    let mut post = Cursor::new(&post_reader, post_rx);
+    let mut cancelled = false;
+    let mut steps = 0u64;
+    let mut steady_from = i64::MAX;
+    // Stamps carry i64::MAX only as the end marker: a real one that large is corrupt.
+    loop {
+        steps += 1;
+        if steps & 0x3ff == 0 && control.cancel.load(Ordering::Relaxed) {
+            cancelled = true;
+            break;
+        }
+        let (mut a, mut b) = (pre.head_ts(), post.head_ts());
+        if a == i64::MAX && b == i64::MAX {
+            break;
+        }
+        // Runs from one side at a time: each inner loop stays within one batch.
+        while a <= b && a != i64::MAX {
+            let near = post.last_id();
+            let (ts, id) = pre.take(near);
+            if steady_from == i64::MAX {
+                steady_from = ts.saturating_add(options.trim_ns);
+                post_traffic.rate.set_start(ts);
+            }
+            matcher.push_pre(ts, id);
+            pre_traffic.see(ts, steady_from);
+            a = pre.head_ts();
+        }
+        while b < a {
+            let near = pre.last_id();
+            let (ts, id) = post.take(near);
+            matcher.push_post(ts, id);
+            if steady_from != i64::MAX {
+                post_traffic.see(ts, steady_from);
+            }
+            b = post.head_ts();
+        }
+    }
+    // Dropping the cursors lets reader threads blocked on a full channel finish.
+    drop(pre);
+    drop(post);
+    let pre_report = pre_reader.finish();
+    let post_report = post_reader.finish();
+    let start_ts = matcher.start_ts();
+    let (counters, mut sink) = matcher.finish();
+    let abandon = |sink: &mut FigureSink| {
+        if let Some(w) = sink.export.take() {
+            w.abandon();
+        }
+    };
+    if cancelled {
+        abandon(&mut sink);
+        return Err(CaptureError::Cancelled.into());
+    }
+    let (pre_report, post_report) = match (pre_report, post_report) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            abandon(&mut sink);
+            return Err(e);
+        }
+    };
+    if let Some(e) = sink.export_error.take() {
+        abandon(&mut sink);
+        return Err(AnalyzeError::Export(e));
+    }
+    if let Err(e) = check_something_to_report(&pre_report, &post_report, &counters, options, pre_path) {
+        abandon(&mut sink);
+        return Err(e);
+    }
+
+    let mut warnings: Vec<String> = Vec::new();
+    warnings.extend(pre_report.warnings.iter().cloned());
+    warnings.extend(post_report.warnings.iter().cloned());
+    let partial = pre_report.broken.is_some() || post_report.broken.is_some();
+    for (name, side) in [("PRE", &pre_report), ("POST", &post_report)] {
+        if let Some(err) = &side.broken {
+            warnings.push(format!("{name} is corrupt part-way ({err}): reading stopped there, figures are partial"));
+        }
+    }
+    collect_warnings(&mut warnings, &counters, &pre_report, &post_report, options);
+
+    let export_rows = match sink.export.take() {
+        Some(w) => w.finish().map_err(AnalyzeError::Export)?,
+        None => 0,
+    };
+    let hdr = HdrRecorder::from_exact(&mut sink.exact);
+    let latency = summarize(&mut sink.exact);
+    let mut pre_summary = pre_report.summary;
+    let mut post_summary = post_report.summary;
+    pre_summary.per_second = pre_traffic.rate.counts().to_vec();
+    post_summary.per_second = post_traffic.rate.counts().to_vec();
+    let duration_ns = match (start_ts, pre_summary.last_ts_ns) {
+        (Some(s), Some(l)) => (l - s - options.trim_ns).max(0),
+        _ => 0,
+    };
+    Ok(Analysis {
+        sent: counters.sent,
+        received: counters.received,
+        lost: counters.lost,
+        duplicates: counters.duplicates,
+        reordered: counters.reordered,
+        foreign: pre_summary.foreign() + post_summary.foreign(),
+        negative: counters.negative,
+        unmatched: counters.unmatched,
+        pre_duplicates: counters.pre_duplicates,
+        trimmed_pre: counters.trimmed_pre,
+        trimmed_post: counters.trimmed_post,
+        trim_ns: options.trim_ns,
+        horizon_ns: options.horizon_ns,
+        start_ts_ns: start_ts,
+        duration_ns,
+        latency_ns: latency,
+        percentiles: hdr.rows(5),
+        hgrm: hdr.hgrm(5, 1000.0),
+        latency_histogram: auto_bins(&mut sink.exact, options.histogram_bins),
+        jitter_pre_histogram: auto_bins(&mut pre_traffic.jitter, options.histogram_bins),
+        jitter_post_histogram: auto_bins(&mut post_traffic.jitter, options.histogram_bins),
+        worst: sink.worst.into_time_order(),
+        pre: pre_summary,
+        post: post_summary,
+        warnings,
+        partial,
+        export_path: options.export.as_ref().map(|p| p.display().to_string()),
+        export_rows,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
+}
+
+fn check_something_to_report(
+    pre: &SideReport,
+    post: &SideReport,
+    counters: &Counters,
+    options: &AnalyzeOptions,
+    pre_path: &Path,
+) -> Result<(), AnalyzeError> {
+    if pre.summary.with_id == 0 {
+        let why = explain(&options.id, &pre.sample, &post.sample);
+        return Err(AnalyzeError::Nothing(format!(
+            "{}: none of its {} frames carries a packet id with these options: {why}",
+            pre_path.display(),
+            pre.summary.frames
+        )));
+    }
+    if counters.sent == 0 {
+        let span = pre.summary.last_ts_ns.unwrap_or(0) - pre.summary.first_ts_ns.unwrap_or(0);
+        return Err(AnalyzeError::Nothing(format!(
+            "the {:.3} s warm-up trim removes every packet: PRE spans only {:.3} s (use a smaller --trim, or --trim 0)",
+            options.trim_ns as f64 / 1e9,
+            span as f64 / 1e9
+        )));
+    }
+    Ok(())
+}
+
+fn summarize(h: &mut ExactHistogram) -> Option<LatencySummary> {
+    let qs: Vec<f64> = HEADLINE_PERCENTILES.iter().map(|(_, q)| *q).collect();
+    let v = h.quantiles(&qs)?;
+    let (mean, stddev) = h.mean_stddev()?;
+    Some(LatencySummary {
+        min: h.min()?,
+        mean,
+        stddev,
+        p50: v[0],
+        p90: v[1],
+        p99: v[2],
+        p99_9: v[3],
+        p99_99: v[4],
+        p99_999: v[5],
+        p99_9999: v[6],
+        max: h.max()?,
+        samples: h.count(),
+    })
+}
+
+fn pct(part: u64, whole: u64) -> f64 {
+    100.0 * part as f64 / whole.max(1) as f64
+}
+
+fn collect_warnings(
+    warnings: &mut Vec<String>,
+    c: &Counters,
+    pre: &SideReport,
+    post: &SideReport,
+    options: &AnalyzeOptions,
+) {
+    if c.negative > 0 {
+        warnings.push(format!(
+            "{} packets ({:.3} %) arrived before they were sent (negative latency): the two capture clocks disagree; they are excluded from the latency figures",
+            c.negative,
+            pct(c.negative, c.received)
+        ));
+    }
+    if c.received * 100 < c.sent {
+        let why = explain(&options.id, &pre.sample, &post.sample);
+        warnings.push(format!(
+            "only {} of {} sent packets ({:.2} %) were found in POST: {why}",
+            c.received,
+            c.sent,
+            pct(c.received, c.sent)
+        ));
+    }
+    for (name, side) in [("PRE", pre), ("POST", post)] {
+        let s = &side.summary;
+        if s.snapped > 0 {
+            warnings.push(format!(
+                "{name}: the snap length ({} bytes) cuts off the packet id in {} frames: capture with a larger snap length",
+                s.snaplen, s.snapped
+            ));
+        }
+        if s.frames > 0 && s.foreign() * 2 > s.frames {
+            warnings.push(format!(
+                "{name}: {} of {} frames ({:.1} %) carry no packet id and were skipped as foreign",
+                s.foreign(),
+                s.frames,
+                pct(s.foreign(), s.frames)
+            ));
+        }
+        if s.backwards > 0 {
+            warnings.push(format!("{name}: timestamps go backwards {} times (software timestamps on several CPUs?)", s.backwards));
+        }
+    }
+    if c.pre_duplicates > 0 {
+        warnings.push(format!("PRE holds {} repeated ids: only the first copy of each was matched", c.pre_duplicates));
+    }
+    if c.unmatched > 0 {
+        warnings.push(format!(
+            "POST holds {} packets whose id PRE never sent within {:.1} s",
+            c.unmatched,
+            options.horizon_ns as f64 / 1e9
+        ));
+    }
+    if let (Some(pre_end), Some(post_end)) = (pre.summary.last_ts_ns, post.summary.last_ts_ns) {
+        if post_end + options.horizon_ns < pre_end {
+            warnings.push(format!(
+                "POST ends {:.3} s before PRE: packets sent after POST stopped count as lost",
+                (pre_end - post_end) as f64 / 1e9
+            ));
+        }
+    }
+}

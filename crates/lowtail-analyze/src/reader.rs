@@ -1,0 +1,150 @@
+//! One thread per capture: read, decode, find ids, and hand (timestamp, id) batches to
+//! the matcher. Decoding is half the work, so it runs beside the matching.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use lowtail_capture::{open, CaptureError, CaptureReader, Item, OpenOptions, Progress};
+use lowtail_match::suggest::SampleFrame;
+use lowtail_match::{extract_id, Extracted, IdSpec};
+
+use crate::figures::SideSummary;
+use crate::pipeline::AnalyzeError;
+
+const BATCH: usize = 4096;
+const SAMPLE_FRAMES: usize = 2000;
+
+/// Timestamp and raw id of an id-carrying frame.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Stamp {
+    pub ts: i64,
+    pub id: u64,
+}
+
+pub(crate) type Batch = Vec<Stamp>;
+
+/// What a reader thread knows once its file is done.
+pub(crate) struct SideReport {
+    pub summary: SideSummary,
+    pub warnings: Vec<String>,
+    pub sample: Vec<SampleFrame>,
+    /// The file turned out corrupt part-way; reading stopped there.
+    pub broken: Option<String>,
+}
+
+pub(crate) struct SideReader {
+    pub recycle: SyncSender<Batch>,
+    /// 32-bit ids that the matcher must unwrap.
+    pub wraps: bool,
+    handle: JoinHandle<Result<SideReport, AnalyzeError>>,
+}
+
+impl SideReader {
+    /// Open the file here (so errors surface before any thread starts), then read it
+    /// on a thread of its own; batches arrive on the returned receiver.
+    pub(crate) fn start(
+        path: &Path,
+        spec: IdSpec,
+        force_moonsniff: bool,
+        progress: &Progress,
+        cancel: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Result<(SideReader, Receiver<Batch>), AnalyzeError> {
+        let options = OpenOptions { force_moonsniff, progress: Some(progress.clone()) };
+        let reader = open(path, &options)?;
+        let wraps = spec.width == 4 || reader.format() == lowtail_capture::Format::MoonSniff;
+        let summary = SideSummary {
+            path: path.display().to_string(),
+            format: reader.format().name().to_string(),
+            compression: reader.compression().name().to_string(),
+            bytes: std::fs::metadata(path).map(|m| m.len()).unwrap_or(0),
+            snaplen: reader.snaplen(),
+            ..SideSummary::default()
+        };
+        let (tx, rx) = sync_channel::<Batch>(16);
+        let (recycle_tx, recycle_rx) = sync_channel::<Batch>(32);
+        let handle = std::thread::Builder::new()
+            .name("lowtail-read".into())
+            .spawn(move || read_side(reader, spec, summary, tx, recycle_rx, cancel))
+            .expect("spawn reader thread");
+        Ok((SideReader { recycle: recycle_tx, wraps, handle }, rx))
+    }
+
+    /// Wait for the thread (drop the receiver first, or it may wait on a full channel).
+    pub(crate) fn finish(self) -> Result<SideReport, AnalyzeError> {
+        self.handle.join().unwrap_or_else(|_| Err(AnalyzeError::Nothing("a reader thread panicked".into())))
+    }
+}
+
+fn read_side(
+    mut reader: CaptureReader,
+    spec: IdSpec,
+    mut summary: SideSummary,
+    tx: SyncSender<Batch>,
+    recycle: Receiver<Batch>,
+    cancel: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<SideReport, AnalyzeError> {
+    let mut sample = Vec::new();
+    let mut broken = None;
+    let mut last_ts: Option<i64> = None;
+    let mut batch: Batch = Vec::with_capacity(BATCH);
+    let (mut frames, mut not_udp, mut too_short, mut snapped, mut backwards) = (0u64, 0u64, 0u64, 0u64, 0u64);
+    loop {
+        let room = BATCH - batch.len();
+        let visited = reader.for_each(room, |item| {
+            frames += 1;
+            let (ts, extracted) = match item {
+                Item::Record { ts_ns, id } => (ts_ns, Extracted::Id(id as u64)),
+                Item::Frame(f) => {
+                    if sample.len() < SAMPLE_FRAMES {
+                        sample.push(SampleFrame { link: f.link, data: f.data.to_vec(), orig_len: f.orig_len });
+                    }
+                    (f.ts_ns, extract_id(f.link, f.data, f.orig_len, &spec))
+                }
+            };
+            match extracted {
+                Extracted::Id(id) => {
+                    backwards += (ts < last_ts.unwrap_or(i64::MIN)) as u64;
+                    last_ts = Some(ts);
+                    batch.push(Stamp { ts, id });
+                }
+                Extracted::NotUdp => not_udp += 1,
+                Extracted::TooShort => too_short += 1,
+                Extracted::Snapped => snapped += 1,
+            }
+        });
+        let visited = match visited {
+            Ok(n) => n,
+            Err(e @ CaptureError::Corrupt { .. }) if frames > 0 => {
+                broken = Some(e.to_string());
+                0
+            }
+            Err(e) => return Err(e.into()),
+        };
+        if visited == 0 || batch.len() == BATCH {
+            if cancel.load(Ordering::Relaxed) {
+                return Err(CaptureError::Cancelled.into());
+            }
+            let mut next = recycle.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            next.clear();
+            let full = std::mem::replace(&mut batch, next);
+            summary.with_id += full.len() as u64;
+            if summary.first_ts_ns.is_none() {
+                summary.first_ts_ns = full.first().map(|s| s.ts);
+            }
+            // A closed channel means the matcher stopped (an error on the other side).
+            if (!full.is_empty() && tx.send(full).is_err()) || visited == 0 {
+                break;
+            }
+        }
+    }
+    summary.frames = frames;
+    summary.not_udp = not_udp;
+    summary.too_short = too_short;
+    summary.snapped = snapped;
+    summary.backwards = backwards;
+    summary.last_ts_ns = last_ts;
+    Ok(SideReport { summary, warnings: reader.take_warnings(), sample, broken })
+}

@@ -1,0 +1,67 @@
+use std::path::PathBuf;
+
+use crate::source::Compression;
+use crate::window::Window;
+use crate::{CaptureError, Format, Item};
+
+/// MoonSniff's record file: packed little-endian `{u64 timestamp_ns, u32 id}` records,
+/// no header. The id is already extracted, so there is nothing to decode.
+pub struct MoonSniffReader {
+    window: Window,
+    path: PathBuf,
+    finished: bool,
+    warnings: Vec<String>,
+    compression: Compression,
+}
+
+pub const RECORD_LEN: usize = 12;
+
+impl MoonSniffReader {
+    pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Self {
+        MoonSniffReader { window, path, finished: false, warnings: Vec::new(), compression }
+    }
+}
+
+impl MoonSniffReader {
+    #[inline]
+    pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
+        if self.finished {
+            return Ok(None);
+        }
+        let have = self
+            .window
+            .ensure(RECORD_LEN)
+            .map_err(|source| CaptureError::Io { path: self.path.clone(), source })?;
+        if have < RECORD_LEN {
+            self.finished = true;
+            if have > 0 {
+                self.warnings.push(format!(
+                    "{}: the last record is truncated ({have} of {RECORD_LEN} bytes): dropped it",
+                    self.path.display()
+                ));
+            }
+            return Ok(None);
+        }
+        let r = &self.window.bytes()[..RECORD_LEN];
+        let ts = u64::from_le_bytes(r[0..8].try_into().unwrap());
+        let id = u32::from_le_bytes(r[8..12].try_into().unwrap());
+        self.window.advance(RECORD_LEN);
+        Ok(Some(Item::Record { ts_ns: ts as i64, id }))
+    }
+
+    pub fn format(&self) -> Format {
+        Format::MoonSniff
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    pub fn snaplen(&self) -> u32 {
+        0
+    }
+
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+}

@@ -1,0 +1,261 @@
+use std::path::PathBuf;
+
+use pcap_parser::pcapng::{
+    parse_block_be, parse_block_le, parse_enhancedpacketblock_be, parse_enhancedpacketblock_le, Block,
+};
+
+use crate::source::Compression;
+use crate::window::{Window, MAX_RECORD};
+use crate::{CaptureError, Format, Frame, Item, LinkType, NS_PER_SEC};
+
+const SHB: u32 = 0x0a0d_0d0a;
+const EPB: u32 = 0x0000_0006;
+const SPB: u32 = 0x0000_0003;
+const BOM: u32 = 0x1a2b_3c4d;
+
+/// Converts an interface's raw timestamp units to nanoseconds.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum TsScale {
+    /// Units are a whole number of nanoseconds (10^-9, 10^-6, 10^-3, 1 s ...).
+    Mul(i64),
+    /// Any other resolution (10^-12, 2^-n ...): exact conversion through 128-bit math.
+    PerSecond(u128),
+}
+
+impl TsScale {
+    /// `if_tsresol`: bit 7 clear = negative power of 10, set = negative power of 2.
+    pub(crate) fn from_tsresol(tsresol: u8) -> Option<TsScale> {
+        let exp = (tsresol & 0x7f) as u32;
+        let units: u128 = if tsresol & 0x80 == 0 {
+            if exp > 30 {
+                return None;
+            }
+            10u128.pow(exp)
+        } else {
+            if exp > 100 {
+                return None;
+            }
+            1u128.checked_shl(exp)?
+        };
+        if 1_000_000_000u128 % units == 0 {
+            Some(TsScale::Mul((1_000_000_000u128 / units) as i64))
+        } else {
+            Some(TsScale::PerSecond(units))
+        }
+    }
+
+    #[inline]
+    pub(crate) fn to_ns(self, raw: u64) -> i64 {
+        match self {
+            TsScale::Mul(k) => (raw as i64).wrapping_mul(k),
+            TsScale::PerSecond(units) => ((raw as u128 * 1_000_000_000u128) / units) as i64,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Interface {
+    link: Result<LinkType, i32>,
+    scale: TsScale,
+    offset_ns: i64,
+    snaplen: u32,
+}
+
+/// pcapng: any number of sections (each with its own byte order), interfaces with their
+/// own link type, resolution and offset; enhanced and simple packet blocks. Blocks are
+/// parsed by `pcap-parser` straight from the window.
+pub struct NgReader {
+    window: Window,
+    path: PathBuf,
+    big_endian: bool,
+    interfaces: Vec<Interface>,
+    snaplen: u32,
+    pending: usize,
+    finished: bool,
+    untimed: u64,
+    warnings: Vec<String>,
+    compression: Compression,
+}
+
+impl NgReader {
+    pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
+        let mut r = NgReader {
+            window,
+            path,
+            big_endian: false,
+            interfaces: Vec::new(),
+            snaplen: 0,
+            pending: 0,
+            finished: false,
+            untimed: 0,
+            warnings: Vec::new(),
+            compression,
+        };
+        let got = r.window.ensure(28).map_err(|source| r.io(source))?;
+        if got < 28 {
+            return Err(CaptureError::TruncatedHeader { path: r.path, format: "pcapng", got, need: 28 });
+        }
+        // Read the blocks ahead of the first packet now, so the link types and snap
+        // length are known (and unsupported ones fail) before any thread starts.
+        r.next_block_header()?;
+        Ok(r)
+    }
+
+    fn io(&self, source: std::io::Error) -> CaptureError {
+        CaptureError::Io { path: self.path.clone(), source }
+    }
+
+    fn corrupt(&self, detail: String) -> CaptureError {
+        CaptureError::Corrupt { path: self.path.clone(), format: "pcapng", offset: self.window.offset(), detail }
+    }
+
+    fn u32_at(&self, b: &[u8], at: usize) -> u32 {
+        let raw: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
+        if self.big_endian {
+            u32::from_be_bytes(raw)
+        } else {
+            u32::from_le_bytes(raw)
+        }
+    }
+
+    /// Skip over section and interface blocks (recording what they say) until a packet
+    /// block is complete in the window; returns its length, or `None` at the end.
+    fn next_block_header(&mut self) -> Result<Option<usize>, CaptureError> {
+        loop {
+            let have = self.window.ensure(12).map_err(|e| self.io(e))?;
+            if have == 0 {
+                return Ok(None);
+            }
+            if have < 12 {
+                self.truncated(have, 12);
+                return Ok(None);
+            }
+            let b = self.window.bytes();
+            let block_type = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+            if block_type == SHB {
+                self.big_endian = match u32::from_le_bytes([b[8], b[9], b[10], b[11]]) {
+                    BOM => false,
+                    x if x.swap_bytes() == BOM => true,
+                    _ => return Err(self.corrupt("section header has no valid byte-order magic".into())),
+                };
+            }
+            let block_type = if self.big_endian { block_type.swap_bytes() } else { block_type };
+            let len = self.u32_at(b, 4) as usize;
+            if len < 12 || len % 4 != 0 || len > MAX_RECORD {
+                return Err(self.corrupt(format!("block of type {block_type:#x} claims length {len}")));
+            }
+            let have = self.window.ensure(len).map_err(|e| self.io(e))?;
+            if have < len {
+                self.truncated(have, len);
+                return Ok(None);
+            }
+            if block_type == EPB {
+                return Ok(Some(len));
+            }
+            self.meta_block(block_type, len)?;
+            self.window.advance(len);
+        }
+    }
+
+    fn meta_block(&mut self, block_type: u32, len: usize) -> Result<(), CaptureError> {
+        if block_type == SPB {
+            self.untimed += 1;
+            return Ok(());
+        }
+        let data = &self.window.bytes()[..len];
+        let parsed = if self.big_endian { parse_block_be(data) } else { parse_block_le(data) };
+        let iface = match parsed {
+            Ok((_, Block::SectionHeader(_))) => {
+                self.interfaces.clear();
+                return Ok(());
+            }
+            Ok((_, Block::InterfaceDescription(idb))) => match TsScale::from_tsresol(idb.if_tsresol) {
+                Some(scale) => Interface {
+                    link: LinkType::from_pcap(idb.linktype.0).ok_or(idb.linktype.0),
+                    scale,
+                    offset_ns: idb.if_tsoffset.saturating_mul(NS_PER_SEC),
+                    snaplen: idb.snaplen,
+                },
+                None => return Err(self.corrupt(format!("interface has an impossible if_tsresol {:#x}", idb.if_tsresol))),
+            },
+            Ok(_) => return Ok(()),
+            Err(e) => return Err(self.corrupt(format!("block of type {block_type:#x} does not parse ({e:?})"))),
+        };
+        if let Err(linktype) = iface.link {
+            return Err(CaptureError::UnsupportedLinkType { path: self.path.clone(), linktype });
+        }
+        self.snaplen = self.snaplen.max(iface.snaplen);
+        self.interfaces.push(iface);
+        Ok(())
+    }
+
+    fn truncated(&mut self, have: usize, need: usize) {
+        self.finished = true;
+        self.warnings.push(format!(
+            "{}: the last block is truncated ({have} of {need} bytes; capture killed while writing?): dropped it",
+            self.path.display()
+        ));
+    }
+
+    fn finish(&mut self) {
+        self.finished = true;
+        if self.untimed > 0 {
+            self.warnings.push(format!(
+                "{}: {} simple packet blocks carry no timestamp: skipped them",
+                self.path.display(),
+                self.untimed
+            ));
+            self.untimed = 0;
+        }
+    }
+}
+
+impl NgReader {
+    pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
+        self.window.advance(std::mem::take(&mut self.pending));
+        if self.finished {
+            return Ok(None);
+        }
+        let Some(len) = self.next_block_header()? else {
+            self.finish();
+            return Ok(None);
+        };
+        let data = &self.window.bytes()[..len];
+        let parsed = if self.big_endian { parse_enhancedpacketblock_be(data) } else { parse_enhancedpacketblock_le(data) };
+        let epb = match parsed {
+            Ok((_, epb)) => epb,
+            Err(e) => return Err(self.corrupt(format!("packet block does not parse ({e:?})"))),
+        };
+        let iface = match self.interfaces.get(epb.if_id as usize) {
+            Some(i) => *i,
+            None => return Err(CaptureError::UnknownInterface { path: self.path.clone(), interface: epb.if_id }),
+        };
+        let link = iface.link.expect("unsupported link types are rejected when declared");
+        let raw = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
+        let bytes: &[u8] = epb.data;
+        let caplen = (epb.caplen as usize).min(bytes.len());
+        self.pending = len;
+        Ok(Some(Item::Frame(Frame {
+            ts_ns: iface.scale.to_ns(raw).wrapping_add(iface.offset_ns),
+            link,
+            data: &bytes[..caplen],
+            orig_len: epb.origlen,
+        })))
+    }
+
+    pub fn format(&self) -> Format {
+        Format::PcapNg
+    }
+
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    pub fn snaplen(&self) -> u32 {
+        self.snaplen
+    }
+
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+}

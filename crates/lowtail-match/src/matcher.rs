@@ -1,0 +1,309 @@
+//! Streaming join of the two capture sides.
+//!
+//! The pipeline feeds both sides merged in timestamp order. Every PRE packet enters a
+//! ring in PRE order; its POST copy (found by id) fills it in. An entry leaves the ring
+//! once the merged clock has moved `horizon` past its departure: then it is final —
+//! received, lost, or received with a negative latency — and goes to the sink, still
+//! in PRE order. Memory is therefore bounded by rate × horizon, not by capture length.
+//!
+//! Id lookups are O(1): sequential ids (the normal case) are found by arithmetic from
+//! an anchor, and only ids that break the sequence go through a hash map.
+
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap;
+
+/// One PRE packet once its fate is known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Matched {
+    /// Position in PRE (0 = first packet with an id, trimmed ones included).
+    pub index: u64,
+    pub id: u64,
+    pub pre_ts: i64,
+    /// Meaningless for `Outcome::Lost`.
+    pub post_ts: i64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Received,
+    /// Received, but timestamped before it was sent: a clock problem.
+    Negative,
+    Lost,
+}
+
+pub trait MatchSink {
+    fn resolved(&mut self, outcome: Outcome, m: &Matched);
+}
+
+/// Packet counts of one analysis (trimmed packets excluded unless named).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    pub sent: u64,
+    pub received: u64,
+    pub lost: u64,
+    pub duplicates: u64,
+    /// RFC 4737: arrivals whose PRE position is below the next expected one.
+    pub reordered: u64,
+    pub negative: u64,
+    /// POST packets whose id was never sent (within the horizon).
+    pub unmatched: u64,
+    /// Ids sent more than once: the later copies are ignored.
+    pub pre_duplicates: u64,
+    pub trimmed_pre: u64,
+    pub trimmed_post: u64,
+}
+
+const PENDING: i64 = i64::MIN;
+const TRIMMED: i64 = i64::MIN + 1;
+
+#[derive(Debug, Clone, Copy)]
+struct Entry {
+    id: u64,
+    pre_ts: i64,
+    /// `PENDING`, `TRIMMED`, or the first POST timestamp.
+    post_ts: i64,
+}
+
+pub struct Matcher<S: MatchSink> {
+    sink: S,
+    horizon_ns: i64,
+    trim_ns: i64,
+    trim_until: Option<i64>,
+    ring: VecDeque<Entry>,
+    /// PRE index of `ring[0]`.
+    base: u64,
+    next_index: u64,
+    /// (id, index) of the start of the current run of consecutive ids.
+    anchor: Option<(u64, u64)>,
+    /// Entries before this index were hashed when their run ended.
+    segment_start: u64,
+    by_id: FxHashMap<u64, u64>,
+    early_posts: VecDeque<(i64, u64)>,
+    early_by_id: FxHashMap<u64, (i64, u64)>,
+    next_expected: u64,
+    /// Nothing can expire before the merged clock passes this (cached bound).
+    expire_after: i64,
+    counters: Counters,
+}
+
+impl<S: MatchSink> Matcher<S> {
+    /// `trim_ns`: PRE packets within this time of the first PRE packet are ignored,
+    /// with their POST copies. `horizon_ns`: the longest latency that still counts as
+    /// a delivery rather than a loss.
+    pub fn new(sink: S, trim_ns: i64, horizon_ns: i64) -> Self {
+        Matcher {
+            sink,
+            horizon_ns: horizon_ns.max(1),
+            trim_ns: trim_ns.max(0),
+            trim_until: None,
+            ring: VecDeque::new(),
+            base: 0,
+            next_index: 0,
+            anchor: None,
+            segment_start: 0,
+            by_id: FxHashMap::default(),
+            early_posts: VecDeque::new(),
+            early_by_id: FxHashMap::default(),
+            next_expected: 0,
+            expire_after: i64::MAX,
+            counters: Counters::default(),
+        }
+    }
+
+    pub fn counters(&self) -> &Counters {
+        &self.counters
+    }
+
+    pub fn sink(&self) -> &S {
+        &self.sink
+    }
+
+    /// Timestamp of the first PRE packet, once seen.
+    pub fn start_ts(&self) -> Option<i64> {
+        self.trim_until.map(|t| t - self.trim_ns)
+    }
+
+    #[inline]
+    fn lookup(&self, id: u64) -> Option<u64> {
+        if let Some((aid, aidx)) = self.anchor {
+            let cand = aidx.wrapping_add(id.wrapping_sub(aid));
+            if cand >= self.base && cand < self.next_index && self.ring[(cand - self.base) as usize].id == id {
+                return Some(cand);
+            }
+        }
+        if self.by_id.is_empty() {
+            None
+        } else {
+            self.by_id.get(&id).copied()
+        }
+    }
+
+    #[inline]
+    fn note_arrival(&mut self, index: u64) {
+        if index < self.next_expected {
+            self.counters.reordered += 1;
+        } else {
+            self.next_expected = index + 1;
+        }
+    }
+
+    /// A packet seen on the PRE side, in merged time order.
+    #[inline]
+    pub fn push_pre(&mut self, ts: i64, id: u64) {
+        self.expire(ts);
+        let trim_until = *self.trim_until.get_or_insert(ts.saturating_add(self.trim_ns));
+        if self.lookup(id).is_some() {
+            self.counters.pre_duplicates += 1;
+            return;
+        }
+        let index = self.next_index;
+        let trimmed = ts < trim_until;
+        let mut post_ts = if trimmed { TRIMMED } else { PENDING };
+        if trimmed {
+            self.counters.trimmed_pre += 1;
+        } else {
+            self.counters.sent += 1;
+        }
+        if !self.early_by_id.is_empty() {
+            if let Some((early_ts, copies)) = self.early_by_id.remove(&id) {
+                if trimmed {
+                    self.counters.trimmed_post += copies;
+                } else {
+                    post_ts = early_ts;
+                    self.counters.received += 1;
+                    self.counters.duplicates += copies - 1;
+                    self.note_arrival(index);
+                }
+            }
+        }
+        self.extend_run(id, index);
+        if self.ring.is_empty() {
+            self.expire_after = self.expire_after.min(ts.saturating_add(self.horizon_ns));
+        }
+        self.ring.push_back(Entry { id, pre_ts: ts, post_ts });
+        self.next_index += 1;
+    }
+
+    /// Keep the anchor on runs of consecutive ids; when a run breaks, hash its entries.
+    #[inline]
+    fn extend_run(&mut self, id: u64, index: u64) {
+        if let Some((aid, aidx)) = self.anchor {
+            if aidx.wrapping_add(id.wrapping_sub(aid)) == index {
+                return;
+            }
+        }
+        for i in self.segment_start.max(self.base)..index {
+            let e = &self.ring[(i - self.base) as usize];
+            self.by_id.insert(e.id, i);
+        }
+        self.anchor = Some((id, index));
+        self.segment_start = index;
+    }
+
+    /// A packet seen on the POST side, in merged time order.
+    #[inline]
+    pub fn push_post(&mut self, ts: i64, id: u64) {
+        self.expire(ts);
+        match self.lookup(id) {
+            Some(index) => {
+                let e = &mut self.ring[(index - self.base) as usize];
+                match e.post_ts {
+                    TRIMMED => self.counters.trimmed_post += 1,
+                    PENDING => {
+                        e.post_ts = ts;
+                        self.counters.received += 1;
+                        self.note_arrival(index);
+                    }
+                    _ => self.counters.duplicates += 1,
+                }
+            }
+            None => match self.early_by_id.get_mut(&id) {
+                Some((_, copies)) => *copies += 1,
+                None => {
+                    self.early_by_id.insert(id, (ts, 1));
+                    if self.early_posts.is_empty() {
+                        self.expire_after = self.expire_after.min(ts.saturating_add(self.horizon_ns));
+                    }
+                    self.early_posts.push_back((ts, id));
+                }
+            },
+        }
+    }
+
+    /// Finalise everything older than `now - horizon`.
+    #[inline]
+    pub fn expire(&mut self, now: i64) {
+        if now <= self.expire_after {
+            return;
+        }
+        self.expire_slow(now);
+    }
+
+    fn expire_slow(&mut self, now: i64) {
+        let limit = now.saturating_sub(self.horizon_ns);
+        while let Some(front) = self.ring.front() {
+            if front.pre_ts >= limit {
+                break;
+            }
+            self.pop_front();
+        }
+        while let Some(&(ts, id)) = self.early_posts.front() {
+            if ts >= limit {
+                break;
+            }
+            self.early_posts.pop_front();
+            self.retire_early(ts, id);
+        }
+        let oldest = [self.ring.front().map(|e| e.pre_ts), self.early_posts.front().map(|e| e.0)];
+        self.expire_after = oldest.iter().flatten().min().map_or(i64::MAX, |t| t.saturating_add(self.horizon_ns));
+    }
+
+    fn retire_early(&mut self, ts: i64, id: u64) {
+        if let Some(&(first_ts, copies)) = self.early_by_id.get(&id) {
+            if first_ts == ts {
+                self.early_by_id.remove(&id);
+                self.counters.unmatched += copies;
+            }
+        }
+    }
+
+    #[inline]
+    fn pop_front(&mut self) {
+        let e = self.ring.pop_front().expect("pop_front on empty ring");
+        let index = self.base;
+        self.base += 1;
+        if index < self.segment_start {
+            self.by_id.remove(&e.id);
+        }
+        let m = Matched { index, id: e.id, pre_ts: e.pre_ts, post_ts: e.post_ts };
+        match e.post_ts {
+            TRIMMED => {}
+            PENDING => {
+                self.counters.lost += 1;
+                self.sink.resolved(Outcome::Lost, &m);
+            }
+            post if post < e.pre_ts => {
+                self.counters.negative += 1;
+                self.sink.resolved(Outcome::Negative, &m);
+            }
+            _ => self.sink.resolved(Outcome::Received, &m),
+        }
+    }
+
+    /// Both captures are exhausted: everything still open is final now.
+    pub fn finish(mut self) -> (Counters, S) {
+        while !self.ring.is_empty() {
+            self.pop_front();
+        }
+        while let Some((ts, id)) = self.early_posts.pop_front() {
+            self.retire_early(ts, id);
+        }
+        (self.counters, self.sink)
+    }
+
+    /// Entries currently held (for memory accounting and tests).
+    pub fn in_flight(&self) -> usize {
+        self.ring.len() + self.early_posts.len()
+    }
+}

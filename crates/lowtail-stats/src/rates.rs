@@ -1,0 +1,60 @@
+/// Packets per one-second interval since a start time.
+#[derive(Debug, Clone, Default)]
+pub struct PerSecond {
+    start_ns: Option<i64>,
+    counts: Vec<u64>,
+    before_start: u64,
+    /// [bin_start, bin_end) of the bin counted last: the common case needs no division.
+    bin_start: i64,
+    bin_end: i64,
+    bin: usize,
+}
+
+const NS: i64 = 1_000_000_000;
+/// A day of seconds: a timestamp further out is a corrupt one, not a reason to allocate.
+const MAX_SECONDS: i64 = 86_400;
+
+impl PerSecond {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn set_start(&mut self, start_ns: i64) {
+        self.start_ns.get_or_insert(start_ns);
+    }
+
+    #[inline]
+    pub fn count(&mut self, ts_ns: i64) {
+        if ts_ns >= self.bin_start && ts_ns < self.bin_end {
+            self.counts[self.bin] += 1;
+            return;
+        }
+        self.count_slow(ts_ns);
+    }
+
+    fn count_slow(&mut self, ts_ns: i64) {
+        let start = *self.start_ns.get_or_insert(ts_ns);
+        let rel = ts_ns - start;
+        if rel < 0 || rel / NS >= MAX_SECONDS {
+            self.before_start += 1;
+            return;
+        }
+        let s = (rel / NS) as usize;
+        if s >= self.counts.len() {
+            self.counts.resize(s + 1, 0);
+        }
+        self.counts[s] += 1;
+        self.bin = s;
+        self.bin_start = start + s as i64 * NS;
+        self.bin_end = self.bin_start + NS;
+    }
+
+    pub fn counts(&self) -> &[u64] {
+        &self.counts
+    }
+
+    /// Packets outside [start, start + 1 day).
+    pub fn outside(&self) -> u64 {
+        self.before_start
+    }
+}

@@ -1,0 +1,64 @@
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+/// One of the worst latencies, with when it happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct WorstEvent {
+    pub latency_ns: i64,
+    pub pre_ts_ns: i64,
+    pub id: u64,
+}
+
+/// The N largest latencies (ties: the earlier packet is kept).
+#[derive(Debug, Clone)]
+pub struct WorstN {
+    n: usize,
+    heap: BinaryHeap<Reverse<(i64, Reverse<i64>, u64)>>,
+}
+
+impl WorstN {
+    pub fn new(n: usize) -> Self {
+        WorstN { n, heap: BinaryHeap::with_capacity(n + 1) }
+    }
+
+    #[inline]
+    pub fn offer(&mut self, latency_ns: i64, pre_ts_ns: i64, id: u64) {
+        if self.n == 0 {
+            return;
+        }
+        if self.heap.len() == self.n {
+            let Reverse((min_lat, _, _)) = *self.heap.peek().expect("non-empty");
+            if latency_ns <= min_lat {
+                return;
+            }
+            self.heap.pop();
+        }
+        self.heap.push(Reverse((latency_ns, Reverse(pre_ts_ns), id)));
+    }
+
+    /// The events in time order (what a worst-events scatter plots).
+    pub fn into_time_order(self) -> Vec<WorstEvent> {
+        let mut v: Vec<WorstEvent> = self
+            .heap
+            .into_iter()
+            .map(|Reverse((latency_ns, Reverse(pre_ts_ns), id))| WorstEvent { latency_ns, pre_ts_ns, id })
+            .collect();
+        v.sort_by_key(|e| (e.pre_ts_ns, e.id));
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_largest() {
+        let mut w = WorstN::new(3);
+        for (i, lat) in [5, 1, 9, 7, 3, 8].iter().enumerate() {
+            w.offer(*lat, i as i64, i as u64);
+        }
+        let got: Vec<i64> = w.into_time_order().iter().map(|e| e.latency_ns).collect();
+        assert_eq!(got, vec![9, 7, 8]);
+    }
+}

@@ -1,0 +1,3 @@
+from lowtail.cli import main
+
+main()

@@ -1,0 +1,53 @@
+"""How commands talk: results on stdout (a table, or one JSON document with --json),
+messages on stderr, progress bars only on a terminal."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from rich.console import Console
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+EXIT_PARTIAL = 3
+EXIT_VERDICT_FAILED = 4
+EXIT_INTERRUPTED = 130  # see errors.Interrupted
+
+
+def print_json(doc: Any) -> None:
+    sys.stdout.write(json.dumps(doc, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def warn(message: str) -> None:
+    err.print(f"[yellow]warning:[/yellow] {message}", markup=True, highlight=False)
+
+
+def note(message: str) -> None:
+    err.print(message, markup=False)
+
+
+@contextmanager
+def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
+    """Yields a callback(done, total) that drives a progress bar on a terminal, or a
+    no-op when stderr is not one."""
+    if not (enabled and err.is_terminal):
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                  TransferSpeedColumn(), TimeRemainingColumn(), console=err, transient=True) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        yield update

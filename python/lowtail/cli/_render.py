@@ -1,0 +1,49 @@
+"""Readable tables of analysis figures (the same document `--json` prints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+
+from lowtail.units import format_ns, format_us
+
+PERCENTILE_KEYS = [("min", "min"), ("p50", "50 %"), ("p90", "90 %"), ("p99", "99 %"), ("p99_9", "99.9 %"),
+                   ("p99_99", "99.99 %"), ("p99_999", "99.999 %"), ("p99_9999", "99.9999 %"), ("max", "max")]
+
+
+def _pct(part: int, whole: int) -> str:
+    return f"{100.0 * part / whole:.4g} %" if whole else "–"
+
+
+def analysis_tables(a: dict[str, Any]) -> list[Table]:
+    counts = Table(title="packets", title_justify="left", show_header=True, box=None, pad_edge=False)
+    for col in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative"):
+        counts.add_column(col, justify="right")
+    counts.add_row(*(f"{a[k]:,}" for k in ("sent", "received")),
+                   f"{a['lost']:,} ({_pct(a['lost'], a['sent'])})",
+                   *(f"{a[k]:,}" for k in ("duplicates", "reordered", "foreign", "negative")))
+    tables = [counts]
+    lat = a.get("latency_ns")
+    if lat:
+        t = Table(title=f"latency ({lat['samples']:,} samples, exact nearest rank)", title_justify="left",
+                  box=None, pad_edge=False)
+        for _, label in PERCENTILE_KEYS:
+            t.add_column(label, justify="right")
+        t.add_column("mean", justify="right")
+        t.add_row(*(format_us(lat[k]) for k, _ in PERCENTILE_KEYS), format_us(lat["mean"]))
+        tables.append(t)
+    return tables
+
+
+def header_line(a: dict[str, Any]) -> str:
+    dur = a.get("duration_ns") or 0
+    rate = a["sent"] / (dur / 1e9) if dur > 0 else 0.0
+    parts = [f"{a['pre']['path']} → {a['post']['path']}",
+             f"trim {format_ns(a['trim_ns'])}",
+             f"{format_ns(dur)} analysed"]
+    if rate:
+        parts.append(f"{rate:,.0f} pps sent")
+    if a.get("partial"):
+        parts.append("PARTIAL")
+    return " · ".join(parts)

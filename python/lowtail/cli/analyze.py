@@ -1,0 +1,98 @@
+"""`lowtail analyze PRE POST`: exact latency figures of a capture pair."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+from enum import Enum
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.cli._app import app
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, out, print_json, warn, note
+from lowtail.cli._render import analysis_tables, header_line
+from lowtail.errors import UserError
+from lowtail.units import parse_duration_ns
+
+
+class Endianness(str, Enum):
+    big = "big"
+    little = "little"
+
+
+class IdFormat(str, Enum):
+    lowtail = "lowtail"
+    moonsniff = "moonsniff"
+
+
+def _warm_up_store() -> threading.Thread:
+    """Import the database driver on the other core while the analysis runs."""
+    t = threading.Thread(target=importlib.import_module, args=("lowtail.store",), daemon=True)
+    t.start()
+    return t
+
+
+@app.command(help="Match a PRE and a POST capture by packet id and print exact latency figures. "
+                  "Reads pcap (µs/ns, either byte order), pcapng and MoonSniff .mscap records, "
+                  "plain or zstd/gzip-compressed.")
+def analyze(
+    pre: Path = typer.Argument(..., help="Capture of the packets entering the device under test."),
+    post: Path = typer.Argument(..., help="Capture of the packets leaving it."),
+    id_offset: Optional[int] = typer.Option(None, min=0, help="Bytes from the start of the UDP payload to the id [default: 0]."),
+    id_width: Optional[int] = typer.Option(None, help="Id width in bytes, 4 or 8 [default: 8]; 4-byte ids are unwrapped."),
+    id_endian: Optional[Endianness] = typer.Option(None, help="Id byte order [default: big]."),
+    id_format: Optional[IdFormat] = typer.Option(None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."),
+    udp_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Only UDP datagrams to this port carry ids."),
+    moonsniff_records: bool = typer.Option(False, help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."),
+    trim: float = typer.Option(1.0, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."),
+    max_latency: str = typer.Option("10s", help="Latencies above this count as losses (bounds memory to rate × this)."),
+    worst: int = typer.Option(5000, min=0, help="How many worst events to keep."),
+    export: Optional[Path] = typer.Option(None, help="Write the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to this Parquet file."),
+    hgrm: Optional[Path] = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
+    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    store: bool = typer.Option(True, help="Store the analysis in the database."),
+    label: Optional[str] = typer.Option(None, help="A name for this analysis in the database."),
+    report: Optional[Path] = typer.Option(None, help="Also write an HTML report to this file."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+) -> None:
+    if id_width is not None and id_width not in (4, 8):
+        raise UserError(f"--id-width must be 4 or 8, not {id_width}")
+    if export is not None and export.suffix.lower() != ".parquet":
+        raise UserError(f"--export {export}: the file name must end in .parquet")
+    options = AnalyzeOptions(
+        id_offset=id_offset, id_width=id_width, id_endian=id_endian.value if id_endian else None,
+        id_format=id_format.value if id_format else None, udp_port=udp_port,
+        moonsniff_records=moonsniff_records, trim_ns=round(trim * 1e9),
+        horizon_ns=parse_duration_ns(max_latency), worst=worst,
+        export=str(export) if export else None)
+    store_ready = _warm_up_store() if store else None
+    with byte_progress("analysing") as progress:
+        a = analyze_pair(pre, post, options, on_progress=progress)
+    if hgrm:
+        hgrm.write_text(a["hgrm"])
+    if store:
+        store_ready.join()
+        from lowtail.store import open_store
+
+        with open_store(db) as s:
+            a["analysis_id"] = s.save_analysis(a, options=vars(options), label=label)
+    if report:
+        from lowtail.report import write_analysis_report
+
+        if not store:
+            raise UserError("--report needs the analysis stored (drop --no-store)")
+        write_analysis_report(db, a["analysis_id"], report)
+    for w in a["warnings"]:
+        warn(w)
+    if json_out:
+        print_json(a)
+    else:
+        note(header_line(a))
+        for table in analysis_tables(a):
+            out.print(table)
+        if store:
+            note(f"stored as analysis {a['analysis_id']} in {db}")
+    raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)

@@ -1,0 +1,57 @@
+"""`lowtail list` and `lowtail show`: what the results database holds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from lowtail.cli._app import app
+from lowtail.cli._output import note, out, print_json, warn
+from lowtail.cli._render import analysis_tables, header_line
+from lowtail.units import format_us
+
+
+@app.command("list", help="List the analyses stored in the database, newest first.")
+def list_(
+    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    limit: int = typer.Option(50, min=1, help="How many to show."),
+    json_out: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    from lowtail.store import open_store
+
+    with open_store(db, read_only=True) as s:
+        rows = s.list_analyses(limit)
+    if json_out:
+        print_json(rows)
+        return
+    t = Table(box=None)
+    for col in ("id", "created", "label", "sent", "lost", "p50", "p99.999", "max", "pre capture"):
+        t.add_column(col, justify="right" if col in ("id", "sent", "lost", "p50", "p99.999", "max") else "left")
+    for r in rows:
+        t.add_row(str(r["analysis_id"]), f"{r['created_at']:%Y-%m-%d %H:%M}", r["label"] or "",
+                  f"{r['sent']:,}", f"{r['lost']:,}", format_us(r["lat_p50_ns"]), format_us(r["lat_p99_999_ns"]),
+                  format_us(r["lat_max_ns"]), r["pre_path"] + (" (partial)" if r["partial"] else ""))
+    out.print(t)
+
+
+@app.command(help="Show one stored analysis (an id, or 'latest').")
+def show(
+    analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
+    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    json_out: bool = typer.Option(False, "--json", help="Print the stored figures as JSON."),
+) -> None:
+    from lowtail.store import open_store
+
+    with open_store(db, read_only=True) as s:
+        doc = s.analysis(analysis)
+    a = {**doc["figures"], **doc["inputs"], "analysis_id": doc["analysis_id"]}
+    if json_out:
+        print_json(a)
+        return
+    note(f"analysis {doc['analysis_id']} · {doc['created_at']:%Y-%m-%d %H:%M:%S} · " + header_line(a))
+    for table in analysis_tables(a):
+        out.print(table)
+    for w in doc["warnings"]:
+        warn(w)

@@ -1,0 +1,28 @@
+"""`lowtail report`: an HTML report from the results database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from lowtail.cli._app import app
+from lowtail.cli._output import note, print_json
+
+
+@app.command(help="Write an HTML report of a stored analysis (an id, or 'latest').")
+def report(
+    analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
+    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-report-<id>.html]."),
+    json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
+) -> None:
+    from lowtail.report import write_analysis_report
+
+    target = output or Path(f"lowtail-report-{analysis}.html")
+    path = write_analysis_report(db, analysis, target)
+    if json_out:
+        print_json({"report": str(path)})
+    else:
+        note(f"wrote {path}")
