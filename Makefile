@@ -28,12 +28,20 @@ $(STAMPS)/venv: pyproject.toml scripts/pydeps.py | $(STAMPS)
 
 # The extension module, installed editable into the venv (Python edits need no rebuild).
 $(STAMPS)/native: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
-	@VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet >/dev/null
+	@VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet > $(STAMPS)/maturin.log 2>&1 \
+	  || { cat $(STAMPS)/maturin.log; exit 1; }
+	@touch $@
+
+# The native programs (lowtail-gen, lowtail-fwd, lowtail-noise, ...) go beside the command.
+$(STAMPS)/bins: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
+	@cargo build --release --workspace --bins --quiet
+	@bins=$$(find target/release -maxdepth 1 -type f -perm -u+x -name 'lowtail-*'); \
+	  if [ -n "$$bins" ]; then install -m 755 $$bins $(VENV)/bin/; fi
 	@touch $@
 
 deps: $(STAMPS)/apt $(STAMPS)/venv
 
-build: deps $(STAMPS)/native ## venv + native module; leaves the command at .venv/bin/lowtail
+build: deps $(STAMPS)/native $(STAMPS)/bins ## venv, native module and programs; the command is .venv/bin/lowtail
 
 test-rust: deps
 	cargo test --workspace --exclude lowtail-py --quiet
