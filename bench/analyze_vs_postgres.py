@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
+import dpkt
+
 import pg_baseline
 from pg_baseline import BaselineError, StageTiming, TempPostgres
 
@@ -110,13 +112,11 @@ def lowtail_command() -> str:
     return found
 
 
-def timed_process(argv: list[str], **kw) -> StageTiming:
+def timed_process(argv: list[str]) -> StageTiming:
     """Run one whole process to its end: wall time, CPU time and peak RSS (from wait4)."""
     started = time.perf_counter()
-    p = subprocess.Popen(argv, stdout=kw.pop("stdout", subprocess.DEVNULL), stderr=subprocess.PIPE, **kw)
-    timing = pg_baseline.run_timed([p])
-    timing.seconds = time.perf_counter() - started
-    return timing
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return pg_baseline.wait_timed([p], started)
 
 
 def synth_pair(pre: Path, post: Path, packets: int, rate: float, model: dict) -> tuple[dict, float]:
@@ -192,7 +192,7 @@ def run_speed(cfg: Config, workdir: Path) -> dict:
         "duplicates": synth["duplicates"],
         "synth_seconds": synth_s,
         "postgres": server,
-        "dpkt": pg_baseline.version_of_dpkt(),
+        "dpkt": dpkt.__version__,
         "repeat": cfg.repeat,
         "page_cache_read_s": summary(floor),
         "lowtail_s": summary(ours),
@@ -329,7 +329,7 @@ def main(argv: list[str]) -> int:
     if reason:
         say(f"cannot run the baseline: {reason}")
         return 1
-    workdir = Path(tempfile.mkdtemp(prefix=f"lowtail-bench-{os.getpid()}-", dir=cfg.workdir))
+    workdir = Path(tempfile.mkdtemp(prefix=f"lowtail-pgbench-{os.getpid()}-", dir=cfg.workdir))
     doc = {"commit": git_commit(), "cpus": os.cpu_count(), "load_before": load_average(),
            "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     try:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import re
 import shutil
 import socket
 import subprocess
@@ -91,7 +90,7 @@ class TempPostgres:
 
     def __init__(self) -> None:
         self.bindir = postgres_bindir()
-        self.root = Path(tempfile.mkdtemp(prefix=f"lowtail-bench-pg-{os.getpid()}-"))
+        self.root = Path(tempfile.mkdtemp(prefix=f"lowtail-pgbench-pg-{os.getpid()}-"))
         self.data = self.root / "data"
         self.port = free_port()
         self.started = False
@@ -164,8 +163,9 @@ class StageTiming:
     max_rss_bytes: int
 
 
-def run_timed(processes: list[subprocess.Popen]) -> StageTiming:
-    """Wait for already started processes; their rusage comes from wait4."""
+def wait_timed(processes: list[subprocess.Popen], started: float) -> StageTiming:
+    """Wait for processes started at `started` (a perf_counter time): wall time since
+    then, and their CPU time and largest peak RSS from wait4. Raises if one failed."""
     cpu = 0.0
     rss = 0
     failed = []
@@ -176,11 +176,11 @@ def run_timed(processes: list[subprocess.Popen]) -> StageTiming:
         rss = max(rss, usage.ru_maxrss * 1024)
         if p.returncode:
             failed.append(p)
+    seconds = time.perf_counter() - started
     if failed:
-        details = "; ".join(f"{p.args[0] if isinstance(p.args, list) else p.args} exited {p.returncode}: "
-                            f"{_stderr_of(p)}" for p in failed)
-        raise BaselineError(details)
-    return StageTiming(0.0, cpu, rss)
+        raise BaselineError("; ".join(f"{Path(p.args[0]).name} exited {p.returncode}: {_stderr_of(p)}"
+                                      for p in failed))
+    return StageTiming(seconds, cpu, rss)
 
 
 def _stderr_of(p: subprocess.Popen) -> str:
@@ -204,14 +204,12 @@ def load_pair(pg: TempPostgres, pre: Path, post: Path) -> StageTiming:
                                       stdin=parser.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             parser.stdout.close()
             procs += [parser, copier]
-        timing = run_timed(procs)
+        return wait_timed(procs, started)
     finally:
         for p in procs:
             if p.returncode is None:
                 p.kill()
                 p.wait()
-    timing.seconds = time.perf_counter() - started
-    return timing
 
 
 def percentile_levels() -> list[float]:
@@ -236,9 +234,7 @@ def analyze_in_sql(pg: TempPostgres, *, trim_ns: int, horizon_ns: int, worst_n: 
     started = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = p.stdout.read()
-    timing = run_timed([p])
-    timing.seconds = time.perf_counter() - started
-    return timing, _lowtail_shaped(json.loads(out))
+    return wait_timed([p], started), _lowtail_shaped(json.loads(out))
 
 
 def _lowtail_shaped(doc: dict) -> dict:
@@ -294,13 +290,3 @@ def _first_difference(a: list, b: list) -> str:
         if x != y:
             return f"entry {i}: SQL {x} vs lowtail {y}"
     return f"SQL has {len(a)} entries, lowtail {len(b)}"
-
-
-def version_of_dpkt() -> str:
-    r = subprocess.run([sys.executable, "-c", "import dpkt; print(dpkt.__version__)"],
-                       capture_output=True, text=True)
-    return r.stdout.strip() or "missing"
-
-
-def describe_server(pg: TempPostgres) -> str:
-    return re.sub(r"\s.*", "", pg.version())
