@@ -93,6 +93,7 @@ class TempPostgres:
         self.root = Path(tempfile.mkdtemp(prefix=f"lowtail-pgbench-pg-{os.getpid()}-"))
         self.data = self.root / "data"
         self.port = free_port()
+        self.psql_program = str(self.bindir / "psql") if (self.bindir / "psql").exists() else "psql"
         self.started = False
 
     def _as_postgres(self, *argv: str, **kw) -> subprocess.CompletedProcess:
@@ -142,7 +143,7 @@ class TempPostgres:
 
     def psql(self, *args: str) -> list[str]:
         """argv of psql connected to this server, failing on the first SQL error."""
-        return ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(self.root), "-p", str(self.port),
+        return [self.psql_program, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(self.root), "-p", str(self.port),
                 "-U", PG_USER, "-d", "postgres", *args]
 
     def psql_command(self, sql: str) -> str:
