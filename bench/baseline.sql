@@ -4,14 +4,16 @@
 --
 -- Input: tables pre(id bigint, ts bigint) and post(id bigint, ts bigint), timestamps in
 -- integer nanoseconds. psql variables: trim_ns, horizon_ns, worst_n, bins,
--- percentiles (a float8[] literal). Prints one JSON document.
+-- percentiles (a float8[] literal: the headline ones, then the levels of the percentile
+-- curve). Prints one JSON document.
 --
 -- Semantics follow lowtail's matcher: PRE packets in the first trim_ns after the first
 -- PRE packet are cut together with their POST copies; a PRE packet is received when a
 -- POST copy with its id arrives within ±horizon_ns (the first copy gives the latency,
 -- later ones are duplicates); a POST copy earlier than its PRE packet is received but
 -- counted as negative and left out of the latency figures. PRE ids are assumed unique
--- (true for generated traffic).
+-- (true for generated traffic), and reordering is counted in POST arrival order (lowtail
+-- notes a copy that arrived before its PRE packet when that packet is sent).
 
 \set ON_ERROR_STOP on
 

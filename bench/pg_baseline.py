@@ -213,15 +213,17 @@ def load_pair(pg: TempPostgres, pre: Path, post: Path) -> StageTiming:
                 p.wait()
 
 
+# lowtail's headline percentiles and their names in its JSON document.
+HEADLINE_PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999,
+                        "p99_999": 0.99999, "p99_9999": 0.999999}
+HEADLINE_KEYS = list(HEADLINE_PERCENTILES)
+
+
 def percentile_levels() -> list[float]:
     """The headline percentiles, then the levels of an HDR percentile curve (five ticks
     per halving of the distance to 100 %, to beyond 99.9999 %), as lowtail reports them."""
-    from_lowtail = [0.5, 0.9, 0.99, 0.999, 0.9999, 0.99999, 0.999999]
     curve = [1 - 0.5 ** h + t * 0.5 ** (h + 1) / 5 for h in range(21) for t in range(5)]
-    return from_lowtail + curve + [1.0]
-
-
-HEADLINE_KEYS = ["p50", "p90", "p99", "p99_9", "p99_99", "p99_999", "p99_9999"]
+    return list(HEADLINE_PERCENTILES.values()) + curve + [1.0]
 
 
 def analyze_in_sql(pg: TempPostgres, *, trim_ns: int, horizon_ns: int, worst_n: int, bins: int
@@ -247,6 +249,10 @@ def _lowtail_shaped(doc: dict) -> dict:
         doc["latency_ns"] = lat
     else:
         doc["latency_ns"] = None
+    # Exact values at the levels of lowtail's HDR percentile curve (whose own values are
+    # HdrHistogram buckets, so they are not compared).
+    doc["percentile_curve"] = [{"percentile": q, "value_ns": v}
+                               for q, v in zip(percentile_levels()[len(HEADLINE_KEYS):], values[len(HEADLINE_KEYS):])]
     hist = doc.pop("histograms") or {}
     doc["latency_histogram"] = hist.get("latency", [])
     doc["jitter_pre_histogram"] = hist.get("jitter_pre", [])
