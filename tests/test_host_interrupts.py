@@ -59,7 +59,7 @@ def test_sampler_increments_add_up_to_the_whole_difference():
     assert s.sample_times_ns == sorted(s.sample_times_ns)
     assert totals(samples) == diff(s.first, s.last)
     assert all(x.delta > 0 and 0 < x.interval_ns < 1e9 for x in samples)
-    assert len(s.read_costs_ns) == len(s.sample_times_ns)
+    assert len(s.read_cpu_ns) == len(s.read_wall_ns) == len(s.sample_times_ns)
 
 
 def test_sampler_refuses_a_cpu_that_does_not_exist():

@@ -86,16 +86,17 @@ def _print_audit(doc: dict, why: bool) -> None:
 
     note(f"{doc['host']} · kernel {doc['kernel']} · housekeeping {format_cpulist(plan['housekeeping'])}, "
          f"isolated {format_cpulist(plan['isolated'])} ({plan['source']})")
-    t = Table(box=None, pad_edge=False, show_lines=False)
+    t = Table(box=None, pad_edge=False, show_header=False)
     t.add_column("status")
     t.add_column("check")
-    t.add_column("observed", overflow="fold")
-    t.add_column("remedy" if not why else "why / remedy", overflow="fold")
+    t.add_column("observed, remedy", overflow="fold")
     for c in doc["checks"]:
-        text = c["remedy"]
+        text = escape(c["observed"])
         if why:
-            text = c["why"] + (f"\n→ {c['remedy']}" if c["remedy"] else "")
-        t.add_row(f"[{_STYLE[c['status']]}]{c['status']}[/]", c["id"], escape(c["observed"]), escape(text))
+            text += f"\n[dim]{escape(c['why'])}[/]"
+        if c["remedy"]:
+            text += f"\n→ {escape(c['remedy'])}"
+        t.add_row(f"[{_STYLE[c['status']]}]{c['status']}[/]", c["id"], text)
     out.print(t)
     out.print(f"score {s['score']}/100: {s['passed']} pass, {s['warned']} warn, {s['failed']} fail, "
               f"{s['skipped']} not applicable")
@@ -148,7 +149,7 @@ def apply(
 ) -> None:
     from dataclasses import asdict
 
-    from lowtail.host.apply import apply_changes, planned_changes
+    from lowtail.host.apply import apply_changes, normalized, planned_changes
 
     host, core_plan = _host_and_plan(sysroot, housekeeping, isolated)
     changes = planned_changes(host, core_plan, None if no_cpuset else cpuset)
@@ -165,12 +166,14 @@ def apply(
         out.print("nothing to change: the run-time settings already follow the plan")
         return
     t = Table(box=None, pad_edge=False)
-    for col in ("setting", "now", "new", "result" if yes else "file"):
+    for col in ("setting", "now", "new") + (("result",) if yes else ()):
         t.add_column(col, overflow="fold")
     for c in changes:
-        last = (c.status + (f": {c.note}" if c.note else "")) if yes else c.path
-        t.add_row(escape(c.setting), escape("–" if c.before is None else c.before),
-                  escape(c.written or "(new directory)"), escape(last))
+        now = "–" if c.before is None else (normalized(c.compare, c.before) if c.compare == "selected" else c.before)
+        row = [escape(c.setting), escape(now), escape(c.written or "(new directory)")]
+        if yes:
+            row.append(escape(c.status + (f": {c.note}" if c.note else "")))
+        t.add_row(*row)
     out.print(t)
     if not yes:
         note(f"dry run: nothing changed. Make these {len(changes)} change(s) with --yes "

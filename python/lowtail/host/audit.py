@@ -53,7 +53,7 @@ def _cl(cpus) -> str:
 
 def _boot(name: str, value: str | None = None) -> str:
     text = name if value is None else f"{name}={value}"
-    return f"add `{text}` to the kernel command line (`lowtail host plan` writes the GRUB line), reboot"
+    return f"boot with `{text}` (`lowtail host plan` writes the GRUB line)"
 
 
 def _observed_param(host: Host, name: str) -> str:
@@ -115,7 +115,7 @@ def _rcu_nocb_poll(host, plan):
         return PASS, "rcu_nocb_poll", "rcu_nocb_poll", ""
     if "rcu_nocbs_poll" in host.params:
         return (WARN, "rcu_nocbs_poll (misspelt: the kernel does not know it and ignores it)", "rcu_nocb_poll",
-                "replace `rcu_nocbs_poll` by `rcu_nocb_poll` on the kernel command line, reboot")
+                "boot with `rcu_nocb_poll` instead of `rcu_nocbs_poll`")
     return WARN, "not on the command line", "rcu_nocb_poll", _boot("rcu_nocb_poll")
 
 

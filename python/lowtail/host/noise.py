@@ -137,7 +137,7 @@ def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], sa
         else:
             entry["interrupts"] = None
         cores.append(entry)
-    costs = sorted(sampler.read_costs_ns) if sampler else []
+    costs = sorted(sampler.read_cpu_ns) if sampler else []
     return {
         "cpus": list(opts.cpus),
         "threshold_ns": probe["threshold_ns"],
@@ -145,8 +145,8 @@ def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], sa
         "housekeeping_cpu": housekeeping,
         "interrupts_sampled": before is not None,
         "sample_interval_ns": opts.sample_interval_ns if sampler else None,
-        "sampler": {"reads": len(costs), "read_cost_median_ns": costs[len(costs) // 2] if costs else None,
-                    "read_cost_max_ns": costs[-1] if costs else None} if sampler else None,
+        "sampler": {"reads": len(costs), "read_cpu_median_ns": costs[len(costs) // 2] if costs else None,
+                    "read_cpu_max_ns": costs[-1] if costs else None} if sampler else None,
         "fifo": opts.fifo,
         "energy": energy,
         "host": {"kernel": host.release, "cmdline": host.cmdline, "cpu_model": host.cpuinfo.get("model name")},
