@@ -12,7 +12,7 @@ from host_fixtures import interrupts_text
 from lowtail.errors import UserError
 from lowtail.host.energy import EnergyMeter, describe
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts, read_interrupts, totals
-from lowtail.host.noise import attribute
+from lowtail.host.noise import attribute, exclusive
 
 
 def test_parse_x86_interrupts():
@@ -98,6 +98,25 @@ def test_regression_recovers_the_duration_of_each_varying_kind():
     assert p["typical_ns"]["LOC"] == p["typical_ns"]["IWI"] == pytest.approx(shared, rel=0.05)
     assert "IWI, LOC share one duration" in p["method"]
     assert p["explained_share"] == pytest.approx(1.0, abs=0.02)
+
+
+def test_tlb_shootdowns_are_not_counted_twice():
+    # x86 counts a TLB shootdown in TLB and again in CAL (it arrives as a function-call IPI).
+    assert exclusive({"CAL": 24, "TLB": 23, "LOC": 250}) == {"CAL": 1, "TLB": 23, "LOC": 250}
+    assert exclusive({"CAL": 5, "TLB": 5}) == {"TLB": 5}
+    assert exclusive({"CAL": 5, "LOC": 1}) == {"CAL": 5, "LOC": 1}
+
+
+def test_long_gaps_are_not_blamed_on_interrupts():
+    """A 50 ms gap (another task, RT throttling) in an interval with extra TLB shootdowns
+    must be counted apart, not inflate the TLB duration."""
+    t, lengths, counts, intervals = _synthetic_core()
+    t = np.append(t, intervals[10][0] + 1_000)
+    lengths = np.append(lengths, 50_000_000)
+    order = np.argsort(t)
+    p = attribute(t[order], lengths[order], counts, intervals)
+    assert p["long_gaps"] == 1 and p["long_gap_total_ns"] == 50_000_000
+    assert p["typical_ns"]["TLB"] == pytest.approx(30_000, rel=0.05)
 
 
 def test_without_intervals_gaps_are_matched_to_interrupts_by_count():

@@ -94,7 +94,7 @@ def _print_noise(r: dict) -> None:
             continue
         a = c["attribution"]
         t = Table(title=f"CPU {c['cpu']} interrupts ({a['method']}; explains "
-                        f"{100 * a['explained_share']:.0f} % of the gap time)", title_justify="left",
+                        f"{100 * a['explained_share']:.0f} % of the time in gaps under 1 ms)", title_justify="left",
                   box=None, pad_edge=False)
         for col in ("kind", "what", "count", "rate", "typical duration"):
             t.add_column(col, justify="left" if col in ("kind", "what") else "right")
@@ -106,4 +106,7 @@ def _print_noise(r: dict) -> None:
         out.print(t)
         out.print(f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
                   f"(measured lost time {c['noise_ns_per_s'] / 1e3:,.1f} µs/s)")
+        if a["long_gaps"]:
+            out.print(f"  {a['long_gaps']:,} gaps of 1 ms or more ({format_ns(a['long_gap_total_ns'])} in all) are "
+                      "not interrupt handlers: other tasks, RT throttling or the hypervisor took the core")
     out.print(f"energy: {describe(r['energy'])}", markup=False)

@@ -29,6 +29,10 @@ from lowtail.host.sysroot import SysRoot, format_cpulist
 # A kind counts as steady (a clock: LOC, IWI) when its count per interval varies this little;
 # steady kinds cannot be told apart by regression and share one duration.
 STEADY_CV = 0.25
+# Interrupt handlers take microseconds (5.5-19 µs in the seeds); a gap this long is the core
+# given to something else — another task, RT throttling, the hypervisor — and is counted
+# apart instead of being attributed to whatever interrupt happened nearby.
+HANDLER_MAX_NS = 1_000_000
 
 
 @dataclass
@@ -123,13 +127,14 @@ def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], sa
                                       "noise_ns_per_s", "gap_total_ns", "loops", "min_loop_ns", "dropped",
                                       "start_ns", "duration_ns", "histogram", "largest")}
         if before is not None:
-            per_kind = {kind: n for (c, kind), n in counts.items() if c == cpu}
+            per_kind = exclusive({kind: n for (c, kind), n in counts.items() if c == cpu})
             intervals = _intervals(samples, sampler, cpu, core["start_ns"], core["start_ns"] + core["duration_ns"])
             t, lengths = gaps[cpu]
             profile = attribute(t, lengths, per_kind, intervals)
             entry["interrupts"] = {
                 kind: {"count": n, "rate_hz": n / (window_ns / 1e9), "typical_ns": profile["typical_ns"].get(kind),
-                       "description": after.descriptions.get(kind, kind)}
+                       "description": CAL_BESIDES_TLB if kind == "CAL" and "TLB" in per_kind
+                       else after.descriptions.get(kind, kind)}
                 for kind, n in sorted(per_kind.items(), key=lambda kv: -kv[1])}
             entry["d_sum_ns_per_s"] = sum(v["rate_hz"] * v["typical_ns"] for v in entry["interrupts"].values()
                                           if v["typical_ns"] is not None)
@@ -165,33 +170,55 @@ def _intervals(samples: list[InterruptSample], sampler: InterruptSampler | None,
     for s in samples:
         if s.cpu == cpu:
             by_end.setdefault(s.t_ns, {})[s.kind] = s.delta
-    return [(a, b, by_end.get(b, {})) for a, b in zip(times, times[1:]) if a >= start_ns and b <= end_ns]
+    return [(a, b, exclusive(by_end.get(b, {}))) for a, b in zip(times, times[1:]) if a >= start_ns and b <= end_ns]
+
+
+CAL_BESIDES_TLB = "function call IPIs besides TLB shootdowns"
+
+
+def exclusive(counts: dict[str, int]) -> dict[str, int]:
+    """Counts in which no interrupt appears twice. On x86 a TLB shootdown arrives as a
+    function-call IPI and is counted in both CAL and TLB; CAL becomes the other function
+    calls, so that Σ rate × duration counts each interrupt once."""
+    if "CAL" in counts and "TLB" in counts:
+        counts = dict(counts)
+        rest = max(0, counts["CAL"] - counts["TLB"])
+        if rest:
+            counts["CAL"] = rest
+        else:
+            del counts["CAL"]
+    return counts
 
 
 def attribute(gap_t: np.ndarray, gap_len: np.ndarray, counts: dict[str, int],
               intervals: list[tuple[int, int, dict[str, int]]] | None) -> dict[str, Any]:
     """Typical duration per interrupt kind on one core.
 
-    With intervals (periodic samples): the gap time of each interval is regressed,
-    non-negatively, on the increments of each kind whose count varies between intervals,
-    plus one shared term for the steady kinds (clock-driven, like LOC and IWI: their counts
-    barely vary, so no regression can tell them apart). Without: the gaps are matched to
-    interrupts by count — the N largest gaps, N the number of interrupts — and every kind
-    gets their median. `explained_share` is the part of all gap time the profile accounts for."""
+    Gaps of HANDLER_MAX_NS or more are not interrupt handlers and are only counted
+    (`long_gaps`, `long_gap_total_ns`). With intervals (periodic samples): the shorter gaps'
+    time in each interval is regressed, non-negatively, on the increments of each kind whose
+    count varies between intervals, plus one shared term for the steady kinds (clock-driven,
+    like LOC and IWI: their counts barely vary, so no regression can tell them apart).
+    Without: the gaps are matched to interrupts by count — the N largest, N the number of
+    interrupts — and every kind gets their median. `explained_share` is the part of the
+    shorter gaps' time the profile accounts for."""
+    long = gap_len >= HANDLER_MAX_NS
+    extra = {"long_gaps": int(long.sum()), "long_gap_total_ns": int(gap_len[long].sum())}
+    gap_t, gap_len = gap_t[~long], gap_len[~long]
     total_gap = float(gap_len.sum())
     n_irq = sum(counts.values())
     if not counts:
-        return {"typical_ns": {}, "method": "no interrupts", "intervals": 0, "explained_share": 0.0}
+        return {"typical_ns": {}, "method": "no interrupts", "intervals": 0, "explained_share": 0.0, **extra}
     if intervals and len(intervals) >= 4:
         result = _regress(gap_t, gap_len, counts, intervals)
         if result is not None:
-            return result
+            return {**result, **extra}
     k = min(n_irq, len(gap_len))
     typical = float(np.median(np.sort(gap_len)[-k:])) if k else None
     explained = (typical or 0.0) * n_irq
     return {"typical_ns": {kind: typical for kind in counts}, "method": "count-matched (kinds not separated)",
             "intervals": len(intervals or []),
-            "explained_share": min(1.0, explained / total_gap) if total_gap else 0.0}
+            "explained_share": min(1.0, explained / total_gap) if total_gap else 0.0, **extra}
 
 
 def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:

@@ -174,7 +174,9 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
         largest = table_html(["time (UTC)", "gap"], [[_utc(t), format_ns(g)] for t, g in
                                                       sorted(c["largest"], key=lambda x: -x[1])[:10]])
         method = (f"<p class='meta'>attribution: {esc(a.get('method', '–'))}, {a.get('intervals', 0)} intervals, "
-                  f"{100 * a.get('explained_share', 0):.0f} % of the gap time explained</p>") if a else ""
+                  f"{100 * a.get('explained_share', 0):.0f} % of the time in gaps under 1 ms explained; "
+                  f"{a.get('long_gaps', 0):,} gaps of 1 ms or more (other tasks, throttling, hypervisor) "
+                  f"not attributed</p>") if a else ""
         page.add(f"CPU {c['cpu']}", figure_html(fig) + "<h3>Interrupt profile</h3>" + method + profile
                  + "<h3>Largest gaps</h3>" + largest)
 
