@@ -161,7 +161,9 @@ def _cpuset_changes(host: Host, plan: CorePlan, name: str) -> list[Change]:
 
 # -- doing it ------------------------------------------------------------------------------
 
-_REFUSALS = {errno.EIO, errno.EINVAL, errno.EBUSY, errno.ENOSPC, errno.EPERM}
+# How the kernel refuses an optional change it cannot make (a managed or per-CPU IRQ, no room
+# for another vector, a partition it will not form) — unlike EACCES/EPERM, not our mistake.
+_REFUSALS = {errno.EIO, errno.EINVAL, errno.EBUSY, errno.ENOSPC}
 
 
 def _do(root: SysRoot, ch: Change) -> None:

@@ -6,6 +6,7 @@ was observed, why it matters — the effect in the seeds — and the exact remed
 
 from __future__ import annotations
 
+import socket
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -522,8 +523,6 @@ def score(checks: list[Check]) -> dict:
 
 def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> dict:
     """What `lowtail host audit --json` prints and the database stores."""
-    import socket
-
     return {
         "host": socket.gethostname() if host.root.live else str(host.root.root),
         "sysroot": None if host.root.live else str(host.root.root),
