@@ -15,7 +15,7 @@ use lowtail_stats::{ExactHistogram, PerSecond};
 use crate::figures::SideSummary;
 use crate::pipeline::AnalyzeError;
 
-const BATCH: usize = 4096;
+const BATCH: usize = 16384;
 const SAMPLE_FRAMES: usize = 2000;
 
 /// Timestamp and raw id of an id-carrying frame.
