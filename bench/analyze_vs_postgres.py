@@ -7,7 +7,8 @@ One generated capture pair, three contestants, each run as whole processes and r
   * the baseline: dpkt parses both captures into rows that go into PostgreSQL with COPY,
     then one psql process computes the same figures in SQL (bench/baseline.sql).
 
-Both pipelines' figures are checked to be identical before anything is timed. Then the
+Both pipelines' figures are compared in the first repetition and must be identical, or
+the run fails. Then the
 memory part: a 100-million-packet pair is generated, analysed by lowtail once with its
 peak resident set size measured, and deleted.
 
@@ -84,8 +85,9 @@ class Config:
 
 def parse_args(argv: list[str]) -> Config:
     env = os.environ.get
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    title, _, details = __doc__.partition("\n\n")
+    p = argparse.ArgumentParser(description=title, epilog=details,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--packets", type=int, default=int(env("BENCH_PACKETS", 2_000_000)))
     p.add_argument("--rate", type=float, default=float(env("BENCH_RATE", 100_000)))
     p.add_argument("--repeat", type=int, default=int(env("BENCH_REPEAT", 3)))
@@ -286,8 +288,8 @@ def render(doc: dict) -> str:
         t = s[key]
         lines.append(f"  {label:36}{t['best']:>9.3f} s{t['median']:>9.3f} s{t['best'] / ours:>10.2f}×")
     lines += [
-        f"  (of lowtail's time, the analysis itself took {s['lowtail_analysis_s']:.3f} s in the check run; "
-        f"the rest is process start-up, imports and the DuckDB store)",
+        f"  (lowtail's in-process analysis time, `elapsed_s` of its untimed --json check run: "
+        f"{s['lowtail_analysis_s']:.3f} s; the timed runs add process start-up, imports, the DuckDB store)",
         "",
         f"  figures: identical (counts, min/max, 7 percentiles, histograms, worst "
         f"{ANALYSIS_DEFAULTS['worst_n']}, per-second rates; mean and stddev to 1e-12 and 1e-9)",
