@@ -1,0 +1,191 @@
+"""The report of a stored experiment: a verdict per run against the URLLC budget, the
+calibration floor beside every result, and per run its table, HDR percentile plot and
+worst-event scatter. Built only from the database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lowtail.report import plots
+from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.store import open_store
+from lowtail.store import runs as runstore
+from lowtail.store.db import Store
+from lowtail.units import format_ns, format_rate, format_us, parse_duration_ns
+
+_PCTS = [("p50", "50 %"), ("p99", "99 %"), ("p99_9", "99.9 %"), ("p99_99", "99.99 %"), ("p99_999", "99.999 %"),
+         ("max", "max")]
+
+
+def verdict_of(run: dict[str, Any], verdict: Any) -> tuple[str, str]:
+    """(label, css class) of one run against the budget. A percentile needs enough packets
+    to exist at all: 99.999 % needs 100,000 of them."""
+    if run["calibration"]:
+        return "floor", "meta"
+    if not run["valid"] or run.get("analysis_id") is None:
+        return "INVALID", "fail"
+    lat = (run.get("figures") or {}).get("latency_ns") or {}
+    if run["lost"] is not None and run["lost"] > verdict.max_loss:
+        return f"FAIL: {run['lost']:,} lost", "fail"
+    needed = round(1 / (1 - verdict.percentile / 100))
+    if not lat or lat.get("samples", 0) < needed:
+        return f"inconclusive: {verdict.percentile:g} % needs ≥ {needed:,} packets", "warn"
+    value = lat.get(verdict.key)
+    if value is None or value >= verdict.budget_ns:
+        return f"FAIL: {verdict.percentile:g} % = {format_us(value)}", "fail"
+    return "PASS", "pass"
+
+
+def _verdict_for(experiment: dict[str, Any], budget: str | None):
+    """The experiment file's verdict settings, with an optional budget given on the command line."""
+    import dataclasses
+
+    from lowtail.experiment.spec import Verdict, _parse_verdict, _Where
+
+    spec = experiment["spec"]
+    try:
+        verdict = _parse_verdict(spec.get("verdict", {}), _Where("", "the stored experiment"))
+    except Exception:  # a spec stored by another version: fall back to the default budget
+        verdict = Verdict()
+    if budget is not None:
+        verdict = dataclasses.replace(verdict, budget_ns=parse_duration_ns(budget))
+    return verdict
+
+
+def _curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
+    if analysis_id is None:
+        return []
+    return store.con.execute("SELECT percentile, value_ns FROM analysis_percentiles WHERE analysis_id = ? "
+                             "ORDER BY percentile, value_ns", [analysis_id]).fetchall()
+
+
+def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict,
+                    verdict: Any) -> None:
+    header = ["DuT", "kind", "options", "rate", "sent", "lost"] + [label for _, label in _PCTS] + \
+             ["floor 99.999 %", "verdict"]
+    body, classes = [], []
+    for r in rows:
+        lat = (r.get("figures") or {}).get("latency_ns") or {}
+        floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
+        label, css = verdict_of(r, verdict)
+        body.append([r["dut_name"], r["dut_kind"], _options_text(r["dut_config"]), format_rate(r["rate_pps"]),
+                     _count(r["sent"]), _count(r["lost"])] + [format_us(lat.get(k)) for k, _ in _PCTS] +
+                    ["" if r["calibration"] or floor is None else format_us(floor["lat_p99_999_ns"]), label])
+        classes.append(css)
+    table = table_html(header, body)
+    # Colour the verdict cells (the last cell of each row).
+    for css, row in zip(classes, body):
+        table = table.replace(f"<td>{esc(row[-1])}</td></tr>", f"<td class='{css}'>{esc(row[-1])}</td></tr>", 1)
+    passed = sum(verdict_of(r, verdict)[0] == "PASS" for r in rows)
+    judged = sum(not r["calibration"] for r in rows)
+    page.add("Verdict", f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
+                        f"The floor is the same traffic over a plain wire (calibration): latencies near it are "
+                        f"the testbed's own, not the DuT's.</p>" + table
+             + _invalid_list(rows))
+
+
+def _invalid_list(rows: list[dict[str, Any]]) -> str:
+    items = [f"<li>{esc(r['dut_name'])} @ {esc(format_rate(r['rate_pps']))}: {esc('; '.join(r['invalid_reasons']))}"
+             f"</li>" for r in rows if r["invalid_reasons"]]
+    return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
+
+
+def _options_text(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in options.items() if v not in (None, [], "bare")) or "–"
+
+
+def _count(n: int | None) -> str:
+    return "–" if n is None else f"{n:,}"
+
+
+def host_section(page: Page, experiment: dict[str, Any]) -> None:
+    host = experiment["host"]
+    plan = host.get("core_plan", {})
+    rows = [["kernel", f"{host.get('kernel')} ({host.get('kernel_version')})"],
+            ["kernel command line", host.get("kernel_cmdline")],
+            ["CPU", f"{host.get('cpu_model')} · {host.get('cpus_online')} online"],
+            ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
+            ["cpuset cgroups", host.get("cgroup_cpuset")],
+            ["lowtail", host.get("lowtail_version")],
+            ["command", " ".join(host.get("command", []))],
+            ["status", experiment["status"]]]
+    page.add("Testbed and host", table_html(["", ""], rows))
+
+
+def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, Any] | None, verdict: Any) -> None:
+    title = f"{r['dut_name']} ({r['dut_kind']}) @ {format_rate(r['rate_pps'])}, {r['frame_size']} B" + \
+            (f", burst {r['burst']}" if r["burst"] > 1 else "") + (f", repetition {r['repetition']}"
+                                                                   if r["repetition"] else "")
+    lat = (r.get("figures") or {}).get("latency_ns") or {}
+    label, css = verdict_of(r, verdict)
+    gen, cap = r["generator"] or {}, r["capture"] or {}
+    facts = [["verdict", f"<span class='{css}'>{esc(label)}</span>"],
+             ["sent / received / lost", f"{_count(r['sent'])} / {_count(r['received'])} / {_count(r['lost'])}"],
+             ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_us(lat.get(k)) for k, _ in _PCTS)],
+             ["generator", esc(_flat(gen))], ["timestamper", esc(_flat(cap))],
+             ["DuT options", esc(_options_text(r["dut_config"]))], ["containment", esc(_flat(r["containment"]))]]
+    if r["dut_stats"]:
+        facts.append(["DuT counters", esc(_flat(r["dut_stats"]))])
+    if r["energy"]:
+        facts.append(["energy", esc(_flat(r["energy"]))])
+    if r["invalid_reasons"]:
+        facts.append(["<span class='fail'>invalid</span>", esc("; ".join(r["invalid_reasons"]))])
+    body = "<table><tbody>" + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>"
+                                      for k, v in facts) + "</tbody></table>"
+    curve = _curve(store, r["analysis_id"])
+    if curve:
+        curves = [(r["dut_name"], curve)]
+        if floor is not None and not r["calibration"]:
+            curves.append((f"wire (calibration run {floor['run_id']})", _curve(store, floor["analysis_id"])))
+        body += figure_html(plots.hdr_percentile_plot(curves, title=f"{r['dut_name']} @ {format_rate(r['rate_pps'])}",
+                                                      budget_ns=None if r["calibration"] else verdict.budget_ns),
+                            "HDR percentile plot (x: 1/(1−p), log scale), with the same traffic over a plain wire: the testbed's floor")
+        worst = store.con.execute("SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? "
+                                  "ORDER BY pre_ts_ns", [r["analysis_id"]]).fetchall()
+        start = (r.get("figures") or {}).get("start_ts_ns") or 0
+        body += figure_html(plots.worst_scatter(worst, f"{len(worst)} worst latencies over time", start_ns=start),
+                            "The worst events over the run: periodic patterns point at interrupts or timers")
+    page.add(f"Run {r['run_id']}: {title}", body)
+
+
+def _flat(d: Any, prefix: str = "") -> str:
+    """A statistics object as 'key value · key value' (nested keys joined with a dot)."""
+    if not isinstance(d, dict):
+        return str(d)
+    parts = []
+    for k, v in d.items():
+        if isinstance(v, dict):
+            inner = _flat(v, f"{prefix}{k}.")
+            if inner:
+                parts.append(inner)
+        elif isinstance(v, list):
+            if v and all(isinstance(x, dict) for x in v):
+                parts += [_flat(x, f"{prefix}{k}[{i}].") for i, x in enumerate(v)]
+            elif len(v) <= 8:
+                parts.append(f"{prefix}{k} {v}")
+        elif k.endswith("_ns") and isinstance(v, (int, float)):
+            parts.append(f"{prefix}{k[:-3]} {format_ns(v)}")
+        elif isinstance(v, float):
+            parts.append(f"{prefix}{k} {v:,.6g}")
+        else:
+            parts.append(f"{prefix}{k} {v}")
+    return " · ".join(p for p in parts if p)
+
+
+def write_experiment_report(db: str | Path, experiment_id: int | str, output: str | Path | None,
+                            verdict: Any = None, budget: str | None = None) -> Path:
+    with open_store(db, read_only=True) as store:
+        experiment = runstore.experiment(store, experiment_id)
+        eid = experiment["experiment_id"]
+        rows = runstore.runs(store, eid)
+        floors = runstore.calibration_floor(store, eid)
+        verdict = verdict or _verdict_for(experiment, budget)
+        page = Page(title=f"lowtail experiment {eid} — {experiment['name']}",
+                    subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · "
+                             f"{experiment['status']}")
+        summary_section(page, experiment, rows, floors, verdict)
+        host_section(page, experiment)
+        for r in rows:
+            run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
+    return page.write(Path(output or f"lowtail-experiment-{eid}.html"))
