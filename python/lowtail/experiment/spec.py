@@ -185,8 +185,13 @@ def parse(text: str, source: str) -> Experiment:
     except tomllib.TOMLDecodeError as e:
         # tomllib says "... (at line 7, column 12)": lead with the place, as compilers do.
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        reason = re.sub(r"\s*\(at line \d+, column \d+\)", "", str(e))
-        where = f"{source} line {m.group(1)}, column {m.group(2)}" if m else source
+        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e))
+        if m:
+            where = f"{source} line {m.group(1)}, column {m.group(2)}"
+        elif "end of document" in str(e):
+            where = f"{source} line {len(text.splitlines()) or 1} (end of file)"
+        else:
+            where = source
         raise UserError(f"{where}: not valid TOML: {reason}") from None
     w = _Where(text, source)
     for section, value in doc.items():
