@@ -64,10 +64,11 @@ def _progress_bar(enabled: bool) -> Iterator[Any]:
 
 def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: bool,
            report: Optional[Path]) -> None:
-    from lowtail.experiment.runner import run_experiment
+    from lowtail.experiment.runner import check_can_run, run_experiment
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
 
+    check_can_run(exp)  # before anything is opened or made: privileges, programs, DPDK
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
     with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
         result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)

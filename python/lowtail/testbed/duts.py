@@ -226,7 +226,7 @@ class DpdkTestpmd(Dut):
 
     @classmethod
     def check_available(cls) -> None:
-        if not shutil.which("dpdk-testpmd", path="/usr/bin:/usr/local/bin:/usr/sbin"):
+        if not shutil.which("dpdk-testpmd"):
             raise UserError("the dpdk-testpmd DuT needs DPDK, which is not installed: install the Debian "
                             "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment")
 
@@ -235,7 +235,7 @@ class DpdkTestpmd(Dut):
         # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
         lcores = f"0@{cores[0]},1@{cores[-1]}"
         tb.own_path(Path("/var/run/dpdk") / tb.tag)
-        argv = [shutil.which("dpdk-testpmd", path="/usr/bin:/usr/local/bin:/usr/sbin"),
+        argv = [shutil.which("dpdk-testpmd"),
                 "--no-huge", "--no-pci", "-m", "256", f"--file-prefix={tb.tag}", "--lcores", lcores,
                 f"--vdev=net_af_packet0,iface={tb.dut_in}", f"--vdev=net_af_packet1,iface={tb.dut_out}",
                 "--", "--forward-mode=io", "--auto-start", "--no-lsc-interrupt",
