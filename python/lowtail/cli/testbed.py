@@ -15,10 +15,10 @@ app.add_typer(testbed_app, name="testbed")
 
 @testbed_app.command(help="List lowtail testbeds on this host: running ones and leftovers of killed runs.")
 def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
-    from lowtail.testbed.registry import testbeds_on_host
+    from lowtail.testbed.registry import tag_owner, testbeds_on_host
 
     found = testbeds_on_host()
-    rows = [{"tag": tag, "owner_pid": int(tag[2:].split("x")[0]), "alive": e["alive"], "netns": e["netns"],
+    rows = [{"tag": tag, "owner_pid": tag_owner(tag), "alive": e["alive"], "netns": e["netns"],
              "cgroups": e["cgroups"], "state_file": str(e["registry"].file) if e["registry"] else None}
             for tag, e in sorted(found.items())]
     if json_out:
