@@ -76,12 +76,13 @@ def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: 
 
     pre, post = work / "lt-pre.pcap", work / "lt-post.pcap"
     cap_stats, gen_stats = work / "lt-cap.json", work / "lt-gen.json"
-    for p in (pre, post, cap_stats, gen_stats):
+    for p in (pre, post, cap_stats, gen_stats, work / "lt-cap.ready"):
         p.unlink(missing_ok=True)
     cap = tb.spawn("bench-cap", tb.lg_ns, [str(find_binary("lowtail-cap")), "--iface", tb.tx, "--out", str(pre),
                                            "--iface", tb.rx, "--out", str(post), "--cpu", str(plan.capture),
-                                           "--snaplen", "128", "--stats-json", str(cap_stats)], stats=cap_stats)
-    if not cap.wait_packet_sockets(2, 15):
+                                           "--snaplen", "128", "--stats-json", str(cap_stats),
+                                           "--ready-file", str(work / "lt-cap.ready")], stats=cap_stats)
+    if not cap.wait_file(work / "lt-cap.ready", 15):
         sys.exit(f"lowtail-cap did not start: {cap.exit_message()}")
     count = round(rate * seconds)
     gen = tb.spawn("bench-gen", tb.lg_ns, [str(find_binary("lowtail-gen")), "--iface", tb.tx, "--rate", str(rate),

@@ -100,9 +100,10 @@ def _start_capture(tb: Testbed, plan: CorePlan, run_dir: Path, outcome: Outcome)
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     argv = [str(find_binary("lowtail-cap")), "--iface", tb.tx, "--out", str(outcome.pre),
             "--iface", tb.rx, "--out", str(outcome.post), "--cpu", str(plan.capture),
-            "--snaplen", str(SNAPLEN), "--zstd", "--stats-json", str(run_dir / "capture.json")]
+            "--snaplen", str(SNAPLEN), "--zstd", "--stats-json", str(run_dir / "capture.json"),
+            "--ready-file", str(run_dir / "capture.ready")]
     capture = tb.spawn("capture", tb.lg_ns, argv, stats=run_dir / "capture.json")
-    if not capture.wait_packet_sockets(2, timeout_s=15.0):
+    if not capture.wait_file(run_dir / "capture.ready", timeout_s=15.0):
         raise Failure(_disk_full_or(capture, f"the timestamper did not start: {capture.exit_message()}"))
     return capture
 

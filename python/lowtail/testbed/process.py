@@ -75,6 +75,18 @@ class Program:
         except ValueError:
             return None
 
+    def wait_file(self, path: Path, timeout_s: float) -> bool:
+        """Wait until the program creates `path` (its `--ready-file`). False when it died
+        or the time ran out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if path.exists():
+                return True
+            if not self.running():
+                return False
+            time.sleep(0.02)
+        return False
+
     def packet_sockets(self) -> int:
         """How many AF_PACKET sockets the program has open (in its own namespace)."""
         try:
