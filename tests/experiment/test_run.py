@@ -225,7 +225,7 @@ def test_a_rate_the_generator_cannot_reach_is_said_and_marked_invalid(tmp_path):
     assert done.returncode == 3, done.stderr
     assert not runs[0]["valid"]
     assert any("could not reach the requested rate" in r for r in runs[0]["invalid_reasons"])
-    assert "1 of 1 runs are invalid" in done.stderr
+    assert "1 of 1 runs are invalid" in done.stderr and "could not reach" in done.stderr
 
 
 def test_a_dut_that_crashes_mid_run_is_reported_and_the_next_run_still_happens(tmp_path):

@@ -56,8 +56,6 @@ def _progress_bar(enabled: bool) -> Iterator[Any]:
 
         def done(i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
             bar.update(task, completed=i + 1)
-            for reason in run["invalid_reasons"]:
-                warn(f"{combo.dut.name} @ {format_rate(combo.traffic.rate_pps)}: {reason}")
 
         yield Progress(on_start=start, on_done=done)
 
@@ -88,8 +86,11 @@ def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: 
     else:
         out.print(runs_table(experiment, rows, floors, exp.verdict))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
+    for r in invalid:
+        warn(f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
+             f"{'; '.join(r['invalid_reasons'])}")
     if invalid:
-        warn(f"{len(invalid)} of {len(rows)} runs are invalid (see invalid_reasons): their figures cannot be trusted")
+        warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
 
 

@@ -126,7 +126,9 @@ def _send(exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_
     if meter:
         meter.start()
     generator = tb.spawn("generator", tb.lg_ns, argv, stats=stats)
-    deadline = time.monotonic() + outcome.frames_planned / t.rate_pps + 30.0
+    # A generator that cannot keep up would take forever at an unreachable rate: the run
+    # is invalid anyway once it takes twice as long as planned.
+    deadline = time.monotonic() + 2 * outcome.frames_planned / t.rate_pps + 5.0
     crash = None
     try:
         while generator.wait(0.05) is None:
