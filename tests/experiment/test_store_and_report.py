@@ -73,10 +73,9 @@ def test_the_verdict_follows_budget_percentile_loss_and_validity(stored):
         wire, fwd, lossy, broken = runstore.runs(store, eid)
     assert verdict_of(wire, Verdict())[0] == "floor"
     assert verdict_of(fwd, Verdict(99, 100_000, 0)) == ("PASS", "pass")
-    assert verdict_of(fwd, Verdict(99, 40_000, 0))[0] == "FAIL: 99 % = 40.000 µs"  # at the budget is not under it
-    assert verdict_of(fwd, Verdict())[0] == "inconclusive: 99.999 % needs ≥ 100,000 packets"
-    assert verdict_of(lossy, Verdict(99, 100_000, 0))[0].startswith("FAIL:") and "lost" in verdict_of(
-        lossy, Verdict(99, 100_000, 0))[0]
+    assert verdict_of(fwd, Verdict(99, 40_000, 0))[0] == "FAIL: latency"  # at the budget is not under it
+    assert verdict_of(fwd, Verdict())[0] == "inconclusive"  # 20,000 packets cannot show a 99.999th percentile
+    assert verdict_of(lossy, Verdict(99, 100_000, 0))[0] == "FAIL: loss"
     assert verdict_of(lossy, Verdict(99, 100_000, max_loss=10**6))[0] == "PASS"
     assert verdict_of(broken, Verdict(99, 100_000, 0))[0] == "INVALID"
 

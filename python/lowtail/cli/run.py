@@ -14,7 +14,7 @@ from rich.table import Table
 
 from lowtail.cli._app import app
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
-from lowtail.units import format_rate, format_us
+from lowtail.units import format_ns, format_rate
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -84,7 +84,7 @@ def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: 
     if json_out:
         print_json([run_json(r, floors) for r in rows])
     else:
-        out.print(runs_table(experiment, rows, floors, exp.verdict))
+        out.print(runs_table(experiment, rows, floors, exp.verdict), width=max(out.width, 120))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
     for r in invalid:
         warn(f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
@@ -124,11 +124,11 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
         t.add_column(col, justify="right" if right else "left")
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        t.add_row(r["dut_name"] + (" (calibration)" if r["calibration"] else ""), format_rate(r["rate_pps"]),
+        t.add_row(r["dut_name"], format_rate(r["rate_pps"]),
                   f"{r['sent']:,}" if r["sent"] is not None else "–",
                   f"{r['lost']:,}" if r["lost"] is not None else "–",
-                  format_us(r["lat_p50_ns"]), format_us(r["lat_p99_999_ns"]), format_us(r["lat_max_ns"]),
-                  "" if r["calibration"] or floor is None else format_us(floor["lat_p99_999_ns"]),
+                  format_ns(r["lat_p50_ns"]), format_ns(r["lat_p99_999_ns"]), format_ns(r["lat_max_ns"]),
+                  "" if r["calibration"] or floor is None else format_ns(floor["lat_p99_999_ns"]),
                   verdict_of(r, verdict)[0])
     return t
 

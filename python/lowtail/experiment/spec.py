@@ -52,6 +52,11 @@ class Verdict:
     def key(self) -> str:
         return VERDICT_PERCENTILES[self.percentile]
 
+    @property
+    def packets_needed(self) -> int:
+        """Packets a run needs for its percentile to be more than its maximum."""
+        return round(1 / (1 - self.percentile / 100))
+
     def describe(self) -> str:
         from lowtail.units import format_ns
 

@@ -27,13 +27,12 @@ def verdict_of(run: dict[str, Any], verdict: Any) -> tuple[str, str]:
         return "INVALID", "fail"
     lat = (run.get("figures") or {}).get("latency_ns") or {}
     if run["lost"] is not None and run["lost"] > verdict.max_loss:
-        return f"FAIL: {run['lost']:,} lost", "fail"
-    needed = round(1 / (1 - verdict.percentile / 100))
-    if not lat or lat.get("samples", 0) < needed:
-        return f"inconclusive: {verdict.percentile:g} % needs ≥ {needed:,} packets", "warn"
+        return "FAIL: loss", "fail"
+    if not lat or lat.get("samples", 0) < verdict.packets_needed:
+        return "inconclusive", "warn"
     value = lat.get(verdict.key)
     if value is None or value >= verdict.budget_ns:
-        return f"FAIL: {verdict.percentile:g} % = {format_us(value)}", "fail"
+        return "FAIL: latency", "fail"
     return "PASS", "pass"
 
 
@@ -80,8 +79,10 @@ def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str,
     passed = sum(verdict_of(r, verdict)[0] == "PASS" for r in rows)
     judged = sum(not r["calibration"] for r in rows)
     page.add("Verdict", f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
-                        f"The floor is the same traffic over a plain wire (calibration): latencies near it are "
-                        f"the testbed's own, not the DuT's.</p>" + table
+                        f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
+                        f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
+                        f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
+                        f"the DuT's.</p>" + table
              + _invalid_list(rows))
 
 
@@ -123,7 +124,7 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
     facts = [["verdict", f"<span class='{css}'>{esc(label)}</span>"],
              ["sent / received / lost", f"{_count(r['sent'])} / {_count(r['received'])} / {_count(r['lost'])}"],
              ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_us(lat.get(k)) for k, _ in _PCTS)],
-             ["generator", esc(_flat(gen))], ["timestamper", esc(_flat(cap))],
+             ["generator", esc(generator_summary(gen))], ["timestamper", esc(capture_summary(cap))],
              ["DuT options", esc(_options_text(r["dut_config"]))], ["containment", esc(_flat(r["containment"]))]]
     if r["dut_stats"]:
         facts.append(["DuT counters", esc(_flat(r["dut_stats"]))])
@@ -149,6 +150,38 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
     page.add(f"Run {r['run_id']}: {title}", body)
 
 
+def generator_summary(gen: dict[str, Any]) -> str:
+    """What a reader needs of the generator's statistics: did it send what was asked, how evenly."""
+    if not gen:
+        return "no statistics"
+    parts = []
+    if isinstance(gen.get("achieved_rate_pps"), (int, float)):
+        parts.append(f"achieved {format_rate(gen['achieved_rate_pps'])}"
+                     + ("" if gen.get("kept_up", True) else " (did NOT keep up)"))
+    if "sent" in gen:
+        parts.append(f"{gen['sent']:,} frames sent")
+    pacing = gen.get("pacing_error_ns") or {}
+    if pacing:
+        parts.append("pacing error " + " · ".join(f"{k} {format_ns(pacing[k])}" for k in ("p50", "p99", "max")
+                                                  if k in pacing))
+    if gen.get("send_errors"):
+        parts.append(f"{gen['send_errors']:,} frames refused")
+    if "cpu" in gen:
+        parts.append(f"core {gen['cpu']}")
+    return ", ".join(parts)
+
+
+def capture_summary(cap: dict[str, Any]) -> str:
+    """Per interface: frames, kernel drops, timestamp source."""
+    if not cap:
+        return "no statistics"
+    parts = [f"{i.get('iface')}: {i.get('frames', 0):,} frames, {i.get('drops', 0):,} drops, "
+             f"{i.get('timestamp_source', '?')} timestamps" for i in cap.get("interfaces", [])]
+    if cap.get("host_backlog_drops"):
+        parts.append(f"host backlog drops {cap['host_backlog_drops']:,}")
+    return "; ".join(parts)
+
+
 def _flat(d: Any, prefix: str = "") -> str:
     """A statistics object as 'key value · key value' (nested keys joined with a dot)."""
     if not isinstance(d, dict):
@@ -160,9 +193,7 @@ def _flat(d: Any, prefix: str = "") -> str:
             if inner:
                 parts.append(inner)
         elif isinstance(v, list):
-            if v and all(isinstance(x, dict) for x in v):
-                parts += [_flat(x, f"{prefix}{k}[{i}].") for i, x in enumerate(v)]
-            elif len(v) <= 8:
+            if len(v) <= 8 and not any(isinstance(x, dict) for x in v):  # not histograms
                 parts.append(f"{prefix}{k} {v}")
         elif k.endswith("_ns") and isinstance(v, (int, float)):
             parts.append(f"{prefix}{k[:-3]} {format_ns(v)}")

@@ -131,7 +131,7 @@ class Dut:
     def failure(self) -> str | None:
         """Why the DuT is no longer forwarding, when its process ended by itself."""
         if self.program is not None and self.program.died():
-            return f"the DuT {self.program.exit_message()}"
+            return f"the DuT {self.name} ({self.kind}): {self.program.exit_message()}"
         return None
 
     def stop(self) -> dict[str, Any]:
@@ -155,7 +155,7 @@ class Dut:
             self.containment = {"mode": "container", "cpus": cores, "cgroup": str(cgroup)}
         else:
             self.containment = {"mode": "bare", "cpus": cores if pin_with_taskset else None}
-        self.program = tb.spawn(f"dut-{self.kind}", tb.dut_ns, argv, stats=stats,
+        self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, stats=stats,
                                 cpus=cores if pin_with_taskset and cgroup is None else None, cgroup=cgroup)
         return self.program
 

@@ -65,7 +65,7 @@ class Program:
         code = self.popen.poll()
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         tail = self.log_tail()
-        return f"{self.name} {how}" + (f": {tail}" if tail else "")
+        return f"{self.name} {how}" + (f" (its last output: {tail})" if tail else "")
 
     def statistics(self) -> dict[str, Any] | None:
         if self.stats_path is None or not self.stats_path.exists():
