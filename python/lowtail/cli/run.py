@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Iterator, Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from lowtail.cli._app import app
@@ -84,7 +85,9 @@ def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: 
     if json_out:
         print_json([run_json(r, floors) for r in rows])
     else:
-        out.print(runs_table(experiment, rows, floors, exp.verdict), width=max(out.width, 120))
+        # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
+        printer = out if out.is_terminal else Console(highlight=False, width=160)
+        printer.print(runs_table(experiment, rows, floors, exp.verdict))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
     for r in invalid:
         warn(f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "

@@ -12,7 +12,7 @@ from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
-from lowtail.units import format_ns, format_rate, format_us, parse_duration_ns
+from lowtail.units import format_ns, format_rate, parse_duration_ns
 
 _PCTS = [("p50", "50 %"), ("p99", "99 %"), ("p99_9", "99.9 %"), ("p99_99", "99.99 %"), ("p99_999", "99.999 %"),
          ("max", "max")]
@@ -61,16 +61,16 @@ def _curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
 
 def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict,
                     verdict: Any) -> None:
-    header = ["DuT", "kind", "options", "rate", "sent", "lost"] + [label for _, label in _PCTS] + \
-             ["floor 99.999 %", "verdict"]
+    header = ["DuT", "options", "rate", "sent", "lost"] + [label for _, label in _PCTS] + ["floor 99.999 %", "verdict"]
     body, classes = [], []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         label, css = verdict_of(r, verdict)
-        body.append([r["dut_name"], r["dut_kind"], _options_text(r["dut_config"]), format_rate(r["rate_pps"]),
-                     _count(r["sent"]), _count(r["lost"])] + [format_us(lat.get(k)) for k, _ in _PCTS] +
-                    ["" if r["calibration"] or floor is None else format_us(floor["lat_p99_999_ns"]), label])
+        body.append([_dut_label(r), _options_text(r["dut_config"]), format_rate(r["rate_pps"]),
+                     _count(r["sent"]), _count(r["lost"])] + [format_ns(lat.get(k)) for k, _ in _PCTS] +
+                    ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
+                     label])
         classes.append(css)
     table = table_html(header, body)
     # Colour the verdict cells (the last cell of each row).
@@ -82,8 +82,13 @@ def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str,
                         f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
                         f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
                         f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
-                        f"the DuT's.</p>" + table
+                        f"the DuT's.</p><style>.lt-runs td {{ white-space: nowrap; }}</style>"
+                        f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>"
              + _invalid_list(rows))
+
+
+def _dut_label(r: dict[str, Any]) -> str:
+    return r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
 
 
 def _invalid_list(rows: list[dict[str, Any]]) -> str:
@@ -123,7 +128,7 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
     gen, cap = r["generator"] or {}, r["capture"] or {}
     facts = [["verdict", f"<span class='{css}'>{esc(label)}</span>"],
              ["sent / received / lost", f"{_count(r['sent'])} / {_count(r['received'])} / {_count(r['lost'])}"],
-             ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_us(lat.get(k)) for k, _ in _PCTS)],
+             ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_ns(lat.get(k)) for k, _ in _PCTS)],
              ["generator", esc(generator_summary(gen))], ["timestamper", esc(capture_summary(cap))],
              ["DuT options", esc(_options_text(r["dut_config"]))], ["containment", esc(_flat(r["containment"]))]]
     if r["dut_stats"]:
