@@ -118,8 +118,6 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
 
 
 def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any) -> Table:
-    from lowtail.report.experiment import verdict_of
-
     t = Table(title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: "
                     f"{verdict.describe()}", title_justify="left", box=None, pad_edge=False)
     for col, right in (("DuT", False), ("rate", True), ("sent", True), ("lost", True), ("p50", True),
@@ -132,7 +130,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
                   f"{r['lost']:,}" if r["lost"] is not None else "–",
                   format_ns(r["lat_p50_ns"]), format_ns(r["lat_p99_999_ns"]), format_ns(r["lat_max_ns"]),
                   "" if r["calibration"] or floor is None else format_ns(floor["lat_p99_999_ns"]),
-                  verdict_of(r, verdict)[0])
+                  verdict.judge(r))
     return t
 
 

@@ -57,6 +57,22 @@ class Verdict:
         """Packets a run needs for its percentile to be more than its maximum."""
         return round(1 / (1 - self.percentile / 100))
 
+    def judge(self, run: dict[str, Any]) -> str:
+        """A stored run (with its analysis figures) against the budget: floor (calibration),
+        INVALID, FAIL: loss, inconclusive (fewer packets than the percentile needs),
+        FAIL: latency, or PASS."""
+        if run["calibration"]:
+            return "floor"
+        if not run["valid"] or run.get("analysis_id") is None:
+            return "INVALID"
+        if run["lost"] is not None and run["lost"] > self.max_loss:
+            return "FAIL: loss"
+        lat = (run.get("figures") or {}).get("latency_ns") or {}
+        if not lat or lat.get("samples", 0) < self.packets_needed:
+            return "inconclusive"
+        value = lat.get(self.key)
+        return "FAIL: latency" if value is None or value >= self.budget_ns else "PASS"
+
     def describe(self) -> str:
         from lowtail.units import format_ns
 

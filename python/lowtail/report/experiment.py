@@ -18,22 +18,14 @@ _PCTS = [("p50", "50 %"), ("p99", "99 %"), ("p99_9", "99.9 %"), ("p99_99", "99.9
          ("max", "max")]
 
 
+_VERDICT_CLASS = {"floor": "meta", "INVALID": "fail", "FAIL: loss": "fail", "FAIL: latency": "fail",
+                  "inconclusive": "warn", "PASS": "pass"}
+
+
 def verdict_of(run: dict[str, Any], verdict: Any) -> tuple[str, str]:
-    """(label, css class) of one run against the budget. A percentile needs enough packets
-    to exist at all: 99.999 % needs 100,000 of them."""
-    if run["calibration"]:
-        return "floor", "meta"
-    if not run["valid"] or run.get("analysis_id") is None:
-        return "INVALID", "fail"
-    lat = (run.get("figures") or {}).get("latency_ns") or {}
-    if run["lost"] is not None and run["lost"] > verdict.max_loss:
-        return "FAIL: loss", "fail"
-    if not lat or lat.get("samples", 0) < verdict.packets_needed:
-        return "inconclusive", "warn"
-    value = lat.get(verdict.key)
-    if value is None or value >= verdict.budget_ns:
-        return "FAIL: latency", "fail"
-    return "PASS", "pass"
+    """(label, css class) of one run against the budget."""
+    label = verdict.judge(run)
+    return label, _VERDICT_CLASS[label]
 
 
 def _verdict_for(experiment: dict[str, Any], budget: str | None):
