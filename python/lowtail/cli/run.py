@@ -129,7 +129,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
                   f"{r['sent']:,}" if r["sent"] is not None else "–",
                   f"{r['lost']:,}" if r["lost"] is not None else "–",
                   format_ns(r["lat_p50_ns"]), format_ns(r["lat_p99_999_ns"]), format_ns(r["lat_max_ns"]),
-                  "" if r["calibration"] or floor is None else format_ns(floor["lat_p99_999_ns"]),
+                  "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
                   verdict.judge(r))
     return t
 
