@@ -121,7 +121,7 @@ def _run_one(exp: Experiment, combo: Combination, index: int, plan: CorePlan, st
     run_dir.mkdir(parents=True)
     try:
         outcome = measure(exp, combo, plan, run_dir)
-        analysis, options = _analyze(exp, outcome, run_dir)
+        analysis, options = _analyze(exp, combo, outcome, run_dir)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -150,9 +150,11 @@ def _run_one(exp: Experiment, combo: Combination, index: int, plan: CorePlan, st
     return row | {"run_id": run_id, "analysis": analysis}
 
 
-def _analyze(exp: Experiment, outcome: Outcome, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _analyze(exp: Experiment, combo: Combination, outcome: Outcome,
+             run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
-    options = AnalyzeOptions(trim_ns=exp.warmup_ns, export=str(run_dir / "series.parquet"))
+    options = AnalyzeOptions(trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port,
+                             export=str(run_dir / "series.parquet"))
     if outcome.pre is None or not outcome.pre.exists():
         return None, vars(options)
     try:
