@@ -109,3 +109,13 @@ def test_mistakes_say_what_and_where(text, expected):
 def test_a_missing_file_is_a_user_error(tmp_path):
     with pytest.raises(UserError, match="no such experiment file"):
         spec.load(tmp_path / "nope.toml")
+
+
+def test_print_default_gives_a_file_to_start_from(tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "lowtail", "run", "--print-default"], capture_output=True, text=True)
+    assert done.returncode == 0
+    assert done.stdout == spec.default_text()
+    assert spec.parse(done.stdout, "mine.toml").spec_hash == spec.load(None).spec_hash
