@@ -135,9 +135,11 @@ def _send(exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_
     deadline = time.monotonic() + 2 * outcome.frames_planned / t.rate_pps + 5.0
     crash = None
     try:
+        # A DuT that crashes does not stop the traffic: what it did to the rest of the run
+        # (loss from then on) is measured, and the run is marked invalid.
         while generator.wait(0.05) is None:
-            crash = dut.failure()
-            if crash or time.monotonic() > deadline:
+            crash = crash or dut.failure()
+            if time.monotonic() > deadline:
                 generator.stop()
                 break
     finally:
