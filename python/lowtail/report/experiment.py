@@ -124,7 +124,7 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
              ["generator", esc(generator_summary(gen))], ["timestamper", esc(capture_summary(cap))],
              ["DuT options", esc(_options_text(r["dut_config"]))], ["containment", esc(_flat(r["containment"]))]]
     if r["dut_stats"]:
-        facts.append(["DuT counters", esc(_flat(r["dut_stats"]))])
+        facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
         facts.append(["energy", esc(_flat(r["energy"]))])
     if r["invalid_reasons"]:
@@ -166,6 +166,20 @@ def generator_summary(gen: dict[str, Any]) -> str:
     if "cpu" in gen:
         parts.append(f"core {gen['cpu']}")
     return ", ".join(parts)
+
+
+def dut_summary(stats: dict[str, Any]) -> str:
+    """The DuT's own counters: lowtail-fwd's and testpmd's headline ones, anything else as is."""
+    if "forwarded" in stats:  # lowtail-fwd
+        dropped = stats.get("dropped", 0)
+        parts = [f"received {stats.get('received', 0):,}", f"forwarded {stats['forwarded']:,}",
+                 f"dropped {dropped:,}" if not isinstance(dropped, dict) else f"dropped {sum(dropped.values()):,}"]
+        if isinstance(stats.get("busy_fraction"), (int, float)):
+            parts.append(f"busy {100 * stats['busy_fraction']:.1f} % of the time")
+        if "cpu" in stats:
+            parts.append(f"core {stats['cpu']}")
+        return ", ".join(parts)
+    return _flat(stats)
 
 
 def capture_summary(cap: dict[str, Any]) -> str:
