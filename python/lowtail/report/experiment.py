@@ -53,14 +53,16 @@ def _curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
 
 def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict,
                     verdict: Any) -> None:
-    header = ["DuT", "options", "rate", "sent", "lost"] + [label for _, label in _PCTS] + ["floor 99.999 %", "verdict"]
+    summary_pcts = [(k, label) for k, label in _PCTS if k in ("p50", "p99", "p99_999", "max")]
+    header = ["DuT", "options", "rate", "sent", "lost"] + [label for _, label in summary_pcts] + \
+        ["floor 99.999 %", "verdict"]
     body, classes = [], []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         label, css = verdict_of(r, verdict)
         body.append([_dut_label(r), _options_text(r["dut_config"]), format_rate(r["rate_pps"]),
-                     _count(r["sent"]), _count(r["lost"])] + [format_ns(lat.get(k)) for k, _ in _PCTS] +
+                     _count(r["sent"]), _count(r["lost"])] + [format_ns(lat.get(k)) for k, _ in summary_pcts] +
                     ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
                      label])
         classes.append(css)
@@ -104,7 +106,8 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
             ["kernel command line", host.get("kernel_cmdline")],
             ["CPU", f"{host.get('cpu_model')} · {host.get('cpus_online')} online"],
             ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
-            ["cpuset cgroups", host.get("cgroup_cpuset")],
+            ["cpuset cgroups", "none" if not host.get("cgroup_cpuset") else
+             f"cgroup v{host['cgroup_cpuset']['version']} at {host['cgroup_cpuset']['root']}"],
             ["lowtail", host.get("lowtail_version")],
             ["command", " ".join(host.get("command", []))],
             ["status", experiment["status"]]]
