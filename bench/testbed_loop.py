@@ -41,7 +41,9 @@ from lowtail.testbed.system import require_privileges, tool
 from lowtail.testbed.topology import Testbed
 
 SRC_IP, DST_IP = "198.18.0.1", "198.19.0.1"
-DRAIN_S = 0.3
+# Time between the last frame sent and stopping the timestampers: tcpdump hands frames
+# over in ring blocks that wait up to its 1 s buffer timeout, lost when it is stopped.
+DRAIN_S = 1.5
 
 
 @dataclass
@@ -140,8 +142,12 @@ def baseline_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work:
             taskset, "-c", str(plan.capture), tcpdump, "-i", iface, "-Q", direction, "-n", "-s", "128", "-B", "8192",
             "--time-stamp-precision=nano", "-w", str(out)]))
     for d in dumps:
-        if not d.wait_packet_sockets(1, 15):
-            sys.exit(f"tcpdump did not start: {d.exit_message()}")
+        # tcpdump's socket exists before it is bound and capturing; "listening on" comes after.
+        deadline = time.monotonic() + 15
+        while "listening on" not in d.log.read_text(errors="replace"):
+            if not d.running() or time.monotonic() > deadline:
+                sys.exit(f"tcpdump did not start: {d.exit_message()}")
+            time.sleep(0.02)
     count = round(rate * seconds)
     replay = tb.spawn("bench-tcpreplay", tb.lg_ns, [
         taskset, "-c", str(plan.generator), tool("tcpreplay", "tcpreplay"), "-i", tb.tx, f"--pps={rate}", "-K",
