@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.report import plots
+from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
+from lowtail.store.host import run_interrupts
 from lowtail.units import format_ns, format_rate, parse_duration_ns
 
 _PCTS = [("p50", "50 %"), ("p99", "99 %"), ("p99_9", "99.9 %"), ("p99_99", "99.99 %"), ("p99_999", "99.999 %"),
@@ -233,4 +235,6 @@ def write_experiment_report(db: str | Path, experiment_id: int | str, output: st
         host_section(page, experiment)
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
+            if run_interrupts(store, r["run_id"]):
+                interrupt_timeline_section(page, store, r["run_id"])
     return page.write(Path(output or f"lowtail-experiment-{eid}.html"))
