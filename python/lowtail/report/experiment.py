@@ -131,7 +131,9 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
     if r["dut_stats"]:
         facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
-        facts.append(["energy", esc(_flat(r["energy"]))])
+        e = r["energy"]
+        facts.append(["energy", esc(f"{e['joules']:.3g} J, mean {e['mean_w']:.3g} W" if e.get("available")
+                                    else f"not measured: {e.get('reason') or 'no energy counters'}")])
     if r["invalid_reasons"]:
         facts.append(["<span class='fail'>invalid</span>", esc("; ".join(r["invalid_reasons"]))])
     body = "<table><tbody>" + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>"
