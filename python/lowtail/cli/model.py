@@ -226,6 +226,8 @@ def knee(
         if doc["r_max_pps"] is not None:
             line += f"; predicted R_max {format_rate(doc['r_max_pps'])}"
         out.print(line)
+        if doc.get("model_id") is not None:
+            note(f"stored as model {doc['model_id']} in {db}")
 
 
 # -- evt ---------------------------------------------------------------------------------

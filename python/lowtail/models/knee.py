@@ -79,5 +79,5 @@ def _overload_reasons(p: SweepPoint, reference_p99: int | None, loss_limit: floa
     if p.p99_ns is None:
         reasons.append("no latency measured")
     elif reference_p99 and p.p99_ns > growth_limit * reference_p99:
-        reasons.append(f"99th percentile {p.p99_ns / reference_p99:.3g}× that of the lowest rate")
+        reasons.append(f"p99 {p.p99_ns / reference_p99:,.0f}× the lowest rate's")
     return reasons

@@ -96,7 +96,6 @@ class SeriesSource:
     path: str
     run_id: int | None = None
     analysis_id: int | None = None
-    rate_pps: float | None = None
     partial: bool = False
     label: str = ""
 
@@ -138,13 +137,11 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         if run["analysis_id"] is None:
             raise UserError(f"run {ident} has no analysis (it failed or is still running): nothing to model")
         src = SeriesSource(path=run["series_path"], run_id=run["run_id"], analysis_id=run["analysis_id"],
-                           rate_pps=float(run["rate_pps"]), partial=bool(run["partial"]),
+                           partial=bool(run["partial"]),
                            label=f"run {ident} ({run['dut_name']}, {run['rate_pps']:,} pps)")
     else:
         a = store.analysis(int(ident))
-        duration = a["duration_ns"] or 0
         src = SeriesSource(path=a["series_path"], analysis_id=a["analysis_id"], partial=bool(a["partial"]),
-                           rate_pps=a["sent"] / (duration / 1e9) if duration > 0 else None,
                            label=f"analysis {ident}")
     if not src.path:
         raise UserError(f"{text}: its matched series was not exported (analyse with --export, or run with the "
