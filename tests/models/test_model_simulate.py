@@ -38,6 +38,16 @@ def test_staircases_of_the_seeds_batch_figure():
     assert medians == sorted(medians)
 
 
+def test_small_batches_turn_the_staircase_into_a_line():
+    """004 Fig. 5b: with batch 4 a 64-packet burst leaves in 16 equal steps, a CDF that grows
+    linearly, and a lower median than with batch 32 (510 µs against 720 µs)."""
+    spec = {"packets": 64 * 100, "rate_pps": 10_000, "burst": 64, "service": {"kind": "constant", "ns": 15_000}}
+    lat4 = sim.run({**spec, "batch": 4}).latencies()
+    values, counts = np.unique(lat4, return_counts=True)
+    assert list(values) == [4 * 15_000 * k for k in range(1, 17)] and set(counts) == {400}
+    assert np.median(lat4) < 0.75 * np.median(sim.run({**spec, "batch": 32}).latencies())
+
+
 def test_first_packets_of_a_spread_burst_leave_early():
     """Back-to-back on a real wire is 67 ns apart: the first poll finds one packet, so a few
     packets of every burst have a low latency (the seeds' 'few packets with lower latency')."""

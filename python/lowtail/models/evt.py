@@ -82,7 +82,9 @@ def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
     if not path.exists():
         raise UserError(f"{path}: no such file")
     try:
-        pf = pq.ParquetFile(path)
+        # No pre-buffering (it holds hundreds of MB of column chunks ahead of the reader) and
+        # buffered reads within a column chunk: memory stays at a few batches.
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     except Exception as e:  # pyarrow raises several types for a file that is not Parquet
         raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
     names = set(pf.schema_arrow.names)
@@ -97,7 +99,8 @@ def iter_series(pf: Any, info: SeriesInfo) -> Iterator[tuple[int, np.ndarray, np
     """(first row index, times, latencies) per batch, checked: no nulls, finite, in time order."""
     row = 0
     last_time = None
-    for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=[info.time_column, info.value_column]):
+    for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=[info.time_column, info.value_column],
+                                 use_threads=False):
         cols = []
         for name in (info.time_column, info.value_column):
             col = batch.column(name)
