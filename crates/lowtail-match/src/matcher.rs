@@ -255,8 +255,9 @@ impl<S: MatchSink> Matcher<S> {
             self.early_posts.pop_front();
             self.retire_early(ts, id);
         }
-        let oldest = [self.ring.front().map(|e| e.pre_ts), self.early_posts.front().map(|e| e.0)];
-        self.expire_after = oldest.iter().flatten().min().map_or(i64::MAX, |t| t.saturating_add(self.horizon_ns));
+        let ring_oldest = self.ring.front().map_or(i64::MAX, |e| e.pre_ts);
+        let early_oldest = self.early_posts.front().map_or(i64::MAX, |e| e.0);
+        self.expire_after = ring_oldest.min(early_oldest).saturating_add(self.horizon_ns);
     }
 
     fn retire_early(&mut self, ts: i64, id: u64) {
