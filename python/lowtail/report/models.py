@@ -216,7 +216,9 @@ def _p(p: float | None, bound: str | None = None) -> str:
 
 
 def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | None = None) -> bool:
-    """Latency versus rate for each DuT of a sweep, with the measured knee and predicted R_max."""
+    """Latency versus rate for each DuT swept over two rates or more, with the measured knee
+    and the predicted R_max (from the latest stored overload model of that DuT). False when
+    there is no sweep to draw."""
     from lowtail.models.knee import find_knee
     from lowtail.store.models import sweep_points
 
@@ -224,7 +226,11 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
         sweeps = sweep_points(store, experiment_id, dut_name)
     except UserError:  # no analysed runs yet: nothing to draw
         return False
+    drawn = False
     for dut, points in sweeps.items():
+        if len({p.rate_pps for p in points}) < 2:
+            continue
+        drawn = True
         stored = latest_model(store, "knee", experiment_id=experiment_id, dut_name=dut)
         knee = stored["result"] if stored else find_knee(points)
         if knee.get("r_max_pps") is None:
@@ -243,7 +249,7 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
                  + table_html(["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows)
                  + figure_html(latency_vs_rate_figure(knee, f"{dut}: latency versus rate"),
                                "Percentiles per offered rate; the knee is the first overloaded rate"))
-    return True
+    return drawn
 
 
 def overload_section(page: Page, store: Store, model_id: int | str) -> None:
