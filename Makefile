@@ -6,8 +6,10 @@ VENV    := .venv
 PY      := $(VENV)/bin/python
 STAMPS  := .build
 # Debian packages the product uses at run time and in tests.
-APT_RUNTIME := iproute2 zstd
-APT_BENCH   := postgresql
+# dpdk-dev: dpdk-testpmd, one of the DuT kinds (tested end to end when installed).
+APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev
+# tcpreplay + tcpdump: the Debian-tools baseline of bench/testbed_loop.py.
+APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
 PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.sql' 2>/dev/null)
 
@@ -16,7 +18,7 @@ PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.sql' 2>/dev/null)
 $(STAMPS):
 	@mkdir -p $(STAMPS)
 
-$(STAMPS)/apt: scripts/ensure-apt.sh | $(STAMPS)
+$(STAMPS)/apt: scripts/ensure-apt.sh Makefile | $(STAMPS)
 	@scripts/ensure-apt.sh $(APT_RUNTIME)
 	@touch $@
 
@@ -57,6 +59,7 @@ run: build ## the main job on its embedded defaults, ending in an HTML report
 bench: build ## speed and memory against the baselines, figures printed side by side
 	@scripts/ensure-apt.sh $(APT_BENCH)
 	$(PY) bench/analyze_vs_postgres.py
+	$(PY) bench/testbed_loop.py
 
 fuzz: ## coverage-guided fuzzing of the capture parsers (needs cargo-fuzz and nightly)
 	cd fuzz && cargo fuzz run pcap_reader -- -max_total_time=60

@@ -30,6 +30,7 @@ class Store:
 
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
+        self._tx_depth = 0
         if read_only and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
         try:
@@ -52,7 +53,8 @@ class Store:
         self.close()
 
     def transaction(self) -> "_Transaction":
-        return _Transaction(self.con)
+        """A transaction; nested ones join the outermost (one commit for the whole write)."""
+        return _Transaction(self)
 
     # -- analyses ---------------------------------------------------------------
 
@@ -142,14 +144,18 @@ class Store:
 
 
 class _Transaction:
-    def __init__(self, con: duckdb.DuckDBPyConnection):
-        self.con = con
+    def __init__(self, store: Store):
+        self.store = store
 
     def __enter__(self) -> None:
-        self.con.execute("BEGIN TRANSACTION")
+        if self.store._tx_depth == 0:
+            self.store.con.execute("BEGIN TRANSACTION")
+        self.store._tx_depth += 1
 
     def __exit__(self, exc_type: object, *rest: object) -> None:
-        self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+        self.store._tx_depth -= 1
+        if self.store._tx_depth == 0:
+            self.store.con.execute("ROLLBACK" if exc_type else "COMMIT")
 
 
 def open_store(path: str | Path | None, read_only: bool = False) -> Store:

@@ -37,3 +37,10 @@ CREATE TABLE IF NOT EXISTS runs (
     containment      JSON NOT NULL,    -- bare, or cgroup cpuset and its cores
     energy           JSON              -- RAPL figures or {"available": false}
 );
+
+-- Added by the testbed (kept separate so databases made before them gain the columns).
+ALTER TABLE experiments ADD COLUMN IF NOT EXISTS finished_at TIMESTAMP;
+ALTER TABLE experiments ADD COLUMN IF NOT EXISTS data_dir VARCHAR;      -- captures and series of its runs
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS traffic JSON;                 -- flows, UDP port, frames sent
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS dut_stats JSON;               -- the DuT's own counters, if it keeps any
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS capture_paths JSON;           -- kept PRE/POST captures (or [])

@@ -1,0 +1,84 @@
+//! Pinning the calling thread to one core.
+
+use std::mem::{size_of, zeroed};
+
+use crate::error::Fatal;
+
+/// The cores this process may run on.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: sched_getaffinity fills a zeroed cpu_set_t.
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    if unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &mut set) } != 0 {
+        return Vec::new();
+    }
+    (0..libc::CPU_SETSIZE as usize).filter(|&c| unsafe { libc::CPU_ISSET(c, &set) }).collect()
+}
+
+/// Pin the calling thread to `cpu`, or say which cores exist.
+pub fn pin_to(cpu: usize) -> Result<(), Fatal> {
+    let allowed = allowed_cpus();
+    if !allowed.contains(&cpu) {
+        return Err(Fatal::usage(format!("cannot pin to core {cpu}: allowed cores are {}", ranges(&allowed))));
+    }
+    // SAFETY: a zeroed cpu_set_t with one bit set, for this thread (pid 0).
+    let mut set: libc::cpu_set_t = unsafe { zeroed() };
+    unsafe { libc::CPU_SET(cpu, &mut set) };
+    if unsafe { libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set) } != 0 {
+        return Err(Fatal::os(format!("pinning to core {cpu}"), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// Run the calling thread under SCHED_FIFO at `priority` (1 to 99): ordinary tasks
+/// then never preempt it on its core. The kernel still lends starving ordinary tasks a
+/// share of the core (RT throttling / the fair server: up to 50 ms per second by
+/// default), so a core that other work shares still causes stalls, only rarer ones.
+pub fn run_realtime(priority: i32) -> Result<(), Fatal> {
+    if !(1..=99).contains(&priority) {
+        return Err(Fatal::usage(format!("real-time priority {priority} is outside 1..99")));
+    }
+    let param = libc::sched_param { sched_priority: priority };
+    // SAFETY: sched_setscheduler on this thread with a valid parameter block.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        return Err(Fatal::os("switching to SCHED_FIFO (needs CAP_SYS_NICE)", std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
+/// "0-3,6" for a sorted list of cores.
+fn ranges(cpus: &[usize]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        parts.push(if i == j { cpus[i].to_string() } else { format!("{}-{}", cpus[i], cpus[j]) });
+        i = j + 1;
+    }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn core_lists_read_as_ranges() {
+        assert_eq!(ranges(&[0, 1, 2, 3, 6]), "0-3,6");
+        assert_eq!(ranges(&[1]), "1");
+        assert_eq!(ranges(&[]), "none");
+    }
+
+    #[test]
+    fn a_core_that_does_not_exist_is_a_usage_error() {
+        let err = pin_to(libc::CPU_SETSIZE as usize + 5).unwrap_err();
+        assert_eq!(err.code, crate::error::EXIT_USAGE);
+        assert!(err.message.contains("allowed cores are"), "{}", err.message);
+    }
+}

@@ -1,0 +1,44 @@
+//! SIGINT/SIGTERM as a flag the busy loops poll: the programs stop at a clean point,
+//! drain what they hold, and write their statistics.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNAL.store(sig, Ordering::Relaxed);
+    STOP.store(true, Ordering::Release);
+}
+
+/// Catch SIGINT and SIGTERM (without SA_RESTART, so a blocking poll returns EINTR).
+pub fn install() {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: the handler only stores to atomics, which is async-signal-safe.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(sig, &action, std::ptr::null_mut());
+        }
+    }
+}
+
+#[inline(always)]
+pub fn stop_requested() -> bool {
+    STOP.load(Ordering::Relaxed)
+}
+
+/// Ask the loops to stop as if a signal had come (a --duration ran out).
+pub fn request_stop() {
+    STOP.store(true, Ordering::Release);
+}
+
+/// "SIGINT"/"SIGTERM" if a signal stopped us.
+pub fn received() -> Option<&'static str> {
+    match SIGNAL.load(Ordering::Relaxed) {
+        libc::SIGINT => Some("SIGINT"),
+        libc::SIGTERM => Some("SIGTERM"),
+        _ => None,
+    }
+}

@@ -1,0 +1,62 @@
+"""`lowtail testbed show|clean`: testbeds on this host, and the leftovers of killed runs."""
+
+from __future__ import annotations
+
+import typer
+from rich.table import Table
+
+from lowtail.cli._app import app
+from lowtail.cli._output import note, out, print_json
+
+testbed_app = typer.Typer(help="Software testbeds on this host (network namespaces, veth links, cgroups).",
+                          no_args_is_help=True)
+app.add_typer(testbed_app, name="testbed")
+
+
+@testbed_app.command(help="List lowtail testbeds on this host: running ones and leftovers of killed runs.")
+def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    from lowtail.testbed.registry import tag_owner, testbeds_on_host
+
+    found = testbeds_on_host()
+    rows = [{"tag": tag, "owner_pid": tag_owner(tag), "alive": e["alive"], "netns": e["netns"],
+             "cgroups": e["cgroups"], "state_file": str(e["registry"].file) if e["registry"] else None}
+            for tag, e in sorted(found.items())]
+    if json_out:
+        print_json(rows)
+        return
+    if not rows:
+        note("no lowtail testbeds on this host")
+        return
+    t = Table(box=None)
+    for col in ("tag", "owner", "state", "namespaces", "cgroups"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(r["tag"], str(r["owner_pid"]), "running" if r["alive"] else "leftover (owner gone)",
+                  " ".join(r["netns"]) or "–", " ".join(r["cgroups"]) or "–")
+    out.print(t)
+
+
+@testbed_app.command(help="Remove what killed runs left behind (namespaces, links, cgroups, processes, DPDK "
+                          "files). Only testbeds whose owner process is gone are touched: runs in progress, "
+                          "yours or anyone's, are left alone.")
+def clean(
+    dry_run: bool = typer.Option(False, help="Only say what would be removed."),
+    json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),
+) -> None:
+    from lowtail.testbed.registry import find_leftovers, remove_leftover
+    from lowtail.testbed.system import require_privileges
+
+    require_privileges("lowtail testbed clean")
+    leftovers = find_leftovers()
+    if not dry_run:
+        for left in leftovers:
+            remove_leftover(left)
+    if json_out:
+        print_json({"removed" if not dry_run else "would_remove": [left.describe() for left in leftovers]})
+        return
+    verb = "would remove" if dry_run else "removed"
+    for left in leftovers:
+        what = left.netns + left.cgroups + left.paths + [f"pid {p.pid}" for p in left.processes]
+        note(f"{verb} testbed {left.tag} (owner pid {left.owner_pid} is gone): {', '.join(what) or 'its state file'}")
+    if not leftovers:
+        note("nothing to clean: no leftovers of killed runs")

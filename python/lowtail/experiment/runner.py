@@ -1,0 +1,172 @@
+"""The sweep: every combination of an experiment, measured, analysed and stored one by one.
+
+Each run is stored as soon as it is analysed, in one transaction with its analysis, so an
+interrupted experiment keeps what it finished; running the same file again resumes it,
+skipping the combinations already stored (`runs.combination_key`).
+"""
+
+from __future__ import annotations
+
+import errno
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.binaries import find_binary
+from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.experiment.hostinfo import host_metadata
+from lowtail.experiment.measure import SNAPLEN, Outcome, _optional, frames_for, measure
+from lowtail.experiment.spec import Combination, Experiment
+from lowtail.store import runs as runstore
+from lowtail.store.db import Store
+from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.duts import KINDS
+from lowtail.testbed.system import require_privileges
+
+# Bytes a captured frame takes on disk at most (record header + snapped frame), per side,
+# plus one matched-series row; zstd usually saves most of it, the check does not count on it.
+_CAPTURE_RECORD_BYTES = 16 + SNAPLEN
+_SERIES_ROW_BYTES = 32
+_DISK_MARGIN_BYTES = 64 << 20
+
+
+@dataclass
+class Progress:
+    """What the runner tells its caller: a run started or ended."""
+
+    on_start: Callable[[int, int, Combination], None] = lambda i, n, c: None
+    on_done: Callable[[int, int, Combination, dict[str, Any]], None] = lambda i, n, c, r: None
+
+
+@dataclass
+class SweepResult:
+    experiment_id: int
+    resumed_runs: int
+    new_runs: int
+
+
+def check_can_run(exp: Experiment) -> None:
+    """Everything that would stop the sweep part-way, found before it starts."""
+    require_privileges("lowtail run")
+    find_binary("lowtail-gen")
+    find_binary("lowtail-cap")
+    for kind in sorted({d.kind for d in exp.duts}):
+        KINDS[kind].check_available()
+
+
+def run_experiment(exp: Experiment, store: Store, data_dir: Path, fresh: bool = False,
+                   progress: Progress | None = None) -> SweepResult:
+    progress = progress or Progress()
+    check_can_run(exp)
+    plan = CorePlan.for_host(exp.cores)
+    existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
+    if existing:
+        eid = existing["experiment_id"]
+        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else data_dir / f"experiment-{eid}"
+        runstore.set_status(store, eid, "running")
+    else:
+        eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
+        data_dir = data_dir / f"experiment-{eid}"
+        with store.transaction():
+            store.con.execute("UPDATE experiments SET data_dir = ? WHERE experiment_id = ?",
+                              [str(data_dir.resolve()), eid])
+    done = runstore.done_keys(store, eid)
+    combos = exp.combinations()
+    todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
+    try:
+        for n, (index, combo) in enumerate(todo):
+            progress.on_start(n, len(todo), combo)
+            run = _run_one(exp, combo, index, plan, store, eid, data_dir)
+            progress.on_done(n, len(todo), combo, run)
+    except (KeyboardInterrupt, Interrupted):
+        runstore.set_status(store, eid, "interrupted")
+        stored = len(runstore.done_keys(store, eid))
+        raise Interrupted(f"interrupted: {stored} of {len(combos)} runs of experiment {eid} are stored; "
+                          f"run the same command again to resume") from None
+    except BaseException as e:
+        runstore.set_status(store, eid, "failed")
+        if _is_disk_full(e):
+            raise Failure(f"disk full while writing results ({e}); free some space and run the same command "
+                          f"again to resume (finished runs are kept)") from None
+        raise
+    runstore.set_status(store, eid, "finished")
+    return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
+
+
+def _is_disk_full(e: BaseException) -> bool:
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e)
+
+
+def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
+    frames = frames_for(exp, combo)
+    need = frames * (2 * _CAPTURE_RECORD_BYTES + _SERIES_ROW_BYTES) + _DISK_MARGIN_BYTES
+    probe = run_dir
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    if free < need:
+        raise Failure(f"not enough disk space in {probe} for the next run: it needs about {need >> 20} MiB and "
+                      f"{free >> 20} MiB are free; free some space (or pass --data-dir) and run the same command "
+                      f"again to resume (finished runs are kept)")
+
+
+def _run_one(exp: Experiment, combo: Combination, index: int, plan: CorePlan, store: Store, eid: int,
+             data_dir: Path) -> dict[str, Any]:
+    t = combo.traffic
+    run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
+    shutil.rmtree(run_dir, ignore_errors=True)  # what a killed attempt left half-written
+    _check_disk(exp, combo, run_dir)
+    run_dir.mkdir(parents=True)
+    try:
+        outcome = measure(exp, combo, plan, run_dir)
+        analysis, options = _analyze(exp, combo, outcome, run_dir)
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    captures = [str(p) for p in (outcome.pre, outcome.post) if p and p.exists()]
+    if not exp.keep_captures:
+        for p in captures:
+            Path(p).unlink()
+        captures = []
+    row = {
+        "label": f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps" + (f" #{combo.repetition}" if exp.repetitions > 1
+                                                                        else ""),
+        "experiment_id": eid, "combination_key": combo.key, "dut_name": combo.dut.name, "dut_kind": combo.dut.kind,
+        "dut_config": combo.dut.options, "calibration": combo.dut.calibration, "rate_pps": t.rate_pps,
+        "frame_size": t.frame_size, "burst": t.burst, "repetition": combo.repetition,
+        "duration_ns": exp.duration_ns, "warmup_ns": exp.warmup_ns, "started_at": outcome.started_at,
+        "finished_at": outcome.finished_at, "series_path": analysis.get("export_path") if analysis else None,
+        "valid": not outcome.invalid_reasons, "invalid_reasons": outcome.invalid_reasons,
+        "generator": outcome.generator, "capture": outcome.capture, "containment": outcome.containment,
+        "energy": outcome.energy, "dut_stats": outcome.dut_stats, "capture_paths": captures,
+        "traffic": {"flows": t.flows, "udp_dst_port": t.udp_dst_port, "frames_planned": outcome.frames_planned,
+                    "core_plan": plan.as_dict()},
+    }
+    with store.transaction():
+        run_id = runstore.save_run(store, row, analysis, options)
+        _save_interrupts(store, run_id, outcome)
+    return row | {"run_id": run_id, "analysis": analysis}
+
+
+def _analyze(exp: Experiment, combo: Combination, outcome: Outcome,
+             run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
+    options = AnalyzeOptions(trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port,
+                             export=str(run_dir / "series.parquet"))
+    if outcome.pre is None or not outcome.pre.exists():
+        return None, vars(options)
+    try:
+        return analyze_pair(outcome.pre, outcome.post, options), vars(options)
+    except (UserError, Failure) as e:
+        if _is_disk_full(e):
+            raise
+        outcome.invalid_reasons.append(f"the captures could not be analysed: {e}")
+        return None, vars(options)
+
+
+def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:
+    save = _optional("lowtail.store.host", "save_run_interrupts")
+    if save and outcome.interrupts is not None:
+        save(store, run_id, outcome.interrupts)

@@ -1,0 +1,339 @@
+"""The experiment file: a TOML document whose lists span a sweep.
+
+    [experiment]  name, duration, warmup, repetitions, calibrate, keep_captures
+    [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
+    [cores]       generator, capture, housekeeping, dut (optional: the core plan)
+    [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
+    [[dut]]       name, kind, and the kind's options (a list sweeps over its values)
+
+Every mistake is a UserError naming the file and, where it can be found, the line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+import tomllib
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from lowtail.errors import UserError
+from lowtail.testbed.duts import KINDS
+from lowtail.units import parse_duration_ns
+
+DEFAULT_NAME = "default.toml"
+
+_SECTIONS = {
+    "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "keep_captures", "drain"},
+    "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
+    "cores": {"generator", "capture", "housekeeping", "dut"},
+    "verdict": {"percentile", "budget", "max_loss"},
+    "dut": None,  # checked by the kind
+}
+MIN_FRAME, MAX_FRAME = 64, 1518
+# The percentiles every analysis computes exactly, and their keys in `latency_ns`.
+VERDICT_PERCENTILES = {50: "p50", 90: "p90", 99: "p99", 99.9: "p99_9", 99.99: "p99_99", 99.999: "p99_999",
+                       99.9999: "p99_9999"}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The URLLC budget: the `percentile` of latency under `budget_ns`, at most `max_loss` lost."""
+
+    percentile: float = 99.999
+    budget_ns: int = 1_000_000
+    max_loss: int = 0
+
+    @property
+    def key(self) -> str:
+        return VERDICT_PERCENTILES[self.percentile]
+
+    @property
+    def packets_needed(self) -> int:
+        """Packets a run needs for its percentile to be more than its maximum."""
+        return round(1 / (1 - self.percentile / 100))
+
+    def judge(self, run: dict[str, Any]) -> str:
+        """A stored run (with its analysis figures) against the budget: floor (calibration),
+        INVALID, FAIL: loss, inconclusive (fewer packets than the percentile needs),
+        FAIL: latency, or PASS."""
+        if run["calibration"]:
+            return "floor"
+        if not run["valid"] or run.get("analysis_id") is None:
+            return "INVALID"
+        if run["lost"] is not None and run["lost"] > self.max_loss:
+            return "FAIL: loss"
+        lat = (run.get("figures") or {}).get("latency_ns") or {}
+        if not lat or lat.get("samples", 0) < self.packets_needed:
+            return "inconclusive"
+        value = lat.get(self.key)
+        return "FAIL: latency" if value is None or value >= self.budget_ns else "PASS"
+
+    def describe(self) -> str:
+        from lowtail.units import format_ns
+
+        loss = "no loss" if self.max_loss == 0 else f"at most {self.max_loss} lost"
+        return f"{self.percentile:g}th percentile under {format_ns(self.budget_ns)}, {loss}"
+
+
+@dataclass(frozen=True)
+class Traffic:
+    rate_pps: int
+    frame_size: int
+    burst: int
+    flows: int
+    udp_dst_port: int
+
+
+@dataclass(frozen=True)
+class DutConfig:
+    name: str
+    kind: str
+    options: dict[str, Any]
+
+    @property
+    def calibration(self) -> bool:
+        return self.kind == "wire"
+
+
+WIRE = DutConfig("wire", "wire", {})
+
+
+@dataclass(frozen=True)
+class Combination:
+    """One run: a DuT configuration, one traffic point, one repetition."""
+
+    dut: DutConfig
+    traffic: Traffic
+    repetition: int
+
+    @property
+    def key(self) -> str:
+        """Stable across invocations of the same experiment: resuming skips stored keys."""
+        doc = {"dut": self.dut.name, "kind": self.dut.kind, "options": self.dut.options,
+               "traffic": self.traffic.__dict__, "repetition": self.repetition}
+        digest = hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
+        t = self.traffic
+        return f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}/r{self.repetition}/{digest}"
+
+
+@dataclass
+class Experiment:
+    name: str
+    source: str
+    duration_ns: int
+    warmup_ns: int
+    drain_ns: int
+    repetitions: int
+    calibrate: bool
+    keep_captures: bool
+    traffic: list[Traffic]
+    duts: list[DutConfig]
+    cores: dict[str, Any]
+    verdict: Verdict
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def combinations(self) -> list[Combination]:
+        """Calibration first (the floor every result is read against), then each DuT
+        configuration over every traffic point, `repetitions` times each."""
+        duts = ([WIRE] if self.calibrate else []) + self.duts
+        return [Combination(d, t, r) for d in duts for t in self.traffic for r in range(self.repetitions)]
+
+    @property
+    def spec_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def as_json(self) -> dict[str, Any]:
+        return self.raw
+
+
+# -- parsing -------------------------------------------------------------------------------------------
+
+
+def default_text() -> str:
+    return resources.files("lowtail.experiments").joinpath(DEFAULT_NAME).read_text()
+
+
+def load(path: Path | None) -> Experiment:
+    """Read an experiment file (None: the embedded default experiment)."""
+    if path is None:
+        return parse(default_text(), f"(embedded {DEFAULT_NAME})")
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such experiment file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read the experiment file ({e})") from None
+    return parse(text, str(path))
+
+
+class _Where:
+    """Turns a problem with a key into a message naming the file and the key's line."""
+
+    def __init__(self, text: str, source: str):
+        self.lines = text.splitlines()
+        self.source = source
+
+    def line_of(self, section: str, key: str | None, index: int = 0) -> int | None:
+        """Line of `key` in the `index`-th `[section]`/`[[section]]` table (best effort)."""
+        header = re.compile(rf"^\s*\[\[?\s*{re.escape(section)}\s*\]\]?\s*(#.*)?$")
+        seen, inside = -1, False
+        for number, line in enumerate(self.lines, 1):
+            if re.match(r"^\s*\[", line):
+                inside = bool(header.match(line))
+                if inside:
+                    seen += 1
+                    if key is None and seen == index:
+                        return number
+                continue
+            if inside and seen == index and key is not None and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
+                return number
+        return None
+
+    def error(self, message: str, section: str, key: str | None = None, index: int = 0) -> UserError:
+        line = self.line_of(section, key, index)
+        where = f"{self.source} line {line}" if line else self.source
+        return UserError(f"{where}: {message}")
+
+
+def parse(text: str, source: str) -> Experiment:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        # tomllib says "... (at line 7, column 12)": lead with the place, as compilers do.
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e))
+        if m:
+            where = f"{source} line {m.group(1)}, column {m.group(2)}"
+        elif "end of document" in str(e):
+            where = f"{source} line {len(text.splitlines()) or 1} (end of file)"
+        else:
+            where = source
+        raise UserError(f"{where}: not valid TOML: {reason}") from None
+    w = _Where(text, source)
+    for section, value in doc.items():
+        if section not in _SECTIONS:
+            raise w.error(f"unknown section [{section}] (known: {', '.join('[' + s + ']' for s in _SECTIONS)})",
+                          section)
+        allowed = _SECTIONS[section]
+        if allowed is not None:
+            if not isinstance(value, dict):
+                raise w.error(f"[{section}] must be a table", section)
+            for key in value:
+                if key not in allowed:
+                    raise w.error(f"unknown key {key!r} in [{section}] (known: {', '.join(sorted(allowed))})",
+                                  section, key)
+    exp = doc.get("experiment", {})
+    traffic = doc.get("traffic", {})
+
+    def duration(key: str, default: str, minimum_ns: int) -> int:
+        try:
+            ns = parse_duration_ns(exp.get(key, default))
+        except UserError as e:
+            raise w.error(f"{key}: {e}", "experiment", key) from None
+        if ns < minimum_ns:
+            raise w.error(f"{key} must be at least {minimum_ns / 1e9:g} s", "experiment", key)
+        return ns
+
+    def number(table: dict, section: str, key: str, default: Any, lo: int, hi: int, many: bool) -> list[int]:
+        value = table.get(key, default)
+        values = value if isinstance(value, list) else [value]
+        if not many and isinstance(value, list):
+            raise w.error(f"{key} takes one value, not a list", section, key)
+        if not values:
+            raise w.error(f"{key}: an empty list sweeps over nothing", section, key)
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise w.error(f"{key} must be whole numbers from {lo:,} to {hi:,}, not {v!r}", section, key)
+        return values
+
+    name = exp.get("name", Path(source).stem if not source.startswith("(") else "default")
+    if not isinstance(name, str) or not name.strip():
+        raise w.error("name must be a non-empty string", "experiment", "name")
+    if "rates" not in traffic:
+        raise w.error("[traffic] needs `rates`, e.g. rates = [10000, 50000] (packets per second)", "traffic")
+    rates = number(traffic, "traffic", "rates", None, 1, 100_000_000, many=True)
+    frames = number(traffic, "traffic", "frame_size", 64, MIN_FRAME, MAX_FRAME, many=True)
+    bursts = number(traffic, "traffic", "burst", 1, 1, 1_000_000, many=True)
+    flows = number(traffic, "traffic", "flows", 1, 1, 65_535, many=True)
+    (port,) = number(traffic, "traffic", "udp_dst_port", 53, 1, 65_535, many=False)
+    points = [Traffic(r, f, b, n, port) for r, f, b, n in itertools.product(rates, frames, bursts, flows)]
+    (repetitions,) = number(exp, "experiment", "repetitions", 1, 1, 1_000_000, many=False)
+    for key in ("calibrate", "keep_captures"):
+        if not isinstance(exp.get(key, True), bool):
+            raise w.error(f"{key} must be true or false", "experiment", key)
+
+    duts = _parse_duts(doc.get("dut", []), w)
+    if not duts and not exp.get("calibrate", True):
+        raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
+    return Experiment(
+        name=name.strip(), source=source, duration_ns=duration("duration", "5s", 100_000_000),
+        warmup_ns=duration("warmup", "1s", 0), drain_ns=duration("drain", "200ms", 0),
+        repetitions=repetitions, calibrate=exp.get("calibrate", True),
+        keep_captures=exp.get("keep_captures", True), traffic=points, duts=duts,
+        cores=_parse_cores(doc.get("cores", {}), w), verdict=_parse_verdict(doc.get("verdict", {}), w), raw=doc)
+
+
+def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
+    if not isinstance(tables, list):
+        raise w.error("DuTs are declared as [[dut]] tables (double brackets)", "dut")
+    configs: list[DutConfig] = []
+    names: set[str] = set()
+    for index, table in enumerate(tables):
+        table = dict(table)
+        name, kind = table.pop("name", None), table.pop("kind", None)
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", name):
+            raise w.error(f"every [[dut]] needs a name of letters, digits, '-', '_', '.' (got {name!r})",
+                          "dut", "name" if name is not None else None, index)
+        if name in names or name == "wire":
+            raise w.error(f"DuT name {name!r} is {'reserved for calibration' if name == 'wire' else 'used twice'}",
+                          "dut", "name", index)
+        names.add(name)
+        if kind not in KINDS:
+            raise w.error(f"DuT {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})",
+                          "dut", "kind" if kind is not None else None, index)
+        cls = KINDS[kind]
+        try:
+            expanded = cls.expand(table)
+        except ValueError as e:
+            bad_key = next((k for k in table if repr(k) in str(e)), None)
+            raise w.error(f"DuT {name!r} ({kind}): {e}", "dut", bad_key, index) from None
+        configs += [DutConfig(name, kind, options) for options in expanded]
+    return configs
+
+
+def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
+    from lowtail.testbed.cores import CorePlan
+
+    available = set(CorePlan.available())
+    cores: dict[str, Any] = {}
+    for key, value in table.items():
+        values = value if key == "dut" else [value]
+        if key == "dut" and not isinstance(value, list):
+            raise w.error("dut takes a list of cores, e.g. dut = [1]", "cores", key)
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int) or v not in available:
+                raise w.error(f"{key}: core {v!r} is not one this process may use "
+                              f"(available: {', '.join(map(str, sorted(available)))})", "cores", key)
+        cores[key] = value
+    return cores
+
+
+def _parse_verdict(table: dict, w: _Where) -> Verdict:
+    percentile = table.get("percentile", 99.999)
+    if percentile not in VERDICT_PERCENTILES:
+        raise w.error(f"percentile must be one of the exact percentiles lowtail computes: "
+                      f"{', '.join(f'{p:g}' for p in VERDICT_PERCENTILES)} (got {percentile!r})",
+                      "verdict", "percentile")
+    try:
+        budget = parse_duration_ns(table.get("budget", "1ms"), default_unit="s")
+    except UserError as e:
+        raise w.error(f"budget: {e}", "verdict", "budget") from None
+    max_loss = table.get("max_loss", 0)
+    if isinstance(max_loss, bool) or not isinstance(max_loss, int) or max_loss < 0:
+        raise w.error(f"max_loss must be a whole number ≥ 0 (got {max_loss!r})", "verdict", "max_loss")
+    return Verdict(float(percentile), budget, max_loss)

@@ -1,0 +1,151 @@
+"""Containment of a DuT: "bare" (an ordinary process, optionally pinned) or "container"
+(the seeds' container configuration: the DuT inside its own cgroup with a cpuset of
+chosen cores, so it and everything it starts can run only there).
+
+cgroup v2 is used where its hierarchy offers the cpuset controller; hosts that still
+mount cpuset as a v1 hierarchy (hybrid set-ups) get the same cpuset there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lowtail.errors import Failure, UserError
+from lowtail.testbed.registry import CGROUP_PATTERN
+
+MODES = ("bare", "container")
+
+
+@dataclass(frozen=True)
+class CpusetHierarchy:
+    version: int
+    root: Path
+
+    def effective_cpus(self) -> set[int]:
+        name = "cpuset.cpus.effective" if self.version == 2 else "cpuset.effective_cpus"
+        return parse_cpu_list((self.root / name).read_text())
+
+    def effective_mems(self) -> str:
+        name = "cpuset.mems.effective" if self.version == 2 else "cpuset.effective_mems"
+        return (self.root / name).read_text().strip()
+
+
+def parse_cpu_list(text: str) -> set[int]:
+    """'0-2,5' -> {0, 1, 2, 5}"""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        if not part:
+            continue
+        lo, _, hi = part.partition("-")
+        cpus.update(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def format_cpu_list(cpus: list[int] | set[int]) -> str:
+    return ",".join(str(c) for c in sorted(cpus))
+
+
+def cpuset_hierarchy() -> CpusetHierarchy | None:
+    """Where cpusets can be made on this host, preferring cgroup v2."""
+    v1 = None
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        mount_point, fstype, options = Path(fields[1]), fields[2], fields[3].split(",")
+        if fstype == "cgroup2":
+            try:
+                if "cpuset" in (mount_point / "cgroup.controllers").read_text().split():
+                    return CpusetHierarchy(2, mount_point)
+            except OSError:
+                continue
+        elif fstype == "cgroup" and "cpuset" in options:
+            v1 = CpusetHierarchy(1, mount_point)
+    return v1
+
+
+def tagged_cgroups() -> list[tuple[str, str]]:
+    """(testbed tag, path) of every lowtail cgroup on the host."""
+    h = cpuset_hierarchy()
+    if h is None:
+        return []
+    found = []
+    for child in h.root.iterdir():
+        m = CGROUP_PATTERN.match(child.name)
+        if m and child.is_dir():
+            found.append((m.group(1), str(child)))
+    return found
+
+
+def _hierarchy() -> CpusetHierarchy:
+    h = cpuset_hierarchy()
+    if h is None:
+        raise UserError("containment = \"container\" needs the cgroup cpuset controller, which this host "
+                        "does not mount (neither in cgroup v2 nor as a v1 hierarchy); use containment = \"bare\"")
+    return h
+
+
+def cgroup_path_for(tag: str) -> Path:
+    return _hierarchy().root / f"lowtail-{tag}"
+
+
+def create_cpuset(path: Path, cpus: list[int]) -> Path:
+    """A new cgroup at `path` (from `cgroup_path_for`) limited to `cpus`; processes are put
+    in by writing their pid to `<path>/cgroup.procs`."""
+    h = _hierarchy()
+    available = h.effective_cpus()
+    if not set(cpus) <= available:
+        raise UserError(f"container cores {format_cpu_list(cpus)} are not all available on this host "
+                        f"(available: {format_cpu_list(available)})")
+    if h.version == 2:
+        _enable_cpuset_controller(h.root)
+    path.mkdir()
+    try:
+        # v1 refuses tasks until both cpus and mems are set; v2 inherits mems but is told anyway.
+        (path / "cpuset.mems").write_text(h.effective_mems())
+        (path / "cpuset.cpus").write_text(format_cpu_list(cpus))
+    except OSError as e:
+        path.rmdir()
+        raise Failure(f"cannot set up the cpuset of cgroup {path}: {e.strerror}") from None
+    return path
+
+
+def _enable_cpuset_controller(root: Path) -> None:
+    control = root / "cgroup.subtree_control"
+    if "cpuset" not in control.read_text().split():
+        try:
+            control.write_text("+cpuset")
+        except OSError as e:
+            raise Failure(f"cannot enable the cpuset controller in {control}: {e.strerror}") from None
+
+
+def cgroup_pids(path: str | Path) -> list[int]:
+    try:
+        return [int(p) for p in (Path(path) / "cgroup.procs").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def remove_cgroup(path: str | Path, timeout_s: float = 5.0) -> None:
+    """Kill what is still inside (only our DuT's processes can be) and remove the cgroup."""
+    import signal
+
+    path = Path(path)
+    deadline = time.monotonic() + timeout_s
+    while path.exists():
+        for pid in cgroup_pids(path):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            path.rmdir()
+        except FileNotFoundError:
+            return
+        except OSError as e:
+            if time.monotonic() > deadline:
+                raise Failure(f"cannot remove cgroup {path}: {e.strerror}") from None
+            time.sleep(0.05)

@@ -1,0 +1,40 @@
+"""Which core does what during a run: the generator busy-waits and gets a core of its own
+wherever possible; the timestamper drains its rings; a busy-polling DuT wants one too."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    housekeeping: int
+    generator: int
+    capture: int
+    dut: list[int] = field(default_factory=list)
+
+    @classmethod
+    def for_host(cls, overrides: dict[str, Any] | None = None) -> "CorePlan":
+        """A plan for the cores this process may use, with the user's choices on top.
+        With 4+ cores every role has its own; with 2 the generator has one and the rest
+        share the other (the best two cores allow; the report shows the plan)."""
+        cpus = sorted(os.sched_getaffinity(0))
+        if len(cpus) >= 4:
+            plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
+        elif len(cpus) == 3:
+            plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[2]])
+        elif len(cpus) == 2:
+            plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[0]])
+        else:
+            plan = dict(housekeeping=cpus[0], generator=cpus[0], capture=cpus[0], dut=[cpus[0]])
+        plan.update(overrides or {})
+        return cls(**plan)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def available() -> list[int]:
+        return sorted(os.sched_getaffinity(0))

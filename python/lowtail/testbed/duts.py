@@ -1,0 +1,303 @@
+"""Devices under test, one class per kind. Each sets itself up inside the testbed's DuT
+namespace between `in0` (traffic arrives) and `out0` (traffic leaves), says whether it
+has crashed, and hands back its own statistics when stopped.
+
+    kernel-mirred   tc: a u32 classifier matching everything + mirred redirect in0 → out0
+    bridge          a Linux bridge with in0 and out0 as ports
+    lowtail-fwd     lowtail's userspace forwarder (busy-polling, per-packet work, batches)
+    dpdk-testpmd    DPDK's testpmd in io mode over the af_packet driver
+    custom          any command, with {in}, {out}, {netns}, {cpus} substituted
+    wire            (calibration) no device: the testbed is a plain veth wire
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import string
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from lowtail.binaries import find_binary
+from lowtail.errors import UserError
+from lowtail.testbed.containment import MODES, format_cpu_list
+from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.process import Program
+from lowtail.testbed.system import sh, tc, tool
+from lowtail.testbed.topology import Testbed
+from lowtail.units import parse_duration_ns
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option a DuT kind accepts in the experiment file."""
+
+    type: str  # int | str | cpus | containment | duration | commands
+    default: Any = None
+    minimum: int = 0
+    help: str = ""
+
+    def check(self, value: Any) -> Any:
+        """The value, normalised; ValueError with a readable reason otherwise."""
+        if self.type == "int":
+            if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
+                raise ValueError(f"must be a whole number ≥ {self.minimum}, not {value!r}")
+            return value
+        if self.type == "str":
+            if not isinstance(value, str) or not value.strip():
+                raise ValueError(f"must be a non-empty string, not {value!r}")
+            return value
+        if self.type == "cpus":
+            if not (isinstance(value, list) and value and all(isinstance(c, int) and c >= 0 for c in value)):
+                raise ValueError(f"must be a list of core numbers such as [1] or [2, 3], not {value!r}")
+            return sorted(set(value))
+        if self.type == "containment":
+            if value not in MODES:
+                raise ValueError(f"must be one of {', '.join(MODES)}, not {value!r}")
+            return value
+        if self.type == "duration":
+            try:
+                return parse_duration_ns(value)
+            except UserError as e:
+                raise ValueError(str(e)) from None
+        if self.type == "commands":
+            if not (isinstance(value, list) and all(isinstance(c, str) and c.strip() for c in value)):
+                raise ValueError(f"must be a list of command strings, not {value!r}")
+            return value
+        raise AssertionError(self.type)
+
+
+_PROCESS_OPTIONS = {
+    "containment": Option("containment", "bare", help="bare (an ordinary process) or container (a cgroup cpuset)"),
+    "cpus": Option("cpus", None, help="cores the DuT runs on [default: the core plan's DuT cores]"),
+}
+
+
+class Dut:
+    kind: ClassVar[str]
+    options: ClassVar[dict[str, Option]] = {}
+    runs_process: ClassVar[bool] = False
+    ready_timeout_s: float = 10.0
+
+    def __init__(self, name: str, config: dict[str, Any]):
+        self.name = name
+        self.config = config
+        self.program: Program | None = None
+        self.containment: dict[str, Any] = {"mode": "bare"}
+
+    @classmethod
+    def expand(cls, raw: dict[str, Any]) -> list[dict[str, Any]]:
+        """The configurations a `[[dut]]` table stands for: a list where one value is
+        expected sweeps over its values (lists of lists for list-valued options).
+        ValueError names an unknown option or a bad value."""
+        axes = []
+        for key, value in raw.items():
+            opt = cls.options.get(key)
+            if opt is None:
+                known = ", ".join(cls.options) or "none: it runs inside the kernel"
+                raise ValueError(f"unknown option {key!r} for kind {cls.kind} (its options: {known})")
+            list_valued = opt.type in ("cpus", "commands")
+            sweep = isinstance(value, list) and (not list_valued or (value and all(isinstance(v, list)
+                                                                                   for v in value)))
+            points = value if sweep else [value]
+            if not points:
+                raise ValueError(f"option {key!r}: an empty list sweeps over nothing")
+            checked = []
+            for v in points:
+                try:
+                    checked.append(opt.check(v))
+                except ValueError as e:
+                    raise ValueError(f"option {key!r} {e}") from None
+            axes.append((key, checked))
+        configs = [{}]
+        for key, values in axes:
+            configs = [c | {key: v} for c in configs for v in values]
+        return [cls.validate({k: opt.default for k, opt in cls.options.items()} | c) for c in configs]
+
+    @classmethod
+    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """Check one complete configuration (defaults filled in)."""
+        return config
+
+    @classmethod
+    def check_available(cls) -> None:
+        """UserError when what this kind needs is not installed."""
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        raise NotImplementedError
+
+    def failure(self) -> str | None:
+        """Why the DuT is no longer forwarding, when its process ended by itself."""
+        if self.program is not None and self.program.died():
+            return f"the DuT {self.name} ({self.kind}): {self.program.exit_message()}"
+        return None
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the DuT; its own statistics (empty when it keeps none)."""
+        if self.program is None:
+            return {}
+        self.program.stop()
+        return self.program.statistics() or {}
+
+    # -- helpers for DuTs that run a process ----------------------------------------------------
+
+    def _cores(self, plan: CorePlan) -> list[int]:
+        return self.config.get("cpus") or plan.dut
+
+    def _spawn(self, tb: Testbed, plan: CorePlan, argv: list[str], stats: Path | None = None,
+               pin_with_taskset: bool = True) -> Program:
+        cores = self._cores(plan)
+        cgroup = None
+        if self.config.get("containment") == "container":
+            cgroup = tb.cpuset(cores)
+            self.containment = {"mode": "container", "cpus": cores, "cgroup": str(cgroup)}
+        else:
+            self.containment = {"mode": "bare", "cpus": cores if pin_with_taskset else None}
+        self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, stats=stats,
+                                cpus=cores if pin_with_taskset and cgroup is None else None, cgroup=cgroup)
+        return self.program
+
+
+class Wire(Dut):
+    """Calibration: no DuT at all."""
+
+    kind = "wire"
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        assert tb.wire
+
+
+class KernelMirred(Dut):
+    kind = "kernel-mirred"
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        tc("-n", tb.dut_ns, "qdisc", "add", "dev", tb.dut_in, "ingress", what="adding the ingress qdisc")
+        tc("-n", tb.dut_ns, "filter", "add", "dev", tb.dut_in, "parent", "ffff:", "protocol", "all", "u32",
+           "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", tb.dut_out,
+           what="adding the u32 + mirred redirect")
+
+
+class Bridge(Dut):
+    kind = "bridge"
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        ns = tb.dut_ns
+        sh(tool("ip"), "-n", ns, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0",
+           what="creating the bridge")
+        for port in (tb.dut_in, tb.dut_out):
+            sh(tool("ip"), "-n", ns, "link", "set", port, "master", "br0", what=f"adding {port} to the bridge")
+        sh(tool("ip"), "-n", ns, "link", "set", "br0", "up", what="bringing the bridge up")
+
+
+class LowtailFwd(Dut):
+    kind = "lowtail-fwd"
+    runs_process = True
+    options = {
+        "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
+        "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
+        **_PROCESS_OPTIONS,
+    }
+
+    @classmethod
+    def check_available(cls) -> None:
+        find_binary("lowtail-fwd")
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        stats = tb.work_dir / "fwd.json"
+        argv = [str(find_binary("lowtail-fwd")), "--in", tb.dut_in, "--out", tb.dut_out,
+                "--work-ns", str(self.config["work_ns"]), "--batch", str(self.config["batch"]),
+                "--cpu", str(self._cores(plan)[0]), "--stats-json", str(stats)]
+        self._spawn(tb, plan, argv, stats, pin_with_taskset=False)
+        self.containment["cpus"] = self._cores(plan)[:1] if self.containment["mode"] == "bare" else \
+            self.containment["cpus"]
+
+
+class DpdkTestpmd(Dut):
+    kind = "dpdk-testpmd"
+    runs_process = True
+    ready_timeout_s = 30.0
+    options = {
+        "burst": Option("int", 32, minimum=1, help="testpmd's packets per burst"),
+        "mbufs": Option("int", 16384, minimum=1024, help="mbufs in the pool (memory without hugepages is scarce)"),
+        **_PROCESS_OPTIONS,
+    }
+
+    @classmethod
+    def check_available(cls) -> None:
+        if not shutil.which("dpdk-testpmd"):
+            raise UserError("the dpdk-testpmd DuT needs DPDK, which is not installed: install the Debian "
+                            "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment")
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        cores = self._cores(plan)
+        # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
+        lcores = f"0@{cores[0]},1@{cores[-1]}"
+        tb.own_path(Path("/var/run/dpdk") / tb.tag)
+        argv = [shutil.which("dpdk-testpmd"),
+                "--no-huge", "--no-pci", "-m", "256", f"--file-prefix={tb.tag}", "--lcores", lcores,
+                f"--vdev=net_af_packet0,iface={tb.dut_in}", f"--vdev=net_af_packet1,iface={tb.dut_out}",
+                "--", "--forward-mode=io", "--auto-start", "--no-lsc-interrupt",
+                f"--burst={self.config['burst']}", f"--total-num-mbufs={self.config['mbufs']}",
+                # Without -i testpmd waits for Enter, or with a stats period for a signal.
+                "--stats-period=86400"]
+        self._spawn(tb, plan, argv, pin_with_taskset=False)
+        self.containment["lcores"] = lcores
+
+    def stop(self) -> dict[str, Any]:
+        super().stop()
+        return parse_testpmd_totals(self.program.log.read_text(errors="replace"))
+
+
+def parse_testpmd_totals(log: str) -> dict[str, Any]:
+    """The 'Accumulated forward statistics for all ports' testpmd prints when it stops."""
+    block = log.rpartition("Accumulated forward statistics")[2]
+    figures = {k.lower().replace("-", "_"): int(v) for k, v in re.findall(r"(RX-packets|RX-dropped|TX-packets|"
+                                                                          r"TX-dropped): *(\d+)", block)}
+    return figures
+
+
+class Custom(Dut):
+    kind = "custom"
+    options = {
+        "command": Option("str", None, help="a long-running program: the DuT ({in}, {out}, {netns}, {cpus} "
+                                            "are substituted)"),
+        "setup": Option("commands", [], help="one-shot commands run in the DuT namespace first, e.g. tc or nft"),
+        "ready_timeout": Option("duration", 10_000_000_000, help="how long the DuT may take to forward"),
+        **_PROCESS_OPTIONS,
+    }
+    PLACEHOLDERS = ("in", "out", "netns", "cpus")
+
+    @classmethod
+    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
+        if not config["command"] and not config["setup"]:
+            raise ValueError("a custom DuT needs `command` (a program) or `setup` (commands), or both")
+        for text in [config["command"] or ""] + config["setup"]:
+            for _, field_name, _, _ in string.Formatter().parse(text):
+                if field_name is not None and field_name not in cls.PLACEHOLDERS:
+                    raise ValueError(f"unknown placeholder {{{field_name}}} in {text!r} "
+                                     f"(known: {', '.join('{' + p + '}' for p in cls.PLACEHOLDERS)})")
+        return config
+
+    @property
+    def ready_timeout_s(self) -> float:  # type: ignore[override]
+        return self.config["ready_timeout"] / 1e9
+
+    def _expand(self, template: str, tb: Testbed, plan: CorePlan) -> list[str]:
+        return shlex.split(template.format(**{"in": tb.dut_in, "out": tb.dut_out, "netns": tb.dut_ns,
+                                              "cpus": format_cpu_list(self._cores(plan))}))
+
+    def start(self, tb: Testbed, plan: CorePlan) -> None:
+        for template in self.config["setup"]:
+            argv = self._expand(template, tb, plan)
+            sh(tool("ip"), "netns", "exec", tb.dut_ns, *argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")
+        if self.config["command"]:
+            self._spawn(tb, plan, self._expand(self.config["command"], tb, plan))
+
+
+KINDS: dict[str, type[Dut]] = {cls.kind: cls for cls in (KernelMirred, Bridge, LowtailFwd, DpdkTestpmd, Custom)}
+
+
+def make_dut(kind: str, name: str, config: dict[str, Any]) -> Dut:
+    return (Wire if kind == "wire" else KINDS[kind])(name, config)

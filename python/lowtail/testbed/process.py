@@ -1,0 +1,118 @@
+"""Programs the testbed starts inside its namespaces: started in their own process group
+(a Ctrl-C reaches lowtail, which stops them in order), output kept in a log file, stopped
+with SIGINT (the native programs write their statistics then), then SIGTERM, then SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+
+class Program:
+    def __init__(self, name: str, argv: list[str], log: Path, stats: Path | None = None):
+        self.name = name
+        self.argv = argv
+        self.log = log
+        self.stats_path = stats
+        self.stop_signal: int | None = None
+        with open(log, "wb") as out:
+            self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                          process_group=0)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def stop(self, grace_s: float = 5.0) -> int:
+        """Ask the program to finish (SIGINT), insist if it does not; its exit code."""
+        for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
+            if not self.running():
+                break
+            self.stop_signal = self.stop_signal or sig
+            try:
+                os.kill(self.pid, sig)
+            except ProcessLookupError:
+                break
+            self.wait(wait_s)
+        return self.popen.wait()
+
+    def died(self) -> bool:
+        """Ended without being asked to."""
+        return not self.running() and self.stop_signal is None
+
+    def log_tail(self, lines: int = 1) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return ""
+        return " | ".join(t.strip() for t in text[-lines:])
+
+    def exit_message(self) -> str:
+        code = self.popen.poll()
+        how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
+        tail = self.log_tail()
+        return f"{self.name} {how}" + (f" (its last output: {tail})" if tail else "")
+
+    def statistics(self) -> dict[str, Any] | None:
+        if self.stats_path is None or not self.stats_path.exists():
+            return None
+        try:
+            return json.loads(self.stats_path.read_text())
+        except ValueError:
+            return None
+
+    def wait_file(self, path: Path, timeout_s: float) -> bool:
+        """Wait until the program creates `path` (its `--ready-file`). False when it died
+        or the time ran out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if path.exists():
+                return True
+            if not self.running():
+                return False
+            time.sleep(0.02)
+        return False
+
+    def packet_sockets(self) -> int:
+        """How many AF_PACKET sockets the program has open (in its own namespace)."""
+        try:
+            lines = Path(f"/proc/{self.pid}/net/packet").read_text().splitlines()[1:]
+            inodes = {line.split()[-1] for line in lines if line.split()}
+            fds = os.listdir(f"/proc/{self.pid}/fd")
+        except (FileNotFoundError, ProcessLookupError, PermissionError):
+            return 0
+        count = 0
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                count += 1
+        return count
+
+    def wait_packet_sockets(self, count: int, timeout_s: float) -> bool:
+        """Wait until the program has opened `count` packet sockets: it is then capturing
+        or forwarding. False when it died or the time ran out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running():
+                return False
+            if self.packet_sockets() >= count:
+                return True
+            time.sleep(0.02)
+        return False

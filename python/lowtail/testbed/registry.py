@@ -1,0 +1,216 @@
+"""What a testbed owns, written down before it is made, so that whatever kills a run
+(Ctrl-C, SIGTERM, SIGKILL, a crash) `lowtail testbed clean` can find and remove it later.
+
+Every testbed has a tag `lt<owner pid>x<4 hex>`; its namespaces, cgroups and DPDK
+runtime files are named after the tag, and /run/lowtail/testbeds/<tag>.json lists them
+together with the owner's pid and start time. A testbed is a leftover only when its
+owner is dead: other users' and other engineers' running testbeds are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lowtail.testbed.system import ip, is_alive, process_start_time, sh, tool
+
+STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
+TAG_PATTERN = re.compile(r"^lt(\d+)x([0-9a-f]{4})$")
+NETNS_PATTERN = re.compile(r"^(lt\d+x[0-9a-f]{4})-(lg|dut)$")
+CGROUP_PATTERN = re.compile(r"^lowtail-(lt\d+x[0-9a-f]{4})$")
+
+
+def new_tag() -> str:
+    return f"lt{os.getpid()}x{secrets.token_hex(2)}"
+
+
+def tag_owner(tag: str) -> int:
+    m = TAG_PATTERN.match(tag)
+    if not m:
+        raise ValueError(f"not a testbed tag: {tag}")
+    return int(m.group(1))
+
+
+@dataclass
+class OwnedProcess:
+    pid: int
+    start_time: int | None
+    name: str
+
+
+@dataclass
+class Registry:
+    """The resources of one testbed, kept on disk as they are created and removed."""
+
+    tag: str
+    owner_pid: int
+    owner_start: int | None
+    created: float = field(default_factory=time.time)
+    netns: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    processes: list[OwnedProcess] = field(default_factory=list)
+
+    @classmethod
+    def for_this_process(cls, tag: str) -> "Registry":
+        pid = os.getpid()
+        reg = cls(tag=tag, owner_pid=pid, owner_start=process_start_time(pid))
+        reg.save()
+        return reg
+
+    @property
+    def file(self) -> Path:
+        return STATE_DIR / f"{self.tag}.json"
+
+    def save(self) -> None:
+        STATE_DIR.mkdir(parents=True, exist_ok=True)
+        tmp = self.file.with_suffix(".partial")
+        tmp.write_text(json.dumps(asdict(self)))
+        tmp.replace(self.file)
+
+    def add(self, kind: str, value: Any) -> None:
+        getattr(self, kind).append(value)
+        self.save()
+
+    def discard(self, kind: str, value: Any) -> None:
+        items = getattr(self, kind)
+        if value in items:
+            items.remove(value)
+            self.save()
+
+    def owner_alive(self) -> bool:
+        return is_alive(self.owner_pid, self.owner_start)
+
+    def forget(self) -> None:
+        self.file.unlink(missing_ok=True)
+
+    @classmethod
+    def load(cls, path: Path) -> "Registry":
+        doc = json.loads(path.read_text())
+        doc["processes"] = [OwnedProcess(**p) for p in doc.get("processes", [])]
+        return cls(**doc)
+
+
+# -- finding and removing leftovers ---------------------------------------------------------------
+
+
+@dataclass
+class Leftover:
+    """A testbed whose owner is gone, and what of it is still there."""
+
+    tag: str
+    owner_pid: int
+    state_file: Path | None
+    netns: list[str]
+    cgroups: list[str]
+    paths: list[str]
+    processes: list[OwnedProcess]
+
+    def describe(self) -> dict[str, Any]:
+        return {"tag": self.tag, "owner_pid": self.owner_pid, "netns": self.netns, "cgroups": self.cgroups,
+                "paths": self.paths, "processes": [p.pid for p in self.processes]}
+
+
+def list_netns() -> list[str]:
+    done = ip("-json", "netns", "list", what="listing network namespaces")
+    return [entry["name"] for entry in json.loads(done.stdout or "[]")]
+
+
+def testbeds_on_host() -> dict[str, dict[str, Any]]:
+    """Every testbed visible on this host (state files and tagged names), with its owner's
+    liveness: tag -> {"registry": Registry|None, "netns": [...], "cgroups": [...], "alive": bool}."""
+    from lowtail.testbed.containment import tagged_cgroups
+
+    found: dict[str, dict[str, Any]] = {}
+
+    def entry(tag: str) -> dict[str, Any]:
+        return found.setdefault(tag, {"registry": None, "netns": [], "cgroups": []})
+
+    if STATE_DIR.is_dir():
+        for path in sorted(STATE_DIR.glob("lt*.json")):
+            try:
+                reg = Registry.load(path)
+            except (ValueError, TypeError, OSError):
+                continue  # a state file being written right now, or not ours
+            entry(reg.tag)["registry"] = reg
+    for name in list_netns():
+        m = NETNS_PATTERN.match(name)
+        if m:
+            entry(m.group(1))["netns"].append(name)
+    for tag, path in tagged_cgroups():
+        entry(tag)["cgroups"].append(path)
+    for tag, e in found.items():
+        reg = e["registry"]
+        # Without a state file only the pid in the name is known; a live pid is given the
+        # benefit of the doubt (it may be a testbed being set up right now).
+        e["alive"] = reg.owner_alive() if reg else is_alive(tag_owner(tag), None)
+    return found
+
+
+def find_leftovers() -> list[Leftover]:
+    leftovers = []
+    for tag, e in testbeds_on_host().items():
+        if e["alive"]:
+            continue
+        reg: Registry | None = e["registry"]
+        leftovers.append(Leftover(
+            tag=tag, owner_pid=tag_owner(tag), state_file=reg.file if reg else None,
+            netns=sorted(set(e["netns"]) | set(reg.netns if reg else [])),
+            cgroups=sorted(set(e["cgroups"]) | set(reg.cgroups if reg else [])),
+            paths=[p for p in (reg.paths if reg else []) if Path(p).exists()],
+            processes=[p for p in (reg.processes if reg else []) if is_alive(p.pid, p.start_time)]))
+    return leftovers
+
+
+def kill_processes(procs: list[OwnedProcess], grace_s: float = 2.0) -> None:
+    """SIGTERM, then SIGKILL after `grace_s` for those still running; only processes whose
+    pid and start time still match (a reused pid is someone else's)."""
+    live = [p for p in procs if is_alive(p.pid, p.start_time)]
+    for p in live:
+        _signal(p.pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while live and time.monotonic() < deadline:
+        time.sleep(0.05)
+        live = [p for p in live if is_alive(p.pid, p.start_time)]
+    for p in live:
+        _signal(p.pid, signal.SIGKILL)
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def netns_processes(netns: str) -> list[OwnedProcess]:
+    done = sh(tool("ip"), "netns", "pids", netns, what=f"listing processes in namespace {netns}", check=False)
+    pids = [int(p) for p in done.stdout.split() if p.isdigit()]
+    return [OwnedProcess(pid, process_start_time(pid), "") for pid in pids]
+
+
+def delete_netns(name: str) -> None:
+    kill_processes(netns_processes(name))
+    ip("netns", "delete", name, what=f"deleting network namespace {name}", check=False)
+
+
+def remove_leftover(left: Leftover) -> None:
+    from lowtail.testbed.containment import remove_cgroup
+
+    kill_processes(left.processes)
+    for ns in left.netns:
+        delete_netns(ns)
+    for cg in left.cgroups:
+        remove_cgroup(cg)
+    for p in left.paths:
+        shutil.rmtree(p, ignore_errors=True)
+    if left.state_file:
+        left.state_file.unlink(missing_ok=True)

@@ -1,0 +1,89 @@
+"""The host's side of a testbed: running iproute2 commands, checking privileges, and
+telling whether a process is still the one we started.
+
+iproute2 (`ip`, `tc`) rather than a netlink library: `ip netns exec` is what puts a
+program inside a namespace anyway, `tc`'s u32/mirred syntax is the one users know and
+can paste into a shell to reproduce a DuT by hand, and its error messages are readable.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from lowtail.errors import Failure, UserError
+
+_SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
+
+# CAP_NET_ADMIN (links, qdiscs), CAP_NET_RAW (packet sockets), CAP_SYS_ADMIN (namespaces, cgroups).
+_CAPABILITIES = {12: "CAP_NET_ADMIN", 13: "CAP_NET_RAW", 21: "CAP_SYS_ADMIN"}
+
+
+def tool(name: str, package: str = "iproute2") -> str:
+    """Absolute path of a system program, or a UserError naming the Debian package."""
+    found = shutil.which(name, path=_SBIN_PATH)
+    if not found:
+        raise UserError(f"the `{name}` command is missing: install the Debian package {package} "
+                        f"(apt-get install {package})")
+    return found
+
+
+def missing_capabilities() -> list[str]:
+    """The capabilities a testbed needs that this process does not have."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            effective = int(line.split()[1], 16)
+            return [name for bit, name in _CAPABILITIES.items() if not effective >> bit & 1]
+    return list(_CAPABILITIES.values())
+
+
+def require_privileges(action: str) -> None:
+    missing = missing_capabilities()
+    if missing:
+        raise UserError(f"{action} needs root: network namespaces, veth links, packet sockets and cgroups "
+                        f"need {', '.join(missing)}; run it as root (e.g. with sudo)")
+
+
+def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
+    """Run a short system command; a failure becomes one readable line."""
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise Failure(f"{what}: `{' '.join(argv)}` did not finish within {timeout:.0f} s") from None
+    if check and done.returncode != 0:
+        detail = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise Failure(f"{what}: {detail[-1] if detail else f'exit code {done.returncode}'}")
+    return done
+
+
+def ip(*args: str, what: str, check: bool = True) -> subprocess.CompletedProcess:
+    return sh(tool("ip"), *args, what=what, check=check)
+
+
+def tc(*args: str, what: str) -> subprocess.CompletedProcess:
+    return sh(tool("tc"), *args, what=what)
+
+
+def process_start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (field 22 of /proc/PID/stat),
+    or None when no such process exists. Together with the pid it names one process:
+    a pid reused later has another start time."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # The command name (field 2) is in parentheses and may contain spaces.
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[19])
+
+
+def is_alive(pid: int, start_time: int | None) -> bool:
+    """Whether the process that had this pid and start time still runs."""
+    now = process_start_time(pid)
+    if now is None:
+        return False
+    if start_time is not None and now != start_time:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split(") ", 1)[1][:1] != "Z"

@@ -1,0 +1,149 @@
+"""The software testbed of one run: network namespaces linked by veth pairs.
+
+    namespace <tag>-lg (generator + timestamper)      namespace <tag>-dut (device under test)
+        lg0  ──────────── veth ──────────────────────►  in0
+        lg1  ◄─────────── veth ───────────────────────  out0
+
+The generator sends on lg0, the timestamper captures lg0 (frames leaving towards the
+DuT: PRE) and lg1 (frames coming back: POST). A calibration testbed has no DuT: lg0 and
+lg1 are the two ends of one veth pair, a plain wire.
+
+Everything is recorded in the testbed's registry before it is made and removed by
+`close()`, which runs on normal exit, on errors and on Ctrl-C/SIGTERM (signals are held
+off until the teardown is complete).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+from lowtail.errors import Failure
+from lowtail.testbed import containment
+from lowtail.testbed.process import Program
+from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, new_tag
+from lowtail.testbed.system import ip, process_start_time, require_privileges, sh, tool
+
+_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+
+
+class Testbed:
+    tx = "lg0"
+    rx = "lg1"
+    dut_in = "in0"
+    dut_out = "out0"
+
+    def __init__(self, work_dir: Path, wire: bool = False):
+        self.work_dir = Path(work_dir)
+        self.wire = wire
+        self.tag = new_tag()
+        self.lg_ns = f"{self.tag}-lg"
+        self.dut_ns = None if wire else f"{self.tag}-dut"
+        self.programs: list[Program] = []
+        self.macs: dict[str, str] = {}
+        self.registry: Registry | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------
+
+    def __enter__(self) -> "Testbed":
+        require_privileges("a testbed")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.registry = Registry.for_this_process(self.tag)
+        try:
+            self._build()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _build(self) -> None:
+        for ns in self.namespaces:
+            self.registry.add("netns", ns)
+            ip("netns", "add", ns, what=f"creating network namespace {ns}")
+            # No IPv6 autoconfiguration chatter (router solicitations, MLD) on the test links.
+            sh(tool("ip"), "netns", "exec", ns, tool("sysctl", "procps"), "-qw",
+               "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
+               what=f"quieting IPv6 in namespace {ns}")
+        if self.wire:
+            ip("-n", self.lg_ns, "link", "add", self.tx, "type", "veth", "peer", "name", self.rx,
+               what="creating the calibration wire")
+            ends = [(self.lg_ns, self.tx), (self.lg_ns, self.rx)]
+        else:
+            for lg_end, dut_end in ((self.tx, self.dut_in), (self.rx, self.dut_out)):
+                ip("link", "add", lg_end, "netns", self.lg_ns, "type", "veth", "peer", "name", dut_end,
+                   "netns", self.dut_ns, what=f"creating the veth pair {lg_end}–{dut_end}")
+            ends = [(self.lg_ns, self.tx), (self.lg_ns, self.rx), (self.dut_ns, self.dut_in),
+                    (self.dut_ns, self.dut_out)]
+        for ns, dev in ends:
+            ip("-n", ns, "link", "set", dev, "up", what=f"bringing {dev} up")
+            self.macs[dev] = self.link(ns, dev)["address"]
+
+    @property
+    def namespaces(self) -> list[str]:
+        return [self.lg_ns] + ([self.dut_ns] if self.dut_ns else [])
+
+    def link(self, ns: str, dev: str) -> dict:
+        return json.loads(ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout)[0]
+
+    def close(self) -> None:
+        """Remove everything this testbed made; safe to call twice."""
+        if self.registry is None:
+            return
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
+        try:
+            problems = []
+            for program in reversed(self.programs):
+                program.stop()
+            self.programs.clear()
+            for step, items in (("cgroups", containment.remove_cgroup), ("netns", delete_netns),
+                                ("paths", _remove_path)):
+                for item in list(getattr(self.registry, step)):
+                    try:
+                        items(item)
+                        self.registry.discard(step, item)
+                    except (Failure, OSError) as e:
+                        problems.append(str(e))
+            if problems:
+                raise Failure(f"testbed {self.tag} not fully removed ({'; '.join(problems)}); "
+                              f"`lowtail testbed clean` removes the rest")
+            self.registry.forget()
+            self.registry = None
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
+
+    # -- programs and cgroups -----------------------------------------------------------------------
+
+    def spawn(self, name: str, ns: str, argv: list[str], stats: Path | None = None,
+              cpus: list[int] | None = None, cgroup: Path | None = None) -> Program:
+        """Start `argv` inside namespace `ns`, optionally pinned to `cpus` (taskset) or
+        placed in `cgroup` before it executes anything."""
+        cmd = [tool("ip"), "netns", "exec", ns]
+        if cpus:
+            cmd += [tool("taskset", "util-linux"), "-c", containment.format_cpu_list(cpus)]
+        cmd += argv
+        if cgroup is not None:
+            # The shell joins the cgroup, then becomes the program: nothing runs outside it.
+            cmd = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *cmd]
+        program = Program(name, cmd, self.work_dir / f"{name}.log", stats)
+        self.programs.append(program)
+        self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
+        return program
+
+    def cpuset(self, cpus: list[int]) -> Path:
+        path = containment.cgroup_path_for(self.tag)
+        self.registry.add("cgroups", str(path))
+        return containment.create_cpuset(path, cpus)
+
+    def own_path(self, path: Path) -> None:
+        """A file or directory outside the work dir that must go with the testbed."""
+        self.registry.add("paths", str(path))
+
+
+def _remove_path(path: str) -> None:
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)

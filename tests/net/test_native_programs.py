@@ -1,0 +1,231 @@
+"""lowtail-gen, lowtail-cap and lowtail-fwd on real veth links in a fresh namespace."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+
+import pyarrow.parquet as pq
+import pytest
+
+from lowtail.analysis import AnalyzeOptions, analyze_pair
+
+from .conftest import native, run_native, settle
+
+GEN, CAP, FWD = "lowtail-gen", "lowtail-cap", "lowtail-fwd"
+
+
+def capture(background, tmp_path, *ifaces: str, extra: tuple[str, ...] = ()):
+    """Start lowtail-cap on the interfaces; returns (process, pcap paths)."""
+    argv = [native(CAP), "--stats-json", str(tmp_path / "cap.json"), *extra]
+    outs = []
+    for i, iface in enumerate(ifaces):
+        out = tmp_path / f"side{i}.pcap"
+        argv += ["--iface", iface, "--out", str(out)]
+        outs.append(out)
+    return background(argv, tmp_path / "cap.json"), outs
+
+
+def generate(iface: str, tmp_path, *args: str, check: bool = True) -> tuple[subprocess.CompletedProcess, dict]:
+    import json
+
+    stats = tmp_path / "gen.json"
+    r = run_native([native(GEN), "--iface", iface, "--stats-json", str(stats), *args])
+    if check:
+        assert r.returncode in (0, 3), r.stderr  # 3: this shared machine may stall the pacing
+    return r, (json.loads(stats.read_text()) if stats.exists() else {})
+
+
+def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(netns, background, tmp_path):
+    netns.veth("g0", "d0")
+    cap, (pre, post) = capture(background, tmp_path, netns.at("g0"), netns.at("d0"))
+    r, gen = generate(netns.at("g0"), tmp_path, "--rate", "20000", "--count", "10000", "--burst", "2",
+                      "--flows", "4", "--frame-size", "128", "--first-id", "1000")
+    settle()
+    code, err, stats = cap.stop()
+    assert code == 0, err
+    assert gen["sent"] == gen["planned"] == 10000
+    assert (gen["first_id"], gen["last_id"]) == (1000, 10999)
+    assert gen["pacing_error_ns"]["samples"] == 5000  # one per burst
+    sides = {s["iface"]: s for s in stats["interfaces"]}
+    for name in ("g0", "d0"):
+        assert sides[name]["frames"] == 10000
+        assert sides[name]["drops"] == 0
+        assert sides[name]["timestamp_source"] == "software"
+    assert stats["complete"] is True
+    doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
+    assert (doc["sent"], doc["received"], doc["lost"], doc["duplicates"]) == (10000, 10000, 0, 0)
+    assert doc["latency_ns"]["min"] > 0
+
+
+def test_the_forwarder_forwards_everything_unchanged(netns, background, tmp_path):
+    netns.veth("g0", "i0")
+    netns.veth("o0", "r0")
+    fwd = background([native(FWD), "--in", netns.at("i0"), "--out", netns.at("o0"),
+                      "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    cap, (pre, post) = capture(background, tmp_path, netns.at("g0"), netns.at("r0"))
+    generate(netns.at("g0"), tmp_path, "--rate", "20000", "--count", "5000", "--vlan", "7")
+    settle()
+    cap_code, _, cap_stats = cap.stop()
+    fwd_code, err, fwd_stats = fwd.stop(signal.SIGTERM)
+    assert (fwd_code, cap_code) == (0, 0), err
+    assert fwd_stats["received"] == fwd_stats["forwarded"] == 5000
+    assert fwd_stats["dropped"] == 0
+    assert fwd_stats["stopped_by"] == "SIGTERM"
+    assert [s["frames"] for s in cap_stats["interfaces"]] == [5000, 5000]
+    # Unchanged: the bytes that came back are the bytes that left (VLAN tag included).
+    assert pre.read_bytes()[24 + 16:24 + 16 + 60] == post.read_bytes()[24 + 16:24 + 16 + 60]
+    doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
+    assert (doc["received"], doc["lost"]) == (5000, 0)
+
+
+@pytest.mark.parametrize("batch", [1, 8])
+def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(netns, background, tmp_path, batch):
+    # Bursts of 8 frames, 1 ms apart; 100 µs of work per frame. With batch 8 the frames
+    # that were waiting together leave together, after all of them were processed; with
+    # batch 1 each leaves after its own work.
+    work_ns = 100_000
+    netns.veth("g0", "i0")
+    netns.veth("o0", "r0")
+    fwd = background([native(FWD), "--in", netns.at("i0"), "--out", netns.at("o0"), "--work-ns", str(work_ns),
+                      "--batch", str(batch), "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    cap, (pre, post) = capture(background, tmp_path, netns.at("g0"), netns.at("r0"))
+    generate(netns.at("g0"), tmp_path, "--rate", "8000", "--burst", "8", "--count", "320")
+    settle()
+    cap.stop()
+    _, _, fwd_stats = fwd.stop()
+    assert fwd_stats["forwarded"] == 320
+    series = tmp_path / "series.parquet"
+    analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
+    rows = sorted(zip(*pq.read_table(series, columns=["post_ts_ns", "latency_ns"]).to_pydict().values()))
+    assert len(rows) == 320
+    # Frames leaving less than 40 µs apart left in one batch (work keeps batches ≥ 100 µs apart).
+    batches, current = [], [rows[0]]
+    for prev, row in zip(rows, rows[1:]):
+        if row[0] - prev[0] < 40_000:
+            current.append(row)
+        else:
+            batches.append(current)
+            current = [row]
+    batches.append(current)
+    if batch == 1:
+        assert len(batches) == 320
+        assert fwd_stats["batch_size"]["max"] == 1
+    else:
+        assert max(len(b) for b in batches) >= 2
+        assert len(batches) < 320 * 0.75
+        assert 2 <= fwd_stats["batch_size"]["max"] <= 8
+    for b in batches:
+        # Nothing of a batch leaves before the work for the whole batch is done.
+        assert min(latency for _, latency in b) >= len(b) * work_ns
+
+
+def test_capture_drops_are_counted_not_silent(netns, background, tmp_path):
+    netns.veth("g0", "d0")
+    cap, _ = capture(background, tmp_path, netns.at("d0"), extra=("--ring-mb", "1"))
+    # A stopped capture cannot drain its 1 MiB ring (~7000 small frames): the rest is dropped.
+    cap.proc.send_signal(signal.SIGSTOP)
+    try:
+        generate(netns.at("g0"), tmp_path, "--rate", "100000", "--count", "20000", "--burst", "16")
+    finally:
+        cap.proc.send_signal(signal.SIGCONT)
+    settle()
+    code, err, stats = cap.stop()
+    side = stats["interfaces"][0]
+    assert code == 3, err
+    assert "dropped" in err and "incomplete" in err
+    assert side["drops"] > 0
+    assert side["frames"] + side["drops"] == 20000
+    assert stats["complete"] is False
+
+
+def test_hardware_timestamps_are_detected_and_refused_where_missing(netns, tmp_path):
+    netns.veth("g0", "d0")
+    r = run_native([native(CAP), "--iface", netns.at("d0"), "--out", str(tmp_path / "x.pcap"),
+                    "--timestamps", "hardware", "--duration", "0.1"])
+    assert r.returncode == 2
+    assert "cannot stamp received frames in hardware" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_rate_out_of_reach_is_reported_not_hidden(netns, tmp_path):
+    netns.veth("g0", "d0")
+    r, gen = generate(netns.at("g0"), tmp_path, "--rate", "50000000", "--count", "200000", check=False)
+    assert r.returncode == 3
+    assert "could not keep up" in r.stderr
+    assert gen["kept_up"] is False
+    assert gen["sent"] == 200000
+    assert gen["achieved_rate_pps"] < 50_000_000 * 0.5
+
+
+def test_signals_stop_every_program_cleanly_with_statistics(netns, background, tmp_path):
+    netns.veth("g0", "i0")
+    netns.veth("o0", "r0")
+    fwd = background([native(FWD), "--in", netns.at("i0"), "--out", netns.at("o0"),
+                      "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    stats = tmp_path / "gen.json"
+    gen = subprocess.Popen([native(GEN), "--iface", netns.at("g0"), "--rate", "10000", "--duration", "60",
+                            "--stats-json", str(stats)], stderr=subprocess.PIPE, text=True)
+    try:
+        settle()
+        gen.send_signal(signal.SIGINT)
+        _, err = gen.communicate(timeout=30)
+    finally:
+        if gen.poll() is None:
+            gen.kill()
+    import json
+
+    assert gen.returncode == 130, err
+    doc = json.loads(stats.read_text())
+    assert doc["interrupted"] is True and 0 < doc["sent"] < doc["planned"]
+    code, _, fwd_stats = fwd.stop(signal.SIGTERM)
+    assert code == 0
+    assert fwd_stats["received"] == doc["sent"]
+
+
+@pytest.mark.parametrize("program,args,message", [
+    (GEN, ["--iface", "nosuch0", "--rate", "1000", "--count", "1"], "no such interface: nosuch0"),
+    (GEN, ["--iface", "g0@ltnet-none", "--rate", "1000", "--count", "1"], "no such network namespace"),
+    (GEN, ["--iface", "{g0}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
+    (GEN, ["--iface", "{g0}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
+    (CAP, ["--iface", "{g0}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
+    (CAP, ["--iface", "{g0}", "--iface", "{d0}", "--out", "x.pcap"], "one --out per --iface"),
+    (FWD, ["--in", "{g0}", "--out", "nosuch1"], "no such interface: nosuch1"),
+    (FWD, ["--in", "{g0}", "--out", "{d0}", "--batch", "0"], "--batch must be at least 1"),
+])
+def test_bad_set_up_is_one_clear_line_and_exit_2(netns, program, args, message):
+    netns.veth("g0", "d0")
+    argv = [native(program), *[a.format(g0=netns.at("g0"), d0=netns.at("d0")) for a in args]]
+    r = run_native(argv, timeout=30)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_down_interface_is_named(netns):
+    netns.veth("g0", "d0")
+    netns.ip("link", "set", "g0", "down")
+    r = run_native([native(GEN), "--iface", netns.at("g0"), "--rate", "1000", "--count", "1"])
+    assert r.returncode == 2
+    assert "is down" in r.stderr and "ip link set g0 up" in r.stderr
+
+
+def test_without_privileges_it_says_what_is_needed(netns):
+    netns.veth("g0", "d0")
+    if subprocess.run(["setpriv", "--help"], capture_output=True).returncode != 0:
+        pytest.skip("needs setpriv (util-linux) to drop privileges")
+    # Inside the namespace already (ip netns exec), as nobody with no capabilities.
+    r = run_native(["ip", "netns", "exec", netns.name, "setpriv", "--reuid", "65534", "--regid", "65534",
+                    "--clear-groups", "--inh-caps=-all", native(GEN), "--iface", "g0", "--rate", "1000",
+                    "--count", "1"])
+    assert r.returncode == 2, r.stderr
+    assert "CAP_NET_RAW" in r.stderr
+
+
+@pytest.mark.parametrize("program", [GEN, CAP, FWD])
+def test_every_program_explains_itself(program):
+    r = run_native([native(program), "--help"], timeout=30)
+    assert r.returncode == 0
+    assert "Exit codes" in r.stdout
+    assert "--stats-json" in r.stdout and "--cpu" in r.stdout

@@ -1,0 +1,40 @@
+"""Shared by the testbed and experiment tests: what they need from the host, and a check
+that nothing of a testbed is left in the kernel."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lowtail.testbed.containment import tagged_cgroups
+from lowtail.testbed.registry import STATE_DIR, list_netns
+from lowtail.testbed.system import missing_capabilities
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0 or bool(missing_capabilities()),
+                                reason="needs root: network namespaces, veth links, packet sockets and cgroups")
+needs_dpdk = pytest.mark.skipif(shutil.which("dpdk-testpmd", path="/usr/bin:/usr/local/bin") is None,
+                                reason="DPDK is not installed (Debian package dpdk-dev)")
+
+
+def resources_of(pid: int) -> list[str]:
+    """Everything of testbeds owned by process `pid` still on the host."""
+    tag = re.compile(rf"^lt{pid}x[0-9a-f]{{4}}")
+    left = [n for n in list_netns() if tag.match(n)]
+    left += [path for t, path in tagged_cgroups() if tag.match(t)]
+    left += [str(p) for p in STATE_DIR.glob(f"lt{pid}x*.json")] if STATE_DIR.is_dir() else []
+    left += [str(p) for p in Path("/var/run/dpdk").glob(f"lt{pid}x*")]
+    return left
+
+
+def processes_in_netns_of(pid: int) -> list[int]:
+    pids = []
+    for ns in list_netns():
+        if ns.startswith(f"lt{pid}x"):
+            out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True).stdout
+            pids += [int(p) for p in out.split()]
+    return pids

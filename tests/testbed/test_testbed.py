@@ -1,0 +1,190 @@
+"""The testbed with real namespaces, veth links, qdiscs, bridges, cgroups and processes:
+every DuT kind forwards, containment confines, and nothing is left behind."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from lowtail.errors import Failure
+from lowtail.testbed.containment import cpuset_hierarchy, parse_cpu_list
+from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.duts import DpdkTestpmd, make_dut, parse_testpmd_totals
+from lowtail.testbed.probe import wait_forwarding
+from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
+from lowtail.testbed.system import is_alive
+from lowtail.testbed.topology import Testbed as SoftTestbed
+from tb_helpers import needs_dpdk, needs_root, resources_of
+
+pytestmark = [needs_root, pytest.mark.root]
+
+PLAN = CorePlan.for_host()
+MIRRED_SETUP = ["tc qdisc add dev {in} ingress",
+                "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect "
+                "dev {out}"]
+
+
+def custom(command=None, setup=(), containment="bare", cpus=None, ready_timeout=5_000_000_000):
+    return {"command": command, "setup": list(setup), "ready_timeout": ready_timeout, "containment": containment,
+            "cpus": cpus}
+
+
+def forwards(tb: SoftTestbed, dut, timeout: float = 10.0) -> bool:
+    took = wait_forwarding(tb.lg_ns, tb.tx, tb.rx, tb.macs[tb.tx], tb.macs[tb.rx], timeout,
+                           still_starting=lambda: dut.failure() is None)
+    return took is not None
+
+
+@pytest.fixture(autouse=True)
+def nothing_left_behind():
+    yield
+    assert resources_of(os.getpid()) == []
+
+
+@pytest.mark.parametrize("kind, options", [
+    ("wire", {}),
+    ("kernel-mirred", {}),
+    ("bridge", {}),
+    ("custom", custom(setup=MIRRED_SETUP)),
+])
+def test_kernel_duts_forward_and_vanish(tmp_path, kind, options):
+    with SoftTestbed(tmp_path, wire=kind == "wire") as tb:
+        dut = make_dut(kind, "x", options)
+        dut.start(tb, PLAN)
+        assert set(tb.namespaces) <= set(list_netns())
+        assert forwards(tb, dut)
+        assert dut.failure() is None
+    assert not set(tb.namespaces) & set(list_netns())
+
+
+def test_a_dut_that_forwards_nothing_is_told_apart(tmp_path):
+    with SoftTestbed(tmp_path) as tb:
+        dut = make_dut("custom", "x", custom(setup=["true"]))
+        dut.start(tb, PLAN)
+        assert not forwards(tb, dut, timeout=0.5)
+
+
+def test_custom_command_runs_with_interfaces_substituted_and_its_crash_is_seen(tmp_path):
+    script = " ; ".join(MIRRED_SETUP) + " ; sleep 0.6 ; exit 3"
+    with SoftTestbed(tmp_path) as tb:
+        dut = make_dut("custom", "x", custom(command=f"sh -c '{script}'"))
+        dut.start(tb, PLAN)
+        assert forwards(tb, dut)
+        deadline = time.monotonic() + 5
+        while dut.failure() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert dut.failure() is not None and "exited with code 3" in dut.failure()
+
+
+@pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
+def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_path):
+    core = CorePlan.available()[-1]
+    with SoftTestbed(tmp_path) as tb:
+        dut = make_dut("custom", "x", custom(command="sh -c " + repr(" ; ".join(MIRRED_SETUP) + " ; exec sleep 60"),
+                                             containment="container", cpus=[core]))
+        dut.start(tb, PLAN)
+        assert forwards(tb, dut)
+        pid = dut.program.pid
+        cgroup = Path(dut.containment["cgroup"])
+        assert cgroup.is_dir()
+        assert str(pid) in (cgroup / "cgroup.procs").read_text().split()
+        status = Path(f"/proc/{pid}/status").read_text()
+        allowed = status.split("Cpus_allowed_list:")[1].split()[0]
+        assert parse_cpu_list(allowed) == {core}
+    assert not cgroup.exists()
+
+
+def test_bare_dut_is_pinned_with_taskset(tmp_path):
+    core = CorePlan.available()[0]
+    with SoftTestbed(tmp_path) as tb:
+        dut = make_dut("custom", "x", custom(command="sleep 60", setup=MIRRED_SETUP, cpus=[core]))
+        dut.start(tb, PLAN)
+        assert forwards(tb, dut)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:  # taskset pins, then execs sleep
+            status = Path(f"/proc/{dut.program.pid}/status").read_text()
+            if "sleep" in status.split("\n")[0]:
+                break
+            time.sleep(0.02)
+        assert parse_cpu_list(status.split("Cpus_allowed_list:")[1].split()[0]) == {core}
+        assert dut.containment == {"mode": "bare", "cpus": [core]}
+
+
+@needs_dpdk
+def test_dpdk_testpmd_forwards_over_af_packet(tmp_path):
+    with SoftTestbed(tmp_path) as tb:
+        dut = make_dut("dpdk-testpmd", "pmd", DpdkTestpmd.expand({})[0])
+        dut.start(tb, PLAN)
+        assert Path(f"/var/run/dpdk/{tb.tag}").exists() or dut.failure() is None
+        assert forwards(tb, dut, timeout=60), dut.program.log_tail(5)
+        totals = dut.stop()
+    assert totals["rx_packets"] >= 1 and totals["tx_packets"] >= 1
+    assert not Path(f"/var/run/dpdk/{tb.tag}").exists()
+
+
+def test_testpmd_totals_are_read_from_its_last_block():
+    log = textwrap.dedent("""\
+        ---------------------- Forward statistics for port 0  ----------------------
+        RX-packets: 7              RX-dropped: 0             RX-total: 7
+        +++++++++++++++ Accumulated forward statistics for all ports+++++++++++++++
+        RX-packets: 1000           RX-dropped: 3             RX-total: 1003
+        TX-packets: 997            TX-dropped: 1             TX-total: 998
+        """)
+    assert parse_testpmd_totals(log) == {"rx_packets": 1000, "rx_dropped": 3, "tx_packets": 997, "tx_dropped": 1}
+
+
+def test_errors_during_setup_remove_what_was_made(tmp_path):
+    with pytest.raises(Failure, match="setup"):
+        with SoftTestbed(tmp_path) as tb:
+            make_dut("custom", "x", custom(setup=["tc qdisc add dev nosuchdev ingress"])).start(tb, PLAN)
+    assert not set(tb.namespaces) & set(list_netns())
+
+
+def test_the_registry_knows_everything_before_it_exists(tmp_path):
+    with SoftTestbed(tmp_path) as tb:
+        state = tb.registry.file
+        reg = Registry.load(state)
+        assert sorted(reg.netns) == sorted(tb.namespaces)
+        assert reg.owner_pid == os.getpid() and reg.owner_alive()
+    assert not state.exists()
+
+
+_ORPHAN = """
+import sys, time
+from pathlib import Path
+from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.duts import make_dut
+from lowtail.testbed.topology import Testbed as SoftTestbed
+tb = SoftTestbed(Path(sys.argv[1])).__enter__()
+dut = make_dut("custom", "x", {"command": "sleep 300", "setup": [], "ready_timeout": 10**9,
+                               "containment": "container", "cpus": [CorePlan.available()[0]]})
+dut.start(tb, CorePlan.for_host())
+print(tb.tag, dut.program.pid, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
+def test_clean_removes_what_killed_runs_left_and_only_that(tmp_path):
+    with SoftTestbed(tmp_path / "live") as live:
+        killed = subprocess.Popen([sys.executable, "-c", _ORPHAN, str(tmp_path / "dead")], stdout=subprocess.PIPE,
+                                  text=True)
+        tag, dut_pid = killed.stdout.readline().split()
+        os.kill(killed.pid, signal.SIGKILL)
+        killed.wait()
+        left = resources_of(killed.pid)
+        assert any(x.endswith("-dut") for x in left) and any("lowtail-" in x for x in left)
+        leftovers = {x.tag: x for x in find_leftovers()}
+        assert tag in leftovers and live.tag not in leftovers
+        assert int(dut_pid) in [p.pid for p in leftovers[tag].processes]
+        remove_leftover(leftovers[tag])
+        assert resources_of(killed.pid) == []
+        assert not is_alive(int(dut_pid), None)
+        assert set(live.namespaces) <= set(list_netns())
