@@ -168,3 +168,18 @@ def test_cli_knee_bad_experiment(cli, db, store_at):
     assert r.code == 2 and "no experiment with id 999" in r.err
     r = cli("model", "knee", "1", "--db", db)
     assert r.code == 2 and "no valid analysed runs" in r.err
+
+
+def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path):
+    """The sweep's own report (lowtail experiment report) carries the latency-versus-rate plot."""
+    from lowtail.report.experiment import write_experiment_report
+
+    with store_at() as s:
+        eid = _stored_sweep(s)
+        app_run = s.con.execute("SELECT min(run_id) FROM runs WHERE experiment_id = ?", [eid]).fetchone()[0]
+    r = cli("model", "overload", "--t-transfer", "3.1us", "--app-run", app_run, "--irq", "166.7:10.9us",
+            "--irq", "83.3:13.6us", "--db", db)
+    assert r.code == 0, r.err
+    html = write_experiment_report(db, eid, tmp_path / "exp.html").read_text()
+    assert "Latency versus rate — snort" in html
+    assert "measured knee (first overloaded rate): <b>90 kpps</b>" in html and "R_max: <b>87.5 kpps</b>" in html
