@@ -20,7 +20,7 @@ def add_experiment(store, name: str = "sweep") -> int:
 
 
 def add_analysis(store, *, sent: int, lost: int, p50: int, p99: int, p99_999: int | None = None,
-                 max_ns: int | None = None, series_path: str | None = None, partial: bool = False,
+                 max_ns: int | None = None, min_ns: int | None = None, series_path: str | None = None, partial: bool = False,
                  start_ts_ns: int = 0, duration_ns: int = 10**10) -> int:
     """An analyses row with the columns a model reads; the rest filled as an empty analysis."""
     p99_999 = p99_999 if p99_999 is not None else p99
@@ -32,7 +32,7 @@ def add_analysis(store, *, sent: int, lost: int, p50: int, p99: int, p99_999: in
                lat_p99_9999_ns, lat_max_ns, partial, warnings, series_path, hgrm, inputs, figures)
            VALUES ('test', 'pre', 'post', '{}', ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                    '[]', ?, '', '{}', '{}') RETURNING analysis_id""",
-        [sent, sent - lost, lost, start_ts_ns, duration_ns, p50, p50, p50, p50, p99, p99, p99, p99_999, max_ns,
+        [sent, sent - lost, lost, start_ts_ns, duration_ns, p50 if min_ns is None else min_ns, p50, p50, p50, p99, p99, p99, p99_999, max_ns,
          max_ns, partial, series_path]).fetchone()
     return aid
 

@@ -114,6 +114,7 @@ def overload(
     t_e2e: Optional[str] = typer.Option(None, help="Median latency of the application, e.g. 14.5us."),
     baseline_run: Optional[int] = typer.Option(None, help="Take 2·t_transfer from this stored run's median."),
     app_run: Optional[int] = typer.Option(None, help="Take t_e2e from this stored run's median (and link the result to its experiment and DuT)."),
+    statistic: str = typer.Option("p50", help="With stored runs: p50 (the seeds' median) or min (the uncontended path, when a busy host queues even the lowest rate)."),
     irq: list[str] = typer.Option([], "--irq", help="RATE_HZ:DURATION of one interrupt kind on the core, e.g. 166.7:10.9us or loc=250:5.5us; repeatable."),
     irq_profile: Optional[Path] = typer.Option(None, help="Interrupt profile as JSON (a list of {rate_hz, duration_ns, kind})."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
@@ -129,21 +130,24 @@ def overload(
         raise UserError("give the bare forwarder's median as --t-transfer or --baseline-run (one of them)")
     if (t_e2e is None) == (app_run is None):
         raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
+    if statistic not in ("p50", "min"):
+        raise UserError(f"--statistic {statistic!r}: p50 or min")
     irqs = [parse_interrupt(i) for i in irq] + (_irq_profile(irq_profile) if irq_profile else [])
     keys: dict[str, Any] = {}
     with _store(db, store or baseline_run is not None or app_run is not None) as s:
-        base = parse_duration_ns(t_transfer, "us") if t_transfer else _run_median(s, baseline_run)
+        base = parse_duration_ns(t_transfer, "us") if t_transfer else _run_median(s, baseline_run, statistic)
         if t_e2e:
             e2e = parse_duration_ns(t_e2e, "us")
         else:
-            e2e = _run_median(s, app_run)
+            e2e = _run_median(s, app_run, statistic)
             from lowtail.store.models import run_figures
 
             run = run_figures(s, app_run)
             keys = {"experiment_id": run["experiment_id"], "dut_name": run["dut_name"], "run_id": app_run}
         doc = overload_model(base, e2e, irqs)
+        doc["statistic"] = statistic if baseline_run is not None or app_run is not None else None
         inputs = {"t_transfer": t_transfer, "t_e2e": t_e2e, "baseline_run": baseline_run, "app_run": app_run,
-                  "irq": irq, "irq_profile": str(irq_profile) if irq_profile else None}
+                  "statistic": statistic, "irq": irq, "irq_profile": str(irq_profile) if irq_profile else None}
         stored = _save(s if store else None, "overload", inputs, doc, label=label, **keys)
     _plot(overload_figure, doc, plot)
 
@@ -155,13 +159,14 @@ def overload(
     _finish(doc, json_out, render, stored, db)
 
 
-def _run_median(store: Any, run_id: int) -> int:
+def _run_median(store: Any, run_id: int, statistic: str = "p50") -> int:
+    """The run's median latency (or its minimum, with statistic="min")."""
     from lowtail.store.models import run_figures
 
     run = run_figures(store, run_id)
-    if run["lat_p50_ns"] is None:
+    if run[f"lat_{statistic}_ns"] is None:
         raise UserError(f"run {run_id} has no measured latency (no analysis, or nothing received)")
-    return int(run["lat_p50_ns"])
+    return int(run[f"lat_{statistic}_ns"])
 
 
 # -- knee --------------------------------------------------------------------------------
