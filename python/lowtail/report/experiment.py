@@ -9,6 +9,7 @@ from typing import Any
 
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
+from lowtail.report.models import knee_section
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
@@ -234,6 +235,7 @@ def write_experiment_report(db: str | Path, experiment_id: int | str, output: st
                     subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · "
                              f"{experiment['status']}")
         summary_section(page, experiment, rows, floors, verdict)
+        knee_section(page, store, eid)
         host_section(page, experiment)
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
