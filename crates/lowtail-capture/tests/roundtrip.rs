@@ -234,3 +234,37 @@ fn pcap_file_larger_than_one_window() {
         }
     }
 }
+
+/// A compressed capture cut short (its writer killed mid-stream) reads as the records
+/// the remaining bytes decompress to, a prefix of the whole, with a warning that the
+/// stream ends early; never an error.
+#[test]
+fn compressed_capture_cut_short() {
+    let mut w = PcapWriter::new(Vec::new(), LinkType::Ethernet, true, Endian::Little, 65535).unwrap();
+    // incompressible frames, so the stream holds many blocks to cut between
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for k in 0..30_000i64 {
+        let data: Vec<u8> = (0..60)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        w.write(k * 1000, &data, 60).unwrap();
+    }
+    let plain = w.into_inner();
+    let whole = drain(&mut open_via(Via::Stream, &plain, "w.pcap", &OpenOptions::default()).unwrap(), usize::MAX).0;
+    for compressed in [zstd_bytes(&plain), gzip_bytes(&plain)] {
+        for cut in [compressed.len() / 3, compressed.len() / 2, compressed.len() - 5, compressed.len() - 1] {
+            let mut r = lowtail_capture::open_reader(boxed(compressed[..cut].to_vec()), std::path::Path::new("cut.pcap.zst"),
+                                                     &OpenOptions::default()).unwrap();
+            let (got, warnings, err) = drain(&mut r, usize::MAX);
+            assert!(err.is_none(), "cut at {cut}: {err:?}");
+            // (a gzip cut inside its 8-byte trailer still holds every record)
+            assert!(got.len() > 1000 && got[..] == whole[..got.len()], "cut at {cut}: {} records", got.len());
+            assert!(warnings.iter().any(|w| w.contains("stream ends early") && w.contains("cut.pcap.zst")), "{warnings:?}");
+        }
+    }
+}
