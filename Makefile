@@ -58,8 +58,8 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	@scripts/ensure-apt.sh $(APT_BENCH)
 	$(PY) bench/analyze_vs_postgres.py
 
-fuzz: ## coverage-guided fuzzing of the capture parsers (needs cargo-fuzz and nightly)
-	cd fuzz && cargo fuzz run pcap_reader -- -max_total_time=60
+fuzz: ## coverage-guided fuzzing of every parser, FUZZ_SECONDS each (cargo-fuzz on stable; see fuzz/README.md)
+	@scripts/fuzz.sh
 
 clean:
 	rm -rf $(STAMPS) target $(VENV) python/lowtail/*.so
