@@ -26,12 +26,14 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
     tables = [counts]
     lat = a.get("latency_ns")
     if lat:
+        # One row per figure: ten columns of "123.456 µs" do not fit 80 characters, and
+        # rich would cut the numbers to "123.4…" (piped output is 80 wide too).
         t = Table(title=f"latency ({lat['samples']:,} samples, exact nearest rank)", title_justify="left",
                   box=None, pad_edge=False)
-        for _, label in PERCENTILE_KEYS:
-            t.add_column(label, justify="right")
-        t.add_column("mean", justify="right")
-        t.add_row(*(format_us(lat[k]) for k, _ in PERCENTILE_KEYS), format_us(lat["mean"]))
+        t.add_column("", justify="right")
+        t.add_column("latency", justify="right")
+        for key, label in [*PERCENTILE_KEYS, ("mean", "mean")]:
+            t.add_row(label, format_us(lat[key]))
         tables.append(t)
     return tables
 
