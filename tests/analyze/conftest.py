@@ -4,10 +4,13 @@ Rust pipeline), and the command line run as a user runs it."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import math
 import subprocess
 import sys
+import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ import pytest
 
 from lowtail import _native
 from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.cli import main
 
 PERCENTILES = [("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999),
                ("p99_999", 0.99999), ("p99_9999", 0.999999)]
@@ -132,10 +136,25 @@ def analyze(pre: Path, post: Path, **options: Any) -> dict[str, Any]:
     return analyze_pair(pre, post, AnalyzeOptions(**options))
 
 
-def run_cli(*args: Any, cwd: Path | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`lowtail ARGS...` as a separate process, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "lowtail", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=timeout)
+def run_cli(*args: Any, cwd: Path | None = None, process: bool = False) -> subprocess.CompletedProcess:
+    """`lowtail ARGS...`: through `lowtail.cli.main` (the entry point, with its error
+    handling and exit codes) in this process, or as a separate process with
+    process=True. In-process runs save the interpreter start-up, seconds per call."""
+    argv = [str(a) for a in args]
+    if process:
+        return subprocess.run([sys.executable, "-m", "lowtail", *argv], cwd=cwd, capture_output=True, text=True,
+                              timeout=300)
+    out, err = io.StringIO(), io.StringIO()
+    code = 0
+    with contextlib.chdir(cwd or Path.cwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(argv)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        except BaseException:  # what would be a traceback in a real run
+            traceback.print_exc()
+            code = 99
+    return subprocess.CompletedProcess(["lowtail", *argv], code, out.getvalue(), err.getvalue())
 
 
 def assert_clean_failure(proc: subprocess.CompletedProcess, exit_code: int, *needles: str) -> str:

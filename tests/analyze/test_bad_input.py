@@ -32,6 +32,9 @@ def analyze_cli(pre, post, *extra, db=None):
 def test_nonexistent_file(tmp_path, good):
     p = analyze_cli(tmp_path / "nope.pcap", good.post)
     assert_clean_failure(p, 2, "nope.pcap", "no such file")
+    # the same from a real process (the other tests call the entry point in-process)
+    p = run_cli("analyze", tmp_path / "nope.pcap", good.post, "--no-store", process=True)
+    assert_clean_failure(p, 2, "nope.pcap", "no such file")
 
 
 def test_directory_given_as_a_capture(tmp_path, good):

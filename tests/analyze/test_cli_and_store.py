@@ -24,7 +24,7 @@ def stored(tmp_path_factory):
     pair = synth(d, compression="zstd", suffix=".pcap.zst", **SPEC)
     db, series = d / "results.duckdb", d / "series.parquet"
     p = run_cli("analyze", pair.pre, pair.post, "--json", "--db", db, "--export", series, "--label", "first",
-                "--hgrm", d / "dist.hgrm", cwd=d)
+                "--hgrm", d / "dist.hgrm", cwd=d, process=True)
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     return pair, db, series, json.loads(p.stdout), d
@@ -49,7 +49,7 @@ def test_json_document(stored):
 def test_one_json_document_on_stdout(stored):
     """--json prints exactly one JSON document and nothing else on stdout."""
     pair, db, _, _, d = stored
-    p = run_cli("analyze", pair.pre, pair.post, "--json", "--no-store", cwd=d)
+    p = run_cli("analyze", pair.pre, pair.post, "--json", "--no-store", cwd=d, process=True)
     assert p.returncode == 0
     json.loads(p.stdout)
     assert p.stdout.strip().count("\n") == 0
