@@ -76,7 +76,8 @@ impl MatchSink for FigureSink {
         if outcome != Outcome::Received {
             return;
         }
-        let latency = m.post_ts - m.pre_ts;
+        // saturating: corrupt timestamps can be a whole i64 range apart
+        let latency = m.post_ts.saturating_sub(m.pre_ts);
         let id = m.id.wrapping_sub(self.id_bias);
         self.exact.record(latency);
         self.worst.offer(latency, m.pre_ts, id);
@@ -169,7 +170,7 @@ impl Traffic {
         self.rate.count(ts);
         if ts >= steady_from {
             if let Some(p) = self.prev {
-                self.jitter.record(ts - p);
+                self.jitter.record(ts.saturating_sub(p));
             }
             self.prev = Some(ts);
         }
@@ -296,7 +297,7 @@ pub fn analyze_pair(
     pre_summary.per_second = pre_traffic.rate.counts().to_vec();
     post_summary.per_second = post_traffic.rate.counts().to_vec();
     let duration_ns = match (start_ts, pre_summary.last_ts_ns) {
-        (Some(s), Some(l)) => (l - s - options.trim_ns).max(0),
+        (Some(s), Some(l)) => l.saturating_sub(s).saturating_sub(options.trim_ns).max(0),
         _ => 0,
     };
     Ok(Analysis {
@@ -348,7 +349,7 @@ fn check_something_to_report(
         )));
     }
     if counters.sent == 0 {
-        let span = pre.summary.last_ts_ns.unwrap_or(0) - pre.summary.first_ts_ns.unwrap_or(0);
+        let span = pre.summary.last_ts_ns.unwrap_or(0).saturating_sub(pre.summary.first_ts_ns.unwrap_or(0));
         return Err(AnalyzeError::Nothing(format!(
             "the {:.3} s warm-up trim removes every packet: PRE spans only {:.3} s (use a smaller --trim, or --trim 0)",
             options.trim_ns as f64 / 1e9,
@@ -436,10 +437,10 @@ fn collect_warnings(
         ));
     }
     if let (Some(pre_end), Some(post_end)) = (pre.summary.last_ts_ns, post.summary.last_ts_ns) {
-        if post_end + options.horizon_ns < pre_end {
+        if post_end.saturating_add(options.horizon_ns) < pre_end {
             warnings.push(format!(
                 "POST ends {:.3} s before PRE: packets sent after POST stopped count as lost",
-                (pre_end - post_end) as f64 / 1e9
+                pre_end.saturating_sub(post_end) as f64 / 1e9
             ));
         }
     }
