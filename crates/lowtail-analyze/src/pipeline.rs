@@ -427,7 +427,12 @@ fn collect_warnings(
         }
     }
     if c.pre_duplicates > 0 {
-        warnings.push(format!("PRE holds {} repeated ids: only the first copy of each was matched", c.pre_duplicates));
+        let mut w = format!("PRE holds {} repeated ids: only the first copy of each was matched", c.pre_duplicates);
+        // More repeats than distinct ids: the id is read from the wrong place.
+        if c.pre_duplicates > c.sent + c.trimmed_pre {
+            w = format!("{w}: {}", explain(&options.id, &pre.sample, &post.sample));
+        }
+        warnings.push(w);
     }
     if c.unmatched > 0 {
         warnings.push(format!(
