@@ -268,3 +268,34 @@ fn compressed_capture_cut_short() {
         }
     }
 }
+
+proptest! {
+    /// Nanosecond times written to a pcapng interface read back rounded down to its
+    /// resolution, and a time read from such a capture is written back unchanged, for
+    /// every resolution (2^-n s units are not whole nanoseconds).
+    #[test]
+    fn pcapng_ns_timestamps_round_trip(ts in 0i64..(1i64 << 60), tsresol in prop_oneof![
+            Just(9u8), Just(6u8), Just(12u8), 0x80u8..0x80 + 40], offset in -5i64..5) {
+        let units = units_per_second(tsresol);
+        prop_assume!(ts as u128 * units / 1_000_000_000 < u64::MAX as u128 / 2);
+        let mut w = PcapNgWriter::new(Vec::new(), Endian::Big).unwrap();
+        w.add_interface(NgInterface { link: LinkType::Ethernet, snaplen: 0, tsresol, tsoffset_s: offset }).unwrap();
+        let ts = ts + offset * 1_000_000_000;
+        w.write_enhanced(0, ts, &[1, 2, 3], 3).unwrap();
+        let bytes = w.into_inner();
+        let first = match &drain(&mut open_via(Via::Stream, &bytes, "a", &OpenOptions::default()).unwrap(), 9).0[0] {
+            Got::Frame { ts_ns, .. } => *ts_ns,
+            other => panic!("{other:?}"),
+        };
+        // rounded down, by less than one unit
+        prop_assert!(first <= ts && ((ts - first) as u128) * units < 1_000_000_000, "{} -> {}", ts, first);
+        let mut w = PcapNgWriter::new(Vec::new(), Endian::Little).unwrap();
+        w.add_interface(NgInterface { link: LinkType::Ethernet, snaplen: 0, tsresol, tsoffset_s: offset }).unwrap();
+        w.write_enhanced(0, first, &[1, 2, 3], 3).unwrap();
+        let again = match &drain(&mut open_via(Via::Stream, &w.into_inner(), "a", &OpenOptions::default()).unwrap(), 9).0[0] {
+            Got::Frame { ts_ns, .. } => *ts_ns,
+            other => panic!("{other:?}"),
+        };
+        prop_assert_eq!(again, first);
+    }
+}
