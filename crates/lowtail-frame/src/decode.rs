@@ -125,7 +125,9 @@ fn extract_any(link: LinkType, data: &[u8], orig_len: u32, spec: &IdSpec) -> Ext
         return Extracted::TooShort;
     }
     if id_end > data.len() {
-        return Extracted::Snapped;
+        // Cut by the snap length, or — when nothing was cut — a frame shorter than
+        // its own IP header says: the datagram really is too short for the id.
+        return if snapped { Extracted::Snapped } else { Extracted::TooShort };
     }
     Extracted::Id(spec.read(&data[id_start..id_end]))
 }

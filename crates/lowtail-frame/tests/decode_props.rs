@@ -276,3 +276,16 @@ fn foreign_frames_are_not_udp() {
     // too short to hold even an Ethernet header
     assert_eq!(extract_id(LinkType::Ethernet, &f[..10], 10, &s.id), Extracted::NotUdp);
 }
+
+/// Found by the extract_id fuzz target: a frame shorter than its IP header's length
+/// field, captured whole (nothing cut), was reported as cut by the snap length.
+#[test]
+fn frame_shorter_than_its_ip_length_is_too_short_not_snapped() {
+    let frame: [u8; 28] = [
+        0x45, 0, 0, 0x2a, 0, 0, 0x40, 0, 0x40, 0x11, 0xd5, 0, 0, 0, 0, 0, 0, 0x03, 0x5a, 0x5a, // IPv4, 42 B claimed
+        0x5a, 0x5a, 0x5a, 0x5a, 0x01, 0x00, 0, 0, // UDP header, 256 B claimed; no payload captured
+    ];
+    let spec = IdSpec { offset: 0, width: 8, endian: Endian::Big, udp_dst_port: None };
+    assert_eq!(extract_id(LinkType::RawIp, &frame, 28, &spec), Extracted::TooShort);
+    assert_eq!(extract_id(LinkType::RawIp, &frame, 42, &spec), Extracted::Snapped);
+}
