@@ -7,19 +7,19 @@ use std::path::Path;
 
 use lowtail_capture::{open_reader, CaptureReader, Item, OpenOptions};
 
-/// Open `bytes` as a stream named `name` and read it all.
-pub fn read_stream(bytes: Vec<u8>, name: &str, force_moonsniff: bool, use_for_each: bool) {
+/// Open `bytes` as a stream named `name` and read it all; `plain_len`: how many bytes
+/// the readers see after decompression, when known.
+pub fn read_stream(bytes: Vec<u8>, name: &str, force_moonsniff: bool, use_for_each: bool, plain_len: Option<usize>) {
     let options = OpenOptions { force_moonsniff, ..OpenOptions::default() };
-    let budget = bytes.len();
     let stream: Box<dyn Read + Send> = Box::new(Cursor::new(bytes));
     match open_reader(stream, Path::new(name), &options) {
-        Ok(mut r) => drain(&mut r, name, use_for_each, Some(budget)),
+        Ok(mut r) => drain(&mut r, name, use_for_each, plain_len),
         Err(e) => one_line(&e.to_string(), name),
     }
 }
 
-/// Read everything; `plain_len` bounds the item count when the bytes are not compressed
-/// (every item needs at least 12 of them).
+/// Read everything; `plain_len` (bytes after decompression) bounds the item count:
+/// every item needs at least 12 of them.
 pub fn drain(r: &mut CaptureReader, name: &str, use_for_each: bool, plain_len: Option<usize>) {
     let mut items = 0usize;
     loop {

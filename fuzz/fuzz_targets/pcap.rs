@@ -10,5 +10,6 @@ fuzz_target!(|data: &[u8]| {
     let Some((&sel, rest)) = data.split_first() else { return };
     let mut bytes = common::PCAP_MAGICS[(sel as usize) % 6].to_vec();
     bytes.extend_from_slice(rest);
-    common::read_stream(bytes, "fuzz.pcap", false, sel & 0x80 != 0);
+    let len = bytes.len();
+    common::read_stream(bytes, "fuzz.pcap", false, sel & 0x80 != 0, Some(len));
 });
