@@ -12,7 +12,7 @@ import duckdb
 import pytest
 
 import craft
-from conftest import assert_clean_failure, run_cli, synth
+from analyze_support import assert_clean_failure, run_cli, synth
 
 SMALL = dict(packets=3_000, rate_pps=10_000)   # 0.3 s: analysed with --trim 0
 

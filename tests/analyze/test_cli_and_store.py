@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import PERCENTILES, expected_from_truth, run_cli, synth
+from analyze_support import PERCENTILES, expected_from_truth, run_cli, synth
 
 SPEC = dict(packets=30_000, rate_pps=20_000, loss=0.002, loss_burst=3, duplicate=0.002, reorder=0.003,
             reorder_delay_ns=120_000, foreign=0.005, spike_probability=0.001, spike_ns=30_000, seed=21)

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import craft
-from conftest import analyze, latency_summary, rfc4737_reordered
+from analyze_support import analyze, latency_summary, rfc4737_reordered
 
 T0 = 1_700_000_000_123_456_000  # a whole microsecond, so µs captures keep it exactly
 GAP = 10_000                    # 100 kpps

@@ -1,7 +1,7 @@
 """Known answers from the generator's ground truth: every capture format, compression,
 encapsulation and id layout, with loss, loss bursts, duplicates, reordering, foreign
 frames, skewed clocks, 32-bit wrap, trimming and truncation. The expected figures are
-computed with numpy from the per-packet truth (conftest.expected_from_truth)."""
+computed with numpy from the per-packet truth (analyze_support.expected_from_truth)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import analyze, assert_figures, expected_from_truth, synth
+from analyze_support import analyze, assert_figures, expected_from_truth, synth
 
 # A device with everything a run can show: jitter, interrupts, spikes, loss in bursts,
 # duplicates, reordering, foreign frames on both sides. 1.5 s at 20 kpps: 0.5 s after
