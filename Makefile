@@ -61,8 +61,8 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	$(PY) bench/analyze_vs_postgres.py
 	$(PY) bench/testbed_loop.py
 
-fuzz: ## coverage-guided fuzzing of the capture parsers (needs cargo-fuzz and nightly)
-	cd fuzz && cargo fuzz run pcap_reader -- -max_total_time=60
+fuzz: ## coverage-guided fuzzing of every parser, FUZZ_SECONDS each (cargo-fuzz on stable; see fuzz/README.md)
+	@scripts/fuzz.sh
 
 clean:
 	rm -rf $(STAMPS) target $(VENV) python/lowtail/*.so

@@ -71,7 +71,7 @@ impl SeriesWriter {
         if self.id.is_empty() {
             return Ok(());
         }
-        let latency: Vec<i64> = self.pre.iter().zip(&self.post).map(|(a, b)| b - a).collect();
+        let latency: Vec<i64> = self.pre.iter().zip(&self.post).map(|(a, b)| b.saturating_sub(*a)).collect();
         let columns: Vec<ArrayRef> = vec![
             Arc::new(UInt64Array::from(std::mem::take(&mut self.id))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.pre))),

@@ -76,7 +76,8 @@ impl MatchSink for FigureSink {
         if outcome != Outcome::Received {
             return;
         }
-        let latency = m.post_ts - m.pre_ts;
+        // saturating: corrupt timestamps can be a whole i64 range apart
+        let latency = m.post_ts.saturating_sub(m.pre_ts);
         let id = m.id.wrapping_sub(self.id_bias);
         self.exact.record(latency);
         self.worst.offer(latency, m.pre_ts, id);
@@ -271,7 +272,7 @@ pub fn analyze_pair(
     let (pre_summary, mut pre_jitter) = (pre_report.summary, pre_report.jitter);
     let (post_summary, mut post_jitter) = (post_report.summary, post_report.jitter);
     let duration_ns = match (start_ts, pre_summary.last_ts_ns) {
-        (Some(s), Some(l)) => (l - s - options.trim_ns).max(0),
+        (Some(s), Some(l)) => l.saturating_sub(s).saturating_sub(options.trim_ns).max(0),
         _ => 0,
     };
     Ok(Analysis {
@@ -323,7 +324,7 @@ fn check_something_to_report(
         )));
     }
     if counters.sent == 0 {
-        let span = pre.summary.last_ts_ns.unwrap_or(0) - pre.summary.first_ts_ns.unwrap_or(0);
+        let span = pre.summary.last_ts_ns.unwrap_or(0).saturating_sub(pre.summary.first_ts_ns.unwrap_or(0));
         return Err(AnalyzeError::Nothing(format!(
             "the {:.3} s warm-up trim removes every packet: PRE spans only {:.3} s (use a smaller --trim, or --trim 0)",
             options.trim_ns as f64 / 1e9,
@@ -401,7 +402,12 @@ fn collect_warnings(
         }
     }
     if c.pre_duplicates > 0 {
-        warnings.push(format!("PRE holds {} repeated ids: only the first copy of each was matched", c.pre_duplicates));
+        let mut w = format!("PRE holds {} repeated ids: only the first copy of each was matched", c.pre_duplicates);
+        // More repeats than distinct ids: the id is read from the wrong place.
+        if c.pre_duplicates > c.sent + c.trimmed_pre {
+            w = format!("{w}: {}", explain(&options.id, &pre.sample, &post.sample));
+        }
+        warnings.push(w);
     }
     if c.unmatched > 0 {
         warnings.push(format!(
@@ -411,10 +417,10 @@ fn collect_warnings(
         ));
     }
     if let (Some(pre_end), Some(post_end)) = (pre.summary.last_ts_ns, post.summary.last_ts_ns) {
-        if post_end + options.horizon_ns < pre_end {
+        if post_end.saturating_add(options.horizon_ns) < pre_end {
             warnings.push(format!(
                 "POST ends {:.3} s before PRE: packets sent after POST stopped count as lost",
-                (pre_end - post_end) as f64 / 1e9
+                pre_end.saturating_sub(post_end) as f64 / 1e9
             ));
         }
     }

@@ -105,7 +105,7 @@ impl Traffic {
         self.rate.count(ts);
         if ts >= self.steady_from {
             if let Some(p) = self.prev {
-                self.jitter.record(ts - p);
+                self.jitter.record(ts.saturating_sub(p));
             }
             self.prev = Some(ts);
         }

@@ -46,7 +46,13 @@ impl Item<'_> {
 }
 
 /// A streaming capture reader (static dispatch: the per-packet path inlines).
-pub enum CaptureReader {
+pub struct CaptureReader {
+    format: Readers,
+    /// Compressed input whose stream ended inside a frame (the file was cut short).
+    stream_cut: Option<source::StreamCut>,
+}
+
+pub(crate) enum Readers {
     Legacy(legacy::LegacyReader),
     Ng(ng::NgReader),
     MoonSniff(moonsniff::MoonSniffReader),
@@ -56,10 +62,10 @@ impl CaptureReader {
     /// The next frame or record; it is lent until the next call.
     #[inline]
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
-        match self {
-            CaptureReader::Legacy(r) => r.next_item(),
-            CaptureReader::Ng(r) => r.next_item(),
-            CaptureReader::MoonSniff(r) => r.next_item(),
+        match &mut self.format {
+            Readers::Legacy(r) => r.next_item(),
+            Readers::Ng(r) => r.next_item(),
+            Readers::MoonSniff(r) => r.next_item(),
         }
     }
 
@@ -67,7 +73,7 @@ impl CaptureReader {
     /// than `next_item` for classic pcap, which walks its window in one tight loop.
     #[inline]
     pub fn for_each(&mut self, budget: usize, mut visit: impl FnMut(Item<'_>)) -> Result<usize, CaptureError> {
-        if let CaptureReader::Legacy(r) = self {
+        if let Readers::Legacy(r) = &mut self.format {
             return r.for_each(budget, visit);
         }
         let mut n = 0;
@@ -82,36 +88,40 @@ impl CaptureReader {
     }
 
     pub fn format(&self) -> Format {
-        match self {
-            CaptureReader::Legacy(r) => r.format(),
-            CaptureReader::Ng(_) => Format::PcapNg,
-            CaptureReader::MoonSniff(_) => Format::MoonSniff,
+        match &self.format {
+            Readers::Legacy(r) => r.format(),
+            Readers::Ng(_) => Format::PcapNg,
+            Readers::MoonSniff(_) => Format::MoonSniff,
         }
     }
 
     /// Non-fatal problems found so far (a truncated last record, ...), drained.
     pub fn take_warnings(&mut self) -> Vec<String> {
-        match self {
-            CaptureReader::Legacy(r) => r.take_warnings(),
-            CaptureReader::Ng(r) => r.take_warnings(),
-            CaptureReader::MoonSniff(r) => r.take_warnings(),
+        let mut warnings = match &mut self.format {
+            Readers::Legacy(r) => r.take_warnings(),
+            Readers::Ng(r) => r.take_warnings(),
+            Readers::MoonSniff(r) => r.take_warnings(),
+        };
+        if let Some(w) = self.stream_cut.as_ref().and_then(|cut| cut.take_warning()) {
+            warnings.push(w);
         }
+        warnings
     }
 
     /// Snap length announced by the file (0 when the format has none).
     pub fn snaplen(&self) -> u32 {
-        match self {
-            CaptureReader::Legacy(r) => r.snaplen(),
-            CaptureReader::Ng(r) => r.snaplen(),
-            CaptureReader::MoonSniff(_) => 0,
+        match &self.format {
+            Readers::Legacy(r) => r.snaplen(),
+            Readers::Ng(r) => r.snaplen(),
+            Readers::MoonSniff(_) => 0,
         }
     }
 
     pub fn compression(&self) -> Compression {
-        match self {
-            CaptureReader::Legacy(r) => r.compression(),
-            CaptureReader::Ng(r) => r.compression(),
-            CaptureReader::MoonSniff(r) => r.compression(),
+        match &self.format {
+            Readers::Legacy(r) => r.compression(),
+            Readers::Ng(r) => r.compression(),
+            Readers::MoonSniff(r) => r.compression(),
         }
     }
 }

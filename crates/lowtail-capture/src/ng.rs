@@ -1,7 +1,8 @@
 use std::path::PathBuf;
 
 use pcap_parser::pcapng::{
-    parse_block_be, parse_block_le, parse_enhancedpacketblock_be, parse_enhancedpacketblock_le, Block,
+    parse_block_be, parse_block_le, parse_enhancedpacketblock_be, parse_enhancedpacketblock_le, Block, OptionCode,
+    PcapNGOption,
 };
 
 use crate::source::Compression;
@@ -50,6 +51,19 @@ impl TsScale {
             TsScale::Mul(k) => (raw as i64).wrapping_mul(k),
             TsScale::PerSecond(units) => ((raw as u128 * 1_000_000_000u128) / units) as i64,
         }
+    }
+}
+
+/// `if_tsoffset` in seconds, in the section's byte order. (pcap-parser 0.17's
+/// `InterfaceDescriptionBlock::if_tsoffset` always reads it little-endian, so a
+/// big-endian section's offset came out byte-swapped.) The last one counts, as for
+/// `if_tsresol`.
+fn tsoffset_s(options: &[PcapNGOption], big_endian: bool) -> i64 {
+    let raw = options.iter().rev().find(|o| o.code == OptionCode::IfTsoffset).and_then(|o| o.value().get(..8));
+    match raw.map(|b| <[u8; 8]>::try_from(b).expect("eight bytes")) {
+        Some(b) if big_endian => i64::from_be_bytes(b),
+        Some(b) => i64::from_le_bytes(b),
+        None => 0,
     }
 }
 
@@ -173,7 +187,7 @@ impl NgReader {
                 Some(scale) => Interface {
                     link: LinkType::from_pcap(idb.linktype.0).ok_or(idb.linktype.0),
                     scale,
-                    offset_ns: idb.if_tsoffset.saturating_mul(NS_PER_SEC),
+                    offset_ns: tsoffset_s(&idb.options, self.big_endian).saturating_mul(NS_PER_SEC),
                     snaplen: idb.snaplen,
                 },
                 None => return Err(self.corrupt(format!("interface has an impossible if_tsresol {:#x}", idb.if_tsresol))),

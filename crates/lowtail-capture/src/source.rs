@@ -1,14 +1,14 @@
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use crate::legacy::LegacyReader;
 use crate::moonsniff::MoonSniffReader;
 use crate::ng::NgReader;
 use crate::window::Window;
-use crate::{CaptureError, CaptureReader};
+use crate::{CaptureError, CaptureReader, Readers};
 
 /// The container format of a capture, after decompression.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,12 +140,19 @@ fn kind_of(head: &[u8], path: &Path, options: &OpenOptions) -> Result<Kind, Capt
     }
 }
 
-fn reader_for(kind: Kind, window: Window, path: PathBuf, compression: Compression) -> Result<CaptureReader, CaptureError> {
-    Ok(match kind {
-        Kind::Legacy => CaptureReader::Legacy(LegacyReader::new(window, path, compression)?),
-        Kind::Ng => CaptureReader::Ng(NgReader::new(window, path, compression)?),
-        Kind::MoonSniff => CaptureReader::MoonSniff(MoonSniffReader::new(window, path, compression)),
-    })
+fn reader_for(
+    kind: Kind,
+    window: Window,
+    path: PathBuf,
+    compression: Compression,
+    stream_cut: Option<StreamCut>,
+) -> Result<CaptureReader, CaptureError> {
+    let format = match kind {
+        Kind::Legacy => Readers::Legacy(LegacyReader::new(window, path, compression)?),
+        Kind::Ng => Readers::Ng(NgReader::new(window, path, compression)?),
+        Kind::MoonSniff => Readers::MoonSniff(MoonSniffReader::new(window, path, compression)),
+    };
+    Ok(CaptureReader { format, stream_cut })
 }
 
 /// Open a capture file: detect compression and format from the bytes themselves.
@@ -181,7 +188,7 @@ pub fn open_reader(
     if compression == Compression::None {
         // No decoder in between: the window reads the file directly.
         let kind = kind_of(&raw.prefix, path, options)?;
-        return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression);
+        return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression, None);
     }
     let decoded: Box<dyn Read + Send> = match compression {
         Compression::None => unreachable!("handled above"),
@@ -209,21 +216,53 @@ pub fn open_reader(
     }
     let kind = kind_of(&head, path, options)?;
     stream.prefix = head;
-    let window = Window::new(Box::new(DecodeErrors { inner: stream, codec: compression }));
-    reader_for(kind, window, path_buf, compression)
+    let cut = StreamCut { cut: Arc::default(), path: path_buf.clone(), codec: compression };
+    let window = Window::new(Box::new(DecodeErrors { inner: stream, cut: cut.clone() }));
+    let stream_cut = (compression != Compression::None).then_some(cut);
+    reader_for(kind, window, path_buf, compression, stream_cut)
+}
+
+/// Remembers that a compressed stream ended before its end marker: a capture whose
+/// writer was killed. Its readers then see the end of their input there, as with a
+/// plain file cut short, and this adds a warning saying what happened.
+#[derive(Debug, Clone)]
+pub(crate) struct StreamCut {
+    cut: Arc<AtomicBool>,
+    path: PathBuf,
+    codec: Compression,
+}
+
+impl StreamCut {
+    pub(crate) fn take_warning(&self) -> Option<String> {
+        self.cut.swap(false, Ordering::Relaxed).then(|| {
+            format!(
+                "{}: the {} stream ends early (file cut short?): analysed what it held",
+                self.path.display(),
+                self.codec.name()
+            )
+        })
+    }
 }
 
 /// Labels read errors from a decompressor as such ("corrupt zstd stream ..."), so a
-/// damaged compressed file does not read as a disk problem.
+/// damaged compressed file does not read as a disk problem; a stream that merely ends
+/// early ends the input instead.
 struct DecodeErrors<R> {
     inner: R,
-    codec: Compression,
+    cut: StreamCut,
 }
 
 impl<R: Read> Read for DecodeErrors<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let codec = self.codec.name();
-        self.inner.read(buf).map_err(|e| io::Error::new(e.kind(), format!("{codec} stream is damaged: {e}")))
+        match (self.inner.read(buf), self.cut.codec) {
+            (Ok(n), _) => Ok(n),
+            (Err(e), Compression::None) => Err(e),
+            (Err(e), _) if e.kind() == io::ErrorKind::UnexpectedEof => {
+                self.cut.cut.store(true, Ordering::Relaxed);
+                Ok(0)
+            }
+            (Err(e), c) => Err(io::Error::new(e.kind(), format!("{} stream is damaged: {e}", c.name()))),
+        }
     }
 }
 

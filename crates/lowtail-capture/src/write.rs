@@ -156,12 +156,11 @@ impl<W: Write> PcapNgWriter<W> {
     }
 
     /// Write a frame timestamped in nanoseconds, converted exactly to the interface's
-    /// resolution (rounding down).
+    /// resolution (rounding down: see `ns_to_units`).
     pub fn write_enhanced(&mut self, interface: u32, ts_ns: i64, data: &[u8], orig_len: u32) -> io::Result<()> {
         let iface = &self.interfaces[interface as usize];
-        let units = units_per_second(iface.tsresol);
         let rel = ts_ns as i128 - iface.tsoffset_s as i128 * 1_000_000_000;
-        let raw = (rel * units as i128).div_euclid(1_000_000_000) as u64;
+        let raw = ns_to_units(rel, units_per_second(iface.tsresol));
         self.write_enhanced_raw(interface, raw, data, orig_len)
     }
 
@@ -186,6 +185,16 @@ impl<W: Write> PcapNgWriter<W> {
     pub fn into_inner(self) -> W {
         self.out
     }
+}
+
+/// The raw timestamp, in `units` per second, of a time `rel_ns` after the interface's
+/// offset: the last unit that a reader (units → ns, rounding down) reads as no later
+/// than `rel_ns`. So a time read from such a capture is written back unchanged, even
+/// where a unit is not a whole number of nanoseconds (2^-n s), where rounding down
+/// in both directions would lose a unit on every round trip.
+pub fn ns_to_units(rel_ns: i128, units: u128) -> u64 {
+    // the largest r with floor(r·1e9 / units) <= rel_ns, i.e. r·1e9 < (rel_ns + 1)·units
+    ((rel_ns + 1) * units as i128 - 1).div_euclid(1_000_000_000) as u64
 }
 
 /// Units per second of a raw `if_tsresol` byte.

@@ -100,11 +100,13 @@ fn extract_any(link: LinkType, data: &[u8], orig_len: u32, spec: &IdSpec) -> Ext
     let udp = match ethertype {
         ETH_IPV4 => ipv4_udp(data, l3),
         ETH_IPV6 => ipv6_udp(data, l3),
-        _ => None,
+        _ if data.len() < l3 + 20 => Transport::Cut,
+        _ => Transport::NotUdp,
     };
-    let Some((udp_start, ip_end)) = udp else {
-        let ip_header = if ethertype == ETH_IPV6 { 40 } else { 20 };
-        return if snapped && data.len() < l3 + ip_header { Extracted::Snapped } else { Extracted::NotUdp };
+    let (udp_start, ip_end) = match udp {
+        Transport::Udp(start, end) => (start, end),
+        Transport::Cut if snapped => return Extracted::Snapped,
+        Transport::Cut | Transport::NotUdp => return Extracted::NotUdp,
     };
     if udp_start + 8 > data.len() {
         return if snapped { Extracted::Snapped } else { Extracted::NotUdp };
@@ -123,7 +125,9 @@ fn extract_any(link: LinkType, data: &[u8], orig_len: u32, spec: &IdSpec) -> Ext
         return Extracted::TooShort;
     }
     if id_end > data.len() {
-        return Extracted::Snapped;
+        // Cut by the snap length, or — when nothing was cut — a frame shorter than
+        // its own IP header says: the datagram really is too short for the id.
+        return if snapped { Extracted::Snapped } else { Extracted::TooShort };
     }
     Extracted::Id(spec.read(&data[id_start..id_end]))
 }
@@ -167,29 +171,37 @@ fn link_payload(link: LinkType, d: &[u8]) -> Option<(u16, usize)> {
     }
 }
 
-/// (offset of the UDP header, end of the IP packet) for the first fragment of a UDP
-/// datagram over IPv4.
+/// What the IP layer leads to.
+enum Transport {
+    /// (offset of the UDP header, end of the IP packet)
+    Udp(usize, usize),
+    NotUdp,
+    /// The captured bytes end inside the IP headers: a snap length may hide a UDP header.
+    Cut,
+}
+
+/// The first fragment of a UDP datagram over IPv4.
 #[inline]
-fn ipv4_udp(d: &[u8], off: usize) -> Option<(usize, usize)> {
-    let h = d.get(off..off + 20)?;
+fn ipv4_udp(d: &[u8], off: usize) -> Transport {
+    let Some(h) = d.get(off..off + 20) else { return Transport::Cut };
     if h[0] >> 4 != 4 || h[9] != PROTO_UDP {
-        return None;
+        return Transport::NotUdp;
     }
     let ihl = (h[0] & 0x0f) as usize * 4;
     if ihl < 20 || u16::from_be_bytes([h[6], h[7]]) & 0x1fff != 0 {
-        return None;
+        return Transport::NotUdp;
     }
     let total = u16::from_be_bytes([h[2], h[3]]) as usize;
     let end = if total >= ihl { off + total } else { usize::MAX };
-    Some((off + ihl, end))
+    Transport::Udp(off + ihl, end)
 }
 
-/// Same for IPv6, walking extension headers.
+/// Same for IPv6, walking extension headers (a snap length can cut them too).
 #[inline]
-fn ipv6_udp(d: &[u8], off: usize) -> Option<(usize, usize)> {
-    let h = d.get(off..off + 40)?;
+fn ipv6_udp(d: &[u8], off: usize) -> Transport {
+    let Some(h) = d.get(off..off + 40) else { return Transport::Cut };
     if h[0] >> 4 != 6 {
-        return None;
+        return Transport::NotUdp;
     }
     let payload_len = u16::from_be_bytes([h[4], h[5]]) as usize;
     let end = if payload_len == 0 { usize::MAX } else { off + 40 + payload_len };
@@ -197,27 +209,27 @@ fn ipv6_udp(d: &[u8], off: usize) -> Option<(usize, usize)> {
     let mut pos = off + 40;
     for _ in 0..8 {
         match next {
-            PROTO_UDP => return Some((pos, end)),
+            PROTO_UDP => return Transport::Udp(pos, end),
             0 | 43 | 60 => {
-                let ext = d.get(pos..pos + 2)?;
+                let Some(ext) = d.get(pos..pos + 2) else { return Transport::Cut };
                 next = ext[0];
                 pos += (ext[1] as usize + 1) * 8;
             }
             44 => {
-                let frag = d.get(pos..pos + 8)?;
+                let Some(frag) = d.get(pos..pos + 8) else { return Transport::Cut };
                 if u16::from_be_bytes([frag[2], frag[3]]) & 0xfff8 != 0 {
-                    return None;
+                    return Transport::NotUdp;
                 }
                 next = frag[0];
                 pos += 8;
             }
             51 => {
-                let ext = d.get(pos..pos + 2)?;
+                let Some(ext) = d.get(pos..pos + 2) else { return Transport::Cut };
                 next = ext[0];
                 pos += (ext[1] as usize + 2) * 4;
             }
-            _ => return None,
+            _ => return Transport::NotUdp,
         }
     }
-    None
+    Transport::NotUdp
 }

@@ -15,14 +15,16 @@ pub fn auto_bins(h: &mut ExactHistogram, target: usize) -> Vec<Bin> {
     let (Some(min), Some(body_end)) = (h.min(), h.quantile(0.999)) else {
         return Vec::new();
     };
-    let width = nice_width(((body_end - min) as f64 / target.max(1) as f64).max(1.0));
-    let start = min.div_euclid(width) * width;
-    let linear_end = start + width * (((body_end - start) / width) + 1);
+    // In i128 and saturating: corrupt timestamps make values a whole i64 range apart.
+    let wide = |x: i128| x.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    let width = nice_width(((body_end as i128 - min as i128) as f64 / target.max(1) as f64).max(1.0));
+    let start = wide((min as i128).div_euclid(width as i128) * width as i128);
+    let linear_end = wide(start as i128 + width as i128 * ((body_end as i128 - start as i128) / width as i128 + 1));
     let mut bins: Vec<Bin> = Vec::new();
     for (v, c) in h.iter() {
         let (lo, hi) = if v < linear_end {
-            let lo = start + (v - start).div_euclid(width) * width;
-            (lo, lo + width)
+            let lo = wide(start as i128 + (v as i128 - start as i128).div_euclid(width as i128) * width as i128);
+            (lo, lo.saturating_add(width))
         } else {
             log_bin(v, linear_end)
         };
@@ -51,9 +53,9 @@ fn log_bin(v: i64, floor: i64) -> (i64, i64) {
     let x = (v.max(1)) as f64;
     let k = (x.log10() * 10.0).floor();
     let lo = (10f64.powf(k / 10.0).ceil() as i64).max(floor);
-    let hi = (10f64.powf((k + 1.0) / 10.0).ceil() as i64).max(lo + 1);
+    let hi = (10f64.powf((k + 1.0) / 10.0).ceil() as i64).max(lo.saturating_add(1));
     if v >= hi {
-        return (v, v + 1);
+        return (v, v.saturating_add(1));
     }
     (lo.min(v), hi)
 }

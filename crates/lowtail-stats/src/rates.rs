@@ -34,11 +34,11 @@ impl PerSecond {
 
     fn count_slow(&mut self, ts_ns: i64) {
         let start = *self.start_ns.get_or_insert(ts_ns);
-        let rel = ts_ns - start;
-        if rel < 0 || rel / NS >= MAX_SECONDS {
+        // (corrupt timestamps can be a whole i64 range apart)
+        let Some(rel) = ts_ns.checked_sub(start).filter(|r| (0..MAX_SECONDS * NS).contains(r)) else {
             self.before_start += 1;
             return;
-        }
+        };
         let s = (rel / NS) as usize;
         if s >= self.counts.len() {
             self.counts.resize(s + 1, 0);
@@ -46,7 +46,7 @@ impl PerSecond {
         self.counts[s] += 1;
         self.bin = s;
         self.bin_start = start + s as i64 * NS;
-        self.bin_end = self.bin_start + NS;
+        self.bin_end = self.bin_start.saturating_add(NS);
     }
 
     pub fn counts(&self) -> &[u64] {

@@ -2,7 +2,7 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use lowtail_capture::write::{units_per_second, Endian, MoonSniffWriter, NgInterface, PcapNgWriter, PcapWriter};
+use lowtail_capture::write::{ns_to_units, units_per_second, Endian, MoonSniffWriter, NgInterface, PcapNgWriter, PcapWriter};
 use lowtail_capture::LinkType;
 
 /// Where the bytes go: plain, zstd or gzip.
@@ -65,9 +65,9 @@ impl Resolution {
             Resolution::Nanos => ts_ns,
             Resolution::Micros => ts_ns.div_euclid(1000) * 1000,
             Resolution::NgUnits(r) => {
-                let units = units_per_second(r) as i128;
-                let raw = (ts_ns as i128 * units).div_euclid(1_000_000_000);
-                ((raw as u128 * 1_000_000_000u128) / units as u128) as i64
+                let units = units_per_second(r);
+                let raw = ns_to_units(ts_ns as i128, units);
+                ((raw as u128 * 1_000_000_000u128) / units) as i64
             }
         }
     }

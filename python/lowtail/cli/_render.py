@@ -26,6 +26,8 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
     tables = [counts]
     lat = a.get("latency_ns")
     if lat:
+        # One row per figure: ten columns of "123.456 µs" do not fit 80 characters, and
+        # rich would cut the numbers to "123.4…" (piped output is 80 wide too).
         t = Table(title=f"latency ({lat['samples']:,} samples, exact nearest rank)", title_justify="left",
                   box=None, pad_edge=False, show_header=False)
         t.add_column("percentile", justify="left")

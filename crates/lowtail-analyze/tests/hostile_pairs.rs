@@ -1,0 +1,79 @@
+//! Whole analyses of hostile capture pairs: timestamps at the ends of the i64 range,
+//! going backwards, identical on both sides, ids that repeat or wrap. `analyze_pair`
+//! must return figures or a one-line error, never panic (tests build with overflow
+//! checks, so an arithmetic overflow on the way is a panic here).
+
+use std::path::Path;
+
+use lowtail_analyze::{analyze_pair, AnalyzeOptions, Control};
+use lowtail_capture::write::MoonSniffWriter;
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// A timestamp from the places where arithmetic breaks.
+fn hostile_ts(rng: &mut Rng, base: i64) -> i64 {
+    match rng.next() % 8 {
+        0 => i64::MAX - (rng.next() % 1000) as i64,
+        1 => i64::MIN + (rng.next() % 1000) as i64,
+        2 => (rng.next() % 1000) as i64,
+        3 => rng.next() as i64,
+        _ => base.wrapping_add((rng.next() % 100_000) as i64),
+    }
+}
+
+fn write_mscap(path: &Path, records: &[(i64, u32)]) {
+    let mut w = MoonSniffWriter::new(Vec::new());
+    for &(ts, id) in records {
+        w.write(ts, id).unwrap();
+    }
+    std::fs::write(path, w.into_inner()).unwrap();
+}
+
+#[test]
+fn hostile_moonsniff_pairs_never_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let (pre, post) = (dir.path().join("pre.mscap"), dir.path().join("post.mscap"));
+    for seed in 0..300u64 {
+        let mut rng = Rng(seed);
+        let base = rng.next() as i64;
+        let n = 1 + (rng.next() % 200) as usize;
+        let hostile_every = 1 + rng.next() % 20;
+        let mut pre_recs = Vec::new();
+        let mut post_recs = Vec::new();
+        for k in 0..n {
+            let ts = if k as u64 % hostile_every == 0 { hostile_ts(&mut rng, base) } else { base.wrapping_add(k as i64 * 1000) };
+            let id = if rng.next() % 10 == 0 { rng.next() as u32 } else { (u32::MAX - 50).wrapping_add(k as u32) };
+            pre_recs.push((ts, id));
+            if rng.next() % 5 != 0 {
+                let lat = if rng.next() % 10 == 0 { rng.next() as i64 } else { 3000 };
+                post_recs.push((ts.wrapping_add(lat), id));
+            }
+        }
+        write_mscap(&pre, &pre_recs);
+        write_mscap(&post, &post_recs);
+        let options = AnalyzeOptions {
+            trim_ns: [0, 1, 1_000_000_000, i64::MAX][(seed % 4) as usize],
+            horizon_ns: [1, 10_000_000_000, i64::MAX][(seed % 3) as usize],
+            ..AnalyzeOptions::default()
+        };
+        match analyze_pair(&pre, &post, &options, &Control::default()) {
+            Ok(a) => {
+                assert_eq!(a.sent, a.received + a.lost, "seed {seed}");
+                if let Some(l) = &a.latency_ns {
+                    assert!(l.min <= l.p50 && l.p50 <= l.max, "seed {seed}");
+                }
+            }
+            Err(e) => assert!(!e.to_string().contains('\n'), "seed {seed}: {e}"),
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! MoonSniff record reader, chosen by the file name or by the option.
+#![no_main]
+use libfuzzer_sys::fuzz_target;
+
+#[path = "common.rs"]
+mod common;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&sel, rest)) = data.split_first() else { return };
+    let name = if sel & 1 != 0 { "fuzz.mscap" } else { "fuzz.bin" };
+    common::read_stream(rest.to_vec(), name, sel & 1 == 0, sel & 2 != 0, Some(rest.len()));
+});

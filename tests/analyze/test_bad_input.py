@@ -1,0 +1,249 @@
+"""Bad input through the command line, as a user meets it: one line on stderr saying
+what and how to fix, a non-zero exit where nothing could be computed, never a
+traceback, and the database untouched by a failed analysis."""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+
+import duckdb
+import pytest
+
+import craft
+from analyze_support import assert_clean_failure, run_cli, synth
+
+SMALL = dict(packets=3_000, rate_pps=10_000)   # 0.3 s: analysed with --trim 0
+
+
+@pytest.fixture(scope="module")
+def good(tmp_path_factory):
+    """A valid pair, shared by the tests that pair it with a bad file."""
+    return synth(tmp_path_factory.mktemp("good"), **SMALL)
+
+
+def analyze_cli(pre, post, *extra, db=None):
+    args = ["analyze", pre, post, "--trim", "0", *extra]
+    args += ["--db", db] if db else ["--no-store"]
+    return run_cli(*args)
+
+
+def test_nonexistent_file(tmp_path, good):
+    p = analyze_cli(tmp_path / "nope.pcap", good.post)
+    assert_clean_failure(p, 2, "nope.pcap", "no such file")
+    # the same from a real process (the other tests call the entry point in-process)
+    p = run_cli("analyze", tmp_path / "nope.pcap", good.post, "--no-store", process=True)
+    assert_clean_failure(p, 2, "nope.pcap", "no such file")
+
+
+def test_directory_given_as_a_capture(tmp_path, good):
+    p = analyze_cli(good.pre, tmp_path)
+    assert_clean_failure(p, 2, str(tmp_path), "directory")
+
+
+def test_unreadable_file(tmp_path, good):
+    """Root reads any file regardless of its mode; a FIFO with no writer would block,
+    so the unreadable case is a path through a regular file (ENOTDIR)."""
+    (tmp_path / "plain").write_bytes(b"x")
+    p = analyze_cli(tmp_path / "plain" / "pre.pcap", good.post)
+    assert_clean_failure(p, 2, "pre.pcap")
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked.pcap"
+        locked.write_bytes(good.pre.read_bytes())
+        locked.chmod(0)
+        assert_clean_failure(analyze_cli(locked, good.post), 2, "locked.pcap", "permission")
+
+
+def test_empty_file(tmp_path, good):
+    (tmp_path / "empty.pcap").write_bytes(b"")
+    assert_clean_failure(analyze_cli(tmp_path / "empty.pcap", good.post), 2, "empty.pcap", "empty")
+
+
+@pytest.mark.parametrize("content", [b"hello, this is not a capture at all\n" * 10, b"\x00\x01"],
+                         ids=["text", "two-bytes"])
+def test_not_a_capture(tmp_path, good, content):
+    (tmp_path / "notes.txt").write_bytes(content)
+    assert_clean_failure(analyze_cli(good.pre, tmp_path / "notes.txt"), 2, "notes.txt", "not a capture")
+
+
+@pytest.mark.parametrize("head,kind", [(craft.pcap([])[:13], "pcap"),
+                                       (craft.pcapng([craft.Section()])[:20], "pcapng")])
+def test_truncated_header(tmp_path, good, head, kind):
+    (tmp_path / "cut.cap").write_bytes(head)
+    assert_clean_failure(analyze_cli(tmp_path / "cut.cap", good.post), 2, "cut.cap", "truncated", kind)
+
+
+def test_truncated_header_inside_compression(tmp_path, good):
+    import gzip
+    (tmp_path / "cut.pcap.gz").write_bytes(gzip.compress(craft.pcap([])[:10]))
+    assert_clean_failure(analyze_cli(tmp_path / "cut.pcap.gz", good.post), 2, "cut.pcap.gz", "truncated")
+
+
+def test_corrupt_compressed_stream(tmp_path, good):
+    data = bytearray(good.pre.read_bytes())
+    import gzip
+    z = bytearray(gzip.compress(bytes(data)))
+    z[len(z) // 2: len(z) // 2 + 64] = b"\xff" * 64
+    (tmp_path / "bad.pcap.gz").write_bytes(bytes(z))
+    p = analyze_cli(tmp_path / "bad.pcap.gz", good.post)
+    assert "Traceback" not in p.stderr
+    assert p.returncode in (2, 3), p.stderr        # an error, or a result marked partial
+    assert "bad.pcap.gz" in p.stderr
+
+
+@pytest.mark.parametrize("linktype", [105, 127, 147])   # 802.11, radiotap, user-defined
+def test_unsupported_link_type(tmp_path, good, linktype):
+    (tmp_path / "wifi.pcap").write_bytes(craft.pcap([(0, b"\x00" * 60)], linktype=linktype))
+    assert_clean_failure(analyze_cli(tmp_path / "wifi.pcap", good.post), 2, "wifi.pcap", "link type", str(linktype))
+
+
+def test_unsupported_link_type_in_pcapng(tmp_path, good):
+    s = craft.Section(interfaces=[craft.Interface(linktype=105)], blocks=[("epb", 0, 1, b"\x00" * 60)])
+    (tmp_path / "wifi.pcapng").write_bytes(craft.pcapng([s]))
+    assert_clean_failure(analyze_cli(tmp_path / "wifi.pcapng", good.post), 2, "wifi.pcapng", "link type")
+
+
+def test_truncated_last_record_warns_and_goes_on(tmp_path):
+    pair = synth(tmp_path, truncate_post_bytes=7, **SMALL)
+    p = analyze_cli(pair.pre, pair.post, "--json")
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    warning_lines = [line for line in p.stderr.splitlines() if "truncated" in line]
+    assert len(warning_lines) == 1 and "post.pcap" in warning_lines[0]
+
+
+def test_snap_length_cuts_every_id(tmp_path):
+    pair = synth(tmp_path, snaplen=46, **SMALL)
+    assert_clean_failure(analyze_cli(pair.pre, pair.post), 1, "snap length")
+
+
+@pytest.mark.parametrize("options,cause", [
+    (["--id-offset", "12"], "--id-offset 0"),       # past the end of every datagram
+    (["--id-offset", "8"], "--id-offset 0"),        # the padding: every packet has id 0
+    (["--udp-port", "7"], "--udp-port"),
+], ids=["offset-past-payload", "offset-into-padding", "wrong-port"])
+def test_id_options_matching_almost_nothing(tmp_path, options, cause):
+    """Id options under which (almost) no packet keeps an id of its own: the message
+    says so and suggests the likely cause. (Options that misread the id but still give
+    every packet a distinct value, such as the wrong byte order, match correctly.)"""
+    pair = synth(tmp_path, **SMALL)
+    p = analyze_cli(pair.pre, pair.post, *options)
+    assert "Traceback" not in p.stderr
+    assert cause in p.stderr, p.stderr
+
+
+def test_id_options_matching_nothing_exit_non_zero(tmp_path):
+    pair = synth(tmp_path, **SMALL)
+    assert_clean_failure(analyze_cli(pair.pre, pair.post, "--udp-port", "7"), 1, "--udp-port")
+
+
+def test_non_udp_traffic_only(tmp_path):
+    frames = [(k * 1000, craft.tcp_frame()) for k in range(50)]
+    (tmp_path / "tcp.pcap").write_bytes(craft.pcap(frames))
+    assert_clean_failure(analyze_cli(tmp_path / "tcp.pcap", tmp_path / "tcp.pcap"), 1, "no UDP")
+
+
+def test_pre_and_post_of_different_runs(tmp_path):
+    a = synth(tmp_path, name="a", first_id=0, **SMALL)
+    b = synth(tmp_path, name="b", first_id=10**12, **SMALL)
+    p = analyze_cli(a.pre, b.post, "--json")
+    assert "Traceback" not in p.stderr
+    assert "were found in POST" in p.stderr and "same traffic" in p.stderr, p.stderr
+
+
+def test_trim_longer_than_the_capture(tmp_path, good):
+    p = run_cli("analyze", good.pre, good.post, "--trim", "5", "--no-store")
+    assert_clean_failure(p, 1, "trim", "--trim 0")
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--id-width", "3"], "--id-width"),
+    (["--export", "series.csv"], ".parquet"),
+    (["--max-latency", "soon"], "duration"),
+    (["--trim", "-1"], "--trim"),
+    (["--id-endian", "middle"], "--id-endian"),
+])
+def test_bad_options(tmp_path, good, args, needle):
+    p = run_cli("analyze", good.pre, good.post, "--no-store", *args, cwd=tmp_path)
+    assert "Traceback" not in p.stderr
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr
+
+
+def test_moonsniff_file_without_its_name_or_option(tmp_path):
+    pair = synth(tmp_path, format="moonsniff", id_width=4, suffix=".bin", **SMALL)
+    assert_clean_failure(analyze_cli(pair.pre, pair.post), 2, "not a capture", "MoonSniff")
+    assert analyze_cli(pair.pre, pair.post, "--moonsniff-records").returncode == 0
+
+
+def test_a_failed_analysis_leaves_the_database_intact(tmp_path, good):
+    db = tmp_path / "results.duckdb"
+    ok = analyze_cli(good.pre, good.post, "--json", db=db)
+    assert ok.returncode == 0, ok.stderr
+    before = duckdb.connect(str(db), read_only=True)
+    rows_before = {t: before.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                   for t in ("analyses", "analysis_percentiles", "analysis_histograms", "analysis_worst",
+                             "analysis_rates")}
+    first = before.execute("SELECT * FROM analyses").fetchall()
+    before.close()
+
+    (tmp_path / "junk.pcap").write_bytes(b"\xd4\xc3\xb2\xa1" + b"\x00" * 5)
+    for bad in (tmp_path / "junk.pcap", tmp_path / "missing.pcap"):
+        p = analyze_cli(bad, good.post, db=db)
+        assert p.returncode != 0 and "Traceback" not in p.stderr
+    p = run_cli("analyze", good.pre, good.post, "--trim", "9", "--db", db)
+    assert p.returncode == 1
+
+    after = duckdb.connect(str(db), read_only=True)
+    assert after.execute("SELECT * FROM analyses").fetchall() == first
+    for t, n in rows_before.items():
+        assert after.execute(f"SELECT count(*) FROM {t}").fetchone()[0] == n, t
+    after.close()
+    shown = run_cli("show", "latest", "--db", db, "--json")
+    assert shown.returncode == 0, shown.stderr
+
+
+def test_export_never_leaves_a_partial_file(tmp_path, good):
+    out = tmp_path / "s.parquet"
+    p = run_cli("analyze", good.pre, good.post, "--trim", "9", "--no-store", "--export", out)
+    assert p.returncode == 1
+    assert not out.exists()
+    assert not list(tmp_path.glob(".*partial"))
+
+
+def test_corrupt_record_length_mid_file_is_partial(tmp_path, good):
+    """A record length that cannot be right, half-way through: the figures up to there,
+    marked partial (exit 3), with a warning saying so."""
+    data = bytearray(good.pre.read_bytes())
+    at = 24 + (16 + 60) * 1500      # the 1500th record header of 60-byte frames
+    assert struct.unpack_from("<I", data, at + 8)[0] == 60
+    struct.pack_into("<I", data, at + 8, 0x7FFF_FFFF)
+    (tmp_path / "broken.pcap").write_bytes(bytes(data))
+    p = analyze_cli(tmp_path / "broken.pcap", good.post, "--json")
+    assert "Traceback" not in p.stderr
+    assert p.returncode == 3, p.stderr
+    assert "partial" in p.stderr.lower() and "broken.pcap" in p.stderr
+
+
+def test_no_traceback_for_a_database_that_is_not_one(tmp_path, good):
+    (tmp_path / "not.duckdb").write_text("plain text, not a database")
+    p = analyze_cli(good.pre, good.post, db=tmp_path / "not.duckdb")
+    assert_clean_failure(p, 2, "not.duckdb")
+    p = run_cli("show", "latest", "--db", tmp_path / "nothing-here.duckdb")
+    assert_clean_failure(p, 2, "nothing-here.duckdb")
+
+
+@pytest.mark.parametrize("compression,suffix", [("zstd", ".pcap.zst"), ("gzip", ".pcap.gz")])
+def test_truncated_compressed_capture(tmp_path, compression, suffix):
+    """A compressed capture cut short (its writer killed): what it holds is analysed,
+    with a warning that it ends early, as for a plain file cut short."""
+    pair = synth(tmp_path, compression=compression, suffix=suffix, **SMALL)
+    data = pair.post.read_bytes()
+    pair.post.write_bytes(data[: len(data) * 2 // 3])
+    p = analyze_cli(pair.pre, pair.post, "--json")
+    assert "Traceback" not in p.stderr
+    assert p.returncode in (0, 3), p.stderr
+    doc = json.loads(p.stdout)
+    assert 0 < doc["received"] < doc["sent"]
+    assert any(word in p.stderr for word in ("truncated", "ends early")), p.stderr

@@ -1,0 +1,159 @@
+"""The command as a user runs it: `lowtail analyze --json` keys and values, the table
+output, `--export`, the rows stored in DuckDB, and `lowtail list/show/report` reading
+them back."""
+
+from __future__ import annotations
+
+import json
+
+import duckdb
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from analyze_support import PERCENTILES, expected_from_truth, run_cli, synth
+
+SPEC = dict(packets=30_000, rate_pps=20_000, loss=0.002, loss_burst=3, duplicate=0.002, reorder=0.003,
+            reorder_delay_ns=120_000, foreign=0.005, spike_probability=0.001, spike_ns=30_000, seed=21)
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """One pair analysed through the command line into a fresh database."""
+    d = tmp_path_factory.mktemp("cli")
+    pair = synth(d, compression="zstd", suffix=".pcap.zst", **SPEC)
+    db, series = d / "results.duckdb", d / "series.parquet"
+    p = run_cli("analyze", pair.pre, pair.post, "--json", "--db", db, "--export", series, "--label", "first",
+                "--hgrm", d / "dist.hgrm", cwd=d, process=True)
+    assert p.returncode == 0, p.stderr
+    assert "Traceback" not in p.stderr
+    return pair, db, series, json.loads(p.stdout), d
+
+
+def test_json_document(stored):
+    pair, _, _, doc, _ = stored
+    want = expected_from_truth(pair)
+    for key in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative"):
+        assert doc[key] == want.counts[key], key
+        assert isinstance(doc[key], int)
+    assert doc["trim_ns"] == 1_000_000_000
+    assert isinstance(doc["warnings"], list)
+    lat = doc["latency_ns"]
+    assert set(lat) >= {"min", "mean", "max"} | {k for k, _ in PERCENTILES}
+    for key in ("min", "max", *(k for k, _ in PERCENTILES)):
+        assert lat[key] == want.latency[key] and isinstance(lat[key], int), key
+    assert isinstance(lat["mean"], float) and lat["mean"] == pytest.approx(want.latency["mean"])
+    assert isinstance(doc["analysis_id"], int)
+
+
+def test_one_json_document_on_stdout(stored):
+    """--json prints exactly one JSON document and nothing else on stdout."""
+    pair, db, _, _, d = stored
+    p = run_cli("analyze", pair.pre, pair.post, "--json", "--no-store", cwd=d, process=True)
+    assert p.returncode == 0
+    json.loads(p.stdout)
+    assert p.stdout.strip().count("\n") == 0
+
+
+def test_table_output_has_units(stored):
+    pair, _, _, doc, d = stored
+    p = run_cli("analyze", pair.pre, pair.post, "--no-store", cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert "µs" in p.stdout and "99.9999 %" in p.stdout
+    assert f"{doc['sent']:,}" in p.stdout
+    assert "trim 1.000 s" in p.stderr
+
+
+def test_export_and_hgrm_files(stored):
+    pair, _, series, doc, d = stored
+    want = expected_from_truth(pair)
+    t = pq.read_table(series)
+    assert t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
+    for col in t.column_names:
+        np.testing.assert_array_equal(t.column(col).to_numpy(), want.series[col])
+    hgrm = (d / "dist.hgrm").read_text()
+    assert hgrm == doc["hgrm"]
+    assert "#[Max" in hgrm and f"Total count    = {doc['latency_ns']['samples']:>12}" in hgrm
+
+
+def test_stored_rows(stored):
+    pair, db, series, doc, _ = stored
+    want = expected_from_truth(pair)
+    con = duckdb.connect(str(db), read_only=True)
+    row = con.execute("""SELECT label, sent, received, lost, duplicates, reordered, foreign_frames, negative, trim_ns,
+                                lat_min_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns,
+                                lat_p99_999_ns, lat_p99_9999_ns, lat_max_ns, lat_mean_ns, partial, series_path,
+                                options, inputs
+                         FROM analyses WHERE analysis_id = ?""", [doc["analysis_id"]]).fetchone()
+    c, lat = want.counts, want.latency
+    assert row[:9] == ("first", c["sent"], c["received"], c["lost"], c["duplicates"], c["reordered"], c["foreign"],
+                       c["negative"], 1_000_000_000)
+    assert row[9:18] == (lat["min"], *(lat[k] for k, _ in PERCENTILES), lat["max"])
+    assert row[18] == pytest.approx(lat["mean"])
+    assert row[19] is False
+    assert row[20] == str(series)
+    assert json.loads(row[21])["trim_ns"] == 1_000_000_000
+    inputs = json.loads(row[22])
+    assert inputs["pre"]["format"] == "pcap-ns" and inputs["pre"]["compression"] == "zstd"
+    aid = doc["analysis_id"]
+    n_worst = con.execute("SELECT count(*), max(latency_ns) FROM analysis_worst WHERE analysis_id = ?", [aid]).fetchone()
+    assert n_worst == (min(5000, c["received"] - c["negative"]), lat["max"])
+    pct = con.execute("SELECT max(total_count) FROM analysis_percentiles WHERE analysis_id = ?", [aid]).fetchone()[0]
+    assert pct == len(want.series["id"])
+    hist = con.execute("SELECT sum(count) FROM analysis_histograms WHERE analysis_id = ? AND kind = 'latency'",
+                       [aid]).fetchone()[0]
+    assert hist == len(want.series["id"])
+    rates = con.execute("SELECT sum(packets) FROM analysis_rates WHERE analysis_id = ? AND side = 'pre'",
+                        [aid]).fetchone()[0]
+    assert rates == SPEC["packets"]
+    con.close()
+
+
+def test_list_and_show_read_it_back(stored):
+    pair, db, _, doc, d = stored
+    p = run_cli("list", "--db", db, "--json", cwd=d)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)
+    mine = [r for r in rows if r["analysis_id"] == doc["analysis_id"]]
+    assert len(mine) == 1 and mine[0]["sent"] == doc["sent"] and mine[0]["lat_p99_999_ns"] == doc["latency_ns"]["p99_999"]
+    p = run_cli("list", "--db", db, cwd=d)
+    assert p.returncode == 0 and "first" in p.stdout and "µs" in p.stdout
+
+    p = run_cli("show", str(doc["analysis_id"]), "--db", db, "--json", cwd=d)
+    assert p.returncode == 0, p.stderr
+    shown = json.loads(p.stdout)
+    for key in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative", "trim_ns"):
+        assert shown[key] == doc[key], key
+    assert shown["latency_ns"] == doc["latency_ns"]
+    p = run_cli("show", "latest", "--db", db, cwd=d)
+    assert p.returncode == 0 and "µs" in p.stdout
+    assert_missing = run_cli("show", "999999", "--db", db, cwd=d)
+    assert assert_missing.returncode == 2 and "Traceback" not in assert_missing.stderr
+
+
+def test_report(stored):
+    pair, db, _, doc, d = stored
+    out = d / "report.html"
+    p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", out, "--json", cwd=d)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["report"] == str(out)
+    html = out.read_text()
+    assert html.count("<img") >= 5
+    assert f"{doc['sent']:,}" in html
+    assert f"{doc['latency_ns']['p99_999'] / 1e3:.3f} µs" in html
+
+
+def test_analyses_accumulate(tmp_path):
+    """A second analysis adds rows; the first stays as it was."""
+    pair = synth(tmp_path, packets=5_000, rate_pps=10_000)
+    db = tmp_path / "r.duckdb"
+    docs = []
+    for trim in ("0", "0.2"):
+        p = run_cli("analyze", pair.pre, pair.post, "--trim", trim, "--db", db, "--json")
+        assert p.returncode == 0, p.stderr
+        docs.append(json.loads(p.stdout))
+    assert docs[1]["analysis_id"] == docs[0]["analysis_id"] + 1
+    con = duckdb.connect(str(db), read_only=True)
+    got = con.execute("SELECT analysis_id, sent, trim_ns FROM analyses ORDER BY analysis_id").fetchall()
+    assert got == [(d["analysis_id"], d["sent"], d["trim_ns"]) for d in docs]
+    con.close()
