@@ -16,7 +16,7 @@ use lowtail_frame::FrameTemplate;
 
 use crate::error::Fatal;
 use crate::pacing::BurstSink;
-use crate::ring::FrameRing;
+use crate::ring::{FrameRing, TxSlot};
 use crate::socket::PacketSocket;
 
 /// Frame number `k` of the run: flow `k mod flows`, sequence id `first_id + k`.
@@ -167,10 +167,10 @@ impl BurstSink for SocketSink {
                     // The ring holds four bursts or more: a slot is normally long free
                     // when it comes round again; wait if the kernel still holds it.
                     loop {
-                        match ring.tx_free(*head) {
-                            Ok(true) => break,
-                            Ok(false) => std::hint::spin_loop(),
-                            Err(()) => {
+                        match ring.tx_slot(*head) {
+                            TxSlot::Free => break,
+                            TxSlot::Busy => std::hint::spin_loop(),
+                            TxSlot::Rejected => {
                                 self.errors.total += 1;
                                 break;
                             }

@@ -1,7 +1,7 @@
 //! lowtail-cap: the timestamper.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -77,8 +77,9 @@ struct Args {
     /// Write the statistics as JSON to this file.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
-    /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it; the kernel still lends them up to 50 ms per second of a shared core.
+    /// Run under SCHED_FIFO at this priority (1-99): it then drains its rings as soon as
+    /// the kernel hands a block over. Needed (above the other's) when a busy-polling
+    /// real-time program shares its core.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
 }
@@ -162,7 +163,7 @@ impl Tally {
 }
 
 impl Side {
-    fn open(iface: &IfaceRef, out: &PathBuf, args: &Args) -> Result<Side, Fatal> {
+    fn open(iface: &IfaceRef, out: &Path, args: &Args) -> Result<Side, Fatal> {
         let sock = PacketSocket::open(iface)?;
         let info = ts_info(&sock);
         let hardware_supported = info.is_some_and(|i| i.hardware_rx());
@@ -203,7 +204,7 @@ impl Side {
         let file = CaptureFile::create(out, args.snaplen, args.zstd)?;
         Ok(Side {
             iface: iface.clone(),
-            out: out.clone(),
+            out: out.to_path_buf(),
             sock,
             ring,
             file: Some(file),
@@ -251,9 +252,11 @@ impl Side {
     }
 }
 
+const PROGRAM: &str = "lowtail-cap";
+
 fn main() {
     let args = Args::parse();
-    exit_with("lowtail-cap", || run(args))
+    exit_with(PROGRAM, || run(args))
 }
 
 fn run(args: Args) -> Result<i32, Fatal> {
@@ -275,9 +278,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    if let Some(priority) = args.rt_priority {
-        cpu::run_realtime(priority)?;
-    }
+    let scheduling = cpu::apply_priority(PROGRAM, args.rt_priority, None)?;
     let softnet_before = softnet_dropped();
     for side in &mut sides {
         side.counters_before = dev_counters(&side.iface);
@@ -379,7 +380,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "snaplen": args.snaplen,
         "timestamps_requested": format!("{:?}", args.timestamps).to_lowercase(),
         "cpu": args.cpu,
-        "rt_priority": args.rt_priority,
+        "scheduling": scheduling,
         "duration_ns": elapsed,
         "stopped_by": stopped_by,
     });

@@ -63,14 +63,18 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
     /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it; the kernel still lends them up to 50 ms per second of a shared core.
+    /// preempt it. A busy-polling forwarder at real-time priority leaves everything else
+    /// on its core only what the kernel lends (50 ms per second): a timestamper sharing
+    /// the core then needs a higher priority.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
 }
 
+const PROGRAM: &str = "lowtail-fwd";
+
 fn main() {
     let args = Args::parse();
-    exit_with("lowtail-fwd", || run(args))
+    exit_with(PROGRAM, || run(args))
 }
 
 /// What the forwarder counted.
@@ -154,9 +158,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    if let Some(priority) = args.rt_priority {
-        cpu::run_realtime(priority)?;
-    }
+    let scheduling = cpu::apply_priority(PROGRAM, args.rt_priority, None)?;
     rx.bind_all()?;
     if let Some(path) = &args.ready_file {
         std::fs::write(path, b"ready\n").map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
@@ -255,7 +257,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "batch": args.batch,
         "rx_ring_frames": ring.len(),
         "cpu": args.cpu,
-        "rt_priority": args.rt_priority,
+        "scheduling": scheduling,
         "received": c.received,
         "forwarded": c.forwarded,
         "dropped": dropped,

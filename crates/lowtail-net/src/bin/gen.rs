@@ -84,8 +84,10 @@ struct Args {
     /// Write the statistics as JSON to this file.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
-    /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it; the kernel still lends them up to 50 ms per second of a shared core.
+    /// SCHED_FIFO priority (1-99), so that ordinary tasks do not preempt the pacing loop
+    /// (the kernel still lends them up to 50 ms per second of a core they share with
+    /// it). Default: 40 when pinned with --cpu on a host with more than one core (the
+    /// generator owns its core), ordinary scheduling otherwise; 0 turns it off.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
     /// How frames reach the kernel: copy (send/sendmmsg) or ring (TPACKET_V2 transmit ring).
@@ -99,6 +101,10 @@ struct Args {
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "SECS")]
     start_delay: Duration,
 }
+
+/// Below the kernel's own real-time threads (50 for threaded interrupts, 99 for
+/// migration), above anything ordinary.
+const DEFAULT_RT_PRIORITY: i32 = 40;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum TxArg {
@@ -168,9 +174,8 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    if let Some(priority) = args.rt_priority {
-        cpu::run_realtime(priority)?;
-    }
+    let owns_a_core = args.cpu.is_some() && cpu::allowed_cpus().len() > 1;
+    let scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, owns_a_core.then_some(DEFAULT_RT_PRIORITY))?;
     let counters_before = dev_counters(&args.iface);
     let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
     let clock_offset = realtime_ns() - monotonic_ns();
@@ -198,7 +203,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "tx_method": method.name(),
         "qdisc_bypass": args.qdisc_bypass,
         "cpu": args.cpu,
-        "rt_priority": args.rt_priority,
+        "scheduling": scheduling,
         "planned": plan.frames,
         "attempted": pacing.attempted,
         "sent": pacing.sent,
