@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -145,6 +146,19 @@ def test_hardware_timestamps_are_detected_and_refused_where_missing(wire, tmp_pa
     assert r.returncode == 2
     assert "cannot stamp received frames in hardware" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_a_pinned_generator_owns_its_core_at_real_time_priority(wire, tmp_path):
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("on a single core the generator keeps ordinary scheduling")
+    common = ("--rate", "10000", "--count", "200", "--cpu", str(cores[-1]))
+    _, gen = generate(wire.tx, tmp_path, *common)
+    assert gen["scheduling"] == "SCHED_FIFO 40"
+    _, gen = generate(wire.tx, tmp_path, *common, "--rt-priority", "0")
+    assert gen["scheduling"] == "SCHED_OTHER"
+    _, gen = generate(wire.tx, tmp_path, "--rate", "10000", "--count", "200")
+    assert gen["scheduling"] == "SCHED_OTHER", "not pinned: no real-time priority"
 
 
 def test_a_rate_out_of_reach_is_reported_not_hidden(wire, tmp_path):

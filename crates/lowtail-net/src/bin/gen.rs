@@ -171,10 +171,11 @@ fn run(args: Args) -> Result<i32, Fatal> {
         TxArg::Ring => TxMethod::Ring,
     };
     let mut sink = SocketSink::new(sock, Frames::new(flows, args.first_id), method, args.burst, args.qdisc_bypass)?;
+    // Judged before pinning, which leaves one allowed core.
+    let owns_a_core = args.cpu.is_some() && cpu::allowed_cpus().len() > 1;
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    let owns_a_core = args.cpu.is_some() && cpu::allowed_cpus().len() > 1;
     let scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, owns_a_core.then_some(DEFAULT_RT_PRIORITY))?;
     let counters_before = dev_counters(&args.iface);
     let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
