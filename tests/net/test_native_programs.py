@@ -25,7 +25,7 @@ def capture(background, tmp_path, *ifaces: str, extra: tuple[str, ...] = ()):
     argv = [native(CAP), "--stats-json", str(tmp_path / "cap.json"), *extra]
     outs = []
     for i, iface in enumerate(ifaces):
-        out = tmp_path / f"side{i}.pcap"
+        out = tmp_path / (f"side{i}.pcap.zst" if "--zstd" in extra else f"side{i}.pcap")
         argv += ["--iface", iface, "--out", str(out)]
         outs.append(out)
     return background(argv, tmp_path / "cap.json"), outs
@@ -45,7 +45,7 @@ def settle() -> None:
 
 
 def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, background, tmp_path):
-    cap, (pre, post) = capture(background, tmp_path, wire.tx, wire.rx)
+    cap, (pre, post) = capture(background, tmp_path, wire.tx, wire.rx, extra=("--zstd",))
     r, gen = generate(wire.tx, tmp_path, "--rate", "20000", "--count", "10000", "--burst", "2",
                       "--flows", "4", "--frame-size", "128", "--first-id", "1000")
     settle()
@@ -59,9 +59,21 @@ def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, back
         assert side["drops"] == 0
         assert side["timestamp_source"] == "software"
     assert stats["complete"] is True
+    assert pre.read_bytes()[:4] == b"\x28\xb5\x2f\xfd", "zstd-compressed"
     doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
     assert (doc["sent"], doc["received"], doc["lost"], doc["duplicates"]) == (10000, 10000, 0, 0)
     assert doc["latency_ns"]["min"] > 0
+
+
+def test_a_capture_with_a_duration_stops_by_itself(wire, tmp_path):
+    stats = tmp_path / "cap.json"
+    r = run_native([native(CAP), "--iface", wire.rx, "--out", str(tmp_path / "x.pcap"), "--duration", "300ms",
+                    "--stats-json", str(stats)], timeout=30)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(stats.read_text())
+    assert doc["stopped_by"] == "duration"
+    assert 300_000_000 <= doc["duration_ns"] < 5_000_000_000
+    assert doc["interfaces"][0]["frames"] == 0 and doc["complete"] is True
 
 
 def test_the_forwarder_forwards_everything_unchanged(looped, background, tmp_path):
