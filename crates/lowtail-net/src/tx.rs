@@ -137,6 +137,13 @@ impl SocketSink {
         Ok(SocketSink { sock, frames, kind, prepared: 0, errors: SendErrors::default() })
     }
 
+    pub fn method(&self) -> TxMethod {
+        match self.kind {
+            Kind::Copy { .. } => TxMethod::Copy,
+            Kind::Ring { .. } => TxMethod::Ring,
+        }
+    }
+
     /// Frames the kernel refused.
     pub fn send_errors(&self) -> u64 {
         self.errors.total
