@@ -7,11 +7,11 @@ use std::time::Instant;
 use lowtail_capture::{CaptureError, Progress};
 use lowtail_match::suggest::explain;
 use lowtail_match::{Counters, IdSpec, MatchSink, Matched, Matcher, Outcome, Unwrapper};
-use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, PerSecond, WorstN, HEADLINE_PERCENTILES};
+use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, WorstN, HEADLINE_PERCENTILES};
 
 use crate::export::SeriesWriter;
 use crate::figures::{Analysis, LatencySummary};
-use crate::reader::{Batch, SideReader, SideReport};
+use crate::reader::{Batch, ReaderConfig, Role, SideReader, SideReport, StartClock};
 
 #[derive(Debug, Clone)]
 pub struct AnalyzeOptions {
@@ -155,27 +155,6 @@ impl Cursor {
     }
 }
 
-/// Per-side traffic figures collected during the merge.
-#[derive(Default)]
-struct Traffic {
-    rate: PerSecond,
-    jitter: ExactHistogram,
-    prev: Option<i64>,
-}
-
-impl Traffic {
-    #[inline]
-    fn see(&mut self, ts: i64, steady_from: i64) {
-        self.rate.count(ts);
-        if ts >= steady_from {
-            if let Some(p) = self.prev {
-                self.jitter.record(ts - p);
-            }
-            self.prev = Some(ts);
-        }
-    }
-}
-
 /// Analyse a PRE/POST capture pair.
 pub fn analyze_pair(
     pre_path: &Path,
@@ -184,10 +163,19 @@ pub fn analyze_pair(
     control: &Control,
 ) -> Result<Analysis, AnalyzeError> {
     let started = Instant::now();
-    let (pre_reader, pre_rx) =
-        SideReader::start(pre_path, options.id, options.force_moonsniff, &control.pre_bytes, control.cancel.clone())?;
-    let (post_reader, post_rx) =
-        SideReader::start(post_path, options.id, options.force_moonsniff, &control.post_bytes, control.cancel.clone())?;
+    let clock = Arc::new(StartClock::default());
+    let side = |path, role, progress| ReaderConfig {
+        path,
+        spec: options.id,
+        force_moonsniff: options.force_moonsniff,
+        progress,
+        cancel: control.cancel.clone(),
+        clock: clock.clone(),
+        role,
+        trim_ns: options.trim_ns,
+    };
+    let (pre_reader, pre_rx) = SideReader::start(side(pre_path, Role::Pre, &control.pre_bytes))?;
+    let (post_reader, post_rx) = SideReader::start(side(post_path, Role::Post, &control.post_bytes))?;
     let export = match &options.export {
         Some(p) => Some(SeriesWriter::create(p).map_err(AnalyzeError::Export)?),
         None => None,
@@ -201,14 +189,11 @@ pub fn analyze_pair(
         export_error: None,
     };
     let mut matcher = Matcher::new(sink, options.trim_ns, options.horizon_ns);
-    let mut pre_traffic = Traffic::default();
-    let mut post_traffic = Traffic::default();
 
     let mut pre = Cursor::new(&pre_reader, pre_rx);
     let mut post = Cursor::new(&post_reader, post_rx);
     let mut cancelled = false;
     let mut steps = 0u64;
-    let mut steady_from = i64::MAX;
     // Stamps carry i64::MAX only as the end marker: a real one that large is corrupt.
     loop {
         steps += 1;
@@ -224,21 +209,13 @@ pub fn analyze_pair(
         while a <= b && a != i64::MAX {
             let near = post.last_id();
             let (ts, id) = pre.take(near);
-            if steady_from == i64::MAX {
-                steady_from = ts.saturating_add(options.trim_ns);
-                post_traffic.rate.set_start(ts);
-            }
             matcher.push_pre(ts, id);
-            pre_traffic.see(ts, steady_from);
             a = pre.head_ts();
         }
         while b < a {
             let near = pre.last_id();
             let (ts, id) = post.take(near);
             matcher.push_post(ts, id);
-            if steady_from != i64::MAX {
-                post_traffic.see(ts, steady_from);
-            }
             b = post.head_ts();
         }
     }
@@ -291,10 +268,8 @@ pub fn analyze_pair(
     };
     let hdr = HdrRecorder::from_exact(&mut sink.exact);
     let latency = summarize(&mut sink.exact);
-    let mut pre_summary = pre_report.summary;
-    let mut post_summary = post_report.summary;
-    pre_summary.per_second = pre_traffic.rate.counts().to_vec();
-    post_summary.per_second = post_traffic.rate.counts().to_vec();
+    let (pre_summary, mut pre_jitter) = (pre_report.summary, pre_report.jitter);
+    let (post_summary, mut post_jitter) = (post_report.summary, post_report.jitter);
     let duration_ns = match (start_ts, pre_summary.last_ts_ns) {
         (Some(s), Some(l)) => (l - s - options.trim_ns).max(0),
         _ => 0,
@@ -319,8 +294,8 @@ pub fn analyze_pair(
         percentiles: hdr.rows(5),
         hgrm: hdr.hgrm(5, 1000.0),
         latency_histogram: auto_bins(&mut sink.exact, options.histogram_bins),
-        jitter_pre_histogram: auto_bins(&mut pre_traffic.jitter, options.histogram_bins),
-        jitter_post_histogram: auto_bins(&mut post_traffic.jitter, options.histogram_bins),
+        jitter_pre_histogram: auto_bins(&mut pre_jitter, options.histogram_bins),
+        jitter_post_histogram: auto_bins(&mut post_jitter, options.histogram_bins),
         worst: sink.worst.into_time_order(),
         pre: pre_summary,
         post: post_summary,

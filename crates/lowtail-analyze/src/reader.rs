@@ -2,7 +2,7 @@
 //! the matcher. Decoding is half the work, so it runs beside the matching.
 
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -10,11 +10,12 @@ use std::thread::JoinHandle;
 use lowtail_capture::{open, CaptureError, CaptureReader, Item, OpenOptions, Progress};
 use lowtail_match::suggest::SampleFrame;
 use lowtail_match::{extract_id, Extracted, IdSpec};
+use lowtail_stats::{ExactHistogram, PerSecond};
 
 use crate::figures::SideSummary;
 use crate::pipeline::AnalyzeError;
 
-const BATCH: usize = 4096;
+const BATCH: usize = 16384;
 const SAMPLE_FRAMES: usize = 2000;
 
 /// Timestamp and raw id of an id-carrying frame.
@@ -26,9 +27,96 @@ pub(crate) struct Stamp {
 
 pub(crate) type Batch = Vec<Stamp>;
 
+/// Time zero of the analysis: the first PRE packet with an id. The PRE reader
+/// publishes it; the POST reader waits for it to place its packets in the same
+/// seconds and the same warm-up trim.
+pub(crate) struct StartClock(AtomicI64);
+
+const UNKNOWN: i64 = i64::MIN;
+const NONE: i64 = i64::MAX;
+
+impl Default for StartClock {
+    fn default() -> Self {
+        StartClock(AtomicI64::new(UNKNOWN))
+    }
+}
+
+impl StartClock {
+    fn publish(&self, t0: i64) {
+        self.0.store(t0, Ordering::Release);
+    }
+
+    /// The start time, `None` when PRE has no packet at all (or the run is cancelled).
+    fn wait(&self, cancel: &AtomicBool) -> Option<i64> {
+        loop {
+            match self.0.load(Ordering::Acquire) {
+                UNKNOWN if !cancel.load(Ordering::Relaxed) => std::thread::sleep(std::time::Duration::from_micros(50)),
+                UNKNOWN | NONE => return None,
+                t0 => return Some(t0),
+            }
+        }
+    }
+}
+
+/// Publishes "no start" if the PRE reader ends (or fails) before seeing a packet, so
+/// the POST reader never waits forever.
+struct PublishOnDrop(Arc<StartClock>);
+
+impl Drop for PublishOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0 .0.compare_exchange(UNKNOWN, NONE, Ordering::AcqRel, Ordering::Acquire);
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    Pre,
+    Post,
+}
+
+pub(crate) struct ReaderConfig<'a> {
+    pub path: &'a Path,
+    pub spec: IdSpec,
+    pub force_moonsniff: bool,
+    pub progress: &'a Progress,
+    pub cancel: Arc<AtomicBool>,
+    pub clock: Arc<StartClock>,
+    pub role: Role,
+    pub trim_ns: i64,
+}
+
+/// Packets per second since time zero and inter-arrival times after the warm-up.
+#[derive(Default)]
+struct Traffic {
+    rate: PerSecond,
+    jitter: ExactHistogram,
+    steady_from: i64,
+    prev: Option<i64>,
+}
+
+impl Traffic {
+    fn start(&mut self, t0: i64, trim_ns: i64) {
+        self.rate.set_start(t0);
+        self.steady_from = t0.saturating_add(trim_ns);
+    }
+
+    #[inline]
+    fn see(&mut self, ts: i64) {
+        self.rate.count(ts);
+        if ts >= self.steady_from {
+            if let Some(p) = self.prev {
+                self.jitter.record(ts - p);
+            }
+            self.prev = Some(ts);
+        }
+    }
+}
+
 /// What a reader thread knows once its file is done.
 pub(crate) struct SideReport {
     pub summary: SideSummary,
+    /// Inter-arrival times of id-carrying frames after the warm-up.
+    pub jitter: ExactHistogram,
     pub warnings: Vec<String>,
     pub sample: Vec<SampleFrame>,
     /// The file turned out corrupt part-way; reading stopped there.
@@ -45,13 +133,9 @@ pub(crate) struct SideReader {
 impl SideReader {
     /// Open the file here (so errors surface before any thread starts), then read it
     /// on a thread of its own; batches arrive on the returned receiver.
-    pub(crate) fn start(
-        path: &Path,
-        spec: IdSpec,
-        force_moonsniff: bool,
-        progress: &Progress,
-        cancel: Arc<std::sync::atomic::AtomicBool>,
-    ) -> Result<(SideReader, Receiver<Batch>), AnalyzeError> {
+    pub(crate) fn start(config: ReaderConfig<'_>) -> Result<(SideReader, Receiver<Batch>), AnalyzeError> {
+        let ReaderConfig { path, spec, force_moonsniff, progress, cancel, clock, role, trim_ns } = config;
+        let publish_guard = (role == Role::Pre).then(|| PublishOnDrop(clock.clone()));
         let options = OpenOptions { force_moonsniff, progress: Some(progress.clone()) };
         let reader = open(path, &options)?;
         let wraps = spec.width == 4 || reader.format() == lowtail_capture::Format::MoonSniff;
@@ -67,7 +151,11 @@ impl SideReader {
         let (recycle_tx, recycle_rx) = sync_channel::<Batch>(32);
         let handle = std::thread::Builder::new()
             .name("lowtail-read".into())
-            .spawn(move || read_side(reader, spec, summary, tx, recycle_rx, cancel))
+            .spawn(move || {
+                let _publish_guard = publish_guard;
+                let side = SideContext { spec, cancel, clock, role, trim_ns };
+                read_side(reader, side, summary, tx, recycle_rx)
+            })
             .expect("spawn reader thread");
         Ok((SideReader { recycle: recycle_tx, wraps, handle }, rx))
     }
@@ -78,14 +166,25 @@ impl SideReader {
     }
 }
 
+/// What the reader thread needs besides the capture and its channels.
+struct SideContext {
+    spec: IdSpec,
+    cancel: Arc<AtomicBool>,
+    clock: Arc<StartClock>,
+    role: Role,
+    trim_ns: i64,
+}
+
 fn read_side(
     mut reader: CaptureReader,
-    spec: IdSpec,
+    side: SideContext,
     mut summary: SideSummary,
     tx: SyncSender<Batch>,
     recycle: Receiver<Batch>,
-    cancel: Arc<std::sync::atomic::AtomicBool>,
 ) -> Result<SideReport, AnalyzeError> {
+    let SideContext { spec, cancel, clock, role, trim_ns } = side;
+    let mut traffic = Traffic::default();
+    let mut timed = false;
     let mut sample = Vec::new();
     let mut broken = None;
     let mut last_ts: Option<i64> = None;
@@ -106,6 +205,22 @@ fn read_side(
             };
             match extracted {
                 Extracted::Id(id) => {
+                    if last_ts.is_none() {
+                        let t0 = match role {
+                            Role::Pre => {
+                                clock.publish(ts);
+                                Some(ts)
+                            }
+                            Role::Post => clock.wait(&cancel),
+                        };
+                        if let Some(t0) = t0 {
+                            traffic.start(t0, trim_ns);
+                            timed = true;
+                        }
+                    }
+                    if timed {
+                        traffic.see(ts);
+                    }
                     backwards += (ts < last_ts.unwrap_or(i64::MIN)) as u64;
                     last_ts = Some(ts);
                     batch.push(Stamp { ts, id });
@@ -146,5 +261,6 @@ fn read_side(
     summary.snapped = snapped;
     summary.backwards = backwards;
     summary.last_ts_ns = last_ts;
-    Ok(SideReport { summary, warnings: reader.take_warnings(), sample, broken })
+    summary.per_second = traffic.rate.counts().to_vec();
+    Ok(SideReport { summary, jitter: traffic.jitter, warnings: reader.take_warnings(), sample, broken })
 }

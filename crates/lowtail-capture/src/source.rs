@@ -149,26 +149,15 @@ fn reader_for(kind: Kind, window: Window, path: PathBuf, compression: Compressio
 }
 
 /// Open a capture file: detect compression and format from the bytes themselves.
-/// Uncompressed files are memory-mapped; compressed ones are decoded as a stream.
 pub fn open(path: &Path, options: &OpenOptions) -> Result<CaptureReader, CaptureError> {
     let io_err = |source| CaptureError::Io { path: path.to_path_buf(), source };
-    let mut file = File::open(path).map_err(io_err)?;
+    let file = File::open(path).map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
     if meta.is_dir() {
         return Err(io_err(io::Error::new(io::ErrorKind::Other, "is a directory, not a capture file")));
     }
     if meta.len() == 0 {
         return Err(CaptureError::Empty { path: path.to_path_buf() });
-    }
-    if meta.is_file() {
-        let mut head = Vec::with_capacity(32);
-        (&mut file).take(32).read_to_end(&mut head).map_err(io_err)?;
-        if Compression::sniff(&head) == Compression::None {
-            let kind = kind_of(&head, path, options)?;
-            let window = Window::mapped(file, meta.len(), options.progress.clone());
-            return reader_for(kind, window, path.to_path_buf(), Compression::None);
-        }
-        file = File::open(path).map_err(io_err)?;
     }
     let counted = CountingRead { inner: file, counter: options.progress.clone() };
     open_reader(Box::new(counted), path, options)
@@ -189,8 +178,13 @@ pub fn open_reader(
     }
     let compression = Compression::sniff(&head);
     raw.prefix = head;
+    if compression == Compression::None {
+        // No decoder in between: the window reads the file directly.
+        let kind = kind_of(&raw.prefix, path, options)?;
+        return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression);
+    }
     let decoded: Box<dyn Read + Send> = match compression {
-        Compression::None => Box::new(raw),
+        Compression::None => unreachable!("handled above"),
         Compression::Zstd => Box::new(
             zstd::stream::read::Decoder::new(raw).map_err(|e| CaptureError::Decompress {
                 path: path_buf.clone(),
@@ -215,7 +209,7 @@ pub fn open_reader(
     }
     let kind = kind_of(&head, path, options)?;
     stream.prefix = head;
-    let window = Window::buffered(Box::new(DecodeErrors { inner: stream, codec: compression }));
+    let window = Window::new(Box::new(DecodeErrors { inner: stream, codec: compression }));
     reader_for(kind, window, path_buf, compression)
 }
 
@@ -228,10 +222,8 @@ struct DecodeErrors<R> {
 
 impl<R: Read> Read for DecodeErrors<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.inner.read(buf).map_err(|e| match self.codec {
-            Compression::None => e,
-            c => io::Error::new(e.kind(), format!("{} stream is damaged: {e}", c.name())),
-        })
+        let codec = self.codec.name();
+        self.inner.read(buf).map_err(|e| io::Error::new(e.kind(), format!("{codec} stream is damaged: {e}")))
     }
 }
 

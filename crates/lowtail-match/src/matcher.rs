@@ -57,7 +57,7 @@ pub struct Counters {
 const PENDING: i64 = i64::MIN;
 const TRIMMED: i64 = i64::MIN + 1;
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 struct Entry {
     id: u64,
     pre_ts: i64,
@@ -65,15 +65,83 @@ struct Entry {
     post_ts: i64,
 }
 
+/// PRE entries by absolute PRE index, in a power-of-two ring: `index & mask` finds a
+/// slot with no division and no wrap-around branch.
+#[derive(Debug)]
+struct Ring {
+    slots: Vec<Entry>,
+    mask: u64,
+    /// Index of the oldest entry held.
+    base: u64,
+    /// Index the next entry gets.
+    next: u64,
+}
+
+impl Ring {
+    fn new() -> Ring {
+        Ring { slots: vec![Entry::default(); 1024], mask: 1023, base: 0, next: 0 }
+    }
+
+    #[inline]
+    fn len(&self) -> u64 {
+        self.next - self.base
+    }
+
+    #[inline]
+    fn contains(&self, index: u64) -> bool {
+        index.wrapping_sub(self.base) < self.len()
+    }
+
+    #[inline]
+    fn get(&self, index: u64) -> &Entry {
+        &self.slots[(index & self.mask) as usize]
+    }
+
+    #[inline]
+    fn get_mut(&mut self, index: u64) -> &mut Entry {
+        &mut self.slots[(index & self.mask) as usize]
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&Entry> {
+        (self.next > self.base).then(|| self.get(self.base))
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry) {
+        if self.len() == self.slots.len() as u64 {
+            self.grow();
+        }
+        let next = self.next;
+        *self.get_mut(next) = e;
+        self.next += 1;
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let mut slots = vec![Entry::default(); self.slots.len() * 2];
+        let mask = slots.len() as u64 - 1;
+        for i in self.base..self.next {
+            slots[(i & mask) as usize] = *self.get(i);
+        }
+        self.slots = slots;
+        self.mask = mask;
+    }
+
+    #[inline]
+    fn pop(&mut self) -> (u64, Entry) {
+        let index = self.base;
+        self.base += 1;
+        (index, *self.get(index))
+    }
+}
+
 pub struct Matcher<S: MatchSink> {
     sink: S,
     horizon_ns: i64,
     trim_ns: i64,
     trim_until: Option<i64>,
-    ring: VecDeque<Entry>,
-    /// PRE index of `ring[0]`.
-    base: u64,
-    next_index: u64,
+    ring: Ring,
     /// (id, index) of the start of the current run of consecutive ids.
     anchor: Option<(u64, u64)>,
     /// Entries before this index were hashed when their run ended.
@@ -97,9 +165,7 @@ impl<S: MatchSink> Matcher<S> {
             horizon_ns: horizon_ns.max(1),
             trim_ns: trim_ns.max(0),
             trim_until: None,
-            ring: VecDeque::new(),
-            base: 0,
-            next_index: 0,
+            ring: Ring::new(),
             anchor: None,
             segment_start: 0,
             by_id: FxHashMap::default(),
@@ -128,7 +194,7 @@ impl<S: MatchSink> Matcher<S> {
     fn lookup(&self, id: u64) -> Option<u64> {
         if let Some((aid, aidx)) = self.anchor {
             let cand = aidx.wrapping_add(id.wrapping_sub(aid));
-            if cand >= self.base && cand < self.next_index && self.ring[(cand - self.base) as usize].id == id {
+            if self.ring.contains(cand) && self.ring.get(cand).id == id {
                 return Some(cand);
             }
         }
@@ -157,7 +223,7 @@ impl<S: MatchSink> Matcher<S> {
             self.counters.pre_duplicates += 1;
             return;
         }
-        let index = self.next_index;
+        let index = self.ring.next;
         let trimmed = ts < trim_until;
         let mut post_ts = if trimmed { TRIMMED } else { PENDING };
         if trimmed {
@@ -178,11 +244,10 @@ impl<S: MatchSink> Matcher<S> {
             }
         }
         self.extend_run(id, index);
-        if self.ring.is_empty() {
+        if self.ring.len() == 0 {
             self.expire_after = self.expire_after.min(ts.saturating_add(self.horizon_ns));
         }
-        self.ring.push_back(Entry { id, pre_ts: ts, post_ts });
-        self.next_index += 1;
+        self.ring.push(Entry { id, pre_ts: ts, post_ts });
     }
 
     /// Keep the anchor on runs of consecutive ids; when a run breaks, hash its entries.
@@ -193,9 +258,8 @@ impl<S: MatchSink> Matcher<S> {
                 return;
             }
         }
-        for i in self.segment_start.max(self.base)..index {
-            let e = &self.ring[(i - self.base) as usize];
-            self.by_id.insert(e.id, i);
+        for i in self.segment_start.max(self.ring.base)..index {
+            self.by_id.insert(self.ring.get(i).id, i);
         }
         self.anchor = Some((id, index));
         self.segment_start = index;
@@ -207,7 +271,7 @@ impl<S: MatchSink> Matcher<S> {
         self.expire(ts);
         match self.lookup(id) {
             Some(index) => {
-                let e = &mut self.ring[(index - self.base) as usize];
+                let e = self.ring.get_mut(index);
                 match e.post_ts {
                     TRIMMED => self.counters.trimmed_post += 1,
                     PENDING => {
@@ -255,8 +319,9 @@ impl<S: MatchSink> Matcher<S> {
             self.early_posts.pop_front();
             self.retire_early(ts, id);
         }
-        let oldest = [self.ring.front().map(|e| e.pre_ts), self.early_posts.front().map(|e| e.0)];
-        self.expire_after = oldest.iter().flatten().min().map_or(i64::MAX, |t| t.saturating_add(self.horizon_ns));
+        let ring_oldest = self.ring.front().map_or(i64::MAX, |e| e.pre_ts);
+        let early_oldest = self.early_posts.front().map_or(i64::MAX, |e| e.0);
+        self.expire_after = ring_oldest.min(early_oldest).saturating_add(self.horizon_ns);
     }
 
     fn retire_early(&mut self, ts: i64, id: u64) {
@@ -270,9 +335,7 @@ impl<S: MatchSink> Matcher<S> {
 
     #[inline]
     fn pop_front(&mut self) {
-        let e = self.ring.pop_front().expect("pop_front on empty ring");
-        let index = self.base;
-        self.base += 1;
+        let (index, e) = self.ring.pop();
         if index < self.segment_start {
             self.by_id.remove(&e.id);
         }
@@ -293,7 +356,7 @@ impl<S: MatchSink> Matcher<S> {
 
     /// Both captures are exhausted: everything still open is final now.
     pub fn finish(mut self) -> (Counters, S) {
-        while !self.ring.is_empty() {
+        while self.ring.len() > 0 {
             self.pop_front();
         }
         while let Some((ts, id)) = self.early_posts.pop_front() {
@@ -304,6 +367,6 @@ impl<S: MatchSink> Matcher<S> {
 
     /// Entries currently held (for memory accounting and tests).
     pub fn in_flight(&self) -> usize {
-        self.ring.len() + self.early_posts.len()
+        self.ring.len() as usize + self.early_posts.len()
     }
 }

@@ -5,6 +5,7 @@
 use pyo3::prelude::*;
 
 mod analysis;
+mod sim;
 mod synth;
 
 pyo3::create_exception!(_native, LowtailError, pyo3::exceptions::PyException);
@@ -15,5 +16,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     analysis::register(m)?;
     synth::register(m)?;
+    sim::register(m)?;
     Ok(())
 }

@@ -55,6 +55,9 @@ pub struct SynthSpec {
     /// Each loss event drops this many consecutive packets.
     pub loss_burst: u32,
     pub duplicate: f64,
+    /// Departures keep arrival order (a queue): a delayed packet delays those behind it.
+    /// Packets picked by `reorder` are exempt, so they can be overtaken.
+    pub fifo: bool,
     /// Probability that a packet is held back long enough to be overtaken.
     pub reorder: f64,
     pub reorder_delay_ns: i64,
@@ -97,6 +100,7 @@ impl Default for SynthSpec {
             loss: 0.0,
             loss_burst: 1,
             duplicate: 0.0,
+            fifo: true,
             reorder: 0.0,
             reorder_delay_ns: 50_000,
             foreign: 0.0,
@@ -211,6 +215,7 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
     let mut heap: BinaryHeap<Reverse<Departure>> = BinaryHeap::new();
     let mut loss_left = 0u32;
     let mut last_post_seq = None;
+    let mut last_fifo_departure = i64::MIN;
     let ifaces = pre_out.interfaces();
 
     let mut write_post = |d: Departure, out: &mut CaptureOut, rng: &mut Xoshiro256PlusPlus, summary: &mut SynthSummary,
@@ -268,8 +273,12 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
         let mut copies = 0u8;
         let mut post_ts = None;
         if !lost {
-            let latency = latency_of(spec, &mut rng, pre_ts);
-            let ts = pre_out.resolution(iface).as_read(pre_ts + latency + spec.post_clock_offset_ns);
+            let (latency, overtakable) = latency_of(spec, &mut rng, pre_ts);
+            let mut ts = pre_out.resolution(iface).as_read(pre_ts + latency + spec.post_clock_offset_ns);
+            if spec.fifo && !overtakable {
+                ts = ts.max(last_fifo_departure);
+                last_fifo_departure = ts;
+            }
             heap.push(Reverse(Departure { ts, seq, copy: 0 }));
             copies = 1;
             post_ts = Some(ts);
@@ -314,7 +323,8 @@ fn id_for_truth(spec: &SynthSpec, seq: u64) -> u64 {
     }
 }
 
-fn latency_of(spec: &SynthSpec, rng: &mut Xoshiro256PlusPlus, pre_ts: i64) -> i64 {
+/// Latency of one packet, and whether it was picked to be overtaken.
+fn latency_of(spec: &SynthSpec, rng: &mut Xoshiro256PlusPlus, pre_ts: i64) -> (i64, bool) {
     let mut lat = spec.base_latency_ns;
     if spec.jitter_ns > 0.0 {
         let u: f64 = rng.random::<f64>();
@@ -331,10 +341,11 @@ fn latency_of(spec: &SynthSpec, rng: &mut Xoshiro256PlusPlus, pre_ts: i64) -> i6
     if spec.spike_probability > 0.0 && rng.random_bool(spec.spike_probability) {
         lat += spec.spike_ns;
     }
-    if spec.reorder > 0.0 && rng.random_bool(spec.reorder) {
+    let overtakable = spec.reorder > 0.0 && rng.random_bool(spec.reorder);
+    if overtakable {
         lat += spec.reorder_delay_ns;
     }
-    lat
+    (lat, overtakable)
 }
 
 fn foreign_arp() -> Vec<u8> {

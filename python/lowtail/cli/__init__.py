@@ -13,6 +13,9 @@ from lowtail.cli import synth as _synth  # noqa: F401
 from lowtail.cli import report as _report  # noqa: F401
 from lowtail.cli import db as _db  # noqa: F401
 from lowtail.cli import run as _run, testbed as _testbed  # noqa: F401
+from lowtail.cli import host as _host  # noqa: F401
+from lowtail.cli import noise as _noise  # noqa: F401
+from lowtail.cli import model as _model  # noqa: F401
 from lowtail.errors import Failure, Interrupted, UserError
 
 __all__ = ["app", "main"]

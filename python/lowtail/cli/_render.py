@@ -27,11 +27,13 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
     lat = a.get("latency_ns")
     if lat:
         t = Table(title=f"latency ({lat['samples']:,} samples, exact nearest rank)", title_justify="left",
-                  box=None, pad_edge=False)
-        for _, label in PERCENTILE_KEYS:
-            t.add_column(label, justify="right")
-        t.add_column("mean", justify="right")
-        t.add_row(*(format_us(lat[k]) for k, _ in PERCENTILE_KEYS), format_us(lat["mean"]))
+                  box=None, pad_edge=False, show_header=False)
+        t.add_column("percentile", justify="left")
+        t.add_column("latency", justify="right")
+        for key, label in PERCENTILE_KEYS:
+            t.add_row(label, format_us(lat[key]))
+        t.add_row("mean", format_us(lat["mean"]))
+        t.add_row("stddev", format_us(lat["stddev"]))
         tables.append(t)
     return tables
 

@@ -8,7 +8,6 @@ flows, so a crash is reported as a crash, not as mysterious loss.
 
 from __future__ import annotations
 
-import importlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -19,6 +18,8 @@ from typing import Any
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.host.energy import EnergyMeter
+from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CorePlan
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.probe import wait_forwarding
@@ -51,14 +52,6 @@ class Outcome:
     pre: Path | None = None
     post: Path | None = None
     frames_planned: int = 0
-
-
-def _optional(module: str, name: str) -> Any:
-    """A piece of another part of lowtail that may not be installed in this build."""
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
-        return None
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -121,14 +114,10 @@ def _send(exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_
             "--udp-dst-port", str(t.udp_dst_port), "--flows", str(t.flows),
             "--src-mac", tb.macs[tb.tx], "--dst-mac", tb.macs[tb.rx], "--src-ip", SRC_IP, "--dst-ip", DST_IP,
             "--cpu", str(plan.generator), "--stats-json", str(stats)]
-    sampler_cls = _optional("lowtail.host.interrupts", "InterruptSampler")
-    meter_cls = _optional("lowtail.host.energy", "EnergyMeter")
-    sampler = sampler_cls(interval_s=0.1, housekeeping_cpu=plan.housekeeping) if sampler_cls else None
-    meter = meter_cls() if meter_cls else None
-    if sampler:
-        sampler.start()
-    if meter:
-        meter.start()
+    sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping)
+    meter = EnergyMeter()
+    sampler.start()
+    meter.start()
     generator = tb.spawn("generator", tb.lg_ns, argv, stats=stats)
     # A generator that cannot keep up would take forever at an unreachable rate: the run
     # is invalid anyway once it takes twice as long as planned.
@@ -143,10 +132,8 @@ def _send(exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_
                 generator.stop()
                 break
     finally:
-        if meter:
-            outcome.energy = meter.stop()
-        if sampler:
-            outcome.interrupts = sampler.stop()
+        outcome.energy = meter.stop()
+        outcome.interrupts = sampler.stop()
     outcome.generator = generator.statistics() or {}
     if crash:
         outcome.invalid_reasons.append(f"{crash} while traffic was flowing")

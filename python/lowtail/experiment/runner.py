@@ -17,10 +17,11 @@ from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
-from lowtail.experiment.measure import SNAPLEN, Outcome, _optional, frames_for, measure
+from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
+from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CorePlan
 from lowtail.testbed.duts import KINDS
 from lowtail.testbed.system import require_privileges
@@ -167,6 +168,5 @@ def _analyze(exp: Experiment, combo: Combination, outcome: Outcome,
 
 
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:
-    save = _optional("lowtail.store.host", "save_run_interrupts")
-    if save and outcome.interrupts is not None:
-        save(store, run_id, outcome.interrupts)
+    if outcome.interrupts:
+        save_run_interrupts(store, run_id, outcome.interrupts)

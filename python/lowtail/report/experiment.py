@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.report import plots
+from lowtail.report.interrupts import interrupt_timeline_section
+from lowtail.report.models import knee_section
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
+from lowtail.store.host import run_interrupts
 from lowtail.units import format_ns, format_rate, parse_duration_ns
 
 _PCTS = [("p50", "50 %"), ("p99", "99 %"), ("p99_9", "99.9 %"), ("p99_99", "99.99 %"), ("p99_999", "99.999 %"),
@@ -53,14 +56,16 @@ def _curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
 
 def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict,
                     verdict: Any) -> None:
-    header = ["DuT", "options", "rate", "sent", "lost"] + [label for _, label in _PCTS] + ["floor 99.999 %", "verdict"]
+    summary_pcts = [(k, label) for k, label in _PCTS if k in ("p50", "p99", "p99_999", "max")]
+    header = ["DuT", "options", "rate", "sent", "lost"] + [label for _, label in summary_pcts] + \
+        ["floor 99.999 %", "verdict"]
     body, classes = [], []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         label, css = verdict_of(r, verdict)
         body.append([_dut_label(r), _options_text(r["dut_config"]), format_rate(r["rate_pps"]),
-                     _count(r["sent"]), _count(r["lost"])] + [format_ns(lat.get(k)) for k, _ in _PCTS] +
+                     _count(r["sent"]), _count(r["lost"])] + [format_ns(lat.get(k)) for k, _ in summary_pcts] +
                     ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
                      label])
         classes.append(css)
@@ -104,7 +109,8 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
             ["kernel command line", host.get("kernel_cmdline")],
             ["CPU", f"{host.get('cpu_model')} · {host.get('cpus_online')} online"],
             ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
-            ["cpuset cgroups", host.get("cgroup_cpuset")],
+            ["cpuset cgroups", "none" if not host.get("cgroup_cpuset") else
+             f"cgroup v{host['cgroup_cpuset']['version']} at {host['cgroup_cpuset']['root']}"],
             ["lowtail", host.get("lowtail_version")],
             ["command", " ".join(host.get("command", []))],
             ["status", experiment["status"]]]
@@ -124,9 +130,11 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
              ["generator", esc(generator_summary(gen))], ["timestamper", esc(capture_summary(cap))],
              ["DuT options", esc(_options_text(r["dut_config"]))], ["containment", esc(_flat(r["containment"]))]]
     if r["dut_stats"]:
-        facts.append(["DuT counters", esc(_flat(r["dut_stats"]))])
+        facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
-        facts.append(["energy", esc(_flat(r["energy"]))])
+        e = r["energy"]
+        facts.append(["energy", esc(f"{e['joules']:.3g} J, mean {e['mean_w']:.3g} W" if e.get("available")
+                                    else f"not measured: {e.get('reason') or 'no energy counters'}")])
     if r["invalid_reasons"]:
         facts.append(["<span class='fail'>invalid</span>", esc("; ".join(r["invalid_reasons"]))])
     body = "<table><tbody>" + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>"
@@ -166,6 +174,20 @@ def generator_summary(gen: dict[str, Any]) -> str:
     if "cpu" in gen:
         parts.append(f"core {gen['cpu']}")
     return ", ".join(parts)
+
+
+def dut_summary(stats: dict[str, Any]) -> str:
+    """The DuT's own counters: lowtail-fwd's and testpmd's headline ones, anything else as is."""
+    if "forwarded" in stats:  # lowtail-fwd
+        dropped = stats.get("dropped", 0)
+        parts = [f"received {stats.get('received', 0):,}", f"forwarded {stats['forwarded']:,}",
+                 f"dropped {dropped:,}" if not isinstance(dropped, dict) else f"dropped {sum(dropped.values()):,}"]
+        if isinstance(stats.get("busy_fraction"), (int, float)):
+            parts.append(f"busy {100 * stats['busy_fraction']:.1f} % of the time")
+        if "cpu" in stats:
+            parts.append(f"core {stats['cpu']}")
+        return ", ".join(parts)
+    return _flat(stats)
 
 
 def capture_summary(cap: dict[str, Any]) -> str:
@@ -213,7 +235,10 @@ def write_experiment_report(db: str | Path, experiment_id: int | str, output: st
                     subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · "
                              f"{experiment['status']}")
         summary_section(page, experiment, rows, floors, verdict)
+        knee_section(page, store, eid)
         host_section(page, experiment)
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
+            if run_interrupts(store, r["run_id"]):
+                interrupt_timeline_section(page, store, r["run_id"])
     return page.write(Path(output or f"lowtail-experiment-{eid}.html"))

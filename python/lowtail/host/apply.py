@@ -1,0 +1,367 @@
+"""`lowtail host apply` and `lowtail host undo`: the run-time part of a core plan.
+
+apply changes what needs no reboot — IRQ affinities, vm.stat_interval, transparent huge
+pages, KSM, the frequency governor and C-states of the DuT cores, timer migration, and a
+cpuset for the DuT — and nothing else. It is all or nothing: the undo file is written
+before the first change, and a change that fails rolls back those made before it. undo
+restores exactly what apply changed, after checking that nothing has changed them since.
+
+Values are compared the way the kernel reports them, not byte for byte: THP's file reads
+"always madvise [never]" after "never" was written, an affinity may read "0-1" for "0,1"."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import socket
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from lowtail.errors import Failure, UserError
+from lowtail.host.facts import Host
+from lowtail.host.plan import CorePlan
+from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, format_cpulist, parse_cpulist
+
+UNDO_FORMAT = "lowtail-host-undo/1"
+DEFAULT_CPUSET = "lowtail-dut"
+STAT_INTERVAL_S = 3600  # 002 §4.1
+
+
+@dataclass
+class Change:
+    setting: str            # what a person calls it: "IRQ 36 (virtio1-req.0) affinity"
+    path: str               # relative to the sysroot
+    written: str            # the value apply writes ("" for mkdir)
+    before: str | None      # the file's text before (None: created by apply)
+    restore: str | None     # what undo writes (None: removed with the directory apply made)
+    compare: str = "text"   # how values compare: text | cpulist | mask | selected | controllers
+    kind: str = "write"     # write | mkdir
+    optional: bool = False  # the kernel may refuse it (managed IRQs, partitions) without failing apply
+    status: str = "planned"  # planned | applied | refused
+    after: str | None = None  # the file's text after the write
+    note: str = ""
+
+
+def normalized(compare: str, text: str | None) -> Any:
+    if text is None:
+        return None
+    text = text.strip()
+    try:
+        if compare == "cpulist":
+            return tuple(parse_cpulist(text))
+        if compare == "mask":
+            return tuple(cpumask_to_cpus(text))
+    except (UserError, ValueError):
+        return text
+    if compare == "selected":
+        m = re.search(r"\[([^\]]+)\]", text)
+        return m.group(1) if m else text
+    if compare == "controllers":
+        return frozenset(w.lstrip("+") for w in text.split() if not w.startswith("-"))
+    return text
+
+
+def _takes_effect(ch: Change, current: str | None) -> bool:
+    """Does the file now hold what apply wrote?"""
+    if ch.compare == "controllers":
+        return normalized("controllers", ch.written) <= (normalized("controllers", current) or frozenset())
+    return normalized(ch.compare, current) == normalized(ch.compare, ch.written)
+
+
+# -- what to change ---------------------------------------------------------------------------
+
+def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPUSET) -> list[Change]:
+    root = host.root
+    hk, iso = format_cpulist(plan.housekeeping), plan.isolated
+    changes: list[Change] = []
+    if cpuset:
+        changes += _cpuset_changes(host, plan, cpuset)
+
+    def sysctl(name: str, value: str, keep=lambda v: False) -> None:
+        rel = "proc/sys/" + name.replace(".", "/")
+        cur = root.read(rel)
+        if cur is not None and cur != value and not keep(cur):
+            changes.append(Change(name, rel, value, cur, cur))
+
+    sysctl("vm.stat_interval", str(STAT_INTERVAL_S), keep=lambda v: v.isdigit() and int(v) >= STAT_INTERVAL_S)
+    sysctl("kernel.timer_migration", "0")
+    for name in ("enabled", "defrag"):
+        rel = f"sys/kernel/mm/transparent_hugepage/{name}"
+        cur = root.read(rel)
+        if cur is not None and normalized("selected", cur) != "never":
+            changes.append(Change(f"transparent huge pages {name}", rel, "never", cur,
+                                  normalized("selected", cur), compare="selected"))
+    ksm = root.read("sys/kernel/mm/ksm/run")
+    if ksm is not None and ksm != "0":
+        changes.append(Change("KSM", "sys/kernel/mm/ksm/run", "0", ksm, ksm))
+    for cpu in iso:
+        rel = f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
+        gov = root.read(rel)
+        available = (root.read(f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_available_governors") or "").split()
+        if gov is not None and gov != "performance" and (not available or "performance" in available):
+            changes.append(Change(f"CPU {cpu} frequency governor", rel, "performance", gov, gov))
+        for st in host.idle_states(cpu):
+            if st.latency_us > 0 and not st.disabled:
+                rel = f"sys/devices/system/cpu/cpu{cpu}/cpuidle/state{st.index}/disable"
+                changes.append(Change(f"CPU {cpu} idle state {st.name} ({st.latency_us} µs)", rel, "1",
+                                      root.read(rel) or "0", root.read(rel) or "0"))
+    default = root.read("proc/irq/default_smp_affinity")
+    if default is not None and set(cpumask_to_cpus(default)) - set(plan.housekeeping):
+        changes.append(Change("default IRQ affinity", "proc/irq/default_smp_affinity",
+                              cpus_to_cpumask(plan.housekeeping), default, default, compare="mask"))
+    for irq in host.irqs:
+        if set(irq.affinity) - set(plan.housekeeping):
+            rel = f"proc/irq/{irq.number}/smp_affinity_list"
+            cur = root.read(rel)
+            if cur is None:
+                continue
+            changes.append(Change(f"IRQ {irq.number} ({irq.name}) affinity", rel, hk, cur, cur,
+                                  compare="cpulist", optional=True))
+    return changes
+
+
+def _cpuset_changes(host: Host, plan: CorePlan, name: str) -> list[Change]:
+    """A cpuset holding the DuT cores (and their memory nodes): cgroup v2 as an isolated
+    partition (no load balancing, nothing else scheduled there), v1 as an exclusive set."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise UserError(f"--cpuset {name!r}: use letters, digits, '.', '_' and '-' only")
+    mount = host.cpuset_mount
+    if mount is None:
+        return []
+    version, base = mount
+    d = f"{base}/{name}"
+    if host.root.exists(d):
+        raise UserError(f"{host.root.path(d)} exists already (from an earlier apply?): run `lowtail host undo` "
+                        "with its undo file, or choose another --cpuset NAME")
+    nodes = sorted(n for n, cpus in host.numa_nodes.items() if set(cpus) & set(plan.isolated)) or [0]
+    changes = []
+    if version == "v2":
+        rel = f"{base}/cgroup.subtree_control"
+        cur = host.root.read(rel) or ""
+        if "cpuset" not in cur.split():
+            changes.append(Change("cpuset controller for child cgroups", rel, "+cpuset", cur, "-cpuset",
+                                  compare="controllers"))
+    cpus = format_cpulist(plan.isolated)
+    changes.append(Change(f"cpuset {name} for the DuT", d, "", None, None, kind="mkdir"))
+    changes.append(Change(f"cpuset {name} CPUs", f"{d}/cpuset.cpus", cpus, None, None, compare="cpulist"))
+    changes.append(Change(f"cpuset {name} memory nodes", f"{d}/cpuset.mems", format_cpulist(nodes), None, None,
+                          compare="cpulist"))
+    if version == "v2":
+        changes.append(Change(f"cpuset {name} as an isolated partition", f"{d}/cpuset.cpus.partition", "isolated",
+                              None, None, compare="selected", optional=True))
+    else:
+        changes.append(Change(f"cpuset {name} exclusive", f"{d}/cpuset.cpu_exclusive", "1", None, None,
+                              optional=True))
+    return changes
+
+
+# -- doing it ------------------------------------------------------------------------------
+
+# How the kernel refuses an optional change it cannot make (a managed or per-CPU IRQ, no room
+# for another vector, a partition it will not form) — unlike EACCES/EPERM, not our mistake.
+_REFUSALS = {errno.EIO, errno.EINVAL, errno.EBUSY, errno.ENOSPC}
+
+
+def _do(root: SysRoot, ch: Change) -> None:
+    if ch.kind == "mkdir":
+        root.path(ch.path).mkdir()
+    else:
+        root.write(ch.path, ch.written)
+
+
+def _undo_one(root: SysRoot, ch: Change) -> None:
+    if ch.kind == "mkdir":
+        p = root.path(ch.path)
+        try:
+            p.rmdir()
+        except OSError as e:
+            if e.errno != errno.ENOTEMPTY:
+                raise
+            # A copied sysroot: the files apply wrote are ordinary files (a cgroup
+            # filesystem would have taken the rmdir with them inside).
+            for f in p.iterdir():
+                f.unlink()
+            p.rmdir()
+    elif ch.restore is not None:
+        root.write(ch.path, ch.restore)
+
+
+def _describe_os_error(e: OSError) -> str:
+    if e.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return f"{e.strerror} (no permission to change it: run as root, on a writable /sys)"
+    return e.strerror or str(e)
+
+
+def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_path: Path) -> list[Change]:
+    """Make every change, or none: the undo file is written first; on a failure the
+    changes already made are reverted and Failure says what happened."""
+    if root.live and os.geteuid() != 0:
+        raise UserError("apply changes kernel settings and needs root: run it with sudo "
+                        "(without --yes it only shows what it would change)")
+    if root.unreadable:
+        raise UserError(f"cannot read {root.path(root.unreadable[0])}: permission denied (run as root)")
+    undo_path = Path(undo_path)
+    if undo_path.exists():
+        raise UserError(f"{undo_path} exists from an earlier apply: run `lowtail host undo {undo_path}` first, "
+                        "or pass another --undo-file")
+    _write_undo(undo_path, root, plan, changes, "pending")
+    made: list[Change] = []
+    current: Change | None = None
+    try:
+        for ch in changes:
+            current = ch
+            try:
+                _do(root, ch)
+            except OSError as e:
+                if ch.optional and e.errno in _REFUSALS:
+                    ch.status, ch.note = "refused", f"the kernel refused it: {e.strerror}"
+                    continue
+                raise
+            made.append(ch)
+            ch.status = "applied"
+            ch.after = root.read(ch.path) if ch.kind == "write" else None
+            if ch.kind == "write" and not _takes_effect(ch, ch.after):
+                if ch.optional:
+                    ch.note = f"the kernel kept {ch.after!r}"
+                    continue
+                raise OSError(errno.EINVAL, f"wrote {ch.written!r} but it reads {ch.after!r}")
+    except (OSError, KeyboardInterrupt) as e:
+        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else _describe_os_error(e)
+        failed = _revert(root, made)
+        what = f"{current.setting} ({root.path(current.path)}): {reason}" if current else reason
+        if failed:
+            _write_undo(undo_path, root, plan, changes, "pending")
+            raise Failure(f"could not change {what}; rolling back also failed for {failed[0].setting} — "
+                          f"{undo_path} lists every change: fix the cause, then `lowtail host undo {undo_path}`") from None
+        undo_path.unlink(missing_ok=True)
+        raise Failure(f"could not change {what}; the {len(made)} change(s) made before it were rolled back, "
+                      "nothing is changed") from None
+    _write_undo(undo_path, root, plan, changes, "applied")
+    return changes
+
+
+def _revert(root: SysRoot, made: list[Change]) -> list[Change]:
+    """Undo `made` newest first; the changes that could not be undone."""
+    failed = []
+    for ch in reversed(made):
+        try:
+            _undo_one(root, ch)
+            ch.status = "planned"
+        except OSError:
+            failed.append(ch)
+    return failed
+
+
+def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change], state: str) -> None:
+    doc = {
+        "format": UNDO_FORMAT,
+        "state": state,
+        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": socket.gethostname() if root.live else None,
+        "sysroot": str(root.root.resolve()),
+        "plan": plan.to_json(),
+        "changes": [asdict(c) for c in changes],
+    }
+    tmp = path.with_name(f".{path.name}.partial")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"cannot write the undo file {path}: {e.strerror} (choose another --undo-file)") from None
+
+
+# -- undo -----------------------------------------------------------------------------------
+
+def load_undo(path: Path) -> dict:
+    path = Path(path)
+    if not path.exists():
+        done = path.with_name(path.name + ".done")
+        hint = f" ({done} shows it was undone already)" if done.exists() else ""
+        raise UserError(f"{path}: no such undo file{hint}")
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: not a lowtail undo file ({e})") from None
+    if not isinstance(doc, dict) or doc.get("format") != UNDO_FORMAT:
+        raise UserError(f"{path}: not a lowtail undo file (written by `lowtail host apply --yes`)")
+    return doc
+
+
+def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> list[Change]:
+    """Restore what the undo file says apply changed. Refuses (changing nothing) when a
+    setting no longer holds what apply left there, unless `force`."""
+    path = Path(path)
+    doc = load_undo(path)
+    recorded = Path(doc["sysroot"])
+    if sysroot is not None and Path(sysroot).resolve() != recorded:
+        raise UserError(f"{path} was written for {recorded}, not {Path(sysroot).resolve()}")
+    if not recorded.is_dir():
+        raise UserError(f"{path} was written for {recorded}, which no longer exists")
+    root = SysRoot(recorded)
+    if root.live and os.geteuid() != 0:
+        raise UserError("undo changes kernel settings and needs root: run it with sudo")
+    changes = [Change(**c) for c in doc["changes"]]
+    todo: list[Change] = []
+    mismatches: list[str] = []
+    for ch in changes:
+        if ch.status == "refused" or (ch.restore is None and ch.kind == "write"):
+            continue  # nothing to restore (refused, or inside a directory apply made)
+        if ch.kind == "mkdir":
+            if root.path(ch.path).is_dir():
+                todo.append(ch)
+            elif doc["state"] == "applied":
+                mismatches.append(f"{root.path(ch.path)} is gone")
+            continue
+        cur = root.read(ch.path)
+        if doc["state"] == "applied" or ch.status == "applied":
+            expected = ch.after if ch.after is not None else ch.written
+            if normalized(ch.compare, cur) == normalized(ch.compare, expected) or _takes_effect(ch, cur):
+                todo.append(ch)
+                continue
+        elif normalized(ch.compare, cur) == normalized(ch.compare, ch.before):
+            continue  # a pending file: apply never got to this one
+        elif _takes_effect(ch, cur):
+            todo.append(ch)
+            continue
+        mismatches.append(f"{ch.setting} ({root.path(ch.path)}) is {cur!r}, apply left {ch.after or ch.written!r}")
+        if force:
+            todo.append(ch)
+    if mismatches and not force:
+        more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
+        raise UserError(f"{path} no longer matches the host: {mismatches[0]}{more}; something changed it since "
+                        "apply — restore by hand, or pass --force to write the old values anyway")
+    restored: list[Change] = []
+    for ch in reversed(todo):
+        try:
+            _undo_one(root, ch)
+        except OSError as e:
+            failed = _reapply(root, restored, changes)
+            tail = "" if not failed else f"; re-applying also failed for {failed[0].setting}"
+            raise Failure(f"could not restore {ch.setting} ({root.path(ch.path)}): {_describe_os_error(e)}; "
+                          f"the {len(restored)} setting(s) restored before it were changed back{tail}, "
+                          f"{path} is kept") from None
+        restored.append(ch)
+    path.replace(path.with_name(path.name + ".done"))
+    return list(reversed(restored))
+
+
+def _reapply(root: SysRoot, restored: list[Change], changes: list[Change]) -> list[Change]:
+    """Put back what an interrupted undo had restored (a directory with the files apply wrote in it)."""
+    failed = []
+    for ch in reversed(restored):
+        inside = [c for c in changes if ch.kind == "mkdir" and c.path.startswith(ch.path + "/") and c.status == "applied"]
+        try:
+            for c in [ch] + inside:
+                _do(root, c)
+        except OSError:
+            failed.append(ch)
+    return failed

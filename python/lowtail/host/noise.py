@@ -1,0 +1,263 @@
+"""`lowtail noise`: run the native probe (lowtail-noise) on chosen cores, read the
+interrupt counters around it, and attribute the gaps to interrupt kinds.
+
+The probe reads /proc/interrupts itself right before its loops start and right after
+they end, so interrupt counts cover exactly the probed time. With periodic sampling on,
+an InterruptSampler on a housekeeping core also records increments every interval; the
+gap time in each interval, regressed on the increments of each kind, gives the typical
+duration per kind — the interrupt profile (rate × duration per kind, summed: d_Σ) the
+overload model R_max = (1 s − d_Σ) / t_CPU needs (004 §VI)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from lowtail.binaries import find_binary
+from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.host.energy import EnergyMeter
+from lowtail.host.facts import Host
+from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts
+from lowtail.host.sysroot import SysRoot, format_cpulist
+
+# A kind counts as steady (a clock: LOC, IWI) when its count per interval varies this little;
+# steady kinds cannot be told apart by regression and share one duration.
+STEADY_CV = 0.25
+# Interrupt handlers take microseconds (5.5-19 µs in the seeds); a gap this long is the core
+# given to something else — another task, RT throttling, the hypervisor — and is counted
+# apart instead of being attributed to whatever interrupt happened nearby.
+HANDLER_MAX_NS = 1_000_000
+
+
+@dataclass
+class NoiseOptions:
+    cpus: list[int]
+    duration_ns: int
+    threshold_ns: int = 1_000
+    interrupts: bool = True
+    sample_interval_ns: int | None = None  # periodic sampling from a housekeeping core; None: before/after only
+    housekeeping_cpu: int | None = None    # None: the first online CPU not probed
+    top: int = 20
+    fifo: int | None = None
+
+
+def resolve_cpus(opts: NoiseOptions, host: Host) -> int | None:
+    """Check the cores exist and are online; return the housekeeping CPU to use."""
+    online = set(host.cpus_online)
+    bad = sorted(set(opts.cpus) - online)
+    if bad:
+        raise UserError(f"CPU {format_cpulist(bad)} does not exist or is offline (online CPUs: {format_cpulist(online)})")
+    if opts.housekeeping_cpu is not None:
+        if opts.housekeeping_cpu not in online:
+            raise UserError(f"--housekeeping {opts.housekeeping_cpu}: no such online CPU "
+                            f"(online CPUs: {format_cpulist(online)})")
+        return opts.housekeeping_cpu
+    free = sorted(online - set(opts.cpus))
+    return free[0] if free else None
+
+
+def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    host = Host(SysRoot("/"))
+    housekeeping = resolve_cpus(opts, host)
+    if housekeeping is None:
+        warn("every online CPU is probed: the probe's main thread and the interrupt sampler share a probed core")
+    elif housekeeping in opts.cpus:
+        warn(f"housekeeping CPU {housekeeping} is also probed: its own reads show up as gaps there")
+    binary = find_binary("lowtail-noise")
+    sampler = None
+    with tempfile.TemporaryDirectory(prefix="lowtail-noise-") as tmp:
+        cmd = [str(binary), "--cpus", format_cpulist(opts.cpus), "--duration-ns", str(opts.duration_ns),
+               "--threshold-ns", str(opts.threshold_ns), "--top", str(opts.top), "--gaps-dir", tmp]
+        if opts.interrupts:
+            cmd += ["--interrupts", "/proc/interrupts"]
+        if housekeeping is not None:
+            cmd += ["--main-cpu", str(housekeeping)]
+        if opts.fifo is not None:
+            cmd += ["--fifo", str(opts.fifo)]
+        energy = EnergyMeter().start()
+        if opts.interrupts and opts.sample_interval_ns:
+            sampler = InterruptSampler(opts.sample_interval_ns / 1e9, housekeeping).start()
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, errtext = proc.communicate(timeout=opts.duration_ns / 1e9 + 120)
+        except KeyboardInterrupt:
+            proc.kill()
+            proc.wait()
+            if sampler:
+                sampler.stop()
+            raise Interrupted("interrupted: the noise probe was stopped, nothing measured") from None
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise Failure("the noise probe did not finish in time (is the machine overloaded?)") from None
+        samples = sampler.stop() if sampler else []
+        energy_doc = energy.stop()
+        if proc.returncode != 0:
+            last = (errtext.strip().splitlines() or ["no message"])[-1]
+            raise Failure(f"the noise probe failed: {last}")
+        probe = json.loads(out)
+        gaps = {c["cpu"]: _read_gaps(Path(tmp) / f"cpu{c['cpu']}.gaps") for c in probe["cores"]}
+    return build_result(probe, gaps, samples, sampler, opts, housekeeping, energy_doc, host)
+
+
+def _read_gaps(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.fromfile(path, dtype=np.dtype([("t", "<i8"), ("len", "<i8")]))
+    return raw["t"].astype(np.int64), raw["len"].astype(np.int64)
+
+
+def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], samples: list[InterruptSample],
+                 sampler: InterruptSampler | None, opts: NoiseOptions, housekeeping: int | None,
+                 energy: dict, host: Host) -> dict[str, Any]:
+    before = after = None
+    if probe.get("interrupts_before") and probe.get("interrupts_after"):
+        before = parse_interrupts(probe["interrupts_before"]["text"])
+        after = parse_interrupts(probe["interrupts_after"]["text"])
+        window_ns = probe["interrupts_after"]["t_ns"] - probe["interrupts_before"]["t_ns"]
+        counts = diff(before, after)
+    cores = []
+    for core in probe["cores"]:
+        cpu = core["cpu"]
+        entry = {k: core[k] for k in ("cpu", "gaps", "rate_hz", "max_ns", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns",
+                                      "noise_ns_per_s", "gap_total_ns", "loops", "min_loop_ns", "dropped",
+                                      "start_ns", "duration_ns", "histogram", "largest")}
+        if before is not None:
+            per_kind = exclusive({kind: n for (c, kind), n in counts.items() if c == cpu})
+            intervals = _intervals(samples, sampler, cpu, core["start_ns"], core["start_ns"] + core["duration_ns"])
+            t, lengths = gaps[cpu]
+            profile = attribute(t, lengths, per_kind, intervals)
+            entry["interrupts"] = {
+                kind: {"count": n, "rate_hz": n / (window_ns / 1e9), "typical_ns": profile["typical_ns"].get(kind),
+                       "description": CAL_BESIDES_TLB if kind == "CAL" and "TLB" in per_kind
+                       else after.descriptions.get(kind, kind)}
+                for kind, n in sorted(per_kind.items(), key=lambda kv: -kv[1])}
+            entry["d_sum_ns_per_s"] = sum(v["rate_hz"] * v["typical_ns"] for v in entry["interrupts"].values()
+                                          if v["typical_ns"] is not None)
+            entry["attribution"] = {k: v for k, v in profile.items() if k != "typical_ns"}
+        else:
+            entry["interrupts"] = None
+        cores.append(entry)
+    costs = sorted(sampler.read_cpu_ns) if sampler else []
+    return {
+        "cpus": list(opts.cpus),
+        "threshold_ns": probe["threshold_ns"],
+        "duration_ns": probe["requested_duration_ns"],
+        "housekeeping_cpu": housekeeping,
+        "interrupts_sampled": before is not None,
+        "sample_interval_ns": opts.sample_interval_ns if sampler else None,
+        "sampler": {"reads": len(costs), "read_cpu_median_ns": costs[len(costs) // 2] if costs else None,
+                    "read_cpu_max_ns": costs[-1] if costs else None} if sampler else None,
+        "fifo": opts.fifo,
+        "energy": energy,
+        "host": {"kernel": host.release, "cmdline": host.cmdline, "cpu_model": host.cpuinfo.get("model name")},
+        "cores": cores,
+    }
+
+
+def _intervals(samples: list[InterruptSample], sampler: InterruptSampler | None, cpu: int,
+               start_ns: int, end_ns: int) -> list[tuple[int, int, dict[str, int]]] | None:
+    """The sampler's intervals that lie wholly inside the probed time, with the
+    increments of each kind on `cpu`."""
+    if sampler is None or len(sampler.sample_times_ns) < 2:
+        return None
+    times = sampler.sample_times_ns
+    by_end: dict[int, dict[str, int]] = {}
+    for s in samples:
+        if s.cpu == cpu:
+            by_end.setdefault(s.t_ns, {})[s.kind] = s.delta
+    return [(a, b, exclusive(by_end.get(b, {}))) for a, b in zip(times, times[1:]) if a >= start_ns and b <= end_ns]
+
+
+CAL_BESIDES_TLB = "function call IPIs besides TLB shootdowns"
+
+
+def exclusive(counts: dict[str, int]) -> dict[str, int]:
+    """Counts in which no interrupt appears twice. On x86 a TLB shootdown arrives as a
+    function-call IPI and is counted in both CAL and TLB; CAL becomes the other function
+    calls, so that Σ rate × duration counts each interrupt once."""
+    if "CAL" in counts and "TLB" in counts:
+        counts = dict(counts)
+        rest = max(0, counts["CAL"] - counts["TLB"])
+        if rest:
+            counts["CAL"] = rest
+        else:
+            del counts["CAL"]
+    return counts
+
+
+def attribute(gap_t: np.ndarray, gap_len: np.ndarray, counts: dict[str, int],
+              intervals: list[tuple[int, int, dict[str, int]]] | None) -> dict[str, Any]:
+    """Typical duration per interrupt kind on one core.
+
+    Gaps of HANDLER_MAX_NS or more are not interrupt handlers and are only counted
+    (`long_gaps`, `long_gap_total_ns`). With intervals (periodic samples): the shorter gaps'
+    time in each interval is regressed, non-negatively, on the increments of each kind whose
+    count varies between intervals, plus one shared term for the steady kinds (clock-driven,
+    like LOC and IWI: their counts barely vary, so no regression can tell them apart).
+    Without: the gaps are matched to interrupts by count — the N largest, N the number of
+    interrupts — and every kind gets their median. `explained_share` is the part of the
+    shorter gaps' time the profile accounts for."""
+    long = gap_len >= HANDLER_MAX_NS
+    extra = {"long_gaps": int(long.sum()), "long_gap_total_ns": int(gap_len[long].sum())}
+    gap_t, gap_len = gap_t[~long], gap_len[~long]
+    total_gap = float(gap_len.sum())
+    n_irq = sum(counts.values())
+    if not counts:
+        return {"typical_ns": {}, "method": "no interrupts", "intervals": 0, "explained_share": 0.0, **extra}
+    if intervals and len(intervals) >= 4:
+        result = _regress(gap_t, gap_len, counts, intervals)
+        if result is not None:
+            return {**result, **extra}
+    k = min(n_irq, len(gap_len))
+    typical = float(np.median(np.sort(gap_len)[-k:])) if k else None
+    explained = (typical or 0.0) * n_irq
+    return {"typical_ns": {kind: typical for kind in counts}, "method": "count-matched (kinds not separated)",
+            "intervals": len(intervals or []),
+            "explained_share": min(1.0, explained / total_gap) if total_gap else 0.0, **extra}
+
+
+def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
+    from scipy.optimize import nnls
+
+    kinds = sorted(counts)
+    n = np.array([[iv[2].get(k, 0) for k in kinds] for iv in intervals], dtype=float)
+    edges = np.array([iv[0] for iv in intervals] + [intervals[-1][1]], dtype=np.int64)
+    idx = np.searchsorted(edges, gap_t, side="right") - 1
+    inside = (idx >= 0) & (idx < len(intervals)) & (gap_t < edges[-1])
+    g = np.bincount(idx[inside], weights=gap_len[inside].astype(float), minlength=len(intervals))
+    mean = n.mean(axis=0)
+    cv = np.divide(n.std(axis=0), mean, out=np.zeros_like(mean), where=mean > 0)
+    steady = [i for i, k in enumerate(kinds) if mean[i] > 0 and cv[i] < STEADY_CV]
+    varying = [i for i, k in enumerate(kinds) if mean[i] > 0 and cv[i] >= STEADY_CV]
+    columns = [n[:, i] for i in varying]
+    if steady:
+        columns.append(n[:, steady].sum(axis=1))
+    if not columns or len(intervals) < 3 * len(columns):
+        return None
+    x = np.column_stack(columns)
+    coef, _ = nnls(x, g)
+    typical: dict[str, float | None] = {k: None for k in kinds}
+    for j, i in enumerate(varying):
+        typical[kinds[i]] = float(coef[j])
+    for i in steady:
+        typical[kinds[i]] = float(coef[-1])
+    fitted = float((x @ coef).sum())
+    total = float(g.sum())
+    return {"typical_ns": typical, "method": "interval regression"
+            + (f" ({', '.join(kinds[i] for i in steady)} share one duration)" if len(steady) > 1 else ""),
+            "intervals": len(intervals), "explained_share": min(1.0, fitted / total) if total else 0.0}
+
+
+def profile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """The interrupt profile of a noise result as rows: cpu, kind, rate, duration."""
+    rows = []
+    for core in result["cores"]:
+        for kind, v in (core.get("interrupts") or {}).items():
+            rows.append({"cpu": core["cpu"], "kind": kind, "description": v["description"], "count": v["count"],
+                         "rate_hz": v["rate_hz"], "typical_ns": v["typical_ns"]})
+    return rows

@@ -1,0 +1,157 @@
+"""Core plans and the kernel command line that implements one.
+
+A core plan splits the CPUs in two: housekeeping cores run the operating system, IRQs and
+everything else; isolated cores run only the device under test (000 Fig. 2, 002 Fig. 2).
+The boot parameters follow the seeds' tables (002 Table 1, 001 Table 2)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+from lowtail.errors import UserError
+from lowtail.host.facts import Host
+from lowtail.host.sysroot import format_cpulist, parse_cpulist
+
+
+@dataclass(frozen=True)
+class CorePlan:
+    housekeeping: tuple[int, ...]
+    isolated: tuple[int, ...]
+    source: str  # where the plan came from, for messages
+
+    def to_json(self) -> dict:
+        return {"housekeeping": list(self.housekeeping), "isolated": list(self.isolated), "source": self.source}
+
+    def __str__(self) -> str:
+        return f"housekeeping {format_cpulist(self.housekeeping)}, isolated {format_cpulist(self.isolated)}"
+
+
+def resolve_plan(host: Host, housekeeping: str | None = None, isolated: str | None = None) -> CorePlan:
+    """The plan from the options, else from the boot command line (isolcpus, then
+    nohz_full), else the default: CPU 0 for housekeeping, the others isolated."""
+    present = set(host.cpus_present)
+    if not present:
+        raise UserError(f"{host.root}: lists no CPUs (sys/devices/system/cpu/present is missing or empty)")
+    hk = set(parse_cpulist(housekeeping, "--housekeeping")) if housekeeping is not None else None
+    iso = set(parse_cpulist(isolated, "--isolated")) if isolated is not None else None
+    source = "options"
+    if hk is None and iso is None:
+        booted = host.param_cpus("isolcpus") or host.param_cpus("nohz_full")
+        if booted:
+            iso, source = set(booted), "boot command line"
+        else:
+            iso, source = present - {min(present)}, "default"
+    for name, cpus in (("--housekeeping", hk), ("--isolated", iso)):
+        missing = sorted((cpus or set()) - present)
+        if missing:
+            raise UserError(f"{name}: CPU {format_cpulist(missing)} does not exist on {host.root} "
+                            f"(its CPUs are {format_cpulist(present)})")
+    if hk is None:
+        hk = present - iso
+    if iso is None:
+        iso = present - hk
+    if hk & iso:
+        raise UserError(f"CPU {format_cpulist(hk & iso)} cannot be both housekeeping and isolated")
+    if not hk:
+        raise UserError("the core plan leaves no housekeeping CPU: the operating system needs at least one "
+                        f"(this host has CPUs {format_cpulist(present)})")
+    if not iso:
+        raise UserError(f"the core plan isolates no CPU (this host has CPUs {format_cpulist(present)}; "
+                        "name the DuT cores with --isolated)")
+    return CorePlan(tuple(sorted(hk)), tuple(sorted(iso)), source)
+
+
+@dataclass(frozen=True)
+class BootParam:
+    name: str
+    value: str | None
+    purpose: str
+    source: str  # which seed table asks for it
+
+    def __str__(self) -> str:
+        return self.name if self.value is None else f"{self.name}={self.value}"
+
+
+def boot_params(plan: CorePlan, vendor: str) -> list[BootParam]:
+    """The seeds' latency-optimised boot parameters for a core plan. The intel_* ones
+    only on Intel CPUs (001 §3: not available on AMD)."""
+    iso, hk = format_cpulist(plan.isolated), format_cpulist(plan.housekeeping)
+    t1, t2, both = "002 Table 1", "001 Table 2", "002 Table 1, 001 Table 2"
+    params = [
+        BootParam("isolcpus", iso, "keep the scheduler's other tasks off the DuT cores", t1),
+        BootParam("nohz_full", iso, "no timer tick on a core running one task", t1),
+        BootParam("rcu_nocbs", iso, "RCU callbacks run on housekeeping cores", both),
+        BootParam("rcu_nocb_poll", None, "RCU callback threads poll instead of being woken", both),
+        BootParam("irqaffinity", hk, "device interrupts on housekeeping cores", both),
+        BootParam("idle", "poll", "cores never enter a sleep state", both),
+    ]
+    if vendor == "GenuineIntel":
+        params += [
+            BootParam("intel_idle.max_cstate", "0", "no deep C-states", t1),
+            BootParam("intel_pstate", "disable", "no P-state driver changing the frequency", t1),
+        ]
+    params += [
+        BootParam("tsc", "reliable", "no periodic TSC verification", both),
+        BootParam("mce", "ignore_ce", "no handling of corrected machine-check errors", both),
+        BootParam("audit", "0", "no audit subsystem", both),
+        BootParam("nmi_watchdog", "0", "no NMI watchdog", both),
+        BootParam("skew_tick", "1", "ticks of different cores at different times", both),
+        BootParam("nosoftlockup", None, "no soft-lockup detector and its backtraces", both),
+        BootParam("nosmt", None, "no hyper-threads sharing a core with the DuT", t2),
+    ]
+    return params
+
+
+# Parameters GRUB writes itself, or that name this boot only; never carried over.
+_NOT_CARRIED = {"BOOT_IMAGE", "root", "ro", "rw", "initrd"}
+_GRUB_LINE = re.compile(r"^\s*GRUB_CMDLINE_LINUX_DEFAULT=(.*)$", re.MULTILINE)
+
+
+def grub_base(host: Host) -> tuple[list[str], str]:
+    """The parameters to keep: GRUB_CMDLINE_LINUX_DEFAULT of etc/default/grub if there is
+    one, else the running command line without what GRUB adds; and where they came from."""
+    grub = host.root.read("etc/default/grub")
+    m = _GRUB_LINE.search(grub or "")
+    if m:
+        try:
+            words = shlex.split(m.group(1))
+        except ValueError:
+            words = [m.group(1).strip("\"'")]
+        return " ".join(words).split(), "etc/default/grub"
+    words = []
+    for w in host.cmdline.split():
+        if w == "--":
+            break
+        if w.partition("=")[0] not in _NOT_CARRIED:
+            words.append(w)
+    return words, "proc/cmdline"
+
+
+def kernel_cmdline(host: Host, plan: CorePlan) -> dict:
+    """The plan's parameters, and the GRUB line that keeps everything else the host has."""
+    params = boot_params(plan, host.vendor)
+    ours = {p.name.replace("-", "_") for p in params}
+    base, base_from = grub_base(host)
+    kept = [w for w in base if w.partition("=")[0].replace("-", "_") not in ours]
+    # The seeds' tables misspell rcu_nocb_poll as rcu_nocbs_poll; the kernel ignores that.
+    kept = [w for w in kept if w.partition("=")[0] != "rcu_nocbs_poll"]
+    added = " ".join(str(p) for p in params)
+    grub_value = " ".join(kept + [added]).strip()
+    return {
+        "plan": plan.to_json(),
+        "params": [{"name": p.name, "value": p.value, "text": str(p), "purpose": p.purpose, "source": p.source}
+                   for p in params],
+        "cmdline": added,
+        "kept": kept,
+        "kept_from": base_from,
+        "grub": f'GRUB_CMDLINE_LINUX_DEFAULT="{grub_value}"',
+        "grub_steps": ["edit /etc/default/grub: replace the GRUB_CMDLINE_LINUX_DEFAULT line with the one above",
+                       "update-grub   (Fedora/RHEL: grub2-mkconfig -o /boot/grub2/grub.cfg)",
+                       "reboot, then check with `lowtail host audit`"],
+        "vendor": host.vendor,
+        "notes": ([] if host.vendor == "GenuineIntel" else
+                  [f"CPU vendor {host.vendor}: intel_idle.max_cstate and intel_pstate left out (Intel only)"])
+        + ["idle=poll keeps idle cores busy: the seeds measured 48 % more power at idle (000 §VI)"],
+    }

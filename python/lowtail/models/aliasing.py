@@ -1,0 +1,181 @@
+"""Aliasing between two clocks: periodic interrupts on the device and constant-rate traffic.
+
+A packet that arrives while an interrupt runs waits for its end; one whose processing
+is interrupted waits for the whole interrupt. With 100 µs between packets and interrupts
+shorter than 15 µs, the traffic samples the interrupts far too sparsely, and the packets
+it does catch form the regular sawtooth lines of the seeds' worst-event plots (000,
+section V-B; 004, section V-C): the phase of interrupt k in the packet grid moves by a
+fixed step each time, so the delay of the packets hit falls (or rises) linearly and
+wraps around once per beat period
+
+    1 / |f_pkt − N·f_irq|,   N = round(f_pkt / f_irq)
+
+which is why restarting the load generator (a few ppm of rate) changes the picture."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from lowtail.errors import UserError
+
+_CHUNK = 1 << 20
+
+
+@dataclass
+class AliasingSpec:
+    rate_pps: float = 10_000.0
+    irq_rate_hz: float = 250.0
+    irq_durations_ns: list[float] = field(default_factory=lambda: [5_500.0, 8_200.0])
+    duration_s: float = 30.0
+    base_latency_ns: float = 3_100.0
+    # The packet's own processing time: an interrupt that starts during it delays it too.
+    service_ns: float = 0.0
+    # First interrupt, relative to the first packet.
+    irq_phase_ns: float = 0.0
+    # Which entry of irq_durations_ns the first interrupt has.
+    duration_offset: int = 0
+    worst: int = 5000
+    # Mean of exponential noise on every packet in `simulate` (seeded): without it the
+    # undisturbed packets all tie and the worst-N plot shows no body band.
+    jitter_ns: float = 0.0
+    seed: int = 1
+
+    def check(self) -> None:
+        if not (self.rate_pps > 0 and self.irq_rate_hz > 0 and self.duration_s > 0):
+            raise UserError("rate, interrupt rate and duration must be positive")
+        if not self.irq_durations_ns or min(self.irq_durations_ns) < 0:
+            raise UserError("give at least one non-negative interrupt duration")
+        if max(self.irq_durations_ns) >= 1e9 / self.irq_rate_hz:
+            raise UserError(f"an interrupt of {max(self.irq_durations_ns):.0f} ns does not fit in a period of "
+                            f"{1e9 / self.irq_rate_hz:.0f} ns at {self.irq_rate_hz} Hz")
+
+
+def beat(rate_pps: float, irq_rate_hz: float) -> dict[str, Any]:
+    """The beat between the traffic and the nearest harmonic of the interrupt clock."""
+    harmonic = max(1, round(rate_pps / irq_rate_hz))
+    f_beat = abs(rate_pps - harmonic * irq_rate_hz)
+    return {"harmonic": harmonic, "beat_hz": f_beat, "pattern_period_s": (1.0 / f_beat) if f_beat > 0 else None}
+
+
+def latency_at(times_ns: np.ndarray, spec: AliasingSpec) -> np.ndarray:
+    """Model latency of packets arriving at `times_ns` (ns since the first packet)."""
+    period = 1e9 / spec.irq_rate_hz
+    durations = np.asarray(spec.irq_durations_ns, dtype=np.float64)
+    t = np.asarray(times_ns, dtype=np.float64) - spec.irq_phase_ns
+    k = np.floor(t / period)
+    start = k * period
+    cycle = len(durations)
+    d_now = durations[(k.astype(np.int64) + spec.duration_offset) % cycle]
+    d_next = durations[(k.astype(np.int64) + 1 + spec.duration_offset) % cycle]
+    waiting = np.maximum(0.0, start + d_now - t)
+    # An interrupt starting while the packet is being processed delays it by its length.
+    preempted = np.where(start + period < t + waiting + spec.service_ns, d_next, 0.0)
+    return spec.base_latency_ns + spec.service_ns + waiting + preempted
+
+
+def simulate(spec: AliasingSpec) -> dict[str, Any]:
+    """The worst-N events of constant-rate traffic against the interrupts."""
+    spec.check()
+    n = int(spec.rate_pps * spec.duration_s)
+    gap = 1e9 / spec.rate_pps
+    best_t = np.empty(0)
+    best_l = np.empty(0)
+    hits = 0
+    rng = np.random.default_rng(spec.seed)
+    for first in range(0, n, _CHUNK):
+        idx = np.arange(first, min(n, first + _CHUNK), dtype=np.float64)
+        times = idx * gap
+        lat = latency_at(times, spec)
+        hits += int(np.count_nonzero(lat > spec.base_latency_ns + spec.service_ns))
+        if spec.jitter_ns > 0:
+            lat = lat + rng.exponential(spec.jitter_ns, len(lat))
+        best_t, best_l = _keep_worst(np.r_[best_t, times], np.r_[best_l, lat], spec.worst)
+    order = np.argsort(best_t)
+    return {
+        "spec": asdict(spec),
+        "packets": n,
+        "packets_delayed": hits,
+        # Packets further apart than an interrupt lasts cannot resolve it: the lines appear.
+        "undersampled": gap > max(spec.irq_durations_ns),
+        **beat(spec.rate_pps, spec.irq_rate_hz),
+        "worst": [[float(t), float(v)] for t, v in zip(best_t[order], best_l[order])],
+    }
+
+
+def _keep_worst(times: np.ndarray, lat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    if len(lat) <= n:
+        return times, lat
+    keep = np.argpartition(lat, len(lat) - n)[len(lat) - n:]
+    return times[keep], lat[keep]
+
+
+def fit_interrupt_clock(times_ns: np.ndarray, latencies_ns: np.ndarray, spec: AliasingSpec,
+                        max_ppm: float = 500.0) -> dict[str, Any]:
+    """Find the interrupt frequency and phase, in the capture's clock, that explain the
+    delayed packets of a measurement (`times_ns` since its first packet).
+
+    Two oscillators never agree to the ppm, and the pattern depends on exactly that
+    difference, so the nominal rate alone cannot reproduce a measured pattern. Delayed
+    packets arrive within one interrupt length after an interrupt starts, so they cluster
+    in phase at the true frequency: the frequency maximising the Rayleigh statistic
+    |Σ exp(2πi·f·t)| over ±max_ppm is the interrupt clock. The phase and which interrupt
+    is the long one are then chosen to minimise the median error over the delayed packets."""
+    times = np.asarray(times_ns, dtype=np.float64)
+    lat = np.asarray(latencies_ns, dtype=np.float64)
+    excess = lat - spec.base_latency_ns - spec.service_ns
+    hit = excess > 0.5 * min(spec.irq_durations_ns)
+    if np.count_nonzero(hit) < 10:
+        raise UserError(f"only {int(np.count_nonzero(hit))} packets are delayed by more than half the shortest "
+                        "interrupt: too few to find the interrupt clock (need 10); check --irq-durations")
+    t, e = times[hit], excess[hit]
+    span = float(t.max() - t.min()) or 1.0
+    f0 = spec.irq_rate_hz
+    step = 1e9 / span / 8.0
+    width = f0 * max_ppm * 1e-6
+    freqs = np.arange(f0 - width, f0 + width + step, step)
+    # Where each delayed packet puts the interrupt start, taking the mean duration.
+    starts = t - (float(np.mean(spec.irq_durations_ns)) - e)
+    power = np.array([_rayleigh(starts, f) for f in freqs])
+    f_best = float(freqs[int(np.argmax(power))])
+    fine = np.linspace(f_best - step, f_best + step, 41)
+    f_best = float(fine[int(np.argmax([_rayleigh(starts, f) for f in fine]))])
+    angle = float(np.angle(np.sum(np.exp(-2j * np.pi * f_best * starts * 1e-9))))
+    period = 1e9 / f_best
+    phase0 = (-angle / (2 * np.pi) * period) % period
+    index = np.round((starts - phase0) / period)
+    best = None
+    for offset in range(len(spec.irq_durations_ns)):
+        # With the right durations, each delayed packet gives its interrupt's exact start,
+        # and the starts lie on a line k·T + φ: fit it, drop what does not fit, refit.
+        d = np.asarray(spec.irq_durations_ns, dtype=np.float64)[(index.astype(np.int64) + offset) % len(spec.irq_durations_ns)]
+        exact = t + e - d
+        keep = np.ones(len(t), dtype=bool)
+        for _ in range(3):
+            slope, intercept = np.polyfit(index[keep], exact[keep], 1)
+            keep = np.abs(exact - (slope * index + intercept)) < max(200.0, 0.02 * min(spec.irq_durations_ns))
+            if np.count_nonzero(keep) < 3:
+                break
+        trial = AliasingSpec(**{**asdict(spec), "irq_rate_hz": 1e9 / slope, "irq_phase_ns": float(intercept),
+                                "duration_offset": offset})
+        err = float(np.median(np.abs(latency_at(t, trial) - lat[hit])))
+        if best is None or err < best[0]:
+            best = (err, trial)
+    err, fitted = best
+    # Report the first interrupt after the first packet: moving the phase back by j
+    # periods renumbers the interrupts, so the duration cycle moves with it.
+    period = 1e9 / fitted.irq_rate_hz
+    j = math.floor(fitted.irq_phase_ns / period)
+    fitted.irq_phase_ns -= j * period
+    fitted.duration_offset = (fitted.duration_offset - j) % len(spec.irq_durations_ns)
+    return {"irq_rate_hz": fitted.irq_rate_hz, "offset_ppm": (fitted.irq_rate_hz / f0 - 1.0) * 1e6,
+            "irq_phase_ns": fitted.irq_phase_ns, "duration_offset": fitted.duration_offset,
+            "median_error_ns": err, "delayed_packets": int(np.count_nonzero(hit)),
+            "rayleigh": float(power.max()) / math.sqrt(len(t))}
+
+
+def _rayleigh(times_ns: np.ndarray, f_hz: float) -> float:
+    return float(np.abs(np.sum(np.exp(-2j * np.pi * f_hz * times_ns * 1e-9))))

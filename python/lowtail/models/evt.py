@@ -1,0 +1,540 @@
+"""Extreme-value model of the latency tail (the seeds' 001, section 6, extended).
+
+The series is split in time: the first `fit_fraction` (20 %) builds the model, the rest
+(a four-fold horizon) validates it. Peaks over threshold: for each candidate threshold u
+(the 99.5 … 99.999th nearest-rank percentile of the fit part) a generalized Pareto
+distribution is fitted to the exceedances by maximum likelihood; the threshold whose
+model is closest to its data in Jensen–Shannon divergence is chosen. Return levels
+
+    x_m = u + σ/ξ · ((m·ζ)^ξ − 1),     ζ = (samples above u) / (samples in the fit part)
+
+are the latencies exceeded once in m packets on average. The validation counts how
+often the validation part exceeds the level predicted for its own length (expected: once).
+
+Only the tail is ever held in memory: one streaming pass over the Parquet series keeps
+the largest values of the fit part, block maxima for the stationarity tests, and counts
+validation exceedances as it goes — 170 million samples take seconds and a few MB."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from lowtail.errors import Failure, UserError
+from lowtail.models import gpd
+
+DEFAULT_THRESHOLDS = (0.995, 0.999, 0.9995, 0.9999, 0.99999)
+DEFAULT_RETURN_PERIODS = (10**5, 10**6, 10**7, 10**8, 10**9)
+HORIZONS_S = {"1 minute": 60, "1 hour": 3600, "1 day": 86400}
+_BATCH_ROWS = 1 << 20
+_PLOT_POINTS = 400
+
+
+@dataclass
+class EvtOptions:
+    fit_fraction: float = 0.2
+    thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
+    min_exceedances: int = 50
+    js_bins: int = 20
+    confidence: float = 0.95
+    return_periods: tuple[int, ...] = DEFAULT_RETURN_PERIODS
+    stationarity_blocks: int = 1000
+    # Validation exceedances closer than this many packets are one event (the seeds count
+    # bursts: an interrupt that delays ten packets in a row is one exceedance).
+    decluster_packets: int = 1
+
+    def check(self) -> None:
+        if not 0.0 < self.fit_fraction < 1.0:
+            raise UserError(f"--fit-fraction {self.fit_fraction}: must lie strictly between 0 and 1")
+        if not self.thresholds or any(not 0.0 < p < 1.0 for p in self.thresholds):
+            raise UserError("--thresholds: percentiles must lie strictly between 0 and 100")
+        if self.min_exceedances < 10:
+            raise UserError("--min-exceedances: a GPD fit needs at least 10 exceedances")
+        if self.js_bins < 2:
+            raise UserError("--js-bins: at least 2 bins")
+        if not 0.5 <= self.confidence < 1.0:
+            raise UserError("--confidence: between 0.5 and 1")
+        if self.decluster_packets < 1:
+            raise UserError("--decluster: at least 1 packet")
+
+
+# -- reading the series --------------------------------------------------------------
+
+
+@dataclass
+class SeriesInfo:
+    path: str
+    rows: int
+    time_column: str = "pre_ts_ns"
+    value_column: str = "latency_ns"
+
+
+def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
+    """A Parquet file with `pre_ts_ns` and `latency_ns` (what `lowtail analyze --export` writes)."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: no such file")
+    try:
+        # No pre-buffering (it holds hundreds of MB of column chunks ahead of the reader) and
+        # buffered reads within a column chunk: memory stays at a few batches.
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+        raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
+    names = set(pf.schema_arrow.names)
+    missing = [c for c in ("pre_ts_ns", "latency_ns") if c not in names]
+    if missing:
+        raise UserError(f"{path}: no column {', '.join(missing)} (expected the matched series that "
+                        "`lowtail analyze --export` writes: id, pre_ts_ns, post_ts_ns, latency_ns)")
+    return pf, SeriesInfo(str(path), pf.metadata.num_rows)
+
+
+def iter_series(pf: Any, info: SeriesInfo) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(first row index, times, latencies) per batch, checked: no nulls, finite, in time order."""
+    row = 0
+    last_time = None
+    for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=[info.time_column, info.value_column],
+                                 use_threads=False):
+        cols = []
+        for name in (info.time_column, info.value_column):
+            col = batch.column(name)
+            if col.null_count:
+                first = int(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))[0])
+                raise UserError(f"{info.path}: {name} is empty at row {row + first:,}")
+            values = col.to_numpy(zero_copy_only=False)
+            if values.dtype.kind == "f":
+                bad = ~np.isfinite(values)
+                if bad.any():
+                    first = int(np.flatnonzero(bad)[0])
+                    raise UserError(f"{info.path}: {name} is not finite ({values[first]}) at row {row + first:,}")
+            elif values.dtype.kind not in "iu":
+                raise UserError(f"{info.path}: {name} must hold numbers, not {values.dtype}")
+            cols.append(values)
+        times, values = cols
+        _check_time_order(info, row, last_time, times)
+        if len(times):
+            last_time = times[-1]
+        yield row, times, values
+        row += len(times)
+
+
+def _check_time_order(info: SeriesInfo, row: int, last_time: Any, times: np.ndarray) -> None:
+    if not len(times):
+        return
+    if last_time is not None and times[0] < last_time:
+        raise UserError(_order_message(info, row, last_time, times[0]))
+    back = np.flatnonzero(times[1:] < times[:-1])
+    if len(back):
+        i = int(back[0])
+        raise UserError(_order_message(info, row + i + 1, times[i], times[i + 1]))
+
+
+def _order_message(info: SeriesInfo, row: int, before: Any, after: Any) -> str:
+    return (f"{info.path}: not in time order at row {row:,} ({info.time_column} goes back from {before} to {after}); "
+            f"the model splits the series in time: sort it by {info.time_column} first")
+
+
+# -- streaming accumulators ------------------------------------------------------------
+
+
+class TopValues:
+    """The k largest values seen (as a multiset), in memory proportional to k."""
+
+    def __init__(self, k: int):
+        self.k = max(1, k)
+        self.parts: list[np.ndarray] = []
+        self.size = 0
+        self.cutoff: Any = None
+
+    def add(self, values: np.ndarray) -> None:
+        if self.cutoff is not None:
+            values = values[values > self.cutoff]
+        if not len(values):
+            return
+        self.parts.append(np.array(values, copy=True))
+        self.size += len(values)
+        if self.size > 2 * self.k:
+            self._prune()
+
+    def _prune(self) -> None:
+        merged = np.concatenate(self.parts)
+        if len(merged) > self.k:
+            merged = np.partition(merged, len(merged) - self.k)[len(merged) - self.k:]
+            self.cutoff = merged.min()
+        self.parts, self.size = [merged], len(merged)
+
+    def descending(self) -> np.ndarray:
+        if self.parts:
+            self._prune()
+        return np.sort(self.parts[0])[::-1] if self.parts else np.empty(0)
+
+
+class BlockMaxima:
+    """Maxima of `blocks` consecutive blocks of rows [0, n)."""
+
+    def __init__(self, n: int, blocks: int):
+        self.blocks = max(1, min(blocks, n))
+        self.size = n // self.blocks
+        self.maxima = np.full(self.blocks, np.iinfo(np.int64).min, dtype=np.int64)
+
+    def add(self, first_row: int, values: np.ndarray) -> None:
+        ids = np.minimum((first_row + np.arange(len(values))) // self.size, self.blocks - 1)
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        block_max = np.maximum.reduceat(values.astype(np.int64, copy=False), starts)
+        where = ids[starts]
+        self.maxima[where] = np.maximum(self.maxima[where], block_max)
+
+
+class ExceedanceCounter:
+    """Counts values above each level, as samples and as events: an exceedance at most
+    `gap` rows after the previous one belongs to its event."""
+
+    def __init__(self, levels: list[float], gap: int):
+        self.levels = levels
+        self.gap = gap
+        self.samples = [0] * len(levels)
+        self.events = [0] * len(levels)
+        self.last_row = [-(10**18)] * len(levels)
+        self.first_rows: list[list[int]] = [[] for _ in levels]
+
+    def add(self, first_row: int, values: np.ndarray) -> None:
+        finite = [lv for lv in self.levels if lv is not None and math.isfinite(lv)]
+        if not finite:
+            return
+        # One pass over the batch; the levels are then checked on the few values above the lowest.
+        candidates = np.flatnonzero(values > min(finite))
+        above = values[candidates]
+        for i, level in enumerate(self.levels):
+            if level is None or not math.isfinite(level):
+                continue
+            rows = candidates[above > level] + first_row
+            if not len(rows):
+                continue
+            self.samples[i] += len(rows)
+            new_events = rows[np.diff(np.r_[self.last_row[i], rows]) > self.gap]
+            self.events[i] += len(new_events)
+            if len(self.first_rows[i]) < 100:
+                self.first_rows[i].extend(int(r) for r in new_events[: 100 - len(self.first_rows[i])])
+            self.last_row[i] = int(rows[-1])
+
+
+# -- the model -------------------------------------------------------------------------
+
+
+@dataclass
+class ThresholdFit:
+    percentile: float
+    threshold_ns: int
+    exceedances: int
+    converged: bool
+    sigma_ns: float | None = None
+    xi: float | None = None
+    sigma_ci: tuple[float, float] | None = None
+    xi_ci: tuple[float, float] | None = None
+    js_divergence: float | None = None
+    note: str = ""
+    fit: Any = field(default=None, repr=False)
+    data: Any = field(default=None, repr=False)
+
+
+def return_level(m: float, u: float, zeta: float, sigma: float, xi: float) -> float | None:
+    """x_m; None when the period is shorter than one exceedance on average (m·ζ < 1)."""
+    mz = m * zeta
+    if mz < 1.0:
+        return None
+    if abs(xi) < 1e-9:
+        return u + sigma * math.log(mz)
+    return u + sigma / xi * (mz**xi - 1.0)
+
+
+def _return_level_se(m: float, zeta: float, n_fit: int, fit: gpd.GpdFit) -> float | None:
+    """Delta-method standard error of x_m, with ζ's binomial variance (Coles 2001, 4.3.3)."""
+    if fit.cov is None:
+        return None
+    sigma, xi = fit.sigma, fit.xi
+    mz = m * zeta
+    if abs(xi) < 1e-9:
+        d_zeta, d_sigma, d_xi = sigma / zeta, math.log(mz), sigma * math.log(mz) ** 2 / 2
+    else:
+        d_zeta = sigma * m**xi * zeta ** (xi - 1.0)
+        d_sigma = (mz**xi - 1.0) / xi
+        d_xi = -sigma / xi**2 * (mz**xi - 1.0) + sigma / xi * mz**xi * math.log(mz)
+    v = np.array([[zeta * (1 - zeta) / n_fit, 0, 0], [0, *fit.cov[0]], [0, *fit.cov[1]]])
+    g = np.array([d_zeta, d_sigma, d_xi])
+    var = float(g @ v @ g)
+    return math.sqrt(var) if var >= 0 else None
+
+
+def _endpoint(u: float, fit: gpd.GpdFit, z: float) -> tuple[float | None, tuple[float, float] | None]:
+    if fit.xi >= 0:
+        return None, None
+    end = u - fit.sigma / fit.xi
+    if fit.cov is None:
+        return end, None
+    g = np.array([-1.0 / fit.xi, fit.sigma / fit.xi**2])
+    se = math.sqrt(max(0.0, float(g @ np.array(fit.cov) @ g)))
+    return end, (end - z * se, end + z * se)
+
+
+def _fit_threshold(p: float, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
+    rank = max(1, math.ceil(p * n_fit))  # nearest rank, as percentile_disc
+    u = int(top[n_fit - rank])
+    y = (top[top > u] - u).astype(np.float64)
+    tf = ThresholdFit(p, u, len(y), False, data=y)
+    if len(y) < opts.min_exceedances:
+        tf.note = f"{len(y)} samples above it, the fit needs {opts.min_exceedances}"
+        return tf
+    fit = gpd.fit(y)
+    tf.fit, tf.note = fit, fit.message
+    if not fit.converged:
+        return tf
+    tf.converged = True
+    tf.sigma_ns, tf.xi = fit.sigma, fit.xi
+    se = fit.se()
+    if se:
+        tf.sigma_ci = (fit.sigma - z * se[0], fit.sigma + z * se[0])
+        tf.xi_ci = (fit.xi - z * se[1], fit.xi + z * se[1])
+    tf.js_divergence = gpd.js_divergence(y, fit.sigma, fit.xi, opts.js_bins)
+    return tf
+
+
+def required_samples(opts: EvtOptions) -> int:
+    """Series length at which the lowest threshold has `min_exceedances` in the fit part."""
+    p = min(opts.thresholds)
+    return math.ceil(opts.min_exceedances / (1.0 - p) / opts.fit_fraction)
+
+
+def evt_model(path: str | Path, opts: EvtOptions | None = None, rate_pps: float | None = None,
+              on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Fit, choose, extrapolate and validate; returns the document `lowtail model evt --json` prints."""
+    from scipy import stats as sstats
+
+    opts = opts or EvtOptions()
+    opts.check()
+    pf, info = open_series(path)
+    n = info.rows
+    n_fit = int(n * opts.fit_fraction)
+    needed = required_samples(opts)
+    if n < needed:
+        raise UserError(
+            f"{info.path}: {n:,} samples are too few: the fit part ({100 * opts.fit_fraction:g} %) needs "
+            f"{opts.min_exceedances} samples above the {100 * min(opts.thresholds):g}th percentile, i.e. at least "
+            f"{needed:,} samples in all (a longer run, or lower --thresholds / --min-exceedances)")
+    z = float(sstats.norm.ppf(0.5 + opts.confidence / 2))
+    top = TopValues(math.ceil((1.0 - min(opts.thresholds)) * n_fit) + 1)
+    blocks = BlockMaxima(n_fit, min(opts.stationarity_blocks, n_fit // 20))
+    model: dict[str, Any] | None = None
+    counter: ExceedanceCounter | None = None
+    val_top: TopValues | None = None
+    first_time = last_time = None
+    fit_end_time = None
+    for row, times, values in iter_series(pf, info):
+        if first_time is None and len(times):
+            first_time = int(times[0])
+        if len(times):
+            last_time = int(times[-1])
+        cut = max(0, min(len(values), n_fit - row))
+        if cut:
+            top.add(values[:cut])
+            blocks.add(row, values[:cut])
+            if row + cut == n_fit:
+                fit_end_time = int(times[cut - 1])
+        if row + cut >= n_fit and model is None:
+            model = _choose_and_extrapolate(top.descending(), n_fit, n - n_fit, opts, z)
+            counter = ExceedanceCounter(model["_levels"], opts.decluster_packets)
+            val_top = TopValues(min(1_000_000, 4 * model["exceedances"] + 100))
+        if cut < len(values):
+            counter.add(row + cut - n_fit, values[cut:])
+            val_top.add(values[cut:])
+        if on_progress:
+            on_progress(row + len(values), n)
+    assert model is not None and counter is not None and val_top is not None
+    span_ns = (last_time - first_time) if first_time is not None else 0
+    measured_rate = (n - 1) / (span_ns / 1e9) if span_ns > 0 else None
+    return _document(info, n, n_fit, opts, model, counter, val_top, blocks, rate_pps or measured_rate,
+                     measured_rate, fit_end_time, first_time)
+
+
+def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOptions, z: float) -> dict[str, Any]:
+    fits = [_fit_threshold(p, top, n_fit, opts, z) for p in sorted(opts.thresholds)]
+    usable = [f for f in fits if f.converged and f.js_divergence is not None]
+    if not usable:
+        too_few = [f for f in fits if f.exceedances < opts.min_exceedances]
+        if len(too_few) == len(fits):
+            raise UserError(f"too few samples in the tail: {fits[0].note} at the {100 * fits[0].percentile:g}th "
+                            f"percentile (a longer run, or --min-exceedances / --thresholds)")
+        reasons = "; ".join(f"{100 * f.percentile:g}th: {f.note}" for f in fits)
+        raise Failure(f"the GPD fit did not converge at any threshold ({reasons})")
+    chosen = min(usable, key=lambda f: (f.js_divergence, f.percentile))
+    zeta = chosen.exceedances / n_fit
+    levels = [return_level(n_val, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
+    levels += [return_level(n_val / 10, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
+               return_level(n_val / 100, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
+    return {"fits": fits, "chosen": chosen, "zeta": zeta, "exceedances": chosen.exceedances,
+            "_levels": [lv if lv is not None else math.nan for lv in levels], "z": z,
+            "_periods": [n_val, n_val / 10, n_val / 100]}
+
+
+def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
+    """ADF (null: unit root) and KPSS (null: stationary) on the fit part's block maxima."""
+    from statsmodels.tools.sm_exceptions import InterpolationWarning
+    from statsmodels.tsa.stattools import adfuller, kpss
+
+    out: dict[str, Any] = {"series": f"maxima of {len(maxima)} consecutive blocks of {block_size:,} packets "
+                                     "in the fit part", "blocks": len(maxima), "block_packets": block_size}
+    if len(maxima) < 20 or np.ptp(maxima) == 0:
+        out.update(adf_p=None, kpss_p=None, verdict="not tested",
+                   note="fewer than 20 blocks or constant maxima: the tests need a varying series")
+        return out
+    x = maxima.astype(np.float64)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # statsmodels announces a new result type
+        adf_p = float(adfuller(x, autolag="AIC")[1])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", InterpolationWarning)
+        kpss_p = float(kpss(x, regression="c", nlags="auto")[1])
+    caught = [w for w in caught if issubclass(w.category, InterpolationWarning)]
+    # statsmodels reports KPSS p-values only inside its table (0.01 … 0.1).
+    out["kpss_p_bound"] = ("lower" if kpss_p >= 0.1 else "upper") if caught else None
+    stationary_adf, stationary_kpss = adf_p < 0.05, kpss_p > 0.05
+    verdict = ("stationary" if stationary_adf and stationary_kpss else
+               "not stationary" if not stationary_adf and not stationary_kpss else "inconclusive")
+    out.update(adf_p=adf_p, kpss_p=kpss_p, verdict=verdict)
+    return out
+
+
+def _downsample_log(xs: np.ndarray, count: int) -> np.ndarray:
+    """Indices of about `count` points evenly spaced on a log scale of rank."""
+    if len(xs) <= count:
+        return np.arange(len(xs))
+    return np.unique(np.geomspace(1, len(xs), count).astype(np.int64) - 1)
+
+
+def _document(info: SeriesInfo, n: int, n_fit: int, opts: EvtOptions, model: dict[str, Any],
+              counter: ExceedanceCounter, val_top: TopValues, blocks: BlockMaxima, rate: float | None,
+              measured_rate: float | None, fit_end_time: int | None, first_time: int | None) -> dict[str, Any]:
+    chosen: ThresholdFit = model["chosen"]
+    fit: gpd.GpdFit = chosen.fit
+    u, zeta, z, n_val = chosen.threshold_ns, model["zeta"], model["z"], n - n_fit
+
+    def level_row(m: float) -> dict[str, Any]:
+        x = return_level(m, u, zeta, fit.sigma, fit.xi)
+        se = _return_level_se(m, zeta, n_fit, fit) if x is not None else None
+        return {"packets": m, "level_ns": x, "ci_ns": [x - z * se, x + z * se] if se is not None else None}
+
+    return_levels = {str(int(m)): level_row(m) for m in opts.return_periods}
+    horizons = {}
+    if rate:
+        for name, seconds in HORIZONS_S.items():
+            horizons[name] = {"seconds": seconds, **level_row(rate * seconds)}
+    endpoint, endpoint_ci = _endpoint(u, fit, z)
+    checks = []
+    for i, m in enumerate(model["_periods"]):
+        level = model["_levels"][i]
+        checks.append({"return_period": m, "return_level_ns": level if math.isfinite(level) else None,
+                       "expected": n_val / m, "exceedances": counter.events[i],
+                       "exceedance_samples": counter.samples[i]})
+    validation = {
+        "samples": n_val,
+        "return_period": n_val,
+        "return_level_ns": checks[0]["return_level_ns"],
+        "expected": 1.0,
+        "exceedances": counter.events[0],
+        "exceedance_samples": counter.samples[0],
+        "decluster_packets": opts.decluster_packets,
+        "first_exceedance_rows": [n_fit + r for r in counter.first_rows[0]],
+        "max_ns": int(val_top.descending()[0]) if val_top.size else None,
+        "checks": checks,
+    }
+    stationarity = _stationarity(blocks.maxima, blocks.size)
+    partial_reasons = []
+    if fit.cov is None:
+        partial_reasons.append("the information matrix is singular: no confidence intervals")
+    if stationarity["adf_p"] is None:
+        partial_reasons.append("stationarity not tested: " + stationarity["note"])
+    doc = {
+        "input": info.path,
+        "samples": n,
+        "fit_samples": n_fit,
+        "validation_samples": n_val,
+        "fit_fraction": opts.fit_fraction,
+        "fit_end_ns": fit_end_time,
+        "start_ns": first_time,
+        "rate_pps": rate,
+        "measured_rate_pps": measured_rate,
+        "confidence": opts.confidence,
+        "threshold_percentile": _pct(chosen.percentile),
+        "threshold_ns": u,
+        "exceedances": chosen.exceedances,
+        "zeta": zeta,
+        "sigma_ns": fit.sigma,
+        "sigma_ci_ns": list(chosen.sigma_ci) if chosen.sigma_ci else None,
+        "xi": fit.xi,
+        "xi_ci": list(chosen.xi_ci) if chosen.xi_ci else None,
+        "bounded": fit.xi < 0,
+        "endpoint_ns": endpoint,
+        "endpoint_ci_ns": list(endpoint_ci) if endpoint_ci else None,
+        "js_divergence": chosen.js_divergence,
+        "js_binning": f"{opts.js_bins} bins of equal probability under each fitted GPD (edges at its k/{opts.js_bins} "
+                      "quantiles, the last bin open-ended); divergence in bits, 0 = identical",
+        "note": fit.message,
+        "thresholds": [_threshold_row(f) for f in model["fits"]],
+        "return_levels_ns": {k: v["level_ns"] for k, v in return_levels.items()},
+        "return_levels": return_levels,
+        "horizons": horizons,
+        "validation": validation,
+        "stationarity": stationarity,
+        "plot": _plot_data(chosen, n_fit, n_val, val_top, fit, u, zeta, z),
+        "partial": bool(partial_reasons),
+        "partial_reasons": partial_reasons,
+        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(opts).items()},
+    }
+    return doc
+
+
+def _pct(p: float) -> float:
+    """A fraction as a percentage without binary noise (0.99999 → 99.999)."""
+    return round(100 * p, 9)
+
+
+def _threshold_row(f: ThresholdFit) -> dict[str, Any]:
+    return {"percentile": _pct(f.percentile), "threshold_ns": f.threshold_ns, "exceedances": f.exceedances,
+            "converged": f.converged, "sigma_ns": f.sigma_ns, "xi": f.xi,
+            "sigma_ci_ns": list(f.sigma_ci) if f.sigma_ci else None, "xi_ci": list(f.xi_ci) if f.xi_ci else None,
+            "js_divergence": f.js_divergence, "note": f.note}
+
+
+def _plot_data(chosen: ThresholdFit, n_fit: int, n_val: int, val_top: TopValues, fit: gpd.GpdFit, u: int, zeta: float, z: float) -> dict[str, Any]:
+    """What the return-level and QQ plots need, small enough to store with the result."""
+    # Empirical return levels: the k-th largest value recurs every n/k packets.
+    emp_fit = []
+    exceed = np.sort(chosen.data)[::-1] + u
+    for i in _downsample_log(exceed, _PLOT_POINTS):
+        emp_fit.append([n_fit / (i + 1), int(exceed[i])])
+    emp_val = []
+    vt = val_top.descending()
+    vt = vt[vt > u]
+    for i in _downsample_log(vt, _PLOT_POINTS):
+        emp_val.append([n_val / (i + 1), int(vt[i])])
+    m_lo = max(1.0 / zeta, 1.0)
+    periods = np.geomspace(m_lo, max(1e10, 10 * n_val), 120)
+    curve = []
+    for m in periods:
+        x = return_level(m, u, zeta, fit.sigma, fit.xi)
+        se = _return_level_se(m, zeta, n_fit, fit)
+        curve.append([float(m), x, None if se is None else x - z * se, None if se is None else x + z * se])
+    # QQ: empirical exceedances against model quantiles at plotting positions i/(n+1).
+    y = np.sort(chosen.data)
+    idx = np.unique(np.linspace(0, len(y) - 1, min(len(y), _PLOT_POINTS)).round().astype(np.int64))
+    model_q = gpd.quantile((idx + 1) / (len(y) + 1), fit.sigma, fit.xi)
+    qq = [[float(mq + u), int(y[i] + u)] for mq, i in zip(model_q, idx)]
+    return {"empirical_fit": emp_fit, "empirical_validation": emp_val, "curve": curve, "qq": qq}
+
+
+__all__ = ["EvtOptions", "evt_model", "return_level", "required_samples", "DEFAULT_THRESHOLDS"]

@@ -1,0 +1,83 @@
+"""The knee of a rate sweep: the first rate at which the device is overloaded.
+
+The seeds call a run overloaded when it loses packets noticeably or its latency grows
+by orders of magnitude (004, Table II: 3.3 % loss and a thousandfold median at the first
+overloaded rate, while a short loss burst at start-up alone is not overload). Here a
+rate is overloaded when any valid run at it loses more than `loss_limit` of its packets
+or has a 99th percentile more than `growth_limit` times that of the lowest rate."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One run of a sweep, with the figures the knee needs."""
+
+    run_id: int | None
+    rate_pps: float
+    sent: int
+    lost: int
+    p50_ns: int | None
+    p99_ns: int | None
+    p99_999_ns: int | None
+    max_ns: int | None
+
+    @property
+    def loss(self) -> float:
+        return self.lost / self.sent if self.sent else 1.0
+
+
+def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_limit: float = 10.0) -> dict[str, Any]:
+    by_rate: dict[float, list[SweepPoint]] = defaultdict(list)
+    for p in points:
+        by_rate[p.rate_pps].append(p)
+    if not by_rate:
+        return {"knee_pps": None, "last_ok_pps": None, "rates": [], "criteria": _criteria(loss_limit, growth_limit)}
+    rates = sorted(by_rate)
+    reference = [p.p99_ns for p in by_rate[rates[0]] if p.p99_ns]
+    reference_p99 = min(reference) if reference else None
+    rows, knee, last_ok = [], None, None
+    for rate in rates:
+        runs = by_rate[rate]
+        reasons = sorted({r for p in runs for r in _overload_reasons(p, reference_p99, loss_limit, growth_limit)})
+        rows.append({
+            "rate_pps": rate,
+            "runs": [p.run_id for p in runs],
+            "loss": max(p.loss for p in runs),
+            "p50_ns": _worst(p.p50_ns for p in runs),
+            "p99_ns": _worst(p.p99_ns for p in runs),
+            "p99_999_ns": _worst(p.p99_999_ns for p in runs),
+            "max_ns": _worst(p.max_ns for p in runs),
+            "overloaded": bool(reasons),
+            "reasons": reasons,
+        })
+        if reasons and knee is None:
+            knee = rate
+        elif not reasons and knee is None:
+            last_ok = rate
+    return {"knee_pps": knee, "last_ok_pps": last_ok, "reference_p99_ns": reference_p99, "rates": rows,
+            "criteria": _criteria(loss_limit, growth_limit)}
+
+
+def _criteria(loss_limit: float, growth_limit: float) -> dict[str, float]:
+    return {"loss_limit": loss_limit, "growth_limit": growth_limit}
+
+
+def _worst(values: Iterable[int | None]) -> int | None:
+    present = [v for v in values if v is not None]
+    return max(present) if present else None
+
+
+def _overload_reasons(p: SweepPoint, reference_p99: int | None, loss_limit: float, growth_limit: float) -> list[str]:
+    reasons = []
+    if p.loss > loss_limit:
+        reasons.append(f"loss {100 * p.loss:.3g} % > {100 * loss_limit:.3g} %")
+    if p.p99_ns is None:
+        reasons.append("no latency measured")
+    elif reference_p99 and p.p99_ns > growth_limit * reference_p99:
+        reasons.append(f"p99 {p.p99_ns / reference_p99:,.0f}× the lowest rate's")
+    return reasons

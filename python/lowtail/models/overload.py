@@ -1,0 +1,71 @@
+"""The seeds' overload model (004, section VI): a core spends t_CPU per packet and
+d_Σ per second on interrupts, so it keeps up with at most
+
+    R_max = (1 s − d_Σ) / t_CPU,   t_CPU = t_e2e − 2·t_transfer,   d_Σ = Σ rate_i · duration_i
+
+packets per second. t_e2e is the application's median latency, 2·t_transfer the median of
+the bare forwarder (the same path with no processing)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+from lowtail.errors import UserError
+from lowtail.units import parse_duration_ns
+
+NS_PER_S = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class InterruptLoad:
+    """An interrupt kind hitting the processing core: how often and how long."""
+
+    rate_hz: float
+    duration_ns: float
+    kind: str = ""
+
+    @property
+    def ns_per_s(self) -> float:
+        return self.rate_hz * self.duration_ns
+
+
+_IRQ = re.compile(r"^\s*(?:(?P<kind>[A-Za-z_][\w-]*)=)?(?P<rate>[0-9.eE+-]+)\s*(?:hz|Hz)?\s*:\s*(?P<dur>.+)$")
+
+
+def parse_interrupt(text: str) -> InterruptLoad:
+    """'166.7:10.9us' or 'loc=166.7:10.9us' (rate in Hz, duration with a unit, µs by default)."""
+    m = _IRQ.match(text)
+    if not m:
+        raise UserError(f"--irq {text!r}: expected RATE_HZ:DURATION, e.g. 166.7:10.9us or loc=250:5.5us")
+    try:
+        rate = float(m.group("rate"))
+    except ValueError:
+        raise UserError(f"--irq {text!r}: {m.group('rate')!r} is not a rate in Hz") from None
+    duration = parse_duration_ns(m.group("dur"), default_unit="us")
+    if rate <= 0 or duration < 0:
+        raise UserError(f"--irq {text!r}: the rate must be positive and the duration not negative")
+    return InterruptLoad(rate, duration, m.group("kind") or "")
+
+
+def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[InterruptLoad]) -> dict[str, Any]:
+    """R_max and the figures behind it. t_transfer_ns is the bare forwarder's median
+    (the seeds' 2·t_transfer), t_e2e_ns the application's median."""
+    irqs = list(interrupts)
+    t_cpu = t_e2e_ns - t_transfer_ns
+    if t_cpu <= 0:
+        raise UserError(f"the application's median ({t_e2e_ns / 1e3:.3f} µs) is not above the bare forwarder's "
+                        f"({t_transfer_ns / 1e3:.3f} µs): there is no CPU time per packet to divide by")
+    d_sum = sum(i.ns_per_s for i in irqs)
+    if d_sum >= NS_PER_S:
+        raise UserError(f"the interrupts take {d_sum / 1e9:.3f} s of every second: the core has no time for packets")
+    return {
+        "t_transfer_ns": t_transfer_ns,
+        "t_e2e_ns": t_e2e_ns,
+        "t_cpu_ns": t_cpu,
+        "d_sum_ns_per_s": d_sum,
+        "interrupt_share": d_sum / NS_PER_S,
+        "r_max_pps": (NS_PER_S - d_sum) / t_cpu,
+        "interrupts": [asdict(i) for i in irqs],
+    }

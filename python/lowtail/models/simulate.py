@@ -1,0 +1,182 @@
+"""The discrete-event device model (crate lowtail-sim) seen from Python: specs from
+command-line words, exact percentiles of the predicted latencies, and the comparison
+with a measured run, percentile by percentile."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from lowtail import _native
+from lowtail.errors import UserError
+from lowtail.units import parse_duration_ns
+
+# (JSON key, percentile) in the order the analysis reports them.
+PERCENTILES = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999),
+               ("p99_999", 0.99999), ("p99_9999", 0.999999)]
+_DROPPED = np.iinfo(np.int64).min
+
+
+def defaults() -> dict[str, Any]:
+    return json.loads(_native.simulate_defaults())
+
+
+@dataclass
+class Outcome:
+    spec: dict[str, Any]
+    summary: dict[str, Any]
+    arrival_ns: np.ndarray
+    departure_ns: np.ndarray
+
+    @property
+    def delivered(self) -> np.ndarray:
+        return self.departure_ns != _DROPPED
+
+    def latencies(self) -> np.ndarray:
+        ok = self.delivered
+        return self.departure_ns[ok] - self.arrival_ns[ok]
+
+
+def run(spec: dict[str, Any]) -> Outcome:
+    try:
+        summary_json, arrivals, departures = _native.simulate_device(json.dumps(spec))
+    except _native.LowtailError as e:
+        raise UserError(str(e)) from None
+    summary = json.loads(summary_json)
+    return Outcome(summary["spec"], summary, np.frombuffer(arrivals, dtype=np.int64),
+                   np.frombuffer(departures, dtype=np.int64))
+
+
+def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
+    """percentile_disc: the value at rank ceil(q·n), at least 1."""
+    n = len(sorted_values)
+    return int(sorted_values[min(n, max(1, math.ceil(q * n))) - 1])
+
+
+def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
+    """The `latency_ns` block of an analysis, computed the same way (exact nearest rank)."""
+    if not len(latencies):
+        return None
+    s = np.sort(latencies)
+    out: dict[str, Any] = {"samples": len(s), "min": int(s[0]), "max": int(s[-1]), "mean": float(s.mean())}
+    for key, q in PERCENTILES:
+        out[key] = nearest_rank(s, q)
+    return out
+
+
+def cdf_points(latencies: np.ndarray, points: int = 600) -> list[list[float]]:
+    """(latency_ns, fraction ≤ it) at the steps of the empirical CDF, thinned for plotting
+    but keeping every jump the staircase shows."""
+    if not len(latencies):
+        return []
+    values, counts = np.unique(latencies, return_counts=True)
+    cum = np.cumsum(counts) / len(latencies)
+    if len(values) > points:
+        keep = np.unique(np.r_[np.linspace(0, len(values) - 1, points).round().astype(np.int64),
+                               np.argsort(counts)[-points // 4:]])
+        values, cum = values[keep], cum[keep]
+    return [[int(v), float(c)] for v, c in zip(values, cum)]
+
+
+def summarize(o: Outcome) -> dict[str, Any]:
+    lat = o.latencies()
+    offered = len(o.arrival_ns)
+    span_s = o.summary["span_ns"] / 1e9 if o.summary["span_ns"] > 0 else math.nan
+    return {
+        "offered": offered,
+        "delivered": int(len(lat)),
+        "dropped": o.summary["dropped"],
+        "loss": o.summary["dropped"] / offered if offered else 0.0,
+        "batches": o.summary["batches"],
+        "mean_batch": len(lat) / o.summary["batches"] if o.summary["batches"] else 0.0,
+        "utilisation": o.summary["work_ns"] / o.summary["span_ns"] if o.summary["span_ns"] > 0 else None,
+        "throughput_pps": len(lat) / span_s if span_s == span_s else None,
+        "latency_ns": latency_figures(lat),
+        "cdf": cdf_points(lat),
+    }
+
+
+# -- specs from words --------------------------------------------------------------------
+
+
+def parse_service(text: str) -> dict[str, Any]:
+    """const:20us · exp:20us · uniform:10us:30us · normal:20us:2us · lognormal:20us:0.3 · or a bare duration."""
+    parts = text.split(":")
+    kind = parts[0].lower()
+    try:
+        if len(parts) == 1:
+            return {"kind": "constant", "ns": parse_duration_ns(text, "ns")}
+        if kind in ("const", "constant") and len(parts) == 2:
+            return {"kind": "constant", "ns": parse_duration_ns(parts[1], "ns")}
+        if kind in ("exp", "exponential") and len(parts) == 2:
+            return {"kind": "exponential", "mean_ns": parse_duration_ns(parts[1], "ns")}
+        if kind == "uniform" and len(parts) == 3:
+            return {"kind": "uniform", "min_ns": parse_duration_ns(parts[1], "ns"), "max_ns": parse_duration_ns(parts[2], "ns")}
+        if kind == "normal" and len(parts) == 3:
+            return {"kind": "normal", "mean_ns": parse_duration_ns(parts[1], "ns"), "sd_ns": parse_duration_ns(parts[2], "ns")}
+        if kind == "lognormal" and len(parts) == 3:
+            return {"kind": "lognormal", "median_ns": parse_duration_ns(parts[1], "ns"), "sigma": float(parts[2])}
+    except (UserError, ValueError):
+        pass
+    raise UserError(f"--service {text!r}: expected a duration (20us) or const:20us, exp:20us, uniform:10us:30us, "
+                    "normal:20us:2us, lognormal:20us:0.3")
+
+
+_IRQ = re.compile(r"^\s*(?P<poisson>poisson@)?(?P<rate>[0-9.eE+]+)\s*(?:hz|Hz)?\s*:\s*(?P<durs>[^@]+?)(?:@(?P<phase>.+))?$")
+
+
+def parse_irq(text: str) -> dict[str, Any]:
+    """250:5.5us,8.2us (rate in Hz, durations cycled) · poisson@1000:2us · 250:5us@1ms (first one at 1 ms)."""
+    m = _IRQ.match(text)
+    if not m:
+        raise UserError(f"--irq {text!r}: expected RATE_HZ:DURATION[,DURATION...][@PHASE], e.g. 250:5.5us,8.2us")
+    durations = [parse_duration_ns(d, "us") for d in m.group("durs").split(",") if d.strip()]
+    return {"rate_hz": float(m.group("rate")), "durations_ns": durations, "poisson": bool(m.group("poisson")),
+            "phase_ns": parse_duration_ns(m.group("phase"), "us") if m.group("phase") else 0}
+
+
+def int_list(text: str, what: str) -> list[int]:
+    try:
+        values = [int(float(v)) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{what} {text!r}: expected a number or a comma-separated list") from None
+    if not values or min(values) <= 0:
+        raise UserError(f"{what} {text!r}: values must be positive")
+    return values
+
+
+# -- against a measured run ------------------------------------------------------------
+
+
+def spec_for_run(run: dict[str, Any], overhead_ns: float, packets: int | None, seed: int) -> dict[str, Any]:
+    """The simulation of a stored lowtail-fwd run: its rate, burst, work_ns and batch."""
+    config = run["dut_config"] or {}
+    if run["dut_kind"] != "lowtail-fwd" and "work_ns" not in config:
+        raise UserError(f"run {run['run_id']} is a {run['dut_kind']} run: the device model needs a lowtail-fwd run "
+                        "(its work_ns and batch), or give the model yourself without --run")
+    work = float(config.get("work_ns", 0))
+    sent = int(run["sent"] or 0)
+    return {
+        "packets": int(packets or min(max(sent, 1), 2_000_000)),
+        "rate_pps": float(run["rate_pps"]),
+        "burst": int(run["burst"] or 1),
+        "service": {"kind": "constant", "ns": work + overhead_ns},
+        "batch": int(config.get("batch", 1)),
+        "seed": seed,
+    }
+
+
+def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[str, Any]]:
+    """Percentile by percentile: measured, predicted, difference and ratio."""
+    rows = []
+    for key in ["min"] + [k for k, _ in PERCENTILES] + ["max"]:
+        m, p = measured.get(key), (predicted or {}).get(key)
+        rows.append({"percentile": key, "measured_ns": m, "predicted_ns": p,
+                     "difference_ns": (p - m) if m is not None and p is not None else None,
+                     "ratio": (p / m) if m and p is not None else None})
+    return rows
