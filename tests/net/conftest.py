@@ -1,75 +1,57 @@
-"""Real network namespaces and veth pairs for the native programs' tests.
+"""Testbeds for the native programs' tests, built by lowtail's own testbed module.
 
-Every test gets a fresh namespace with a unique name; deleting the namespace at the end
-(even when the test fails) removes its veth links with it.
+`wire` is a calibration testbed: one veth pair, both ends (lg0, lg1) in the generator's
+namespace. `looped` has a DuT namespace between them: lg0 → in0, out0 → lg1. Each is
+unique to its test and removed at the end, also when the test fails; the programs a
+test started are killed before that.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
-import time
-import uuid
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
 from lowtail.binaries import find_binary
-
-
-def _skip_reason() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespaces and packet sockets)"
-    if shutil.which("ip") is None:
-        return "needs iproute2's ip command"
-    return None
-
+from lowtail.testbed.system import missing_capabilities
+from lowtail.testbed.topology import Testbed
 
 pytestmark = [pytest.mark.root]
 
 
-@dataclass
-class Netns:
-    """A namespace holding veth pairs, all in the same namespace."""
+def _needs_root() -> None:
+    if os.geteuid() != 0 or missing_capabilities():
+        pytest.skip("needs root: network namespaces, veth links and packet sockets")
 
-    name: str
-    links: list[tuple[str, str]] = field(default_factory=list)
 
-    def ip(self, *args: str) -> None:
-        subprocess.run(["ip", "-n", self.name, *args], check=True, capture_output=True, timeout=30)
+class Bed:
+    """A testbed and the `IF@NETNS` names the native programs take for its interfaces."""
 
-    def veth(self, a: str, b: str) -> None:
-        self.ip("link", "add", a, "type", "veth", "peer", "name", b)
-        self.ip("link", "set", a, "up")
-        self.ip("link", "set", b, "up")
-        self.links.append((a, b))
-
-    def at(self, iface: str) -> str:
-        """The `IF@NETNS` name the native programs take."""
-        return f"{iface}@{self.name}"
+    def __init__(self, tb: Testbed):
+        self.tb = tb
+        self.tx = f"{tb.tx}@{tb.lg_ns}"
+        self.rx = f"{tb.rx}@{tb.lg_ns}"
+        if tb.dut_ns:
+            self.dut_in = f"{tb.dut_in}@{tb.dut_ns}"
+            self.dut_out = f"{tb.dut_out}@{tb.dut_ns}"
 
 
 @pytest.fixture
-def netns():
-    reason = _skip_reason()
-    if reason:
-        pytest.skip(reason)
-    name = f"ltnet-{os.getpid()}-{uuid.uuid4().hex[:6]}"
-    subprocess.run(["ip", "netns", "add", name], check=True, capture_output=True, timeout=30)
-    ns = Netns(name)
-    try:
-        ns.ip("link", "set", "lo", "up")
-        # No IPv6 on test links: the kernel would send its own neighbour discovery
-        # frames, and captures would hold more than the generator sent.
-        subprocess.run(["ip", "netns", "exec", name, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
-                        "net.ipv6.conf.default.disable_ipv6=1"], check=True, capture_output=True, timeout=30)
-        yield ns
-    finally:
-        subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=30)
+def wire(tmp_path):
+    _needs_root()
+    with Testbed(tmp_path / "testbed", wire=True) as tb:
+        yield Bed(tb)
+
+
+@pytest.fixture
+def looped(tmp_path):
+    _needs_root()
+    with Testbed(tmp_path / "testbed") as tb:
+        yield Bed(tb)
 
 
 def native(name: str) -> str:
@@ -103,7 +85,8 @@ class Background:
 
 @pytest.fixture
 def background():
-    """Start native programs; whatever is still running at the end is killed."""
+    """Start native programs; whatever is still running at the end is killed (before
+    the testbed of the test goes: request this fixture after the testbed's)."""
     started: list[Background] = []
 
     def start(argv: list[str], stats: Path) -> Background:
@@ -118,8 +101,3 @@ def background():
 
 def run_native(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-
-
-def settle() -> None:
-    """Give frames still in flight through veth links time to arrive."""
-    time.sleep(0.2)

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import time
 
 import pyarrow.parquet as pq
 import pytest
 
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 
-from .conftest import native, run_native, settle
+from lowtail.testbed.system import ip
+
+from .conftest import native, run_native
 
 GEN, CAP, FWD = "lowtail-gen", "lowtail-cap", "lowtail-fwd"
 
@@ -21,15 +25,13 @@ def capture(background, tmp_path, *ifaces: str, extra: tuple[str, ...] = ()):
     argv = [native(CAP), "--stats-json", str(tmp_path / "cap.json"), *extra]
     outs = []
     for i, iface in enumerate(ifaces):
-        out = tmp_path / f"side{i}.pcap"
+        out = tmp_path / (f"side{i}.pcap.zst" if "--zstd" in extra else f"side{i}.pcap")
         argv += ["--iface", iface, "--out", str(out)]
         outs.append(out)
     return background(argv, tmp_path / "cap.json"), outs
 
 
 def generate(iface: str, tmp_path, *args: str, check: bool = True) -> tuple[subprocess.CompletedProcess, dict]:
-    import json
-
     stats = tmp_path / "gen.json"
     r = run_native([native(GEN), "--iface", iface, "--stats-json", str(stats), *args])
     if check:
@@ -37,10 +39,14 @@ def generate(iface: str, tmp_path, *args: str, check: bool = True) -> tuple[subp
     return r, (json.loads(stats.read_text()) if stats.exists() else {})
 
 
-def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(netns, background, tmp_path):
-    netns.veth("g0", "d0")
-    cap, (pre, post) = capture(background, tmp_path, netns.at("g0"), netns.at("d0"))
-    r, gen = generate(netns.at("g0"), tmp_path, "--rate", "20000", "--count", "10000", "--burst", "2",
+def settle() -> None:
+    """Give frames still in flight through the veth links time to arrive."""
+    time.sleep(0.2)
+
+
+def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, background, tmp_path):
+    cap, (pre, post) = capture(background, tmp_path, wire.tx, wire.rx, extra=("--zstd",))
+    r, gen = generate(wire.tx, tmp_path, "--rate", "20000", "--count", "10000", "--burst", "2",
                       "--flows", "4", "--frame-size", "128", "--first-id", "1000")
     settle()
     code, err, stats = cap.stop()
@@ -48,24 +54,33 @@ def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(netns, bac
     assert gen["sent"] == gen["planned"] == 10000
     assert (gen["first_id"], gen["last_id"]) == (1000, 10999)
     assert gen["pacing_error_ns"]["samples"] == 5000  # one per burst
-    sides = {s["iface"]: s for s in stats["interfaces"]}
-    for name in ("g0", "d0"):
-        assert sides[name]["frames"] == 10000
-        assert sides[name]["drops"] == 0
-        assert sides[name]["timestamp_source"] == "software"
+    for side in stats["interfaces"]:
+        assert side["frames"] == 10000
+        assert side["drops"] == 0
+        assert side["timestamp_source"] == "software"
     assert stats["complete"] is True
+    assert pre.read_bytes()[:4] == b"\x28\xb5\x2f\xfd", "zstd-compressed"
     doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
     assert (doc["sent"], doc["received"], doc["lost"], doc["duplicates"]) == (10000, 10000, 0, 0)
     assert doc["latency_ns"]["min"] > 0
 
 
-def test_the_forwarder_forwards_everything_unchanged(netns, background, tmp_path):
-    netns.veth("g0", "i0")
-    netns.veth("o0", "r0")
-    fwd = background([native(FWD), "--in", netns.at("i0"), "--out", netns.at("o0"),
+def test_a_capture_with_a_duration_stops_by_itself(wire, tmp_path):
+    stats = tmp_path / "cap.json"
+    r = run_native([native(CAP), "--iface", wire.rx, "--out", str(tmp_path / "x.pcap"), "--duration", "300ms",
+                    "--stats-json", str(stats)], timeout=30)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(stats.read_text())
+    assert doc["stopped_by"] == "duration"
+    assert 300_000_000 <= doc["duration_ns"] < 5_000_000_000
+    assert doc["interfaces"][0]["frames"] == 0 and doc["complete"] is True
+
+
+def test_the_forwarder_forwards_everything_unchanged(looped, background, tmp_path):
+    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out,
                       "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
-    cap, (pre, post) = capture(background, tmp_path, netns.at("g0"), netns.at("r0"))
-    generate(netns.at("g0"), tmp_path, "--rate", "20000", "--count", "5000", "--vlan", "7")
+    cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
+    generate(looped.tx, tmp_path, "--rate", "20000", "--count", "5000", "--vlan", "7")
     settle()
     cap_code, _, cap_stats = cap.stop()
     fwd_code, err, fwd_stats = fwd.stop(signal.SIGTERM)
@@ -81,17 +96,15 @@ def test_the_forwarder_forwards_everything_unchanged(netns, background, tmp_path
 
 
 @pytest.mark.parametrize("batch", [1, 8])
-def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(netns, background, tmp_path, batch):
+def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, background, tmp_path, batch):
     # Bursts of 8 frames, 1 ms apart; 100 µs of work per frame. With batch 8 the frames
     # that were waiting together leave together, after all of them were processed; with
     # batch 1 each leaves after its own work.
     work_ns = 100_000
-    netns.veth("g0", "i0")
-    netns.veth("o0", "r0")
-    fwd = background([native(FWD), "--in", netns.at("i0"), "--out", netns.at("o0"), "--work-ns", str(work_ns),
+    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out, "--work-ns", str(work_ns),
                       "--batch", str(batch), "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
-    cap, (pre, post) = capture(background, tmp_path, netns.at("g0"), netns.at("r0"))
-    generate(netns.at("g0"), tmp_path, "--rate", "8000", "--burst", "8", "--count", "320")
+    cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
+    generate(looped.tx, tmp_path, "--rate", "8000", "--burst", "8", "--count", "320")
     settle()
     cap.stop()
     _, _, fwd_stats = fwd.stop()
@@ -121,13 +134,12 @@ def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(netns, backgro
         assert min(latency for _, latency in b) >= len(b) * work_ns
 
 
-def test_capture_drops_are_counted_not_silent(netns, background, tmp_path):
-    netns.veth("g0", "d0")
-    cap, _ = capture(background, tmp_path, netns.at("d0"), extra=("--ring-mb", "1"))
+def test_capture_drops_are_counted_not_silent(wire, background, tmp_path):
+    cap, _ = capture(background, tmp_path, wire.rx, extra=("--ring-mb", "1"))
     # A stopped capture cannot drain its 1 MiB ring (~7000 small frames): the rest is dropped.
     cap.proc.send_signal(signal.SIGSTOP)
     try:
-        generate(netns.at("g0"), tmp_path, "--rate", "100000", "--count", "20000", "--burst", "16")
+        generate(wire.tx, tmp_path, "--rate", "100000", "--count", "20000", "--burst", "16")
     finally:
         cap.proc.send_signal(signal.SIGCONT)
     settle()
@@ -140,18 +152,29 @@ def test_capture_drops_are_counted_not_silent(netns, background, tmp_path):
     assert stats["complete"] is False
 
 
-def test_hardware_timestamps_are_detected_and_refused_where_missing(netns, tmp_path):
-    netns.veth("g0", "d0")
-    r = run_native([native(CAP), "--iface", netns.at("d0"), "--out", str(tmp_path / "x.pcap"),
+def test_hardware_timestamps_are_detected_and_refused_where_missing(wire, tmp_path):
+    r = run_native([native(CAP), "--iface", wire.rx, "--out", str(tmp_path / "x.pcap"),
                     "--timestamps", "hardware", "--duration", "0.1"])
     assert r.returncode == 2
     assert "cannot stamp received frames in hardware" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_a_rate_out_of_reach_is_reported_not_hidden(netns, tmp_path):
-    netns.veth("g0", "d0")
-    r, gen = generate(netns.at("g0"), tmp_path, "--rate", "50000000", "--count", "200000", check=False)
+def test_a_pinned_generator_owns_its_core_at_real_time_priority(wire, tmp_path):
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < 2:
+        pytest.skip("on a single core the generator keeps ordinary scheduling")
+    common = ("--rate", "10000", "--count", "200", "--cpu", str(cores[-1]))
+    _, gen = generate(wire.tx, tmp_path, *common)
+    assert gen["scheduling"] == "SCHED_FIFO 40"
+    _, gen = generate(wire.tx, tmp_path, *common, "--rt-priority", "0")
+    assert gen["scheduling"] == "SCHED_OTHER"
+    _, gen = generate(wire.tx, tmp_path, "--rate", "10000", "--count", "200")
+    assert gen["scheduling"] == "SCHED_OTHER", "not pinned: no real-time priority"
+
+
+def test_a_rate_out_of_reach_is_reported_not_hidden(wire, tmp_path):
+    r, gen = generate(wire.tx, tmp_path, "--rate", "50000000", "--count", "200000", check=False)
     assert r.returncode == 3
     assert "could not keep up" in r.stderr
     assert gen["kept_up"] is False
@@ -159,13 +182,11 @@ def test_a_rate_out_of_reach_is_reported_not_hidden(netns, tmp_path):
     assert gen["achieved_rate_pps"] < 50_000_000 * 0.5
 
 
-def test_signals_stop_every_program_cleanly_with_statistics(netns, background, tmp_path):
-    netns.veth("g0", "i0")
-    netns.veth("o0", "r0")
-    fwd = background([native(FWD), "--in", netns.at("i0"), "--out", netns.at("o0"),
+def test_signals_stop_every_program_cleanly_with_statistics(looped, background, tmp_path):
+    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out,
                       "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
     stats = tmp_path / "gen.json"
-    gen = subprocess.Popen([native(GEN), "--iface", netns.at("g0"), "--rate", "10000", "--duration", "60",
+    gen = subprocess.Popen([native(GEN), "--iface", looped.tx, "--rate", "10000", "--duration", "60",
                             "--stats-json", str(stats)], stderr=subprocess.PIPE, text=True)
     try:
         settle()
@@ -174,8 +195,6 @@ def test_signals_stop_every_program_cleanly_with_statistics(netns, background, t
     finally:
         if gen.poll() is None:
             gen.kill()
-    import json
-
     assert gen.returncode == 130, err
     doc = json.loads(stats.read_text())
     assert doc["interrupted"] is True and 0 < doc["sent"] < doc["planned"]
@@ -186,38 +205,36 @@ def test_signals_stop_every_program_cleanly_with_statistics(netns, background, t
 
 @pytest.mark.parametrize("program,args,message", [
     (GEN, ["--iface", "nosuch0", "--rate", "1000", "--count", "1"], "no such interface: nosuch0"),
-    (GEN, ["--iface", "g0@ltnet-none", "--rate", "1000", "--count", "1"], "no such network namespace"),
-    (GEN, ["--iface", "{g0}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
-    (GEN, ["--iface", "{g0}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
-    (CAP, ["--iface", "{g0}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
-    (CAP, ["--iface", "{g0}", "--iface", "{d0}", "--out", "x.pcap"], "one --out per --iface"),
-    (FWD, ["--in", "{g0}", "--out", "nosuch1"], "no such interface: nosuch1"),
-    (FWD, ["--in", "{g0}", "--out", "{d0}", "--batch", "0"], "--batch must be at least 1"),
+    (GEN, ["--iface", "lg0@lowtail-no-such-ns", "--rate", "1000", "--count", "1"], "no such network namespace"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "100"], "outside 1..99"),
+    (CAP, ["--iface", "{tx}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
+    (CAP, ["--iface", "{tx}", "--iface", "{rx}", "--out", "x.pcap"], "one --out per --iface"),
+    (FWD, ["--in", "{tx}", "--out", "nosuch1"], "no such interface: nosuch1"),
+    (FWD, ["--in", "{tx}", "--out", "{rx}", "--batch", "0"], "--batch must be at least 1"),
 ])
-def test_bad_set_up_is_one_clear_line_and_exit_2(netns, program, args, message):
-    netns.veth("g0", "d0")
-    argv = [native(program), *[a.format(g0=netns.at("g0"), d0=netns.at("d0")) for a in args]]
+def test_bad_set_up_is_one_clear_line_and_exit_2(wire, program, args, message):
+    argv = [native(program), *[a.format(tx=wire.tx, rx=wire.rx) for a in args]]
     r = run_native(argv, timeout=30)
     assert r.returncode == 2, r.stderr
     assert message in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
 
 
-def test_a_down_interface_is_named(netns):
-    netns.veth("g0", "d0")
-    netns.ip("link", "set", "g0", "down")
-    r = run_native([native(GEN), "--iface", netns.at("g0"), "--rate", "1000", "--count", "1"])
+def test_a_down_interface_is_named(wire):
+    ip("-n", wire.tb.lg_ns, "link", "set", "lg0", "down", what="taking lg0 down")
+    r = run_native([native(GEN), "--iface", wire.tx, "--rate", "1000", "--count", "1"])
     assert r.returncode == 2
-    assert "is down" in r.stderr and "ip link set g0 up" in r.stderr
+    assert "is down" in r.stderr and "ip link set lg0 up" in r.stderr
 
 
-def test_without_privileges_it_says_what_is_needed(netns):
-    netns.veth("g0", "d0")
+def test_without_privileges_it_says_what_is_needed(wire):
     if subprocess.run(["setpriv", "--help"], capture_output=True).returncode != 0:
         pytest.skip("needs setpriv (util-linux) to drop privileges")
     # Inside the namespace already (ip netns exec), as nobody with no capabilities.
-    r = run_native(["ip", "netns", "exec", netns.name, "setpriv", "--reuid", "65534", "--regid", "65534",
-                    "--clear-groups", "--inh-caps=-all", native(GEN), "--iface", "g0", "--rate", "1000",
+    r = run_native(["ip", "netns", "exec", wire.tb.lg_ns, "setpriv", "--reuid", "65534", "--regid", "65534",
+                    "--clear-groups", "--inh-caps=-all", native(GEN), "--iface", "lg0", "--rate", "1000",
                     "--count", "1"])
     assert r.returncode == 2, r.stderr
     assert "CAP_NET_RAW" in r.stderr

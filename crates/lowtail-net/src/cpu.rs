@@ -45,6 +45,24 @@ pub fn run_realtime(priority: i32) -> Result<(), Fatal> {
     Ok(())
 }
 
+/// Set the calling thread's scheduling from `--rt-priority` and return how it runs, for
+/// the statistics: an explicit priority must succeed; 0 means ordinary scheduling; with
+/// no priority given, `default` (if any) is tried and a refusal only warns, since the
+/// program still works, just with less precise timing.
+pub fn apply_priority(program: &str, explicit: Option<i32>, default: Option<i32>) -> Result<String, Fatal> {
+    match (explicit, default) {
+        (Some(0), _) | (None, None) => Ok("SCHED_OTHER".into()),
+        (Some(p), _) => run_realtime(p).map(|_| format!("SCHED_FIFO {p}")),
+        (None, Some(p)) => match run_realtime(p) {
+            Ok(()) => Ok(format!("SCHED_FIFO {p}")),
+            Err(e) => {
+                eprintln!("{program}: warning: ordinary scheduling, other tasks may preempt it ({})", e.message);
+                Ok("SCHED_OTHER".into())
+            }
+        },
+    }
+}
+
 /// "0-3,6" for a sorted list of cores.
 fn ranges(cpus: &[usize]) -> String {
     let mut parts: Vec<String> = Vec::new();

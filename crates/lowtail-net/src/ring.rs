@@ -225,6 +225,16 @@ impl BlockRing {
     }
 }
 
+/// The state of a transmit slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxSlot {
+    Free,
+    /// The kernel still holds the frame queued in it.
+    Busy,
+    /// The kernel refused the frame queued in it (now free).
+    Rejected,
+}
+
 /// A TPACKET_V2 ring of fixed-size frames, for receiving or transmitting.
 pub struct FrameRing {
     map: Mapping,
@@ -327,23 +337,27 @@ impl FrameRing {
         self.status(i).store(libc::TP_STATUS_KERNEL, Ordering::Release);
     }
 
-    /// Transmit slot `i` is free: the kernel has sent (or rejected) what it held. Returns
-    /// Err(()) once for a frame the kernel rejected as malformed, freeing the slot.
+    /// Whether transmit slot `i` can take a new frame. A frame the kernel rejected as
+    /// malformed is reported once, and its slot freed.
     #[inline(always)]
-    pub fn tx_free(&self, i: usize) -> Result<bool, ()> {
+    pub fn tx_slot(&self, i: usize) -> TxSlot {
         let s = self.status(i).load(Ordering::Acquire);
         if s & libc::TP_STATUS_WRONG_FORMAT != 0 {
             self.status(i).store(libc::TP_STATUS_AVAILABLE, Ordering::Release);
-            return Err(());
+            return TxSlot::Rejected;
         }
-        Ok(s == libc::TP_STATUS_AVAILABLE)
+        if s == libc::TP_STATUS_AVAILABLE {
+            TxSlot::Free
+        } else {
+            TxSlot::Busy
+        }
     }
 
     /// Copy `frame` into free slot `i` and mark it for sending at the next kick.
     #[inline(always)]
     pub fn queue(&self, i: usize, frame: &[u8]) {
         assert!(frame.len() <= self.tx_capacity());
-        // SAFETY: the slot is free (checked by the caller with `tx_free`) and the copy
+        // SAFETY: the slot is free (checked by the caller with `tx_slot`) and the copy
         // stays inside it.
         unsafe {
             let base = i * self.frame_size;

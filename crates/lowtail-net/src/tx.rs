@@ -16,7 +16,7 @@ use lowtail_frame::FrameTemplate;
 
 use crate::error::Fatal;
 use crate::pacing::BurstSink;
-use crate::ring::FrameRing;
+use crate::ring::{FrameRing, TxSlot};
 use crate::socket::PacketSocket;
 
 /// Frame number `k` of the run: flow `k mod flows`, sequence id `first_id + k`.
@@ -137,6 +137,13 @@ impl SocketSink {
         Ok(SocketSink { sock, frames, kind, prepared: 0, errors: SendErrors::default() })
     }
 
+    pub fn method(&self) -> TxMethod {
+        match self.kind {
+            Kind::Copy { .. } => TxMethod::Copy,
+            Kind::Ring { .. } => TxMethod::Ring,
+        }
+    }
+
     /// Frames the kernel refused.
     pub fn send_errors(&self) -> u64 {
         self.errors.total
@@ -167,10 +174,10 @@ impl BurstSink for SocketSink {
                     // The ring holds four bursts or more: a slot is normally long free
                     // when it comes round again; wait if the kernel still holds it.
                     loop {
-                        match ring.tx_free(*head) {
-                            Ok(true) => break,
-                            Ok(false) => std::hint::spin_loop(),
-                            Err(()) => {
+                        match ring.tx_slot(*head) {
+                            TxSlot::Free => break,
+                            TxSlot::Busy => std::hint::spin_loop(),
+                            TxSlot::Rejected => {
                                 self.errors.total += 1;
                                 break;
                             }

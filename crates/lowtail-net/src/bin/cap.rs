@@ -1,7 +1,7 @@
 //! lowtail-cap: the timestamper.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
@@ -77,8 +77,9 @@ struct Args {
     /// Write the statistics as JSON to this file.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
-    /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it; the kernel still lends them up to 50 ms per second of a shared core.
+    /// Run under SCHED_FIFO at this priority (1-99): it then drains its rings as soon as
+    /// the kernel hands a block over. Needed (above the other's) when a busy-polling
+    /// real-time program shares its core.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
 }
@@ -162,7 +163,7 @@ impl Tally {
 }
 
 impl Side {
-    fn open(iface: &IfaceRef, out: &PathBuf, args: &Args) -> Result<Side, Fatal> {
+    fn open(iface: &IfaceRef, out: &Path, args: &Args) -> Result<Side, Fatal> {
         let sock = PacketSocket::open(iface)?;
         let info = ts_info(&sock);
         let hardware_supported = info.is_some_and(|i| i.hardware_rx());
@@ -203,7 +204,7 @@ impl Side {
         let file = CaptureFile::create(out, args.snaplen, args.zstd)?;
         Ok(Side {
             iface: iface.clone(),
-            out: out.clone(),
+            out: out.to_path_buf(),
             sock,
             ring,
             file: Some(file),
@@ -239,6 +240,39 @@ impl Side {
         }
     }
 
+    /// Close the file and describe what this side captured (and why writing failed).
+    fn finish(&mut self) -> (serde_json::Value, Option<Fatal>) {
+        let (file_bytes, error) = match self.file.take().map(CaptureFile::finish) {
+            Some(Ok(bytes)) => (Some(bytes), None),
+            Some(Err(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        let counters = match (dev_counters(&self.iface), self.counters_before) {
+            (Some(after), Some(before)) => Some(after.since(&before)),
+            _ => None,
+        };
+        let t = &self.tally;
+        let report = json!({
+            "iface": self.iface.name,
+            "netns": self.iface.netns,
+            "out": self.out,
+            "file_bytes": file_bytes,
+            "timestamp_source": self.observed_source(),
+            "hardware_timestamps_supported": self.hardware_supported,
+            "phc_index": self.phc_index,
+            "frames": t.frames,
+            "bytes": t.bytes,
+            "frames_by_timestamp": {"hardware": t.hardware, "software": t.software, "ring": t.ring},
+            "skipped_other_direction": t.other_direction,
+            "drops": self.kernel_drops,
+            "kernel": {"packets": self.kernel_packets, "drops": self.kernel_drops, "ring_freezes": self.kernel_freezes},
+            "iface_counters": counters,
+            "first_ts_ns": t.first_ts_ns,
+            "last_ts_ns": t.last_ts_ns,
+        });
+        (report, error)
+    }
+
     /// The source the frames actually had: one name if all agree, else "mixed".
     fn observed_source(&self) -> &'static str {
         let t = &self.tally;
@@ -251,9 +285,11 @@ impl Side {
     }
 }
 
+const PROGRAM: &str = "lowtail-cap";
+
 fn main() {
     let args = Args::parse();
-    exit_with("lowtail-cap", || run(args))
+    exit_with(PROGRAM, || run(args))
 }
 
 fn run(args: Args) -> Result<i32, Fatal> {
@@ -275,9 +311,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    if let Some(priority) = args.rt_priority {
-        cpu::run_realtime(priority)?;
-    }
+    let scheduling = cpu::apply_priority(PROGRAM, args.rt_priority, None)?;
     let softnet_before = softnet_dropped();
     for side in &mut sides {
         side.counters_before = dev_counters(&side.iface);
@@ -287,44 +321,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     announce_ready(&args)?;
 
     let deadline = args.duration.map(|d| started + d.as_nanos() as i64);
-    let mut pollfds: Vec<libc::pollfd> =
-        sides.iter().map(|s| libc::pollfd { fd: s.sock.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 }).collect();
-    let mut next_stats = started + 1_000_000_000;
-    let stopped_by = loop {
-        let mut any = false;
-        for side in &mut sides {
-            any |= side.drain();
-        }
-        if sides.iter().any(|s| s.tally.write_failed) {
-            break "write error";
-        }
-        let now = monotonic_ns();
-        if now >= next_stats {
-            // The counters are 32 bits wide: read (and reset) them every second.
-            sides.iter_mut().for_each(Side::read_kernel_stats);
-            next_stats = now + 1_000_000_000;
-        }
-        if signal::stop_requested() {
-            break signal::received().unwrap_or("signal");
-        }
-        if deadline.is_some_and(|d| now >= d) {
-            break "duration";
-        }
-        if !any {
-            // SAFETY: polling our own descriptors; EINTR (a signal) just ends the wait.
-            unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 50) };
-        }
-    };
-    // Frames still in partly filled blocks are handed over when the blocks retire: keep
-    // draining for a little longer than the retire timeout.
-    let until = monotonic_ns() + 3 * RETIRE_MS as i64 * 1_000_000;
-    while monotonic_ns() < until && stopped_by != "write error" {
-        for side in &mut sides {
-            side.drain();
-        }
-        unsafe { libc::poll(pollfds.as_mut_ptr(), pollfds.len() as libc::nfds_t, 2) };
-    }
-    sides.iter_mut().for_each(Side::read_kernel_stats);
+    let stopped_by = capture_until_stopped(&mut sides, deadline);
     let elapsed = monotonic_ns() - started;
     let softnet = match (softnet_dropped(), softnet_before) {
         (Some(a), Some(b)) => Some(a.wrapping_sub(b)),
@@ -334,37 +331,11 @@ fn run(args: Args) -> Result<i32, Fatal> {
     let mut failure = None;
     let mut reports = Vec::new();
     for side in &mut sides {
-        let file_bytes = match side.file.take().map(CaptureFile::finish) {
-            Some(Ok(bytes)) => Some(bytes),
-            Some(Err(e)) => {
-                failure.get_or_insert(e);
-                None
-            }
-            None => None,
-        };
-        let counters = match (dev_counters(&side.iface), side.counters_before) {
-            (Some(after), Some(before)) => Some(after.since(&before)),
-            _ => None,
-        };
-        let t = &side.tally;
-        reports.push(json!({
-            "iface": side.iface.name,
-            "netns": side.iface.netns,
-            "out": side.out,
-            "file_bytes": file_bytes,
-            "timestamp_source": side.observed_source(),
-            "hardware_timestamps_supported": side.hardware_supported,
-            "phc_index": side.phc_index,
-            "frames": t.frames,
-            "bytes": t.bytes,
-            "frames_by_timestamp": {"hardware": t.hardware, "software": t.software, "ring": t.ring},
-            "skipped_other_direction": t.other_direction,
-            "drops": side.kernel_drops,
-            "kernel": {"packets": side.kernel_packets, "drops": side.kernel_drops, "ring_freezes": side.kernel_freezes},
-            "iface_counters": counters,
-            "first_ts_ns": t.first_ts_ns,
-            "last_ts_ns": t.last_ts_ns,
-        }));
+        let (report, error) = side.finish();
+        reports.push(report);
+        if let Some(e) = error {
+            failure.get_or_insert(e);
+        }
     }
     let drops: u64 = sides.iter().map(|s| s.kernel_drops).sum();
     let frames: u64 = sides.iter().map(|s| s.tally.frames).sum();
@@ -379,7 +350,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "snaplen": args.snaplen,
         "timestamps_requested": format!("{:?}", args.timestamps).to_lowercase(),
         "cpu": args.cpu,
-        "rt_priority": args.rt_priority,
+        "scheduling": scheduling,
         "duration_ns": elapsed,
         "stopped_by": stopped_by,
     });
@@ -399,6 +370,55 @@ fn run(args: Args) -> Result<i32, Fatal> {
         return Ok(EXIT_DEGRADED);
     }
     Ok(EXIT_OK)
+}
+
+/// Poll and drain the rings until a signal, the deadline or a write error; then drain
+/// what the kernel still hands over. Returns what stopped the capture.
+fn capture_until_stopped(sides: &mut [Side], deadline: Option<i64>) -> &'static str {
+    let mut pollfds: Vec<libc::pollfd> =
+        sides.iter().map(|s| libc::pollfd { fd: s.sock.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 }).collect();
+    let mut next_stats = monotonic_ns() + 1_000_000_000;
+    let stopped_by = loop {
+        let mut any = false;
+        for side in sides.iter_mut() {
+            any |= side.drain();
+        }
+        if sides.iter().any(|s| s.tally.write_failed) {
+            sides.iter_mut().for_each(Side::read_kernel_stats);
+            return "write error";
+        }
+        let now = monotonic_ns();
+        if now >= next_stats {
+            // The counters are 32 bits wide: read (and reset) them every second.
+            sides.iter_mut().for_each(Side::read_kernel_stats);
+            next_stats = now + 1_000_000_000;
+        }
+        if signal::stop_requested() {
+            break signal::received().unwrap_or("signal");
+        }
+        if deadline.is_some_and(|d| now >= d) {
+            break "duration";
+        }
+        if !any {
+            poll(&mut pollfds, 50);
+        }
+    };
+    // Frames still in partly filled blocks are handed over when the blocks retire: keep
+    // draining for a little longer than the retire timeout.
+    let until = monotonic_ns() + 3 * RETIRE_MS as i64 * 1_000_000;
+    while monotonic_ns() < until {
+        for side in sides.iter_mut() {
+            side.drain();
+        }
+        poll(&mut pollfds, 2);
+    }
+    sides.iter_mut().for_each(Side::read_kernel_stats);
+    stopped_by
+}
+
+fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) {
+    // SAFETY: polling our own descriptors; EINTR (a signal) just ends the wait early.
+    unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
 }
 
 fn announce_ready(args: &Args) -> Result<(), Fatal> {

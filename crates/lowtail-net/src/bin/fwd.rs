@@ -11,7 +11,7 @@ use serde_json::json;
 use lowtail_net::clock::{monotonic_ns, spin_until};
 use lowtail_net::error::{exit_with, Fatal, EXIT_OK};
 use lowtail_net::netns::IfaceRef;
-use lowtail_net::ring::FrameRing;
+use lowtail_net::ring::{FrameRing, RxFrame};
 use lowtail_net::socket::PacketSocket;
 use lowtail_net::summary::{fmt_ns, summarize, write_json};
 use lowtail_net::{cpu, signal};
@@ -63,14 +63,18 @@ struct Args {
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
     /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it; the kernel still lends them up to 50 ms per second of a shared core.
+    /// preempt it. A busy-polling forwarder at real-time priority leaves everything else
+    /// on its core only what the kernel lends (50 ms per second): a timestamper sharing
+    /// the core then needs a higher priority.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
 }
 
+const PROGRAM: &str = "lowtail-fwd";
+
 fn main() {
     let args = Args::parse();
-    exit_with("lowtail-fwd", || run(args))
+    exit_with(PROGRAM, || run(args))
 }
 
 /// What the forwarder counted.
@@ -84,6 +88,70 @@ struct Counts {
     batches: u64,
     busy_ns: i64,
     first_send_errno: Option<i32>,
+}
+
+/// Forward until SIGINT/SIGTERM: take what is waiting (up to a batch), work on it, send
+/// it all, give the slots back.
+fn forward(rx: &PacketSocket, ring: &FrameRing, sender: &mut Sender, args: &Args, batch_sizes: &mut ExactHistogram) -> Counts {
+    let mut c = Counts::default();
+    let mut head = 0usize;
+    let mut idle_polls = 0u32;
+    let work = args.work_ns as i64;
+    loop {
+        // Take what is waiting, up to a batch.
+        let mut taken = 0usize;
+        let mut to_send = 0usize;
+        while taken < args.batch {
+            let slot = (head + taken) % ring.len();
+            let Some(frame) = ring.received(slot) else { break };
+            taken += 1;
+            if (frame.data.len() as u32) < frame.wire_len {
+                c.oversized += 1;
+                continue;
+            }
+            sender.stage(to_send, &frame);
+            to_send += 1;
+        }
+        if taken == 0 {
+            idle_polls += 1;
+            if idle_polls & 0x3ff == 0 {
+                if signal::stop_requested() {
+                    break;
+                }
+                idle_polls = 0;
+            }
+            std::hint::spin_loop();
+            continue;
+        }
+        let t0 = monotonic_ns();
+        if work > 0 {
+            spin_until(t0 + work * taken as i64);
+        }
+        let (sent, failed, errno) = sender.send(to_send);
+        for i in 0..taken {
+            ring.release((head + i) % ring.len());
+        }
+        head = (head + taken) % ring.len();
+        c.received += taken as u64;
+        c.forwarded += sent;
+        c.send_errors += failed;
+        if c.first_send_errno.is_none() {
+            c.first_send_errno = errno;
+        }
+        c.batches += 1;
+        batch_sizes.record(taken as i64);
+        c.busy_ns += monotonic_ns() - t0;
+        if signal::stop_requested() {
+            break;
+        }
+        if c.batches & 0xfff == 0 {
+            // The kernel's counters are 32 bits wide: collect them now and then.
+            if let Ok(s) = rx.take_stats() {
+                c.kernel_drops += s.tp_drops as u64;
+            }
+        }
+    }
+    c
 }
 
 /// The outgoing side: one sendmmsg per batch.
@@ -105,7 +173,22 @@ impl Sender {
         }
     }
 
-    /// Send the first `n` prepared frames; returns (sent, failed, first errno).
+    /// Make message `i` the frame as it was on the wire: the ring slot itself (no copy),
+    /// or a copy with the VLAN tag the driver offloaded put back.
+    #[inline]
+    fn stage(&mut self, i: usize, frame: &RxFrame) {
+        let iov = &mut self.iovecs[i];
+        if frame.vlan_tag.is_none() {
+            iov.iov_base = frame.data.as_ptr() as *mut libc::c_void;
+            iov.iov_len = frame.data.len();
+        } else {
+            let len = frame.on_the_wire(&mut self.bufs[i]).0.len();
+            iov.iov_base = self.bufs[i].as_ptr() as *mut libc::c_void;
+            iov.iov_len = len;
+        }
+    }
+
+    /// Send the first `n` staged frames; returns (sent, failed, first errno).
     fn send(&mut self, n: usize) -> (u64, u64, Option<i32>) {
         for i in 0..n {
             self.msgs[i].msg_hdr.msg_iov = &mut self.iovecs[i];
@@ -154,9 +237,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    if let Some(priority) = args.rt_priority {
-        cpu::run_realtime(priority)?;
-    }
+    let scheduling = cpu::apply_priority(PROGRAM, args.rt_priority, None)?;
     rx.bind_all()?;
     if let Some(path) = &args.ready_file {
         std::fs::write(path, b"ready\n").map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
@@ -168,79 +249,8 @@ fn run(args: Args) -> Result<i32, Fatal> {
     }
 
     let started = monotonic_ns();
-    let mut c = Counts::default();
     let mut batch_sizes = ExactHistogram::new();
-    let mut head = 0usize;
-    let mut idle_polls = 0u32;
-    let work = args.work_ns as i64;
-    loop {
-        // Take what is waiting, up to a batch.
-        let mut taken = 0usize;
-        let mut to_send = 0usize;
-        while taken < args.batch {
-            let slot = (head + taken) % ring.len();
-            let Some(frame) = ring.received(slot) else { break };
-            taken += 1;
-            if (frame.data.len() as u32) < frame.wire_len {
-                c.oversized += 1;
-                continue;
-            }
-            let iov = &mut sender.iovecs[to_send];
-            match frame.vlan_tag {
-                None => {
-                    iov.iov_base = frame.data.as_ptr() as *mut libc::c_void;
-                    iov.iov_len = frame.data.len();
-                }
-                Some(_) => {
-                    let buf = &mut sender.bufs[to_send];
-                    let (bytes, _) = frame.on_the_wire(buf);
-                    let len = bytes.len();
-                    // `on_the_wire` built the tagged frame in `buf`.
-                    iov.iov_base = buf.as_ptr() as *mut libc::c_void;
-                    iov.iov_len = len;
-                }
-            }
-            to_send += 1;
-        }
-        if taken == 0 {
-            idle_polls += 1;
-            if idle_polls & 0x3ff == 0 {
-                if signal::stop_requested() {
-                    break;
-                }
-                idle_polls = 0;
-            }
-            std::hint::spin_loop();
-            continue;
-        }
-        let t0 = monotonic_ns();
-        if work > 0 {
-            spin_until(t0 + work * taken as i64);
-        }
-        let (sent, failed, errno) = sender.send(to_send);
-        for i in 0..taken {
-            ring.release((head + i) % ring.len());
-        }
-        head = (head + taken) % ring.len();
-        c.received += taken as u64;
-        c.forwarded += sent;
-        c.send_errors += failed;
-        if c.first_send_errno.is_none() {
-            c.first_send_errno = errno;
-        }
-        c.batches += 1;
-        batch_sizes.record(taken as i64);
-        c.busy_ns += monotonic_ns() - t0;
-        if signal::stop_requested() {
-            break;
-        }
-        if c.batches & 0xfff == 0 {
-            // The kernel's counters are 32 bits wide: collect them now and then.
-            if let Ok(s) = rx.take_stats() {
-                c.kernel_drops += s.tp_drops as u64;
-            }
-        }
-    }
+    let mut c = forward(&rx, &ring, &mut sender, &args, &mut batch_sizes);
     if let Ok(s) = rx.take_stats() {
         c.kernel_drops += s.tp_drops as u64;
     }
@@ -255,7 +265,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "batch": args.batch,
         "rx_ring_frames": ring.len(),
         "cpu": args.cpu,
-        "rt_priority": args.rt_priority,
+        "scheduling": scheduling,
         "received": c.received,
         "forwarded": c.forwarded,
         "dropped": dropped,

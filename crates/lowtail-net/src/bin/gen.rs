@@ -13,9 +13,9 @@ use lowtail_net::clock::{monotonic_ns, realtime_ns, Monotonic};
 use lowtail_net::counters::dev_counters;
 use lowtail_net::error::{exit_with, Fatal, EXIT_DEGRADED, EXIT_INTERRUPTED, EXIT_OK};
 use lowtail_net::netns::IfaceRef;
-use lowtail_net::pacing::{pace, verdict, Plan};
+use lowtail_net::pacing::{pace, verdict, Pacing, Plan, Verdict};
 use lowtail_net::socket::PacketSocket;
-use lowtail_net::summary::{log_bins, fmt_ns, fmt_rate, summarize, write_json};
+use lowtail_net::summary::{fmt_ns, fmt_rate, log_bins, summarize, write_json, Summary};
 use lowtail_net::tx::{Frames, SocketSink, TxMethod};
 use lowtail_net::{cpu, signal};
 
@@ -84,8 +84,10 @@ struct Args {
     /// Write the statistics as JSON to this file.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<PathBuf>,
-    /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it; the kernel still lends them up to 50 ms per second of a shared core.
+    /// SCHED_FIFO priority (1-99), so that ordinary tasks do not preempt the pacing loop
+    /// (the kernel still lends them up to 50 ms per second of a core they share with
+    /// it). Default: 40 when pinned with --cpu on a host with more than one core (the
+    /// generator owns its core), ordinary scheduling otherwise; 0 turns it off.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
     /// How frames reach the kernel: copy (send/sendmmsg) or ring (TPACKET_V2 transmit ring).
@@ -99,6 +101,10 @@ struct Args {
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "SECS")]
     start_delay: Duration,
 }
+
+/// Below the kernel's own real-time threads (50 for threaded interrupts, 99 for
+/// migration), above anything ordinary.
+const DEFAULT_RT_PRIORITY: i32 = 40;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum TxArg {
@@ -144,7 +150,73 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
 
 fn run(args: Args) -> Result<i32, Fatal> {
     signal::install();
-    let flows = templates(&args)?;
+    let (plan, mut sink) = prepare(&args)?;
+    // Judged before pinning, which leaves one allowed core.
+    let owns_a_core = args.cpu.is_some() && cpu::allowed_cpus().len() > 1;
+    if let Some(core) = args.cpu {
+        cpu::pin_to(core)?;
+    }
+    let scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, owns_a_core.then_some(DEFAULT_RT_PRIORITY))?;
+    let counters_before = dev_counters(&args.iface);
+    let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
+    let clock_offset = realtime_ns() - monotonic_ns();
+    let mut pacing = pace(&plan, start, &mut Monotonic, &mut sink, signal::stop_requested)?;
+    let counters = match (dev_counters(&args.iface), counters_before) {
+        (Some(after), Some(before)) => Some(after.since(&before)),
+        _ => None,
+    };
+    let v = verdict(&plan, &pacing);
+    let lateness = summarize(&mut pacing.lateness);
+    let doc = json!({
+        "program": "lowtail-gen",
+        "version": env!("CARGO_PKG_VERSION"),
+        "iface": args.iface.name,
+        "netns": args.iface.netns,
+        "rate_pps": args.rate,
+        "burst": args.burst,
+        "frame_size": args.frame_size,
+        "flows": args.flows,
+        "udp_dst_port": args.udp_dst_port,
+        "tx_method": sink.method().name(),
+        "qdisc_bypass": args.qdisc_bypass,
+        "cpu": args.cpu,
+        "scheduling": scheduling,
+        "planned": plan.frames,
+        "attempted": pacing.attempted,
+        "sent": pacing.sent,
+        "send_errors": sink.send_errors(),
+        "first_send_error": sink.first_error(),
+        "first_id": args.first_id,
+        "last_id": (pacing.attempted > 0).then(|| args.first_id.wrapping_add(pacing.attempted - 1)),
+        "start_monotonic_ns": start,
+        "start_realtime_ns": start + clock_offset,
+        "planned_duration_ns": plan.duration_ns(),
+        "duration_ns": v.elapsed_ns,
+        "achieved_rate_pps": v.achieved_rate_pps,
+        "kept_up": v.kept_up,
+        "interrupted": pacing.interrupted,
+        "final_lag_ns": pacing.final_lag_ns,
+        "last_on_time_ns": pacing.last_on_time_ns,
+        "max_lag_ns": pacing.max_lag_ns,
+        "late_bursts": pacing.late_bursts,
+        "bursts": pacing.bursts,
+        "burst_interval_ns": plan.burst_interval_ns(),
+        "pacing_error_ns": lateness,
+        "pacing_error_histogram": log_bins(&mut pacing.lateness),
+        "inter_departure_ns": summarize(&mut pacing.inter_departure),
+        "inter_departure_histogram": log_bins(&mut pacing.inter_departure),
+        "send_call_ns": summarize(&mut pacing.send_call),
+        "iface_counters": counters,
+    });
+    if let Some(path) = &args.stats_json {
+        write_json(path, &doc)?;
+    }
+    Ok(report(&args, &plan, &pacing, &v, lateness.as_ref(), &sink))
+}
+
+/// Check the arguments against the interface and get the socket ready to send.
+fn prepare(args: &Args) -> Result<(Plan, SocketSink), Fatal> {
+    let flows = templates(args)?;
     let frames_planned = match (args.count, args.duration) {
         (Some(n), _) => n,
         (None, Some(d)) => Plan::frames_in(args.rate, d.as_nanos() as u64),
@@ -164,75 +236,17 @@ fn run(args: Args) -> Result<i32, Fatal> {
         TxArg::Copy => TxMethod::Copy,
         TxArg::Ring => TxMethod::Ring,
     };
-    let mut sink = SocketSink::new(sock, Frames::new(flows, args.first_id), method, args.burst, args.qdisc_bypass)?;
-    if let Some(core) = args.cpu {
-        cpu::pin_to(core)?;
-    }
-    if let Some(priority) = args.rt_priority {
-        cpu::run_realtime(priority)?;
-    }
-    let counters_before = dev_counters(&args.iface);
-    let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
-    let clock_offset = realtime_ns() - monotonic_ns();
-    let mut pacing = pace(&plan, start, &mut Monotonic, &mut sink, signal::stop_requested)?;
-    let counters = match (dev_counters(&args.iface), counters_before) {
-        (Some(after), Some(before)) => Some(after.since(&before)),
-        _ => None,
-    };
-    let v = verdict(&plan, &pacing);
-    let send_errors = sink.send_errors();
-    let lateness = summarize(&mut pacing.lateness);
-    let inter = summarize(&mut pacing.inter_departure);
-    let send_call = summarize(&mut pacing.send_call);
-    let last_id = (pacing.attempted > 0).then(|| args.first_id.wrapping_add(pacing.attempted - 1));
-    let doc = json!({
-        "program": "lowtail-gen",
-        "version": env!("CARGO_PKG_VERSION"),
-        "iface": args.iface.name,
-        "netns": args.iface.netns,
-        "rate_pps": args.rate,
-        "burst": args.burst,
-        "frame_size": args.frame_size,
-        "flows": args.flows,
-        "udp_dst_port": args.udp_dst_port,
-        "tx_method": method.name(),
-        "qdisc_bypass": args.qdisc_bypass,
-        "cpu": args.cpu,
-        "rt_priority": args.rt_priority,
-        "planned": plan.frames,
-        "attempted": pacing.attempted,
-        "sent": pacing.sent,
-        "send_errors": send_errors,
-        "first_send_error": sink.first_error(),
-        "first_id": args.first_id,
-        "last_id": last_id,
-        "start_monotonic_ns": start,
-        "start_realtime_ns": start + clock_offset,
-        "planned_duration_ns": plan.duration_ns(),
-        "duration_ns": v.elapsed_ns,
-        "achieved_rate_pps": v.achieved_rate_pps,
-        "kept_up": v.kept_up,
-        "interrupted": pacing.interrupted,
-        "final_lag_ns": pacing.final_lag_ns,
-        "last_on_time_ns": pacing.last_on_time_ns,
-        "max_lag_ns": pacing.max_lag_ns,
-        "late_bursts": pacing.late_bursts,
-        "bursts": pacing.bursts,
-        "burst_interval_ns": plan.burst_interval_ns(),
-        "pacing_error_ns": lateness,
-        "pacing_error_histogram": log_bins(&mut pacing.lateness),
-        "inter_departure_ns": inter,
-        "inter_departure_histogram": log_bins(&mut pacing.inter_departure),
-        "send_call_ns": send_call,
-        "iface_counters": counters,
-    });
-    if let Some(path) = &args.stats_json {
-        write_json(path, &doc)?;
-    }
-    let pct = |s: &Option<lowtail_net::summary::Summary>| match s {
+    let sink = SocketSink::new(sock, Frames::new(flows, args.first_id), method, args.burst, args.qdisc_bypass)?;
+    Ok((plan, sink))
+}
+
+/// The one-line summary (and what went wrong) on stderr; returns the exit code.
+fn report(args: &Args, plan: &Plan, pacing: &Pacing, v: &Verdict, lateness: Option<&Summary>, sink: &SocketSink) -> i32 {
+    let pacing_error = match lateness {
         Some(s) => format!("p50 {}, p99 {}, p99.9 {}, max {}", fmt_ns(s.p50), fmt_ns(s.p99), fmt_ns(s.p99_9), fmt_ns(s.max)),
         None => "no samples".into(),
     };
+    let send_errors = sink.send_errors();
     eprintln!(
         "lowtail-gen: sent {} of {} frames at {} (target {}{}); pacing error {}; {} send errors",
         pacing.sent,
@@ -240,12 +254,12 @@ fn run(args: Args) -> Result<i32, Fatal> {
         fmt_rate(v.achieved_rate_pps),
         fmt_rate(args.rate as f64),
         if v.kept_up { ", kept up" } else { "" },
-        pct(&lateness),
+        pacing_error,
         send_errors
     );
     if pacing.interrupted {
         eprintln!("lowtail-gen: stopped by {} after {} frames", signal::received().unwrap_or("a signal"), pacing.attempted);
-        return Ok(EXIT_INTERRUPTED);
+        return EXIT_INTERRUPTED;
     }
     if !v.kept_up {
         eprintln!(
@@ -254,14 +268,11 @@ fn run(args: Args) -> Result<i32, Fatal> {
             fmt_rate(v.achieved_rate_pps),
             fmt_ns(pacing.final_lag_ns)
         );
-        return Ok(EXIT_DEGRADED);
+        return EXIT_DEGRADED;
     }
     if send_errors > 0 {
-        eprintln!(
-            "lowtail-gen: the kernel refused {send_errors} frames ({})",
-            sink.first_error().unwrap_or_default()
-        );
-        return Ok(EXIT_DEGRADED);
+        eprintln!("lowtail-gen: the kernel refused {send_errors} frames ({})", sink.first_error().unwrap_or_default());
+        return EXIT_DEGRADED;
     }
-    Ok(EXIT_OK)
+    EXIT_OK
 }
