@@ -29,14 +29,14 @@ def captures():
 
 
 def main():
-    seeds = {t: [] for t in ("pcap", "pcapng", "moonsniff", "compressed", "mapped_file", "extract_id")}
+    seeds = {t: [] for t in ("pcap", "pcapng", "moonsniff", "compressed", "capture_file", "extract_id")}
     for name, data in captures():
         if name.startswith("pcap-"):
             seeds["pcap"] += [bytes([0]) + data[4:], bytes([0x80 | 1]) + data[4:]]
         else:
             seeds["pcapng"] += [bytes([0]) + data[4:], bytes([1]) + data[4:]]
         seeds["compressed"] += [bytes([0]) + data, bytes([0x11]) + data]
-        seeds["mapped_file"].append(bytes([2]) + data)
+        seeds["capture_file"].append(bytes([2]) + data)
     ms = craft.mscap([(T0 + k, 2**32 - 2 + k) for k in range(5)]) + b"\x01\x02"
     seeds["moonsniff"] += [bytes([1]) + ms, bytes([2]) + ms]
     seeds["compressed"].append(bytes([8]) + ms)

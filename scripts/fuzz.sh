@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../fuzz"
 seconds=${FUZZ_SECONDS:-30}
-targets=${FUZZ_TARGETS:-"pcap pcapng moonsniff compressed mapped_file extract_id"}
+targets=${FUZZ_TARGETS:-"pcap pcapng moonsniff compressed capture_file extract_id"}
 
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "installing cargo-fuzz from crates.io (once)..." >&2
