@@ -1,6 +1,8 @@
 //! Cost of matching alone: 2 M sequential packets with a little loss, fed in merged
 //! time order to the matcher with a counting sink. `perf stat -e instructions:u` on
 //! this gives the matcher's instructions per packet without threads or I/O.
+//! `POST_OFFSET=-3000000` shifts the POST clock: every copy then comes before its PRE
+//! packet (the early-copy path).
 use lowtail_match::{MatchSink, Matched, Matcher, Outcome};
 
 struct Sum(i64, u64);
@@ -16,12 +18,13 @@ impl MatchSink for Sum {
 
 fn main() {
     let n: i64 = 2_000_000;
+    let post_offset: i64 = std::env::var("POST_OFFSET").ok().and_then(|o| o.parse().ok()).unwrap_or(0);
     let mut events: Vec<(i64, bool, u64)> = Vec::with_capacity(2 * n as usize);
     for i in 0..n {
         let pre = i * 10_000;
         events.push((pre, true, i as u64));
         if i % 10_000 != 7 {
-            events.push((pre + 3_300 + (i * 7919 % 500), false, i as u64));
+            events.push((pre + 3_300 + (i * 7919 % 500) + post_offset, false, i as u64));
         }
     }
     events.sort_by_key(|e| (e.0, !e.1));

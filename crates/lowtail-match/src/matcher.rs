@@ -8,6 +8,11 @@
 //!
 //! Id lookups are O(1): sequential ids (the normal case) are found by arithmetic from
 //! an anchor, and only ids that break the sequence go through a hash map.
+//!
+//! Reordering (RFC 4737) is decided in POST arrival order. A POST copy that arrives
+//! before its PRE packet (a clock skew) has no PRE position yet, so the arrivals after
+//! it wait in a queue until it gets one (or expires): at most a horizon of POST traffic,
+//! and nothing at all while no such copy is waiting.
 
 use std::collections::VecDeque;
 
@@ -57,6 +62,20 @@ pub struct Counters {
 const PENDING: i64 = i64::MIN;
 const TRIMMED: i64 = i64::MIN + 1;
 
+/// Queued arrivals are PRE positions, or one of these (positions never get this high).
+const AWAITING_PRE: u64 = u64::MAX;
+/// An early copy whose id was never sent, or was trimmed: not an arrival after all.
+const NOT_AN_ARRIVAL: u64 = u64::MAX - 1;
+
+/// A POST copy seen before any PRE packet with its id.
+#[derive(Debug, Clone, Copy)]
+struct EarlyPost {
+    first_ts: i64,
+    copies: u64,
+    /// Its place in `Matcher::arrivals`.
+    arrival: u64,
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Entry {
     id: u64,
@@ -65,11 +84,12 @@ struct Entry {
     post_ts: i64,
 }
 
-/// PRE entries by absolute PRE index, in a power-of-two ring: `index & mask` finds a
-/// slot with no division and no wrap-around branch.
+/// A FIFO addressed by absolute position (PRE entries by PRE index, arrivals by
+/// arrival number), in a power-of-two ring: `index & mask` finds a slot with no
+/// division and no wrap-around branch.
 #[derive(Debug)]
-struct Ring {
-    slots: Vec<Entry>,
+struct Ring<T> {
+    slots: Vec<T>,
     mask: u64,
     /// Index of the oldest entry held.
     base: u64,
@@ -77,9 +97,9 @@ struct Ring {
     next: u64,
 }
 
-impl Ring {
-    fn new() -> Ring {
-        Ring { slots: vec![Entry::default(); 1024], mask: 1023, base: 0, next: 0 }
+impl<T: Copy + Default> Ring<T> {
+    fn new() -> Ring<T> {
+        Ring { slots: vec![T::default(); 1024], mask: 1023, base: 0, next: 0 }
     }
 
     #[inline]
@@ -93,22 +113,22 @@ impl Ring {
     }
 
     #[inline]
-    fn get(&self, index: u64) -> &Entry {
+    fn get(&self, index: u64) -> &T {
         &self.slots[(index & self.mask) as usize]
     }
 
     #[inline]
-    fn get_mut(&mut self, index: u64) -> &mut Entry {
+    fn get_mut(&mut self, index: u64) -> &mut T {
         &mut self.slots[(index & self.mask) as usize]
     }
 
     #[inline]
-    fn front(&self) -> Option<&Entry> {
+    fn front(&self) -> Option<&T> {
         (self.next > self.base).then(|| self.get(self.base))
     }
 
     #[inline]
-    fn push(&mut self, e: Entry) {
+    fn push(&mut self, e: T) {
         if self.len() == self.slots.len() as u64 {
             self.grow();
         }
@@ -119,7 +139,7 @@ impl Ring {
 
     #[cold]
     fn grow(&mut self) {
-        let mut slots = vec![Entry::default(); self.slots.len() * 2];
+        let mut slots = vec![T::default(); self.slots.len() * 2];
         let mask = slots.len() as u64 - 1;
         for i in self.base..self.next {
             slots[(i & mask) as usize] = *self.get(i);
@@ -129,7 +149,7 @@ impl Ring {
     }
 
     #[inline]
-    fn pop(&mut self) -> (u64, Entry) {
+    fn pop(&mut self) -> (u64, T) {
         let index = self.base;
         self.base += 1;
         (index, *self.get(index))
@@ -141,14 +161,18 @@ pub struct Matcher<S: MatchSink> {
     horizon_ns: i64,
     trim_ns: i64,
     trim_until: Option<i64>,
-    ring: Ring,
+    ring: Ring<Entry>,
     /// (id, index) of the start of the current run of consecutive ids.
     anchor: Option<(u64, u64)>,
     /// Entries before this index were hashed when their run ended.
     segment_start: u64,
     by_id: FxHashMap<u64, u64>,
     early_posts: VecDeque<(i64, u64)>,
-    early_by_id: FxHashMap<u64, (i64, u64)>,
+    early_by_id: FxHashMap<u64, EarlyPost>,
+    /// POST arrivals (PRE positions) by arrival number, in POST order, from the oldest
+    /// early copy whose PRE position is unknown; empty while there is none.
+    arrivals: Ring<u64>,
+    /// RFC 4737 NextExp: 1 + the highest PRE position that has arrived.
     next_expected: u64,
     /// Nothing can expire before the merged clock passes this (cached bound).
     expire_after: i64,
@@ -171,12 +195,15 @@ impl<S: MatchSink> Matcher<S> {
             by_id: FxHashMap::default(),
             early_posts: VecDeque::new(),
             early_by_id: FxHashMap::default(),
+            arrivals: Ring::new(),
             next_expected: 0,
             expire_after: i64::MAX,
             counters: Counters::default(),
         }
     }
 
+    /// Final after `finish`; before, `reordered` may still miss arrivals that wait
+    /// behind an early POST copy.
     pub fn counters(&self) -> &Counters {
         &self.counters
     }
@@ -205,12 +232,52 @@ impl<S: MatchSink> Matcher<S> {
         }
     }
 
+    /// The first copy of PRE position `index` arrived in POST (now, in POST order).
     #[inline]
     fn note_arrival(&mut self, index: u64) {
+        if self.arrivals.len() == 0 {
+            self.count_in_order(index);
+        } else {
+            self.arrivals.push(index);
+        }
+    }
+
+    /// RFC 4737 §3.3: an arrival below NextExp is reordered, any other moves NextExp.
+    #[inline]
+    fn count_in_order(&mut self, index: u64) {
         if index < self.next_expected {
             self.counters.reordered += 1;
         } else {
             self.next_expected = index + 1;
+        }
+    }
+
+    /// An early POST copy arrived: hold its place in arrival order.
+    fn await_pre(&mut self) -> u64 {
+        let arrival = self.arrivals.next;
+        self.arrivals.push(AWAITING_PRE);
+        arrival
+    }
+
+    /// An early copy's PRE position is known (or it turned out not to be an arrival):
+    /// count the arrivals that no longer wait for anything. The queue always starts
+    /// with an early copy still awaiting its PRE packet, so only settling that one
+    /// lets arrivals through.
+    fn settle(&mut self, arrival: u64, index: u64) {
+        if arrival != self.arrivals.base {
+            *self.arrivals.get_mut(arrival) = index;
+            return;
+        }
+        let mut next = index;
+        loop {
+            self.arrivals.pop();
+            if next != NOT_AN_ARRIVAL {
+                self.count_in_order(next);
+            }
+            match self.arrivals.front() {
+                Some(&queued) if queued != AWAITING_PRE => next = queued,
+                _ => break,
+            }
         }
     }
 
@@ -232,14 +299,15 @@ impl<S: MatchSink> Matcher<S> {
             self.counters.sent += 1;
         }
         if !self.early_by_id.is_empty() {
-            if let Some((early_ts, copies)) = self.early_by_id.remove(&id) {
+            if let Some(early) = self.early_by_id.remove(&id) {
                 if trimmed {
-                    self.counters.trimmed_post += copies;
+                    self.counters.trimmed_post += early.copies;
+                    self.settle(early.arrival, NOT_AN_ARRIVAL);
                 } else {
-                    post_ts = early_ts;
+                    post_ts = early.first_ts;
                     self.counters.received += 1;
-                    self.counters.duplicates += copies - 1;
-                    self.note_arrival(index);
+                    self.counters.duplicates += early.copies - 1;
+                    self.settle(early.arrival, index);
                 }
             }
         }
@@ -283,9 +351,10 @@ impl<S: MatchSink> Matcher<S> {
                 }
             }
             None => match self.early_by_id.get_mut(&id) {
-                Some((_, copies)) => *copies += 1,
+                Some(early) => early.copies += 1,
                 None => {
-                    self.early_by_id.insert(id, (ts, 1));
+                    let arrival = self.await_pre();
+                    self.early_by_id.insert(id, EarlyPost { first_ts: ts, copies: 1, arrival });
                     if self.early_posts.is_empty() {
                         self.expire_after = self.expire_after.min(ts.saturating_add(self.horizon_ns));
                     }
@@ -324,11 +393,14 @@ impl<S: MatchSink> Matcher<S> {
         self.expire_after = ring_oldest.min(early_oldest).saturating_add(self.horizon_ns);
     }
 
+    /// An early copy's horizon has passed: if no PRE packet claimed it, its id was never sent.
     fn retire_early(&mut self, ts: i64, id: u64) {
-        if let Some(&(first_ts, copies)) = self.early_by_id.get(&id) {
-            if first_ts == ts {
+        // Otherwise a PRE packet claimed it (an entry left under its id is a later early copy).
+        if let Some(&early) = self.early_by_id.get(&id) {
+            if early.first_ts == ts {
                 self.early_by_id.remove(&id);
-                self.counters.unmatched += copies;
+                self.counters.unmatched += early.copies;
+                self.settle(early.arrival, NOT_AN_ARRIVAL);
             }
         }
     }
@@ -362,11 +434,12 @@ impl<S: MatchSink> Matcher<S> {
         while let Some((ts, id)) = self.early_posts.pop_front() {
             self.retire_early(ts, id);
         }
+        debug_assert_eq!(self.arrivals.len(), 0);
         (self.counters, self.sink)
     }
 
     /// Entries currently held (for memory accounting and tests).
     pub fn in_flight(&self) -> usize {
-        self.ring.len() as usize + self.early_posts.len()
+        (self.ring.len() + self.arrivals.len()) as usize + self.early_posts.len()
     }
 }
