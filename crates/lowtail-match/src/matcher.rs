@@ -139,7 +139,7 @@ impl<T: Copy + Default> Ring<T> {
 
     #[cold]
     fn grow(&mut self) {
-        let mut slots = vec![T::default(); self.slots.len() * 2];
+        let mut slots = huge_page_vec(self.slots.len() * 2);
         let mask = slots.len() as u64 - 1;
         for i in self.base..self.next {
             slots[(i & mask) as usize] = *self.get(i);
@@ -155,6 +155,32 @@ impl<T: Copy + Default> Ring<T> {
         (index, *self.get(index))
     }
 }
+
+/// `len` default values in memory the kernel may back with 2 MiB pages. At 1 Mpps and
+/// a 10 s horizon the PRE ring holds 10 million entries (384 MiB once grown): in 4 KiB
+/// pages, faulting them in cost about a fifth of the analysis's CPU time.
+fn huge_page_vec<T: Copy + Default>(len: usize) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    advise_huge_pages(v.as_mut_ptr() as *mut u8, len * std::mem::size_of::<T>());
+    v.resize(len, T::default());
+    v
+}
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(start: *mut u8, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    let first = (start as usize).next_multiple_of(HUGE);
+    let end = (start as usize + bytes) / HUGE * HUGE;
+    if end > first {
+        // SAFETY: advice on whole pages inside an allocation this function's caller
+        // owns and has not touched yet; it changes how the pages are backed, never
+        // their contents. A kernel without transparent huge pages ignores it.
+        unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_start: *mut u8, _bytes: usize) {}
 
 pub struct Matcher<S: MatchSink> {
     sink: S,
