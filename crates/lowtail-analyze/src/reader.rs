@@ -86,12 +86,21 @@ pub(crate) struct ReaderConfig<'a> {
 }
 
 /// Packets per second since time zero and inter-arrival times after the warm-up.
-#[derive(Default)]
 struct Traffic {
     rate: PerSecond,
     jitter: ExactHistogram,
     steady_from: i64,
-    prev: Option<i64>,
+    /// The previous steady-state arrival; `NO_ARRIVAL` before the first (a sentinel, not
+    /// an Option: this runs for every frame).
+    prev: i64,
+}
+
+const NO_ARRIVAL: i64 = i64::MIN;
+
+impl Default for Traffic {
+    fn default() -> Self {
+        Traffic { rate: PerSecond::default(), jitter: ExactHistogram::default(), steady_from: 0, prev: NO_ARRIVAL }
+    }
 }
 
 impl Traffic {
@@ -104,10 +113,10 @@ impl Traffic {
     fn see(&mut self, ts: i64) {
         self.rate.count(ts);
         if ts >= self.steady_from {
-            if let Some(p) = self.prev {
-                self.jitter.record(ts.saturating_sub(p));
+            if self.prev != NO_ARRIVAL {
+                self.jitter.record(ts.saturating_sub(self.prev));
             }
-            self.prev = Some(ts);
+            self.prev = ts;
         }
     }
 }

@@ -12,7 +12,7 @@ const PAGE_BUDGET: usize = 2048;
 enum Page {
     /// Not allocated; counts the samples that went to the spill list instead.
     Sparse(u32),
-    Dense(Box<[u32]>),
+    Dense(Box<[u32; PAGE_LEN]>),
 }
 
 /// Exact distribution of integer samples.
@@ -74,7 +74,8 @@ impl ExactHistogram {
                 Page::Sparse(hits) => {
                     *hits += 1;
                     if *hits >= PAGE_THRESHOLD && self.dense_pages < PAGE_BUDGET {
-                        let mut slots = vec![0u32; PAGE_LEN].into_boxed_slice();
+                        let mut slots: Box<[u32; PAGE_LEN]> =
+                            vec![0u32; PAGE_LEN].into_boxed_slice().try_into().expect("one page");
                         slots[(v as usize) & (PAGE_LEN - 1)] = 1;
                         self.pages[p] = Page::Dense(slots);
                         self.dense_pages += 1;
@@ -132,7 +133,7 @@ impl ExactHistogram {
         self.sort_spill();
         let dense = self.pages.iter().enumerate().flat_map(|(p, page)| {
             let slots: &[u32] = match page {
-                Page::Dense(s) => s,
+                Page::Dense(s) => &s[..],
                 Page::Sparse(_) => &[],
             };
             slots
