@@ -20,7 +20,7 @@ from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CorePlan
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import Testbed
@@ -97,6 +97,7 @@ def _start_capture(tb: Testbed, plan: CorePlan, run_dir: Path, outcome: Outcome)
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     argv = [str(find_binary("lowtail-cap")), "--iface", tb.tx, "--out", str(outcome.pre),
             "--iface", tb.rx, "--out", str(outcome.post), "--cpu", str(plan.capture),
+            "--rt-priority", str(CAPTURE_RT_PRIORITY),
             "--snaplen", str(SNAPLEN), "--zstd", "--stats-json", str(run_dir / "capture.json"),
             "--ready-file", str(run_dir / "capture.ready")]
     capture = tb.spawn("capture", tb.lg_ns, argv, stats=run_dir / "capture.json")

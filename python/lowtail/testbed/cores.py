@@ -7,6 +7,14 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+# SCHED_FIFO priorities of the testbed's programs. lowtail-gen takes 40 by itself when it
+# is pinned; a program that sleeps until it has work sits above it, so that on a shared
+# core it preempts a busy-waiting one at once: the forwarder, and above it the
+# timestamper (which must drain its rings even while an overloaded forwarder never
+# sleeps).
+DUT_RT_PRIORITY = 45
+CAPTURE_RT_PRIORITY = 50
+
 
 @dataclass(frozen=True)
 class CorePlan:
@@ -31,6 +39,11 @@ class CorePlan:
             plan = dict(housekeeping=cpus[0], generator=cpus[0], capture=cpus[0], dut=[cpus[0]])
         plan.update(overrides or {})
         return cls(**plan)
+
+    def shared(self, cores: list[int]) -> bool:
+        """Whether any of these (DuT) cores also serves the generator, the timestamper or
+        housekeeping: a program there must not busy-poll without end."""
+        return bool(set(cores) & {self.housekeeping, self.generator, self.capture})
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

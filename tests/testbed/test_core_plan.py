@@ -1,0 +1,28 @@
+"""Which cores the testbed's programs share, and what the forwarder does about it."""
+
+from __future__ import annotations
+
+from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.duts import LowtailFwd
+
+FOUR_CORES = CorePlan(housekeeping=0, generator=1, capture=2, dut=[3])
+TWO_CORES = CorePlan(housekeeping=0, generator=1, capture=0, dut=[0])
+
+
+def fwd(**options) -> LowtailFwd:
+    return LowtailFwd("f", {"work_ns": 0, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None}
+                      | options)
+
+
+def test_a_forwarder_with_a_core_of_its_own_busy_polls_and_one_sharing_sleeps_when_idle():
+    assert not FOUR_CORES.shared(FOUR_CORES.dut)
+    assert fwd().spin_us(FOUR_CORES) is None
+    assert TWO_CORES.shared(TWO_CORES.dut)
+    assert fwd().spin_us(TWO_CORES) == LowtailFwd.SHARED_CORE_SPIN_US
+    # Placed by the user on the generator's core: shared too.
+    assert fwd(cpus=[1]).spin_us(FOUR_CORES) == LowtailFwd.SHARED_CORE_SPIN_US
+
+
+def test_the_users_spin_time_wins():
+    assert fwd(spin_us=0).spin_us(FOUR_CORES) == 0
+    assert fwd(spin_us=200).spin_us(TWO_CORES) == 200
