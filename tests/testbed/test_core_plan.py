@@ -26,3 +26,9 @@ def test_a_forwarder_with_a_core_of_its_own_busy_polls_and_one_sharing_sleeps_wh
 def test_the_users_spin_time_wins():
     assert fwd(spin_us=0).spin_us(FOUR_CORES) == 0
     assert fwd(spin_us=200).spin_us(TWO_CORES) == 200
+
+
+def test_the_generator_runs_real_time_only_on_a_core_the_scheduler_keeps_free():
+    assert FOUR_CORES.generator_realtime(isolated={1, 2, 3})
+    assert not FOUR_CORES.generator_realtime(isolated={2, 3})
+    assert not TWO_CORES.generator_realtime(isolated=set())

@@ -158,6 +158,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     }
     let scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, owns_a_core.then_some(DEFAULT_RT_PRIORITY))?;
     let counters_before = dev_counters(&args.iface);
+    let cpu_wait_before = cpu::CpuWait::now();
     let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
     let clock_offset = realtime_ns() - monotonic_ns();
     let mut pacing = pace(&plan, start, &mut Monotonic, &mut sink, signal::stop_requested)?;
@@ -165,7 +166,17 @@ fn run(args: Args) -> Result<i32, Fatal> {
         (Some(after), Some(before)) => Some(after.since(&before)),
         _ => None,
     };
+    let cpu_wait = cpu::CpuWait::now().zip(cpu_wait_before).map(|(after, before)| after.since(&before));
     let v = verdict(&plan, &pacing);
+    // Time the generator was runnable but off its core: what made it late, beyond
+    // interrupts (which show only in the pacing error).
+    let cpu_wait_json = cpu_wait.map(|w| {
+        json!({
+            "waited_ns": w.waited_ns,
+            "share": w.waited_ns as f64 / v.elapsed_ns.max(1) as f64,
+            "involuntary_switches": w.involuntary_switches,
+        })
+    });
     let lateness = summarize(&mut pacing.lateness);
     let doc = json!({
         "program": "lowtail-gen",
@@ -207,6 +218,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "inter_departure_histogram": log_bins(&mut pacing.inter_departure),
         "send_call_ns": summarize(&mut pacing.send_call),
         "iface_counters": counters,
+        "cpu_wait": cpu_wait_json,
     });
     if let Some(path) = &args.stats_json {
         write_json(path, &doc)?;
