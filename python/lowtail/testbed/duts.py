@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from lowtail.binaries import find_binary
 from lowtail.errors import UserError
 from lowtail.testbed.containment import MODES, format_cpu_list
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan, isolated_cpus
 from lowtail.testbed.process import Program
 from lowtail.testbed.system import sh, tc, tool
 from lowtail.testbed.topology import Testbed
@@ -198,8 +198,8 @@ class LowtailFwd(Dut):
         "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
         "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
         "spin_us": Option("int", None, help="busy-poll this long after the last packet, then sleep until the "
-                                            "next [default: never sleep on a core of its own, 10 µs on a core "
-                                            "shared with the generator, timestamper or housekeeping]"),
+                                            "next [default: never sleep on an isolated core of its own, "
+                                            "10 µs elsewhere]"),
         **_PROCESS_OPTIONS,
     }
     # Measured on the 2-vCPU VM, work_ns 2000, batch 1, sharing core 0 with the timestamper:
@@ -208,11 +208,17 @@ class LowtailFwd(Dut):
     # (ordinary scheduling) or a 30-50 ms p99 (real-time, throttled by the kernel).
     SHARED_CORE_SPIN_US = 10
 
-    def spin_us(self, plan: CorePlan) -> int | None:
-        """How long the forwarder busy-polls before it sleeps; None: it never sleeps."""
+    def spin_us(self, plan: CorePlan, isolated: set[int] | None = None) -> int | None:
+        """How long the forwarder busy-polls before it sleeps; None: it never sleeps. Only
+        on a core of its own that the scheduler keeps other tasks off (isolcpus): a
+        real-time task that never sleeps on any other core is throttled by the kernel in
+        50 ms pieces as soon as an ordinary task waits for that core."""
         if self.config.get("spin_us") is not None:
             return self.config["spin_us"]
-        return self.SHARED_CORE_SPIN_US if plan.shared(self._cores(plan)[:1]) else None
+        core = self._cores(plan)[0]
+        if isolated is None:
+            isolated = isolated_cpus()
+        return None if core in isolated and not plan.shared([core]) else self.SHARED_CORE_SPIN_US
 
     @classmethod
     def check_available(cls) -> None:
