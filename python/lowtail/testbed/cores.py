@@ -7,6 +7,9 @@ import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from lowtail.host.facts import Host
+from lowtail.host.sysroot import SysRoot
+
 # SCHED_FIFO priorities of the testbed's programs. lowtail-gen takes 40 by itself when it
 # is pinned (and the plan lets it, see `generator_realtime`); a program that sleeps until
 # it has work sits above it, so that on a shared core it preempts a busy-waiting one at
@@ -68,7 +71,4 @@ class CorePlan:
 
 def isolated_cpus() -> set[int]:
     """The cores the kernel isolates from the scheduler (isolcpus), as it reports them."""
-    from lowtail.host.facts import Host
-    from lowtail.host.sysroot import SysRoot
-
     return set(Host(SysRoot("/")).isolated_in_effect)
