@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.binaries import find_binary
-from lowtail.testbed.cores import GENERATOR_RT_PRIORITY, CorePlan
+from lowtail.testbed.cores import CorePlan
 from lowtail.testbed.duts import KernelMirred
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.system import require_privileges, tool
@@ -102,8 +102,7 @@ def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: 
     gen = tb.spawn("bench-gen", tb.lg_ns, [str(find_binary("lowtail-gen")), "--iface", tb.tx, "--rate", str(rate),
                                            "--count", str(count), "--src-mac", tb.macs[tb.tx],
                                            "--dst-mac", tb.macs[tb.rx], "--src-ip", SRC_IP, "--dst-ip", DST_IP,
-                                           "--cpu", str(plan.generator), "--rt-priority",
-                                           str(GENERATOR_RT_PRIORITY if plan.generator_realtime() else 0),
+                                           "--cpu", str(plan.generator), *plan.generator_scheduling(),
                                            "--stats-json", str(gen_stats)],
                    stats=gen_stats)
     gen.wait(seconds + 60)

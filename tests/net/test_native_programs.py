@@ -201,6 +201,9 @@ def test_a_pinned_generator_owns_its_core_at_real_time_priority(wire, tmp_path):
     assert gen["scheduling"] == "SCHED_OTHER"
     _, gen = generate(wire.tx, tmp_path, "--rate", "10000", "--count", "200")
     assert gen["scheduling"] == "SCHED_OTHER", "not pinned: no real-time priority"
+    # On a core other tasks use: ordinary scheduling at the highest weight instead.
+    _, gen = generate(wire.tx, tmp_path, *common, "--nice", "-20")
+    assert gen["scheduling"] == "SCHED_OTHER nice -20"
 
 
 def test_a_rate_out_of_reach_is_reported_not_hidden(wire, tmp_path):
@@ -239,6 +242,9 @@ def test_signals_stop_every_program_cleanly_with_statistics(looped, background, 
     (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
     (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
     (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "100"], "outside 1..99"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--nice", "-21"], "outside -20..19"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "5", "--nice", "0"],
+     "--nice applies to ordinary scheduling"),
     (CAP, ["--iface", "{tx}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
     (CAP, ["--iface", "{tx}", "--iface", "{rx}", "--out", "x.pcap"], "one --out per --iface"),
     (FWD, ["--in", "{tx}", "--out", "nosuch1"], "no such interface: nosuch1"),

@@ -35,3 +35,5 @@ def test_the_generator_runs_real_time_only_on_a_core_the_scheduler_keeps_free():
     assert FOUR_CORES.generator_realtime(isolated={1, 2, 3})
     assert not FOUR_CORES.generator_realtime(isolated={2, 3})
     assert not TWO_CORES.generator_realtime(isolated=set())
+    assert FOUR_CORES.generator_scheduling(isolated={1}) == ["--rt-priority", "40"]
+    assert TWO_CORES.generator_scheduling(isolated=set()) == ["--nice", "-20"]

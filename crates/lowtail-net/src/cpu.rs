@@ -45,6 +45,18 @@ pub fn run_realtime(priority: i32) -> Result<(), Fatal> {
     Ok(())
 }
 
+/// Give the calling thread this nice value (-20 to 19; below 0 needs CAP_SYS_NICE).
+pub fn set_nice(nice: i32) -> Result<(), Fatal> {
+    if !(-20..=19).contains(&nice) {
+        return Err(Fatal::usage(format!("nice value {nice} is outside -20..19")));
+    }
+    // SAFETY: setpriority on this thread (Linux: who 0 with PRIO_PROCESS is the caller).
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        return Err(Fatal::os(format!("setting nice {nice} (needs CAP_SYS_NICE below 0)"), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Set the calling thread's scheduling from `--rt-priority` and return how it runs, for
 /// the statistics: an explicit priority must succeed; 0 means ordinary scheduling; with
 /// no priority given, `default` (if any) is tried and a refusal only warns, since the
