@@ -13,8 +13,11 @@ doubles the rate while it holds, bisects to 10 %, then confirms with a 10 s run.
 
 Pacing error is measured the same way for both from the PRE capture: how far each frame's
 send time is from its slot on the ideal schedule (t0 + i/rate), 99th percentile
-(nearest rank), at 100 kpps and at each tool's own loss-free rate (a rate a tool cannot
-hold makes its error grow without bound). lowtail-gen's own report is shown beside it.
+(nearest rank), at 100 kpps and at each tool's own loss-free rate. A rate a tool did not
+reach is printed as such, not as an error: a generator that falls behind has an error
+that grows with the run, not a property of its pacing. lowtail-gen's own report is shown
+beside it, with the share of the run it waited for its core (the kernel's run delay),
+which bounds the pacing error on a shared host.
 
 Targets (issue 5): lowtail's loss-free rate ≥ 2 × the baseline's; lowtail's p99 pacing
 error at 100 kpps < 2 µs. The machine is shared: figures are noisy while others compile.
@@ -60,6 +63,9 @@ class Trial:
     reached: bool
     own_pacing_p99_ns: float | None = None
     pre_path: Path | None = None
+    # lowtail-gen's own account of the time it was kept off its core (run delay).
+    off_core_share: float | None = None
+    longest_lag_ns: int | None = None
 
     @property
     def lossless(self) -> bool:
@@ -96,7 +102,8 @@ def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: 
     gen = tb.spawn("bench-gen", tb.lg_ns, [str(find_binary("lowtail-gen")), "--iface", tb.tx, "--rate", str(rate),
                                            "--count", str(count), "--src-mac", tb.macs[tb.tx],
                                            "--dst-mac", tb.macs[tb.rx], "--src-ip", SRC_IP, "--dst-ip", DST_IP,
-                                           "--cpu", str(plan.generator), "--stats-json", str(gen_stats)],
+                                           "--cpu", str(plan.generator), *plan.generator_scheduling(),
+                                           "--stats-json", str(gen_stats)],
                    stats=gen_stats)
     gen.wait(seconds + 60)
     time.sleep(DRAIN_S)
@@ -108,7 +115,8 @@ def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: 
     return Trial("lowtail", rate, seconds, sent=g.get("sent", 0), pre=sides[0].get("frames", 0),
                  post=sides[1].get("frames", 0), drops=sum(s.get("drops", 0) for s in sides),
                  achieved_pps=g.get("achieved_rate_pps", 0.0), reached=reached(g.get("achieved_rate_pps", 0.0), rate),
-                 own_pacing_p99_ns=(g.get("pacing_error_ns") or {}).get("p99"), pre_path=pre)
+                 own_pacing_p99_ns=(g.get("pacing_error_ns") or {}).get("p99"), pre_path=pre,
+                 off_core_share=(g.get("cpu_wait") or {}).get("share"), longest_lag_ns=g.get("max_lag_ns"))
 
 
 # -- baseline: tcpreplay + tcpdump ---------------------------------------------------------------------------
@@ -178,8 +186,9 @@ def _first_int(pattern: str, text: str) -> int:
 # -- figures ------------------------------------------------------------------------------------------------
 
 
-def pacing_error_p99_ns(pcap: Path, rate: int) -> float | None:
-    """p99 (nearest rank) of |t_i − (t_0 + i/rate)| over the frames of a capture."""
+def pacing_errors_ns(pcap: Path, rate: int) -> list[float] | None:
+    """|t_i − (t_0 + i/rate)| of every frame of a capture, sorted: how far each left from
+    its own slot on the ideal schedule."""
     data = pcap.read_bytes()
     if len(data) < 24:
         return None
@@ -193,8 +202,7 @@ def pacing_error_p99_ns(pcap: Path, rate: int) -> float | None:
     if len(ts) < 2:
         return None
     period = 1e9 / rate
-    errors = sorted(abs(t - ts[0] - i * period) for i, t in enumerate(ts))
-    return errors[max(0, math.ceil(0.99 * len(errors)) - 1)]
+    return sorted(abs(t - ts[0] - i * period) for i, t in enumerate(ts))
 
 
 def highest_lossless(name: str, trial, start: int, limit: int, probe_s: float, confirm_s: float) -> Trial | None:
@@ -267,12 +275,11 @@ def main() -> None:
             print(f"{name}: pacing at {args.pacing_rate / 1e3:g} kpps for {args.hold:g} s", flush=True)
             paced = trial(args.pacing_rate, args.hold)
             print(paced.line(), flush=True)
-            pacing = pacing_error_p99_ns(paced.pre_path, args.pacing_rate) if paced.pre_path.exists() else None
+            pacing = wire_pacing(paced)
             print(f"{name}: searching the highest loss-free rate", flush=True)
             best = highest_lossless(name, trial, args.start, args.limit, args.probe, args.hold)
             # The pacing of the confirming run: how evenly the loop's top rate was sent.
-            best_pacing = pacing_error_p99_ns(best.pre_path, best.rate) if best else None
-            results[name] = (paced, pacing, best, best_pacing)
+            results[name] = (paced, pacing, best, wire_pacing(best) if best else None)
 
     lt_paced, lt_pacing, lt_best, lt_best_pacing = results["lowtail"]
     bl_paced, bl_pacing, bl_best, bl_best_pacing = results["baseline"]
@@ -283,26 +290,59 @@ def main() -> None:
     def us(ns: float | None) -> str:
         return f"{ns / 1e3:.2f} µs" if ns is not None else "–"
 
-    ratio = lt_best.rate / bl_best.rate if lt_best and bl_best else None
-    print()
-    print(f"{'':44}{'lowtail':>22}{'baseline':>22}")
-    print(f"{'':44}{'(lowtail-gen/-cap)':>22}{'(tcpreplay+tcpdump)':>22}")
-    print(f"{f'highest loss-free rate, {args.hold:g} s':44}{rate(lt_best):>22}{rate(bl_best):>22}")
-    print(f"{f'p99 pacing error @ {args.pacing_rate / 1e3:g} kpps (PRE capture)':44}{us(lt_pacing):>22}"
-          f"{us(bl_pacing):>22}")
-    print(f"{f'p99 pacing error @ {args.pacing_rate / 1e3:g} kpps (generator)':44}"
-          f"{us(lt_paced.own_pacing_p99_ns):>22}{'–':>22}")
-    print(f"{'p99 pacing error at its loss-free rate':44}{us(lt_best_pacing):>22}{us(bl_best_pacing):>22}")
-    print(f"{'  (generator)':44}{us(lt_best.own_pacing_p99_ns if lt_best else None):>22}{'–':>22}")
-    print(f"{'loss at the pacing rate':44}{lt_paced.sent - lt_paced.post:>22,}{bl_paced.sent - bl_paced.post:>22,}")
-    print()
-    print(f"target: loss-free rate ≥ 2 × baseline: " + (f"{ratio:.2f} ×, {'met' if ratio >= 2 else 'MISSED'}"
-                                                        if ratio else "not measurable"))
-    own = lt_paced.own_pacing_p99_ns
-    print(f"target: p99 pacing error < 2 µs at {args.pacing_rate / 1e3:g} kpps: generator {us(own)}"
-          + (f", {'met' if own < 2000 else 'MISSED'}" if own is not None else "")
-          + f"; on the wire (PRE capture) {us(lt_pacing)}")
+    def error(t: Trial | None, figures: dict[float, float] | None, p: float) -> str:
+        """A pacing error only where the rate was reached: a generator that fell behind
+        has an error that grows with the run, not a property of its pacing."""
+        if t is None:
+            return "–"
+        if not t.reached:
+            return f"not reached ({t.achieved_pps / 1e3:,.1f} kpps)"
+        return us((figures or {}).get(p))
 
+    def share(t: Trial | None) -> str:
+        if t is None or t.off_core_share is None:
+            return "–"
+        return f"{t.off_core_share:.1%}, longest {t.longest_lag_ns / 1e6:.1f} ms"
+
+    ratio = lt_best.rate / bl_best.rate if lt_best and bl_best else None
+    pr = f"{args.pacing_rate / 1e3:g} kpps"
+    w = 46
+    print()
+    print(f"{'':{w}}{'lowtail':>30}{'baseline':>30}")
+    print(f"{'':{w}}{'(lowtail-gen/-cap)':>30}{'(tcpreplay+tcpdump)':>30}")
+    rows = [
+        (f"highest loss-free rate, {args.hold:g} s", rate(lt_best), rate(bl_best)),
+        (f"p50 pacing error @ {pr} (PRE capture)", error(lt_paced, lt_pacing, 0.5), error(bl_paced, bl_pacing, 0.5)),
+        (f"p90 pacing error @ {pr} (PRE capture)", error(lt_paced, lt_pacing, 0.9), error(bl_paced, bl_pacing, 0.9)),
+        (f"p99 pacing error @ {pr} (PRE capture)", error(lt_paced, lt_pacing, 0.99), error(bl_paced, bl_pacing, 0.99)),
+        (f"p99 pacing error @ {pr} (generator)",
+         error(lt_paced, {0.99: lt_paced.own_pacing_p99_ns}, 0.99), "–"),
+        (f"generator off its core @ {pr}", share(lt_paced), "–"),
+        ("p99 pacing error at its loss-free rate", error(lt_best, lt_best_pacing, 0.99),
+         error(bl_best, bl_best_pacing, 0.99)),
+        (f"loss at {pr}", f"{lt_paced.sent - lt_paced.post:,}", f"{bl_paced.sent - bl_paced.post:,}"),
+    ]
+    for label, a, b in rows:
+        print(f"{label:{w}}{a:>30}{b:>30}")
+    print()
+    print("target: loss-free rate ≥ 2 × baseline: " + (f"{ratio:.2f} ×, {'met' if ratio >= 2 else 'MISSED'}"
+                                                       if ratio else "not measurable"))
+    own = lt_paced.own_pacing_p99_ns if lt_paced.reached else None
+    print(f"target: p99 pacing error < 2 µs at {pr}: "
+          + (f"generator {us(own)}, {'met' if own < 2000 else 'MISSED'}; on the wire (PRE capture) "
+             f"{error(lt_paced, lt_pacing, 0.99)}" if own is not None else
+             f"MISSED: the rate was not reached ({lt_paced.achieved_pps / 1e3:,.1f} kpps)"))
+    if lt_paced.off_core_share:
+        print(f"  the generator waited for its core {lt_paced.off_core_share:.1%} of the run (other tasks on it); "
+              f"a p99 under 2 µs needs that under about 0.5 %: a core nothing else runs on (isolcpus)")
+
+
+def wire_pacing(t: Trial) -> dict[float, float] | None:
+    """p50, p90 and p99 pacing error of a trial's PRE capture."""
+    errors = pacing_errors_ns(t.pre_path, t.rate) if t.pre_path and t.pre_path.exists() else None
+    if not errors:
+        return None
+    return {p: errors[max(0, math.ceil(p * len(errors)) - 1)] for p in (0.5, 0.9, 0.99)}
 
 if __name__ == "__main__":
     main()

@@ -43,7 +43,7 @@ def test_the_issue_example_gives_calibration_then_each_dut_at_each_rate():
     assert [(c.dut.name, c.traffic.rate_pps) for c in combos] == [
         ("wire", 10000), ("wire", 50000), ("kernel", 10000), ("kernel", 50000), ("fwd", 10000), ("fwd", 50000)]
     fwd = combos[-1].dut
-    assert fwd.options == {"work_ns": 2000, "batch": 1, "containment": "bare", "cpus": None}
+    assert fwd.options == {"work_ns": 2000, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None}
     assert all(c.traffic.udp_dst_port == 53 and c.traffic.frame_size == 64 for c in combos)
     assert exp.verdict == spec.Verdict(99.999, 1_000_000, 0)
 

@@ -95,6 +95,36 @@ def test_the_forwarder_forwards_everything_unchanged(looped, background, tmp_pat
     assert (doc["received"], doc["lost"]) == (5000, 0)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time a process has used so far."""
+    fields = open(f"/proc/{pid}/stat").read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_forwarder_that_may_sleep_leaves_its_core_to_others_and_forwards_everything(looped, background,
+                                                                                       tmp_path):
+    # On a shared core the forwarder busy-polls only --spin-us after the last frame: idle,
+    # it must not burn its core (other programs there need it), and sleeping must not
+    # lose or delay frames by the milliseconds a preempted busy-poller does.
+    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out, "--work-ns", "2000",
+                      "--spin-us", "10", "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
+    cpu_before, wall_before = cpu_seconds(fwd.proc.pid), time.monotonic()
+    generate(looped.tx, tmp_path, "--rate", "2000", "--count", "2000")
+    settle()
+    cpu_used = cpu_seconds(fwd.proc.pid) - cpu_before
+    wall = time.monotonic() - wall_before
+    cap.stop()
+    code, err, fwd_stats = fwd.stop()
+    assert code == 0, err
+    assert fwd_stats["forwarded"] == 2000 and fwd_stats["dropped"] == 0
+    assert fwd_stats["sleeps"] >= 1000, "500 µs between frames: it sleeps for nearly every one"
+    assert cpu_used < 0.5 * wall, f"{cpu_used:.2f} s of CPU in {wall:.2f} s: it did not sleep"
+    doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
+    assert (doc["received"], doc["lost"]) == (2000, 0)
+    assert doc["latency_ns"]["p50"] < 1_000_000
+
+
 @pytest.mark.parametrize("batch", [1, 8])
 def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, background, tmp_path, batch):
     # Bursts of 8 frames, 1 ms apart; 100 µs of work per frame. With batch 8 the frames
@@ -171,6 +201,9 @@ def test_a_pinned_generator_owns_its_core_at_real_time_priority(wire, tmp_path):
     assert gen["scheduling"] == "SCHED_OTHER"
     _, gen = generate(wire.tx, tmp_path, "--rate", "10000", "--count", "200")
     assert gen["scheduling"] == "SCHED_OTHER", "not pinned: no real-time priority"
+    # On a core other tasks use: ordinary scheduling at the highest weight instead.
+    _, gen = generate(wire.tx, tmp_path, *common, "--nice", "-20")
+    assert gen["scheduling"] == "SCHED_OTHER nice -20"
 
 
 def test_a_rate_out_of_reach_is_reported_not_hidden(wire, tmp_path):
@@ -209,6 +242,9 @@ def test_signals_stop_every_program_cleanly_with_statistics(looped, background, 
     (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
     (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
     (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "100"], "outside 1..99"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--nice", "-21"], "outside -20..19"),
+    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "5", "--nice", "0"],
+     "--nice applies to ordinary scheduling"),
     (CAP, ["--iface", "{tx}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
     (CAP, ["--iface", "{tx}", "--iface", "{rx}", "--out", "x.pcap"], "one --out per --iface"),
     (FWD, ["--in", "{tx}", "--out", "nosuch1"], "no such interface: nosuch1"),

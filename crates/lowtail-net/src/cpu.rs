@@ -45,6 +45,18 @@ pub fn run_realtime(priority: i32) -> Result<(), Fatal> {
     Ok(())
 }
 
+/// Give the calling thread this nice value (-20 to 19; below 0 needs CAP_SYS_NICE).
+pub fn set_nice(nice: i32) -> Result<(), Fatal> {
+    if !(-20..=19).contains(&nice) {
+        return Err(Fatal::usage(format!("nice value {nice} is outside -20..19")));
+    }
+    // SAFETY: setpriority on this thread (Linux: who 0 with PRIO_PROCESS is the caller).
+    if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
+        return Err(Fatal::os(format!("setting nice {nice} (needs CAP_SYS_NICE below 0)"), std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// Set the calling thread's scheduling from `--rt-priority` and return how it runs, for
 /// the statistics: an explicit priority must succeed; 0 means ordinary scheduling; with
 /// no priority given, `default` (if any) is tried and a refusal only warns, since the
@@ -60,6 +72,36 @@ pub fn apply_priority(program: &str, explicit: Option<i32>, default: Option<i32>
                 Ok("SCHED_OTHER".into())
             }
         },
+    }
+}
+
+/// How long the calling thread has waited, runnable, for a core so far (the kernel's
+/// run delay from /proc/thread-self/schedstat: other tasks or the kernel's real-time
+/// throttling had its core), and how often it was switched out against its will.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CpuWait {
+    pub waited_ns: u64,
+    pub involuntary_switches: u64,
+}
+
+impl CpuWait {
+    /// None where the kernel keeps no schedstat (CONFIG_SCHED_INFO off).
+    pub fn now() -> Option<CpuWait> {
+        let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+        let waited_ns = text.split_whitespace().nth(1)?.parse().ok()?;
+        // SAFETY: getrusage fills a zeroed rusage for this thread.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut usage) } != 0 {
+            return None;
+        }
+        Some(CpuWait { waited_ns, involuntary_switches: usage.ru_nivcsw as u64 })
+    }
+
+    pub fn since(&self, earlier: &CpuWait) -> CpuWait {
+        CpuWait {
+            waited_ns: self.waited_ns.saturating_sub(earlier.waited_ns),
+            involuntary_switches: self.involuntary_switches.saturating_sub(earlier.involuntary_switches),
+        }
     }
 }
 
@@ -91,6 +133,40 @@ mod tests {
         assert_eq!(ranges(&[0, 1, 2, 3, 6]), "0-3,6");
         assert_eq!(ranges(&[1]), "1");
         assert_eq!(ranges(&[]), "none");
+    }
+
+    #[test]
+    fn a_thread_that_yields_its_core_to_a_busy_one_waits_for_it() {
+        // Two threads on one core: each time this one is preempted it waits, and the
+        // kernel's run delay says for how long.
+        let core = allowed_cpus()[0];
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let busy = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                pin_to(core).unwrap();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+        };
+        let waited = std::thread::spawn(move || {
+            pin_to(core).unwrap();
+            let Some(before) = CpuWait::now() else { return None };
+            let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
+            while std::time::Instant::now() < until {
+                std::hint::spin_loop();
+            }
+            Some(CpuWait::now().unwrap().since(&before))
+        })
+        .join()
+        .unwrap();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        busy.join().unwrap();
+        if let Some(w) = waited {
+            assert!(w.waited_ns > 20_000_000, "sharing a core for 300 ms, it waited only {} ns", w.waited_ns);
+            assert!(w.involuntary_switches > 0);
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@ from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CorePlan
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import Testbed
@@ -97,6 +97,7 @@ def _start_capture(tb: Testbed, plan: CorePlan, run_dir: Path, outcome: Outcome)
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     argv = [str(find_binary("lowtail-cap")), "--iface", tb.tx, "--out", str(outcome.pre),
             "--iface", tb.rx, "--out", str(outcome.post), "--cpu", str(plan.capture),
+            "--rt-priority", str(CAPTURE_RT_PRIORITY),
             "--snaplen", str(SNAPLEN), "--zstd", "--stats-json", str(run_dir / "capture.json"),
             "--ready-file", str(run_dir / "capture.ready")]
     capture = tb.spawn("capture", tb.lg_ns, argv, stats=run_dir / "capture.json")
@@ -113,7 +114,7 @@ def _send(exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_
             "--count", str(outcome.frames_planned), "--frame-size", str(t.frame_size), "--burst", str(t.burst),
             "--udp-dst-port", str(t.udp_dst_port), "--flows", str(t.flows),
             "--src-mac", tb.macs[tb.tx], "--dst-mac", tb.macs[tb.rx], "--src-ip", SRC_IP, "--dst-ip", DST_IP,
-            "--cpu", str(plan.generator), "--stats-json", str(stats)]
+            "--cpu", str(plan.generator), *plan.generator_scheduling(), "--stats-json", str(stats)]
     sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping)
     meter = EnergyMeter()
     sampler.start()

@@ -26,6 +26,12 @@ use lowtail_net::{cpu, signal};
 /// batch is processed, as the seeds' DPDK Snort did. When work outpaces arrivals the
 /// ring (--rx-ring frames) fills and the kernel drops frames: overload as it happens.
 ///
+/// By default it never sleeps (a core of its own, as DPDK has). With --spin-us it
+/// busy-polls only that long after the last frame and then sleeps in poll() until the
+/// next one: on a core shared with other tasks a forwarder that never sleeps is either
+/// preempted for whole time slices (ordinary scheduling: frames wait milliseconds) or
+/// starves the others until the kernel throttles it (real-time: tens of milliseconds).
+///
 /// Runs until SIGINT/SIGTERM, then writes its statistics: received, forwarded, dropped
 /// (ring overflow, send errors, oversized frames), batch sizes, busy fraction. Prints
 /// "ready" on stdout (and creates --ready-file) once forwarding.
@@ -53,6 +59,10 @@ struct Args {
     /// Pin the forwarder to this core.
     #[arg(long, value_name = "CORE")]
     cpu: Option<usize>,
+    /// Busy-poll this long after the last frame, then sleep in poll() until the next
+    /// one (0: sleep at once). Default: never sleep.
+    #[arg(long, value_name = "US")]
+    spin_us: Option<u64>,
     /// Send with PACKET_QDISC_BYPASS (skips the qdisc and packet taps on --out).
     #[arg(long)]
     qdisc_bypass: bool,
@@ -87,6 +97,8 @@ struct Counts {
     kernel_drops: u64,
     batches: u64,
     busy_ns: i64,
+    /// Times the forwarder slept in poll() for want of frames (--spin-us).
+    sleeps: u64,
     first_send_errno: Option<i32>,
 }
 
@@ -97,6 +109,8 @@ fn forward(rx: &PacketSocket, ring: &FrameRing, sender: &mut Sender, args: &Args
     let mut head = 0usize;
     let mut idle_polls = 0u32;
     let work = args.work_ns as i64;
+    let spin_ns = args.spin_us.map(|us| us as i64 * 1000);
+    let mut last_frame_ns = monotonic_ns();
     loop {
         // Take what is waiting, up to a batch.
         let mut taken = 0usize;
@@ -113,12 +127,19 @@ fn forward(rx: &PacketSocket, ring: &FrameRing, sender: &mut Sender, args: &Args
             to_send += 1;
         }
         if taken == 0 {
-            idle_polls += 1;
-            if idle_polls & 0x3ff == 0 {
+            idle_polls = idle_polls.wrapping_add(1);
+            if idle_polls & 0x3f == 0 {
                 if signal::stop_requested() {
                     break;
                 }
-                idle_polls = 0;
+                if let Some(spin) = spin_ns {
+                    let now = monotonic_ns();
+                    if now - last_frame_ns >= spin {
+                        wait_for_frames(rx);
+                        c.sleeps += 1;
+                        last_frame_ns = monotonic_ns();
+                    }
+                }
             }
             std::hint::spin_loop();
             continue;
@@ -140,7 +161,8 @@ fn forward(rx: &PacketSocket, ring: &FrameRing, sender: &mut Sender, args: &Args
         }
         c.batches += 1;
         batch_sizes.record(taken as i64);
-        c.busy_ns += monotonic_ns() - t0;
+        last_frame_ns = monotonic_ns();
+        c.busy_ns += last_frame_ns - t0;
         if signal::stop_requested() {
             break;
         }
@@ -152,6 +174,15 @@ fn forward(rx: &PacketSocket, ring: &FrameRing, sender: &mut Sender, args: &Args
         }
     }
     c
+}
+
+/// Sleep until the receive ring has a frame for us (poll() checks the ring's head under
+/// the socket's wait queue, so a frame arriving meanwhile is never missed), a signal, or
+/// a timeout that lets the caller look at the stop flag.
+fn wait_for_frames(rx: &PacketSocket) {
+    let mut fd = libc::pollfd { fd: rx.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 };
+    // SAFETY: polling our own descriptor; EINTR (a signal) just ends the wait early.
+    unsafe { libc::poll(&mut fd, 1, 100) };
 }
 
 /// The outgoing side: one sendmmsg per batch.
@@ -272,6 +303,8 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "drops": {"rx_ring": c.kernel_drops, "send_errors": c.send_errors, "oversized": c.oversized},
         "first_send_error": c.first_send_errno.map(|e| std::io::Error::from_raw_os_error(e).to_string()),
         "batches": c.batches,
+        "spin_us": args.spin_us,
+        "sleeps": c.sleeps,
         "batch_size": summarize(&mut batch_sizes),
         "busy_fraction": if elapsed > 0 { c.busy_ns as f64 / elapsed as f64 } else { 0.0 },
         "duration_ns": elapsed,

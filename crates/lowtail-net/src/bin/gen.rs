@@ -90,6 +90,12 @@ struct Args {
     /// generator owns its core), ordinary scheduling otherwise; 0 turns it off.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
+    /// Run under ordinary scheduling at this nice value (-20 to 19) instead of the
+    /// default real-time priority. At -20 the generator keeps almost all of a core other
+    /// tasks also use, and loses it only in short time slices, not in the 50 ms pieces
+    /// real-time throttling lends them.
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    nice: Option<i32>,
     /// How frames reach the kernel: copy (send/sendmmsg) or ring (TPACKET_V2 transmit ring).
     #[arg(long, value_enum, default_value_t = TxArg::Copy)]
     tx: TxArg,
@@ -156,8 +162,17 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(core) = args.cpu {
         cpu::pin_to(core)?;
     }
-    let scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, owns_a_core.then_some(DEFAULT_RT_PRIORITY))?;
+    let default_rt = (owns_a_core && args.nice.is_none()).then_some(DEFAULT_RT_PRIORITY);
+    let mut scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, default_rt)?;
+    if let Some(n) = args.nice {
+        if scheduling != "SCHED_OTHER" {
+            return Err(Fatal::usage("--nice applies to ordinary scheduling: leave out --rt-priority or give 0"));
+        }
+        cpu::set_nice(n)?;
+        scheduling = format!("SCHED_OTHER nice {n}");
+    }
     let counters_before = dev_counters(&args.iface);
+    let cpu_wait_before = cpu::CpuWait::now();
     let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
     let clock_offset = realtime_ns() - monotonic_ns();
     let mut pacing = pace(&plan, start, &mut Monotonic, &mut sink, signal::stop_requested)?;
@@ -165,7 +180,17 @@ fn run(args: Args) -> Result<i32, Fatal> {
         (Some(after), Some(before)) => Some(after.since(&before)),
         _ => None,
     };
+    let cpu_wait = cpu::CpuWait::now().zip(cpu_wait_before).map(|(after, before)| after.since(&before));
     let v = verdict(&plan, &pacing);
+    // Time the generator was runnable but off its core: what made it late, beyond
+    // interrupts (which show only in the pacing error).
+    let cpu_wait_json = cpu_wait.map(|w| {
+        json!({
+            "waited_ns": w.waited_ns,
+            "share": w.waited_ns as f64 / v.elapsed_ns.max(1) as f64,
+            "involuntary_switches": w.involuntary_switches,
+        })
+    });
     let lateness = summarize(&mut pacing.lateness);
     let doc = json!({
         "program": "lowtail-gen",
@@ -207,6 +232,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "inter_departure_histogram": log_bins(&mut pacing.inter_departure),
         "send_call_ns": summarize(&mut pacing.send_call),
         "iface_counters": counters,
+        "cpu_wait": cpu_wait_json,
     });
     if let Some(path) = &args.stats_json {
         write_json(path, &doc)?;
