@@ -254,6 +254,8 @@ def verdicts(speed: dict, memory: dict) -> dict:
     out["floor_met"] = out["floor_ratio_best"] <= TARGET_FLOOR_RATIO
     if "max_rss_bytes" in memory:
         out["memory_met"] = memory["max_rss_bytes"] < TARGET_RSS_BYTES
+        out["large_floor_ratio"] = memory["lowtail_s"] / memory["page_cache_read_s"]
+        out["large_floor_met"] = out["large_floor_ratio"] <= TARGET_FLOOR_RATIO
     return out
 
 
@@ -302,7 +304,7 @@ def render(doc: dict) -> str:
     lines += [
         target(f"lowtail ≥ {TARGET_SPEEDUP:.0f}× faster than the baseline",
                f"{v['speedup_best']:.1f}×  ({v['speedup_median']:.1f}×)", v["speedup_met"]),
-        target(f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read",
+        target(f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, this pair",
                f"{v['floor_ratio_best']:.1f}×  ({v['floor_ratio_median']:.1f}×)", v["floor_met"]),
     ]
     if "max_rss_bytes" in m:
@@ -312,8 +314,10 @@ def render(doc: dict) -> str:
             f"      at {m['rate_pps']:,.0f} pps, PRE {megabytes(m['pre_bytes'])}, POST {megabytes(m['post_bytes'])}: "
             f"lowtail analyze {m['lowtail_s']:.1f} s wall, {m['lowtail_cpu_s']:.1f} s CPU "
             f"(a pair this large may not fit the page cache); generated in {m['synth_seconds']:.0f} s",
-            f"      the same pair read once by cat: {m['page_cache_read_s']:.1f} s, so lowtail took "
-            f"{m['lowtail_s'] / m['page_cache_read_s']:.1f}× the read at this size (start-up weighs less the larger the pair)",
+            target(f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, that pair",
+                   f"{m['lowtail_s']:.1f} s / {m['page_cache_read_s']:.1f} s = {v['large_floor_ratio']:.1f}×",
+                   v["large_floor_met"]),
+            "      (one run each; start-up — Python, imports, the DuckDB store, ~0.3 s — weighs less the larger the pair)",
         ]
     elif "skipped" in m:
         lines.append(f"    peak RSS on a {m['packets_per_side']:,}-packet pair: skipped ({m['skipped']})")
