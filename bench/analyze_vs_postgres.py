@@ -37,7 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -54,6 +54,7 @@ TARGET_SPEEDUP = 100.0
 TARGET_FLOOR_RATIO = 4.0
 TARGET_RSS_BYTES = 2 * GiB
 FLOOR_READS = 5
+LARGE_RUNS = 2  # cat and lowtail each on the 100-million-packet pair (best time, largest RSS)
 
 # A device with a little of everything, so that every figure is non-trivial: loss in
 # short bursts, duplicates, reordering, periodic interrupts that shape the tail.
@@ -229,9 +230,10 @@ def run_memory(cfg: Config, workdir: Path, bytes_per_packet: float) -> dict:
             f"({need / 1e9:.1f} GB)")
         synth, synth_s = synth_pair(pre, post, cfg.memory_packets, cfg.memory_rate, cfg.model)
         # The same floor at a size where start-up costs vanish (if the pair fits the page cache).
-        floor = page_cache_read(pre, post, reads=1)
-        say(f"read once from the page cache in {floor.seconds:.1f} s; analysing it once, measuring peak RSS")
-        run = lowtail_analyze(pre, post, workdir)
+        floor = page_cache_read(pre, post, reads=LARGE_RUNS)
+        say(f"read from the page cache in {floor.seconds:.1f} s; analysing it {LARGE_RUNS} times, measuring peak RSS")
+        runs = [lowtail_analyze(pre, post, workdir) for _ in range(LARGE_RUNS)]
+        run = replace(min(runs, key=lambda t: t.seconds), max_rss_bytes=max(t.max_rss_bytes for t in runs))
     finally:
         for f in (pre, post):
             f.unlink(missing_ok=True)
@@ -317,7 +319,7 @@ def render(doc: dict) -> str:
             target(f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, that pair",
                    f"{m['lowtail_s']:.1f} s / {m['page_cache_read_s']:.1f} s = {v['large_floor_ratio']:.1f}×",
                    v["large_floor_met"]),
-            "      (one run each; start-up — Python, imports, the DuckDB store, ~0.3 s — weighs less the larger the pair)",
+            f"      (best of {LARGE_RUNS} runs each; start-up — Python, imports, the DuckDB store, ~0.3 s — weighs less the larger the pair)",
         ]
     elif "skipped" in m:
         lines.append(f"    peak RSS on a {m['packets_per_side']:,}-packet pair: skipped ({m['skipped']})")
