@@ -182,7 +182,10 @@ def _netns() -> list[str]:
 
 
 def test_ctrl_c_keeps_finished_runs_removes_everything_and_the_same_command_resumes(tmp_path):
-    toml = experiment(tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n', rates=(5000, 6000, 7000))
+    # 3 s runs, so that the signal lands inside the second run: with 1 s runs, a fresh
+    # clone's `make test` once saw the whole sweep finish before the signal arrived.
+    toml = experiment(tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n', rates=(5000, 6000, 7000),
+                      duration="3s")
     proc = start_run(tmp_path, toml)
     wait_for(lambda: len(run_dirs(tmp_path)) >= 2)  # the first run is stored, the second has begun
     time.sleep(0.5)
