@@ -7,27 +7,19 @@ use std::path::Path;
 
 use lowtail_analyze::{analyze_pair, AnalyzeOptions, Control};
 use lowtail_capture::write::MoonSniffWriter;
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
+type Rng = Xoshiro256PlusPlus;
 
 /// A timestamp from the places where arithmetic breaks.
 fn hostile_ts(rng: &mut Rng, base: i64) -> i64 {
-    match rng.next() % 8 {
-        0 => i64::MAX - (rng.next() % 1000) as i64,
-        1 => i64::MIN + (rng.next() % 1000) as i64,
-        2 => (rng.next() % 1000) as i64,
-        3 => rng.next() as i64,
-        _ => base.wrapping_add((rng.next() % 100_000) as i64),
+    match rng.random::<u64>() % 8 {
+        0 => i64::MAX - (rng.random::<u64>() % 1000) as i64,
+        1 => i64::MIN + (rng.random::<u64>() % 1000) as i64,
+        2 => (rng.random::<u64>() % 1000) as i64,
+        3 => rng.random::<u64>() as i64,
+        _ => base.wrapping_add((rng.random::<u64>() % 100_000) as i64),
     }
 }
 
@@ -44,18 +36,18 @@ fn hostile_moonsniff_pairs_never_panic() {
     let dir = tempfile::tempdir().unwrap();
     let (pre, post) = (dir.path().join("pre.mscap"), dir.path().join("post.mscap"));
     for seed in 0..300u64 {
-        let mut rng = Rng(seed);
-        let base = rng.next() as i64;
-        let n = 1 + (rng.next() % 200) as usize;
-        let hostile_every = 1 + rng.next() % 20;
+        let mut rng = Rng::seed_from_u64(seed);
+        let base = rng.random::<u64>() as i64;
+        let n = 1 + (rng.random::<u64>() % 200) as usize;
+        let hostile_every = 1 + rng.random::<u64>() % 20;
         let mut pre_recs = Vec::new();
         let mut post_recs = Vec::new();
         for k in 0..n {
             let ts = if k as u64 % hostile_every == 0 { hostile_ts(&mut rng, base) } else { base.wrapping_add(k as i64 * 1000) };
-            let id = if rng.next() % 10 == 0 { rng.next() as u32 } else { (u32::MAX - 50).wrapping_add(k as u32) };
+            let id = if rng.random::<u64>() % 10 == 0 { rng.random::<u64>() as u32 } else { (u32::MAX - 50).wrapping_add(k as u32) };
             pre_recs.push((ts, id));
-            if rng.next() % 5 != 0 {
-                let lat = if rng.next() % 10 == 0 { rng.next() as i64 } else { 3000 };
+            if rng.random::<u64>() % 5 != 0 {
+                let lat = if rng.random::<u64>() % 10 == 0 { rng.random::<u64>() as i64 } else { 3000 };
                 post_recs.push((ts.wrapping_add(lat), id));
             }
         }

@@ -15,20 +15,22 @@ use std::time::{Duration, Instant};
 use common::*;
 use lowtail_capture::write::{Endian, MoonSniffWriter, NgInterface, PcapNgWriter, PcapWriter};
 use lowtail_capture::{open_reader, LinkType, OpenOptions};
+use rand::rngs::Xoshiro256PlusPlus;
+use rand::{RngExt, SeedableRng};
 
-/// SplitMix64: small, fast, and the same everywhere.
-struct Rng(u64);
+/// The workspace's seeded `rand` generator (as lowtail-synth uses), with the draws the
+/// mutations are written in; a failing seed replays exactly.
+struct Rng(Xoshiro256PlusPlus);
 
 impl Rng {
+    fn seeded(seed: u64) -> Rng {
+        Rng(Xoshiro256PlusPlus::seed_from_u64(seed))
+    }
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.random()
     }
     fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
+        self.0.random_range(0..n.max(1))
     }
     fn chance(&mut self, one_in: u64) -> bool {
         self.next() % one_in == 0
@@ -161,7 +163,7 @@ fn run_for_budget(label: &str, mut one: impl FnMut(&mut Rng) -> (Vec<u8>, &'stat
     let mut iterations = 0u64;
     while started.elapsed() < budget() || iterations < 200 {
         let seed = iterations;
-        let mut rng = Rng(seed);
+        let mut rng = Rng::seeded(seed);
         let (input, name, via, force, each) = one(&mut rng);
         let outcome = catch_unwind(AssertUnwindSafe(|| exercise(&input, name, via, force, each)));
         let failure = match outcome {
