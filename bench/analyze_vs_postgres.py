@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import dpkt
@@ -87,8 +87,7 @@ class Config:
 def parse_args(argv: list[str]) -> Config:
     env = os.environ.get
     title, _, details = __doc__.partition("\n\n")
-    p = argparse.ArgumentParser(description=title, epilog=details,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=title, epilog=details, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--packets", type=int, default=int(env("BENCH_PACKETS", 2_000_000)))
     p.add_argument("--rate", type=float, default=float(env("BENCH_RATE", 100_000)))
     p.add_argument("--repeat", type=int, default=int(env("BENCH_REPEAT", 3)))
@@ -123,8 +122,19 @@ def timed_process(argv: list[str]) -> StageTiming:
 
 
 def synth_pair(pre: Path, post: Path, packets: int, rate: float, model: dict) -> tuple[dict, float]:
-    argv = [lowtail_command(), "synth", str(pre), str(post), "--packets", str(packets),
-            "--rate", str(rate), "--format", "pcap-ns", "--json"]
+    argv = [
+        lowtail_command(),
+        "synth",
+        str(pre),
+        str(post),
+        "--packets",
+        str(packets),
+        "--rate",
+        str(rate),
+        "--format",
+        "pcap-ns",
+        "--json",
+    ]
     for key, value in model.items():
         argv += ["--set", f"{key}={json.dumps(value)}"]
     started = time.perf_counter()
@@ -137,8 +147,7 @@ def synth_pair(pre: Path, post: Path, packets: int, rate: float, model: dict) ->
 def page_cache_read(pre: Path, post: Path, reads: int = FLOOR_READS) -> StageTiming:
     """Best of several `cat PRE POST > /dev/null` once both files are cached."""
     timed_process(["cat", str(pre), str(post)])
-    return min((timed_process(["cat", str(pre), str(post)]) for _ in range(reads)),
-               key=lambda t: t.seconds)
+    return min((timed_process(["cat", str(pre), str(post)]) for _ in range(reads)), key=lambda t: t.seconds)
 
 
 def lowtail_analyze(pre: Path, post: Path, workdir: Path) -> StageTiming:
@@ -151,8 +160,9 @@ def lowtail_analyze(pre: Path, post: Path, workdir: Path) -> StageTiming:
 
 
 def lowtail_figures(pre: Path, post: Path) -> dict:
-    r = subprocess.run([lowtail_command(), "analyze", str(pre), str(post), "--no-store", "--json"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [lowtail_command(), "analyze", str(pre), str(post), "--no-store", "--json"], capture_output=True, text=True
+    )
     if r.returncode:
         raise BaselineError(f"lowtail analyze failed: {r.stderr.strip()}")
     return json.loads(r.stdout)
@@ -213,9 +223,11 @@ def check_identical(sql_doc: dict, lowtail_doc: dict) -> None:
     if diffs:
         raise BaselineError("the baseline and lowtail disagree:\n  " + "\n  ".join(diffs))
     lat = lowtail_doc["latency_ns"]
-    say(f"figures identical: {lowtail_doc['sent']:,} sent, {lowtail_doc['received']:,} received, "
+    say(
+        f"figures identical: {lowtail_doc['sent']:,} sent, {lowtail_doc['received']:,} received, "
         f"{lowtail_doc['lost']:,} lost, {lowtail_doc['duplicates']:,} duplicates, "
-        f"{lowtail_doc['reordered']:,} reordered, p99.9999 {lat['p99_9999']} ns, max {lat['max']} ns")
+        f"{lowtail_doc['reordered']:,} reordered, p99.9999 {lat['p99_9999']} ns, max {lat['max']} ns"
+    )
 
 
 def run_memory(cfg: Config, workdir: Path, bytes_per_packet: float) -> dict:
@@ -226,8 +238,7 @@ def run_memory(cfg: Config, workdir: Path, bytes_per_packet: float) -> dict:
         return {**result, "skipped": f"needs {need / 1e9:.1f} GB free in {workdir}, has {free / 1e9:.1f} GB"}
     pre, post = workdir / "mem-pre.pcap", workdir / "mem-post.pcap"
     try:
-        say(f"generating {cfg.memory_packets:,} packets per side at {cfg.memory_rate:,.0f} pps "
-            f"({need / 1e9:.1f} GB)")
+        say(f"generating {cfg.memory_packets:,} packets per side at {cfg.memory_rate:,.0f} pps ({need / 1e9:.1f} GB)")
         synth, synth_s = synth_pair(pre, post, cfg.memory_packets, cfg.memory_rate, cfg.model)
         # The same floor at a size where start-up costs vanish (if the pair fits the page cache).
         floor = page_cache_read(pre, post, reads=LARGE_RUNS)
@@ -237,9 +248,16 @@ def run_memory(cfg: Config, workdir: Path, bytes_per_packet: float) -> dict:
     finally:
         for f in (pre, post):
             f.unlink(missing_ok=True)
-    return {**result, "pre_bytes": synth["pre_bytes"], "post_bytes": synth["post_bytes"],
-            "synth_seconds": synth_s, "lowtail_s": run.seconds, "lowtail_cpu_s": run.cpu_seconds,
-            "max_rss_bytes": run.max_rss_bytes, "page_cache_read_s": floor.seconds}
+    return {
+        **result,
+        "pre_bytes": synth["pre_bytes"],
+        "post_bytes": synth["post_bytes"],
+        "synth_seconds": synth_s,
+        "lowtail_s": run.seconds,
+        "lowtail_cpu_s": run.cpu_seconds,
+        "max_rss_bytes": run.max_rss_bytes,
+        "page_cache_read_s": floor.seconds,
+    }
 
 
 def verdicts(speed: dict, memory: dict) -> dict:
@@ -281,15 +299,19 @@ def render(doc: dict) -> str:
         f"{s['lost']:,} lost, {s['duplicates']:,} duplicated",
         f"  model: {', '.join(f'{k}={json.dumps(val)}' for k, val in s['model'].items())}",
         f"  baseline: dpkt {s['dpkt']} → COPY → PostgreSQL {s['postgres']}, then bench/baseline.sql in psql",
-        f"  lowtail: `lowtail analyze PRE POST --db TMP` (default options, stored in DuckDB)",
+        "  lowtail: `lowtail analyze PRE POST --db TMP` (default options, stored in DuckDB)",
         f"  {s['repeat']} interleaved repetitions; page-cache read = best of {FLOOR_READS} "
         f"`cat PRE POST > /dev/null` per repetition",
         "",
         f"  {'':36}{'best':>11}{'median':>11}{'÷ lowtail':>11}",
     ]
-    rows = [("page-cache read (cat, both files)", "page_cache_read_s"), ("lowtail analyze", "lowtail_s"),
-            ("baseline, end to end", "baseline_total_s"), ("  parse + load (dpkt → COPY)", "baseline_load_s"),
-            ("  SQL (psql baseline.sql)", "baseline_sql_s")]
+    rows = [
+        ("page-cache read (cat, both files)", "page_cache_read_s"),
+        ("lowtail analyze", "lowtail_s"),
+        ("baseline, end to end", "baseline_total_s"),
+        ("  parse + load (dpkt → COPY)", "baseline_load_s"),
+        ("  SQL (psql baseline.sql)", "baseline_sql_s"),
+    ]
     for label, key in rows:
         t = s[key]
         lines.append(f"  {label:36}{t['best']:>9.3f} s{t['median']:>9.3f} s{t['best'] / ours:>10.2f}×")
@@ -302,23 +324,37 @@ def render(doc: dict) -> str:
         "",
         "  targets (judged on best times; medians in brackets)",
     ]
-    target = lambda label, value, met: f"    {label:46}{value:>30}  met: {yes_no(met)}"
+
+    def target(label, value, met):
+        return f"    {label:46}{value:>30}  met: {yes_no(met)}"
+
     lines += [
-        target(f"lowtail ≥ {TARGET_SPEEDUP:.0f}× faster than the baseline",
-               f"{v['speedup_best']:.1f}×  ({v['speedup_median']:.1f}×)", v["speedup_met"]),
-        target(f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, this pair",
-               f"{v['floor_ratio_best']:.1f}×  ({v['floor_ratio_median']:.1f}×)", v["floor_met"]),
+        target(
+            f"lowtail ≥ {TARGET_SPEEDUP:.0f}× faster than the baseline",
+            f"{v['speedup_best']:.1f}×  ({v['speedup_median']:.1f}×)",
+            v["speedup_met"],
+        ),
+        target(
+            f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, this pair",
+            f"{v['floor_ratio_best']:.1f}×  ({v['floor_ratio_median']:.1f}×)",
+            v["floor_met"],
+        ),
     ]
     if "max_rss_bytes" in m:
         lines += [
-            target(f"peak RSS < 2 GiB, {m['packets_per_side']:,}-packet pair",
-                   f"{m['max_rss_bytes'] / GiB:.3f} GiB ({m['max_rss_bytes'] / 2**20:,.0f} MiB)", v["memory_met"]),
+            target(
+                f"peak RSS < 2 GiB, {m['packets_per_side']:,}-packet pair",
+                f"{m['max_rss_bytes'] / GiB:.3f} GiB ({m['max_rss_bytes'] / 2**20:,.0f} MiB)",
+                v["memory_met"],
+            ),
             f"      at {m['rate_pps']:,.0f} pps, PRE {megabytes(m['pre_bytes'])}, POST {megabytes(m['post_bytes'])}: "
             f"lowtail analyze {m['lowtail_s']:.1f} s wall, {m['lowtail_cpu_s']:.1f} s CPU "
             f"(a pair this large may not fit the page cache); generated in {m['synth_seconds']:.0f} s",
-            target(f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, that pair",
-                   f"{m['lowtail_s']:.1f} s / {m['page_cache_read_s']:.1f} s = {v['large_floor_ratio']:.1f}×",
-                   v["large_floor_met"]),
+            target(
+                f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, that pair",
+                f"{m['lowtail_s']:.1f} s / {m['page_cache_read_s']:.1f} s = {v['large_floor_ratio']:.1f}×",
+                v["large_floor_met"],
+            ),
             f"      (best of {LARGE_RUNS} runs each; start-up — Python, imports, the DuckDB store, ~0.3 s — weighs less the larger the pair)",
         ]
     elif "skipped" in m:
@@ -340,8 +376,10 @@ def git_commit() -> str:
 
 def raise_on_sigterm() -> None:
     """Turn SIGTERM into KeyboardInterrupt so that clean-up runs as on Ctrl-C."""
+
     def handler(signum, frame):
         raise KeyboardInterrupt
+
     signal.signal(signal.SIGTERM, handler)
 
 
@@ -353,8 +391,12 @@ def main(argv: list[str]) -> int:
         say(f"cannot run the baseline: {reason}")
         return 1
     workdir = Path(tempfile.mkdtemp(prefix=f"lowtail-pgbench-{os.getpid()}-", dir=cfg.workdir))
-    doc = {"commit": git_commit(), "cpus": os.cpu_count(), "load_before": load_average(),
-           "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    doc = {
+        "commit": git_commit(),
+        "cpus": os.cpu_count(),
+        "load_before": load_average(),
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
     try:
         doc["speed"] = run_speed(cfg, workdir)
         per_packet = (doc["speed"]["pre_bytes"] + doc["speed"]["post_bytes"]) / (2 * cfg.packets)

@@ -50,8 +50,10 @@ class BaselineError(RuntimeError):
 
 def postgres_bindir() -> Path:
     """Debian keeps the server programs out of PATH, one directory per major version."""
-    versions = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
-                      key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0)
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
     if versions:
         return versions[-1].parent
     found = shutil.which("pg_ctl")
@@ -100,7 +102,7 @@ class TempPostgres:
         prefix = ["runuser", "-u", PG_USER, "--"] if os.geteuid() == 0 else []
         return subprocess.run([*prefix, *argv], capture_output=True, text=True, **kw)
 
-    def __enter__(self) -> "TempPostgres":
+    def __enter__(self) -> TempPostgres:
         try:
             self._start()
         except BaseException:
@@ -112,18 +114,37 @@ class TempPostgres:
         if os.geteuid() == 0:
             pw = pwd.getpwnam(PG_USER)
             os.chown(self.root, pw.pw_uid, pw.pw_gid)
-        r = self._as_postgres(str(self.bindir / "initdb"), "-D", str(self.data), "-U", PG_USER,
-                              "--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+        r = self._as_postgres(
+            str(self.bindir / "initdb"),
+            "-D",
+            str(self.data),
+            "-U",
+            PG_USER,
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--locale=C",
+            "--no-sync",
+        )
         if r.returncode:
             raise BaselineError(f"initdb failed: {r.stderr.strip()}")
         settings = {**SERVER_SETTINGS, "port": str(self.port), "unix_socket_directories": f"'{self.root}'"}
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.writelines(f"{k} = {v}\n" for k, v in settings.items())
-        r = self._as_postgres(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
-                              "-w", "-t", "60", "start")
+        r = self._as_postgres(
+            str(self.bindir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "server.log"),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
         if r.returncode:
-            raise BaselineError(f"PostgreSQL did not start: {r.stderr.strip() or r.stdout.strip()} "
-                                f"(log: {self.log_tail()})")
+            raise BaselineError(
+                f"PostgreSQL did not start: {r.stderr.strip() or r.stdout.strip()} (log: {self.log_tail()})"
+            )
         self.started = True
 
     def __exit__(self, *exc) -> None:
@@ -143,8 +164,22 @@ class TempPostgres:
 
     def psql(self, *args: str) -> list[str]:
         """argv of psql connected to this server, failing on the first SQL error."""
-        return [self.psql_program, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", str(self.root), "-p", str(self.port),
-                "-U", PG_USER, "-d", "postgres", *args]
+        return [
+            self.psql_program,
+            "-X",
+            "-q",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-h",
+            str(self.root),
+            "-p",
+            str(self.port),
+            "-U",
+            PG_USER,
+            "-d",
+            "postgres",
+            *args,
+        ]
 
     def psql_command(self, sql: str) -> str:
         r = subprocess.run(self.psql("-At", "-c", sql), capture_output=True, text=True)
@@ -179,8 +214,7 @@ def wait_timed(processes: list[subprocess.Popen], started: float) -> StageTiming
             failed.append(p)
     seconds = time.perf_counter() - started
     if failed:
-        raise BaselineError("; ".join(f"{Path(p.args[0]).name} exited {p.returncode}: {_stderr_of(p)}"
-                                      for p in failed))
+        raise BaselineError("; ".join(f"{Path(p.args[0]).name} exited {p.returncode}: {_stderr_of(p)}" for p in failed))
     return StageTiming(seconds, cpu, rss)
 
 
@@ -193,16 +227,22 @@ def _stderr_of(p: subprocess.Popen) -> str:
 def load_pair(pg: TempPostgres, pre: Path, post: Path) -> StageTiming:
     """Stage 1: both captures parsed by dpkt and copied into PostgreSQL, the two sides at
     once (two pipelines `pcap_to_rows.py | psql COPY`), as the two cores allow."""
-    pg.psql_command("CREATE UNLOGGED TABLE pre (id bigint, ts bigint); "
-                    "CREATE UNLOGGED TABLE post (id bigint, ts bigint);")
+    pg.psql_command(
+        "CREATE UNLOGGED TABLE pre (id bigint, ts bigint); CREATE UNLOGGED TABLE post (id bigint, ts bigint);"
+    )
     started = time.perf_counter()
     procs: list[subprocess.Popen] = []
     try:
         for table, capture in (("pre", pre), ("post", post)):
-            parser = subprocess.Popen([sys.executable, str(ROW_PARSER), str(capture)],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-            copier = subprocess.Popen(pg.psql("-c", f"COPY {table} (id, ts) FROM STDIN"),
-                                      stdin=parser.stdout, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            parser = subprocess.Popen(
+                [sys.executable, str(ROW_PARSER), str(capture)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            )
+            copier = subprocess.Popen(
+                pg.psql("-c", f"COPY {table} (id, ts) FROM STDIN"),
+                stdin=parser.stdout,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
             parser.stdout.close()
             procs += [parser, copier]
         return wait_timed(procs, started)
@@ -214,26 +254,46 @@ def load_pair(pg: TempPostgres, pre: Path, post: Path) -> StageTiming:
 
 
 # lowtail's headline percentiles and their names in its JSON document.
-HEADLINE_PERCENTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999,
-                        "p99_999": 0.99999, "p99_9999": 0.999999}
+HEADLINE_PERCENTILES = {
+    "p50": 0.5,
+    "p90": 0.9,
+    "p99": 0.99,
+    "p99_9": 0.999,
+    "p99_99": 0.9999,
+    "p99_999": 0.99999,
+    "p99_9999": 0.999999,
+}
 HEADLINE_KEYS = list(HEADLINE_PERCENTILES)
 
 
 def percentile_levels() -> list[float]:
     """The headline percentiles, then the levels of an HDR percentile curve (five ticks
     per halving of the distance to 100 %, to beyond 99.9999 %), as lowtail reports them."""
-    curve = [1 - 0.5 ** h + t * 0.5 ** (h + 1) / 5 for h in range(21) for t in range(5)]
+    curve = [1 - 0.5**h + t * 0.5 ** (h + 1) / 5 for h in range(21) for t in range(5)]
     return list(HEADLINE_PERCENTILES.values()) + curve + [1.0]
 
 
-def analyze_in_sql(pg: TempPostgres, *, trim_ns: int, horizon_ns: int, worst_n: int, bins: int
-                   ) -> tuple[StageTiming, dict]:
+def analyze_in_sql(
+    pg: TempPostgres, *, trim_ns: int, horizon_ns: int, worst_n: int, bins: int
+) -> tuple[StageTiming, dict]:
     """Stage 2: the figures computed by PostgreSQL (one psql process running
     baseline.sql), returned as a document shaped like lowtail's."""
     levels = "{" + ",".join(repr(q) for q in percentile_levels()) + "}"
-    argv = pg.psql("-At", "-v", f"trim_ns={trim_ns}", "-v", f"horizon_ns={horizon_ns}",
-                   "-v", f"worst_n={worst_n}", "-v", f"bins={bins}", "-v", f"percentiles={levels}",
-                   "-f", str(ANALYSIS_SQL))
+    argv = pg.psql(
+        "-At",
+        "-v",
+        f"trim_ns={trim_ns}",
+        "-v",
+        f"horizon_ns={horizon_ns}",
+        "-v",
+        f"worst_n={worst_n}",
+        "-v",
+        f"bins={bins}",
+        "-v",
+        f"percentiles={levels}",
+        "-f",
+        str(ANALYSIS_SQL),
+    )
     started = time.perf_counter()
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out = p.stdout.read()
@@ -251,8 +311,10 @@ def _lowtail_shaped(doc: dict) -> dict:
         doc["latency_ns"] = None
     # Exact values at the levels of lowtail's HDR percentile curve (whose own values are
     # HdrHistogram buckets, so they are not compared).
-    doc["percentile_curve"] = [{"percentile": q, "value_ns": v}
-                               for q, v in zip(percentile_levels()[len(HEADLINE_KEYS):], values[len(HEADLINE_KEYS):])]
+    doc["percentile_curve"] = [
+        {"percentile": q, "value_ns": v}
+        for q, v in zip(percentile_levels()[len(HEADLINE_KEYS) :], values[len(HEADLINE_KEYS) :])
+    ]
     hist = doc.pop("histograms") or {}
     doc["latency_histogram"] = hist.get("latency", [])
     doc["jitter_pre_histogram"] = hist.get("jitter_pre", [])
@@ -265,8 +327,19 @@ def _lowtail_shaped(doc: dict) -> dict:
     return doc
 
 
-EXACT_FIELDS = ["sent", "received", "lost", "duplicates", "reordered", "negative", "unmatched",
-                "trimmed_pre", "trimmed_post", "start_ts_ns", "duration_ns"]
+EXACT_FIELDS = [
+    "sent",
+    "received",
+    "lost",
+    "duplicates",
+    "reordered",
+    "negative",
+    "unmatched",
+    "trimmed_pre",
+    "trimmed_post",
+    "start_ts_ns",
+    "duration_ns",
+]
 EXACT_LATENCY_FIELDS = ["samples", "min", "max", *HEADLINE_KEYS]
 
 
@@ -288,7 +361,9 @@ def differences(sql: dict, lowtail: dict) -> list[str]:
             diffs.append(f"{key}: {_first_difference(sql[key], lowtail[key])}")
     for side in ("pre", "post"):
         if sql[side]["per_second"] != lowtail[side]["per_second"]:
-            diffs.append(f"{side} per_second: {_first_difference(sql[side]['per_second'], lowtail[side]['per_second'])}")
+            diffs.append(
+                f"{side} per_second: {_first_difference(sql[side]['per_second'], lowtail[side]['per_second'])}"
+            )
     return diffs
 
 

@@ -30,7 +30,6 @@ import math
 import os
 import re
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -73,8 +72,10 @@ class Trial:
 
     def line(self) -> str:
         verdict = "holds" if self.lossless else "fails"
-        return (f"  {self.tool:8} {self.rate / 1e3:9.1f} kpps {self.seconds:4.0f} s: {verdict}  sent {self.sent:,} "
-                f"pre {self.pre:,} post {self.post:,} drops {self.drops:,} achieved {self.achieved_pps / 1e3:,.1f} kpps")
+        return (
+            f"  {self.tool:8} {self.rate / 1e3:9.1f} kpps {self.seconds:4.0f} s: {verdict}  sent {self.sent:,} "
+            f"pre {self.pre:,} post {self.post:,} drops {self.drops:,} achieved {self.achieved_pps / 1e3:,.1f} kpps"
+        )
 
 
 def reached(achieved_pps: float, rate: int) -> bool:
@@ -92,19 +93,60 @@ def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: 
     cap_stats, gen_stats = work / "lt-cap.json", work / "lt-gen.json"
     for p in (pre, post, cap_stats, gen_stats, work / "lt-cap.ready"):
         p.unlink(missing_ok=True)
-    cap = tb.spawn("bench-cap", tb.lg_ns, [str(find_binary("lowtail-cap")), "--iface", tb.tx, "--out", str(pre),
-                                           "--iface", tb.rx, "--out", str(post), "--cpu", str(plan.capture),
-                                           "--snaplen", "128", "--stats-json", str(cap_stats),
-                                           "--ready-file", str(work / "lt-cap.ready")], stats=cap_stats)
+    cap = tb.spawn(
+        "bench-cap",
+        tb.lg_ns,
+        [
+            str(find_binary("lowtail-cap")),
+            "--iface",
+            tb.tx,
+            "--out",
+            str(pre),
+            "--iface",
+            tb.rx,
+            "--out",
+            str(post),
+            "--cpu",
+            str(plan.capture),
+            "--snaplen",
+            "128",
+            "--stats-json",
+            str(cap_stats),
+            "--ready-file",
+            str(work / "lt-cap.ready"),
+        ],
+        stats=cap_stats,
+    )
     if not cap.wait_file(work / "lt-cap.ready", 15):
         sys.exit(f"lowtail-cap did not start: {cap.exit_message()}")
     count = round(rate * seconds)
-    gen = tb.spawn("bench-gen", tb.lg_ns, [str(find_binary("lowtail-gen")), "--iface", tb.tx, "--rate", str(rate),
-                                           "--count", str(count), "--src-mac", tb.macs[tb.tx],
-                                           "--dst-mac", tb.macs[tb.rx], "--src-ip", SRC_IP, "--dst-ip", DST_IP,
-                                           "--cpu", str(plan.generator), *plan.generator_scheduling(),
-                                           "--stats-json", str(gen_stats)],
-                   stats=gen_stats)
+    gen = tb.spawn(
+        "bench-gen",
+        tb.lg_ns,
+        [
+            str(find_binary("lowtail-gen")),
+            "--iface",
+            tb.tx,
+            "--rate",
+            str(rate),
+            "--count",
+            str(count),
+            "--src-mac",
+            tb.macs[tb.tx],
+            "--dst-mac",
+            tb.macs[tb.rx],
+            "--src-ip",
+            SRC_IP,
+            "--dst-ip",
+            DST_IP,
+            "--cpu",
+            str(plan.generator),
+            *plan.generator_scheduling(),
+            "--stats-json",
+            str(gen_stats),
+        ],
+        stats=gen_stats,
+    )
     gen.wait(seconds + 60)
     time.sleep(DRAIN_S)
     cap.stop()
@@ -112,11 +154,21 @@ def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: 
     c = json.loads(cap_stats.read_text()) if cap_stats.exists() else {"interfaces": [{}, {}]}
     sides = c["interfaces"]
     post.unlink(missing_ok=True)
-    return Trial("lowtail", rate, seconds, sent=g.get("sent", 0), pre=sides[0].get("frames", 0),
-                 post=sides[1].get("frames", 0), drops=sum(s.get("drops", 0) for s in sides),
-                 achieved_pps=g.get("achieved_rate_pps", 0.0), reached=reached(g.get("achieved_rate_pps", 0.0), rate),
-                 own_pacing_p99_ns=(g.get("pacing_error_ns") or {}).get("p99"), pre_path=pre,
-                 off_core_share=(g.get("cpu_wait") or {}).get("share"), longest_lag_ns=g.get("max_lag_ns"))
+    return Trial(
+        "lowtail",
+        rate,
+        seconds,
+        sent=g.get("sent", 0),
+        pre=sides[0].get("frames", 0),
+        post=sides[1].get("frames", 0),
+        drops=sum(s.get("drops", 0) for s in sides),
+        achieved_pps=g.get("achieved_rate_pps", 0.0),
+        reached=reached(g.get("achieved_rate_pps", 0.0), rate),
+        own_pacing_p99_ns=(g.get("pacing_error_ns") or {}).get("p99"),
+        pre_path=pre,
+        off_core_share=(g.get("cpu_wait") or {}).get("share"),
+        longest_lag_ns=g.get("max_lag_ns"),
+    )
 
 
 # -- baseline: tcpreplay + tcpdump ---------------------------------------------------------------------------
@@ -132,8 +184,9 @@ def test_frames_pcap(path: Path, frames: int, src_mac: str, dst_mac: str) -> Non
         f.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, 65535, 1))
         for i in range(frames):
             udp = struct.pack("!HHHH", 49152, 53, 8 + payload_len, 0) + i.to_bytes(8, "big") + bytes(payload_len - 8)
-            ip_header = bytearray(struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i & 0xFFFF, 0, 64, 17, 0,
-                                              src_ip, dst_ip))
+            ip_header = bytearray(
+                struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), i & 0xFFFF, 0, 64, 17, 0, src_ip, dst_ip)
+            )
             checksum = sum(struct.unpack("!10H", ip_header))
             checksum = (checksum & 0xFFFF) + (checksum >> 16)
             ip_header[10:12] = struct.pack("!H", ~((checksum & 0xFFFF) + (checksum >> 16)) & 0xFFFF)
@@ -141,15 +194,37 @@ def test_frames_pcap(path: Path, frames: int, src_mac: str, dst_mac: str) -> Non
             f.write(struct.pack("<IIII", 0, 0, len(frame), len(frame)) + frame)
 
 
-def baseline_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: Path, frames: Path,
-                   frames_in_file: int) -> Trial:
+def baseline_trial(
+    tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: Path, frames: Path, frames_in_file: int
+) -> Trial:
     pre, post = work / "bl-pre.pcap", work / "bl-post.pcap"
     tcpdump, taskset = tool("tcpdump", "tcpdump"), tool("taskset", "util-linux")
     dumps = []
     for iface, direction, out in ((tb.tx, "out", pre), (tb.rx, "in", post)):
-        dumps.append(tb.spawn(f"bench-tcpdump-{iface}", tb.lg_ns, [
-            taskset, "-c", str(plan.capture), tcpdump, "-i", iface, "-Q", direction, "-n", "-s", "128", "-B", "8192",
-            "--time-stamp-precision=nano", "-w", str(out)]))
+        dumps.append(
+            tb.spawn(
+                f"bench-tcpdump-{iface}",
+                tb.lg_ns,
+                [
+                    taskset,
+                    "-c",
+                    str(plan.capture),
+                    tcpdump,
+                    "-i",
+                    iface,
+                    "-Q",
+                    direction,
+                    "-n",
+                    "-s",
+                    "128",
+                    "-B",
+                    "8192",
+                    "--time-stamp-precision=nano",
+                    "-w",
+                    str(out),
+                ],
+            )
+        )
     for d in dumps:
         # tcpdump's socket exists before it is bound and capturing; "listening on" comes after.
         deadline = time.monotonic() + 15
@@ -158,9 +233,23 @@ def baseline_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work:
                 sys.exit(f"tcpdump did not start: {d.exit_message()}")
             time.sleep(0.02)
     count = round(rate * seconds)
-    replay = tb.spawn("bench-tcpreplay", tb.lg_ns, [
-        taskset, "-c", str(plan.generator), tool("tcpreplay", "tcpreplay"), "-i", tb.tx, f"--pps={rate}", "-K",
-        f"--loop={math.ceil(count / frames_in_file)}", f"--limit={count}", str(frames)])
+    replay = tb.spawn(
+        "bench-tcpreplay",
+        tb.lg_ns,
+        [
+            taskset,
+            "-c",
+            str(plan.generator),
+            tool("tcpreplay", "tcpreplay"),
+            "-i",
+            tb.tx,
+            f"--pps={rate}",
+            "-K",
+            f"--loop={math.ceil(count / frames_in_file)}",
+            f"--limit={count}",
+            str(frames),
+        ],
+    )
     replay.wait(seconds * 3 + 60)
     time.sleep(DRAIN_S)
     for d in dumps:
@@ -170,12 +259,26 @@ def baseline_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work:
     failed = _first_int(r"Failed packets:\s+(\d+)", report)
     m = re.search(r"Rated: .*?([\d.]+) pps", report)
     achieved = float(m.group(1)) if m else 0.0
-    counts = [(_first_int(r"(\d+) packets? captured", d.log.read_text()),
-               _first_int(r"(\d+) packets? dropped by kernel", d.log.read_text())) for d in dumps]
+    counts = [
+        (
+            _first_int(r"(\d+) packets? captured", d.log.read_text()),
+            _first_int(r"(\d+) packets? dropped by kernel", d.log.read_text()),
+        )
+        for d in dumps
+    ]
     post.unlink(missing_ok=True)
-    return Trial("baseline", rate, seconds, sent=sent - failed, pre=counts[0][0], post=counts[1][0],
-                 drops=counts[0][1] + counts[1][1], achieved_pps=achieved, reached=reached(achieved, rate) and failed == 0,
-                 pre_path=pre)
+    return Trial(
+        "baseline",
+        rate,
+        seconds,
+        sent=sent - failed,
+        pre=counts[0][0],
+        post=counts[1][0],
+        drops=counts[0][1] + counts[1][1],
+        achieved_pps=achieved,
+        reached=reached(achieved, rate) and failed == 0,
+        pre_path=pre,
+    )
 
 
 def _first_int(pattern: str, text: str) -> int:
@@ -251,9 +354,12 @@ def main() -> None:
     require_privileges("the testbed benchmark")
     plan = CorePlan.for_host()
     load = os.getloadavg()[0]
-    print(f"testbed loop benchmark · kernel-mirred · cores: generator {plan.generator}, timestamper "
-          f"{plan.capture} · load average {load:.1f} on {os.cpu_count()} cores"
-          + (" (busy machine: figures are noisy)" if load > 1.0 else ""), flush=True)
+    print(
+        f"testbed loop benchmark · kernel-mirred · cores: generator {plan.generator}, timestamper "
+        f"{plan.capture} · load average {load:.1f} on {os.cpu_count()} cores"
+        + (" (busy machine: figures are noisy)" if load > 1.0 else ""),
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="lowtail-bench-") as tmp, Testbed(Path(tmp) / "tb") as tb:
         work = Path(tmp)
         dut = KernelMirred("kernel", {})
@@ -315,26 +421,37 @@ def main() -> None:
         (f"p50 pacing error @ {pr} (PRE capture)", error(lt_paced, lt_pacing, 0.5), error(bl_paced, bl_pacing, 0.5)),
         (f"p90 pacing error @ {pr} (PRE capture)", error(lt_paced, lt_pacing, 0.9), error(bl_paced, bl_pacing, 0.9)),
         (f"p99 pacing error @ {pr} (PRE capture)", error(lt_paced, lt_pacing, 0.99), error(bl_paced, bl_pacing, 0.99)),
-        (f"p99 pacing error @ {pr} (generator)",
-         error(lt_paced, {0.99: lt_paced.own_pacing_p99_ns}, 0.99), "–"),
+        (f"p99 pacing error @ {pr} (generator)", error(lt_paced, {0.99: lt_paced.own_pacing_p99_ns}, 0.99), "–"),
         (f"generator off its core @ {pr}", share(lt_paced), "–"),
-        ("p99 pacing error at its loss-free rate", error(lt_best, lt_best_pacing, 0.99),
-         error(bl_best, bl_best_pacing, 0.99)),
+        (
+            "p99 pacing error at its loss-free rate",
+            error(lt_best, lt_best_pacing, 0.99),
+            error(bl_best, bl_best_pacing, 0.99),
+        ),
         (f"loss at {pr}", f"{lt_paced.sent - lt_paced.post:,}", f"{bl_paced.sent - bl_paced.post:,}"),
     ]
     for label, a, b in rows:
         print(f"{label:{w}}{a:>30}{b:>30}")
     print()
-    print("target: loss-free rate ≥ 2 × baseline: " + (f"{ratio:.2f} ×, {'met' if ratio >= 2 else 'MISSED'}"
-                                                       if ratio else "not measurable"))
+    print(
+        "target: loss-free rate ≥ 2 × baseline: "
+        + (f"{ratio:.2f} ×, {'met' if ratio >= 2 else 'MISSED'}" if ratio else "not measurable")
+    )
     own = lt_paced.own_pacing_p99_ns if lt_paced.reached else None
-    print(f"target: p99 pacing error < 2 µs at {pr}: "
-          + (f"generator {us(own)}, {'met' if own < 2000 else 'MISSED'}; on the wire (PRE capture) "
-             f"{error(lt_paced, lt_pacing, 0.99)}" if own is not None else
-             f"MISSED: the rate was not reached ({lt_paced.achieved_pps / 1e3:,.1f} kpps)"))
+    print(
+        f"target: p99 pacing error < 2 µs at {pr}: "
+        + (
+            f"generator {us(own)}, {'met' if own < 2000 else 'MISSED'}; on the wire (PRE capture) "
+            f"{error(lt_paced, lt_pacing, 0.99)}"
+            if own is not None
+            else f"MISSED: the rate was not reached ({lt_paced.achieved_pps / 1e3:,.1f} kpps)"
+        )
+    )
     if lt_paced.off_core_share:
-        print(f"  the generator waited for its core {lt_paced.off_core_share:.1%} of the run (other tasks on it); "
-              f"a p99 under 2 µs needs that under about 0.5 %: a core nothing else runs on (isolcpus)")
+        print(
+            f"  the generator waited for its core {lt_paced.off_core_share:.1%} of the run (other tasks on it); "
+            f"a p99 under 2 µs needs that under about 0.5 %: a core nothing else runs on (isolcpus)"
+        )
 
 
 def wire_pacing(t: Trial) -> dict[float, float] | None:
@@ -343,6 +460,7 @@ def wire_pacing(t: Trial) -> dict[float, float] | None:
     if not errors:
         return None
     return {p: errors[max(0, math.ceil(p * len(errors)) - 1)] for p in (0.5, 0.9, 0.99)}
+
 
 if __name__ == "__main__":
     main()

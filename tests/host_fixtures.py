@@ -7,9 +7,11 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-TUNED_CMDLINE = ("BOOT_IMAGE=/vmlinuz-6.1.0-rt root=/dev/sda1 ro quiet isolcpus=domain,managed_irq,1-3 "
-                 "nohz_full=1-3 rcu_nocbs=1-3 rcu_nocb_poll irqaffinity=0 idle=poll intel_idle.max_cstate=0 "
-                 "intel_pstate=disable tsc=reliable mce=ignore_ce audit=0 nmi_watchdog=0 skew_tick=1 nosoftlockup nosmt")
+TUNED_CMDLINE = (
+    "BOOT_IMAGE=/vmlinuz-6.1.0-rt root=/dev/sda1 ro quiet isolcpus=domain,managed_irq,1-3 "
+    "nohz_full=1-3 rcu_nocbs=1-3 rcu_nocb_poll irqaffinity=0 idle=poll intel_idle.max_cstate=0 "
+    "intel_pstate=disable tsc=reliable mce=ignore_ce audit=0 nmi_watchdog=0 skew_tick=1 nosoftlockup nosmt"
+)
 # What a distribution installs, plus two mistakes: isolation of one core only, nohz_full on
 # a kernel without CONFIG_NO_HZ_FULL, and the seeds' misspelling of rcu_nocb_poll.
 UNTUNED_CMDLINE = "BOOT_IMAGE=/vmlinuz-6.1.0 root=/dev/sda1 ro quiet isolcpus=1 nohz_full=1-3 rcu_nocbs_poll"
@@ -28,9 +30,14 @@ def interrupts_text(cpus: int = 4, loc: int = 250_000, tlb: int = 1_200, device:
     for irq, (chip, hw, dev) in IRQS.items():
         counts = "".join(f" {device + irq * (c + 1):>10}" for c in range(cpus))
         lines.append(f"{irq:>4}:{counts}  {chip}  {hw}      {dev}")
-    for code, desc, base in (("NMI", "Non-maskable interrupts", 10), ("LOC", "Local timer interrupts", loc),
-                             ("IWI", "IRQ work interrupts", loc // 2), ("RES", "Rescheduling interrupts", 300),
-                             ("CAL", "Function call interrupts", 900), ("TLB", "TLB shootdowns", tlb)):
+    for code, desc, base in (
+        ("NMI", "Non-maskable interrupts", 10),
+        ("LOC", "Local timer interrupts", loc),
+        ("IWI", "IRQ work interrupts", loc // 2),
+        ("RES", "Rescheduling interrupts", 300),
+        ("CAL", "Function call interrupts", 900),
+        ("TLB", "TLB shootdowns", tlb),
+    ):
         counts = "".join(f" {base + c:>10}" for c in range(cpus))
         lines.append(f"{code:>4}:{counts}   {desc}")
     lines.append(" ERR:          0")
@@ -57,13 +64,22 @@ def make_sysroot(root: Path, tuned: bool, vendor: str = "GenuineIntel", cpus: in
     w("proc/sys/kernel/osrelease", release)
     w("proc/version", f"Linux version {release} (debian) #1 SMP {'PREEMPT_RT' if tuned else 'PREEMPT_DYNAMIC'}")
     flags = "fpu vme de pse tsc msr pae mce cx8 apic constant_tsc nonstop_tsc rdt_a cat_l3 cdp_l3"
-    blocks = [f"processor\t: {c}\nvendor_id\t: {vendor}\nmodel name\t: Fixture Xeon\nflags\t\t: {flags}\n"
-              for c in range(cpus)]
+    blocks = [
+        f"processor\t: {c}\nvendor_id\t: {vendor}\nmodel name\t: Fixture Xeon\nflags\t\t: {flags}\n"
+        for c in range(cpus)
+    ]
     w("proc/cpuinfo", "\n".join(blocks))
     config = ["CONFIG_NO_HZ_COMMON=y", "CONFIG_RCU_NOCB_CPU=y", "CONFIG_HZ=250"]
-    config += (["CONFIG_PREEMPT_RT=y", "CONFIG_NO_HZ_FULL=y"] if tuned
-               else ["CONFIG_PREEMPT_DYNAMIC=y", "CONFIG_PREEMPT_VOLUNTARY=y", "# CONFIG_NO_HZ_FULL is not set",
-                     "CONFIG_NO_HZ_IDLE=y"])
+    config += (
+        ["CONFIG_PREEMPT_RT=y", "CONFIG_NO_HZ_FULL=y"]
+        if tuned
+        else [
+            "CONFIG_PREEMPT_DYNAMIC=y",
+            "CONFIG_PREEMPT_VOLUNTARY=y",
+            "# CONFIG_NO_HZ_FULL is not set",
+            "CONFIG_NO_HZ_IDLE=y",
+        ]
+    )
     w("proc/config.gz", gzip.compress(("\n".join(config) + "\n").encode()))
     if tuned:
         w("sys/kernel/realtime", "1")
@@ -83,9 +99,11 @@ def make_sysroot(root: Path, tuned: bool, vendor: str = "GenuineIntel", cpus: in
         w("sys/fs/cgroup/cgroup.subtree_control", "cpu io memory pids")
         (root / "sys/fs/resctrl/info").mkdir(parents=True, exist_ok=True)
     else:
-        mounts = ["tmpfs /sys/fs/cgroup tmpfs ro,nosuid,nodev,noexec,mode=755 0 0",
-                  "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0",
-                  "cgroup /sys/fs/cgroup/cpuset cgroup rw,nosuid,nodev,noexec,relatime,cpuset 0 0"]
+        mounts = [
+            "tmpfs /sys/fs/cgroup tmpfs ro,nosuid,nodev,noexec,mode=755 0 0",
+            "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,nosuid,nodev,noexec,relatime 0 0",
+            "cgroup /sys/fs/cgroup/cpuset cgroup rw,nosuid,nodev,noexec,relatime,cpuset 0 0",
+        ]
         w("sys/fs/cgroup/cpuset/cpuset.cpus", cpu_range)
         w("sys/fs/cgroup/cpuset/cpuset.mems", "0-1")
     w("proc/mounts", "\n".join(["proc /proc proc rw 0 0", "sysfs /sys sysfs rw 0 0"] + mounts))
@@ -115,8 +133,10 @@ def make_sysroot(root: Path, tuned: bool, vendor: str = "GenuineIntel", cpus: in
         w(f"{base}/cpu{c}/cpufreq/scaling_governor", "performance" if tuned else "powersave")
         w(f"{base}/cpu{c}/cpufreq/scaling_available_governors", "performance powersave")
     w("sys/kernel/mm/transparent_hugepage/enabled", "always madvise [never]" if tuned else "[always] madvise never")
-    w("sys/kernel/mm/transparent_hugepage/defrag",
-      "always defer defer+madvise madvise [never]" if tuned else "always defer defer+madvise [madvise] never")
+    w(
+        "sys/kernel/mm/transparent_hugepage/defrag",
+        "always defer defer+madvise madvise [never]" if tuned else "always defer defer+madvise [madvise] never",
+    )
     w("sys/kernel/mm/ksm/run", "0" if tuned else "1")
     w("sys/devices/system/node/node0/cpulist", cpu_range)
     w("sys/devices/system/node/node1/cpulist", "")

@@ -34,8 +34,11 @@ def settings(root: Path, changes) -> dict[str, object]:
     out = {}
     for ch in changes:
         p = root / ch.path
-        out[ch.path] = ("dir" if p.is_dir() else None) if ch.kind == "mkdir" else \
-            normalized(ch.compare, p.read_text() if p.exists() else None)
+        out[ch.path] = (
+            ("dir" if p.is_dir() else None)
+            if ch.kind == "mkdir"
+            else normalized(ch.compare, p.read_text() if p.exists() else None)
+        )
     return out
 
 
@@ -52,15 +55,33 @@ def plan_for(root: Path):
 
 def test_dry_run_lists_changes_and_changes_nothing(untuned, tmp_path, capsys):
     before = file_states(untuned)
-    code, out, err = cli(capsys, "host", "apply", "--sysroot", untuned, "--isolated", "1-3",
-                         "--undo-file", tmp_path / "undo.json", "--json")
+    code, out, err = cli(
+        capsys,
+        "host",
+        "apply",
+        "--sysroot",
+        untuned,
+        "--isolated",
+        "1-3",
+        "--undo-file",
+        tmp_path / "undo.json",
+        "--json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["dry_run"] is True and doc["undo_file"] is None
     settings_changed = {c["setting"] for c in doc["changes"]}
-    assert {"vm.stat_interval", "kernel.timer_migration", "KSM", "transparent huge pages enabled",
-            "CPU 1 frequency governor", "default IRQ affinity", "IRQ 24 (eth0-TxRx-0) affinity",
-            "cpuset lowtail-dut for the DuT", "CPU 3 idle state C6 (133 µs)"} <= settings_changed
+    assert {
+        "vm.stat_interval",
+        "kernel.timer_migration",
+        "KSM",
+        "transparent huge pages enabled",
+        "CPU 1 frequency governor",
+        "default IRQ affinity",
+        "IRQ 24 (eth0-TxRx-0) affinity",
+        "cpuset lowtail-dut for the DuT",
+        "CPU 3 idle state C6 (133 µs)",
+    } <= settings_changed
     assert not any(c["setting"].startswith("CPU 0 ") for c in doc["changes"])  # housekeeping cores untouched
     assert file_states(untuned) == before
     assert not (tmp_path / "undo.json").exists()
@@ -72,8 +93,20 @@ def test_apply_then_undo_restores_every_setting_exactly(untuned, tmp_path, capsy
     before_audit = runtime_statuses(untuned)
     before_files = file_states(untuned)
     undo_file = tmp_path / "undo.json"
-    code, out, err = cli(capsys, "host", "apply", "--sysroot", untuned, "--housekeeping", "0", "--isolated", "1-3",
-                         "--yes", "--undo-file", undo_file)
+    code, out, err = cli(
+        capsys,
+        "host",
+        "apply",
+        "--sysroot",
+        untuned,
+        "--housekeeping",
+        "0",
+        "--isolated",
+        "1-3",
+        "--yes",
+        "--undo-file",
+        undo_file,
+    )
     assert code == 0, err
     assert f"lowtail host undo {undo_file}" in err
     after = runtime_statuses(untuned)
@@ -102,8 +135,12 @@ def test_cgroup_v2_cpuset_enables_the_controller_and_makes_an_isolated_partition
     root = make_sysroot(tmp_path / "tuned", tuned=True)
     host, plan, changes = plan_for(root)
     assert [c.setting for c in changes] == [
-        "cpuset controller for child cgroups", "cpuset lowtail-dut for the DuT", "cpuset lowtail-dut CPUs",
-        "cpuset lowtail-dut memory nodes", "cpuset lowtail-dut as an isolated partition"]
+        "cpuset controller for child cgroups",
+        "cpuset lowtail-dut for the DuT",
+        "cpuset lowtail-dut CPUs",
+        "cpuset lowtail-dut memory nodes",
+        "cpuset lowtail-dut as an isolated partition",
+    ]
     apply_changes(host.root, changes, plan, tmp_path / "u.json")
     assert (root / "sys/fs/cgroup/lowtail-dut/cpuset.cpus.partition").read_text() == "isolated\n"
     restored = undo(tmp_path / "u.json")
@@ -155,10 +192,13 @@ def test_apply_refuses_to_overwrite_an_undo_file(untuned, tmp_path, capsys):
     assert file_states(untuned) == before
 
 
-@pytest.mark.parametrize("content, message", [
-    ("not json", "not a lowtail undo file"),
-    ('{"format": "something else"}', "not a lowtail undo file"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ("not json", "not a lowtail undo file"),
+        ('{"format": "something else"}', "not a lowtail undo file"),
+    ],
+)
 def test_undo_rejects_files_it_did_not_write(tmp_path, capsys, content, message):
     f = tmp_path / "u.json"
     f.write_text(content)
@@ -242,8 +282,20 @@ def test_no_permission_midway_rolls_back_and_says_so(shared_dir):
         os.chown(p, 65534, 65534)
     os.chown(root / "sys/kernel/mm/ksm/run", 0, 0)  # root's, mode 0644: nobody cannot write it
     os.chown(shared_dir, 65534, 65534)
-    code, err = _as_nobody(["host", "apply", "--sysroot", str(root), "--isolated", "1-3", "--yes",
-                            "--undo-file", str(shared_dir / "u.json")], shared_dir)
+    code, err = _as_nobody(
+        [
+            "host",
+            "apply",
+            "--sysroot",
+            str(root),
+            "--isolated",
+            "1-3",
+            "--yes",
+            "--undo-file",
+            str(shared_dir / "u.json"),
+        ],
+        shared_dir,
+    )
     assert code == 1, err
     assert "could not change KSM" in err and "no permission" in err and "rolled back" in err
     assert settings(root, changes) == before

@@ -128,15 +128,16 @@ def test_plan_is_read_from_the_boot_command_line(tuned):
 
 def test_cmdline_parsing_follows_the_kernel():
     p = parse_cmdline('root=/dev/sda1 ro nmi-watchdog=0 isolcpus=1 isolcpus=2-3 foo="a b" -- init-arg=1')
-    assert p["nmi_watchdog"] == "0"      # dashes and underscores are the same to the kernel
-    assert p["isolcpus"] == "2-3"        # the last one wins
+    assert p["nmi_watchdog"] == "0"  # dashes and underscores are the same to the kernel
+    assert p["isolcpus"] == "2-3"  # the last one wins
     assert p["foo"] == "a b" and p["ro"] is None
-    assert "init_arg" not in p           # after "--": the init's arguments
+    assert "init_arg" not in p  # after "--": the init's arguments
 
 
 def test_audit_cli_json_lists_checks_with_status_observed_remedy(untuned, capsys):
-    code, out, err = cli(capsys, "host", "audit", "--sysroot", untuned, "--housekeeping", "0", "--isolated", "1-3",
-                         "--json")
+    code, out, err = cli(
+        capsys, "host", "audit", "--sysroot", untuned, "--housekeeping", "0", "--isolated", "1-3", "--json"
+    )
     assert code == 0, err
     doc = json.loads(out)
     assert doc["plan"]["isolated"] == [1, 2, 3]
@@ -148,8 +149,9 @@ def test_audit_cli_json_lists_checks_with_status_observed_remedy(untuned, capsys
 
 def test_audit_cli_table_strict_and_store(untuned, tmp_path, capsys):
     db = tmp_path / "a.duckdb"
-    code, out, err = cli(capsys, "host", "audit", "--sysroot", untuned, "--isolated", "1-3", "--strict", "--store",
-                         "--db", db)
+    code, out, err = cli(
+        capsys, "host", "audit", "--sysroot", untuned, "--isolated", "1-3", "--strict", "--store", "--db", db
+    )
     assert code == 4, err
     assert "score" in out and "[always]" in out  # markup in observed values is printed as is
     assert "stored as audit 1" in err
@@ -166,13 +168,16 @@ def test_audit_only_selected_checks(untuned, capsys):
     assert [c["id"] for c in json.loads(out)["checks"]] == ["thp", "ksm"]
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--isolated", "7"], "CPU 7 does not exist"),
-    (["--housekeeping", "0", "--isolated", "0-1"], "cannot be both housekeeping and isolated"),
-    (["--isolated", "0-3"], "leaves no housekeeping CPU"),
-    (["--isolated", "one"], "is not a CPU number"),
-    (["--check", "nope"], "no such check"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--isolated", "7"], "CPU 7 does not exist"),
+        (["--housekeeping", "0", "--isolated", "0-1"], "cannot be both housekeeping and isolated"),
+        (["--isolated", "0-3"], "leaves no housekeeping CPU"),
+        (["--isolated", "one"], "is not a CPU number"),
+        (["--check", "nope"], "no such check"),
+    ],
+)
 def test_bad_core_plans_are_one_line_errors(untuned, args, message, capsys):
     code, out, err = cli(capsys, "host", "audit", "--sysroot", untuned, *args)
     assert code == 2 and out == ""
@@ -188,13 +193,16 @@ def test_a_directory_that_is_not_a_sysroot(tmp_path, capsys):
 
 
 def test_plan_writes_the_seeds_parameters_and_keeps_the_grub_line(untuned, capsys):
-    code, out, err = cli(capsys, "host", "plan", "--sysroot", untuned, "--housekeeping", "0", "--isolated", "1-3",
-                         "--json")
+    code, out, err = cli(
+        capsys, "host", "plan", "--sysroot", untuned, "--housekeeping", "0", "--isolated", "1-3", "--json"
+    )
     assert code == 0, err
     doc = json.loads(out)
-    assert doc["cmdline"] == ("isolcpus=1-3 nohz_full=1-3 rcu_nocbs=1-3 rcu_nocb_poll irqaffinity=0 idle=poll "
-                              "intel_idle.max_cstate=0 intel_pstate=disable tsc=reliable mce=ignore_ce audit=0 "
-                              "nmi_watchdog=0 skew_tick=1 nosoftlockup nosmt")
+    assert doc["cmdline"] == (
+        "isolcpus=1-3 nohz_full=1-3 rcu_nocbs=1-3 rcu_nocb_poll irqaffinity=0 idle=poll "
+        "intel_idle.max_cstate=0 intel_pstate=disable tsc=reliable mce=ignore_ce audit=0 "
+        "nmi_watchdog=0 skew_tick=1 nosoftlockup nosmt"
+    )
     assert doc["kept_from"] == "etc/default/grub"
     assert doc["grub"] == f'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash {doc["cmdline"]}"'
 

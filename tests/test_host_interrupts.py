@@ -26,11 +26,13 @@ def test_parse_x86_interrupts():
 
 
 def test_parse_offline_cpus_and_arm64_names():
-    text = ("           CPU0       CPU2\n"
-            " 11:      12345        678     GICv3  27 Level     arch_timer\n"
-            " 47:          0          5     GICv3  72 Level     eth0, eth0-rx\n"
-            "IPI0:       100        200       Rescheduling interrupts\n"
-            "Err:          0\n")
+    text = (
+        "           CPU0       CPU2\n"
+        " 11:      12345        678     GICv3  27 Level     arch_timer\n"
+        " 47:          0          5     GICv3  72 Level     eth0, eth0-rx\n"
+        "IPI0:       100        200       Rescheduling interrupts\n"
+        "Err:          0\n"
+    )
     t = parse_interrupts(text)
     assert t.cpus == [0, 2]
     assert t.counts["11:arch_timer"] == {0: 12345, 2: 678}
@@ -141,9 +143,9 @@ def test_energy_from_rapl_counters_with_wraparound(tmp_path):
     zone("core", "intel-rapl:0:0", 500_000)
     zone("dram", "intel-rapl:0:1", 999_000, max_uj=1_000_000)
     m = EnergyMeter(tmp_path).start()
-    (tmp_path / "intel-rapl:0/energy_uj").write_text("6000000\n")       # +5 J
-    (tmp_path / "intel-rapl:0:0/energy_uj").write_text("3500000\n")     # +3 J
-    (tmp_path / "intel-rapl:0:1/energy_uj").write_text("1000\n")        # wrapped: +0.002 J
+    (tmp_path / "intel-rapl:0/energy_uj").write_text("6000000\n")  # +5 J
+    (tmp_path / "intel-rapl:0:0/energy_uj").write_text("3500000\n")  # +3 J
+    (tmp_path / "intel-rapl:0:1/energy_uj").write_text("1000\n")  # wrapped: +0.002 J
     time.sleep(0.05)
     e = m.stop()
     assert e["available"] is True
@@ -164,16 +166,20 @@ def test_energy_not_available_says_why(tmp_path):
 def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes(tmp_path):
     """A stored run whose largest spikes fall in intervals with TLB shootdowns (and LOC
     everywhere): the timeline section must single out TLB and not LOC."""
-    from lowtail.analysis import AnalyzeOptions, analyze_pair
     from lowtail import _native
+    from lowtail.analysis import AnalyzeOptions, analyze_pair
     from lowtail.report.interrupts import coincidence, interrupt_timeline_section
     from lowtail.report.page import Page
     from lowtail.store import open_store
     from lowtail.store.host import run_interrupts, save_run_interrupts
 
     pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
-    _native.synth_pair(str(pre), str(post), '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, '
-                       '"irq_durations_ns": [5500, 8200]}', None)
+    _native.synth_pair(
+        str(pre),
+        str(post),
+        '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}',
+        None,
+    )
     a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
     with open_store(tmp_path / "db.duckdb") as store:
         aid = store.save_analysis(a, options={})
@@ -182,9 +188,15 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
                    frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,
                    invalid_reasons, generator, capture, containment)
                VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, 10000, 64, 1, 0, 2000000000, 0, now(), ?, true,
-                   '[]', '{}', '{}', '{"cpus": [2]}')""", [aid])
-        worst = sorted(store.con.execute("SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ?",
-                                         [aid]).fetchall(), key=lambda w: -w[1])
+                   '[]', '{}', '{}', '{"cpus": [2]}')""",
+            [aid],
+        )
+        worst = sorted(
+            store.con.execute(
+                "SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ?", [aid]
+            ).fetchall(),
+            key=lambda w: -w[1],
+        )
         spikes = [t for t, _ in worst[:20]]
         start = min(t for t, _ in worst)
         interval = 10_000_000

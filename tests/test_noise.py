@@ -13,16 +13,33 @@ from host_fixtures import cli
 from lowtail.host.facts import Host
 from lowtail.host.sysroot import SysRoot
 
-needs_two_cpus = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0),
-                                    reason="the probe runs on CPU 1 with CPU 0 for housekeeping: needs two CPUs")
+needs_two_cpus = pytest.mark.skipif(
+    len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0),
+    reason="the probe runs on CPU 1 with CPU 0 for housekeeping: needs two CPUs",
+)
 
 
 @needs_two_cpus
 @pytest.mark.slow
 def test_noise_probe_on_cpu_1(tmp_path, capsys):
     db, report = tmp_path / "n.duckdb", tmp_path / "noise.html"
-    code, out, err = cli(capsys, "noise", "--cpus", "1", "--duration", "2s", "--housekeeping", "0",
-                         "--sample-interval", "100ms", "--db", db, "--report", report, "--json")
+    code, out, err = cli(
+        capsys,
+        "noise",
+        "--cpus",
+        "1",
+        "--duration",
+        "2s",
+        "--housekeeping",
+        "0",
+        "--sample-interval",
+        "100ms",
+        "--db",
+        db,
+        "--report",
+        report,
+        "--json",
+    )
     assert code == 0, err
     doc = json.loads(out)
     (core,) = doc["cores"]
@@ -64,13 +81,16 @@ def test_noise_table_output(tmp_path, capsys):
     assert "energy:" in out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--cpus", "4095"], "does not exist or is offline"),
-    (["--cpus", "x"], "is not a CPU number"),
-    (["--duration", "0s"], "must be positive"),
-    (["--duration", "soon"], "cannot read 'soon' as a duration"),
-    (["--housekeeping", "4095"], "no such online CPU"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--cpus", "4095"], "does not exist or is offline"),
+        (["--cpus", "x"], "is not a CPU number"),
+        (["--duration", "0s"], "must be positive"),
+        (["--duration", "soon"], "cannot read 'soon' as a duration"),
+        (["--housekeeping", "4095"], "no such online CPU"),
+    ],
+)
 def test_noise_bad_input(capsys, args, message):
     code, out, err = cli(capsys, "noise", "--no-store", *args)
     assert code == 2 and message in err, err

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lowtail import _native
 from lowtail.errors import Failure, Interrupted, UserError
@@ -39,8 +40,12 @@ class AnalyzeOptions:
 ProgressCallback = Callable[[int, int], None]
 
 
-def analyze_pair(pre: str | Path, post: str | Path, options: AnalyzeOptions | None = None,
-                 on_progress: ProgressCallback | None = None) -> dict[str, Any]:
+def analyze_pair(
+    pre: str | Path,
+    post: str | Path,
+    options: AnalyzeOptions | None = None,
+    on_progress: ProgressCallback | None = None,
+) -> dict[str, Any]:
     """Run one analysis; returns the figures (see `lowtail analyze --json`)."""
     options = options or AnalyzeOptions()
     for name, path in (("PRE", pre), ("POST", post)):

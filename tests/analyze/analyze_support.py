@@ -23,8 +23,15 @@ from lowtail import _native
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.cli import main
 
-PERCENTILES = [("p50", 0.50), ("p90", 0.90), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999),
-               ("p99_999", 0.99999), ("p99_9999", 0.999999)]
+PERCENTILES = [
+    ("p50", 0.50),
+    ("p90", 0.90),
+    ("p99", 0.99),
+    ("p99_9", 0.999),
+    ("p99_99", 0.9999),
+    ("p99_999", 0.99999),
+    ("p99_9999", 0.999999),
+]
 COUNTS = ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative")
 
 
@@ -39,7 +46,11 @@ class Pair:
 
 def synth(directory: Path, name: str = "pair", suffix: str = ".pcap", **spec: Any) -> Pair:
     """A synthetic capture pair with its per-packet truth (lowtail's model device)."""
-    pre, post, truth = directory / f"{name}-pre{suffix}", directory / f"{name}-post{suffix}", directory / f"{name}-truth.parquet"
+    pre, post, truth = (
+        directory / f"{name}-pre{suffix}",
+        directory / f"{name}-post{suffix}",
+        directory / f"{name}-truth.parquet",
+    )
     summary = json.loads(_native.synth_pair(str(pre), str(post), json.dumps(spec), str(truth)))
     return Pair(pre, post, truth, summary, spec)
 
@@ -74,7 +85,7 @@ def rfc4737_reordered(pre_positions_in_arrival_order: np.ndarray) -> int:
 class Expected:
     counts: dict[str, int]
     latency: dict[str, Any] | None
-    series: dict[str, np.ndarray]   # the matched series in PRE order (what --export writes)
+    series: dict[str, np.ndarray]  # the matched series in PRE order (what --export writes)
     start_ns: int
 
 
@@ -142,8 +153,9 @@ def run_cli(*args: Any, cwd: Path | None = None, process: bool = False) -> subpr
     process=True. In-process runs save the interpreter start-up, seconds per call."""
     argv = [str(a) for a in args]
     if process:
-        return subprocess.run([sys.executable, "-m", "lowtail", *argv], cwd=cwd, capture_output=True, text=True,
-                              timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "lowtail", *argv], cwd=cwd, capture_output=True, text=True, timeout=300
+        )
     out, err = io.StringIO(), io.StringIO()
     code = 0
     with contextlib.chdir(cwd or Path.cwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

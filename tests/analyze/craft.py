@@ -16,10 +16,21 @@ LINKTYPE_ETHERNET = 1
 LINKTYPE_RAW = 101
 
 
-def udp_frame(pid: int, *, id_offset: int = 0, id_width: int = 8, id_endian: str = "big",
-              vlans: tuple[int, ...] = (), ipv6: bool = False, v6_ext: tuple[int, ...] = (),
-              dst_port: int = 53, payload_len: int | None = None, ip_proto: int = 17,
-              ethertype: int | None = None, link: str = "ethernet") -> bytes:
+def udp_frame(
+    pid: int,
+    *,
+    id_offset: int = 0,
+    id_width: int = 8,
+    id_endian: str = "big",
+    vlans: tuple[int, ...] = (),
+    ipv6: bool = False,
+    v6_ext: tuple[int, ...] = (),
+    dst_port: int = 53,
+    payload_len: int | None = None,
+    ip_proto: int = 17,
+    ethertype: int | None = None,
+    link: str = "ethernet",
+) -> bytes:
     """A UDP datagram carrying `pid` at `id_offset` of its payload, in a frame.
 
     vlans: TPIDs of the tags, outermost first (0x8100 = 802.1Q, 0x88a8 = QinQ outer).
@@ -36,15 +47,30 @@ def udp_frame(pid: int, *, id_offset: int = 0, id_width: int = 8, id_endian: str
     if ipv6:
         ext = b""
         chain = list(v6_ext) + [ip_proto]
-        for i, kind in enumerate(v6_ext):
+        for i in range(len(v6_ext)):
             ext += bytes([chain[i + 1], 0]) + b"\x00" * 6  # next header, length 0 (8 bytes), no options
-        l3 = (struct.pack(">IHBB", 0x6 << 28, len(ext) + len(udp), chain[0], 64)
-              + bytes.fromhex("fd000000000000000000000000000001") + bytes.fromhex("fd000000000000000000000000000002")
-              + ext + udp)
+        l3 = (
+            struct.pack(">IHBB", 0x6 << 28, len(ext) + len(udp), chain[0], 64)
+            + bytes.fromhex("fd000000000000000000000000000001")
+            + bytes.fromhex("fd000000000000000000000000000002")
+            + ext
+            + udp
+        )
         et = ETH_IPV6
     else:
-        header = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 20 + len(udp), 0, 0x4000, 64, ip_proto, 0,
-                             bytes([10, 0, 0, 1]), bytes([10, 0, 0, 2]))
+        header = struct.pack(
+            ">BBHHHBBH4s4s",
+            0x45,
+            0,
+            20 + len(udp),
+            0,
+            0x4000,
+            64,
+            ip_proto,
+            0,
+            bytes([10, 0, 0, 1]),
+            bytes([10, 0, 0, 2]),
+        )
         l3 = header + udp
         et = ETH_IPV4
     if link == "raw":
@@ -56,8 +82,13 @@ def udp_frame(pid: int, *, id_offset: int = 0, id_width: int = 8, id_endian: str
 
 
 def arp_frame() -> bytes:
-    return (b"\xff" * 6 + bytes.fromhex("020000000001") + struct.pack(">H", 0x0806)
-            + bytes.fromhex("0001080006040001") + b"\x00" * 38)
+    return (
+        b"\xff" * 6
+        + bytes.fromhex("020000000001")
+        + struct.pack(">H", 0x0806)
+        + bytes.fromhex("0001080006040001")
+        + b"\x00" * 38
+    )
 
 
 def tcp_frame() -> bytes:
@@ -67,8 +98,15 @@ def tcp_frame() -> bytes:
 
 # -- pcap -----------------------------------------------------------------------------
 
-def pcap(records: list[tuple], *, nanos: bool = True, big: bool = False, linktype: int = LINKTYPE_ETHERNET,
-         snaplen: int = 65535) -> bytes:
+
+def pcap(
+    records: list[tuple],
+    *,
+    nanos: bool = True,
+    big: bool = False,
+    linktype: int = LINKTYPE_ETHERNET,
+    snaplen: int = 65535,
+) -> bytes:
     """records: (ts_ns, frame) or (ts_ns, frame, orig_len); frames longer than the snap
     length are cut to it, as a capturing tool would."""
     e = ">" if big else "<"
@@ -87,10 +125,11 @@ def pcap(records: list[tuple], *, nanos: bool = True, big: bool = False, linktyp
 
 # -- pcapng ---------------------------------------------------------------------------
 
+
 @dataclass
 class Interface:
     linktype: int = LINKTYPE_ETHERNET
-    tsresol: int | None = 9          # raw if_tsresol byte; None = option absent (default 10^-6)
+    tsresol: int | None = 9  # raw if_tsresol byte; None = option absent (default 10^-6)
     snaplen: int = 0
     tsoffset_s: int = 0
 
@@ -107,7 +146,7 @@ class Section:
 def units_per_second(tsresol: int | None) -> int:
     if tsresol is None:
         return 1_000_000
-    return 2 ** (tsresol & 0x7F) if tsresol & 0x80 else 10 ** tsresol
+    return 2 ** (tsresol & 0x7F) if tsresol & 0x80 else 10**tsresol
 
 
 def _block(e: str, block_type: int, body: bytes) -> bytes:
@@ -148,7 +187,9 @@ def pcapng(sections: list[Section]) -> bytes:
                 orig = b[4] if len(b) > 4 else len(data)
                 snap = interfaces[i].snaplen
                 data = data[:snap] if snap else data
-                out += _block(e, 6, struct.pack(e + "IIIII", i, units >> 32, units & 0xFFFFFFFF, len(data), orig) + data)
+                out += _block(
+                    e, 6, struct.pack(e + "IIIII", i, units >> 32, units & 0xFFFFFFFF, len(data), orig) + data
+                )
             elif b[0] == "spb":
                 out += _block(e, 3, struct.pack(e + "I", len(b[1])) + b[1])
             else:
@@ -167,6 +208,7 @@ def ng_read_ns(units: int, iface: Interface) -> int:
 
 
 # -- MoonSniff ------------------------------------------------------------------------
+
 
 def mscap(records: list[tuple[int, int]]) -> bytes:
     """MoonSniff records: u64 timestamp ns, u32 id, little-endian, no header."""

@@ -8,13 +8,12 @@ import json
 import os
 import struct
 
+import craft
 import duckdb
 import pytest
-
-import craft
 from analyze_support import assert_clean_failure, run_cli, synth
 
-SMALL = dict(packets=3_000, rate_pps=10_000)   # 0.3 s: analysed with --trim 0
+SMALL = dict(packets=3_000, rate_pps=10_000)  # 0.3 s: analysed with --trim 0
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +59,15 @@ def test_empty_file(tmp_path, good):
     assert_clean_failure(analyze_cli(tmp_path / "empty.pcap", good.post), 2, "empty.pcap", "empty")
 
 
-@pytest.mark.parametrize("content", [b"hello, this is not a capture at all\n" * 10, b"\x00\x01"],
-                         ids=["text", "two-bytes"])
+@pytest.mark.parametrize(
+    "content", [b"hello, this is not a capture at all\n" * 10, b"\x00\x01"], ids=["text", "two-bytes"]
+)
 def test_not_a_capture(tmp_path, good, content):
     (tmp_path / "notes.txt").write_bytes(content)
     assert_clean_failure(analyze_cli(good.pre, tmp_path / "notes.txt"), 2, "notes.txt", "not a capture")
 
 
-@pytest.mark.parametrize("head,kind", [(craft.pcap([])[:13], "pcap"),
-                                       (craft.pcapng([craft.Section()])[:20], "pcapng")])
+@pytest.mark.parametrize("head,kind", [(craft.pcap([])[:13], "pcap"), (craft.pcapng([craft.Section()])[:20], "pcapng")])
 def test_truncated_header(tmp_path, good, head, kind):
     (tmp_path / "cut.cap").write_bytes(head)
     assert_clean_failure(analyze_cli(tmp_path / "cut.cap", good.post), 2, "cut.cap", "truncated", kind)
@@ -76,6 +75,7 @@ def test_truncated_header(tmp_path, good, head, kind):
 
 def test_truncated_header_inside_compression(tmp_path, good):
     import gzip
+
     (tmp_path / "cut.pcap.gz").write_bytes(gzip.compress(craft.pcap([])[:10]))
     assert_clean_failure(analyze_cli(tmp_path / "cut.pcap.gz", good.post), 2, "cut.pcap.gz", "truncated")
 
@@ -83,16 +83,17 @@ def test_truncated_header_inside_compression(tmp_path, good):
 def test_corrupt_compressed_stream(tmp_path, good):
     data = bytearray(good.pre.read_bytes())
     import gzip
+
     z = bytearray(gzip.compress(bytes(data)))
-    z[len(z) // 2: len(z) // 2 + 64] = b"\xff" * 64
+    z[len(z) // 2 : len(z) // 2 + 64] = b"\xff" * 64
     (tmp_path / "bad.pcap.gz").write_bytes(bytes(z))
     p = analyze_cli(tmp_path / "bad.pcap.gz", good.post)
     assert "Traceback" not in p.stderr
-    assert p.returncode in (2, 3), p.stderr        # an error, or a result marked partial
+    assert p.returncode in (2, 3), p.stderr  # an error, or a result marked partial
     assert "bad.pcap.gz" in p.stderr
 
 
-@pytest.mark.parametrize("linktype", [105, 127, 147])   # 802.11, radiotap, user-defined
+@pytest.mark.parametrize("linktype", [105, 127, 147])  # 802.11, radiotap, user-defined
 def test_unsupported_link_type(tmp_path, good, linktype):
     (tmp_path / "wifi.pcap").write_bytes(craft.pcap([(0, b"\x00" * 60)], linktype=linktype))
     assert_clean_failure(analyze_cli(tmp_path / "wifi.pcap", good.post), 2, "wifi.pcap", "link type", str(linktype))
@@ -118,11 +119,15 @@ def test_snap_length_cuts_every_id(tmp_path):
     assert_clean_failure(analyze_cli(pair.pre, pair.post), 1, "snap length")
 
 
-@pytest.mark.parametrize("options,cause", [
-    (["--id-offset", "12"], "--id-offset 0"),       # past the end of every datagram
-    (["--id-offset", "8"], "--id-offset 0"),        # the padding: every packet has id 0
-    (["--udp-port", "7"], "--udp-port"),
-], ids=["offset-past-payload", "offset-into-padding", "wrong-port"])
+@pytest.mark.parametrize(
+    "options,cause",
+    [
+        (["--id-offset", "12"], "--id-offset 0"),  # past the end of every datagram
+        (["--id-offset", "8"], "--id-offset 0"),  # the padding: every packet has id 0
+        (["--udp-port", "7"], "--udp-port"),
+    ],
+    ids=["offset-past-payload", "offset-into-padding", "wrong-port"],
+)
 def test_id_options_matching_almost_nothing(tmp_path, options, cause):
     """Id options under which (almost) no packet keeps an id of its own: the message
     says so and suggests the likely cause. (Options that misread the id but still give
@@ -157,13 +162,16 @@ def test_trim_longer_than_the_capture(tmp_path, good):
     assert_clean_failure(p, 1, "trim", "--trim 0")
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--id-width", "3"], "--id-width"),
-    (["--export", "series.csv"], ".parquet"),
-    (["--max-latency", "soon"], "duration"),
-    (["--trim", "-1"], "--trim"),
-    (["--id-endian", "middle"], "--id-endian"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--id-width", "3"], "--id-width"),
+        (["--export", "series.csv"], ".parquet"),
+        (["--max-latency", "soon"], "duration"),
+        (["--trim", "-1"], "--trim"),
+        (["--id-endian", "middle"], "--id-endian"),
+    ],
+)
 def test_bad_options(tmp_path, good, args, needle):
     p = run_cli("analyze", good.pre, good.post, "--no-store", *args, cwd=tmp_path)
     assert "Traceback" not in p.stderr
@@ -182,9 +190,10 @@ def test_a_failed_analysis_leaves_the_database_intact(tmp_path, good):
     ok = analyze_cli(good.pre, good.post, "--json", db=db)
     assert ok.returncode == 0, ok.stderr
     before = duckdb.connect(str(db), read_only=True)
-    rows_before = {t: before.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
-                   for t in ("analyses", "analysis_percentiles", "analysis_histograms", "analysis_worst",
-                             "analysis_rates")}
+    rows_before = {
+        t: before.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("analyses", "analysis_percentiles", "analysis_histograms", "analysis_worst", "analysis_rates")
+    }
     first = before.execute("SELECT * FROM analyses").fetchall()
     before.close()
 
@@ -216,7 +225,7 @@ def test_corrupt_record_length_mid_file_is_partial(tmp_path, good):
     """A record length that cannot be right, half-way through: the figures up to there,
     marked partial (exit 3), with a warning saying so."""
     data = bytearray(good.pre.read_bytes())
-    at = 24 + (16 + 60) * 1500      # the 1500th record header of 60-byte frames
+    at = 24 + (16 + 60) * 1500  # the 1500th record header of 60-byte frames
     assert struct.unpack_from("<I", data, at + 8)[0] == 60
     struct.pack_into("<I", data, at + 8, 0x7FFF_FFFF)
     (tmp_path / "broken.pcap").write_bytes(bytes(data))

@@ -10,11 +10,21 @@ import duckdb
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from analyze_support import PERCENTILES, expected_from_truth, run_cli, synth
 
-SPEC = dict(packets=30_000, rate_pps=20_000, loss=0.002, loss_burst=3, duplicate=0.002, reorder=0.003,
-            reorder_delay_ns=120_000, foreign=0.005, spike_probability=0.001, spike_ns=30_000, seed=21)
+SPEC = dict(
+    packets=30_000,
+    rate_pps=20_000,
+    loss=0.002,
+    loss_burst=3,
+    duplicate=0.002,
+    reorder=0.003,
+    reorder_delay_ns=120_000,
+    foreign=0.005,
+    spike_probability=0.001,
+    spike_ns=30_000,
+    seed=21,
+)
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +33,22 @@ def stored(tmp_path_factory):
     d = tmp_path_factory.mktemp("cli")
     pair = synth(d, compression="zstd", suffix=".pcap.zst", **SPEC)
     db, series = d / "results.duckdb", d / "series.parquet"
-    p = run_cli("analyze", pair.pre, pair.post, "--json", "--db", db, "--export", series, "--label", "first",
-                "--hgrm", d / "dist.hgrm", cwd=d, process=True)
+    p = run_cli(
+        "analyze",
+        pair.pre,
+        pair.post,
+        "--json",
+        "--db",
+        db,
+        "--export",
+        series,
+        "--label",
+        "first",
+        "--hgrm",
+        d / "dist.hgrm",
+        cwd=d,
+        process=True,
+    )
     assert p.returncode == 0, p.stderr
     assert "Traceback" not in p.stderr
     return pair, db, series, json.loads(p.stdout), d
@@ -80,14 +104,26 @@ def test_stored_rows(stored):
     pair, db, series, doc, _ = stored
     want = expected_from_truth(pair)
     con = duckdb.connect(str(db), read_only=True)
-    row = con.execute("""SELECT label, sent, received, lost, duplicates, reordered, foreign_frames, negative, trim_ns,
+    row = con.execute(
+        """SELECT label, sent, received, lost, duplicates, reordered, foreign_frames, negative, trim_ns,
                                 lat_min_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns,
                                 lat_p99_999_ns, lat_p99_9999_ns, lat_max_ns, lat_mean_ns, partial, series_path,
                                 options, inputs
-                         FROM analyses WHERE analysis_id = ?""", [doc["analysis_id"]]).fetchone()
+                         FROM analyses WHERE analysis_id = ?""",
+        [doc["analysis_id"]],
+    ).fetchone()
     c, lat = want.counts, want.latency
-    assert row[:9] == ("first", c["sent"], c["received"], c["lost"], c["duplicates"], c["reordered"], c["foreign"],
-                       c["negative"], 1_000_000_000)
+    assert row[:9] == (
+        "first",
+        c["sent"],
+        c["received"],
+        c["lost"],
+        c["duplicates"],
+        c["reordered"],
+        c["foreign"],
+        c["negative"],
+        1_000_000_000,
+    )
     assert row[9:18] == (lat["min"], *(lat[k] for k, _ in PERCENTILES), lat["max"])
     assert row[18] == pytest.approx(lat["mean"])
     assert row[19] is False
@@ -96,15 +132,19 @@ def test_stored_rows(stored):
     inputs = json.loads(row[22])
     assert inputs["pre"]["format"] == "pcap-ns" and inputs["pre"]["compression"] == "zstd"
     aid = doc["analysis_id"]
-    n_worst = con.execute("SELECT count(*), max(latency_ns) FROM analysis_worst WHERE analysis_id = ?", [aid]).fetchone()
+    n_worst = con.execute(
+        "SELECT count(*), max(latency_ns) FROM analysis_worst WHERE analysis_id = ?", [aid]
+    ).fetchone()
     assert n_worst == (min(5000, c["received"] - c["negative"]), lat["max"])
     pct = con.execute("SELECT max(total_count) FROM analysis_percentiles WHERE analysis_id = ?", [aid]).fetchone()[0]
     assert pct == len(want.series["id"])
-    hist = con.execute("SELECT sum(count) FROM analysis_histograms WHERE analysis_id = ? AND kind = 'latency'",
-                       [aid]).fetchone()[0]
+    hist = con.execute(
+        "SELECT sum(count) FROM analysis_histograms WHERE analysis_id = ? AND kind = 'latency'", [aid]
+    ).fetchone()[0]
     assert hist == len(want.series["id"])
-    rates = con.execute("SELECT sum(packets) FROM analysis_rates WHERE analysis_id = ? AND side = 'pre'",
-                        [aid]).fetchone()[0]
+    rates = con.execute(
+        "SELECT sum(packets) FROM analysis_rates WHERE analysis_id = ? AND side = 'pre'", [aid]
+    ).fetchone()[0]
     assert rates == SPEC["packets"]
     con.close()
 
@@ -115,7 +155,9 @@ def test_list_and_show_read_it_back(stored):
     assert p.returncode == 0, p.stderr
     rows = json.loads(p.stdout)
     mine = [r for r in rows if r["analysis_id"] == doc["analysis_id"]]
-    assert len(mine) == 1 and mine[0]["sent"] == doc["sent"] and mine[0]["lat_p99_999_ns"] == doc["latency_ns"]["p99_999"]
+    assert (
+        len(mine) == 1 and mine[0]["sent"] == doc["sent"] and mine[0]["lat_p99_999_ns"] == doc["latency_ns"]["p99_999"]
+    )
     p = run_cli("list", "--db", db, cwd=d)
     assert p.returncode == 0 and "first" in p.stdout and "µs" in p.stdout
 

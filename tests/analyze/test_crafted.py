@@ -9,14 +9,13 @@ import gzip
 import shutil
 import subprocess
 
+import craft
 import numpy as np
 import pytest
-
-import craft
 from analyze_support import analyze, latency_summary, rfc4737_reordered
 
 T0 = 1_700_000_000_123_456_000  # a whole microsecond, so µs captures keep it exactly
-GAP = 10_000                    # 100 kpps
+GAP = 10_000  # 100 kpps
 
 
 def scenario(n: int = 40, seed: int = 5):
@@ -28,7 +27,7 @@ def scenario(n: int = 40, seed: int = 5):
     post = []
     fates = []
     for k, (ts, pid) in enumerate(pre):
-        lost = k in (3, 17, 18, 19)                          # a single loss and a burst of three
+        lost = k in (3, 17, 18, 19)  # a single loss and a burst of three
         latency = int(rng.integers(2, 9)) * 1000 + (25_000 if k in (7, 30) else 0)  # two held back: reordered
         dup = k in (11, 25)
         fates.append((lost, latency, dup))
@@ -47,9 +46,14 @@ def expected(pre, post, fates):
     for ts, pid in post:
         first.setdefault(pid, ts)
     arrival = [pos[pid] for pid, ts in sorted(first.items(), key=lambda kv: (kv[1], pos[kv[0]]))]
-    counts = {"sent": len(pre), "received": len(first), "lost": sum(f[0] for f in fates),
-              "duplicates": len(post) - len(first), "reordered": rfc4737_reordered(np.array(arrival)),
-              "negative": 0}
+    counts = {
+        "sent": len(pre),
+        "received": len(first),
+        "lost": sum(f[0] for f in fates),
+        "duplicates": len(post) - len(first),
+        "reordered": rfc4737_reordered(np.array(arrival)),
+        "negative": 0,
+    }
     return counts, latency_summary(lat)
 
 
@@ -95,8 +99,9 @@ def test_compressed_by_other_tools(tmp_path, compress):
             pytest.skip("the zstd command is not installed (make deps installs it)")
         for name, raw in (("pre", raw_pre), ("post", raw_post)):
             (tmp_path / f"{name}.raw").write_bytes(raw)
-            subprocess.run(["zstd", "-q", "-19", str(tmp_path / f"{name}.raw"), "-o", str(tmp_path / f"{name}.cap")],
-                           check=True)
+            subprocess.run(
+                ["zstd", "-q", "-19", str(tmp_path / f"{name}.raw"), "-o", str(tmp_path / f"{name}.cap")], check=True
+            )
     doc = analyze(tmp_path / "pre.cap", tmp_path / "post.cap", trim_ns=0)
     check(doc, *expected(pre, post, fates))
     assert doc["pre"]["compression"] == compress
@@ -108,8 +113,11 @@ def test_pcapng_sections_interfaces_resolutions(tmp_path):
     packet blocks and unknown blocks in between."""
     pre, post, fates = scenario(n=60)
     ifaces_a = [craft.Interface(tsresol=9), craft.Interface(linktype=craft.LINKTYPE_RAW, tsresol=7)]
-    ifaces_b = [craft.Interface(tsresol=None, tsoffset_s=5), craft.Interface(tsresol=0x80 | 24),
-                craft.Interface(tsresol=9, snaplen=200)]
+    ifaces_b = [
+        craft.Interface(tsresol=None, tsoffset_s=5),
+        craft.Interface(tsresol=0x80 | 24),
+        craft.Interface(tsresol=9, snaplen=200),
+    ]
 
     def ng(events):
         a = craft.Section(big=False, interfaces=ifaces_a)
@@ -124,7 +132,7 @@ def test_pcapng_sections_interfaces_resolutions(tmp_path):
             section.blocks.append(("epb", i, units, craft.udp_frame(pid, link=link)))
             if k % 9 == 0:
                 section.blocks.append(("spb", craft.udp_frame(pid + 10**9)))
-                section.blocks.append(("other", 0x0BAD, b"\x01\x02\x03\x04"))   # custom block: skipped
+                section.blocks.append(("other", 0x0BAD, b"\x01\x02\x03\x04"))  # custom block: skipped
             read_back.append((craft.ng_read_ns(units, iface), pid))
         return craft.pcapng([a, b]), read_back
 
@@ -148,8 +156,11 @@ def test_pcapng_sections_interfaces_resolutions(tmp_path):
 def test_pcapng_interface_declared_after_packets(tmp_path):
     """An interface may be declared between packet blocks."""
     pre = craft.Section(interfaces=[craft.Interface(tsresol=9)])
-    pre.blocks += [("epb", 0, T0, craft.udp_frame(1)), ("idb", craft.Interface(tsresol=6)),
-                   ("epb", 1, (T0 + GAP) // 1000, craft.udp_frame(2))]
+    pre.blocks += [
+        ("epb", 0, T0, craft.udp_frame(1)),
+        ("idb", craft.Interface(tsresol=6)),
+        ("epb", 1, (T0 + GAP) // 1000, craft.udp_frame(2)),
+    ]
     post = craft.Section(interfaces=[craft.Interface(tsresol=9)], blocks=[("epb", 0, T0 + 5000, craft.udp_frame(1))])
     (tmp_path / "pre.pcapng").write_bytes(craft.pcapng([pre]))
     (tmp_path / "post.pcapng").write_bytes(craft.pcapng([post]))
@@ -159,8 +170,9 @@ def test_pcapng_interface_declared_after_packets(tmp_path):
     assert doc["pre"]["last_ts_ns"] == T0 + GAP
 
 
-@pytest.mark.parametrize("vlans", [(), (0x8100,), (0x88A8, 0x8100), (0x9100, 0x8100)],
-                         ids=["untagged", "802.1Q", "QinQ", "QinQ-9100"])
+@pytest.mark.parametrize(
+    "vlans", [(), (0x8100,), (0x88A8, 0x8100), (0x9100, 0x8100)], ids=["untagged", "802.1Q", "QinQ", "QinQ-9100"]
+)
 @pytest.mark.parametrize("v6_ext", [None, (), (0, 60, 43, 44)], ids=["ipv4", "ipv6", "ipv6-ext"])
 def test_encapsulations(tmp_path, vlans, v6_ext):
     pre, post, fates = scenario()
@@ -177,9 +189,14 @@ def test_foreign_frames_are_skipped_and_counted(tmp_path):
     pre_recs = frames(pre)
     post_recs = frames(post)
     frag = bytearray(craft.udp_frame(9999))
-    frag[20:22] = (0x0020).to_bytes(2, "big")        # fragment offset 32 (×8 bytes)
-    foreign = [craft.arp_frame(), craft.tcp_frame(), craft.udp_frame(1, id_width=8, payload_len=4),
-               craft.udp_frame(5, dst_port=4789), bytes(frag)]
+    frag[20:22] = (0x0020).to_bytes(2, "big")  # fragment offset 32 (×8 bytes)
+    foreign = [
+        craft.arp_frame(),
+        craft.tcp_frame(),
+        craft.udp_frame(1, id_width=8, payload_len=4),
+        craft.udp_frame(5, dst_port=4789),
+        bytes(frag),
+    ]
     for i, f in enumerate(foreign):
         pre_recs.insert(3 + 2 * i, (pre_recs[2 + 2 * i][0], f))
         post_recs.append((post_recs[-1][0], f))
@@ -195,7 +212,7 @@ def test_snap_length_cuts_some_ids(tmp_path):
     warning; the others are analysed."""
     pre, post, fates = scenario()
     pre_recs = frames(pre)
-    cut = [(ts, f[:46], len(f)) for ts, f in pre_recs[::4]]   # 42 header bytes + 4 of the 8-byte id
+    cut = [(ts, f[:46], len(f)) for ts, f in pre_recs[::4]]  # 42 header bytes + 4 of the 8-byte id
     pre_recs = [r for i, r in enumerate(pre_recs) if i % 4] + cut
     pre_recs.sort(key=lambda r: r[0])
     (tmp_path / "pre.pcap").write_bytes(craft.pcap(pre_recs))
@@ -219,6 +236,7 @@ def test_moonsniff_crafted_with_wrap(tmp_path):
     assert (doc["sent"], doc["received"], doc["lost"], doc["reordered"]) == (40, 37, 3, 0)
     assert doc["latency_ns"]["min"] == 3000 and doc["latency_ns"]["max"] == 3400
     import pyarrow.parquet as pq
+
     ids = pq.read_table(out).column("id").to_pylist()
     assert ids == [pid for k, (_, pid) in enumerate(pre) if k not in (19, 20, 21)]
 
@@ -231,6 +249,12 @@ def test_nearest_rank_on_a_tiny_sample(tmp_path):
     (tmp_path / "pre.pcap").write_bytes(craft.pcap(frames(pre)))
     (tmp_path / "post.pcap").write_bytes(craft.pcap(frames(post)))
     lat = analyze(tmp_path / "pre.pcap", tmp_path / "post.pcap", trim_ns=0)["latency_ns"]
-    assert (lat["min"], lat["p50"], lat["p90"], lat["p99"], lat["p99_9999"], lat["max"]) == \
-        (1000, 5000, 9000, 10000, 10000, 10000)
+    assert (lat["min"], lat["p50"], lat["p90"], lat["p99"], lat["p99_9999"], lat["max"]) == (
+        1000,
+        5000,
+        9000,
+        10000,
+        10000,
+        10000,
+    )
     assert lat["mean"] == 5500.0

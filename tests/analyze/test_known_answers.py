@@ -8,20 +8,38 @@ from __future__ import annotations
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-
 from analyze_support import analyze, assert_figures, expected_from_truth, synth
 
 # A device with everything a run can show: jitter, interrupts, spikes, loss in bursts,
 # duplicates, reordering, foreign frames on both sides. 1.5 s at 20 kpps: 0.5 s after
 # the default 1 s warm-up trim.
-BUSY = dict(packets=30_000, rate_pps=20_000, jitter_ns=400.0, irq_period_ns=4_000_000,
-            irq_durations_ns=[5_500, 8_200], spike_probability=0.0005, spike_ns=40_000,
-            loss=0.002, loss_burst=4, duplicate=0.003, reorder=0.004, reorder_delay_ns=120_000,
-            foreign=0.01, seed=7)
+BUSY = dict(
+    packets=30_000,
+    rate_pps=20_000,
+    jitter_ns=400.0,
+    irq_period_ns=4_000_000,
+    irq_durations_ns=[5_500, 8_200],
+    spike_probability=0.0005,
+    spike_ns=40_000,
+    loss=0.002,
+    loss_burst=4,
+    duplicate=0.003,
+    reorder=0.004,
+    reorder_delay_ns=120_000,
+    foreign=0.01,
+    seed=7,
+)
 
 FORMATS = [
-    ("pcap-ns", [9]), ("pcap-us", [9]), ("pcap-ns-be", [9]), ("pcap-us-be", [9]),
-    ("pcapng", [9]), ("pcapng-be", [9]), ("pcapng", [6]), ("pcapng", [12]), ("pcapng", [0x80 | 30]),
+    ("pcap-ns", [9]),
+    ("pcap-us", [9]),
+    ("pcap-ns-be", [9]),
+    ("pcap-us-be", [9]),
+    ("pcapng", [9]),
+    ("pcapng-be", [9]),
+    ("pcapng", [6]),
+    ("pcapng", [12]),
+    ("pcapng", [0x80 | 30]),
     ("pcapng-be", [9, 6, 0x80 | 20]),
 ]
 
@@ -36,8 +54,12 @@ def test_every_format_and_compression(tmp_path, fmt, tsresol, compression):
     assert_figures(doc, want)
     assert doc["trim_ns"] == 1_000_000_000
     assert doc["pre"]["compression"] == compression
-    assert doc["pre"]["format"] == {"pcap-ns": "pcap-ns", "pcap-us": "pcap-us", "pcap-ns-be": "pcap-ns",
-                                    "pcap-us-be": "pcap-us"}.get(fmt, "pcapng")
+    assert doc["pre"]["format"] == {
+        "pcap-ns": "pcap-ns",
+        "pcap-us": "pcap-us",
+        "pcap-ns-be": "pcap-ns",
+        "pcap-us-be": "pcap-us",
+    }.get(fmt, "pcapng")
     assert doc["warnings"] == []
 
 
@@ -78,9 +100,15 @@ def test_moonsniff_id_format_in_pcap(tmp_path):
 def test_32_bit_ids_wrap(tmp_path, fmt):
     """Ids cross 2^32 half-way through: unwrapped, matched, and exported as sent
     (counting on past the wrap)."""
-    spec = {**BUSY, "foreign": 0.0, "first_id": 2**32 - 25_000}   # wraps after the 20 000 trimmed
-    pair = synth(tmp_path, format=fmt, id_width=4, id_big_endian=False, suffix=".mscap" if fmt == "moonsniff" else ".pcap",
-                 **spec)
+    spec = {**BUSY, "foreign": 0.0, "first_id": 2**32 - 25_000}  # wraps after the 20 000 trimmed
+    pair = synth(
+        tmp_path,
+        format=fmt,
+        id_width=4,
+        id_big_endian=False,
+        suffix=".mscap" if fmt == "moonsniff" else ".pcap",
+        **spec,
+    )
     out = tmp_path / "series.parquet"
     doc = analyze(pair.pre, pair.post, id_width=4, id_endian="little", export=str(out))
     want = expected_from_truth(pair)
@@ -155,8 +183,14 @@ def test_truncated_last_record(tmp_path, fmt, suffix):
     """A capture killed while writing: the torn last record is dropped with a warning
     and the analysis goes on."""
     spec = {**BUSY, "duplicate": 0.0, "foreign": 0.0}
-    pair = synth(tmp_path, format=fmt, suffix=suffix, truncate_post_bytes=5,
-                 **({"id_width": 4} if fmt == "moonsniff" else {}), **spec)
+    pair = synth(
+        tmp_path,
+        format=fmt,
+        suffix=suffix,
+        truncate_post_bytes=5,
+        **({"id_width": 4} if fmt == "moonsniff" else {}),
+        **spec,
+    )
     doc = analyze(pair.pre, pair.post)
     lost = {pair.summary["truncated_id"]}
     assert_figures(doc, expected_from_truth(pair, lost_ids=lost))

@@ -27,9 +27,19 @@ dpkt = pytest.importorskip("dpkt", reason="dpkt (the baseline's packet library) 
 
 # 3 s of traffic: the 1 s warm-up trim leaves 2 s; loss bursts, duplicates, reordering,
 # interrupts and spikes make every figure non-trivial.
-MODEL = {"packets": 60_000, "rate_pps": 20_000, "seed": 7, "loss": 0.002, "loss_burst": 3,
-         "duplicate": 0.002, "reorder": 0.001, "irq_period_ns": 4_000_000,
-         "irq_durations_ns": [5500, 8200], "spike_probability": 0.0005, "spike_ns": 150_000}
+MODEL = {
+    "packets": 60_000,
+    "rate_pps": 20_000,
+    "seed": 7,
+    "loss": 0.002,
+    "loss_burst": 3,
+    "duplicate": 0.002,
+    "reorder": 0.001,
+    "irq_period_ns": 4_000_000,
+    "irq_durations_ns": [5500, 8200],
+    "spike_probability": 0.0005,
+    "spike_ns": 150_000,
+}
 
 
 @pytest.fixture(scope="module")
@@ -97,10 +107,29 @@ def test_server_is_gone_after_the_block():
 
 def test_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
     r = subprocess.run(
-        [sys.executable, str(BENCH_DIR / "analyze_vs_postgres.py"), "--packets", "30000", "--rate", "10000",
-         "--repeat", "1", "--memory-packets", "30000", "--memory-rate", "10000",
-         "--workdir", str(tmp_path), "--out", str(tmp_path / "out"), "--json"],
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(BENCH_DIR / "analyze_vs_postgres.py"),
+            "--packets",
+            "30000",
+            "--rate",
+            "10000",
+            "--repeat",
+            "1",
+            "--memory-packets",
+            "30000",
+            "--memory-rate",
+            "10000",
+            "--workdir",
+            str(tmp_path),
+            "--out",
+            str(tmp_path / "out"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     speed, memory = doc["speed"], doc["memory"]

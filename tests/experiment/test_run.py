@@ -34,17 +34,21 @@ def _native_programs_installed() -> bool:
     return True
 
 
-needs_programs = pytest.mark.skipif(not _native_programs_installed(),
-                                    reason="lowtail-gen/-cap/-fwd are not built (make build)")
+needs_programs = pytest.mark.skipif(
+    not _native_programs_installed(), reason="lowtail-gen/-cap/-fwd are not built (make build)"
+)
 pytestmark = [needs_root, needs_programs, pytest.mark.root]
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
-MIRRED = ["tc qdisc add dev {in} ingress",
-          "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev {out}"]
+MIRRED = [
+    "tc qdisc add dev {in} ingress",
+    "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev {out}",
+]
 
 
-def experiment(tmp_path: Path, duts: str, rates=(5000,), duration="1s", warmup="200ms", calibrate=False,
-               name="t") -> Path:
+def experiment(
+    tmp_path: Path, duts: str, rates=(5000,), duration="1s", warmup="200ms", calibrate=False, name="t"
+) -> Path:
     path = tmp_path / f"{name}.toml"
     path.write_text(f"""
 [experiment]
@@ -61,8 +65,9 @@ rates = {list(rates)}
 
 def lowtail(tmp_path: Path, *args: str, env=None) -> subprocess.CompletedProcess:
     """Run the command; the result also carries its pid, to check what it left behind."""
-    proc = subprocess.Popen([*LOWTAIL, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    proc = subprocess.Popen(
+        [*LOWTAIL, *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
     stdout, stderr = proc.communicate(timeout=600)
     done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     done.pid = proc.pid
@@ -87,9 +92,14 @@ def _ctrl_c_as_at_a_terminal() -> None:
 
 
 def start_run(tmp_path: Path, toml: Path) -> subprocess.Popen:
-    return subprocess.Popen([*LOWTAIL, "run", str(toml), "--db", str(tmp_path / "t.duckdb")], cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            preexec_fn=_ctrl_c_as_at_a_terminal)
+    return subprocess.Popen(
+        [*LOWTAIL, "run", str(toml), "--db", str(tmp_path / "t.duckdb")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ctrl_c_as_at_a_terminal,
+    )
 
 
 def wait_for(predicate, timeout: float = 120.0) -> None:
@@ -210,8 +220,11 @@ def test_ctrl_c_keeps_finished_runs_removes_everything_and_the_same_command_resu
     assert "resumed experiment 1: 1 runs were already stored, 2 measured now" in done.stderr
     assert [r["rate_pps"] for r in runs] == [5000, 6000, 7000]
     assert {r["experiment_id"] for r in runs} == {1}
-    assert db_rows(tmp_path, "SELECT status, count(DISTINCT combination_key) FROM experiments JOIN runs "
-                             "USING (experiment_id) GROUP BY status") == [("finished", 3)]
+    assert db_rows(
+        tmp_path,
+        "SELECT status, count(DISTINCT combination_key) FROM experiments JOIN runs "
+        "USING (experiment_id) GROUP BY status",
+    ) == [("finished", 3)]
 
 
 def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
@@ -244,8 +257,9 @@ def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(
 
 
 def test_a_rate_the_generator_cannot_reach_is_said_and_marked_invalid(tmp_path):
-    toml = experiment(tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n', rates=(20_000_000,),
-                      duration="100ms", warmup="0s")
+    toml = experiment(
+        tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n', rates=(20_000_000,), duration="100ms", warmup="0s"
+    )
     done, runs = run_json(tmp_path, toml)
     assert done.returncode == 3, done.stderr
     assert not runs[0]["valid"]
@@ -256,8 +270,10 @@ def test_a_rate_the_generator_cannot_reach_is_said_and_marked_invalid(tmp_path):
 def test_a_dut_that_crashes_mid_run_is_reported_and_the_next_run_still_happens(tmp_path):
     # A userspace forwarder killed 1.5 s after it started: it forwards the first part of the run only.
     crashing = f"timeout -s KILL 1.5 {find_binary('lowtail-fwd')} --in {{in}} --out {{out}}"
-    duts = f'[[dut]]\nname = "crashy"\nkind = "custom"\ncommand = "{crashing}"\n' \
-           '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
+    duts = (
+        f'[[dut]]\nname = "crashy"\nkind = "custom"\ncommand = "{crashing}"\n'
+        '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
+    )
     toml = experiment(tmp_path, duts, duration="3s")
     done, runs = run_json(tmp_path, toml)
     assert done.returncode == 3, done.stderr
@@ -276,9 +292,24 @@ def test_missing_privileges_say_what_is_needed():
         home = Path(shared)
         home.chmod(0o777)
         toml = experiment(home, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n')
-        done = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-                               *LOWTAIL, "run", str(toml), "--db", str(home / "t.duckdb")],
-                              cwd=home, capture_output=True, text=True, timeout=120)
+        done = subprocess.run(
+            [
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--inh-caps=-all",
+                *LOWTAIL,
+                "run",
+                str(toml),
+                "--db",
+                str(home / "t.duckdb"),
+            ],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 2, done.stderr
         assert "lowtail run needs root" in done.stderr and "CAP_NET_ADMIN" in done.stderr
         assert not (home / "t.duckdb").exists()
@@ -314,7 +345,6 @@ def test_calibrate_measures_the_wire_at_the_experiments_rates(tmp_path):
     done = lowtail(tmp_path, "calibrate", str(toml), "--db", str(tmp_path / "t.duckdb"), "--json")
     assert done.returncode in (0, 3), done.stderr
     runs = json.loads(done.stdout)
-    assert [(r["kind"], r["rate_pps"], r["calibration"]) for r in runs] == [("wire", 5000, True),
-                                                                            ("wire", 8000, True)]
+    assert [(r["kind"], r["rate_pps"], r["calibration"]) for r in runs] == [("wire", 5000, True), ("wire", 8000, True)]
     for r in runs:
         _check_clean_run(r)

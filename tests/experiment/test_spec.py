@@ -41,7 +41,13 @@ def test_the_issue_example_gives_calibration_then_each_dut_at_each_rate():
     assert (exp.name, exp.duration_ns, exp.warmup_ns, exp.repetitions) == ("demo", 5 * 10**9, 10**9, 1)
     combos = exp.combinations()
     assert [(c.dut.name, c.traffic.rate_pps) for c in combos] == [
-        ("wire", 10000), ("wire", 50000), ("kernel", 10000), ("kernel", 50000), ("fwd", 10000), ("fwd", 50000)]
+        ("wire", 10000),
+        ("wire", 50000),
+        ("kernel", 10000),
+        ("kernel", 50000),
+        ("fwd", 10000),
+        ("fwd", 50000),
+    ]
     fwd = combos[-1].dut
     assert fwd.options == {"work_ns": 2000, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None}
     assert all(c.traffic.udp_dst_port == 53 and c.traffic.frame_size == 64 for c in combos)
@@ -49,9 +55,10 @@ def test_the_issue_example_gives_calibration_then_each_dut_at_each_rate():
 
 
 def test_every_list_is_swept_and_repetitions_multiply():
-    text = ISSUE_EXAMPLE.replace("frame_size = 64", "frame_size = [64, 1518]").replace("repetitions = 1",
-                                                                                       "repetitions = 3")
-    text = text.replace("batch = 1", "batch = [1, 32]\ncontainment = [\"bare\", \"container\"]\ncpus = [0]")
+    text = ISSUE_EXAMPLE.replace("frame_size = 64", "frame_size = [64, 1518]").replace(
+        "repetitions = 1", "repetitions = 3"
+    )
+    text = text.replace("batch = 1", 'batch = [1, 32]\ncontainment = ["bare", "container"]\ncpus = [0]')
     exp = spec.parse(text, "exp.toml")
     combos = exp.combinations()
     per_traffic = 2 * 2 * 3  # rates × frame sizes × repetitions
@@ -75,33 +82,51 @@ def test_the_embedded_default_parses():
     assert len(exp.traffic) >= 2
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("[experiment]\nname = \"x\"\nduration = 5s\n", "exp.toml line 3, column 13: not valid TOML"),
-    ("[traffic]\nrates = [1000,\n", "exp.toml line 2 (end of file): not valid TOML"),
-    ("[traffic]\nrates = [1000]\n[[dut]]\nname = \"a\"\nkind = \"nope\"\n",
-     "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom)"),
-    ("[traffic]\nrates = [1000]\n[[dut]]\nname = \"a\"\nkind = \"lowtail-fwd\"\nwrk_ns = 5\n",
-     "exp.toml line 6: DuT 'a' (lowtail-fwd): unknown option 'wrk_ns'"),
-    ("[traffic]\nrates = [1000]\n[[dut]]\nname = \"k\"\nkind = \"kernel-mirred\"\ncontainment = \"container\"\n",
-     "unknown option 'containment' for kind kernel-mirred (its options: none: it runs inside the kernel)"),
-    ("[traffic]\nrates = [1000]\n\n[[dut]]\nname = \"a\"\nkind = \"lowtail-fwd\"\nbatch = 0\n",
-     "exp.toml line 7: DuT 'a' (lowtail-fwd): option 'batch' must be a whole number ≥ 1"),
-    ("[traffic]\nrates = [1000]\nfoo = 1\n", "exp.toml line 3: unknown key 'foo' in [traffic]"),
-    ("[traffic]\nrates = [1000]\n[trafic]\n", "exp.toml line 3: unknown section [trafic]"),
-    ("[traffic]\nrates = [1000]\nframe_size = [64, 9000]\n", "line 3: frame_size must be whole numbers from 64 to 1,518"),
-    ("[traffic]\nrates = []\n", "line 2: rates: an empty list sweeps over nothing"),
-    ("[traffic]\nrates = [0]\n", "line 2: rates must be whole numbers"),
-    ("[experiment]\nduration = \"soon\"\n[traffic]\nrates = [1]\n", "line 2: duration: cannot read 'soon'"),
-    ("[experiment]\nname = \"x\"\n", "[traffic] needs `rates`"),
-    ("[traffic]\nrates = [1000]\n[[dut]]\nname = \"a\"\nkind = \"custom\"\n", "needs `command`"),
-    ("[traffic]\nrates = [1000]\n[[dut]]\nname = \"a\"\nkind = \"custom\"\ncommand = \"fwd {inn}\"\n",
-     "unknown placeholder {inn}"),
-    ("[traffic]\nrates = [1000]\n[[dut]]\nname = \"a\"\nkind = \"bridge\"\n[[dut]]\nname = \"a\"\nkind = \"bridge\"\n",
-     "line 7: DuT name 'a' is used twice"),
-    ("[traffic]\nrates = [1000]\n[verdict]\npercentile = 99.5\n", "line 4: percentile must be one of"),
-    ("[traffic]\nrates = [1000]\n[cores]\ngenerator = 4096\n", "line 4: generator: core 4096 is not one"),
-    ("[traffic]\nrates = [1000]\n[dut]\nname = \"a\"\n", "[[dut]] tables (double brackets)"),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('[experiment]\nname = "x"\nduration = 5s\n', "exp.toml line 3, column 13: not valid TOML"),
+        ("[traffic]\nrates = [1000,\n", "exp.toml line 2 (end of file): not valid TOML"),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "nope"\n',
+            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom)",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nwrk_ns = 5\n',
+            "exp.toml line 6: DuT 'a' (lowtail-fwd): unknown option 'wrk_ns'",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\ncontainment = "container"\n',
+            "unknown option 'containment' for kind kernel-mirred (its options: none: it runs inside the kernel)",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nbatch = 0\n',
+            "exp.toml line 7: DuT 'a' (lowtail-fwd): option 'batch' must be a whole number ≥ 1",
+        ),
+        ("[traffic]\nrates = [1000]\nfoo = 1\n", "exp.toml line 3: unknown key 'foo' in [traffic]"),
+        ("[traffic]\nrates = [1000]\n[trafic]\n", "exp.toml line 3: unknown section [trafic]"),
+        (
+            "[traffic]\nrates = [1000]\nframe_size = [64, 9000]\n",
+            "line 3: frame_size must be whole numbers from 64 to 1,518",
+        ),
+        ("[traffic]\nrates = []\n", "line 2: rates: an empty list sweeps over nothing"),
+        ("[traffic]\nrates = [0]\n", "line 2: rates must be whole numbers"),
+        ('[experiment]\nduration = "soon"\n[traffic]\nrates = [1]\n', "line 2: duration: cannot read 'soon'"),
+        ('[experiment]\nname = "x"\n', "[traffic] needs `rates`"),
+        ('[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "custom"\n', "needs `command`"),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "custom"\ncommand = "fwd {inn}"\n',
+            "unknown placeholder {inn}",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "bridge"\n[[dut]]\nname = "a"\nkind = "bridge"\n',
+            "line 7: DuT name 'a' is used twice",
+        ),
+        ("[traffic]\nrates = [1000]\n[verdict]\npercentile = 99.5\n", "line 4: percentile must be one of"),
+        ("[traffic]\nrates = [1000]\n[cores]\ngenerator = 4096\n", "line 4: generator: core 4096 is not one"),
+        ('[traffic]\nrates = [1000]\n[dut]\nname = "a"\n', "[[dut]] tables (double brackets)"),
+    ],
+)
 def test_mistakes_say_what_and_where(text, expected):
     assert expected in error_of(text)
 

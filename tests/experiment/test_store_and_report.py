@@ -7,6 +7,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
+import duckdb
 import pytest
 
 from lowtail import _native
@@ -19,37 +20,75 @@ from lowtail.store import runs as runstore
 
 def synthetic_analysis(tmp_path: Path, name: str, latency_ns: int, loss: float = 0.0, packets: int = 20_000):
     pre, post = tmp_path / f"{name}-pre.pcap", tmp_path / f"{name}-post.pcap"
-    _native.synth_pair(str(pre), str(post), json.dumps({"packets": packets, "rate_pps": 10_000.0,
-                                                        "base_latency_ns": latency_ns, "jitter_ns": 0.0,
-                                                        "loss": loss, "seed": 7}))
+    _native.synth_pair(
+        str(pre),
+        str(post),
+        json.dumps(
+            {
+                "packets": packets,
+                "rate_pps": 10_000.0,
+                "base_latency_ns": latency_ns,
+                "jitter_ns": 0.0,
+                "loss": loss,
+                "seed": 7,
+            }
+        ),
+    )
     options = AnalyzeOptions(trim_ns=0, export=str(tmp_path / f"{name}.parquet"))
     return analyze_pair(pre, post, options), vars(options)
 
 
 def run_row(eid: int, dut: str, kind: str, valid: bool = True, rate: int = 10_000) -> dict:
-    return {"label": f"{dut} @ {rate}", "experiment_id": eid, "combination_key": f"{dut}/{rate}", "dut_name": dut,
-            "dut_kind": kind, "dut_config": {}, "calibration": kind == "wire", "rate_pps": rate, "frame_size": 64,
-            "burst": 1, "repetition": 0, "duration_ns": 2 * 10**9, "warmup_ns": 0, "started_at": datetime.now(),
-            "finished_at": datetime.now(), "series_path": None, "valid": valid,
-            "invalid_reasons": [] if valid else ["the timestamper lost 3 frames (kernel capture drops)"],
-            "generator": {"kept_up": True}, "capture": {"interfaces": []}, "containment": {"mode": "bare"},
-            "energy": None, "dut_stats": {}, "capture_paths": [], "traffic": {"flows": 1}}
+    return {
+        "label": f"{dut} @ {rate}",
+        "experiment_id": eid,
+        "combination_key": f"{dut}/{rate}",
+        "dut_name": dut,
+        "dut_kind": kind,
+        "dut_config": {},
+        "calibration": kind == "wire",
+        "rate_pps": rate,
+        "frame_size": 64,
+        "burst": 1,
+        "repetition": 0,
+        "duration_ns": 2 * 10**9,
+        "warmup_ns": 0,
+        "started_at": datetime.now(),
+        "finished_at": datetime.now(),
+        "series_path": None,
+        "valid": valid,
+        "invalid_reasons": [] if valid else ["the timestamper lost 3 frames (kernel capture drops)"],
+        "generator": {"kept_up": True},
+        "capture": {"interfaces": []},
+        "containment": {"mode": "bare"},
+        "energy": None,
+        "dut_stats": {},
+        "capture_paths": [],
+        "traffic": {"flows": 1},
+    }
 
 
 @pytest.fixture
 def stored(tmp_path):
     db = tmp_path / "t.duckdb"
     with open_store(db) as store:
-        eid = runstore.create_experiment(store, "exp", {"verdict": {"budget": "100us", "percentile": 99}}, "h1",
-                                         {"kernel": "k", "core_plan": {"generator": 1}, "command": ["lowtail"]},
-                                         str(tmp_path))
+        eid = runstore.create_experiment(
+            store,
+            "exp",
+            {"verdict": {"budget": "100us", "percentile": 99}},
+            "h1",
+            {"kernel": "k", "core_plan": {"generator": 1}, "command": ["lowtail"]},
+            str(tmp_path),
+        )
         wire, opts = synthetic_analysis(tmp_path, "wire", 3_000)
         dut, _ = synthetic_analysis(tmp_path, "dut", 40_000)
         lossy, _ = synthetic_analysis(tmp_path, "lossy", 40_000, loss=0.01)
-        ids = [runstore.save_run(store, run_row(eid, "wire", "wire"), wire, opts),
-               runstore.save_run(store, run_row(eid, "fwd", "lowtail-fwd"), dut, opts),
-               runstore.save_run(store, run_row(eid, "lossy", "custom"), lossy, opts),
-               runstore.save_run(store, run_row(eid, "broken", "bridge", valid=False), dut, opts)]
+        ids = [
+            runstore.save_run(store, run_row(eid, "wire", "wire"), wire, opts),
+            runstore.save_run(store, run_row(eid, "fwd", "lowtail-fwd"), dut, opts),
+            runstore.save_run(store, run_row(eid, "lossy", "custom"), lossy, opts),
+            runstore.save_run(store, run_row(eid, "broken", "bridge", valid=False), dut, opts),
+        ]
     return db, eid, ids
 
 
@@ -95,7 +134,7 @@ def test_a_failed_write_leaves_neither_run_nor_analysis(tmp_path):
         analysis, opts = synthetic_analysis(tmp_path, "a", 5_000, packets=2_000)
         bad = run_row(eid, "x", "bridge")
         del bad["rate_pps"]  # NOT NULL column: the insert fails after the analysis was written
-        with pytest.raises(Exception):
+        with pytest.raises(duckdb.Error):
             runstore.save_run(store, bad, analysis, opts)
         assert store.con.execute("SELECT count(*) FROM analyses").fetchone() == (0,)
         assert store.con.execute("SELECT count(*) FROM runs").fetchone() == (0,)

@@ -49,5 +49,3 @@ def store_at(db):
         return open_store(db)
 
     return opened
-
-

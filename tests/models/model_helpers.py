@@ -15,13 +15,27 @@ import pyarrow.parquet as pq
 def add_experiment(store, name: str = "sweep") -> int:
     (eid,) = store.con.execute(
         "INSERT INTO experiments (name, spec, spec_hash, host, status) VALUES (?, '{}', 'h', '{}', 'finished') "
-        "RETURNING experiment_id", [name]).fetchone()
+        "RETURNING experiment_id",
+        [name],
+    ).fetchone()
     return eid
 
 
-def add_analysis(store, *, sent: int, lost: int, p50: int, p99: int, p99_999: int | None = None,
-                 max_ns: int | None = None, min_ns: int | None = None, series_path: str | None = None, partial: bool = False,
-                 start_ts_ns: int = 0, duration_ns: int = 10**10) -> int:
+def add_analysis(
+    store,
+    *,
+    sent: int,
+    lost: int,
+    p50: int,
+    p99: int,
+    p99_999: int | None = None,
+    max_ns: int | None = None,
+    min_ns: int | None = None,
+    series_path: str | None = None,
+    partial: bool = False,
+    start_ts_ns: int = 0,
+    duration_ns: int = 10**10,
+) -> int:
     """An analyses row with the columns a model reads; the rest filled as an empty analysis."""
     p99_999 = p99_999 if p99_999 is not None else p99
     max_ns = max_ns if max_ns is not None else p99_999
@@ -32,22 +46,63 @@ def add_analysis(store, *, sent: int, lost: int, p50: int, p99: int, p99_999: in
                lat_p99_9999_ns, lat_max_ns, partial, warnings, series_path, hgrm, inputs, figures)
            VALUES ('test', 'pre', 'post', '{}', ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                    '[]', ?, '', '{}', '{}') RETURNING analysis_id""",
-        [sent, sent - lost, lost, start_ts_ns, duration_ns, p50 if min_ns is None else min_ns, p50, p50, p50, p99, p99, p99, p99_999, max_ns,
-         max_ns, partial, series_path]).fetchone()
+        [
+            sent,
+            sent - lost,
+            lost,
+            start_ts_ns,
+            duration_ns,
+            p50 if min_ns is None else min_ns,
+            p50,
+            p50,
+            p50,
+            p99,
+            p99,
+            p99,
+            p99_999,
+            max_ns,
+            max_ns,
+            partial,
+            series_path,
+        ],
+    ).fetchone()
     return aid
 
 
-def add_run(store, experiment_id: int, *, dut_name: str = "fwd", dut_kind: str = "lowtail-fwd",
-            dut_config: dict | None = None, rate_pps: int = 10_000, burst: int = 1, analysis_id: int | None = None,
-            series_path: str | None = None, valid: bool = True, repetition: int = 0) -> int:
+def add_run(
+    store,
+    experiment_id: int,
+    *,
+    dut_name: str = "fwd",
+    dut_kind: str = "lowtail-fwd",
+    dut_config: dict | None = None,
+    rate_pps: int = 10_000,
+    burst: int = 1,
+    analysis_id: int | None = None,
+    series_path: str | None = None,
+    valid: bool = True,
+    repetition: int = 0,
+) -> int:
     (rid,) = store.con.execute(
         """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
                frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, series_path, valid,
                invalid_reasons, generator, capture, containment)
            VALUES (?, ?, ?, ?, ?, false, ?, 64, ?, ?, 10000000000, 1000000000, current_timestamp, ?, ?, ?, '[]',
                    '{}', '{}', '{}') RETURNING run_id""",
-        [experiment_id, f"{dut_name}-{rate_pps}-{repetition}", dut_name, dut_kind, json.dumps(dut_config or {}),
-         rate_pps, burst, repetition, analysis_id, series_path, valid]).fetchone()
+        [
+            experiment_id,
+            f"{dut_name}-{rate_pps}-{repetition}",
+            dut_name,
+            dut_kind,
+            json.dumps(dut_config or {}),
+            rate_pps,
+            burst,
+            repetition,
+            analysis_id,
+            series_path,
+            valid,
+        ],
+    ).fetchone()
     return rid
 
 
@@ -57,8 +112,10 @@ def write_series(path: Path, latency: np.ndarray, times: np.ndarray | None = Non
     times = times if times is not None else np.arange(n, dtype=np.int64) * 1_000 + 10**15
     latency = np.asarray(latency)
     post = times + latency.astype(np.int64) if latency.dtype.kind in "iu" else times
-    pq.write_table(pa.table({"id": np.arange(n, dtype=np.uint64), "pre_ts_ns": times, "post_ts_ns": post,
-                             "latency_ns": latency}), path)
+    pq.write_table(
+        pa.table({"id": np.arange(n, dtype=np.uint64), "pre_ts_ns": times, "post_ts_ns": post, "latency_ns": latency}),
+        path,
+    )
     return path
 
 

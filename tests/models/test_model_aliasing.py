@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from model_helpers import add_experiment, add_run, synth_and_analyze
 
 from lowtail.models import aliasing as al
-
-from model_helpers import add_experiment, add_run, synth_and_analyze
 
 
 def _episodes(times_s: np.ndarray) -> np.ndarray:
@@ -67,8 +66,9 @@ def test_an_interrupt_during_processing_delays_by_its_length():
 
 
 def test_fit_recovers_an_interrupt_clock_from_its_worst_events():
-    true = al.AliasingSpec(rate_pps=10_000.5, irq_rate_hz=250.0 * (1 + 40e-6), irq_phase_ns=1_234_567.0,
-                           duration_offset=1)
+    true = al.AliasingSpec(
+        rate_pps=10_000.5, irq_rate_hz=250.0 * (1 + 40e-6), irq_phase_ns=1_234_567.0, duration_offset=1
+    )
     times = np.arange(300_000) * 1e9 / 10_000.5
     lat = al.latency_at(times, true) + np.random.default_rng(1).exponential(100.0, len(times))
     worst = np.argsort(lat)[-5000:]
@@ -81,8 +81,18 @@ def test_fit_recovers_an_interrupt_clock_from_its_worst_events():
 def test_cli_aliasing_overlay_on_a_stored_run(cli, db, tmp_path, store_at):
     """Synthetic captures with 250 Hz interrupts of 5.5/8.2 µs at 10 000.5 pps, analysed:
     the fitted clock is the synthesiser's 250 Hz and the model matches the measured events."""
-    a = synth_and_analyze(tmp_path, db, cli, "irq", "irq_period_ns=4000000", "irq_durations_ns=[5500,8200]",
-                          "base_latency_ns=3100", "jitter_ns=50", packets=120_000, rate=10_000.5)
+    a = synth_and_analyze(
+        tmp_path,
+        db,
+        cli,
+        "irq",
+        "irq_period_ns=4000000",
+        "irq_durations_ns=[5500,8200]",
+        "base_latency_ns=3100",
+        "jitter_ns=50",
+        packets=120_000,
+        rate=10_000.5,
+    )
     with store_at() as s:
         run_id = add_run(s, add_experiment(s), dut_kind="custom", rate_pps=10_000, analysis_id=a["analysis_id"])
     plot = tmp_path / "alias.png"

@@ -9,15 +9,23 @@ import tracemalloc
 
 import numpy as np
 import pytest
+from model_helpers import add_analysis, add_experiment, add_run, synth_and_analyze, write_series
 
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
 from lowtail.models.evt import EvtOptions, evt_model, return_level
 
-from model_helpers import add_analysis, add_experiment, add_run, synth_and_analyze, write_series
-
-ISSUE_KEYS = {"threshold_percentile", "threshold_ns", "sigma_ns", "xi", "bounded", "endpoint_ns", "return_levels_ns",
-              "validation", "stationarity"}
+ISSUE_KEYS = {
+    "threshold_percentile",
+    "threshold_ns",
+    "sigma_ns",
+    "xi",
+    "bounded",
+    "endpoint_ns",
+    "return_levels_ns",
+    "validation",
+    "stationarity",
+}
 
 
 @pytest.mark.parametrize("xi", [-0.25, 0.0, 0.3])
@@ -114,8 +122,9 @@ def test_threshold_choice_avoids_a_body_that_is_not_a_gpd(tmp_path):
     lat = rng.normal(10_000, 100, n)
     outliers = rng.random(n) < 0.001
     lat[outliers] = 20_000 + gpd.sample(int(outliers.sum()), 2_000.0, 0.1, rng)
-    doc = evt_model(write_series(tmp_path / "mix.parquet", np.round(lat).astype(np.int64)),
-                    EvtOptions(min_exceedances=30))
+    doc = evt_model(
+        write_series(tmp_path / "mix.parquet", np.round(lat).astype(np.int64)), EvtOptions(min_exceedances=30)
+    )
     js = {t["percentile"]: t["js_divergence"] for t in doc["thresholds"]}
     assert doc["threshold_percentile"] >= 99.9
     body = [js[p] for p in (99.5, 99.9) if p != doc["threshold_percentile"]]
@@ -212,11 +221,14 @@ def test_cli_evt_on_a_stored_run_and_report(cli, db, tmp_path, store_at):
     assert "Return levels" in html and "Quantile" in html and "ADF" in html
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (["nothing.parquet"], 2, "no such file"),
-    (["run:77"], 2, "no run with id 77"),
-    (["--fit-fraction", "120", "X"], 2, "strictly between 0 and 1"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (["nothing.parquet"], 2, "no such file"),
+        (["run:77"], 2, "no run with id 77"),
+        (["--fit-fraction", "120", "X"], 2, "strictly between 0 and 1"),
+    ],
+)
 def test_cli_evt_bad_input(cli, db, tmp_path, args, code, message):
     path, _ = _series(tmp_path, 0.0, n=60_000)
     args = [str(path) if a == "X" else a for a in args]

@@ -4,12 +4,11 @@ stored sweep, and the CLI around both."""
 from __future__ import annotations
 
 import pytest
+from model_helpers import add_analysis, add_experiment, add_run
 
+from lowtail.errors import UserError
 from lowtail.models.knee import SweepPoint, find_knee
 from lowtail.models.overload import InterruptLoad, overload_model, parse_interrupt
-from lowtail.errors import UserError
-
-from model_helpers import add_analysis, add_experiment, add_run
 
 # 004, Table II: medians at 10 kpps (µs) of the bare forwarder (DPDK-l2fwd) and the applications,
 # and the last rate without overload / first overloaded rate (kpps).
@@ -52,8 +51,12 @@ def test_r_max_is_a_lower_bound_of_the_measured_overload(scenario):
     is never above the first overloaded rate."""
     measured = TABLE_II[scenario]
     irqs, _ = TABLE_V[scenario[1]]
-    r_max = overload_model(measured["base"] * 1e3, measured["e2e"] * 1e3,
-                           [InterruptLoad(r, d * 1e3) for r, d in irqs])["r_max_pps"] / 1e3
+    r_max = (
+        overload_model(measured["base"] * 1e3, measured["e2e"] * 1e3, [InterruptLoad(r, d * 1e3) for r, d in irqs])[
+            "r_max_pps"
+        ]
+        / 1e3
+    )
     assert r_max < measured["overloaded"]
     if scenario != ("Snort-fwd", "VM"):
         assert r_max > measured["last_ok"]
@@ -69,8 +72,23 @@ def test_interrupt_words():
 
 def test_cli_overload_example_of_the_issue(cli, db, tmp_path):
     plot = tmp_path / "overload.png"
-    r = cli("model", "overload", "--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "166.7:10.9us",
-            "--irq", "83.3:13.6us", "--json", "--db", db, "--plot", plot)
+    r = cli(
+        "model",
+        "overload",
+        "--t-transfer",
+        "3.1us",
+        "--t-e2e",
+        "14.5us",
+        "--irq",
+        "166.7:10.9us",
+        "--irq",
+        "83.3:13.6us",
+        "--json",
+        "--db",
+        db,
+        "--plot",
+        plot,
+    )
     assert r.code == 0, r.err
     doc = r.json()
     assert doc["t_cpu_ns"] == 11_400
@@ -82,18 +100,34 @@ def test_cli_overload_example_of_the_issue(cli, db, tmp_path):
 
 
 def test_cli_overload_table_has_units(cli, db):
-    r = cli("model", "overload", "--t-transfer", "3.3us", "--t-e2e", "18.4us", "--irq", "166.7:17.5us",
-            "--irq", "83.3:19.2us", "--irq", "250:17.5us", "--no-store")
+    r = cli(
+        "model",
+        "overload",
+        "--t-transfer",
+        "3.3us",
+        "--t-e2e",
+        "18.4us",
+        "--irq",
+        "166.7:17.5us",
+        "--irq",
+        "83.3:19.2us",
+        "--irq",
+        "250:17.5us",
+        "--no-store",
+    )
     assert r.code == 0, r.err
     assert "15.100 µs" in r.out and "65.6 kpps" in r.out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--t-transfer", "14.5us", "--t-e2e", "3.1us"], "not above the bare forwarder"),
-    (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "1000000:2us"], "no time for packets"),
-    (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"], "RATE_HZ:DURATION"),
-    (["--t-e2e", "14.5us"], "--t-transfer or --baseline-run"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--t-transfer", "14.5us", "--t-e2e", "3.1us"], "not above the bare forwarder"),
+        (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "1000000:2us"], "no time for packets"),
+        (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"], "RATE_HZ:DURATION"),
+        (["--t-e2e", "14.5us"], "--t-transfer or --baseline-run"),
+    ],
+)
 def test_cli_overload_bad_input(cli, db, args, message):
     r = cli("model", "overload", *args, "--db", db)
     assert r.code == 2
@@ -105,14 +139,31 @@ def test_cli_overload_bad_input(cli, db, args, message):
 
 # 004, Table II, Snort-fwd (HW): loss and percentiles (µs) at three rates; the sweep adds the
 # flat rates in between as the paper describes them.
-SNORT_FWD_HW = [(10_000, 0.0, 14.5, 24.7, 33.1), (20_000, 0.0, 14.5, 25.0, 35.0), (40_000, 0.0, 14.5, 26.0, 38.0),
-                (60_000, 0.0, 14.4, 28.0, 44.0), (80_000, 0.001, 14.4, 29.9, 47.7),
-                (90_000, 0.033, 30_609.5, 30_834.8, 30_936.1), (100_000, 0.1, 31_000.0, 31_200.0, 31_300.0)]
+SNORT_FWD_HW = [
+    (10_000, 0.0, 14.5, 24.7, 33.1),
+    (20_000, 0.0, 14.5, 25.0, 35.0),
+    (40_000, 0.0, 14.5, 26.0, 38.0),
+    (60_000, 0.0, 14.4, 28.0, 44.0),
+    (80_000, 0.001, 14.4, 29.9, 47.7),
+    (90_000, 0.033, 30_609.5, 30_834.8, 30_936.1),
+    (100_000, 0.1, 31_000.0, 31_200.0, 31_300.0),
+]
 
 
 def _sweep_points():
-    return [SweepPoint(i, rate, 1_000_000, round(loss * 1_000_000), round(p50 * 1e3), round(p99 * 1e3),
-                       round(p5 * 1e3), round(p5 * 1e3)) for i, (rate, loss, p50, p99, p5) in enumerate(SNORT_FWD_HW)]
+    return [
+        SweepPoint(
+            i,
+            rate,
+            1_000_000,
+            round(loss * 1_000_000),
+            round(p50 * 1e3),
+            round(p99 * 1e3),
+            round(p5 * 1e3),
+            round(p5 * 1e3),
+        )
+        for i, (rate, loss, p50, p99, p5) in enumerate(SNORT_FWD_HW)
+    ]
 
 
 def test_knee_of_the_seeds_sweep():
@@ -133,8 +184,14 @@ def test_knee_latency_growth_alone_counts():
 def _stored_sweep(store, rows=SNORT_FWD_HW, dut="snort"):
     eid = add_experiment(store)
     for rate, loss, p50, p99, p5 in rows:
-        aid = add_analysis(store, sent=100_000, lost=round(loss * 100_000), p50=round(p50 * 1e3),
-                           p99=round(p99 * 1e3), p99_999=round(p5 * 1e3))
+        aid = add_analysis(
+            store,
+            sent=100_000,
+            lost=round(loss * 100_000),
+            p50=round(p50 * 1e3),
+            p99=round(p99 * 1e3),
+            p99_999=round(p5 * 1e3),
+        )
         add_run(store, eid, dut_name=dut, dut_kind="custom", rate_pps=rate, analysis_id=aid)
     return eid
 
@@ -143,16 +200,46 @@ def test_cli_knee_on_a_stored_sweep_with_r_max(cli, db, store_at, tmp_path):
     with store_at() as s:
         eid = _stored_sweep(s)
         baseline_eid = add_experiment(s, "bare")
-        base_run = add_run(s, baseline_eid, dut_name="l2fwd", dut_kind="custom",
-                           analysis_id=add_analysis(s, sent=100_000, lost=0, p50=3_100, p99=3_400, min_ns=2_900))
+        base_run = add_run(
+            s,
+            baseline_eid,
+            dut_name="l2fwd",
+            dut_kind="custom",
+            analysis_id=add_analysis(s, sent=100_000, lost=0, p50=3_100, p99=3_400, min_ns=2_900),
+        )
         app_run = s.con.execute("SELECT min(run_id) FROM runs WHERE experiment_id = ?", [eid]).fetchone()[0]
-    r = cli("model", "overload", "--baseline-run", base_run, "--app-run", app_run, "--irq", "166.7:10.9us",
-            "--irq", "83.3:13.6us", "--db", db, "--json")
+    r = cli(
+        "model",
+        "overload",
+        "--baseline-run",
+        base_run,
+        "--app-run",
+        app_run,
+        "--irq",
+        "166.7:10.9us",
+        "--irq",
+        "83.3:13.6us",
+        "--db",
+        db,
+        "--json",
+    )
     assert r.code == 0, r.err
     assert r.json()["r_max_pps"] == pytest.approx(87_460, abs=5)
     # On a busy host even the lowest rate queues: the minimum is the uncontended path.
-    r = cli("model", "overload", "--baseline-run", base_run, "--app-run", app_run, "--statistic", "min",
-            "--db", db, "--json", "--no-store")
+    r = cli(
+        "model",
+        "overload",
+        "--baseline-run",
+        base_run,
+        "--app-run",
+        app_run,
+        "--statistic",
+        "min",
+        "--db",
+        db,
+        "--json",
+        "--no-store",
+    )
     assert r.code == 0, r.err
     assert r.json()["statistic"] == "min" and r.json()["t_cpu_ns"] == 14_500 - 2_900
     plot, report = tmp_path / "knee.png", tmp_path / "sweep.html"
@@ -182,8 +269,20 @@ def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path)
     with store_at() as s:
         eid = _stored_sweep(s)
         app_run = s.con.execute("SELECT min(run_id) FROM runs WHERE experiment_id = ?", [eid]).fetchone()[0]
-    r = cli("model", "overload", "--t-transfer", "3.1us", "--app-run", app_run, "--irq", "166.7:10.9us",
-            "--irq", "83.3:13.6us", "--db", db)
+    r = cli(
+        "model",
+        "overload",
+        "--t-transfer",
+        "3.1us",
+        "--app-run",
+        app_run,
+        "--irq",
+        "166.7:10.9us",
+        "--irq",
+        "83.3:13.6us",
+        "--db",
+        db,
+    )
     assert r.code == 0, r.err
     html = write_experiment_report(db, eid, tmp_path / "exp.html").read_text()
     assert "Latency versus rate — snort" in html

@@ -8,10 +8,9 @@ import math
 
 import numpy as np
 import pytest
+from model_helpers import add_experiment, add_run, synth_and_analyze
 
 from lowtail.models import simulate as sim
-
-from model_helpers import add_experiment, add_run, synth_and_analyze
 
 
 def test_nearest_rank_is_percentile_disc():
@@ -24,8 +23,15 @@ def test_staircases_of_the_seeds_batch_figure():
     back. Each burst leaves in steps: one latency per batch, 64 packets in two steps of 32."""
     cdfs = {}
     for burst in (1, 4, 16, 32, 64):
-        o = sim.run({"packets": 64 * 200, "rate_pps": 10_000, "burst": burst, "batch": 32,
-                     "service": {"kind": "constant", "ns": 15_000}})
+        o = sim.run(
+            {
+                "packets": 64 * 200,
+                "rate_pps": 10_000,
+                "burst": burst,
+                "batch": 32,
+                "service": {"kind": "constant", "ns": 15_000},
+            }
+        )
         lat = o.latencies()
         values, counts = np.unique(lat, return_counts=True)
         cdfs[burst] = dict(zip(values.tolist(), counts.tolist()))
@@ -51,15 +57,30 @@ def test_small_batches_turn_the_staircase_into_a_line():
 def test_first_packets_of_a_spread_burst_leave_early():
     """Back-to-back on a real wire is 67 ns apart: the first poll finds one packet, so a few
     packets of every burst have a low latency (the seeds' 'few packets with lower latency')."""
-    o = sim.run({"packets": 32 * 100, "rate_pps": 10_000, "burst": 32, "burst_gap_ns": 67.2, "batch": 32,
-                 "service": {"kind": "constant", "ns": 15_000}})
+    o = sim.run(
+        {
+            "packets": 32 * 100,
+            "rate_pps": 10_000,
+            "burst": 32,
+            "burst_gap_ns": 67.2,
+            "batch": 32,
+            "service": {"kind": "constant", "ns": 15_000},
+        }
+    )
     lat = o.latencies().reshape(100, 32)
     assert (lat[:, 0] == 15_000).all() and (lat[:, 1:] > 15 * 15_000).all()
 
 
 def test_poisson_queue_matches_mm1():
-    o = sim.run({"packets": 300_000, "rate_pps": 500_000, "arrivals": "poisson", "seed": 11,
-                 "service": {"kind": "exponential", "mean_ns": 1_000}})
+    o = sim.run(
+        {
+            "packets": 300_000,
+            "rate_pps": 500_000,
+            "arrivals": "poisson",
+            "seed": 11,
+            "service": {"kind": "exponential", "mean_ns": 1_000},
+        }
+    )
     figures = sim.latency_figures(o.latencies())
     for key, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         assert figures[key] == pytest.approx(-math.log(1 - q) / 0.5e-3, rel=0.05)
@@ -74,8 +95,15 @@ def test_predicted_knee_is_r_max_of_the_overload_model():
     assert r_max == pytest.approx(49_900)
     p99 = {}
     for rate in (45_000, 49_000, 51_000, 55_000):
-        o = sim.run({"packets": 100_000, "rate_pps": rate, "service": {"kind": "constant", "ns": 20_000},
-                     "interrupts": [{"rate_hz": 250, "durations_ns": [8_000]}], "queue_capacity": 512})
+        o = sim.run(
+            {
+                "packets": 100_000,
+                "rate_pps": rate,
+                "service": {"kind": "constant", "ns": 20_000},
+                "interrupts": [{"rate_hz": 250, "durations_ns": [8_000]}],
+                "queue_capacity": 512,
+            }
+        )
         s = sim.summarize(o)
         p99[rate] = (s["latency_ns"]["p99"], s["loss"])
     assert p99[45_000][0] < 100_000 and p99[49_000][0] < 1_000_000 and p99[49_000][1] == 0
@@ -87,15 +115,36 @@ def test_service_and_interrupt_words():
     assert sim.parse_service("20us") == {"kind": "constant", "ns": 20_000}
     assert sim.parse_service("uniform:10us:30us") == {"kind": "uniform", "min_ns": 10_000, "max_ns": 30_000}
     assert sim.parse_service("lognormal:20us:0.3") == {"kind": "lognormal", "median_ns": 20_000, "sigma": 0.3}
-    assert sim.parse_irq("250:5.5us,8.2us") == {"rate_hz": 250.0, "durations_ns": [5_500, 8_200], "poisson": False,
-                                               "phase_ns": 0}
+    assert sim.parse_irq("250:5.5us,8.2us") == {
+        "rate_hz": 250.0,
+        "durations_ns": [5_500, 8_200],
+        "poisson": False,
+        "phase_ns": 0,
+    }
     assert sim.parse_irq("poisson@1000:2us@1ms")["poisson"] and sim.parse_irq("250:5us@1ms")["phase_ns"] == 1_000_000
 
 
 def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
     plot, series = tmp_path / "sim.png", tmp_path / "sim.parquet"
-    r = cli("model", "simulate", "--rate", "100000", "--service", "12us", "--queue", "64", "--packets", "60000",
-            "--json", "--db", db, "--plot", plot, "--export", series)
+    r = cli(
+        "model",
+        "simulate",
+        "--rate",
+        "100000",
+        "--service",
+        "12us",
+        "--queue",
+        "64",
+        "--packets",
+        "60000",
+        "--json",
+        "--db",
+        db,
+        "--plot",
+        plot,
+        "--export",
+        series,
+    )
     assert r.code == 0, r.err
     (case,) = r.json()["cases"]
     assert case["result"]["loss"] == pytest.approx(1 / 6, abs=0.003)
@@ -104,12 +153,25 @@ def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
     import pyarrow.parquet as pq
 
     t = pq.read_table(series)
-    assert t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"] and t.num_rows == case["result"]["delivered"]
+    assert (
+        t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"] and t.num_rows == case["result"]["delivered"]
+    )
 
 
 def test_cli_simulate_grid_and_table(cli, db):
-    r = cli("model", "simulate", "--burst", "1,64", "--batch", "4,32", "--service", "15us", "--packets", "6400",
-            "--no-store")
+    r = cli(
+        "model",
+        "simulate",
+        "--burst",
+        "1,64",
+        "--batch",
+        "4,32",
+        "--service",
+        "15us",
+        "--packets",
+        "6400",
+        "--no-store",
+    )
     assert r.code == 0, r.err
     assert "burst 64, batch 32" in r.out and "960.0 µs" in r.out
 
@@ -117,11 +179,18 @@ def test_cli_simulate_grid_and_table(cli, db):
 def test_cli_simulate_compared_with_a_stored_fwd_run(cli, db, tmp_path, store_at):
     """A run that behaves as the model says (constant 20 µs plus a fixed path, synthesised):
     with the base latency fitted at the median, every percentile agrees within the jitter."""
-    a = synth_and_analyze(tmp_path, db, cli, "fwd", "base_latency_ns=25000", "jitter_ns=30", packets=50_000,
-                          rate=10_000)
+    a = synth_and_analyze(
+        tmp_path, db, cli, "fwd", "base_latency_ns=25000", "jitter_ns=30", packets=50_000, rate=10_000
+    )
     with store_at() as s:
-        run_id = add_run(s, add_experiment(s), dut_kind="lowtail-fwd", dut_config={"work_ns": 20_000, "batch": 1},
-                         rate_pps=10_000, analysis_id=a["analysis_id"])
+        run_id = add_run(
+            s,
+            add_experiment(s),
+            dut_kind="lowtail-fwd",
+            dut_config={"work_ns": 20_000, "batch": 1},
+            rate_pps=10_000,
+            analysis_id=a["analysis_id"],
+        )
     r = cli("model", "simulate", "--run", run_id, "--db", db, "--json")
     assert r.code == 0, r.err
     comp = r.json()["comparison"]
@@ -134,13 +203,16 @@ def test_cli_simulate_compared_with_a_stored_fwd_run(cli, db, tmp_path, store_at
     assert r.code == 0 and "measured" in r.out and "predicted" in r.out
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--service", "gauss:3"], "--service 'gauss:3'"),
-    (["--burst", "0"], "values must be positive"),
-    (["--irq", "250"], "RATE_HZ:DURATION"),
-    (["--rate", "1000", "--burst", "10", "--burst-gap", "2ms"], "lasts longer than"),
-    (["--arrivals", "bursty"], "cbr or poisson"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--service", "gauss:3"], "--service 'gauss:3'"),
+        (["--burst", "0"], "values must be positive"),
+        (["--irq", "250"], "RATE_HZ:DURATION"),
+        (["--rate", "1000", "--burst", "10", "--burst-gap", "2ms"], "lasts longer than"),
+        (["--arrivals", "bursty"], "cbr or poisson"),
+    ],
+)
 def test_cli_simulate_bad_input(cli, db, args, message):
     r = cli("model", "simulate", *args, "--db", db)
     assert r.code == 2 and message in r.err, r.err

@@ -12,7 +12,6 @@ import pyarrow.parquet as pq
 import pytest
 
 from lowtail.analysis import AnalyzeOptions, analyze_pair
-
 from lowtail.testbed.system import ip
 
 from .conftest import native, run_native
@@ -46,8 +45,22 @@ def settle() -> None:
 
 def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, background, tmp_path):
     cap, (pre, post) = capture(background, tmp_path, wire.tx, wire.rx, extra=("--zstd",))
-    r, gen = generate(wire.tx, tmp_path, "--rate", "20000", "--count", "10000", "--burst", "2",
-                      "--flows", "4", "--frame-size", "128", "--first-id", "1000")
+    r, gen = generate(
+        wire.tx,
+        tmp_path,
+        "--rate",
+        "20000",
+        "--count",
+        "10000",
+        "--burst",
+        "2",
+        "--flows",
+        "4",
+        "--frame-size",
+        "128",
+        "--first-id",
+        "1000",
+    )
     settle()
     code, err, stats = cap.stop()
     assert code == 0, err
@@ -67,8 +80,20 @@ def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, back
 
 def test_a_capture_with_a_duration_stops_by_itself(wire, tmp_path):
     stats = tmp_path / "cap.json"
-    r = run_native([native(CAP), "--iface", wire.rx, "--out", str(tmp_path / "x.pcap"), "--duration", "300ms",
-                    "--stats-json", str(stats)], timeout=30)
+    r = run_native(
+        [
+            native(CAP),
+            "--iface",
+            wire.rx,
+            "--out",
+            str(tmp_path / "x.pcap"),
+            "--duration",
+            "300ms",
+            "--stats-json",
+            str(stats),
+        ],
+        timeout=30,
+    )
     assert r.returncode == 0, r.stderr
     doc = json.loads(stats.read_text())
     assert doc["stopped_by"] == "duration"
@@ -77,8 +102,10 @@ def test_a_capture_with_a_duration_stops_by_itself(wire, tmp_path):
 
 
 def test_the_forwarder_forwards_everything_unchanged(looped, background, tmp_path):
-    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out,
-                      "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    fwd = background(
+        [native(FWD), "--in", looped.dut_in, "--out", looped.dut_out, "--stats-json", str(tmp_path / "fwd.json")],
+        tmp_path / "fwd.json",
+    )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
     generate(looped.tx, tmp_path, "--rate", "20000", "--count", "5000", "--vlan", "7")
     settle()
@@ -90,7 +117,7 @@ def test_the_forwarder_forwards_everything_unchanged(looped, background, tmp_pat
     assert fwd_stats["stopped_by"] == "SIGTERM"
     assert [s["frames"] for s in cap_stats["interfaces"]] == [5000, 5000]
     # Unchanged: the bytes that came back are the bytes that left (VLAN tag included).
-    assert pre.read_bytes()[24 + 16:24 + 16 + 60] == post.read_bytes()[24 + 16:24 + 16 + 60]
+    assert pre.read_bytes()[24 + 16 : 24 + 16 + 60] == post.read_bytes()[24 + 16 : 24 + 16 + 60]
     doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
     assert (doc["received"], doc["lost"]) == (5000, 0)
 
@@ -101,13 +128,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def test_a_forwarder_that_may_sleep_leaves_its_core_to_others_and_forwards_everything(looped, background,
-                                                                                       tmp_path):
+def test_a_forwarder_that_may_sleep_leaves_its_core_to_others_and_forwards_everything(looped, background, tmp_path):
     # On a shared core the forwarder busy-polls only --spin-us after the last frame: idle,
     # it must not burn its core (other programs there need it), and sleeping must not
     # lose or delay frames by the milliseconds a preempted busy-poller does.
-    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out, "--work-ns", "2000",
-                      "--spin-us", "10", "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    fwd = background(
+        [
+            native(FWD),
+            "--in",
+            looped.dut_in,
+            "--out",
+            looped.dut_out,
+            "--work-ns",
+            "2000",
+            "--spin-us",
+            "10",
+            "--stats-json",
+            str(tmp_path / "fwd.json"),
+        ],
+        tmp_path / "fwd.json",
+    )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
     cpu_before, wall_before = cpu_seconds(fwd.proc.pid), time.monotonic()
     generate(looped.tx, tmp_path, "--rate", "2000", "--count", "2000")
@@ -131,8 +171,22 @@ def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, backgr
     # that were waiting together leave together, after all of them were processed; with
     # batch 1 each leaves after its own work.
     work_ns = 100_000
-    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out, "--work-ns", str(work_ns),
-                      "--batch", str(batch), "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    fwd = background(
+        [
+            native(FWD),
+            "--in",
+            looped.dut_in,
+            "--out",
+            looped.dut_out,
+            "--work-ns",
+            str(work_ns),
+            "--batch",
+            str(batch),
+            "--stats-json",
+            str(tmp_path / "fwd.json"),
+        ],
+        tmp_path / "fwd.json",
+    )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
     generate(looped.tx, tmp_path, "--rate", "8000", "--burst", "8", "--count", "320")
     settle()
@@ -183,8 +237,19 @@ def test_capture_drops_are_counted_not_silent(wire, background, tmp_path):
 
 
 def test_hardware_timestamps_are_detected_and_refused_where_missing(wire, tmp_path):
-    r = run_native([native(CAP), "--iface", wire.rx, "--out", str(tmp_path / "x.pcap"),
-                    "--timestamps", "hardware", "--duration", "0.1"])
+    r = run_native(
+        [
+            native(CAP),
+            "--iface",
+            wire.rx,
+            "--out",
+            str(tmp_path / "x.pcap"),
+            "--timestamps",
+            "hardware",
+            "--duration",
+            "0.1",
+        ]
+    )
     assert r.returncode == 2
     assert "cannot stamp received frames in hardware" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
@@ -216,11 +281,16 @@ def test_a_rate_out_of_reach_is_reported_not_hidden(wire, tmp_path):
 
 
 def test_signals_stop_every_program_cleanly_with_statistics(looped, background, tmp_path):
-    fwd = background([native(FWD), "--in", looped.dut_in, "--out", looped.dut_out,
-                      "--stats-json", str(tmp_path / "fwd.json")], tmp_path / "fwd.json")
+    fwd = background(
+        [native(FWD), "--in", looped.dut_in, "--out", looped.dut_out, "--stats-json", str(tmp_path / "fwd.json")],
+        tmp_path / "fwd.json",
+    )
     stats = tmp_path / "gen.json"
-    gen = subprocess.Popen([native(GEN), "--iface", looped.tx, "--rate", "10000", "--duration", "60",
-                            "--stats-json", str(stats)], stderr=subprocess.PIPE, text=True)
+    gen = subprocess.Popen(
+        [native(GEN), "--iface", looped.tx, "--rate", "10000", "--duration", "60", "--stats-json", str(stats)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         settle()
         gen.send_signal(signal.SIGINT)
@@ -236,20 +306,26 @@ def test_signals_stop_every_program_cleanly_with_statistics(looped, background, 
     assert fwd_stats["received"] == doc["sent"]
 
 
-@pytest.mark.parametrize("program,args,message", [
-    (GEN, ["--iface", "nosuch0", "--rate", "1000", "--count", "1"], "no such interface: nosuch0"),
-    (GEN, ["--iface", "lg0@lowtail-no-such-ns", "--rate", "1000", "--count", "1"], "no such network namespace"),
-    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
-    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
-    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "100"], "outside 1..99"),
-    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--nice", "-21"], "outside -20..19"),
-    (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "5", "--nice", "0"],
-     "--nice applies to ordinary scheduling"),
-    (CAP, ["--iface", "{tx}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
-    (CAP, ["--iface", "{tx}", "--iface", "{rx}", "--out", "x.pcap"], "one --out per --iface"),
-    (FWD, ["--in", "{tx}", "--out", "nosuch1"], "no such interface: nosuch1"),
-    (FWD, ["--in", "{tx}", "--out", "{rx}", "--batch", "0"], "--batch must be at least 1"),
-])
+@pytest.mark.parametrize(
+    "program,args,message",
+    [
+        (GEN, ["--iface", "nosuch0", "--rate", "1000", "--count", "1"], "no such interface: nosuch0"),
+        (GEN, ["--iface", "lg0@lowtail-no-such-ns", "--rate", "1000", "--count", "1"], "no such network namespace"),
+        (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--cpu", "4096"], "cannot pin to core 4096"),
+        (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--frame-size", "1600"], "needs an MTU"),
+        (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "100"], "outside 1..99"),
+        (GEN, ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--nice", "-21"], "outside -20..19"),
+        (
+            GEN,
+            ["--iface", "{tx}", "--rate", "1000", "--count", "1", "--rt-priority", "5", "--nice", "0"],
+            "--nice applies to ordinary scheduling",
+        ),
+        (CAP, ["--iface", "{tx}", "--out", "/nonexistent/dir/x.pcap"], "cannot create"),
+        (CAP, ["--iface", "{tx}", "--iface", "{rx}", "--out", "x.pcap"], "one --out per --iface"),
+        (FWD, ["--in", "{tx}", "--out", "nosuch1"], "no such interface: nosuch1"),
+        (FWD, ["--in", "{tx}", "--out", "{rx}", "--batch", "0"], "--batch must be at least 1"),
+    ],
+)
 def test_bad_set_up_is_one_clear_line_and_exit_2(wire, program, args, message):
     argv = [native(program), *[a.format(tx=wire.tx, rx=wire.rx) for a in args]]
     r = run_native(argv, timeout=30)
@@ -269,9 +345,28 @@ def test_without_privileges_it_says_what_is_needed(wire):
     if subprocess.run(["setpriv", "--help"], capture_output=True).returncode != 0:
         pytest.skip("needs setpriv (util-linux) to drop privileges")
     # Inside the namespace already (ip netns exec), as nobody with no capabilities.
-    r = run_native(["ip", "netns", "exec", wire.tb.lg_ns, "setpriv", "--reuid", "65534", "--regid", "65534",
-                    "--clear-groups", "--inh-caps=-all", native(GEN), "--iface", "lg0", "--rate", "1000",
-                    "--count", "1"])
+    r = run_native(
+        [
+            "ip",
+            "netns",
+            "exec",
+            wire.tb.lg_ns,
+            "setpriv",
+            "--reuid",
+            "65534",
+            "--regid",
+            "65534",
+            "--clear-groups",
+            "--inh-caps=-all",
+            native(GEN),
+            "--iface",
+            "lg0",
+            "--rate",
+            "1000",
+            "--count",
+            "1",
+        ]
+    )
     assert r.returncode == 2, r.stderr
     assert "CAP_NET_RAW" in r.stderr
 

@@ -15,10 +15,14 @@ from lowtail.testbed.containment import tagged_cgroups
 from lowtail.testbed.registry import STATE_DIR, list_netns
 from lowtail.testbed.system import missing_capabilities
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or bool(missing_capabilities()),
-                                reason="needs root: network namespaces, veth links, packet sockets and cgroups")
-needs_dpdk = pytest.mark.skipif(shutil.which("dpdk-testpmd", path="/usr/bin:/usr/local/bin") is None,
-                                reason="DPDK is not installed (Debian package dpdk-dev)")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or bool(missing_capabilities()),
+    reason="needs root: network namespaces, veth links, packet sockets and cgroups",
+)
+needs_dpdk = pytest.mark.skipif(
+    shutil.which("dpdk-testpmd", path="/usr/bin:/usr/local/bin") is None,
+    reason="DPDK is not installed (Debian package dpdk-dev)",
+)
 
 
 def resources_of(pid: int) -> list[str]:

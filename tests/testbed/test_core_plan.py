@@ -10,8 +10,7 @@ TWO_CORES = CorePlan(housekeeping=0, generator=1, capture=0, dut=[0])
 
 
 def fwd(**options) -> LowtailFwd:
-    return LowtailFwd("f", {"work_ns": 0, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None}
-                      | options)
+    return LowtailFwd("f", {"work_ns": 0, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None} | options)
 
 
 def test_a_forwarder_busy_polls_only_on_an_isolated_core_of_its_own():

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from tb_helpers import needs_dpdk, needs_root, resources_of
 
 from lowtail.errors import Failure
 from lowtail.testbed.containment import cpuset_hierarchy, parse_cpu_list
@@ -21,24 +22,30 @@ from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
 from lowtail.testbed.system import is_alive
 from lowtail.testbed.topology import Testbed as SoftTestbed
-from tb_helpers import needs_dpdk, needs_root, resources_of
 
 pytestmark = [needs_root, pytest.mark.root]
 
 PLAN = CorePlan.for_host()
-MIRRED_SETUP = ["tc qdisc add dev {in} ingress",
-                "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect "
-                "dev {out}"]
+MIRRED_SETUP = [
+    "tc qdisc add dev {in} ingress",
+    "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev {out}",
+]
 
 
 def custom(command=None, setup=(), containment="bare", cpus=None, ready_timeout=5_000_000_000):
-    return {"command": command, "setup": list(setup), "ready_timeout": ready_timeout, "containment": containment,
-            "cpus": cpus}
+    return {
+        "command": command,
+        "setup": list(setup),
+        "ready_timeout": ready_timeout,
+        "containment": containment,
+        "cpus": cpus,
+    }
 
 
 def forwards(tb: SoftTestbed, dut, timeout: float = 10.0) -> bool:
-    took = wait_forwarding(tb.lg_ns, tb.tx, tb.rx, tb.macs[tb.tx], tb.macs[tb.rx], timeout,
-                           still_starting=lambda: dut.failure() is None)
+    took = wait_forwarding(
+        tb.lg_ns, tb.tx, tb.rx, tb.macs[tb.tx], tb.macs[tb.rx], timeout, still_starting=lambda: dut.failure() is None
+    )
     return took is not None
 
 
@@ -48,12 +55,15 @@ def nothing_left_behind():
     assert resources_of(os.getpid()) == []
 
 
-@pytest.mark.parametrize("kind, options", [
-    ("wire", {}),
-    ("kernel-mirred", {}),
-    ("bridge", {}),
-    ("custom", custom(setup=MIRRED_SETUP)),
-])
+@pytest.mark.parametrize(
+    "kind, options",
+    [
+        ("wire", {}),
+        ("kernel-mirred", {}),
+        ("bridge", {}),
+        ("custom", custom(setup=MIRRED_SETUP)),
+    ],
+)
 def test_kernel_duts_forward_and_vanish(tmp_path, kind, options):
     with SoftTestbed(tmp_path, wire=kind == "wire") as tb:
         dut = make_dut(kind, "x", options)
@@ -87,8 +97,15 @@ def test_custom_command_runs_with_interfaces_substituted_and_its_crash_is_seen(t
 def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_path):
     core = CorePlan.available()[-1]
     with SoftTestbed(tmp_path) as tb:
-        dut = make_dut("custom", "x", custom(command="sh -c " + repr(" ; ".join(MIRRED_SETUP) + " ; exec sleep 60"),
-                                             containment="container", cpus=[core]))
+        dut = make_dut(
+            "custom",
+            "x",
+            custom(
+                command="sh -c " + repr(" ; ".join(MIRRED_SETUP) + " ; exec sleep 60"),
+                containment="container",
+                cpus=[core],
+            ),
+        )
         dut.start(tb, PLAN)
         assert forwards(tb, dut)
         pid = dut.program.pid
@@ -141,9 +158,8 @@ def test_testpmd_totals_are_read_from_its_last_block():
 
 
 def test_errors_during_setup_remove_what_was_made(tmp_path):
-    with pytest.raises(Failure, match="setup"):
-        with SoftTestbed(tmp_path) as tb:
-            make_dut("custom", "x", custom(setup=["tc qdisc add dev nosuchdev ingress"])).start(tb, PLAN)
+    with pytest.raises(Failure, match="setup"), SoftTestbed(tmp_path) as tb:
+        make_dut("custom", "x", custom(setup=["tc qdisc add dev nosuchdev ingress"])).start(tb, PLAN)
     assert not set(tb.namespaces) & set(list_netns())
 
 
@@ -174,8 +190,9 @@ time.sleep(300)
 @pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
 def test_clean_removes_what_killed_runs_left_and_only_that(tmp_path):
     with SoftTestbed(tmp_path / "live") as live:
-        killed = subprocess.Popen([sys.executable, "-c", _ORPHAN, str(tmp_path / "dead")], stdout=subprocess.PIPE,
-                                  text=True)
+        killed = subprocess.Popen(
+            [sys.executable, "-c", _ORPHAN, str(tmp_path / "dead")], stdout=subprocess.PIPE, text=True
+        )
         tag, dut_pid = killed.stdout.readline().split()
         os.kill(killed.pid, signal.SIGKILL)
         killed.wait()

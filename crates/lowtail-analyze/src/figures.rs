@@ -1,7 +1,7 @@
 use serde::Serialize;
 
-use lowtail_stats::{Bin, WorstEvent};
 use lowtail_stats::hgrm::PercentileRow;
+use lowtail_stats::{Bin, WorstEvent};
 
 /// Latency figures in integer nanoseconds (mean and stddev as floats).
 #[derive(Debug, Clone, Serialize, PartialEq)]

@@ -398,7 +398,10 @@ fn collect_warnings(
             ));
         }
         if s.backwards > 0 {
-            warnings.push(format!("{name}: timestamps go backwards {} times (software timestamps on several CPUs?)", s.backwards));
+            warnings.push(format!(
+                "{name}: timestamps go backwards {} times (software timestamps on several CPUs?)",
+                s.backwards
+            ));
         }
     }
     if c.pre_duplicates > 0 {

@@ -43,8 +43,16 @@ fn hostile_moonsniff_pairs_never_panic() {
         let mut pre_recs = Vec::new();
         let mut post_recs = Vec::new();
         for k in 0..n {
-            let ts = if k as u64 % hostile_every == 0 { hostile_ts(&mut rng, base) } else { base.wrapping_add(k as i64 * 1000) };
-            let id = if rng.random::<u64>() % 10 == 0 { rng.random::<u64>() as u32 } else { (u32::MAX - 50).wrapping_add(k as u32) };
+            let ts = if (k as u64).is_multiple_of(hostile_every) {
+                hostile_ts(&mut rng, base)
+            } else {
+                base.wrapping_add(k as i64 * 1000)
+            };
+            let id = if rng.random::<u64>() % 10 == 0 {
+                rng.random::<u64>() as u32
+            } else {
+                (u32::MAX - 50).wrapping_add(k as u32)
+            };
             pre_recs.push((ts, id));
             if rng.random::<u64>() % 5 != 0 {
                 let lat = if rng.random::<u64>() % 10 == 0 { rng.random::<u64>() as i64 } else { 3000 };

@@ -28,10 +28,8 @@ impl MoonSniffReader {
         if self.finished {
             return Ok(None);
         }
-        let have = self
-            .window
-            .ensure(RECORD_LEN)
-            .map_err(|source| CaptureError::Io { path: self.path.clone(), source })?;
+        let have =
+            self.window.ensure(RECORD_LEN).map_err(|source| CaptureError::Io { path: self.path.clone(), source })?;
         if have < RECORD_LEN {
             self.finished = true;
             if have > 0 {

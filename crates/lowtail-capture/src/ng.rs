@@ -38,7 +38,7 @@ impl TsScale {
             }
             1u128.checked_shl(exp)?
         };
-        if 1_000_000_000u128 % units == 0 {
+        if 1_000_000_000u128.is_multiple_of(units) {
             Some(TsScale::Mul((1_000_000_000u128 / units) as i64))
         } else {
             Some(TsScale::PerSecond(units))
@@ -155,7 +155,7 @@ impl NgReader {
             }
             let block_type = if self.big_endian { block_type.swap_bytes() } else { block_type };
             let len = self.u32_at(b, 4) as usize;
-            if len < 12 || len % 4 != 0 || len > MAX_RECORD {
+            if len < 12 || !len.is_multiple_of(4) || len > MAX_RECORD {
                 return Err(self.corrupt(format!("block of type {block_type:#x} claims length {len}")));
             }
             let have = self.window.ensure(len).map_err(|e| self.io(e))?;
@@ -190,7 +190,9 @@ impl NgReader {
                     offset_ns: tsoffset_s(&idb.options, self.big_endian).saturating_mul(NS_PER_SEC),
                     snaplen: idb.snaplen,
                 },
-                None => return Err(self.corrupt(format!("interface has an impossible if_tsresol {:#x}", idb.if_tsresol))),
+                None => {
+                    return Err(self.corrupt(format!("interface has an impossible if_tsresol {:#x}", idb.if_tsresol)))
+                }
             },
             Ok(_) => return Ok(()),
             Err(e) => return Err(self.corrupt(format!("block of type {block_type:#x} does not parse ({e:?})"))),
@@ -235,7 +237,8 @@ impl NgReader {
             return Ok(None);
         };
         let data = &self.window.bytes()[..len];
-        let parsed = if self.big_endian { parse_enhancedpacketblock_be(data) } else { parse_enhancedpacketblock_le(data) };
+        let parsed =
+            if self.big_endian { parse_enhancedpacketblock_be(data) } else { parse_enhancedpacketblock_le(data) };
         let epb = match parsed {
             Ok((_, epb)) => epb,
             Err(e) => return Err(self.corrupt(format!("packet block does not parse ({e:?})"))),

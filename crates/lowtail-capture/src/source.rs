@@ -135,7 +135,10 @@ fn kind_of(head: &[u8], path: &Path, options: &OpenOptions) -> Result<Kind, Capt
         _ => {
             let head_hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
             let hint = if head.len() < 4 { "too short to hold any magic" } else { "no pcap/pcapng magic" };
-            Err(CaptureError::NotACapture { path: path.to_path_buf(), head: format!("{} — {hint}", head_hex.join(" ")) })
+            Err(CaptureError::NotACapture {
+                path: path.to_path_buf(),
+                head: format!("{} — {hint}", head_hex.join(" ")),
+            })
         }
     }
 }
@@ -161,7 +164,7 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<CaptureReader, Capture
     let file = File::open(path).map_err(io_err)?;
     let meta = file.metadata().map_err(io_err)?;
     if meta.is_dir() {
-        return Err(io_err(io::Error::new(io::ErrorKind::Other, "is a directory, not a capture file")));
+        return Err(io_err(io::Error::other("is a directory, not a capture file")));
     }
     if meta.len() == 0 {
         return Err(CaptureError::Empty { path: path.to_path_buf() });
@@ -190,25 +193,20 @@ pub fn open_reader(
         let kind = kind_of(&raw.prefix, path, options)?;
         return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression, None);
     }
-    let decoded: Box<dyn Read + Send> = match compression {
-        Compression::None => unreachable!("handled above"),
-        Compression::Zstd => Box::new(
-            zstd::stream::read::Decoder::new(raw).map_err(|e| CaptureError::Decompress {
-                path: path_buf.clone(),
-                codec: "zstd",
-                detail: e.to_string(),
-            })?,
-        ),
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
-    };
+    let decoded: Box<dyn Read + Send> =
+        match compression {
+            Compression::None => unreachable!("handled above"),
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(|e| {
+                CaptureError::Decompress { path: path_buf.clone(), codec: "zstd", detail: e.to_string() }
+            })?),
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
+        };
     let mut stream = Greedy { prefix: Vec::new(), pos: 0, inner: decoded };
     let head = read_head(&mut stream, &path_buf).map_err(|e| match (compression, e) {
         (Compression::None, e) => e,
-        (c, CaptureError::Io { source, .. }) => CaptureError::Decompress {
-            path: path_buf.clone(),
-            codec: c.name(),
-            detail: source.to_string(),
-        },
+        (c, CaptureError::Io { source, .. }) => {
+            CaptureError::Decompress { path: path_buf.clone(), codec: c.name(), detail: source.to_string() }
+        }
         (_, e) => e,
     })?;
     if head.is_empty() {
@@ -266,9 +264,9 @@ impl<R: Read> Read for DecodeErrors<R> {
     }
 }
 
-fn read_head(r: &mut impl Read, path: &PathBuf) -> Result<Vec<u8>, CaptureError> {
+fn read_head(r: &mut impl Read, path: &Path) -> Result<Vec<u8>, CaptureError> {
     let mut head = vec![0u8; 32];
-    let n = r.read(&mut head).map_err(|source| CaptureError::Io { path: path.clone(), source })?;
+    let n = r.read(&mut head).map_err(|source| CaptureError::Io { path: path.to_path_buf(), source })?;
     head.truncate(n);
     Ok(head)
 }

@@ -208,7 +208,7 @@ pub fn units_per_second(tsresol: u8) -> u128 {
 }
 
 fn pad4(v: &mut Vec<u8>) {
-    while v.len() % 4 != 0 {
+    while !v.len().is_multiple_of(4) {
         v.push(0);
     }
 }

@@ -33,7 +33,7 @@ impl Rng {
         self.0.random_range(0..n.max(1))
     }
     fn chance(&mut self, one_in: u64) -> bool {
-        self.next() % one_in == 0
+        self.next().is_multiple_of(one_in)
     }
 }
 
@@ -46,7 +46,8 @@ fn budget() -> Duration {
 fn seeds() -> Vec<(Vec<u8>, &'static str)> {
     let frame = |k: u8| -> Vec<u8> { (0..(20 + k as usize * 7)).map(|i| (i as u8).wrapping_mul(k)).collect() };
     let mut out = Vec::new();
-    for (nanos, endian) in [(true, Endian::Little), (false, Endian::Big), (true, Endian::Big), (false, Endian::Little)] {
+    for (nanos, endian) in [(true, Endian::Little), (false, Endian::Big), (true, Endian::Big), (false, Endian::Little)]
+    {
         let mut w = PcapWriter::new(Vec::new(), LinkType::Ethernet, nanos, endian, 65535).unwrap();
         for k in 0..6u8 {
             w.write(1_000_000_000 + k as i64 * 1000, &frame(k), 20 + k as u32 * 7).unwrap();
@@ -74,7 +75,8 @@ fn seeds() -> Vec<(Vec<u8>, &'static str)> {
     out
 }
 
-const INTERESTING_U32: [u32; 12] = [0, 1, 4, 11, 12, 16, 28, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 16 << 20, (16 << 20) + 1];
+const INTERESTING_U32: [u32; 12] =
+    [0, 1, 4, 11, 12, 16, 28, 0x7fff_ffff, 0x8000_0000, 0xffff_ffff, 16 << 20, (16 << 20) + 1];
 
 fn mutate(rng: &mut Rng, input: &mut Vec<u8>, donors: &[(Vec<u8>, &str)]) {
     for _ in 0..1 + rng.below(4) {
@@ -118,7 +120,7 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, donors: &[(Vec<u8>, &str)]) {
                 let at = rng.below(len + 1);
                 let n = rng.below(200);
                 let b = rng.next() as u8;
-                input.splice(at..at, std::iter::repeat(b).take(n));
+                input.splice(at..at, std::iter::repeat_n(b, n));
             }
         }
     }
@@ -171,7 +173,11 @@ fn run_for_budget(label: &str, mut one: impl FnMut(&mut Rng) -> (Vec<u8>, &'stat
             Ok(Err(msg)) => Some(msg),
             Err(panic) => Some(format!(
                 "panicked: {}",
-                panic.downcast_ref::<String>().cloned().or(panic.downcast_ref::<&str>().map(|s| s.to_string())).unwrap_or_default()
+                panic
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or(panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default()
             )),
         };
         if let Some(msg) = failure {

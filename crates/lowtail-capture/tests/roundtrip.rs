@@ -159,7 +159,7 @@ proptest! {
             w.write(*ts, *id).unwrap();
         }
         let mut bytes = w.into_inner();
-        bytes.extend(std::iter::repeat(0xee).take(extra));
+        bytes.extend(std::iter::repeat_n(0xee, extra));
         // A MoonSniff file has no magic: the name or the option says what it is.
         let options = OpenOptions { force_moonsniff: !by_name, ..OpenOptions::default() };
         let name = if by_name { "x.mscap" } else { "x.bin" };
@@ -194,12 +194,15 @@ fn pcap_and_pcapng_from_a_dribbling_stream() {
         ng.write_enhanced(0, k * 1000, &data, data.len() as u32).unwrap();
     }
     for bytes in [w.into_inner(), ng.into_inner()] {
-        let mut whole = lowtail_capture::open_reader(boxed(bytes.clone()), std::path::Path::new("a"), &OpenOptions::default()).unwrap();
+        let mut whole =
+            lowtail_capture::open_reader(boxed(bytes.clone()), std::path::Path::new("a"), &OpenOptions::default())
+                .unwrap();
         let want = drain(&mut whole, usize::MAX).0;
         assert_eq!(want.len(), 500);
         for step in [1, 3, 7, 4096] {
             let d = Dribble { bytes: bytes.clone(), pos: 0, step };
-            let mut r = lowtail_capture::open_reader(Box::new(d), std::path::Path::new("a"), &OpenOptions::default()).unwrap();
+            let mut r =
+                lowtail_capture::open_reader(Box::new(d), std::path::Path::new("a"), &OpenOptions::default()).unwrap();
             assert_eq!(drain(&mut r, usize::MAX).0, want, "step {step}");
         }
     }
@@ -258,13 +261,20 @@ fn compressed_capture_cut_short() {
     let whole = drain(&mut open_via(Via::Stream, &plain, "w.pcap", &OpenOptions::default()).unwrap(), usize::MAX).0;
     for compressed in [zstd_bytes(&plain), gzip_bytes(&plain)] {
         for cut in [compressed.len() / 3, compressed.len() / 2, compressed.len() - 5, compressed.len() - 1] {
-            let mut r = lowtail_capture::open_reader(boxed(compressed[..cut].to_vec()), std::path::Path::new("cut.pcap.zst"),
-                                                     &OpenOptions::default()).unwrap();
+            let mut r = lowtail_capture::open_reader(
+                boxed(compressed[..cut].to_vec()),
+                std::path::Path::new("cut.pcap.zst"),
+                &OpenOptions::default(),
+            )
+            .unwrap();
             let (got, warnings, err) = drain(&mut r, usize::MAX);
             assert!(err.is_none(), "cut at {cut}: {err:?}");
             // (a gzip cut inside its 8-byte trailer still holds every record)
             assert!(got.len() > 1000 && got[..] == whole[..got.len()], "cut at {cut}: {} records", got.len());
-            assert!(warnings.iter().any(|w| w.contains("stream ends early") && w.contains("cut.pcap.zst")), "{warnings:?}");
+            assert!(
+                warnings.iter().any(|w| w.contains("stream ends early") && w.contains("cut.pcap.zst")),
+                "{warnings:?}"
+            );
         }
     }
 }

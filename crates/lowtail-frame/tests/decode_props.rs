@@ -71,7 +71,7 @@ fn build(s: &Shape, id: u64) -> (Vec<u8>, usize) {
         l3.push(0);
         l3.extend_from_slice(&((ihl * 4 + l4.len()) as u16).to_be_bytes());
         l3.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2]);
-        l3.extend(std::iter::repeat(1u8).take(s.v4_option_words as usize * 4)); // NOP options
+        l3.extend(std::iter::repeat_n(1u8, s.v4_option_words as usize * 4)); // NOP options
     }
     let ethertype: u16 = if s.ipv6 { 0x86dd } else { 0x0800 };
     let mut f = Vec::new();
@@ -282,7 +282,8 @@ fn foreign_frames_are_not_udp() {
 #[test]
 fn frame_shorter_than_its_ip_length_is_too_short_not_snapped() {
     let frame: [u8; 28] = [
-        0x45, 0, 0, 0x2a, 0, 0, 0x40, 0, 0x40, 0x11, 0xd5, 0, 0, 0, 0, 0, 0, 0x03, 0x5a, 0x5a, // IPv4, 42 B claimed
+        0x45, 0, 0, 0x2a, 0, 0, 0x40, 0, 0x40, 0x11, 0xd5, 0, 0, 0, 0, 0, 0, 0x03, 0x5a,
+        0x5a, // IPv4, 42 B claimed
         0x5a, 0x5a, 0x5a, 0x5a, 0x01, 0x00, 0, 0, // UDP header, 256 B claimed; no payload captured
     ];
     let spec = IdSpec { offset: 0, width: 8, endian: Endian::Big, udp_dst_port: None };

@@ -33,7 +33,11 @@ fn main() {
         return;
     }
     let t = std::time::Instant::now();
-    let mut m = Matcher::new(Sum(0, 0), 1_000_000_000, std::env::var("HORIZON").ok().and_then(|h| h.parse().ok()).unwrap_or(10_000_000_000));
+    let mut m = Matcher::new(
+        Sum(0, 0),
+        1_000_000_000,
+        std::env::var("HORIZON").ok().and_then(|h| h.parse().ok()).unwrap_or(10_000_000_000),
+    );
     for (ts, is_pre, id) in events {
         if is_pre {
             m.push_pre(ts, id)

@@ -9,5 +9,5 @@ pub mod suggest;
 pub mod unwrap;
 
 pub use lowtail_frame::{extract_id, Endian, Extracted, IdSpec};
-pub use matcher::{Counters, Matched, MatchSink, Matcher, Outcome};
+pub use matcher::{Counters, MatchSink, Matched, Matcher, Outcome};
 pub use unwrap::Unwrapper;

@@ -87,11 +87,11 @@ fn reference(pre: &[Event], post: &[Event], trim: i64) -> (Counters, Vec<(Outcom
             Some(&(index, pre_ts)) => {
                 if trimmed(pre_ts) {
                     c.trimmed_post += 1;
-                } else if first_copy.contains_key(&id) {
-                    c.duplicates += 1;
-                } else {
-                    first_copy.insert(id, ts);
+                } else if let std::collections::hash_map::Entry::Vacant(e) = first_copy.entry(id) {
+                    e.insert(ts);
                     arrivals.push(index);
+                } else {
+                    c.duplicates += 1;
                 }
             }
         }
@@ -141,7 +141,10 @@ fn rfc4737_reordered(arrivals: impl IntoIterator<Item = u64>) -> u64 {
     reordered
 }
 
-fn assert_same(got: (Counters, Vec<(Outcome, Matched)>), want: (Counters, Vec<(Outcome, Matched)>)) -> Result<(), TestCaseError> {
+fn assert_same(
+    got: (Counters, Vec<(Outcome, Matched)>),
+    want: (Counters, Vec<(Outcome, Matched)>),
+) -> Result<(), TestCaseError> {
     let (gc, gr) = got;
     let (wc, wr) = want;
     prop_assert_eq!(gc, wc);

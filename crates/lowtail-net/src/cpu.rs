@@ -52,7 +52,10 @@ pub fn set_nice(nice: i32) -> Result<(), Fatal> {
     }
     // SAFETY: setpriority on this thread (Linux: who 0 with PRIO_PROCESS is the caller).
     if unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, nice) } != 0 {
-        return Err(Fatal::os(format!("setting nice {nice} (needs CAP_SYS_NICE below 0)"), std::io::Error::last_os_error()));
+        return Err(Fatal::os(
+            format!("setting nice {nice} (needs CAP_SYS_NICE below 0)"),
+            std::io::Error::last_os_error(),
+        ));
     }
     Ok(())
 }
@@ -152,7 +155,7 @@ mod tests {
         };
         let waited = std::thread::spawn(move || {
             pin_to(core).unwrap();
-            let Some(before) = CpuWait::now() else { return None };
+            let before = CpuWait::now()?;
             let until = std::time::Instant::now() + std::time::Duration::from_millis(300);
             while std::time::Instant::now() < until {
                 std::hint::spin_loop();

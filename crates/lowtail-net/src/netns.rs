@@ -53,10 +53,13 @@ impl IfaceRef {
         let Some(ns) = &self.netns else { return f() };
         let path = if ns.starts_with('/') { ns.clone() } else { format!("/run/netns/{ns}") };
         let target = File::open(&path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => Fatal::usage(format!("no such network namespace: {ns} ({path} does not exist)")),
+            std::io::ErrorKind::NotFound => {
+                Fatal::usage(format!("no such network namespace: {ns} ({path} does not exist)"))
+            }
             _ => Fatal::os(format!("opening network namespace {path}"), e),
         })?;
-        let home = File::open("/proc/thread-self/ns/net").map_err(|e| Fatal::os("opening this thread's network namespace", e))?;
+        let home = File::open("/proc/thread-self/ns/net")
+            .map_err(|e| Fatal::os("opening this thread's network namespace", e))?;
         enter(&target).map_err(|e| Fatal::os(format!("entering network namespace {ns}"), e))?;
         let result = f();
         // Failing to come back would leave later set-up in the wrong namespace: that is a

@@ -359,7 +359,10 @@ mod tests {
         assert_eq!(log.len(), 51);
         assert!(log[..50].iter().all(|&(_, len, _)| len == 8));
         assert_eq!(log[50].1, 3);
-        assert_eq!(log.iter().map(|&(first, _, _)| first).collect::<Vec<_>>(), (0..51).map(|b| b * 8).collect::<Vec<_>>());
+        assert_eq!(
+            log.iter().map(|&(first, _, _)| first).collect::<Vec<_>>(),
+            (0..51).map(|b| b * 8).collect::<Vec<_>>()
+        );
         assert_eq!(p.inter_departure.quantile(0.5), Some(80_000));
         assert_eq!(p.sent, 403);
         assert!(verdict(&plan, &p).kept_up);

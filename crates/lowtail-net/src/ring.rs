@@ -109,7 +109,14 @@ impl Mapping {
             // MAP_LOCKED can exceed RLIMIT_MEMLOCK for an unprivileged caller: retry unlocked.
             // SAFETY: as above.
             let ptr = unsafe {
-                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, sock.raw(), 0)
+                libc::mmap(
+                    std::ptr::null_mut(),
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_SHARED,
+                    sock.raw(),
+                    0,
+                )
             };
             if ptr == libc::MAP_FAILED {
                 return Err(io::Error::last_os_error());
@@ -182,7 +189,8 @@ impl BlockRing {
             tp_feature_req_word: 0,
         };
         sock.set(libc::SOL_PACKET, libc::PACKET_RX_RING, &req).map_err(|e| ring_error(sock, "receive", e))?;
-        let map = Mapping::new(sock, block_size as usize * block_nr as usize).map_err(|e| ring_error(sock, "receive", e))?;
+        let map =
+            Mapping::new(sock, block_size as usize * block_nr as usize).map_err(|e| ring_error(sock, "receive", e))?;
         Ok(BlockRing { map, block_size: block_size as usize, block_nr: block_nr as usize, next: 0 })
     }
 
@@ -205,7 +213,8 @@ impl BlockRing {
             let mut at = block + *(self.map.at(block + 16) as *const u32) as usize;
             for _ in 0..num_pkts {
                 let h = &*(self.map.at(at) as *const libc::tpacket3_hdr);
-                let sll = &*(self.map.at(at + tpacket_align(size_of::<libc::tpacket3_hdr>())) as *const libc::sockaddr_ll);
+                let sll =
+                    &*(self.map.at(at + tpacket_align(size_of::<libc::tpacket3_hdr>())) as *const libc::sockaddr_ll);
                 let data = std::slice::from_raw_parts(self.map.at(at + h.tp_mac as usize), h.tp_snaplen as usize);
                 visit(&RxFrame {
                     ts_ns: h.tp_sec as i64 * 1_000_000_000 + h.tp_nsec as i64,
@@ -266,7 +275,13 @@ impl FrameRing {
         Self::new(sock, libc::PACKET_TX_RING, "transmit", frame_size, frame_nr)
     }
 
-    fn new(sock: &PacketSocket, which: libc::c_int, what: &str, frame_size: usize, frame_nr: usize) -> Result<FrameRing, Fatal> {
+    fn new(
+        sock: &PacketSocket,
+        which: libc::c_int,
+        what: &str,
+        frame_size: usize,
+        frame_nr: usize,
+    ) -> Result<FrameRing, Fatal> {
         assert!(frame_size.is_power_of_two() && frame_size <= V2_BLOCK);
         let version = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
         sock.set_packet_opt(libc::PACKET_VERSION, version).map_err(|e| ring_error(sock, what, e))?;
@@ -319,7 +334,8 @@ impl FrameRing {
         unsafe {
             let h = &*self.header(i);
             let base = i * self.frame_size;
-            let sll = &*(self.map.at(base + tpacket_align(size_of::<libc::tpacket2_hdr>())) as *const libc::sockaddr_ll);
+            let sll =
+                &*(self.map.at(base + tpacket_align(size_of::<libc::tpacket2_hdr>())) as *const libc::sockaddr_ll);
             Some(RxFrame {
                 ts_ns: h.tp_sec as i64 * 1_000_000_000 + h.tp_nsec as i64,
                 stamp: stamp_of(status),

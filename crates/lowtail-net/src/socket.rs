@@ -39,7 +39,8 @@ impl PacketSocket {
             // SAFETY: SIOCGIFINDEX filled the ifindex member of the union.
             let ifindex = unsafe { req.ifr_ifru.ifru_ifindex };
             let mut req = ifreq(&iface.name);
-            ioctl(raw, libc::SIOCGIFFLAGS, &mut req).map_err(|e| Fatal::os(format!("reading the flags of {iface}"), e))?;
+            ioctl(raw, libc::SIOCGIFFLAGS, &mut req)
+                .map_err(|e| Fatal::os(format!("reading the flags of {iface}"), e))?;
             // SAFETY: SIOCGIFFLAGS filled the flags member.
             let flags = unsafe { req.ifr_ifru.ifru_flags } as libc::c_int;
             if flags & libc::IFF_UP == 0 {
@@ -104,7 +105,8 @@ impl PacketSocket {
         // structs we read are plain integers).
         let mut value: T = unsafe { zeroed() };
         let mut len = size_of::<T>() as libc::socklen_t;
-        let rc = unsafe { libc::getsockopt(self.raw(), level, name, &mut value as *mut T as *mut libc::c_void, &mut len) };
+        let rc =
+            unsafe { libc::getsockopt(self.raw(), level, name, &mut value as *mut T as *mut libc::c_void, &mut len) };
         if rc != 0 {
             return Err(io::Error::last_os_error());
         }

@@ -101,7 +101,13 @@ enum Kind {
 
 impl SocketSink {
     /// Set up sending on `sock` (unbound) for bursts of up to `burst` frames.
-    pub fn new(sock: PacketSocket, frames: Frames, method: TxMethod, burst: u32, qdisc_bypass: bool) -> Result<SocketSink, Fatal> {
+    pub fn new(
+        sock: PacketSocket,
+        frames: Frames,
+        method: TxMethod,
+        burst: u32,
+        qdisc_bypass: bool,
+    ) -> Result<SocketSink, Fatal> {
         if qdisc_bypass {
             sock.set_packet_opt(libc::PACKET_QDISC_BYPASS, 1)
                 .map_err(|e| Fatal::os(format!("enabling PACKET_QDISC_BYPASS on {}", sock.iface), e))?;

@@ -86,9 +86,8 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
         let (go, ready, fifo) = (go.clone(), ready.clone(), a.fifo);
         let (duration, threshold) = (a.duration_ns, a.threshold_ns);
         handles.push(std::thread::spawn(move || -> Result<GapLog, String> {
-            let setup = pin_current_thread(cpu)
-                .map_err(|e| format!("cannot pin to CPU {cpu}: {e}"))
-                .and_then(|_| match fifo {
+            let setup =
+                pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}")).and_then(|_| match fifo {
                     Some(p) => set_fifo(p).map_err(|e| format!("cannot use SCHED_FIFO {p} on CPU {cpu}: {e}")),
                     None => Ok(()),
                 });

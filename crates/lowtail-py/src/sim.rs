@@ -12,7 +12,10 @@ const DROPPED: i64 = i64::MIN;
 /// arrival times, departure times) with the times as little-endian i64 bytes in arrival
 /// order, departures `i64::MIN` for dropped packets (numpy reads them without a copy).
 #[pyfunction]
-fn simulate_device<'py>(py: Python<'py>, spec_json: &str) -> PyResult<(String, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+fn simulate_device<'py>(
+    py: Python<'py>,
+    spec_json: &str,
+) -> PyResult<(String, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
     let spec: SimSpec =
         serde_json::from_str(spec_json).map_err(|e| LowtailError::new_err(format!("bad simulation spec: {e}")))?;
     let r = py.detach(|| simulate(&spec)).map_err(|e| LowtailError::new_err(e.to_string()))?;

@@ -10,7 +10,13 @@ use crate::LowtailError;
 /// summary as JSON.
 #[pyfunction]
 #[pyo3(signature = (pre, post, spec_json, truth=None))]
-fn synth_pair(py: Python<'_>, pre: PathBuf, post: PathBuf, spec_json: &str, truth: Option<PathBuf>) -> PyResult<String> {
+fn synth_pair(
+    py: Python<'_>,
+    pre: PathBuf,
+    post: PathBuf,
+    spec_json: &str,
+    truth: Option<PathBuf>,
+) -> PyResult<String> {
     let spec: SynthSpec =
         serde_json::from_str(spec_json).map_err(|e| LowtailError::new_err(format!("bad synth spec: {e}")))?;
     let summary = py

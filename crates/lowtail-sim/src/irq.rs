@@ -86,7 +86,7 @@ impl InterruptTimeline {
         if self.sources.is_empty() {
             return false;
         }
-        while self.window.back().map_or(true, |&(a, _)| a <= t) {
+        while self.window.back().is_none_or(|&(a, _)| a <= t) {
             self.extend();
         }
         true

@@ -29,11 +29,7 @@ pub struct SimResult {
 impl SimResult {
     /// Latencies of the delivered packets, in arrival order.
     pub fn latencies(&self) -> Vec<i64> {
-        self.arrival_ns
-            .iter()
-            .zip(&self.departure_ns)
-            .filter_map(|(a, d)| d.map(|d| d - a))
-            .collect()
+        self.arrival_ns.iter().zip(&self.departure_ns).filter_map(|(a, d)| d.map(|d| d - a)).collect()
     }
 }
 
@@ -100,9 +96,13 @@ impl ServiceSampler {
 pub fn simulate(spec: &SimSpec) -> Result<SimResult, SimError> {
     spec.validate()?;
     let n = spec.packets as usize;
-    let mut result = SimResult { arrival_ns: Vec::with_capacity(n), departure_ns: Vec::with_capacity(n), ..Default::default() };
+    let mut result =
+        SimResult { arrival_ns: Vec::with_capacity(n), departure_ns: Vec::with_capacity(n), ..Default::default() };
     let mut arrivals = Arrivals::new(spec);
-    let mut service = ServiceSampler { service: spec.service.clone(), rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x5eed_5e71) };
+    let mut service = ServiceSampler {
+        service: spec.service.clone(),
+        rng: Xoshiro256PlusPlus::seed_from_u64(spec.seed ^ 0x5eed_5e71),
+    };
     let mut irqs = InterruptTimeline::new(&spec.interrupts, spec.seed);
     let capacity = if spec.queue_capacity == 0 { usize::MAX } else { spec.queue_capacity as usize };
     // Indices of packets in the receive queue, oldest first.

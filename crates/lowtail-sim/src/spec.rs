@@ -19,13 +19,26 @@ pub enum ArrivalKind {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Service {
-    Constant { ns: f64 },
-    Exponential { mean_ns: f64 },
-    Uniform { min_ns: f64, max_ns: f64 },
+    Constant {
+        ns: f64,
+    },
+    Exponential {
+        mean_ns: f64,
+    },
+    Uniform {
+        min_ns: f64,
+        max_ns: f64,
+    },
     /// Normal, cut at zero (a negative CPU time is meaningless).
-    Normal { mean_ns: f64, sd_ns: f64 },
+    Normal {
+        mean_ns: f64,
+        sd_ns: f64,
+    },
     /// exp(N(mu, sigma)) with mu, sigma given as the median and the log-space sigma.
-    Lognormal { median_ns: f64, sigma: f64 },
+    Lognormal {
+        median_ns: f64,
+        sigma: f64,
+    },
 }
 
 impl Service {
@@ -47,7 +60,9 @@ impl Service {
             Service::Exponential { mean_ns } => mean_ns > 0.0 && mean_ns.is_finite(),
             Service::Uniform { min_ns, max_ns } => min_ns >= 0.0 && max_ns >= min_ns && max_ns.is_finite(),
             Service::Normal { mean_ns, sd_ns } => mean_ns.is_finite() && sd_ns >= 0.0 && sd_ns.is_finite(),
-            Service::Lognormal { median_ns, sigma } => median_ns > 0.0 && median_ns.is_finite() && sigma >= 0.0 && sigma.is_finite(),
+            Service::Lognormal { median_ns, sigma } => {
+                median_ns > 0.0 && median_ns.is_finite() && sigma >= 0.0 && sigma.is_finite()
+            }
         };
         if ok {
             Ok(())
@@ -140,7 +155,10 @@ impl SimSpec {
         if self.arrivals == ArrivalKind::Cbr && burst_span >= self.burst as f64 * 1e9 / self.rate_pps {
             return bad(format!(
                 "a burst of {} packets {} ns apart lasts longer than the {} ns between bursts at {} pps",
-                self.burst, self.burst_gap_ns, self.burst as f64 * 1e9 / self.rate_pps, self.rate_pps
+                self.burst,
+                self.burst_gap_ns,
+                self.burst as f64 * 1e9 / self.rate_pps,
+                self.rate_pps
             ));
         }
         if !(self.batch_overhead_ns >= 0.0 && self.batch_overhead_ns.is_finite()) {

@@ -15,7 +15,13 @@ fn quantile(sorted: &[i64], q: f64) -> i64 {
 
 #[test]
 fn light_load_latency_is_service_plus_base() {
-    let spec = SimSpec { packets: 1000, rate_pps: 100_000.0, service: constant(2_000.0), base_latency_ns: 3_100, ..Default::default() };
+    let spec = SimSpec {
+        packets: 1000,
+        rate_pps: 100_000.0,
+        service: constant(2_000.0),
+        base_latency_ns: 3_100,
+        ..Default::default()
+    };
     let r = simulate(&spec).unwrap();
     assert_eq!(r.dropped, 0);
     assert!(r.latencies().iter().all(|&l| l == 5_100));
@@ -36,7 +42,13 @@ fn overload_without_a_queue_limit_grows_linearly() {
 fn full_queue_drops_the_excess() {
     // Offered 100 kpps, served 1/12 µs = 83.3 kpps: a sixth is lost once the queue is full,
     // and the waiting time settles at queue capacity × service time.
-    let spec = SimSpec { packets: 120_000, rate_pps: 100_000.0, service: constant(12_000.0), queue_capacity: 64, ..Default::default() };
+    let spec = SimSpec {
+        packets: 120_000,
+        rate_pps: 100_000.0,
+        service: constant(12_000.0),
+        queue_capacity: 64,
+        ..Default::default()
+    };
     let r = simulate(&spec).unwrap();
     let loss = r.dropped as f64 / spec.packets as f64;
     assert!((loss - 1.0 / 6.0).abs() < 0.002, "loss {loss}");
@@ -49,7 +61,14 @@ fn full_queue_drops_the_excess() {
 #[test]
 fn burst_larger_than_batch_leaves_in_two_steps() {
     // 64 packets back to back, batch 32, 1 µs each: the seeds' two-step staircase.
-    let spec = SimSpec { packets: 64 * 10, rate_pps: 64.0 * 1_000.0, burst: 64, service: constant(1_000.0), batch: 32, ..Default::default() };
+    let spec = SimSpec {
+        packets: 64 * 10,
+        rate_pps: 64.0 * 1_000.0,
+        burst: 64,
+        service: constant(1_000.0),
+        batch: 32,
+        ..Default::default()
+    };
     let r = simulate(&spec).unwrap();
     let lat = r.latencies();
     for burst in lat.chunks(64) {
@@ -64,7 +83,12 @@ fn batch_holds_early_packets_until_the_last_is_done() {
     // Burst of 8 packets 100 ns apart, 1 µs each, batch 32: the first poll finds one
     // packet; the other seven wait for it and then leave together at 8 µs.
     let spec = SimSpec {
-        packets: 8, rate_pps: 1_000.0, burst: 8, burst_gap_ns: 100.0, service: constant(1_000.0), batch: 32,
+        packets: 8,
+        rate_pps: 1_000.0,
+        burst: 8,
+        burst_gap_ns: 100.0,
+        service: constant(1_000.0),
+        batch: 32,
         ..Default::default()
     };
     let r = simulate(&spec).unwrap();
@@ -77,7 +101,9 @@ fn batch_holds_early_packets_until_the_last_is_done() {
 fn periodic_interrupt_delays_the_packet_it_hits() {
     // 10 kpps against a 250 Hz tick: every 40th packet lands on the tick and waits 8.2 µs.
     let spec = SimSpec {
-        packets: 4_000, rate_pps: 10_000.0, service: constant(1_000.0),
+        packets: 4_000,
+        rate_pps: 10_000.0,
+        service: constant(1_000.0),
         interrupts: vec![InterruptSpec { rate_hz: 250.0, durations_ns: vec![8_200], phase_ns: 0, poisson: false }],
         ..Default::default()
     };
@@ -113,8 +139,12 @@ fn overlapping_interrupts_run_one_after_the_other() {
 fn mm1_sojourn_time_is_exponential() {
     // M/M/1 with λ = 0.5/µs, μ = 1/µs: sojourn ~ Exp(μ − λ), quantile −ln(1−q)/(μ−λ).
     let spec = SimSpec {
-        packets: 400_000, rate_pps: 500_000.0, arrivals: ArrivalKind::Poisson,
-        service: Service::Exponential { mean_ns: 1_000.0 }, seed: 7, ..Default::default()
+        packets: 400_000,
+        rate_pps: 500_000.0,
+        arrivals: ArrivalKind::Poisson,
+        service: Service::Exponential { mean_ns: 1_000.0 },
+        seed: 7,
+        ..Default::default()
     };
     let mut lat = simulate(&spec).unwrap().latencies();
     lat.sort_unstable();
@@ -129,7 +159,11 @@ fn mm1_sojourn_time_is_exponential() {
 fn md1_mean_waiting_time_follows_pollaczek_khinchine() {
     // M/D/1, ρ = 0.8, service 1 µs: mean sojourn = s + ρ·s / (2(1−ρ)) = 3 µs.
     let spec = SimSpec {
-        packets: 400_000, rate_pps: 800_000.0, arrivals: ArrivalKind::Poisson, service: constant(1_000.0), seed: 3,
+        packets: 400_000,
+        rate_pps: 800_000.0,
+        arrivals: ArrivalKind::Poisson,
+        service: constant(1_000.0),
+        seed: 3,
         ..Default::default()
     };
     let lat = simulate(&spec).unwrap().latencies();
@@ -143,7 +177,10 @@ fn bad_specs_are_refused_with_a_reason() {
     assert!(e.contains("batch"), "{e}");
     let e = simulate(&SimSpec { rate_pps: -1.0, ..Default::default() }).unwrap_err().to_string();
     assert!(e.contains("rate_pps"), "{e}");
-    let spec = SimSpec { interrupts: vec![InterruptSpec { rate_hz: 1e6, durations_ns: vec![2_000], ..Default::default() }], ..Default::default() };
+    let spec = SimSpec {
+        interrupts: vec![InterruptSpec { rate_hz: 1e6, durations_ns: vec![2_000], ..Default::default() }],
+        ..Default::default()
+    };
     assert!(simulate(&spec).unwrap_err().to_string().contains("no time"));
     let json = r#"{"packets": 10, "servce": {"kind": "constant", "ns": 5}}"#;
     assert!(serde_json::from_str::<SimSpec>(json).is_err(), "a misspelt key must not pass");

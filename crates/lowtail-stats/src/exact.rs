@@ -46,13 +46,7 @@ pub fn nearest_rank(q: f64, n: u64) -> u64 {
 
 impl ExactHistogram {
     pub fn new() -> Self {
-        ExactHistogram {
-            pages: Vec::new(),
-            dense_pages: 0,
-            spill: Vec::new(),
-            spill_sorted: true,
-            count: 0,
-        }
+        ExactHistogram { pages: Vec::new(), dense_pages: 0, spill: Vec::new(), spill_sorted: true, count: 0 }
     }
 
     #[inline]

@@ -149,8 +149,13 @@ fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
     if spec.id_width != 4 && spec.id_width != 8 {
         return bad("id_width must be 4 or 8");
     }
-    for (name, p) in [("loss", spec.loss), ("duplicate", spec.duplicate), ("reorder", spec.reorder),
-        ("foreign", spec.foreign), ("spike_probability", spec.spike_probability)] {
+    for (name, p) in [
+        ("loss", spec.loss),
+        ("duplicate", spec.duplicate),
+        ("reorder", spec.reorder),
+        ("foreign", spec.foreign),
+        ("spike_probability", spec.spike_probability),
+    ] {
         if !(0.0..=1.0).contains(&p) {
             return Err(SynthError::Spec(format!("{name} must be a probability in [0, 1]")));
         }
@@ -218,8 +223,12 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
     let mut last_fifo_departure = i64::MIN;
     let ifaces = pre_out.interfaces();
 
-    let mut write_post = |d: Departure, out: &mut CaptureOut, rng: &mut Xoshiro256PlusPlus, summary: &mut SynthSummary,
-                          template: &mut FrameTemplate| -> std::io::Result<()> {
+    let mut write_post = |d: Departure,
+                          out: &mut CaptureOut,
+                          rng: &mut Xoshiro256PlusPlus,
+                          summary: &mut SynthSummary,
+                          template: &mut FrameTemplate|
+     -> std::io::Result<()> {
         let id = spec.first_id.wrapping_add(d.seq);
         let iface = (d.seq as usize) % ifaces;
         if moonsniff {

@@ -2,7 +2,9 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
 
-use lowtail_capture::write::{ns_to_units, units_per_second, Endian, MoonSniffWriter, NgInterface, PcapNgWriter, PcapWriter};
+use lowtail_capture::write::{
+    ns_to_units, units_per_second, Endian, MoonSniffWriter, NgInterface, PcapNgWriter, PcapWriter,
+};
 use lowtail_capture::LinkType;
 
 /// Where the bytes go: plain, zstd or gzip.
@@ -110,7 +112,11 @@ impl CaptureOut {
                 CaptureOut::Ng(w, res)
             }
             "moonsniff" => CaptureOut::Moon(MoonSniffWriter::new(sink)),
-            other => return Err(format!("unknown format {other:?} (pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff)")),
+            other => {
+                return Err(format!(
+                    "unknown format {other:?} (pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff)"
+                ))
+            }
         })
     }
 

@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 import sys
 
+from lowtail.cli import analyze as _analyze  # noqa: F401  (registers commands)
+from lowtail.cli import db as _db  # noqa: F401
+from lowtail.cli import host as _host  # noqa: F401
+from lowtail.cli import model as _model  # noqa: F401
+from lowtail.cli import noise as _noise  # noqa: F401
+from lowtail.cli import report as _report  # noqa: F401
+from lowtail.cli import run as _run  # noqa: F401
+from lowtail.cli import synth as _synth  # noqa: F401
+from lowtail.cli import testbed as _testbed  # noqa: F401
 from lowtail.cli._app import app
 from lowtail.cli._output import err
-from lowtail.cli import analyze as _analyze  # noqa: F401  (registers commands)
-from lowtail.cli import synth as _synth  # noqa: F401
-from lowtail.cli import report as _report  # noqa: F401
-from lowtail.cli import db as _db  # noqa: F401
-from lowtail.cli import run as _run, testbed as _testbed  # noqa: F401
-from lowtail.cli import host as _host  # noqa: F401
-from lowtail.cli import noise as _noise  # noqa: F401
-from lowtail.cli import model as _model  # noqa: F401
 from lowtail.errors import Failure, Interrupted, UserError
 
 __all__ = ["app", "main"]
@@ -31,8 +32,7 @@ def main(argv: list[str] | None = None) -> None:
     except (UserError, Failure, Interrupted) as e:
         if debug:
             raise
-        err.print(f"lowtail: {'error: ' if not isinstance(e, Interrupted) else ''}{e}", markup=False,
-                  highlight=False)
+        err.print(f"lowtail: {'error: ' if not isinstance(e, Interrupted) else ''}{e}", markup=False, highlight=False)
         sys.exit(e.exit_code)
     except KeyboardInterrupt:
         err.print("lowtail: interrupted", markup=False)
@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as e:  # a bug, not a user mistake: still one line unless debugging
         if debug:
             raise
-        err.print(f"lowtail: internal error: {type(e).__name__}: {e} (LOWTAIL_DEBUG=1 shows a traceback)",
-                  markup=False, highlight=False)
+        err.print(
+            f"lowtail: internal error: {type(e).__name__}: {e} (LOWTAIL_DEBUG=1 shows a traceback)",
+            markup=False,
+            highlight=False,
+        )
         sys.exit(EXIT_BUG)

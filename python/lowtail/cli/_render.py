@@ -8,8 +8,17 @@ from rich.table import Table
 
 from lowtail.units import format_ns, format_us
 
-PERCENTILE_KEYS = [("min", "min"), ("p50", "50 %"), ("p90", "90 %"), ("p99", "99 %"), ("p99_9", "99.9 %"),
-                   ("p99_99", "99.99 %"), ("p99_999", "99.999 %"), ("p99_9999", "99.9999 %"), ("max", "max")]
+PERCENTILE_KEYS = [
+    ("min", "min"),
+    ("p50", "50 %"),
+    ("p90", "90 %"),
+    ("p99", "99 %"),
+    ("p99_9", "99.9 %"),
+    ("p99_99", "99.99 %"),
+    ("p99_999", "99.999 %"),
+    ("p99_9999", "99.9999 %"),
+    ("max", "max"),
+]
 
 
 def _pct(part: int, whole: int) -> str:
@@ -20,16 +29,23 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
     counts = Table(title="packets", title_justify="left", show_header=True, box=None, pad_edge=False)
     for col in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative"):
         counts.add_column(col, justify="right")
-    counts.add_row(*(f"{a[k]:,}" for k in ("sent", "received")),
-                   f"{a['lost']:,} ({_pct(a['lost'], a['sent'])})",
-                   *(f"{a[k]:,}" for k in ("duplicates", "reordered", "foreign", "negative")))
+    counts.add_row(
+        *(f"{a[k]:,}" for k in ("sent", "received")),
+        f"{a['lost']:,} ({_pct(a['lost'], a['sent'])})",
+        *(f"{a[k]:,}" for k in ("duplicates", "reordered", "foreign", "negative")),
+    )
     tables = [counts]
     lat = a.get("latency_ns")
     if lat:
         # One row per figure: ten columns of "123.456 µs" do not fit 80 characters, and
         # rich would cut the numbers to "123.4…" (piped output is 80 wide too).
-        t = Table(title=f"latency ({lat['samples']:,} samples, exact nearest rank)", title_justify="left",
-                  box=None, pad_edge=False, show_header=False)
+        t = Table(
+            title=f"latency ({lat['samples']:,} samples, exact nearest rank)",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+            show_header=False,
+        )
         t.add_column("percentile", justify="left")
         t.add_column("latency", justify="right")
         for key, label in PERCENTILE_KEYS:
@@ -43,9 +59,11 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
 def header_line(a: dict[str, Any]) -> str:
     dur = a.get("duration_ns") or 0
     rate = a["sent"] / (dur / 1e9) if dur > 0 else 0.0
-    parts = [f"{a['pre']['path']} → {a['post']['path']}",
-             f"trim {format_ns(a['trim_ns'])}",
-             f"{format_ns(dur)} analysed"]
+    parts = [
+        f"{a['pre']['path']} → {a['post']['path']}",
+        f"trim {format_ns(a['trim_ns'])}",
+        f"{format_ns(dur)} analysed",
+    ]
     if rate:
         parts.append(f"{rate:,.0f} pps sent")
     if a.get("partial"):

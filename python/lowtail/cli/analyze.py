@@ -6,13 +6,12 @@ import importlib
 import threading
 from enum import Enum
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.cli._app import app
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, out, print_json, warn, note
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.errors import UserError
 from lowtail.units import parse_duration_ns
@@ -35,27 +34,39 @@ def _warm_up_store() -> threading.Thread:
     return t
 
 
-@app.command(help="Match a PRE and a POST capture by packet id and print exact latency figures. "
-                  "Reads pcap (µs/ns, either byte order), pcapng and MoonSniff .mscap records, "
-                  "plain or zstd/gzip-compressed.")
+@app.command(
+    help="Match a PRE and a POST capture by packet id and print exact latency figures. "
+    "Reads pcap (µs/ns, either byte order), pcapng and MoonSniff .mscap records, "
+    "plain or zstd/gzip-compressed."
+)
 def analyze(
     pre: Path = typer.Argument(..., help="Capture of the packets entering the device under test."),
     post: Path = typer.Argument(..., help="Capture of the packets leaving it."),
-    id_offset: Optional[int] = typer.Option(None, min=0, help="Bytes from the start of the UDP payload to the id [default: 0]."),
-    id_width: Optional[int] = typer.Option(None, help="Id width in bytes, 4 or 8 [default: 8]; 4-byte ids are unwrapped."),
-    id_endian: Optional[Endianness] = typer.Option(None, help="Id byte order [default: big]."),
-    id_format: Optional[IdFormat] = typer.Option(None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."),
-    udp_port: Optional[int] = typer.Option(None, min=0, max=65535, help="Only UDP datagrams to this port carry ids."),
-    moonsniff_records: bool = typer.Option(False, help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."),
-    trim: float = typer.Option(1.0, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."),
+    id_offset: int | None = typer.Option(
+        None, min=0, help="Bytes from the start of the UDP payload to the id [default: 0]."
+    ),
+    id_width: int | None = typer.Option(None, help="Id width in bytes, 4 or 8 [default: 8]; 4-byte ids are unwrapped."),
+    id_endian: Endianness | None = typer.Option(None, help="Id byte order [default: big]."),
+    id_format: IdFormat | None = typer.Option(
+        None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."
+    ),
+    udp_port: int | None = typer.Option(None, min=0, max=65535, help="Only UDP datagrams to this port carry ids."),
+    moonsniff_records: bool = typer.Option(
+        False, help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
+    ),
+    trim: float = typer.Option(
+        1.0, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."
+    ),
     max_latency: str = typer.Option("10s", help="Latencies above this count as losses (bounds memory to rate × this)."),
     worst: int = typer.Option(5000, min=0, help="How many worst events to keep."),
-    export: Optional[Path] = typer.Option(None, help="Write the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to this Parquet file."),
-    hgrm: Optional[Path] = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
+    export: Path | None = typer.Option(
+        None, help="Write the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to this Parquet file."
+    ),
+    hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
     store: bool = typer.Option(True, help="Store the analysis in the database."),
-    label: Optional[str] = typer.Option(None, help="A name for this analysis in the database."),
-    report: Optional[Path] = typer.Option(None, help="Also write an HTML report to this file."),
+    label: str | None = typer.Option(None, help="A name for this analysis in the database."),
+    report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     if id_width is not None and id_width not in (4, 8):
@@ -63,11 +74,17 @@ def analyze(
     if export is not None and export.suffix.lower() != ".parquet":
         raise UserError(f"--export {export}: the file name must end in .parquet")
     options = AnalyzeOptions(
-        id_offset=id_offset, id_width=id_width, id_endian=id_endian.value if id_endian else None,
-        id_format=id_format.value if id_format else None, udp_port=udp_port,
-        moonsniff_records=moonsniff_records, trim_ns=round(trim * 1e9),
-        horizon_ns=parse_duration_ns(max_latency), worst=worst,
-        export=str(export) if export else None)
+        id_offset=id_offset,
+        id_width=id_width,
+        id_endian=id_endian.value if id_endian else None,
+        id_format=id_format.value if id_format else None,
+        udp_port=udp_port,
+        moonsniff_records=moonsniff_records,
+        trim_ns=round(trim * 1e9),
+        horizon_ns=parse_duration_ns(max_latency),
+        worst=worst,
+        export=str(export) if export else None,
+    )
     store_ready = _warm_up_store() if store else None
     with byte_progress("analysing") as progress:
         a = analyze_pair(pre, post, options, on_progress=progress)

@@ -30,9 +30,17 @@ def list_(
     for col in ("id", "created", "label", "sent", "lost", "p50", "p99.999", "max", "pre capture"):
         t.add_column(col, justify="right" if col in ("id", "sent", "lost", "p50", "p99.999", "max") else "left")
     for r in rows:
-        t.add_row(str(r["analysis_id"]), f"{r['created_at']:%Y-%m-%d %H:%M}", r["label"] or "",
-                  f"{r['sent']:,}", f"{r['lost']:,}", format_us(r["lat_p50_ns"]), format_us(r["lat_p99_999_ns"]),
-                  format_us(r["lat_max_ns"]), r["pre_path"] + (" (partial)" if r["partial"] else ""))
+        t.add_row(
+            str(r["analysis_id"]),
+            f"{r['created_at']:%Y-%m-%d %H:%M}",
+            r["label"] or "",
+            f"{r['sent']:,}",
+            f"{r['lost']:,}",
+            format_us(r["lat_p50_ns"]),
+            format_us(r["lat_p99_999_ns"]),
+            format_us(r["lat_max_ns"]),
+            r["pre_path"] + (" (partial)" if r["partial"] else ""),
+        )
     out.print(t)
 
 

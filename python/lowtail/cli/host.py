@@ -5,7 +5,6 @@ changed at run time (and change it back)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -14,21 +13,27 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
 
-host_app = typer.Typer(help="Audit and tune a Linux host for low latency (the seeds' boot parameters and "
-                            "run-time settings), for a core plan of housekeeping and isolated (DuT) cores.",
-                       no_args_is_help=True)
+host_app = typer.Typer(
+    help="Audit and tune a Linux host for low latency (the seeds' boot parameters and "
+    "run-time settings), for a core plan of housekeeping and isolated (DuT) cores.",
+    no_args_is_help=True,
+)
 app.add_typer(host_app, name="host")
 
 _HK = typer.Option(None, "--housekeeping", help="CPUs for the OS and IRQs, e.g. 0 [default: the CPUs not isolated].")
-_ISO = typer.Option(None, "--isolated", help="CPUs for the DuT, e.g. 1-3 [default: isolcpus of the boot command "
-                                             "line, else every CPU but the first].")
-_SYSROOT = typer.Option(None, "--sysroot", help="Read DIR/proc and DIR/sys instead of the live host "
-                                                "(a `lowtail host snapshot`).")
+_ISO = typer.Option(
+    None,
+    "--isolated",
+    help="CPUs for the DuT, e.g. 1-3 [default: isolcpus of the boot command line, else every CPU but the first].",
+)
+_SYSROOT = typer.Option(
+    None, "--sysroot", help="Read DIR/proc and DIR/sys instead of the live host (a `lowtail host snapshot`)."
+)
 _JSON = typer.Option(False, "--json", help="Print one JSON document instead of tables.")
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "red bold", "skip": "dim"}
 
 
-def _host_and_plan(sysroot: Optional[Path], housekeeping: Optional[str], isolated: Optional[str]):
+def _host_and_plan(sysroot: Path | None, housekeeping: str | None, isolated: str | None):
     from lowtail.host.facts import Host
     from lowtail.host.plan import resolve_plan
     from lowtail.host.sysroot import SysRoot
@@ -37,13 +42,15 @@ def _host_and_plan(sysroot: Optional[Path], housekeeping: Optional[str], isolate
     return host, resolve_plan(host, housekeeping, isolated)
 
 
-@host_app.command(help="Check the host against the seeds' guidelines (002 Table 1, 001 Table 2, 000 §IV): each "
-                       "check passes, warns or fails, with what was seen, why it matters and the remedy.")
+@host_app.command(
+    help="Check the host against the seeds' guidelines (002 Table 1, 001 Table 2, 000 §IV): each "
+    "check passes, warns or fails, with what was seen, why it matters and the remedy."
+)
 def audit(
-    housekeeping: Optional[str] = _HK,
-    isolated: Optional[str] = _ISO,
-    sysroot: Optional[Path] = _SYSROOT,
-    check: Optional[list[str]] = typer.Option(None, "--check", help="Run only this check (repeatable; ids as in --json)."),
+    housekeeping: str | None = _HK,
+    isolated: str | None = _ISO,
+    sysroot: Path | None = _SYSROOT,
+    check: list[str] | None = typer.Option(None, "--check", help="Run only this check (repeatable; ids as in --json)."),
     why: bool = typer.Option(False, "--why", help="Also print why each check matters."),
     strict: bool = typer.Option(False, "--strict", help=f"Exit {EXIT_VERDICT_FAILED} when a check fails."),
     store: bool = typer.Option(False, "--store", help="Store the audit in the database."),
@@ -61,8 +68,10 @@ def audit(
     checks = run_audit(host, plan, set(check) if check else None)
     doc = audit_document(host, plan, checks)
     if doc["unreadable"]:
-        warn(f"{len(doc['unreadable'])} file(s) could not be read (e.g. {doc['unreadable'][0]}): run as root "
-             "for a complete audit")
+        warn(
+            f"{len(doc['unreadable'])} file(s) could not be read (e.g. {doc['unreadable'][0]}): run as root "
+            "for a complete audit"
+        )
     if store:
         from lowtail.store import open_store
         from lowtail.store.host import save_audit
@@ -84,8 +93,10 @@ def _print_audit(doc: dict, why: bool) -> None:
     plan = doc["plan"]
     from lowtail.host.sysroot import format_cpulist
 
-    note(f"{doc['host']} · kernel {doc['kernel']} · housekeeping {format_cpulist(plan['housekeeping'])}, "
-         f"isolated {format_cpulist(plan['isolated'])} ({plan['source']})")
+    note(
+        f"{doc['host']} · kernel {doc['kernel']} · housekeeping {format_cpulist(plan['housekeeping'])}, "
+        f"isolated {format_cpulist(plan['isolated'])} ({plan['source']})"
+    )
     t = Table(box=None, pad_edge=False, show_header=False)
     t.add_column("status")
     t.add_column("check")
@@ -98,16 +109,20 @@ def _print_audit(doc: dict, why: bool) -> None:
             text += f"\n→ {escape(c['remedy'])}"
         t.add_row(f"[{_STYLE[c['status']]}]{c['status']}[/]", c["id"], text)
     out.print(t)
-    out.print(f"score {s['score']}/100: {s['passed']} pass, {s['warned']} warn, {s['failed']} fail, "
-              f"{s['skipped']} not applicable")
+    out.print(
+        f"score {s['score']}/100: {s['passed']} pass, {s['warned']} warn, {s['failed']} fail, "
+        f"{s['skipped']} not applicable"
+    )
 
 
-@host_app.command(help="Write the kernel command line for a core plan (the seeds' tables) and the GRUB line "
-                       "that keeps the host's other parameters.")
+@host_app.command(
+    help="Write the kernel command line for a core plan (the seeds' tables) and the GRUB line "
+    "that keeps the host's other parameters."
+)
 def plan(
-    housekeeping: Optional[str] = _HK,
-    isolated: Optional[str] = _ISO,
-    sysroot: Optional[Path] = _SYSROOT,
+    housekeeping: str | None = _HK,
+    isolated: str | None = _ISO,
+    sysroot: Path | None = _SYSROOT,
     json_out: bool = _JSON,
 ) -> None:
     from lowtail.host.plan import kernel_cmdline
@@ -134,13 +149,15 @@ def plan(
         note(f"note: {n}")
 
 
-@host_app.command(help="Change the run-time settings of a core plan: IRQ affinities, vm.stat_interval, THP, KSM, "
-                       "governor and C-states of the DuT cores, timer migration, a cpuset for the DuT. Shows the "
-                       "changes only, unless --yes; then writes an undo file first and changes all or nothing.")
+@host_app.command(
+    help="Change the run-time settings of a core plan: IRQ affinities, vm.stat_interval, THP, KSM, "
+    "governor and C-states of the DuT cores, timer migration, a cpuset for the DuT. Shows the "
+    "changes only, unless --yes; then writes an undo file first and changes all or nothing."
+)
 def apply(
-    housekeeping: Optional[str] = _HK,
-    isolated: Optional[str] = _ISO,
-    sysroot: Optional[Path] = _SYSROOT,
+    housekeeping: str | None = _HK,
+    isolated: str | None = _ISO,
+    sysroot: Path | None = _SYSROOT,
     yes: bool = typer.Option(False, "--yes", help="Make the changes (without it: a dry run that changes nothing)."),
     undo_file: Path = typer.Option(Path("lowtail-host-undo.json"), help="Where to record how to undo the changes."),
     cpuset: str = typer.Option("lowtail-dut", help="Name of the cpuset (cgroup) made for the DuT cores."),
@@ -155,9 +172,13 @@ def apply(
     changes = planned_changes(host, core_plan, None if no_cpuset else cpuset)
     if yes and changes:
         changes = apply_changes(host.root, changes, core_plan, undo_file)
-    doc = {"dry_run": not yes, "sysroot": None if host.root.live else str(host.root.root),
-           "plan": core_plan.to_json(), "undo_file": str(undo_file) if yes and changes else None,
-           "changes": [asdict(c) for c in changes]}
+    doc = {
+        "dry_run": not yes,
+        "sysroot": None if host.root.live else str(host.root.root),
+        "plan": core_plan.to_json(),
+        "undo_file": str(undo_file) if yes and changes else None,
+        "changes": [asdict(c) for c in changes],
+    }
     if json_out:
         print_json(doc)
         return
@@ -176,25 +197,30 @@ def apply(
         t.add_row(*row)
     out.print(t)
     if not yes:
-        note(f"dry run: nothing changed. Make these {len(changes)} change(s) with --yes "
-             f"(an undo file is written first).")
+        note(
+            f"dry run: nothing changed. Make these {len(changes)} change(s) with --yes (an undo file is written first)."
+        )
         return
     applied = sum(c.status == "applied" for c in changes)
     refused = [c for c in changes if c.status == "refused"]
     note(f"{applied} change(s) made; undo them with `lowtail host undo {undo_file}`")
     if refused:
-        warn(f"the kernel refused {len(refused)} optional change(s), e.g. {refused[0].setting} "
-             f"({refused[0].note}); those IRQs are managed by the kernel or per-CPU")
+        warn(
+            f"the kernel refused {len(refused)} optional change(s), e.g. {refused[0].setting} "
+            f"({refused[0].note}); those IRQs are managed by the kernel or per-CPU"
+        )
     if not no_cpuset and any(c.kind == "mkdir" and c.status == "applied" for c in changes):
         mkdir = next(c for c in changes if c.kind == "mkdir")
         note(f"start the DuT in the cpuset: echo $PID > {host.root.path(mkdir.path)}/cgroup.procs")
 
 
-@host_app.command(help="Restore what `lowtail host apply --yes` changed, from its undo file. Refuses, changing "
-                       "nothing, when a setting no longer holds what apply left there.")
+@host_app.command(
+    help="Restore what `lowtail host apply --yes` changed, from its undo file. Refuses, changing "
+    "nothing, when a setting no longer holds what apply left there."
+)
 def undo(
     undo_file: Path = typer.Argument(Path("lowtail-host-undo.json"), help="The undo file apply wrote."),
-    sysroot: Optional[Path] = typer.Option(None, "--sysroot", help="Check the undo file was written for this sysroot."),
+    sysroot: Path | None = typer.Option(None, "--sysroot", help="Check the undo file was written for this sysroot."),
     force: bool = typer.Option(False, "--force", help="Restore even settings changed since apply."),
     json_out: bool = _JSON,
 ) -> None:
@@ -215,8 +241,9 @@ def undo(
     note(f"{len(restored)} setting(s) restored; {undo_file} renamed to {undo_file.name}.done")
 
 
-@host_app.command(help="Copy what the audit reads from the live /proc and /sys into DIR, to audit it elsewhere "
-                       "with --sysroot DIR.")
+@host_app.command(
+    help="Copy what the audit reads from the live /proc and /sys into DIR, to audit it elsewhere with --sysroot DIR."
+)
 def snapshot(
     directory: Path = typer.Argument(..., help="A new (or empty) directory."),
     json_out: bool = _JSON,
@@ -229,5 +256,8 @@ def snapshot(
     if json_out:
         print_json(doc)
     else:
-        out.print(f"{doc['files']} files from {doc['host']} (kernel {doc['kernel']}) written to {directory}; "
-                  f"audit them with `lowtail host audit --sysroot {directory}`", markup=False)
+        out.print(
+            f"{doc['files']} files from {doc['host']} (kernel {doc['kernel']}) written to {directory}; "
+            f"audit them with `lowtail host audit --sysroot {directory}`",
+            markup=False,
+        )

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -17,10 +18,13 @@ from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out,
 from lowtail.errors import UserError
 from lowtail.units import format_ns, format_rate, parse_duration_ns
 
-model_app = typer.Typer(help="Predict overload, model the latency tail (EVT), simulate interrupt aliasing and "
-                             "devices. Each command works on stored runs or on files, prints tables or --json, "
-                             "stores its result and can draw its plot.",
-                        no_args_is_help=True, rich_markup_mode=None)
+model_app = typer.Typer(
+    help="Predict overload, model the latency tail (EVT), simulate interrupt aliasing and "
+    "devices. Each command works on stored runs or on files, prints tables or --json, "
+    "stores its result and can draw its plot.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
 app.add_typer(model_app, name="model")
 
 DB_HELP = "Results database."
@@ -49,7 +53,7 @@ def _save(store: Any, kind: str, inputs: dict[str, Any], result: dict[str, Any],
     return save_model(store, kind, inputs, result, **keys)
 
 
-def _plot(fig_fn, doc: dict[str, Any], path: Optional[Path]) -> None:
+def _plot(fig_fn, doc: dict[str, Any], path: Path | None) -> None:
     if path is None:
         return
     from lowtail.report.models import save_figure
@@ -105,22 +109,37 @@ def _irq_profile(path: Path) -> list[Any]:
         raise UserError(f"--irq-profile {path}: every entry needs rate_hz and duration_ns") from None
 
 
-@model_app.command(help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (seed 004, "
-                        "section VI). t_CPU is the application's median latency minus the bare forwarder's "
-                        "(2·t_transfer); d_Σ sums rate × duration over the interrupts on the core. Give the "
-                        "medians directly or as stored runs.")
+@model_app.command(
+    help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (seed 004, "
+    "section VI). t_CPU is the application's median latency minus the bare forwarder's "
+    "(2·t_transfer); d_Σ sums rate × duration over the interrupts on the core. Give the "
+    "medians directly or as stored runs."
+)
 def overload(
-    t_transfer: Optional[str] = typer.Option(None, help="Median latency of the bare forwarder (2·t_transfer), e.g. 3.1us."),
-    t_e2e: Optional[str] = typer.Option(None, help="Median latency of the application, e.g. 14.5us."),
-    baseline_run: Optional[int] = typer.Option(None, help="Take 2·t_transfer from this stored run's median."),
-    app_run: Optional[int] = typer.Option(None, help="Take t_e2e from this stored run's median (and link the result to its experiment and DuT)."),
-    statistic: str = typer.Option("p50", help="With stored runs: p50 (the seeds' median) or min (the uncontended path, when a busy host queues even the lowest rate)."),
-    irq: list[str] = typer.Option([], "--irq", help="RATE_HZ:DURATION of one interrupt kind on the core, e.g. 166.7:10.9us or loc=250:5.5us; repeatable."),
-    irq_profile: Optional[Path] = typer.Option(None, help="Interrupt profile as JSON (a list of {rate_hz, duration_ns, kind})."),
+    t_transfer: str | None = typer.Option(
+        None, help="Median latency of the bare forwarder (2·t_transfer), e.g. 3.1us."
+    ),
+    t_e2e: str | None = typer.Option(None, help="Median latency of the application, e.g. 14.5us."),
+    baseline_run: int | None = typer.Option(None, help="Take 2·t_transfer from this stored run's median."),
+    app_run: int | None = typer.Option(
+        None, help="Take t_e2e from this stored run's median (and link the result to its experiment and DuT)."
+    ),
+    statistic: str = typer.Option(
+        "p50",
+        help="With stored runs: p50 (the seeds' median) or min (the uncontended path, when a busy host queues even the lowest rate).",
+    ),
+    irq: list[str] = typer.Option(
+        [],
+        "--irq",
+        help="RATE_HZ:DURATION of one interrupt kind on the core, e.g. 166.7:10.9us or loc=250:5.5us; repeatable.",
+    ),
+    irq_profile: Path | None = typer.Option(
+        None, help="Interrupt profile as JSON (a list of {rate_hz, duration_ns, kind})."
+    ),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: Optional[str] = typer.Option(None, help="A name for the stored result."),
-    plot: Optional[Path] = typer.Option(None, help=PLOT_HELP),
+    label: str | None = typer.Option(None, help="A name for the stored result."),
+    plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from lowtail.models.overload import overload_model, parse_interrupt
@@ -146,15 +165,34 @@ def overload(
             keys = {"experiment_id": run["experiment_id"], "dut_name": run["dut_name"], "run_id": app_run}
         doc = overload_model(base, e2e, irqs)
         doc["statistic"] = statistic if baseline_run is not None or app_run is not None else None
-        inputs = {"t_transfer": t_transfer, "t_e2e": t_e2e, "baseline_run": baseline_run, "app_run": app_run,
-                  "statistic": statistic, "irq": irq, "irq_profile": str(irq_profile) if irq_profile else None}
+        inputs = {
+            "t_transfer": t_transfer,
+            "t_e2e": t_e2e,
+            "baseline_run": baseline_run,
+            "app_run": app_run,
+            "statistic": statistic,
+            "irq": irq,
+            "irq_profile": str(irq_profile) if irq_profile else None,
+        }
         stored = _save(s if store else None, "overload", inputs, doc, label=label, **keys)
     _plot(overload_figure, doc, plot)
 
     def render(d: dict[str, Any]) -> None:
-        out.print(_table("overload model", ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
-                         [[format_ns(d["t_transfer_ns"]), format_ns(d["t_e2e_ns"]), format_ns(d["t_cpu_ns"]),
-                           format_ns(d["d_sum_ns_per_s"]), format_rate(d["r_max_pps"])]]))
+        out.print(
+            _table(
+                "overload model",
+                ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
+                [
+                    [
+                        format_ns(d["t_transfer_ns"]),
+                        format_ns(d["t_e2e_ns"]),
+                        format_ns(d["t_cpu_ns"]),
+                        format_ns(d["d_sum_ns_per_s"]),
+                        format_rate(d["r_max_pps"]),
+                    ]
+                ],
+            )
+        )
 
     _finish(doc, json_out, render, stored, db)
 
@@ -172,19 +210,27 @@ def _run_median(store: Any, run_id: int, statistic: str = "p50") -> int:
 # -- knee --------------------------------------------------------------------------------
 
 
-@model_app.command(help="Find the knee of a stored rate sweep: the first rate at which the DuT is overloaded "
-                        "(loss above --loss-limit, or a 99th percentile above --growth times that of the lowest "
-                        "rate), and put the predicted R_max beside it in the latency-versus-rate plot.")
+@model_app.command(
+    help="Find the knee of a stored rate sweep: the first rate at which the DuT is overloaded "
+    "(loss above --loss-limit, or a 99th percentile above --growth times that of the lowest "
+    "rate), and put the predicted R_max beside it in the latency-versus-rate plot."
+)
 def knee(
     experiment: int = typer.Argument(..., help="Experiment id (see `lowtail list` / the runs table)."),
-    dut: Optional[str] = typer.Option(None, help="Only this DuT of the experiment [default: each]."),
+    dut: str | None = typer.Option(None, help="Only this DuT of the experiment [default: each]."),
     loss_limit: float = typer.Option(1.0, min=0.0, help="Loss in percent above which a run is overloaded."),
-    growth: float = typer.Option(10.0, min=1.0, help="Overloaded when the 99th percentile exceeds this multiple of the lowest rate's."),
-    r_max: Optional[float] = typer.Option(None, help="Predicted R_max in packets/s [default: the latest stored overload model of the experiment and DuT]."),
+    growth: float = typer.Option(
+        10.0, min=1.0, help="Overloaded when the 99th percentile exceeds this multiple of the lowest rate's."
+    ),
+    r_max: float | None = typer.Option(
+        None, help="Predicted R_max in packets/s [default: the latest stored overload model of the experiment and DuT]."
+    ),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
     store: bool = typer.Option(True, help="Store the result in the database."),
-    plot: Optional[Path] = typer.Option(None, help="Write the latency-versus-rate plot here (PNG; one DuT, or DUT inserted before the suffix)."),
-    report: Optional[Path] = typer.Option(None, help="Also write an HTML page with the table and the plot."),
+    plot: Path | None = typer.Option(
+        None, help="Write the latency-versus-rate plot here (PNG; one DuT, or DUT inserted before the suffix)."
+    ),
+    report: Path | None = typer.Option(None, help="Also write an HTML page with the table and the plot."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from lowtail.models.knee import find_knee
@@ -201,8 +247,15 @@ def knee(
                 if stored:
                     doc.update(r_max_pps=stored["result"]["r_max_pps"], r_max_model_id=stored["model_id"])
             if store:
-                doc["model_id"] = _save(s, "knee", {"loss_limit": loss_limit, "growth": growth, "r_max": r_max},
-                                        doc, experiment_id=experiment, dut_name=name, source=f"experiment {experiment}")
+                doc["model_id"] = _save(
+                    s,
+                    "knee",
+                    {"loss_limit": loss_limit, "growth": growth, "r_max": r_max},
+                    doc,
+                    experiment_id=experiment,
+                    dut_name=name,
+                    source=f"experiment {experiment}",
+                )
             docs.append(doc)
     if plot:
         for doc in docs:
@@ -221,13 +274,28 @@ def knee(
         print_json(docs)
         return
     for doc in docs:
-        rows = [[format_rate(r["rate_pps"]), f"{100 * r['loss']:.3g} %", format_ns(r["p50_ns"]), format_ns(r["p99_ns"]),
-                 format_ns(r["p99_999_ns"]), ("overloaded: " + "; ".join(r["reasons"])) if r["overloaded"] else "ok"]
-                for r in doc["rates"]]
-        out.print(_table(f"{doc['dut']} (experiment {experiment})", ["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows))
-        line = (f"knee: {format_rate(doc['knee_pps'])} (last rate without overload: "
-                f"{format_rate(doc['last_ok_pps']) if doc['last_ok_pps'] else '–'})" if doc["knee_pps"] is not None
-                else "no overloaded rate in this sweep")
+        rows = [
+            [
+                format_rate(r["rate_pps"]),
+                f"{100 * r['loss']:.3g} %",
+                format_ns(r["p50_ns"]),
+                format_ns(r["p99_ns"]),
+                format_ns(r["p99_999_ns"]),
+                ("overloaded: " + "; ".join(r["reasons"])) if r["overloaded"] else "ok",
+            ]
+            for r in doc["rates"]
+        ]
+        out.print(
+            _table(
+                f"{doc['dut']} (experiment {experiment})", ["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows
+            )
+        )
+        line = (
+            f"knee: {format_rate(doc['knee_pps'])} (last rate without overload: "
+            f"{format_rate(doc['last_ok_pps']) if doc['last_ok_pps'] else '–'})"
+            if doc["knee_pps"] is not None
+            else "no overloaded rate in this sweep"
+        )
         if doc["r_max_pps"] is not None:
             line += f"; predicted R_max {format_rate(doc['r_max_pps'])}"
         out.print(line)
@@ -246,34 +314,47 @@ def _percent_list(text: str) -> tuple[float, ...]:
     return values
 
 
-@model_app.command(help="Extreme-value model of the latency tail (seed 001, section 6): peaks over threshold, a "
-                        "generalized Pareto fit by maximum likelihood with intervals, the threshold chosen by "
-                        "Jensen–Shannon divergence, return levels per packets and per wall-clock horizon, the "
-                        "upper end of a bounded tail, validation on the later part of the series, ADF/KPSS. INPUT is "
-                        "a Parquet series (pre_ts_ns, latency_ns in time order), a run id (12 or run:12) or "
-                        "analysis:ID.")
+@model_app.command(
+    help="Extreme-value model of the latency tail (seed 001, section 6): peaks over threshold, a "
+    "generalized Pareto fit by maximum likelihood with intervals, the threshold chosen by "
+    "Jensen–Shannon divergence, return levels per packets and per wall-clock horizon, the "
+    "upper end of a bounded tail, validation on the later part of the series, ADF/KPSS. INPUT is "
+    "a Parquet series (pre_ts_ns, latency_ns in time order), a run id (12 or run:12) or "
+    "analysis:ID."
+)
 def evt(
     input: str = typer.Argument(..., help="Parquet series, run id, or analysis:ID."),
-    fit_fraction: float = typer.Option(20.0, help="Percent of the series (the first part) the model is fitted on; the rest validates it."),
-    thresholds: str = typer.Option("99.5,99.9,99.95,99.99,99.999", help="Candidate thresholds, as percentiles of the fit part."),
+    fit_fraction: float = typer.Option(
+        20.0, help="Percent of the series (the first part) the model is fitted on; the rest validates it."
+    ),
+    thresholds: str = typer.Option(
+        "99.5,99.9,99.95,99.99,99.999", help="Candidate thresholds, as percentiles of the fit part."
+    ),
     min_exceedances: int = typer.Option(50, help="Fewest samples above a threshold for a fit."),
     js_bins: int = typer.Option(20, help="Equal-probability bins for the Jensen–Shannon divergence."),
     confidence: float = typer.Option(95.0, help="Confidence level of the intervals, in percent."),
     decluster: int = typer.Option(1, help="Validation exceedances at most this many packets apart count as one event."),
-    rate: Optional[float] = typer.Option(None, help="Packet rate for the wall-clock horizons [default: measured from the series]."),
+    rate: float | None = typer.Option(
+        None, help="Packet rate for the wall-clock horizons [default: measured from the series]."
+    ),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: Optional[str] = typer.Option(None, help="A name for the stored result."),
-    plot: Optional[Path] = typer.Option(None, help="Write the return-level and QQ plots to this PNG file."),
+    label: str | None = typer.Option(None, help="A name for the stored result."),
+    plot: Path | None = typer.Option(None, help="Write the return-level and QQ plots to this PNG file."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from lowtail.models.evt import EvtOptions, evt_model
     from lowtail.report.models import evt_figure
     from lowtail.store.models import series_source
 
-    opts = EvtOptions(fit_fraction=fit_fraction / 100.0, thresholds=_percent_list(thresholds),
-                      min_exceedances=min_exceedances, js_bins=js_bins, confidence=confidence / 100.0,
-                      decluster_packets=decluster)
+    opts = EvtOptions(
+        fit_fraction=fit_fraction / 100.0,
+        thresholds=_percent_list(thresholds),
+        min_exceedances=min_exceedances,
+        js_bins=js_bins,
+        confidence=confidence / 100.0,
+        decluster_packets=decluster,
+    )
     is_file = Path(input).exists()
     with _store(db, store or not is_file) as s:
         src = series_source(s, input)
@@ -284,39 +365,75 @@ def evt(
             doc["partial"] = True
             doc["partial_reasons"].append("the analysis the series comes from is partial")
         inputs = {"input": input, "series": src.path, **doc["options"], "rate": rate}
-        stored = _save(s if store else None, "evt", inputs, doc, label=label, run_id=src.run_id,
-                       analysis_id=src.analysis_id, source=src.label)
+        stored = _save(
+            s if store else None,
+            "evt",
+            inputs,
+            doc,
+            label=label,
+            run_id=src.run_id,
+            analysis_id=src.analysis_id,
+            source=src.label,
+        )
     _plot(evt_figure, doc, plot)
 
     def render(d: dict[str, Any]) -> None:
-        note(f"{d['source']}: {d['samples']:,} samples, fit on the first {d['fit_samples']:,}, "
-             f"validated on the last {d['validation_samples']:,}")
-        rows = [[f"{t['percentile']:g} %", format_ns(t["threshold_ns"]), f"{t['exceedances']:,}",
-                 format_ns(t["sigma_ns"], 1) if t["sigma_ns"] is not None else "–",
-                 f"{t['xi']:.3f}" if t["xi"] is not None else "–",
-                 f"{t['xi_ci'][0]:.3f}…{t['xi_ci'][1]:.3f}" if t["xi_ci"] else "–",
-                 f"{t['js_divergence']:.4g}" if t["js_divergence"] is not None else "–",
-                 "◀" if t["percentile"] == d["threshold_percentile"] else ""] for t in d["thresholds"]]
-        out.print(_table("thresholds (◀ chosen: lowest Jensen–Shannon divergence)",
-                         ["threshold", "value", "exceedances", "σ", "ξ", f"ξ {d['confidence'] * 100:g} %", "JS", ""], rows))
+        note(
+            f"{d['source']}: {d['samples']:,} samples, fit on the first {d['fit_samples']:,}, "
+            f"validated on the last {d['validation_samples']:,}"
+        )
+        rows = [
+            [
+                f"{t['percentile']:g} %",
+                format_ns(t["threshold_ns"]),
+                f"{t['exceedances']:,}",
+                format_ns(t["sigma_ns"], 1) if t["sigma_ns"] is not None else "–",
+                f"{t['xi']:.3f}" if t["xi"] is not None else "–",
+                f"{t['xi_ci'][0]:.3f}…{t['xi_ci'][1]:.3f}" if t["xi_ci"] else "–",
+                f"{t['js_divergence']:.4g}" if t["js_divergence"] is not None else "–",
+                "◀" if t["percentile"] == d["threshold_percentile"] else "",
+            ]
+            for t in d["thresholds"]
+        ]
+        out.print(
+            _table(
+                "thresholds (◀ chosen: lowest Jensen–Shannon divergence)",
+                ["threshold", "value", "exceedances", "σ", "ξ", f"ξ {d['confidence'] * 100:g} %", "JS", ""],
+                rows,
+            )
+        )
         for t in d["thresholds"]:
             if t["note"]:
                 out.print(f"  {t['percentile']:g} %: {t['note']}")
         tail = "bounded (ξ < 0): upper end " + format_ns(d["endpoint_ns"]) if d["bounded"] else "unbounded (ξ ≥ 0)"
         out.print(f"tail: {tail}")
-        levels = [[f"{int(float(m)):,} packets", format_ns(r["level_ns"]) if r["level_ns"] is not None else "below threshold",
-                   f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}" if r["ci_ns"] else "–"]
-                  for m, r in d["return_levels"].items()]
-        levels += [[f"{name} at {format_rate(d['rate_pps'])}", format_ns(h["level_ns"]) if h["level_ns"] is not None else "–",
-                    f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}" if h["ci_ns"] else "–"]
-                   for name, h in d["horizons"].items()]
+        levels = [
+            [
+                f"{int(float(m)):,} packets",
+                format_ns(r["level_ns"]) if r["level_ns"] is not None else "below threshold",
+                f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}" if r["ci_ns"] else "–",
+            ]
+            for m, r in d["return_levels"].items()
+        ]
+        levels += [
+            [
+                f"{name} at {format_rate(d['rate_pps'])}",
+                format_ns(h["level_ns"]) if h["level_ns"] is not None else "–",
+                f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}" if h["ci_ns"] else "–",
+            ]
+            for name, h in d["horizons"].items()
+        ]
         out.print(_table("return levels", ["period", "level", "interval"], levels))
         v = d["validation"]
-        out.print(f"validation: {v['exceedances']} exceedance event(s) ({v['exceedance_samples']} packets) of "
-                  f"{format_ns(v['return_level_ns'])}, the level for {v['samples']:,} packets (expected: 1)")
+        out.print(
+            f"validation: {v['exceedances']} exceedance event(s) ({v['exceedance_samples']} packets) of "
+            f"{format_ns(v['return_level_ns'])}, the level for {v['samples']:,} packets (expected: 1)"
+        )
         st = d["stationarity"]
-        out.print(f"stationarity: ADF p = {_fmt_p(st['adf_p'])}, KPSS p = {_fmt_p(st['kpss_p'], st.get('kpss_p_bound'))}"
-                  f" → {st['verdict']} ({st['series']})")
+        out.print(
+            f"stationarity: ADF p = {_fmt_p(st['adf_p'])}, KPSS p = {_fmt_p(st['kpss_p'], st.get('kpss_p_bound'))}"
+            f" → {st['verdict']} ({st['series']})"
+        )
 
     _finish(doc, json_out, render, stored, db)
 
@@ -330,25 +447,33 @@ def _fmt_p(p: float | None, bound: str | None = None) -> str:
 # -- aliasing ----------------------------------------------------------------------------
 
 
-@model_app.command(help="Simulate periodic interrupts against constant-rate traffic and print the worst-N "
-                        "pattern they make (seeds 000 V-B, 004 V-C). With --run, the interrupt clock is fitted "
-                        "to the run's delayed packets and the model is drawn over its worst events.")
+@model_app.command(
+    help="Simulate periodic interrupts against constant-rate traffic and print the worst-N "
+    "pattern they make (seeds 000 V-B, 004 V-C). With --run, the interrupt clock is fitted "
+    "to the run's delayed packets and the model is drawn over its worst events."
+)
 def aliasing(
-    rate: Optional[float] = typer.Option(None, help="Packet rate [default: 10000, or the run's]."),
+    rate: float | None = typer.Option(None, help="Packet rate [default: 10000, or the run's]."),
     irq_rate: float = typer.Option(250.0, help="Interrupt rate in Hz (nominal, with --run)."),
     irq_durations: str = typer.Option("5.5us,8.2us", help="Durations of successive interrupts, cycled."),
-    duration: Optional[str] = typer.Option(None, help="Simulated time [default: 30s, or the run's]."),
-    base_latency: Optional[str] = typer.Option(None, help="Latency of an undisturbed packet [default: 3.1us, or the run's median]."),
-    service: str = typer.Option("0ns", help="The packet's own processing time (an interrupt starting during it delays it)."),
+    duration: str | None = typer.Option(None, help="Simulated time [default: 30s, or the run's]."),
+    base_latency: str | None = typer.Option(
+        None, help="Latency of an undisturbed packet [default: 3.1us, or the run's median]."
+    ),
+    service: str = typer.Option(
+        "0ns", help="The packet's own processing time (an interrupt starting during it delays it)."
+    ),
     phase: str = typer.Option("0ns", help="Time of the first interrupt after the first packet."),
     worst: int = typer.Option(5000, min=1, help="How many worst events to keep."),
-    jitter: str = typer.Option("100ns", help="Mean of an exponential noise added to every packet (the body's band in the plot)."),
-    run: Optional[str] = typer.Option(None, "--run", help="A stored run (12, run:12) or analysis:ID to overlay."),
+    jitter: str = typer.Option(
+        "100ns", help="Mean of an exponential noise added to every packet (the body's band in the plot)."
+    ),
+    run: str | None = typer.Option(None, "--run", help="A stored run (12, run:12) or analysis:ID to overlay."),
     fit: bool = typer.Option(True, help="With --run: fit the interrupt frequency and phase to the run."),
     max_ppm: float = typer.Option(500.0, help="With --fit: search the interrupt clock within ± this many ppm."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
     store: bool = typer.Option(True, help="Store the result in the database."),
-    plot: Optional[Path] = typer.Option(None, help=PLOT_HELP),
+    plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from lowtail.models import aliasing as al
@@ -357,8 +482,11 @@ def aliasing(
     spec = al.AliasingSpec(
         irq_rate_hz=irq_rate,
         irq_durations_ns=[float(parse_duration_ns(d, "us")) for d in irq_durations.split(",") if d.strip()],
-        service_ns=float(parse_duration_ns(service, "ns")), irq_phase_ns=float(parse_duration_ns(phase, "ns")),
-        worst=worst, jitter_ns=float(parse_duration_ns(jitter, "ns")))
+        service_ns=float(parse_duration_ns(service, "ns")),
+        irq_phase_ns=float(parse_duration_ns(phase, "ns")),
+        worst=worst,
+        jitter_ns=float(parse_duration_ns(jitter, "ns")),
+    )
     with _store(db, store or run is not None) as s:
         measured, keys = None, {}
         if run is not None:
@@ -381,24 +509,36 @@ def aliasing(
             spec.irq_rate_hz, spec.irq_phase_ns = fitted["irq_rate_hz"], fitted["irq_phase_ns"]
             spec.duration_offset = fitted["duration_offset"]
         doc = {"model": al.simulate(spec), "fit": fitted, "measured": measured, "partial": False}
-        stored = _save(s if store else None, "aliasing",
-                       {"irq_rate": irq_rate, "irq_durations": irq_durations, "run": run, "fit": fit}, doc,
-                       source=keys.get("source"), run_id=keys.get("run_id"), analysis_id=keys.get("analysis_id"))
+        stored = _save(
+            s if store else None,
+            "aliasing",
+            {"irq_rate": irq_rate, "irq_durations": irq_durations, "run": run, "fit": fit},
+            doc,
+            source=keys.get("source"),
+            run_id=keys.get("run_id"),
+            analysis_id=keys.get("analysis_id"),
+        )
     _plot(aliasing_figure, doc, plot)
 
     def render(d: dict[str, Any]) -> None:
         m = d["model"]
-        period = "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
-        out.print(f"{m['spec']['rate_pps']:,.6g} pps traffic against {m['spec']['irq_rate_hz']:.6f} Hz interrupts "
-                  f"of {', '.join(format_ns(x) for x in m['spec']['irq_durations_ns'])}: beat {m['beat_hz']:.6g} Hz "
-                  f"(harmonic {m['harmonic']}), pattern period {period}; "
-                  f"{m['packets_delayed']:,} of {m['packets']:,} packets delayed"
-                  + ("; undersampled: the regular lines appear" if m["undersampled"] else ""))
+        period = (
+            "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
+        )
+        out.print(
+            f"{m['spec']['rate_pps']:,.6g} pps traffic against {m['spec']['irq_rate_hz']:.6f} Hz interrupts "
+            f"of {', '.join(format_ns(x) for x in m['spec']['irq_durations_ns'])}: beat {m['beat_hz']:.6g} Hz "
+            f"(harmonic {m['harmonic']}), pattern period {period}; "
+            f"{m['packets_delayed']:,} of {m['packets']:,} packets delayed"
+            + ("; undersampled: the regular lines appear" if m["undersampled"] else "")
+        )
         if d["fit"]:
             f = d["fit"]
-            out.print(f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm), first at "
-                      f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
-                      f"{f['delayed_packets']} delayed packets")
+            out.print(
+                f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm), first at "
+                f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
+                f"{f['delayed_packets']} delayed packets"
+            )
 
     _finish(doc, json_out, render, stored, db)
 
@@ -425,8 +565,16 @@ def _measured_worst(store: Any, text: str) -> tuple[dict[str, Any], dict[str, An
     if not a["worst"] or (a["duration_ns"] or 0) <= 0 or a["sent"] < 2:
         raise UserError(f"{kind} {ident}: no worst events stored to compare with")
     start, span = _packet_clock(a)
-    return ({"worst": [[t - start, v] for t, v, _ in a["worst"]], "rate_pps": (a["sent"] - 1) / (span / 1e9),
-             "duration_ns": span, "base_latency_ns": a["lat_p50_ns"], "analysis_id": a["analysis_id"]}, keys)
+    return (
+        {
+            "worst": [[t - start, v] for t, v, _ in a["worst"]],
+            "rate_pps": (a["sent"] - 1) / (span / 1e9),
+            "duration_ns": span,
+            "base_latency_ns": a["lat_p50_ns"],
+            "analysis_id": a["analysis_id"],
+        },
+        keys,
+    )
 
 
 def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
@@ -439,7 +587,9 @@ def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
 
         meta = pq.ParquetFile(path).metadata
         col = meta.schema.names.index("pre_ts_ns") if "pre_ts_ns" in meta.schema.names else None
-        stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)] if col is not None else []
+        stats = (
+            [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)] if col is not None else []
+        )
         if stats and all(st is not None and st.has_min_max for st in stats):
             first, last = min(st.min for st in stats), max(st.max for st in stats)
             if last > first:
@@ -450,36 +600,58 @@ def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
 # -- simulate ----------------------------------------------------------------------------
 
 
-@model_app.command(help="Discrete-event model of a device: arrivals (constant rate or Poisson, bursts), a "
-                        "service-time distribution, a batch policy that releases a batch only when all of it is "
-                        "processed, interrupts, and a bounded queue (drops). Predicts the latency distribution "
-                        "and loss; lists in --rate/--burst/--batch simulate every combination. With --run, the "
-                        "model of a stored lowtail-fwd run (its rate, burst, work_ns, batch) is compared with "
-                        "what was measured, percentile by percentile.")
+@model_app.command(
+    help="Discrete-event model of a device: arrivals (constant rate or Poisson, bursts), a "
+    "service-time distribution, a batch policy that releases a batch only when all of it is "
+    "processed, interrupts, and a bounded queue (drops). Predicts the latency distribution "
+    "and loss; lists in --rate/--burst/--batch simulate every combination. With --run, the "
+    "model of a stored lowtail-fwd run (its rate, burst, work_ns, batch) is compared with "
+    "what was measured, percentile by percentile."
+)
 def simulate(
-    rate: Optional[str] = typer.Option(None, help="Offered rate(s) in packets/s, e.g. 10000 or 10000,50000 [default: 10000]."),
-    packets: Optional[int] = typer.Option(None, min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."),
-    duration: Optional[str] = typer.Option(None, help="Instead of --packets: simulated time per case, e.g. 10s."),
+    rate: str | None = typer.Option(
+        None, help="Offered rate(s) in packets/s, e.g. 10000 or 10000,50000 [default: 10000]."
+    ),
+    packets: int | None = typer.Option(
+        None, min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."
+    ),
+    duration: str | None = typer.Option(None, help="Instead of --packets: simulated time per case, e.g. 10s."),
     arrivals: str = typer.Option("cbr", help="cbr (constant rate) or poisson."),
-    burst: Optional[str] = typer.Option(None, help="Packets per burst, or a list: 1,4,16,32,64 [default: 1]."),
+    burst: str | None = typer.Option(None, help="Packets per burst, or a list: 1,4,16,32,64 [default: 1]."),
     burst_gap: str = typer.Option("0ns", help="Gap between packets of a burst (wire time of one frame)."),
-    service: str = typer.Option("2us", help="CPU time per packet: 20us, const:20us, exp:20us, uniform:10us:30us, normal:20us:2us, lognormal:20us:0.3."),
-    batch: Optional[str] = typer.Option(None, help="Batch size(s) [default: 1]."),
+    service: str = typer.Option(
+        "2us",
+        help="CPU time per packet: 20us, const:20us, exp:20us, uniform:10us:30us, normal:20us:2us, lognormal:20us:0.3.",
+    ),
+    batch: str | None = typer.Option(None, help="Batch size(s) [default: 1]."),
     batch_overhead: str = typer.Option("0ns", help="Fixed cost of each poll that takes a batch."),
-    queue: int = typer.Option(0, min=0, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."),
-    base_latency: Optional[str] = typer.Option(None, help="Latency outside the core (wire, NIC, both directions) [default: 0; with --run: fitted at the median]."),
-    irq: list[str] = typer.Option([], "--irq", help="Interrupts: RATE:DUR[,DUR...][@PHASE], e.g. 250:5.5us,8.2us; poisson@1000:2us; repeatable."),
+    queue: int = typer.Option(
+        0, min=0, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."
+    ),
+    base_latency: str | None = typer.Option(
+        None,
+        help="Latency outside the core (wire, NIC, both directions) [default: 0; with --run: fitted at the median].",
+    ),
+    irq: list[str] = typer.Option(
+        [], "--irq", help="Interrupts: RATE:DUR[,DUR...][@PHASE], e.g. 250:5.5us,8.2us; poisson@1000:2us; repeatable."
+    ),
     seed: int = typer.Option(1, help="Random seed."),
-    spec_file: Optional[Path] = typer.Option(None, "--spec", help="A JSON model spec (its keys: see --show-spec); options given override it."),
+    spec_file: Path | None = typer.Option(
+        None, "--spec", help="A JSON model spec (its keys: see --show-spec); options given override it."
+    ),
     show_spec: bool = typer.Option(False, help="Print the model's fields and defaults as JSON and exit."),
-    run: Optional[int] = typer.Option(None, "--run", help="Compare with this stored lowtail-fwd run."),
+    run: int | None = typer.Option(None, "--run", help="Compare with this stored lowtail-fwd run."),
     overhead: str = typer.Option("0ns", help="With --run: per-packet cost of the forwarder besides work_ns."),
-    baseline_run: Optional[int] = typer.Option(None, help="With --run: take the base latency from this run's median (2·t_transfer)."),
-    export: Optional[Path] = typer.Option(None, help="Write the first case's series (id, pre_ts_ns, post_ts_ns, latency_ns) to Parquet."),
+    baseline_run: int | None = typer.Option(
+        None, help="With --run: take the base latency from this run's median (2·t_transfer)."
+    ),
+    export: Path | None = typer.Option(
+        None, help="Write the first case's series (id, pre_ts_ns, post_ts_ns, latency_ns) to Parquet."
+    ),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: Optional[str] = typer.Option(None, help="A name for the stored result."),
-    plot: Optional[Path] = typer.Option(None, help=PLOT_HELP),
+    label: str | None = typer.Option(None, help="A name for the stored result."),
+    plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     from lowtail.models import simulate as sim
@@ -498,8 +670,13 @@ def simulate(
             base = json.loads(spec_file.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise UserError(f"--spec {spec_file}: cannot read it as JSON ({e})") from None
-    base.update(arrivals=arrivals, burst_gap_ns=float(parse_duration_ns(burst_gap, "ns")), seed=seed,
-                batch_overhead_ns=float(parse_duration_ns(batch_overhead, "ns")), queue_capacity=queue)
+    base.update(
+        arrivals=arrivals,
+        burst_gap_ns=float(parse_duration_ns(burst_gap, "ns")),
+        seed=seed,
+        batch_overhead_ns=float(parse_duration_ns(batch_overhead, "ns")),
+        queue_capacity=queue,
+    )
     if not spec_file or service != "2us":
         base["service"] = sim.parse_service(service)
     if irq:
@@ -536,35 +713,66 @@ def simulate(
                 spec["base_latency_ns"] = fitted_base
                 outcome = sim.run(spec)
             result = sim.summarize(outcome)
-            label_parts = [f"{format_rate(r)}" if len(rates) > 1 else "", f"burst {b}" if len(bursts) > 1 else "",
-                           f"batch {bt}" if len(batches) > 1 else ""]
-            cases.append({"label": ", ".join(p for p in label_parts if p) or "model", "spec": outcome.spec,
-                          "base_latency_fitted": fitted_base is not None, "result": result})
+            label_parts = [
+                f"{format_rate(r)}" if len(rates) > 1 else "",
+                f"burst {b}" if len(bursts) > 1 else "",
+                f"batch {bt}" if len(batches) > 1 else "",
+            ]
+            cases.append(
+                {
+                    "label": ", ".join(p for p in label_parts if p) or "model",
+                    "spec": outcome.spec,
+                    "base_latency_fitted": fitted_base is not None,
+                    "result": result,
+                }
+            )
             if export is not None and len(cases) == 1:
                 _export_series(outcome, export)
         doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
         if comparison_run is not None:
-            measured = {k: comparison_run[f"lat_{k}_ns"] for k in ("min", "p50", "p90", "p99", "p99_9", "p99_99",
-                                                                      "p99_999", "p99_9999", "max")}
+            measured = {
+                k: comparison_run[f"lat_{k}_ns"]
+                for k in ("min", "p50", "p90", "p99", "p99_9", "p99_99", "p99_999", "p99_9999", "max")
+            }
             first = cases[0]["result"]
             doc["comparison"] = {
-                "run_id": run, "dut": comparison_run["dut_name"], "rate_pps": comparison_run["rate_pps"],
+                "run_id": run,
+                "dut": comparison_run["dut_name"],
+                "rate_pps": comparison_run["rate_pps"],
                 "work_ns": (comparison_run["dut_config"] or {}).get("work_ns"),
                 "batch": (comparison_run["dut_config"] or {}).get("batch", 1),
                 "base_latency_ns": cases[0]["spec"]["base_latency_ns"],
-                "base_latency_source": ("fitted at the median" if cases[0]["base_latency_fitted"] else
-                                        f"median of run {baseline_run}" if baseline_run is not None else "given"),
-                "measured_loss": (comparison_run["lost"] or 0) / comparison_run["sent"] if comparison_run["sent"] else None,
+                "base_latency_source": (
+                    "fitted at the median"
+                    if cases[0]["base_latency_fitted"]
+                    else f"median of run {baseline_run}"
+                    if baseline_run is not None
+                    else "given"
+                ),
+                "measured_loss": (comparison_run["lost"] or 0) / comparison_run["sent"]
+                if comparison_run["sent"]
+                else None,
                 "predicted_loss": first["loss"],
                 "rows": sim.compare(measured, first["latency_ns"]),
             }
-        inputs = {"base": base, "rates": rates, "bursts": bursts, "batches": batches, "run": run,
-                  "baseline_run": baseline_run, "overhead": overhead}
+        inputs = {
+            "base": base,
+            "rates": rates,
+            "bursts": bursts,
+            "batches": batches,
+            "run": run,
+            "baseline_run": baseline_run,
+            "overhead": overhead,
+        }
         keys = {}
         if comparison_run is not None:
-            keys = {"run_id": run, "analysis_id": comparison_run["analysis_id"],
-                    "experiment_id": comparison_run["experiment_id"], "dut_name": comparison_run["dut_name"],
-                    "source": f"run {run}"}
+            keys = {
+                "run_id": run,
+                "analysis_id": comparison_run["analysis_id"],
+                "experiment_id": comparison_run["experiment_id"],
+                "dut_name": comparison_run["dut_name"],
+                "source": f"run {run}",
+            }
         stored = _save(s if store else None, "simulate", inputs, doc, label=label, **keys)
     _plot(simulate_figure, doc, plot)
 
@@ -572,21 +780,45 @@ def simulate(
         rows = []
         for c in d["cases"]:
             res, lat = c["result"], c["result"]["latency_ns"] or {}
-            rows.append([c["label"], f"{100 * res['loss']:.3g} %", f"{100 * (res['utilisation'] or 0):.1f} %",
-                         *(format_ns(lat.get(k), 1) for k in ("min", "p50", "p99", "p99_999", "max"))])
-        out.print(_table(f"predicted ({d['cases'][0]['result']['offered']:,} packets per case)",
-                         ["case", "loss", "core busy", "min", "50 %", "99 %", "99.999 %", "max"], rows))
+            rows.append(
+                [
+                    c["label"],
+                    f"{100 * res['loss']:.3g} %",
+                    f"{100 * (res['utilisation'] or 0):.1f} %",
+                    *(format_ns(lat.get(k), 1) for k in ("min", "p50", "p99", "p99_999", "max")),
+                ]
+            )
+        out.print(
+            _table(
+                f"predicted ({d['cases'][0]['result']['offered']:,} packets per case)",
+                ["case", "loss", "core busy", "min", "50 %", "99 %", "99.999 %", "max"],
+                rows,
+            )
+        )
         comp = d["comparison"]
         if comp:
-            out.print(_table(f"run {comp['run_id']} ({comp['dut']}, {format_rate(comp['rate_pps'])}, work "
-                             f"{format_ns(comp['work_ns'])}, batch {comp['batch']}): base latency "
-                             f"{format_ns(comp['base_latency_ns'])} ({comp['base_latency_source']})",
-                             ["percentile", "measured", "predicted", "difference", "ratio"],
-                             [[r["percentile"], format_ns(r["measured_ns"]), format_ns(r["predicted_ns"]),
-                               format_ns(r["difference_ns"]), "–" if r["ratio"] is None else f"{r['ratio']:.3f}"]
-                              for r in comp["rows"]]))
+            out.print(
+                _table(
+                    f"run {comp['run_id']} ({comp['dut']}, {format_rate(comp['rate_pps'])}, work "
+                    f"{format_ns(comp['work_ns'])}, batch {comp['batch']}): base latency "
+                    f"{format_ns(comp['base_latency_ns'])} ({comp['base_latency_source']})",
+                    ["percentile", "measured", "predicted", "difference", "ratio"],
+                    [
+                        [
+                            r["percentile"],
+                            format_ns(r["measured_ns"]),
+                            format_ns(r["predicted_ns"]),
+                            format_ns(r["difference_ns"]),
+                            "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
+                        ]
+                        for r in comp["rows"]
+                    ],
+                )
+            )
             ml = comp["measured_loss"]
-            out.print(f"loss: measured {'–' if ml is None else f'{100 * ml:.3g} %'}, predicted {100 * comp['predicted_loss']:.3g} %")
+            out.print(
+                f"loss: measured {'–' if ml is None else f'{100 * ml:.3g} %'}, predicted {100 * comp['predicted_loss']:.3g} %"
+            )
 
     _finish(doc, json_out, render, stored, db)
 
@@ -599,8 +831,14 @@ def _export_series(outcome: Any, path: Path) -> None:
     ok = outcome.delivered
     arrival = outcome.arrival_ns[ok]
     departure = outcome.departure_ns[ok]
-    table = pa.table({"id": np.flatnonzero(ok).astype(np.uint64), "pre_ts_ns": arrival, "post_ts_ns": departure,
-                      "latency_ns": departure - arrival})
+    table = pa.table(
+        {
+            "id": np.flatnonzero(ok).astype(np.uint64),
+            "pre_ts_ns": arrival,
+            "post_ts_ns": departure,
+            "latency_ns": departure - arrival,
+        }
+    )
     tmp = path.with_name(f".{path.name}.partial")
     pq.write_table(table, tmp)
     tmp.replace(path)
@@ -612,7 +850,7 @@ def _export_series(outcome: Any, path: Path) -> None:
 
 @model_app.command("list", help="List stored model results, newest first.")
 def list_(
-    kind: Optional[str] = typer.Option(None, help="Only this kind: overload, knee, evt, aliasing, simulate."),
+    kind: str | None = typer.Option(None, help="Only this kind: overload, knee, evt, aliasing, simulate."),
     limit: int = typer.Option(50, min=1, help="How many to show."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -625,16 +863,30 @@ def list_(
     if json_out:
         print_json([{k: v for k, v in r.items() if k != "result"} for r in rows])
         return
-    out.print(_table("model results", ["id", "created", "kind", "source", "label", "partial"],
-                     [[str(r["model_id"]), f"{r['created_at']:%Y-%m-%d %H:%M}", r["kind"], r["source"] or "",
-                       r["label"] or "", "yes" if r["partial"] else ""] for r in rows]))
+    out.print(
+        _table(
+            "model results",
+            ["id", "created", "kind", "source", "label", "partial"],
+            [
+                [
+                    str(r["model_id"]),
+                    f"{r['created_at']:%Y-%m-%d %H:%M}",
+                    r["kind"],
+                    r["source"] or "",
+                    r["label"] or "",
+                    "yes" if r["partial"] else "",
+                ]
+                for r in rows
+            ],
+        )
+    )
 
 
 @model_app.command(help="Write an HTML page of one stored model result (an id, or 'latest').")
 def report(
     model: str = typer.Argument("latest", help="Model id or 'latest'."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-model-<id>.html]."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-model-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     from lowtail.report.models import write_model_report

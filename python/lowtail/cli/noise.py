@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.markup import escape
@@ -15,27 +14,35 @@ from lowtail.host.interrupts import DEFAULT_INTERVAL_S
 from lowtail.units import format_ns, parse_duration_ns
 
 
-@app.command(help="Measure OS noise: a native probe pinned to each core spins on the monotonic clock and records "
-                  "every gap above a threshold (like osnoise, sysjitter, hiccups), while /proc/interrupts is read "
-                  "around it (and periodically from a housekeeping core) to name the interrupt kinds behind the "
-                  "gaps: the interrupt profile (rate and duration per kind) of the overload model's d_Σ.")
+@app.command(
+    help="Measure OS noise: a native probe pinned to each core spins on the monotonic clock and records "
+    "every gap above a threshold (like osnoise, sysjitter, hiccups), while /proc/interrupts is read "
+    "around it (and periodically from a housekeeping core) to name the interrupt kinds behind the "
+    "gaps: the interrupt profile (rate and duration per kind) of the overload model's d_Σ."
+)
 def noise(
-    cpus: Optional[str] = typer.Option(None, "--cpus", help="Cores to probe, e.g. 1-3 [default: isolcpus of the boot "
-                                                            "command line, else every CPU but the first]."),
+    cpus: str | None = typer.Option(
+        None,
+        "--cpus",
+        help="Cores to probe, e.g. 1-3 [default: isolcpus of the boot command line, else every CPU but the first].",
+    ),
     duration: str = typer.Option("5s", help="How long to probe (all cores at once)."),
     threshold: str = typer.Option("1us", help="Gaps longer than this are recorded."),
     interrupts: bool = typer.Option(True, help="Read /proc/interrupts around the probe and attribute the gaps."),
-    sample_interval: str = typer.Option(f"{DEFAULT_INTERVAL_S * 1000:g}ms",
-                                        help="Also sample interrupts this often from the housekeeping core, to "
-                                             "tell kinds apart ('0': before and after only)."),
-    housekeeping: Optional[int] = typer.Option(None, help="CPU for the sampler and the probe's main thread "
-                                                          "[default: the first CPU not probed]."),
-    fifo: Optional[int] = typer.Option(None, min=1, max=99, help="Run the probe under SCHED_FIFO at this priority."),
+    sample_interval: str = typer.Option(
+        f"{DEFAULT_INTERVAL_S * 1000:g}ms",
+        help="Also sample interrupts this often from the housekeeping core, to "
+        "tell kinds apart ('0': before and after only).",
+    ),
+    housekeeping: int | None = typer.Option(
+        None, help="CPU for the sampler and the probe's main thread [default: the first CPU not probed]."
+    ),
+    fifo: int | None = typer.Option(None, min=1, max=99, help="Run the probe under SCHED_FIFO at this priority."),
     top: int = typer.Option(20, min=0, help="How many of the largest gaps to keep per core, with their times."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: Optional[str] = typer.Option(None, help="A name for this probe in the database."),
-    report: Optional[Path] = typer.Option(None, help="Also write an HTML report to this file."),
+    label: str | None = typer.Option(None, help="A name for this probe in the database."),
+    report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     from lowtail.errors import UserError
@@ -55,11 +62,21 @@ def noise(
         raise UserError(f"--duration {duration}: must be positive")
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store)")
-    opts = NoiseOptions(cpus=chosen, duration_ns=duration_ns, threshold_ns=threshold_ns, interrupts=interrupts,
-                        sample_interval_ns=interval_ns or None, housekeeping_cpu=housekeeping, top=top, fifo=fifo)
+    opts = NoiseOptions(
+        cpus=chosen,
+        duration_ns=duration_ns,
+        threshold_ns=threshold_ns,
+        interrupts=interrupts,
+        sample_interval_ns=interval_ns or None,
+        housekeeping_cpu=housekeeping,
+        top=top,
+        fifo=fifo,
+    )
     if not json_out:
-        note(f"probing CPU {cpus or ','.join(map(str, chosen))} for {format_ns(duration_ns)} "
-             f"(gaps above {format_ns(threshold_ns)})…")
+        note(
+            f"probing CPU {cpus or ','.join(map(str, chosen))} for {format_ns(duration_ns)} "
+            f"(gaps above {format_ns(threshold_ns)})…"
+        )
     result = run_noise(opts, warn=warn)
     if store:
         from lowtail.store import open_store
@@ -86,27 +103,48 @@ def _print_noise(r: dict) -> None:
     for col in ("cpu", "gaps", "rate", "lost time", "p50", "p99", "max", "loop"):
         t.add_column(col, justify="right")
     for c in r["cores"]:
-        t.add_row(str(c["cpu"]), f"{c['gaps']:,}", f"{c['rate_hz']:,.1f} /s", f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
-                  format_ns(c["p50_ns"]), format_ns(c["p99_ns"]), format_ns(c["max_ns"]), format_ns(c["min_loop_ns"]))
+        t.add_row(
+            str(c["cpu"]),
+            f"{c['gaps']:,}",
+            f"{c['rate_hz']:,.1f} /s",
+            f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
+            format_ns(c["p50_ns"]),
+            format_ns(c["p99_ns"]),
+            format_ns(c["max_ns"]),
+            format_ns(c["min_loop_ns"]),
+        )
     out.print(t)
     for c in r["cores"]:
         if c["interrupts"] is None:
             continue
         a = c["attribution"]
-        t = Table(title=f"CPU {c['cpu']} interrupts ({a['method']}; explains "
-                        f"{100 * a['explained_share']:.0f} % of the time in gaps under 1 ms)", title_justify="left",
-                  box=None, pad_edge=False)
+        t = Table(
+            title=f"CPU {c['cpu']} interrupts ({a['method']}; explains "
+            f"{100 * a['explained_share']:.0f} % of the time in gaps under 1 ms)",
+            title_justify="left",
+            box=None,
+            pad_edge=False,
+        )
         for col in ("kind", "what", "count", "rate", "typical duration"):
             t.add_column(col, justify="left" if col in ("kind", "what") else "right")
         for kind, v in c["interrupts"].items():
-            t.add_row(escape(kind), escape(v["description"]), f"{v['count']:,}", f"{v['rate_hz']:,.1f} Hz",
-                      format_ns(v["typical_ns"]))
+            t.add_row(
+                escape(kind),
+                escape(v["description"]),
+                f"{v['count']:,}",
+                f"{v['rate_hz']:,.1f} Hz",
+                format_ns(v["typical_ns"]),
+            )
         if not c["interrupts"]:
             t.add_row("–", "no interrupts on this core while probed", "0", "", "")
         out.print(t)
-        out.print(f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
-                  f"(measured lost time {c['noise_ns_per_s'] / 1e3:,.1f} µs/s)")
+        out.print(
+            f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
+            f"(measured lost time {c['noise_ns_per_s'] / 1e3:,.1f} µs/s)"
+        )
         if a["long_gaps"]:
-            out.print(f"  {a['long_gaps']:,} gaps of 1 ms or more ({format_ns(a['long_gap_total_ns'])} in all) are "
-                      "not interrupt handlers: other tasks, RT throttling or the hypervisor took the core")
+            out.print(
+                f"  {a['long_gaps']:,} gaps of 1 ms or more ({format_ns(a['long_gap_total_ns'])} in all) are "
+                "not interrupt handlers: other tasks, RT throttling or the hypervisor took the core"
+            )
     out.print(f"energy: {describe(r['energy'])}", markup=False)

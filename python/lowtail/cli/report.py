@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -15,7 +14,7 @@ from lowtail.cli._output import note, print_json
 def report(
     analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-report-<id>.html]."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-report-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     from lowtail.report import write_analysis_report

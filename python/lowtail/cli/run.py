@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import signal
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -27,6 +28,7 @@ _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside
 @contextmanager
 def _sigterm_interrupts() -> Iterator[None]:
     """SIGTERM and SIGHUP stop a run the way Ctrl-C does: everything is taken down, finished runs kept."""
+
     def interrupt(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
 
@@ -45,15 +47,23 @@ def _progress_bar(enabled: bool) -> Iterator[Any]:
     if not (enabled and err.is_terminal):
         yield Progress()
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
+    from rich.progress import Progress as Bar
 
-    with Bar("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-             console=err, transient=True) as bar:
+    with Bar(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
         task = bar.add_task("runs", total=None)
 
         def start(i: int, n: int, combo: Any) -> None:
-            bar.update(task, total=n, completed=i,
-                       description=f"{combo.dut.name} @ {format_rate(combo.traffic.rate_pps)}")
+            bar.update(
+                task, total=n, completed=i, description=f"{combo.dut.name} @ {format_rate(combo.traffic.rate_pps)}"
+            )
 
         def done(i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
             bar.update(task, completed=i + 1)
@@ -61,8 +71,7 @@ def _progress_bar(enabled: bool) -> Iterator[Any]:
         yield Progress(on_start=start, on_done=done)
 
 
-def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: bool,
-           report: Optional[Path]) -> None:
+def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
     from lowtail.experiment.runner import check_can_run, run_experiment
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
@@ -75,8 +84,10 @@ def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: 
         rows = runstore.runs(store, result.experiment_id)
         floors = runstore.calibration_floor(store, result.experiment_id)
     if result.resumed_runs:
-        note(f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
-             f"{result.new_runs} measured now")
+        note(
+            f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
+            f"{result.new_runs} measured now"
+        )
     if report:
         from lowtail.report.experiment import write_experiment_report
 
@@ -90,8 +101,10 @@ def _sweep(exp: Any, db: Path, data_dir: Optional[Path], fresh: bool, json_out: 
         printer.print(runs_table(experiment, rows, floors, exp.verdict))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
     for r in invalid:
-        warn(f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
-             f"{'; '.join(r['invalid_reasons'])}")
+        warn(
+            f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
+            f"{'; '.join(r['invalid_reasons'])}"
+        )
     if invalid:
         warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
@@ -103,45 +116,84 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
     figures = figures if isinstance(figures, dict) else {}
     floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
     return {
-        "run_id": r["run_id"], "experiment_id": r["experiment_id"], "dut": r["dut_name"], "kind": r["dut_kind"],
-        "calibration": r["calibration"], "dut_config": r["dut_config"], "rate_pps": r["rate_pps"],
-        "frame_size": r["frame_size"], "burst": r["burst"], "repetition": r["repetition"],
-        "sent": r["sent"], "received": r["received"], "lost": r["lost"], "duplicates": r["duplicates"],
-        "reordered": r["reordered"], "latency_ns": figures.get("latency_ns"),
-        "valid": r["valid"], "invalid_reasons": r["invalid_reasons"], "analysis_id": r["analysis_id"],
-        "series_path": r["series_path"], "generator": r["generator"], "capture": r["capture"],
-        "containment": r["containment"], "dut_stats": r["dut_stats"], "energy": r["energy"],
-        "calibration_floor": None if floor is None or r["calibration"] else
-        {"run_id": floor["run_id"], "p50_ns": floor["lat_p50_ns"], "p99_999_ns": floor["lat_p99_999_ns"]},
-        "started_at": r["started_at"], "finished_at": r["finished_at"],
+        "run_id": r["run_id"],
+        "experiment_id": r["experiment_id"],
+        "dut": r["dut_name"],
+        "kind": r["dut_kind"],
+        "calibration": r["calibration"],
+        "dut_config": r["dut_config"],
+        "rate_pps": r["rate_pps"],
+        "frame_size": r["frame_size"],
+        "burst": r["burst"],
+        "repetition": r["repetition"],
+        "sent": r["sent"],
+        "received": r["received"],
+        "lost": r["lost"],
+        "duplicates": r["duplicates"],
+        "reordered": r["reordered"],
+        "latency_ns": figures.get("latency_ns"),
+        "valid": r["valid"],
+        "invalid_reasons": r["invalid_reasons"],
+        "analysis_id": r["analysis_id"],
+        "series_path": r["series_path"],
+        "generator": r["generator"],
+        "capture": r["capture"],
+        "containment": r["containment"],
+        "dut_stats": r["dut_stats"],
+        "energy": r["energy"],
+        "calibration_floor": None
+        if floor is None or r["calibration"]
+        else {"run_id": floor["run_id"], "p50_ns": floor["lat_p50_ns"], "p99_999_ns": floor["lat_p99_999_ns"]},
+        "started_at": r["started_at"],
+        "finished_at": r["finished_at"],
     }
 
 
 def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any) -> Table:
-    t = Table(title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: "
-                    f"{verdict.describe()}", title_justify="left", box=None, pad_edge=False)
-    for col, right in (("DuT", False), ("rate", True), ("sent", True), ("lost", True), ("p50", True),
-                       ("p99.999", True), ("max", True), ("floor p99.999", True), ("verdict", False)):
+    t = Table(
+        title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
+    for col, right in (
+        ("DuT", False),
+        ("rate", True),
+        ("sent", True),
+        ("lost", True),
+        ("p50", True),
+        ("p99.999", True),
+        ("max", True),
+        ("floor p99.999", True),
+        ("verdict", False),
+    ):
         t.add_column(col, justify="right" if right else "left")
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        t.add_row(r["dut_name"], format_rate(r["rate_pps"]),
-                  f"{r['sent']:,}" if r["sent"] is not None else "–",
-                  f"{r['lost']:,}" if r["lost"] is not None else "–",
-                  format_ns(r["lat_p50_ns"]), format_ns(r["lat_p99_999_ns"]), format_ns(r["lat_max_ns"]),
-                  "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
-                  verdict.judge(r))
+        t.add_row(
+            r["dut_name"],
+            format_rate(r["rate_pps"]),
+            f"{r['sent']:,}" if r["sent"] is not None else "–",
+            f"{r['lost']:,}" if r["lost"] is not None else "–",
+            format_ns(r["lat_p50_ns"]),
+            format_ns(r["lat_p99_999_ns"]),
+            format_ns(r["lat_max_ns"]),
+            "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
+            verdict.judge(r),
+        )
     return t
 
 
-@app.command(help="Run a latency experiment on a software testbed (network namespaces and veth links): "
-                  "every combination of the file's lists, each stored with its analysis. Without FILE, the "
-                  "embedded default experiment. Interrupted experiments resume where they stopped.")
+@app.command(
+    help="Run a latency experiment on a software testbed (network namespaces and veth links): "
+    "every combination of the file's lists, each stored with its analysis. Without FILE, the "
+    "embedded default experiment. Interrupted experiments resume where they stopped."
+)
 def run(
-    file: Optional[Path] = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
+    file: Path | None = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_HELP),
-    report: Optional[Path] = typer.Option(None, help="Also write the experiment's HTML report to this file."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
+    report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
     print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
@@ -154,22 +206,26 @@ def run(
     _sweep(spec.load(file), db, data_dir, fresh, json_out, report)
 
 
-@app.command(help="Measure the testbed's own noise floor: the experiment's traffic over a plain veth wire, "
-                  "no DuT. Reports show it beside every result.")
+@app.command(
+    help="Measure the testbed's own noise floor: the experiment's traffic over a plain veth wire, "
+    "no DuT. Reports show it beside every result."
+)
 def calibrate(
-    file: Optional[Path] = typer.Argument(None, help="Experiment file whose traffic to use [default: the embedded "
-                                                     "default]."),
+    file: Path | None = typer.Argument(
+        None, help="Experiment file whose traffic to use [default: the embedded default]."
+    ),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
-    data_dir: Optional[Path] = typer.Option(None, help=_DATA_HELP),
-    report: Optional[Path] = typer.Option(None, help="Also write the HTML report to this file."),
+    data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
+    report: Path | None = typer.Option(None, help="Also write the HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start anew even if an unfinished calibration of this file exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
     from lowtail.experiment import spec
 
     exp = spec.load(file)
-    exp = dataclasses.replace(exp, name=f"{exp.name} (calibration)", duts=[], calibrate=True,
-                              raw=exp.raw | {"calibration_only": True})
+    exp = dataclasses.replace(
+        exp, name=f"{exp.name} (calibration)", duts=[], calibrate=True, raw=exp.raw | {"calibration_only": True}
+    )
     _sweep(exp, db, data_dir, fresh, json_out, report)
 
 
@@ -190,8 +246,14 @@ def list_experiments(
     for col in ("id", "name", "created", "status", "runs", "valid"):
         t.add_column(col, justify="right" if col in ("id", "runs", "valid") else "left")
     for r in rows:
-        t.add_row(str(r["experiment_id"]), r["name"], f"{r['created_at']:%Y-%m-%d %H:%M}", r["status"],
-                  str(r["runs"]), str(r["valid_runs"]))
+        t.add_row(
+            str(r["experiment_id"]),
+            r["name"],
+            f"{r['created_at']:%Y-%m-%d %H:%M}",
+            r["status"],
+            str(r["runs"]),
+            str(r["valid_runs"]),
+        )
     out.print(t)
 
 
@@ -199,10 +261,12 @@ def list_experiments(
 def experiment_report(
     experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
     db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="HTML file [default: "
-                                                                       "lowtail-experiment-<id>.html]."),
-    budget: Optional[str] = typer.Option(None, help="Latency budget of the verdict, e.g. 350us [default: the "
-                                                    "experiment file's, else 1ms]."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="HTML file [default: lowtail-experiment-<id>.html]."
+    ),
+    budget: str | None = typer.Option(
+        None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     from lowtail.report.experiment import write_experiment_report

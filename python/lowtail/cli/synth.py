@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -22,19 +21,25 @@ def _parse_value(raw: str):
         return raw
 
 
-@app.command(help="Write a synthetic PRE/POST capture pair from a model device (latency, jitter, periodic "
-                  "interrupts, loss, duplicates, reordering) — for trying lowtail, for tests and benchmarks. "
-                  "Any model field can be set with --set key=value; --show-model lists them.")
+@app.command(
+    help="Write a synthetic PRE/POST capture pair from a model device (latency, jitter, periodic "
+    "interrupts, loss, duplicates, reordering) — for trying lowtail, for tests and benchmarks. "
+    "Any model field can be set with --set key=value; --show-model lists them."
+)
 def synth(
-    pre: Optional[Path] = typer.Argument(None, help="PRE capture to write."),
-    post: Optional[Path] = typer.Argument(None, help="POST capture to write."),
-    packets: Optional[int] = typer.Option(None, min=1, help="Packets to send [default: 100000]."),
-    rate: Optional[float] = typer.Option(None, min=1.0, help="Send rate in packets per second [default: 100000]."),
-    format: Optional[str] = typer.Option(None, help="pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be or moonsniff [default: pcap-ns]."),
-    compression: Optional[str] = typer.Option(None, help="none, zstd or gzip [default: none]."),
-    seed: Optional[int] = typer.Option(None, help="Random seed [default: 1]."),
-    set_: list[str] = typer.Option([], "--set", help="Any model field, e.g. --set loss=0.001 --set irq_durations_ns=[5500,8200]."),
-    truth: Optional[Path] = typer.Option(None, help="Also write the per-packet ground truth (Parquet)."),
+    pre: Path | None = typer.Argument(None, help="PRE capture to write."),
+    post: Path | None = typer.Argument(None, help="POST capture to write."),
+    packets: int | None = typer.Option(None, min=1, help="Packets to send [default: 100000]."),
+    rate: float | None = typer.Option(None, min=1.0, help="Send rate in packets per second [default: 100000]."),
+    format: str | None = typer.Option(
+        None, help="pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be or moonsniff [default: pcap-ns]."
+    ),
+    compression: str | None = typer.Option(None, help="none, zstd or gzip [default: none]."),
+    seed: int | None = typer.Option(None, help="Random seed [default: 1]."),
+    set_: list[str] = typer.Option(
+        [], "--set", help="Any model field, e.g. --set loss=0.001 --set irq_durations_ns=[5500,8200]."
+    ),
+    truth: Path | None = typer.Option(None, help="Also write the per-packet ground truth (Parquet)."),
     show_model: bool = typer.Option(False, help="Print the model's fields and defaults as JSON and exit."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
@@ -50,19 +55,25 @@ def synth(
         if not sep or key not in defaults:
             raise UserError(f"--set {item!r}: expected key=value with a key from --show-model")
         spec[key] = _parse_value(value)
-    for key, value in (("packets", packets), ("rate_pps", rate), ("format", format),
-                       ("compression", compression), ("seed", seed)):
+    for key, value in (
+        ("packets", packets),
+        ("rate_pps", rate),
+        ("format", format),
+        ("compression", compression),
+        ("seed", seed),
+    ):
         if value is not None:
             spec[key] = value
     try:
-        summary = json.loads(_native.synth_pair(str(pre), str(post), json.dumps(spec),
-                                                str(truth) if truth else None))
+        summary = json.loads(_native.synth_pair(str(pre), str(post), json.dumps(spec), str(truth) if truth else None))
     except _native.LowtailError as e:
         raise UserError(str(e)) from None
     if json_out:
         print_json(summary)
     else:
         merged = {**defaults, **spec}
-        note(f"wrote {summary['packets']:,} packets at {format_rate(merged['rate_pps'])}: {pre} "
-             f"({summary['pre_bytes']:,} B), {post} ({summary['post_bytes']:,} B); "
-             f"{summary['lost']:,} lost, {summary['duplicates']:,} duplicated")
+        note(
+            f"wrote {summary['packets']:,} packets at {format_rate(merged['rate_pps'])}: {pre} "
+            f"({summary['pre_bytes']:,} B), {post} ({summary['post_bytes']:,} B); "
+            f"{summary['lost']:,} lost, {summary['duplicates']:,} duplicated"
+        )

@@ -8,8 +8,9 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._output import note, out, print_json
 
-testbed_app = typer.Typer(help="Software testbeds on this host (network namespaces, veth links, cgroups).",
-                          no_args_is_help=True)
+testbed_app = typer.Typer(
+    help="Software testbeds on this host (network namespaces, veth links, cgroups).", no_args_is_help=True
+)
 app.add_typer(testbed_app, name="testbed")
 
 
@@ -18,9 +19,17 @@ def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     from lowtail.testbed.registry import tag_owner, testbeds_on_host
 
     found = testbeds_on_host()
-    rows = [{"tag": tag, "owner_pid": tag_owner(tag), "alive": e["alive"], "netns": e["netns"],
-             "cgroups": e["cgroups"], "state_file": str(e["registry"].file) if e["registry"] else None}
-            for tag, e in sorted(found.items())]
+    rows = [
+        {
+            "tag": tag,
+            "owner_pid": tag_owner(tag),
+            "alive": e["alive"],
+            "netns": e["netns"],
+            "cgroups": e["cgroups"],
+            "state_file": str(e["registry"].file) if e["registry"] else None,
+        }
+        for tag, e in sorted(found.items())
+    ]
     if json_out:
         print_json(rows)
         return
@@ -31,14 +40,21 @@ def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     for col in ("tag", "owner", "state", "namespaces", "cgroups"):
         t.add_column(col)
     for r in rows:
-        t.add_row(r["tag"], str(r["owner_pid"]), "running" if r["alive"] else "leftover (owner gone)",
-                  " ".join(r["netns"]) or "–", " ".join(r["cgroups"]) or "–")
+        t.add_row(
+            r["tag"],
+            str(r["owner_pid"]),
+            "running" if r["alive"] else "leftover (owner gone)",
+            " ".join(r["netns"]) or "–",
+            " ".join(r["cgroups"]) or "–",
+        )
     out.print(t)
 
 
-@testbed_app.command(help="Remove what killed runs left behind (namespaces, links, cgroups, processes, DPDK "
-                          "files). Only testbeds whose owner process is gone are touched: runs in progress, "
-                          "yours or anyone's, are left alone.")
+@testbed_app.command(
+    help="Remove what killed runs left behind (namespaces, links, cgroups, processes, DPDK "
+    "files). Only testbeds whose owner process is gone are touched: runs in progress, "
+    "yours or anyone's, are left alone."
+)
 def clean(
     dry_run: bool = typer.Option(False, help="Only say what would be removed."),
     json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),

@@ -75,8 +75,7 @@ def measure(exp: Experiment, combo: Combination, plan: CorePlan, run_dir: Path) 
             outcome.finished_at = datetime.now()
             return outcome
         if capture.died():
-            raise Failure(_disk_full_or(capture, f"the timestamper stopped during the run: "
-                                                 f"{capture.exit_message()}"))
+            raise Failure(_disk_full_or(capture, f"the timestamper stopped during the run: {capture.exit_message()}"))
         capture.stop()
         outcome.capture = capture.statistics() or {}
         outcome.dut_stats = dut.stop()
@@ -86,35 +85,87 @@ def measure(exp: Experiment, combo: Combination, plan: CorePlan, run_dir: Path) 
 
 
 def _wait_until_forwarding(tb: Testbed, dut) -> None:
-    took = wait_forwarding(tb.lg_ns, tb.tx, tb.rx, tb.macs[tb.tx], tb.macs[tb.rx], dut.ready_timeout_s,
-                           still_starting=lambda: dut.failure() is None)
+    took = wait_forwarding(
+        tb.lg_ns,
+        tb.tx,
+        tb.rx,
+        tb.macs[tb.tx],
+        tb.macs[tb.rx],
+        dut.ready_timeout_s,
+        still_starting=lambda: dut.failure() is None,
+    )
     if took is None:
-        raise DutFailed(dut.failure() or f"the DuT {dut.name} ({dut.kind}) forwarded nothing within "
-                                         f"{dut.ready_timeout_s:g} s of starting")
+        raise DutFailed(
+            dut.failure()
+            or f"the DuT {dut.name} ({dut.kind}) forwarded nothing within {dut.ready_timeout_s:g} s of starting"
+        )
 
 
 def _start_capture(tb: Testbed, plan: CorePlan, run_dir: Path, outcome: Outcome):
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
-    argv = [str(find_binary("lowtail-cap")), "--iface", tb.tx, "--out", str(outcome.pre),
-            "--iface", tb.rx, "--out", str(outcome.post), "--cpu", str(plan.capture),
-            "--rt-priority", str(CAPTURE_RT_PRIORITY),
-            "--snaplen", str(SNAPLEN), "--zstd", "--stats-json", str(run_dir / "capture.json"),
-            "--ready-file", str(run_dir / "capture.ready")]
+    argv = [
+        str(find_binary("lowtail-cap")),
+        "--iface",
+        tb.tx,
+        "--out",
+        str(outcome.pre),
+        "--iface",
+        tb.rx,
+        "--out",
+        str(outcome.post),
+        "--cpu",
+        str(plan.capture),
+        "--rt-priority",
+        str(CAPTURE_RT_PRIORITY),
+        "--snaplen",
+        str(SNAPLEN),
+        "--zstd",
+        "--stats-json",
+        str(run_dir / "capture.json"),
+        "--ready-file",
+        str(run_dir / "capture.ready"),
+    ]
     capture = tb.spawn("capture", tb.lg_ns, argv, stats=run_dir / "capture.json")
     if not capture.wait_file(run_dir / "capture.ready", timeout_s=15.0):
         raise Failure(_disk_full_or(capture, f"the timestamper did not start: {capture.exit_message()}"))
     return capture
 
 
-def _send(exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_dir: Path, dut,
-          outcome: Outcome) -> None:
+def _send(
+    exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_dir: Path, dut, outcome: Outcome
+) -> None:
     t = combo.traffic
     stats = run_dir / "generator.json"
-    argv = [str(find_binary("lowtail-gen")), "--iface", tb.tx, "--rate", str(t.rate_pps),
-            "--count", str(outcome.frames_planned), "--frame-size", str(t.frame_size), "--burst", str(t.burst),
-            "--udp-dst-port", str(t.udp_dst_port), "--flows", str(t.flows),
-            "--src-mac", tb.macs[tb.tx], "--dst-mac", tb.macs[tb.rx], "--src-ip", SRC_IP, "--dst-ip", DST_IP,
-            "--cpu", str(plan.generator), *plan.generator_scheduling(), "--stats-json", str(stats)]
+    argv = [
+        str(find_binary("lowtail-gen")),
+        "--iface",
+        tb.tx,
+        "--rate",
+        str(t.rate_pps),
+        "--count",
+        str(outcome.frames_planned),
+        "--frame-size",
+        str(t.frame_size),
+        "--burst",
+        str(t.burst),
+        "--udp-dst-port",
+        str(t.udp_dst_port),
+        "--flows",
+        str(t.flows),
+        "--src-mac",
+        tb.macs[tb.tx],
+        "--dst-mac",
+        tb.macs[tb.rx],
+        "--src-ip",
+        SRC_IP,
+        "--dst-ip",
+        DST_IP,
+        "--cpu",
+        str(plan.generator),
+        *plan.generator_scheduling(),
+        "--stats-json",
+        str(stats),
+    ]
     sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping)
     meter = EnergyMeter()
     sampler.start()
@@ -161,8 +212,10 @@ def _judge(outcome: Outcome) -> None:
     elif gen.get("kept_up") is False:
         outcome.invalid_reasons.append(generator_behind(gen))
     if gen.get("send_errors"):
-        outcome.invalid_reasons.append(f"the generator's interface refused {gen['send_errors']:,} frames"
-                                       + (f" ({gen['first_send_error']})" if gen.get("first_send_error") else ""))
+        outcome.invalid_reasons.append(
+            f"the generator's interface refused {gen['send_errors']:,} frames"
+            + (f" ({gen['first_send_error']})" if gen.get("first_send_error") else "")
+        )
     drops = capture_drops(cap)
     if drops:
         outcome.invalid_reasons.append(f"the timestamper lost {drops:,} frames (kernel capture drops)")
@@ -180,8 +233,11 @@ def generator_behind(gen: dict[str, Any]) -> str:
         details.append(f"achieved {gen['achieved_rate_pps']:,.0f} of {gen['rate_pps']:,} pps")
     if isinstance(gen.get("max_lag_ns"), int):
         details.append(f"up to {format_ns(gen['max_lag_ns'])} behind schedule")
-    return GENERATOR_BEHIND_REASON + (f": {', '.join(details)}" if details else "") + \
-        " (a rate beyond this host, or its cores were busy with other work)"
+    return (
+        GENERATOR_BEHIND_REASON
+        + (f": {', '.join(details)}" if details else "")
+        + " (a rate beyond this host, or its cores were busy with other work)"
+    )
 
 
 def capture_drops(cap: dict[str, Any]) -> int:

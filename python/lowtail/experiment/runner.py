@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import errno
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.binaries import find_binary
@@ -57,8 +58,9 @@ def check_can_run(exp: Experiment) -> None:
         KINDS[kind].check_available()
 
 
-def run_experiment(exp: Experiment, store: Store, data_dir: Path, fresh: bool = False,
-                   progress: Progress | None = None) -> SweepResult:
+def run_experiment(
+    exp: Experiment, store: Store, data_dir: Path, fresh: bool = False, progress: Progress | None = None
+) -> SweepResult:
     progress = progress or Progress()
     check_can_run(exp)
     plan = CorePlan.for_host(exp.cores)
@@ -71,8 +73,9 @@ def run_experiment(exp: Experiment, store: Store, data_dir: Path, fresh: bool = 
         eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
         data_dir = data_dir / f"experiment-{eid}"
         with store.transaction():
-            store.con.execute("UPDATE experiments SET data_dir = ? WHERE experiment_id = ?",
-                              [str(data_dir.resolve()), eid])
+            store.con.execute(
+                "UPDATE experiments SET data_dir = ? WHERE experiment_id = ?", [str(data_dir.resolve()), eid]
+            )
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
@@ -84,13 +87,17 @@ def run_experiment(exp: Experiment, store: Store, data_dir: Path, fresh: bool = 
     except (KeyboardInterrupt, Interrupted):
         runstore.set_status(store, eid, "interrupted")
         stored = len(runstore.done_keys(store, eid))
-        raise Interrupted(f"interrupted: {stored} of {len(combos)} runs of experiment {eid} are stored; "
-                          f"run the same command again to resume") from None
+        raise Interrupted(
+            f"interrupted: {stored} of {len(combos)} runs of experiment {eid} are stored; "
+            f"run the same command again to resume"
+        ) from None
     except BaseException as e:
         runstore.set_status(store, eid, "failed")
         if _is_disk_full(e):
-            raise Failure(f"disk full while writing results ({e}); free some space and run the same command "
-                          f"again to resume (finished runs are kept)") from None
+            raise Failure(
+                f"disk full while writing results ({e}); free some space and run the same command "
+                f"again to resume (finished runs are kept)"
+            ) from None
         raise
     runstore.set_status(store, eid, "finished")
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
@@ -108,13 +115,16 @@ def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
         probe = probe.parent
     free = shutil.disk_usage(probe).free
     if free < need:
-        raise Failure(f"not enough disk space in {probe} for the next run: it needs about {need >> 20} MiB and "
-                      f"{free >> 20} MiB are free; free some space (or pass --data-dir) and run the same command "
-                      f"again to resume (finished runs are kept)")
+        raise Failure(
+            f"not enough disk space in {probe} for the next run: it needs about {need >> 20} MiB and "
+            f"{free >> 20} MiB are free; free some space (or pass --data-dir) and run the same command "
+            f"again to resume (finished runs are kept)"
+        )
 
 
-def _run_one(exp: Experiment, combo: Combination, index: int, plan: CorePlan, store: Store, eid: int,
-             data_dir: Path) -> dict[str, Any]:
+def _run_one(
+    exp: Experiment, combo: Combination, index: int, plan: CorePlan, store: Store, eid: int, data_dir: Path
+) -> dict[str, Any]:
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
     shutil.rmtree(run_dir, ignore_errors=True)  # what a killed attempt left half-written
@@ -132,18 +142,37 @@ def _run_one(exp: Experiment, combo: Combination, index: int, plan: CorePlan, st
             Path(p).unlink()
         captures = []
     row = {
-        "label": f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps" + (f" #{combo.repetition}" if exp.repetitions > 1
-                                                                        else ""),
-        "experiment_id": eid, "combination_key": combo.key, "dut_name": combo.dut.name, "dut_kind": combo.dut.kind,
-        "dut_config": combo.dut.options, "calibration": combo.dut.calibration, "rate_pps": t.rate_pps,
-        "frame_size": t.frame_size, "burst": t.burst, "repetition": combo.repetition,
-        "duration_ns": exp.duration_ns, "warmup_ns": exp.warmup_ns, "started_at": outcome.started_at,
-        "finished_at": outcome.finished_at, "series_path": analysis.get("export_path") if analysis else None,
-        "valid": not outcome.invalid_reasons, "invalid_reasons": outcome.invalid_reasons,
-        "generator": outcome.generator, "capture": outcome.capture, "containment": outcome.containment,
-        "energy": outcome.energy, "dut_stats": outcome.dut_stats, "capture_paths": captures,
-        "traffic": {"flows": t.flows, "udp_dst_port": t.udp_dst_port, "frames_planned": outcome.frames_planned,
-                    "core_plan": plan.as_dict()},
+        "label": f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps"
+        + (f" #{combo.repetition}" if exp.repetitions > 1 else ""),
+        "experiment_id": eid,
+        "combination_key": combo.key,
+        "dut_name": combo.dut.name,
+        "dut_kind": combo.dut.kind,
+        "dut_config": combo.dut.options,
+        "calibration": combo.dut.calibration,
+        "rate_pps": t.rate_pps,
+        "frame_size": t.frame_size,
+        "burst": t.burst,
+        "repetition": combo.repetition,
+        "duration_ns": exp.duration_ns,
+        "warmup_ns": exp.warmup_ns,
+        "started_at": outcome.started_at,
+        "finished_at": outcome.finished_at,
+        "series_path": analysis.get("export_path") if analysis else None,
+        "valid": not outcome.invalid_reasons,
+        "invalid_reasons": outcome.invalid_reasons,
+        "generator": outcome.generator,
+        "capture": outcome.capture,
+        "containment": outcome.containment,
+        "energy": outcome.energy,
+        "dut_stats": outcome.dut_stats,
+        "capture_paths": captures,
+        "traffic": {
+            "flows": t.flows,
+            "udp_dst_port": t.udp_dst_port,
+            "frames_planned": outcome.frames_planned,
+            "core_plan": plan.as_dict(),
+        },
     }
     with store.transaction():
         run_id = runstore.save_run(store, row, analysis, options)
@@ -151,11 +180,13 @@ def _run_one(exp: Experiment, combo: Combination, index: int, plan: CorePlan, st
     return row | {"run_id": run_id, "analysis": analysis}
 
 
-def _analyze(exp: Experiment, combo: Combination, outcome: Outcome,
-             run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _analyze(
+    exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
-    options = AnalyzeOptions(trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port,
-                             export=str(run_dir / "series.parquet"))
+    options = AnalyzeOptions(
+        trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=str(run_dir / "series.parquet")
+    )
     if outcome.pre is None or not outcome.pre.exists():
         return None, vars(options)
     try:

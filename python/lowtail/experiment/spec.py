@@ -36,8 +36,15 @@ _SECTIONS = {
 }
 MIN_FRAME, MAX_FRAME = 64, 1518
 # The percentiles every analysis computes exactly, and their keys in `latency_ns`.
-VERDICT_PERCENTILES = {50: "p50", 90: "p90", 99: "p99", 99.9: "p99_9", 99.99: "p99_99", 99.999: "p99_999",
-                       99.9999: "p99_9999"}
+VERDICT_PERCENTILES = {
+    50: "p50",
+    90: "p90",
+    99: "p99",
+    99.9: "p99_9",
+    99.99: "p99_99",
+    99.999: "p99_999",
+    99.9999: "p99_9999",
+}
 
 
 @dataclass(frozen=True)
@@ -114,8 +121,13 @@ class Combination:
     @property
     def key(self) -> str:
         """Stable across invocations of the same experiment: resuming skips stored keys."""
-        doc = {"dut": self.dut.name, "kind": self.dut.kind, "options": self.dut.options,
-               "traffic": self.traffic.__dict__, "repetition": self.repetition}
+        doc = {
+            "dut": self.dut.name,
+            "kind": self.dut.kind,
+            "options": self.dut.options,
+            "traffic": self.traffic.__dict__,
+            "repetition": self.repetition,
+        }
         digest = hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
         t = self.traffic
         return f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}/r{self.repetition}/{digest}"
@@ -217,16 +229,18 @@ def parse(text: str, source: str) -> Experiment:
     w = _Where(text, source)
     for section, value in doc.items():
         if section not in _SECTIONS:
-            raise w.error(f"unknown section [{section}] (known: {', '.join('[' + s + ']' for s in _SECTIONS)})",
-                          section)
+            raise w.error(
+                f"unknown section [{section}] (known: {', '.join('[' + s + ']' for s in _SECTIONS)})", section
+            )
         allowed = _SECTIONS[section]
         if allowed is not None:
             if not isinstance(value, dict):
                 raise w.error(f"[{section}] must be a table", section)
             for key in value:
                 if key not in allowed:
-                    raise w.error(f"unknown key {key!r} in [{section}] (known: {', '.join(sorted(allowed))})",
-                                  section, key)
+                    raise w.error(
+                        f"unknown key {key!r} in [{section}] (known: {', '.join(sorted(allowed))})", section, key
+                    )
     exp = doc.get("experiment", {})
     traffic = doc.get("traffic", {})
 
@@ -271,11 +285,20 @@ def parse(text: str, source: str) -> Experiment:
     if not duts and not exp.get("calibrate", True):
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
     return Experiment(
-        name=name.strip(), source=source, duration_ns=duration("duration", "5s", 100_000_000),
-        warmup_ns=duration("warmup", "1s", 0), drain_ns=duration("drain", "200ms", 0),
-        repetitions=repetitions, calibrate=exp.get("calibrate", True),
-        keep_captures=exp.get("keep_captures", True), traffic=points, duts=duts,
-        cores=_parse_cores(doc.get("cores", {}), w), verdict=_parse_verdict(doc.get("verdict", {}), w), raw=doc)
+        name=name.strip(),
+        source=source,
+        duration_ns=duration("duration", "5s", 100_000_000),
+        warmup_ns=duration("warmup", "1s", 0),
+        drain_ns=duration("drain", "200ms", 0),
+        repetitions=repetitions,
+        calibrate=exp.get("calibrate", True),
+        keep_captures=exp.get("keep_captures", True),
+        traffic=points,
+        duts=duts,
+        cores=_parse_cores(doc.get("cores", {}), w),
+        verdict=_parse_verdict(doc.get("verdict", {}), w),
+        raw=doc,
+    )
 
 
 def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
@@ -287,15 +310,27 @@ def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
         table = dict(table)
         name, kind = table.pop("name", None), table.pop("kind", None)
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", name):
-            raise w.error(f"every [[dut]] needs a name of letters, digits, '-', '_', '.' (got {name!r})",
-                          "dut", "name" if name is not None else None, index)
+            raise w.error(
+                f"every [[dut]] needs a name of letters, digits, '-', '_', '.' (got {name!r})",
+                "dut",
+                "name" if name is not None else None,
+                index,
+            )
         if name in names or name == "wire":
-            raise w.error(f"DuT name {name!r} is {'reserved for calibration' if name == 'wire' else 'used twice'}",
-                          "dut", "name", index)
+            raise w.error(
+                f"DuT name {name!r} is {'reserved for calibration' if name == 'wire' else 'used twice'}",
+                "dut",
+                "name",
+                index,
+            )
         names.add(name)
         if kind not in KINDS:
-            raise w.error(f"DuT {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})",
-                          "dut", "kind" if kind is not None else None, index)
+            raise w.error(
+                f"DuT {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})",
+                "dut",
+                "kind" if kind is not None else None,
+                index,
+            )
         cls = KINDS[kind]
         try:
             expanded = cls.expand(table)
@@ -317,8 +352,12 @@ def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
             raise w.error("dut takes a list of cores, e.g. dut = [1]", "cores", key)
         for v in values:
             if isinstance(v, bool) or not isinstance(v, int) or v not in available:
-                raise w.error(f"{key}: core {v!r} is not one this process may use "
-                              f"(available: {', '.join(map(str, sorted(available)))})", "cores", key)
+                raise w.error(
+                    f"{key}: core {v!r} is not one this process may use "
+                    f"(available: {', '.join(map(str, sorted(available)))})",
+                    "cores",
+                    key,
+                )
         cores[key] = value
     return cores
 
@@ -326,9 +365,12 @@ def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
 def _parse_verdict(table: dict, w: _Where) -> Verdict:
     percentile = table.get("percentile", 99.999)
     if percentile not in VERDICT_PERCENTILES:
-        raise w.error(f"percentile must be one of the exact percentiles lowtail computes: "
-                      f"{', '.join(f'{p:g}' for p in VERDICT_PERCENTILES)} (got {percentile!r})",
-                      "verdict", "percentile")
+        raise w.error(
+            f"percentile must be one of the exact percentiles lowtail computes: "
+            f"{', '.join(f'{p:g}' for p in VERDICT_PERCENTILES)} (got {percentile!r})",
+            "verdict",
+            "percentile",
+        )
     try:
         budget = parse_duration_ns(table.get("budget", "1ms"), default_unit="s")
     except UserError as e:

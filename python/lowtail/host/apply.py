@@ -17,7 +17,7 @@ import os
 import re
 import socket
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +33,13 @@ STAT_INTERVAL_S = 3600  # 002 §4.1
 
 @dataclass
 class Change:
-    setting: str            # what a person calls it: "IRQ 36 (virtio1-req.0) affinity"
-    path: str               # relative to the sysroot
-    written: str            # the value apply writes ("" for mkdir)
-    before: str | None      # the file's text before (None: created by apply)
-    restore: str | None     # what undo writes (None: removed with the directory apply made)
-    compare: str = "text"   # how values compare: text | cpulist | mask | selected | controllers
-    kind: str = "write"     # write | mkdir
+    setting: str  # what a person calls it: "IRQ 36 (virtio1-req.0) affinity"
+    path: str  # relative to the sysroot
+    written: str  # the value apply writes ("" for mkdir)
+    before: str | None  # the file's text before (None: created by apply)
+    restore: str | None  # what undo writes (None: removed with the directory apply made)
+    compare: str = "text"  # how values compare: text | cpulist | mask | selected | controllers
+    kind: str = "write"  # write | mkdir
     optional: bool = False  # the kernel may refuse it (managed IRQs, partitions) without failing apply
     status: str = "planned"  # planned | applied | refused
     after: str | None = None  # the file's text after the write
@@ -74,6 +74,7 @@ def _takes_effect(ch: Change, current: str | None) -> bool:
 
 # -- what to change ---------------------------------------------------------------------------
 
+
 def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPUSET) -> list[Change]:
     root = host.root
     hk, iso = format_cpulist(plan.housekeeping), plan.isolated
@@ -93,8 +94,11 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
         rel = f"sys/kernel/mm/transparent_hugepage/{name}"
         cur = root.read(rel)
         if cur is not None and normalized("selected", cur) != "never":
-            changes.append(Change(f"transparent huge pages {name}", rel, "never", cur,
-                                  normalized("selected", cur), compare="selected"))
+            changes.append(
+                Change(
+                    f"transparent huge pages {name}", rel, "never", cur, normalized("selected", cur), compare="selected"
+                )
+            )
     ksm = root.read("sys/kernel/mm/ksm/run")
     if ksm is not None and ksm != "0":
         changes.append(Change("KSM", "sys/kernel/mm/ksm/run", "0", ksm, ksm))
@@ -107,20 +111,36 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
         for st in host.idle_states(cpu):
             if st.latency_us > 0 and not st.disabled:
                 rel = f"sys/devices/system/cpu/cpu{cpu}/cpuidle/state{st.index}/disable"
-                changes.append(Change(f"CPU {cpu} idle state {st.name} ({st.latency_us} µs)", rel, "1",
-                                      root.read(rel) or "0", root.read(rel) or "0"))
+                changes.append(
+                    Change(
+                        f"CPU {cpu} idle state {st.name} ({st.latency_us} µs)",
+                        rel,
+                        "1",
+                        root.read(rel) or "0",
+                        root.read(rel) or "0",
+                    )
+                )
     default = root.read("proc/irq/default_smp_affinity")
     if default is not None and set(cpumask_to_cpus(default)) - set(plan.housekeeping):
-        changes.append(Change("default IRQ affinity", "proc/irq/default_smp_affinity",
-                              cpus_to_cpumask(plan.housekeeping), default, default, compare="mask"))
+        changes.append(
+            Change(
+                "default IRQ affinity",
+                "proc/irq/default_smp_affinity",
+                cpus_to_cpumask(plan.housekeeping),
+                default,
+                default,
+                compare="mask",
+            )
+        )
     for irq in host.irqs:
         if set(irq.affinity) - set(plan.housekeeping):
             rel = f"proc/irq/{irq.number}/smp_affinity_list"
             cur = root.read(rel)
             if cur is None:
                 continue
-            changes.append(Change(f"IRQ {irq.number} ({irq.name}) affinity", rel, hk, cur, cur,
-                                  compare="cpulist", optional=True))
+            changes.append(
+                Change(f"IRQ {irq.number} ({irq.name}) affinity", rel, hk, cur, cur, compare="cpulist", optional=True)
+            )
     return changes
 
 
@@ -135,27 +155,39 @@ def _cpuset_changes(host: Host, plan: CorePlan, name: str) -> list[Change]:
     version, base = mount
     d = f"{base}/{name}"
     if host.root.exists(d):
-        raise UserError(f"{host.root.path(d)} exists already (from an earlier apply?): run `lowtail host undo` "
-                        "with its undo file, or choose another --cpuset NAME")
+        raise UserError(
+            f"{host.root.path(d)} exists already (from an earlier apply?): run `lowtail host undo` "
+            "with its undo file, or choose another --cpuset NAME"
+        )
     nodes = sorted(n for n, cpus in host.numa_nodes.items() if set(cpus) & set(plan.isolated)) or [0]
     changes = []
     if version == "v2":
         rel = f"{base}/cgroup.subtree_control"
         cur = host.root.read(rel) or ""
         if "cpuset" not in cur.split():
-            changes.append(Change("cpuset controller for child cgroups", rel, "+cpuset", cur, "-cpuset",
-                                  compare="controllers"))
+            changes.append(
+                Change("cpuset controller for child cgroups", rel, "+cpuset", cur, "-cpuset", compare="controllers")
+            )
     cpus = format_cpulist(plan.isolated)
     changes.append(Change(f"cpuset {name} for the DuT", d, "", None, None, kind="mkdir"))
     changes.append(Change(f"cpuset {name} CPUs", f"{d}/cpuset.cpus", cpus, None, None, compare="cpulist"))
-    changes.append(Change(f"cpuset {name} memory nodes", f"{d}/cpuset.mems", format_cpulist(nodes), None, None,
-                          compare="cpulist"))
+    changes.append(
+        Change(f"cpuset {name} memory nodes", f"{d}/cpuset.mems", format_cpulist(nodes), None, None, compare="cpulist")
+    )
     if version == "v2":
-        changes.append(Change(f"cpuset {name} as an isolated partition", f"{d}/cpuset.cpus.partition", "isolated",
-                              None, None, compare="selected", optional=True))
+        changes.append(
+            Change(
+                f"cpuset {name} as an isolated partition",
+                f"{d}/cpuset.cpus.partition",
+                "isolated",
+                None,
+                None,
+                compare="selected",
+                optional=True,
+            )
+        )
     else:
-        changes.append(Change(f"cpuset {name} exclusive", f"{d}/cpuset.cpu_exclusive", "1", None, None,
-                              optional=True))
+        changes.append(Change(f"cpuset {name} exclusive", f"{d}/cpuset.cpu_exclusive", "1", None, None, optional=True))
     return changes
 
 
@@ -200,14 +232,18 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
     """Make every change, or none: the undo file is written first; on a failure the
     changes already made are reverted and Failure says what happened."""
     if root.live and os.geteuid() != 0:
-        raise UserError("apply changes kernel settings and needs root: run it with sudo "
-                        "(without --yes it only shows what it would change)")
+        raise UserError(
+            "apply changes kernel settings and needs root: run it with sudo "
+            "(without --yes it only shows what it would change)"
+        )
     if root.unreadable:
         raise UserError(f"cannot read {root.path(root.unreadable[0])}: permission denied (run as root)")
     undo_path = Path(undo_path)
     if undo_path.exists():
-        raise UserError(f"{undo_path} exists from an earlier apply: run `lowtail host undo {undo_path}` first, "
-                        "or pass another --undo-file")
+        raise UserError(
+            f"{undo_path} exists from an earlier apply: run `lowtail host undo {undo_path}` first, "
+            "or pass another --undo-file"
+        )
     _write_undo(undo_path, root, plan, changes, "pending")
     made: list[Change] = []
     current: Change | None = None
@@ -235,11 +271,14 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
         what = f"{current.setting} ({root.path(current.path)}): {reason}" if current else reason
         if failed:
             _write_undo(undo_path, root, plan, changes, "pending")
-            raise Failure(f"could not change {what}; rolling back also failed for {failed[0].setting} — "
-                          f"{undo_path} lists every change: fix the cause, then `lowtail host undo {undo_path}`") from None
+            raise Failure(
+                f"could not change {what}; rolling back also failed for {failed[0].setting} — "
+                f"{undo_path} lists every change: fix the cause, then `lowtail host undo {undo_path}`"
+            ) from None
         undo_path.unlink(missing_ok=True)
-        raise Failure(f"could not change {what}; the {len(made)} change(s) made before it were rolled back, "
-                      "nothing is changed") from None
+        raise Failure(
+            f"could not change {what}; the {len(made)} change(s) made before it were rolled back, nothing is changed"
+        ) from None
     _write_undo(undo_path, root, plan, changes, "applied")
     return changes
 
@@ -260,7 +299,7 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
     doc = {
         "format": UNDO_FORMAT,
         "state": state,
-        "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": socket.gethostname() if root.live else None,
         "sysroot": str(root.root.resolve()),
         "plan": plan.to_json(),
@@ -280,6 +319,7 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
 
 
 # -- undo -----------------------------------------------------------------------------------
+
 
 def load_undo(path: Path) -> dict:
     path = Path(path)
@@ -337,8 +377,10 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
             todo.append(ch)
     if mismatches and not force:
         more = f" (and {len(mismatches) - 1} more)" if len(mismatches) > 1 else ""
-        raise UserError(f"{path} no longer matches the host: {mismatches[0]}{more}; something changed it since "
-                        "apply — restore by hand, or pass --force to write the old values anyway")
+        raise UserError(
+            f"{path} no longer matches the host: {mismatches[0]}{more}; something changed it since "
+            "apply — restore by hand, or pass --force to write the old values anyway"
+        )
     restored: list[Change] = []
     for ch in reversed(todo):
         try:
@@ -346,9 +388,11 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
         except OSError as e:
             failed = _reapply(root, restored, changes)
             tail = "" if not failed else f"; re-applying also failed for {failed[0].setting}"
-            raise Failure(f"could not restore {ch.setting} ({root.path(ch.path)}): {_describe_os_error(e)}; "
-                          f"the {len(restored)} setting(s) restored before it were changed back{tail}, "
-                          f"{path} is kept") from None
+            raise Failure(
+                f"could not restore {ch.setting} ({root.path(ch.path)}): {_describe_os_error(e)}; "
+                f"the {len(restored)} setting(s) restored before it were changed back{tail}, "
+                f"{path} is kept"
+            ) from None
         restored.append(ch)
     path.replace(path.with_name(path.name + ".done"))
     return list(reversed(restored))
@@ -358,7 +402,9 @@ def _reapply(root: SysRoot, restored: list[Change], changes: list[Change]) -> li
     """Put back what an interrupted undo had restored (a directory with the files apply wrote in it)."""
     failed = []
     for ch in reversed(restored):
-        inside = [c for c in changes if ch.kind == "mkdir" and c.path.startswith(ch.path + "/") and c.status == "applied"]
+        inside = [
+            c for c in changes if ch.kind == "mkdir" and c.path.startswith(ch.path + "/") and c.status == "applied"
+        ]
         try:
             for c in [ch] + inside:
                 _do(root, c)

@@ -7,8 +7,8 @@ was observed, why it matters — the effect in the seeds — and the exact remed
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Callable
 
 from lowtail.host.facts import Host, split_isolcpus
 from lowtail.host.plan import CorePlan
@@ -21,7 +21,7 @@ PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 class Check:
     id: str
     title: str
-    category: str   # boot | runtime | kernel | hardware
+    category: str  # boot | runtime | kernel | hardware
     status: str
     observed: str
     expected: str
@@ -38,13 +38,15 @@ CHECKS: list[tuple[str, CheckFn]] = []
 
 def check(check_id: str, title: str, category: str, why: str):
     """Register a check; the function returns (status, observed, expected, remedy)."""
+
     def register(fn: Callable[[Host, CorePlan], tuple[str, str, str, str]]) -> CheckFn:
         def run(host: Host, plan: CorePlan) -> Check:
             status, observed, expected, remedy = fn(host, plan)
-            return Check(check_id, title, category, status, observed, expected, why,
-                         remedy if status != PASS else "")
+            return Check(check_id, title, category, status, observed, expected, why, remedy if status != PASS else "")
+
         CHECKS.append((check_id, run))
         return run
+
     return register
 
 
@@ -72,57 +74,90 @@ def _cpulist_param(host: Host, plan: CorePlan, name: str, miss_status: str) -> t
         return miss_status, _observed_param(host, name), expected, _boot(name, _cl(plan.isolated))
     missing = want - set(got)
     if missing:
-        return (FAIL, f"{_observed_param(host, name)} (leaves out DuT core {_cl(missing)})", expected,
-                _boot(name, _cl(plan.isolated)))
+        return (
+            FAIL,
+            f"{_observed_param(host, name)} (leaves out DuT core {_cl(missing)})",
+            expected,
+            _boot(name, _cl(plan.isolated)),
+        )
     return PASS, _observed_param(host, name), expected, ""
 
 
 # -- boot parameters (002 Table 1, 001 Table 2) ----------------------------------------------
 
-@check("isolcpus", "DuT cores isolated from the scheduler", "boot",
-       "Other tasks scheduled on the DuT core preempt it for whole time slices, and the DuT can be "
-       "migrated; the seeds isolate the packet-processing cores (002 Table 1, 000 guideline vi).")
+
+@check(
+    "isolcpus",
+    "DuT cores isolated from the scheduler",
+    "boot",
+    "Other tasks scheduled on the DuT core preempt it for whole time slices, and the DuT can be "
+    "migrated; the seeds isolate the packet-processing cores (002 Table 1, 000 guideline vi).",
+)
 def _isolcpus(host, plan):
     status = _cpulist_param(host, plan, "isolcpus", FAIL)
     if status[0] == PASS:
         flags, _ = split_isolcpus(host.params["isolcpus"] or "")
         if flags and "domain" not in flags:
-            return (WARN, f"{_observed_param(host, 'isolcpus')} (flags without 'domain': the scheduler "
-                    "still balances onto these cores)", status[2],
-                    _boot("isolcpus", "domain," + ",".join(flags) + "," + _cl(plan.isolated)))
+            return (
+                WARN,
+                f"{_observed_param(host, 'isolcpus')} (flags without 'domain': the scheduler "
+                "still balances onto these cores)",
+                status[2],
+                _boot("isolcpus", "domain," + ",".join(flags) + "," + _cl(plan.isolated)),
+            )
     return status
 
 
-@check("nohz_full", "No timer tick on the DuT cores", "boot",
-       "The local timer interrupt (loc, 250 Hz here by default) preempts the DuT for 5.5-13.6 µs each time "
-       "and, against constant-rate traffic, draws the aliasing patterns of 000 §V-B and 004 §V-C; "
-       "nohz_full stops the tick on a core running a single task (002 Table 1).")
+@check(
+    "nohz_full",
+    "No timer tick on the DuT cores",
+    "boot",
+    "The local timer interrupt (loc, 250 Hz here by default) preempts the DuT for 5.5-13.6 µs each time "
+    "and, against constant-rate traffic, draws the aliasing patterns of 000 §V-B and 004 §V-C; "
+    "nohz_full stops the tick on a core running a single task (002 Table 1).",
+)
 def _nohz_full(host, plan):
     return _cpulist_param(host, plan, "nohz_full", FAIL)
 
 
-@check("rcu_nocbs", "RCU callbacks off the DuT cores", "boot",
-       "RCU callbacks otherwise run in softirq context on the core that queued them; rcu_nocbs moves them "
-       "to kernel threads on housekeeping cores (002 Table 1, 001 Table 2, 004 §III-d).")
+@check(
+    "rcu_nocbs",
+    "RCU callbacks off the DuT cores",
+    "boot",
+    "RCU callbacks otherwise run in softirq context on the core that queued them; rcu_nocbs moves them "
+    "to kernel threads on housekeeping cores (002 Table 1, 001 Table 2, 004 §III-d).",
+)
 def _rcu_nocbs(host, plan):
     return _cpulist_param(host, plan, "rcu_nocbs", FAIL)
 
 
-@check("rcu_nocb_poll", "RCU callback threads poll", "boot",
-       "Without polling, the DuT core wakes the offloaded RCU threads itself; rcu_nocb_poll lets them poll from "
-       "housekeeping cores (002 Table 1 and 001 Table 2, which spell it rcu_nocbs_poll — a name the kernel ignores).")
+@check(
+    "rcu_nocb_poll",
+    "RCU callback threads poll",
+    "boot",
+    "Without polling, the DuT core wakes the offloaded RCU threads itself; rcu_nocb_poll lets them poll from "
+    "housekeeping cores (002 Table 1 and 001 Table 2, which spell it rcu_nocbs_poll — a name the kernel ignores).",
+)
 def _rcu_nocb_poll(host, plan):
     if "rcu_nocb_poll" in host.params:
         return PASS, "rcu_nocb_poll", "rcu_nocb_poll", ""
     if "rcu_nocbs_poll" in host.params:
-        return (WARN, "rcu_nocbs_poll (misspelt: the kernel does not know it and ignores it)", "rcu_nocb_poll",
-                "boot with `rcu_nocb_poll` instead of `rcu_nocbs_poll`")
+        return (
+            WARN,
+            "rcu_nocbs_poll (misspelt: the kernel does not know it and ignores it)",
+            "rcu_nocb_poll",
+            "boot with `rcu_nocb_poll` instead of `rcu_nocbs_poll`",
+        )
     return WARN, "not on the command line", "rcu_nocb_poll", _boot("rcu_nocb_poll")
 
 
-@check("irqaffinity", "Default IRQ affinity on housekeeping cores", "boot",
-       "Device interrupts (NIC queues, disks) preempt whichever core handles them; irqaffinity keeps them on the "
-       "housekeeping cores from boot on (002 Table 1, 001 Table 2, 000 §III-a).")
+@check(
+    "irqaffinity",
+    "Default IRQ affinity on housekeeping cores",
+    "boot",
+    "Device interrupts (NIC queues, disks) preempt whichever core handles them; irqaffinity keeps them on the "
+    "housekeeping cores from boot on (002 Table 1, 001 Table 2, 000 §III-a).",
+)
 def _irqaffinity(host, plan):
     expected = f"irqaffinity={_cl(plan.housekeeping)}"
     got = host.param_cpus("irqaffinity")
@@ -130,8 +165,12 @@ def _irqaffinity(host, plan):
         return FAIL, "not on the command line", expected, _boot("irqaffinity", _cl(plan.housekeeping))
     on_dut = set(got) & set(plan.isolated)
     if on_dut or not got:
-        return (FAIL, f"{_observed_param(host, 'irqaffinity')} (includes DuT core {_cl(on_dut)})", expected,
-                _boot("irqaffinity", _cl(plan.housekeeping)))
+        return (
+            FAIL,
+            f"{_observed_param(host, 'irqaffinity')} (includes DuT core {_cl(on_dut)})",
+            expected,
+            _boot("irqaffinity", _cl(plan.housekeeping)),
+        )
     return PASS, _observed_param(host, "irqaffinity"), expected, ""
 
 
@@ -141,13 +180,17 @@ def _flag_check(name: str, value: str | None, expected_text: str | None = None):
         if name in host.params and (value is None or host.params[name] == value):
             return PASS, _observed_param(host, name), want, ""
         return WARN, _observed_param(host, name), want, _boot(name, value)
+
     return fn
 
 
-check("idle_poll", "Idle loop polls (idle=poll)", "boot",
-      "Waking a core from a sleep state takes 1-40 µs (004 §III-c, 000 §III-b); idle=poll keeps idle cores "
-      "spinning (002 Table 1, 001 Table 2). Price: 48 % more power at idle in the seeds (000 §VI).")(
-    _flag_check("idle", "poll"))
+check(
+    "idle_poll",
+    "Idle loop polls (idle=poll)",
+    "boot",
+    "Waking a core from a sleep state takes 1-40 µs (004 §III-c, 000 §III-b); idle=poll keeps idle cores "
+    "spinning (002 Table 1, 001 Table 2). Price: 48 % more power at idle in the seeds (000 §VI).",
+)(_flag_check("idle", "poll"))
 
 
 def _intel_only(name: str, value: str):
@@ -157,52 +200,86 @@ def _intel_only(name: str, value: str):
         if host.vendor != "GenuineIntel":
             return SKIP, f"CPU vendor {host.vendor}: {name} has no effect", f"{name}={value}", ""
         return base(host, plan)
+
     return fn
 
 
-check("intel_idle_max_cstate", "Intel C-states limited (intel_idle.max_cstate=0)", "boot",
-      "Deep C-states add wake-up latency of up to tens of µs (004 §III-c); switching energy saving off improves "
-      "latency beyond p99.99 by about 10 µs (002 §4.1).")(_intel_only("intel_idle.max_cstate", "0"))
+check(
+    "intel_idle_max_cstate",
+    "Intel C-states limited (intel_idle.max_cstate=0)",
+    "boot",
+    "Deep C-states add wake-up latency of up to tens of µs (004 §III-c); switching energy saving off improves "
+    "latency beyond p99.99 by about 10 µs (002 §4.1).",
+)(_intel_only("intel_idle.max_cstate", "0"))
 
-check("intel_pstate", "Intel P-state driver disabled", "boot",
-      "The P-state driver changes the core frequency, delaying a core that is idle or partly loaded "
-      "(001 §3, 002 Table 1).")(_intel_only("intel_pstate", "disable"))
+check(
+    "intel_pstate",
+    "Intel P-state driver disabled",
+    "boot",
+    "The P-state driver changes the core frequency, delaying a core that is idle or partly loaded "
+    "(001 §3, 002 Table 1).",
+)(_intel_only("intel_pstate", "disable"))
 
-check("tsc_reliable", "TSC trusted (tsc=reliable)", "boot",
-      "The clocksource watchdog periodically checks the TSC against another clock, interrupting every core; "
-      "tsc=reliable stops it on CPUs with an invariant TSC (002 Table 1, 001 Table 2).")(
-    _flag_check("tsc", "reliable"))
+check(
+    "tsc_reliable",
+    "TSC trusted (tsc=reliable)",
+    "boot",
+    "The clocksource watchdog periodically checks the TSC against another clock, interrupting every core; "
+    "tsc=reliable stops it on CPUs with an invariant TSC (002 Table 1, 001 Table 2).",
+)(_flag_check("tsc", "reliable"))
 
-check("mce_ignore_ce", "Corrected machine-check errors ignored", "boot",
-      "Scanning for and logging corrected machine-check errors caused periodic latency spikes (002 §4.1).")(
-    _flag_check("mce", "ignore_ce"))
+check(
+    "mce_ignore_ce",
+    "Corrected machine-check errors ignored",
+    "boot",
+    "Scanning for and logging corrected machine-check errors caused periodic latency spikes (002 §4.1).",
+)(_flag_check("mce", "ignore_ce"))
 
-check("audit_off", "Audit subsystem off (audit=0)", "boot",
-      "The audit subsystem adds work on every core that interrupts programs (002 §4.1, 001 Table 2).")(
-    _flag_check("audit", "0"))
+check(
+    "audit_off",
+    "Audit subsystem off (audit=0)",
+    "boot",
+    "The audit subsystem adds work on every core that interrupts programs (002 §4.1, 001 Table 2).",
+)(_flag_check("audit", "0"))
 
 
-@check("nmi_watchdog", "NMI watchdog off", "boot",
-       "The hard-lockup watchdog raises a perf-counter NMI on every core periodically (002 Table 1, 001 Table 2).")
+@check(
+    "nmi_watchdog",
+    "NMI watchdog off",
+    "boot",
+    "The hard-lockup watchdog raises a perf-counter NMI on every core periodically (002 Table 1, 001 Table 2).",
+)
 def _nmi_watchdog(host, plan):
     runtime = host.sysctl("kernel.nmi_watchdog")
     if host.params.get("nmi_watchdog") == "0":
         return PASS, "nmi_watchdog=0", "nmi_watchdog=0", ""
     if runtime == "0":
-        return (PASS, f"kernel.nmi_watchdog = 0 (off at run time; {_observed_param(host, 'nmi_watchdog')})",
-                "nmi_watchdog=0", "")
+        return (
+            PASS,
+            f"kernel.nmi_watchdog = 0 (off at run time; {_observed_param(host, 'nmi_watchdog')})",
+            "nmi_watchdog=0",
+            "",
+        )
     observed = f"kernel.nmi_watchdog = {runtime}" if runtime is not None else _observed_param(host, "nmi_watchdog")
     return WARN, observed, "nmi_watchdog=0", _boot("nmi_watchdog", "0") + "; now: sysctl -w kernel.nmi_watchdog=0"
 
 
-check("skew_tick", "Ticks skewed between cores (skew_tick=1)", "boot",
-      "Ticks on all cores at the same instant contend for the same kernel locks; skew_tick=1 offsets them "
-      "(002 Table 1, 001 Table 2).")(_flag_check("skew_tick", "1"))
+check(
+    "skew_tick",
+    "Ticks skewed between cores (skew_tick=1)",
+    "boot",
+    "Ticks on all cores at the same instant contend for the same kernel locks; skew_tick=1 offsets them "
+    "(002 Table 1, 001 Table 2).",
+)(_flag_check("skew_tick", "1"))
 
 
-@check("nosoftlockup", "Soft-lockup detector off", "boot",
-       "The soft-lockup detector runs a per-core watchdog and logs backtraces of long-running tasks — a polling "
-       "DuT looks like one (002 Table 1, 001 Table 2).")
+@check(
+    "nosoftlockup",
+    "Soft-lockup detector off",
+    "boot",
+    "The soft-lockup detector runs a per-core watchdog and logs backtraces of long-running tasks — a polling "
+    "DuT looks like one (002 Table 1, 001 Table 2).",
+)
 def _nosoftlockup(host, plan):
     if "nosoftlockup" in host.params:
         return PASS, "nosoftlockup", "nosoftlockup", ""
@@ -213,26 +290,39 @@ def _nosoftlockup(host, plan):
     return WARN, observed, "nosoftlockup", _boot("nosoftlockup") + "; now: sysctl -w kernel.soft_watchdog=0"
 
 
-@check("smt", "No hyper-thread sibling beside the DuT", "hardware",
-       "Hyper-threads of one core share its functional units: work on the sibling slows the DuT (002 §2, 004 §III-c); "
-       "the seeds disable SMT (001 Table 2 nosmt, 000 guideline iii).")
+@check(
+    "smt",
+    "No hyper-thread sibling beside the DuT",
+    "hardware",
+    "Hyper-threads of one core share its functional units: work on the sibling slows the DuT (002 §2, 004 §III-c); "
+    "the seeds disable SMT (001 Table 2 nosmt, 000 guideline iii).",
+)
 def _smt(host, plan):
     active = host.root.read("sys/devices/system/cpu/smt/active")
     control = host.root.read("sys/devices/system/cpu/smt/control")
     shared = {c: s for c in plan.isolated for s in host.siblings(c) if s != c}
     if active == "1" or shared:
         pairs = ", ".join(f"{c}+{s}" for c, s in sorted(shared.items())) or "?"
-        return (FAIL, f"SMT active (control {control}); DuT cores share a physical core: {pairs}", "SMT off",
-                "add `nosmt` to the kernel command line or disable SMT in the firmware; "
-                "now: echo off > /sys/devices/system/cpu/smt/control")
+        return (
+            FAIL,
+            f"SMT active (control {control}); DuT cores share a physical core: {pairs}",
+            "SMT off",
+            "add `nosmt` to the kernel command line or disable SMT in the firmware; "
+            "now: echo off > /sys/devices/system/cpu/smt/control",
+        )
     return PASS, f"SMT not active (control {control or 'unknown'})", "SMT off", ""
 
 
 # -- run-time settings -------------------------------------------------------------------------
 
-@check("cstates", "No deep C-states on the DuT cores", "runtime",
-       "Leaving a sleep state costs its exit latency, 1-40 µs on Intel CPUs (004 §III-c, 000 §III-b), on the "
-       "first packet after an idle moment; the seeds keep cores in their most reactive state (002 §4.1).")
+
+@check(
+    "cstates",
+    "No deep C-states on the DuT cores",
+    "runtime",
+    "Leaving a sleep state costs its exit latency, 1-40 µs on Intel CPUs (004 §III-c, 000 §III-b), on the "
+    "first packet after an idle moment; the seeds keep cores in their most reactive state (002 §4.1).",
+)
 def _cstates(host, plan):
     driver = host.root.read("sys/devices/system/cpu/cpuidle/current_driver")
     if host.params.get("idle") == "poll":
@@ -241,18 +331,30 @@ def _cstates(host, plan):
     if not deep:
         states = host.idle_states(plan.isolated[0])
         desc = ", ".join(f"{s.name} {s.latency_us} µs{' (disabled)' if s.disabled else ''}" for s in states)
-        return (PASS, f"idle driver {driver or 'none'}; " + (desc or "no cpuidle states"),
-                "no state deeper than polling", "")
+        return (
+            PASS,
+            f"idle driver {driver or 'none'}; " + (desc or "no cpuidle states"),
+            "no state deeper than polling",
+            "",
+        )
     worst = max(deep, key=lambda s: s.latency_us)
     names = sorted({f"{s.name} ({s.latency_us} µs)" for s in deep})
-    return (FAIL, f"idle driver {driver}; enabled on DuT cores: {', '.join(names)}", "no state deeper than polling",
-            f"boot with idle=poll (Intel: intel_idle.max_cstate=0 processor.max_cstate=1); now: `lowtail host apply` "
-            f"disables them (echo 1 > /sys/devices/system/cpu/cpu{worst.cpu}/cpuidle/state{worst.index}/disable)")
+    return (
+        FAIL,
+        f"idle driver {driver}; enabled on DuT cores: {', '.join(names)}",
+        "no state deeper than polling",
+        f"boot with idle=poll (Intel: intel_idle.max_cstate=0 processor.max_cstate=1); now: `lowtail host apply` "
+        f"disables them (echo 1 > /sys/devices/system/cpu/cpu{worst.cpu}/cpuidle/state{worst.index}/disable)",
+    )
 
 
-@check("cpufreq", "Frequency fixed at its maximum", "runtime",
-       "Frequency scaling lowers the clock of a lightly loaded core and raises it late; disabling it improves "
-       "latency beyond p99.99 by about 10 µs (002 §4.1, 001 §3).")
+@check(
+    "cpufreq",
+    "Frequency fixed at its maximum",
+    "runtime",
+    "Frequency scaling lowers the clock of a lightly loaded core and raises it late; disabling it improves "
+    "latency beyond p99.99 by about 10 µs (002 §4.1, 001 §3).",
+)
 def _cpufreq(host, plan):
     seen = {c: host.cpufreq(c) for c in plan.isolated}
     if all(d is None and g is None for d, g in seen.values()):
@@ -261,26 +363,40 @@ def _cpufreq(host, plan):
     bad = {c: (d, g) for c, (d, g) in seen.items() if g != "performance"}
     desc = "; ".join(sorted({f"driver {d}, governor {g}" for d, g in seen.values()}))
     if bad:
-        return (FAIL, desc + f" (DuT core {_cl(bad)})", "governor performance",
-                "now: `lowtail host apply` (echo performance > /sys/devices/system/cpu/cpuN/cpufreq/scaling_governor); "
-                "Intel: boot with intel_pstate=disable")
+        return (
+            FAIL,
+            desc + f" (DuT core {_cl(bad)})",
+            "governor performance",
+            "now: `lowtail host apply` (echo performance > /sys/devices/system/cpu/cpuN/cpufreq/scaling_governor); "
+            "Intel: boot with intel_pstate=disable",
+        )
     if any(d == "intel_pstate" for d, _ in seen.values()):
-        return (WARN, desc + " (intel_pstate still manages P-states)", "intel_pstate disabled",
-                _boot("intel_pstate", "disable"))
+        return (
+            WARN,
+            desc + " (intel_pstate still manages P-states)",
+            "intel_pstate disabled",
+            _boot("intel_pstate", "disable"),
+        )
     return PASS, desc, "governor performance", ""
 
 
-@check("thp", "Transparent huge pages off", "runtime",
-       "Compaction and khugepaged remap memory, and every remap flushes the TLBs of all cores the process runs "
-       "on: the TLB shootdowns behind the up-to-635 µs spikes of 002 §6 and the spikes of 001 §5.")
+@check(
+    "thp",
+    "Transparent huge pages off",
+    "runtime",
+    "Compaction and khugepaged remap memory, and every remap flushes the TLBs of all cores the process runs "
+    "on: the TLB shootdowns behind the up-to-635 µs spikes of 002 §6 and the spikes of 001 §5.",
+)
 def _thp(host, plan):
     enabled = host.selected("sys/kernel/mm/transparent_hugepage/enabled")
     defrag = host.selected("sys/kernel/mm/transparent_hugepage/defrag")
     if enabled is None:
         return PASS, "no transparent huge pages in this kernel", "never", ""
     observed = f"enabled [{enabled}], defrag [{defrag}]"
-    remedy = ("now: `lowtail host apply` (echo never > /sys/kernel/mm/transparent_hugepage/enabled); "
-              "at boot: transparent_hugepage=never")
+    remedy = (
+        "now: `lowtail host apply` (echo never > /sys/kernel/mm/transparent_hugepage/enabled); "
+        "at boot: transparent_hugepage=never"
+    )
     if enabled == "always":
         return FAIL, observed, "never", remedy
     if enabled == "madvise":
@@ -288,9 +404,13 @@ def _thp(host, plan):
     return PASS, observed, "never", ""
 
 
-@check("ksm", "Kernel samepage merging off", "runtime",
-       "KSM scans and merges pages in the background, remapping them: TLB shootdowns on the DuT cores "
-       "(002 §6, after Rigtorp).")
+@check(
+    "ksm",
+    "Kernel samepage merging off",
+    "runtime",
+    "KSM scans and merges pages in the background, remapping them: TLB shootdowns on the DuT cores "
+    "(002 §6, after Rigtorp).",
+)
 def _ksm(host, plan):
     run = host.root.read("sys/kernel/mm/ksm/run")
     if run is None:
@@ -300,8 +420,12 @@ def _ksm(host, plan):
     return FAIL, f"run = {run}", "run = 0", "now: `lowtail host apply` (echo 0 > /sys/kernel/mm/ksm/run)"
 
 
-@check("vm_stat_interval", "vmstat refresh rare (vm.stat_interval)", "runtime",
-       "Every stat_interval seconds (default 1) a vmstat work item runs on every core; the seeds set 3600 s (002 §4.1).")
+@check(
+    "vm_stat_interval",
+    "vmstat refresh rare (vm.stat_interval)",
+    "runtime",
+    "Every stat_interval seconds (default 1) a vmstat work item runs on every core; the seeds set 3600 s (002 §4.1).",
+)
 def _vm_stat_interval(host, plan):
     value = host.sysctl("vm.stat_interval")
     if value is None:
@@ -315,10 +439,14 @@ def _vm_stat_interval(host, plan):
     return WARN, f"{seconds} s", "3600 s", "now: `lowtail host apply` (sysctl -w vm.stat_interval=3600)"
 
 
-@check("timer_migration", "Timer migration off", "runtime",
-       "With timer migration on, timers set on idle cores may expire on a busy one, the DuT's included; "
-       "real-time tuning turns it off (not in the seeds' tables; it removes another source of the interrupts "
-       "they trace spikes to).")
+@check(
+    "timer_migration",
+    "Timer migration off",
+    "runtime",
+    "With timer migration on, timers set on idle cores may expire on a busy one, the DuT's included; "
+    "real-time tuning turns it off (not in the seeds' tables; it removes another source of the interrupts "
+    "they trace spikes to).",
+)
 def _timer_migration(host, plan):
     value = host.sysctl("kernel.timer_migration")
     if value is None:
@@ -328,9 +456,13 @@ def _timer_migration(host, plan):
     return WARN, value, "0", "now: `lowtail host apply` (sysctl -w kernel.timer_migration=0)"
 
 
-@check("irq_affinity", "No device IRQ may run on a DuT core", "runtime",
-       "A device interrupt handled on the DuT core preempts the packet processing (000 §III-a, 004 §III-b); every "
-       "IRQ should be confined to housekeeping cores.")
+@check(
+    "irq_affinity",
+    "No device IRQ may run on a DuT core",
+    "runtime",
+    "A device interrupt handled on the DuT core preempts the packet processing (000 §III-a, 004 §III-b); every "
+    "IRQ should be confined to housekeeping cores.",
+)
 def _irq_affinity(host, plan):
     iso = set(plan.isolated)
     irqs = host.irqs
@@ -350,8 +482,10 @@ def _irq_affinity(host, plan):
     parts = []
     if exposed:
         listed = ", ".join(f"{i.number} {i.name} ({_cl(i.affinity)})" for i in exposed[:6])
-        parts.append(f"{len(exposed)} of {len(irqs)} IRQs may run on DuT core {_cl(iso)}: {listed}"
-                     + (" …" if len(exposed) > 6 else ""))
+        parts.append(
+            f"{len(exposed)} of {len(irqs)} IRQs may run on DuT core {_cl(iso)}: {listed}"
+            + (" …" if len(exposed) > 6 else "")
+        )
     if default and set(default) & iso:
         parts.append(f"default affinity {_cl(default)}")
     if handled:
@@ -359,25 +493,46 @@ def _irq_affinity(host, plan):
         parts.append("handled there since boot: " + ", ".join(f"{k} {v:,}" for k, v in top))
     expected = f"every IRQ on {_cl(plan.housekeeping)}"
     if exposed or (default and set(default) & iso):
-        return (FAIL, "; ".join(parts), expected,
-                f"now: `lowtail host apply` (echo {_cl(plan.housekeeping)} > /proc/irq/N/smp_affinity_list for each); "
-                f"at boot: irqaffinity={_cl(plan.housekeeping)}")
-    return PASS, f"all {len(irqs)} IRQs on {_cl(plan.housekeeping)}" + ("; " + parts[-1] if handled else ""), expected, ""
+        return (
+            FAIL,
+            "; ".join(parts),
+            expected,
+            f"now: `lowtail host apply` (echo {_cl(plan.housekeeping)} > /proc/irq/N/smp_affinity_list for each); "
+            f"at boot: irqaffinity={_cl(plan.housekeeping)}",
+        )
+    return (
+        PASS,
+        f"all {len(irqs)} IRQs on {_cl(plan.housekeeping)}" + ("; " + parts[-1] if handled else ""),
+        expected,
+        "",
+    )
 
 
-@check("irqbalance", "irqbalance not running", "runtime",
-       "irqbalance rewrites IRQ affinities every few seconds and undoes irqaffinity and `lowtail host apply`.")
+@check(
+    "irqbalance",
+    "irqbalance not running",
+    "runtime",
+    "irqbalance rewrites IRQ affinities every few seconds and undoes irqaffinity and `lowtail host apply`.",
+)
 def _irqbalance(host, plan):
     if "irqbalance" in host.processes:
-        return (FAIL, "irqbalance is running", "not running",
-                "systemctl disable --now irqbalance (or set IRQBALANCE_BANNED_CPULIST to the DuT cores)")
+        return (
+            FAIL,
+            "irqbalance is running",
+            "not running",
+            "systemctl disable --now irqbalance (or set IRQBALANCE_BANNED_CPULIST to the DuT cores)",
+        )
     seen = f"{len(host.processes)} processes looked at" if host.processes else "no process list readable"
     return PASS, f"not running ({seen})", "not running", ""
 
 
-@check("isolation_in_effect", "Isolation asked for is in effect", "kernel",
-       "A boot parameter the kernel does not act on gives false confidence: 002 §4.1 found nohz_full silently "
-       "ignored by Debian's kernels, built without CONFIG_NO_HZ_FULL.")
+@check(
+    "isolation_in_effect",
+    "Isolation asked for is in effect",
+    "kernel",
+    "A boot parameter the kernel does not act on gives false confidence: 002 §4.1 found nohz_full silently "
+    "ignored by Debian's kernels, built without CONFIG_NO_HZ_FULL.",
+)
 def _isolation_in_effect(host, plan):
     problems, seen = [], []
     asked_iso = host.param_cpus("isolcpus")
@@ -390,8 +545,10 @@ def _isolation_in_effect(host, plan):
     if asked_nohz:
         got_nohz = host.nohz_full_in_effect
         if got_nohz is None:
-            problems.append("nohz_full is on the command line but the kernel has no nohz_full support "
-                            "(no sys/devices/system/cpu/nohz_full)")
+            problems.append(
+                "nohz_full is on the command line but the kernel has no nohz_full support "
+                "(no sys/devices/system/cpu/nohz_full)"
+            )
         else:
             seen.append(f"nohz_full {_cl(got_nohz)}")
             if not set(asked_nohz) <= set(got_nohz):
@@ -401,76 +558,132 @@ def _isolation_in_effect(host, plan):
     if not asked_iso and not asked_nohz and "rcu_nocbs" not in host.params:
         return SKIP, "no isolation asked for on the command line", "what is asked for is applied", ""
     if problems:
-        return (FAIL, "; ".join(problems), "what is asked for is applied",
-                "boot a kernel built with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (002 §4.1), or a PREEMPT_RT kernel; "
-                "check the parameters' spelling")
+        return (
+            FAIL,
+            "; ".join(problems),
+            "what is asked for is applied",
+            "boot a kernel built with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (002 §4.1), or a PREEMPT_RT kernel; "
+            "check the parameters' spelling",
+        )
     return PASS, ", ".join(seen) or "as asked", "what is asked for is applied", ""
 
 
 # -- kernel build ------------------------------------------------------------------------------
 
-@check("kernel_rt", "PREEMPT_RT kernel", "kernel",
-       "The RT kernel bounded the tail: maximum 110-140 µs against 510-1000 µs for vanilla and nohz kernels "
-       "(001 §5), and no 600 µs TLB-shootdown spikes (002 §6); 000 guideline v.")
+
+@check(
+    "kernel_rt",
+    "PREEMPT_RT kernel",
+    "kernel",
+    "The RT kernel bounded the tail: maximum 110-140 µs against 510-1000 µs for vanilla and nohz kernels "
+    "(001 §5), and no 600 µs TLB-shootdown spikes (002 §6); 000 guideline v.",
+)
 def _kernel_rt(host, plan):
     cfg = host.kernel_config or {}
-    model = next((m for m in ("PREEMPT_RT", "PREEMPT_DYNAMIC", "PREEMPT", "PREEMPT_VOLUNTARY", "PREEMPT_NONE")
-                  if cfg.get(f"CONFIG_{m}") == "y"), None)
+    model = next(
+        (
+            m
+            for m in ("PREEMPT_RT", "PREEMPT_DYNAMIC", "PREEMPT", "PREEMPT_VOLUNTARY", "PREEMPT_NONE")
+            if cfg.get(f"CONFIG_{m}") == "y"
+        ),
+        None,
+    )
     observed = f"{host.release}" + (f" ({model})" if model else "")
     if host.preempt_rt:
         return PASS, observed, "PREEMPT_RT", ""
-    return (WARN, observed, "PREEMPT_RT",
-            "install and boot a PREEMPT_RT kernel (Debian: apt install linux-image-rt-amd64)")
+    return (
+        WARN,
+        observed,
+        "PREEMPT_RT",
+        "install and boot a PREEMPT_RT kernel (Debian: apt install linux-image-rt-amd64)",
+    )
 
 
-@check("nohz_full_support", "Kernel built for nohz_full", "kernel",
-       "nohz_full only works in a kernel built with CONFIG_NO_HZ_FULL (and CONFIG_RCU_NOCB_CPU for rcu_nocbs); "
-       "Debian's vanilla and RT kernels are not (002 §4.1).")
+@check(
+    "nohz_full_support",
+    "Kernel built for nohz_full",
+    "kernel",
+    "nohz_full only works in a kernel built with CONFIG_NO_HZ_FULL (and CONFIG_RCU_NOCB_CPU for rcu_nocbs); "
+    "Debian's vanilla and RT kernels are not (002 §4.1).",
+)
 def _nohz_full_support(host, plan):
     cfg = host.kernel_config
     if cfg is None:
         if host.nohz_full_in_effect is not None:
             return PASS, "sys/devices/system/cpu/nohz_full exists", "CONFIG_NO_HZ_FULL=y", ""
-        return (WARN, "kernel configuration not readable (no proc/config.gz, no boot/config-*)", "CONFIG_NO_HZ_FULL=y",
-                "check the kernel's build configuration for CONFIG_NO_HZ_FULL=y")
+        return (
+            WARN,
+            "kernel configuration not readable (no proc/config.gz, no boot/config-*)",
+            "CONFIG_NO_HZ_FULL=y",
+            "check the kernel's build configuration for CONFIG_NO_HZ_FULL=y",
+        )
     nohz, nocb = cfg.get("CONFIG_NO_HZ_FULL"), cfg.get("CONFIG_RCU_NOCB_CPU")
     observed = f"CONFIG_NO_HZ_FULL={nohz or 'not set'}, CONFIG_RCU_NOCB_CPU={nocb or 'not set'}"
     if nohz == "y" and nocb == "y":
         return PASS, observed, "both =y", ""
-    return (FAIL, observed, "both =y",
-            "build the kernel with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (002 §4.1), or use a PREEMPT_RT kernel")
+    return (
+        FAIL,
+        observed,
+        "both =y",
+        "build the kernel with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (002 §4.1), or use a PREEMPT_RT kernel",
+    )
 
 
-@check("clocksource", "Fast clocksource", "kernel",
-       "Timestamps are taken all the time (by the DuT, the kernel, lowtail); tsc (or kvm-clock in a VM) is read in "
-       "user space in nanoseconds, hpet and acpi_pm cost microseconds per read. The seeds rely on the TSC (002 Table 1).")
+@check(
+    "clocksource",
+    "Fast clocksource",
+    "kernel",
+    "Timestamps are taken all the time (by the DuT, the kernel, lowtail); tsc (or kvm-clock in a VM) is read in "
+    "user space in nanoseconds, hpet and acpi_pm cost microseconds per read. The seeds rely on the TSC (002 Table 1).",
+)
 def _clocksource(host, plan):
     cs = host.root.read("sys/devices/system/clocksource/clocksource0/current_clocksource")
     if cs is None:
         return SKIP, "clocksource not readable", "tsc", ""
     if cs in ("tsc", "kvm-clock", "arch_sys_counter"):
         return PASS, cs, "tsc", ""
-    return (FAIL, cs, "tsc", "boot with tsc=reliable clocksource=tsc (invariant-TSC CPUs); "
-            "now: echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource")
+    return (
+        FAIL,
+        cs,
+        "tsc",
+        "boot with tsc=reliable clocksource=tsc (invariant-TSC CPUs); "
+        "now: echo tsc > /sys/devices/system/clocksource/clocksource0/current_clocksource",
+    )
 
 
-@check("cgroup_version", "cgroup v2", "kernel",
-       "A cgroup v2 cpuset partition can give the DuT's container cores nothing else runs on — the seeds' container "
-       "configuration (001 §3: reserving cores exclusively, no load balancing).")
+@check(
+    "cgroup_version",
+    "cgroup v2",
+    "kernel",
+    "A cgroup v2 cpuset partition can give the DuT's container cores nothing else runs on — the seeds' container "
+    "configuration (001 §3: reserving cores exclusively, no load balancing).",
+)
 def _cgroup_version(host, plan):
     layout = host.cgroup_layout
     if layout == "v2":
         return PASS, "cgroup v2 (unified)", "cgroup v2", ""
-    return (WARN, {"hybrid": "hybrid (v1 controllers, v2 tree without them)", "v1": "cgroup v1",
-                   "unknown": "no cgroup mount found"}[layout], "cgroup v2",
-            "boot with systemd.unified_cgroup_hierarchy=1 (cgroup_no_v1=all)")
+    return (
+        WARN,
+        {
+            "hybrid": "hybrid (v1 controllers, v2 tree without them)",
+            "v1": "cgroup v1",
+            "unknown": "no cgroup mount found",
+        }[layout],
+        "cgroup v2",
+        "boot with systemd.unified_cgroup_hierarchy=1 (cgroup_no_v1=all)",
+    )
 
 
 # -- hardware ----------------------------------------------------------------------------------
 
-@check("nic_numa", "NICs on the DuT cores' NUMA node", "hardware",
-       "A NIC on another socket means every packet crosses the interconnect; pin the NF to cores of the NIC's node "
-       "(000 §III-b).")
+
+@check(
+    "nic_numa",
+    "NICs on the DuT cores' NUMA node",
+    "hardware",
+    "A NIC on another socket means every packet crosses the interconnect; pin the NF to cores of the NIC's node "
+    "(000 §III-b).",
+)
 def _nic_numa(host, plan):
     nodes = host.numa_nodes
     nics = host.nics
@@ -482,15 +695,23 @@ def _nic_numa(host, plan):
     far = [n for n in nics if n.numa_node is not None and n.numa_node not in dut_nodes]
     desc = ", ".join(f"{n.name} node {n.numa_node if n.numa_node is not None else '?'}" for n in nics)
     if far:
-        return (FAIL, f"{desc}; DuT cores on node {_cl(dut_nodes)}", "same node",
-                f"choose DuT cores on node {far[0].numa_node} (its CPUs: {_cl(nodes.get(far[0].numa_node, ()))}) "
-                f"or move the NIC to a slot of node {_cl(dut_nodes)}")
+        return (
+            FAIL,
+            f"{desc}; DuT cores on node {_cl(dut_nodes)}",
+            "same node",
+            f"choose DuT cores on node {far[0].numa_node} (its CPUs: {_cl(nodes.get(far[0].numa_node, ()))}) "
+            f"or move the NIC to a slot of node {_cl(dut_nodes)}",
+        )
     return PASS, f"{desc}; DuT cores on node {_cl(dut_nodes)}", "same node", ""
 
 
-@check("resctrl", "Cache allocation for the DuT", "hardware",
-       "The last-level cache is shared: other cores evict the DuT's lines. Intel CAT partitions it (000 §III-b and "
-       "guideline iv, 002 §4.1).")
+@check(
+    "resctrl",
+    "Cache allocation for the DuT",
+    "hardware",
+    "The last-level cache is shared: other cores evict the DuT's lines. Intel CAT partitions it (000 §III-b and "
+    "guideline iv, 002 §4.1).",
+)
 def _resctrl(host, plan):
     flags = host.cpu_flags
     capable = bool(flags & {"cat_l3", "cat_l2", "rdt_a"})
@@ -498,14 +719,24 @@ def _resctrl(host, plan):
     if mounted:
         return (PASS, "resctrl mounted", "the DuT cores own a cache partition", "")
     if capable:
-        return (WARN, "CPU supports cache allocation (" + ", ".join(sorted(flags & {"cat_l3", "cat_l2", "rdt_a"}))
-                + "); resctrl not mounted", "the DuT cores own a cache partition",
-                "mount -t resctrl resctrl /sys/fs/resctrl, then give the DuT cores an exclusive L3 mask in a resctrl group")
-    return (WARN, "no cache allocation on this CPU (no cat_l3/rdt_a flag)", "the DuT cores own a cache partition",
-            "none on this CPU: keep cache-heavy work off the other cores while measuring")
+        return (
+            WARN,
+            "CPU supports cache allocation ("
+            + ", ".join(sorted(flags & {"cat_l3", "cat_l2", "rdt_a"}))
+            + "); resctrl not mounted",
+            "the DuT cores own a cache partition",
+            "mount -t resctrl resctrl /sys/fs/resctrl, then give the DuT cores an exclusive L3 mask in a resctrl group",
+        )
+    return (
+        WARN,
+        "no cache allocation on this CPU (no cat_l3/rdt_a flag)",
+        "the DuT cores own a cache partition",
+        "none on this CPU: keep cache-heavy work off the other cores while measuring",
+    )
 
 
 # -- running the audit ---------------------------------------------------------------------------
+
 
 def run_audit(host: Host, plan: CorePlan, only: set[str] | None = None) -> list[Check]:
     return [fn(host, plan) for cid, fn in CHECKS if only is None or cid in only]
@@ -517,8 +748,14 @@ def score(checks: list[Check]) -> dict:
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
     applicable = counts[PASS] + counts[WARN] + counts[FAIL]
     value = round(100 * (counts[PASS] + 0.5 * counts[WARN]) / applicable) if applicable else 100
-    return {"score": value, "passed": counts[PASS], "warned": counts[WARN], "failed": counts[FAIL],
-            "skipped": counts[SKIP], "applicable": applicable}
+    return {
+        "score": value,
+        "passed": counts[PASS],
+        "warned": counts[WARN],
+        "failed": counts[FAIL],
+        "skipped": counts[SKIP],
+        "applicable": applicable,
+    }
 
 
 def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> dict:

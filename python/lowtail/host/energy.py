@@ -21,8 +21,8 @@ POWERCAP = Path("/sys/class/powercap")
 
 @dataclass
 class _Zone:
-    key: str          # "package-0", "package-0/dram"
-    name: str         # the zone's own name file
+    key: str  # "package-0", "package-0/dram"
+    name: str  # the zone's own name file
     path: Path
     max_range_uj: int
 
@@ -54,7 +54,7 @@ class EnergyMeter:
             self._reason = f"no RAPL energy counters ({self.root} has no intel-rapl zones)"
         return zones
 
-    def start(self) -> "EnergyMeter":
+    def start(self) -> EnergyMeter:
         self._zones = self._find_zones()
         self._start = {}
         for z in self._zones:
@@ -74,22 +74,40 @@ class EnergyMeter:
     def stop(self) -> dict[str, Any]:
         duration = time.monotonic_ns() - self._t0
         if not self._zones:
-            return {"available": False, "joules": None, "mean_w": None, "domains": {},
-                    "duration_ns": duration, "reason": self._reason or "not started"}
+            return {
+                "available": False,
+                "joules": None,
+                "mean_w": None,
+                "domains": {},
+                "duration_ns": duration,
+                "reason": self._reason or "not started",
+            }
         domains: dict[str, float] = {}
         for z in self._zones:
             try:
                 now = int(z.path.read_text())
             except (OSError, ValueError) as e:
-                return {"available": False, "joules": None, "mean_w": None, "domains": {},
-                        "duration_ns": duration, "reason": f"cannot read {z.path}: {e}"}
+                return {
+                    "available": False,
+                    "joules": None,
+                    "mean_w": None,
+                    "domains": {},
+                    "duration_ns": duration,
+                    "reason": f"cannot read {z.path}: {e}",
+                }
             delta = now - self._start[z.key]
             if delta < 0:  # the counter wrapped (at max_energy_range_uj)
                 delta += z.max_range_uj
             domains[z.key] = delta / 1e6
         joules = _total(domains)
-        return {"available": True, "joules": joules, "mean_w": joules / (duration / 1e9) if duration else None,
-                "domains": domains, "duration_ns": duration, "reason": None}
+        return {
+            "available": True,
+            "joules": joules,
+            "mean_w": joules / (duration / 1e9) if duration else None,
+            "domains": domains,
+            "duration_ns": duration,
+            "reason": None,
+        }
 
 
 def _total(domains: dict[str, float]) -> float:

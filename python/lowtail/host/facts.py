@@ -10,9 +10,9 @@ import shlex
 from dataclasses import dataclass
 from functools import cached_property
 
+from lowtail.errors import UserError
 from lowtail.host.interrupts import InterruptTable, parse_interrupts
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, parse_cpulist
-from lowtail.errors import UserError
 
 _CPU_RANGE = re.compile(r"^\d+(-\d+)?$")
 
@@ -272,7 +272,7 @@ class Host:
 
     @cached_property
     def cgroup_layout(self) -> str:
-        """"v2" (unified), "hybrid" (v1 controllers plus a v2 tree) or "v1"; "unknown"."""
+        """ "v2" (unified), "hybrid" (v1 controllers plus a v2 tree) or "v1"; "unknown"."""
         at_root = [fs for _, mp, fs, _ in self.mounts if mp == "/sys/fs/cgroup"]
         if at_root == ["cgroup2"]:
             return "v2"
@@ -315,8 +315,10 @@ class Host:
             if not self.root.exists(f"sys/class/net/{name}/device"):
                 continue
             # A virtio NIC's device is a child of the PCI function that carries numa_node.
-            node = (self.root.read_int(f"sys/class/net/{name}/device/numa_node")
-                    if self.root.exists(f"sys/class/net/{name}/device/numa_node")
-                    else self.root.read_int(f"sys/class/net/{name}/device/../numa_node"))
+            node = (
+                self.root.read_int(f"sys/class/net/{name}/device/numa_node")
+                if self.root.exists(f"sys/class/net/{name}/device/numa_node")
+                else self.root.read_int(f"sys/class/net/{name}/device/../numa_node")
+            )
             out.append(Nic(name, node if node is not None and node >= 0 else None))
         return out

@@ -33,16 +33,29 @@ _TRIGGER = re.compile(r"(^|-)(edge|level|fasteoi|simple|percpu|none)$", re.IGNOR
 # Readable names for the architecture's rows (x86 and arm64); other rows keep the text
 # the kernel prints after the counters.
 KIND_NAMES = {
-    "LOC": "local timer", "IWI": "IRQ work", "TLB": "TLB shootdowns", "CAL": "function call IPIs",
-    "RES": "rescheduling IPIs", "NMI": "non-maskable", "PMI": "performance monitoring", "SPU": "spurious",
-    "MCE": "machine check exceptions", "MCP": "machine check polls", "THR": "threshold APIC", "DFR": "deferred error APIC",
-    "TRM": "thermal events", "HYP": "hypervisor callbacks", "IPI0": "rescheduling IPIs", "IPI1": "function call IPIs",
+    "LOC": "local timer",
+    "IWI": "IRQ work",
+    "TLB": "TLB shootdowns",
+    "CAL": "function call IPIs",
+    "RES": "rescheduling IPIs",
+    "NMI": "non-maskable",
+    "PMI": "performance monitoring",
+    "SPU": "spurious",
+    "MCE": "machine check exceptions",
+    "MCP": "machine check polls",
+    "THR": "threshold APIC",
+    "DFR": "deferred error APIC",
+    "TRM": "thermal events",
+    "HYP": "hypervisor callbacks",
+    "IPI0": "rescheduling IPIs",
+    "IPI1": "function call IPIs",
 }
 
 
 @dataclass
 class InterruptTable:
     """One read of /proc/interrupts: counts[kind][cpu]."""
+
     cpus: list[int]
     counts: dict[str, dict[int, int]]
     descriptions: dict[str, str] = field(default_factory=dict)
@@ -52,6 +65,7 @@ class InterruptTable:
 class InterruptSample:
     """`delta` interrupts of `kind` on `cpu` in the `interval_ns` before `t_ns`
     (CLOCK_REALTIME ns). Samplers keep only non-zero deltas."""
+
     t_ns: int
     cpu: int
     kind: str
@@ -89,11 +103,11 @@ def parse_interrupts(text: str) -> InterruptTable:
 
 
 def _device_name(desc_toks: list[str]) -> str:
-    """"PCI-MSIX-0000:00:03.0 1-edge virtio2-input.0" → "virtio2-input.0": what follows
+    """ "PCI-MSIX-0000:00:03.0 1-edge virtio2-input.0" → "virtio2-input.0": what follows
     the trigger type; the last word when the format is unfamiliar."""
     for i in range(len(desc_toks) - 1, -1, -1):
         if _TRIGGER.search(desc_toks[i]):
-            name = " ".join(desc_toks[i + 1:])
+            name = " ".join(desc_toks[i + 1 :])
             if name:
                 return name
             break
@@ -133,8 +147,9 @@ class InterruptSampler:
         s.start(); ...; samples = s.stop()
     """
 
-    def __init__(self, interval_s: float = DEFAULT_INTERVAL_S, housekeeping_cpu: int | None = 0,
-                 proc_root: str | Path = "/proc"):
+    def __init__(
+        self, interval_s: float = DEFAULT_INTERVAL_S, housekeeping_cpu: int | None = 0, proc_root: str | Path = "/proc"
+    ):
         if interval_s <= 0:
             raise UserError(f"interrupt sampling interval must be positive, not {interval_s}")
         self.interval_ns = round(interval_s * 1e9)
@@ -152,7 +167,7 @@ class InterruptSampler:
         self._started = threading.Event()
         self._error: BaseException | None = None
 
-    def start(self) -> "InterruptSampler":
+    def start(self) -> InterruptSampler:
         if self._thread is not None:
             raise RuntimeError("sampler already started")
         self._thread = threading.Thread(target=self._run, name="lowtail-irq-sampler", daemon=True)
@@ -194,8 +209,10 @@ class InterruptSampler:
                 try:
                     os.sched_setaffinity(0, {self.housekeeping_cpu})  # this thread only
                 except OSError as e:
-                    raise UserError(f"cannot pin the interrupt sampler to CPU {self.housekeeping_cpu}: "
-                                    f"{e.strerror} (choose an online housekeeping CPU)") from None
+                    raise UserError(
+                        f"cannot pin the interrupt sampler to CPU {self.housekeeping_cpu}: "
+                        f"{e.strerror} (choose an online housekeeping CPU)"
+                    ) from None
             t, self.first = self._read()
             self.last = self.first
             self.sample_times_ns.append(t)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import json
 import subprocess
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,7 +43,7 @@ class NoiseOptions:
     threshold_ns: int = 1_000
     interrupts: bool = True
     sample_interval_ns: int | None = None  # periodic sampling from a housekeeping core; None: before/after only
-    housekeeping_cpu: int | None = None    # None: the first online CPU not probed
+    housekeeping_cpu: int | None = None  # None: the first online CPU not probed
     top: int = 20
     fifo: int | None = None
 
@@ -52,11 +53,14 @@ def resolve_cpus(opts: NoiseOptions, host: Host) -> int | None:
     online = set(host.cpus_online)
     bad = sorted(set(opts.cpus) - online)
     if bad:
-        raise UserError(f"CPU {format_cpulist(bad)} does not exist or is offline (online CPUs: {format_cpulist(online)})")
+        raise UserError(
+            f"CPU {format_cpulist(bad)} does not exist or is offline (online CPUs: {format_cpulist(online)})"
+        )
     if opts.housekeeping_cpu is not None:
         if opts.housekeeping_cpu not in online:
-            raise UserError(f"--housekeeping {opts.housekeeping_cpu}: no such online CPU "
-                            f"(online CPUs: {format_cpulist(online)})")
+            raise UserError(
+                f"--housekeeping {opts.housekeeping_cpu}: no such online CPU (online CPUs: {format_cpulist(online)})"
+            )
         return opts.housekeeping_cpu
     free = sorted(online - set(opts.cpus))
     return free[0] if free else None
@@ -72,8 +76,19 @@ def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) 
     binary = find_binary("lowtail-noise")
     sampler = None
     with tempfile.TemporaryDirectory(prefix="lowtail-noise-") as tmp:
-        cmd = [str(binary), "--cpus", format_cpulist(opts.cpus), "--duration-ns", str(opts.duration_ns),
-               "--threshold-ns", str(opts.threshold_ns), "--top", str(opts.top), "--gaps-dir", tmp]
+        cmd = [
+            str(binary),
+            "--cpus",
+            format_cpulist(opts.cpus),
+            "--duration-ns",
+            str(opts.duration_ns),
+            "--threshold-ns",
+            str(opts.threshold_ns),
+            "--top",
+            str(opts.top),
+            "--gaps-dir",
+            tmp,
+        ]
         if opts.interrupts:
             cmd += ["--interrupts", "/proc/interrupts"]
         if housekeeping is not None:
@@ -111,9 +126,16 @@ def _read_gaps(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return raw["t"].astype(np.int64), raw["len"].astype(np.int64)
 
 
-def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], samples: list[InterruptSample],
-                 sampler: InterruptSampler | None, opts: NoiseOptions, housekeeping: int | None,
-                 energy: dict, host: Host) -> dict[str, Any]:
+def build_result(
+    probe: dict,
+    gaps: dict[int, tuple[np.ndarray, np.ndarray]],
+    samples: list[InterruptSample],
+    sampler: InterruptSampler | None,
+    opts: NoiseOptions,
+    housekeeping: int | None,
+    energy: dict,
+    host: Host,
+) -> dict[str, Any]:
     before = after = None
     if probe.get("interrupts_before") and probe.get("interrupts_after"):
         before = parse_interrupts(probe["interrupts_before"]["text"])
@@ -123,21 +145,47 @@ def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], sa
     cores = []
     for core in probe["cores"]:
         cpu = core["cpu"]
-        entry = {k: core[k] for k in ("cpu", "gaps", "rate_hz", "max_ns", "p50_ns", "p90_ns", "p99_ns", "p99_9_ns",
-                                      "noise_ns_per_s", "gap_total_ns", "loops", "min_loop_ns", "dropped",
-                                      "start_ns", "duration_ns", "histogram", "largest")}
+        entry = {
+            k: core[k]
+            for k in (
+                "cpu",
+                "gaps",
+                "rate_hz",
+                "max_ns",
+                "p50_ns",
+                "p90_ns",
+                "p99_ns",
+                "p99_9_ns",
+                "noise_ns_per_s",
+                "gap_total_ns",
+                "loops",
+                "min_loop_ns",
+                "dropped",
+                "start_ns",
+                "duration_ns",
+                "histogram",
+                "largest",
+            )
+        }
         if before is not None:
             per_kind = exclusive({kind: n for (c, kind), n in counts.items() if c == cpu})
             intervals = _intervals(samples, sampler, cpu, core["start_ns"], core["start_ns"] + core["duration_ns"])
             t, lengths = gaps[cpu]
             profile = attribute(t, lengths, per_kind, intervals)
             entry["interrupts"] = {
-                kind: {"count": n, "rate_hz": n / (window_ns / 1e9), "typical_ns": profile["typical_ns"].get(kind),
-                       "description": CAL_BESIDES_TLB if kind == "CAL" and "TLB" in per_kind
-                       else after.descriptions.get(kind, kind)}
-                for kind, n in sorted(per_kind.items(), key=lambda kv: -kv[1])}
-            entry["d_sum_ns_per_s"] = sum(v["rate_hz"] * v["typical_ns"] for v in entry["interrupts"].values()
-                                          if v["typical_ns"] is not None)
+                kind: {
+                    "count": n,
+                    "rate_hz": n / (window_ns / 1e9),
+                    "typical_ns": profile["typical_ns"].get(kind),
+                    "description": CAL_BESIDES_TLB
+                    if kind == "CAL" and "TLB" in per_kind
+                    else after.descriptions.get(kind, kind),
+                }
+                for kind, n in sorted(per_kind.items(), key=lambda kv: -kv[1])
+            }
+            entry["d_sum_ns_per_s"] = sum(
+                v["rate_hz"] * v["typical_ns"] for v in entry["interrupts"].values() if v["typical_ns"] is not None
+            )
             entry["attribution"] = {k: v for k, v in profile.items() if k != "typical_ns"}
         else:
             entry["interrupts"] = None
@@ -150,8 +198,13 @@ def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], sa
         "housekeeping_cpu": housekeeping,
         "interrupts_sampled": before is not None,
         "sample_interval_ns": opts.sample_interval_ns if sampler else None,
-        "sampler": {"reads": len(costs), "read_cpu_median_ns": costs[len(costs) // 2] if costs else None,
-                    "read_cpu_max_ns": costs[-1] if costs else None} if sampler else None,
+        "sampler": {
+            "reads": len(costs),
+            "read_cpu_median_ns": costs[len(costs) // 2] if costs else None,
+            "read_cpu_max_ns": costs[-1] if costs else None,
+        }
+        if sampler
+        else None,
         "fifo": opts.fifo,
         "energy": energy,
         "host": {"kernel": host.release, "cmdline": host.cmdline, "cpu_model": host.cpuinfo.get("model name")},
@@ -159,8 +212,9 @@ def build_result(probe: dict, gaps: dict[int, tuple[np.ndarray, np.ndarray]], sa
     }
 
 
-def _intervals(samples: list[InterruptSample], sampler: InterruptSampler | None, cpu: int,
-               start_ns: int, end_ns: int) -> list[tuple[int, int, dict[str, int]]] | None:
+def _intervals(
+    samples: list[InterruptSample], sampler: InterruptSampler | None, cpu: int, start_ns: int, end_ns: int
+) -> list[tuple[int, int, dict[str, int]]] | None:
     """The sampler's intervals that lie wholly inside the probed time, with the
     increments of each kind on `cpu`."""
     if sampler is None or len(sampler.sample_times_ns) < 2:
@@ -190,8 +244,12 @@ def exclusive(counts: dict[str, int]) -> dict[str, int]:
     return counts
 
 
-def attribute(gap_t: np.ndarray, gap_len: np.ndarray, counts: dict[str, int],
-              intervals: list[tuple[int, int, dict[str, int]]] | None) -> dict[str, Any]:
+def attribute(
+    gap_t: np.ndarray,
+    gap_len: np.ndarray,
+    counts: dict[str, int],
+    intervals: list[tuple[int, int, dict[str, int]]] | None,
+) -> dict[str, Any]:
     """Typical duration per interrupt kind on one core.
 
     Gaps of HANDLER_MAX_NS or more are not interrupt handlers and are only counted
@@ -216,9 +274,13 @@ def attribute(gap_t: np.ndarray, gap_len: np.ndarray, counts: dict[str, int],
     k = min(n_irq, len(gap_len))
     typical = float(np.median(np.sort(gap_len)[-k:])) if k else None
     explained = (typical or 0.0) * n_irq
-    return {"typical_ns": {kind: typical for kind in counts}, "method": "count-matched (kinds not separated)",
-            "intervals": len(intervals or []),
-            "explained_share": min(1.0, explained / total_gap) if total_gap else 0.0, **extra}
+    return {
+        "typical_ns": {kind: typical for kind in counts},
+        "method": "count-matched (kinds not separated)",
+        "intervals": len(intervals or []),
+        "explained_share": min(1.0, explained / total_gap) if total_gap else 0.0,
+        **extra,
+    }
 
 
 def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
@@ -248,9 +310,13 @@ def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
         typical[kinds[i]] = float(coef[-1])
     fitted = float((x @ coef).sum())
     total = float(g.sum())
-    return {"typical_ns": typical, "method": "interval regression"
-            + (f" ({', '.join(kinds[i] for i in steady)} share one duration)" if len(steady) > 1 else ""),
-            "intervals": len(intervals), "explained_share": min(1.0, fitted / total) if total else 0.0}
+    return {
+        "typical_ns": typical,
+        "method": "interval regression"
+        + (f" ({', '.join(kinds[i] for i in steady)} share one duration)" if len(steady) > 1 else ""),
+        "intervals": len(intervals),
+        "explained_share": min(1.0, fitted / total) if total else 0.0,
+    }
 
 
 def profile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
@@ -258,6 +324,14 @@ def profile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
     rows = []
     for core in result["cores"]:
         for kind, v in (core.get("interrupts") or {}).items():
-            rows.append({"cpu": core["cpu"], "kind": kind, "description": v["description"], "count": v["count"],
-                         "rate_hz": v["rate_hz"], "typical_ns": v["typical_ns"]})
+            rows.append(
+                {
+                    "cpu": core["cpu"],
+                    "kind": kind,
+                    "description": v["description"],
+                    "count": v["count"],
+                    "rate_hz": v["rate_hz"],
+                    "typical_ns": v["typical_ns"],
+                }
+            )
     return rows

@@ -46,8 +46,10 @@ def resolve_plan(host: Host, housekeeping: str | None = None, isolated: str | No
     for name, cpus in (("--housekeeping", hk), ("--isolated", iso)):
         missing = sorted((cpus or set()) - present)
         if missing:
-            raise UserError(f"{name}: CPU {format_cpulist(missing)} does not exist on {host.root} "
-                            f"(its CPUs are {format_cpulist(present)})")
+            raise UserError(
+                f"{name}: CPU {format_cpulist(missing)} does not exist on {host.root} "
+                f"(its CPUs are {format_cpulist(present)})"
+            )
     if hk is None:
         hk = present - iso
     if iso is None:
@@ -55,11 +57,15 @@ def resolve_plan(host: Host, housekeeping: str | None = None, isolated: str | No
     if hk & iso:
         raise UserError(f"CPU {format_cpulist(hk & iso)} cannot be both housekeeping and isolated")
     if not hk:
-        raise UserError("the core plan leaves no housekeeping CPU: the operating system needs at least one "
-                        f"(this host has CPUs {format_cpulist(present)})")
+        raise UserError(
+            "the core plan leaves no housekeeping CPU: the operating system needs at least one "
+            f"(this host has CPUs {format_cpulist(present)})"
+        )
     if not iso:
-        raise UserError(f"the core plan isolates no CPU (this host has CPUs {format_cpulist(present)}; "
-                        "name the DuT cores with --isolated)")
+        raise UserError(
+            f"the core plan isolates no CPU (this host has CPUs {format_cpulist(present)}; "
+            "name the DuT cores with --isolated)"
+        )
     return CorePlan(tuple(sorted(hk)), tuple(sorted(iso)), source)
 
 
@@ -141,17 +147,23 @@ def kernel_cmdline(host: Host, plan: CorePlan) -> dict:
     grub_value = " ".join(kept + [added]).strip()
     return {
         "plan": plan.to_json(),
-        "params": [{"name": p.name, "value": p.value, "text": str(p), "purpose": p.purpose, "source": p.source}
-                   for p in params],
+        "params": [
+            {"name": p.name, "value": p.value, "text": str(p), "purpose": p.purpose, "source": p.source} for p in params
+        ],
         "cmdline": added,
         "kept": kept,
         "kept_from": base_from,
         "grub": f'GRUB_CMDLINE_LINUX_DEFAULT="{grub_value}"',
-        "grub_steps": ["edit /etc/default/grub: replace the GRUB_CMDLINE_LINUX_DEFAULT line with the one above",
-                       "update-grub   (Fedora/RHEL: grub2-mkconfig -o /boot/grub2/grub.cfg)",
-                       "reboot, then check with `lowtail host audit`"],
+        "grub_steps": [
+            "edit /etc/default/grub: replace the GRUB_CMDLINE_LINUX_DEFAULT line with the one above",
+            "update-grub   (Fedora/RHEL: grub2-mkconfig -o /boot/grub2/grub.cfg)",
+            "reboot, then check with `lowtail host audit`",
+        ],
         "vendor": host.vendor,
-        "notes": ([] if host.vendor == "GenuineIntel" else
-                  [f"CPU vendor {host.vendor}: intel_idle.max_cstate and intel_pstate left out (Intel only)"])
+        "notes": (
+            []
+            if host.vendor == "GenuineIntel"
+            else [f"CPU vendor {host.vendor}: intel_idle.max_cstate and intel_pstate left out (Intel only)"]
+        )
         + ["idle=poll keeps idle cores busy: the seeds measured 48 % more power at idle (000 §VI)"],
     }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lowtail import __version__
@@ -46,7 +46,7 @@ def write_snapshot(dest: Path, source: str | Path | None = None) -> dict:
         manifest = {
             "snapshot": "lowtail host snapshot",
             "lowtail_version": __version__,
-            "created_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "host": socket.gethostname() if root.live else str(root.root),
             "kernel": host.release,
             "files": files,

@@ -23,7 +23,7 @@ class SysRoot:
         self.recorded_dirs: set[str] | None = set() if record else None
 
     @classmethod
-    def open(cls, root: str | Path | None, record: bool = False) -> "SysRoot":
+    def open(cls, root: str | Path | None, record: bool = False) -> SysRoot:
         """The live host (None) or a directory that must hold proc/ and sys/ like one."""
         if root is None:
             return cls("/", record=record)
@@ -32,8 +32,10 @@ class SysRoot:
             raise UserError(f"--sysroot {root}: no such directory")
         missing = [p for p in ("proc/cmdline", "sys/devices/system/cpu") if not (root / p).exists()]
         if missing:
-            raise UserError(f"--sysroot {root} is not a sysroot: it has no {missing[0]} "
-                            f"(write one with `lowtail host snapshot DIR`)")
+            raise UserError(
+                f"--sysroot {root} is not a sysroot: it has no {missing[0]} "
+                f"(write one with `lowtail host snapshot DIR`)"
+            )
         return cls(root, record=record)
 
     def __str__(self) -> str:

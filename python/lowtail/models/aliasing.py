@@ -50,8 +50,10 @@ class AliasingSpec:
         if not self.irq_durations_ns or min(self.irq_durations_ns) < 0:
             raise UserError("give at least one non-negative interrupt duration")
         if max(self.irq_durations_ns) >= 1e9 / self.irq_rate_hz:
-            raise UserError(f"an interrupt of {max(self.irq_durations_ns):.0f} ns does not fit in a period of "
-                            f"{1e9 / self.irq_rate_hz:.0f} ns at {self.irq_rate_hz} Hz")
+            raise UserError(
+                f"an interrupt of {max(self.irq_durations_ns):.0f} ns does not fit in a period of "
+                f"{1e9 / self.irq_rate_hz:.0f} ns at {self.irq_rate_hz} Hz"
+            )
 
 
 def beat(rate_pps: float, irq_rate_hz: float) -> dict[str, Any]:
@@ -109,12 +111,13 @@ def simulate(spec: AliasingSpec) -> dict[str, Any]:
 def _keep_worst(times: np.ndarray, lat: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     if len(lat) <= n:
         return times, lat
-    keep = np.argpartition(lat, len(lat) - n)[len(lat) - n:]
+    keep = np.argpartition(lat, len(lat) - n)[len(lat) - n :]
     return times[keep], lat[keep]
 
 
-def fit_interrupt_clock(times_ns: np.ndarray, latencies_ns: np.ndarray, spec: AliasingSpec,
-                        max_ppm: float = 500.0) -> dict[str, Any]:
+def fit_interrupt_clock(
+    times_ns: np.ndarray, latencies_ns: np.ndarray, spec: AliasingSpec, max_ppm: float = 500.0
+) -> dict[str, Any]:
     """Find the interrupt frequency and phase, in the capture's clock, that explain the
     delayed packets of a measurement (`times_ns` since its first packet).
 
@@ -129,8 +132,10 @@ def fit_interrupt_clock(times_ns: np.ndarray, latencies_ns: np.ndarray, spec: Al
     excess = lat - spec.base_latency_ns - spec.service_ns
     hit = excess > 0.5 * min(spec.irq_durations_ns)
     if np.count_nonzero(hit) < 10:
-        raise UserError(f"only {int(np.count_nonzero(hit))} packets are delayed by more than half the shortest "
-                        "interrupt: too few to find the interrupt clock (need 10); check --irq-durations")
+        raise UserError(
+            f"only {int(np.count_nonzero(hit))} packets are delayed by more than half the shortest "
+            "interrupt: too few to find the interrupt clock (need 10); check --irq-durations"
+        )
     t, e = times[hit], excess[hit]
     span = float(t.max() - t.min()) or 1.0
     f0 = spec.irq_rate_hz
@@ -151,7 +156,9 @@ def fit_interrupt_clock(times_ns: np.ndarray, latencies_ns: np.ndarray, spec: Al
     for offset in range(len(spec.irq_durations_ns)):
         # With the right durations, each delayed packet gives its interrupt's exact start,
         # and the starts lie on a line k·T + φ: fit it, drop what does not fit, refit.
-        d = np.asarray(spec.irq_durations_ns, dtype=np.float64)[(index.astype(np.int64) + offset) % len(spec.irq_durations_ns)]
+        d = np.asarray(spec.irq_durations_ns, dtype=np.float64)[
+            (index.astype(np.int64) + offset) % len(spec.irq_durations_ns)
+        ]
         exact = t + e - d
         keep = np.ones(len(t), dtype=bool)
         for _ in range(3):
@@ -159,8 +166,9 @@ def fit_interrupt_clock(times_ns: np.ndarray, latencies_ns: np.ndarray, spec: Al
             keep = np.abs(exact - (slope * index + intercept)) < max(200.0, 0.02 * min(spec.irq_durations_ns))
             if np.count_nonzero(keep) < 3:
                 break
-        trial = AliasingSpec(**{**asdict(spec), "irq_rate_hz": 1e9 / slope, "irq_phase_ns": float(intercept),
-                                "duration_offset": offset})
+        trial = AliasingSpec(
+            **{**asdict(spec), "irq_rate_hz": 1e9 / slope, "irq_phase_ns": float(intercept), "duration_offset": offset}
+        )
         err = float(np.median(np.abs(latency_at(t, trial) - lat[hit])))
         if best is None or err < best[0]:
             best = (err, trial)
@@ -171,10 +179,15 @@ def fit_interrupt_clock(times_ns: np.ndarray, latencies_ns: np.ndarray, spec: Al
     j = math.floor(fitted.irq_phase_ns / period)
     fitted.irq_phase_ns -= j * period
     fitted.duration_offset = (fitted.duration_offset - j) % len(spec.irq_durations_ns)
-    return {"irq_rate_hz": fitted.irq_rate_hz, "offset_ppm": (fitted.irq_rate_hz / f0 - 1.0) * 1e6,
-            "irq_phase_ns": fitted.irq_phase_ns, "duration_offset": fitted.duration_offset,
-            "median_error_ns": err, "delayed_packets": int(np.count_nonzero(hit)),
-            "rayleigh": float(power.max()) / math.sqrt(len(t))}
+    return {
+        "irq_rate_hz": fitted.irq_rate_hz,
+        "offset_ppm": (fitted.irq_rate_hz / f0 - 1.0) * 1e6,
+        "irq_phase_ns": fitted.irq_phase_ns,
+        "duration_offset": fitted.duration_offset,
+        "median_error_ns": err,
+        "delayed_packets": int(np.count_nonzero(hit)),
+        "rayleigh": float(power.max()) / math.sqrt(len(t)),
+    }
 
 
 def _rayleigh(times_ns: np.ndarray, f_hz: float) -> float:

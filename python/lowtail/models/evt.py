@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -90,8 +91,10 @@ def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
     names = set(pf.schema_arrow.names)
     missing = [c for c in ("pre_ts_ns", "latency_ns") if c not in names]
     if missing:
-        raise UserError(f"{path}: no column {', '.join(missing)} (expected the matched series that "
-                        "`lowtail analyze --export` writes: id, pre_ts_ns, post_ts_ns, latency_ns)")
+        raise UserError(
+            f"{path}: no column {', '.join(missing)} (expected the matched series that "
+            "`lowtail analyze --export` writes: id, pre_ts_ns, post_ts_ns, latency_ns)"
+        )
     return pf, SeriesInfo(str(path), pf.metadata.num_rows)
 
 
@@ -99,8 +102,9 @@ def iter_series(pf: Any, info: SeriesInfo) -> Iterator[tuple[int, np.ndarray, np
     """(first row index, times, latencies) per batch, checked: no nulls, finite, in time order."""
     row = 0
     last_time = None
-    for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=[info.time_column, info.value_column],
-                                 use_threads=False):
+    for batch in pf.iter_batches(
+        batch_size=_BATCH_ROWS, columns=[info.time_column, info.value_column], use_threads=False
+    ):
         cols = []
         for name in (info.time_column, info.value_column):
             col = batch.column(name)
@@ -136,8 +140,10 @@ def _check_time_order(info: SeriesInfo, row: int, last_time: Any, times: np.ndar
 
 
 def _order_message(info: SeriesInfo, row: int, before: Any, after: Any) -> str:
-    return (f"{info.path}: not in time order at row {row:,} ({info.time_column} goes back from {before} to {after}); "
-            f"the model splits the series in time: sort it by {info.time_column} first")
+    return (
+        f"{info.path}: not in time order at row {row:,} ({info.time_column} goes back from {before} to {after}); "
+        f"the model splits the series in time: sort it by {info.time_column} first"
+    )
 
 
 # -- streaming accumulators ------------------------------------------------------------
@@ -165,7 +171,7 @@ class TopValues:
     def _prune(self) -> None:
         merged = np.concatenate(self.parts)
         if len(merged) > self.k:
-            merged = np.partition(merged, len(merged) - self.k)[len(merged) - self.k:]
+            merged = np.partition(merged, len(merged) - self.k)[len(merged) - self.k :]
             self.cutoff = merged.min()
         self.parts, self.size = [merged], len(merged)
 
@@ -310,8 +316,12 @@ def required_samples(opts: EvtOptions) -> int:
     return math.ceil(opts.min_exceedances / (1.0 - p) / opts.fit_fraction)
 
 
-def evt_model(path: str | Path, opts: EvtOptions | None = None, rate_pps: float | None = None,
-              on_progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+def evt_model(
+    path: str | Path,
+    opts: EvtOptions | None = None,
+    rate_pps: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
     """Fit, choose, extrapolate and validate; returns the document `lowtail model evt --json` prints."""
     from scipy import stats as sstats
 
@@ -325,7 +335,8 @@ def evt_model(path: str | Path, opts: EvtOptions | None = None, rate_pps: float 
         raise UserError(
             f"{info.path}: {n:,} samples are too few: the fit part ({100 * opts.fit_fraction:g} %) needs "
             f"{opts.min_exceedances} samples above the {100 * min(opts.thresholds):g}th percentile, i.e. at least "
-            f"{needed:,} samples in all (a longer run, or lower --thresholds / --min-exceedances)")
+            f"{needed:,} samples in all (a longer run, or lower --thresholds / --min-exceedances)"
+        )
     z = float(sstats.norm.ppf(0.5 + opts.confidence / 2))
     top = TopValues(math.ceil((1.0 - min(opts.thresholds)) * n_fit) + 1)
     blocks = BlockMaxima(n_fit, min(opts.stationarity_blocks, n_fit // 20))
@@ -357,8 +368,20 @@ def evt_model(path: str | Path, opts: EvtOptions | None = None, rate_pps: float 
     assert model is not None and counter is not None and val_top is not None
     span_ns = (last_time - first_time) if first_time is not None else 0
     measured_rate = (n - 1) / (span_ns / 1e9) if span_ns > 0 else None
-    return _document(info, n, n_fit, opts, model, counter, val_top, blocks, rate_pps or measured_rate,
-                     measured_rate, fit_end_time, first_time)
+    return _document(
+        info,
+        n,
+        n_fit,
+        opts,
+        model,
+        counter,
+        val_top,
+        blocks,
+        rate_pps or measured_rate,
+        measured_rate,
+        fit_end_time,
+        first_time,
+    )
 
 
 def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOptions, z: float) -> dict[str, Any]:
@@ -367,18 +390,28 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
     if not usable:
         too_few = [f for f in fits if f.exceedances < opts.min_exceedances]
         if len(too_few) == len(fits):
-            raise UserError(f"too few samples in the tail: {fits[0].note} at the {100 * fits[0].percentile:g}th "
-                            f"percentile (a longer run, or --min-exceedances / --thresholds)")
+            raise UserError(
+                f"too few samples in the tail: {fits[0].note} at the {100 * fits[0].percentile:g}th "
+                f"percentile (a longer run, or --min-exceedances / --thresholds)"
+            )
         reasons = "; ".join(f"{100 * f.percentile:g}th: {f.note}" for f in fits)
         raise Failure(f"the GPD fit did not converge at any threshold ({reasons})")
     chosen = min(usable, key=lambda f: (f.js_divergence, f.percentile))
     zeta = chosen.exceedances / n_fit
     levels = [return_level(n_val, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
-    levels += [return_level(n_val / 10, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
-               return_level(n_val / 100, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
-    return {"fits": fits, "chosen": chosen, "zeta": zeta, "exceedances": chosen.exceedances,
-            "_levels": [lv if lv is not None else math.nan for lv in levels], "z": z,
-            "_periods": [n_val, n_val / 10, n_val / 100]}
+    levels += [
+        return_level(n_val / 10, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
+        return_level(n_val / 100, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
+    ]
+    return {
+        "fits": fits,
+        "chosen": chosen,
+        "zeta": zeta,
+        "exceedances": chosen.exceedances,
+        "_levels": [lv if lv is not None else math.nan for lv in levels],
+        "z": z,
+        "_periods": [n_val, n_val / 10, n_val / 100],
+    }
 
 
 def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
@@ -386,11 +419,18 @@ def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
     from statsmodels.tools.sm_exceptions import InterpolationWarning
     from statsmodels.tsa.stattools import adfuller, kpss
 
-    out: dict[str, Any] = {"series": f"maxima of {len(maxima)} consecutive blocks of {block_size:,} packets "
-                                     "in the fit part", "blocks": len(maxima), "block_packets": block_size}
+    out: dict[str, Any] = {
+        "series": f"maxima of {len(maxima)} consecutive blocks of {block_size:,} packets in the fit part",
+        "blocks": len(maxima),
+        "block_packets": block_size,
+    }
     if len(maxima) < 20 or np.ptp(maxima) == 0:
-        out.update(adf_p=None, kpss_p=None, verdict="not tested",
-                   note="fewer than 20 blocks or constant maxima: the tests need a varying series")
+        out.update(
+            adf_p=None,
+            kpss_p=None,
+            verdict="not tested",
+            note="fewer than 20 blocks or constant maxima: the tests need a varying series",
+        )
         return out
     x = maxima.astype(np.float64)
     with warnings.catch_warnings():
@@ -403,8 +443,13 @@ def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
     # statsmodels reports KPSS p-values only inside its table (0.01 … 0.1).
     out["kpss_p_bound"] = ("lower" if kpss_p >= 0.1 else "upper") if caught else None
     stationary_adf, stationary_kpss = adf_p < 0.05, kpss_p > 0.05
-    verdict = ("stationary" if stationary_adf and stationary_kpss else
-               "not stationary" if not stationary_adf and not stationary_kpss else "inconclusive")
+    verdict = (
+        "stationary"
+        if stationary_adf and stationary_kpss
+        else "not stationary"
+        if not stationary_adf and not stationary_kpss
+        else "inconclusive"
+    )
     out.update(adf_p=adf_p, kpss_p=kpss_p, verdict=verdict)
     return out
 
@@ -416,9 +461,20 @@ def _downsample_log(xs: np.ndarray, count: int) -> np.ndarray:
     return np.unique(np.geomspace(1, len(xs), count).astype(np.int64) - 1)
 
 
-def _document(info: SeriesInfo, n: int, n_fit: int, opts: EvtOptions, model: dict[str, Any],
-              counter: ExceedanceCounter, val_top: TopValues, blocks: BlockMaxima, rate: float | None,
-              measured_rate: float | None, fit_end_time: int | None, first_time: int | None) -> dict[str, Any]:
+def _document(
+    info: SeriesInfo,
+    n: int,
+    n_fit: int,
+    opts: EvtOptions,
+    model: dict[str, Any],
+    counter: ExceedanceCounter,
+    val_top: TopValues,
+    blocks: BlockMaxima,
+    rate: float | None,
+    measured_rate: float | None,
+    fit_end_time: int | None,
+    first_time: int | None,
+) -> dict[str, Any]:
     chosen: ThresholdFit = model["chosen"]
     fit: gpd.GpdFit = chosen.fit
     u, zeta, z, n_val = chosen.threshold_ns, model["zeta"], model["z"], n - n_fit
@@ -437,9 +493,15 @@ def _document(info: SeriesInfo, n: int, n_fit: int, opts: EvtOptions, model: dic
     checks = []
     for i, m in enumerate(model["_periods"]):
         level = model["_levels"][i]
-        checks.append({"return_period": m, "return_level_ns": level if math.isfinite(level) else None,
-                       "expected": n_val / m, "exceedances": counter.events[i],
-                       "exceedance_samples": counter.samples[i]})
+        checks.append(
+            {
+                "return_period": m,
+                "return_level_ns": level if math.isfinite(level) else None,
+                "expected": n_val / m,
+                "exceedances": counter.events[i],
+                "exceedance_samples": counter.samples[i],
+            }
+        )
     validation = {
         "samples": n_val,
         "return_period": n_val,
@@ -482,7 +544,7 @@ def _document(info: SeriesInfo, n: int, n_fit: int, opts: EvtOptions, model: dic
         "endpoint_ci_ns": list(endpoint_ci) if endpoint_ci else None,
         "js_divergence": chosen.js_divergence,
         "js_binning": f"{opts.js_bins} bins of equal probability under each fitted GPD (edges at its k/{opts.js_bins} "
-                      "quantiles, the last bin open-ended); divergence in bits, 0 = identical",
+        "quantiles, the last bin open-ended); divergence in bits, 0 = identical",
         "note": fit.message,
         "thresholds": [_threshold_row(f) for f in model["fits"]],
         "return_levels_ns": {k: v["level_ns"] for k, v in return_levels.items()},
@@ -504,13 +566,23 @@ def _pct(p: float) -> float:
 
 
 def _threshold_row(f: ThresholdFit) -> dict[str, Any]:
-    return {"percentile": _pct(f.percentile), "threshold_ns": f.threshold_ns, "exceedances": f.exceedances,
-            "converged": f.converged, "sigma_ns": f.sigma_ns, "xi": f.xi,
-            "sigma_ci_ns": list(f.sigma_ci) if f.sigma_ci else None, "xi_ci": list(f.xi_ci) if f.xi_ci else None,
-            "js_divergence": f.js_divergence, "note": f.note}
+    return {
+        "percentile": _pct(f.percentile),
+        "threshold_ns": f.threshold_ns,
+        "exceedances": f.exceedances,
+        "converged": f.converged,
+        "sigma_ns": f.sigma_ns,
+        "xi": f.xi,
+        "sigma_ci_ns": list(f.sigma_ci) if f.sigma_ci else None,
+        "xi_ci": list(f.xi_ci) if f.xi_ci else None,
+        "js_divergence": f.js_divergence,
+        "note": f.note,
+    }
 
 
-def _plot_data(chosen: ThresholdFit, n_fit: int, n_val: int, val_top: TopValues, fit: gpd.GpdFit, u: int, zeta: float, z: float) -> dict[str, Any]:
+def _plot_data(
+    chosen: ThresholdFit, n_fit: int, n_val: int, val_top: TopValues, fit: gpd.GpdFit, u: int, zeta: float, z: float
+) -> dict[str, Any]:
     """What the return-level and QQ plots need, small enough to store with the result."""
     # Empirical return levels: the k-th largest value recurs every n/k packets.
     emp_fit = []

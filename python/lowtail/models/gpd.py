@@ -67,12 +67,12 @@ def _profile_many(y: np.ndarray, thetas: np.ndarray) -> np.ndarray:
     out = np.empty(len(thetas))
     step = max(1, 4_000_000 // n)
     for i in range(0, len(thetas), step):
-        t = thetas[i:i + step]
+        t = thetas[i : i + step]
         xi = np.log1p(np.outer(t, y)).mean(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
             ll = -n * np.log(xi / t) - n * (1.0 + xi)
         exponential = (t == 0) | (xi == 0) | ~(xi / np.where(t == 0, 1, t) > 0)
-        out[i:i + step] = np.where(exponential, -n * math.log(float(np.mean(y))) - n, ll)
+        out[i : i + step] = np.where(exponential, -n * math.log(float(np.mean(y))) - n, ll)
     return out
 
 
@@ -95,17 +95,26 @@ def fit(y: np.ndarray) -> GpdFit:
     for i in range(1, len(grid) - 1):
         if values[i] >= values[i - 1] and values[i] >= values[i + 1] and np.isfinite(values[i]):
             lo, hi = grid[max(i - 2, 0)], grid[min(i + 2, len(grid) - 1)]
-            res = optimize.minimize_scalar(lambda s: -_profile(y, s / y_max), bounds=(lo, hi), method="bounded",
-                                           options={"xatol": 1e-10 * max(1e-6, hi - lo)})
+            res = optimize.minimize_scalar(
+                lambda s: -_profile(y, s / y_max),
+                bounds=(lo, hi),
+                method="bounded",
+                options={"xatol": 1e-10 * max(1e-6, hi - lo)},
+            )
             s = float(res.x)
             sigma, xi = _parameters(y, s / y_max)
             if xi > -1.0:
                 candidates.append((log_likelihood(y, sigma, xi), sigma, xi))
     if not candidates:
         rising = "ξ = −1 (a sharp cut-off at the largest value)" if values[0] > values[-1] else "ever heavier tails"
-        return GpdFit(math.nan, math.nan, n, math.nan, False,
-                      f"the likelihood has no maximum: it keeps rising towards {rising}; "
-                      "try another threshold or more data")
+        return GpdFit(
+            math.nan,
+            math.nan,
+            n,
+            math.nan,
+            False,
+            f"the likelihood has no maximum: it keeps rising towards {rising}; try another threshold or more data",
+        )
     ll, sigma, xi = max(candidates)
     return GpdFit(sigma, xi, n, ll, True, _regularity_note(xi), _covariance(y, sigma, xi))
 
@@ -125,6 +134,8 @@ def _parameters(y: np.ndarray, theta: float) -> tuple[float, float]:
         return float(np.mean(y)), 0.0
     xi = float(np.mean(np.log1p(theta * y)))
     return (xi / theta if xi != 0.0 else float(np.mean(y))), xi
+
+
 def _regularity_note(xi: float) -> str:
     if xi < -0.5:
         return "ξ < −0.5: maximum-likelihood intervals are unreliable there (the likelihood is not regular)"
@@ -138,7 +149,9 @@ def _covariance(y: np.ndarray, sigma: float, xi: float):
     f0 = f(sigma, xi)
     fss = (f(sigma + hs, xi) - 2 * f0 + f(sigma - hs, xi)) / hs**2
     fxx = (f(sigma, xi + hx) - 2 * f0 + f(sigma, xi - hx)) / hx**2
-    fsx = (f(sigma + hs, xi + hx) - f(sigma + hs, xi - hx) - f(sigma - hs, xi + hx) + f(sigma - hs, xi - hx)) / (4 * hs * hx)
+    fsx = (f(sigma + hs, xi + hx) - f(sigma + hs, xi - hx) - f(sigma - hs, xi + hx) + f(sigma - hs, xi - hx)) / (
+        4 * hs * hx
+    )
     info = -np.array([[fss, fsx], [fsx, fxx]])
     if not np.all(np.isfinite(info)) or np.linalg.det(info) <= 0 or info[0, 0] <= 0:
         return None

@@ -9,8 +9,9 @@ or has a 99th percentile more than `growth_limit` times that of the lowest rate.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -44,23 +45,30 @@ def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_lim
     for rate in rates:
         runs = by_rate[rate]
         reasons = sorted({r for p in runs for r in _overload_reasons(p, reference_p99, loss_limit, growth_limit)})
-        rows.append({
-            "rate_pps": rate,
-            "runs": [p.run_id for p in runs],
-            "loss": max(p.loss for p in runs),
-            "p50_ns": _worst(p.p50_ns for p in runs),
-            "p99_ns": _worst(p.p99_ns for p in runs),
-            "p99_999_ns": _worst(p.p99_999_ns for p in runs),
-            "max_ns": _worst(p.max_ns for p in runs),
-            "overloaded": bool(reasons),
-            "reasons": reasons,
-        })
+        rows.append(
+            {
+                "rate_pps": rate,
+                "runs": [p.run_id for p in runs],
+                "loss": max(p.loss for p in runs),
+                "p50_ns": _worst(p.p50_ns for p in runs),
+                "p99_ns": _worst(p.p99_ns for p in runs),
+                "p99_999_ns": _worst(p.p99_999_ns for p in runs),
+                "max_ns": _worst(p.max_ns for p in runs),
+                "overloaded": bool(reasons),
+                "reasons": reasons,
+            }
+        )
         if reasons and knee is None:
             knee = rate
         elif not reasons and knee is None:
             last_ok = rate
-    return {"knee_pps": knee, "last_ok_pps": last_ok, "reference_p99_ns": reference_p99, "rates": rows,
-            "criteria": _criteria(loss_limit, growth_limit)}
+    return {
+        "knee_pps": knee,
+        "last_ok_pps": last_ok,
+        "reference_p99_ns": reference_p99,
+        "rates": rows,
+        "criteria": _criteria(loss_limit, growth_limit),
+    }
 
 
 def _criteria(loss_limit: float, growth_limit: float) -> dict[str, float]:

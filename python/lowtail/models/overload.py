@@ -9,8 +9,9 @@ the bare forwarder (the same path with no processing)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.units import parse_duration_ns
@@ -55,8 +56,10 @@ def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[I
     irqs = list(interrupts)
     t_cpu = t_e2e_ns - t_transfer_ns
     if t_cpu <= 0:
-        raise UserError(f"the application's median ({t_e2e_ns / 1e3:.3f} µs) is not above the bare forwarder's "
-                        f"({t_transfer_ns / 1e3:.3f} µs): there is no CPU time per packet to divide by")
+        raise UserError(
+            f"the application's median ({t_e2e_ns / 1e3:.3f} µs) is not above the bare forwarder's "
+            f"({t_transfer_ns / 1e3:.3f} µs): there is no CPU time per packet to divide by"
+        )
     d_sum = sum(i.ns_per_s for i in irqs)
     if d_sum >= NS_PER_S:
         raise UserError(f"the interrupts take {d_sum / 1e9:.3f} s of every second: the core has no time for packets")

@@ -17,8 +17,15 @@ from lowtail.errors import UserError
 from lowtail.units import parse_duration_ns
 
 # (JSON key, percentile) in the order the analysis reports them.
-PERCENTILES = [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99_9", 0.999), ("p99_99", 0.9999),
-               ("p99_999", 0.99999), ("p99_9999", 0.999999)]
+PERCENTILES = [
+    ("p50", 0.5),
+    ("p90", 0.9),
+    ("p99", 0.99),
+    ("p99_9", 0.999),
+    ("p99_99", 0.9999),
+    ("p99_999", 0.99999),
+    ("p99_9999", 0.999999),
+]
 _DROPPED = np.iinfo(np.int64).min
 
 
@@ -48,8 +55,9 @@ def run(spec: dict[str, Any]) -> Outcome:
     except _native.LowtailError as e:
         raise UserError(str(e)) from None
     summary = json.loads(summary_json)
-    return Outcome(summary["spec"], summary, np.frombuffer(arrivals, dtype=np.int64),
-                   np.frombuffer(departures, dtype=np.int64))
+    return Outcome(
+        summary["spec"], summary, np.frombuffer(arrivals, dtype=np.int64), np.frombuffer(departures, dtype=np.int64)
+    )
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
@@ -77,8 +85,9 @@ def cdf_points(latencies: np.ndarray, points: int = 600) -> list[list[float]]:
     values, counts = np.unique(latencies, return_counts=True)
     cum = np.cumsum(counts) / len(latencies)
     if len(values) > points:
-        keep = np.unique(np.r_[np.linspace(0, len(values) - 1, points).round().astype(np.int64),
-                               np.argsort(counts)[-points // 4:]])
+        keep = np.unique(
+            np.r_[np.linspace(0, len(values) - 1, points).round().astype(np.int64), np.argsort(counts)[-points // 4 :]]
+        )
         values, cum = values[keep], cum[keep]
     return [[int(v), float(c)] for v, c in zip(values, cum)]
 
@@ -116,18 +125,30 @@ def parse_service(text: str) -> dict[str, Any]:
         if kind in ("exp", "exponential") and len(parts) == 2:
             return {"kind": "exponential", "mean_ns": parse_duration_ns(parts[1], "ns")}
         if kind == "uniform" and len(parts) == 3:
-            return {"kind": "uniform", "min_ns": parse_duration_ns(parts[1], "ns"), "max_ns": parse_duration_ns(parts[2], "ns")}
+            return {
+                "kind": "uniform",
+                "min_ns": parse_duration_ns(parts[1], "ns"),
+                "max_ns": parse_duration_ns(parts[2], "ns"),
+            }
         if kind == "normal" and len(parts) == 3:
-            return {"kind": "normal", "mean_ns": parse_duration_ns(parts[1], "ns"), "sd_ns": parse_duration_ns(parts[2], "ns")}
+            return {
+                "kind": "normal",
+                "mean_ns": parse_duration_ns(parts[1], "ns"),
+                "sd_ns": parse_duration_ns(parts[2], "ns"),
+            }
         if kind == "lognormal" and len(parts) == 3:
             return {"kind": "lognormal", "median_ns": parse_duration_ns(parts[1], "ns"), "sigma": float(parts[2])}
     except (UserError, ValueError):
         pass
-    raise UserError(f"--service {text!r}: expected a duration (20us) or const:20us, exp:20us, uniform:10us:30us, "
-                    "normal:20us:2us, lognormal:20us:0.3")
+    raise UserError(
+        f"--service {text!r}: expected a duration (20us) or const:20us, exp:20us, uniform:10us:30us, "
+        "normal:20us:2us, lognormal:20us:0.3"
+    )
 
 
-_IRQ = re.compile(r"^\s*(?P<poisson>poisson@)?(?P<rate>[0-9.eE+]+)\s*(?:hz|Hz)?\s*:\s*(?P<durs>[^@]+?)(?:@(?P<phase>.+))?$")
+_IRQ = re.compile(
+    r"^\s*(?P<poisson>poisson@)?(?P<rate>[0-9.eE+]+)\s*(?:hz|Hz)?\s*:\s*(?P<durs>[^@]+?)(?:@(?P<phase>.+))?$"
+)
 
 
 def parse_irq(text: str) -> dict[str, Any]:
@@ -136,8 +157,12 @@ def parse_irq(text: str) -> dict[str, Any]:
     if not m:
         raise UserError(f"--irq {text!r}: expected RATE_HZ:DURATION[,DURATION...][@PHASE], e.g. 250:5.5us,8.2us")
     durations = [parse_duration_ns(d, "us") for d in m.group("durs").split(",") if d.strip()]
-    return {"rate_hz": float(m.group("rate")), "durations_ns": durations, "poisson": bool(m.group("poisson")),
-            "phase_ns": parse_duration_ns(m.group("phase"), "us") if m.group("phase") else 0}
+    return {
+        "rate_hz": float(m.group("rate")),
+        "durations_ns": durations,
+        "poisson": bool(m.group("poisson")),
+        "phase_ns": parse_duration_ns(m.group("phase"), "us") if m.group("phase") else 0,
+    }
 
 
 def int_list(text: str, what: str) -> list[int]:
@@ -157,8 +182,10 @@ def spec_for_run(run: dict[str, Any], overhead_ns: float, packets: int | None, s
     """The simulation of a stored lowtail-fwd run: its rate, burst, work_ns and batch."""
     config = run["dut_config"] or {}
     if run["dut_kind"] != "lowtail-fwd" and "work_ns" not in config:
-        raise UserError(f"run {run['run_id']} is a {run['dut_kind']} run: the device model needs a lowtail-fwd run "
-                        "(its work_ns and batch), or give the model yourself without --run")
+        raise UserError(
+            f"run {run['run_id']} is a {run['dut_kind']} run: the device model needs a lowtail-fwd run "
+            "(its work_ns and batch), or give the model yourself without --run"
+        )
     work = float(config.get("work_ns", 0))
     sent = int(run["sent"] or 0)
     return {
@@ -176,7 +203,13 @@ def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[st
     rows = []
     for key in ["min"] + [k for k, _ in PERCENTILES] + ["max"]:
         m, p = measured.get(key), (predicted or {}).get(key)
-        rows.append({"percentile": key, "measured_ns": m, "predicted_ns": p,
-                     "difference_ns": (p - m) if m is not None and p is not None else None,
-                     "ratio": (p / m) if m and p is not None else None})
+        rows.append(
+            {
+                "percentile": key,
+                "measured_ns": m,
+                "predicted_ns": p,
+                "difference_ns": (p - m) if m is not None and p is not None else None,
+                "ratio": (p / m) if m and p is not None else None,
+            }
+        )
     return rows

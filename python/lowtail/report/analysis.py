@@ -10,53 +10,98 @@ from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.units import format_ns, format_us
 
-_PCTS = [("min", "min"), ("p50", "50 %"), ("p90", "90 %"), ("p99", "99 %"), ("p99_9", "99.9 %"),
-         ("p99_99", "99.99 %"), ("p99_999", "99.999 %"), ("p99_9999", "99.9999 %"), ("max", "max")]
+_PCTS = [
+    ("min", "min"),
+    ("p50", "50 %"),
+    ("p90", "90 %"),
+    ("p99", "99 %"),
+    ("p99_9", "99.9 %"),
+    ("p99_99", "99.99 %"),
+    ("p99_999", "99.999 %"),
+    ("p99_9999", "99.9999 %"),
+    ("max", "max"),
+]
 
 
 def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     """Append the tables and plots of one stored analysis to a page."""
     f = doc["figures"]
     prefix = f"{name} · " if name else ""
-    counts = table_html(["sent", "received", "lost", "duplicates", "reordered", "foreign", "negative", "unmatched"],
-                        [[f"{f[k]:,}" for k in ("sent", "received", "lost", "duplicates", "reordered", "foreign",
-                                                  "negative", "unmatched")]])
+    counts = table_html(
+        ["sent", "received", "lost", "duplicates", "reordered", "foreign", "negative", "unmatched"],
+        [
+            [
+                f"{f[k]:,}"
+                for k in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative", "unmatched")
+            ]
+        ],
+    )
     lat = f.get("latency_ns")
     lat_table = ""
     if lat:
-        lat_table = table_html([label for _, label in _PCTS] + ["mean"],
-                               [[format_us(lat[k]) for k, _ in _PCTS] + [format_us(lat["mean"])]])
+        lat_table = table_html(
+            [label for _, label in _PCTS] + ["mean"], [[format_us(lat[k]) for k, _ in _PCTS] + [format_us(lat["mean"])]]
+        )
     inputs = doc["inputs"]
-    meta = table_html(["side", "file", "format", "compression", "frames", "with id", "foreign"],
-                      [[side.upper(), inputs[side]["path"], inputs[side]["format"], inputs[side]["compression"],
-                        f"{inputs[side]['frames']:,}", f"{inputs[side]['with_id']:,}",
-                        f"{inputs[side]['not_udp'] + inputs[side]['too_short'] + inputs[side]['snapped']:,}"]
-                       for side in ("pre", "post")])
+    meta = table_html(
+        ["side", "file", "format", "compression", "frames", "with id", "foreign"],
+        [
+            [
+                side.upper(),
+                inputs[side]["path"],
+                inputs[side]["format"],
+                inputs[side]["compression"],
+                f"{inputs[side]['frames']:,}",
+                f"{inputs[side]['with_id']:,}",
+                f"{inputs[side]['not_udp'] + inputs[side]['too_short'] + inputs[side]['snapped']:,}",
+            ]
+            for side in ("pre", "post")
+        ],
+    )
     warn_html = "".join(f"<p class='warn'>⚠ {esc(w)}</p>" for w in doc["warnings"])
-    partial = "<p class='fail'>PARTIAL: the input was cut short; figures cover part of it.</p>" if doc["partial"] else ""
-    page.add(f"{prefix}Figures (analysis {doc['analysis_id']})",
-             partial + f"<p class='meta'>trim {esc(format_ns(f['trim_ns']))} · {esc(format_ns(f['duration_ns']))} "
-             f"analysed · percentiles are exact nearest-rank values</p>" + counts + lat_table + meta + warn_html)
+    partial = (
+        "<p class='fail'>PARTIAL: the input was cut short; figures cover part of it.</p>" if doc["partial"] else ""
+    )
+    page.add(
+        f"{prefix}Figures (analysis {doc['analysis_id']})",
+        partial + f"<p class='meta'>trim {esc(format_ns(f['trim_ns']))} · {esc(format_ns(f['duration_ns']))} "
+        f"analysed · percentiles are exact nearest-rank values</p>" + counts + lat_table + meta + warn_html,
+    )
     curves = [(name or f"analysis {doc['analysis_id']}", [(p, v) for p, v, _ in doc["percentiles"]])]
-    page.add(f"{prefix}Latency distribution",
-             figure_html(plots.hdr_percentile_plot(curves), "HDR percentile plot: x is 1/(1−p) on a log scale")
-             + figure_html(plots.histogram_plot(doc["histograms"]["latency"], "Latency histogram")))
+    page.add(
+        f"{prefix}Latency distribution",
+        figure_html(plots.hdr_percentile_plot(curves), "HDR percentile plot: x is 1/(1−p) on a log scale")
+        + figure_html(plots.histogram_plot(doc["histograms"]["latency"], "Latency histogram")),
+    )
     start = f.get("start_ts_ns") or 0
-    page.add(f"{prefix}Worst events",
-             figure_html(plots.worst_scatter([(t, v) for t, v, _ in doc["worst"]],
-                                             f"{len(doc['worst'])} worst latencies over time", start_ns=start)))
-    page.add(f"{prefix}Traffic",
-             figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"]))
-             + figure_html(plots.histogram_plot(doc["histograms"]["jitter_pre"], "Inter-arrival times, PRE",
-                                                "inter-arrival time [µs]"))
-             + figure_html(plots.histogram_plot(doc["histograms"]["jitter_post"], "Inter-arrival times, POST",
-                                                "inter-arrival time [µs]")))
+    page.add(
+        f"{prefix}Worst events",
+        figure_html(
+            plots.worst_scatter(
+                [(t, v) for t, v, _ in doc["worst"]], f"{len(doc['worst'])} worst latencies over time", start_ns=start
+            )
+        ),
+    )
+    page.add(
+        f"{prefix}Traffic",
+        figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"]))
+        + figure_html(
+            plots.histogram_plot(doc["histograms"]["jitter_pre"], "Inter-arrival times, PRE", "inter-arrival time [µs]")
+        )
+        + figure_html(
+            plots.histogram_plot(
+                doc["histograms"]["jitter_post"], "Inter-arrival times, POST", "inter-arrival time [µs]"
+            )
+        ),
+    )
 
 
 def write_analysis_report(db: str | Path, analysis_id: int | str, output: str | Path) -> Path:
     with open_store(db, read_only=True) as s:
         doc = s.analysis(analysis_id)
-    page = Page(title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
-                subtitle=f"{doc['pre_path']} → {doc['post_path']}")
+    page = Page(
+        title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
+        subtitle=f"{doc['pre_path']} → {doc['post_path']}",
+    )
     analysis_sections(page, doc)
     return page.write(Path(output))

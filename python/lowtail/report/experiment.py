@@ -17,12 +17,24 @@ from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_ns, format_rate, parse_duration_ns
 
-_PCTS = [("p50", "50 %"), ("p99", "99 %"), ("p99_9", "99.9 %"), ("p99_99", "99.99 %"), ("p99_999", "99.999 %"),
-         ("max", "max")]
+_PCTS = [
+    ("p50", "50 %"),
+    ("p99", "99 %"),
+    ("p99_9", "99.9 %"),
+    ("p99_99", "99.99 %"),
+    ("p99_999", "99.999 %"),
+    ("max", "max"),
+]
 
 
-_VERDICT_CLASS = {"floor": "meta", "INVALID": "fail", "FAIL: loss": "fail", "FAIL: latency": "fail",
-                  "inconclusive": "warn", "PASS": "pass"}
+_VERDICT_CLASS = {
+    "floor": "meta",
+    "INVALID": "fail",
+    "FAIL: loss": "fail",
+    "FAIL: latency": "fail",
+    "inconclusive": "warn",
+    "PASS": "pass",
+}
 
 
 def verdict_of(run: dict[str, Any], verdict: Any) -> tuple[str, str]:
@@ -50,24 +62,37 @@ def _verdict_for(experiment: dict[str, Any], budget: str | None):
 def _curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
     if analysis_id is None:
         return []
-    return store.con.execute("SELECT percentile, value_ns FROM analysis_percentiles WHERE analysis_id = ? "
-                             "ORDER BY percentile, value_ns", [analysis_id]).fetchall()
+    return store.con.execute(
+        "SELECT percentile, value_ns FROM analysis_percentiles WHERE analysis_id = ? ORDER BY percentile, value_ns",
+        [analysis_id],
+    ).fetchall()
 
 
-def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict,
-                    verdict: Any) -> None:
+def summary_section(
+    page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any
+) -> None:
     summary_pcts = [(k, label) for k, label in _PCTS if k in ("p50", "p99", "p99_999", "max")]
-    header = ["DuT", "options", "rate", "sent", "lost"] + [label for _, label in summary_pcts] + \
-        ["floor 99.999 %", "verdict"]
+    header = (
+        ["DuT", "options", "rate", "sent", "lost"]
+        + [label for _, label in summary_pcts]
+        + ["floor 99.999 %", "verdict"]
+    )
     body, classes = [], []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         label, css = verdict_of(r, verdict)
-        body.append([_dut_label(r), _options_text(r["dut_config"]), format_rate(r["rate_pps"]),
-                     _count(r["sent"]), _count(r["lost"])] + [format_ns(lat.get(k)) for k, _ in summary_pcts] +
-                    ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
-                     label])
+        body.append(
+            [
+                _dut_label(r),
+                _options_text(r["dut_config"]),
+                format_rate(r["rate_pps"]),
+                _count(r["sent"]),
+                _count(r["lost"]),
+            ]
+            + [format_ns(lat.get(k)) for k, _ in summary_pcts]
+            + ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]), label]
+        )
         classes.append(css)
     table = table_html(header, body)
     # Colour the verdict cells (the last cell of each row).
@@ -75,13 +100,15 @@ def summary_section(page: Page, experiment: dict[str, Any], rows: list[dict[str,
         table = table.replace(f"<td>{esc(row[-1])}</td></tr>", f"<td class='{css}'>{esc(row[-1])}</td></tr>", 1)
     passed = sum(verdict_of(r, verdict)[0] == "PASS" for r in rows)
     judged = sum(not r["calibration"] for r in rows)
-    page.add("Verdict", f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
-                        f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
-                        f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
-                        f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
-                        f"the DuT's.</p><style>.lt-runs td {{ white-space: nowrap; }}</style>"
-                        f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>"
-             + _invalid_list(rows))
+    page.add(
+        "Verdict",
+        f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
+        f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
+        f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
+        f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
+        f"the DuT's.</p><style>.lt-runs td {{ white-space: nowrap; }}</style>"
+        f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
+    )
 
 
 def _dut_label(r: dict[str, Any]) -> str:
@@ -89,8 +116,11 @@ def _dut_label(r: dict[str, Any]) -> str:
 
 
 def _invalid_list(rows: list[dict[str, Any]]) -> str:
-    items = [f"<li>{esc(r['dut_name'])} @ {esc(format_rate(r['rate_pps']))}: {esc('; '.join(r['invalid_reasons']))}"
-             f"</li>" for r in rows if r["invalid_reasons"]]
+    items = [
+        f"<li>{esc(r['dut_name'])} @ {esc(format_rate(r['rate_pps']))}: {esc('; '.join(r['invalid_reasons']))}</li>"
+        for r in rows
+        if r["invalid_reasons"]
+    ]
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
@@ -105,53 +135,85 @@ def _count(n: int | None) -> str:
 def host_section(page: Page, experiment: dict[str, Any]) -> None:
     host = experiment["host"]
     plan = host.get("core_plan", {})
-    rows = [["kernel", f"{host.get('kernel')} ({host.get('kernel_version')})"],
-            ["kernel command line", host.get("kernel_cmdline")],
-            ["CPU", f"{host.get('cpu_model')} · {host.get('cpus_online')} online"],
-            ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
-            ["cpuset cgroups", "none" if not host.get("cgroup_cpuset") else
-             f"cgroup v{host['cgroup_cpuset']['version']} at {host['cgroup_cpuset']['root']}"],
-            ["lowtail", host.get("lowtail_version")],
-            ["command", " ".join(host.get("command", []))],
-            ["status", experiment["status"]]]
+    rows = [
+        ["kernel", f"{host.get('kernel')} ({host.get('kernel_version')})"],
+        ["kernel command line", host.get("kernel_cmdline")],
+        ["CPU", f"{host.get('cpu_model')} · {host.get('cpus_online')} online"],
+        ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
+        [
+            "cpuset cgroups",
+            "none"
+            if not host.get("cgroup_cpuset")
+            else f"cgroup v{host['cgroup_cpuset']['version']} at {host['cgroup_cpuset']['root']}",
+        ],
+        ["lowtail", host.get("lowtail_version")],
+        ["command", " ".join(host.get("command", []))],
+        ["status", experiment["status"]],
+    ]
     page.add("Testbed and host", table_html(["", ""], rows))
 
 
 def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, Any] | None, verdict: Any) -> None:
-    title = f"{r['dut_name']} ({r['dut_kind']}) @ {format_rate(r['rate_pps'])}, {r['frame_size']} B" + \
-            (f", burst {r['burst']}" if r["burst"] > 1 else "") + (f", repetition {r['repetition']}"
-                                                                   if r["repetition"] else "")
+    title = (
+        f"{r['dut_name']} ({r['dut_kind']}) @ {format_rate(r['rate_pps'])}, {r['frame_size']} B"
+        + (f", burst {r['burst']}" if r["burst"] > 1 else "")
+        + (f", repetition {r['repetition']}" if r["repetition"] else "")
+    )
     lat = (r.get("figures") or {}).get("latency_ns") or {}
     label, css = verdict_of(r, verdict)
     gen, cap = r["generator"] or {}, r["capture"] or {}
-    facts = [["verdict", f"<span class='{css}'>{esc(label)}</span>"],
-             ["sent / received / lost", f"{_count(r['sent'])} / {_count(r['received'])} / {_count(r['lost'])}"],
-             ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_ns(lat.get(k)) for k, _ in _PCTS)],
-             ["generator", esc(generator_summary(gen))], ["timestamper", esc(capture_summary(cap))],
-             ["DuT options", esc(_options_text(r["dut_config"]))], ["containment", esc(_flat(r["containment"]))]]
+    facts = [
+        ["verdict", f"<span class='{css}'>{esc(label)}</span>"],
+        ["sent / received / lost", f"{_count(r['sent'])} / {_count(r['received'])} / {_count(r['lost'])}"],
+        ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_ns(lat.get(k)) for k, _ in _PCTS)],
+        ["generator", esc(generator_summary(gen))],
+        ["timestamper", esc(capture_summary(cap))],
+        ["DuT options", esc(_options_text(r["dut_config"]))],
+        ["containment", esc(_flat(r["containment"]))],
+    ]
     if r["dut_stats"]:
         facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
         e = r["energy"]
-        facts.append(["energy", esc(f"{e['joules']:.3g} J, mean {e['mean_w']:.3g} W" if e.get("available")
-                                    else f"not measured: {e.get('reason') or 'no energy counters'}")])
+        facts.append(
+            [
+                "energy",
+                esc(
+                    f"{e['joules']:.3g} J, mean {e['mean_w']:.3g} W"
+                    if e.get("available")
+                    else f"not measured: {e.get('reason') or 'no energy counters'}"
+                ),
+            ]
+        )
     if r["invalid_reasons"]:
         facts.append(["<span class='fail'>invalid</span>", esc("; ".join(r["invalid_reasons"]))])
-    body = "<table><tbody>" + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>"
-                                      for k, v in facts) + "</tbody></table>"
+    body = (
+        "<table><tbody>"
+        + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)
+        + "</tbody></table>"
+    )
     curve = _curve(store, r["analysis_id"])
     if curve:
         curves = [(r["dut_name"], curve)]
         if floor is not None and not r["calibration"]:
             curves.append((f"wire (calibration run {floor['run_id']})", _curve(store, floor["analysis_id"])))
-        body += figure_html(plots.hdr_percentile_plot(curves, title=f"{r['dut_name']} @ {format_rate(r['rate_pps'])}",
-                                                      budget_ns=None if r["calibration"] else verdict.budget_ns),
-                            "HDR percentile plot (x: 1/(1−p), log scale), with the same traffic over a plain wire: the testbed's floor")
-        worst = store.con.execute("SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? "
-                                  "ORDER BY pre_ts_ns", [r["analysis_id"]]).fetchall()
+        body += figure_html(
+            plots.hdr_percentile_plot(
+                curves,
+                title=f"{r['dut_name']} @ {format_rate(r['rate_pps'])}",
+                budget_ns=None if r["calibration"] else verdict.budget_ns,
+            ),
+            "HDR percentile plot (x: 1/(1−p), log scale), with the same traffic over a plain wire: the testbed's floor",
+        )
+        worst = store.con.execute(
+            "SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns",
+            [r["analysis_id"]],
+        ).fetchall()
         start = (r.get("figures") or {}).get("start_ts_ns") or 0
-        body += figure_html(plots.worst_scatter(worst, f"{len(worst)} worst latencies over time", start_ns=start),
-                            "The worst events over the run: periodic patterns point at interrupts or timers")
+        body += figure_html(
+            plots.worst_scatter(worst, f"{len(worst)} worst latencies over time", start_ns=start),
+            "The worst events over the run: periodic patterns point at interrupts or timers",
+        )
     page.add(f"Run {r['run_id']}: {title}", body)
 
 
@@ -161,14 +223,17 @@ def generator_summary(gen: dict[str, Any]) -> str:
         return "no statistics"
     parts = []
     if isinstance(gen.get("achieved_rate_pps"), (int, float)):
-        parts.append(f"achieved {format_rate(gen['achieved_rate_pps'])}"
-                     + ("" if gen.get("kept_up", True) else " (did NOT keep up)"))
+        parts.append(
+            f"achieved {format_rate(gen['achieved_rate_pps'])}"
+            + ("" if gen.get("kept_up", True) else " (did NOT keep up)")
+        )
     if "sent" in gen:
         parts.append(f"{gen['sent']:,} frames sent")
     pacing = gen.get("pacing_error_ns") or {}
     if pacing:
-        parts.append("pacing error " + " · ".join(f"{k} {format_ns(pacing[k])}" for k in ("p50", "p99", "max")
-                                                  if k in pacing))
+        parts.append(
+            "pacing error " + " · ".join(f"{k} {format_ns(pacing[k])}" for k in ("p50", "p99", "max") if k in pacing)
+        )
     if gen.get("send_errors"):
         parts.append(f"{gen['send_errors']:,} frames refused")
     if "cpu" in gen:
@@ -180,8 +245,11 @@ def dut_summary(stats: dict[str, Any]) -> str:
     """The DuT's own counters: lowtail-fwd's and testpmd's headline ones, anything else as is."""
     if "forwarded" in stats:  # lowtail-fwd
         dropped = stats.get("dropped", 0)
-        parts = [f"received {stats.get('received', 0):,}", f"forwarded {stats['forwarded']:,}",
-                 f"dropped {dropped:,}" if not isinstance(dropped, dict) else f"dropped {sum(dropped.values()):,}"]
+        parts = [
+            f"received {stats.get('received', 0):,}",
+            f"forwarded {stats['forwarded']:,}",
+            f"dropped {dropped:,}" if not isinstance(dropped, dict) else f"dropped {sum(dropped.values()):,}",
+        ]
         if isinstance(stats.get("busy_fraction"), (int, float)):
             parts.append(f"busy {100 * stats['busy_fraction']:.1f} % of the time")
         if "cpu" in stats:
@@ -194,8 +262,11 @@ def capture_summary(cap: dict[str, Any]) -> str:
     """Per interface: frames, kernel drops, timestamp source."""
     if not cap:
         return "no statistics"
-    parts = [f"{i.get('iface')}: {i.get('frames', 0):,} frames, {i.get('drops', 0):,} drops, "
-             f"{i.get('timestamp_source', '?')} timestamps" for i in cap.get("interfaces", [])]
+    parts = [
+        f"{i.get('iface')}: {i.get('frames', 0):,} frames, {i.get('drops', 0):,} drops, "
+        f"{i.get('timestamp_source', '?')} timestamps"
+        for i in cap.get("interfaces", [])
+    ]
     if cap.get("host_backlog_drops"):
         parts.append(f"host backlog drops {cap['host_backlog_drops']:,}")
     return "; ".join(parts)
@@ -223,17 +294,19 @@ def _flat(d: Any, prefix: str = "") -> str:
     return " · ".join(p for p in parts if p)
 
 
-def write_experiment_report(db: str | Path, experiment_id: int | str, output: str | Path | None,
-                            verdict: Any = None, budget: str | None = None) -> Path:
+def write_experiment_report(
+    db: str | Path, experiment_id: int | str, output: str | Path | None, verdict: Any = None, budget: str | None = None
+) -> Path:
     with open_store(db, read_only=True) as store:
         experiment = runstore.experiment(store, experiment_id)
         eid = experiment["experiment_id"]
         rows = runstore.runs(store, eid)
         floors = runstore.calibration_floor(store, eid)
         verdict = verdict or _verdict_for(experiment, budget)
-        page = Page(title=f"lowtail experiment {eid} — {experiment['name']}",
-                    subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · "
-                             f"{experiment['status']}")
+        page = Page(
+            title=f"lowtail experiment {eid} — {experiment['name']}",
+            subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
+        )
         summary_section(page, experiment, rows, floors, verdict)
         knee_section(page, store, eid)
         host_section(page, experiment)

@@ -7,8 +7,10 @@ from __future__ import annotations
 import bisect
 import json
 from collections import defaultdict
+from collections.abc import Sequence
+from datetime import UTC
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lowtail.host.energy import describe as describe_energy
 from lowtail.host.interrupts import KIND_NAMES
@@ -22,8 +24,9 @@ from lowtail.units import format_ns
 SPIKES = 20  # how many of a run's largest latencies count as its spikes
 
 
-def coincidence(spike_times_ns: Sequence[int], samples: Sequence[tuple[int, int, str, int, int]],
-                cpus: set[int] | None) -> list[dict[str, Any]]:
+def coincidence(
+    spike_times_ns: Sequence[int], samples: Sequence[tuple[int, int, str, int, int]], cpus: set[int] | None
+) -> list[dict[str, Any]]:
     """For each interrupt kind on `cpus` (all when None): in how many spikes' sampling
     intervals it incremented, against the share of all intervals in which it did. A kind
     present in nearly every interval (a periodic tick) coincides with every spike and says
@@ -49,9 +52,16 @@ def coincidence(spike_times_ns: Sequence[int], samples: Sequence[tuple[int, int,
     out = []
     for kind, per_t in by_kind.items():
         hits = sum(e is not None and e in per_t for e in spike_ends)
-        out.append({"kind": kind, "description": KIND_NAMES.get(kind, kind), "spikes_with": hits,
-                    "spikes": len(spike_times_ns), "interval_share": min(1.0, len(per_t) / n_intervals),
-                    "count": sum(per_t.values())})
+        out.append(
+            {
+                "kind": kind,
+                "description": KIND_NAMES.get(kind, kind),
+                "spikes_with": hits,
+                "spikes": len(spike_times_ns),
+                "interval_share": min(1.0, len(per_t) / n_intervals),
+                "count": sum(per_t.values()),
+            }
+        )
     out.sort(key=lambda r: (-r["spikes_with"] / r["spikes"] + r["interval_share"], r["kind"]))
     return out
 
@@ -64,12 +74,16 @@ def verdicts(rows: list[dict[str, Any]], cpus_text: str) -> list[str]:
         if r["spikes_with"] == 0:
             continue
         if r["interval_share"] >= 0.9:
-            said.append(f"{r['kind']} ({r['description']}) occurs in {100 * r['interval_share']:.0f} % of the sampling "
-                        f"intervals, so it is present at every spike and cannot be singled out by sampling.")
+            said.append(
+                f"{r['kind']} ({r['description']}) occurs in {100 * r['interval_share']:.0f} % of the sampling "
+                f"intervals, so it is present at every spike and cannot be singled out by sampling."
+            )
         elif frac >= 0.5 and frac >= 1.5 * r["interval_share"]:
-            said.append(f"{r['kind']} ({r['description']}) on {cpus_text} coincides with {r['spikes_with']} of the "
-                        f"{r['spikes']} largest spikes, yet occurs in only {100 * r['interval_share']:.0f} % of the "
-                        f"sampling intervals: a likely cause.")
+            said.append(
+                f"{r['kind']} ({r['description']}) on {cpus_text} coincides with {r['spikes_with']} of the "
+                f"{r['spikes']} largest spikes, yet occurs in only {100 * r['interval_share']:.0f} % of the "
+                f"sampling intervals: a likely cause."
+            )
     return said or ["No interrupt kind coincides with the spikes more often than it occurs anyway."]
 
 
@@ -98,27 +112,46 @@ def interrupt_timeline_section(page: Page, store: Store, run_id: int, cpus: set[
     cpus_text = f"CPU {','.join(map(str, sorted(cpus)))}" if cpus else None
     if cpus is None:
         cpus, cpus_text = _run_cpus(store, run_id)
-    row = store.con.execute("SELECT r.analysis_id, a.start_ts_ns FROM runs r LEFT JOIN analyses a "
-                            "USING (analysis_id) WHERE r.run_id = ?", [run_id]).fetchone()
+    row = store.con.execute(
+        "SELECT r.analysis_id, a.start_ts_ns FROM runs r LEFT JOIN analyses a USING (analysis_id) WHERE r.run_id = ?",
+        [run_id],
+    ).fetchone()
     worst = []
     if row and row[0] is not None:
-        worst = store.con.execute("SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? "
-                                  "ORDER BY pre_ts_ns", [row[0]]).fetchall()
+        worst = store.con.execute(
+            "SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns", [row[0]]
+        ).fetchall()
     start = (row[1] if row and row[1] else None) or min(s[0] - s[4] for s in samples)
     spikes = [t for t, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]]
     rows = coincidence(spikes, samples, cpus)
     fig = _timeline_figure(worst, samples, cpus, start, spikes)
-    table = table_html(["kind", "what", "interrupts", "largest spikes with it", "share of intervals with it"],
-                       [[r["kind"], r["description"], f"{r['count']:,}", f"{r['spikes_with']} of {r['spikes']}",
-                         f"{100 * r['interval_share']:.0f} %"] for r in rows])
-    said = "".join(f"<p>{esc(s)}</p>" for s in verdicts(rows, cpus_text)) if spikes else \
-        "<p class='meta'>The run has no stored worst events to compare with.</p>"
+    table = table_html(
+        ["kind", "what", "interrupts", "largest spikes with it", "share of intervals with it"],
+        [
+            [
+                r["kind"],
+                r["description"],
+                f"{r['count']:,}",
+                f"{r['spikes_with']} of {r['spikes']}",
+                f"{100 * r['interval_share']:.0f} %",
+            ]
+            for r in rows
+        ],
+    )
+    said = (
+        "".join(f"<p>{esc(s)}</p>" for s in verdicts(rows, cpus_text))
+        if spikes
+        else "<p class='meta'>The run has no stored worst events to compare with.</p>"
+    )
     interval = sorted(s[4] for s in samples)[len(samples) // 2]
-    page.add("Interrupts during the run",
-             f"<p class='meta'>/proc/interrupts sampled every {esc(format_ns(interval))} from a housekeeping core; "
-             f"increments on {esc(cpus_text)}; a spike is one of the {SPIKES} largest latencies.</p>"
-             + figure_html(fig, "Worst latencies (top) and interrupt increments per sampling interval (bottom)")
-             + said + table)
+    page.add(
+        "Interrupts during the run",
+        f"<p class='meta'>/proc/interrupts sampled every {esc(format_ns(interval))} from a housekeeping core; "
+        f"increments on {esc(cpus_text)}; a spike is one of the {SPIKES} largest latencies.</p>"
+        + figure_html(fig, "Worst latencies (top) and interrupt increments per sampling interval (bottom)")
+        + said
+        + table,
+    )
 
 
 def _timeline_figure(worst, samples, cpus, start_ns, spikes):
@@ -126,8 +159,14 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes):
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
     if worst:
-        top.scatter([(t - start_ns) / 1e9 for t, _ in worst], [v / 1e3 for _, v in worst], s=4, color="#1f5fa8",
-                    linewidths=0, label=f"{len(worst)} worst")
+        top.scatter(
+            [(t - start_ns) / 1e9 for t, _ in worst],
+            [v / 1e3 for _, v in worst],
+            s=4,
+            color="#1f5fa8",
+            linewidths=0,
+            label=f"{len(worst)} worst",
+        )
     for t in spikes:
         for ax in (top, bottom):
             ax.axvline((t - start_ns) / 1e9, color="#b42318", alpha=0.25, linewidth=0.8)
@@ -140,8 +179,14 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes):
     biggest = sorted(series, key=lambda k: -sum(series[k].values()))[:6]
     for kind in biggest:
         pts = sorted(series[kind].items())
-        bottom.plot([(t - start_ns) / 1e9 for t, _ in pts], [d for _, d in pts], marker=".", markersize=3,
-                    linewidth=0.8, label=kind)
+        bottom.plot(
+            [(t - start_ns) / 1e9 for t, _ in pts],
+            [d for _, d in pts],
+            marker=".",
+            markersize=3,
+            linewidth=0.8,
+            label=kind,
+        )
     bottom.set_yscale("symlog")
     bottom.set_ylabel("interrupts / interval")
     bottom.set_xlabel("time since first packet [s]")
@@ -155,36 +200,66 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
     r = noise_run(store, noise_run_id)
     head = table_html(
         ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "d_Σ (interrupts)"],
-        [[c["cpu"], f"{c['gaps']:,}", f"{c['rate_hz']:,.1f} /s", f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
-          format_ns(c["p50_ns"]), format_ns(c["p99_ns"]), format_ns(c["p99_9_ns"]), format_ns(c["max_ns"]),
-          "–" if c["d_sum_ns_per_s"] is None else f"{c['d_sum_ns_per_s'] / 1e3:,.1f} µs/s"] for c in r["cores"]])
-    sampled = (f"sampled every {format_ns(r['sample_interval_ns'])}" if r["sample_interval_ns"]
-               else "read before and after only")
-    page.add(f"OS noise (probe {r['noise_run_id']})",
-             f"<p class='meta'>{esc(format_ns(r['duration_ns']))} per core, gaps above {esc(format_ns(r['threshold_ns']))}; "
-             f"interrupts {esc(sampled)}; energy: {esc(describe_energy(r['energy']))}. Percentiles are exact "
-             f"nearest-rank values over the gaps.</p>" + head)
+        [
+            [
+                c["cpu"],
+                f"{c['gaps']:,}",
+                f"{c['rate_hz']:,.1f} /s",
+                f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
+                format_ns(c["p50_ns"]),
+                format_ns(c["p99_ns"]),
+                format_ns(c["p99_9_ns"]),
+                format_ns(c["max_ns"]),
+                "–" if c["d_sum_ns_per_s"] is None else f"{c['d_sum_ns_per_s'] / 1e3:,.1f} µs/s",
+            ]
+            for c in r["cores"]
+        ],
+    )
+    sampled = (
+        f"sampled every {format_ns(r['sample_interval_ns'])}"
+        if r["sample_interval_ns"]
+        else "read before and after only"
+    )
+    page.add(
+        f"OS noise (probe {r['noise_run_id']})",
+        f"<p class='meta'>{esc(format_ns(r['duration_ns']))} per core, gaps above {esc(format_ns(r['threshold_ns']))}; "
+        f"interrupts {esc(sampled)}; energy: {esc(describe_energy(r['energy']))}. Percentiles are exact "
+        f"nearest-rank values over the gaps.</p>" + head,
+    )
     for c in r["cores"]:
         fig = plots.histogram_plot(c["histogram"], f"CPU {c['cpu']}: gap durations", "gap [µs]")
         fig.axes[0].set_ylabel("gaps")
         a = c["attribution"] or {}
-        profile = table_html(["kind", "what", "count", "rate", "typical duration"],
-                             [[p["kind"], p["description"], f"{p['count']:,}", f"{p['rate_hz']:,.1f} Hz",
-                               format_ns(p["typical_ns"])] for p in c["interrupts"]])
-        largest = table_html(["time (UTC)", "gap"], [[_utc(t), format_ns(g)] for t, g in
-                                                      sorted(c["largest"], key=lambda x: -x[1])[:10]])
-        method = (f"<p class='meta'>attribution: {esc(a.get('method', '–'))}, {a.get('intervals', 0)} intervals, "
-                  f"{100 * a.get('explained_share', 0):.0f} % of the time in gaps under 1 ms explained; "
-                  f"{a.get('long_gaps', 0):,} gaps of 1 ms or more (other tasks, throttling, hypervisor) "
-                  f"not attributed</p>") if a else ""
-        page.add(f"CPU {c['cpu']}", figure_html(fig) + "<h3>Interrupt profile</h3>" + method + profile
-                 + "<h3>Largest gaps</h3>" + largest)
+        profile = table_html(
+            ["kind", "what", "count", "rate", "typical duration"],
+            [
+                [p["kind"], p["description"], f"{p['count']:,}", f"{p['rate_hz']:,.1f} Hz", format_ns(p["typical_ns"])]
+                for p in c["interrupts"]
+            ],
+        )
+        largest = table_html(
+            ["time (UTC)", "gap"], [[_utc(t), format_ns(g)] for t, g in sorted(c["largest"], key=lambda x: -x[1])[:10]]
+        )
+        method = (
+            (
+                f"<p class='meta'>attribution: {esc(a.get('method', '–'))}, {a.get('intervals', 0)} intervals, "
+                f"{100 * a.get('explained_share', 0):.0f} % of the time in gaps under 1 ms explained; "
+                f"{a.get('long_gaps', 0):,} gaps of 1 ms or more (other tasks, throttling, hypervisor) "
+                f"not attributed</p>"
+            )
+            if a
+            else ""
+        )
+        page.add(
+            f"CPU {c['cpu']}",
+            figure_html(fig) + "<h3>Interrupt profile</h3>" + method + profile + "<h3>Largest gaps</h3>" + largest,
+        )
 
 
 def _utc(t_ns: int) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(t_ns / 1e9, tz=timezone.utc).strftime("%H:%M:%S.%f")
+    return datetime.fromtimestamp(t_ns / 1e9, tz=UTC).strftime("%H:%M:%S.%f")
 
 
 def write_noise_report(db: str | Path, noise_run_id: int | str, output: str | Path) -> Path:

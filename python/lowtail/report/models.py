@@ -7,8 +7,9 @@ Figure functions take the document a model command prints (and stores), so the c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.report import plots
@@ -34,19 +35,38 @@ def return_level_axes(ax, doc: dict[str, Any]) -> None:
     ax.plot([c[0] for c in curve], [_us(c[1]) for c in curve], color="#1f5fa8", label="GPD return level")
     band = [c for c in curve if c[2] is not None]
     if band:
-        ax.fill_between([c[0] for c in band], [_us(c[2]) for c in band], [_us(c[3]) for c in band], color="#1f5fa8",
-                        alpha=0.15, linewidth=0, label=f"{100 * doc['confidence']:g} % interval")
+        ax.fill_between(
+            [c[0] for c in band],
+            [_us(c[2]) for c in band],
+            [_us(c[3]) for c in band],
+            color="#1f5fa8",
+            alpha=0.15,
+            linewidth=0,
+            label=f"{100 * doc['confidence']:g} % interval",
+        )
     if p["empirical_fit"]:
         ax.scatter(*zip(*[(m, _us(v)) for m, v in p["empirical_fit"]]), s=8, color="#333", label="fit part", zorder=3)
     if p["empirical_validation"]:
-        ax.scatter(*zip(*[(m, _us(v)) for m, v in p["empirical_validation"]]), s=8, color="#d9480f", marker="x",
-                   label="validation part", zorder=3)
+        ax.scatter(
+            *zip(*[(m, _us(v)) for m, v in p["empirical_validation"]]),
+            s=8,
+            color="#d9480f",
+            marker="x",
+            label="validation part",
+            zorder=3,
+        )
     if doc.get("endpoint_ns") is not None:
         ax.axhline(_us(doc["endpoint_ns"]), color="grey", linestyle="--", linewidth=1, label="upper end (ξ < 0)")
     v = doc["validation"]
     if v["return_level_ns"] is not None:
-        ax.plot([v["return_period"]], [_us(v["return_level_ns"])], marker="D", color="#b42318", linestyle="none",
-                label=f"validation level: {v['exceedances']} exceedance(s), 1 expected")
+        ax.plot(
+            [v["return_period"]],
+            [_us(v["return_level_ns"])],
+            marker="D",
+            color="#b42318",
+            linestyle="none",
+            label=f"validation level: {v['exceedances']} exceedance(s), 1 expected",
+        )
     for name, h in doc.get("horizons", {}).items():
         ax.axvline(h["packets"], color="#999", linestyle=":", linewidth=0.8)
         ax.text(h["packets"], ax.get_ylim()[0], f" {name}", rotation=90, fontsize=7, color="#666", va="bottom")
@@ -88,21 +108,38 @@ def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus pa
     rows = knee["rates"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     rates = [r["rate_pps"] for r in rows]
-    for key, label, style in (("p50_ns", "50 %", "-o"), ("p99_ns", "99 %", "-s"), ("p99_999_ns", "99.999 %", "-^"),
-                              ("max_ns", "max", ":.")):
+    for key, label, style in (
+        ("p50_ns", "50 %", "-o"),
+        ("p99_ns", "99 %", "-s"),
+        ("p99_999_ns", "99.999 %", "-^"),
+        ("max_ns", "max", ":."),
+    ):
         pts = [(r["rate_pps"], _us(r[key])) for r in rows if r[key] is not None]
         if pts:
             ax.plot(*zip(*pts), style, markersize=4, label=label)
     ax.set_yscale("log")
     over = [r["rate_pps"] for r in rows if r["overloaded"]]
     if over:
-        ax.scatter(over, [_us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]], s=80,
-                   facecolors="none", edgecolors="#b42318", label="overloaded")
+        ax.scatter(
+            over,
+            [_us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]],
+            s=80,
+            facecolors="none",
+            edgecolors="#b42318",
+            label="overloaded",
+        )
     if knee.get("knee_pps") is not None:
-        ax.axvline(knee["knee_pps"], color="#b42318", linewidth=1.2, label=f"measured knee {format_rate(knee['knee_pps'])}")
+        ax.axvline(
+            knee["knee_pps"], color="#b42318", linewidth=1.2, label=f"measured knee {format_rate(knee['knee_pps'])}"
+        )
     if knee.get("r_max_pps") is not None:
-        ax.axvline(knee["r_max_pps"], color="#067647", linestyle="--", linewidth=1.2,
-                   label=f"predicted R_max {format_rate(knee['r_max_pps'])}")
+        ax.axvline(
+            knee["r_max_pps"],
+            color="#067647",
+            linestyle="--",
+            linewidth=1.2,
+            label=f"predicted R_max {format_rate(knee['r_max_pps'])}",
+        )
     ax.set_xlabel("offered rate [packets/s]")
     ax.set_ylabel("latency [µs]")
     ax.set_title(title)
@@ -136,11 +173,14 @@ def overload_figure(doc: dict[str, Any]):
 def aliasing_figure(doc: dict[str, Any]):
     model = [(t, v) for t, v in doc["model"]["worst"]]
     measured = doc.get("measured")
-    title = (f"{doc['model']['spec']['irq_rate_hz']:.4f} Hz interrupts against {doc['model']['spec']['rate_pps']:,.6g} pps"
-             f" traffic (beat {doc['model']['beat_hz']:.4g} Hz)")
+    title = (
+        f"{doc['model']['spec']['irq_rate_hz']:.4f} Hz interrupts against {doc['model']['spec']['rate_pps']:,.6g} pps"
+        f" traffic (beat {doc['model']['beat_hz']:.4g} Hz)"
+    )
     if measured:
-        return plots.worst_scatter([(t, v) for t, v in measured["worst"]], title, start_ns=0.0, overlay=model,
-                                   overlay_label="aliasing model")
+        return plots.worst_scatter(
+            [(t, v) for t, v in measured["worst"]], title, start_ns=0.0, overlay=model, overlay_label="aliasing model"
+        )
     return plots.worst_scatter(model, title, start_ns=0.0)
 
 
@@ -154,9 +194,20 @@ def simulate_figure(doc: dict[str, Any]):
             ax.step([_us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2)
     comp = doc.get("comparison")
     if comp:
-        quantiles = {"min": 0.0, "p50": 0.5, "p90": 0.9, "p99": 0.99, "p99_9": 0.999, "p99_99": 0.9999,
-                     "p99_999": 0.99999, "p99_9999": 0.999999, "max": 1.0}
-        pts = [(_us(r["measured_ns"]), quantiles[r["percentile"]]) for r in comp["rows"] if r["measured_ns"] is not None]
+        quantiles = {
+            "min": 0.0,
+            "p50": 0.5,
+            "p90": 0.9,
+            "p99": 0.99,
+            "p99_9": 0.999,
+            "p99_99": 0.9999,
+            "p99_999": 0.99999,
+            "p99_9999": 0.999999,
+            "max": 1.0,
+        }
+        pts = [
+            (_us(r["measured_ns"]), quantiles[r["percentile"]]) for r in comp["rows"] if r["measured_ns"] is not None
+        ]
         ax.scatter(*zip(*pts), color="#b42318", marker="x", zorder=3, label=f"measured, run {comp['run_id']}")
     ax.set_xlabel("latency [µs]")
     ax.set_ylabel("fraction of packets")
@@ -182,30 +233,77 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
     v, st = doc["validation"], doc["stationarity"]
     xi_ci = doc["xi_ci"] and f"[{doc['xi_ci'][0]:.3f}, {doc['xi_ci'][1]:.3f}]"
     head = table_html(
-        ["threshold", "exceedances", "σ", "ξ", f"ξ {100 * doc['confidence']:g} % interval", "bounded", "upper end",
-         "JS divergence"],
-        [[f"{doc['threshold_percentile']:g} % = {format_ns(doc['threshold_ns'])}", f"{doc['exceedances']:,}",
-          format_ns(doc["sigma_ns"]), f"{doc['xi']:.3f}", xi_ci or "–", "yes" if doc["bounded"] else "no",
-          _pct_ns(doc["endpoint_ns"]), f"{doc['js_divergence']:.4g}"]])
-    levels = table_html(["return period", "return level", "interval"],
-                        [[f"{int(float(m)):,} packets", _pct_ns(r["level_ns"]),
-                          "–" if not r["ci_ns"] else f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}"]
-                         for m, r in doc["return_levels"].items()]
-                        + [[f"{name} at {format_rate(doc['rate_pps'])}", _pct_ns(h["level_ns"]),
-                            "–" if not h["ci_ns"] else f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}"]
-                           for name, h in doc["horizons"].items()])
-    checks = table_html(["return period (validation)", "level", "expected", "exceedances (events)", "packets above"],
-                        [[f"{int(c['return_period']):,}", _pct_ns(c["return_level_ns"]), f"{c['expected']:g}",
-                          str(c["exceedances"]), str(c["exceedance_samples"])] for c in v["checks"]])
-    stat = (f"<p>Stationarity of the fit part ({esc(st['series'])}): ADF p = {_p(st['adf_p'])}, KPSS p = "
-            f"{_p(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>")
+        [
+            "threshold",
+            "exceedances",
+            "σ",
+            "ξ",
+            f"ξ {100 * doc['confidence']:g} % interval",
+            "bounded",
+            "upper end",
+            "JS divergence",
+        ],
+        [
+            [
+                f"{doc['threshold_percentile']:g} % = {format_ns(doc['threshold_ns'])}",
+                f"{doc['exceedances']:,}",
+                format_ns(doc["sigma_ns"]),
+                f"{doc['xi']:.3f}",
+                xi_ci or "–",
+                "yes" if doc["bounded"] else "no",
+                _pct_ns(doc["endpoint_ns"]),
+                f"{doc['js_divergence']:.4g}",
+            ]
+        ],
+    )
+    levels = table_html(
+        ["return period", "return level", "interval"],
+        [
+            [
+                f"{int(float(m)):,} packets",
+                _pct_ns(r["level_ns"]),
+                "–" if not r["ci_ns"] else f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}",
+            ]
+            for m, r in doc["return_levels"].items()
+        ]
+        + [
+            [
+                f"{name} at {format_rate(doc['rate_pps'])}",
+                _pct_ns(h["level_ns"]),
+                "–" if not h["ci_ns"] else f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}",
+            ]
+            for name, h in doc["horizons"].items()
+        ],
+    )
+    checks = table_html(
+        ["return period (validation)", "level", "expected", "exceedances (events)", "packets above"],
+        [
+            [
+                f"{int(c['return_period']):,}",
+                _pct_ns(c["return_level_ns"]),
+                f"{c['expected']:g}",
+                str(c["exceedances"]),
+                str(c["exceedance_samples"]),
+            ]
+            for c in v["checks"]
+        ],
+    )
+    stat = (
+        f"<p>Stationarity of the fit part ({esc(st['series'])}): ADF p = {_p(st['adf_p'])}, KPSS p = "
+        f"{_p(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
+    )
     partial = ("<p class='fail'>PARTIAL: " + esc("; ".join(doc["partial_reasons"])) + "</p>") if doc["partial"] else ""
-    page.add(f"Tail model (model {row['model_id']}, {row['source'] or ''})",
-             partial + f"<p class='meta'>{doc['samples']:,} samples: fit on the first {doc['fit_samples']:,}, "
-             f"validated on the last {doc['validation_samples']:,}. {esc(doc['js_binning'])}.</p>"
-             + head + levels + checks + stat
-             + figure_html(_single(return_level_axes, doc), "Return levels with the empirical tails of both parts")
-             + figure_html(_single(qq_axes, doc, (5.5, 5)), "Quantile–quantile plot of the chosen threshold"))
+    page.add(
+        f"Tail model (model {row['model_id']}, {row['source'] or ''})",
+        partial + f"<p class='meta'>{doc['samples']:,} samples: fit on the first {doc['fit_samples']:,}, "
+        f"validated on the last {doc['validation_samples']:,}. {esc(doc['js_binning'])}.</p>"
+        + head
+        + levels
+        + checks
+        + stat
+        + figure_html(_single(return_level_axes, doc), "Return levels with the empirical tails of both parts")
+        + figure_html(_single(qq_axes, doc, (5.5, 5)), "Quantile–quantile plot of the chosen threshold"),
+    )
     return True
 
 
@@ -237,45 +335,85 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
             overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=dut)
             if overload:
                 knee = {**knee, "r_max_pps": overload["result"]["r_max_pps"]}
-        rows = [[format_rate(r["rate_pps"]), f"{100 * r['loss']:.3g} %", _pct_ns(r["p50_ns"]), _pct_ns(r["p99_ns"]),
-                 _pct_ns(r["p99_999_ns"]), "overloaded: " + "; ".join(r["reasons"]) if r["overloaded"] else "ok"]
-                for r in knee["rates"]]
-        verdict = (f"measured knee (first overloaded rate): <b>{esc(format_rate(knee['knee_pps']))}</b>"
-                   if knee["knee_pps"] is not None else "no overloaded rate in this sweep")
+        rows = [
+            [
+                format_rate(r["rate_pps"]),
+                f"{100 * r['loss']:.3g} %",
+                _pct_ns(r["p50_ns"]),
+                _pct_ns(r["p99_ns"]),
+                _pct_ns(r["p99_999_ns"]),
+                "overloaded: " + "; ".join(r["reasons"]) if r["overloaded"] else "ok",
+            ]
+            for r in knee["rates"]
+        ]
+        verdict = (
+            f"measured knee (first overloaded rate): <b>{esc(format_rate(knee['knee_pps']))}</b>"
+            if knee["knee_pps"] is not None
+            else "no overloaded rate in this sweep"
+        )
         if knee.get("r_max_pps") is not None:
             verdict += f"; predicted R_max: <b>{esc(format_rate(knee['r_max_pps']))}</b>"
-        page.add(f"Latency versus rate — {dut}",
-                 f"<p>{verdict}</p>"
-                 + table_html(["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows)
-                 + figure_html(latency_vs_rate_figure(knee, f"{dut}: latency versus rate"),
-                               "Percentiles per offered rate; the knee is the first overloaded rate"))
+        page.add(
+            f"Latency versus rate — {dut}",
+            f"<p>{verdict}</p>"
+            + table_html(["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows)
+            + figure_html(
+                latency_vs_rate_figure(knee, f"{dut}: latency versus rate"),
+                "Percentiles per offered rate; the knee is the first overloaded rate",
+            ),
+        )
     return drawn
 
 
 def overload_section(page: Page, store: Store, model_id: int | str) -> None:
     row = model_result(store, model_id)
     doc = row["result"]
-    irqs = table_html(["interrupt", "rate", "duration", "per second"],
-                      [[i["kind"] or "–", f"{i['rate_hz']:g} Hz", format_ns(i["duration_ns"]),
-                        format_ns(i["rate_hz"] * i["duration_ns"])] for i in doc["interrupts"]])
-    page.add(f"Overload model (model {row['model_id']})",
-             table_html(["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
-                        [[format_ns(doc["t_transfer_ns"]), format_ns(doc["t_e2e_ns"]), format_ns(doc["t_cpu_ns"]),
-                          format_ns(doc["d_sum_ns_per_s"]), format_rate(doc["r_max_pps"])]])
-             + irqs + figure_html(overload_figure(doc)))
+    irqs = table_html(
+        ["interrupt", "rate", "duration", "per second"],
+        [
+            [
+                i["kind"] or "–",
+                f"{i['rate_hz']:g} Hz",
+                format_ns(i["duration_ns"]),
+                format_ns(i["rate_hz"] * i["duration_ns"]),
+            ]
+            for i in doc["interrupts"]
+        ],
+    )
+    page.add(
+        f"Overload model (model {row['model_id']})",
+        table_html(
+            ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
+            [
+                [
+                    format_ns(doc["t_transfer_ns"]),
+                    format_ns(doc["t_e2e_ns"]),
+                    format_ns(doc["t_cpu_ns"]),
+                    format_ns(doc["d_sum_ns_per_s"]),
+                    format_rate(doc["r_max_pps"]),
+                ]
+            ],
+        )
+        + irqs
+        + figure_html(overload_figure(doc)),
+    )
 
 
 def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
     row = model_result(store, model_id)
     doc = row["result"]
     m = doc["model"]
-    text = (f"<p>Beat {m['beat_hz']:.4g} Hz against harmonic {m['harmonic']}: the pattern repeats every "
-            f"{'∞' if m['pattern_period_s'] is None else format_ns(m['pattern_period_s'] * 1e9)}.</p>")
+    text = (
+        f"<p>Beat {m['beat_hz']:.4g} Hz against harmonic {m['harmonic']}: the pattern repeats every "
+        f"{'∞' if m['pattern_period_s'] is None else format_ns(m['pattern_period_s'] * 1e9)}.</p>"
+    )
     if doc.get("fit"):
         f = doc["fit"]
-        text += (f"<p>Interrupt clock fitted to the measurement: {f['irq_rate_hz']:.6f} Hz "
-                 f"({f['offset_ppm']:+.2f} ppm), median error {format_ns(f['median_error_ns'])} over "
-                 f"{f['delayed_packets']} delayed packets.</p>")
+        text += (
+            f"<p>Interrupt clock fitted to the measurement: {f['irq_rate_hz']:.6f} Hz "
+            f"({f['offset_ppm']:+.2f} ppm), median error {format_ns(f['median_error_ns'])} over "
+            f"{f['delayed_packets']} delayed packets.</p>"
+        )
     page.add(f"Interrupt aliasing (model {row['model_id']})", text + figure_html(aliasing_figure(doc)))
 
 
@@ -285,10 +423,19 @@ def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
     html = ""
     comp = doc.get("comparison")
     if comp:
-        html += table_html(["percentile", "measured", "predicted", "difference", "ratio"],
-                           [[r["percentile"], _pct_ns(r["measured_ns"]), _pct_ns(r["predicted_ns"]),
-                             _pct_ns(r["difference_ns"]), "–" if r["ratio"] is None else f"{r['ratio']:.3f}"]
-                            for r in comp["rows"]])
+        html += table_html(
+            ["percentile", "measured", "predicted", "difference", "ratio"],
+            [
+                [
+                    r["percentile"],
+                    _pct_ns(r["measured_ns"]),
+                    _pct_ns(r["predicted_ns"]),
+                    _pct_ns(r["difference_ns"]),
+                    "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
+                ]
+                for r in comp["rows"]
+            ],
+        )
     page.add(f"Device simulation (model {row['model_id']})", html + figure_html(simulate_figure(doc)))
 
 
@@ -319,6 +466,17 @@ def save_figure(fig, path: str | Path) -> Path:
     return path
 
 
-__all__: Sequence[str] = ["evt_section", "knee_section", "overload_section", "aliasing_section", "simulate_section",
-                          "write_model_report", "evt_figure", "latency_vs_rate_figure", "overload_figure",
-                          "aliasing_figure", "simulate_figure", "save_figure"]
+__all__: Sequence[str] = [
+    "evt_section",
+    "knee_section",
+    "overload_section",
+    "aliasing_section",
+    "simulate_section",
+    "write_model_report",
+    "evt_figure",
+    "latency_vs_rate_figure",
+    "overload_figure",
+    "aliasing_figure",
+    "simulate_figure",
+    "save_figure",
+]

@@ -6,7 +6,7 @@ import base64
 import html
 import io
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from lowtail import __version__
@@ -56,10 +56,12 @@ class Page:
         self.sections.append((heading, body_html))
 
     def render(self) -> str:
-        made = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(self.title)}</title>"
-                 f"<style>{_STYLE}</style></head><body><h1>{esc(self.title)}</h1>"
-                 f"<p class='meta'>{esc(self.subtitle)} · lowtail {esc(__version__)} · {made}</p>"]
+        made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+        parts = [
+            f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(self.title)}</title>"
+            f"<style>{_STYLE}</style></head><body><h1>{esc(self.title)}</h1>"
+            f"<p class='meta'>{esc(self.subtitle)} · lowtail {esc(__version__)} · {made}</p>"
+        ]
         for heading, body in self.sections:
             parts.append(f"<h2>{esc(heading)}</h2>{body}")
         parts.append("</body></html>")

@@ -3,7 +3,7 @@ histograms, rates over time. Each function returns a matplotlib figure."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib
 
@@ -19,9 +19,12 @@ def _us(ns: float) -> float:
     return ns / 1e3
 
 
-def hdr_percentile_plot(curves: Sequence[tuple[str, Sequence[tuple[float, int]]]],
-                        title: str = "Latency by percentile", floor_ns: float | None = None,
-                        budget_ns: float | None = None):
+def hdr_percentile_plot(
+    curves: Sequence[tuple[str, Sequence[tuple[float, int]]]],
+    title: str = "Latency by percentile",
+    floor_ns: float | None = None,
+    budget_ns: float | None = None,
+):
     """curves: (label, [(percentile in 0..1, value_ns), ...]). The x axis is
     1/(1-p) on a log scale, labelled with the percentile it stands for."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
@@ -38,8 +41,9 @@ def hdr_percentile_plot(curves: Sequence[tuple[str, Sequence[tuple[float, int]]]
     ax.set_xscale("log")
     ticks = [t for t in NINES_TICKS if t <= max(top_x * 1.01, 10)]
     ax.xaxis.set_major_locator(FixedLocator(ticks))
-    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: NINES_LABELS[NINES_TICKS.index(x)]
-                                               if x in NINES_TICKS else ""))
+    ax.xaxis.set_major_formatter(
+        FuncFormatter(lambda x, _: NINES_LABELS[NINES_TICKS.index(x)] if x in NINES_TICKS else "")
+    )
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlim(1, max(ticks[-1], top_x))
     if y_min > 0 and y_max / y_min > 30:
@@ -56,8 +60,13 @@ def hdr_percentile_plot(curves: Sequence[tuple[str, Sequence[tuple[float, int]]]
     return fig
 
 
-def worst_scatter(points: Sequence[tuple[float, float]], title: str, start_ns: float = 0.0,
-                  overlay: Sequence[tuple[float, float]] | None = None, overlay_label: str = "model"):
+def worst_scatter(
+    points: Sequence[tuple[float, float]],
+    title: str,
+    start_ns: float = 0.0,
+    overlay: Sequence[tuple[float, float]] | None = None,
+    overlay_label: str = "model",
+):
     """points: (pre_ts_ns, latency_ns) of the worst events; x in seconds since start."""
     fig, ax = plt.subplots(figsize=(8, 3.8))
     if points:
@@ -65,8 +74,15 @@ def worst_scatter(points: Sequence[tuple[float, float]], title: str, start_ns: f
         ys = [_us(v) for _, v in points]
         ax.scatter(xs, ys, s=4, alpha=0.7, label=f"{len(points)} worst", color="#1f5fa8", linewidths=0)
     if overlay:
-        ax.scatter([(t - start_ns) / 1e9 for t, _ in overlay], [_us(v) for _, v in overlay], s=4, alpha=0.5,
-                   color="#d9480f", linewidths=0, label=overlay_label)
+        ax.scatter(
+            [(t - start_ns) / 1e9 for t, _ in overlay],
+            [_us(v) for _, v in overlay],
+            s=4,
+            alpha=0.5,
+            color="#d9480f",
+            linewidths=0,
+            label=overlay_label,
+        )
     ax.set_xlabel("time since first packet [s]")
     ax.set_ylabel("latency [µs]")
     ax.set_title(title)

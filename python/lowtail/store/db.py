@@ -46,13 +46,13 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def transaction(self) -> "_Transaction":
+    def transaction(self) -> _Transaction:
         """A transaction; nested ones join the outermost (one commit for the whole write)."""
         return _Transaction(self)
 
@@ -72,13 +72,41 @@ class Store:
                        warnings, series_path, hgrm, inputs, figures)
                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                    RETURNING analysis_id""",
-                [__version__, label, str(Path(a["pre"]["path"]).resolve()), str(Path(a["post"]["path"]).resolve()),
-                 json.dumps(options), a["sent"], a["received"], a["lost"], a["duplicates"], a["reordered"],
-                 a["foreign"], a["negative"], a["unmatched"], a["trim_ns"], a.get("start_ts_ns"),
-                 a["duration_ns"], lat.get("min"), lat.get("mean"), lat.get("stddev"), lat.get("p50"),
-                 lat.get("p90"), lat.get("p99"), lat.get("p99_9"), lat.get("p99_99"), lat.get("p99_999"),
-                 lat.get("p99_9999"), lat.get("max"), a["partial"], json.dumps(a["warnings"]),
-                 a.get("export_path"), a["hgrm"], json.dumps(inputs), json.dumps(figures)],
+                [
+                    __version__,
+                    label,
+                    str(Path(a["pre"]["path"]).resolve()),
+                    str(Path(a["post"]["path"]).resolve()),
+                    json.dumps(options),
+                    a["sent"],
+                    a["received"],
+                    a["lost"],
+                    a["duplicates"],
+                    a["reordered"],
+                    a["foreign"],
+                    a["negative"],
+                    a["unmatched"],
+                    a["trim_ns"],
+                    a.get("start_ts_ns"),
+                    a["duration_ns"],
+                    lat.get("min"),
+                    lat.get("mean"),
+                    lat.get("stddev"),
+                    lat.get("p50"),
+                    lat.get("p90"),
+                    lat.get("p99"),
+                    lat.get("p99_9"),
+                    lat.get("p99_99"),
+                    lat.get("p99_999"),
+                    lat.get("p99_9999"),
+                    lat.get("max"),
+                    a["partial"],
+                    json.dumps(a["warnings"]),
+                    a.get("export_path"),
+                    a["hgrm"],
+                    json.dumps(inputs),
+                    json.dumps(figures),
+                ],
             ).fetchone()
             self._save_bulk(analysis_id, a)
         return analysis_id
@@ -87,24 +115,30 @@ class Store:
         rows = a["percentiles"]
         self.con.execute(
             "INSERT INTO analysis_percentiles SELECT ?, unnest(?::DOUBLE[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])",
-            [analysis_id, [r["percentile"] for r in rows], [r["value_ns"] for r in rows],
-             [r["total_count"] for r in rows]])
+            [
+                analysis_id,
+                [r["percentile"] for r in rows],
+                [r["value_ns"] for r in rows],
+                [r["total_count"] for r in rows],
+            ],
+        )
         for kind in ("latency", "jitter_pre", "jitter_post"):
             bins = a[f"{kind}_histogram"]
             self.con.execute(
                 "INSERT INTO analysis_histograms SELECT ?, ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])",
-                [analysis_id, kind, [b["lo_ns"] for b in bins], [b["hi_ns"] for b in bins],
-                 [b["count"] for b in bins]])
+                [analysis_id, kind, [b["lo_ns"] for b in bins], [b["hi_ns"] for b in bins], [b["count"] for b in bins]],
+            )
         worst = a["worst"]
         self.con.execute(
             "INSERT INTO analysis_worst SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::UBIGINT[])",
-            [analysis_id, [w["pre_ts_ns"] for w in worst], [w["latency_ns"] for w in worst],
-             [w["id"] for w in worst]])
+            [analysis_id, [w["pre_ts_ns"] for w in worst], [w["latency_ns"] for w in worst], [w["id"] for w in worst]],
+        )
         for side in ("pre", "post"):
             counts = a[side]["per_second"]
             self.con.execute(
                 "INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), unnest(?::BIGINT[])",
-                [analysis_id, side, len(counts), counts])
+                [analysis_id, side, len(counts), counts],
+            )
 
     def analysis(self, analysis_id: int | str) -> dict[str, Any]:
         """One stored analysis: its row plus the bulky tables, as plain Python values."""
@@ -122,23 +156,38 @@ class Store:
             doc[key] = json.loads(doc[key])
         aid = doc["analysis_id"]
         q = self.con.execute
-        doc["percentiles"] = q("SELECT percentile, value_ns, total_count FROM analysis_percentiles "
-                               "WHERE analysis_id = ? ORDER BY percentile, value_ns", [aid]).fetchall()
+        doc["percentiles"] = q(
+            "SELECT percentile, value_ns, total_count FROM analysis_percentiles "
+            "WHERE analysis_id = ? ORDER BY percentile, value_ns",
+            [aid],
+        ).fetchall()
         doc["histograms"] = {}
         for kind in ("latency", "jitter_pre", "jitter_post"):
-            doc["histograms"][kind] = q("SELECT lo_ns, hi_ns, count FROM analysis_histograms WHERE analysis_id = ? "
-                                        "AND kind = ? ORDER BY lo_ns", [aid, kind]).fetchall()
-        doc["worst"] = q("SELECT pre_ts_ns, latency_ns, packet_id FROM analysis_worst WHERE analysis_id = ? "
-                         "ORDER BY pre_ts_ns", [aid]).fetchall()
-        doc["rates"] = {side: [c for (c,) in q("SELECT packets FROM analysis_rates WHERE analysis_id = ? AND side = ? "
-                                              "ORDER BY second", [aid, side]).fetchall()]
-                        for side in ("pre", "post")}
+            doc["histograms"][kind] = q(
+                "SELECT lo_ns, hi_ns, count FROM analysis_histograms WHERE analysis_id = ? AND kind = ? ORDER BY lo_ns",
+                [aid, kind],
+            ).fetchall()
+        doc["worst"] = q(
+            "SELECT pre_ts_ns, latency_ns, packet_id FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns",
+            [aid],
+        ).fetchall()
+        doc["rates"] = {
+            side: [
+                c
+                for (c,) in q(
+                    "SELECT packets FROM analysis_rates WHERE analysis_id = ? AND side = ? ORDER BY second", [aid, side]
+                ).fetchall()
+            ]
+            for side in ("pre", "post")
+        }
         return doc
 
     def list_analyses(self, limit: int = 50) -> list[dict[str, Any]]:
         cur = self.con.execute(
             """SELECT analysis_id, created_at, label, sent, received, lost, lat_p50_ns, lat_p99_999_ns, lat_max_ns,
-                      partial, pre_path FROM analyses ORDER BY analysis_id DESC LIMIT ?""", [limit])
+                      partial, pre_path FROM analyses ORDER BY analysis_id DESC LIMIT ?""",
+            [limit],
+        )
         cols = [d[0] for d in cur.description]
         return [dict(zip(cols, r)) for r in cur.fetchall()]
 

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.store.db import Store
@@ -22,12 +23,26 @@ def save_audit(store: Store, doc: dict[str, Any]) -> int:
         (audit_id,) = store.con.execute(
             """INSERT INTO host_audits (host, kernel, cmdline, plan, score, passed, warned, failed, skipped)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING audit_id""",
-            [doc["host"], doc["kernel"], doc["cmdline"], json.dumps(doc["plan"]), s["score"], s["passed"],
-             s["warned"], s["failed"], s["skipped"]]).fetchone()
+            [
+                doc["host"],
+                doc["kernel"],
+                doc["cmdline"],
+                json.dumps(doc["plan"]),
+                s["score"],
+                s["passed"],
+                s["warned"],
+                s["failed"],
+                s["skipped"],
+            ],
+        ).fetchone()
         _insert_many(
-            store, "INSERT INTO host_audit_checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [[audit_id, i, c["id"], c["category"], c["status"], c["observed"], c["expected"], c["why"], c["remedy"]]
-             for i, c in enumerate(doc["checks"])])
+            store,
+            "INSERT INTO host_audit_checks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                [audit_id, i, c["id"], c["category"], c["status"], c["observed"], c["expected"], c["why"], c["remedy"]]
+                for i, c in enumerate(doc["checks"])
+            ],
+        )
     return audit_id
 
 
@@ -39,23 +54,58 @@ def save_noise_run(store: Store, result: dict[str, Any], label: str | None = Non
             """INSERT INTO noise_runs (label, host, cpus, housekeeping_cpu, duration_ns, threshold_ns,
                    sample_interval_ns, sampler, energy)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING noise_run_id""",
-            [label, json.dumps(result["host"]), json.dumps(result["cpus"]), result["housekeeping_cpu"],
-             result["duration_ns"], result["threshold_ns"], result["sample_interval_ns"],
-             json.dumps(result["sampler"]) if result["sampler"] else None, json.dumps(result["energy"])]).fetchone()
+            [
+                label,
+                json.dumps(result["host"]),
+                json.dumps(result["cpus"]),
+                result["housekeeping_cpu"],
+                result["duration_ns"],
+                result["threshold_ns"],
+                result["sample_interval_ns"],
+                json.dumps(result["sampler"]) if result["sampler"] else None,
+                json.dumps(result["energy"]),
+            ],
+        ).fetchone()
         for c in result["cores"]:
             store.con.execute(
                 "INSERT INTO noise_cores VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [rid, c["cpu"], c["start_ns"], c["duration_ns"], c["loops"], c["min_loop_ns"], c["gaps"],
-                 c["rate_hz"], c["noise_ns_per_s"], c["max_ns"], c["p50_ns"], c["p90_ns"], c["p99_ns"],
-                 c["p99_9_ns"], c.get("d_sum_ns_per_s"), json.dumps(c.get("attribution"))])
-            _insert_many(store, "INSERT INTO noise_histograms VALUES (?, ?, ?, ?, ?)",
-                                  [[rid, c["cpu"], b["lo_ns"], b["hi_ns"], b["count"]] for b in c["histogram"]])
-            _insert_many(store, "INSERT INTO noise_largest_gaps VALUES (?, ?, ?, ?)",
-                                  [[rid, c["cpu"], g["t_ns"], g["gap_ns"]] for g in c["largest"]])
+                [
+                    rid,
+                    c["cpu"],
+                    c["start_ns"],
+                    c["duration_ns"],
+                    c["loops"],
+                    c["min_loop_ns"],
+                    c["gaps"],
+                    c["rate_hz"],
+                    c["noise_ns_per_s"],
+                    c["max_ns"],
+                    c["p50_ns"],
+                    c["p90_ns"],
+                    c["p99_ns"],
+                    c["p99_9_ns"],
+                    c.get("d_sum_ns_per_s"),
+                    json.dumps(c.get("attribution")),
+                ],
+            )
             _insert_many(
-                store, "INSERT INTO interrupt_profiles VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [[rid, c["cpu"], kind, v["description"], v["count"], v["rate_hz"], v["typical_ns"]]
-                 for kind, v in (c.get("interrupts") or {}).items()])
+                store,
+                "INSERT INTO noise_histograms VALUES (?, ?, ?, ?, ?)",
+                [[rid, c["cpu"], b["lo_ns"], b["hi_ns"], b["count"]] for b in c["histogram"]],
+            )
+            _insert_many(
+                store,
+                "INSERT INTO noise_largest_gaps VALUES (?, ?, ?, ?)",
+                [[rid, c["cpu"], g["t_ns"], g["gap_ns"]] for g in c["largest"]],
+            )
+            _insert_many(
+                store,
+                "INSERT INTO interrupt_profiles VALUES (?, ?, ?, ?, ?, ?, ?)",
+                [
+                    [rid, c["cpu"], kind, v["description"], v["count"], v["rate_hz"], v["typical_ns"]]
+                    for kind, v in (c.get("interrupts") or {}).items()
+                ],
+            )
     return rid
 
 
@@ -66,15 +116,24 @@ def save_run_interrupts(store: Store, run_id: int, samples: Iterable[Any]) -> in
         store.con.execute(
             "INSERT INTO run_interrupts SELECT ?, unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
             "unnest(?::BIGINT[]), unnest(?::BIGINT[])",
-            [run_id, [s.t_ns for s in samples], [s.cpu for s in samples], [s.kind for s in samples],
-             [s.delta for s in samples], [s.interval_ns for s in samples]])
+            [
+                run_id,
+                [s.t_ns for s in samples],
+                [s.cpu for s in samples],
+                [s.kind for s in samples],
+                [s.delta for s in samples],
+                [s.interval_ns for s in samples],
+            ],
+        )
     return len(samples)
 
 
 def run_interrupts(store: Store, run_id: int) -> list[tuple[int, int, str, int, int]]:
     """(t_ns, cpu, kind, delta, interval_ns) of one run, in time order."""
-    return store.con.execute("SELECT t_ns, cpu, kind, delta, interval_ns FROM run_interrupts WHERE run_id = ? "
-                             "ORDER BY t_ns, cpu, kind", [run_id]).fetchall()
+    return store.con.execute(
+        "SELECT t_ns, cpu, kind, delta, interval_ns FROM run_interrupts WHERE run_id = ? ORDER BY t_ns, cpu, kind",
+        [run_id],
+    ).fetchall()
 
 
 def _resolve_noise_id(store: Store, noise_run_id: int | str) -> int:
@@ -95,7 +154,9 @@ def interrupt_profile(store: Store, noise_run_id: int | str = "latest", cpu: int
     rid = _resolve_noise_id(store, noise_run_id)
     cur = store.con.execute(
         "SELECT cpu, kind, description, count, rate_hz, typical_ns FROM interrupt_profiles WHERE noise_run_id = ? "
-        "AND (? IS NULL OR cpu = ?) ORDER BY cpu, rate_hz DESC", [rid, cpu, cpu])
+        "AND (? IS NULL OR cpu = ?) ORDER BY cpu, rate_hz DESC",
+        [rid, cpu, cpu],
+    )
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
@@ -114,10 +175,14 @@ def noise_run(store: Store, noise_run_id: int | str = "latest") -> dict[str, Any
     for row in cur.fetchall():
         core = dict(zip(cols, row))
         core["attribution"] = json.loads(core["attribution"]) if core["attribution"] else None
-        core["histogram"] = q("SELECT lo_ns, hi_ns, count FROM noise_histograms WHERE noise_run_id = ? AND cpu = ? "
-                              "ORDER BY lo_ns", [rid, core["cpu"]]).fetchall()
-        core["largest"] = q("SELECT t_ns, gap_ns FROM noise_largest_gaps WHERE noise_run_id = ? AND cpu = ? "
-                            "ORDER BY t_ns", [rid, core["cpu"]]).fetchall()
+        core["histogram"] = q(
+            "SELECT lo_ns, hi_ns, count FROM noise_histograms WHERE noise_run_id = ? AND cpu = ? ORDER BY lo_ns",
+            [rid, core["cpu"]],
+        ).fetchall()
+        core["largest"] = q(
+            "SELECT t_ns, gap_ns FROM noise_largest_gaps WHERE noise_run_id = ? AND cpu = ? ORDER BY t_ns",
+            [rid, core["cpu"]],
+        ).fetchall()
         core["interrupts"] = interrupt_profile(store, rid, core["cpu"])
         doc["cores"].append(core)
     return doc

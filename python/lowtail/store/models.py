@@ -13,16 +13,37 @@ from lowtail.models.knee import SweepPoint
 from lowtail.store.db import Store
 
 
-def save_model(store: Store, kind: str, inputs: dict[str, Any], result: dict[str, Any], *,
-               label: str | None = None, experiment_id: int | None = None, dut_name: str | None = None,
-               run_id: int | None = None, analysis_id: int | None = None, source: str | None = None) -> int:
+def save_model(
+    store: Store,
+    kind: str,
+    inputs: dict[str, Any],
+    result: dict[str, Any],
+    *,
+    label: str | None = None,
+    experiment_id: int | None = None,
+    dut_name: str | None = None,
+    run_id: int | None = None,
+    analysis_id: int | None = None,
+    source: str | None = None,
+) -> int:
     with store.transaction():
         (model_id,) = store.con.execute(
             """INSERT INTO model_results (lowtail_version, kind, label, experiment_id, dut_name, run_id, analysis_id,
                    source, inputs, result, partial)
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING model_id""",
-            [__version__, kind, label, experiment_id, dut_name, run_id, analysis_id, source,
-             json.dumps(inputs, default=_plain), json.dumps(result, default=_plain), bool(result.get("partial"))],
+            [
+                __version__,
+                kind,
+                label,
+                experiment_id,
+                dut_name,
+                run_id,
+                analysis_id,
+                source,
+                json.dumps(inputs, default=_plain),
+                json.dumps(result, default=_plain),
+                bool(result.get("partial")),
+            ],
         ).fetchone()
     return model_id
 
@@ -34,8 +55,20 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-_COLUMNS = ("model_id", "created_at", "kind", "label", "experiment_id", "dut_name", "run_id", "analysis_id",
-            "source", "inputs", "result", "partial")
+_COLUMNS = (
+    "model_id",
+    "created_at",
+    "kind",
+    "label",
+    "experiment_id",
+    "dut_name",
+    "run_id",
+    "analysis_id",
+    "source",
+    "inputs",
+    "result",
+    "partial",
+)
 
 
 def _rows(store: Store, where: str, params: list[Any], limit: int | None = None) -> list[dict[str, Any]]:
@@ -51,15 +84,17 @@ def _rows(store: Store, where: str, params: list[Any], limit: int | None = None)
 
 
 def _has_models(store: Store) -> bool:
-    return bool(store.con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'model_results'").fetchone()[0])
+    return bool(
+        store.con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'model_results'"
+        ).fetchone()[0]
+    )
 
 
 def model_result(store: Store, model_id: int | str) -> dict[str, Any]:
     if not _has_models(store):
         raise UserError(f"{store.path}: holds no model results yet (run `lowtail model ...`)")
-    rows = (_rows(store, "true", [], 1) if model_id == "latest"
-            else _rows(store, "model_id = ?", [int(model_id)]))
+    rows = _rows(store, "true", [], 1) if model_id == "latest" else _rows(store, "model_id = ?", [int(model_id)])
     if not rows:
         raise UserError(f"{store.path}: no model result {model_id}")
     return rows[0]
@@ -109,7 +144,9 @@ def run_figures(store: Store, run_id: int) -> dict[str, Any]:
                   a.sent, a.received, a.lost, a.duration_ns, a.start_ts_ns, a.partial, a.lat_min_ns, a.lat_p50_ns,
                   a.lat_p90_ns, a.lat_p99_ns, a.lat_p99_9_ns, a.lat_p99_99_ns, a.lat_p99_999_ns, a.lat_p99_9999_ns,
                   a.lat_max_ns, a.lat_mean_ns
-           FROM runs r LEFT JOIN analyses a ON a.analysis_id = r.analysis_id WHERE r.run_id = ?""", [int(run_id)])
+           FROM runs r LEFT JOIN analyses a ON a.analysis_id = r.analysis_id WHERE r.run_id = ?""",
+        [int(run_id)],
+    )
     row = cur.fetchone()
     if row is None:
         raise UserError(f"{store.path}: no run with id {run_id}")
@@ -136,16 +173,22 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         run = run_figures(store, int(ident))
         if run["analysis_id"] is None:
             raise UserError(f"run {ident} has no analysis (it failed or is still running): nothing to model")
-        src = SeriesSource(path=run["series_path"], run_id=run["run_id"], analysis_id=run["analysis_id"],
-                           partial=bool(run["partial"]),
-                           label=f"run {ident} ({run['dut_name']}, {run['rate_pps']:,} pps)")
+        src = SeriesSource(
+            path=run["series_path"],
+            run_id=run["run_id"],
+            analysis_id=run["analysis_id"],
+            partial=bool(run["partial"]),
+            label=f"run {ident} ({run['dut_name']}, {run['rate_pps']:,} pps)",
+        )
     else:
         a = store.analysis(int(ident))
-        src = SeriesSource(path=a["series_path"], analysis_id=a["analysis_id"], partial=bool(a["partial"]),
-                           label=f"analysis {ident}")
+        src = SeriesSource(
+            path=a["series_path"], analysis_id=a["analysis_id"], partial=bool(a["partial"]), label=f"analysis {ident}"
+        )
     if not src.path:
-        raise UserError(f"{text}: its matched series was not exported (analyse with --export, or run with the "
-                        "series kept)")
+        raise UserError(
+            f"{text}: its matched series was not exported (analyse with --export, or run with the series kept)"
+        )
     if not Path(src.path).exists():
         raise UserError(f"{text}: its series {src.path} is gone")
     return src

@@ -83,8 +83,10 @@ def tagged_cgroups() -> list[tuple[str, str]]:
 def _hierarchy() -> CpusetHierarchy:
     h = cpuset_hierarchy()
     if h is None:
-        raise UserError("containment = \"container\" needs the cgroup cpuset controller, which this host "
-                        "does not mount (neither in cgroup v2 nor as a v1 hierarchy); use containment = \"bare\"")
+        raise UserError(
+            'containment = "container" needs the cgroup cpuset controller, which this host '
+            'does not mount (neither in cgroup v2 nor as a v1 hierarchy); use containment = "bare"'
+        )
     return h
 
 
@@ -98,8 +100,10 @@ def create_cpuset(path: Path, cpus: list[int]) -> Path:
     h = _hierarchy()
     available = h.effective_cpus()
     if not set(cpus) <= available:
-        raise UserError(f"container cores {format_cpu_list(cpus)} are not all available on this host "
-                        f"(available: {format_cpu_list(available)})")
+        raise UserError(
+            f"container cores {format_cpu_list(cpus)} are not all available on this host "
+            f"(available: {format_cpu_list(available)})"
+        )
     if h.version == 2:
         _enable_cpuset_controller(h.root)
     path.mkdir()

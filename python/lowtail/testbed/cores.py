@@ -29,7 +29,7 @@ class CorePlan:
     dut: list[int] = field(default_factory=list)
 
     @classmethod
-    def for_host(cls, overrides: dict[str, Any] | None = None) -> "CorePlan":
+    def for_host(cls, overrides: dict[str, Any] | None = None) -> CorePlan:
         """A plan for the cores this process may use, with the user's choices on top.
         With 4+ cores every role has its own; with 2 the generator has one and the rest
         share the other (the best two cores allow; the report shows the plan)."""

@@ -99,8 +99,7 @@ class Dut:
                 known = ", ".join(cls.options) or "none: it runs inside the kernel"
                 raise ValueError(f"unknown option {key!r} for kind {cls.kind} (its options: {known})")
             list_valued = opt.type in ("cpus", "commands")
-            sweep = isinstance(value, list) and (not list_valued or (value and all(isinstance(v, list)
-                                                                                   for v in value)))
+            sweep = isinstance(value, list) and (not list_valued or (value and all(isinstance(v, list) for v in value)))
             points = value if sweep else [value]
             if not points:
                 raise ValueError(f"option {key!r}: an empty list sweeps over nothing")
@@ -146,8 +145,9 @@ class Dut:
     def _cores(self, plan: CorePlan) -> list[int]:
         return self.config.get("cpus") or plan.dut
 
-    def _spawn(self, tb: Testbed, plan: CorePlan, argv: list[str], stats: Path | None = None,
-               pin_with_taskset: bool = True) -> Program:
+    def _spawn(
+        self, tb: Testbed, plan: CorePlan, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
+    ) -> Program:
         cores = self._cores(plan)
         cgroup = None
         if self.config.get("containment") == "container":
@@ -155,8 +155,14 @@ class Dut:
             self.containment = {"mode": "container", "cpus": cores, "cgroup": str(cgroup)}
         else:
             self.containment = {"mode": "bare", "cpus": cores if pin_with_taskset else None}
-        self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, stats=stats,
-                                cpus=cores if pin_with_taskset and cgroup is None else None, cgroup=cgroup)
+        self.program = tb.spawn(
+            f"dut-{self.name}",
+            tb.dut_ns,
+            argv,
+            stats=stats,
+            cpus=cores if pin_with_taskset and cgroup is None else None,
+            cgroup=cgroup,
+        )
         return self.program
 
 
@@ -174,9 +180,30 @@ class KernelMirred(Dut):
 
     def start(self, tb: Testbed, plan: CorePlan) -> None:
         tc("-n", tb.dut_ns, "qdisc", "add", "dev", tb.dut_in, "ingress", what="adding the ingress qdisc")
-        tc("-n", tb.dut_ns, "filter", "add", "dev", tb.dut_in, "parent", "ffff:", "protocol", "all", "u32",
-           "match", "u32", "0", "0", "action", "mirred", "egress", "redirect", "dev", tb.dut_out,
-           what="adding the u32 + mirred redirect")
+        tc(
+            "-n",
+            tb.dut_ns,
+            "filter",
+            "add",
+            "dev",
+            tb.dut_in,
+            "parent",
+            "ffff:",
+            "protocol",
+            "all",
+            "u32",
+            "match",
+            "u32",
+            "0",
+            "0",
+            "action",
+            "mirred",
+            "egress",
+            "redirect",
+            "dev",
+            tb.dut_out,
+            what="adding the u32 + mirred redirect",
+        )
 
 
 class Bridge(Dut):
@@ -184,8 +211,21 @@ class Bridge(Dut):
 
     def start(self, tb: Testbed, plan: CorePlan) -> None:
         ns = tb.dut_ns
-        sh(tool("ip"), "-n", ns, "link", "add", "br0", "type", "bridge", "stp_state", "0", "forward_delay", "0",
-           what="creating the bridge")
+        sh(
+            tool("ip"),
+            "-n",
+            ns,
+            "link",
+            "add",
+            "br0",
+            "type",
+            "bridge",
+            "stp_state",
+            "0",
+            "forward_delay",
+            "0",
+            what="creating the bridge",
+        )
         for port in (tb.dut_in, tb.dut_out):
             sh(tool("ip"), "-n", ns, "link", "set", port, "master", "br0", what=f"adding {port} to the bridge")
         sh(tool("ip"), "-n", ns, "link", "set", "br0", "up", what="bringing the bridge up")
@@ -197,9 +237,13 @@ class LowtailFwd(Dut):
     options = {
         "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
         "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
-        "spin_us": Option("int", None, help="busy-poll this long after the last packet, then sleep until the "
-                                            "next [default: never sleep on an isolated core of its own, "
-                                            "10 µs elsewhere]"),
+        "spin_us": Option(
+            "int",
+            None,
+            help="busy-poll this long after the last packet, then sleep until the "
+            "next [default: never sleep on an isolated core of its own, "
+            "10 µs elsewhere]",
+        ),
         **_PROCESS_OPTIONS,
     }
     # Measured on the 2-vCPU VM, work_ns 2000, batch 1, sharing core 0 with the timestamper:
@@ -226,16 +270,30 @@ class LowtailFwd(Dut):
 
     def start(self, tb: Testbed, plan: CorePlan) -> None:
         stats = tb.work_dir / "fwd.json"
-        argv = [str(find_binary("lowtail-fwd")), "--in", tb.dut_in, "--out", tb.dut_out,
-                "--work-ns", str(self.config["work_ns"]), "--batch", str(self.config["batch"]),
-                "--cpu", str(self._cores(plan)[0]), "--rt-priority", str(DUT_RT_PRIORITY),
-                "--stats-json", str(stats)]
+        argv = [
+            str(find_binary("lowtail-fwd")),
+            "--in",
+            tb.dut_in,
+            "--out",
+            tb.dut_out,
+            "--work-ns",
+            str(self.config["work_ns"]),
+            "--batch",
+            str(self.config["batch"]),
+            "--cpu",
+            str(self._cores(plan)[0]),
+            "--rt-priority",
+            str(DUT_RT_PRIORITY),
+            "--stats-json",
+            str(stats),
+        ]
         spin = self.spin_us(plan)
         if spin is not None:
             argv += ["--spin-us", str(spin)]
         self._spawn(tb, plan, argv, stats, pin_with_taskset=False)
-        self.containment["cpus"] = self._cores(plan)[:1] if self.containment["mode"] == "bare" else \
-            self.containment["cpus"]
+        self.containment["cpus"] = (
+            self._cores(plan)[:1] if self.containment["mode"] == "bare" else self.containment["cpus"]
+        )
 
 
 class DpdkTestpmd(Dut):
@@ -251,21 +309,36 @@ class DpdkTestpmd(Dut):
     @classmethod
     def check_available(cls) -> None:
         if not shutil.which("dpdk-testpmd"):
-            raise UserError("the dpdk-testpmd DuT needs DPDK, which is not installed: install the Debian "
-                            "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment")
+            raise UserError(
+                "the dpdk-testpmd DuT needs DPDK, which is not installed: install the Debian "
+                "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment"
+            )
 
     def start(self, tb: Testbed, plan: CorePlan) -> None:
         cores = self._cores(plan)
         # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
         lcores = f"0@{cores[0]},1@{cores[-1]}"
         tb.own_path(Path("/var/run/dpdk") / tb.tag)
-        argv = [shutil.which("dpdk-testpmd"),
-                "--no-huge", "--no-pci", "-m", "256", f"--file-prefix={tb.tag}", "--lcores", lcores,
-                f"--vdev=net_af_packet0,iface={tb.dut_in}", f"--vdev=net_af_packet1,iface={tb.dut_out}",
-                "--", "--forward-mode=io", "--auto-start", "--no-lsc-interrupt",
-                f"--burst={self.config['burst']}", f"--total-num-mbufs={self.config['mbufs']}",
-                # Without -i testpmd waits for Enter, or with a stats period for a signal.
-                "--stats-period=86400"]
+        argv = [
+            shutil.which("dpdk-testpmd"),
+            "--no-huge",
+            "--no-pci",
+            "-m",
+            "256",
+            f"--file-prefix={tb.tag}",
+            "--lcores",
+            lcores,
+            f"--vdev=net_af_packet0,iface={tb.dut_in}",
+            f"--vdev=net_af_packet1,iface={tb.dut_out}",
+            "--",
+            "--forward-mode=io",
+            "--auto-start",
+            "--no-lsc-interrupt",
+            f"--burst={self.config['burst']}",
+            f"--total-num-mbufs={self.config['mbufs']}",
+            # Without -i testpmd waits for Enter, or with a stats period for a signal.
+            "--stats-period=86400",
+        ]
         self._spawn(tb, plan, argv, pin_with_taskset=False)
         self.containment["lcores"] = lcores
 
@@ -277,16 +350,23 @@ class DpdkTestpmd(Dut):
 def parse_testpmd_totals(log: str) -> dict[str, Any]:
     """The 'Accumulated forward statistics for all ports' testpmd prints when it stops."""
     block = log.rpartition("Accumulated forward statistics")[2]
-    figures = {k.lower().replace("-", "_"): int(v) for k, v in re.findall(r"(RX-packets|RX-dropped|TX-packets|"
-                                                                          r"TX-dropped): *(\d+)", block)}
+    figures = {
+        k.lower().replace("-", "_"): int(v)
+        for k, v in re.findall(
+            r"(RX-packets|RX-dropped|TX-packets|"
+            r"TX-dropped): *(\d+)",
+            block,
+        )
+    }
     return figures
 
 
 class Custom(Dut):
     kind = "custom"
     options = {
-        "command": Option("str", None, help="a long-running program: the DuT ({in}, {out}, {netns}, {cpus} "
-                                            "are substituted)"),
+        "command": Option(
+            "str", None, help="a long-running program: the DuT ({in}, {out}, {netns}, {cpus} are substituted)"
+        ),
         "setup": Option("commands", [], help="one-shot commands run in the DuT namespace first, e.g. tc or nft"),
         "ready_timeout": Option("duration", 10_000_000_000, help="how long the DuT may take to forward"),
         **_PROCESS_OPTIONS,
@@ -300,8 +380,10 @@ class Custom(Dut):
         for text in [config["command"] or ""] + config["setup"]:
             for _, field_name, _, _ in string.Formatter().parse(text):
                 if field_name is not None and field_name not in cls.PLACEHOLDERS:
-                    raise ValueError(f"unknown placeholder {{{field_name}}} in {text!r} "
-                                     f"(known: {', '.join('{' + p + '}' for p in cls.PLACEHOLDERS)})")
+                    raise ValueError(
+                        f"unknown placeholder {{{field_name}}} in {text!r} "
+                        f"(known: {', '.join('{' + p + '}' for p in cls.PLACEHOLDERS)})"
+                    )
         return config
 
     @property
@@ -309,8 +391,11 @@ class Custom(Dut):
         return self.config["ready_timeout"] / 1e9
 
     def _expand(self, template: str, tb: Testbed, plan: CorePlan) -> list[str]:
-        return shlex.split(template.format(**{"in": tb.dut_in, "out": tb.dut_out, "netns": tb.dut_ns,
-                                              "cpus": format_cpu_list(self._cores(plan))}))
+        return shlex.split(
+            template.format(
+                **{"in": tb.dut_in, "out": tb.dut_out, "netns": tb.dut_ns, "cpus": format_cpu_list(self._cores(plan))}
+            )
+        )
 
     def start(self, tb: Testbed, plan: CorePlan) -> None:
         for template in self.config["setup"]:

@@ -56,13 +56,17 @@ def packet_sockets_in(netns: str, tx_iface: str, rx_iface: str) -> tuple[socket.
     return made["sockets"]  # type: ignore[return-value]
 
 
-def wait_forwarding(netns: str, tx_iface: str, rx_iface: str, src_mac: str, dst_mac: str,
-                    timeout_s: float, still_starting=lambda: True) -> float | None:
+def wait_forwarding(
+    netns: str, tx_iface: str, rx_iface: str, src_mac: str, dst_mac: str, timeout_s: float, still_starting=lambda: True
+) -> float | None:
     """Send a probe frame every 50 ms until one comes back; seconds it took, or None when
     none came back within `timeout_s` (or `still_starting()` turned false: the DuT died)."""
     tx, rx = packet_sockets_in(netns, tx_iface, rx_iface)
-    header = bytes.fromhex(dst_mac.replace(":", "")) + bytes.fromhex(src_mac.replace(":", "")) \
+    header = (
+        bytes.fromhex(dst_mac.replace(":", ""))
+        + bytes.fromhex(src_mac.replace(":", ""))
         + ETH_P_PROBE.to_bytes(2, "big")
+    )
     start = time.monotonic()
     try:
         while time.monotonic() - start < timeout_s and still_starting():
@@ -70,7 +74,7 @@ def wait_forwarding(netns: str, tx_iface: str, rx_iface: str, src_mac: str, dst_
             ready, _, _ = select.select([rx], [], [], 0.05)
             while ready:
                 frame = rx.recv(2048)
-                if frame[14:14 + len(_MAGIC)] == _MAGIC:
+                if frame[14 : 14 + len(_MAGIC)] == _MAGIC:
                     return time.monotonic() - start
                 ready, _, _ = select.select([rx], [], [], 0)
         return None

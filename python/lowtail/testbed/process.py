@@ -21,8 +21,9 @@ class Program:
         self.stats_path = stats
         self.stop_signal: int | None = None
         with open(log, "wb") as out:
-            self.popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          process_group=0)
+            self.popen = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0
+            )
 
     @property
     def pid(self) -> int:

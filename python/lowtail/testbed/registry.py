@@ -60,7 +60,7 @@ class Registry:
     processes: list[OwnedProcess] = field(default_factory=list)
 
     @classmethod
-    def for_this_process(cls, tag: str) -> "Registry":
+    def for_this_process(cls, tag: str) -> Registry:
         pid = os.getpid()
         reg = cls(tag=tag, owner_pid=pid, owner_start=process_start_time(pid))
         reg.save()
@@ -93,7 +93,7 @@ class Registry:
         self.file.unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, path: Path) -> "Registry":
+    def load(cls, path: Path) -> Registry:
         doc = json.loads(path.read_text())
         doc["processes"] = [OwnedProcess(**p) for p in doc.get("processes", [])]
         return cls(**doc)
@@ -115,8 +115,14 @@ class Leftover:
     processes: list[OwnedProcess]
 
     def describe(self) -> dict[str, Any]:
-        return {"tag": self.tag, "owner_pid": self.owner_pid, "netns": self.netns, "cgroups": self.cgroups,
-                "paths": self.paths, "processes": [p.pid for p in self.processes]}
+        return {
+            "tag": self.tag,
+            "owner_pid": self.owner_pid,
+            "netns": self.netns,
+            "cgroups": self.cgroups,
+            "paths": self.paths,
+            "processes": [p.pid for p in self.processes],
+        }
 
 
 def list_netns() -> list[str]:
@@ -161,12 +167,17 @@ def find_leftovers() -> list[Leftover]:
         if e["alive"]:
             continue
         reg: Registry | None = e["registry"]
-        leftovers.append(Leftover(
-            tag=tag, owner_pid=tag_owner(tag), state_file=reg.file if reg else None,
-            netns=sorted(set(e["netns"]) | set(reg.netns if reg else [])),
-            cgroups=sorted(set(e["cgroups"]) | set(reg.cgroups if reg else [])),
-            paths=[p for p in (reg.paths if reg else []) if Path(p).exists()],
-            processes=[p for p in (reg.processes if reg else []) if is_alive(p.pid, p.start_time)]))
+        leftovers.append(
+            Leftover(
+                tag=tag,
+                owner_pid=tag_owner(tag),
+                state_file=reg.file if reg else None,
+                netns=sorted(set(e["netns"]) | set(reg.netns if reg else [])),
+                cgroups=sorted(set(e["cgroups"]) | set(reg.cgroups if reg else [])),
+                paths=[p for p in (reg.paths if reg else []) if Path(p).exists()],
+                processes=[p for p in (reg.processes if reg else []) if is_alive(p.pid, p.start_time)],
+            )
+        )
     return leftovers
 
 

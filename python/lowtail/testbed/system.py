@@ -25,8 +25,9 @@ def tool(name: str, package: str = "iproute2") -> str:
     """Absolute path of a system program, or a UserError naming the Debian package."""
     found = shutil.which(name, path=_SBIN_PATH)
     if not found:
-        raise UserError(f"the `{name}` command is missing: install the Debian package {package} "
-                        f"(apt-get install {package})")
+        raise UserError(
+            f"the `{name}` command is missing: install the Debian package {package} (apt-get install {package})"
+        )
     return found
 
 
@@ -42,8 +43,10 @@ def missing_capabilities() -> list[str]:
 def require_privileges(action: str) -> None:
     missing = missing_capabilities()
     if missing:
-        raise UserError(f"{action} needs root: network namespaces, veth links, packet sockets and cgroups "
-                        f"need {', '.join(missing)}; run it as root (e.g. with sudo)")
+        raise UserError(
+            f"{action} needs root: network namespaces, veth links, packet sockets and cgroups "
+            f"need {', '.join(missing)}; run it as root (e.g. with sudo)"
+        )
 
 
 def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
@@ -75,7 +78,7 @@ def process_start_time(pid: int) -> int | None:
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
     # The command name (field 2) is in parentheses and may contain spaces.
-    fields = stat[stat.rindex(")") + 2:].split()
+    fields = stat[stat.rindex(")") + 2 :].split()
     return int(fields[19])
 
 

@@ -46,7 +46,7 @@ class Testbed:
 
     # -- life cycle ----------------------------------------------------------------------------
 
-    def __enter__(self) -> "Testbed":
+    def __enter__(self) -> Testbed:
         require_privileges("a testbed")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.registry = Registry.for_this_process(self.tag)
@@ -65,19 +65,55 @@ class Testbed:
             self.registry.add("netns", ns)
             ip("netns", "add", ns, what=f"creating network namespace {ns}")
             # No IPv6 autoconfiguration chatter (router solicitations, MLD) on the test links.
-            sh(tool("ip"), "netns", "exec", ns, tool("sysctl", "procps"), "-qw",
-               "net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
-               what=f"quieting IPv6 in namespace {ns}")
+            sh(
+                tool("ip"),
+                "netns",
+                "exec",
+                ns,
+                tool("sysctl", "procps"),
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+                what=f"quieting IPv6 in namespace {ns}",
+            )
         if self.wire:
-            ip("-n", self.lg_ns, "link", "add", self.tx, "type", "veth", "peer", "name", self.rx,
-               what="creating the calibration wire")
+            ip(
+                "-n",
+                self.lg_ns,
+                "link",
+                "add",
+                self.tx,
+                "type",
+                "veth",
+                "peer",
+                "name",
+                self.rx,
+                what="creating the calibration wire",
+            )
             ends = [(self.lg_ns, self.tx), (self.lg_ns, self.rx)]
         else:
             for lg_end, dut_end in ((self.tx, self.dut_in), (self.rx, self.dut_out)):
-                ip("link", "add", lg_end, "netns", self.lg_ns, "type", "veth", "peer", "name", dut_end,
-                   "netns", self.dut_ns, what=f"creating the veth pair {lg_end}–{dut_end}")
-            ends = [(self.lg_ns, self.tx), (self.lg_ns, self.rx), (self.dut_ns, self.dut_in),
-                    (self.dut_ns, self.dut_out)]
+                ip(
+                    "link",
+                    "add",
+                    lg_end,
+                    "netns",
+                    self.lg_ns,
+                    "type",
+                    "veth",
+                    "peer",
+                    "name",
+                    dut_end,
+                    "netns",
+                    self.dut_ns,
+                    what=f"creating the veth pair {lg_end}–{dut_end}",
+                )
+            ends = [
+                (self.lg_ns, self.tx),
+                (self.lg_ns, self.rx),
+                (self.dut_ns, self.dut_in),
+                (self.dut_ns, self.dut_out),
+            ]
         for ns, dev in ends:
             ip("-n", ns, "link", "set", dev, "up", what=f"bringing {dev} up")
             self.macs[dev] = self.link(ns, dev)["address"]
@@ -99,8 +135,11 @@ class Testbed:
             for program in reversed(self.programs):
                 program.stop()
             self.programs.clear()
-            for step, items in (("cgroups", containment.remove_cgroup), ("netns", delete_netns),
-                                ("paths", _remove_path)):
+            for step, items in (
+                ("cgroups", containment.remove_cgroup),
+                ("netns", delete_netns),
+                ("paths", _remove_path),
+            ):
                 for item in list(getattr(self.registry, step)):
                     try:
                         items(item)
@@ -108,8 +147,10 @@ class Testbed:
                     except (Failure, OSError) as e:
                         problems.append(str(e))
             if problems:
-                raise Failure(f"testbed {self.tag} not fully removed ({'; '.join(problems)}); "
-                              f"`lowtail testbed clean` removes the rest")
+                raise Failure(
+                    f"testbed {self.tag} not fully removed ({'; '.join(problems)}); "
+                    f"`lowtail testbed clean` removes the rest"
+                )
             self.registry.forget()
             self.registry = None
         finally:
@@ -117,8 +158,15 @@ class Testbed:
 
     # -- programs and cgroups -----------------------------------------------------------------------
 
-    def spawn(self, name: str, ns: str, argv: list[str], stats: Path | None = None,
-              cpus: list[int] | None = None, cgroup: Path | None = None) -> Program:
+    def spawn(
+        self,
+        name: str,
+        ns: str,
+        argv: list[str],
+        stats: Path | None = None,
+        cpus: list[int] | None = None,
+        cgroup: Path | None = None,
+    ) -> Program:
         """Start `argv` inside namespace `ns`, optionally pinned to `cpus` (taskset) or
         placed in `cgroup` before it executes anything."""
         cmd = [tool("ip"), "netns", "exec", ns]

@@ -39,7 +39,11 @@ pub fn drain(r: &mut CaptureReader, limit: usize) -> (Vec<Got>, Vec<String>, Opt
 }
 
 /// The same through `for_each` with the given budgets (cycled).
-pub fn drain_for_each(r: &mut CaptureReader, budgets: &[usize], limit: usize) -> (Vec<Got>, Vec<String>, Option<CaptureError>) {
+pub fn drain_for_each(
+    r: &mut CaptureReader,
+    budgets: &[usize],
+    limit: usize,
+) -> (Vec<Got>, Vec<String>, Option<CaptureError>) {
     let mut items = Vec::new();
     let mut error = None;
     let mut k = 0;

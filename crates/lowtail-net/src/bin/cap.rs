@@ -225,7 +225,8 @@ impl Side {
     /// Drain every block the kernel has handed over; returns whether there were any.
     fn drain(&mut self) -> bool {
         let mut any = false;
-        let (tally, file, scratch, only_out) = (&mut self.tally, &mut self.file, &mut self.scratch, self.keep_outgoing_only);
+        let (tally, file, scratch, only_out) =
+            (&mut self.tally, &mut self.file, &mut self.scratch, self.keep_outgoing_only);
         while self.ring.drain_block(|f| tally.record(file, scratch, f, only_out)).is_some() {
             any = true;
         }
@@ -375,8 +376,10 @@ fn run(args: Args) -> Result<i32, Fatal> {
 /// Poll and drain the rings until a signal, the deadline or a write error; then drain
 /// what the kernel still hands over. Returns what stopped the capture.
 fn capture_until_stopped(sides: &mut [Side], deadline: Option<i64>) -> &'static str {
-    let mut pollfds: Vec<libc::pollfd> =
-        sides.iter().map(|s| libc::pollfd { fd: s.sock.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 }).collect();
+    let mut pollfds: Vec<libc::pollfd> = sides
+        .iter()
+        .map(|s| libc::pollfd { fd: s.sock.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 })
+        .collect();
     let mut next_stats = monotonic_ns() + 1_000_000_000;
     let stopped_by = loop {
         let mut any = false;

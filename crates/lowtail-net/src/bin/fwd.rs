@@ -104,7 +104,13 @@ struct Counts {
 
 /// Forward until SIGINT/SIGTERM: take what is waiting (up to a batch), work on it, send
 /// it all, give the slots back.
-fn forward(rx: &PacketSocket, ring: &FrameRing, sender: &mut Sender, args: &Args, batch_sizes: &mut ExactHistogram) -> Counts {
+fn forward(
+    rx: &PacketSocket,
+    ring: &FrameRing,
+    sender: &mut Sender,
+    args: &Args,
+    batch_sizes: &mut ExactHistogram,
+) -> Counts {
     let mut c = Counts::default();
     let mut head = 0usize;
     let mut idle_polls = 0u32;

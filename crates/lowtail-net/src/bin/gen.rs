@@ -267,9 +267,18 @@ fn prepare(args: &Args) -> Result<(Plan, SocketSink), Fatal> {
 }
 
 /// The one-line summary (and what went wrong) on stderr; returns the exit code.
-fn report(args: &Args, plan: &Plan, pacing: &Pacing, v: &Verdict, lateness: Option<&Summary>, sink: &SocketSink) -> i32 {
+fn report(
+    args: &Args,
+    plan: &Plan,
+    pacing: &Pacing,
+    v: &Verdict,
+    lateness: Option<&Summary>,
+    sink: &SocketSink,
+) -> i32 {
     let pacing_error = match lateness {
-        Some(s) => format!("p50 {}, p99 {}, p99.9 {}, max {}", fmt_ns(s.p50), fmt_ns(s.p99), fmt_ns(s.p99_9), fmt_ns(s.max)),
+        Some(s) => {
+            format!("p50 {}, p99 {}, p99.9 {}, max {}", fmt_ns(s.p50), fmt_ns(s.p99), fmt_ns(s.p99_9), fmt_ns(s.max))
+        }
         None => "no samples".into(),
     };
     let send_errors = sink.send_errors();
@@ -284,7 +293,11 @@ fn report(args: &Args, plan: &Plan, pacing: &Pacing, v: &Verdict, lateness: Opti
         send_errors
     );
     if pacing.interrupted {
-        eprintln!("lowtail-gen: stopped by {} after {} frames", signal::received().unwrap_or("a signal"), pacing.attempted);
+        eprintln!(
+            "lowtail-gen: stopped by {} after {} frames",
+            signal::received().unwrap_or("a signal"),
+            pacing.attempted
+        );
         return EXIT_INTERRUPTED;
     }
     if !v.kept_up {
