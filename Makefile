@@ -13,7 +13,7 @@ APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
 PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.sql' 2>/dev/null)
 
-.PHONY: build deps test test-rust test-python run bench clean fuzz
+.PHONY: build deps test test-rust test-python lint run bench clean fuzz
 
 $(STAMPS):
 	@mkdir -p $(STAMPS)
@@ -45,13 +45,21 @@ deps: $(STAMPS)/apt $(STAMPS)/venv
 
 build: deps $(STAMPS)/native $(STAMPS)/bins ## venv, native module and programs; the command is .venv/bin/lowtail
 
+# Formatters and linters: the tree as committed must pass them (CI fails on drift).
+lint: $(STAMPS)/venv
+	cargo fmt --all --check
+	cd fuzz && cargo fmt --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/ruff check --quiet .
+
 test-rust: deps
 	cargo test --workspace --exclude lowtail-py --quiet
 
 test-python: build
 	$(PY) -m pytest -q
 
-test: test-rust test-python ## everything CI runs
+test: lint test-rust test-python ## everything CI runs
 
 run: build ## the main job on its embedded defaults, ending in an HTML report
 	@scripts/demo.sh
