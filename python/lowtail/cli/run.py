@@ -76,7 +76,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
 
-    check_can_run(exp)  # before anything is opened or made: privileges, programs, DPDK
+    check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
     with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
         result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
@@ -93,6 +93,10 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 
         write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     invalid = [r for r in rows if not r["valid"]]
+    if any(r.get("virtualization") == "tcg" for r in rows):
+        from lowtail.testbed.vm import TCG_WARNING
+
+        warn(TCG_WARNING)
     if json_out:
         print_json([run_json(r, floors) for r in rows])
     else:
@@ -139,6 +143,7 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
         "generator": r["generator"],
         "capture": r["capture"],
         "containment": r["containment"],
+        "virtualization": r.get("virtualization"),
         "dut_stats": r["dut_stats"],
         "energy": r["energy"],
         "calibration_floor": None
@@ -171,7 +176,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         t.add_row(
-            r["dut_name"],
+            r["dut_name"] + (f" [{r['virtualization'].upper()}]" if r.get("virtualization") else ""),
             format_rate(r["rate_pps"]),
             f"{r['sent']:,}" if r["sent"] is not None else "–",
             f"{r['lost']:,}" if r["lost"] is not None else "–",

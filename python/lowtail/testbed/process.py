@@ -14,12 +14,15 @@ from typing import Any
 
 
 class Program:
-    def __init__(self, name: str, argv: list[str], log: Path, stats: Path | None = None):
+    def __init__(self, name: str, argv: list[str], log: Path, stats: Path | None = None, signal_group: bool = False):
         self.name = name
         self.argv = argv
         self.log = log
         self.stats_path = stats
         self.stop_signal: int | None = None
+        # Signal the whole process group: a program behind a launcher that waits for it
+        # (`unshare --fork` ignores SIGINT and SIGTERM itself) gets the signal directly.
+        self.signal_group = signal_group
         with open(log, "wb") as out:
             self.popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0
@@ -45,7 +48,7 @@ class Program:
                 break
             self.stop_signal = self.stop_signal or sig
             try:
-                os.kill(self.pid, sig)
+                (os.killpg if self.signal_group else os.kill)(self.pid, sig)
             except ProcessLookupError:
                 break
             self.wait(wait_s)
