@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import Failure
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan
 from lowtail.testbed.duts import PROCESS_OPTIONS, Dut, Option
+from lowtail.testbed.process import make_realtime
 from lowtail.testbed.system import sh, tool
 from lowtail.testbed.topology import Testbed
 
@@ -111,6 +112,10 @@ class OpenVSwitch(Dut):
         self.ofctl("del-flows")
         for flow in self.config["flows"] or [f"in_port={tb.dut_in},actions=output:{tb.dut_out}"]:
             self.ofctl("add-flow", flow)
+        # ovs-vswitchd polls its userspace ports from threads that sleep when idle: real-time,
+        # like the other DuT processes (on a busy host it otherwise waits tens of ms per turn).
+        pid = self.containment.get("namespaces", {}).get("contained_pid") or self.program.pid
+        self.containment["scheduling"] = make_realtime(pid, DUT_RT_PRIORITY)
 
     def _wait_socket(self, path: Path, program, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s

@@ -120,3 +120,21 @@ class Program:
                 return True
             time.sleep(0.02)
         return False
+
+
+def make_realtime(pid: int, priority: int) -> str:
+    """Every thread of process `pid` to SCHED_FIFO `priority` (for DuTs that do not switch
+    themselves, as lowtail-fwd does with --rt-priority); what was applied, in words."""
+    param = os.sched_param(priority)
+    try:
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        return "ordinary (the process had ended)"
+    for tid in threads:
+        try:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, param)
+        except ProcessLookupError:
+            continue
+        except OSError as e:
+            return f"ordinary (SCHED_FIFO refused: {e.strerror})"
+    return f"SCHED_FIFO {priority}"

@@ -228,9 +228,17 @@ def _boot_kernel(vmlinuz: Path, directory: Path) -> Path:
     return directory / "vmlinuz"
 
 
+# Images this process has already found: a sweep starts many VMs of the same kernel, and
+# asking apt each time costs a second of CPU.
+_FOUND: dict[tuple[str, Path], GuestImage] = {}
+
+
 def build_image(choice: str, progress: Progress = lambda message: None, cache: Path | None = None) -> GuestImage:
     """The guest image for `guest_kernel = choice`, from the cache or built now."""
     cache = cache or cache_dir()
+    found = _FOUND.get((choice, cache))
+    if found is not None and found.initrd.exists():
+        return found
     with _locked(cache):
         kernel = guest_kernel(choice, cache, progress)
         files = _image_files()
@@ -248,6 +256,7 @@ def build_image(choice: str, progress: Progress = lambda message: None, cache: P
                     "key": key,
                     "boot_kernel": boot.name,
                     "kernel": kernel.describe(),
+                    "kernel_identity": kernel.identity,
                     "modules": order,
                     "programs": {p: str(files[p]) for p in _guest_programs()},
                     "size_bytes": (tmp / "initrd.cpio").stat().st_size,
@@ -258,8 +267,24 @@ def build_image(choice: str, progress: Progress = lambda message: None, cache: P
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
+            _prune(cache / "images", keep=key, kernel=kernel.identity)
         info = json.loads((target / "image.json").read_text())
-    return GuestImage(key, target, target / info["boot_kernel"], target / "initrd.cpio", info)
+    image = GuestImage(key, target, target / info["boot_kernel"], target / "initrd.cpio", info)
+    _FOUND[(choice, cache)] = image
+    return image
+
+
+def _prune(images: Path, keep: str, kernel: str) -> None:
+    """Older images of the same kernel (a rebuilt forwarder, a new lowtail): never used again."""
+    for other in images.iterdir():
+        if other.name == keep or ".partial-" in other.name:
+            continue
+        try:
+            same_kernel = json.loads((other / "image.json").read_text()).get("kernel_identity") == kernel
+        except (OSError, ValueError):
+            continue
+        if same_kernel:
+            shutil.rmtree(other, ignore_errors=True)
 
 
 def check_image_tools() -> None:
