@@ -223,7 +223,11 @@ class VirtualMachine(Dut):
         engineers): as ordinary threads the guest got its turn every few tens of ms and fell
         behind even 500 pps (p50 0.8 s, growing); under SCHED_FIFO 45 it forwarded 20 kpps
         without loss, p50 2.4 ms."""
-        return make_realtime(self.program.pid, DUT_RT_PRIORITY)
+        pid = self.program.pid
+        # QEMU's threads winding down under SCHED_FIFO on one core starve each other: a
+        # powered-off guest's QEMU took 20 s to exit. Ordinary again before it stops.
+        self.program.before_stop = lambda: make_realtime(pid, None)
+        return make_realtime(pid, DUT_RT_PRIORITY)
 
     def _pin_vcpus(self, qmp: Qmp, cores: list[int]) -> dict[int, int]:
         """Each vCPU thread to a host core (in turn over `cores`); vCPU index → core."""
@@ -266,6 +270,7 @@ class VirtualMachine(Dut):
             while not self.channel.stopped.wait(0.05) and self.program.running() and time.monotonic() < deadline:
                 pass
             stats = self.channel.stats or {}
+            make_realtime(self.program.pid, None)
             self.channel.send("poweroff")
             if self.program.wait(15.0) is None:
                 self.program.stop()

@@ -93,6 +93,35 @@ def resolve_package(flavour: str) -> tuple[str, str]:
     return package, version.group(1)
 
 
+def _apt_lists_stamp() -> float:
+    """When apt's package lists last changed (an `apt-get update`)."""
+    lists = Path("/var/lib/apt/lists")
+    try:
+        return max((p.stat().st_mtime for p in lists.iterdir()), default=0.0)
+    except OSError:
+        return 0.0
+
+
+def _resolve_remembered(cache: Path, flavour: str) -> tuple[str, str]:
+    """`resolve_package`, remembered until apt's lists change: asking apt costs a second or
+    two of CPU, on every run that starts a VM."""
+    memo = cache / "apt-resolution.json"
+    stamp = _apt_lists_stamp()
+    try:
+        doc = json.loads(memo.read_text())
+    except (OSError, ValueError):
+        doc = {}
+    known = doc.get(flavour)
+    if known and known.get("lists") == stamp:
+        return known["package"], known["version"]
+    package, version = resolve_package(flavour)
+    doc[flavour] = {"lists": stamp, "package": package, "version": version}
+    tmp = memo.with_suffix(f".{os.getpid()}")
+    tmp.write_text(json.dumps(doc))
+    tmp.replace(memo)
+    return package, version
+
+
 def _deb_name(package: str, version: str) -> str:
     return f"{package}_{version.replace(':', '%3a')}_amd64.deb"
 
@@ -113,7 +142,7 @@ def fetch_package(cache: Path, flavour: str, progress: Progress) -> tuple[str, s
     debs = cache / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     try:
-        package, version = resolve_package(flavour)
+        package, version = _resolve_remembered(cache, flavour)
     except UserError:
         cached = _cached_package(debs, flavour)
         if cached is None:
