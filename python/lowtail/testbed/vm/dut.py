@@ -34,7 +34,6 @@ from lowtail.testbed.vm.image import build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
     GUEST_BASE_CMDLINE,
-    QEMU_PACKAGE,
     Acceleration,
     GuestChannel,
     Nic,
@@ -105,8 +104,6 @@ class VirtualMachine(Dut):
             )
         if "lowtail." in config["guest_cmdline"]:
             raise ValueError("option 'guest_cmdline' must not set lowtail.* parameters: the run sets them")
-        if config["cpus"] is not None and config["accel"] == "tcg" and len(config["cpus"]) < 1:
-            raise ValueError("option 'cpus' needs at least one core")
         return config
 
     @classmethod
@@ -285,13 +282,14 @@ class VirtualMachine(Dut):
         return self.channel.samples_between(start_ns, end_ns) if self.channel else []
 
 
-def emulator_cores(plan: CorePlan, vcpu_cores: list[int]) -> list[int]:
+def emulator_cores(plan: CorePlan, vcpu_cores: list[int], available: list[int] | None = None) -> list[int]:
     """Where QEMU's threads other than the vCPUs go: the housekeeping core if it is not a
     vCPU core, else any other core but the generator's; on a host with no such core they
     share the vCPU cores (the run records that)."""
     if plan.housekeeping not in vcpu_cores:
         return [plan.housekeeping]
-    others = [c for c in CorePlan.available() if c not in vcpu_cores and c != plan.generator]
+    available = CorePlan.available() if available is None else available
+    others = [c for c in available if c not in vcpu_cores and c != plan.generator]
     return others or list(vcpu_cores)
 
 
@@ -301,6 +299,3 @@ def _tail(path: Path, lines: int = 2) -> str:
     except FileNotFoundError:
         return ""
     return " | ".join(text[-lines:])
-
-
-__all__ = ["VirtualMachine", "QEMU_PACKAGE"]
