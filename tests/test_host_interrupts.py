@@ -171,6 +171,7 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     from lowtail.report.interrupts import coincidence, interrupt_timeline_section
     from lowtail.report.page import Page
     from lowtail.store import open_store
+    from lowtail.store.analyses import save_analysis
     from lowtail.store.host import run_interrupts, save_run_interrupts
 
     pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
@@ -182,7 +183,7 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     )
     a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
     with open_store(tmp_path / "db.duckdb") as store:
-        aid = store.save_analysis(a, options={})
+        aid = save_analysis(store, a, options={})
         store.con.execute(
             """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
                    frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,

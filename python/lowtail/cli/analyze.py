@@ -11,6 +11,7 @@ import typer
 
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.errors import UserError
@@ -29,7 +30,7 @@ class IdFormat(str, Enum):
 
 def _warm_up_store() -> threading.Thread:
     """Import the database driver on the other core while the analysis runs."""
-    t = threading.Thread(target=importlib.import_module, args=("lowtail.store",), daemon=True)
+    t = threading.Thread(target=importlib.import_module, args=("lowtail.store.analyses",), daemon=True)
     t.start()
     return t
 
@@ -63,7 +64,7 @@ def analyze(
         None, help="Write the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to this Parquet file."
     ),
     hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the analysis in the database."),
     label: str | None = typer.Option(None, help="A name for this analysis in the database."),
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
@@ -93,9 +94,10 @@ def analyze(
     if store:
         store_ready.join()
         from lowtail.store import open_store
+        from lowtail.store.analyses import save_analysis
 
         with open_store(db) as s:
-            a["analysis_id"] = s.save_analysis(a, options=vars(options), label=label)
+            a["analysis_id"] = save_analysis(s, a, options=vars(options), label=label)
     if report:
         from lowtail.report import write_analysis_report
 

@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
 
 host_app = typer.Typer(
@@ -54,7 +55,7 @@ def audit(
     why: bool = typer.Option(False, "--why", help="Also print why each check matters."),
     strict: bool = typer.Option(False, "--strict", help=f"Exit {EXIT_VERDICT_FAILED} when a check fails."),
     store: bool = typer.Option(False, "--store", help="Store the audit in the database."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database (with --store)."),
+    db: Path = db_option("Results database (with --store)."),
     json_out: bool = _JSON,
 ) -> None:
     from lowtail.errors import UserError

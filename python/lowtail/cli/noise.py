@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
 from lowtail.units import format_ns, parse_duration_ns
@@ -39,7 +40,7 @@ def noise(
     ),
     fifo: int | None = typer.Option(None, min=1, max=99, help="Run the probe under SCHED_FIFO at this priority."),
     top: int = typer.Option(20, min=0, help="How many of the largest gaps to keep per core, with their times."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for this probe in the database."),
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),

@@ -15,13 +15,13 @@ from rich.console import Console
 from rich.table import Table
 
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.units import format_ns, format_rate
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
-_DB_HELP = "Results database."
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
 
 
@@ -191,7 +191,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
 )
 def run(
     file: Path | None = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
@@ -214,7 +214,7 @@ def calibrate(
     file: Path | None = typer.Argument(
         None, help="Experiment file whose traffic to use [default: the embedded default]."
     ),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start anew even if an unfinished calibration of this file exists."),
@@ -231,7 +231,7 @@ def calibrate(
 
 @experiment_app.command("list", help="List stored experiments, newest first.")
 def list_experiments(
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     from lowtail.store import open_store
@@ -260,7 +260,7 @@ def list_experiments(
 @experiment_app.command("report", help="Write the HTML report of a stored experiment (an id, or 'latest').")
 def experiment_report(
     experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="HTML file [default: lowtail-experiment-<id>.html]."
     ),

@@ -20,6 +20,7 @@ from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.models.knee import store_sweep_knees
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
@@ -72,10 +73,7 @@ def run_experiment(
     else:
         eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
         data_dir = data_dir / f"experiment-{eid}"
-        with store.transaction():
-            store.con.execute(
-                "UPDATE experiments SET data_dir = ? WHERE experiment_id = ?", [str(data_dir.resolve()), eid]
-            )
+        runstore.set_data_dir(store, eid, str(data_dir.resolve()))
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
@@ -100,6 +98,7 @@ def run_experiment(
             ) from None
         raise
     runstore.set_status(store, eid, "finished")
+    store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
 
 

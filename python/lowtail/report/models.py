@@ -11,13 +11,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lowtail import percentiles
 from lowtail.errors import UserError
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.report.tables import comparison_table, knee_table, overload_table
 from lowtail.store import open_store
 from lowtail.store.db import Store
-from lowtail.store.models import latest_model, model_result
-from lowtail.units import format_ns, format_rate
+from lowtail.store.models import latest_model, model_result, sweep_points
+from lowtail.units import format_ns, format_ns_interval, format_p_value, format_rate
 
 plt = plots.plt
 
@@ -108,15 +110,11 @@ def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus pa
     rows = knee["rates"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     rates = [r["rate_pps"] for r in rows]
-    for key, label, style in (
-        ("p50_ns", "50 %", "-o"),
-        ("p99_ns", "99 %", "-s"),
-        ("p99_999_ns", "99.999 %", "-^"),
-        ("max_ns", "max", ":."),
-    ):
+    for figure, style in (("p50", "-o"), ("p99", "-s"), ("p99_999", "-^"), ("max", ":.")):
+        key = f"{figure}_ns"
         pts = [(r["rate_pps"], _us(r[key])) for r in rows if r[key] is not None]
         if pts:
-            ax.plot(*zip(*pts), style, markersize=4, label=label)
+            ax.plot(*zip(*pts), style, markersize=4, label=percentiles.label(figure))
     ax.set_yscale("log")
     over = [r["rate_pps"] for r in rows if r["overloaded"]]
     if over:
@@ -194,19 +192,10 @@ def simulate_figure(doc: dict[str, Any]):
             ax.step([_us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2)
     comp = doc.get("comparison")
     if comp:
-        quantiles = {
-            "min": 0.0,
-            "p50": 0.5,
-            "p90": 0.9,
-            "p99": 0.99,
-            "p99_9": 0.999,
-            "p99_99": 0.9999,
-            "p99_999": 0.99999,
-            "p99_9999": 0.999999,
-            "max": 1.0,
-        }
         pts = [
-            (_us(r["measured_ns"]), quantiles[r["percentile"]]) for r in comp["rows"] if r["measured_ns"] is not None
+            (_us(r["measured_ns"]), percentiles.fraction(r["percentile"]))
+            for r in comp["rows"]
+            if r["measured_ns"] is not None
         ]
         ax.scatter(*zip(*pts), color="#b42318", marker="x", zorder=3, label=f"measured, run {comp['run_id']}")
     ax.set_xlabel("latency [µs]")
@@ -218,10 +207,6 @@ def simulate_figure(doc: dict[str, Any]):
 
 
 # -- report sections -------------------------------------------------------------------
-
-
-def _pct_ns(value: float | None) -> str:
-    return format_ns(value) if value is not None else "–"
 
 
 def evt_section(page: Page, store: Store, model_id: int | str | None = None, run_id: int | None = None) -> bool:
@@ -251,7 +236,7 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
                 f"{doc['xi']:.3f}",
                 xi_ci or "–",
                 "yes" if doc["bounded"] else "no",
-                _pct_ns(doc["endpoint_ns"]),
+                format_ns(doc["endpoint_ns"]),
                 f"{doc['js_divergence']:.4g}",
             ]
         ],
@@ -261,16 +246,16 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         [
             [
                 f"{int(float(m)):,} packets",
-                _pct_ns(r["level_ns"]),
-                "–" if not r["ci_ns"] else f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}",
+                format_ns(r["level_ns"]),
+                format_ns_interval(r["ci_ns"]),
             ]
             for m, r in doc["return_levels"].items()
         ]
         + [
             [
                 f"{name} at {format_rate(doc['rate_pps'])}",
-                _pct_ns(h["level_ns"]),
-                "–" if not h["ci_ns"] else f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}",
+                format_ns(h["level_ns"]),
+                format_ns_interval(h["ci_ns"]),
             ]
             for name, h in doc["horizons"].items()
         ],
@@ -280,7 +265,7 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         [
             [
                 f"{int(c['return_period']):,}",
-                _pct_ns(c["return_level_ns"]),
+                format_ns(c["return_level_ns"]),
                 f"{c['expected']:g}",
                 str(c["exceedances"]),
                 str(c["exceedance_samples"]),
@@ -289,8 +274,8 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         ],
     )
     stat = (
-        f"<p>Stationarity of the fit part ({esc(st['series'])}): ADF p = {_p(st['adf_p'])}, KPSS p = "
-        f"{_p(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
+        f"<p>Stationarity of the fit part ({esc(st['series'])}): ADF p = {format_p_value(st['adf_p'])}, KPSS p = "
+        f"{format_p_value(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
     )
     partial = ("<p class='fail'>PARTIAL: " + esc("; ".join(doc["partial_reasons"])) + "</p>") if doc["partial"] else ""
     page.add(
@@ -307,45 +292,34 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
     return True
 
 
-def _p(p: float | None, bound: str | None = None) -> str:
-    if p is None:
-        return "–"
-    return {"lower": "≥ ", "upper": "≤ "}.get(bound or "", "") + f"{p:.3g}"
-
-
 def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | None = None) -> bool:
-    """Latency versus rate for each DuT swept over two rates or more, with the measured knee
-    and the predicted R_max (from the latest stored overload model of that DuT). False when
-    there is no sweep to draw."""
-    from lowtail.models.knee import find_knee
-    from lowtail.store.models import sweep_points
-
+    """Latency versus rate for each DuT swept over two rates or more, with its stored knee
+    (`lowtail model knee`, or the model step at the end of `lowtail run`) and the predicted
+    R_max (the knee's own, else the latest stored overload model of that DuT). A sweep whose
+    knee is not stored says so. False when there is no sweep to show."""
     try:
         sweeps = sweep_points(store, experiment_id, dut_name)
     except UserError:  # no analysed runs yet: nothing to draw
         return False
-    drawn = False
+    shown = False
     for dut, points in sweeps.items():
-        if len({p.rate_pps for p in points}) < 2:
+        if len({p["rate_pps"] for p in points}) < 2:
             continue
-        drawn = True
+        shown = True
+        title = f"Latency versus rate — {dut}"
         stored = latest_model(store, "knee", experiment_id=experiment_id, dut_name=dut)
-        knee = stored["result"] if stored else find_knee(points)
+        if stored is None:
+            page.add(
+                title,
+                f"<p class='meta'>No knee is stored for this sweep: <code>lowtail model knee {experiment_id}</code> "
+                "finds it.</p>",
+            )
+            continue
+        knee = stored["result"]
         if knee.get("r_max_pps") is None:
             overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=dut)
             if overload:
                 knee = {**knee, "r_max_pps": overload["result"]["r_max_pps"]}
-        rows = [
-            [
-                format_rate(r["rate_pps"]),
-                f"{100 * r['loss']:.3g} %",
-                _pct_ns(r["p50_ns"]),
-                _pct_ns(r["p99_ns"]),
-                _pct_ns(r["p99_999_ns"]),
-                "overloaded: " + "; ".join(r["reasons"]) if r["overloaded"] else "ok",
-            ]
-            for r in knee["rates"]
-        ]
         verdict = (
             f"measured knee (first overloaded rate): <b>{esc(format_rate(knee['knee_pps']))}</b>"
             if knee["knee_pps"] is not None
@@ -354,15 +328,15 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
         if knee.get("r_max_pps") is not None:
             verdict += f"; predicted R_max: <b>{esc(format_rate(knee['r_max_pps']))}</b>"
         page.add(
-            f"Latency versus rate — {dut}",
+            title,
             f"<p>{verdict}</p>"
-            + table_html(["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows)
+            + table_html(*knee_table(knee))
             + figure_html(
                 latency_vs_rate_figure(knee, f"{dut}: latency versus rate"),
                 "Percentiles per offered rate; the knee is the first overloaded rate",
             ),
         )
-    return drawn
+    return shown
 
 
 def overload_section(page: Page, store: Store, model_id: int | str) -> None:
@@ -382,20 +356,7 @@ def overload_section(page: Page, store: Store, model_id: int | str) -> None:
     )
     page.add(
         f"Overload model (model {row['model_id']})",
-        table_html(
-            ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
-            [
-                [
-                    format_ns(doc["t_transfer_ns"]),
-                    format_ns(doc["t_e2e_ns"]),
-                    format_ns(doc["t_cpu_ns"]),
-                    format_ns(doc["d_sum_ns_per_s"]),
-                    format_rate(doc["r_max_pps"]),
-                ]
-            ],
-        )
-        + irqs
-        + figure_html(overload_figure(doc)),
+        table_html(*overload_table(doc)) + irqs + figure_html(overload_figure(doc)),
     )
 
 
@@ -423,19 +384,7 @@ def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
     html = ""
     comp = doc.get("comparison")
     if comp:
-        html += table_html(
-            ["percentile", "measured", "predicted", "difference", "ratio"],
-            [
-                [
-                    r["percentile"],
-                    _pct_ns(r["measured_ns"]),
-                    _pct_ns(r["predicted_ns"]),
-                    _pct_ns(r["difference_ns"]),
-                    "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
-                ]
-                for r in comp["rows"]
-            ],
-        )
+        html += table_html(*comparison_table(comp))
     page.add(f"Device simulation (model {row['model_id']})", html + figure_html(simulate_figure(doc)))
 
 
