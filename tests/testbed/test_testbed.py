@@ -16,7 +16,7 @@ from tb_helpers import needs_dpdk, needs_root, resources_of
 
 from lowtail.errors import Failure
 from lowtail.testbed.containment import cpuset_hierarchy, parse_cpu_list
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import DpdkTestpmd, make_dut, parse_testpmd_totals
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
@@ -25,7 +25,7 @@ from lowtail.testbed.topology import Testbed as SoftTestbed
 
 pytestmark = [needs_root, pytest.mark.root]
 
-PLAN = CorePlan.for_host()
+PLAN = CoreRoles.for_host()
 MIRRED_SETUP = [
     "tc qdisc add dev {in} ingress",
     "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev {out}",
@@ -95,7 +95,7 @@ def test_custom_command_runs_with_interfaces_substituted_and_its_crash_is_seen(t
 
 @pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
 def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_path):
-    core = CorePlan.available()[-1]
+    core = CoreRoles.available()[-1]
     with SoftTestbed(tmp_path) as tb:
         dut = make_dut(
             "custom",
@@ -119,7 +119,7 @@ def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_pa
 
 
 def test_bare_dut_is_pinned_with_taskset(tmp_path):
-    core = CorePlan.available()[0]
+    core = CoreRoles.available()[0]
     with SoftTestbed(tmp_path) as tb:
         dut = make_dut("custom", "x", custom(command="sleep 60", setup=MIRRED_SETUP, cpus=[core]))
         dut.start(tb, PLAN)
@@ -175,13 +175,13 @@ def test_the_registry_knows_everything_before_it_exists(tmp_path):
 _ORPHAN = """
 import sys, time
 from pathlib import Path
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.topology import Testbed as SoftTestbed
 tb = SoftTestbed(Path(sys.argv[1])).__enter__()
 dut = make_dut("custom", "x", {"command": "sleep 300", "setup": [], "ready_timeout": 10**9,
-                               "containment": "container", "cpus": [CorePlan.available()[0]]})
-dut.start(tb, CorePlan.for_host())
+                               "containment": "container", "cpus": [CoreRoles.available()[0]]})
+dut.start(tb, CoreRoles.for_host())
 print(tb.tag, dut.program.pid, flush=True)
 time.sleep(300)
 """

@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
@@ -29,8 +30,9 @@ def list_(
         print_json(rows)
         return
     t = Table(box=None)
-    for col in ("id", "created", "label", "sent", "lost", "p50", "p99.999", "max", "pre capture"):
-        t.add_column(col, justify="right" if col in ("id", "sent", "lost", "p50", "p99.999", "max") else "left")
+    p50, p99_999 = percentiles.by_key("p50").short, percentiles.by_key("p99_999").short
+    for col in ("id", "created", "label", "sent", "lost", p50, p99_999, "max", "pre capture"):
+        t.add_column(col, justify="right" if col in ("id", "sent", "lost", p50, p99_999, "max") else "left")
     for r in rows:
         t.add_row(
             str(r["analysis_id"]),

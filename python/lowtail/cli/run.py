@@ -14,10 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
-from lowtail.units import format_ns, format_rate
+from lowtail.units import format_count, format_ns, format_rate
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -156,15 +157,16 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
         box=None,
         pad_edge=False,
     )
+    p99_999 = percentiles.by_key("p99_999").short
     for col, right in (
         ("DuT", False),
         ("rate", True),
         ("sent", True),
         ("lost", True),
-        ("p50", True),
-        ("p99.999", True),
+        (percentiles.by_key("p50").short, True),
+        (p99_999, True),
         ("max", True),
-        ("floor p99.999", True),
+        (f"floor {p99_999}", True),
         ("verdict", False),
     ):
         t.add_column(col, justify="right" if right else "left")
@@ -173,8 +175,8 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
         t.add_row(
             r["dut_name"],
             format_rate(r["rate_pps"]),
-            f"{r['sent']:,}" if r["sent"] is not None else "–",
-            f"{r['lost']:,}" if r["lost"] is not None else "–",
+            format_count(r["sent"]),
+            format_count(r["lost"]),
             format_ns(r["lat_p50_ns"]),
             format_ns(r["lat_p99_999_ns"]),
             format_ns(r["lat_max_ns"]),

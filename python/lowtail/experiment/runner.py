@@ -24,7 +24,7 @@ from lowtail.models.knee import store_sweep_knees
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import KINDS
 from lowtail.testbed.system import require_privileges
 
@@ -64,7 +64,7 @@ def run_experiment(
 ) -> SweepResult:
     progress = progress or Progress()
     check_can_run(exp)
-    plan = CorePlan.for_host(exp.cores)
+    plan = CoreRoles.for_host(exp.cores)
     existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
     if existing:
         eid = existing["experiment_id"]
@@ -122,7 +122,7 @@ def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
 
 
 def _run_one(
-    exp: Experiment, combo: Combination, index: int, plan: CorePlan, store: Store, eid: int, data_dir: Path
+    exp: Experiment, combo: Combination, index: int, plan: CoreRoles, store: Store, eid: int, data_dir: Path
 ) -> dict[str, Any]:
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"

@@ -294,9 +294,9 @@ def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
 
 
 def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
-    from lowtail.testbed.cores import CorePlan
+    from lowtail.testbed.cores import CoreRoles
 
-    available = set(CorePlan.available())
+    available = set(CoreRoles.available())
     cores: dict[str, Any] = {}
     for key, value in table.items():
         values = value if key == "dut" else [value]

@@ -11,8 +11,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-NINES_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6]
-NINES_LABELS = ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %", "99.9999 %"]
+from lowtail.percentiles import Percentile  # noqa: E402
+
+
+def _nines(n: int) -> str:
+    """The percentile at x = 10^n of the 1/(1−p) axis: 0, 90, 99, 99.9, ..."""
+    return "0" if n == 0 else "90" if n == 1 else "99" + ("." + "9" * (n - 2) if n > 2 else "")
+
+
+NINES_TICKS = [10.0**n for n in range(7)]
+NINES_LABELS = [Percentile(_nines(n)).label for n in range(7)]
 
 
 def _us(ns: float) -> float:

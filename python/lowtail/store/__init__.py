@@ -8,19 +8,30 @@ module per family of tables; `Store` itself is only the connection and its trans
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowtail.store.db import Store
 
 # The database a command uses when not given --db: the one place that names it.
 DEFAULT_DB = Path("lowtail.duckdb")
 
 __all__ = ["DEFAULT_DB", "Store", "open_store"]
 
+# DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
+# the commands that open the database pay for DuckDB (store.db is imported on first use).
+
+
+def open_store(path: str | Path | None, read_only: bool = False) -> Store:
+    """The database at `path` (None: the default, ./lowtail.duckdb)."""
+    from lowtail.store.db import Store
+
+    return Store(path or DEFAULT_DB, read_only=read_only)
+
 
 def __getattr__(name: str) -> Any:
-    # Store and open_store import DuckDB (~0.15 s): command modules import DEFAULT_DB at
-    # start-up, and only the commands that open the database pay for DuckDB.
-    if name in ("Store", "open_store"):
-        from lowtail.store import db
+    if name == "Store":
+        from lowtail.store.db import Store
 
-        return getattr(db, name)
+        return Store
     raise AttributeError(f"module 'lowtail.store' has no attribute {name!r}")

@@ -13,7 +13,6 @@ import duckdb
 
 from lowtail.errors import UserError
 from lowtail.percentiles import KEYS
-from lowtail.store import DEFAULT_DB
 
 
 def _schema_statements() -> list[str]:
@@ -70,11 +69,6 @@ class _Transaction:
         self.store._tx_depth -= 1
         if self.store._tx_depth == 0:
             self.store.con.execute("ROLLBACK" if exc_type else "COMMIT")
-
-
-def open_store(path: str | Path | None, read_only: bool = False) -> Store:
-    """The database at `path` (None: the default, ./lowtail.duckdb)."""
-    return Store(path or DEFAULT_DB, read_only=read_only)
 
 
 # -- helpers of the query modules -------------------------------------------------------------

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.errors import Failure, UserError
-from lowtail.testbed.registry import CGROUP_PATTERN
 
 MODES = ("bare", "container")
 
@@ -67,19 +66,6 @@ def cpuset_hierarchy() -> CpusetHierarchy | None:
     return v1
 
 
-def tagged_cgroups() -> list[tuple[str, str]]:
-    """(testbed tag, path) of every lowtail cgroup on the host."""
-    h = cpuset_hierarchy()
-    if h is None:
-        return []
-    found = []
-    for child in h.root.iterdir():
-        m = CGROUP_PATTERN.match(child.name)
-        if m and child.is_dir():
-            found.append((m.group(1), str(child)))
-    return found
-
-
 def _hierarchy() -> CpusetHierarchy:
     h = cpuset_hierarchy()
     if h is None:
@@ -90,12 +76,13 @@ def _hierarchy() -> CpusetHierarchy:
     return h
 
 
-def cgroup_path_for(tag: str) -> Path:
-    return _hierarchy().root / f"lowtail-{tag}"
+def cgroup_path(name: str) -> Path:
+    """Where a cgroup of this name goes in the cpuset hierarchy."""
+    return _hierarchy().root / name
 
 
 def create_cpuset(path: Path, cpus: list[int]) -> Path:
-    """A new cgroup at `path` (from `cgroup_path_for`) limited to `cpus`; processes are put
+    """A new cgroup at `path` (from `cgroup_path`) limited to `cpus`; processes are put
     in by writing their pid to `<path>/cgroup.procs`."""
     h = _hierarchy()
     available = h.effective_cpus()

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 from lowtail.binaries import find_binary
 from lowtail.errors import UserError
 from lowtail.testbed.containment import MODES, format_cpu_list
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan, isolated_cpus
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.process import Program
 from lowtail.testbed.system import sh, tc, tool
 from lowtail.testbed.topology import Testbed
@@ -124,7 +124,7 @@ class Dut:
     def check_available(cls) -> None:
         """UserError when what this kind needs is not installed."""
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         raise NotImplementedError
 
     def failure(self) -> str | None:
@@ -142,11 +142,11 @@ class Dut:
 
     # -- helpers for DuTs that run a process ----------------------------------------------------
 
-    def _cores(self, plan: CorePlan) -> list[int]:
+    def _cores(self, plan: CoreRoles) -> list[int]:
         return self.config.get("cpus") or plan.dut
 
     def _spawn(
-        self, tb: Testbed, plan: CorePlan, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
+        self, tb: Testbed, plan: CoreRoles, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
     ) -> Program:
         cores = self._cores(plan)
         cgroup = None
@@ -171,14 +171,14 @@ class Wire(Dut):
 
     kind = "wire"
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         assert tb.wire
 
 
 class KernelMirred(Dut):
     kind = "kernel-mirred"
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         tc("-n", tb.dut_ns, "qdisc", "add", "dev", tb.dut_in, "ingress", what="adding the ingress qdisc")
         tc(
             "-n",
@@ -209,7 +209,7 @@ class KernelMirred(Dut):
 class Bridge(Dut):
     kind = "bridge"
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         ns = tb.dut_ns
         sh(
             tool("ip"),
@@ -252,7 +252,7 @@ class LowtailFwd(Dut):
     # (ordinary scheduling) or a 30-50 ms p99 (real-time, throttled by the kernel).
     SHARED_CORE_SPIN_US = 10
 
-    def spin_us(self, plan: CorePlan, isolated: set[int] | None = None) -> int | None:
+    def spin_us(self, plan: CoreRoles, isolated: set[int] | None = None) -> int | None:
         """How long the forwarder busy-polls before it sleeps; None: it never sleeps. Only
         on a core of its own that the scheduler keeps other tasks off (isolcpus): a
         real-time task that never sleeps on any other core is throttled by the kernel in
@@ -268,7 +268,7 @@ class LowtailFwd(Dut):
     def check_available(cls) -> None:
         find_binary("lowtail-fwd")
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         stats = tb.work_dir / "fwd.json"
         argv = [
             str(find_binary("lowtail-fwd")),
@@ -314,7 +314,7 @@ class DpdkTestpmd(Dut):
                 "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment"
             )
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         cores = self._cores(plan)
         # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
         lcores = f"0@{cores[0]},1@{cores[-1]}"
@@ -390,14 +390,14 @@ class Custom(Dut):
     def ready_timeout_s(self) -> float:  # type: ignore[override]
         return self.config["ready_timeout"] / 1e9
 
-    def _expand(self, template: str, tb: Testbed, plan: CorePlan) -> list[str]:
+    def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(
             template.format(
                 **{"in": tb.dut_in, "out": tb.dut_out, "netns": tb.dut_ns, "cpus": format_cpu_list(self._cores(plan))}
             )
         )
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         for template in self.config["setup"]:
             argv = self._expand(template, tb, plan)
             sh(tool("ip"), "netns", "exec", tb.dut_ns, *argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")

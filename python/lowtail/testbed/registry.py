@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowtail.testbed.containment import cpuset_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, is_alive, process_start_time, sh, tool
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
@@ -29,10 +30,22 @@ CGROUP_PATTERN = re.compile(r"^lowtail-(lt\d+x[0-9a-f]{4})$")
 
 
 def new_tag() -> str:
+    """A fresh testbed tag owned by this process."""
     return f"lt{os.getpid()}x{secrets.token_hex(2)}"
 
 
+def netns_name(tag: str, side: str) -> str:
+    """The network namespace of a testbed's side: "lg" (generator, timestamper) or "dut"."""
+    return f"{tag}-{side}"
+
+
+def cgroup_name(tag: str) -> str:
+    """The name of a testbed's cgroup (its DuT's cpuset)."""
+    return f"lowtail-{tag}"
+
+
 def tag_owner(tag: str) -> int:
+    """The pid of the process that made a testbed, from its tag."""
     m = TAG_PATTERN.match(tag)
     if not m:
         raise ValueError(f"not a testbed tag: {tag}")
@@ -130,11 +143,22 @@ def list_netns() -> list[str]:
     return [entry["name"] for entry in json.loads(done.stdout or "[]")]
 
 
+def tagged_cgroups() -> list[tuple[str, str]]:
+    """(testbed tag, path) of every lowtail cgroup on the host."""
+    h = cpuset_hierarchy()
+    if h is None:
+        return []
+    found = []
+    for child in h.root.iterdir():
+        m = CGROUP_PATTERN.match(child.name)
+        if m and child.is_dir():
+            found.append((m.group(1), str(child)))
+    return found
+
+
 def testbeds_on_host() -> dict[str, dict[str, Any]]:
     """Every testbed visible on this host (state files and tagged names), with its owner's
     liveness: tag -> {"registry": Registry|None, "netns": [...], "cgroups": [...], "alive": bool}."""
-    from lowtail.testbed.containment import tagged_cgroups
-
     found: dict[str, dict[str, Any]] = {}
 
     def entry(tag: str) -> dict[str, Any]:
@@ -214,8 +238,7 @@ def delete_netns(name: str) -> None:
 
 
 def remove_leftover(left: Leftover) -> None:
-    from lowtail.testbed.containment import remove_cgroup
-
+    """Remove everything of a dead owner's testbed that is still there, then its state file."""
     kill_processes(left.processes)
     for ns in left.netns:
         delete_netns(ns)
