@@ -119,7 +119,8 @@ class Experiment:
 
 
 def default_text() -> str:
-    return resources.files("lowtail.experiments").joinpath(DEFAULT_NAME).read_text()
+    """The embedded default experiment file (default.toml, packaged beside this module)."""
+    return resources.files("lowtail.experiment").joinpath(DEFAULT_NAME).read_text()
 
 
 def load(path: Path | None) -> Experiment:

@@ -232,10 +232,3 @@ class InterruptSampler:
             self._record(*self._read())
         except BaseException as e:
             self._error = e
-
-
-def totals(samples: list[InterruptSample]) -> dict[tuple[int, str], int]:
-    out: dict[tuple[int, str], int] = {}
-    for s in samples:
-        out[(s.cpu, s.kind)] = out.get((s.cpu, s.kind), 0) + s.delta
-    return out

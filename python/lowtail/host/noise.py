@@ -317,21 +317,3 @@ def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
         "intervals": len(intervals),
         "explained_share": min(1.0, fitted / total) if total else 0.0,
     }
-
-
-def profile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The interrupt profile of a noise result as rows: cpu, kind, rate, duration."""
-    rows = []
-    for core in result["cores"]:
-        for kind, v in (core.get("interrupts") or {}).items():
-            rows.append(
-                {
-                    "cpu": core["cpu"],
-                    "kind": kind,
-                    "description": v["description"],
-                    "count": v["count"],
-                    "rate_hz": v["rate_hz"],
-                    "typical_ns": v["typical_ns"],
-                }
-            )
-    return rows

@@ -78,7 +78,6 @@ _PROCESS_OPTIONS = {
 class Dut:
     kind: ClassVar[str]
     options: ClassVar[dict[str, Option]] = {}
-    runs_process: ClassVar[bool] = False
     ready_timeout_s: float = 10.0
 
     def __init__(self, name: str, config: dict[str, Any]):
@@ -233,7 +232,6 @@ class Bridge(Dut):
 
 class LowtailFwd(Dut):
     kind = "lowtail-fwd"
-    runs_process = True
     options = {
         "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
         "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
@@ -298,7 +296,6 @@ class LowtailFwd(Dut):
 
 class DpdkTestpmd(Dut):
     kind = "dpdk-testpmd"
-    runs_process = True
     ready_timeout_s = 30.0
     options = {
         "burst": Option("int", 32, minimum=1, help="testpmd's packets per burst"),
