@@ -15,7 +15,8 @@ import pytest
 from tb_helpers import needs_dpdk, needs_root, resources_of
 
 from lowtail.errors import Failure
-from lowtail.testbed.containment import cpuset_hierarchy, parse_cpu_list
+from lowtail.host.sysroot import parse_cpulist
+from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import DpdkTestpmd, make_dut, parse_testpmd_totals
 from lowtail.testbed.probe import wait_forwarding
@@ -114,7 +115,7 @@ def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_pa
         assert str(pid) in (cgroup / "cgroup.procs").read_text().split()
         status = Path(f"/proc/{pid}/status").read_text()
         allowed = status.split("Cpus_allowed_list:")[1].split()[0]
-        assert parse_cpu_list(allowed) == {core}
+        assert set(parse_cpulist(allowed)) == {core}
     assert not cgroup.exists()
 
 
@@ -130,7 +131,7 @@ def test_bare_dut_is_pinned_with_taskset(tmp_path):
             if "sleep" in status.split("\n")[0]:
                 break
             time.sleep(0.02)
-        assert parse_cpu_list(status.split("Cpus_allowed_list:")[1].split()[0]) == {core}
+        assert set(parse_cpulist(status.split("Cpus_allowed_list:")[1].split()[0])) == {core}
         assert dut.containment == {"mode": "bare", "cpus": [core]}
 
 

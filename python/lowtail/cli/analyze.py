@@ -70,6 +70,7 @@ def analyze(
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
+    """`lowtail analyze` (its help is the user's documentation)."""
     if id_width is not None and id_width not in (4, 8):
         raise UserError(f"--id-width must be 4 or 8, not {id_width}")
     if export is not None and export.suffix.lower() != ".parquet":

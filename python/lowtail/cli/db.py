@@ -21,6 +21,7 @@ def list_(
     limit: int = typer.Option(50, min=1, help="How many to show."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
+    """`lowtail list`."""
     from lowtail.store import open_store
     from lowtail.store.analyses import list_analyses
 
@@ -54,6 +55,7 @@ def show(
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the stored figures as JSON."),
 ) -> None:
+    """`lowtail show`."""
     from lowtail.store import open_store
     from lowtail.store.analyses import analysis as stored_analysis
 

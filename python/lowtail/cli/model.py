@@ -631,6 +631,7 @@ def list_(
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    """`lowtail model list`."""
     from lowtail.store import open_store
     from lowtail.store.models import list_models
 
@@ -665,6 +666,7 @@ def report(
     output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-model-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
+    """`lowtail model report`."""
     from lowtail.report.models import write_model_report
 
     path = write_model_report(db, model, output or Path(f"lowtail-model-{model}.html"))

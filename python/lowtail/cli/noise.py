@@ -46,6 +46,7 @@ def noise(
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
+    """`lowtail noise`."""
     from lowtail.errors import UserError
     from lowtail.host.facts import Host
     from lowtail.host.noise import NoiseOptions, run_noise

@@ -18,6 +18,7 @@ def report(
     output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-report-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
+    """`lowtail report`."""
     from lowtail.report import write_analysis_report
 
     target = output or Path(f"lowtail-report-{analysis}.html")

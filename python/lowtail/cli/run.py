@@ -151,6 +151,7 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
 
 
 def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any) -> Table:
+    """The runs of an experiment as `lowtail run` prints them, each with its verdict."""
     t = Table(
         title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
         title_justify="left",
@@ -200,6 +201,7 @@ def run(
     print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
+    """`lowtail run`."""
     from lowtail.experiment import spec
 
     if print_default:
@@ -222,6 +224,7 @@ def calibrate(
     fresh: bool = typer.Option(False, help="Start anew even if an unfinished calibration of this file exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
+    """`lowtail calibrate`."""
     from lowtail.experiment import spec
 
     exp = spec.load(file)
@@ -236,6 +239,7 @@ def list_experiments(
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
+    """`lowtail experiment list`."""
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
 
@@ -271,6 +275,7 @@ def experiment_report(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
+    """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
 
     path = write_experiment_report(db, experiment, output, budget=budget)

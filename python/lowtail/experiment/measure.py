@@ -55,10 +55,13 @@ class Outcome:
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
+    """Frames the generator sends in one run: warm-up and measured time at the run's rate."""
     return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.duration_ns) / 1e9)
 
 
 def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path) -> Outcome:
+    """One run of a combination on a fresh testbed: its programs' statistics, captures and
+    the reasons (if any) it cannot be trusted."""
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
     with Testbed(run_dir, wire=combo.dut.calibration) as tb:

@@ -62,6 +62,8 @@ def check_can_run(exp: Experiment) -> None:
 def run_experiment(
     exp: Experiment, store: Store, data_dir: Path, fresh: bool = False, progress: Progress | None = None
 ) -> SweepResult:
+    """Measure, analyse and store every combination not stored yet (resuming the latest
+    unfinished experiment of the same file unless `fresh`), then store the sweep's knee."""
     progress = progress or Progress()
     check_can_run(exp)
     plan = CoreRoles.for_host(exp.cores)

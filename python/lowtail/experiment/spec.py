@@ -166,6 +166,7 @@ class _Where:
 
 
 def parse(text: str, source: str) -> Experiment:
+    """An experiment from the text of its TOML file; `source` names the file in errors."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

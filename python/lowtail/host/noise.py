@@ -67,6 +67,8 @@ def resolve_cpus(opts: NoiseOptions, host: Host) -> int | None:
 
 
 def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Run the noise probe on the chosen cores (with the interrupt sampler and the energy
+    meter) and attribute its gaps; the document `lowtail noise --json` prints."""
     host = Host(SysRoot("/"))
     housekeeping = resolve_cpus(opts, host)
     if housekeeping is None:
@@ -136,6 +138,8 @@ def build_result(
     energy: dict,
     host: Host,
 ) -> dict[str, Any]:
+    """The noise document from the probe's output, its gaps and the interrupt samples:
+    per core its figures, histogram, largest gaps and the interrupt profile behind them."""
     before = after = None
     if probe.get("interrupts_before") and probe.get("interrupts_after"):
         before = parse_interrupts(probe["interrupts_before"]["text"])

@@ -24,6 +24,7 @@ _DROPPED = np.iinfo(np.int64).min
 
 
 def defaults() -> dict[str, Any]:
+    """The device model's fields and their defaults, from lowtail-sim."""
     return json.loads(_native.simulate_defaults())
 
 
@@ -44,6 +45,7 @@ class Outcome:
 
 
 def run(spec: dict[str, Any]) -> Outcome:
+    """Simulate one spec: every packet's arrival and departure (dropped packets marked)."""
     try:
         summary_json, arrivals, departures = _native.simulate_device(json.dumps(spec))
     except _native.LowtailError as e:
@@ -87,6 +89,8 @@ def cdf_points(latencies: np.ndarray, points: int = 600) -> list[list[float]]:
 
 
 def summarize(o: Outcome) -> dict[str, Any]:
+    """What a case predicts: loss, batches, utilisation, throughput, exact latency
+    figures and the CDF for the staircase plot."""
     lat = o.latencies()
     offered = len(o.arrival_ns)
     span_s = o.summary["span_ns"] / 1e9 if o.summary["span_ns"] > 0 else math.nan
@@ -160,6 +164,7 @@ def parse_irq(text: str) -> dict[str, Any]:
 
 
 def int_list(text: str, what: str) -> list[int]:
+    """A number or a comma-separated list of positive numbers (`what` names the option)."""
     try:
         values = [int(float(v)) for v in text.split(",") if v.strip()]
     except ValueError:

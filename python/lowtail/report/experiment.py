@@ -102,6 +102,7 @@ def _options_text(options: dict[str, Any]) -> str:
 
 
 def host_section(page: Page, experiment: dict[str, Any]) -> None:
+    """The host the experiment ran on, as stored with it."""
     host = experiment["host"]
     plan = host.get("core_plan", {})
     rows = [

@@ -188,6 +188,7 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes):
 
 
 def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") -> None:
+    """A stored noise probe: per core its gaps, interrupt profile and largest gaps."""
     r = noise_run(store, noise_run_id)
     head = table_html(
         ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "d_Σ (interrupts)"],
@@ -254,6 +255,7 @@ def _utc(t_ns: int) -> str:
 
 
 def write_noise_report(db: str | Path, noise_run_id: int | str, output: str | Path) -> Path:
+    """The report of one stored noise probe (an id, or 'latest') as one HTML file."""
     with open_store(db, read_only=True) as s:
         page = Page(title="lowtail noise probe", subtitle=str(db))
         noise_section(page, s, noise_run_id)

@@ -93,6 +93,7 @@ def qq_axes(ax, doc: dict[str, Any]) -> None:
 
 
 def evt_figure(doc: dict[str, Any]):
+    """Return levels and the quantile–quantile plot of a tail model, side by side."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     return_level_axes(a, doc)
     qq_axes(b, doc)
@@ -107,6 +108,7 @@ def _single(draw, doc: dict[str, Any], size=(8, 4.5)):
 
 
 def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus packet rate"):
+    """Percentiles per offered rate with the measured knee and the predicted R_max."""
     rows = knee["rates"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     rates = [r["rate_pps"] for r in rows]
@@ -169,6 +171,7 @@ def overload_figure(doc: dict[str, Any]):
 
 
 def aliasing_figure(doc: dict[str, Any]):
+    """The aliasing model's worst events, over the measured ones when there are some."""
     model = [(t, v) for t, v in doc["model"]["worst"]]
     measured = doc.get("measured")
     title = (
@@ -340,6 +343,7 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
 
 
 def overload_section(page: Page, store: Store, model_id: int | str) -> None:
+    """A stored overload model: its figures, the interrupt load and the CPU-time plot."""
     row = model_result(store, model_id)
     doc = row["result"]
     irqs = table_html(
@@ -361,6 +365,7 @@ def overload_section(page: Page, store: Store, model_id: int | str) -> None:
 
 
 def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
+    """A stored aliasing model: the beat, the fitted interrupt clock and the overlay."""
     row = model_result(store, model_id)
     doc = row["result"]
     m = doc["model"]
@@ -379,6 +384,7 @@ def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
 
 
 def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
+    """A stored device simulation: the comparison with its run and the predicted CDFs."""
     row = model_result(store, model_id)
     doc = row["result"]
     html = ""
@@ -408,6 +414,7 @@ def write_model_report(db: str | Path, model_id: int | str, output: str | Path) 
 
 
 def save_figure(fig, path: str | Path) -> Path:
+    """Write a figure as PNG (the `--plot` of the model commands) and free it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")

@@ -119,6 +119,7 @@ def histogram_plot(bins: Sequence[tuple[int, int, int]], title: str, xlabel: str
 
 
 def rates_plot(pre: Sequence[int], post: Sequence[int], title: str = "Packets per second"):
+    """Packets per second sent (PRE) and received (POST) over the run."""
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.plot(range(len(pre)), pre, label="PRE (sent)", drawstyle="steps-post")
     ax.plot(range(len(post)), post, label="POST (received)", drawstyle="steps-post", linestyle="--")

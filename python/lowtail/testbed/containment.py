@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.errors import Failure, UserError
+from lowtail.host.sysroot import parse_cpulist
 
 MODES = ("bare", "container")
 
@@ -25,25 +26,16 @@ class CpusetHierarchy:
 
     def effective_cpus(self) -> set[int]:
         name = "cpuset.cpus.effective" if self.version == 2 else "cpuset.effective_cpus"
-        return parse_cpu_list((self.root / name).read_text())
+        return set(parse_cpulist((self.root / name).read_text()))
 
     def effective_mems(self) -> str:
         name = "cpuset.mems.effective" if self.version == 2 else "cpuset.effective_mems"
         return (self.root / name).read_text().strip()
 
 
-def parse_cpu_list(text: str) -> set[int]:
-    """'0-2,5' -> {0, 1, 2, 5}"""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
 def format_cpu_list(cpus: list[int] | set[int]) -> str:
+    """CPUs as an explicit comma list ("0,1,2"): what cpuset files, taskset and the
+    `{cpus}` of a custom DuT command get, for programs that do not read ranges."""
     return ",".join(str(c) for c in sorted(cpus))
 
 
@@ -114,6 +106,7 @@ def _enable_cpuset_controller(root: Path) -> None:
 
 
 def cgroup_pids(path: str | Path) -> list[int]:
+    """The processes in a cgroup (none when it is gone)."""
     try:
         return [int(p) for p in (Path(path) / "cgroup.procs").read_text().split()]
     except FileNotFoundError:

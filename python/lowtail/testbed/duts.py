@@ -406,4 +406,5 @@ KINDS: dict[str, type[Dut]] = {cls.kind: cls for cls in (KernelMirred, Bridge, L
 
 
 def make_dut(kind: str, name: str, config: dict[str, Any]) -> Dut:
+    """The DuT of a kind ("wire" for calibration) with its configuration."""
     return (Wire if kind == "wire" else KINDS[kind])(name, config)

@@ -139,6 +139,7 @@ class Leftover:
 
 
 def list_netns() -> list[str]:
+    """The network namespaces `ip netns` knows."""
     done = ip("-json", "netns", "list", what="listing network namespaces")
     return [entry["name"] for entry in json.loads(done.stdout or "[]")]
 
@@ -186,6 +187,7 @@ def testbeds_on_host() -> dict[str, dict[str, Any]]:
 
 
 def find_leftovers() -> list[Leftover]:
+    """The testbeds on this host whose owner is dead, with what of them is still there."""
     leftovers = []
     for tag, e in testbeds_on_host().items():
         if e["alive"]:
@@ -227,12 +229,14 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def netns_processes(netns: str) -> list[OwnedProcess]:
+    """The processes running inside a network namespace."""
     done = sh(tool("ip"), "netns", "pids", netns, what=f"listing processes in namespace {netns}", check=False)
     pids = [int(p) for p in done.stdout.split() if p.isdigit()]
     return [OwnedProcess(pid, process_start_time(pid), "") for pid in pids]
 
 
 def delete_netns(name: str) -> None:
+    """Stop what runs in a network namespace, then delete it."""
     kill_processes(netns_processes(name))
     ip("netns", "delete", name, what=f"deleting network namespace {name}", check=False)
 
