@@ -59,6 +59,11 @@ def format_rate(pps: float) -> str:
     return f"{pps:.3g} pps"
 
 
+def format_ns_per_s(ns_per_s: float | None) -> str:
+    """CPU time lost per second ("12.3 µs/s"); "–" when unknown."""
+    return "–" if ns_per_s is None else f"{ns_per_s / 1e3:,.1f} µs/s"
+
+
 def format_count(n: int | None) -> str:
     """A count with thousands separators; "–" when unknown."""
     return "–" if n is None else f"{n:,}"

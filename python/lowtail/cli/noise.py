@@ -12,7 +12,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
-from lowtail.units import format_ns, parse_duration_ns
+from lowtail.units import format_ns, format_ns_per_s, parse_duration_ns
 
 
 @app.command(
@@ -109,7 +109,7 @@ def _print_noise(r: dict) -> None:
             str(c["cpu"]),
             f"{c['gaps']:,}",
             f"{c['rate_hz']:,.1f} /s",
-            f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
+            format_ns_per_s(c["noise_ns_per_s"]),
             format_ns(c["p50_ns"]),
             format_ns(c["p99_ns"]),
             format_ns(c["max_ns"]),
@@ -142,7 +142,7 @@ def _print_noise(r: dict) -> None:
         out.print(t)
         out.print(
             f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
-            f"(measured lost time {c['noise_ns_per_s'] / 1e3:,.1f} µs/s)"
+            f"(measured lost time {format_ns_per_s(c['noise_ns_per_s'])})"
         )
         if a["long_gaps"]:
             out.print(

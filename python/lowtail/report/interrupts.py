@@ -20,7 +20,7 @@ from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
 from lowtail.store.host import noise_run, run_interrupts
 from lowtail.store.runs import run_figures
-from lowtail.units import format_ns
+from lowtail.units import format_ns, format_ns_per_s
 
 SPIKES = 20  # how many of a run's largest latencies count as its spikes
 
@@ -152,7 +152,7 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes):
     if worst:
         top.scatter(
             [(t - start_ns) / 1e9 for t, _ in worst],
-            [v / 1e3 for _, v in worst],
+            [plots.us(v) for _, v in worst],
             s=4,
             color="#1f5fa8",
             linewidths=0,
@@ -197,12 +197,12 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
                 c["cpu"],
                 f"{c['gaps']:,}",
                 f"{c['rate_hz']:,.1f} /s",
-                f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
+                format_ns_per_s(c["noise_ns_per_s"]),
                 format_ns(c["p50_ns"]),
                 format_ns(c["p99_ns"]),
                 format_ns(c["p99_9_ns"]),
                 format_ns(c["max_ns"]),
-                "–" if c["d_sum_ns_per_s"] is None else f"{c['d_sum_ns_per_s'] / 1e3:,.1f} µs/s",
+                format_ns_per_s(c["d_sum_ns_per_s"]),
             ]
             for c in r["cores"]
         ],

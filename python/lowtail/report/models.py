@@ -24,33 +24,31 @@ from lowtail.units import format_ns, format_ns_interval, format_p_value, format_
 plt = plots.plt
 
 
-def _us(ns: float | None) -> float | None:
-    return None if ns is None else ns / 1e3
-
-
 # -- figures -----------------------------------------------------------------------------
 
 
 def return_level_axes(ax, doc: dict[str, Any]) -> None:
     p = doc["plot"]
     curve = [c for c in p["curve"] if c[1] is not None]
-    ax.plot([c[0] for c in curve], [_us(c[1]) for c in curve], color="#1f5fa8", label="GPD return level")
+    ax.plot([c[0] for c in curve], [plots.us(c[1]) for c in curve], color="#1f5fa8", label="GPD return level")
     band = [c for c in curve if c[2] is not None]
     if band:
         ax.fill_between(
             [c[0] for c in band],
-            [_us(c[2]) for c in band],
-            [_us(c[3]) for c in band],
+            [plots.us(c[2]) for c in band],
+            [plots.us(c[3]) for c in band],
             color="#1f5fa8",
             alpha=0.15,
             linewidth=0,
             label=f"{100 * doc['confidence']:g} % interval",
         )
     if p["empirical_fit"]:
-        ax.scatter(*zip(*[(m, _us(v)) for m, v in p["empirical_fit"]]), s=8, color="#333", label="fit part", zorder=3)
+        ax.scatter(
+            *zip(*[(m, plots.us(v)) for m, v in p["empirical_fit"]]), s=8, color="#333", label="fit part", zorder=3
+        )
     if p["empirical_validation"]:
         ax.scatter(
-            *zip(*[(m, _us(v)) for m, v in p["empirical_validation"]]),
+            *zip(*[(m, plots.us(v)) for m, v in p["empirical_validation"]]),
             s=8,
             color="#d9480f",
             marker="x",
@@ -58,12 +56,12 @@ def return_level_axes(ax, doc: dict[str, Any]) -> None:
             zorder=3,
         )
     if doc.get("endpoint_ns") is not None:
-        ax.axhline(_us(doc["endpoint_ns"]), color="grey", linestyle="--", linewidth=1, label="upper end (ξ < 0)")
+        ax.axhline(plots.us(doc["endpoint_ns"]), color="grey", linestyle="--", linewidth=1, label="upper end (ξ < 0)")
     v = doc["validation"]
     if v["return_level_ns"] is not None:
         ax.plot(
             [v["return_period"]],
-            [_us(v["return_level_ns"])],
+            [plots.us(v["return_level_ns"])],
             marker="D",
             color="#b42318",
             linestyle="none",
@@ -82,7 +80,7 @@ def return_level_axes(ax, doc: dict[str, Any]) -> None:
 
 def qq_axes(ax, doc: dict[str, Any]) -> None:
     qq = doc["plot"]["qq"]
-    xs, ys = [_us(a) for a, _ in qq], [_us(b) for _, b in qq]
+    xs, ys = [plots.us(a) for a, _ in qq], [plots.us(b) for _, b in qq]
     ax.scatter(xs, ys, s=8, color="#1f5fa8")
     lo, hi = min(xs + ys), max(xs + ys)
     ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1)
@@ -114,7 +112,7 @@ def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus pa
     rates = [r["rate_pps"] for r in rows]
     for figure, style in (("p50", "-o"), ("p99", "-s"), ("p99_999", "-^"), ("max", ":.")):
         key = f"{figure}_ns"
-        pts = [(r["rate_pps"], _us(r[key])) for r in rows if r[key] is not None]
+        pts = [(r["rate_pps"], plots.us(r[key])) for r in rows if r[key] is not None]
         if pts:
             ax.plot(*zip(*pts), style, markersize=4, label=percentiles.label(figure))
     ax.set_yscale("log")
@@ -122,7 +120,7 @@ def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus pa
     if over:
         ax.scatter(
             over,
-            [_us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]],
+            [plots.us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]],
             s=80,
             facecolors="none",
             edgecolors="#b42318",
@@ -192,11 +190,13 @@ def simulate_figure(doc: dict[str, Any]):
     for case in doc["cases"]:
         cdf = case["result"]["cdf"]
         if cdf:
-            ax.step([_us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2)
+            ax.step(
+                [plots.us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2
+            )
     comp = doc.get("comparison")
     if comp:
         pts = [
-            (_us(r["measured_ns"]), percentiles.fraction(r["percentile"]))
+            (plots.us(r["measured_ns"]), percentiles.fraction(r["percentile"]))
             for r in comp["rows"]
             if r["measured_ns"] is not None
         ]
