@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Captures → matched latencies → figures, in one streaming pass.
 //!
 //! `analyze_pair` merges the two captures in timestamp order, matches packets by id,
@@ -5,11 +6,15 @@
 //! histograms, the worst events, per-second rates. The matched series can be exported
 //! to Parquet for the tail models.
 
+mod error;
 mod export;
 mod figures;
+mod options;
 mod pipeline;
 mod reader;
 
-pub use export::SeriesWriter;
+pub use error::{AnalyzeError, ExportError, OptionsError};
+pub use export::{SeriesWriter, SERIES_COLUMNS};
 pub use figures::{Analysis, LatencySummary, SideSummary};
-pub use pipeline::{analyze_pair, AnalyzeError, AnalyzeOptions, Control};
+pub use options::AnalyzeOptions;
+pub use pipeline::{analyze_pair, Control};

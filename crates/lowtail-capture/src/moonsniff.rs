@@ -1,8 +1,9 @@
 use std::path::PathBuf;
 
-use crate::source::Compression;
+use crate::error::CaptureError;
+use crate::format::Compression;
+use crate::item::Item;
 use crate::window::Window;
-use crate::{CaptureError, Format, Item};
 
 /// MoonSniff's record file: packed little-endian `{u64 timestamp_ns, u32 id}` records,
 /// no header. The id is already extracted, so there is nothing to decode.
@@ -14,7 +15,7 @@ pub struct MoonSniffReader {
     compression: Compression,
 }
 
-pub const RECORD_LEN: usize = 12;
+pub(crate) const RECORD_LEN: usize = 12;
 
 impl MoonSniffReader {
     pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Self {
@@ -47,16 +48,8 @@ impl MoonSniffReader {
         Ok(Some(Item::Record { ts_ns: ts as i64, id }))
     }
 
-    pub fn format(&self) -> Format {
-        Format::MoonSniff
-    }
-
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
-    }
-
-    pub fn snaplen(&self) -> u32 {
-        0
     }
 
     pub fn compression(&self) -> Compression {

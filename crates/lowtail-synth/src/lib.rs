@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! Synthetic capture pairs with known answers.
 //!
 //! A model DuT (base latency, exponential jitter, periodic interrupts, rare spikes,

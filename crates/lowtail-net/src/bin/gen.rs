@@ -149,7 +149,7 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
                 frame_size: args.frame_size,
                 id: IdSpec::default(),
             };
-            FrameTemplate::new(&spec).map_err(Fatal::usage)
+            FrameTemplate::new(&spec).map_err(|e| Fatal::usage(e.to_string()))
         })
         .collect()
 }

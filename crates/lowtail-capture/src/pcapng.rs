@@ -5,9 +5,11 @@ use pcap_parser::pcapng::{
     PcapNGOption,
 };
 
-use crate::source::Compression;
+use crate::error::CaptureError;
+use crate::format::Compression;
+use crate::item::{Frame, Item, NS_PER_SEC};
+use crate::link::LinkType;
 use crate::window::{Window, MAX_RECORD};
-use crate::{CaptureError, Format, Frame, Item, LinkType, NS_PER_SEC};
 
 const SHB: u32 = 0x0a0d_0d0a;
 const EPB: u32 = 0x0000_0006;
@@ -78,7 +80,7 @@ struct Interface {
 /// pcapng: any number of sections (each with its own byte order), interfaces with their
 /// own link type, resolution and offset; enhanced and simple packet blocks. Blocks are
 /// parsed by `pcap-parser` straight from the window.
-pub struct NgReader {
+pub struct PcapngReader {
     window: Window,
     path: PathBuf,
     big_endian: bool,
@@ -91,9 +93,9 @@ pub struct NgReader {
     compression: Compression,
 }
 
-impl NgReader {
+impl PcapngReader {
     pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
-        let mut r = NgReader {
+        let mut r = PcapngReader {
             window,
             path,
             big_endian: false,
@@ -226,7 +228,7 @@ impl NgReader {
     }
 }
 
-impl NgReader {
+impl PcapngReader {
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
         self.window.advance(std::mem::take(&mut self.pending));
         if self.finished {
@@ -258,10 +260,6 @@ impl NgReader {
             data: &bytes[..caplen],
             orig_len: epb.origlen,
         })))
-    }
-
-    pub fn format(&self) -> Format {
-        Format::PcapNg
     }
 
     pub fn take_warnings(&mut self) -> Vec<String> {

@@ -2,16 +2,18 @@ use std::path::PathBuf;
 
 use pcap_parser::pcap::parse_pcap_header;
 
-use crate::source::Compression;
+use crate::error::CaptureError;
+use crate::format::{Compression, Format};
+use crate::item::{Frame, Item, NS_PER_SEC};
+use crate::link::LinkType;
 use crate::window::{Window, MAX_RECORD};
-use crate::{CaptureError, Format, Frame, Item, LinkType, NS_PER_SEC};
 
 /// Classic libpcap files: microsecond or nanosecond magic, either byte order, and the
 /// "modified" (Kuznetzov) variant with 24-byte record headers.
 ///
 /// The file header is parsed by `pcap-parser`; record headers are four integers read
 /// in place, which keeps the per-packet path free of copies.
-pub struct LegacyReader {
+pub struct PcapReader {
     window: Window,
     path: PathBuf,
     link: LinkType,
@@ -26,7 +28,7 @@ pub struct LegacyReader {
     compression: Compression,
 }
 
-impl LegacyReader {
+impl PcapReader {
     pub(crate) fn new(mut window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
         let io = |source| CaptureError::Io { path: path.clone(), source };
         let got = window.ensure(24).map_err(io)?;
@@ -48,7 +50,7 @@ impl LegacyReader {
         let link = LinkType::from_pcap(header.network.0)
             .ok_or(CaptureError::UnsupportedLinkType { path: path.clone(), linktype: header.network.0 })?;
         let nanos = header.is_nanosecond_precision();
-        Ok(LegacyReader {
+        Ok(PcapReader {
             window,
             path,
             link,
@@ -125,7 +127,7 @@ impl LegacyReader {
     }
 }
 
-impl LegacyReader {
+impl PcapReader {
     #[inline]
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
         self.window.advance(std::mem::take(&mut self.pending));
