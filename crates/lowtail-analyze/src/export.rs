@@ -104,14 +104,19 @@ impl SeriesWriter {
         Ok(())
     }
 
-    /// Flush, close and move the file into place; returns the number of rows.
+    /// Flush, close and move the file into place; returns the number of rows. On
+    /// failure (a full disk) the temporary file is removed too.
     pub fn finish(mut self) -> Result<u64, ExportError> {
-        self.flush()?;
         let tmp = self.tmp.clone();
-        let target = self.target.clone();
-        self.writer.close().map_err(|source| ExportError::Parquet { path: tmp.clone(), source })?;
-        std::fs::rename(&tmp, &target).map_err(|source| ExportError::Io { path: target, source })?;
-        Ok(self.rows)
+        let closed = self.flush().and_then(|()| {
+            let target = self.target.clone();
+            self.writer.close().map_err(|source| ExportError::Parquet { path: tmp.clone(), source })?;
+            std::fs::rename(&tmp, &target).map_err(|source| ExportError::Io { path: target, source })
+        });
+        if closed.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        closed.map(|()| self.rows)
     }
 
     /// Give up: remove the temporary file.

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from lowtail import _native
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
 
@@ -93,7 +94,7 @@ def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
     if missing:
         raise UserError(
             f"{path}: no column {', '.join(missing)} (expected the matched series that "
-            "`lowtail analyze --export` writes: id, pre_ts_ns, post_ts_ns, latency_ns)"
+            f"`lowtail analyze --export` writes: {', '.join(name for name, _ in _native.SERIES_COLUMNS)})"
         )
     return pf, SeriesInfo(str(path), pf.metadata.num_rows)
 
@@ -289,7 +290,7 @@ def _endpoint(u: float, fit: gpd.GpdFit, z: float) -> tuple[float | None, tuple[
 
 
 def _fit_threshold(p: float, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
-    rank = max(1, math.ceil(p * n_fit))  # nearest rank, as percentile_disc
+    rank = _native.nearest_rank(p, n_fit)  # as percentile_disc
     u = int(top[n_fit - rank])
     y = (top[top > u] - u).astype(np.float64)
     tf = ThresholdFit(p, u, len(y), False, data=y)

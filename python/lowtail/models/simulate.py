@@ -16,16 +16,6 @@ from lowtail import _native
 from lowtail.errors import UserError
 from lowtail.units import parse_duration_ns
 
-# (JSON key, percentile) in the order the analysis reports them.
-PERCENTILES = [
-    ("p50", 0.5),
-    ("p90", 0.9),
-    ("p99", 0.99),
-    ("p99_9", 0.999),
-    ("p99_99", 0.9999),
-    ("p99_999", 0.99999),
-    ("p99_9999", 0.999999),
-]
 _DROPPED = np.iinfo(np.int64).min
 
 
@@ -61,9 +51,8 @@ def run(spec: dict[str, Any]) -> Outcome:
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
-    """percentile_disc: the value at rank ceil(q·n), at least 1."""
-    n = len(sorted_values)
-    return int(sorted_values[min(n, max(1, math.ceil(q * n))) - 1])
+    """percentile_disc: the value at the native nearest rank, ceil(q·n) clamped to 1…n."""
+    return int(sorted_values[_native.nearest_rank(q, len(sorted_values)) - 1])
 
 
 def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
@@ -72,7 +61,7 @@ def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
         return None
     s = np.sort(latencies)
     out: dict[str, Any] = {"samples": len(s), "min": int(s[0]), "max": int(s[-1]), "mean": float(s.mean())}
-    for key, q in PERCENTILES:
+    for key, q in _native.HEADLINE_PERCENTILES:
         out[key] = nearest_rank(s, q)
     return out
 
@@ -201,7 +190,7 @@ def spec_for_run(run: dict[str, Any], overhead_ns: float, packets: int | None, s
 def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[str, Any]]:
     """Percentile by percentile: measured, predicted, difference and ratio."""
     rows = []
-    for key in ["min"] + [k for k, _ in PERCENTILES] + ["max"]:
+    for key in ["min"] + [k for k, _ in _native.HEADLINE_PERCENTILES] + ["max"]:
         m, p = measured.get(key), (predicted or {}).get(key)
         rows.append(
             {
