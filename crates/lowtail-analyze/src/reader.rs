@@ -12,8 +12,8 @@ use lowtail_match::suggest::SampleFrame;
 use lowtail_match::{extract_id, Extracted, IdSpec};
 use lowtail_stats::{ExactHistogram, PerSecond};
 
-use crate::figures::SideSummary;
 use crate::error::AnalyzeError;
+use crate::figures::SideSummary;
 
 const BATCH: usize = 16384;
 const SAMPLE_FRAMES: usize = 2000;

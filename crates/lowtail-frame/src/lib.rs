@@ -1,6 +1,6 @@
-#![warn(missing_docs)]
 //! The wire format of test traffic, both directions: `build` crafts the frames the
 //! generators send, `decode` finds the packet id in any captured frame.
+#![warn(missing_docs)]
 
 pub mod build;
 pub mod decode;

@@ -21,7 +21,12 @@ create_exception!(
     "A synthetic-pair or simulation spec that is not JSON, has unknown keys or values out of range."
 );
 create_exception!(lowtail._native, CaptureError, LowtailError, "A capture file lowtail cannot read.");
-create_exception!(lowtail._native, CaptureIOError, CaptureError, "The operating system refused to open or read a capture.");
+create_exception!(
+    lowtail._native,
+    CaptureIOError,
+    CaptureError,
+    "The operating system refused to open or read a capture."
+);
 create_exception!(lowtail._native, EmptyCaptureError, CaptureError, "A capture without a byte.");
 create_exception!(lowtail._native, NotACaptureError, CaptureError, "A file in no format lowtail reads.");
 create_exception!(lowtail._native, TruncatedHeaderError, CaptureError, "A capture that ends inside its header.");
@@ -162,4 +167,3 @@ pub fn sim_error(e: &SimError) -> PyErr {
 pub fn spec_json_error(what: &str, e: serde_json::Error) -> PyErr {
     SpecError::new_err(format!("bad {what} spec: {e}"))
 }
-

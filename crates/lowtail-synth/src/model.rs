@@ -445,7 +445,8 @@ impl TruthWriter {
             Field::new("post_ts_ns", DataType::Int64, true),
             Field::new("copies", DataType::UInt8, false),
         ]));
-        let file = std::fs::File::create(path).map_err(|source| SynthError::File { path: path.to_path_buf(), source })?;
+        let file =
+            std::fs::File::create(path).map_err(|source| SynthError::File { path: path.to_path_buf(), source })?;
         let writer = ArrowWriter::try_new(file, schema.clone(), None)?;
         Ok(TruthWriter { writer, schema, id: vec![], pre: vec![], post: vec![], copies: vec![] })
     }
