@@ -20,7 +20,7 @@ from lowtail import _native
 from lowtail._native import AnalyzeOptions
 from lowtail.errors import Failure, Interrupted, UserError
 
-__all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair"]
+__all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
 
 ProgressCallback = Callable[[int, int], None]
 

@@ -1,7 +1,6 @@
 use std::path::PathBuf;
 
 use crate::error::CaptureError;
-use crate::format::Compression;
 use crate::item::Item;
 use crate::window::Window;
 
@@ -12,14 +11,13 @@ pub struct MoonSniffReader {
     path: PathBuf,
     finished: bool,
     warnings: Vec<String>,
-    compression: Compression,
 }
 
 pub(crate) const RECORD_LEN: usize = 12;
 
 impl MoonSniffReader {
-    pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Self {
-        MoonSniffReader { window, path, finished: false, warnings: Vec::new(), compression }
+    pub(crate) fn new(window: Window, path: PathBuf) -> Self {
+        MoonSniffReader { window, path, finished: false, warnings: Vec::new() }
     }
 }
 
@@ -50,9 +48,5 @@ impl MoonSniffReader {
 
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 }

@@ -3,10 +3,10 @@ use std::path::PathBuf;
 use pcap_parser::pcap::parse_pcap_header;
 
 use crate::error::CaptureError;
-use crate::format::{Compression, Format};
+use crate::format::Format;
 use crate::item::{Frame, Item, NS_PER_SEC};
 use crate::link::LinkType;
-use crate::window::{Window, MAX_RECORD};
+use crate::window::{u32_at, Window, MAX_RECORD};
 
 /// Classic libpcap files: microsecond or nanosecond magic, either byte order, and the
 /// "modified" (Kuznetzov) variant with 24-byte record headers.
@@ -25,11 +25,10 @@ pub struct PcapReader {
     pending: usize,
     finished: bool,
     warnings: Vec<String>,
-    compression: Compression,
 }
 
 impl PcapReader {
-    pub(crate) fn new(mut window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
+    pub(crate) fn new(mut window: Window, path: PathBuf) -> Result<Self, CaptureError> {
         let io = |source| CaptureError::Io { path: path.clone(), source };
         let got = window.ensure(24).map_err(io)?;
         if got < 24 {
@@ -62,18 +61,12 @@ impl PcapReader {
             pending: 0,
             finished: false,
             warnings: Vec::new(),
-            compression,
         })
     }
 
     #[inline(always)]
     fn u32_at(&self, b: &[u8], at: usize) -> u32 {
-        let raw: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
-        if self.big_endian {
-            u32::from_be_bytes(raw)
-        } else {
-            u32::from_le_bytes(raw)
-        }
+        u32_at(b, at, self.big_endian)
     }
 
     /// The next record when it is already wholly in the window (the common case).
@@ -197,9 +190,5 @@ impl PcapReader {
 
     pub fn snaplen(&self) -> u32 {
         self.snaplen
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 }

@@ -6,10 +6,9 @@ use pcap_parser::pcapng::{
 };
 
 use crate::error::CaptureError;
-use crate::format::Compression;
 use crate::item::{Frame, Item, NS_PER_SEC};
 use crate::link::LinkType;
-use crate::window::{Window, MAX_RECORD};
+use crate::window::{u32_at, Window, MAX_RECORD};
 
 const SHB: u32 = 0x0a0d_0d0a;
 const EPB: u32 = 0x0000_0006;
@@ -90,11 +89,10 @@ pub struct PcapngReader {
     finished: bool,
     untimed: u64,
     warnings: Vec<String>,
-    compression: Compression,
 }
 
 impl PcapngReader {
-    pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
+    pub(crate) fn new(window: Window, path: PathBuf) -> Result<Self, CaptureError> {
         let mut r = PcapngReader {
             window,
             path,
@@ -105,7 +103,6 @@ impl PcapngReader {
             finished: false,
             untimed: 0,
             warnings: Vec::new(),
-            compression,
         };
         let got = r.window.ensure(28).map_err(|source| r.io(source))?;
         if got < 28 {
@@ -126,12 +123,7 @@ impl PcapngReader {
     }
 
     fn u32_at(&self, b: &[u8], at: usize) -> u32 {
-        let raw: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
-        if self.big_endian {
-            u32::from_be_bytes(raw)
-        } else {
-            u32::from_le_bytes(raw)
-        }
+        u32_at(b, at, self.big_endian)
     }
 
     /// Skip over section and interface blocks (recording what they say) until a packet
@@ -268,9 +260,5 @@ impl PcapngReader {
 
     pub fn snaplen(&self) -> u32 {
         self.snaplen
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 }

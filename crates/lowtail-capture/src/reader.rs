@@ -12,6 +12,7 @@ use crate::stream::StreamCut;
 /// A streaming capture reader of any format lowtail reads.
 pub struct CaptureReader {
     format: Readers,
+    compression: Compression,
     /// Compressed input whose stream ended inside a frame (the file was cut short).
     stream_cut: Option<StreamCut>,
 }
@@ -23,8 +24,8 @@ pub(crate) enum Readers {
 }
 
 impl CaptureReader {
-    pub(crate) fn new(format: Readers, stream_cut: Option<StreamCut>) -> Self {
-        CaptureReader { format, stream_cut }
+    pub(crate) fn new(format: Readers, compression: Compression, stream_cut: Option<StreamCut>) -> Self {
+        CaptureReader { format, compression, stream_cut }
     }
 
     /// The next frame or record; it is lent until the next call.
@@ -88,10 +89,6 @@ impl CaptureReader {
 
     /// The compression the file was read through.
     pub fn compression(&self) -> Compression {
-        match &self.format {
-            Readers::Pcap(r) => r.compression(),
-            Readers::Pcapng(r) => r.compression(),
-            Readers::MoonSniff(r) => r.compression(),
-        }
+        self.compression
     }
 }

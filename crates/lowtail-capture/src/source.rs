@@ -56,11 +56,11 @@ fn reader_for(
     stream_cut: Option<StreamCut>,
 ) -> Result<CaptureReader, CaptureError> {
     let format = match kind {
-        Kind::Pcap => Readers::Pcap(PcapReader::new(window, path, compression)?),
-        Kind::Pcapng => Readers::Pcapng(PcapngReader::new(window, path, compression)?),
-        Kind::MoonSniff => Readers::MoonSniff(MoonSniffReader::new(window, path, compression)),
+        Kind::Pcap => Readers::Pcap(PcapReader::new(window, path)?),
+        Kind::Pcapng => Readers::Pcapng(PcapngReader::new(window, path)?),
+        Kind::MoonSniff => Readers::MoonSniff(MoonSniffReader::new(window, path)),
     };
-    Ok(CaptureReader::new(format, stream_cut))
+    Ok(CaptureReader::new(format, compression, stream_cut))
 }
 
 /// Open a capture file: detect compression and format from the bytes themselves.

@@ -12,85 +12,45 @@ use lowtail_capture::CaptureError as NativeCaptureError;
 use lowtail_sim::SimError;
 use lowtail_synth::SynthError;
 
-create_exception!(lowtail._native, LowtailError, pyo3::exceptions::PyException, "Any error of lowtail's native code.");
-create_exception!(lowtail._native, OptionsError, LowtailError, "An analysis option out of its range.");
-create_exception!(
-    lowtail._native,
-    SpecError,
-    LowtailError,
-    "A synthetic-pair or simulation spec that is not JSON, has unknown keys or values out of range."
-);
-create_exception!(lowtail._native, CaptureError, LowtailError, "A capture file lowtail cannot read.");
-create_exception!(
-    lowtail._native,
-    CaptureIOError,
-    CaptureError,
-    "The operating system refused to open or read a capture."
-);
-create_exception!(lowtail._native, EmptyCaptureError, CaptureError, "A capture without a byte.");
-create_exception!(lowtail._native, NotACaptureError, CaptureError, "A file in no format lowtail reads.");
-create_exception!(lowtail._native, TruncatedHeaderError, CaptureError, "A capture that ends inside its header.");
-create_exception!(
-    lowtail._native,
-    UnsupportedLinkTypeError,
-    CaptureError,
-    "A capture of a link layer lowtail cannot decode."
-);
-create_exception!(lowtail._native, CorruptCaptureError, CaptureError, "A capture whose bytes contradict its format.");
-create_exception!(
-    lowtail._native,
-    UnknownInterfaceError,
-    CaptureError,
-    "A pcapng packet on an interface the file never described."
-);
-create_exception!(lowtail._native, DecompressError, CaptureError, "A damaged zstd or gzip stream.");
-create_exception!(
-    lowtail._native,
-    NothingToAnalyzeError,
-    LowtailError,
-    "The captures were read but hold nothing to measure."
-);
-create_exception!(
-    lowtail._native,
-    NoPacketIdsError,
-    NothingToAnalyzeError,
-    "No PRE frame carries a packet id where the options look for it."
-);
-create_exception!(
-    lowtail._native,
-    TrimRemovesAllError,
-    NothingToAnalyzeError,
-    "The warm-up trim is longer than the PRE capture."
-);
-create_exception!(lowtail._native, OutputError, LowtailError, "An output file could not be written.");
-create_exception!(lowtail._native, ExportError, OutputError, "The matched series could not be written.");
-create_exception!(lowtail._native, CancelledError, LowtailError, "The analysis was cancelled.");
-create_exception!(lowtail._native, InternalError, LowtailError, "A bug in the native code (a thread panicked).");
+/// Defines each exception class (name, base, docstring) and `add_classes`, which puts
+/// them all in the module: one list for both.
+macro_rules! exception_classes {
+    ($($name:ident($base:ty): $doc:literal;)*) => {
+        $(create_exception!(lowtail._native, $name, $base, $doc);)*
+
+        fn add_classes(m: &Bound<'_, PyModule>) -> PyResult<()> {
+            $(m.add(stringify!($name), m.py().get_type::<$name>())?;)*
+            Ok(())
+        }
+    };
+}
+
+exception_classes! {
+    LowtailError(pyo3::exceptions::PyException): "Any error of lowtail's native code.";
+    OptionsError(LowtailError): "An analysis option out of its range.";
+    SpecError(LowtailError): "A synthetic-pair or simulation spec that is not JSON, has unknown keys or values out of range.";
+    CaptureError(LowtailError): "A capture file lowtail cannot read.";
+    CaptureIOError(CaptureError): "The operating system refused to open or read a capture.";
+    EmptyCaptureError(CaptureError): "A capture without a byte.";
+    NotACaptureError(CaptureError): "A file in no format lowtail reads.";
+    TruncatedHeaderError(CaptureError): "A capture that ends inside its header.";
+    UnsupportedLinkTypeError(CaptureError): "A capture of a link layer lowtail cannot decode.";
+    CorruptCaptureError(CaptureError): "A capture whose bytes contradict its format.";
+    UnknownInterfaceError(CaptureError): "A pcapng packet on an interface the file never described.";
+    DecompressError(CaptureError): "A damaged zstd or gzip stream.";
+    NothingToAnalyzeError(LowtailError): "The captures were read but hold nothing to measure.";
+    NoPacketIdsError(NothingToAnalyzeError): "No PRE frame carries a packet id where the options look for it.";
+    TrimRemovesAllError(NothingToAnalyzeError): "The warm-up trim is longer than the PRE capture.";
+    OutputError(LowtailError): "An output file could not be written.";
+    ExportError(OutputError): "The matched series could not be written.";
+    CancelledError(LowtailError): "The analysis was cancelled.";
+    InternalError(LowtailError): "A bug in the native code (a thread panicked).";
+}
 
 /// Add every exception class to the module; `errno` defaults to `None` on all of them.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    let py = m.py();
-    py.get_type::<LowtailError>().setattr("errno", py.None())?;
-    m.add("LowtailError", py.get_type::<LowtailError>())?;
-    m.add("OptionsError", py.get_type::<OptionsError>())?;
-    m.add("SpecError", py.get_type::<SpecError>())?;
-    m.add("CaptureError", py.get_type::<CaptureError>())?;
-    m.add("CaptureIOError", py.get_type::<CaptureIOError>())?;
-    m.add("EmptyCaptureError", py.get_type::<EmptyCaptureError>())?;
-    m.add("NotACaptureError", py.get_type::<NotACaptureError>())?;
-    m.add("TruncatedHeaderError", py.get_type::<TruncatedHeaderError>())?;
-    m.add("UnsupportedLinkTypeError", py.get_type::<UnsupportedLinkTypeError>())?;
-    m.add("CorruptCaptureError", py.get_type::<CorruptCaptureError>())?;
-    m.add("UnknownInterfaceError", py.get_type::<UnknownInterfaceError>())?;
-    m.add("DecompressError", py.get_type::<DecompressError>())?;
-    m.add("NothingToAnalyzeError", py.get_type::<NothingToAnalyzeError>())?;
-    m.add("NoPacketIdsError", py.get_type::<NoPacketIdsError>())?;
-    m.add("TrimRemovesAllError", py.get_type::<TrimRemovesAllError>())?;
-    m.add("OutputError", py.get_type::<OutputError>())?;
-    m.add("ExportError", py.get_type::<ExportError>())?;
-    m.add("CancelledError", py.get_type::<CancelledError>())?;
-    m.add("InternalError", py.get_type::<InternalError>())?;
-    Ok(())
+    m.py().get_type::<LowtailError>().setattr("errno", m.py().None())?;
+    add_classes(m)
 }
 
 /// The errno of the first operating-system error among `err` and its causes.
