@@ -1,17 +1,32 @@
 """The headline percentiles: the ones every analysis computes exactly (nearest rank) and
-stores as columns, in the order tables show them. Every key ("p99_999"), label ("99.999 %")
+stores as columns, in the order tables show them. The list is the native analysis's own
+(`_native.HEADLINE_PERCENTILES`, its one owner); every key ("p99_999"), label ("99.999 %")
 and fraction (0.99999) elsewhere in the package comes from here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lowtail._native import HEADLINE_PERCENTILES
+
+
+def percent_label(digits: str) -> str:
+    """How a percent written as digits is headed in tables, reports and plot axes: "99.999 %"."""
+    return f"{digits} %"
+
 
 @dataclass(frozen=True)
 class Percentile:
-    """One headline percentile, spelled as its digits ("99.999") so nothing rounds."""
+    """One headline percentile: its key ("p99_999") and the fraction the native analysis
+    takes its rank at (0.99999)."""
 
-    digits: str
+    key: str
+    fraction: float
+
+    @property
+    def digits(self) -> str:
+        """The percent as written, from the key so nothing rounds: "99.999"."""
+        return self.key[1:].replace("_", ".")
 
     @property
     def percent(self) -> float:
@@ -19,19 +34,9 @@ class Percentile:
         return float(self.digits)
 
     @property
-    def fraction(self) -> float:
-        """0.99999, the rank the quantile is taken at."""
-        return float(self.digits) / 100
-
-    @property
-    def key(self) -> str:
-        """Its key in an analysis's `latency_ns` and the stored column's stem: "p99_999"."""
-        return "p" + self.digits.replace(".", "_")
-
-    @property
     def label(self) -> str:
         """How tables and reports head it: "99.999 %"."""
-        return f"{self.digits} %"
+        return percent_label(self.digits)
 
     @property
     def short(self) -> str:
@@ -39,9 +44,7 @@ class Percentile:
         return "p" + self.digits
 
 
-HEADLINE: tuple[Percentile, ...] = tuple(
-    Percentile(d) for d in ("50", "90", "99", "99.9", "99.99", "99.999", "99.9999")
-)
+HEADLINE: tuple[Percentile, ...] = tuple(Percentile(key, q) for key, q in HEADLINE_PERCENTILES)
 KEYS: tuple[str, ...] = tuple(p.key for p in HEADLINE)
 
 # The extremes shown around the percentiles, with the fraction they stand for.

@@ -1,17 +1,25 @@
 """The matched series: one row per matched packet, in PRE order, as `lowtail analyze
 --export` writes it (the native Parquet export) and the models read it. The names of its
-columns on the Python side are written only here."""
+columns and their types come from the native export (`_native.SERIES_COLUMNS`), their
+one owner; this module names them for Python."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-ID = "id"  # the packet id (UInt64)
-PRE_TS = "pre_ts_ns"  # when it entered the DuT (Int64, ns)
-POST_TS = "post_ts_ns"  # when it left (Int64, ns)
-LATENCY = "latency_ns"  # post − pre (Int64, ns)
-COLUMNS = (ID, PRE_TS, POST_TS, LATENCY)
+from lowtail._native import SERIES_COLUMNS
+
+COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
+# The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
+ID, PRE_TS, POST_TS, LATENCY = COLUMNS
+
+
+def arrow_schema() -> Any:
+    """The series' Arrow schema, exactly as the native export writes it."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, pa.type_for_alias(kind), nullable=False) for name, kind in SERIES_COLUMNS])
 
 
 def columns_text() -> str:
@@ -26,14 +34,8 @@ def write_series(path: Path, ids: Any, pre_ts_ns: Any, post_ts_ns: Any) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    table = pa.table(
-        {
-            ID: np.asarray(ids).astype(np.uint64),
-            PRE_TS: pre_ts_ns,
-            POST_TS: post_ts_ns,
-            LATENCY: post_ts_ns - pre_ts_ns,
-        }
-    )
+    pre, post = np.asarray(pre_ts_ns, dtype=np.int64), np.asarray(post_ts_ns, dtype=np.int64)
+    table = pa.table([np.asarray(ids).astype(np.uint64), pre, post, post - pre], schema=arrow_schema())
     tmp = path.with_name(f".{path.name}.partial")
     pq.write_table(table, tmp)
     tmp.replace(path)

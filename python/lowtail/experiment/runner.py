@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+import duckdb
+
+from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
@@ -104,8 +106,16 @@ def run_experiment(
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
 
 
-def _is_disk_full(e: BaseException) -> bool:
-    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e)
+def _is_disk_full(e: BaseException | None) -> bool:
+    """ENOSPC anywhere in the chain of causes: OSError and lowtail's native errors carry the
+    errno. DuckDB's IOException carries none, only its message says so."""
+    while e is not None:
+        if getattr(e, "errno", None) == errno.ENOSPC:
+            return True
+        if isinstance(e, duckdb.IOException) and "No space left on device" in str(e):
+            return True
+        e = e.__cause__
+    return False
 
 
 def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
@@ -185,18 +195,18 @@ def _analyze(
     exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
-    options = AnalyzeOptions(
-        trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=str(run_dir / "series.parquet")
+    options = analyze_options(
+        trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"
     )
     if outcome.pre is None or not outcome.pre.exists():
-        return None, vars(options)
+        return None, options.to_dict()
     try:
-        return analyze_pair(outcome.pre, outcome.post, options), vars(options)
+        return analyze_pair(outcome.pre, outcome.post, options), options.to_dict()
     except (UserError, Failure) as e:
         if _is_disk_full(e):
             raise
         outcome.invalid_reasons.append(f"the captures could not be analysed: {e}")
-        return None, vars(options)
+        return None, options.to_dict()
 
 
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from lowtail import series
+from lowtail import _native, series
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
 from lowtail.store.models import SeriesSource
@@ -301,7 +301,7 @@ def _endpoint(u: float, fit: gpd.GpdFit, z: float) -> tuple[float | None, tuple[
 
 
 def _fit_threshold(p: float, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
-    rank = max(1, math.ceil(p * n_fit))  # nearest rank, as percentile_disc
+    rank = _native.nearest_rank(p, n_fit)  # as percentile_disc
     u = int(top[n_fit - rank])
     y = (top[top > u] - u).astype(np.float64)
     tf = ThresholdFit(p, u, len(y), False, data=y)

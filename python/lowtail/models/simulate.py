@@ -57,9 +57,8 @@ def run(spec: dict[str, Any]) -> Outcome:
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
-    """percentile_disc: the value at rank ceil(q·n), at least 1."""
-    n = len(sorted_values)
-    return int(sorted_values[min(n, max(1, math.ceil(q * n))) - 1])
+    """percentile_disc: the value at the native nearest rank, ceil(q·n) clamped to 1…n."""
+    return int(sorted_values[_native.nearest_rank(q, len(sorted_values)) - 1])
 
 
 def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:

@@ -11,7 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-from lowtail.percentiles import Percentile  # noqa: E402
+from lowtail.percentiles import percent_label  # noqa: E402
 
 
 def _nines(n: int) -> str:
@@ -20,7 +20,7 @@ def _nines(n: int) -> str:
 
 
 NINES_TICKS = [10.0**n for n in range(7)]
-NINES_LABELS = [Percentile(_nines(n)).label for n in range(7)]
+NINES_LABELS = [percent_label(_nines(n)) for n in range(7)]
 
 
 def us(ns: float | None) -> float | None:
