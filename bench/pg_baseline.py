@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lowtail import _native
+
 HERE = Path(__file__).resolve().parent
 ROW_PARSER = HERE / "pcap_to_rows.py"
 ANALYSIS_SQL = HERE / "baseline.sql"
@@ -254,15 +256,7 @@ def load_pair(pg: TempPostgres, pre: Path, post: Path) -> StageTiming:
 
 
 # lowtail's headline percentiles and their names in its JSON document.
-HEADLINE_PERCENTILES = {
-    "p50": 0.5,
-    "p90": 0.9,
-    "p99": 0.99,
-    "p99_9": 0.999,
-    "p99_99": 0.9999,
-    "p99_999": 0.99999,
-    "p99_9999": 0.999999,
-}
+HEADLINE_PERCENTILES = dict(_native.HEADLINE_PERCENTILES)
 HEADLINE_KEYS = list(HEADLINE_PERCENTILES)
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.binaries import find_binary
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import KernelMirred
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.system import require_privileges, tool
@@ -86,7 +86,7 @@ def reached(achieved_pps: float, rate: int) -> bool:
 # -- lowtail ---------------------------------------------------------------------------------------
 
 
-def lowtail_trial(tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: Path) -> Trial:
+def lowtail_trial(tb: Testbed, plan: CoreRoles, rate: int, seconds: float, work: Path) -> Trial:
     import json
 
     pre, post = work / "lt-pre.pcap", work / "lt-post.pcap"
@@ -195,7 +195,7 @@ def test_frames_pcap(path: Path, frames: int, src_mac: str, dst_mac: str) -> Non
 
 
 def baseline_trial(
-    tb: Testbed, plan: CorePlan, rate: int, seconds: float, work: Path, frames: Path, frames_in_file: int
+    tb: Testbed, plan: CoreRoles, rate: int, seconds: float, work: Path, frames: Path, frames_in_file: int
 ) -> Trial:
     pre, post = work / "bl-pre.pcap", work / "bl-post.pcap"
     tcpdump, taskset = tool("tcpdump", "tcpdump"), tool("taskset", "util-linux")
@@ -352,7 +352,7 @@ def main() -> None:
     ap.add_argument("--pacing-rate", type=int, default=100_000, help="rate of the pacing measurement [100000]")
     args = ap.parse_args()
     require_privileges("the testbed benchmark")
-    plan = CorePlan.for_host()
+    plan = CoreRoles.for_host()
     load = os.getloadavg()[0]
     print(
         f"testbed loop benchmark · kernel-mirred · cores: generator {plan.generator}, timestamper "

@@ -11,7 +11,7 @@ import pytest
 from host_fixtures import interrupts_text
 from lowtail.errors import UserError
 from lowtail.host.energy import EnergyMeter, describe
-from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts, read_interrupts, totals
+from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts, read_interrupts
 from lowtail.host.noise import attribute, exclusive
 
 
@@ -51,6 +51,14 @@ def test_diff_unwraps_32_bit_counters_and_counts_new_rows_from_zero():
     before = parse_interrupts("  CPU0\nLOC: 4294967290 Local timer interrupts\n")
     after = parse_interrupts("  CPU0\nLOC: 3 Local timer interrupts\nTLB: 2 TLB shootdowns\n")
     assert diff(before, after) == {(0, "LOC"): 9, (0, "TLB"): 2}
+
+
+def totals(samples: list[InterruptSample]) -> dict[tuple[int, str], int]:
+    """The sampler's increments summed per (cpu, kind)."""
+    out: dict[tuple[int, str], int] = {}
+    for s in samples:
+        out[(s.cpu, s.kind)] = out.get((s.cpu, s.kind), 0) + s.delta
+    return out
 
 
 def test_sampler_increments_add_up_to_the_whole_difference():
@@ -171,6 +179,7 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     from lowtail.report.interrupts import coincidence, interrupt_timeline_section
     from lowtail.report.page import Page
     from lowtail.store import open_store
+    from lowtail.store.analyses import save_analysis
     from lowtail.store.host import run_interrupts, save_run_interrupts
 
     pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
@@ -182,7 +191,7 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     )
     a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
     with open_store(tmp_path / "db.duckdb") as store:
-        aid = store.save_analysis(a, options={})
+        aid = save_analysis(store, a, options={})
         store.con.execute(
             """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
                    frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,

@@ -2,6 +2,10 @@
 
 The work runs in a worker thread (the native code releases the GIL), so the main
 thread stays free to draw a progress bar and to turn Ctrl-C into a clean cancel.
+
+The options are the native `AnalyzeOptions` (their names, defaults and checks live in
+Rust); native errors arrive as one exception class per kind and become lowtail's errors
+here, by class.
 """
 
 from __future__ import annotations
@@ -9,35 +13,38 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from lowtail import _native
+from lowtail._native import AnalyzeOptions
 from lowtail.errors import Failure, Interrupted, UserError
 
-
-@dataclass
-class AnalyzeOptions:
-    """How to find ids and what to compute. `None` means the native default."""
-
-    id_offset: int | None = None
-    id_width: int | None = None
-    id_endian: str | None = None
-    id_format: str | None = None
-    udp_port: int | None = None
-    moonsniff_records: bool = False
-    trim_ns: int = 1_000_000_000
-    horizon_ns: int = 10_000_000_000
-    worst: int = 5000
-    histogram_bins: int = 100
-    export: str | None = None
-
-    def to_json(self) -> str:
-        return json.dumps({k: v for k, v in asdict(self).items() if v is not None})
-
+__all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
 
 ProgressCallback = Callable[[int, int], None]
+
+CANCELLED = "interrupted: analysis cancelled, nothing stored"
+
+
+def analyze_options(**options: Any) -> AnalyzeOptions:
+    """`AnalyzeOptions(**options)`; a value out of range is a UserError."""
+    try:
+        return AnalyzeOptions(**options)
+    except _native.OptionsError as e:
+        raise UserError(str(e)) from e
+
+
+def lowtail_error(e: _native.LowtailError) -> Exception:
+    """The lowtail error a native one becomes: captures that hold nothing to measure are a
+    Failure, a cancelled analysis is Interrupted, everything else (options, unreadable
+    captures, an export that cannot be written) a UserError. The native error stays the
+    cause, with its `errno` when the operating system said why."""
+    if isinstance(e, _native.CancelledError):
+        return Interrupted(CANCELLED)
+    if isinstance(e, _native.NothingToAnalyzeError):
+        return Failure(str(e))
+    return UserError(str(e))
 
 
 def analyze_pair(
@@ -47,21 +54,17 @@ def analyze_pair(
     on_progress: ProgressCallback | None = None,
 ) -> dict[str, Any]:
     """Run one analysis; returns the figures (see `lowtail analyze --json`)."""
-    options = options or AnalyzeOptions()
     for name, path in (("PRE", pre), ("POST", post)):
         if not Path(path).exists():
             raise UserError(f"{name} capture {path}: no such file")
-    try:
-        analyzer = _native.Analyzer(str(pre), str(post), options.to_json())
-    except _native.LowtailError as e:
-        raise UserError(str(e)) from None
+    analyzer = _native.Analyzer(str(pre), str(post), options)
     outcome: dict[str, Any] = {}
 
     def work() -> None:
         try:
             outcome["json"] = analyzer.run()
         except _native.LowtailError as e:
-            outcome["error"] = str(e)
+            outcome["error"] = e
 
     worker = threading.Thread(target=work, name="lowtail-analyze", daemon=True)
     worker.start()
@@ -73,8 +76,8 @@ def analyze_pair(
     except KeyboardInterrupt:
         analyzer.cancel()
         worker.join()
-        raise Interrupted("interrupted: analysis cancelled, nothing stored") from None
+        raise Interrupted(CANCELLED) from None
     if "error" in outcome:
-        message = outcome["error"]
-        raise (Failure if "carries a packet id" in message or "trim removes" in message else UserError)(message)
+        error = outcome["error"]
+        raise lowtail_error(error) from error
     return json.loads(outcome["json"])

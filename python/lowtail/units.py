@@ -1,4 +1,5 @@
-"""Durations and rates as people write them, and nanoseconds as people read them."""
+"""Durations and rates as people write them, and durations, rates, counts, shares and
+p-values as people read them: every formatter of figures lives here."""
 
 from __future__ import annotations
 
@@ -50,8 +51,41 @@ def format_us(ns: float | int | None, digits: int = 3) -> str:
 
 
 def format_rate(pps: float) -> str:
+    """Packets per second with the prefix that reads best ("87.5 kpps")."""
     if pps >= 1e6:
         return f"{pps / 1e6:.3g} Mpps"
     if pps >= 1e3:
         return f"{pps / 1e3:.3g} kpps"
     return f"{pps:.3g} pps"
+
+
+def format_ns_per_s(ns_per_s: float | None) -> str:
+    """CPU time lost per second ("12.3 µs/s"); "–" when unknown."""
+    return "–" if ns_per_s is None else f"{ns_per_s / 1e3:,.1f} µs/s"
+
+
+def format_count(n: int | None) -> str:
+    """A count with thousands separators; "–" when unknown."""
+    return "–" if n is None else f"{n:,}"
+
+
+def format_percent(fraction: float, spec: str = ".3g") -> str:
+    """A share (0.0123) as people read it ("1.23 %")."""
+    return f"{100 * fraction:{spec}} %"
+
+
+def format_share(part: int, whole: int, spec: str = ".4g") -> str:
+    """`part` as a percentage of `whole`; "–" when there is no whole."""
+    return f"{100.0 * part / whole:{spec}} %" if whole else "–"
+
+
+def format_ns_interval(interval: list[float] | tuple[float, float] | None) -> str:
+    """A confidence interval of durations ("3.100 µs … 4.200 µs"); "–" when there is none."""
+    return "–" if not interval else f"{format_ns(interval[0])} … {format_ns(interval[1])}"
+
+
+def format_p_value(p: float | None, bound: str | None = None) -> str:
+    """A test's p-value; `bound` "lower"/"upper" when the test only bounds it (KPSS's table)."""
+    if p is None:
+        return "–"
+    return {"lower": "≥ ", "upper": "≤ "}.get(bound or "", "") + f"{p:.3g}"

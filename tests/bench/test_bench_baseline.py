@@ -65,7 +65,7 @@ def sql_figures(pg, pre, post, **options):
 
 def baseline_defaults():
     d = AnalyzeOptions()
-    return {"trim_ns": d.trim_ns, "horizon_ns": d.horizon_ns, "worst_n": d.worst, "bins": d.histogram_bins}
+    return {"trim_ns": d.trim_ns, "horizon_ns": d.max_latency_ns, "worst_n": d.worst, "bins": d.histogram_bins}
 
 
 def test_sql_figures_equal_lowtail_figures(pg, pair):

@@ -21,7 +21,7 @@ from tb_helpers import needs_dpdk, needs_root, resources_of  # noqa: E402
 from lowtail.binaries import find_binary  # noqa: E402
 from lowtail.errors import UserError  # noqa: E402
 from lowtail.experiment.measure import GENERATOR_BEHIND_REASON  # noqa: E402
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan  # noqa: E402
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles  # noqa: E402
 from lowtail.testbed.duts import LowtailFwd  # noqa: E402
 
 
@@ -186,7 +186,7 @@ def test_every_installed_dut_kind_end_to_end_with_calibration_and_report(tmp_pat
     assert all(r["virtualization"] is None for r in runs)
     # Not alone on an isolated core, the forwarder must sleep when idle (else frames wait
     # milliseconds for it).
-    assert fwd["dut_stats"]["spin_us"] == LowtailFwd("f", fwd["dut_config"]).spin_us(CorePlan.for_host())
+    assert fwd["dut_stats"]["spin_us"] == LowtailFwd("f", fwd["dut_config"]).spin_us(CoreRoles.for_host())
     assert fwd["dut_stats"]["scheduling"] == f"SCHED_FIFO {DUT_RT_PRIORITY}"
     if with_dpdk:
         pmd = runs[-1]

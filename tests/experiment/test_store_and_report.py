@@ -35,7 +35,7 @@ def synthetic_analysis(tmp_path: Path, name: str, latency_ns: int, loss: float =
         ),
     )
     options = AnalyzeOptions(trim_ns=0, export=str(tmp_path / f"{name}.parquet"))
-    return analyze_pair(pre, post, options), vars(options)
+    return analyze_pair(pre, post, options), options.to_dict()
 
 
 def run_row(eid: int, dut: str, kind: str, valid: bool = True, rate: int = 10_000) -> dict:

@@ -264,10 +264,12 @@ def test_cli_knee_bad_experiment(cli, db, store_at):
 
 def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path):
     """The sweep's own report (lowtail experiment report) carries the latency-versus-rate plot."""
+    from lowtail.models.knee import store_sweep_knees
     from lowtail.report.experiment import write_experiment_report
 
     with store_at() as s:
         eid = _stored_sweep(s)
+        store_sweep_knees(s, eid)  # the model step `lowtail run` ends with (the report only reads)
         app_run = s.con.execute("SELECT min(run_id) FROM runs WHERE experiment_id = ?", [eid]).fetchone()[0]
     r = cli(
         "model",
@@ -287,3 +289,25 @@ def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path)
     html = write_experiment_report(db, eid, tmp_path / "exp.html").read_text()
     assert "Latency versus rate — snort" in html
     assert "measured knee (first overloaded rate): <b>90 kpps</b>" in html and "R_max: <b>87.5 kpps</b>" in html
+
+
+def test_experiment_report_reads_the_knee_and_says_when_none_is_stored(db, store_at, tmp_path):
+    """The report draws only what is stored: without a stored knee it says how to find one,
+    and once the model step has run, the knee it stored (the DuT swept at one rate has none)."""
+    from lowtail.models.knee import store_sweep_knees
+    from lowtail.report.experiment import write_experiment_report
+    from lowtail.store.models import list_models
+
+    with store_at() as s:
+        eid = _stored_sweep(s)
+        single = add_analysis(s, sent=100_000, lost=0, p50=3_000, p99=4_000)
+        add_run(s, eid, dut_name="l2fwd", dut_kind="custom", rate_pps=10_000, analysis_id=single)
+    html = write_experiment_report(db, eid, tmp_path / "before.html").read_text()
+    assert "Latency versus rate — snort" in html and f"lowtail model knee {eid}" in html
+    assert "measured knee" not in html and "Latency versus rate — l2fwd" not in html
+    with store_at() as s:
+        store_sweep_knees(s, eid)
+        knees = list_models(s, "knee")
+    assert [k["dut_name"] for k in knees] == ["snort"] and knees[0]["result"]["knee_pps"] == 90_000
+    html = write_experiment_report(db, eid, tmp_path / "after.html").read_text()
+    assert "measured knee (first overloaded rate): <b>90 kpps</b>" in html

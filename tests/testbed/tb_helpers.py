@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lowtail.testbed.containment import tagged_cgroups
-from lowtail.testbed.registry import STATE_DIR, list_netns
+from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups
 from lowtail.testbed.system import missing_capabilities
 
 needs_root = pytest.mark.skipif(

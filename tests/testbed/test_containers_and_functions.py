@@ -12,16 +12,17 @@ from pathlib import Path
 import pytest
 from tb_helpers import needs_root, resources_of, tagged_processes
 
+from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups
-from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, cpuset_hierarchy, parse_cpu_list
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, cpuset_hierarchy
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
 from lowtail.testbed.nft import generate_ruleset
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import Testbed as SoftTestbed
 
-PLAN = CorePlan.for_host()
+PLAN = CoreRoles.for_host()
 
 
 def forwards(tb: SoftTestbed, dut, timeout: float = 15.0) -> bool:
@@ -35,7 +36,7 @@ def forwards(tb: SoftTestbed, dut, timeout: float = 15.0) -> bool:
 @needs_root
 @pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
 def test_a_container_has_its_own_namespaces_an_exclusive_cpuset_and_reserved_memory(tmp_path):
-    core = CorePlan.available()[-1]
+    core = CoreRoles.available()[-1]
     config = KINDS["lowtail-fwd"].expand({"containment": "container", "cpus": [core], "memory_reservation": 64})[0]
     with SoftTestbed(tmp_path) as tb:
         dut = make_dut("lowtail-fwd", "c", config)
@@ -56,11 +57,11 @@ def test_a_container_has_its_own_namespaces_an_exclusive_cpuset_and_reserved_mem
         # Its cgroups, as the kernel shows them.
         cpuset = Path(c["cpuset"]["path"])
         assert str(inner) in (cpuset / "cgroup.procs").read_text().split()
-        assert parse_cpu_list(Status(inner).cpus_allowed) == {core}
+        assert set(parse_cpulist(Status(inner).cpus_allowed)) == {core}
         if c["cgroup_version"] == 1:
             assert (cpuset / "cpuset.cpu_exclusive").read_text().strip() == "1"
             assert (cpuset / "cpuset.sched_load_balance").read_text().strip() == "0"
-            assert parse_cpu_list((cpuset / "cpuset.cpus").read_text()) == {core}
+            assert set(parse_cpulist((cpuset / "cpuset.cpus").read_text())) == {core}
             memory = Path(c["memory"]["path"])
             assert (memory / "memory.soft_limit_in_bytes").read_text().strip() == str(64 << 20)
             assert str(inner) in (memory / "cgroup.procs").read_text().split()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import LowtailFwd
 
-FOUR_CORES = CorePlan(housekeeping=0, generator=1, capture=2, dut=[3])
-TWO_CORES = CorePlan(housekeeping=0, generator=1, capture=0, dut=[0])
+FOUR_CORES = CoreRoles(housekeeping=0, generator=1, capture=2, dut=[3])
+TWO_CORES = CoreRoles(housekeeping=0, generator=1, capture=0, dut=[0])
 
 
 def fwd(**options) -> LowtailFwd:

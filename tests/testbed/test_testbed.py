@@ -15,8 +15,9 @@ import pytest
 from tb_helpers import needs_dpdk, needs_root, resources_of
 
 from lowtail.errors import Failure
-from lowtail.testbed.containment import cpuset_hierarchy, parse_cpu_list
-from lowtail.testbed.cores import CorePlan
+from lowtail.host.sysroot import parse_cpulist
+from lowtail.testbed.containment import cpuset_hierarchy
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import DpdkTestpmd, parse_testpmd_totals
 from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.probe import wait_forwarding
@@ -26,7 +27,7 @@ from lowtail.testbed.topology import Testbed as SoftTestbed
 
 pytestmark = [needs_root, pytest.mark.root]
 
-PLAN = CorePlan.for_host()
+PLAN = CoreRoles.for_host()
 MIRRED_SETUP = [
     "tc qdisc add dev {in} ingress",
     "tc filter add dev {in} parent ffff: protocol all u32 match u32 0 0 action mirred egress redirect dev {out}",
@@ -96,7 +97,7 @@ def test_custom_command_runs_with_interfaces_substituted_and_its_crash_is_seen(t
 
 @pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
 def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_path):
-    core = CorePlan.available()[-1]
+    core = CoreRoles.available()[-1]
     with SoftTestbed(tmp_path) as tb:
         dut = make_dut(
             "custom",
@@ -115,12 +116,12 @@ def test_container_confines_the_dut_to_its_cores_and_the_cgroup_goes_away(tmp_pa
         assert str(pid) in (cgroup / "cgroup.procs").read_text().split()
         status = Path(f"/proc/{pid}/status").read_text()
         allowed = status.split("Cpus_allowed_list:")[1].split()[0]
-        assert parse_cpu_list(allowed) == {core}
+        assert set(parse_cpulist(allowed)) == {core}
     assert not cgroup.exists()
 
 
 def test_bare_dut_is_pinned_with_taskset(tmp_path):
-    core = CorePlan.available()[0]
+    core = CoreRoles.available()[0]
     with SoftTestbed(tmp_path) as tb:
         dut = make_dut("custom", "x", custom(command="sleep 60", setup=MIRRED_SETUP, cpus=[core]))
         dut.start(tb, PLAN)
@@ -131,7 +132,7 @@ def test_bare_dut_is_pinned_with_taskset(tmp_path):
             if "sleep" in status.split("\n")[0]:
                 break
             time.sleep(0.02)
-        assert parse_cpu_list(status.split("Cpus_allowed_list:")[1].split()[0]) == {core}
+        assert set(parse_cpulist(status.split("Cpus_allowed_list:")[1].split()[0])) == {core}
         assert dut.containment == {"mode": "bare", "cpus": [core]}
 
 
@@ -176,13 +177,13 @@ def test_the_registry_knows_everything_before_it_exists(tmp_path):
 _ORPHAN = """
 import sys, time
 from pathlib import Path
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.topology import Testbed as SoftTestbed
 tb = SoftTestbed(Path(sys.argv[1])).__enter__()
 dut = make_dut("custom", "x", {"command": "sleep 300", "setup": [], "ready_timeout": 10**9,
-                               "containment": "container", "cpus": [CorePlan.available()[0]]})
-dut.start(tb, CorePlan.for_host())
+                               "containment": "container", "cpus": [CoreRoles.available()[0]]})
+dut.start(tb, CoreRoles.for_host())
 print(tb.tag, dut.program.pid, flush=True)
 time.sleep(300)
 """

@@ -11,8 +11,8 @@ import pytest
 from tb_helpers import needs_root, resources_of, tagged_processes
 
 from lowtail.errors import UserError
-from lowtail.testbed.containment import parse_cpu_list
-from lowtail.testbed.cores import CorePlan
+from lowtail.host.sysroot import parse_cpulist
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import Testbed as SoftTestbed
@@ -29,7 +29,7 @@ def _vm_unavailable() -> str | None:
 
 def _allowed(tid: int) -> set[int]:
     status = Path(f"/proc/{tid}/status").read_text()
-    return parse_cpu_list(status.split("Cpus_allowed_list:")[1].split()[0])
+    return set(parse_cpulist(status.split("Cpus_allowed_list:")[1].split()[0]))
 
 
 @pytest.mark.root
@@ -37,7 +37,7 @@ def _allowed(tid: int) -> set[int]:
 @needs_root
 @pytest.mark.skipif(_vm_unavailable() is not None, reason=f"no VM DuT here: {_vm_unavailable()}")
 def test_vcpu_threads_are_pinned_the_rest_kept_apart_and_qemu_goes_with_the_testbed(tmp_path):
-    plan = CorePlan.for_host()
+    plan = CoreRoles.for_host()
     with SoftTestbed(tmp_path) as tb:
         dut = make_dut("vm", "v", KINDS["vm"].expand({})[0])
         dut.start(tb, plan)
@@ -65,9 +65,9 @@ def test_vcpu_threads_are_pinned_the_rest_kept_apart_and_qemu_goes_with_the_test
 
 
 def test_emulator_threads_keep_off_the_vcpu_cores_where_the_host_has_cores_left():
-    four = CorePlan(housekeeping=0, generator=1, capture=2, dut=[3])
+    four = CoreRoles(housekeeping=0, generator=1, capture=2, dut=[3])
     assert emulator_cores(four, [3], available=[0, 1, 2, 3]) == [0]
     assert emulator_cores(four, [0], available=[0, 1, 2, 3]) == [2, 3]  # the generator's core is not one
-    two = CorePlan(housekeeping=0, generator=1, capture=0, dut=[0])
+    two = CoreRoles(housekeeping=0, generator=1, capture=0, dut=[0])
     # Two cores: the generator has one, the vCPU the other; nothing is left for the rest.
     assert emulator_cores(two, [0], available=[0, 1]) == [0]

@@ -1,3 +1,5 @@
+//! The matched series as Parquet: the file the tail models read.
+
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,7 +10,24 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding};
 use parquet::file::properties::WriterProperties;
 
+use crate::error::ExportError;
+
 const BATCH_ROWS: usize = 1 << 16;
+
+/// The matched series' columns in file order, with their Arrow types (none nullable):
+/// the packet id (32-bit ids unwrapped), both capture times and their difference, in
+/// PRE order. Python reads this schema from `lowtail._native.SERIES_COLUMNS`.
+pub const SERIES_COLUMNS: [(&str, DataType); 4] = [
+    ("id", DataType::UInt64),
+    ("pre_ts_ns", DataType::Int64),
+    ("post_ts_ns", DataType::Int64),
+    ("latency_ns", DataType::Int64),
+];
+
+/// The Arrow schema of `SERIES_COLUMNS`.
+fn series_schema() -> Schema {
+    Schema::new(SERIES_COLUMNS.iter().map(|(name, ty)| Field::new(*name, ty.clone(), false)).collect::<Vec<_>>())
+}
 
 /// Streams the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to Parquet.
 ///
@@ -26,16 +45,12 @@ pub struct SeriesWriter {
 }
 
 impl SeriesWriter {
-    pub fn create(target: &Path) -> Result<Self, String> {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("id", DataType::UInt64, false),
-            Field::new("pre_ts_ns", DataType::Int64, false),
-            Field::new("post_ts_ns", DataType::Int64, false),
-            Field::new("latency_ns", DataType::Int64, false),
-        ]));
-        let file_name = target.file_name().ok_or_else(|| format!("{}: not a file name", target.display()))?;
+    /// Start writing the series that `finish` will move to `target`.
+    pub fn create(target: &Path) -> Result<Self, ExportError> {
+        let schema = Arc::new(series_schema());
+        let file_name = target.file_name().ok_or_else(|| ExportError::NotAFileName { path: target.to_path_buf() })?;
         let tmp = target.with_file_name(format!(".{}.partial", file_name.to_string_lossy()));
-        let file = File::create(&tmp).map_err(|e| format!("{}: {e}", tmp.display()))?;
+        let file = File::create(&tmp).map_err(|source| ExportError::Io { path: tmp.clone(), source })?;
         // Timestamps and sequential ids shrink to a few bits per row with delta encoding.
         let props = WriterProperties::builder()
             .set_dictionary_enabled(false)
@@ -43,7 +58,8 @@ impl SeriesWriter {
             .set_compression(Compression::SNAPPY)
             .set_max_row_group_row_count(Some(1 << 20))
             .build();
-        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props)).map_err(|e| e.to_string())?;
+        let writer = ArrowWriter::try_new(file, schema.clone(), Some(props))
+            .map_err(|source| ExportError::Parquet { path: tmp.clone(), source })?;
         Ok(SeriesWriter {
             writer,
             schema,
@@ -56,8 +72,9 @@ impl SeriesWriter {
         })
     }
 
+    /// One matched packet (in PRE order).
     #[inline]
-    pub fn push(&mut self, id: u64, pre_ts: i64, post_ts: i64) -> Result<(), String> {
+    pub fn push(&mut self, id: u64, pre_ts: i64, post_ts: i64) -> Result<(), ExportError> {
         self.id.push(id);
         self.pre.push(pre_ts);
         self.post.push(post_ts);
@@ -67,7 +84,7 @@ impl SeriesWriter {
         Ok(())
     }
 
-    fn flush(&mut self) -> Result<(), String> {
+    fn flush(&mut self) -> Result<(), ExportError> {
         if self.id.is_empty() {
             return Ok(());
         }
@@ -79,22 +96,27 @@ impl SeriesWriter {
             Arc::new(Int64Array::from(latency)),
         ];
         self.rows += columns[0].len() as u64;
-        let batch = RecordBatch::try_new(self.schema.clone(), columns).map_err(|e| e.to_string())?;
-        self.writer.write(&batch).map_err(|e| format!("{}: {e}", self.tmp.display()))?;
+        let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
+        self.writer.write(&batch).map_err(|source| ExportError::Parquet { path: self.tmp.clone(), source })?;
         self.id.reserve(BATCH_ROWS);
         self.pre.reserve(BATCH_ROWS);
         self.post.reserve(BATCH_ROWS);
         Ok(())
     }
 
-    /// Flush, close and move the file into place; returns the number of rows.
-    pub fn finish(mut self) -> Result<u64, String> {
-        self.flush()?;
+    /// Flush, close and move the file into place; returns the number of rows. On
+    /// failure (a full disk) the temporary file is removed too.
+    pub fn finish(mut self) -> Result<u64, ExportError> {
         let tmp = self.tmp.clone();
-        let target = self.target.clone();
-        self.writer.close().map_err(|e| format!("{}: {e}", tmp.display()))?;
-        std::fs::rename(&tmp, &target).map_err(|e| format!("{}: {e}", target.display()))?;
-        Ok(self.rows)
+        let closed = self.flush().and_then(|()| {
+            let target = self.target.clone();
+            self.writer.close().map_err(|source| ExportError::Parquet { path: tmp.clone(), source })?;
+            std::fs::rename(&tmp, &target).map_err(|source| ExportError::Io { path: target, source })
+        });
+        if closed.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        closed.map(|()| self.rows)
     }
 
     /// Give up: remove the temporary file.

@@ -4,12 +4,17 @@
 //! and accumulates every figure on the way: exact percentiles, the HDR distribution,
 //! histograms, the worst events, per-second rates. The matched series can be exported
 //! to Parquet for the tail models.
+#![warn(missing_docs)]
 
+mod error;
 mod export;
 mod figures;
+mod options;
 mod pipeline;
 mod reader;
 
-pub use export::SeriesWriter;
+pub use error::{AnalyzeError, ExportError, OptionsError};
+pub use export::{SeriesWriter, SERIES_COLUMNS};
 pub use figures::{Analysis, LatencySummary, SideSummary};
-pub use pipeline::{analyze_pair, AnalyzeError, AnalyzeOptions, Control};
+pub use options::AnalyzeOptions;
+pub use pipeline::{analyze_pair, Control};

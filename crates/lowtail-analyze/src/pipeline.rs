@@ -1,61 +1,31 @@
-use std::path::{Path, PathBuf};
+//! The merge of both captures in time order, the matcher, and the figures.
+
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::Arc;
 use std::time::Instant;
 
-use lowtail_capture::{CaptureError, Progress};
+use lowtail_capture::Progress;
 use lowtail_match::suggest::explain;
-use lowtail_match::{Counters, IdSpec, MatchSink, Matched, Matcher, Outcome, Unwrapper};
+use lowtail_match::{Counters, MatchSink, Matched, Matcher, Outcome, Unwrapper};
 use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, WorstN, HEADLINE_PERCENTILES};
 
+use crate::error::{AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
 use crate::figures::{Analysis, LatencySummary};
+use crate::options::AnalyzeOptions;
 use crate::reader::{Batch, ReaderConfig, Role, SideReader, SideReport, StartClock};
-
-#[derive(Debug, Clone)]
-pub struct AnalyzeOptions {
-    pub id: IdSpec,
-    /// Treat files without pcap magic as MoonSniff records.
-    pub force_moonsniff: bool,
-    pub trim_ns: i64,
-    /// Latencies beyond this count as losses; bounds memory to rate × horizon.
-    pub horizon_ns: i64,
-    pub worst_n: usize,
-    pub histogram_bins: usize,
-    pub export: Option<PathBuf>,
-}
-
-impl Default for AnalyzeOptions {
-    fn default() -> Self {
-        AnalyzeOptions {
-            id: IdSpec::default(),
-            force_moonsniff: false,
-            trim_ns: 1_000_000_000,
-            horizon_ns: 10_000_000_000,
-            worst_n: 5000,
-            histogram_bins: 100,
-            export: None,
-        }
-    }
-}
 
 /// Lets another thread follow progress and cancel.
 #[derive(Debug, Clone, Default)]
 pub struct Control {
+    /// Set to stop the analysis; it then returns `AnalyzeError::Cancelled`.
     pub cancel: Arc<AtomicBool>,
+    /// Bytes of the PRE file read so far.
     pub pre_bytes: Progress,
+    /// Bytes of the POST file read so far.
     pub post_bytes: Progress,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum AnalyzeError {
-    #[error(transparent)]
-    Capture(#[from] CaptureError),
-    #[error("{0}")]
-    Nothing(String),
-    #[error("export: {0}")]
-    Export(String),
 }
 
 /// 32-bit ids are shown as they were sent: unwrapped, first epoch at zero.
@@ -67,7 +37,7 @@ struct FigureSink {
     worst: WorstN,
     id_bias: u64,
     export: Option<SeriesWriter>,
-    export_error: Option<String>,
+    export_error: Option<ExportError>,
 }
 
 impl MatchSink for FigureSink {
@@ -163,12 +133,13 @@ pub fn analyze_pair(
     options: &AnalyzeOptions,
     control: &Control,
 ) -> Result<Analysis, AnalyzeError> {
+    options.check()?;
     let started = Instant::now();
     let clock = Arc::new(StartClock::default());
     let side = |path, role, progress| ReaderConfig {
         path,
-        spec: options.id,
-        force_moonsniff: options.force_moonsniff,
+        spec: options.id_spec(),
+        force_moonsniff: options.moonsniff_records,
         progress,
         cancel: control.cancel.clone(),
         clock: clock.clone(),
@@ -178,18 +149,18 @@ pub fn analyze_pair(
     let (pre_reader, pre_rx) = SideReader::start(side(pre_path, Role::Pre, &control.pre_bytes))?;
     let (post_reader, post_rx) = SideReader::start(side(post_path, Role::Post, &control.post_bytes))?;
     let export = match &options.export {
-        Some(p) => Some(SeriesWriter::create(p).map_err(AnalyzeError::Export)?),
+        Some(p) => Some(SeriesWriter::create(p)?),
         None => None,
     };
     let wraps = pre_reader.wraps || post_reader.wraps;
     let sink = FigureSink {
         exact: ExactHistogram::new(),
-        worst: WorstN::new(options.worst_n),
+        worst: WorstN::new(options.worst),
         id_bias: if wraps { WRAP_BIAS } else { 0 },
         export,
         export_error: None,
     };
-    let mut matcher = Matcher::new(sink, options.trim_ns, options.horizon_ns);
+    let mut matcher = Matcher::new(sink, options.trim_ns, options.max_latency_ns);
 
     let mut pre = Cursor::new(&pre_reader, pre_rx);
     let mut post = Cursor::new(&post_reader, post_rx);
@@ -234,7 +205,7 @@ pub fn analyze_pair(
     };
     if cancelled {
         abandon(&mut sink);
-        return Err(CaptureError::Cancelled.into());
+        return Err(AnalyzeError::Cancelled);
     }
     let (pre_report, post_report) = match (pre_report, post_report) {
         (Ok(a), Ok(b)) => (a, b),
@@ -245,7 +216,7 @@ pub fn analyze_pair(
     };
     if let Some(e) = sink.export_error.take() {
         abandon(&mut sink);
-        return Err(AnalyzeError::Export(e));
+        return Err(e.into());
     }
     if let Err(e) = check_something_to_report(&pre_report, &post_report, &counters, options, pre_path) {
         abandon(&mut sink);
@@ -264,7 +235,7 @@ pub fn analyze_pair(
     collect_warnings(&mut warnings, &counters, &pre_report, &post_report, options);
 
     let export_rows = match sink.export.take() {
-        Some(w) => w.finish().map_err(AnalyzeError::Export)?,
+        Some(w) => w.finish()?,
         None => 0,
     };
     let hdr = HdrRecorder::from_exact(&mut sink.exact);
@@ -288,7 +259,7 @@ pub fn analyze_pair(
         trimmed_pre: counters.trimmed_pre,
         trimmed_post: counters.trimmed_post,
         trim_ns: options.trim_ns,
-        horizon_ns: options.horizon_ns,
+        horizon_ns: options.max_latency_ns,
         start_ts_ns: start_ts,
         duration_ns,
         latency_ns: latency,
@@ -316,39 +287,28 @@ fn check_something_to_report(
     pre_path: &Path,
 ) -> Result<(), AnalyzeError> {
     if pre.summary.with_id == 0 {
-        let why = explain(&options.id, &pre.sample, &post.sample);
-        return Err(AnalyzeError::Nothing(format!(
-            "{}: none of its {} frames carries a packet id with these options: {why}",
-            pre_path.display(),
-            pre.summary.frames
-        )));
+        return Err(AnalyzeError::NoPacketIds {
+            path: pre_path.to_path_buf(),
+            frames: pre.summary.frames,
+            why: explain(&options.id_spec(), &pre.sample, &post.sample),
+        });
     }
     if counters.sent == 0 {
-        let span = pre.summary.last_ts_ns.unwrap_or(0).saturating_sub(pre.summary.first_ts_ns.unwrap_or(0));
-        return Err(AnalyzeError::Nothing(format!(
-            "the {:.3} s warm-up trim removes every packet: PRE spans only {:.3} s (use a smaller --trim, or --trim 0)",
-            options.trim_ns as f64 / 1e9,
-            span as f64 / 1e9
-        )));
+        let span_ns = pre.summary.last_ts_ns.unwrap_or(0).saturating_sub(pre.summary.first_ts_ns.unwrap_or(0));
+        return Err(AnalyzeError::TrimRemovesAll { trim_ns: options.trim_ns, span_ns });
     }
     Ok(())
 }
 
 fn summarize(h: &mut ExactHistogram) -> Option<LatencySummary> {
     let qs: Vec<f64> = HEADLINE_PERCENTILES.iter().map(|(_, q)| *q).collect();
-    let v = h.quantiles(&qs)?;
+    let values = h.quantiles(&qs)?;
     let (mean, stddev) = h.mean_stddev()?;
     Some(LatencySummary {
         min: h.min()?,
         mean,
         stddev,
-        p50: v[0],
-        p90: v[1],
-        p99: v[2],
-        p99_9: v[3],
-        p99_99: v[4],
-        p99_999: v[5],
-        p99_9999: v[6],
+        percentiles: values.try_into().expect("one value per headline percentile"),
         max: h.max()?,
         samples: h.count(),
     })
@@ -373,7 +333,7 @@ fn collect_warnings(
         ));
     }
     if c.received * 100 < c.sent {
-        let why = explain(&options.id, &pre.sample, &post.sample);
+        let why = explain(&options.id_spec(), &pre.sample, &post.sample);
         warnings.push(format!(
             "only {} of {} sent packets ({:.2} %) were found in POST: {why}",
             c.received,
@@ -408,7 +368,7 @@ fn collect_warnings(
         let mut w = format!("PRE holds {} repeated ids: only the first copy of each was matched", c.pre_duplicates);
         // More repeats than distinct ids: the id is read from the wrong place.
         if c.pre_duplicates > c.sent + c.trimmed_pre {
-            w = format!("{w}: {}", explain(&options.id, &pre.sample, &post.sample));
+            w = format!("{w}: {}", explain(&options.id_spec(), &pre.sample, &post.sample));
         }
         warnings.push(w);
     }
@@ -416,11 +376,11 @@ fn collect_warnings(
         warnings.push(format!(
             "POST holds {} packets whose id PRE never sent within {:.1} s",
             c.unmatched,
-            options.horizon_ns as f64 / 1e9
+            options.max_latency_ns as f64 / 1e9
         ));
     }
     if let (Some(pre_end), Some(post_end)) = (pre.summary.last_ts_ns, post.summary.last_ts_ns) {
-        if post_end.saturating_add(options.horizon_ns) < pre_end {
+        if post_end.saturating_add(options.max_latency_ns) < pre_end {
             warnings.push(format!(
                 "POST ends {:.3} s before PRE: packets sent after POST stopped count as lost",
                 pre_end.saturating_sub(post_end) as f64 / 1e9

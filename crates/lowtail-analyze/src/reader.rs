@@ -12,8 +12,8 @@ use lowtail_match::suggest::SampleFrame;
 use lowtail_match::{extract_id, Extracted, IdSpec};
 use lowtail_stats::{ExactHistogram, PerSecond};
 
+use crate::error::AnalyzeError;
 use crate::figures::SideSummary;
-use crate::pipeline::AnalyzeError;
 
 const BATCH: usize = 16384;
 const SAMPLE_FRAMES: usize = 2000;
@@ -171,7 +171,7 @@ impl SideReader {
 
     /// Wait for the thread (drop the receiver first, or it may wait on a full channel).
     pub(crate) fn finish(self) -> Result<SideReport, AnalyzeError> {
-        self.handle.join().unwrap_or_else(|_| Err(AnalyzeError::Nothing("a reader thread panicked".into())))
+        self.handle.join().unwrap_or_else(|_| Err(AnalyzeError::ReaderPanicked))
     }
 }
 
@@ -249,7 +249,7 @@ fn read_side(
         };
         if visited == 0 || batch.len() == BATCH {
             if cancel.load(Ordering::Relaxed) {
-                return Err(CaptureError::Cancelled.into());
+                return Err(AnalyzeError::Cancelled);
             }
             let mut next = recycle.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
             next.clear();

@@ -1,24 +1,78 @@
 use std::path::PathBuf;
 
-/// Errors a user can act on; each renders as one line.
+/// Why a capture cannot be read; each renders as one line naming the file.
 #[derive(Debug, thiserror::Error)]
 pub enum CaptureError {
+    /// The operating system refused to open or read the file.
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        /// The capture.
+        path: PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The file (or its decompressed content) holds no byte.
     #[error("{path}: the file is empty")]
-    Empty { path: PathBuf },
+    Empty {
+        /// The capture.
+        path: PathBuf,
+    },
+    /// The first bytes are no format lowtail reads.
     #[error("{path}: not a capture file (starts with {head}); lowtail reads pcap, pcapng and MoonSniff .mscap records, optionally zstd- or gzip-compressed")]
-    NotACapture { path: PathBuf, head: String },
+    NotACapture {
+        /// The capture.
+        path: PathBuf,
+        /// The first bytes in hex, with a hint.
+        head: String,
+    },
+    /// The file ends inside its header.
     #[error("{path}: truncated {format} header ({got} of {need} bytes)")]
-    TruncatedHeader { path: PathBuf, format: &'static str, got: usize, need: usize },
+    TruncatedHeader {
+        /// The capture.
+        path: PathBuf,
+        /// The format the magic announced.
+        format: &'static str,
+        /// Bytes present.
+        got: usize,
+        /// Bytes the header needs.
+        need: usize,
+    },
+    /// A link layer lowtail cannot decode down to UDP.
     #[error("{path}: link type {linktype} is not supported (lowtail reads Ethernet, raw IP, Linux cooked SLL/SLL2 and BSD loopback captures)")]
-    UnsupportedLinkType { path: PathBuf, linktype: i32 },
+    UnsupportedLinkType {
+        /// The capture.
+        path: PathBuf,
+        /// The LINKTYPE_ number.
+        linktype: i32,
+    },
+    /// The bytes contradict the format (a length field out of range, a block that does not parse).
     #[error("{path}: corrupt {format} data near byte {offset}: {detail}")]
-    Corrupt { path: PathBuf, format: &'static str, offset: u64, detail: String },
+    Corrupt {
+        /// The capture.
+        path: PathBuf,
+        /// The format being read.
+        format: &'static str,
+        /// Offset in the (decompressed) content.
+        offset: u64,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A pcapng packet names an interface no block described.
     #[error("{path}: packet refers to interface {interface}, which the pcapng file never described")]
-    UnknownInterface { path: PathBuf, interface: u32 },
+    UnknownInterface {
+        /// The capture.
+        path: PathBuf,
+        /// The interface number.
+        interface: u32,
+    },
+    /// The compressed stream is damaged.
     #[error("{path}: cannot decompress ({codec}): {detail}")]
-    Decompress { path: PathBuf, codec: &'static str, detail: String },
-    #[error("analysis cancelled")]
-    Cancelled,
+    Decompress {
+        /// The capture.
+        path: PathBuf,
+        /// zstd or gzip.
+        codec: &'static str,
+        /// What the decompressor said.
+        detail: String,
+    },
 }

@@ -1,6 +1,7 @@
 /// The link layers lowtail can decode down to UDP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LinkType {
+    /// Ethernet II, with or without 802.1Q/QinQ tags.
     Ethernet,
     /// Raw IPv4 or IPv6, version read from the first nibble.
     RawIp,
@@ -8,7 +9,9 @@ pub enum LinkType {
     Null,
     /// OpenBSD loopback: 4-byte address family in network order.
     Loop,
+    /// Linux cooked capture, version 1 (`any` device).
     LinuxSll,
+    /// Linux cooked capture, version 2.
     LinuxSll2,
 }
 
@@ -26,6 +29,7 @@ impl LinkType {
         })
     }
 
+    /// The pcap LINKTYPE_ number a writer records.
     pub fn to_pcap(self) -> i32 {
         match self {
             LinkType::Ethernet => 1,

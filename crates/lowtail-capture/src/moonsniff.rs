@@ -1,8 +1,8 @@
 use std::path::PathBuf;
 
-use crate::source::Compression;
+use crate::error::CaptureError;
+use crate::item::Item;
 use crate::window::Window;
-use crate::{CaptureError, Format, Item};
 
 /// MoonSniff's record file: packed little-endian `{u64 timestamp_ns, u32 id}` records,
 /// no header. The id is already extracted, so there is nothing to decode.
@@ -11,14 +11,13 @@ pub struct MoonSniffReader {
     path: PathBuf,
     finished: bool,
     warnings: Vec<String>,
-    compression: Compression,
 }
 
-pub const RECORD_LEN: usize = 12;
+pub(crate) const RECORD_LEN: usize = 12;
 
 impl MoonSniffReader {
-    pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Self {
-        MoonSniffReader { window, path, finished: false, warnings: Vec::new(), compression }
+    pub(crate) fn new(window: Window, path: PathBuf) -> Self {
+        MoonSniffReader { window, path, finished: false, warnings: Vec::new() }
     }
 }
 
@@ -47,19 +46,7 @@ impl MoonSniffReader {
         Ok(Some(Item::Record { ts_ns: ts as i64, id }))
     }
 
-    pub fn format(&self) -> Format {
-        Format::MoonSniff
-    }
-
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
-    }
-
-    pub fn snaplen(&self) -> u32 {
-        0
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 }

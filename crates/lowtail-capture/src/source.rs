@@ -1,59 +1,18 @@
+//! Opening a capture: compression and format are detected from the bytes themselves,
+//! never from the file name (except MoonSniff records, which have no magic).
+
 use std::fs::File;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
-use crate::legacy::LegacyReader;
+use crate::error::CaptureError;
+use crate::format::Compression;
 use crate::moonsniff::MoonSniffReader;
-use crate::ng::NgReader;
+use crate::pcap::PcapReader;
+use crate::pcapng::PcapngReader;
+use crate::reader::{CaptureReader, Readers};
+use crate::stream::{CountingRead, DecodeErrors, Greedy, Progress, StreamCut};
 use crate::window::Window;
-use crate::{CaptureError, CaptureReader, Readers};
-
-/// The container format of a capture, after decompression.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    PcapMicro,
-    PcapNano,
-    PcapNg,
-    MoonSniff,
-}
-
-impl Format {
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::PcapMicro => "pcap-us",
-            Format::PcapNano => "pcap-ns",
-            Format::PcapNg => "pcapng",
-            Format::MoonSniff => "moonsniff",
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Compression {
-    None,
-    Zstd,
-    Gzip,
-}
-
-impl Compression {
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::None => "none",
-            Compression::Zstd => "zstd",
-            Compression::Gzip => "gzip",
-        }
-    }
-
-    fn sniff(head: &[u8]) -> Compression {
-        match head {
-            [0x28, 0xb5, 0x2f, 0xfd, ..] => Compression::Zstd,
-            [0x1f, 0x8b, ..] => Compression::Gzip,
-            _ => Compression::None,
-        }
-    }
-}
 
 /// How to open a capture.
 #[derive(Debug, Clone, Default)]
@@ -65,72 +24,18 @@ pub struct OpenOptions {
     pub progress: Option<Progress>,
 }
 
-/// Bytes consumed so far from the file on disk, readable from another thread.
-#[derive(Debug, Clone, Default)]
-pub struct Progress(pub(crate) Arc<AtomicU64>);
-
-impl Progress {
-    pub fn bytes(&self) -> u64 {
-        self.0.load(Ordering::Relaxed)
-    }
-}
-
-struct CountingRead<R> {
-    inner: R,
-    counter: Option<Progress>,
-}
-
-impl<R: Read> Read for CountingRead<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        if let Some(c) = &self.counter {
-            c.0.fetch_add(n as u64, Ordering::Relaxed);
-        }
-        Ok(n)
-    }
-}
-
-/// Reads greedily: each `read` fills the buffer unless the stream ends, so format
-/// sniffing sees whole headers even through a decompressor.
-pub(crate) struct Greedy<R> {
-    prefix: Vec<u8>,
-    pos: usize,
-    inner: R,
-}
-
-impl<R: Read> Read for Greedy<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let mut filled = 0;
-        if self.pos < self.prefix.len() {
-            let n = (self.prefix.len() - self.pos).min(buf.len());
-            buf[..n].copy_from_slice(&self.prefix[self.pos..self.pos + n]);
-            self.pos += n;
-            filled = n;
-        }
-        while filled < buf.len() {
-            match self.inner.read(&mut buf[filled..]) {
-                Ok(0) => break,
-                Ok(n) => filled += n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return if filled > 0 { Ok(filled) } else { Err(e) },
-            }
-        }
-        Ok(filled)
-    }
-}
-
 /// What the first bytes say the (decompressed) content is.
 enum Kind {
-    Legacy,
-    Ng,
+    Pcap,
+    Pcapng,
     MoonSniff,
 }
 
 fn kind_of(head: &[u8], path: &Path, options: &OpenOptions) -> Result<Kind, CaptureError> {
     let magic = head.get(..4).map(|m| u32::from_le_bytes([m[0], m[1], m[2], m[3]]));
     match magic {
-        Some(0xa1b2c3d4 | 0xd4c3b2a1 | 0xa1b23c4d | 0x4d3cb2a1 | 0xa1b2cd34 | 0x34cdb2a1) => Ok(Kind::Legacy),
-        Some(0x0a0d0d0a) => Ok(Kind::Ng),
+        Some(0xa1b2c3d4 | 0xd4c3b2a1 | 0xa1b23c4d | 0x4d3cb2a1 | 0xa1b2cd34 | 0x34cdb2a1) => Ok(Kind::Pcap),
+        Some(0x0a0d0d0a) => Ok(Kind::Pcapng),
         _ if options.force_moonsniff || is_mscap_name(path) => Ok(Kind::MoonSniff),
         _ => {
             let head_hex: Vec<String> = head.iter().take(8).map(|b| format!("{b:02x}")).collect();
@@ -151,11 +56,11 @@ fn reader_for(
     stream_cut: Option<StreamCut>,
 ) -> Result<CaptureReader, CaptureError> {
     let format = match kind {
-        Kind::Legacy => Readers::Legacy(LegacyReader::new(window, path, compression)?),
-        Kind::Ng => Readers::Ng(NgReader::new(window, path, compression)?),
-        Kind::MoonSniff => Readers::MoonSniff(MoonSniffReader::new(window, path, compression)),
+        Kind::Pcap => Readers::Pcap(PcapReader::new(window, path)?),
+        Kind::Pcapng => Readers::Pcapng(PcapngReader::new(window, path)?),
+        Kind::MoonSniff => Readers::MoonSniff(MoonSniffReader::new(window, path)),
     };
-    Ok(CaptureReader { format, stream_cut })
+    Ok(CaptureReader::new(format, compression, stream_cut))
 }
 
 /// Open a capture file: detect compression and format from the bytes themselves.
@@ -181,7 +86,7 @@ pub fn open_reader(
     options: &OpenOptions,
 ) -> Result<CaptureReader, CaptureError> {
     let path_buf = path.to_path_buf();
-    let mut raw = Greedy { prefix: Vec::new(), pos: 0, inner: raw };
+    let mut raw = Greedy::new(raw);
     let head = read_head(&mut raw, &path_buf)?;
     if head.is_empty() {
         return Err(CaptureError::Empty { path: path_buf });
@@ -201,7 +106,7 @@ pub fn open_reader(
             })?),
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
         };
-    let mut stream = Greedy { prefix: Vec::new(), pos: 0, inner: decoded };
+    let mut stream = Greedy::new(decoded);
     let head = read_head(&mut stream, &path_buf).map_err(|e| match (compression, e) {
         (Compression::None, e) => e,
         (c, CaptureError::Io { source, .. }) => {
@@ -214,54 +119,10 @@ pub fn open_reader(
     }
     let kind = kind_of(&head, path, options)?;
     stream.prefix = head;
-    let cut = StreamCut { cut: Arc::default(), path: path_buf.clone(), codec: compression };
+    let cut = StreamCut::new(path_buf.clone(), compression);
     let window = Window::new(Box::new(DecodeErrors { inner: stream, cut: cut.clone() }));
     let stream_cut = (compression != Compression::None).then_some(cut);
     reader_for(kind, window, path_buf, compression, stream_cut)
-}
-
-/// Remembers that a compressed stream ended before its end marker: a capture whose
-/// writer was killed. Its readers then see the end of their input there, as with a
-/// plain file cut short, and this adds a warning saying what happened.
-#[derive(Debug, Clone)]
-pub(crate) struct StreamCut {
-    cut: Arc<AtomicBool>,
-    path: PathBuf,
-    codec: Compression,
-}
-
-impl StreamCut {
-    pub(crate) fn take_warning(&self) -> Option<String> {
-        self.cut.swap(false, Ordering::Relaxed).then(|| {
-            format!(
-                "{}: the {} stream ends early (file cut short?): analysed what it held",
-                self.path.display(),
-                self.codec.name()
-            )
-        })
-    }
-}
-
-/// Labels read errors from a decompressor as such ("corrupt zstd stream ..."), so a
-/// damaged compressed file does not read as a disk problem; a stream that merely ends
-/// early ends the input instead.
-struct DecodeErrors<R> {
-    inner: R,
-    cut: StreamCut,
-}
-
-impl<R: Read> Read for DecodeErrors<R> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match (self.inner.read(buf), self.cut.codec) {
-            (Ok(n), _) => Ok(n),
-            (Err(e), Compression::None) => Err(e),
-            (Err(e), _) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                self.cut.cut.store(true, Ordering::Relaxed);
-                Ok(0)
-            }
-            (Err(e), c) => Err(io::Error::new(e.kind(), format!("{} stream is damaged: {e}", c.name()))),
-        }
-    }
 }
 
 fn read_head(r: &mut impl Read, path: &Path) -> Result<Vec<u8>, CaptureError> {

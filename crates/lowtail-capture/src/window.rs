@@ -12,6 +12,17 @@ const READ_CHUNK: usize = 256 << 10;
 /// No record or block of a sane capture is larger than this.
 pub(crate) const MAX_RECORD: usize = 16 << 20;
 
+/// The u32 at `at` in the file's byte order.
+#[inline(always)]
+pub(crate) fn u32_at(b: &[u8], at: usize, big_endian: bool) -> u32 {
+    let raw: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
+    if big_endian {
+        u32::from_be_bytes(raw)
+    } else {
+        u32::from_le_bytes(raw)
+    }
+}
+
 pub struct Window {
     src: Box<dyn Read + Send>,
     buf: Vec<u8>,

@@ -3,12 +3,14 @@
 
 use std::io::{self, Write};
 
-use crate::LinkType;
+use crate::link::LinkType;
 
 /// Byte order of a written file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endian {
+    /// Least significant byte first.
     Little,
+    /// Most significant byte first.
     Big,
 }
 
@@ -39,6 +41,7 @@ pub struct PcapWriter<W: Write> {
 }
 
 impl<W: Write> PcapWriter<W> {
+    /// Write the file header: `nanos` picks the nanosecond magic, `snaplen` cuts frames.
     pub fn new(mut out: W, link: LinkType, nanos: bool, endian: Endian, snaplen: u32) -> io::Result<Self> {
         let magic: u32 = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
         let mut h = Vec::with_capacity(24);
@@ -69,6 +72,7 @@ impl<W: Write> PcapWriter<W> {
         self.out.write_all(&data[..caplen])
     }
 
+    /// The underlying writer (flush or finish it yourself).
     pub fn into_inner(self) -> W {
         self.out
     }
@@ -77,7 +81,9 @@ impl<W: Write> PcapWriter<W> {
 /// A pcapng interface as the writer declares it.
 #[derive(Debug, Clone)]
 pub struct NgInterface {
+    /// The interface's link type.
     pub link: LinkType,
+    /// Snap length (0: none).
     pub snaplen: u32,
     /// Raw `if_tsresol` byte: 9 = ns, 6 = µs, 0x80 | n = 2^-n s.
     pub tsresol: u8,
@@ -94,6 +100,7 @@ pub struct PcapNgWriter<W: Write> {
 }
 
 impl<W: Write> PcapNgWriter<W> {
+    /// Write the first section header; interfaces follow with `add_interface`.
     pub fn new(out: W, endian: Endian) -> io::Result<Self> {
         let mut w = PcapNgWriter { out, endian, interfaces: Vec::new() };
         w.section_header()?;
@@ -182,6 +189,7 @@ impl<W: Write> PcapNgWriter<W> {
         self.out.write_all(&e.u32(total))
     }
 
+    /// The underlying writer (flush or finish it yourself).
     pub fn into_inner(self) -> W {
         self.out
     }
@@ -219,10 +227,12 @@ pub struct MoonSniffWriter<W: Write> {
 }
 
 impl<W: Write> MoonSniffWriter<W> {
+    /// A writer of headerless records.
     pub fn new(out: W) -> Self {
         MoonSniffWriter { out }
     }
 
+    /// One record: capture time and 32-bit id.
     pub fn write(&mut self, ts_ns: i64, id: u32) -> io::Result<()> {
         let mut rec = [0u8; 12];
         rec[0..8].copy_from_slice(&(ts_ns as u64).to_le_bytes());
@@ -230,6 +240,7 @@ impl<W: Write> MoonSniffWriter<W> {
         self.out.write_all(&rec)
     }
 
+    /// The underlying writer (flush or finish it yourself).
     pub fn into_inner(self) -> W {
         self.out
     }

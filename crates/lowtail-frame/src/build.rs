@@ -1,3 +1,6 @@
+//! Building the frames of test traffic: Ethernet, 802.1Q/QinQ, IPv4/IPv6, UDP, and the
+//! sequence id anywhere in the payload, prepared once and stamped per packet.
+
 use std::net::IpAddr;
 
 use crate::decode::{Endian, IdSpec};
@@ -5,6 +8,7 @@ use crate::decode::{Endian, IdSpec};
 /// 802.1Q tagging of generated frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Vlan {
+    /// Untagged.
     None,
     /// One 802.1Q tag (TPID 0x8100).
     Single(u16),
@@ -15,17 +19,24 @@ pub enum Vlan {
 /// What the frames of one flow look like.
 #[derive(Debug, Clone)]
 pub struct TemplateSpec {
+    /// Ethernet source address.
     pub src_mac: [u8; 6],
+    /// Ethernet destination address.
     pub dst_mac: [u8; 6],
+    /// 802.1Q tags.
     pub vlan: Vlan,
-    /// Both addresses must be of the same family.
+    /// IP source address; both addresses must be of the same family.
     pub src_ip: IpAddr,
+    /// IP destination address.
     pub dst_ip: IpAddr,
+    /// UDP source port (`set_src_port` changes it per flow).
     pub src_port: u16,
+    /// UDP destination port.
     pub dst_port: u16,
     /// Size on the wire including the 4-byte FCS (64 to 1518 for untagged frames):
     /// the frame itself is 4 bytes shorter, as a capture shows it.
     pub frame_size: usize,
+    /// Where the id goes in the UDP payload.
     pub id: IdSpec,
 }
 
@@ -45,6 +56,28 @@ impl Default for TemplateSpec {
     }
 }
 
+/// Why no frame can be built from a `TemplateSpec`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// One address is IPv4, the other IPv6.
+    #[error("source and destination address must be both IPv4 or both IPv6")]
+    MixedAddressFamilies,
+    /// Ids are 4 or 8 bytes wide.
+    #[error("id width must be 4 or 8 bytes, not {0}")]
+    IdWidth(usize),
+    /// The headers and the id do not fit in the frame.
+    #[error("a {frame_size} B frame cannot hold the id: headers and id need {needed} B plus the 4 B FCS")]
+    TooSmall {
+        /// The requested size on the wire.
+        frame_size: usize,
+        /// Bytes the headers and the id need (without the FCS).
+        needed: usize,
+    },
+    /// Larger than a jumbo frame.
+    #[error("frame size {0} B exceeds a jumbo frame")]
+    TooLarge(usize),
+}
+
 /// A prepared frame; `frame(id)` writes the id (and fixes checksums) in place.
 #[derive(Debug, Clone)]
 pub struct FrameTemplate {
@@ -58,14 +91,15 @@ pub struct FrameTemplate {
 const FCS: usize = 4;
 
 impl FrameTemplate {
-    pub fn new(spec: &TemplateSpec) -> Result<FrameTemplate, String> {
+    /// Build the frame of `spec` once; `frame(id)` then only writes the id.
+    pub fn new(spec: &TemplateSpec) -> Result<FrameTemplate, FrameError> {
         let ipv6 = match (spec.src_ip, spec.dst_ip) {
             (IpAddr::V4(_), IpAddr::V4(_)) => false,
             (IpAddr::V6(_), IpAddr::V6(_)) => true,
-            _ => return Err("source and destination address must be both IPv4 or both IPv6".into()),
+            _ => return Err(FrameError::MixedAddressFamilies),
         };
         if spec.id.width != 4 && spec.id.width != 8 {
-            return Err(format!("id width must be 4 or 8 bytes, not {}", spec.id.width));
+            return Err(FrameError::IdWidth(spec.id.width));
         }
         let vlan_len = match spec.vlan {
             Vlan::None => 0,
@@ -77,13 +111,10 @@ impl FrameTemplate {
         let needed = udp_at + 8 + spec.id.offset + spec.id.width;
         let len = spec.frame_size.saturating_sub(FCS).max(60);
         if needed > len {
-            return Err(format!(
-                "a {} B frame cannot hold the id: headers and id need {} B plus the 4 B FCS",
-                spec.frame_size, needed
-            ));
+            return Err(FrameError::TooSmall { frame_size: spec.frame_size, needed });
         }
         if spec.frame_size > 9018 {
-            return Err(format!("frame size {} B exceeds a jumbo frame", spec.frame_size));
+            return Err(FrameError::TooLarge(spec.frame_size));
         }
         let mut b = vec![0u8; len];
         b[0..6].copy_from_slice(&spec.dst_mac);
@@ -159,10 +190,12 @@ impl FrameTemplate {
         self.bytes[self.udp_at..self.udp_at + 2].copy_from_slice(&port.to_be_bytes());
     }
 
+    /// Bytes in the frame as captured (without the FCS).
     pub fn len(&self) -> usize {
         self.bytes.len()
     }
 
+    /// Never true: a frame has at least 60 bytes.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
     }
@@ -223,7 +256,8 @@ mod tests {
     #[test]
     fn too_small_for_the_id_is_an_error() {
         let spec = TemplateSpec { id: IdSpec { offset: 40, ..IdSpec::default() }, ..TemplateSpec::default() };
-        assert!(FrameTemplate::new(&spec).unwrap_err().contains("cannot hold the id"));
+        assert_eq!(FrameTemplate::new(&spec).unwrap_err(), FrameError::TooSmall { frame_size: 64, needed: 90 });
+        assert!(FrameTemplate::new(&spec).unwrap_err().to_string().contains("cannot hold the id"));
     }
 
     proptest! {

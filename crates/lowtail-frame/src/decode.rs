@@ -1,16 +1,81 @@
+//! Finding the packet id again in any captured frame, whatever the link layer, tags or
+//! IP version, without copying the frame.
+
 use lowtail_capture::LinkType;
 
+/// Byte order of the id in the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Endian {
+    /// Network byte order.
     Big,
+    /// Least significant byte first (MoonGen's ids).
     Little,
+}
+
+impl Endian {
+    /// "big" or "little".
+    pub fn name(self) -> &'static str {
+        match self {
+            Endian::Big => "big",
+            Endian::Little => "little",
+        }
+    }
+
+    /// The byte order called `name` ("big", "little").
+    pub fn from_name(name: &str) -> Option<Endian> {
+        match name {
+            "big" => Some(Endian::Big),
+            "little" => Some(Endian::Little),
+            _ => None,
+        }
+    }
+}
+
+/// The id layouts known by name: presets of `IdSpec`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IdFormat {
+    /// lowtail's own generator: u64 big-endian at payload offset 0.
+    #[default]
+    Lowtail,
+    /// MoonGen/MoonSniff: u32 little-endian at payload offset 0.
+    MoonSniff,
+}
+
+impl IdFormat {
+    /// "lowtail" or "moonsniff".
+    pub fn name(self) -> &'static str {
+        match self {
+            IdFormat::Lowtail => "lowtail",
+            IdFormat::MoonSniff => "moonsniff",
+        }
+    }
+
+    /// The format called `name` ("lowtail", "moonsniff").
+    pub fn from_name(name: &str) -> Option<IdFormat> {
+        match name {
+            "lowtail" => Some(IdFormat::Lowtail),
+            "moonsniff" => Some(IdFormat::MoonSniff),
+            _ => None,
+        }
+    }
+
+    /// Where this format puts the id.
+    pub fn spec(self) -> IdSpec {
+        match self {
+            IdFormat::Lowtail => IdSpec::default(),
+            IdFormat::MoonSniff => IdSpec::moonsniff(),
+        }
+    }
 }
 
 /// Where the packet id lives: `offset` bytes into the UDP payload, `width` 4 or 8 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct IdSpec {
+    /// Bytes from the start of the UDP payload to the id.
     pub offset: usize,
+    /// 4 or 8 bytes.
     pub width: usize,
+    /// The id's byte order.
     pub endian: Endian,
     /// Only UDP datagrams to this destination port carry ids (others are foreign).
     pub udp_dst_port: Option<u16>,
@@ -43,6 +108,7 @@ impl IdSpec {
 /// What a frame turned out to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Extracted {
+    /// A UDP datagram carrying this id.
     Id(u64),
     /// Not UDP (or a later IP fragment, or another destination port).
     NotUdp,

@@ -1,8 +1,9 @@
 //! The wire format of test traffic, both directions: `build` crafts the frames the
 //! generators send, `decode` finds the packet id in any captured frame.
+#![warn(missing_docs)]
 
 pub mod build;
 pub mod decode;
 
-pub use build::{FrameTemplate, TemplateSpec, Vlan};
-pub use decode::{extract_id, Endian, Extracted, IdSpec};
+pub use build::{FrameError, FrameTemplate, TemplateSpec, Vlan};
+pub use decode::{extract_id, Endian, Extracted, IdFormat, IdSpec};

@@ -3,6 +3,7 @@
 //! `unwrap` turns wrapping 32-bit ids into a monotonic sequence, `matcher` joins the
 //! two capture sides into departures, losses and duplicates with bounded memory, and
 //! `suggest` explains a poor match. Finding the id in a frame is `lowtail_frame`'s job.
+#![warn(missing_docs)]
 
 pub mod matcher;
 pub mod suggest;

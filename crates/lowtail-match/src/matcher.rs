@@ -23,39 +23,53 @@ use rustc_hash::FxHashMap;
 pub struct Matched {
     /// Position in PRE (0 = first packet with an id, trimmed ones included).
     pub index: u64,
+    /// The packet id (32-bit ids unwrapped).
     pub id: u64,
+    /// When PRE saw it.
     pub pre_ts: i64,
     /// Meaningless for `Outcome::Lost`.
     pub post_ts: i64,
 }
 
+/// What became of a PRE packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// Found in POST after it was sent.
     Received,
     /// Received, but timestamped before it was sent: a clock problem.
     Negative,
+    /// Not found in POST within the horizon.
     Lost,
 }
 
+/// Receives every PRE packet's fate, in PRE order.
 pub trait MatchSink {
+    /// One packet's fate.
     fn resolved(&mut self, outcome: Outcome, m: &Matched);
 }
 
 /// Packet counts of one analysis (trimmed packets excluded unless named).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
+    /// PRE packets after the trim.
     pub sent: u64,
+    /// Of those, found in POST (first copies).
     pub received: u64,
+    /// Of those, never found in POST.
     pub lost: u64,
+    /// Extra POST copies.
     pub duplicates: u64,
     /// RFC 4737: arrivals whose PRE position is below the next expected one.
     pub reordered: u64,
+    /// Received before they were sent (a clock problem).
     pub negative: u64,
     /// POST packets whose id was never sent (within the horizon).
     pub unmatched: u64,
     /// Ids sent more than once: the later copies are ignored.
     pub pre_duplicates: u64,
+    /// PRE packets inside the warm-up trim.
     pub trimmed_pre: u64,
+    /// POST copies of trimmed PRE packets.
     pub trimmed_post: u64,
 }
 
@@ -182,6 +196,8 @@ fn advise_huge_pages(start: *mut u8, bytes: usize) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge_pages(_start: *mut u8, _bytes: usize) {}
 
+/// The streaming PRE/POST join: feed both sides in merged time order (`push_pre`,
+/// `push_post`), read the fates from the sink, `finish` for the counters.
 pub struct Matcher<S: MatchSink> {
     sink: S,
     horizon_ns: i64,
@@ -234,6 +250,7 @@ impl<S: MatchSink> Matcher<S> {
         &self.counters
     }
 
+    /// The sink, for reading what it gathered so far.
     pub fn sink(&self) -> &S {
         &self.sink
     }

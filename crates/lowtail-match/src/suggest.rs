@@ -9,14 +9,18 @@ use lowtail_frame::{extract_id, Endian, Extracted, IdSpec};
 /// A frame kept for diagnosis.
 #[derive(Debug, Clone)]
 pub struct SampleFrame {
+    /// The frame's link type.
     pub link: LinkType,
+    /// The captured bytes.
     pub data: Vec<u8>,
+    /// The frame's length on the wire.
     pub orig_len: u32,
 }
 
 /// How well a spec explains a sample of both sides.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Fit {
+    /// The id options tried.
     pub spec: IdSpec,
     /// Distinct PRE ids also seen in POST, over the PRE sample size.
     pub shared: f64,
@@ -24,6 +28,7 @@ pub struct Fit {
     pub sequential: f64,
 }
 
+/// How well `spec` finds ids shared by the PRE and POST samples.
 pub fn fit(spec: &IdSpec, pre: &[SampleFrame], post: &[SampleFrame]) -> Fit {
     let ids = |frames: &[SampleFrame]| -> Vec<u64> {
         frames
@@ -65,12 +70,17 @@ pub fn best_fits(current: &IdSpec, pre: &[SampleFrame], post: &[SampleFrame], ma
 /// Counts of what a sample of frames is, to explain a bad match in words.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Census {
+    /// Frames in the sample.
     pub frames: usize,
+    /// UDP datagrams to the id port.
     pub udp: usize,
+    /// UDP datagrams to any port.
     pub udp_any_port: usize,
+    /// Datagrams whose id the snap length cut off.
     pub snapped: usize,
 }
 
+/// What a sample of frames is, under `spec`.
 pub fn census(spec: &IdSpec, frames: &[SampleFrame]) -> Census {
     let any_port = IdSpec { udp_dst_port: None, offset: 0, width: 4, ..*spec };
     let mut c = Census { frames: frames.len(), ..Census::default() };

@@ -1,3 +1,5 @@
+//! 32-bit ids that wrap, unwrapped into a monotonic 64-bit sequence.
+
 /// Turns 32-bit ids that wrap around into a monotonic 64-bit sequence, using serial
 /// number arithmetic (RFC 1982): each id is placed within ±2^31 of the previous one,
 /// so wraps and moderate reordering both come out right.
@@ -26,6 +28,7 @@ impl Unwrapper {
         v
     }
 
+    /// The latest unwrapped id.
     pub fn last(&self) -> Option<u64> {
         self.last
     }

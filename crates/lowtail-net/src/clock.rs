@@ -5,6 +5,7 @@
 /// A source of nanosecond time; the pacing logic is generic over it so that tests can
 /// drive it with a simulated clock.
 pub trait Clock {
+    /// The current time in nanoseconds.
     fn now_ns(&mut self) -> i64;
 }
 
@@ -19,11 +20,13 @@ impl Clock for Monotonic {
     }
 }
 
+/// CLOCK_MONOTONIC in nanoseconds.
 #[inline(always)]
 pub fn monotonic_ns() -> i64 {
     read(libc::CLOCK_MONOTONIC)
 }
 
+/// CLOCK_REALTIME in nanoseconds since the epoch.
 #[inline(always)]
 pub fn realtime_ns() -> i64 {
     read(libc::CLOCK_REALTIME)

@@ -7,15 +7,21 @@ use serde::Serialize;
 
 use crate::netns::IfaceRef;
 
+/// An interface's counters from /proc/net/dev.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct DevCounters {
+    /// Packets received.
     pub rx_packets: u64,
+    /// Received packets dropped.
     pub rx_dropped: u64,
+    /// Packets sent.
     pub tx_packets: u64,
+    /// Packets dropped on sending.
     pub tx_dropped: u64,
 }
 
 impl DevCounters {
+    /// The counts between `earlier` and this reading.
     pub fn since(&self, earlier: &DevCounters) -> DevCounters {
         DevCounters {
             rx_packets: self.rx_packets.wrapping_sub(earlier.rx_packets),

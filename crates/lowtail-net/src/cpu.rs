@@ -83,7 +83,9 @@ pub fn apply_priority(program: &str, explicit: Option<i32>, default: Option<i32>
 /// throttling had its core), and how often it was switched out against its will.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CpuWait {
+    /// Time runnable but off its core.
     pub waited_ns: u64,
+    /// Times the kernel took the core away.
     pub involuntary_switches: u64,
 }
 
@@ -100,6 +102,7 @@ impl CpuWait {
         Some(CpuWait { waited_ns, involuntary_switches: usage.ru_nivcsw as u64 })
     }
 
+    /// What happened between `earlier` and this reading.
     pub fn since(&self, earlier: &CpuWait) -> CpuWait {
         CpuWait {
             waited_ns: self.waited_ns.saturating_sub(earlier.waited_ns),

@@ -18,15 +18,19 @@ pub const EXIT_INTERRUPTED: i32 = 130;
 /// A one-line reason to stop and its exit code.
 #[derive(Debug)]
 pub struct Fatal {
+    /// The exit code (`EXIT_USAGE`, `EXIT_FAILURE`, ...).
     pub code: i32,
+    /// One line saying what went wrong.
     pub message: String,
 }
 
 impl Fatal {
+    /// Bad arguments or set-up the user must fix (exit 2).
     pub fn usage(message: impl Into<String>) -> Fatal {
         Fatal { code: EXIT_USAGE, message: message.into() }
     }
 
+    /// A failure while running (exit 1).
     pub fn failure(message: impl Into<String>) -> Fatal {
         Fatal { code: EXIT_FAILURE, message: message.into() }
     }

@@ -11,6 +11,7 @@
 //! All three take interfaces as `NAME` or `NAME@NETNS` (`netns`), pin themselves with
 //! `--cpu` (`cpu`), stop cleanly on SIGINT/SIGTERM (`signal`), write their statistics
 //! as JSON (`summary`) and exit with codes that mean something (`error`).
+#![warn(missing_docs)]
 
 pub mod cli;
 pub mod clock;

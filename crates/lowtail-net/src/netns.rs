@@ -12,9 +12,21 @@ use std::str::FromStr;
 
 use crate::error::Fatal;
 
+/// Why an interface argument does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IfaceRefError {
+    /// `NAME@` with nothing after the @.
+    #[error("`{0}`: the namespace after @ is empty")]
+    EmptyNamespace(String),
+    /// Empty, too long, or with a slash or a space.
+    #[error("`{0}` is not an interface name")]
+    BadName(String),
+}
+
 /// An interface and, optionally, the network namespace it lives in.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IfaceRef {
+    /// The interface name.
     pub name: String,
     /// A name under /run/netns (as `ip netns` makes them) or an absolute path to a
     /// namespace file such as /proc/PID/ns/net; `None` is the caller's namespace.
@@ -22,16 +34,16 @@ pub struct IfaceRef {
 }
 
 impl FromStr for IfaceRef {
-    type Err = String;
+    type Err = IfaceRefError;
 
-    fn from_str(s: &str) -> Result<IfaceRef, String> {
+    fn from_str(s: &str) -> Result<IfaceRef, IfaceRefError> {
         let (name, netns) = match s.split_once('@') {
             Some((name, ns)) if !ns.is_empty() => (name, Some(ns.to_string())),
-            Some(_) => return Err(format!("`{s}`: the namespace after @ is empty")),
+            Some(_) => return Err(IfaceRefError::EmptyNamespace(s.to_string())),
             None => (s, None),
         };
         if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains('/') || name.contains(char::is_whitespace) {
-            return Err(format!("`{name}` is not an interface name"));
+            return Err(IfaceRefError::BadName(name.to_string()));
         }
         Ok(IfaceRef { name: name.to_string(), netns })
     }
@@ -97,8 +109,8 @@ mod tests {
             IfaceRef { name: "veth0".into(), netns: Some("lt-gen-1".into()) }
         );
         assert_eq!("v@/proc/1/ns/net".parse::<IfaceRef>().unwrap().netns.as_deref(), Some("/proc/1/ns/net"));
-        assert!("veth0@".parse::<IfaceRef>().is_err());
-        assert!("@ns".parse::<IfaceRef>().is_err());
+        assert_eq!("veth0@".parse::<IfaceRef>(), Err(IfaceRefError::EmptyNamespace("veth0@".into())));
+        assert_eq!("@ns".parse::<IfaceRef>(), Err(IfaceRefError::BadName("".into())));
         assert!("a-name-that-is-far-too-long".parse::<IfaceRef>().is_err());
     }
 }

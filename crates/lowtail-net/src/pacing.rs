@@ -16,21 +16,36 @@ use crate::error::Fatal;
 
 const NS_PER_S: u128 = 1_000_000_000;
 
+/// Why a plan cannot be made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A rate of 0 pps.
+    #[error("the rate must be at least 1 pps")]
+    ZeroRate,
+    /// A burst of 0 frames.
+    #[error("the burst must be at least 1 frame")]
+    ZeroBurst,
+}
+
 /// What to send: `frames` frames at `rate_pps`, in bursts of `burst` back-to-back frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Plan {
+    /// Frames per second.
     pub rate_pps: u64,
+    /// Frames sent back to back per burst.
     pub burst: u32,
+    /// Frames in the run.
     pub frames: u64,
 }
 
 impl Plan {
-    pub fn new(rate_pps: u64, burst: u32, frames: u64) -> Result<Plan, String> {
+    /// A plan, unless the rate or the burst is zero.
+    pub fn new(rate_pps: u64, burst: u32, frames: u64) -> Result<Plan, PlanError> {
         if rate_pps == 0 {
-            return Err("the rate must be at least 1 pps".into());
+            return Err(PlanError::ZeroRate);
         }
         if burst == 0 {
-            return Err("the burst must be at least 1 frame".into());
+            return Err(PlanError::ZeroBurst);
         }
         Ok(Plan { rate_pps, burst, frames })
     }
@@ -40,6 +55,7 @@ impl Plan {
         (rate_pps as u128 * duration_ns as u128 / NS_PER_S) as u64
     }
 
+    /// Bursts in the run.
     pub fn bursts(&self) -> u64 {
         self.frames.div_ceil(self.burst as u64)
     }
@@ -89,21 +105,27 @@ pub struct Pacing {
     pub inter_departure: ExactHistogram,
     /// How long handing each burst to the kernel took.
     pub send_call: ExactHistogram,
+    /// When the run began (the clock's time line).
     pub start_ns: i64,
+    /// Bursts sent.
     pub bursts: u64,
     /// Frames handed to the kernel, accepted or not.
     pub attempted: u64,
+    /// Frames the kernel accepted.
     pub sent: u64,
+    /// When the last burst left.
     pub last_departure_ns: i64,
     /// Lateness of the last burst sent.
     pub final_lag_ns: i64,
     /// Due time (relative to the start) of the last burst that left on time, that is
     /// at most one burst interval late; None if none did.
     pub last_on_time_ns: Option<i64>,
+    /// The largest lateness of any burst.
     pub max_lag_ns: i64,
     /// Bursts that left more than one burst interval late (sent back to back while
     /// catching up, so the device saw a burst the plan did not have).
     pub late_bursts: u64,
+    /// `stop()` ended the run before the plan did.
     pub interrupted: bool,
 }
 
@@ -176,6 +198,8 @@ pub fn pace<C: Clock, S: BurstSink>(
 pub struct Verdict {
     /// Frames accepted by the kernel per second of the run as it happened.
     pub achieved_rate_pps: f64,
+    /// Not interrupted, and some burst in the last tenth of the run left at most one
+    /// burst interval late: a generator short of the rate never gets back on time.
     pub kept_up: bool,
     /// The run's length as it happened: the planned slots of the frames sent, plus
     /// the last burst's lateness.
@@ -281,8 +305,8 @@ mod tests {
         assert_eq!((0..3).map(|b| plan.due_ns(b)).collect::<Vec<_>>(), vec![0, 4_000_000, 8_000_000]);
         assert_eq!(plan.duration_ns(), 10_000_000);
         assert_eq!(Plan::frames_in(100_000, 2_500_000_000), 250_000);
-        assert!(Plan::new(0, 1, 1).is_err());
-        assert!(Plan::new(1, 0, 1).is_err());
+        assert_eq!(Plan::new(0, 1, 1), Err(PlanError::ZeroRate));
+        assert_eq!(Plan::new(1, 0, 1), Err(PlanError::ZeroBurst));
     }
 
     #[test]

@@ -29,6 +29,7 @@ pub struct CaptureFile {
 }
 
 impl CaptureFile {
+    /// Create `path` (zstd-compressed if asked) and start its writer thread.
     pub fn create(path: &Path, snaplen: u32, zstd: bool) -> Result<CaptureFile, Fatal> {
         let file = File::create(path).map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
         let (full_tx, full_rx) = sync_channel::<Vec<u8>>(QUEUE);

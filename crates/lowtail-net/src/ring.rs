@@ -32,8 +32,11 @@ pub enum Stamp {
 
 /// A received frame, borrowed from the ring.
 pub struct RxFrame<'a> {
+    /// Receive time in nanoseconds since the epoch (`stamp` says whose clock).
     pub ts_ns: i64,
+    /// Where the time came from.
     pub stamp: Stamp,
+    /// The captured bytes.
     pub data: &'a [u8],
     /// The frame's length on the wire (`data` may be cut by the snap length).
     pub wire_len: u32,
@@ -237,6 +240,7 @@ impl BlockRing {
 /// The state of a transmit slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxSlot {
+    /// Free for a new frame.
     Free,
     /// The kernel still holds the frame queued in it.
     Busy,
@@ -298,10 +302,12 @@ impl FrameRing {
         Ok(FrameRing { map, frame_size, frame_nr: block_nr * per_block })
     }
 
+    /// Frames the ring holds.
     pub fn len(&self) -> usize {
         self.frame_nr
     }
 
+    /// A ring without frames (never, once set up).
     pub fn is_empty(&self) -> bool {
         self.frame_nr == 0
     }

@@ -24,14 +24,10 @@ pub fn install() {
     }
 }
 
+/// Has SIGINT or SIGTERM come?
 #[inline(always)]
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
-}
-
-/// Ask the loops to stop as if a signal had come (a --duration ran out).
-pub fn request_stop() {
-    STOP.store(true, Ordering::Release);
 }
 
 /// "SIGINT"/"SIGTERM" if a signal stopped us.

@@ -14,8 +14,11 @@ pub const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();
 /// A raw packet socket opened in an interface's namespace, not yet bound.
 pub struct PacketSocket {
     fd: OwnedFd,
+    /// The interface it was opened for.
     pub iface: IfaceRef,
+    /// Its index in its namespace.
     pub ifindex: i32,
+    /// Its MTU.
     pub mtu: u32,
 }
 
@@ -59,6 +62,7 @@ impl PacketSocket {
         })
     }
 
+    /// The file descriptor.
     pub fn raw(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
@@ -89,6 +93,7 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// setsockopt with a value of any plain type.
     pub fn set<T>(&self, level: libc::c_int, name: libc::c_int, value: &T) -> io::Result<()> {
         // SAFETY: `value` is a valid T of the size we pass.
         let rc = unsafe {
@@ -100,6 +105,7 @@ impl PacketSocket {
         Ok(())
     }
 
+    /// getsockopt into a value of any plain type.
     pub fn get<T: Copy>(&self, level: libc::c_int, name: libc::c_int) -> io::Result<T> {
         // SAFETY: the kernel writes at most `len` bytes into a zeroed T (all option
         // structs we read are plain integers).
@@ -113,6 +119,7 @@ impl PacketSocket {
         Ok(value)
     }
 
+    /// An integer SOL_PACKET option.
     pub fn set_packet_opt(&self, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
         self.set(libc::SOL_PACKET, name, &value)
     }
@@ -150,6 +157,7 @@ pub fn ifreq(name: &str) -> libc::ifreq {
     req
 }
 
+/// An ioctl whose argument is a pointer to `arg`.
 pub fn ioctl<T>(fd: RawFd, request: libc::c_ulong, arg: &mut T) -> io::Result<()> {
     // SAFETY: every request we issue takes a pointer to the T we pass.
     if unsafe { libc::ioctl(fd, request as _, arg as *mut T) } != 0 {

@@ -7,14 +7,23 @@ use serde::Serialize;
 /// Exact figures of a set of nanosecond samples (the object's key ends in `_ns`).
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct Summary {
+    /// How many samples.
     pub samples: u64,
+    /// The smallest.
     pub min: i64,
+    /// The mean.
     pub mean: f64,
+    /// Median.
     pub p50: i64,
+    /// 90th percentile.
     pub p90: i64,
+    /// 99th percentile.
     pub p99: i64,
+    /// 99.9th percentile.
     pub p99_9: i64,
+    /// 99.99th percentile.
     pub p99_99: i64,
+    /// The largest.
     pub max: i64,
 }
 

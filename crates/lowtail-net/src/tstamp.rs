@@ -27,9 +27,11 @@ struct EthtoolTsInfo {
 /// What the driver reports about timestamping.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TsInfo {
+    /// SOF_TIMESTAMPING_* capabilities.
     pub so_timestamping: u32,
     /// The PTP hardware clock, -1 if none.
     pub phc_index: i32,
+    /// Bit mask of the HWTSTAMP_FILTER_* the NIC offers.
     pub rx_filters: u32,
 }
 

@@ -32,10 +32,12 @@ impl Frames {
         Frames { flows, first_id }
     }
 
+    /// Bytes per frame.
     pub fn frame_len(&self) -> usize {
         self.flows[0].len()
     }
 
+    /// Frame number `k` of the run (flow k mod flows, id first_id + k).
     #[inline(always)]
     pub fn frame(&mut self, k: u64) -> &[u8] {
         let flow = (k % self.flows.len() as u64) as usize;
@@ -43,13 +45,17 @@ impl Frames {
     }
 }
 
+/// How frames reach the kernel.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxMethod {
+    /// send/sendmmsg: the kernel copies each frame.
     Copy,
+    /// A TPACKET_V2 transmit ring.
     Ring,
 }
 
 impl TxMethod {
+    /// "copy" or "ring", as `--tx` takes them.
     pub fn name(self) -> &'static str {
         match self {
             TxMethod::Copy => "copy",
@@ -143,6 +149,7 @@ impl SocketSink {
         Ok(SocketSink { sock, frames, kind, prepared: 0, errors: SendErrors::default() })
     }
 
+    /// How this sink sends.
     pub fn method(&self) -> TxMethod {
         match self.kind {
             Kind::Copy { .. } => TxMethod::Copy,

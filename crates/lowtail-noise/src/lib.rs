@@ -7,6 +7,7 @@
 //! buffer allocated and touched before the loop starts (a page fault inside the loop
 //! would itself be a gap, and a `munmap` in a multi-threaded process sends TLB-shootdown
 //! interrupts to every core the process runs on — one of the effects being measured).
+#![warn(missing_docs)]
 
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,24 +18,34 @@ use serde::Serialize;
 /// One interruption of the loop: when it began (monotonic clock) and how long it lasted.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Gap {
+    /// When the gap began (CLOCK_MONOTONIC).
     pub start_ns: i64,
+    /// How long the loop did not run.
     pub len_ns: i64,
 }
 
 /// What one spin produced, before any statistics.
 #[derive(Debug)]
 pub struct GapLog {
+    /// The gaps kept, in time order.
     pub gaps: Vec<Gap>,
     /// Gaps that did not fit in the buffer: counted, and their maximum kept.
     pub dropped: u64,
+    /// The longest gap that did not fit.
     pub dropped_max_ns: i64,
+    /// Their total length.
     pub dropped_total_ns: i64,
+    /// Clock reads.
     pub loops: u64,
+    /// The shortest time between two reads: the loop's own cost.
     pub min_loop_ns: i64,
+    /// First read (CLOCK_MONOTONIC).
     pub start_ns: i64,
+    /// Last read.
     pub end_ns: i64,
 }
 
+/// The time on `clock`, in nanoseconds.
 #[inline(always)]
 pub fn clock_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -43,6 +54,7 @@ pub fn clock_ns(clock: libc::clockid_t) -> i64 {
     ts.tv_sec * 1_000_000_000 + ts.tv_nsec
 }
 
+/// CLOCK_MONOTONIC in nanoseconds.
 #[inline(always)]
 pub fn monotonic_ns() -> i64 {
     clock_ns(libc::CLOCK_MONOTONIC)
@@ -153,33 +165,51 @@ pub fn spin(duration_ns: i64, threshold_ns: i64, mut buf: Vec<Gap>, go: &AtomicB
     }
 }
 
+/// A gap on the wall clock.
 #[derive(Debug, Clone, Serialize)]
 pub struct TimedGap {
     /// Start of the gap on CLOCK_REALTIME, in ns since the epoch.
     pub t_ns: i64,
+    /// Its length.
     pub gap_ns: i64,
 }
 
 /// The figures of one core's probe (the per-core object of `lowtail-noise`'s JSON).
 #[derive(Debug, Clone, Serialize)]
 pub struct CoreSummary {
+    /// The core.
     pub cpu: usize,
+    /// Start of the probe on CLOCK_REALTIME.
     pub start_ns: i64,
+    /// How long it spun.
     pub duration_ns: i64,
+    /// Shortest gap recorded.
     pub threshold_ns: i64,
+    /// Clock reads.
     pub loops: u64,
+    /// The loop's own cost (shortest time between two reads).
     pub min_loop_ns: i64,
+    /// Gaps recorded, dropped ones included.
     pub gaps: u64,
+    /// Gaps that did not fit in the buffer.
     pub dropped: u64,
+    /// Gaps per second.
     pub rate_hz: f64,
     /// Time the loop did not run, per second of probe: the core's lost CPU time.
     pub noise_ns_per_s: f64,
+    /// Total time in gaps.
     pub gap_total_ns: i64,
+    /// The longest gap.
     pub max_ns: i64,
+    /// Median gap (kept gaps).
     pub p50_ns: Option<i64>,
+    /// 90th percentile gap.
     pub p90_ns: Option<i64>,
+    /// 99th percentile gap.
     pub p99_ns: Option<i64>,
+    /// 99.9th percentile gap.
     pub p99_9_ns: Option<i64>,
+    /// Histogram of the kept gaps.
     pub histogram: Vec<Bin>,
     /// The largest gaps, in time order.
     pub largest: Vec<TimedGap>,
@@ -235,16 +265,37 @@ pub fn write_gaps(out: &mut impl Write, log: &GapLog, realtime_offset: i64) -> i
     w.flush()
 }
 
+/// Why a CPU list does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    /// A part that is not a number.
+    #[error("{part:?} in {text:?} is not a CPU number")]
+    NotACpu {
+        /// The part.
+        part: String,
+        /// The whole list.
+        text: String,
+    },
+    /// "5-3".
+    #[error("CPU range {0:?} runs backwards")]
+    Backwards(String),
+    /// Nothing but commas and spaces.
+    #[error("no CPUs in {0:?}")]
+    Empty(String),
+}
+
 /// "1-3,5" → [1, 2, 3, 5] (the kernel's cpulist format), sorted and without repeats.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
     let mut cpus = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |s: &str| s.trim().parse::<usize>().map_err(|_| format!("{s:?} in {text:?} is not a CPU number"));
+        let num = |s: &str| {
+            s.trim().parse::<usize>().map_err(|_| CpuListError::NotACpu { part: s.to_string(), text: text.to_string() })
+        };
         match part.split_once('-') {
             Some((a, b)) => {
                 let (a, b) = (num(a)?, num(b)?);
                 if a > b {
-                    return Err(format!("CPU range {part:?} runs backwards"));
+                    return Err(CpuListError::Backwards(part.to_string()));
                 }
                 cpus.extend(a..=b);
             }
@@ -252,7 +303,7 @@ pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, String> {
         }
     }
     if cpus.is_empty() {
-        return Err(format!("no CPUs in {text:?}"));
+        return Err(CpuListError::Empty(text.to_string()));
     }
     cpus.sort_unstable();
     cpus.dedup();
@@ -281,7 +332,8 @@ mod tests {
         assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
         assert_eq!(parse_cpu_list("1-3,5").unwrap(), vec![1, 2, 3, 5]);
         assert_eq!(parse_cpu_list("3,1-2,2").unwrap(), vec![1, 2, 3]);
-        assert!(parse_cpu_list("3-1").unwrap_err().contains("backwards"));
+        assert_eq!(parse_cpu_list("3-1"), Err(CpuListError::Backwards("3-1".into())));
+        assert!(parse_cpu_list("3-1").unwrap_err().to_string().contains("backwards"));
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("").is_err());
     }

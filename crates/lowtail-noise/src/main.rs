@@ -47,7 +47,7 @@ fn parse_args() -> Result<Args, String> {
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let int = |v: &str| v.parse::<i64>().map_err(|_| format!("{flag} {v}: not an integer"));
         match flag.as_str() {
-            "--cpus" => a.cpus = parse_cpu_list(&value)?,
+            "--cpus" => a.cpus = parse_cpu_list(&value).map_err(|e| e.to_string())?,
             "--duration-ns" => a.duration_ns = int(&value)?,
             "--threshold-ns" => a.threshold_ns = int(&value)?,
             "--top" => a.top = int(&value)?.max(0) as usize,

@@ -1,64 +1,167 @@
+//! `AnalyzeOptions` and `Analyzer`: the analysis pipeline seen from Python.
+
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 
 use pyo3::prelude::*;
-use serde::Deserialize;
+use pyo3::types::PyDict;
 
-use lowtail_analyze::{analyze_pair, AnalyzeOptions, Control};
-use lowtail_frame::{Endian, IdSpec};
+use lowtail_analyze::{analyze_pair, AnalyzeOptions, Control, OptionsError};
+use lowtail_frame::{Endian, IdFormat};
 
-use crate::LowtailError;
+use crate::errors::{analyze_error, options_error};
 
-/// Options as the Python side sends them (JSON); every field optional.
-#[derive(Debug, Deserialize, Default)]
-#[serde(default, deny_unknown_fields)]
-struct OptionsIn {
-    id_offset: Option<usize>,
-    id_width: Option<usize>,
-    id_endian: Option<String>,
-    id_format: Option<String>,
-    udp_port: Option<u16>,
-    moonsniff_records: bool,
-    trim_ns: Option<i64>,
-    horizon_ns: Option<i64>,
-    worst: Option<usize>,
-    histogram_bins: Option<usize>,
-    export: Option<PathBuf>,
+/// How to find packet ids and what to compute: `lowtail analyze`'s options under the
+/// names of lowtail_analyze::AnalyzeOptions, its defaults and its check. Keyword
+/// arguments only; one left out (or None) takes the default, and the id fields default
+/// to `id_format`'s preset. Read-only once built.
+#[pyclass(module = "lowtail._native", name = "AnalyzeOptions", frozen, eq)]
+#[derive(Clone, PartialEq)]
+pub struct PyAnalyzeOptions(AnalyzeOptions);
+
+#[pymethods]
+impl PyAnalyzeOptions {
+    #[new]
+    #[pyo3(signature = (
+        *, id_format=None, id_offset=None, id_width=None, id_endian=None, udp_port=None,
+        moonsniff_records=false, trim_ns=None, max_latency_ns=None, worst=None, histogram_bins=None, export=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        id_format: Option<&str>,
+        id_offset: Option<i64>,
+        id_width: Option<i64>,
+        id_endian: Option<&str>,
+        udp_port: Option<i64>,
+        moonsniff_records: bool,
+        trim_ns: Option<i64>,
+        max_latency_ns: Option<i64>,
+        worst: Option<i64>,
+        histogram_bins: Option<i64>,
+        export: Option<PathBuf>,
+    ) -> PyResult<Self> {
+        let build = || -> Result<AnalyzeOptions, OptionsError> {
+            let format = match id_format {
+                None => IdFormat::default(),
+                Some(name) => IdFormat::from_name(name).ok_or_else(|| OptionsError::IdFormat(name.to_string()))?,
+            };
+            let mut o = AnalyzeOptions::for_id_format(format);
+            if let Some(v) = id_offset {
+                o.id_offset = count("id_offset", v)?;
+            }
+            if let Some(v) = id_width {
+                o.id_width = usize::try_from(v).map_err(|_| OptionsError::IdWidth(v))?;
+            }
+            if let Some(name) = id_endian {
+                o.id_endian = Endian::from_name(name).ok_or_else(|| OptionsError::IdEndian(name.to_string()))?;
+            }
+            if let Some(v) = udp_port {
+                o.udp_port = Some(port(v)?);
+            }
+            o.moonsniff_records = moonsniff_records;
+            o.trim_ns = trim_ns.unwrap_or(o.trim_ns);
+            o.max_latency_ns = max_latency_ns.unwrap_or(o.max_latency_ns);
+            if let Some(v) = worst {
+                o.worst = count("worst", v)?;
+            }
+            if let Some(v) = histogram_bins {
+                o.histogram_bins = count("histogram_bins", v)?;
+            }
+            o.export = export;
+            o.check()?;
+            Ok(o)
+        };
+        build().map(PyAnalyzeOptions).map_err(|e| options_error(&e))
+    }
+
+    /// The preset the id fields start from: "lowtail" or "moonsniff".
+    #[getter]
+    fn id_format(&self) -> &'static str {
+        self.0.id_format.name()
+    }
+
+    /// Bytes from the start of the UDP payload to the id.
+    #[getter]
+    fn id_offset(&self) -> usize {
+        self.0.id_offset
+    }
+
+    /// Id width in bytes, 4 or 8; 4-byte ids are unwrapped.
+    #[getter]
+    fn id_width(&self) -> usize {
+        self.0.id_width
+    }
+
+    /// The id's byte order: "big" or "little".
+    #[getter]
+    fn id_endian(&self) -> &'static str {
+        self.0.id_endian.name()
+    }
+
+    /// Only UDP datagrams to this port carry ids (None: any port).
+    #[getter]
+    fn udp_port(&self) -> Option<u16> {
+        self.0.udp_port
+    }
+
+    /// Read files without pcap magic as MoonSniff records.
+    #[getter]
+    fn moonsniff_records(&self) -> bool {
+        self.0.moonsniff_records
+    }
+
+    /// Warm-up to cut, in nanoseconds from the first PRE packet.
+    #[getter]
+    fn trim_ns(&self) -> i64 {
+        self.0.trim_ns
+    }
+
+    /// Latencies above this count as losses (bounds memory to rate × this).
+    #[getter]
+    fn max_latency_ns(&self) -> i64 {
+        self.0.max_latency_ns
+    }
+
+    /// How many worst events to keep.
+    #[getter]
+    fn worst(&self) -> usize {
+        self.0.worst
+    }
+
+    /// Bins of the latency and jitter histograms.
+    #[getter]
+    fn histogram_bins(&self) -> usize {
+        self.0.histogram_bins
+    }
+
+    /// Where the matched series goes (Parquet), or None.
+    #[getter]
+    fn export(&self) -> Option<String> {
+        self.0.export.as_ref().map(|p| p.display().to_string())
+    }
+
+    /// Every option by name, as the database stores them.
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let text = serde_json::to_string(&self.0).expect("options serialise");
+        py.import("json")?.call_method1("loads", (text,))?.cast_into::<PyDict>().map_err(PyErr::from)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        let fields: PyResult<Vec<String>> =
+            self.to_dict(py)?.iter().map(|(k, v)| Ok(format!("{k}={}", v.repr()?))).collect();
+        Ok(format!("AnalyzeOptions({})", fields?.join(", ")))
+    }
 }
 
-fn options_from(json: &str) -> Result<AnalyzeOptions, String> {
-    let o: OptionsIn = serde_json::from_str(json).map_err(|e| format!("bad analysis options: {e}"))?;
-    let mut id = match o.id_format.as_deref() {
-        None | Some("lowtail") => IdSpec::default(),
-        Some("moonsniff") => IdSpec::moonsniff(),
-        Some(other) => return Err(format!("unknown id format {other:?} (lowtail, moonsniff)")),
-    };
-    if let Some(off) = o.id_offset {
-        id.offset = off;
+fn count(option: &'static str, value: i64) -> Result<usize, OptionsError> {
+    usize::try_from(value).map_err(|_| OptionsError::Negative { option, value })
+}
+
+fn port(value: i64) -> Result<u16, OptionsError> {
+    if value < 0 {
+        return Err(OptionsError::Negative { option: "udp_port", value });
     }
-    if let Some(w) = o.id_width {
-        if w != 4 && w != 8 {
-            return Err(format!("--id-width must be 4 or 8, not {w}"));
-        }
-        id.width = w;
-    }
-    match o.id_endian.as_deref() {
-        None => {}
-        Some("big") => id.endian = Endian::Big,
-        Some("little") => id.endian = Endian::Little,
-        Some(other) => return Err(format!("--id-endian must be big or little, not {other:?}")),
-    }
-    id.udp_dst_port = o.udp_port;
-    let defaults = AnalyzeOptions::default();
-    Ok(AnalyzeOptions {
-        id,
-        force_moonsniff: o.moonsniff_records,
-        trim_ns: o.trim_ns.unwrap_or(defaults.trim_ns),
-        horizon_ns: o.horizon_ns.unwrap_or(defaults.horizon_ns),
-        worst_n: o.worst.unwrap_or(defaults.worst_n),
-        histogram_bins: o.histogram_bins.unwrap_or(defaults.histogram_bins),
-        export: o.export,
-    })
+    u16::try_from(value).map_err(|_| OptionsError::TooLarge { option: "udp_port", value, max: u16::MAX as u64 })
 }
 
 /// One analysis of a capture pair. `run()` does the work without holding the GIL, so
@@ -75,20 +178,18 @@ struct Analyzer {
 #[pymethods]
 impl Analyzer {
     #[new]
-    fn new(pre: PathBuf, post: PathBuf, options_json: &str) -> PyResult<Self> {
-        let options = options_from(options_json).map_err(LowtailError::new_err)?;
+    #[pyo3(signature = (pre, post, options=None))]
+    fn new(pre: PathBuf, post: PathBuf, options: Option<&Bound<'_, PyAnalyzeOptions>>) -> Self {
+        let options = options.map(|o| o.get().0.clone()).unwrap_or_default();
         let size = |p: &PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let total_bytes = size(&pre) + size(&post);
-        Ok(Analyzer { pre, post, options, control: Control::default(), total_bytes })
+        Analyzer { pre, post, options, control: Control::default(), total_bytes }
     }
 
     /// Run the analysis; returns the figures as JSON.
     fn run(&self, py: Python<'_>) -> PyResult<String> {
         let result = py.detach(|| analyze_pair(&self.pre, &self.post, &self.options, &self.control));
-        match result {
-            Ok(a) => Ok(a.to_json()),
-            Err(e) => Err(LowtailError::new_err(e.to_string())),
-        }
+        result.map(|a| a.to_json()).map_err(|e| analyze_error(&e))
     }
 
     /// (bytes read, bytes in total) over both files.
@@ -96,11 +197,13 @@ impl Analyzer {
         (self.control.pre_bytes.bytes() + self.control.post_bytes.bytes(), self.total_bytes)
     }
 
+    /// Ask `run()` to stop; it then raises CancelledError.
     fn cancel(&self) {
         self.control.cancel.store(true, Ordering::Relaxed);
     }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyAnalyzeOptions>()?;
     m.add_class::<Analyzer>()
 }

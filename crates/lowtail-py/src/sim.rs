@@ -1,9 +1,11 @@
+//! `simulate_device`: the discrete-event device model, from Python.
+
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use lowtail_sim::{simulate, SimSpec};
 
-use crate::LowtailError;
+use crate::errors::{sim_error, spec_json_error};
 
 /// Marks a dropped packet in the departure array.
 const DROPPED: i64 = i64::MIN;
@@ -16,9 +18,8 @@ fn simulate_device<'py>(
     py: Python<'py>,
     spec_json: &str,
 ) -> PyResult<(String, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
-    let spec: SimSpec =
-        serde_json::from_str(spec_json).map_err(|e| LowtailError::new_err(format!("bad simulation spec: {e}")))?;
-    let r = py.detach(|| simulate(&spec)).map_err(|e| LowtailError::new_err(e.to_string()))?;
+    let spec: SimSpec = serde_json::from_str(spec_json).map_err(|e| spec_json_error("simulation", e))?;
+    let r = py.detach(|| simulate(&spec)).map_err(|e| sim_error(&e))?;
     let summary = serde_json::json!({
         "offered": r.arrival_ns.len(),
         "dropped": r.dropped,

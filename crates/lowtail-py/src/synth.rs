@@ -1,10 +1,12 @@
+//! `synth_pair`: synthetic capture pairs with known answers, from Python.
+
 use std::path::PathBuf;
 
 use pyo3::prelude::*;
 
 use lowtail_synth::{generate, SynthSpec};
 
-use crate::LowtailError;
+use crate::errors::{spec_json_error, synth_error};
 
 /// Write a synthetic PRE/POST pair; `spec_json` holds `SynthSpec` fields. Returns the
 /// summary as JSON.
@@ -17,11 +19,8 @@ fn synth_pair(
     spec_json: &str,
     truth: Option<PathBuf>,
 ) -> PyResult<String> {
-    let spec: SynthSpec =
-        serde_json::from_str(spec_json).map_err(|e| LowtailError::new_err(format!("bad synth spec: {e}")))?;
-    let summary = py
-        .detach(|| generate(&spec, &pre, &post, truth.as_deref()))
-        .map_err(|e| LowtailError::new_err(e.to_string()))?;
+    let spec: SynthSpec = serde_json::from_str(spec_json).map_err(|e| spec_json_error("synth", e))?;
+    let summary = py.detach(|| generate(&spec, &pre, &post, truth.as_deref())).map_err(|e| synth_error(&e))?;
     Ok(serde_json::to_string(&summary).expect("summary serialises"))
 }
 

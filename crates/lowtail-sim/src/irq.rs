@@ -55,6 +55,7 @@ pub struct InterruptTimeline {
 }
 
 impl InterruptTimeline {
+    /// The interrupts of `specs`, drawn from `seed`.
     pub fn new(specs: &[InterruptSpec], seed: u64) -> Self {
         let sources = specs
             .iter()

@@ -7,19 +7,16 @@
 //! packet's fate: its latency, or a drop. It predicts what `lowtail-fwd` with the same
 //! `work_ns` and `batch` should measure, and it reproduces the seeds' batch staircases
 //! (004, section V-D) and interrupt aliasing (000, section V-B).
+#![warn(missing_docs)]
 
+mod error;
 pub mod irq;
 pub mod sim;
 pub mod spec;
 
+pub use error::SimError;
 pub use sim::{simulate, SimResult};
 pub use spec::{ArrivalKind, InterruptSpec, Service, SimSpec};
-
-#[derive(Debug, thiserror::Error)]
-pub enum SimError {
-    #[error("{0}")]
-    Spec(String),
-}
 
 #[cfg(test)]
 mod tests;

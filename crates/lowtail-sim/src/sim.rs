@@ -8,17 +8,20 @@ use std::collections::VecDeque;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 
+use crate::error::SimError;
 use crate::irq::InterruptTimeline;
 use crate::spec::{ArrivalKind, Service, SimSpec};
-use crate::SimError;
 
 /// Per-packet outcome, in arrival order. `departure_ns` is `None` for a drop.
 #[derive(Debug, Clone, Default)]
 pub struct SimResult {
+    /// Arrival time of every packet.
     pub arrival_ns: Vec<i64>,
     /// Leaving time including `base_latency_ns`, so latency = departure − arrival.
     pub departure_ns: Vec<Option<i64>>,
+    /// Packets dropped at a full receive queue.
     pub dropped: u64,
+    /// Polls that took a batch.
     pub batches: u64,
     /// Time the core spent on packets (service and batch overhead).
     pub work_ns: i64,

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::SimError;
+use crate::error::SimError;
 
 /// How packets arrive at the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
@@ -19,29 +19,41 @@ pub enum ArrivalKind {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum Service {
+    /// Every packet costs the same.
     Constant {
+        /// The cost.
         ns: f64,
     },
+    /// Exponentially distributed.
     Exponential {
+        /// The mean.
         mean_ns: f64,
     },
+    /// Uniform between two bounds.
     Uniform {
+        /// Lower bound.
         min_ns: f64,
+        /// Upper bound.
         max_ns: f64,
     },
     /// Normal, cut at zero (a negative CPU time is meaningless).
     Normal {
+        /// The mean before the cut.
         mean_ns: f64,
+        /// The standard deviation before the cut.
         sd_ns: f64,
     },
     /// exp(N(mu, sigma)) with mu, sigma given as the median and the log-space sigma.
     Lognormal {
+        /// The median.
         median_ns: f64,
+        /// The standard deviation of the logarithm.
         sigma: f64,
     },
 }
 
 impl Service {
+    /// The mean cost, as configured.
     pub fn mean_ns(&self) -> f64 {
         match *self {
             Service::Constant { ns } => ns,
@@ -77,6 +89,7 @@ impl Service {
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct InterruptSpec {
+    /// Interrupts per second.
     pub rate_hz: f64,
     /// Durations of successive interrupts, cycled: [5500, 8200] makes every second one longer.
     pub durations_ns: Vec<i64>,
@@ -92,16 +105,21 @@ impl Default for InterruptSpec {
     }
 }
 
+/// A device and its traffic: everything one simulation needs. Unknown keys are an error.
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimSpec {
     /// Packets offered to the device.
     pub packets: u64,
+    /// Offered rate, packets per second.
     pub rate_pps: f64,
+    /// Constant-rate or Poisson bursts.
     pub arrivals: ArrivalKind,
     /// Packets per burst, `burst_gap_ns` apart (back to back on the wire).
     pub burst: u32,
+    /// Gap between the packets of one burst.
     pub burst_gap_ns: f64,
+    /// CPU time per packet.
     pub service: Service,
     /// Fixed cost of one poll that takes a batch (driver call, descriptor refill).
     pub batch_overhead_ns: f64,
@@ -113,7 +131,9 @@ pub struct SimSpec {
     pub queue_capacity: u64,
     /// Latency outside the core (wire, NIC, DMA both ways: the seeds' 2·t_transfer).
     pub base_latency_ns: i64,
+    /// Interrupt sources hitting the core.
     pub interrupts: Vec<InterruptSpec>,
+    /// Seed of every random draw: the same spec gives the same result.
     pub seed: u64,
 }
 
@@ -137,6 +157,7 @@ impl Default for SimSpec {
 }
 
 impl SimSpec {
+    /// Every value in its range, or why not.
     pub fn validate(&self) -> Result<(), SimError> {
         let bad = |m: String| Err(SimError::Spec(m));
         if !(self.rate_pps > 0.0 && self.rate_pps.is_finite()) {

@@ -1,10 +1,15 @@
+//! Histogram bins of latencies or gaps, chosen from the data (`auto_bins`).
+
 use crate::ExactHistogram;
 
 /// A histogram bin [lo_ns, hi_ns) and its count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Bin {
+    /// Lower bound, included.
     pub lo_ns: i64,
+    /// Upper bound, excluded.
     pub hi_ns: i64,
+    /// Samples in the bin.
     pub count: u64,
 }
 

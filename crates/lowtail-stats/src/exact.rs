@@ -1,3 +1,5 @@
+//! Exact nearest-rank quantiles in memory that follows the spread of the values.
+
 const PAGE_BITS: u32 = 14;
 const PAGE_LEN: usize = 1 << PAGE_BITS;
 /// Values in [0, 2^30 ns) (about 1.07 s) may be counted in pages; the page directory
@@ -45,10 +47,12 @@ pub fn nearest_rank(q: f64, n: u64) -> u64 {
 }
 
 impl ExactHistogram {
+    /// An empty histogram.
     pub fn new() -> Self {
         ExactHistogram { pages: Vec::new(), dense_pages: 0, spill: Vec::new(), spill_sorted: true, count: 0 }
     }
 
+    /// Count one sample.
     #[inline]
     pub fn record(&mut self, v: i64) {
         self.count += 1;
@@ -82,6 +86,7 @@ impl ExactHistogram {
         self.spill_sorted = false;
     }
 
+    /// Samples recorded.
     pub fn count(&self) -> u64 {
         self.count
     }
@@ -163,6 +168,7 @@ impl ExactHistogram {
         Some(out)
     }
 
+    /// The nearest-rank value of quantile `q`; `None` when empty.
     pub fn quantile(&mut self, q: f64) -> Option<i64> {
         self.quantiles(&[q]).map(|v| v[0])
     }

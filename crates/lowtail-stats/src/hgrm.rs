@@ -1,3 +1,5 @@
+//! HdrHistogram percentile distributions and their `.hgrm` text.
+
 use std::fmt::Write;
 
 use hdrhistogram::Histogram;
@@ -21,12 +23,16 @@ impl Default for HdrRecorder {
 /// One row of a percentile distribution.
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
 pub struct PercentileRow {
+    /// The value at this percentile.
     pub value_ns: u64,
+    /// The percentile, as a fraction.
     pub percentile: f64,
+    /// Samples at or below the value.
     pub total_count: u64,
 }
 
 impl HdrRecorder {
+    /// An empty recorder.
     pub fn new() -> Self {
         HdrRecorder { hist: Histogram::new(SIGNIFICANT_DIGITS).expect("3 significant digits is valid") }
     }
@@ -55,6 +61,7 @@ impl HdrRecorder {
         r
     }
 
+    /// Samples recorded.
     pub fn count(&self) -> u64 {
         self.hist.len()
     }

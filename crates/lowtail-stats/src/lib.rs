@@ -5,6 +5,7 @@
 //! are integers, so a count per distinct nanosecond value is exact; `exact` keeps
 //! those counts in lazily allocated pages, which costs memory proportional to the
 //! spread of the values, not their number.
+#![warn(missing_docs)]
 
 pub mod bins;
 pub mod exact;

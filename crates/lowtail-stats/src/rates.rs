@@ -1,3 +1,5 @@
+//! Packets per second.
+
 /// Packets per one-second interval since a start time.
 #[derive(Debug, Clone, Default)]
 pub struct PerSecond {
@@ -15,14 +17,17 @@ const NS: i64 = 1_000_000_000;
 const MAX_SECONDS: i64 = 86_400;
 
 impl PerSecond {
+    /// Second 0 starts at the first packet counted, unless `set_start` comes first.
     pub fn new() -> Self {
         Self::default()
     }
 
+    /// Second 0 starts at `start_ns` (the first call wins).
     pub fn set_start(&mut self, start_ns: i64) {
         self.start_ns.get_or_insert(start_ns);
     }
 
+    /// Count one packet at `ts_ns` (one before the start or a day after it is set apart).
     #[inline]
     pub fn count(&mut self, ts_ns: i64) {
         if ts_ns >= self.bin_start && ts_ns < self.bin_end {
@@ -49,6 +54,7 @@ impl PerSecond {
         self.bin_end = self.bin_start.saturating_add(NS);
     }
 
+    /// Packets in each second since the start.
     pub fn counts(&self) -> &[u64] {
         &self.counts
     }

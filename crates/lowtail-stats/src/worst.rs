@@ -1,11 +1,16 @@
+//! The worst N latencies with when they happened, in bounded memory.
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// One of the worst latencies, with when it happened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct WorstEvent {
+    /// The latency.
     pub latency_ns: i64,
+    /// When PRE saw the packet.
     pub pre_ts_ns: i64,
+    /// The packet id.
     pub id: u64,
 }
 
@@ -17,10 +22,12 @@ pub struct WorstN {
 }
 
 impl WorstN {
+    /// Keep the `n` largest.
     pub fn new(n: usize) -> Self {
         WorstN { n, heap: BinaryHeap::with_capacity(n + 1) }
     }
 
+    /// One latency; kept if it is among the `n` largest so far.
     #[inline]
     pub fn offer(&mut self, latency_ns: i64, pre_ts_ns: i64, id: u64) {
         if self.n == 0 {

@@ -4,6 +4,7 @@
 //! loss, loss bursts, duplicates, reordering, a skewed clock) turns a paced packet
 //! stream into a PRE and a POST capture in any format lowtail reads, plus — optionally
 //! — the ground truth per packet, so tests can check every figure independently.
+#![warn(missing_docs)]
 
 mod model;
 mod out;

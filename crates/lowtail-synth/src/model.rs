@@ -1,3 +1,5 @@
+//! The model device and the walk over its packets that writes both captures.
+
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::OpenOptions;
@@ -7,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt64Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema};
-use lowtail_frame::{Endian, FrameTemplate, IdSpec, TemplateSpec, Vlan};
+use lowtail_frame::{Endian, FrameError, FrameTemplate, IdSpec, TemplateSpec, Vlan};
 use parquet::arrow::ArrowWriter;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -19,12 +21,17 @@ use crate::out::CaptureOut;
 #[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SynthSpec {
+    /// Packets PRE sends.
     pub packets: u64,
+    /// Send rate, packets per second.
     pub rate_pps: f64,
     /// Packets sent back to back (`burst_gap_ns` apart) per burst.
     pub burst: u32,
+    /// Gap between the packets of one burst.
     pub burst_gap_ns: i64,
+    /// Timestamp of the first packet.
     pub start_ns: i64,
+    /// Seed of every random choice: the same spec writes the same files.
     pub seed: u64,
     /// pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff
     pub format: String,
@@ -32,16 +39,25 @@ pub struct SynthSpec {
     pub tsresol: Vec<u8>,
     /// none, zstd, gzip
     pub compression: String,
+    /// Frame size on the wire, FCS included.
     pub frame_size: usize,
     /// 0 untagged, 1 = 802.1Q, 2 = QinQ
     pub vlan: u8,
+    /// IPv6 instead of IPv4.
     pub ipv6: bool,
+    /// Bytes from the start of the UDP payload to the id.
     pub id_offset: usize,
+    /// Id width in bytes, 4 or 8.
     pub id_width: usize,
+    /// The id's byte order: big-endian when true.
     pub id_big_endian: bool,
+    /// Id of the first packet; later ones count up (and wrap).
     pub first_id: u64,
+    /// UDP destination port of the test traffic.
     pub udp_dst_port: u16,
+    /// Flows (UDP source ports), packets assigned round-robin.
     pub flows: u16,
+    /// Latency every packet has at least.
     pub base_latency_ns: i64,
     /// Mean of the exponential jitter added to every packet.
     pub jitter_ns: f64,
@@ -49,22 +65,28 @@ pub struct SynthSpec {
     pub irq_period_ns: i64,
     /// Durations of successive interrupts, cycled (e.g. [5500, 8200]).
     pub irq_durations_ns: Vec<i64>,
+    /// Probability that a packet gets a latency spike.
     pub spike_probability: f64,
+    /// Length of a spike.
     pub spike_ns: i64,
+    /// Probability that a loss event starts at a packet.
     pub loss: f64,
     /// Each loss event drops this many consecutive packets.
     pub loss_burst: u32,
+    /// Probability that a received packet arrives twice.
     pub duplicate: f64,
     /// Departures keep arrival order (a queue): a delayed packet delays those behind it.
     /// Packets picked by `reorder` are exempt, so they can be overtaken.
     pub fifo: bool,
     /// Probability that a packet is held back long enough to be overtaken.
     pub reorder: f64,
+    /// Extra delay of a packet picked by `reorder`.
     pub reorder_delay_ns: i64,
     /// Probability of a foreign frame (ARP on PRE, TCP on POST) after each packet.
     pub foreign: f64,
     /// Added to every POST timestamp (a negative value makes negative latencies).
     pub post_clock_offset_ns: i64,
+    /// Snap length written in the files (0: 262144).
     pub snaplen: u32,
     /// Cut this many bytes off the end of the POST file (uncompressed formats only).
     pub truncate_post_bytes: u64,
@@ -114,23 +136,53 @@ impl Default for SynthSpec {
 /// What was written, for tests and `lowtail synth --json`.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct SynthSummary {
+    /// Packets in PRE (as `SynthSpec::packets`).
     pub packets: u64,
+    /// Packets that never reached POST.
     pub lost: u64,
+    /// Packets that reached POST twice.
     pub duplicates: u64,
+    /// Foreign frames written into PRE.
     pub foreign_pre: u64,
+    /// Foreign frames written into POST.
     pub foreign_post: u64,
+    /// Size of the PRE file.
     pub pre_bytes: u64,
+    /// Size of the POST file.
     pub post_bytes: u64,
     /// Id of the POST packet whose record `truncate_post_bytes` damaged.
     pub truncated_id: Option<u64>,
 }
 
+/// Why no pair was written.
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
+    /// A spec value out of its range.
     #[error("{0}")]
-    Spec(String),
+    InvalidSpec(String),
+    /// `format` names no format lowtail writes.
+    #[error("unknown format {0:?} (pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff)")]
+    UnknownFormat(String),
+    /// The frames the spec describes cannot be built.
+    #[error(transparent)]
+    Frame(#[from] FrameError),
+    /// Creating or writing a named output file failed.
+    #[error("{}: {source}", path.display())]
+    File {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// Writing a capture failed.
     #[error("{0}")]
-    Io(String),
+    Io(#[from] std::io::Error),
+    /// Writing the ground truth failed.
+    #[error("{0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    /// A ground-truth batch did not fit its schema (a bug).
+    #[error("{0}")]
+    Batch(#[from] arrow_schema::ArrowError),
 }
 
 /// A POST departure waiting for its turn in time order.
@@ -142,7 +194,7 @@ struct Departure {
 }
 
 fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
-    let bad = |m: &str| Err(SynthError::Spec(m.to_string()));
+    let bad = |m: &str| Err(SynthError::InvalidSpec(m.to_string()));
     if !(spec.rate_pps > 0.0 && spec.rate_pps.is_finite()) {
         return bad("rate_pps must be a positive number");
     }
@@ -157,7 +209,7 @@ fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
         ("spike_probability", spec.spike_probability),
     ] {
         if !(0.0..=1.0).contains(&p) {
-            return Err(SynthError::Spec(format!("{name} must be a probability in [0, 1]")));
+            return Err(SynthError::InvalidSpec(format!("{name} must be a probability in [0, 1]")));
         }
     }
     if spec.format == "moonsniff" && spec.id_width != 4 {
@@ -175,12 +227,9 @@ fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
 /// Write PRE and POST captures (and the truth as Parquet when `truth` is given).
 pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>) -> Result<SynthSummary, SynthError> {
     validate(spec)?;
-    let io = |e: std::io::Error| SynthError::Io(e.to_string());
     let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let mut pre_out = CaptureOut::create(pre, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)
-        .map_err(SynthError::Spec)?;
-    let mut post_out = CaptureOut::create(post, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)
-        .map_err(SynthError::Spec)?;
+    let mut pre_out = CaptureOut::create(pre, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)?;
+    let mut post_out = CaptureOut::create(post, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)?;
     let moonsniff = pre_out.is_moonsniff();
     let id_spec = IdSpec {
         offset: spec.id_offset,
@@ -206,7 +255,7 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
         id: id_spec,
         ..TemplateSpec::default()
     };
-    let mut template = FrameTemplate::new(&template_spec).map_err(SynthError::Spec)?;
+    let mut template = FrameTemplate::new(&template_spec)?;
     let arp = foreign_arp();
     let tcp = foreign_tcp();
 
@@ -256,16 +305,16 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
                 break;
             }
             heap.pop();
-            write_post(d, &mut post_out, &mut rng, &mut summary, &mut template).map_err(io)?;
+            write_post(d, &mut post_out, &mut rng, &mut summary, &mut template)?;
         }
         let id = spec.first_id.wrapping_add(seq);
         if moonsniff {
-            pre_out.record(pre_ts, id as u32).map_err(io)?;
+            pre_out.record(pre_ts, id as u32)?;
         } else {
             template.set_src_port(49152 + (seq % spec.flows as u64) as u16);
-            pre_out.frame(iface, pre_ts, template.frame(id)).map_err(io)?;
+            pre_out.frame(iface, pre_ts, template.frame(id))?;
             if spec.foreign > 0.0 && rng.random_bool(spec.foreign) {
-                pre_out.frame(iface, pre_ts, &arp).map_err(io)?;
+                pre_out.frame(iface, pre_ts, &arp)?;
                 summary.foreign_pre += 1;
             }
         }
@@ -304,21 +353,21 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
         }
     }
     while let Some(Reverse(d)) = heap.pop() {
-        write_post(d, &mut post_out, &mut rng, &mut summary, &mut template).map_err(io)?;
+        write_post(d, &mut post_out, &mut rng, &mut summary, &mut template)?;
     }
-    pre_out.finish().map_err(io)?;
-    post_out.finish().map_err(io)?;
+    pre_out.finish()?;
+    post_out.finish()?;
     if let Some(t) = truth_w {
         t.finish()?;
     }
     if spec.truncate_post_bytes > 0 {
-        let f = OpenOptions::new().write(true).open(post).map_err(io)?;
-        let len = f.metadata().map_err(io)?.len();
-        f.set_len(len.saturating_sub(spec.truncate_post_bytes)).map_err(io)?;
+        let f = OpenOptions::new().write(true).open(post)?;
+        let len = f.metadata()?.len();
+        f.set_len(len.saturating_sub(spec.truncate_post_bytes))?;
         summary.truncated_id = last_post_seq.map(|s| id_for_truth(spec, s));
     }
-    summary.pre_bytes = std::fs::metadata(pre).map_err(io)?.len();
-    summary.post_bytes = std::fs::metadata(post).map_err(io)?.len();
+    summary.pre_bytes = std::fs::metadata(pre)?.len();
+    summary.post_bytes = std::fs::metadata(post)?.len();
     Ok(summary)
 }
 
@@ -396,8 +445,9 @@ impl TruthWriter {
             Field::new("post_ts_ns", DataType::Int64, true),
             Field::new("copies", DataType::UInt8, false),
         ]));
-        let file = std::fs::File::create(path).map_err(|e| SynthError::Io(format!("{}: {e}", path.display())))?;
-        let writer = ArrowWriter::try_new(file, schema.clone(), None).map_err(|e| SynthError::Io(e.to_string()))?;
+        let file =
+            std::fs::File::create(path).map_err(|source| SynthError::File { path: path.to_path_buf(), source })?;
+        let writer = ArrowWriter::try_new(file, schema.clone(), None)?;
         Ok(TruthWriter { writer, schema, id: vec![], pre: vec![], post: vec![], copies: vec![] })
     }
 
@@ -422,13 +472,13 @@ impl TruthWriter {
             Arc::new(Int64Array::from(std::mem::take(&mut self.post))),
             Arc::new(UInt8Array::from(std::mem::take(&mut self.copies))),
         ];
-        let batch = RecordBatch::try_new(self.schema.clone(), cols).map_err(|e| SynthError::Io(e.to_string()))?;
-        self.writer.write(&batch).map_err(|e| SynthError::Io(e.to_string()))
+        let batch = RecordBatch::try_new(self.schema.clone(), cols)?;
+        Ok(self.writer.write(&batch)?)
     }
 
     fn finish(mut self) -> Result<(), SynthError> {
         self.flush()?;
-        self.writer.close().map_err(|e| SynthError::Io(e.to_string()))?;
+        self.writer.close()?;
         Ok(())
     }
 }

@@ -1,3 +1,5 @@
+//! Writing one synthetic capture in any format and compression lowtail reads.
+
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::Path;
@@ -6,6 +8,8 @@ use lowtail_capture::write::{
     ns_to_units, units_per_second, Endian, MoonSniffWriter, NgInterface, PcapNgWriter, PcapWriter,
 };
 use lowtail_capture::LinkType;
+
+use crate::model::SynthError;
 
 /// Where the bytes go: plain, zstd or gzip.
 pub(crate) enum Sink {
@@ -89,10 +93,10 @@ impl CaptureOut {
         compression: &str,
         snaplen: u32,
         tsresols: &[u8],
-    ) -> Result<CaptureOut, String> {
-        let sink = Sink::create(path, compression).map_err(|e| format!("{}: {e}", path.display()))?;
+    ) -> Result<CaptureOut, SynthError> {
+        let io = |source: io::Error| SynthError::File { path: path.to_path_buf(), source };
+        let sink = Sink::create(path, compression).map_err(io)?;
         let snap = if snaplen == 0 { 262_144 } else { snaplen };
-        let io = |e: io::Error| format!("{}: {e}", path.display());
         Ok(match format {
             "pcap-ns" | "pcap-us" | "pcap-ns-be" | "pcap-us-be" => {
                 let nanos = format.starts_with("pcap-ns");
@@ -112,11 +116,7 @@ impl CaptureOut {
                 CaptureOut::Ng(w, res)
             }
             "moonsniff" => CaptureOut::Moon(MoonSniffWriter::new(sink)),
-            other => {
-                return Err(format!(
-                    "unknown format {other:?} (pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff)"
-                ))
-            }
+            other => return Err(SynthError::UnknownFormat(other.to_string())),
         })
     }
 

@@ -17,12 +17,10 @@ from lowtail.cli import synth as _synth  # noqa: F401
 from lowtail.cli import testbed as _testbed  # noqa: F401
 from lowtail.cli import vm as _vm  # noqa: F401
 from lowtail.cli._app import app
-from lowtail.cli._output import err
+from lowtail.cli._output import EXIT_BUG, err
 from lowtail.errors import Failure, Interrupted, UserError
 
 __all__ = ["app", "main"]
-
-EXIT_BUG = 70
 
 
 def main(argv: list[str] | None = None) -> None:

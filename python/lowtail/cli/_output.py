@@ -14,12 +14,12 @@ from rich.console import Console
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
+# Exit codes the commands choose themselves; errors carry theirs (errors.UserError 2,
+# Failure 1, Interrupted 130) and typer exits 2 on a usage error.
 EXIT_OK = 0
-EXIT_FAILURE = 1
-EXIT_USAGE = 2
-EXIT_PARTIAL = 3
-EXIT_VERDICT_FAILED = 4
-EXIT_INTERRUPTED = 130  # see errors.Interrupted
+EXIT_PARTIAL = 3  # a result, but not a whole or trustworthy one (partial input, invalid runs)
+EXIT_VERDICT_FAILED = 4  # `host audit --strict` found a failing check
+EXIT_BUG = 70  # an internal error (EX_SOFTWARE): a bug, not the user's doing
 
 
 def print_json(doc: Any) -> None:

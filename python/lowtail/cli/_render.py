@@ -6,23 +6,8 @@ from typing import Any
 
 from rich.table import Table
 
-from lowtail.units import format_ns, format_us
-
-PERCENTILE_KEYS = [
-    ("min", "min"),
-    ("p50", "50 %"),
-    ("p90", "90 %"),
-    ("p99", "99 %"),
-    ("p99_9", "99.9 %"),
-    ("p99_99", "99.99 %"),
-    ("p99_999", "99.999 %"),
-    ("p99_9999", "99.9999 %"),
-    ("max", "max"),
-]
-
-
-def _pct(part: int, whole: int) -> str:
-    return f"{100.0 * part / whole:.4g} %" if whole else "–"
+from lowtail import percentiles
+from lowtail.units import format_ns, format_share, format_us
 
 
 def analysis_tables(a: dict[str, Any]) -> list[Table]:
@@ -31,7 +16,7 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
         counts.add_column(col, justify="right")
     counts.add_row(
         *(f"{a[k]:,}" for k in ("sent", "received")),
-        f"{a['lost']:,} ({_pct(a['lost'], a['sent'])})",
+        f"{a['lost']:,} ({format_share(a['lost'], a['sent'])})",
         *(f"{a[k]:,}" for k in ("duplicates", "reordered", "foreign", "negative")),
     )
     tables = [counts]
@@ -48,7 +33,7 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
         )
         t.add_column("percentile", justify="left")
         t.add_column("latency", justify="right")
-        for key, label in PERCENTILE_KEYS:
+        for key, label in percentiles.labelled():
             t.add_row(label, format_us(lat[key]))
         t.add_row("mean", format_us(lat["mean"]))
         t.add_row("stddev", format_us(lat["stddev"]))

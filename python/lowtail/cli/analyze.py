@@ -9,12 +9,17 @@ from pathlib import Path
 
 import typer
 
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail._native import SERIES_COLUMNS
+from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.errors import UserError
 from lowtail.units import parse_duration_ns
+
+# Defaults shown and used here are the native options' own.
+DEFAULTS = AnalyzeOptions()
 
 
 class Endianness(str, Enum):
@@ -29,7 +34,7 @@ class IdFormat(str, Enum):
 
 def _warm_up_store() -> threading.Thread:
     """Import the database driver on the other core while the analysis runs."""
-    t = threading.Thread(target=importlib.import_module, args=("lowtail.store",), daemon=True)
+    t = threading.Thread(target=importlib.import_module, args=("lowtail.store.analyses",), daemon=True)
     t.start()
     return t
 
@@ -43,10 +48,12 @@ def analyze(
     pre: Path = typer.Argument(..., help="Capture of the packets entering the device under test."),
     post: Path = typer.Argument(..., help="Capture of the packets leaving it."),
     id_offset: int | None = typer.Option(
-        None, min=0, help="Bytes from the start of the UDP payload to the id [default: 0]."
+        None, min=0, help=f"Bytes from the start of the UDP payload to the id [default: {DEFAULTS.id_offset}]."
     ),
-    id_width: int | None = typer.Option(None, help="Id width in bytes, 4 or 8 [default: 8]; 4-byte ids are unwrapped."),
-    id_endian: Endianness | None = typer.Option(None, help="Id byte order [default: big]."),
+    id_width: int | None = typer.Option(
+        None, help=f"Id width in bytes, 4 or 8 [default: {DEFAULTS.id_width}]; 4-byte ids are unwrapped."
+    ),
+    id_endian: Endianness | None = typer.Option(None, help=f"Id byte order [default: {DEFAULTS.id_endian}]."),
     id_format: IdFormat | None = typer.Option(
         None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."
     ),
@@ -55,25 +62,27 @@ def analyze(
         False, help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
     ),
     trim: float = typer.Option(
-        1.0, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."
+        DEFAULTS.trim_ns / 1e9, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."
     ),
-    max_latency: str = typer.Option("10s", help="Latencies above this count as losses (bounds memory to rate × this)."),
-    worst: int = typer.Option(5000, min=0, help="How many worst events to keep."),
+    max_latency: str = typer.Option(
+        f"{DEFAULTS.max_latency_ns / 1e9:g}s",
+        help="Latencies above this count as losses (bounds memory to rate × this).",
+    ),
+    worst: int = typer.Option(DEFAULTS.worst, min=0, help="How many worst events to keep."),
     export: Path | None = typer.Option(
-        None, help="Write the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to this Parquet file."
+        None, help=f"Write the matched series ({', '.join(name for name, _ in SERIES_COLUMNS)}) to this Parquet file."
     ),
     hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the analysis in the database."),
     label: str | None = typer.Option(None, help="A name for this analysis in the database."),
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
-    if id_width is not None and id_width not in (4, 8):
-        raise UserError(f"--id-width must be 4 or 8, not {id_width}")
+    """`lowtail analyze` (its help is the user's documentation)."""
     if export is not None and export.suffix.lower() != ".parquet":
         raise UserError(f"--export {export}: the file name must end in .parquet")
-    options = AnalyzeOptions(
+    options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
         id_endian=id_endian.value if id_endian else None,
@@ -81,9 +90,9 @@ def analyze(
         udp_port=udp_port,
         moonsniff_records=moonsniff_records,
         trim_ns=round(trim * 1e9),
-        horizon_ns=parse_duration_ns(max_latency),
+        max_latency_ns=parse_duration_ns(max_latency),
         worst=worst,
-        export=str(export) if export else None,
+        export=export,
     )
     store_ready = _warm_up_store() if store else None
     with byte_progress("analysing") as progress:
@@ -93,9 +102,10 @@ def analyze(
     if store:
         store_ready.join()
         from lowtail.store import open_store
+        from lowtail.store.analyses import save_analysis
 
         with open_store(db) as s:
-            a["analysis_id"] = s.save_analysis(a, options=vars(options), label=label)
+            a["analysis_id"] = save_analysis(s, a, options=options.to_dict(), label=label)
     if report:
         from lowtail.report import write_analysis_report
 

@@ -7,7 +7,9 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from lowtail import percentiles
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.units import format_us
@@ -15,20 +17,23 @@ from lowtail.units import format_us
 
 @app.command("list", help="List the analyses stored in the database, newest first.")
 def list_(
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     limit: int = typer.Option(50, min=1, help="How many to show."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
+    """`lowtail list`."""
     from lowtail.store import open_store
+    from lowtail.store.analyses import list_analyses
 
     with open_store(db, read_only=True) as s:
-        rows = s.list_analyses(limit)
+        rows = list_analyses(s, limit)
     if json_out:
         print_json(rows)
         return
     t = Table(box=None)
-    for col in ("id", "created", "label", "sent", "lost", "p50", "p99.999", "max", "pre capture"):
-        t.add_column(col, justify="right" if col in ("id", "sent", "lost", "p50", "p99.999", "max") else "left")
+    p50, p99_999 = percentiles.by_key("p50").short, percentiles.by_key("p99_999").short
+    for col in ("id", "created", "label", "sent", "lost", p50, p99_999, "max", "pre capture"):
+        t.add_column(col, justify="right" if col in ("id", "sent", "lost", p50, p99_999, "max") else "left")
     for r in rows:
         t.add_row(
             str(r["analysis_id"]),
@@ -47,13 +52,15 @@ def list_(
 @app.command(help="Show one stored analysis (an id, or 'latest').")
 def show(
     analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the stored figures as JSON."),
 ) -> None:
+    """`lowtail show`."""
     from lowtail.store import open_store
+    from lowtail.store.analyses import analysis as stored_analysis
 
     with open_store(db, read_only=True) as s:
-        doc = s.analysis(analysis)
+        doc = stored_analysis(s, analysis)
     a = {**doc["figures"], **doc["inputs"], "analysis_id": doc["analysis_id"]}
     if json_out:
         print_json(a)

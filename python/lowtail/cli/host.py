@@ -11,6 +11,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
 
 host_app = typer.Typer(
@@ -54,9 +55,10 @@ def audit(
     why: bool = typer.Option(False, "--why", help="Also print why each check matters."),
     strict: bool = typer.Option(False, "--strict", help=f"Exit {EXIT_VERDICT_FAILED} when a check fails."),
     store: bool = typer.Option(False, "--store", help="Store the audit in the database."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database (with --store)."),
+    db: Path = db_option("Results database (with --store)."),
     json_out: bool = _JSON,
 ) -> None:
+    """`lowtail host audit`."""
     from lowtail.errors import UserError
     from lowtail.host.audit import CHECKS, audit_document, run_audit
 
@@ -125,6 +127,7 @@ def plan(
     sysroot: Path | None = _SYSROOT,
     json_out: bool = _JSON,
 ) -> None:
+    """`lowtail host plan`."""
     from lowtail.host.plan import kernel_cmdline
 
     host, core_plan = _host_and_plan(sysroot, housekeeping, isolated)
@@ -164,6 +167,7 @@ def apply(
     no_cpuset: bool = typer.Option(False, "--no-cpuset", help="Do not make a cpuset."),
     json_out: bool = _JSON,
 ) -> None:
+    """`lowtail host apply`."""
     from dataclasses import asdict
 
     from lowtail.host.apply import apply_changes, normalized, planned_changes
@@ -224,6 +228,7 @@ def undo(
     force: bool = typer.Option(False, "--force", help="Restore even settings changed since apply."),
     json_out: bool = _JSON,
 ) -> None:
+    """`lowtail host undo`."""
     from dataclasses import asdict
 
     from lowtail.host.apply import undo as undo_changes
@@ -248,6 +253,7 @@ def snapshot(
     directory: Path = typer.Argument(..., help="A new (or empty) directory."),
     json_out: bool = _JSON,
 ) -> None:
+    """`lowtail host snapshot`."""
     from lowtail.host.snapshot import write_snapshot
 
     doc = write_snapshot(directory)

@@ -3,7 +3,6 @@ interrupt aliasing, and the discrete-event device simulation."""
 
 from __future__ import annotations
 
-import itertools
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -13,10 +12,12 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from lowtail import percentiles, series
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.errors import UserError
-from lowtail.units import format_ns, format_rate, parse_duration_ns
+from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate, parse_duration_ns
 
 model_app = typer.Typer(
     help="Predict overload, model the latency tail (EVT), simulate interrupt aliasing and "
@@ -27,7 +28,6 @@ model_app = typer.Typer(
 )
 app.add_typer(model_app, name="model")
 
-DB_HELP = "Results database."
 JSON_HELP = "Print one JSON document instead of tables."
 PLOT_HELP = "Write the plot to this PNG file."
 
@@ -91,24 +91,6 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
 # -- overload ----------------------------------------------------------------------------
 
 
-def _irq_profile(path: Path) -> list[Any]:
-    """A JSON list of {rate_hz, duration_ns[, kind]}, or an object with such a list under
-    "interrupts" (or a mapping kind → {rate_hz, duration_ns})."""
-    from lowtail.models.overload import InterruptLoad
-
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise UserError(f"--irq-profile {path}: cannot read it as JSON ({e})") from None
-    items = data.get("interrupts", data) if isinstance(data, dict) else data
-    if isinstance(items, dict):
-        items = [{"kind": k, **v} for k, v in items.items()]
-    try:
-        return [InterruptLoad(float(i["rate_hz"]), float(i["duration_ns"]), str(i.get("kind", ""))) for i in items]
-    except (KeyError, TypeError, ValueError):
-        raise UserError(f"--irq-profile {path}: every entry needs rate_hz and duration_ns") from None
-
-
 @model_app.command(
     help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (seed 004, "
     "section VI). t_CPU is the application's median latency minus the bare forwarder's "
@@ -136,13 +118,14 @@ def overload(
     irq_profile: Path | None = typer.Option(
         None, help="Interrupt profile as JSON (a list of {rate_hz, duration_ns, kind})."
     ),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for the stored result."),
     plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from lowtail.models.overload import overload_model, parse_interrupt
+    """`lowtail model overload`: R_max from two medians and the interrupt load."""
+    from lowtail.models.overload import overload_of_runs, parse_interrupt, read_interrupt_profile
     from lowtail.report.models import overload_figure
 
     if (t_transfer is None) == (baseline_run is None):
@@ -151,20 +134,17 @@ def overload(
         raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
     if statistic not in ("p50", "min"):
         raise UserError(f"--statistic {statistic!r}: p50 or min")
-    irqs = [parse_interrupt(i) for i in irq] + (_irq_profile(irq_profile) if irq_profile else [])
-    keys: dict[str, Any] = {}
+    irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile) if irq_profile else [])
     with _store(db, store or baseline_run is not None or app_run is not None) as s:
-        base = parse_duration_ns(t_transfer, "us") if t_transfer else _run_median(s, baseline_run, statistic)
-        if t_e2e:
-            e2e = parse_duration_ns(t_e2e, "us")
-        else:
-            e2e = _run_median(s, app_run, statistic)
-            from lowtail.store.models import run_figures
-
-            run = run_figures(s, app_run)
-            keys = {"experiment_id": run["experiment_id"], "dut_name": run["dut_name"], "run_id": app_run}
-        doc = overload_model(base, e2e, irqs)
-        doc["statistic"] = statistic if baseline_run is not None or app_run is not None else None
+        doc, keys = overload_of_runs(
+            s,
+            parse_duration_ns(t_transfer, "us") if t_transfer else None,
+            parse_duration_ns(t_e2e, "us") if t_e2e else None,
+            baseline_run,
+            app_run,
+            statistic,
+            irqs,
+        )
         inputs = {
             "t_transfer": t_transfer,
             "t_e2e": t_e2e,
@@ -178,33 +158,11 @@ def overload(
     _plot(overload_figure, doc, plot)
 
     def render(d: dict[str, Any]) -> None:
-        out.print(
-            _table(
-                "overload model",
-                ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
-                [
-                    [
-                        format_ns(d["t_transfer_ns"]),
-                        format_ns(d["t_e2e_ns"]),
-                        format_ns(d["t_cpu_ns"]),
-                        format_ns(d["d_sum_ns_per_s"]),
-                        format_rate(d["r_max_pps"]),
-                    ]
-                ],
-            )
-        )
+        from lowtail.report.tables import overload_table
+
+        out.print(_table("overload model", *overload_table(d)))
 
     _finish(doc, json_out, render, stored, db)
-
-
-def _run_median(store: Any, run_id: int, statistic: str = "p50") -> int:
-    """The run's median latency (or its minimum, with statistic="min")."""
-    from lowtail.store.models import run_figures
-
-    run = run_figures(store, run_id)
-    if run[f"lat_{statistic}_ns"] is None:
-        raise UserError(f"run {run_id} has no measured latency (no analysis, or nothing received)")
-    return int(run[f"lat_{statistic}_ns"])
 
 
 # -- knee --------------------------------------------------------------------------------
@@ -225,7 +183,7 @@ def knee(
     r_max: float | None = typer.Option(
         None, help="Predicted R_max in packets/s [default: the latest stored overload model of the experiment and DuT]."
     ),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     plot: Path | None = typer.Option(
         None, help="Write the latency-versus-rate plot here (PNG; one DuT, or DUT inserted before the suffix)."
@@ -233,30 +191,14 @@ def knee(
     report: Path | None = typer.Option(None, help="Also write an HTML page with the table and the plot."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from lowtail.models.knee import find_knee
+    """`lowtail model knee`: the first overloaded rate of a stored sweep, per DuT."""
+    from lowtail.models.knee import sweep_knees
     from lowtail.report.models import latency_vs_rate_figure
-    from lowtail.store.models import latest_model, sweep_points
 
-    docs = []
+    if report and not store:
+        raise UserError("--report needs the result stored (drop --no-store): reports show stored results")
     with _store(db) as s:
-        for name, points in sweep_points(s, experiment, dut).items():
-            doc = find_knee(points, loss_limit / 100.0, growth)
-            doc.update(experiment_id=experiment, dut=name, r_max_pps=r_max, r_max_model_id=None)
-            if r_max is None:
-                stored = latest_model(s, "overload", experiment_id=experiment, dut_name=name)
-                if stored:
-                    doc.update(r_max_pps=stored["result"]["r_max_pps"], r_max_model_id=stored["model_id"])
-            if store:
-                doc["model_id"] = _save(
-                    s,
-                    "knee",
-                    {"loss_limit": loss_limit, "growth": growth, "r_max": r_max},
-                    doc,
-                    experiment_id=experiment,
-                    dut_name=name,
-                    source=f"experiment {experiment}",
-                )
-            docs.append(doc)
+        docs = sweep_knees(s, experiment, dut, loss_limit, growth, r_max, save=store)
     if plot:
         for doc in docs:
             target = plot if len(docs) == 1 else plot.with_name(f"{plot.stem}-{doc['dut']}{plot.suffix}")
@@ -273,23 +215,10 @@ def knee(
     if json_out:
         print_json(docs)
         return
+    from lowtail.report.tables import knee_table
+
     for doc in docs:
-        rows = [
-            [
-                format_rate(r["rate_pps"]),
-                f"{100 * r['loss']:.3g} %",
-                format_ns(r["p50_ns"]),
-                format_ns(r["p99_ns"]),
-                format_ns(r["p99_999_ns"]),
-                ("overloaded: " + "; ".join(r["reasons"])) if r["overloaded"] else "ok",
-            ]
-            for r in doc["rates"]
-        ]
-        out.print(
-            _table(
-                f"{doc['dut']} (experiment {experiment})", ["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows
-            )
-        )
+        out.print(_table(f"{doc['dut']} (experiment {experiment})", *knee_table(doc)))
         line = (
             f"knee: {format_rate(doc['knee_pps'])} (last rate without overload: "
             f"{format_rate(doc['last_ok_pps']) if doc['last_ok_pps'] else '–'})"
@@ -306,20 +235,12 @@ def knee(
 # -- evt ---------------------------------------------------------------------------------
 
 
-def _percent_list(text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) / 100.0 for v in text.split(",") if v.strip())
-    except ValueError:
-        raise UserError(f"--thresholds {text!r}: expected percentiles like 99.5,99.9,99.99") from None
-    return values
-
-
 @model_app.command(
     help="Extreme-value model of the latency tail (seed 001, section 6): peaks over threshold, a "
     "generalized Pareto fit by maximum likelihood with intervals, the threshold chosen by "
     "Jensen–Shannon divergence, return levels per packets and per wall-clock horizon, the "
     "upper end of a bounded tail, validation on the later part of the series, ADF/KPSS. INPUT is "
-    "a Parquet series (pre_ts_ns, latency_ns in time order), a run id (12 or run:12) or "
+    f"a Parquet series ({series.PRE_TS}, {series.LATENCY} in time order), a run id (12 or run:12) or "
     "analysis:ID."
 )
 def evt(
@@ -337,19 +258,20 @@ def evt(
     rate: float | None = typer.Option(
         None, help="Packet rate for the wall-clock horizons [default: measured from the series]."
     ),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for the stored result."),
     plot: Path | None = typer.Option(None, help="Write the return-level and QQ plots to this PNG file."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
-    from lowtail.models.evt import EvtOptions, evt_model
+    """`lowtail model evt`: the extreme-value model of a series' tail."""
+    from lowtail.models.evt import EvtOptions, evt_of_source, parse_thresholds
     from lowtail.report.models import evt_figure
     from lowtail.store.models import series_source
 
     opts = EvtOptions(
         fit_fraction=fit_fraction / 100.0,
-        thresholds=_percent_list(thresholds),
+        thresholds=parse_thresholds(thresholds),
         min_exceedances=min_exceedances,
         js_bins=js_bins,
         confidence=confidence / 100.0,
@@ -359,11 +281,7 @@ def evt(
     with _store(db, store or not is_file) as s:
         src = series_source(s, input)
         with byte_progress("reading the series") as progress:
-            doc = evt_model(src.path, opts, rate_pps=rate, on_progress=progress)
-        doc["source"] = src.label
-        if src.partial:
-            doc["partial"] = True
-            doc["partial_reasons"].append("the analysis the series comes from is partial")
+            doc = evt_of_source(src, opts, rate_pps=rate, on_progress=progress)
         inputs = {"input": input, "series": src.path, **doc["options"], "rate": rate}
         stored = _save(
             s if store else None,
@@ -411,7 +329,7 @@ def evt(
             [
                 f"{int(float(m)):,} packets",
                 format_ns(r["level_ns"]) if r["level_ns"] is not None else "below threshold",
-                f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}" if r["ci_ns"] else "–",
+                format_ns_interval(r["ci_ns"]),
             ]
             for m, r in d["return_levels"].items()
         ]
@@ -419,7 +337,7 @@ def evt(
             [
                 f"{name} at {format_rate(d['rate_pps'])}",
                 format_ns(h["level_ns"]) if h["level_ns"] is not None else "–",
-                f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}" if h["ci_ns"] else "–",
+                format_ns_interval(h["ci_ns"]),
             ]
             for name, h in d["horizons"].items()
         ]
@@ -431,17 +349,12 @@ def evt(
         )
         st = d["stationarity"]
         out.print(
-            f"stationarity: ADF p = {_fmt_p(st['adf_p'])}, KPSS p = {_fmt_p(st['kpss_p'], st.get('kpss_p_bound'))}"
+            f"stationarity: ADF p = {format_p_value(st['adf_p'])}, "
+            f"KPSS p = {format_p_value(st['kpss_p'], st.get('kpss_p_bound'))}"
             f" → {st['verdict']} ({st['series']})"
         )
 
     _finish(doc, json_out, render, stored, db)
-
-
-def _fmt_p(p: float | None, bound: str | None = None) -> str:
-    if p is None:
-        return "–"
-    return {"lower": "≥ ", "upper": "≤ "}.get(bound or "", "") + f"{p:.3g}"
 
 
 # -- aliasing ----------------------------------------------------------------------------
@@ -471,11 +384,12 @@ def aliasing(
     run: str | None = typer.Option(None, "--run", help="A stored run (12, run:12) or analysis:ID to overlay."),
     fit: bool = typer.Option(True, help="With --run: fit the interrupt frequency and phase to the run."),
     max_ppm: float = typer.Option(500.0, help="With --fit: search the interrupt clock within ± this many ppm."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    """`lowtail model aliasing`: the worst-N pattern of interrupts against constant-rate traffic."""
     from lowtail.models import aliasing as al
     from lowtail.report.models import aliasing_figure
 
@@ -490,25 +404,15 @@ def aliasing(
     with _store(db, store or run is not None) as s:
         measured, keys = None, {}
         if run is not None:
-            measured, keys = _measured_worst(s, run)
-            spec.rate_pps = measured["rate_pps"]
-            spec.duration_s = measured["duration_ns"] / 1e9
-            spec.base_latency_ns = float(measured["base_latency_ns"])
+            measured, keys = al.measured_worst(s, run)
+            al.with_measurement(spec, measured)
         if rate is not None:
             spec.rate_pps = rate
         if duration is not None:
             spec.duration_s = parse_duration_ns(duration) / 1e9
         if base_latency is not None:
             spec.base_latency_ns = float(parse_duration_ns(base_latency, "us"))
-        fitted = None
-        if measured is not None and fit:
-            import numpy as np
-
-            pts = np.array(measured["worst"], dtype=np.float64)
-            fitted = al.fit_interrupt_clock(pts[:, 0], pts[:, 1], spec, max_ppm)
-            spec.irq_rate_hz, spec.irq_phase_ns = fitted["irq_rate_hz"], fitted["irq_phase_ns"]
-            spec.duration_offset = fitted["duration_offset"]
-        doc = {"model": al.simulate(spec), "fit": fitted, "measured": measured, "partial": False}
+        doc = al.aliasing_model(spec, measured, fit, max_ppm)
         stored = _save(
             s if store else None,
             "aliasing",
@@ -541,60 +445,6 @@ def aliasing(
             )
 
     _finish(doc, json_out, render, stored, db)
-
-
-def _measured_worst(store: Any, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Worst events of a stored analysis, times relative to its first packet."""
-    kind, _, ident = text.partition(":")
-    if not ident:
-        kind, ident = "run", text
-    if not ident.isdigit() or kind not in ("run", "analysis"):
-        raise UserError(f"--run {text!r}: give a run id (12 or run:12) or analysis:ID")
-    keys: dict[str, Any] = {}
-    if kind == "run":
-        from lowtail.store.models import run_figures
-
-        r = run_figures(store, int(ident))
-        if r["analysis_id"] is None:
-            raise UserError(f"run {ident} has no analysis")
-        analysis_id, keys["run_id"] = r["analysis_id"], r["run_id"]
-    else:
-        analysis_id = int(ident)
-    a = store.analysis(analysis_id)
-    keys.update(analysis_id=a["analysis_id"], source=f"{kind} {ident}")
-    if not a["worst"] or (a["duration_ns"] or 0) <= 0 or a["sent"] < 2:
-        raise UserError(f"{kind} {ident}: no worst events stored to compare with")
-    start, span = _packet_clock(a)
-    return (
-        {
-            "worst": [[t - start, v] for t, v, _ in a["worst"]],
-            "rate_pps": (a["sent"] - 1) / (span / 1e9),
-            "duration_ns": span,
-            "base_latency_ns": a["lat_p50_ns"],
-            "analysis_id": a["analysis_id"],
-        },
-        keys,
-    )
-
-
-def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
-    """First packet time and span of an analysis. The beat depends on the rate to the ppm,
-    so the series' exact first and last timestamps (Parquet column statistics, no data read)
-    are preferred over the analysis window, which starts at the trim, not at a packet."""
-    path = a.get("series_path")
-    if path and Path(path).exists():
-        import pyarrow.parquet as pq
-
-        meta = pq.ParquetFile(path).metadata
-        col = meta.schema.names.index("pre_ts_ns") if "pre_ts_ns" in meta.schema.names else None
-        stats = (
-            [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)] if col is not None else []
-        )
-        if stats and all(st is not None and st.has_min_max for st in stats):
-            first, last = min(st.min for st in stats), max(st.max for st in stats)
-            if last > first:
-                return first, last - first
-    return (a["start_ts_ns"] or 0) + a["trim_ns"], a["duration_ns"]
 
 
 # -- simulate ----------------------------------------------------------------------------
@@ -646,14 +496,15 @@ def simulate(
         None, help="With --run: take the base latency from this run's median (2·t_transfer)."
     ),
     export: Path | None = typer.Option(
-        None, help="Write the first case's series (id, pre_ts_ns, post_ts_ns, latency_ns) to Parquet."
+        None, help=f"Write the first case's series ({series.columns_text()}) to Parquet."
     ),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for the stored result."),
     plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    """`lowtail model simulate`: the discrete-event model of a device, optionally against a run."""
     from lowtail.models import simulate as sim
     from lowtail.report.models import simulate_figure
 
@@ -684,76 +535,38 @@ def simulate(
     if base_latency is not None:
         base["base_latency_ns"] = parse_duration_ns(base_latency, "us")
 
-    comparison_run = None
+    measured_run = None
     with _store(db, store or run is not None) as s:
         if run is not None:
-            from lowtail.store.models import run_figures
-
-            comparison_run = run_figures(s, run)
-            if comparison_run["lat_p50_ns"] is None:
-                raise UserError(f"run {run} has no measured latency to compare with")
-            base.update(sim.spec_for_run(comparison_run, float(parse_duration_ns(overhead, "ns")), packets, seed))
-            if baseline_run is not None:
-                base["base_latency_ns"] = _run_median(s, baseline_run)
+            measured_run, for_run = sim.spec_of_stored_run(
+                s, run, float(parse_duration_ns(overhead, "ns")), packets, seed, baseline_run
+            )
+            base.update(for_run)
         rates = [float(r) for r in sim.int_list(rate, "--rate")] if rate else [base.get("rate_pps", 10_000.0)]
         bursts = sim.int_list(burst, "--burst") if burst else [base.get("burst", 1)]
         batches = sim.int_list(batch, "--batch") if batch else [base.get("batch", 1)]
-        cases = []
-        for r, b, bt in itertools.product(rates, bursts, batches):
-            spec = {**base, "rate_pps": r, "burst": b, "batch": bt}
-            if duration is not None:
-                spec["packets"] = max(1, int(r * parse_duration_ns(duration) / 1e9))
-            elif packets is not None:
-                spec["packets"] = packets
-            outcome = sim.run(spec)
-            fitted_base = None
-            if comparison_run is not None and "base_latency_ns" not in base:
-                # The constant outside the core is the one free parameter: fit it at the median.
-                fitted_base = int(comparison_run["lat_p50_ns"]) - sim.latency_figures(outcome.latencies())["p50"]
-                spec["base_latency_ns"] = fitted_base
-                outcome = sim.run(spec)
-            result = sim.summarize(outcome)
-            label_parts = [
-                f"{format_rate(r)}" if len(rates) > 1 else "",
-                f"burst {b}" if len(bursts) > 1 else "",
-                f"batch {bt}" if len(batches) > 1 else "",
-            ]
-            cases.append(
-                {
-                    "label": ", ".join(p for p in label_parts if p) or "model",
-                    "spec": outcome.spec,
-                    "base_latency_fitted": fitted_base is not None,
-                    "result": result,
-                }
-            )
-            if export is not None and len(cases) == 1:
-                _export_series(outcome, export)
+        cases = sim.simulate_cases(
+            base,
+            rates,
+            bursts,
+            batches,
+            parse_duration_ns(duration) if duration is not None else None,
+            packets,
+            measured_run,
+            export,
+        )
+        if export is not None:
+            note(f"wrote {export}")
         doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
-        if comparison_run is not None:
-            measured = {
-                k: comparison_run[f"lat_{k}_ns"]
-                for k in ("min", "p50", "p90", "p99", "p99_9", "p99_99", "p99_999", "p99_9999", "max")
-            }
-            first = cases[0]["result"]
-            doc["comparison"] = {
+        keys = {}
+        if measured_run is not None:
+            doc["comparison"] = sim.comparison(run, measured_run, cases, baseline_run)
+            keys = {
                 "run_id": run,
-                "dut": comparison_run["dut_name"],
-                "rate_pps": comparison_run["rate_pps"],
-                "work_ns": (comparison_run["dut_config"] or {}).get("work_ns"),
-                "batch": (comparison_run["dut_config"] or {}).get("batch", 1),
-                "base_latency_ns": cases[0]["spec"]["base_latency_ns"],
-                "base_latency_source": (
-                    "fitted at the median"
-                    if cases[0]["base_latency_fitted"]
-                    else f"median of run {baseline_run}"
-                    if baseline_run is not None
-                    else "given"
-                ),
-                "measured_loss": (comparison_run["lost"] or 0) / comparison_run["sent"]
-                if comparison_run["sent"]
-                else None,
-                "predicted_loss": first["loss"],
-                "rows": sim.compare(measured, first["latency_ns"]),
+                "analysis_id": measured_run["analysis_id"],
+                "experiment_id": measured_run["experiment_id"],
+                "dut_name": measured_run["dut_name"],
+                "source": f"run {run}",
             }
         inputs = {
             "base": base,
@@ -764,34 +577,28 @@ def simulate(
             "baseline_run": baseline_run,
             "overhead": overhead,
         }
-        keys = {}
-        if comparison_run is not None:
-            keys = {
-                "run_id": run,
-                "analysis_id": comparison_run["analysis_id"],
-                "experiment_id": comparison_run["experiment_id"],
-                "dut_name": comparison_run["dut_name"],
-                "source": f"run {run}",
-            }
         stored = _save(s if store else None, "simulate", inputs, doc, label=label, **keys)
     _plot(simulate_figure, doc, plot)
 
     def render(d: dict[str, Any]) -> None:
+        from lowtail.report.tables import comparison_table
+
+        figures = percentiles.labelled("min", "p50", "p99", "p99_999", "max")
         rows = []
         for c in d["cases"]:
             res, lat = c["result"], c["result"]["latency_ns"] or {}
             rows.append(
                 [
                     c["label"],
-                    f"{100 * res['loss']:.3g} %",
-                    f"{100 * (res['utilisation'] or 0):.1f} %",
-                    *(format_ns(lat.get(k), 1) for k in ("min", "p50", "p99", "p99_999", "max")),
+                    format_percent(res["loss"]),
+                    format_percent(res["utilisation"] or 0, ".1f"),
+                    *(format_ns(lat.get(k), 1) for k, _ in figures),
                 ]
             )
         out.print(
             _table(
                 f"predicted ({d['cases'][0]['result']['offered']:,} packets per case)",
-                ["case", "loss", "core busy", "min", "50 %", "99 %", "99.999 %", "max"],
+                ["case", "loss", "core busy", *(label for _, label in figures)],
                 rows,
             )
         )
@@ -802,47 +609,16 @@ def simulate(
                     f"run {comp['run_id']} ({comp['dut']}, {format_rate(comp['rate_pps'])}, work "
                     f"{format_ns(comp['work_ns'])}, batch {comp['batch']}): base latency "
                     f"{format_ns(comp['base_latency_ns'])} ({comp['base_latency_source']})",
-                    ["percentile", "measured", "predicted", "difference", "ratio"],
-                    [
-                        [
-                            r["percentile"],
-                            format_ns(r["measured_ns"]),
-                            format_ns(r["predicted_ns"]),
-                            format_ns(r["difference_ns"]),
-                            "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
-                        ]
-                        for r in comp["rows"]
-                    ],
+                    *comparison_table(comp),
                 )
             )
             ml = comp["measured_loss"]
             out.print(
-                f"loss: measured {'–' if ml is None else f'{100 * ml:.3g} %'}, predicted {100 * comp['predicted_loss']:.3g} %"
+                f"loss: measured {'–' if ml is None else format_percent(ml)}, "
+                f"predicted {format_percent(comp['predicted_loss'])}"
             )
 
     _finish(doc, json_out, render, stored, db)
-
-
-def _export_series(outcome: Any, path: Path) -> None:
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    ok = outcome.delivered
-    arrival = outcome.arrival_ns[ok]
-    departure = outcome.departure_ns[ok]
-    table = pa.table(
-        {
-            "id": np.flatnonzero(ok).astype(np.uint64),
-            "pre_ts_ns": arrival,
-            "post_ts_ns": departure,
-            "latency_ns": departure - arrival,
-        }
-    )
-    tmp = path.with_name(f".{path.name}.partial")
-    pq.write_table(table, tmp)
-    tmp.replace(path)
-    note(f"wrote {path}")
 
 
 # -- stored results ------------------------------------------------------------------------
@@ -852,9 +628,10 @@ def _export_series(outcome: Any, path: Path) -> None:
 def list_(
     kind: str | None = typer.Option(None, help="Only this kind: overload, knee, evt, aliasing, simulate."),
     limit: int = typer.Option(50, min=1, help="How many to show."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
+    """`lowtail model list`."""
     from lowtail.store import open_store
     from lowtail.store.models import list_models
 
@@ -885,10 +662,11 @@ def list_(
 @model_app.command(help="Write an HTML page of one stored model result (an id, or 'latest').")
 def report(
     model: str = typer.Argument("latest", help="Model id or 'latest'."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=DB_HELP),
+    db: Path = db_option(),
     output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-model-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
+    """`lowtail model report`."""
     from lowtail.report.models import write_model_report
 
     path = write_model_report(db, model, output or Path(f"lowtail-model-{model}.html"))

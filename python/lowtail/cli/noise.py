@@ -9,9 +9,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
-from lowtail.units import format_ns, parse_duration_ns
+from lowtail.units import format_ns, format_ns_per_s, parse_duration_ns
 
 
 @app.command(
@@ -39,12 +40,13 @@ def noise(
     ),
     fifo: int | None = typer.Option(None, min=1, max=99, help="Run the probe under SCHED_FIFO at this priority."),
     top: int = typer.Option(20, min=0, help="How many of the largest gaps to keep per core, with their times."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for this probe in the database."),
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
+    """`lowtail noise`."""
     from lowtail.errors import UserError
     from lowtail.host.facts import Host
     from lowtail.host.noise import NoiseOptions, run_noise
@@ -107,7 +109,7 @@ def _print_noise(r: dict) -> None:
             str(c["cpu"]),
             f"{c['gaps']:,}",
             f"{c['rate_hz']:,.1f} /s",
-            f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
+            format_ns_per_s(c["noise_ns_per_s"]),
             format_ns(c["p50_ns"]),
             format_ns(c["p99_ns"]),
             format_ns(c["max_ns"]),
@@ -140,7 +142,7 @@ def _print_noise(r: dict) -> None:
         out.print(t)
         out.print(
             f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
-            f"(measured lost time {c['noise_ns_per_s'] / 1e3:,.1f} µs/s)"
+            f"(measured lost time {format_ns_per_s(c['noise_ns_per_s'])})"
         )
         if a["long_gaps"]:
             out.print(

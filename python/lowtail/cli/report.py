@@ -7,16 +7,18 @@ from pathlib import Path
 import typer
 
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import note, print_json
 
 
 @app.command(help="Write an HTML report of a stored analysis (an id, or 'latest').")
 def report(
     analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help="Results database."),
+    db: Path = db_option(),
     output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-report-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
+    """`lowtail report`."""
     from lowtail.report import write_analysis_report
 
     target = output or Path(f"lowtail-report-{analysis}.html")

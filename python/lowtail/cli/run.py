@@ -14,14 +14,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from lowtail import percentiles
 from lowtail.cli._app import app
+from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
-from lowtail.units import format_ns, format_rate
+from lowtail.units import format_count, format_ns, format_rate
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
-_DB_HELP = "Results database."
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
 
 
@@ -94,7 +95,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     invalid = [r for r in rows if not r["valid"]]
     if any(r.get("virtualization") == "tcg" for r in rows):
-        from lowtail.testbed.vm import TCG_WARNING
+        from lowtail.virtualization import TCG_WARNING
 
         warn(TCG_WARNING)
     if json_out:
@@ -155,21 +156,23 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
 
 
 def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any) -> Table:
+    """The runs of an experiment as `lowtail run` prints them, each with its verdict."""
     t = Table(
         title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
         title_justify="left",
         box=None,
         pad_edge=False,
     )
+    p99_999 = percentiles.by_key("p99_999").short
     for col, right in (
         ("DuT", False),
         ("rate", True),
         ("sent", True),
         ("lost", True),
-        ("p50", True),
-        ("p99.999", True),
+        (percentiles.by_key("p50").short, True),
+        (p99_999, True),
         ("max", True),
-        ("floor p99.999", True),
+        (f"floor {p99_999}", True),
         ("verdict", False),
     ):
         t.add_column(col, justify="right" if right else "left")
@@ -178,8 +181,8 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
         t.add_row(
             r["dut_name"] + (f" [{r['virtualization'].upper()}]" if r.get("virtualization") else ""),
             format_rate(r["rate_pps"]),
-            f"{r['sent']:,}" if r["sent"] is not None else "–",
-            f"{r['lost']:,}" if r["lost"] is not None else "–",
+            format_count(r["sent"]),
+            format_count(r["lost"]),
             format_ns(r["lat_p50_ns"]),
             format_ns(r["lat_p99_999_ns"]),
             format_ns(r["lat_max_ns"]),
@@ -196,13 +199,14 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
 )
 def run(
     file: Path | None = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
     print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
+    """`lowtail run`."""
     from lowtail.experiment import spec
 
     if print_default:
@@ -219,12 +223,13 @@ def calibrate(
     file: Path | None = typer.Argument(
         None, help="Experiment file whose traffic to use [default: the embedded default]."
     ),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start anew even if an unfinished calibration of this file exists."),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
+    """`lowtail calibrate`."""
     from lowtail.experiment import spec
 
     exp = spec.load(file)
@@ -236,9 +241,10 @@ def calibrate(
 
 @experiment_app.command("list", help="List stored experiments, newest first.")
 def list_experiments(
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
+    """`lowtail experiment list`."""
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
 
@@ -265,7 +271,7 @@ def list_experiments(
 @experiment_app.command("report", help="Write the HTML report of a stored experiment (an id, or 'latest').")
 def experiment_report(
     experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
-    db: Path = typer.Option(Path("lowtail.duckdb"), help=_DB_HELP),
+    db: Path = db_option(),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="HTML file [default: lowtail-experiment-<id>.html]."
     ),
@@ -274,6 +280,7 @@ def experiment_report(
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
+    """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
 
     path = write_experiment_report(db, experiment, output, budget=budget)

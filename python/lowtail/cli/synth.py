@@ -43,6 +43,7 @@ def synth(
     show_model: bool = typer.Option(False, help="Print the model's fields and defaults as JSON and exit."),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
+    """`lowtail synth`."""
     defaults = json.loads(_native.synth_defaults())
     if show_model:
         print_json(defaults)

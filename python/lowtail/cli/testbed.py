@@ -16,6 +16,7 @@ app.add_typer(testbed_app, name="testbed")
 
 @testbed_app.command(help="List lowtail testbeds on this host: running ones and leftovers of killed runs.")
 def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """`lowtail testbed show`."""
     from lowtail.testbed.registry import tag_owner, testbeds_on_host
 
     found = testbeds_on_host()
@@ -59,6 +60,7 @@ def clean(
     dry_run: bool = typer.Option(False, help="Only say what would be removed."),
     json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),
 ) -> None:
+    """`lowtail testbed clean`."""
     from lowtail.testbed.registry import find_leftovers, remove_leftover
     from lowtail.testbed.system import require_privileges
 

@@ -27,6 +27,7 @@ def build(
     cache: Path | None = typer.Option(None, help="Cache directory [default: $LOWTAIL_CACHE_DIR or ~/.cache/lowtail]."),
     json_out: bool = typer.Option(False, "--json", help="Print the images as JSON."),
 ) -> None:
+    """`lowtail vm build`."""
     from lowtail.testbed.vm.dut import VirtualMachine
     from lowtail.testbed.vm.image import build_image, cache_dir
     from lowtail.testbed.vm.qemu import probe_acceleration

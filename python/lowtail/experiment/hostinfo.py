@@ -10,34 +10,25 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import __version__
+from lowtail.host.facts import Host
+from lowtail.host.sysroot import SysRoot
 from lowtail.testbed.containment import cpuset_hierarchy
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def host_metadata(plan: CorePlan) -> dict[str, Any]:
+def host_metadata(plan: CoreRoles) -> dict[str, Any]:
+    """The host an experiment runs on, stored with it: kernel, boot parameters, CPU, the
+    cores of each role, cpusets, lowtail's version and the command."""
+    host = Host(SysRoot("/"))
     cpuset = cpuset_hierarchy()
-    try:
-        kernel_cmdline = Path("/proc/cmdline").read_text().strip()
-    except OSError:
-        kernel_cmdline = None
     return {
         "hostname": socket.gethostname(),
         "kernel": platform.release(),
         "kernel_version": platform.version(),
-        "kernel_cmdline": kernel_cmdline,
-        "cpu_model": _cpu_model(),
+        "kernel_cmdline": host.root.read("proc/cmdline"),
+        "cpu_model": host.cpuinfo.get("model name") or platform.processor() or "unknown",
         "cpus_online": os.cpu_count(),
-        "cpus_available": CorePlan.available(),
+        "cpus_available": CoreRoles.available(),
         "core_plan": plan.as_dict(),
         "cgroup_cpuset": {"version": cpuset.version, "root": str(cpuset.root)} if cpuset else None,
         "lowtail_version": __version__,

@@ -20,7 +20,7 @@ from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
-from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CorePlan
+from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
 from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import Testbed
@@ -58,10 +58,13 @@ class Outcome:
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
+    """Frames the generator sends in one run: warm-up and measured time at the run's rate."""
     return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.duration_ns) / 1e9)
 
 
-def measure(exp: Experiment, combo: Combination, plan: CorePlan, run_dir: Path) -> Outcome:
+def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path) -> Outcome:
+    """One run of a combination on a fresh testbed: its programs' statistics, captures and
+    the reasons (if any) it cannot be trusted."""
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
     with Testbed(run_dir, wire=combo.dut.calibration) as tb:
@@ -107,7 +110,7 @@ def _wait_until_forwarding(tb: Testbed, dut) -> None:
         )
 
 
-def _start_capture(tb: Testbed, plan: CorePlan, run_dir: Path, outcome: Outcome):
+def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome):
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     argv = [
         str(find_binary("lowtail-cap")),
@@ -138,7 +141,7 @@ def _start_capture(tb: Testbed, plan: CorePlan, run_dir: Path, outcome: Outcome)
 
 
 def _send(
-    exp: Experiment, combo: Combination, tb: Testbed, plan: CorePlan, run_dir: Path, dut, outcome: Outcome
+    exp: Experiment, combo: Combination, tb: Testbed, plan: CoreRoles, run_dir: Path, dut, outcome: Outcome
 ) -> None:
     t = combo.traffic
     stats = run_dir / "generator.json"

@@ -14,16 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+import duckdb
+
+from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.models.knee import store_sweep_knees
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS
 from lowtail.testbed.system import require_privileges
 
@@ -64,9 +67,11 @@ def check_can_run(exp: Experiment, log: Callable[[str], None] = lambda message: 
 def run_experiment(
     exp: Experiment, store: Store, data_dir: Path, fresh: bool = False, progress: Progress | None = None
 ) -> SweepResult:
+    """Measure, analyse and store every combination not stored yet (resuming the latest
+    unfinished experiment of the same file unless `fresh`), then store the sweep's knee."""
     progress = progress or Progress()
     check_can_run(exp)
-    plan = CorePlan.for_host(exp.cores)
+    plan = CoreRoles.for_host(exp.cores)
     existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
     if existing:
         eid = existing["experiment_id"]
@@ -75,10 +80,7 @@ def run_experiment(
     else:
         eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
         data_dir = data_dir / f"experiment-{eid}"
-        with store.transaction():
-            store.con.execute(
-                "UPDATE experiments SET data_dir = ? WHERE experiment_id = ?", [str(data_dir.resolve()), eid]
-            )
+        runstore.set_data_dir(store, eid, str(data_dir.resolve()))
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
@@ -103,11 +105,20 @@ def run_experiment(
             ) from None
         raise
     runstore.set_status(store, eid, "finished")
+    store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
 
 
-def _is_disk_full(e: BaseException) -> bool:
-    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or "No space left on device" in str(e)
+def _is_disk_full(e: BaseException | None) -> bool:
+    """ENOSPC anywhere in the chain of causes: OSError and lowtail's native errors carry the
+    errno. DuckDB's IOException carries none, only its message says so."""
+    while e is not None:
+        if getattr(e, "errno", None) == errno.ENOSPC:
+            return True
+        if isinstance(e, duckdb.IOException) and "No space left on device" in str(e):
+            return True
+        e = e.__cause__
+    return False
 
 
 def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
@@ -126,7 +137,7 @@ def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
 
 
 def _run_one(
-    exp: Experiment, combo: Combination, index: int, plan: CorePlan, store: Store, eid: int, data_dir: Path
+    exp: Experiment, combo: Combination, index: int, plan: CoreRoles, store: Store, eid: int, data_dir: Path
 ) -> dict[str, Any]:
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
@@ -188,18 +199,18 @@ def _analyze(
     exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
 ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
-    options = AnalyzeOptions(
-        trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=str(run_dir / "series.parquet")
+    options = analyze_options(
+        trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"
     )
     if outcome.pre is None or not outcome.pre.exists():
-        return None, vars(options)
+        return None, options.to_dict()
     try:
-        return analyze_pair(outcome.pre, outcome.post, options), vars(options)
+        return analyze_pair(outcome.pre, outcome.post, options), options.to_dict()
     except (UserError, Failure) as e:
         if _is_disk_full(e):
             raise
         outcome.invalid_reasons.append(f"the captures could not be analysed: {e}")
-        return None, vars(options)
+        return None, options.to_dict()
 
 
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:

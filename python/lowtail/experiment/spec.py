@@ -24,6 +24,8 @@ from typing import Any
 from lowtail.errors import UserError
 from lowtail.testbed.kinds import KINDS
 from lowtail.units import parse_duration_ns
+from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
+from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict
 
 DEFAULT_NAME = "default.toml"
 
@@ -31,60 +33,10 @@ _SECTIONS = {
     "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "keep_captures", "drain"},
     "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
     "cores": {"generator", "capture", "housekeeping", "dut"},
-    "verdict": {"percentile", "budget", "max_loss"},
+    "verdict": set(VERDICT_SETTINGS),
     "dut": None,  # checked by the kind
 }
 MIN_FRAME, MAX_FRAME = 64, 1518
-# The percentiles every analysis computes exactly, and their keys in `latency_ns`.
-VERDICT_PERCENTILES = {
-    50: "p50",
-    90: "p90",
-    99: "p99",
-    99.9: "p99_9",
-    99.99: "p99_99",
-    99.999: "p99_999",
-    99.9999: "p99_9999",
-}
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The URLLC budget: the `percentile` of latency under `budget_ns`, at most `max_loss` lost."""
-
-    percentile: float = 99.999
-    budget_ns: int = 1_000_000
-    max_loss: int = 0
-
-    @property
-    def key(self) -> str:
-        return VERDICT_PERCENTILES[self.percentile]
-
-    @property
-    def packets_needed(self) -> int:
-        """Packets a run needs for its percentile to be more than its maximum."""
-        return round(1 / (1 - self.percentile / 100))
-
-    def judge(self, run: dict[str, Any]) -> str:
-        """A stored run (with its analysis figures) against the budget: floor (calibration),
-        INVALID, FAIL: loss, inconclusive (fewer packets than the percentile needs),
-        FAIL: latency, or PASS."""
-        if run["calibration"]:
-            return "floor"
-        if not run["valid"] or run.get("analysis_id") is None:
-            return "INVALID"
-        if run["lost"] is not None and run["lost"] > self.max_loss:
-            return "FAIL: loss"
-        lat = (run.get("figures") or {}).get("latency_ns") or {}
-        if not lat or lat.get("samples", 0) < self.packets_needed:
-            return "inconclusive"
-        value = lat.get(self.key)
-        return "FAIL: latency" if value is None or value >= self.budget_ns else "PASS"
-
-    def describe(self) -> str:
-        from lowtail.units import format_ns
-
-        loss = "no loss" if self.max_loss == 0 else f"at most {self.max_loss} lost"
-        return f"{self.percentile:g}th percentile under {format_ns(self.budget_ns)}, {loss}"
 
 
 @dataclass(frozen=True)
@@ -167,7 +119,8 @@ class Experiment:
 
 
 def default_text() -> str:
-    return resources.files("lowtail.experiments").joinpath(DEFAULT_NAME).read_text()
+    """The embedded default experiment file (default.toml, packaged beside this module)."""
+    return resources.files("lowtail.experiment").joinpath(DEFAULT_NAME).read_text()
 
 
 def load(path: Path | None) -> Experiment:
@@ -213,6 +166,7 @@ class _Where:
 
 
 def parse(text: str, source: str) -> Experiment:
+    """An experiment from the text of its TOML file; `source` names the file in errors."""
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -342,9 +296,9 @@ def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
 
 
 def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
-    from lowtail.testbed.cores import CorePlan
+    from lowtail.testbed.cores import CoreRoles
 
-    available = set(CorePlan.available())
+    available = set(CoreRoles.available())
     cores: dict[str, Any] = {}
     for key, value in table.items():
         values = value if key == "dut" else [value]
@@ -363,19 +317,7 @@ def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
 
 
 def _parse_verdict(table: dict, w: _Where) -> Verdict:
-    percentile = table.get("percentile", 99.999)
-    if percentile not in VERDICT_PERCENTILES:
-        raise w.error(
-            f"percentile must be one of the exact percentiles lowtail computes: "
-            f"{', '.join(f'{p:g}' for p in VERDICT_PERCENTILES)} (got {percentile!r})",
-            "verdict",
-            "percentile",
-        )
     try:
-        budget = parse_duration_ns(table.get("budget", "1ms"), default_unit="s")
-    except UserError as e:
-        raise w.error(f"budget: {e}", "verdict", "budget") from None
-    max_loss = table.get("max_loss", 0)
-    if isinstance(max_loss, bool) or not isinstance(max_loss, int) or max_loss < 0:
-        raise w.error(f"max_loss must be a whole number ≥ 0 (got {max_loss!r})", "verdict", "max_loss")
-    return Verdict(float(percentile), budget, max_loss)
+        return parse_verdict(table)
+    except VerdictSettingError as e:
+        raise w.error(str(e), "verdict", e.key) from None

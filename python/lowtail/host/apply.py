@@ -47,6 +47,8 @@ class Change:
 
 
 def normalized(compare: str, text: str | None) -> Any:
+    """A setting's value as the kernel means it, to compare what is there with what was written
+    (`compare`: cpulist, mask, selected, or plain text)."""
     if text is None:
         return None
     text = text.strip()
@@ -76,6 +78,8 @@ def _takes_effect(ch: Change, current: str | None) -> bool:
 
 
 def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPUSET) -> list[Change]:
+    """The run-time changes that make the host follow the core plan (only those not in
+    place already); `cpuset` names the DuT's cpuset, None for none."""
     root = host.root
     hk, iso = format_cpulist(plan.housekeeping), plan.isolated
     changes: list[Change] = []
@@ -322,6 +326,8 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
 
 
 def load_undo(path: Path) -> dict:
+    """The undo file `apply` wrote, checked: a clear error when it is missing, already
+    used or not one."""
     path = Path(path)
     if not path.exists():
         done = path.with_name(path.name + ".done")

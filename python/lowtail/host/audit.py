@@ -739,6 +739,7 @@ def _resctrl(host, plan):
 
 
 def run_audit(host: Host, plan: CorePlan, only: set[str] | None = None) -> list[Check]:
+    """Every registered check (or those in `only`) against the host and core plan."""
     return [fn(host, plan) for cid, fn in CHECKS if only is None or cid in only]
 
 

@@ -74,6 +74,7 @@ class InterruptSample:
 
 
 def parse_interrupts(text: str) -> InterruptTable:
+    """The counters of a /proc/interrupts text: per kind and CPU, with each kind's description."""
     lines = text.splitlines()
     if not lines or "CPU" not in lines[0]:
         raise UserError("not a /proc/interrupts text: its first line names no CPUs")
@@ -115,6 +116,7 @@ def _device_name(desc_toks: list[str]) -> str:
 
 
 def read_interrupts(proc_root: str | Path = "/proc") -> InterruptTable:
+    """/proc/interrupts of the live host (or of another proc root), parsed."""
     path = Path(proc_root) / "interrupts"
     try:
         return parse_interrupts(path.read_text())
@@ -232,10 +234,3 @@ class InterruptSampler:
             self._record(*self._read())
         except BaseException as e:
             self._error = e
-
-
-def totals(samples: list[InterruptSample]) -> dict[tuple[int, str], int]:
-    out: dict[tuple[int, str], int] = {}
-    for s in samples:
-        out[(s.cpu, s.kind)] = out.get((s.cpu, s.kind), 0) + s.delta
-    return out

@@ -67,6 +67,8 @@ def resolve_cpus(opts: NoiseOptions, host: Host) -> int | None:
 
 
 def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+    """Run the noise probe on the chosen cores (with the interrupt sampler and the energy
+    meter) and attribute its gaps; the document `lowtail noise --json` prints."""
     host = Host(SysRoot("/"))
     housekeeping = resolve_cpus(opts, host)
     if housekeeping is None:
@@ -136,6 +138,8 @@ def build_result(
     energy: dict,
     host: Host,
 ) -> dict[str, Any]:
+    """The noise document from the probe's output, its gaps and the interrupt samples:
+    per core its figures, histogram, largest gaps and the interrupt profile behind them."""
     before = after = None
     if probe.get("interrupts_before") and probe.get("interrupts_after"):
         before = parse_interrupts(probe["interrupts_before"]["text"])
@@ -317,21 +321,3 @@ def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
         "intervals": len(intervals),
         "explained_share": min(1.0, fitted / total) if total else 0.0,
     }
-
-
-def profile_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
-    """The interrupt profile of a noise result as rows: cpu, kind, rate, duration."""
-    rows = []
-    for core in result["cores"]:
-        for kind, v in (core.get("interrupts") or {}).items():
-            rows.append(
-                {
-                    "cpu": core["cpu"],
-                    "kind": kind,
-                    "description": v["description"],
-                    "count": v["count"],
-                    "rate_hz": v["rate_hz"],
-                    "typical_ns": v["typical_ns"],
-                }
-            )
-    return rows

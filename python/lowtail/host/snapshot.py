@@ -23,6 +23,8 @@ MANIFEST = "lowtail-snapshot.json"
 
 
 def write_snapshot(dest: Path, source: str | Path | None = None) -> dict:
+    """Copy into `dest` every /proc and /sys file an audit of the host reads (a sysroot to
+    audit elsewhere with --sysroot); returns what was written."""
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise UserError(f"{dest} is not empty: give a new directory for the snapshot")

@@ -153,6 +153,7 @@ def cpumask_to_cpus(mask: str) -> list[int]:
 
 
 def cpus_to_cpumask(cpus: list[int] | set[int]) -> str:
+    """CPUs as a hex cpumask, as /proc/irq/*/smp_affinity takes it."""
     value = 0
     for c in cpus:
         value |= 1 << c

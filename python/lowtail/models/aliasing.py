@@ -16,11 +16,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from lowtail import series
 from lowtail.errors import UserError
+from lowtail.store.analyses import analysis
+from lowtail.store.db import Store
+from lowtail.store.runs import run_figures
 
 _CHUNK = 1 << 20
 
@@ -192,3 +197,73 @@ def fit_interrupt_clock(
 
 def _rayleigh(times_ns: np.ndarray, f_hz: float) -> float:
     return float(np.abs(np.sum(np.exp(-2j * np.pi * f_hz * times_ns * 1e-9))))
+
+
+# -- against a stored run -----------------------------------------------------------------
+
+
+def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Worst events of a stored run (12, run:12) or analysis (analysis:7), times relative to
+    its first packet, with its rate, span and median; and the ids to link a result to."""
+    kind, _, ident = text.partition(":")
+    if not ident:
+        kind, ident = "run", text
+    if not ident.isdigit() or kind not in ("run", "analysis"):
+        raise UserError(f"--run {text!r}: give a run id (12 or run:12) or analysis:ID")
+    keys: dict[str, Any] = {}
+    if kind == "run":
+        r = run_figures(store, int(ident))
+        if r["analysis_id"] is None:
+            raise UserError(f"run {ident} has no analysis")
+        analysis_id, keys["run_id"] = r["analysis_id"], r["run_id"]
+    else:
+        analysis_id = int(ident)
+    a = analysis(store, analysis_id)
+    keys.update(analysis_id=a["analysis_id"], source=f"{kind} {ident}")
+    if not a["worst"] or (a["duration_ns"] or 0) <= 0 or a["sent"] < 2:
+        raise UserError(f"{kind} {ident}: no worst events stored to compare with")
+    start, span = _packet_clock(a)
+    return (
+        {
+            "worst": [[t - start, v] for t, v, _ in a["worst"]],
+            "rate_pps": (a["sent"] - 1) / (span / 1e9),
+            "duration_ns": span,
+            "base_latency_ns": a["lat_p50_ns"],
+            "analysis_id": a["analysis_id"],
+        },
+        keys,
+    )
+
+
+def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
+    """First packet time and span of an analysis. The beat depends on the rate to the ppm,
+    so the series' exact first and last timestamps (Parquet column statistics, no data read)
+    are preferred over the analysis window, which starts at the trim, not at a packet."""
+    path = a.get("series_path")
+    if path and Path(path).exists():
+        found = series.pre_time_range(path)
+        if found is not None and found[1] > found[0]:
+            return found[0], found[1] - found[0]
+    return (a["start_ts_ns"] or 0) + a["trim_ns"], a["duration_ns"]
+
+
+def with_measurement(spec: AliasingSpec, measured: dict[str, Any]) -> None:
+    """Take the traffic's rate, span and median from a measurement (`measured_worst`)."""
+    spec.rate_pps = measured["rate_pps"]
+    spec.duration_s = measured["duration_ns"] / 1e9
+    spec.base_latency_ns = float(measured["base_latency_ns"])
+
+
+def aliasing_model(
+    spec: AliasingSpec, measured: dict[str, Any] | None = None, fit: bool = True, max_ppm: float = 500.0
+) -> dict[str, Any]:
+    """The aliasing pattern of `spec`; with a measurement and `fit`, the interrupt clock is
+    first fitted to its delayed packets (and `spec` takes the fitted frequency and phase).
+    The document `lowtail model aliasing --json` prints."""
+    fitted = None
+    if measured is not None and fit:
+        pts = np.array(measured["worst"], dtype=np.float64)
+        fitted = fit_interrupt_clock(pts[:, 0], pts[:, 1], spec, max_ppm)
+        spec.irq_rate_hz, spec.irq_phase_ns = fitted["irq_rate_hz"], fitted["irq_phase_ns"]
+        spec.duration_offset = fitted["duration_offset"]
+    return {"model": simulate(spec), "fit": fitted, "measured": measured, "partial": False}

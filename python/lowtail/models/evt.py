@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from lowtail import _native, series
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
+from lowtail.store.models import SeriesSource
 
 DEFAULT_THRESHOLDS = (0.995, 0.999, 0.9995, 0.9999, 0.99999)
 DEFAULT_RETURN_PERIODS = (10**5, 10**6, 10**7, 10**8, 10**9)
@@ -64,6 +66,15 @@ class EvtOptions:
             raise UserError("--decluster: at least 1 packet")
 
 
+def parse_thresholds(text: str) -> tuple[float, ...]:
+    """Candidate thresholds given as percentiles ("99.5,99.9,99.99") as fractions."""
+    try:
+        values = tuple(float(v) / 100.0 for v in text.split(",") if v.strip())
+    except ValueError:
+        raise UserError(f"--thresholds {text!r}: expected percentiles like 99.5,99.9,99.99") from None
+    return values
+
+
 # -- reading the series --------------------------------------------------------------
 
 
@@ -71,12 +82,13 @@ class EvtOptions:
 class SeriesInfo:
     path: str
     rows: int
-    time_column: str = "pre_ts_ns"
-    value_column: str = "latency_ns"
+    time_column: str = series.PRE_TS
+    value_column: str = series.LATENCY
 
 
 def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
-    """A Parquet file with `pre_ts_ns` and `latency_ns` (what `lowtail analyze --export` writes)."""
+    """A Parquet file with the PRE times and latencies of a matched series (what
+    `lowtail analyze --export` writes)."""
     import pyarrow.parquet as pq
 
     path = Path(path)
@@ -89,11 +101,11 @@ def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
     except Exception as e:  # pyarrow raises several types for a file that is not Parquet
         raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
     names = set(pf.schema_arrow.names)
-    missing = [c for c in ("pre_ts_ns", "latency_ns") if c not in names]
+    missing = [c for c in (series.PRE_TS, series.LATENCY) if c not in names]
     if missing:
         raise UserError(
             f"{path}: no column {', '.join(missing)} (expected the matched series that "
-            "`lowtail analyze --export` writes: id, pre_ts_ns, post_ts_ns, latency_ns)"
+            f"`lowtail analyze --export` writes: {series.columns_text()})"
         )
     return pf, SeriesInfo(str(path), pf.metadata.num_rows)
 
@@ -289,7 +301,7 @@ def _endpoint(u: float, fit: gpd.GpdFit, z: float) -> tuple[float | None, tuple[
 
 
 def _fit_threshold(p: float, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
-    rank = max(1, math.ceil(p * n_fit))  # nearest rank, as percentile_disc
+    rank = _native.nearest_rank(p, n_fit)  # as percentile_disc
     u = int(top[n_fit - rank])
     y = (top[top > u] - u).astype(np.float64)
     tf = ThresholdFit(p, u, len(y), False, data=y)
@@ -382,6 +394,22 @@ def evt_model(
         fit_end_time,
         first_time,
     )
+
+
+def evt_of_source(
+    src: SeriesSource,
+    opts: EvtOptions | None = None,
+    rate_pps: float | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """`evt_model` of a series found by `series_source`, named after it, and partial when
+    the analysis it comes from is."""
+    doc = evt_model(src.path, opts, rate_pps=rate_pps, on_progress=on_progress)
+    doc["source"] = src.label
+    if src.partial:
+        doc["partial"] = True
+        doc["partial_reasons"].append("the analysis the series comes from is partial")
+    return doc
 
 
 def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOptions, z: float) -> dict[str, Any]:

@@ -40,6 +40,7 @@ class GpdFit:
 
 
 def log_likelihood(y: np.ndarray, sigma: float, xi: float) -> float:
+    """Log-likelihood of exceedances `y` under a GPD(σ, ξ); −inf outside its support."""
     if sigma <= 0:
         return -math.inf
     if abs(xi) < _XI_ZERO:
@@ -168,10 +169,12 @@ def quantile(p: np.ndarray | float, sigma: float, xi: float) -> np.ndarray:
 
 
 def cdf(y: np.ndarray, sigma: float, xi: float) -> np.ndarray:
+    """The GPD(σ, ξ) distribution function at `y`."""
     return stats.genpareto.cdf(y, xi, loc=0.0, scale=sigma)
 
 
 def sample(n: int, sigma: float, xi: float, rng: np.random.Generator) -> np.ndarray:
+    """`n` draws from a GPD(σ, ξ), by inverting its distribution function."""
     return quantile(rng.random(n), sigma, xi)
 
 

@@ -13,6 +13,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from lowtail.errors import UserError
+from lowtail.store.db import Store
+from lowtail.store.models import latest_model, save_model, sweep_points
+
 
 @dataclass(frozen=True)
 class SweepPoint:
@@ -29,10 +33,13 @@ class SweepPoint:
 
     @property
     def loss(self) -> float:
+        """The share of sent packets lost (everything, when nothing was sent)."""
         return self.lost / self.sent if self.sent else 1.0
 
 
 def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_limit: float = 10.0) -> dict[str, Any]:
+    """Per rate, the worst of its runs and whether it is overloaded (and why); the knee is
+    the first overloaded rate, `last_ok_pps` the last rate before it that is not."""
     by_rate: dict[float, list[SweepPoint]] = defaultdict(list)
     for p in points:
         by_rate[p.rate_pps].append(p)
@@ -89,3 +96,57 @@ def _overload_reasons(p: SweepPoint, reference_p99: int | None, loss_limit: floa
     elif reference_p99 and p.p99_ns > growth_limit * reference_p99:
         reasons.append(f"p99 {p.p99_ns / reference_p99:,.0f}× the lowest rate's")
     return reasons
+
+
+# -- the knee of a stored sweep --------------------------------------------------------------
+
+
+def sweep_knees(
+    store: Store,
+    experiment_id: int,
+    dut_name: str | None = None,
+    loss_limit_percent: float = 1.0,
+    growth_limit: float = 10.0,
+    r_max: float | None = None,
+    *,
+    save: bool = True,
+    min_rates: int = 1,
+) -> list[dict[str, Any]]:
+    """The knee of each DuT's sweep in a stored experiment (DuTs swept over fewer than
+    `min_rates` rates are left out), with the predicted R_max beside it: `r_max`, else the
+    latest stored overload model of that experiment and DuT. Stored as `knee` model results
+    when `save` (each document then carries its `model_id`). Raises UserError when the
+    experiment has no valid analysed runs."""
+    docs = []
+    for name, rows in sweep_points(store, experiment_id, dut_name).items():
+        points = [SweepPoint(**row) for row in rows]
+        if len({p.rate_pps for p in points}) < min_rates:
+            continue
+        doc = find_knee(points, loss_limit_percent / 100.0, growth_limit)
+        doc.update(experiment_id=experiment_id, dut=name, r_max_pps=r_max, r_max_model_id=None)
+        if r_max is None:
+            overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=name)
+            if overload:
+                doc.update(r_max_pps=overload["result"]["r_max_pps"], r_max_model_id=overload["model_id"])
+        if save:
+            doc["model_id"] = save_model(
+                store,
+                "knee",
+                {"loss_limit": loss_limit_percent, "growth": growth_limit, "r_max": r_max},
+                doc,
+                experiment_id=experiment_id,
+                dut_name=name,
+                source=f"experiment {experiment_id}",
+            )
+        docs.append(doc)
+    return docs
+
+
+def store_sweep_knees(store: Store, experiment_id: int) -> None:
+    """The model step after a sweep: the knee of every DuT swept over two rates or more,
+    with the default criteria, stored for the experiment's report to draw. Nothing when no
+    run of the experiment was analysed."""
+    try:
+        sweep_knees(store, experiment_id, min_rates=2)
+    except UserError:
+        pass

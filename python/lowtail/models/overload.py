@@ -8,12 +8,16 @@ the bare forwarder (the same path with no processing)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from lowtail.errors import UserError
+from lowtail.store.db import Store
+from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import parse_duration_ns
 
 NS_PER_S = 1_000_000_000
@@ -29,6 +33,7 @@ class InterruptLoad:
 
     @property
     def ns_per_s(self) -> float:
+        """CPU time this kind takes per second."""
         return self.rate_hz * self.duration_ns
 
 
@@ -72,3 +77,44 @@ def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[I
         "r_max_pps": (NS_PER_S - d_sum) / t_cpu,
         "interrupts": [asdict(i) for i in irqs],
     }
+
+
+def read_interrupt_profile(path: Path) -> list[InterruptLoad]:
+    """A JSON list of {rate_hz, duration_ns[, kind]}, or an object with such a list under
+    "interrupts" (or a mapping kind → {rate_hz, duration_ns})."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise UserError(f"--irq-profile {path}: cannot read it as JSON ({e})") from None
+    items = data.get("interrupts", data) if isinstance(data, dict) else data
+    if isinstance(items, dict):
+        items = [{"kind": k, **v} for k, v in items.items()]
+    try:
+        return [InterruptLoad(float(i["rate_hz"]), float(i["duration_ns"]), str(i.get("kind", ""))) for i in items]
+    except (KeyError, TypeError, ValueError):
+        raise UserError(f"--irq-profile {path}: every entry needs rate_hz and duration_ns") from None
+
+
+def overload_of_runs(
+    store: Store | None,
+    t_transfer_ns: int | None,
+    t_e2e_ns: int | None,
+    baseline_run: int | None,
+    app_run: int | None,
+    statistic: str,
+    interrupts: Iterable[InterruptLoad],
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The overload model with each median given, or taken from a stored run (its
+    `statistic`: p50, or min for the uncontended path). Returns the document and, when the
+    application's median comes from a run, the experiment, DuT and run to link it to."""
+    keys: dict[str, Any] = {}
+    base = t_transfer_ns if t_transfer_ns is not None else run_latency(store, baseline_run, statistic)
+    if t_e2e_ns is not None:
+        e2e = t_e2e_ns
+    else:
+        e2e = run_latency(store, app_run, statistic)
+        run = run_figures(store, app_run)
+        keys = {"experiment_id": run["experiment_id"], "dut_name": run["dut_name"], "run_id": app_run}
+    doc = overload_model(base, e2e, interrupts)
+    doc["statistic"] = statistic if baseline_run is not None or app_run is not None else None
+    return doc, keys

@@ -4,32 +4,27 @@ with a measured run, percentile by percentile."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lowtail import _native
+from lowtail import _native, percentiles, series
 from lowtail.errors import UserError
-from lowtail.units import parse_duration_ns
+from lowtail.store.db import Store, latency_column
+from lowtail.store.runs import run_figures, run_latency
+from lowtail.units import format_rate, parse_duration_ns
 
-# (JSON key, percentile) in the order the analysis reports them.
-PERCENTILES = [
-    ("p50", 0.5),
-    ("p90", 0.9),
-    ("p99", 0.99),
-    ("p99_9", 0.999),
-    ("p99_99", 0.9999),
-    ("p99_999", 0.99999),
-    ("p99_9999", 0.999999),
-]
 _DROPPED = np.iinfo(np.int64).min
 
 
 def defaults() -> dict[str, Any]:
+    """The device model's fields and their defaults, from lowtail-sim."""
     return json.loads(_native.simulate_defaults())
 
 
@@ -50,6 +45,7 @@ class Outcome:
 
 
 def run(spec: dict[str, Any]) -> Outcome:
+    """Simulate one spec: every packet's arrival and departure (dropped packets marked)."""
     try:
         summary_json, arrivals, departures = _native.simulate_device(json.dumps(spec))
     except _native.LowtailError as e:
@@ -61,9 +57,8 @@ def run(spec: dict[str, Any]) -> Outcome:
 
 
 def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
-    """percentile_disc: the value at rank ceil(q·n), at least 1."""
-    n = len(sorted_values)
-    return int(sorted_values[min(n, max(1, math.ceil(q * n))) - 1])
+    """percentile_disc: the value at the native nearest rank, ceil(q·n) clamped to 1…n."""
+    return int(sorted_values[_native.nearest_rank(q, len(sorted_values)) - 1])
 
 
 def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
@@ -72,8 +67,8 @@ def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
         return None
     s = np.sort(latencies)
     out: dict[str, Any] = {"samples": len(s), "min": int(s[0]), "max": int(s[-1]), "mean": float(s.mean())}
-    for key, q in PERCENTILES:
-        out[key] = nearest_rank(s, q)
+    for p in percentiles.HEADLINE:
+        out[p.key] = nearest_rank(s, p.fraction)
     return out
 
 
@@ -93,6 +88,8 @@ def cdf_points(latencies: np.ndarray, points: int = 600) -> list[list[float]]:
 
 
 def summarize(o: Outcome) -> dict[str, Any]:
+    """What a case predicts: loss, batches, utilisation, throughput, exact latency
+    figures and the CDF for the staircase plot."""
     lat = o.latencies()
     offered = len(o.arrival_ns)
     span_s = o.summary["span_ns"] / 1e9 if o.summary["span_ns"] > 0 else math.nan
@@ -166,6 +163,7 @@ def parse_irq(text: str) -> dict[str, Any]:
 
 
 def int_list(text: str, what: str) -> list[int]:
+    """A number or a comma-separated list of positive numbers (`what` names the option)."""
     try:
         values = [int(float(v)) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -198,10 +196,24 @@ def spec_for_run(run: dict[str, Any], overhead_ns: float, packets: int | None, s
     }
 
 
+def spec_of_stored_run(
+    store: Store, run_id: int, overhead_ns: float, packets: int | None, seed: int, baseline_run: int | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A stored lowtail-fwd run (`run_figures`) and the spec that simulates it
+    (`spec_for_run`), with the base latency from `baseline_run`'s median when given."""
+    measured_run = run_figures(store, run_id)
+    if measured_run["lat_p50_ns"] is None:
+        raise UserError(f"run {run_id} has no measured latency to compare with")
+    spec = spec_for_run(measured_run, overhead_ns, packets, seed)
+    if baseline_run is not None:
+        spec["base_latency_ns"] = run_latency(store, baseline_run)
+    return measured_run, spec
+
+
 def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[str, Any]]:
     """Percentile by percentile: measured, predicted, difference and ratio."""
     rows = []
-    for key in ["min"] + [k for k, _ in PERCENTILES] + ["max"]:
+    for key in percentiles.figure_keys():
         m, p = measured.get(key), (predicted or {}).get(key)
         rows.append(
             {
@@ -213,3 +225,81 @@ def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[st
             }
         )
     return rows
+
+
+# -- a sweep of cases --------------------------------------------------------------------
+
+
+def simulate_cases(
+    base: dict[str, Any],
+    rates: list[float],
+    bursts: list[int],
+    batches: list[int],
+    duration_ns: int | None = None,
+    packets: int | None = None,
+    measured_run: dict[str, Any] | None = None,
+    export: Path | None = None,
+) -> list[dict[str, Any]]:
+    """Every combination of rate, burst and batch simulated on top of the `base` spec, each
+    for `duration_ns` of traffic or `packets` packets (else the spec's). Compared with a
+    measured run and given no base latency, the base latency (the one free parameter: wire,
+    NIC, both directions) is fitted at the run's median. `export` gets the first case's
+    series in the matched-series format."""
+    cases = []
+    for r, b, bt in itertools.product(rates, bursts, batches):
+        spec = {**base, "rate_pps": r, "burst": b, "batch": bt}
+        if duration_ns is not None:
+            spec["packets"] = max(1, int(r * duration_ns / 1e9))
+        elif packets is not None:
+            spec["packets"] = packets
+        outcome = run(spec)
+        fitted_base = None
+        if measured_run is not None and "base_latency_ns" not in base:
+            fitted_base = int(measured_run["lat_p50_ns"]) - latency_figures(outcome.latencies())["p50"]
+            spec["base_latency_ns"] = fitted_base
+            outcome = run(spec)
+        label_parts = [
+            f"{format_rate(r)}" if len(rates) > 1 else "",
+            f"burst {b}" if len(bursts) > 1 else "",
+            f"batch {bt}" if len(batches) > 1 else "",
+        ]
+        cases.append(
+            {
+                "label": ", ".join(p for p in label_parts if p) or "model",
+                "spec": outcome.spec,
+                "base_latency_fitted": fitted_base is not None,
+                "result": summarize(outcome),
+            }
+        )
+        if export is not None and len(cases) == 1:
+            ok = outcome.delivered
+            series.write_series(export, np.flatnonzero(ok), outcome.arrival_ns[ok], outcome.departure_ns[ok])
+    return cases
+
+
+def comparison(
+    run_id: int, measured_run: dict[str, Any], cases: list[dict[str, Any]], baseline_run: int | None
+) -> dict[str, Any]:
+    """The first case against the measured run (`run_figures`), percentile by percentile,
+    with the loss of both."""
+    measured = {k: measured_run[latency_column(k)] for k in percentiles.figure_keys()}
+    first = cases[0]["result"]
+    config = measured_run["dut_config"] or {}
+    return {
+        "run_id": run_id,
+        "dut": measured_run["dut_name"],
+        "rate_pps": measured_run["rate_pps"],
+        "work_ns": config.get("work_ns"),
+        "batch": config.get("batch", 1),
+        "base_latency_ns": cases[0]["spec"]["base_latency_ns"],
+        "base_latency_source": (
+            "fitted at the median"
+            if cases[0]["base_latency_fitted"]
+            else f"median of run {baseline_run}"
+            if baseline_run is not None
+            else "given"
+        ),
+        "measured_loss": (measured_run["lost"] or 0) / measured_run["sent"] if measured_run["sent"] else None,
+        "predicted_loss": first["loss"],
+        "rows": compare(measured, first["latency_ns"]),
+    }

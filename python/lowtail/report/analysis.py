@@ -5,22 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lowtail import percentiles
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
+from lowtail.store.analyses import analysis
 from lowtail.units import format_ns, format_us
-
-_PCTS = [
-    ("min", "min"),
-    ("p50", "50 %"),
-    ("p90", "90 %"),
-    ("p99", "99 %"),
-    ("p99_9", "99.9 %"),
-    ("p99_99", "99.99 %"),
-    ("p99_999", "99.999 %"),
-    ("p99_9999", "99.9999 %"),
-    ("max", "max"),
-]
 
 
 def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
@@ -40,7 +30,8 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     lat_table = ""
     if lat:
         lat_table = table_html(
-            [label for _, label in _PCTS] + ["mean"], [[format_us(lat[k]) for k, _ in _PCTS] + [format_us(lat["mean"])]]
+            [label for _, label in percentiles.labelled()] + ["mean"],
+            [[format_us(lat[k]) for k in percentiles.figure_keys()] + [format_us(lat["mean"])]],
         )
     inputs = doc["inputs"]
     meta = table_html(
@@ -97,8 +88,9 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
 
 
 def write_analysis_report(db: str | Path, analysis_id: int | str, output: str | Path) -> Path:
+    """The report of one stored analysis (an id, or 'latest') as one HTML file."""
     with open_store(db, read_only=True) as s:
-        doc = s.analysis(analysis_id)
+        doc = analysis(s, analysis_id)
     page = Page(
         title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
         subtitle=f"{doc['pre_path']} → {doc['post_path']}",

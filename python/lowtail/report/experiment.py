@@ -7,75 +7,48 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lowtail import percentiles
+from lowtail import verdict as verdicts
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
+from lowtail.store.analyses import percentile_curve, worst_events
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
-from lowtail.units import format_ns, format_rate, parse_duration_ns
+from lowtail.units import format_count, format_ns, format_rate
+from lowtail.verdict import Verdict, stored_verdict
 
-_PCTS = [
-    ("p50", "50 %"),
-    ("p99", "99 %"),
-    ("p99_9", "99.9 %"),
-    ("p99_99", "99.99 %"),
-    ("p99_999", "99.999 %"),
-    ("max", "max"),
-]
-
+# The latency figures of a run's facts, and the fewer of the summary table.
+_RUN_FIGURES = percentiles.labelled("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
+_SUMMARY_FIGURES = percentiles.labelled("p50", "p99", "p99_999", "max")
 
 _VERDICT_CLASS = {
-    "floor": "meta",
-    "INVALID": "fail",
-    "FAIL: loss": "fail",
-    "FAIL: latency": "fail",
-    "inconclusive": "warn",
-    "PASS": "pass",
+    verdicts.FLOOR: "meta",
+    verdicts.INVALID: "fail",
+    verdicts.FAIL_LOSS: "fail",
+    verdicts.FAIL_LATENCY: "fail",
+    verdicts.INCONCLUSIVE: "warn",
+    verdicts.PASS: "pass",
 }
 
 
-def verdict_of(run: dict[str, Any], verdict: Any) -> tuple[str, str]:
+def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
     """(label, css class) of one run against the budget."""
     label = verdict.judge(run)
     return label, _VERDICT_CLASS[label]
 
 
-def _verdict_for(experiment: dict[str, Any], budget: str | None):
-    """The experiment file's verdict settings, with an optional budget given on the command line."""
-    import dataclasses
-
-    from lowtail.experiment.spec import Verdict, _parse_verdict, _Where
-
-    spec = experiment["spec"]
-    try:
-        verdict = _parse_verdict(spec.get("verdict", {}), _Where("", "the stored experiment"))
-    except Exception:  # a spec stored by another version: fall back to the default budget
-        verdict = Verdict()
-    if budget is not None:
-        verdict = dataclasses.replace(verdict, budget_ns=parse_duration_ns(budget))
-    return verdict
-
-
-def _curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
-    if analysis_id is None:
-        return []
-    return store.con.execute(
-        "SELECT percentile, value_ns FROM analysis_percentiles WHERE analysis_id = ? ORDER BY percentile, value_ns",
-        [analysis_id],
-    ).fetchall()
-
-
 def summary_section(
-    page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any
+    page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict
 ) -> None:
-    summary_pcts = [(k, label) for k, label in _PCTS if k in ("p50", "p99", "p99_999", "max")]
+    """The verdict of every run in one table, with the calibration floor beside each."""
     header = (
         ["DuT", "options", "rate", "sent", "lost"]
-        + [label for _, label in summary_pcts]
-        + ["floor 99.999 %", "verdict"]
+        + [label for _, label in _SUMMARY_FIGURES]
+        + [f"floor {percentiles.label('p99_999')}", "verdict"]
     )
     body, classes = [], []
     for r in rows:
@@ -87,10 +60,10 @@ def summary_section(
                 _dut_label(r),
                 _options_text(r["dut_config"]),
                 format_rate(r["rate_pps"]),
-                _count(r["sent"]),
-                _count(r["lost"]),
+                format_count(r["sent"]),
+                format_count(r["lost"]),
             ]
-            + [format_ns(lat.get(k)) for k, _ in summary_pcts]
+            + [format_ns(lat.get(k)) for k, _ in _SUMMARY_FIGURES]
             + ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]), label]
         )
         classes.append(css)
@@ -98,7 +71,7 @@ def summary_section(
     # Colour the verdict cells (the last cell of each row).
     for css, row in zip(classes, body):
         table = table.replace(f"<td>{esc(row[-1])}</td></tr>", f"<td class='{css}'>{esc(row[-1])}</td></tr>", 1)
-    passed = sum(verdict_of(r, verdict)[0] == "PASS" for r in rows)
+    passed = sum(verdict_of(r, verdict)[0] == verdicts.PASS for r in rows)
     judged = sum(not r["calibration"] for r in rows)
     page.add(
         "Verdict",
@@ -120,7 +93,7 @@ def _tcg_banner(rows: list[dict[str, Any]]) -> str:
     """Loud, because an emulator's latencies read like a VM's: say which runs they are."""
     if not any(r.get("virtualization") == "tcg" for r in rows):
         return ""
-    from lowtail.testbed.vm import TCG_WARNING
+    from lowtail.virtualization import TCG_WARNING
 
     return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
 
@@ -138,11 +111,8 @@ def _options_text(options: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v}" for k, v in options.items() if v not in (None, [], "bare")) or "–"
 
 
-def _count(n: int | None) -> str:
-    return "–" if n is None else f"{n:,}"
-
-
 def host_section(page: Page, experiment: dict[str, Any]) -> None:
+    """The host the experiment ran on, as stored with it."""
     host = experiment["host"]
     plan = host.get("core_plan", {})
     rows = [
@@ -163,7 +133,8 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
     page.add("Testbed and host", table_html(["", ""], rows))
 
 
-def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, Any] | None, verdict: Any) -> None:
+def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, Any] | None, verdict: Verdict) -> None:
+    """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst events."""
     title = (
         f"{r['dut_name']} ({r['dut_kind']}) @ {format_rate(r['rate_pps'])}, {r['frame_size']} B"
         + (f", burst {r['burst']}" if r["burst"] > 1 else "")
@@ -174,8 +145,14 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
     gen, cap = r["generator"] or {}, r["capture"] or {}
     facts = [
         ["verdict", f"<span class='{css}'>{esc(label)}</span>"],
-        ["sent / received / lost", f"{_count(r['sent'])} / {_count(r['received'])} / {_count(r['lost'])}"],
-        ["latency " + " · ".join(lbl for _, lbl in _PCTS), " · ".join(format_ns(lat.get(k)) for k, _ in _PCTS)],
+        [
+            "sent / received / lost",
+            f"{format_count(r['sent'])} / {format_count(r['received'])} / {format_count(r['lost'])}",
+        ],
+        [
+            "latency " + " · ".join(lbl for _, lbl in _RUN_FIGURES),
+            " · ".join(format_ns(lat.get(k)) for k, _ in _RUN_FIGURES),
+        ],
         ["generator", esc(generator_summary(gen))],
         ["timestamper", esc(capture_summary(cap))],
         ["DuT options", esc(_options_text(r["dut_config"]))],
@@ -214,11 +191,11 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
         + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)
         + "</tbody></table>"
     )
-    curve = _curve(store, r["analysis_id"])
+    curve = percentile_curve(store, r["analysis_id"])
     if curve:
         curves = [(r["dut_name"], curve)]
         if floor is not None and not r["calibration"]:
-            curves.append((f"wire (calibration run {floor['run_id']})", _curve(store, floor["analysis_id"])))
+            curves.append((f"wire (calibration run {floor['run_id']})", percentile_curve(store, floor["analysis_id"])))
         body += figure_html(
             plots.hdr_percentile_plot(
                 curves,
@@ -227,10 +204,7 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
             ),
             "HDR percentile plot (x: 1/(1−p), log scale), with the same traffic over a plain wire: the testbed's floor",
         )
-        worst = store.con.execute(
-            "SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns",
-            [r["analysis_id"]],
-        ).fetchall()
+        worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"])]
         start = (r.get("figures") or {}).get("start_ts_ns") or 0
         body += figure_html(
             plots.worst_scatter(worst, f"{len(worst)} worst latencies over time", start_ns=start),
@@ -317,14 +291,20 @@ def _flat(d: Any, prefix: str = "") -> str:
 
 
 def write_experiment_report(
-    db: str | Path, experiment_id: int | str, output: str | Path | None, verdict: Any = None, budget: str | None = None
+    db: str | Path,
+    experiment_id: int | str,
+    output: str | Path | None,
+    verdict: Verdict | None = None,
+    budget: str | None = None,
 ) -> Path:
+    """The report of a stored experiment (an id, or 'latest'), judged by `verdict`, else by
+    the experiment file's verdict with an optional `budget`."""
     with open_store(db, read_only=True) as store:
         experiment = runstore.experiment(store, experiment_id)
         eid = experiment["experiment_id"]
         rows = runstore.runs(store, eid)
         floors = runstore.calibration_floor(store, eid)
-        verdict = verdict or _verdict_for(experiment, budget)
+        verdict = verdict or stored_verdict(experiment["spec"], budget)
         page = Page(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",

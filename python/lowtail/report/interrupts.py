@@ -5,7 +5,6 @@ coincide with the spikes), and the figures of a `lowtail noise` probe."""
 from __future__ import annotations
 
 import bisect
-import json
 from collections import defaultdict
 from collections.abc import Sequence
 from datetime import UTC
@@ -17,9 +16,11 @@ from lowtail.host.interrupts import KIND_NAMES
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
+from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
 from lowtail.store.host import noise_run, run_interrupts
-from lowtail.units import format_ns
+from lowtail.store.runs import run_figures
+from lowtail.units import format_ns, format_ns_per_s
 
 SPIKES = 20  # how many of a run's largest latencies count as its spikes
 
@@ -87,14 +88,9 @@ def verdicts(rows: list[dict[str, Any]], cpus_text: str) -> list[str]:
     return said or ["No interrupt kind coincides with the spikes more often than it occurs anyway."]
 
 
-def _run_cpus(store: Store, run_id: int) -> tuple[set[int] | None, str]:
+def _run_cpus(run: dict[str, Any]) -> tuple[set[int] | None, str]:
     """The DuT cores of a run, from its containment or configuration when recorded."""
-    row = store.con.execute("SELECT containment, dut_config FROM runs WHERE run_id = ?", [run_id]).fetchone()
-    for blob in row or ():
-        try:
-            doc = json.loads(blob) if blob else {}
-        except (TypeError, ValueError):
-            continue
+    for doc in (run["containment"], run["dut_config"]):
         for key in ("cpus", "cores", "dut_cpus"):
             v = doc.get(key) if isinstance(doc, dict) else None
             if isinstance(v, list) and v and all(isinstance(c, int) for c in v):
@@ -114,21 +110,16 @@ def interrupt_timeline_section(
     if not samples:
         page.add(title, "<p class='meta'>No interrupt samples were recorded for this run.</p>")
         return
+    run = run_figures(store, run_id)
     cpus_text = f"CPU {','.join(map(str, sorted(cpus)))}" if cpus else None
     if guest and cpus is None:
         cpus_text = "the guest's vCPUs"
     elif cpus is None:
-        cpus, cpus_text = _run_cpus(store, run_id)
-    row = store.con.execute(
-        "SELECT r.analysis_id, a.start_ts_ns FROM runs r LEFT JOIN analyses a USING (analysis_id) WHERE r.run_id = ?",
-        [run_id],
-    ).fetchone()
+        cpus, cpus_text = _run_cpus(run)
     worst = []
-    if row and row[0] is not None:
-        worst = store.con.execute(
-            "SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns", [row[0]]
-        ).fetchall()
-    start = (row[1] if row and row[1] else None) or min(s[0] - s[4] for s in samples)
+    if run["analysis_id"] is not None:
+        worst = [(t, v) for t, v, _ in worst_events(store, run["analysis_id"])]
+    start = run["start_ts_ns"] or min(s[0] - s[4] for s in samples)
     spikes = [t for t, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]]
     rows = coincidence(spikes, samples, cpus)
     fig = _timeline_figure(worst, samples, cpus, start, spikes)
@@ -174,7 +165,7 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes):
     if worst:
         top.scatter(
             [(t - start_ns) / 1e9 for t, _ in worst],
-            [v / 1e3 for _, v in worst],
+            [plots.us(v) for _, v in worst],
             s=4,
             color="#1f5fa8",
             linewidths=0,
@@ -210,6 +201,7 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes):
 
 
 def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") -> None:
+    """A stored noise probe: per core its gaps, interrupt profile and largest gaps."""
     r = noise_run(store, noise_run_id)
     head = table_html(
         ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "d_Σ (interrupts)"],
@@ -218,12 +210,12 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
                 c["cpu"],
                 f"{c['gaps']:,}",
                 f"{c['rate_hz']:,.1f} /s",
-                f"{c['noise_ns_per_s'] / 1e3:,.1f} µs/s",
+                format_ns_per_s(c["noise_ns_per_s"]),
                 format_ns(c["p50_ns"]),
                 format_ns(c["p99_ns"]),
                 format_ns(c["p99_9_ns"]),
                 format_ns(c["max_ns"]),
-                "–" if c["d_sum_ns_per_s"] is None else f"{c['d_sum_ns_per_s'] / 1e3:,.1f} µs/s",
+                format_ns_per_s(c["d_sum_ns_per_s"]),
             ]
             for c in r["cores"]
         ],
@@ -276,6 +268,7 @@ def _utc(t_ns: int) -> str:
 
 
 def write_noise_report(db: str | Path, noise_run_id: int | str, output: str | Path) -> Path:
+    """The report of one stored noise probe (an id, or 'latest') as one HTML file."""
     with open_store(db, read_only=True) as s:
         page = Page(title="lowtail noise probe", subtitle=str(db))
         noise_section(page, s, noise_run_id)

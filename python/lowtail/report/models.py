@@ -11,19 +11,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from lowtail import percentiles
 from lowtail.errors import UserError
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.report.tables import comparison_table, knee_table, overload_table
 from lowtail.store import open_store
 from lowtail.store.db import Store
-from lowtail.store.models import latest_model, model_result
-from lowtail.units import format_ns, format_rate
+from lowtail.store.models import latest_model, model_result, sweep_points
+from lowtail.units import format_ns, format_ns_interval, format_p_value, format_rate
 
 plt = plots.plt
-
-
-def _us(ns: float | None) -> float | None:
-    return None if ns is None else ns / 1e3
 
 
 # -- figures -----------------------------------------------------------------------------
@@ -32,23 +30,25 @@ def _us(ns: float | None) -> float | None:
 def return_level_axes(ax, doc: dict[str, Any]) -> None:
     p = doc["plot"]
     curve = [c for c in p["curve"] if c[1] is not None]
-    ax.plot([c[0] for c in curve], [_us(c[1]) for c in curve], color="#1f5fa8", label="GPD return level")
+    ax.plot([c[0] for c in curve], [plots.us(c[1]) for c in curve], color="#1f5fa8", label="GPD return level")
     band = [c for c in curve if c[2] is not None]
     if band:
         ax.fill_between(
             [c[0] for c in band],
-            [_us(c[2]) for c in band],
-            [_us(c[3]) for c in band],
+            [plots.us(c[2]) for c in band],
+            [plots.us(c[3]) for c in band],
             color="#1f5fa8",
             alpha=0.15,
             linewidth=0,
             label=f"{100 * doc['confidence']:g} % interval",
         )
     if p["empirical_fit"]:
-        ax.scatter(*zip(*[(m, _us(v)) for m, v in p["empirical_fit"]]), s=8, color="#333", label="fit part", zorder=3)
+        ax.scatter(
+            *zip(*[(m, plots.us(v)) for m, v in p["empirical_fit"]]), s=8, color="#333", label="fit part", zorder=3
+        )
     if p["empirical_validation"]:
         ax.scatter(
-            *zip(*[(m, _us(v)) for m, v in p["empirical_validation"]]),
+            *zip(*[(m, plots.us(v)) for m, v in p["empirical_validation"]]),
             s=8,
             color="#d9480f",
             marker="x",
@@ -56,12 +56,12 @@ def return_level_axes(ax, doc: dict[str, Any]) -> None:
             zorder=3,
         )
     if doc.get("endpoint_ns") is not None:
-        ax.axhline(_us(doc["endpoint_ns"]), color="grey", linestyle="--", linewidth=1, label="upper end (ξ < 0)")
+        ax.axhline(plots.us(doc["endpoint_ns"]), color="grey", linestyle="--", linewidth=1, label="upper end (ξ < 0)")
     v = doc["validation"]
     if v["return_level_ns"] is not None:
         ax.plot(
             [v["return_period"]],
-            [_us(v["return_level_ns"])],
+            [plots.us(v["return_level_ns"])],
             marker="D",
             color="#b42318",
             linestyle="none",
@@ -80,7 +80,7 @@ def return_level_axes(ax, doc: dict[str, Any]) -> None:
 
 def qq_axes(ax, doc: dict[str, Any]) -> None:
     qq = doc["plot"]["qq"]
-    xs, ys = [_us(a) for a, _ in qq], [_us(b) for _, b in qq]
+    xs, ys = [plots.us(a) for a, _ in qq], [plots.us(b) for _, b in qq]
     ax.scatter(xs, ys, s=8, color="#1f5fa8")
     lo, hi = min(xs + ys), max(xs + ys)
     ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1)
@@ -91,6 +91,7 @@ def qq_axes(ax, doc: dict[str, Any]) -> None:
 
 
 def evt_figure(doc: dict[str, Any]):
+    """Return levels and the quantile–quantile plot of a tail model, side by side."""
     fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
     return_level_axes(a, doc)
     qq_axes(b, doc)
@@ -105,24 +106,21 @@ def _single(draw, doc: dict[str, Any], size=(8, 4.5)):
 
 
 def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus packet rate"):
+    """Percentiles per offered rate with the measured knee and the predicted R_max."""
     rows = knee["rates"]
     fig, ax = plt.subplots(figsize=(8, 4.5))
     rates = [r["rate_pps"] for r in rows]
-    for key, label, style in (
-        ("p50_ns", "50 %", "-o"),
-        ("p99_ns", "99 %", "-s"),
-        ("p99_999_ns", "99.999 %", "-^"),
-        ("max_ns", "max", ":."),
-    ):
-        pts = [(r["rate_pps"], _us(r[key])) for r in rows if r[key] is not None]
+    for figure, style in (("p50", "-o"), ("p99", "-s"), ("p99_999", "-^"), ("max", ":.")):
+        key = f"{figure}_ns"
+        pts = [(r["rate_pps"], plots.us(r[key])) for r in rows if r[key] is not None]
         if pts:
-            ax.plot(*zip(*pts), style, markersize=4, label=label)
+            ax.plot(*zip(*pts), style, markersize=4, label=percentiles.label(figure))
     ax.set_yscale("log")
     over = [r["rate_pps"] for r in rows if r["overloaded"]]
     if over:
         ax.scatter(
             over,
-            [_us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]],
+            [plots.us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]],
             s=80,
             facecolors="none",
             edgecolors="#b42318",
@@ -171,6 +169,7 @@ def overload_figure(doc: dict[str, Any]):
 
 
 def aliasing_figure(doc: dict[str, Any]):
+    """The aliasing model's worst events, over the measured ones when there are some."""
     model = [(t, v) for t, v in doc["model"]["worst"]]
     measured = doc.get("measured")
     title = (
@@ -191,22 +190,15 @@ def simulate_figure(doc: dict[str, Any]):
     for case in doc["cases"]:
         cdf = case["result"]["cdf"]
         if cdf:
-            ax.step([_us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2)
+            ax.step(
+                [plots.us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2
+            )
     comp = doc.get("comparison")
     if comp:
-        quantiles = {
-            "min": 0.0,
-            "p50": 0.5,
-            "p90": 0.9,
-            "p99": 0.99,
-            "p99_9": 0.999,
-            "p99_99": 0.9999,
-            "p99_999": 0.99999,
-            "p99_9999": 0.999999,
-            "max": 1.0,
-        }
         pts = [
-            (_us(r["measured_ns"]), quantiles[r["percentile"]]) for r in comp["rows"] if r["measured_ns"] is not None
+            (plots.us(r["measured_ns"]), percentiles.fraction(r["percentile"]))
+            for r in comp["rows"]
+            if r["measured_ns"] is not None
         ]
         ax.scatter(*zip(*pts), color="#b42318", marker="x", zorder=3, label=f"measured, run {comp['run_id']}")
     ax.set_xlabel("latency [µs]")
@@ -218,10 +210,6 @@ def simulate_figure(doc: dict[str, Any]):
 
 
 # -- report sections -------------------------------------------------------------------
-
-
-def _pct_ns(value: float | None) -> str:
-    return format_ns(value) if value is not None else "–"
 
 
 def evt_section(page: Page, store: Store, model_id: int | str | None = None, run_id: int | None = None) -> bool:
@@ -251,7 +239,7 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
                 f"{doc['xi']:.3f}",
                 xi_ci or "–",
                 "yes" if doc["bounded"] else "no",
-                _pct_ns(doc["endpoint_ns"]),
+                format_ns(doc["endpoint_ns"]),
                 f"{doc['js_divergence']:.4g}",
             ]
         ],
@@ -261,16 +249,16 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         [
             [
                 f"{int(float(m)):,} packets",
-                _pct_ns(r["level_ns"]),
-                "–" if not r["ci_ns"] else f"{format_ns(r['ci_ns'][0])} … {format_ns(r['ci_ns'][1])}",
+                format_ns(r["level_ns"]),
+                format_ns_interval(r["ci_ns"]),
             ]
             for m, r in doc["return_levels"].items()
         ]
         + [
             [
                 f"{name} at {format_rate(doc['rate_pps'])}",
-                _pct_ns(h["level_ns"]),
-                "–" if not h["ci_ns"] else f"{format_ns(h['ci_ns'][0])} … {format_ns(h['ci_ns'][1])}",
+                format_ns(h["level_ns"]),
+                format_ns_interval(h["ci_ns"]),
             ]
             for name, h in doc["horizons"].items()
         ],
@@ -280,7 +268,7 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         [
             [
                 f"{int(c['return_period']):,}",
-                _pct_ns(c["return_level_ns"]),
+                format_ns(c["return_level_ns"]),
                 f"{c['expected']:g}",
                 str(c["exceedances"]),
                 str(c["exceedance_samples"]),
@@ -289,8 +277,8 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         ],
     )
     stat = (
-        f"<p>Stationarity of the fit part ({esc(st['series'])}): ADF p = {_p(st['adf_p'])}, KPSS p = "
-        f"{_p(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
+        f"<p>Stationarity of the fit part ({esc(st['series'])}): ADF p = {format_p_value(st['adf_p'])}, KPSS p = "
+        f"{format_p_value(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
     )
     partial = ("<p class='fail'>PARTIAL: " + esc("; ".join(doc["partial_reasons"])) + "</p>") if doc["partial"] else ""
     page.add(
@@ -307,45 +295,34 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
     return True
 
 
-def _p(p: float | None, bound: str | None = None) -> str:
-    if p is None:
-        return "–"
-    return {"lower": "≥ ", "upper": "≤ "}.get(bound or "", "") + f"{p:.3g}"
-
-
 def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | None = None) -> bool:
-    """Latency versus rate for each DuT swept over two rates or more, with the measured knee
-    and the predicted R_max (from the latest stored overload model of that DuT). False when
-    there is no sweep to draw."""
-    from lowtail.models.knee import find_knee
-    from lowtail.store.models import sweep_points
-
+    """Latency versus rate for each DuT swept over two rates or more, with its stored knee
+    (`lowtail model knee`, or the model step at the end of `lowtail run`) and the predicted
+    R_max (the knee's own, else the latest stored overload model of that DuT). A sweep whose
+    knee is not stored says so. False when there is no sweep to show."""
     try:
         sweeps = sweep_points(store, experiment_id, dut_name)
     except UserError:  # no analysed runs yet: nothing to draw
         return False
-    drawn = False
+    shown = False
     for dut, points in sweeps.items():
-        if len({p.rate_pps for p in points}) < 2:
+        if len({p["rate_pps"] for p in points}) < 2:
             continue
-        drawn = True
+        shown = True
+        title = f"Latency versus rate — {dut}"
         stored = latest_model(store, "knee", experiment_id=experiment_id, dut_name=dut)
-        knee = stored["result"] if stored else find_knee(points)
+        if stored is None:
+            page.add(
+                title,
+                f"<p class='meta'>No knee is stored for this sweep: <code>lowtail model knee {experiment_id}</code> "
+                "finds it.</p>",
+            )
+            continue
+        knee = stored["result"]
         if knee.get("r_max_pps") is None:
             overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=dut)
             if overload:
                 knee = {**knee, "r_max_pps": overload["result"]["r_max_pps"]}
-        rows = [
-            [
-                format_rate(r["rate_pps"]),
-                f"{100 * r['loss']:.3g} %",
-                _pct_ns(r["p50_ns"]),
-                _pct_ns(r["p99_ns"]),
-                _pct_ns(r["p99_999_ns"]),
-                "overloaded: " + "; ".join(r["reasons"]) if r["overloaded"] else "ok",
-            ]
-            for r in knee["rates"]
-        ]
         verdict = (
             f"measured knee (first overloaded rate): <b>{esc(format_rate(knee['knee_pps']))}</b>"
             if knee["knee_pps"] is not None
@@ -354,18 +331,19 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
         if knee.get("r_max_pps") is not None:
             verdict += f"; predicted R_max: <b>{esc(format_rate(knee['r_max_pps']))}</b>"
         page.add(
-            f"Latency versus rate — {dut}",
+            title,
             f"<p>{verdict}</p>"
-            + table_html(["rate", "loss", "50 %", "99 %", "99.999 %", "state"], rows)
+            + table_html(*knee_table(knee))
             + figure_html(
                 latency_vs_rate_figure(knee, f"{dut}: latency versus rate"),
                 "Percentiles per offered rate; the knee is the first overloaded rate",
             ),
         )
-    return drawn
+    return shown
 
 
 def overload_section(page: Page, store: Store, model_id: int | str) -> None:
+    """A stored overload model: its figures, the interrupt load and the CPU-time plot."""
     row = model_result(store, model_id)
     doc = row["result"]
     irqs = table_html(
@@ -382,24 +360,12 @@ def overload_section(page: Page, store: Store, model_id: int | str) -> None:
     )
     page.add(
         f"Overload model (model {row['model_id']})",
-        table_html(
-            ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
-            [
-                [
-                    format_ns(doc["t_transfer_ns"]),
-                    format_ns(doc["t_e2e_ns"]),
-                    format_ns(doc["t_cpu_ns"]),
-                    format_ns(doc["d_sum_ns_per_s"]),
-                    format_rate(doc["r_max_pps"]),
-                ]
-            ],
-        )
-        + irqs
-        + figure_html(overload_figure(doc)),
+        table_html(*overload_table(doc)) + irqs + figure_html(overload_figure(doc)),
     )
 
 
 def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
+    """A stored aliasing model: the beat, the fitted interrupt clock and the overlay."""
     row = model_result(store, model_id)
     doc = row["result"]
     m = doc["model"]
@@ -418,24 +384,13 @@ def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
 
 
 def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
+    """A stored device simulation: the comparison with its run and the predicted CDFs."""
     row = model_result(store, model_id)
     doc = row["result"]
     html = ""
     comp = doc.get("comparison")
     if comp:
-        html += table_html(
-            ["percentile", "measured", "predicted", "difference", "ratio"],
-            [
-                [
-                    r["percentile"],
-                    _pct_ns(r["measured_ns"]),
-                    _pct_ns(r["predicted_ns"]),
-                    _pct_ns(r["difference_ns"]),
-                    "–" if r["ratio"] is None else f"{r['ratio']:.3f}",
-                ]
-                for r in comp["rows"]
-            ],
-        )
+        html += table_html(*comparison_table(comp))
     page.add(f"Device simulation (model {row['model_id']})", html + figure_html(simulate_figure(doc)))
 
 
@@ -459,6 +414,7 @@ def write_model_report(db: str | Path, model_id: int | str, output: str | Path) 
 
 
 def save_figure(fig, path: str | Path) -> Path:
+    """Write a figure as PNG (the `--plot` of the model commands) and free it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")

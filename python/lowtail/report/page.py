@@ -25,6 +25,7 @@ figcaption { color: #555; font-size: .9em; } code { background: #f4f4f4; padding
 
 
 def esc(text: object) -> str:
+    """Text made safe to put in HTML."""
     return html.escape(str(text))
 
 
@@ -41,6 +42,7 @@ def figure_html(fig, caption: str = "") -> str:
 
 
 def table_html(header: list[str], rows: list[list[object]]) -> str:
+    """An HTML table of a header and rows (every cell escaped)."""
     head = "".join(f"<th>{esc(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

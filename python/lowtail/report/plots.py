@@ -11,12 +11,21 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator  # noqa: E402
 
-NINES_TICKS = [1, 10, 100, 1e3, 1e4, 1e5, 1e6]
-NINES_LABELS = ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %", "99.9999 %"]
+from lowtail.percentiles import percent_label  # noqa: E402
 
 
-def _us(ns: float) -> float:
-    return ns / 1e3
+def _nines(n: int) -> str:
+    """The percentile at x = 10^n of the 1/(1−p) axis: 0, 90, 99, 99.9, ..."""
+    return "0" if n == 0 else "90" if n == 1 else "99" + ("." + "9" * (n - 2) if n > 2 else "")
+
+
+NINES_TICKS = [10.0**n for n in range(7)]
+NINES_LABELS = [percent_label(_nines(n)) for n in range(7)]
+
+
+def us(ns: float | None) -> float | None:
+    """Nanoseconds as the microseconds the plots' latency axes are in."""
+    return None if ns is None else ns / 1e3
 
 
 def hdr_percentile_plot(
@@ -31,7 +40,7 @@ def hdr_percentile_plot(
     top_x = 10.0
     y_max, y_min = 0.0, float("inf")
     for label, rows in curves:
-        pts = [(1.0 / (1.0 - p), _us(v)) for p, v in rows if p < 1.0]
+        pts = [(1.0 / (1.0 - p), us(v)) for p, v in rows if p < 1.0]
         if not pts:
             continue
         xs, ys = zip(*pts)
@@ -49,9 +58,9 @@ def hdr_percentile_plot(
     if y_min > 0 and y_max / y_min > 30:
         ax.set_yscale("log")
     if floor_ns is not None:
-        ax.axhline(_us(floor_ns), color="grey", linestyle=":", linewidth=1, label="measurement floor")
+        ax.axhline(us(floor_ns), color="grey", linestyle=":", linewidth=1, label="measurement floor")
     if budget_ns is not None:
-        ax.axhline(_us(budget_ns), color="#b42318", linestyle="--", linewidth=1, label="budget")
+        ax.axhline(us(budget_ns), color="#b42318", linestyle="--", linewidth=1, label="budget")
     ax.set_xlabel("percentile")
     ax.set_ylabel("latency [µs]")
     ax.set_title(title)
@@ -71,12 +80,12 @@ def worst_scatter(
     fig, ax = plt.subplots(figsize=(8, 3.8))
     if points:
         xs = [(t - start_ns) / 1e9 for t, _ in points]
-        ys = [_us(v) for _, v in points]
+        ys = [us(v) for _, v in points]
         ax.scatter(xs, ys, s=4, alpha=0.7, label=f"{len(points)} worst", color="#1f5fa8", linewidths=0)
     if overlay:
         ax.scatter(
             [(t - start_ns) / 1e9 for t, _ in overlay],
-            [_us(v) for _, v in overlay],
+            [us(v) for _, v in overlay],
             s=4,
             alpha=0.5,
             color="#d9480f",
@@ -95,12 +104,12 @@ def histogram_plot(bins: Sequence[tuple[int, int, int]], title: str, xlabel: str
     """bins: (lo_ns, hi_ns, count), non-empty only; log count axis shows the tail."""
     fig, ax = plt.subplots(figsize=(8, 3.5))
     if bins:
-        lefts = [_us(lo) for lo, _, _ in bins]
-        widths = [_us(hi - lo) for lo, hi, _ in bins]
+        lefts = [us(lo) for lo, _, _ in bins]
+        widths = [us(hi - lo) for lo, hi, _ in bins]
         counts = [c for _, _, c in bins]
         ax.bar(lefts, counts, width=widths, align="edge", color="#1f5fa8", edgecolor="none")
         ax.set_yscale("log")
-        span = max(_us(hi) for _, hi, _ in bins) / max(min(lefts), 1e-3)
+        span = max(us(hi) for _, hi, _ in bins) / max(min(lefts), 1e-3)
         if span > 100 and min(lefts) > 0:
             ax.set_xscale("log")
     ax.set_xlabel(xlabel)
@@ -111,6 +120,7 @@ def histogram_plot(bins: Sequence[tuple[int, int, int]], title: str, xlabel: str
 
 
 def rates_plot(pre: Sequence[int], post: Sequence[int], title: str = "Packets per second"):
+    """Packets per second sent (PRE) and received (POST) over the run."""
     fig, ax = plt.subplots(figsize=(8, 3))
     ax.plot(range(len(pre)), pre, label="PRE (sent)", drawstyle="steps-post")
     ax.plot(range(len(post)), post, label="POST (received)", drawstyle="steps-post", linestyle="--")

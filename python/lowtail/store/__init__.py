@@ -1,6 +1,37 @@
 """The results database: every analysis, run and model lands here, and every report
-reads from here. DuckDB, embedded, one file (default ./lowtail.duckdb)."""
+reads from here. DuckDB, embedded, one file (default ./lowtail.duckdb).
 
-from lowtail.store.db import DEFAULT_DB, Store, open_store
+All SQL of lowtail lives in this package. Its API is module functions that take the open
+`Store` first (`analyses.save_analysis(store, doc)`, `runs.experiment(store, id)`), one
+module per family of tables; `Store` itself is only the connection and its transactions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowtail.store.db import Store
+
+# The database a command uses when not given --db: the one place that names it.
+DEFAULT_DB = Path("lowtail.duckdb")
 
 __all__ = ["DEFAULT_DB", "Store", "open_store"]
+
+# DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
+# the commands that open the database pay for DuckDB (store.db is imported on first use).
+
+
+def open_store(path: str | Path | None, read_only: bool = False) -> Store:
+    """The database at `path` (None: the default, ./lowtail.duckdb)."""
+    from lowtail.store.db import Store
+
+    return Store(path or DEFAULT_DB, read_only=read_only)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Store":
+        from lowtail.store.db import Store
+
+        return Store
+    raise AttributeError(f"module 'lowtail.store' has no attribute {name!r}")

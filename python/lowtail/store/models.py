@@ -9,8 +9,9 @@ from typing import Any
 
 from lowtail import __version__
 from lowtail.errors import UserError
-from lowtail.models.knee import SweepPoint
-from lowtail.store.db import Store
+from lowtail.store.analyses import analysis
+from lowtail.store.db import Store, rows_as_dicts
+from lowtail.store.runs import run_figures
 
 
 def save_model(
@@ -26,6 +27,7 @@ def save_model(
     analysis_id: int | None = None,
     source: str | None = None,
 ) -> int:
+    """Store one model result with its inputs and what it was computed from; returns its id."""
     with store.transaction():
         (model_id,) = store.con.execute(
             """INSERT INTO model_results (lowtail_version, kind, label, experiment_id, dut_name, run_id, analysis_id,
@@ -92,6 +94,7 @@ def _has_models(store: Store) -> bool:
 
 
 def model_result(store: Store, model_id: int | str) -> dict[str, Any]:
+    """One stored model result (an id, or 'latest')."""
     if not _has_models(store):
         raise UserError(f"{store.path}: holds no model results yet (run `lowtail model ...`)")
     rows = _rows(store, "true", [], 1) if model_id == "latest" else _rows(store, "model_id = ?", [int(model_id)])
@@ -116,6 +119,7 @@ def latest_model(store: Store, kind: str, **keys: Any) -> dict[str, Any] | None:
 
 
 def list_models(store: Store, kind: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest model results, of one kind or all."""
     if not _has_models(store):
         return []
     return _rows(store, "kind = ?", [kind], limit) if kind else _rows(store, "true", [], limit)
@@ -133,26 +137,6 @@ class SeriesSource:
     analysis_id: int | None = None
     partial: bool = False
     label: str = ""
-
-
-def run_figures(store: Store, run_id: int) -> dict[str, Any]:
-    """A run joined with the figures of its analysis."""
-    cur = store.con.execute(
-        """SELECT r.run_id, r.experiment_id, r.dut_name, r.dut_kind, r.dut_config, r.calibration, r.rate_pps,
-                  r.frame_size, r.burst, r.repetition, r.valid, r.analysis_id,
-                  coalesce(r.series_path, a.series_path) AS series_path,
-                  a.sent, a.received, a.lost, a.duration_ns, a.start_ts_ns, a.partial, a.lat_min_ns, a.lat_p50_ns,
-                  a.lat_p90_ns, a.lat_p99_ns, a.lat_p99_9_ns, a.lat_p99_99_ns, a.lat_p99_999_ns, a.lat_p99_9999_ns,
-                  a.lat_max_ns, a.lat_mean_ns
-           FROM runs r LEFT JOIN analyses a ON a.analysis_id = r.analysis_id WHERE r.run_id = ?""",
-        [int(run_id)],
-    )
-    row = cur.fetchone()
-    if row is None:
-        raise UserError(f"{store.path}: no run with id {run_id}")
-    doc = dict(zip([d[0] for d in cur.description], row))
-    doc["dut_config"] = json.loads(doc["dut_config"]) if doc["dut_config"] else {}
-    return doc
 
 
 def series_source(store: Store | None, text: str) -> SeriesSource:
@@ -181,7 +165,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
             label=f"run {ident} ({run['dut_name']}, {run['rate_pps']:,} pps)",
         )
     else:
-        a = store.analysis(int(ident))
+        a = analysis(store, int(ident))
         src = SeriesSource(
             path=a["series_path"], analysis_id=a["analysis_id"], partial=bool(a["partial"]), label=f"analysis {ident}"
         )
@@ -194,22 +178,24 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
     return src
 
 
-def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) -> dict[str, list[SweepPoint]]:
-    """The valid, non-calibration runs of an experiment, per DuT, as sweep points."""
+def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """The valid, non-calibration runs of an experiment, per DuT, in rate order: the fields
+    of the knee model's `SweepPoint` (run_id, rate_pps, sent, lost, p50_ns, p99_ns,
+    p99_999_ns, max_ns)."""
     exists = store.con.execute("SELECT count(*) FROM experiments WHERE experiment_id = ?", [experiment_id]).fetchone()
     if not exists[0]:
         raise UserError(f"{store.path}: no experiment with id {experiment_id}")
-    sql = """SELECT r.dut_name, r.run_id, r.rate_pps, a.sent, a.lost, a.lat_p50_ns, a.lat_p99_ns, a.lat_p99_999_ns,
-                    a.lat_max_ns
+    sql = """SELECT r.dut_name, r.run_id, r.rate_pps, a.sent, a.lost, a.lat_p50_ns AS p50_ns, a.lat_p99_ns AS p99_ns,
+                    a.lat_p99_999_ns AS p99_999_ns, a.lat_max_ns AS max_ns
              FROM runs r JOIN analyses a ON a.analysis_id = r.analysis_id
              WHERE r.experiment_id = ? AND r.valid AND NOT r.calibration"""
     params: list[Any] = [experiment_id]
     if dut_name:
         sql += " AND r.dut_name = ?"
         params.append(dut_name)
-    out: dict[str, list[SweepPoint]] = {}
-    for dut, *fields in store.con.execute(sql + " ORDER BY r.rate_pps, r.run_id", params).fetchall():
-        out.setdefault(dut, []).append(SweepPoint(*fields))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for row in rows_as_dicts(store.con.execute(sql + " ORDER BY r.rate_pps, r.run_id", params)):
+        out.setdefault(row.pop("dut_name"), []).append(row)
     if not out:
         which = f" for DuT {dut_name!r}" if dut_name else ""
         raise UserError(f"experiment {experiment_id} has no valid analysed runs{which}")

@@ -6,7 +6,8 @@ import json
 from typing import Any
 
 from lowtail.errors import UserError
-from lowtail.store.db import Store
+from lowtail.store.analyses import save_analysis
+from lowtail.store.db import Store, latency_column, latency_columns, newest_id, row_as_dict, rows_as_dicts
 
 _JSON_RUN_COLUMNS = (
     "dut_config",
@@ -24,6 +25,7 @@ _JSON_RUN_COLUMNS = (
 def create_experiment(
     store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: dict[str, Any], data_dir: str
 ) -> int:
+    """A new experiment, status 'running'; returns its id."""
     with store.transaction():
         (eid,) = store.con.execute(
             "INSERT INTO experiments (name, spec, spec_hash, host, status, data_dir) VALUES (?, ?, ?, ?, 'running', ?) "
@@ -35,18 +37,26 @@ def create_experiment(
 
 def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
     """The latest unfinished experiment of the same file, if any: resuming continues it."""
-    cur = store.con.execute(
-        "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? "
-        "ORDER BY experiment_id DESC LIMIT 1",
-        [spec_hash],
+    found = row_as_dict(
+        store.con.execute(
+            "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? "
+            "ORDER BY experiment_id DESC LIMIT 1",
+            [spec_hash],
+        )
     )
-    row = cur.fetchone()
-    if row is None or row[2] == "finished":
+    if found is None or found["status"] == "finished":
         return None
-    return dict(zip([d[0] for d in cur.description], row))
+    return found
+
+
+def set_data_dir(store: Store, experiment_id: int, data_dir: str) -> None:
+    """Where the experiment's captures and series go (known once it has an id)."""
+    with store.transaction():
+        store.con.execute("UPDATE experiments SET data_dir = ? WHERE experiment_id = ?", [data_dir, experiment_id])
 
 
 def set_status(store: Store, experiment_id: int, status: str) -> None:
+    """running, interrupted, failed or finished (which also sets finished_at)."""
     with store.transaction():
         store.con.execute(
             "UPDATE experiments SET status = ?, finished_at = CASE WHEN ? IN ('finished') "
@@ -56,6 +66,7 @@ def set_status(store: Store, experiment_id: int, status: str) -> None:
 
 
 def done_keys(store: Store, experiment_id: int) -> set[str]:
+    """The combination keys of the runs stored so far: resuming skips them."""
     return {
         k
         for (k,) in store.con.execute(
@@ -69,7 +80,7 @@ def save_run(
 ) -> int:
     """Store a run and its analysis together (one transaction: both or neither)."""
     with store.transaction():
-        analysis_id = store.save_analysis(analysis, options=analysis_options, label=run["label"]) if analysis else None
+        analysis_id = save_analysis(store, analysis, options=analysis_options, label=run["label"]) if analysis else None
         row = {k: v for k, v in run.items() if k != "label"} | {"analysis_id": analysis_id}
         for k in _JSON_RUN_COLUMNS:
             if k in row:
@@ -82,11 +93,6 @@ def save_run(
     return run_id
 
 
-def _rows(cur) -> list[dict[str, Any]]:
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
-
-
 def _decode(run: dict[str, Any]) -> dict[str, Any]:
     for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings"):
         if isinstance(run.get(k), str):
@@ -95,36 +101,63 @@ def _decode(run: dict[str, Any]) -> dict[str, Any]:
 
 
 def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
+    """One stored experiment (an id, or 'latest') with its file and host, JSON decoded."""
     if experiment_id == "latest":
-        row = store.con.execute("SELECT max(experiment_id) FROM experiments").fetchone()
-        if row is None or row[0] is None:
+        experiment_id = newest_id(store, "experiments", "experiment_id")
+        if experiment_id is None:
             raise UserError(f"{store.path}: holds no experiments yet (run `lowtail run`)")
-        experiment_id = row[0]
     try:
         eid = int(experiment_id)
     except ValueError:
         raise UserError(f"{experiment_id!r} is not an experiment id (a number, or 'latest')") from None
-    found = _rows(store.con.execute("SELECT * FROM experiments WHERE experiment_id = ?", [eid]))
-    if not found:
+    found = row_as_dict(store.con.execute("SELECT * FROM experiments WHERE experiment_id = ?", [eid]))
+    if found is None:
         raise UserError(f"{store.path}: no experiment with id {eid} (see `lowtail experiment list`)")
-    return _decode(found[0])
+    return _decode(found)
 
 
 def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
     """The experiment's runs with their headline figures, in the order they ran."""
     return [
         _decode(r)
-        for r in _rows(
+        for r in rows_as_dicts(
             store.con.execute(
-                """SELECT r.*, a.sent, a.received, a.lost, a.duplicates, a.reordered, a.lat_min_ns, a.lat_mean_ns,
-                  a.lat_p50_ns, a.lat_p90_ns, a.lat_p99_ns, a.lat_p99_9_ns, a.lat_p99_99_ns, a.lat_p99_999_ns,
-                  a.lat_p99_9999_ns, a.lat_max_ns, a.partial, a.warnings, a.figures
+                f"""SELECT r.*, a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
+                  a.partial, a.warnings, a.figures
            FROM runs r LEFT JOIN analyses a USING (analysis_id)
            WHERE r.experiment_id = ? ORDER BY r.run_id""",
                 [experiment_id],
             )
         )
     ]
+
+
+def run_figures(store: Store, run_id: int) -> dict[str, Any]:
+    """A run joined with the figures of its analysis (its DuT options and containment decoded)."""
+    doc = row_as_dict(
+        store.con.execute(
+            f"""SELECT r.run_id, r.experiment_id, r.dut_name, r.dut_kind, r.dut_config, r.containment, r.calibration,
+                  r.rate_pps, r.frame_size, r.burst, r.repetition, r.valid, r.analysis_id,
+                  coalesce(r.series_path, a.series_path) AS series_path,
+                  a.sent, a.received, a.lost, a.duration_ns, a.start_ts_ns, a.partial, {latency_columns("a")}
+           FROM runs r LEFT JOIN analyses a ON a.analysis_id = r.analysis_id WHERE r.run_id = ?""",
+            [int(run_id)],
+        )
+    )
+    if doc is None:
+        raise UserError(f"{store.path}: no run with id {run_id}")
+    for key in ("dut_config", "containment"):
+        doc[key] = json.loads(doc[key]) if doc[key] else {}
+    return doc
+
+
+def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
+    """One latency figure of a run's analysis ("p50", "min", ...); UserError when the run
+    has none (no analysis, or nothing received)."""
+    value = run_figures(store, run_id)[latency_column(figure)]
+    if value is None:
+        raise UserError(f"run {run_id} has no measured latency (no analysis, or nothing received)")
+    return int(value)
 
 
 def calibration_floor(store: Store, experiment_id: int) -> dict[tuple[int, int, int], dict[str, Any]]:
@@ -138,11 +171,12 @@ def calibration_floor(store: Store, experiment_id: int) -> dict[tuple[int, int, 
            ORDER BY r.rate_pps, r.frame_size, r.burst, (r.experiment_id = ?) DESC, r.run_id DESC""",
         [experiment_id],
     )
-    return {(r["rate_pps"], r["frame_size"], r["burst"]): r for r in _rows(cur)}
+    return {(r["rate_pps"], r["frame_size"], r["burst"]): r for r in rows_as_dicts(cur)}
 
 
 def list_experiments(store: Store, limit: int = 50) -> list[dict[str, Any]]:
-    return _rows(
+    """The newest experiments with how many runs each has, and how many are valid."""
+    return rows_as_dicts(
         store.con.execute(
             """SELECT e.experiment_id, e.name, e.created_at, e.status, count(r.run_id) AS runs,
                   count(r.run_id) FILTER (WHERE r.valid) AS valid_runs

@@ -22,8 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import Failure
+from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed import containment
-from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, format_cpu_list, parse_cpu_list
+from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, format_cpu_list
+from lowtail.testbed.registry import cgroup_name
 from lowtail.testbed.system import tool
 
 NAMESPACES = ("pid", "mnt", "uts", "net")
@@ -54,7 +56,7 @@ def _siblings_holding(path: Path, cpus: list[int]) -> list[str]:
         if sibling == path or not sibling.is_dir():
             continue
         text = _read(sibling / "cpuset.cpus")
-        if text and parse_cpu_list(text) & set(cpus):
+        if text and set(parse_cpulist(text)) & set(cpus):
             held.append(sibling.name)
     return held
 
@@ -134,9 +136,9 @@ def create_container_cgroups(
 ) -> tuple[list[Path], dict[str, Any]]:
     """The container's cgroups (each passed to `register` before it is made) and what was
     applied. The DuT joins every returned cgroup."""
-    cpuset = cpuset or containment._hierarchy()  # a UserError when the host has no cpusets
+    cpuset = cpuset or containment.required_cpuset_hierarchy()
     memory = memory if memory is not None else containment.memory_hierarchy()
-    name = f"lowtail-{tag}"
+    name = cgroup_name(tag)
     cpuset_path = cpuset.root / name
     register(cpuset_path)
     if cpuset.version == 2 and memory is not None and memory.version == 2:

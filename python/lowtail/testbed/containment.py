@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.errors import Failure, UserError
-from lowtail.testbed.registry import CGROUP_PATTERN
+from lowtail.host.sysroot import parse_cpulist
 
 MODES = ("bare", "container")
 
@@ -27,25 +27,16 @@ class CpusetHierarchy:
 
     def effective_cpus(self) -> set[int]:
         name = "cpuset.cpus.effective" if self.version == 2 else "cpuset.effective_cpus"
-        return parse_cpu_list((self.root / name).read_text())
+        return set(parse_cpulist((self.root / name).read_text()))
 
     def effective_mems(self) -> str:
         name = "cpuset.mems.effective" if self.version == 2 else "cpuset.effective_mems"
         return (self.root / name).read_text().strip()
 
 
-def parse_cpu_list(text: str) -> set[int]:
-    """'0-2,5' -> {0, 1, 2, 5}"""
-    cpus: set[int] = set()
-    for part in text.strip().split(","):
-        if not part:
-            continue
-        lo, _, hi = part.partition("-")
-        cpus.update(range(int(lo), int(hi or lo) + 1))
-    return cpus
-
-
 def format_cpu_list(cpus: list[int] | set[int]) -> str:
+    """CPUs as an explicit comma list ("0,1,2"): what cpuset files, taskset and the
+    `{cpus}` of a custom DuT command get, for programs that do not read ranges."""
     return ",".join(str(c) for c in sorted(cpus))
 
 
@@ -106,26 +97,8 @@ def memory_hierarchy(mounts: str | None = None, own: str | None = None) -> Memor
     return MemoryHierarchy(1, v1, v1)
 
 
-def tagged_cgroups() -> list[tuple[str, str]]:
-    """(testbed tag, path) of every lowtail cgroup on the host: cpusets, and the memory
-    cgroups of containers."""
-    parents = []
-    h = cpuset_hierarchy()
-    if h is not None:
-        parents.append(h.root)
-    m = memory_hierarchy()
-    if m is not None and m.parent not in parents:
-        parents.append(m.parent)
-    found = []
-    for parent in parents:
-        for child in parent.iterdir():
-            match = CGROUP_PATTERN.match(child.name)
-            if match and child.is_dir():
-                found.append((match.group(1), str(child)))
-    return found
-
-
-def _hierarchy() -> CpusetHierarchy:
+def required_cpuset_hierarchy() -> CpusetHierarchy:
+    """The cpuset hierarchy, or a UserError when this host has none (a container cannot be made)."""
     h = cpuset_hierarchy()
     if h is None:
         raise UserError(
@@ -135,14 +108,10 @@ def _hierarchy() -> CpusetHierarchy:
     return h
 
 
-def cgroup_path_for(tag: str) -> Path:
-    return _hierarchy().root / f"lowtail-{tag}"
-
-
 def create_cpuset(path: Path, cpus: list[int], hierarchy: CpusetHierarchy | None = None) -> Path:
-    """A new cgroup at `path` (from `cgroup_path_for`) limited to `cpus`; processes are put
+    """A new cgroup at `path` in the cpuset `hierarchy` limited to `cpus`; processes are put
     in by writing their pid to `<path>/cgroup.procs`."""
-    h = hierarchy or _hierarchy()
+    h = hierarchy or required_cpuset_hierarchy()
     available = h.effective_cpus()
     if not set(cpus) <= available:
         raise UserError(
@@ -172,6 +141,7 @@ def _enable_cpuset_controller(root: Path) -> None:
 
 
 def cgroup_pids(path: str | Path) -> list[int]:
+    """The processes in a cgroup (none when it is gone)."""
     try:
         return [int(p) for p in (Path(path) / "cgroup.procs").read_text().split()]
     except FileNotFoundError:

@@ -22,14 +22,18 @@ CAPTURE_RT_PRIORITY = 50
 
 
 @dataclass(frozen=True)
-class CorePlan:
+class CoreRoles:
+    """The core each program of a run gets (housekeeping and the interrupt sampler, the
+    generator, the timestamper, the DuT). Not to be confused with the host's boot-time
+    split into housekeeping and isolated cores, `lowtail.host.plan.CorePlan`."""
+
     housekeeping: int
     generator: int
     capture: int
     dut: list[int] = field(default_factory=list)
 
     @classmethod
-    def for_host(cls, overrides: dict[str, Any] | None = None) -> CorePlan:
+    def for_host(cls, overrides: dict[str, Any] | None = None) -> CoreRoles:
         """A plan for the cores this process may use, with the user's choices on top.
         With 4+ cores every role has its own; with 2 the generator has one and the rest
         share the other (the best two cores allow; the report shows the plan)."""
@@ -71,10 +75,12 @@ class CorePlan:
         return ["--nice", str(GENERATOR_NICE)]
 
     def as_dict(self) -> dict[str, Any]:
+        """The roles as stored with a run and its experiment."""
         return asdict(self)
 
     @staticmethod
     def available() -> list[int]:
+        """The cores this process may run on."""
         return sorted(os.sched_getaffinity(0))
 
 

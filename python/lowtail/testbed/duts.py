@@ -25,7 +25,7 @@ from lowtail.binaries import find_binary
 from lowtail.errors import UserError
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.containment import MODES, format_cpu_list
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan, isolated_cpus
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.process import Program
 from lowtail.testbed.system import sh, tc, tool
 from lowtail.testbed.topology import Testbed
@@ -101,7 +101,6 @@ PROCESS_OPTIONS = {
 class Dut:
     kind: ClassVar[str]
     options: ClassVar[dict[str, Option]] = {}
-    runs_process: ClassVar[bool] = False
     ready_timeout_s: float = 10.0
     # kvm | tcg for a DuT that is a virtual machine (set when it starts), None otherwise.
     virtualization: str | None = None
@@ -154,7 +153,7 @@ class Dut:
         """Slow one-time work for a configuration (building a guest image), done before the
         sweep starts; `log` says what is being done."""
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         raise NotImplementedError
 
     def failure(self) -> str | None:
@@ -176,11 +175,11 @@ class Dut:
 
     # -- helpers for DuTs that run a process ----------------------------------------------------
 
-    def _cores(self, plan: CorePlan) -> list[int]:
+    def _cores(self, plan: CoreRoles) -> list[int]:
         return self.config.get("cpus") or plan.dut
 
     def _spawn(
-        self, tb: Testbed, plan: CorePlan, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
+        self, tb: Testbed, plan: CoreRoles, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
     ) -> Program:
         cores = self._cores(plan)
         if self.config.get("containment") == "container":
@@ -207,14 +206,14 @@ class Wire(Dut):
 
     kind = "wire"
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         assert tb.wire
 
 
 class KernelMirred(Dut):
     kind = "kernel-mirred"
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         mirred_redirect(tb.dut_ns, tb.dut_in, tb.dut_out)
 
 
@@ -251,7 +250,7 @@ def mirred_redirect(ns: str, from_dev: str, to_dev: str) -> None:
 class Bridge(Dut):
     kind = "bridge"
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         ns = tb.dut_ns
         sh(
             tool("ip"),
@@ -275,7 +274,6 @@ class Bridge(Dut):
 
 class LowtailFwd(Dut):
     kind = "lowtail-fwd"
-    runs_process = True
     options = {
         "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
         "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
@@ -294,7 +292,7 @@ class LowtailFwd(Dut):
     # (ordinary scheduling) or a 30-50 ms p99 (real-time, throttled by the kernel).
     SHARED_CORE_SPIN_US = 10
 
-    def spin_us(self, plan: CorePlan, isolated: set[int] | None = None) -> int | None:
+    def spin_us(self, plan: CoreRoles, isolated: set[int] | None = None) -> int | None:
         """How long the forwarder busy-polls before it sleeps; None: it never sleeps. Only
         on a core of its own that the scheduler keeps other tasks off (isolcpus): a
         real-time task that never sleeps on any other core is throttled by the kernel in
@@ -310,7 +308,7 @@ class LowtailFwd(Dut):
     def check_available(cls) -> None:
         find_binary("lowtail-fwd")
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         stats = tb.work_dir / "fwd.json"
         argv = [
             str(find_binary("lowtail-fwd")),
@@ -340,7 +338,6 @@ class LowtailFwd(Dut):
 
 class DpdkTestpmd(Dut):
     kind = "dpdk-testpmd"
-    runs_process = True
     ready_timeout_s = 30.0
     options = {
         "burst": Option("int", 32, minimum=1, help="testpmd's packets per burst"),
@@ -356,7 +353,7 @@ class DpdkTestpmd(Dut):
                 "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment"
             )
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         cores = self._cores(plan)
         # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
         lcores = f"0@{cores[0]},1@{cores[-1]}"
@@ -432,14 +429,14 @@ class Custom(Dut):
     def ready_timeout_s(self) -> float:  # type: ignore[override]
         return self.config["ready_timeout"] / 1e9
 
-    def _expand(self, template: str, tb: Testbed, plan: CorePlan) -> list[str]:
+    def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(
             template.format(
                 **{"in": tb.dut_in, "out": tb.dut_out, "netns": tb.dut_ns, "cpus": format_cpu_list(self._cores(plan))}
             )
         )
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         for template in self.config["setup"]:
             argv = self._expand(template, tb, plan)
             sh(tool("ip"), "netns", "exec", tb.dut_ns, *argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")

@@ -18,4 +18,5 @@ KINDS: dict[str, type[Dut]] = {
 
 
 def make_dut(kind: str, name: str, config: dict[str, Any]) -> Dut:
+    """The DuT of a kind ("wire" for calibration) with its configuration."""
     return (Wire if kind == "wire" else KINDS[kind])(name, config)

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import Failure, UserError
-from lowtail.testbed.cores import CorePlan
+from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import Bridge, Option
 from lowtail.testbed.system import sh, tool
 from lowtail.testbed.topology import Testbed
@@ -74,7 +74,7 @@ class Nftables(Bridge):
     def check_available(cls) -> None:
         _nft()
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         super().start(tb, plan)  # the bridge
         if self.config["ruleset"]:
             path = Path(self.config["ruleset"]).expanduser().resolve()

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import Failure
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts import PROCESS_OPTIONS, Dut, Option
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.system import sh, tool
@@ -37,7 +37,6 @@ def _ovs(name: str) -> str:
 
 class OpenVSwitch(Dut):
     kind = "ovs"
-    runs_process = True
     ready_timeout_s = 30.0
     options = {
         "flows": Option(
@@ -53,7 +52,7 @@ class OpenVSwitch(Dut):
         if not SCHEMA.exists():
             raise Failure(f"{SCHEMA} is missing: reinstall the Debian package {PACKAGE}")
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         run = Path("/run/lowtail") / tb.tag
         tb.own_path(run)
         self.dir = run / "ovs"

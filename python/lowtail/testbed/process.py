@@ -97,36 +97,6 @@ class Program:
             time.sleep(0.02)
         return False
 
-    def packet_sockets(self) -> int:
-        """How many AF_PACKET sockets the program has open (in its own namespace)."""
-        try:
-            lines = Path(f"/proc/{self.pid}/net/packet").read_text().splitlines()[1:]
-            inodes = {line.split()[-1] for line in lines if line.split()}
-            fds = os.listdir(f"/proc/{self.pid}/fd")
-        except (FileNotFoundError, ProcessLookupError, PermissionError):
-            return 0
-        count = 0
-        for fd in fds:
-            try:
-                target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
-                count += 1
-        return count
-
-    def wait_packet_sockets(self, count: int, timeout_s: float) -> bool:
-        """Wait until the program has opened `count` packet sockets: it is then capturing
-        or forwarding. False when it died or the time ran out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self.running():
-                return False
-            if self.packet_sockets() >= count:
-                return True
-            time.sleep(0.02)
-        return False
-
 
 def make_realtime(pid: int, priority: int | None) -> str:
     """Every thread of process `pid` to SCHED_FIFO `priority` (for DuTs that do not switch

@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, is_alive, process_start_time, sh, tool
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
@@ -29,10 +30,22 @@ CGROUP_PATTERN = re.compile(r"^lowtail-(lt\d+x[0-9a-f]{4})$")
 
 
 def new_tag() -> str:
+    """A fresh testbed tag owned by this process."""
     return f"lt{os.getpid()}x{secrets.token_hex(2)}"
 
 
+def netns_name(tag: str, side: str) -> str:
+    """The network namespace of a testbed's side: "lg" (generator, timestamper) or "dut"."""
+    return f"{tag}-{side}"
+
+
+def cgroup_name(tag: str) -> str:
+    """The name of a testbed's cgroups (its DuT's cpuset and, for a container, its memory cgroup)."""
+    return f"lowtail-{tag}"
+
+
 def tag_owner(tag: str) -> int:
+    """The pid of the process that made a testbed, from its tag."""
     m = TAG_PATTERN.match(tag)
     if not m:
         raise ValueError(f"not a testbed tag: {tag}")
@@ -126,15 +139,33 @@ class Leftover:
 
 
 def list_netns() -> list[str]:
+    """The network namespaces `ip netns` knows."""
     done = ip("-json", "netns", "list", what="listing network namespaces")
     return [entry["name"] for entry in json.loads(done.stdout or "[]")]
+
+
+def tagged_cgroups() -> list[tuple[str, str]]:
+    """(testbed tag, path) of every lowtail cgroup on the host: cpusets, and the memory
+    cgroups of containers."""
+    parents = []
+    h = cpuset_hierarchy()
+    if h is not None:
+        parents.append(h.root)
+    m = memory_hierarchy()
+    if m is not None and m.parent not in parents:
+        parents.append(m.parent)
+    found = []
+    for parent in parents:
+        for child in parent.iterdir():
+            match = CGROUP_PATTERN.match(child.name)
+            if match and child.is_dir():
+                found.append((match.group(1), str(child)))
+    return found
 
 
 def testbeds_on_host() -> dict[str, dict[str, Any]]:
     """Every testbed visible on this host (state files and tagged names), with its owner's
     liveness: tag -> {"registry": Registry|None, "netns": [...], "cgroups": [...], "alive": bool}."""
-    from lowtail.testbed.containment import tagged_cgroups
-
     found: dict[str, dict[str, Any]] = {}
 
     def entry(tag: str) -> dict[str, Any]:
@@ -162,6 +193,7 @@ def testbeds_on_host() -> dict[str, dict[str, Any]]:
 
 
 def find_leftovers() -> list[Leftover]:
+    """The testbeds on this host whose owner is dead, with what of them is still there."""
     leftovers = []
     for tag, e in testbeds_on_host().items():
         if e["alive"]:
@@ -203,19 +235,20 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def netns_processes(netns: str) -> list[OwnedProcess]:
+    """The processes running inside a network namespace."""
     done = sh(tool("ip"), "netns", "pids", netns, what=f"listing processes in namespace {netns}", check=False)
     pids = [int(p) for p in done.stdout.split() if p.isdigit()]
     return [OwnedProcess(pid, process_start_time(pid), "") for pid in pids]
 
 
 def delete_netns(name: str) -> None:
+    """Stop what runs in a network namespace, then delete it."""
     kill_processes(netns_processes(name))
     ip("netns", "delete", name, what=f"deleting network namespace {name}", check=False)
 
 
 def remove_leftover(left: Leftover) -> None:
-    from lowtail.testbed.containment import remove_cgroup
-
+    """Remove everything of a dead owner's testbed that is still there, then its state file."""
     kill_processes(left.processes)
     for ns in left.netns:
         delete_netns(ns)

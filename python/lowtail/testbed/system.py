@@ -41,6 +41,7 @@ def missing_capabilities() -> list[str]:
 
 
 def require_privileges(action: str) -> None:
+    """A clear error naming `action` when this process lacks what testbeds need."""
     missing = missing_capabilities()
     if missing:
         raise UserError(
@@ -62,10 +63,12 @@ def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subp
 
 
 def ip(*args: str, what: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run `ip` with these arguments; `what` says what for in its error."""
     return sh(tool("ip"), *args, what=what, check=check)
 
 
 def tc(*args: str, what: str) -> subprocess.CompletedProcess:
+    """Run `tc` with these arguments; `what` says what for in its error."""
     return sh(tool("tc"), *args, what=what)
 
 

@@ -23,7 +23,7 @@ from lowtail.errors import Failure
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
 from lowtail.testbed.process import Program
-from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, new_tag
+from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag
 from lowtail.testbed.system import ip, process_start_time, require_privileges, sh, tool
 
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -39,8 +39,8 @@ class Testbed:
         self.work_dir = Path(work_dir)
         self.wire = wire
         self.tag = new_tag()
-        self.lg_ns = f"{self.tag}-lg"
-        self.dut_ns = None if wire else f"{self.tag}-dut"
+        self.lg_ns = netns_name(self.tag, "lg")
+        self.dut_ns = None if wire else netns_name(self.tag, "dut")
         self.programs: list[Program] = []
         self.macs: dict[str, str] = {}
         self.registry: Registry | None = None

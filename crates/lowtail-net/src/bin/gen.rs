@@ -149,7 +149,7 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
                 frame_size: args.frame_size,
                 id: IdSpec::default(),
             };
-            FrameTemplate::new(&spec).map_err(Fatal::usage)
+            FrameTemplate::new(&spec).map_err(|e| Fatal::usage(e.to_string()))
         })
         .collect()
 }
@@ -248,7 +248,7 @@ fn prepare(args: &Args) -> Result<(Plan, SocketSink), Fatal> {
         (None, Some(d)) => Plan::frames_in(args.rate, d.as_nanos() as u64),
         (None, None) => unreachable!("clap requires one"),
     };
-    let plan = Plan::new(args.rate, args.burst, frames_planned).map_err(Fatal::usage)?;
+    let plan = Plan::new(args.rate, args.burst, frames_planned).map_err(|e| Fatal::usage(e.to_string()))?;
     let sock = PacketSocket::open(&args.iface)?;
     let l2_header = 14 + if args.vlan.is_some() { 4 } else { 0 };
     let needed_mtu = flows[0].len() - l2_header;

@@ -25,7 +25,7 @@ from typing import Any
 from lowtail.errors import Failure, UserError
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CorePlan
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts import Dut, LowtailFwd, Option, mirred_redirect
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.system import ip
@@ -56,7 +56,6 @@ STOP_TIMEOUT_S = 30.0
 
 class VirtualMachine(Dut):
     kind = "vm"
-    runs_process = True
     options = {
         "guest_kernel": Option(
             "str",
@@ -161,7 +160,7 @@ class VirtualMachine(Dut):
         ours = " ".join(f"lowtail.{k}={v}" for k, v in params.items())
         return f"{GUEST_BASE_CMDLINE} {ours} {c['guest_cmdline']}".strip()
 
-    def start(self, tb: Testbed, plan: CorePlan) -> None:
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
         image = build_image(self.config["guest_kernel"])
         self.acceleration = self._acceleration(image)
         self.virtualization = self.acceleration.name
@@ -282,13 +281,13 @@ class VirtualMachine(Dut):
         return self.channel.samples_between(start_ns, end_ns) if self.channel else []
 
 
-def emulator_cores(plan: CorePlan, vcpu_cores: list[int], available: list[int] | None = None) -> list[int]:
+def emulator_cores(plan: CoreRoles, vcpu_cores: list[int], available: list[int] | None = None) -> list[int]:
     """Where QEMU's threads other than the vCPUs go: the housekeeping core if it is not a
     vCPU core, else any other core but the generator's; on a host with no such core they
     share the vCPU cores (the run records that)."""
     if plan.housekeeping not in vcpu_cores:
         return [plan.housekeeping]
-    available = CorePlan.available() if available is None else available
+    available = CoreRoles.available() if available is None else available
     others = [c for c in available if c not in vcpu_cores and c != plan.generator]
     return others or list(vcpu_cores)
 

@@ -34,10 +34,12 @@ BOOTED_MARK = "@booted"
 
 
 def qemu_binary() -> str:
+    """The QEMU system emulator's path (a UserError naming its Debian package when missing)."""
     return tool(QEMU, QEMU_PACKAGE)
 
 
 def qemu_version() -> str:
+    """QEMU's version line (part of the key the acceleration probe's answer is kept under)."""
     done = subprocess.run([qemu_binary(), "--version"], capture_output=True, text=True)
     return done.stdout.splitlines()[0] if done.stdout else "unknown"
 
@@ -247,6 +249,7 @@ def vcpu_threads(qmp: Qmp) -> dict[int, int]:
 
 
 def process_threads(pid: int) -> list[int]:
+    """The thread ids of a process (none when it has ended)."""
     try:
         return sorted(int(t.name) for t in Path(f"/proc/{pid}/task").iterdir())
     except FileNotFoundError:

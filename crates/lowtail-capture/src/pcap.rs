@@ -2,16 +2,18 @@ use std::path::PathBuf;
 
 use pcap_parser::pcap::parse_pcap_header;
 
-use crate::source::Compression;
-use crate::window::{Window, MAX_RECORD};
-use crate::{CaptureError, Format, Frame, Item, LinkType, NS_PER_SEC};
+use crate::error::CaptureError;
+use crate::format::Format;
+use crate::item::{Frame, Item, NS_PER_SEC};
+use crate::link::LinkType;
+use crate::window::{u32_at, Window, MAX_RECORD};
 
 /// Classic libpcap files: microsecond or nanosecond magic, either byte order, and the
 /// "modified" (Kuznetzov) variant with 24-byte record headers.
 ///
 /// The file header is parsed by `pcap-parser`; record headers are four integers read
 /// in place, which keeps the per-packet path free of copies.
-pub struct LegacyReader {
+pub struct PcapReader {
     window: Window,
     path: PathBuf,
     link: LinkType,
@@ -23,11 +25,10 @@ pub struct LegacyReader {
     pending: usize,
     finished: bool,
     warnings: Vec<String>,
-    compression: Compression,
 }
 
-impl LegacyReader {
-    pub(crate) fn new(mut window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
+impl PcapReader {
+    pub(crate) fn new(mut window: Window, path: PathBuf) -> Result<Self, CaptureError> {
         let io = |source| CaptureError::Io { path: path.clone(), source };
         let got = window.ensure(24).map_err(io)?;
         if got < 24 {
@@ -48,7 +49,7 @@ impl LegacyReader {
         let link = LinkType::from_pcap(header.network.0)
             .ok_or(CaptureError::UnsupportedLinkType { path: path.clone(), linktype: header.network.0 })?;
         let nanos = header.is_nanosecond_precision();
-        Ok(LegacyReader {
+        Ok(PcapReader {
             window,
             path,
             link,
@@ -60,18 +61,12 @@ impl LegacyReader {
             pending: 0,
             finished: false,
             warnings: Vec::new(),
-            compression,
         })
     }
 
     #[inline(always)]
     fn u32_at(&self, b: &[u8], at: usize) -> u32 {
-        let raw: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
-        if self.big_endian {
-            u32::from_be_bytes(raw)
-        } else {
-            u32::from_le_bytes(raw)
-        }
+        u32_at(b, at, self.big_endian)
     }
 
     /// The next record when it is already wholly in the window (the common case).
@@ -125,7 +120,7 @@ impl LegacyReader {
     }
 }
 
-impl LegacyReader {
+impl PcapReader {
     #[inline]
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
         self.window.advance(std::mem::take(&mut self.pending));
@@ -195,9 +190,5 @@ impl LegacyReader {
 
     pub fn snaplen(&self) -> u32 {
         self.snaplen
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 }

@@ -5,9 +5,10 @@ use pcap_parser::pcapng::{
     PcapNGOption,
 };
 
-use crate::source::Compression;
-use crate::window::{Window, MAX_RECORD};
-use crate::{CaptureError, Format, Frame, Item, LinkType, NS_PER_SEC};
+use crate::error::CaptureError;
+use crate::item::{Frame, Item, NS_PER_SEC};
+use crate::link::LinkType;
+use crate::window::{u32_at, Window, MAX_RECORD};
 
 const SHB: u32 = 0x0a0d_0d0a;
 const EPB: u32 = 0x0000_0006;
@@ -78,7 +79,7 @@ struct Interface {
 /// pcapng: any number of sections (each with its own byte order), interfaces with their
 /// own link type, resolution and offset; enhanced and simple packet blocks. Blocks are
 /// parsed by `pcap-parser` straight from the window.
-pub struct NgReader {
+pub struct PcapngReader {
     window: Window,
     path: PathBuf,
     big_endian: bool,
@@ -88,12 +89,11 @@ pub struct NgReader {
     finished: bool,
     untimed: u64,
     warnings: Vec<String>,
-    compression: Compression,
 }
 
-impl NgReader {
-    pub(crate) fn new(window: Window, path: PathBuf, compression: Compression) -> Result<Self, CaptureError> {
-        let mut r = NgReader {
+impl PcapngReader {
+    pub(crate) fn new(window: Window, path: PathBuf) -> Result<Self, CaptureError> {
+        let mut r = PcapngReader {
             window,
             path,
             big_endian: false,
@@ -103,7 +103,6 @@ impl NgReader {
             finished: false,
             untimed: 0,
             warnings: Vec::new(),
-            compression,
         };
         let got = r.window.ensure(28).map_err(|source| r.io(source))?;
         if got < 28 {
@@ -124,12 +123,7 @@ impl NgReader {
     }
 
     fn u32_at(&self, b: &[u8], at: usize) -> u32 {
-        let raw: [u8; 4] = b[at..at + 4].try_into().expect("four bytes");
-        if self.big_endian {
-            u32::from_be_bytes(raw)
-        } else {
-            u32::from_le_bytes(raw)
-        }
+        u32_at(b, at, self.big_endian)
     }
 
     /// Skip over section and interface blocks (recording what they say) until a packet
@@ -226,7 +220,7 @@ impl NgReader {
     }
 }
 
-impl NgReader {
+impl PcapngReader {
     pub fn next_item(&mut self) -> Result<Option<Item<'_>>, CaptureError> {
         self.window.advance(std::mem::take(&mut self.pending));
         if self.finished {
@@ -260,19 +254,11 @@ impl NgReader {
         })))
     }
 
-    pub fn format(&self) -> Format {
-        Format::PcapNg
-    }
-
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
     }
 
     pub fn snaplen(&self) -> u32 {
         self.snaplen
-    }
-
-    pub fn compression(&self) -> Compression {
-        self.compression
     }
 }

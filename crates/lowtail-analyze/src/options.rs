@@ -1,0 +1,117 @@
+//! How to find packet ids and what to compute: each option's name, default and check
+//! live here. The Python module exposes this type as `lowtail._native.AnalyzeOptions`
+//! with the same names, the command line takes its defaults from it, and the database
+//! stores it as it serialises.
+
+use std::path::PathBuf;
+
+use lowtail_frame::{Endian, IdFormat, IdSpec};
+use serde::{Serialize, Serializer};
+
+use crate::error::OptionsError;
+
+/// The options of one analysis.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AnalyzeOptions {
+    /// The preset the id fields start from.
+    #[serde(serialize_with = "id_format_name")]
+    pub id_format: IdFormat,
+    /// Bytes from the start of the UDP payload to the id.
+    pub id_offset: usize,
+    /// Id width in bytes, 4 or 8; 4-byte ids are unwrapped.
+    pub id_width: usize,
+    /// The id's byte order.
+    #[serde(serialize_with = "endian_name")]
+    pub id_endian: Endian,
+    /// Only UDP datagrams to this port carry ids.
+    pub udp_port: Option<u16>,
+    /// Treat files without pcap magic as MoonSniff records.
+    pub moonsniff_records: bool,
+    /// Warm-up to cut, from the first PRE packet.
+    pub trim_ns: i64,
+    /// Latencies above this count as losses; bounds memory to rate × this.
+    pub max_latency_ns: i64,
+    /// How many worst events to keep.
+    pub worst: usize,
+    /// Bins of the latency and jitter histograms.
+    pub histogram_bins: usize,
+    /// Write the matched series to this Parquet file.
+    pub export: Option<PathBuf>,
+}
+
+impl Default for AnalyzeOptions {
+    fn default() -> Self {
+        AnalyzeOptions::for_id_format(IdFormat::default())
+    }
+}
+
+impl AnalyzeOptions {
+    /// The defaults, with the id fields of `format`'s preset.
+    pub fn for_id_format(format: IdFormat) -> Self {
+        let id = format.spec();
+        AnalyzeOptions {
+            id_format: format,
+            id_offset: id.offset,
+            id_width: id.width,
+            id_endian: id.endian,
+            udp_port: id.udp_dst_port,
+            moonsniff_records: false,
+            trim_ns: 1_000_000_000,
+            max_latency_ns: 10_000_000_000,
+            worst: 5000,
+            histogram_bins: 100,
+            export: None,
+        }
+    }
+
+    /// The one check of values the types allow but the analysis cannot use.
+    pub fn check(&self) -> Result<(), OptionsError> {
+        if self.id_width != 4 && self.id_width != 8 {
+            return Err(OptionsError::IdWidth(self.id_width as i64));
+        }
+        Ok(())
+    }
+
+    /// Where the id lives in a frame.
+    pub fn id_spec(&self) -> IdSpec {
+        IdSpec { offset: self.id_offset, width: self.id_width, endian: self.id_endian, udp_dst_port: self.udp_port }
+    }
+}
+
+fn id_format_name<S: Serializer>(format: &IdFormat, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(format.name())
+}
+
+fn endian_name<S: Serializer>(endian: &Endian, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(endian.name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_set_the_id_fields() {
+        let ms = AnalyzeOptions::for_id_format(IdFormat::MoonSniff);
+        assert_eq!(ms.id_spec(), IdSpec::moonsniff());
+        assert_eq!(AnalyzeOptions::default().id_spec(), IdSpec::default());
+    }
+
+    #[test]
+    fn only_4_and_8_byte_ids() {
+        let bad = AnalyzeOptions { id_width: 3, ..AnalyzeOptions::default() };
+        assert_eq!(bad.check(), Err(OptionsError::IdWidth(3)));
+        assert_eq!(bad.check().unwrap_err().to_string(), "--id-width must be 4 or 8, not 3");
+        assert!(AnalyzeOptions::for_id_format(IdFormat::MoonSniff).check().is_ok());
+    }
+
+    #[test]
+    fn serialises_under_the_option_names() {
+        let v = serde_json::to_value(AnalyzeOptions::default()).unwrap();
+        assert_eq!(v["id_format"], "lowtail");
+        assert_eq!(v["id_endian"], "big");
+        assert_eq!(v["max_latency_ns"], 10_000_000_000i64);
+        assert_eq!(v["worst"], 5000);
+        assert!(v["export"].is_null() && v["udp_port"].is_null());
+    }
+}

@@ -1,0 +1,194 @@
+"""lowtail's Rust core (crate lowtail-py). tests/test_native_stub.py checks this stub
+against the built module with mypy's stubtest."""
+
+import os
+from typing import Self, final
+
+__all__ = [
+    "LowtailError",
+    "OptionsError",
+    "SpecError",
+    "CaptureError",
+    "CaptureIOError",
+    "EmptyCaptureError",
+    "NotACaptureError",
+    "TruncatedHeaderError",
+    "UnsupportedLinkTypeError",
+    "CorruptCaptureError",
+    "UnknownInterfaceError",
+    "DecompressError",
+    "NothingToAnalyzeError",
+    "NoPacketIdsError",
+    "TrimRemovesAllError",
+    "OutputError",
+    "ExportError",
+    "CancelledError",
+    "InternalError",
+    "__version__",
+    "AnalyzeOptions",
+    "Analyzer",
+    "synth_pair",
+    "synth_defaults",
+    "simulate_device",
+    "simulate_defaults",
+    "nearest_rank",
+    "HEADLINE_PERCENTILES",
+    "SERIES_COLUMNS",
+]
+
+__version__: str
+
+# -- errors: one class per kind; `errno` is set when the operating system said why -----
+
+class LowtailError(Exception):
+    """Any error of lowtail's native code."""
+
+    errno: int | None
+
+class OptionsError(LowtailError):
+    """An analysis option out of its range."""
+
+class SpecError(LowtailError):
+    """A synthetic-pair or simulation spec that is not JSON, has unknown keys or values out of range."""
+
+class CaptureError(LowtailError):
+    """A capture file lowtail cannot read."""
+
+class CaptureIOError(CaptureError):
+    """The operating system refused to open or read a capture."""
+
+class EmptyCaptureError(CaptureError):
+    """A capture without a byte."""
+
+class NotACaptureError(CaptureError):
+    """A file in no format lowtail reads."""
+
+class TruncatedHeaderError(CaptureError):
+    """A capture that ends inside its header."""
+
+class UnsupportedLinkTypeError(CaptureError):
+    """A capture of a link layer lowtail cannot decode."""
+
+class CorruptCaptureError(CaptureError):
+    """A capture whose bytes contradict its format."""
+
+class UnknownInterfaceError(CaptureError):
+    """A pcapng packet on an interface the file never described."""
+
+class DecompressError(CaptureError):
+    """A damaged zstd or gzip stream."""
+
+class NothingToAnalyzeError(LowtailError):
+    """The captures were read but hold nothing to measure."""
+
+class NoPacketIdsError(NothingToAnalyzeError):
+    """No PRE frame carries a packet id where the options look for it."""
+
+class TrimRemovesAllError(NothingToAnalyzeError):
+    """The warm-up trim is longer than the PRE capture."""
+
+class OutputError(LowtailError):
+    """An output file could not be written."""
+
+class ExportError(OutputError):
+    """The matched series could not be written."""
+
+class CancelledError(LowtailError):
+    """The analysis was cancelled."""
+
+class InternalError(LowtailError):
+    """A bug in the native code (a thread panicked)."""
+
+# -- analysis ---------------------------------------------------------------------------
+
+@final
+class AnalyzeOptions:
+    """How to find packet ids and what to compute. Keyword arguments only; one left out
+    (or None) takes the default, and the id fields default to `id_format`'s preset.
+    Raises OptionsError for a value out of range."""
+
+    def __new__(
+        cls,
+        *,
+        id_format: str | None = None,
+        id_offset: int | None = None,
+        id_width: int | None = None,
+        id_endian: str | None = None,
+        udp_port: int | None = None,
+        moonsniff_records: bool = False,
+        trim_ns: int | None = None,
+        max_latency_ns: int | None = None,
+        worst: int | None = None,
+        histogram_bins: int | None = None,
+        export: str | os.PathLike[str] | None = None,
+    ) -> Self: ...
+    @property
+    def id_format(self) -> str: ...
+    @property
+    def id_offset(self) -> int: ...
+    @property
+    def id_width(self) -> int: ...
+    @property
+    def id_endian(self) -> str: ...
+    @property
+    def udp_port(self) -> int | None: ...
+    @property
+    def moonsniff_records(self) -> bool: ...
+    @property
+    def trim_ns(self) -> int: ...
+    @property
+    def max_latency_ns(self) -> int: ...
+    @property
+    def worst(self) -> int: ...
+    @property
+    def histogram_bins(self) -> int: ...
+    @property
+    def export(self) -> str | None: ...
+    def to_dict(self) -> dict[str, str | int | bool | None]:
+        """Every option by name, as the database stores them."""
+
+@final
+class Analyzer:
+    """One analysis of a capture pair; `run()` releases the GIL."""
+
+    def __new__(
+        cls, pre: str | os.PathLike[str], post: str | os.PathLike[str], options: AnalyzeOptions | None = None
+    ) -> Self: ...
+    def run(self) -> str:
+        """Run the analysis; returns the figures as JSON."""
+
+    def progress(self) -> tuple[int, int]:
+        """(bytes read, bytes in total) over both files."""
+
+    def cancel(self) -> None:
+        """Ask `run()` to stop; it then raises CancelledError."""
+
+# -- facts shared with the Rust side ----------------------------------------------------
+
+HEADLINE_PERCENTILES: tuple[tuple[str, float], ...]
+"""((key, quantile), ...): p50 … p99_9999, the percentiles every summary reports."""
+
+SERIES_COLUMNS: tuple[tuple[str, str], ...]
+"""((name, Arrow type alias), ...) of the matched series (`--export`), in file order."""
+
+def nearest_rank(q: float, n: int) -> int:
+    """Nearest-rank position (1-based) of quantile q among n samples, as percentile_disc."""
+
+# -- synthetic pairs and the device model -----------------------------------------------
+
+def synth_pair(
+    pre: str | os.PathLike[str],
+    post: str | os.PathLike[str],
+    spec_json: str,
+    truth: str | os.PathLike[str] | None = None,
+) -> str:
+    """Write a synthetic PRE/POST pair from a JSON spec; returns the summary as JSON."""
+
+def synth_defaults() -> str:
+    """The default synthetic spec, as JSON."""
+
+def simulate_device(spec_json: str) -> tuple[str, bytes, bytes]:
+    """Run the device model; (summary JSON, arrival times, departure times as i64 LE bytes)."""
+
+def simulate_defaults() -> str:
+    """The default simulation spec, as JSON."""

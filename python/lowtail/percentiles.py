@@ -1,0 +1,86 @@
+"""The headline percentiles: the ones every analysis computes exactly (nearest rank) and
+stores as columns, in the order tables show them. The list is the native analysis's own
+(`_native.HEADLINE_PERCENTILES`, its one owner); every key ("p99_999"), label ("99.999 %")
+and fraction (0.99999) elsewhere in the package comes from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lowtail._native import HEADLINE_PERCENTILES
+
+
+def percent_label(digits: str) -> str:
+    """How a percent written as digits is headed in tables, reports and plot axes: "99.999 %"."""
+    return f"{digits} %"
+
+
+@dataclass(frozen=True)
+class Percentile:
+    """One headline percentile: its key ("p99_999") and the fraction the native analysis
+    takes its rank at (0.99999)."""
+
+    key: str
+    fraction: float
+
+    @property
+    def digits(self) -> str:
+        """The percent as written, from the key so nothing rounds: "99.999"."""
+        return self.key[1:].replace("_", ".")
+
+    @property
+    def percent(self) -> float:
+        """99.999"""
+        return float(self.digits)
+
+    @property
+    def label(self) -> str:
+        """How tables and reports head it: "99.999 %"."""
+        return percent_label(self.digits)
+
+    @property
+    def short(self) -> str:
+        """The compact column heading of terminal tables: "p99.999"."""
+        return "p" + self.digits
+
+
+HEADLINE: tuple[Percentile, ...] = tuple(Percentile(key, q) for key, q in HEADLINE_PERCENTILES)
+KEYS: tuple[str, ...] = tuple(p.key for p in HEADLINE)
+
+# The extremes shown around the percentiles, with the fraction they stand for.
+MIN, MAX = "min", "max"
+EXTREME_FRACTIONS = {MIN: 0.0, MAX: 1.0}
+
+
+def by_key(key: str) -> Percentile:
+    """The headline percentile with this key ("p99_999"); KeyError for any other."""
+    for p in HEADLINE:
+        if p.key == key:
+            return p
+    raise KeyError(key)
+
+
+def by_percent(percent: float) -> Percentile | None:
+    """The headline percentile at this percent (99.999), or None when it is not one."""
+    return next((p for p in HEADLINE if p.percent == percent), None)
+
+
+def label(key: str) -> str:
+    """The heading of a figure: "99.999 %" for a headline key, "min"/"max" as they are."""
+    return key if key in EXTREME_FRACTIONS else by_key(key).label
+
+
+def fraction(key: str) -> float:
+    """The rank a figure stands for: 0.99999 for "p99_999", 0 for min, 1 for max."""
+    return EXTREME_FRACTIONS[key] if key in EXTREME_FRACTIONS else by_key(key).fraction
+
+
+def figure_keys(*keys: str) -> list[str]:
+    """Keys of the figures to show, in table order: the given ones, or min, every headline
+    percentile and max when none are given."""
+    return list(keys) if keys else [MIN, *KEYS, MAX]
+
+
+def labelled(*keys: str) -> list[tuple[str, str]]:
+    """(key, label) pairs for `figure_keys(*keys)`."""
+    return [(k, label(k)) for k in figure_keys(*keys)]

@@ -1,0 +1,56 @@
+"""The matched series: one row per matched packet, in PRE order, as `lowtail analyze
+--export` writes it (the native Parquet export) and the models read it. The names of its
+columns and their types come from the native export (`_native.SERIES_COLUMNS`), their
+one owner; this module names them for Python."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lowtail._native import SERIES_COLUMNS
+
+COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
+# The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
+ID, PRE_TS, POST_TS, LATENCY = COLUMNS
+
+
+def arrow_schema() -> Any:
+    """The series' Arrow schema, exactly as the native export writes it."""
+    import pyarrow as pa
+
+    return pa.schema([pa.field(name, pa.type_for_alias(kind), nullable=False) for name, kind in SERIES_COLUMNS])
+
+
+def columns_text() -> str:
+    """The columns as help texts and messages name them: "id, pre_ts_ns, post_ts_ns, latency_ns"."""
+    return ", ".join(COLUMNS)
+
+
+def write_series(path: Path, ids: Any, pre_ts_ns: Any, post_ts_ns: Any) -> None:
+    """Write a series of the same shape (numpy arrays; latency is post − pre), atomically:
+    a reader never sees half a file."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pre, post = np.asarray(pre_ts_ns, dtype=np.int64), np.asarray(post_ts_ns, dtype=np.int64)
+    table = pa.table([np.asarray(ids).astype(np.uint64), pre, post, post - pre], schema=arrow_schema())
+    tmp = path.with_name(f".{path.name}.partial")
+    pq.write_table(table, tmp)
+    tmp.replace(path)
+
+
+def pre_time_range(path: str | Path) -> tuple[int, int] | None:
+    """The first and last PRE timestamps of a series file, from its Parquet column
+    statistics (no data is read); None when the file does not keep them."""
+    import pyarrow.parquet as pq
+
+    meta = pq.ParquetFile(path).metadata
+    if PRE_TS not in meta.schema.names:
+        return None
+    col = meta.schema.names.index(PRE_TS)
+    stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
+    if not stats or not all(st is not None and st.has_min_max for st in stats):
+        return None
+    return min(st.min for st in stats), max(st.max for st in stats)

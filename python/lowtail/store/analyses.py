@@ -1,0 +1,155 @@
+"""Analyses in the database (tables of schema/001_analyses.sql): the headline figures as
+columns of `analyses`, the bulky results (percentile rows, histogram bins, worst events,
+per-second rates) in narrow tables keyed by `analysis_id`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from lowtail import __version__
+from lowtail.errors import UserError
+from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, newest_id, row_as_dict, rows_as_dicts
+
+_BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
+HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
+SIDES = ("pre", "post")
+
+
+def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], label: str | None = None) -> int:
+    """Store one analysis document (as `lowtail analyze --json` prints it)."""
+    lat = a.get("latency_ns") or {}
+    inputs = {side: {k: v for k, v in a[side].items() if k != "per_second"} for side in SIDES}
+    figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES}
+    row = {
+        "lowtail_version": __version__,
+        "label": label,
+        "pre_path": str(Path(a["pre"]["path"]).resolve()),
+        "post_path": str(Path(a["post"]["path"]).resolve()),
+        "options": json.dumps(options),
+        "sent": a["sent"],
+        "received": a["received"],
+        "lost": a["lost"],
+        "duplicates": a["duplicates"],
+        "reordered": a["reordered"],
+        "foreign_frames": a["foreign"],
+        "negative": a["negative"],
+        "unmatched": a["unmatched"],
+        "trim_ns": a["trim_ns"],
+        "start_ts_ns": a.get("start_ts_ns"),
+        "duration_ns": a["duration_ns"],
+        **{latency_column(k): lat.get(k) for k in LATENCY_FIGURES},
+        "partial": a["partial"],
+        "warnings": json.dumps(a["warnings"]),
+        "series_path": a.get("export_path"),
+        "hgrm": a["hgrm"],
+        "inputs": json.dumps(inputs),
+        "figures": json.dumps(figures),
+    }
+    with store.transaction():
+        (analysis_id,) = store.con.execute(
+            f"INSERT INTO analyses ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) RETURNING analysis_id",
+            list(row.values()),
+        ).fetchone()
+        _save_bulk(store, analysis_id, a)
+    return analysis_id
+
+
+def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
+    rows = a["percentiles"]
+    store.con.execute(
+        "INSERT INTO analysis_percentiles SELECT ?, unnest(?::DOUBLE[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])",
+        [
+            analysis_id,
+            [r["percentile"] for r in rows],
+            [r["value_ns"] for r in rows],
+            [r["total_count"] for r in rows],
+        ],
+    )
+    for kind in HISTOGRAM_KINDS:
+        bins = a[f"{kind}_histogram"]
+        store.con.execute(
+            "INSERT INTO analysis_histograms SELECT ?, ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])",
+            [analysis_id, kind, [b["lo_ns"] for b in bins], [b["hi_ns"] for b in bins], [b["count"] for b in bins]],
+        )
+    worst = a["worst"]
+    store.con.execute(
+        "INSERT INTO analysis_worst SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::UBIGINT[])",
+        [analysis_id, [w["pre_ts_ns"] for w in worst], [w["latency_ns"] for w in worst], [w["id"] for w in worst]],
+    )
+    for side in SIDES:
+        counts = a[side]["per_second"]
+        store.con.execute(
+            "INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), unnest(?::BIGINT[])",
+            [analysis_id, side, len(counts), counts],
+        )
+
+
+def analysis(store: Store, analysis_id: int | str) -> dict[str, Any]:
+    """One stored analysis (an id, or 'latest'): its row plus the bulky tables, as plain
+    Python values."""
+    if analysis_id == "latest":
+        analysis_id = newest_id(store, "analyses", "analysis_id")
+        if analysis_id is None:
+            raise UserError(f"{store.path}: holds no analyses yet")
+    doc = row_as_dict(store.con.execute("SELECT * FROM analyses WHERE analysis_id = ?", [int(analysis_id)]))
+    if doc is None:
+        raise UserError(f"{store.path}: no analysis with id {analysis_id} (see `lowtail list`)")
+    for key in ("options", "warnings", "inputs", "figures"):
+        doc[key] = json.loads(doc[key])
+    aid = doc["analysis_id"]
+    doc["percentiles"] = percentile_rows(store, aid)
+    doc["histograms"] = {
+        kind: store.con.execute(
+            "SELECT lo_ns, hi_ns, count FROM analysis_histograms WHERE analysis_id = ? AND kind = ? ORDER BY lo_ns",
+            [aid, kind],
+        ).fetchall()
+        for kind in HISTOGRAM_KINDS
+    }
+    doc["worst"] = worst_events(store, aid)
+    doc["rates"] = {
+        side: [
+            c
+            for (c,) in store.con.execute(
+                "SELECT packets FROM analysis_rates WHERE analysis_id = ? AND side = ? ORDER BY second", [aid, side]
+            ).fetchall()
+        ]
+        for side in SIDES
+    }
+    return doc
+
+
+def percentile_rows(store: Store, analysis_id: int) -> list[tuple[float, int, int]]:
+    """(percentile in 0..1, value_ns, total_count) of an analysis's HDR distribution."""
+    return store.con.execute(
+        "SELECT percentile, value_ns, total_count FROM analysis_percentiles "
+        "WHERE analysis_id = ? ORDER BY percentile, value_ns",
+        [analysis_id],
+    ).fetchall()
+
+
+def percentile_curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
+    """(percentile in 0..1, value_ns) of an analysis's HDR distribution; empty without one."""
+    if analysis_id is None:
+        return []
+    return [(p, v) for p, v, _ in percentile_rows(store, analysis_id)]
+
+
+def worst_events(store: Store, analysis_id: int) -> list[tuple[int, int, int]]:
+    """(pre_ts_ns, latency_ns, packet_id) of an analysis's worst events, in time order."""
+    return store.con.execute(
+        "SELECT pre_ts_ns, latency_ns, packet_id FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns",
+        [analysis_id],
+    ).fetchall()
+
+
+def list_analyses(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest analyses with the figures `lowtail list` shows."""
+    return rows_as_dicts(
+        store.con.execute(
+            """SELECT analysis_id, created_at, label, sent, received, lost, lat_p50_ns, lat_p99_999_ns, lat_max_ns,
+                      partial, pre_path FROM analyses ORDER BY analysis_id DESC LIMIT ?""",
+            [limit],
+        )
+    )

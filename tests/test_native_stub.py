@@ -1,0 +1,27 @@
+"""`python/lowtail/_native.pyi` describes the built module: mypy's stubtest compares every
+name, class, signature and default of the stub with the module itself."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+PYTHON_SOURCE = Path(__file__).resolve().parents[1] / "python"
+
+
+def test_stub_matches_the_native_module(tmp_path):
+    # The package is installed editable and has no py.typed, so mypy finds the stub only
+    # on MYPYPATH; the cache goes to a temporary directory, not into the tree.
+    env = {**os.environ, "MYPYPATH": str(PYTHON_SOURCE)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy.stubtest", "lowtail._native"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "no issues found" in done.stdout
