@@ -19,6 +19,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.units import format_count, format_ns, format_rate
+from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -94,9 +95,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 
         write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     invalid = [r for r in rows if not r["valid"]]
-    if any(r.get("virtualization") == "tcg" for r in rows):
-        from lowtail.virtualization import TCG_WARNING
-
+    if any_emulated(rows):
         warn(TCG_WARNING)
     if json_out:
         print_json([run_json(r, floors) for r in rows])
@@ -179,7 +178,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         t.add_row(
-            r["dut_name"] + (f" [{r['virtualization'].upper()}]" if r.get("virtualization") else ""),
+            marked(r["dut_name"], r.get("virtualization")),
             format_rate(r["rate_pps"]),
             format_count(r["sent"]),
             format_count(r["lost"]),

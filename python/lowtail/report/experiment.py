@@ -20,6 +20,7 @@ from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Verdict, stored_verdict
+from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 # The latency figures of a run's facts, and the fewer of the summary table.
 _RUN_FIGURES = percentiles.labelled("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
@@ -86,15 +87,13 @@ def summary_section(
 
 def _dut_label(r: dict[str, Any]) -> str:
     label = r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
-    return label + (f" [{r['virtualization'].upper()}]" if r.get("virtualization") else "")
+    return marked(label, r.get("virtualization"))
 
 
 def _tcg_banner(rows: list[dict[str, Any]]) -> str:
     """Loud, because an emulator's latencies read like a VM's: say which runs they are."""
-    if not any(r.get("virtualization") == "tcg" for r in rows):
+    if not any_emulated(rows):
         return ""
-    from lowtail.virtualization import TCG_WARNING
-
     return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
 
 
