@@ -7,7 +7,9 @@ PY      := $(VENV)/bin/python
 STAMPS  := .build
 # Debian packages the product uses at run time and in tests.
 # dpdk-dev: dpdk-testpmd, one of the DuT kinds (tested end to end when installed).
-APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev
+# qemu-system-x86 + busybox-static: the VM DuT and its guest (kernels come from Debian's
+# archive at run time: `lowtail vm build`); nftables, openvswitch-switch: those DuT kinds.
+APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-static nftables openvswitch-switch
 # tcpreplay + tcpdump: the Debian-tools baseline of bench/testbed_loop.py.
 APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)

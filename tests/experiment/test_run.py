@@ -175,7 +175,15 @@ def test_every_installed_dut_kind_end_to_end_with_calibration_and_report(tmp_pat
         assert run["calibration"] == (run["kind"] == "wire")
         assert run["calibration"] or run["calibration_floor"]["run_id"] == runs[0]["run_id"]
     fwd = next(r for r in runs if r["kind"] == "lowtail-fwd")
-    assert fwd["dut_config"] == {"work_ns": 1000, "batch": 4, "spin_us": None, "containment": "bare", "cpus": None}
+    assert fwd["dut_config"] == {
+        "work_ns": 1000,
+        "batch": 4,
+        "spin_us": None,
+        "containment": "bare",
+        "cpus": None,
+        "memory_reservation": 256,
+    }
+    assert all(r["virtualization"] is None for r in runs)
     # Not alone on an isolated core, the forwarder must sleep when idle (else frames wait
     # milliseconds for it).
     assert fwd["dut_stats"]["spin_us"] == LowtailFwd("f", fwd["dut_config"]).spin_us(CoreRoles.for_host())

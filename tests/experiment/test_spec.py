@@ -49,7 +49,14 @@ def test_the_issue_example_gives_calibration_then_each_dut_at_each_rate():
         ("fwd", 50000),
     ]
     fwd = combos[-1].dut
-    assert fwd.options == {"work_ns": 2000, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None}
+    assert fwd.options == {
+        "work_ns": 2000,
+        "batch": 1,
+        "spin_us": None,
+        "containment": "bare",
+        "cpus": None,
+        "memory_reservation": 256,
+    }
     assert all(c.traffic.udp_dst_port == 53 and c.traffic.frame_size == 64 for c in combos)
     assert exp.verdict == spec.Verdict(99.999, 1_000_000, 0)
 
@@ -89,7 +96,7 @@ def test_the_embedded_default_parses():
         ("[traffic]\nrates = [1000,\n", "exp.toml line 2 (end of file): not valid TOML"),
         (
             '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "nope"\n',
-            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom)",
+            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom, nftables, ovs, vm)",
         ),
         (
             '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nwrk_ns = 5\n',
@@ -102,6 +109,18 @@ def test_the_embedded_default_parses():
         (
             '[traffic]\nrates = [1000]\n\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nbatch = 0\n',
             "exp.toml line 7: DuT 'a' (lowtail-fwd): option 'batch' must be a whole number ≥ 1",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "v"\nkind = "vm"\nguest_forwarder = "snort"\n',
+            "exp.toml line 6: DuT 'v' (vm): option 'guest_forwarder' must be one of mirred, bridge, lowtail-fwd",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "v"\nkind = "vm"\nvcpus = 2\nguest_kernel = "/no/vmlinuz"\n',
+            "exp.toml line 7: DuT 'v' (vm): option 'guest_kernel' must be vanilla or rt or an existing vmlinuz file",
+        ),
+        (
+            '[traffic]\nrates = [1000]\n[[dut]]\nname = "f"\nkind = "nftables"\nrule_kind = "regex"\n',
+            "exp.toml line 6: DuT 'f' (nftables): option 'rule_kind' must be one of ports, set, match",
         ),
         ("[traffic]\nrates = [1000]\nfoo = 1\n", "exp.toml line 3: unknown key 'foo' in [traffic]"),
         ("[traffic]\nrates = [1000]\n[trafic]\n", "exp.toml line 3: unknown section [trafic]"),

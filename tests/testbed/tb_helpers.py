@@ -25,13 +25,32 @@ needs_dpdk = pytest.mark.skipif(
 
 
 def resources_of(pid: int) -> list[str]:
-    """Everything of testbeds owned by process `pid` still on the host."""
+    """Everything of testbeds owned by process `pid` still on the host: namespaces (and the
+    links and taps in them), cgroups, state files, run directories, and processes that carry
+    the testbed's tag (QEMU's -name lowtail-<tag>, OVS's /run/lowtail/<tag> sockets)."""
     tag = re.compile(rf"^lt{pid}x[0-9a-f]{{4}}")
     left = [n for n in list_netns() if tag.match(n)]
     left += [path for t, path in tagged_cgroups() if tag.match(t)]
     left += [str(p) for p in STATE_DIR.glob(f"lt{pid}x*.json")] if STATE_DIR.is_dir() else []
     left += [str(p) for p in Path("/var/run/dpdk").glob(f"lt{pid}x*")]
+    left += [str(p) for p in Path("/run/lowtail").glob(f"lt{pid}x*")]
+    left += [f"process {p}: {cmd[:80]}" for p, cmd in tagged_processes(f"lt{pid}x")]
     return left
+
+
+def tagged_processes(tag_prefix: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every process whose command line names a testbed tag."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if re.search(rf"(lowtail-|/run/lowtail/){re.escape(tag_prefix)}", cmd):
+            found.append((int(entry.name), cmd))
+    return found
 
 
 def processes_in_netns_of(pid: int) -> list[int]:

@@ -15,6 +15,7 @@ from lowtail.cli import report as _report  # noqa: F401
 from lowtail.cli import run as _run  # noqa: F401
 from lowtail.cli import synth as _synth  # noqa: F401
 from lowtail.cli import testbed as _testbed  # noqa: F401
+from lowtail.cli import vm as _vm  # noqa: F401
 from lowtail.cli._app import app
 from lowtail.cli._output import EXIT_BUG, err
 from lowtail.errors import Failure, Interrupted, UserError

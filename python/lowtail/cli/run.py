@@ -19,6 +19,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.units import format_count, format_ns, format_rate
+from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -77,7 +78,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
 
-    check_can_run(exp)  # before anything is opened or made: privileges, programs, DPDK
+    check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
     with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
         result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
@@ -94,6 +95,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 
         write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     invalid = [r for r in rows if not r["valid"]]
+    if any_emulated(rows):
+        warn(TCG_WARNING)
     if json_out:
         print_json([run_json(r, floors) for r in rows])
     else:
@@ -140,6 +143,7 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
         "generator": r["generator"],
         "capture": r["capture"],
         "containment": r["containment"],
+        "virtualization": r.get("virtualization"),
         "dut_stats": r["dut_stats"],
         "energy": r["energy"],
         "calibration_floor": None
@@ -174,7 +178,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         t.add_row(
-            r["dut_name"],
+            marked(r["dut_name"], r.get("virtualization")),
             format_rate(r["rate_pps"]),
             format_count(r["sent"]),
             format_count(r["lost"]),

@@ -21,7 +21,7 @@ from lowtail.experiment.spec import Combination, Experiment
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
-from lowtail.testbed.duts import make_dut
+from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import Testbed
 from lowtail.units import format_ns
@@ -46,6 +46,9 @@ class Outcome:
     capture: dict[str, Any] = field(default_factory=dict)
     dut_stats: dict[str, Any] = field(default_factory=dict)
     containment: dict[str, Any] = field(default_factory=lambda: {"mode": "bare"})
+    virtualization: str | None = None  # kvm | tcg when the DuT is a VM
+    guest_interrupts: list[Any] = field(default_factory=list)
+    traffic_window_ns: tuple[int, int] | None = None  # when the interrupt samplers ran
     energy: dict[str, Any] | None = None
     interrupts: Any = None
     invalid_reasons: list[str] = field(default_factory=list)
@@ -68,6 +71,7 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
         try:
             dut.start(tb, plan)
             outcome.containment = dut.containment
+            outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
             capture = _start_capture(tb, plan, run_dir, outcome)
             _send(exp, combo, tb, plan, run_dir, dut, outcome)
@@ -82,6 +86,8 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
         capture.stop()
         outcome.capture = capture.statistics() or {}
         outcome.dut_stats = dut.stop()
+        if outcome.traffic_window_ns:
+            outcome.guest_interrupts = dut.guest_interrupts(*outcome.traffic_window_ns)
         _judge(outcome)
     outcome.finished_at = datetime.now()
     return outcome
@@ -173,6 +179,7 @@ def _send(
     meter = EnergyMeter()
     sampler.start()
     meter.start()
+    window_start = time.time_ns()
     generator = tb.spawn("generator", tb.lg_ns, argv, stats=stats)
     # A generator that cannot keep up would take forever at an unreachable rate: the run
     # is invalid anyway once it takes twice as long as planned.
@@ -189,6 +196,7 @@ def _send(
     finally:
         outcome.energy = meter.stop()
         outcome.interrupts = sampler.stop()
+        outcome.traffic_window_ns = (window_start, time.time_ns())
     outcome.generator = generator.statistics() or {}
     if crash:
         outcome.invalid_reasons.append(f"{crash} while traffic was flowing")

@@ -27,7 +27,7 @@ from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import KINDS
+from lowtail.testbed.kinds import KINDS
 from lowtail.testbed.system import require_privileges
 
 # Bytes a captured frame takes on disk at most (record header + snapped frame), per side,
@@ -52,13 +52,16 @@ class SweepResult:
     new_runs: int
 
 
-def check_can_run(exp: Experiment) -> None:
-    """Everything that would stop the sweep part-way, found before it starts."""
+def check_can_run(exp: Experiment, log: Callable[[str], None] = lambda message: None) -> None:
+    """Everything that would stop the sweep part-way, found (and slow one-time work, such
+    as building a guest image, done) before it starts; `log` tells what is being done."""
     require_privileges("lowtail run")
     find_binary("lowtail-gen")
     find_binary("lowtail-cap")
     for kind in sorted({d.kind for d in exp.duts}):
         KINDS[kind].check_available()
+    for dut in exp.duts:
+        KINDS[dut.kind].prepare(dut.options, log)
 
 
 def run_experiment(
@@ -175,6 +178,7 @@ def _run_one(
         "generator": outcome.generator,
         "capture": outcome.capture,
         "containment": outcome.containment,
+        "virtualization": outcome.virtualization,
         "energy": outcome.energy,
         "dut_stats": outcome.dut_stats,
         "capture_paths": captures,
@@ -212,3 +216,5 @@ def _analyze(
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:
     if outcome.interrupts:
         save_run_interrupts(store, run_id, outcome.interrupts)
+    if outcome.guest_interrupts:
+        save_run_interrupts(store, run_id, outcome.guest_interrupts, source="guest")

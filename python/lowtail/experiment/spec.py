@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import UserError
-from lowtail.testbed.duts import KINDS
+from lowtail.testbed.kinds import KINDS
 from lowtail.units import parse_duration_ns
 from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
 from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict

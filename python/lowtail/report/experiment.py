@@ -20,6 +20,7 @@ from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Verdict, stored_verdict
+from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 # The latency figures of a run's facts, and the fewer of the summary table.
 _RUN_FIGURES = percentiles.labelled("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
@@ -79,13 +80,21 @@ def summary_section(
         f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
         f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
         f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
-        f"the DuT's.</p><style>.lt-runs td {{ white-space: nowrap; }}</style>"
+        f"the DuT's.</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }}</style>"
         f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
     )
 
 
 def _dut_label(r: dict[str, Any]) -> str:
-    return r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
+    label = r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
+    return marked(label, r.get("virtualization"))
+
+
+def _tcg_banner(rows: list[dict[str, Any]]) -> str:
+    """Loud, because an emulator's latencies read like a VM's: say which runs they are."""
+    if not any_emulated(rows):
+        return ""
+    return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
 
 
 def _invalid_list(rows: list[dict[str, Any]]) -> str:
@@ -148,6 +157,18 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
         ["DuT options", esc(_options_text(r["dut_config"]))],
         ["containment", esc(_flat(r["containment"]))],
     ]
+    if r.get("virtualization"):
+        facts.append(
+            [
+                "virtualization",
+                esc(r["virtualization"].upper())
+                + (
+                    " <span class='fail'>(QEMU's emulator: not a VM's latencies)</span>"
+                    if r["virtualization"] == "tcg"
+                    else ""
+                ),
+            ]
+        )
     if r["dut_stats"]:
         facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
@@ -294,4 +315,6 @@ def write_experiment_report(
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
             if run_interrupts(store, r["run_id"]):
                 interrupt_timeline_section(page, store, r["run_id"])
+            if run_interrupts(store, r["run_id"], source="guest"):
+                interrupt_timeline_section(page, store, r["run_id"], source="guest")
     return page.write(Path(output or f"lowtail-experiment-{eid}.html"))

@@ -98,16 +98,23 @@ def _run_cpus(run: dict[str, Any]) -> tuple[set[int] | None, str]:
     return None, "all CPUs"
 
 
-def interrupt_timeline_section(page: Page, store: Store, run_id: int, cpus: set[int] | None = None) -> None:
+def interrupt_timeline_section(
+    page: Page, store: Store, run_id: int, cpus: set[int] | None = None, source: str = "host"
+) -> None:
     """Interrupt increments on the DuT cores placed under the run's worst events, and
-    which kinds coincide with the spikes."""
-    samples = run_interrupts(store, run_id)
+    which kinds coincide with the spikes. source "guest": a VM guest's own interrupts, on
+    all its vCPUs."""
+    guest = source == "guest"
+    title = "Guest interrupts during the run" if guest else "Interrupts during the run"
+    samples = run_interrupts(store, run_id, source)
     if not samples:
-        page.add("Interrupts during the run", "<p class='meta'>No interrupt samples were recorded for this run.</p>")
+        page.add(title, "<p class='meta'>No interrupt samples were recorded for this run.</p>")
         return
     run = run_figures(store, run_id)
     cpus_text = f"CPU {','.join(map(str, sorted(cpus)))}" if cpus else None
-    if cpus is None:
+    if guest and cpus is None:
+        cpus_text = "the guest's vCPUs"
+    elif cpus is None:
         cpus, cpus_text = _run_cpus(run)
     worst = []
     if run["analysis_id"] is not None:
@@ -135,9 +142,15 @@ def interrupt_timeline_section(page: Page, store: Store, run_id: int, cpus: set[
         else "<p class='meta'>The run has no stored worst events to compare with.</p>"
     )
     interval = sorted(s[4] for s in samples)[len(samples) // 2]
+    where = (
+        "the guest's /proc/interrupts, read by the guest on its vCPU 0 and sent over its control port, stamped "
+        "with the host's clock on arrival, about every"
+        if guest
+        else "/proc/interrupts sampled from a housekeeping core every"
+    )
     page.add(
-        "Interrupts during the run",
-        f"<p class='meta'>/proc/interrupts sampled every {esc(format_ns(interval))} from a housekeeping core; "
+        title,
+        f"<p class='meta'>{where} {esc(format_ns(interval))}; "
         f"increments on {esc(cpus_text)}; a spike is one of the {SPIKES} largest latencies.</p>"
         + figure_html(fig, "Worst latencies (top) and interrupt increments per sampling interval (bottom)")
         + said

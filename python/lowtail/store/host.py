@@ -109,13 +109,15 @@ def save_noise_run(store: Store, result: dict[str, Any], label: str | None = Non
     return rid
 
 
-def save_run_interrupts(store: Store, run_id: int, samples: Iterable[Any]) -> int:
-    """Store the InterruptSampler's samples of one run (`lowtail run`); returns how many."""
+def save_run_interrupts(store: Store, run_id: int, samples: Iterable[Any], source: str = "host") -> int:
+    """Store the interrupt samples of one run (`lowtail run`): the host's InterruptSampler's,
+    or (source "guest") a VM guest's; returns how many."""
     samples = list(samples)
     with store.transaction():
         store.con.execute(
-            "INSERT INTO run_interrupts SELECT ?, unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
-            "unnest(?::BIGINT[]), unnest(?::BIGINT[])",
+            "INSERT INTO run_interrupts (run_id, t_ns, cpu, kind, delta, interval_ns, source) "
+            "SELECT ?, unnest(?::BIGINT[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
+            "unnest(?::BIGINT[]), unnest(?::BIGINT[]), ?",
             [
                 run_id,
                 [s.t_ns for s in samples],
@@ -123,16 +125,19 @@ def save_run_interrupts(store: Store, run_id: int, samples: Iterable[Any]) -> in
                 [s.kind for s in samples],
                 [s.delta for s in samples],
                 [s.interval_ns for s in samples],
+                source,
             ],
         )
     return len(samples)
 
 
-def run_interrupts(store: Store, run_id: int) -> list[tuple[int, int, str, int, int]]:
-    """(t_ns, cpu, kind, delta, interval_ns) of one run, in time order."""
+def run_interrupts(store: Store, run_id: int, source: str = "host") -> list[tuple[int, int, str, int, int]]:
+    """(t_ns, cpu, kind, delta, interval_ns) of one run, in time order: the host's, or
+    (source "guest") those its VM guest sent."""
     return store.con.execute(
-        "SELECT t_ns, cpu, kind, delta, interval_ns FROM run_interrupts WHERE run_id = ? ORDER BY t_ns, cpu, kind",
-        [run_id],
+        "SELECT t_ns, cpu, kind, delta, interval_ns FROM run_interrupts WHERE run_id = ? AND source = ? "
+        "ORDER BY t_ns, cpu, kind",
+        [run_id, source],
     ).fetchall()
 
 

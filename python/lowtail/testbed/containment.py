@@ -1,6 +1,7 @@
 """Containment of a DuT: "bare" (an ordinary process, optionally pinned) or "container"
-(the seeds' container configuration: the DuT inside its own cgroup with a cpuset of
-chosen cores, so it and everything it starts can run only there).
+(the seeds' container configuration, made by container.py: the DuT in its own namespaces
+and cgroups, with a cpuset of chosen cores, so it and everything it starts can run only
+there). This module knows the cgroup hierarchies and makes the cpusets.
 
 cgroup v2 is used where its hierarchy offers the cpuset controller; hosts that still
 mount cpuset as a v1 hierarchy (hybrid set-ups) get the same cpuset there.
@@ -58,7 +59,46 @@ def cpuset_hierarchy() -> CpusetHierarchy | None:
     return v1
 
 
-def _hierarchy() -> CpusetHierarchy:
+@dataclass(frozen=True)
+class MemoryHierarchy:
+    """Where a container's memory cgroup goes: under the cgroup this process is in (v1, so
+    the DuT stays inside its accounting), or at the root of the unified hierarchy (v2, whose
+    no-internal-processes rule forbids children of a cgroup with processes)."""
+
+    version: int
+    root: Path
+    parent: Path
+
+
+def memory_hierarchy(mounts: str | None = None, own: str | None = None) -> MemoryHierarchy | None:
+    """The memory controller's hierarchy, preferring cgroup v2 (as `cpuset_hierarchy`)."""
+    mounts = Path("/proc/self/mounts").read_text() if mounts is None else mounts
+    own = Path("/proc/self/cgroup").read_text() if own is None else own
+    v1 = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 4:
+            continue
+        mount_point, fstype, options = Path(fields[1]), fields[2], fields[3].split(",")
+        if fstype == "cgroup2":
+            try:
+                if "memory" in (mount_point / "cgroup.controllers").read_text().split():
+                    return MemoryHierarchy(2, mount_point, mount_point)
+            except OSError:
+                continue
+        elif fstype == "cgroup" and "memory" in options:
+            v1 = mount_point
+    if v1 is None:
+        return None
+    for line in own.splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "memory" in controllers.split(","):
+            return MemoryHierarchy(1, v1, v1 / path.strip().lstrip("/"))
+    return MemoryHierarchy(1, v1, v1)
+
+
+def required_cpuset_hierarchy() -> CpusetHierarchy:
+    """The cpuset hierarchy, or a UserError when this host has none (a container cannot be made)."""
     h = cpuset_hierarchy()
     if h is None:
         raise UserError(
@@ -68,15 +108,10 @@ def _hierarchy() -> CpusetHierarchy:
     return h
 
 
-def cgroup_path(name: str) -> Path:
-    """Where a cgroup of this name goes in the cpuset hierarchy."""
-    return _hierarchy().root / name
-
-
-def create_cpuset(path: Path, cpus: list[int]) -> Path:
-    """A new cgroup at `path` (from `cgroup_path`) limited to `cpus`; processes are put
+def create_cpuset(path: Path, cpus: list[int], hierarchy: CpusetHierarchy | None = None) -> Path:
+    """A new cgroup at `path` in the cpuset `hierarchy` limited to `cpus`; processes are put
     in by writing their pid to `<path>/cgroup.procs`."""
-    h = _hierarchy()
+    h = hierarchy or required_cpuset_hierarchy()
     available = h.effective_cpus()
     if not set(cpus) <= available:
         raise UserError(

@@ -16,12 +16,14 @@ import re
 import shlex
 import shutil
 import string
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 from lowtail.binaries import find_binary
 from lowtail.errors import UserError
+from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.containment import MODES, format_cpu_list
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.process import Program
@@ -34,10 +36,11 @@ from lowtail.units import parse_duration_ns
 class Option:
     """One option a DuT kind accepts in the experiment file."""
 
-    type: str  # int | str | cpus | containment | duration | commands
+    type: str  # int | str | text | bool | choice | cpus | containment | duration | commands
     default: Any = None
     minimum: int = 0
     help: str = ""
+    choices: tuple[str, ...] = ()
 
     def check(self, value: Any) -> Any:
         """The value, normalised; ValueError with a readable reason otherwise."""
@@ -48,6 +51,18 @@ class Option:
         if self.type == "str":
             if not isinstance(value, str) or not value.strip():
                 raise ValueError(f"must be a non-empty string, not {value!r}")
+            return value
+        if self.type == "text":  # may be empty
+            if not isinstance(value, str):
+                raise ValueError(f"must be a string, not {value!r}")
+            return value.strip()
+        if self.type == "bool":
+            if not isinstance(value, bool):
+                raise ValueError(f"must be true or false, not {value!r}")
+            return value
+        if self.type == "choice":
+            if value not in self.choices:
+                raise ValueError(f"must be one of {', '.join(self.choices)}, not {value!r}")
             return value
         if self.type == "cpus":
             if not (isinstance(value, list) and value and all(isinstance(c, int) and c >= 0 for c in value)):
@@ -69,9 +84,17 @@ class Option:
         raise AssertionError(self.type)
 
 
-_PROCESS_OPTIONS = {
-    "containment": Option("containment", "bare", help="bare (an ordinary process) or container (a cgroup cpuset)"),
+PROCESS_OPTIONS = {
+    "containment": Option(
+        "containment",
+        "bare",
+        help="bare (an ordinary process) or container (own PID, mount and UTS namespaces, an exclusive "
+        "cpuset, reserved memory)",
+    ),
     "cpus": Option("cpus", None, help="cores the DuT runs on [default: the core plan's DuT cores]"),
+    "memory_reservation": Option(
+        "int", DEFAULT_MEMORY_RESERVATION_MIB, help="container: memory reserved for the DuT, MiB"
+    ),
 }
 
 
@@ -79,6 +102,8 @@ class Dut:
     kind: ClassVar[str]
     options: ClassVar[dict[str, Option]] = {}
     ready_timeout_s: float = 10.0
+    # kvm | tcg for a DuT that is a virtual machine (set when it starts), None otherwise.
+    virtualization: str | None = None
 
     def __init__(self, name: str, config: dict[str, Any]):
         self.name = name
@@ -123,6 +148,11 @@ class Dut:
     def check_available(cls) -> None:
         """UserError when what this kind needs is not installed."""
 
+    @classmethod
+    def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
+        """Slow one-time work for a configuration (building a guest image), done before the
+        sweep starts; `log` says what is being done."""
+
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         raise NotImplementedError
 
@@ -139,6 +169,10 @@ class Dut:
         self.program.stop()
         return self.program.statistics() or {}
 
+    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[Any]:
+        """Interrupt samples from inside the DuT (a VM's guest) in a time window, if it has any."""
+        return []
+
     # -- helpers for DuTs that run a process ----------------------------------------------------
 
     def _cores(self, plan: CoreRoles) -> list[int]:
@@ -148,19 +182,21 @@ class Dut:
         self, tb: Testbed, plan: CoreRoles, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
     ) -> Program:
         cores = self._cores(plan)
-        cgroup = None
         if self.config.get("containment") == "container":
-            cgroup = tb.cpuset(cores)
-            self.containment = {"mode": "container", "cpus": cores, "cgroup": str(cgroup)}
-        else:
-            self.containment = {"mode": "bare", "cpus": cores if pin_with_taskset else None}
+            reservation = self.config.get("memory_reservation", DEFAULT_MEMORY_RESERVATION_MIB)
+            cgroups, applied = tb.container_cgroups(cores, reservation << 20)
+            self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, stats=stats, cgroup=cgroups, container=True)
+            self.containment = {
+                "mode": "container",
+                "cpus": cores,
+                "cgroup": str(cgroups[0]),
+                **applied,
+                "namespaces": recorded_namespaces(self.program.pid),
+            }
+            return self.program
+        self.containment = {"mode": "bare", "cpus": cores if pin_with_taskset else None}
         self.program = tb.spawn(
-            f"dut-{self.name}",
-            tb.dut_ns,
-            argv,
-            stats=stats,
-            cpus=cores if pin_with_taskset and cgroup is None else None,
-            cgroup=cgroup,
+            f"dut-{self.name}", tb.dut_ns, argv, stats=stats, cpus=cores if pin_with_taskset else None
         )
         return self.program
 
@@ -178,31 +214,37 @@ class KernelMirred(Dut):
     kind = "kernel-mirred"
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
-        tc("-n", tb.dut_ns, "qdisc", "add", "dev", tb.dut_in, "ingress", what="adding the ingress qdisc")
-        tc(
-            "-n",
-            tb.dut_ns,
-            "filter",
-            "add",
-            "dev",
-            tb.dut_in,
-            "parent",
-            "ffff:",
-            "protocol",
-            "all",
-            "u32",
-            "match",
-            "u32",
-            "0",
-            "0",
-            "action",
-            "mirred",
-            "egress",
-            "redirect",
-            "dev",
-            tb.dut_out,
-            what="adding the u32 + mirred redirect",
-        )
+        mirred_redirect(tb.dut_ns, tb.dut_in, tb.dut_out)
+
+
+def mirred_redirect(ns: str, from_dev: str, to_dev: str) -> None:
+    """Every frame arriving on `from_dev` leaves on `to_dev`: an ingress qdisc, a u32
+    classifier matching everything and a mirred redirect."""
+    tc("-n", ns, "qdisc", "add", "dev", from_dev, "ingress", what="adding the ingress qdisc")
+    tc(
+        "-n",
+        ns,
+        "filter",
+        "add",
+        "dev",
+        from_dev,
+        "parent",
+        "ffff:",
+        "protocol",
+        "all",
+        "u32",
+        "match",
+        "u32",
+        "0",
+        "0",
+        "action",
+        "mirred",
+        "egress",
+        "redirect",
+        "dev",
+        to_dev,
+        what=f"adding the u32 + mirred redirect {from_dev} → {to_dev}",
+    )
 
 
 class Bridge(Dut):
@@ -242,7 +284,7 @@ class LowtailFwd(Dut):
             "next [default: never sleep on an isolated core of its own, "
             "10 µs elsewhere]",
         ),
-        **_PROCESS_OPTIONS,
+        **PROCESS_OPTIONS,
     }
     # Measured on the 2-vCPU VM, work_ns 2000, batch 1, sharing core 0 with the timestamper:
     # sleeping after 10 µs without frames gave p50 11 µs at 50 kpps and ~20 µs at 10 kpps
@@ -300,7 +342,7 @@ class DpdkTestpmd(Dut):
     options = {
         "burst": Option("int", 32, minimum=1, help="testpmd's packets per burst"),
         "mbufs": Option("int", 16384, minimum=1024, help="mbufs in the pool (memory without hugepages is scarce)"),
-        **_PROCESS_OPTIONS,
+        **PROCESS_OPTIONS,
     }
 
     @classmethod
@@ -366,7 +408,7 @@ class Custom(Dut):
         ),
         "setup": Option("commands", [], help="one-shot commands run in the DuT namespace first, e.g. tc or nft"),
         "ready_timeout": Option("duration", 10_000_000_000, help="how long the DuT may take to forward"),
-        **_PROCESS_OPTIONS,
+        **PROCESS_OPTIONS,
     }
     PLACEHOLDERS = ("in", "out", "netns", "cpus")
 
@@ -400,11 +442,3 @@ class Custom(Dut):
             sh(tool("ip"), "netns", "exec", tb.dut_ns, *argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")
         if self.config["command"]:
             self._spawn(tb, plan, self._expand(self.config["command"], tb, plan))
-
-
-KINDS: dict[str, type[Dut]] = {cls.kind: cls for cls in (KernelMirred, Bridge, LowtailFwd, DpdkTestpmd, Custom)}
-
-
-def make_dut(kind: str, name: str, config: dict[str, Any]) -> Dut:
-    """The DuT of a kind ("wire" for calibration) with its configuration."""
-    return (Wire if kind == "wire" else KINDS[kind])(name, config)

@@ -9,17 +9,24 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 
 class Program:
-    def __init__(self, name: str, argv: list[str], log: Path, stats: Path | None = None):
+    def __init__(self, name: str, argv: list[str], log: Path, stats: Path | None = None, signal_group: bool = False):
         self.name = name
         self.argv = argv
         self.log = log
         self.stats_path = stats
         self.stop_signal: int | None = None
+        # Signal the whole process group: a program behind a launcher that waits for it
+        # (`unshare --fork` ignores SIGINT and SIGTERM itself) gets the signal directly.
+        self.signal_group = signal_group
+        # Run before the first stop signal, e.g. to take back real-time scheduling that
+        # would let the program's threads starve each other while they wind down.
+        self.before_stop: Callable[[], object] | None = None
         with open(log, "wb") as out:
             self.popen = subprocess.Popen(
                 argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0
@@ -40,12 +47,14 @@ class Program:
 
     def stop(self, grace_s: float = 5.0) -> int:
         """Ask the program to finish (SIGINT), insist if it does not; its exit code."""
+        if self.before_stop is not None and self.running():
+            self.before_stop()
         for sig, wait_s in ((signal.SIGINT, grace_s), (signal.SIGTERM, 2.0), (signal.SIGKILL, 5.0)):
             if not self.running():
                 break
             self.stop_signal = self.stop_signal or sig
             try:
-                os.kill(self.pid, sig)
+                (os.killpg if self.signal_group else os.kill)(self.pid, sig)
             except ProcessLookupError:
                 break
             self.wait(wait_s)
@@ -87,3 +96,22 @@ class Program:
                 return False
             time.sleep(0.02)
         return False
+
+
+def make_realtime(pid: int, priority: int | None) -> str:
+    """Every thread of process `pid` to SCHED_FIFO `priority` (for DuTs that do not switch
+    themselves, as lowtail-fwd does with --rt-priority), or back to ordinary scheduling
+    (None); what was applied, in words."""
+    policy, param = (os.SCHED_FIFO, os.sched_param(priority)) if priority else (os.SCHED_OTHER, os.sched_param(0))
+    try:
+        threads = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
+    except FileNotFoundError:
+        return "ordinary (the process had ended)"
+    for tid in threads:
+        try:
+            os.sched_setscheduler(tid, policy, param)
+        except ProcessLookupError:
+            continue
+        except OSError as e:
+            return f"ordinary (SCHED_FIFO refused: {e.strerror})"
+    return f"SCHED_FIFO {priority}" if priority else "ordinary"

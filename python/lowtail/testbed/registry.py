@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.testbed.containment import cpuset_hierarchy, remove_cgroup
+from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, is_alive, process_start_time, sh, tool
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
@@ -40,7 +40,7 @@ def netns_name(tag: str, side: str) -> str:
 
 
 def cgroup_name(tag: str) -> str:
-    """The name of a testbed's cgroup (its DuT's cpuset)."""
+    """The name of a testbed's cgroups (its DuT's cpuset and, for a container, its memory cgroup)."""
     return f"lowtail-{tag}"
 
 
@@ -145,15 +145,21 @@ def list_netns() -> list[str]:
 
 
 def tagged_cgroups() -> list[tuple[str, str]]:
-    """(testbed tag, path) of every lowtail cgroup on the host."""
+    """(testbed tag, path) of every lowtail cgroup on the host: cpusets, and the memory
+    cgroups of containers."""
+    parents = []
     h = cpuset_hierarchy()
-    if h is None:
-        return []
+    if h is not None:
+        parents.append(h.root)
+    m = memory_hierarchy()
+    if m is not None and m.parent not in parents:
+        parents.append(m.parent)
     found = []
-    for child in h.root.iterdir():
-        m = CGROUP_PATTERN.match(child.name)
-        if m and child.is_dir():
-            found.append((m.group(1), str(child)))
+    for parent in parents:
+        for child in parent.iterdir():
+            match = CGROUP_PATTERN.match(child.name)
+            if match and child.is_dir():
+                found.append((match.group(1), str(child)))
     return found
 
 

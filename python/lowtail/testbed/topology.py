@@ -21,8 +21,9 @@ from pathlib import Path
 
 from lowtail.errors import Failure
 from lowtail.testbed import containment
+from lowtail.testbed.container import create_container_cgroups, namespace_argv
 from lowtail.testbed.process import Program
-from lowtail.testbed.registry import OwnedProcess, Registry, cgroup_name, delete_netns, netns_name, new_tag
+from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag
 from lowtail.testbed.system import ip, process_start_time, require_privileges, sh, tool
 
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
@@ -165,26 +166,34 @@ class Testbed:
         argv: list[str],
         stats: Path | None = None,
         cpus: list[int] | None = None,
-        cgroup: Path | None = None,
+        cgroup: Path | list[Path] | None = None,
+        container: bool = False,
     ) -> Program:
         """Start `argv` inside namespace `ns`, optionally pinned to `cpus` (taskset) or
-        placed in `cgroup` before it executes anything."""
+        placed in `cgroup` (one or several) before it executes anything; `container` gives
+        it its own PID, mount and UTS namespaces too."""
         cmd = [tool("ip"), "netns", "exec", ns]
         if cpus:
             cmd += [tool("taskset", "util-linux"), "-c", containment.format_cpu_list(cpus)]
+        if container:
+            cmd += namespace_argv()
         cmd += argv
         if cgroup is not None:
-            # The shell joins the cgroup, then becomes the program: nothing runs outside it.
-            cmd = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', str(cgroup), *cmd]
-        program = Program(name, cmd, self.work_dir / f"{name}.log", stats)
+            # The shell joins the cgroups, then becomes the program: nothing runs outside them.
+            cgroups = [str(cgroup)] if isinstance(cgroup, Path) else [str(c) for c in cgroup]
+            join = f'for g in {" ".join(f"${i}" for i in range(1, len(cgroups) + 1))}; do echo $$ > "$g/cgroup.procs" || exit 126; done; shift {len(cgroups)}; exec "$@"'
+            cmd = ["/bin/sh", "-c", join, "sh", *cgroups, *cmd]
+        program = Program(name, cmd, self.work_dir / f"{name}.log", stats, signal_group=container)
         self.programs.append(program)
         self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
-    def cpuset(self, cpus: list[int]) -> Path:
-        path = containment.cgroup_path(cgroup_name(self.tag))
-        self.registry.add("cgroups", str(path))
-        return containment.create_cpuset(path, cpus)
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict]:
+        """The cgroups of a container DuT (exclusive cpuset, memory reservation) and what
+        was applied; each is in the registry before it exists."""
+        return create_container_cgroups(
+            self.tag, cpus, memory_bytes, register=lambda path: self.registry.add("cgroups", str(path))
+        )
 
     def own_path(self, path: Path) -> None:
         """A file or directory outside the work dir that must go with the testbed."""

@@ -1,0 +1,300 @@
+"""`kind = "vm"`: a QEMU virtual machine forwarding between two virtio-net NICs.
+
+    in0 ──tc mirred──► tap vm-in ══ virtio-net ══► guest: mirred | bridge | lowtail-fwd
+    out0 ◄──tc mirred── tap vm-out ◄══ virtio-net ══╝
+
+QEMU runs inside the DuT namespace and creates its two tap devices there; tc mirred
+redirects (the kernel-mirred DuT's mechanism) join them to in0 and out0. Mirred rather than
+a bridge per side: one redirect per frame, no MAC learning or flooding, nothing a bridge's
+own timers or netfilter hooks add — what is measured is the VM, and the host's share of it is
+the part kernel-mirred already measures alone.
+
+The vCPU threads are pinned to host cores (the DuT's cores of the core plan, or `cpus`),
+found through QMP before the guest runs; QEMU's other threads (main loop, I/O) are kept on
+other cores where the host has any left, which the run records.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+from lowtail.errors import Failure, UserError
+from lowtail.host.facts import split_isolcpus
+from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
+from lowtail.testbed.duts import Dut, LowtailFwd, Option, mirred_redirect
+from lowtail.testbed.process import make_realtime
+from lowtail.testbed.system import ip
+from lowtail.testbed.topology import Testbed
+from lowtail.testbed.vm.image import build_image, cache_dir, check_image_tools
+from lowtail.testbed.vm.kernels import FLAVOURS
+from lowtail.testbed.vm.qemu import (
+    GUEST_BASE_CMDLINE,
+    Acceleration,
+    GuestChannel,
+    Nic,
+    Qmp,
+    probe_acceleration,
+    process_threads,
+    qemu_argv,
+    qemu_binary,
+    vcpu_threads,
+)
+
+GUEST_FORWARDERS = ("mirred", "bridge", "lowtail-fwd")
+TAP_IN, TAP_OUT = "vm-in", "vm-out"
+# How long a guest may take from `cont` to saying it forwards. TCG boots Debian's kernel in
+# about 10 s on an idle core; a host shared with other work takes several times that.
+BOOT_TIMEOUT_NS = 180_000_000_000
+# How long the guest may take to stop its forwarder and report (seconds, TCG on a busy host).
+STOP_TIMEOUT_S = 30.0
+
+
+class VirtualMachine(Dut):
+    kind = "vm"
+    options = {
+        "guest_kernel": Option(
+            "str",
+            "vanilla",
+            help="vanilla (Debian's linux-image-amd64), rt (linux-image-rt-amd64: PREEMPT_RT) or a vmlinuz file",
+        ),
+        "guest_forwarder": Option(
+            "choice",
+            "mirred",
+            choices=GUEST_FORWARDERS,
+            help="what forwards inside the guest: tc mirred, a bridge, or lowtail-fwd",
+        ),
+        "work_ns": Option("int", 0, help="lowtail-fwd in the guest: synthetic per-packet work, in nanoseconds"),
+        "batch": Option("int", 1, minimum=1, help="lowtail-fwd in the guest: packets per batch"),
+        "spin_us": Option(
+            "int",
+            None,
+            help="lowtail-fwd in the guest: busy-poll this long before sleeping [default: never sleep on a "
+            "vCPU isolcpus isolates in the guest, 10 µs elsewhere]",
+        ),
+        "guest_cmdline": Option(
+            "text", "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
+        ),
+        "vcpus": Option("int", 1, minimum=1, help="virtual CPUs; lowtail-fwd runs on the last one"),
+        "memory": Option("int", 256, minimum=64, help="guest memory, MiB"),
+        "cpus": Option("cpus", None, help="host cores for the vCPU threads, in turn [default: the plan's DuT cores]"),
+        "accel": Option(
+            "choice", "auto", choices=("auto", "kvm", "tcg"), help="KVM or TCG (auto: KVM if a guest boots under it)"
+        ),
+        "guest_interrupts": Option("bool", True, help="sample the guest's /proc/interrupts (every 100 ms)"),
+        "ready_timeout": Option("duration", BOOT_TIMEOUT_NS, help="how long the guest may take to boot and forward"),
+    }
+
+    def __init__(self, name: str, config: dict[str, Any]):
+        super().__init__(name, config)
+        self.channel: GuestChannel | None = None
+        self.acceleration: Acceleration | None = None
+
+    @classmethod
+    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
+        choice = config["guest_kernel"]
+        if choice not in FLAVOURS and not Path(choice).expanduser().is_file():
+            raise ValueError(
+                f"option 'guest_kernel' must be {' or '.join(FLAVOURS)} or an existing vmlinuz file, not {choice!r}"
+            )
+        if "lowtail." in config["guest_cmdline"]:
+            raise ValueError("option 'guest_cmdline' must not set lowtail.* parameters: the run sets them")
+        return config
+
+    @classmethod
+    def check_available(cls) -> None:
+        qemu_binary()
+        check_image_tools()
+        if not Path("/dev/net/tun").exists():
+            raise UserError("a VM DuT needs /dev/net/tun (the tun driver) for its tap devices")
+
+    @classmethod
+    def prepare(cls, config: dict[str, Any], log) -> None:
+        """Build (or find) the guest image and learn the acceleration before the sweep."""
+        image = build_image(config["guest_kernel"], progress=log)
+        if config["accel"] == "auto":
+            probe_acceleration(image.kernel, image.initrd, cache_dir(), log)
+
+    @property
+    def ready_timeout_s(self) -> float:  # type: ignore[override]
+        return self.config["ready_timeout"] / 1e9
+
+    def _acceleration(self, image) -> Acceleration:
+        if self.config["accel"] == "auto":
+            return probe_acceleration(image.kernel, image.initrd, cache_dir(), lambda message: None)
+        return Acceleration(self.config["accel"], "chosen in the experiment file")
+
+    def guest_spin_us(self) -> int | None:
+        """lowtail-fwd's busy-poll time in the guest, by the host forwarder's rule: never
+        sleep only on a vCPU of its own that the guest's scheduler keeps free (isolcpus)."""
+        if self.config["spin_us"] is not None:
+            return self.config["spin_us"]
+        fwd_vcpu = self.config["vcpus"] - 1
+        isolated: set[int] = set()
+        for param in self.config["guest_cmdline"].split():
+            if param.startswith("isolcpus="):
+                isolated |= set(split_isolcpus(param.partition("=")[2])[1])
+        alone = self.config["vcpus"] > 1 and fwd_vcpu in isolated
+        return None if alone else LowtailFwd.SHARED_CORE_SPIN_US
+
+    def guest_cmdline(self, macs: tuple[str, str]) -> str:
+        c = self.config
+        spin = self.guest_spin_us()
+        interval_ms = round(DEFAULT_INTERVAL_S * 1000) if c["guest_interrupts"] else 0
+        params = {
+            "fwd": c["guest_forwarder"],
+            "in": macs[0],
+            "out": macs[1],
+            "work_ns": c["work_ns"],
+            "batch": c["batch"],
+            "spin_us": "" if spin is None else spin,
+            "fwd_cpu": c["vcpus"] - 1,
+            "hk_cpu": 0,
+            "rt_priority": DUT_RT_PRIORITY,
+            "irq_ms": interval_ms,
+        }
+        ours = " ".join(f"lowtail.{k}={v}" for k, v in params.items())
+        return f"{GUEST_BASE_CMDLINE} {ours} {c['guest_cmdline']}".strip()
+
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
+        image = build_image(self.config["guest_kernel"])
+        self.acceleration = self._acceleration(image)
+        self.virtualization = self.acceleration.name
+        sockets = Path("/run/lowtail") / tb.tag  # short: unix socket paths are limited to 107 bytes
+        tb.own_path(sockets)
+        sockets.mkdir(parents=True, exist_ok=True)
+        macs = tuple("52:54:00:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3)) for _ in range(2))
+        vcpu_cores = self._cores(plan)
+        emulator = emulator_cores(plan, vcpu_cores)
+        argv = qemu_argv(
+            name=f"lowtail-{tb.tag}",
+            accel=self.acceleration,
+            kernel=image.kernel,
+            initrd=image.initrd,
+            vcpus=self.config["vcpus"],
+            memory_mib=self.config["memory"],
+            cmdline=self.guest_cmdline(macs),
+            nics=[Nic(TAP_IN, macs[0]), Nic(TAP_OUT, macs[1])],
+            console_log=tb.work_dir / "guest-console.log",
+            qmp_socket=sockets / "qmp.sock",
+            control_socket=sockets / "control.sock",
+        )
+        self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, cpus=emulator)
+        qmp = Qmp(sockets / "qmp.sock", timeout_s=30.0, alive=self.program.running)
+        try:
+            pinned = self._pin_vcpus(qmp, vcpu_cores)
+            for tap in (TAP_IN, TAP_OUT):
+                ip("-n", tb.dut_ns, "link", "set", tap, "up", what=f"bringing the VM's tap {tap} up")
+            mirred_redirect(tb.dut_ns, tb.dut_in, TAP_IN)
+            mirred_redirect(tb.dut_ns, TAP_OUT, tb.dut_out)
+            self.channel = GuestChannel(sockets / "control.sock")
+            self.channel.connect(10.0, alive=self.program.running)
+            qmp.execute("cont")
+        finally:
+            qmp.close()
+        self.containment = {
+            "mode": "vm",
+            "virtualization": self.acceleration.name,
+            "acceleration_reason": self.acceleration.reason,
+            "vcpus": self.config["vcpus"],
+            "vcpu_threads": pinned,
+            "cpus": sorted(set(pinned.values())),
+            "emulator_cpus": emulator,
+            "emulator_shares_vcpu_cores": bool(set(emulator) & set(vcpu_cores)),
+            "guest_kernel": image.info["kernel"],
+            "image": image.key,
+        }
+        self._wait_ready()
+        self.containment["scheduling"] = self._realtime()
+
+    def _realtime(self) -> str:
+        """QEMU's threads to SCHED_FIFO at the DuT's priority, as lowtail-fwd runs, once the
+        guest has booted (a booting emulated guest is busy for seconds and would starve the
+        core's other tasks). They sleep while the guest idles, so they take the core only
+        for the work the traffic brings. Measured here (TCG, a host shared with compiling
+        engineers): as ordinary threads the guest got its turn every few tens of ms and fell
+        behind even 500 pps (p50 0.8 s, growing); under SCHED_FIFO 45 it forwarded 20 kpps
+        without loss, p50 2.4 ms."""
+        pid = self.program.pid
+        # QEMU's threads winding down under SCHED_FIFO on one core starve each other: a
+        # powered-off guest's QEMU took 20 s to exit. Ordinary again before it stops.
+        self.program.before_stop = lambda: make_realtime(pid, None)
+        return make_realtime(pid, DUT_RT_PRIORITY)
+
+    def _pin_vcpus(self, qmp: Qmp, cores: list[int]) -> dict[int, int]:
+        """Each vCPU thread to a host core (in turn over `cores`); vCPU index → core."""
+        threads = vcpu_threads(qmp)
+        unknown = [t for t in threads.values() if t not in process_threads(self.program.pid)]
+        if unknown:
+            raise Failure(f"QEMU's vCPU threads {unknown} are not threads of its process {self.program.pid}")
+        pinned = {}
+        for index, tid in sorted(threads.items()):
+            core = cores[index % len(cores)]
+            os.sched_setaffinity(tid, {core})
+            pinned[index] = core
+        return pinned
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        while not self.channel.ready.wait(0.1):
+            if not self.program.running() or time.monotonic() > deadline:
+                break
+        # The caller's forwarding probe says what went wrong when the guest never got ready.
+
+    def failure(self) -> str | None:
+        if self.channel is not None and self.channel.error:
+            return f"the DuT {self.name} (vm): the guest says: {self.channel.error}"
+        if self.program is not None and self.program.died():
+            console = _tail(self.program.log.parent / "guest-console.log")
+            return f"the DuT {self.name} (vm): {self.program.exit_message()}" + (
+                f"; the guest's console ended with: {console}" if console else ""
+            )
+        return None
+
+    def stop(self) -> dict[str, Any]:
+        """Ask the guest to stop its forwarder and report, then let it power off."""
+        if self.program is None:
+            return {}
+        stats: dict[str, Any] = {}
+        if self.channel is not None and self.program.running():
+            self.channel.send("stop")
+            deadline = time.monotonic() + STOP_TIMEOUT_S
+            while not self.channel.stopped.wait(0.05) and self.program.running() and time.monotonic() < deadline:
+                pass
+            stats = self.channel.stats or {}
+            make_realtime(self.program.pid, None)
+            self.channel.send("poweroff")
+            if self.program.wait(15.0) is None:
+                self.program.stop()
+        else:
+            self.program.stop()
+        if self.channel is not None:
+            self.channel.close()
+            stats = stats | {"guest_interrupt_tables": self.channel.tables}
+        return stats
+
+    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
+        return self.channel.samples_between(start_ns, end_ns) if self.channel else []
+
+
+def emulator_cores(plan: CoreRoles, vcpu_cores: list[int], available: list[int] | None = None) -> list[int]:
+    """Where QEMU's threads other than the vCPUs go: the housekeeping core if it is not a
+    vCPU core, else any other core but the generator's; on a host with no such core they
+    share the vCPU cores (the run records that)."""
+    if plan.housekeeping not in vcpu_cores:
+        return [plan.housekeeping]
+    available = CoreRoles.available() if available is None else available
+    others = [c for c in available if c not in vcpu_cores and c != plan.generator]
+    return others or list(vcpu_cores)
+
+
+def _tail(path: Path, lines: int = 2) -> str:
+    try:
+        text = [t.strip() for t in path.read_text(errors="replace").splitlines() if t.strip()]
+    except FileNotFoundError:
+        return ""
+    return " | ".join(text[-lines:])

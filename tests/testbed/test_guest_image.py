@@ -1,0 +1,90 @@
+"""The guest image's parts that need no VM: the initramfs writer (read back by busybox's
+cpio, as the kernel's unpacker would), module load order, the VM kind's options."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lowtail.errors import Failure
+from lowtail.testbed.kinds import KINDS
+from lowtail.testbed.vm.cpio import CpioWriter
+from lowtail.testbed.vm.dut import VirtualMachine
+from lowtail.testbed.vm.kmod import load_order
+
+busybox = shutil.which("busybox", path="/usr/bin:/bin")
+
+
+@pytest.mark.skipif(busybox is None, reason="busybox is not installed (Debian package busybox-static)")
+def test_the_initramfs_reads_back_with_every_entry(tmp_path):
+    archive = tmp_path / "initrd.cpio"
+    with open(archive, "wb") as f:
+        w = CpioWriter(f)
+        w.file("init", b"#!/bin/sh\necho hi\n", 0o755)
+        w.file("usr/lib/x.so", bytes(range(256)) * 3 + b"odd")  # a length that needs padding
+        w.symlink("bin/sh", "busybox")
+        w.directory("proc")
+        w.close()
+    listing = subprocess.run([busybox, "cpio", "-t"], stdin=open(archive, "rb"), capture_output=True, text=True)
+    assert sorted(listing.stdout.split()) == sorted(["init", "usr", "usr/lib", "usr/lib/x.so", "bin", "bin/sh", "proc"])
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run([busybox, "cpio", "-i", "-d"], stdin=open(archive, "rb"), cwd=out, check=True, capture_output=True)
+    assert (out / "init").read_bytes() == b"#!/bin/sh\necho hi\n" and (out / "init").stat().st_mode & 0o111
+    assert (out / "usr/lib/x.so").read_bytes() == bytes(range(256)) * 3 + b"odd"
+    assert (out / "bin/sh").is_symlink() and str((out / "bin/sh").readlink()) == "busybox"
+
+
+def test_modules_load_after_their_dependencies_and_built_in_ones_are_skipped():
+    depends = {
+        "virtio_net": ["net_failover", "virtio"],
+        "net_failover": ["failover"],
+        "failover": [],
+        "virtio": [],
+        "bridge": ["stp", "llc"],
+        "stp": ["llc"],
+        "llc": [],
+    }
+    order = load_order(["virtio_net", "bridge"], depends, builtin={"virtio"})
+    assert order == ["failover", "net_failover", "virtio_net", "llc", "stp", "bridge"]
+    with pytest.raises(Failure, match="no module ghost .needed by bridge"):
+        load_order(["bridge"], depends | {"bridge": ["ghost"]}, builtin=set())
+
+
+def test_vm_options_are_checked_and_sweep():
+    configs = KINDS["vm"].expand({"guest_kernel": ["vanilla", "rt"], "guest_forwarder": "lowtail-fwd"})
+    assert [(c["guest_kernel"], c["guest_forwarder"]) for c in configs] == [
+        ("vanilla", "lowtail-fwd"),
+        ("rt", "lowtail-fwd"),
+    ]
+    for bad, reason in [
+        ({"guest_kernel": "/no/such/vmlinuz"}, "guest_kernel"),
+        ({"guest_forwarder": "snort"}, "must be one of mirred, bridge, lowtail-fwd"),
+        ({"guest_cmdline": "lowtail.fwd=bridge"}, "must not set lowtail"),
+        ({"vcpus": 0}, "vcpus"),
+        ({"guest_interrupts": "yes"}, "true or false"),
+    ]:
+        with pytest.raises(ValueError, match=reason):
+            KINDS["vm"].expand(bad)
+
+
+def test_the_guest_forwarder_sleeps_unless_the_guest_isolates_its_vcpu():
+    def vm(**options) -> VirtualMachine:
+        return VirtualMachine("v", KINDS["vm"].expand(options)[0])
+
+    assert vm().guest_spin_us() == 10
+    assert vm(vcpus=2, guest_cmdline="isolcpus=1 nohz_full=1").guest_spin_us() is None
+    assert vm(vcpus=2, guest_cmdline="isolcpus=domain,managed_irq,1").guest_spin_us() is None
+    assert vm(vcpus=2, guest_cmdline="isolcpus=0").guest_spin_us() == 10  # not the forwarder's vCPU
+    assert vm(vcpus=2, guest_cmdline="isolcpus=1", spin_us=50).guest_spin_us() == 50
+    line = vm(vcpus=2, guest_cmdline="isolcpus=1 idle=poll").guest_cmdline(("52:54:00:00:00:01", "52:54:00:00:00:02"))
+    assert line.endswith("isolcpus=1 idle=poll") and "lowtail.fwd_cpu=1" in line and "lowtail.spin_us= " in line
+
+
+def test_the_guest_init_script_is_valid_shell():
+    script = Path(__file__).parents[2] / "python/lowtail/testbed/vm/guest-init.sh"
+    done = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
