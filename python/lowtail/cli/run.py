@@ -11,14 +11,16 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
 from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.units import format_count, format_ns, format_rate
+from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
@@ -98,11 +100,11 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     if any_emulated(rows):
         warn(TCG_WARNING)
     if json_out:
-        print_json([run_json(r, floors) for r in rows])
+        print_json([run_json(r, floors, exp.verdict) for r in rows])
     else:
         # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
         printer = out if out.is_terminal else Console(highlight=False, width=160)
-        printer.print(runs_table(experiment, rows, floors, exp.verdict))
+        printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
     for r in invalid:
         warn(
@@ -114,8 +116,9 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
 
 
-def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
-    """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`)."""
+def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any]:
+    """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
+    with its verdict."""
     figures = r.get("figures")
     figures = figures if isinstance(figures, dict) else {}
     floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
@@ -136,6 +139,7 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
         "duplicates": r["duplicates"],
         "reordered": r["reordered"],
         "latency_ns": figures.get("latency_ns"),
+        "verdict": verdict.judge(r).as_dict(),
         "valid": r["valid"],
         "invalid_reasons": r["invalid_reasons"],
         "analysis_id": r["analysis_id"],
@@ -154,41 +158,60 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
     }
 
 
-def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any) -> Table:
-    """The runs of an experiment as `lowtail run` prints them, each with its verdict."""
+# Below this many columns the table leaves out `sent` and `max` (the JSON and the report
+# have them), so that it fits a standard 80-column terminal.
+_WIDE_TABLE = 100
+
+
+def runs_table(
+    experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict, width: int = 80
+) -> Group:
+    """The runs of an experiment as `lowtail run` prints them, each with its verdict, and
+    under the table why every run that did not plainly pass was judged as it was."""
+    wide = width >= _WIDE_TABLE
     t = Table(
         title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
         title_justify="left",
         box=None,
         pad_edge=False,
+        collapse_padding=True,
     )
     p99_999 = percentiles.by_key("p99_999").short
-    for col, right in (
+    columns = [
+        ("run", True),
         ("DuT", False),
         ("rate", True),
-        ("sent", True),
+        *([("sent", True)] if wide else []),
         ("lost", True),
         (percentiles.by_key("p50").short, True),
         (p99_999, True),
-        ("max", True),
-        (f"floor {p99_999}", True),
+        *([("max", True)] if wide else []),
+        (f"floor\n{p99_999}", True),
         ("verdict", False),
-    ):
-        t.add_column(col, justify="right" if right else "left")
+    ]
+    for col, right in columns:
+        # Only the DuT column may wrap: figures cut or broken over lines would mislead.
+        t.add_column(col, justify="right" if right else "left", no_wrap=col != "DuT")
+    notes = []
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        t.add_row(
+        judgement = verdict.judge(r)
+        cells = [
+            str(r["run_id"]),
             marked(r["dut_name"], r.get("virtualization")),
             format_rate(r["rate_pps"]),
-            format_count(r["sent"]),
+            *([format_count(r["sent"])] if wide else []),
             format_count(r["lost"]),
             format_ns(r["lat_p50_ns"]),
             format_ns(r["lat_p99_999_ns"]),
-            format_ns(r["lat_max_ns"]),
+            *([format_ns(r["lat_max_ns"])] if wide else []),
             "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
-            verdict.judge(r),
-        )
-    return t
+            judgement.label,
+        ]
+        t.add_row(*cells)
+        if judgement.status not in (Status.FLOOR, Status.PASS) or judgement.degraded:
+            notes.append(Text(f"run {r['run_id']} ({judgement.label}): {judgement.explanation}"))
+    return Group(t, *notes)
 
 
 @app.command(

@@ -27,19 +27,25 @@ _RUN_FIGURES = percentiles.labelled("p50", "p99", "p99_9", "p99_99", "p99_999", 
 _SUMMARY_FIGURES = percentiles.labelled("p50", "p99", "p99_999", "max")
 
 _VERDICT_CLASS = {
-    verdicts.FLOOR: "meta",
-    verdicts.INVALID: "fail",
-    verdicts.FAIL_LOSS: "fail",
-    verdicts.FAIL_LATENCY: "fail",
-    verdicts.INCONCLUSIVE: "warn",
-    verdicts.PASS: "pass",
+    verdicts.Status.FLOOR: "meta",
+    verdicts.Status.INVALID: "fail",
+    verdicts.Status.FAIL: "fail",
+    verdicts.Status.INCONCLUSIVE: "warn",
+    verdicts.Status.PASS: "pass",
 }
 
 
 def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
     """(label, css class) of one run against the budget."""
-    label = verdict.judge(run)
-    return label, _VERDICT_CLASS[label]
+    judgement = verdict.judge(run)
+    return judgement.label, verdict_class(judgement)
+
+
+def verdict_class(judgement: verdicts.Judgement) -> str:
+    """The css class of a judgement: a degraded PASS is shown as a warning."""
+    if judgement.status is verdicts.Status.PASS and judgement.degraded:
+        return "warn"
+    return _VERDICT_CLASS[judgement.status]
 
 
 def summary_section(
@@ -47,17 +53,18 @@ def summary_section(
 ) -> None:
     """The verdict of every run in one table, with the calibration floor beside each."""
     header = (
-        ["DuT", "options", "rate", "sent", "lost"]
+        ["run", "DuT", "options", "rate", "sent", "lost"]
         + [label for _, label in _SUMMARY_FIGURES]
-        + [f"floor {percentiles.label('p99_999')}", "verdict"]
+        + [f"floor {percentiles.label('p99_999')}", "verdict", "why"]
     )
     body, classes = [], []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        label, css = verdict_of(r, verdict)
+        judgement = verdict.judge(r)
         body.append(
             [
+                str(r["run_id"]),
                 _dut_label(r),
                 _options_text(r["dut_config"]),
                 format_rate(r["rate_pps"]),
@@ -65,22 +72,32 @@ def summary_section(
                 format_count(r["lost"]),
             ]
             + [format_ns(lat.get(k)) for k, _ in _SUMMARY_FIGURES]
-            + ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]), label]
+            + [
+                "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
+                judgement.label,
+                "" if judgement.status is verdicts.Status.FLOOR else judgement.explanation,
+            ]
         )
-        classes.append(css)
+        classes.append(verdict_class(judgement))
     table = table_html(header, body)
-    # Colour the verdict cells (the last cell of each row).
+    # Colour the verdict cells (the one before the reason, last in each row).
     for css, row in zip(classes, body):
-        table = table.replace(f"<td>{esc(row[-1])}</td></tr>", f"<td class='{css}'>{esc(row[-1])}</td></tr>", 1)
-    passed = sum(verdict_of(r, verdict)[0] == verdicts.PASS for r in rows)
+        cells = f"<td>{esc(row[-2])}</td><td>{esc(row[-1])}</td></tr>"
+        table = table.replace(
+            cells, f"<td class='{css}'>{esc(row[-2])}</td><td class='why'>{esc(row[-1])}</td></tr>", 1
+        )
+    passed = sum(verdict.judge(r).status is verdicts.Status.PASS for r in rows)
     judged = sum(not r["calibration"] for r in rows)
     page.add(
         "Verdict",
         f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
-        f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
-        f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
+        f"A run fails when its packets already break the budget, however few they are (with fewer "
+        f"than {verdict.packets_needed:,} packets the {esc(percentiles.label(verdict.key))} is their "
+        f"maximum); it is inconclusive when none reached the bound but there are too few to show the "
+        f"percentile under it. The floor is the same "
         f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
-        f"the DuT's.</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }}</style>"
+        f"the DuT's.</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
+        f".lt-runs td.why {{ white-space: normal; min-width: 24em; }}</style>"
         f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
     )
 
@@ -140,10 +157,13 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
         + (f", repetition {r['repetition']}" if r["repetition"] else "")
     )
     lat = (r.get("figures") or {}).get("latency_ns") or {}
-    label, css = verdict_of(r, verdict)
+    judgement = verdict.judge(r)
     gen, cap = r["generator"] or {}, r["capture"] or {}
     facts = [
-        ["verdict", f"<span class='{css}'>{esc(label)}</span>"],
+        [
+            "verdict",
+            f"<span class='{verdict_class(judgement)}'>{esc(judgement.label)}</span>: {esc(judgement.explanation)}",
+        ],
         [
             "sent / received / lost",
             f"{format_count(r['sent'])} / {format_count(r['received'])} / {format_count(r['lost'])}",
