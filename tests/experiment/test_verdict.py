@@ -17,6 +17,7 @@ from lowtail.cli.run import run_json, runs_table
 from lowtail.report.experiment import write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
+from lowtail.units import format_ns
 from lowtail.verdict import Cause, Status, Verdict, parse_verdict
 
 
@@ -100,3 +101,37 @@ def test_the_report_says_why(judged, tmp_path):
     html = write_experiment_report(db, experiment["experiment_id"], tmp_path / "v.html").read_text()
     assert "49,999 packets; 99.999 % needs 100,000, and none reached 1.000 ms" in html
     assert "99.999 % is 89.000 ms, not under 1.000 ms" in html
+
+
+def test_tables_show_the_judged_percentile_and_the_floor_at_it(tmp_path):
+    """A 99.99 % / 350 µs budget: the tables show the 99.99 % column beside the verdict
+    (and the floor's 99.99 %), not another percentile."""
+    db = tmp_path / "p.duckdb"
+    spec = {"verdict": {"percentile": 99.99, "budget": "350us"}}
+    with open_store(db) as store:
+        eid = runstore.create_experiment(store, "p", spec, "hp", {}, str(tmp_path))
+        for name, kind, latency in (("wire", "wire", 3_000), ("fwd", "lowtail-fwd", 40_000)):
+            pre, post = tmp_path / f"{name}-pre.pcap", tmp_path / f"{name}-post.pcap"
+            synth = {"packets": 30_000, "rate_pps": 10_000.0, "base_latency_ns": latency, "jitter_ns": 300.0}
+            _native.synth_pair(str(pre), str(post), json.dumps(synth | {"loss": 0.0, "seed": 5}))
+            options = AnalyzeOptions(trim_ns=0, export=str(tmp_path / f"{name}.parquet"))
+            row = run_row(eid, name, kind) | {"combination_key": name}
+            runstore.save_run(store, row, analyze_pair(pre, post, options), options.to_dict())
+        rows = runstore.runs(store, eid)
+        floors = runstore.calibration_floor(store, eid)
+        experiment = runstore.experiment(store, eid)
+    wire, fwd = ({k: r["figures"]["latency_ns"][k] for k in ("p99_99", "p99_999")} for r in rows)
+    assert fwd["p99_99"] != fwd["p99_999"] and wire["p99_99"] != wire["p99_999"]
+    verdict = parse_verdict(spec["verdict"])
+    for width in (80, 160):
+        console = Console(width=width, record=True, highlight=False)
+        console.print(runs_table(experiment, rows, floors, verdict, width=width))
+        text = console.export_text()
+        header = next(line for line in text.splitlines() if "verdict" in line and "run" in line)
+        assert "p99.99 " in header + " " and "p99.999" not in header
+        fwd_line = next(line for line in text.splitlines() if " fwd " in line)
+        assert format_ns(fwd["p99_99"]) in fwd_line and format_ns(wire["p99_99"]) in fwd_line
+    html = write_experiment_report(db, eid, tmp_path / "p.html").read_text()
+    summary = html[html.index("<h2>Verdict</h2>") : html.index("</table>", html.index("<h2>Verdict</h2>"))]
+    assert "<th>99.99 %</th>" in summary and "<th>floor 99.99 %</th>" in summary
+    assert format_ns(fwd["p99_99"]) in summary and format_ns(wire["p99_99"]) in summary

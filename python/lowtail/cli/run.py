@@ -119,6 +119,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any]:
     """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
     with its verdict."""
+    from lowtail.store.db import LATENCY_FIGURES, latency_column
+
     figures = r.get("figures")
     figures = figures if isinstance(figures, dict) else {}
     floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
@@ -152,10 +154,16 @@ def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any
         "energy": r["energy"],
         "calibration_floor": None
         if floor is None or r["calibration"]
-        else {"run_id": floor["run_id"], "p50_ns": floor["lat_p50_ns"], "p99_999_ns": floor["lat_p99_999_ns"]},
+        else {"run_id": floor["run_id"], "latency_ns": {k: floor[latency_column(k)] for k in LATENCY_FIGURES}},
         "started_at": r["started_at"],
         "finished_at": r["finished_at"],
     }
+
+
+def _figures_beside(judged: percentiles.Percentile) -> list[percentiles.Percentile]:
+    """The percentiles `lowtail run`'s table shows: the median and the judged one."""
+    median = percentiles.by_key("p50")
+    return [median] if judged == median else [median, judged]
 
 
 # Below this many columns the table leaves out `sent` and `max` (the JSON and the report
@@ -168,6 +176,8 @@ def runs_table(
 ) -> Group:
     """The runs of an experiment as `lowtail run` prints them, each with its verdict, and
     under the table why every run that did not plainly pass was judged as it was."""
+    from lowtail.store.db import latency_column
+
     wide = width >= _WIDE_TABLE
     t = Table(
         title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
@@ -176,17 +186,16 @@ def runs_table(
         pad_edge=False,
         collapse_padding=True,
     )
-    p99_999 = percentiles.by_key("p99_999").short
+    judged = verdict.judged
     columns = [
         ("run", True),
         ("DuT", False),
         ("rate", True),
         *([("sent", True)] if wide else []),
         ("lost", True),
-        (percentiles.by_key("p50").short, True),
-        (p99_999, True),
+        *[(p.short, True) for p in _figures_beside(judged)],
         *([("max", True)] if wide else []),
-        (f"floor\n{p99_999}", True),
+        (f"floor\n{judged.short}", True),
         ("verdict", False),
     ]
     for col, right in columns:
@@ -202,10 +211,9 @@ def runs_table(
             format_rate(r["rate_pps"]),
             *([format_count(r["sent"])] if wide else []),
             format_count(r["lost"]),
-            format_ns(r["lat_p50_ns"]),
-            format_ns(r["lat_p99_999_ns"]),
+            *[format_ns(r[latency_column(p.key)]) for p in _figures_beside(judged)],
             *([format_ns(r["lat_max_ns"])] if wide else []),
-            "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
+            "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)]),
             judgement.label,
         ]
         t.add_row(*cells)

@@ -16,15 +16,23 @@ from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import percentile_curve, worst_events
-from lowtail.store.db import Store
+from lowtail.store.db import Store, latency_column
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Verdict, stored_verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
-# The latency figures of a run's facts, and the fewer of the summary table.
-_RUN_FIGURES = percentiles.labelled("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
-_SUMMARY_FIGURES = percentiles.labelled("p50", "p99", "p99_999", "max")
+# The latency figures of a run's facts, and the fewer of the summary table; both add the
+# percentile the verdict judges (`_with_judged`).
+_RUN_FIGURES = ("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
+_SUMMARY_FIGURES = ("p50", "p99", "max")
+
+
+def _with_judged(keys: tuple[str, ...], verdict: Verdict) -> list[tuple[str, str]]:
+    """(key, label) of these figures and the judged percentile, in rank order."""
+    chosen = set(keys) | {verdict.key}
+    return percentiles.labelled(*(k for k in percentiles.figure_keys() if k in chosen))
+
 
 _VERDICT_CLASS = {
     verdicts.Status.FLOOR: "meta",
@@ -52,10 +60,11 @@ def summary_section(
     page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict
 ) -> None:
     """The verdict of every run in one table, with the calibration floor beside each."""
+    figures = _with_judged(_SUMMARY_FIGURES, verdict)
     header = (
         ["run", "DuT", "options", "rate", "sent", "lost"]
-        + [label for _, label in _SUMMARY_FIGURES]
-        + [f"floor {percentiles.label('p99_999')}", "verdict", "why"]
+        + [label for _, label in figures]
+        + [f"floor {percentiles.label(verdict.key)}", "verdict", "why"]
     )
     body, classes = [], []
     for r in rows:
@@ -71,9 +80,9 @@ def summary_section(
                 format_count(r["sent"]),
                 format_count(r["lost"]),
             ]
-            + [format_ns(lat.get(k)) for k, _ in _SUMMARY_FIGURES]
+            + [format_ns(lat.get(k)) for k, _ in figures]
             + [
-                "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
+                "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(verdict.key)]),
                 judgement.label,
                 "" if judgement.status is verdicts.Status.FLOOR else judgement.explanation,
             ]
@@ -169,8 +178,8 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
             f"{format_count(r['sent'])} / {format_count(r['received'])} / {format_count(r['lost'])}",
         ],
         [
-            "latency " + " · ".join(lbl for _, lbl in _RUN_FIGURES),
-            " · ".join(format_ns(lat.get(k)) for k, _ in _RUN_FIGURES),
+            "latency " + " · ".join(lbl for _, lbl in _with_judged(_RUN_FIGURES, verdict)),
+            " · ".join(format_ns(lat.get(k)) for k, _ in _with_judged(_RUN_FIGURES, verdict)),
         ],
         ["generator", esc(generator_summary(gen))],
         ["timestamper", esc(capture_summary(cap))],

@@ -161,11 +161,12 @@ def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
 
 
 def calibration_floor(store: Store, experiment_id: int) -> dict[tuple[int, int, int], dict[str, Any]]:
-    """Per (rate, frame size, burst): the calibration run to read results against — this
-    experiment's own, else the latest valid one stored for the same traffic."""
+    """Per (rate, frame size, burst): the calibration run to read results against (with
+    every headline latency column) — this experiment's own, else the latest valid one
+    stored for the same traffic."""
     cur = store.con.execute(
-        """SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,
-                  r.experiment_id, r.analysis_id, a.lat_p50_ns, a.lat_p99_ns, a.lat_p99_999_ns, a.lat_max_ns
+        f"""SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,
+                  r.experiment_id, r.analysis_id, {latency_columns("a")}
            FROM runs r JOIN analyses a USING (analysis_id)
            WHERE r.calibration AND r.valid
            ORDER BY r.rate_pps, r.frame_size, r.burst, (r.experiment_id = ?) DESC, r.run_id DESC""",
