@@ -7,6 +7,7 @@ import dataclasses
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from lowtail import percentiles
+from lowtail import axes, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
@@ -160,25 +161,68 @@ def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any
     }
 
 
-def _figures_beside(judged: percentiles.Percentile) -> list[percentiles.Percentile]:
-    """The percentiles `lowtail run`'s table shows: the median and the judged one."""
-    median = percentiles.by_key("p50")
-    return [median] if judged == median else [median, judged]
+def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+    """The axes that vary among the runs, each a column after the DuT's name: all but the
+    name, the kind (the name's), the rate (always a column) and virtualization (marked)."""
+    own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
+    return [a for a in axes.varying(rows) if a.name not in own]
 
 
-# Below this many columns the table leaves out `sent` and `max` (the JSON and the report
-# have them), so that it fits a standard 80-column terminal.
-_WIDE_TABLE = 100
+@dataclass
+class _Column:
+    heading: str
+    cells: list[str]
+    figure: bool = True  # right-aligned, never wrapped
+    # Left out, lowest first, while the table is wider than the terminal (the JSON and the
+    # report have them); 0: always shown.
+    optional: int = 0
+
+    @property
+    def width(self) -> int:
+        return max(len(line) for text in [self.heading, *self.cells] for line in text.splitlines())
 
 
 def runs_table(
     experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict, width: int = 80
 ) -> Group:
-    """The runs of an experiment as `lowtail run` prints them, each with its verdict, and
-    under the table why every run that did not plainly pass was judged as it was."""
+    """The runs of an experiment as `lowtail run` prints them: every axis that varies among
+    them, the median and the judged percentile beside the floor at it, the verdict; under
+    the table why every run that did not plainly pass was judged as it was. Within `width`
+    columns: `sent`, `max` and then the median are left out where they do not fit."""
     from lowtail.store.db import latency_column
 
-    wide = width >= _WIDE_TABLE
+    judged = verdict.judged
+    median = percentiles.by_key("p50")
+
+    def floor_of(r: dict[str, Any]) -> str:
+        floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
+        return "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)])
+
+    judgements = [verdict.judge(r) for r in rows]
+    columns = [
+        _Column("run", [str(r["run_id"]) for r in rows]),
+        _Column("DuT", [marked(r["dut_name"], r.get("virtualization")) for r in rows], figure=False),
+        *[
+            _Column(a.label, [a.show(a.read(r)) if a.present(r) else "" for r in rows], figure=False)
+            for a in _axes_beside_dut(rows)
+        ],
+        _Column("rate", [format_rate(r["rate_pps"]) for r in rows]),
+        _Column("sent", [format_count(r["sent"]) for r in rows], optional=3),
+        _Column("lost", [format_count(r["lost"]) for r in rows]),
+        *(
+            [_Column(median.short, [format_ns(r[latency_column(median.key)]) for r in rows], optional=1)]
+            if judged != median
+            else []
+        ),
+        _Column(judged.short, [format_ns(r[latency_column(judged.key)]) for r in rows]),
+        _Column("max", [format_ns(r["lat_max_ns"]) for r in rows], optional=2),
+        _Column(f"floor\n{judged.short}", [floor_of(r) for r in rows]),
+        _Column("verdict", [j.label for j in judgements], figure=False),
+    ]
+    for level in (3, 2, 1):
+        if sum(c.width for c in columns) + len(columns) - 1 <= width:
+            break
+        columns = [c for c in columns if c.optional != level]
     t = Table(
         title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
         title_justify="left",
@@ -186,40 +230,19 @@ def runs_table(
         pad_edge=False,
         collapse_padding=True,
     )
-    judged = verdict.judged
-    columns = [
-        ("run", True),
-        ("DuT", False),
-        ("rate", True),
-        *([("sent", True)] if wide else []),
-        ("lost", True),
-        *[(p.short, True) for p in _figures_beside(judged)],
-        *([("max", True)] if wide else []),
-        (f"floor\n{judged.short}", True),
-        ("verdict", False),
-    ]
-    for col, right in columns:
-        # Only the DuT column may wrap: figures cut or broken over lines would mislead.
-        t.add_column(col, justify="right" if right else "left", no_wrap=col != "DuT")
-    notes = []
-    for r in rows:
-        floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        judgement = verdict.judge(r)
-        cells = [
-            str(r["run_id"]),
-            marked(r["dut_name"], r.get("virtualization")),
-            format_rate(r["rate_pps"]),
-            *([format_count(r["sent"])] if wide else []),
-            format_count(r["lost"]),
-            *[format_ns(r[latency_column(p.key)]) for p in _figures_beside(judged)],
-            *([format_ns(r["lat_max_ns"])] if wide else []),
-            "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)]),
-            judgement.label,
-        ]
-        t.add_row(*cells)
+    for c in columns:
+        # Figures never wrap (a figure cut or broken over lines would mislead); names and
+        # axis values fold rather than lose letters when the terminal is narrower still.
+        t.add_column(c.heading, justify="right" if c.figure else "left", no_wrap=c.figure, overflow="fold")
+    for i in range(len(rows)):
+        t.add_row(*(c.cells[i] for c in columns))
+    notes: dict[str, list[str]] = {}
+    for r, judgement in zip(rows, judgements):
         if judgement.status not in (Status.FLOOR, Status.PASS) or judgement.degraded:
-            notes.append(Text(f"run {r['run_id']} ({judgement.label}): {judgement.explanation}"))
-    return Group(t, *notes)
+            notes.setdefault(f"({judgement.label}): {judgement.explanation}", []).append(str(r["run_id"]))
+    # Runs judged alike for the same reason share one note.
+    lines = [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
+    return Group(t, *lines)
 
 
 @app.command(

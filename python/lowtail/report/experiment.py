@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lowtail import percentiles
+from lowtail import axes, percentiles
 from lowtail import verdict as verdicts
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
@@ -61,8 +61,9 @@ def summary_section(
 ) -> None:
     """The verdict of every run in one table, with the calibration floor beside each."""
     figures = _with_judged(_SUMMARY_FIGURES, verdict)
+    shown = varying_axes(rows)
     header = (
-        ["run", "DuT", "options", "rate", "sent", "lost"]
+        ["run", "DuT", *(a.label for a in shown), "other options", "rate", "sent", "lost"]
         + [label for _, label in figures]
         + [f"floor {percentiles.label(verdict.key)}", "verdict", "why"]
     )
@@ -75,7 +76,8 @@ def summary_section(
             [
                 str(r["run_id"]),
                 _dut_label(r),
-                _options_text(r["dut_config"]),
+                *(a.show(a.read(r)) if a.present(r) else "" for a in shown),
+                _options_text(r["dut_config"], leave_out={a.option for a in shown}),
                 format_rate(r["rate_pps"]),
                 format_count(r["sent"]),
                 format_count(r["lost"]),
@@ -123,17 +125,32 @@ def _tcg_banner(rows: list[dict[str, Any]]) -> str:
     return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
 
 
+def varying_axes(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+    """The axes that vary among the runs, each shown as a column: all but the DuT's name and
+    kind (its label), the rate (always a column) and virtualization (marked on the label)."""
+    own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
+    return [a for a in axes.varying(rows) if a.name not in own]
+
+
+def _run_title(r: dict[str, Any], shown: list[axes.Axis]) -> str:
+    """ "fwd (lowtail-fwd) @ 10 kpps, 64 B · burst 16": the run among the others."""
+    others = axes.describe(r, [a for a in shown if a.name != "frame_size"])
+    return f"{_dut_label(r)} @ {format_rate(r['rate_pps'])}, {r['frame_size']} B" + (f" · {others}" if others else "")
+
+
 def _invalid_list(rows: list[dict[str, Any]]) -> str:
+    shown = varying_axes(rows)
     items = [
-        f"<li>{esc(r['dut_name'])} @ {esc(format_rate(r['rate_pps']))}: {esc('; '.join(r['invalid_reasons']))}</li>"
+        f"<li>run {r['run_id']}, {esc(_run_title(r, shown))}: {esc('; '.join(r['invalid_reasons']))}</li>"
         for r in rows
         if r["invalid_reasons"]
     ]
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
-def _options_text(options: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in options.items() if v not in (None, [], "bare")) or "–"
+def _options_text(options: dict[str, Any], leave_out: set[str | None] = frozenset()) -> str:
+    shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}
+    return ", ".join(f"{k}={v}" for k, v in shown.items()) or "–"
 
 
 def host_section(page: Page, experiment: dict[str, Any]) -> None:
@@ -158,13 +175,17 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
     page.add("Testbed and host", table_html(["", ""], rows))
 
 
-def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, Any] | None, verdict: Verdict) -> None:
-    """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst events."""
-    title = (
-        f"{r['dut_name']} ({r['dut_kind']}) @ {format_rate(r['rate_pps'])}, {r['frame_size']} B"
-        + (f", burst {r['burst']}" if r["burst"] > 1 else "")
-        + (f", repetition {r['repetition']}" if r["repetition"] else "")
-    )
+def run_section(
+    page: Page,
+    store: Store,
+    r: dict[str, Any],
+    floor: dict[str, Any] | None,
+    verdict: Verdict,
+    shown: list[axes.Axis] = (),
+) -> None:
+    """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst
+    events; its heading names its values on the `shown` axes (those that vary)."""
+    title = _run_title(r, list(shown))
     lat = (r.get("figures") or {}).get("latency_ns") or {}
     judgement = verdict.judge(r)
     gen, cap = r["generator"] or {}, r["capture"] or {}
@@ -340,8 +361,9 @@ def write_experiment_report(
         summary_section(page, experiment, rows, floors, verdict)
         knee_section(page, store, eid)
         host_section(page, experiment)
+        shown = varying_axes(rows)
         for r in rows:
-            run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
+            run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict, shown)
             if run_interrupts(store, r["run_id"]):
                 interrupt_timeline_section(page, store, r["run_id"])
             if run_interrupts(store, r["run_id"], source="guest"):

@@ -22,6 +22,10 @@ _JSON_RUN_COLUMNS = (
 )
 
 
+# What a run row carries of its experiment's host: the configuration axes `kernel` and `host`.
+_HOST_AXES = "json_extract_string(e.host, '$.kernel') AS kernel, json_extract_string(e.host, '$.hostname') AS hostname"
+
+
 def create_experiment(
     store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: dict[str, Any], data_dir: str
 ) -> int:
@@ -117,14 +121,15 @@ def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
 
 
 def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
-    """The experiment's runs with their headline figures, in the order they ran."""
+    """The experiment's runs with their headline figures and their host's kernel and name,
+    in the order they ran."""
     return [
         _decode(r)
         for r in rows_as_dicts(
             store.con.execute(
                 f"""SELECT r.*, a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
-                  a.partial, a.warnings, a.figures
-           FROM runs r LEFT JOIN analyses a USING (analysis_id)
+                  a.partial, a.warnings, a.figures, {_HOST_AXES}
+           FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)
            WHERE r.experiment_id = ? ORDER BY r.run_id""",
                 [experiment_id],
             )
