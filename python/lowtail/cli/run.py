@@ -27,6 +27,7 @@ from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
+_CALIBRATION_HELP = "Read the runs against the calibration runs of this stored experiment (an id)"
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
 
 
@@ -242,6 +243,8 @@ def runs_table(
             notes.setdefault(f"({judgement.label}): {judgement.explanation}", []).append(str(r["run_id"]))
     # Runs judged alike for the same reason share one note.
     lines = [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
+    if not floors and not all(r["calibration"] for r in rows):
+        lines.append(Text("no floor: the experiment has no calibration and names none (--calibration ID)"))
     return Group(t, *lines)
 
 
@@ -257,6 +260,9 @@ def run(
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
     print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
+    calibration: int | None = typer.Option(
+        None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
     """`lowtail run`."""
@@ -265,7 +271,10 @@ def run(
     if print_default:
         out.file.write(spec.default_text())
         return
-    _sweep(spec.load(file), db, data_dir, fresh, json_out, report)
+    exp = spec.load(file)
+    if calibration is not None:
+        exp = dataclasses.replace(exp, calibration=calibration)
+    _sweep(exp, db, data_dir, fresh, json_out, report)
 
 
 @app.command(
@@ -331,12 +340,15 @@ def experiment_report(
     budget: str | None = typer.Option(
         None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
     ),
+    calibration: int | None = typer.Option(
+        None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
 
-    path = write_experiment_report(db, experiment, output, budget=budget)
+    path = write_experiment_report(db, experiment, output, budget=budget, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})
     else:

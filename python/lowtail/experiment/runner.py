@@ -72,6 +72,8 @@ def run_experiment(
     progress = progress or Progress()
     check_can_run(exp)
     plan = CoreRoles.for_host(exp.cores)
+    if exp.calibration is not None:
+        runstore.check_calibration(store, exp.calibration)
     existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
     if existing:
         eid = existing["experiment_id"]
@@ -81,6 +83,8 @@ def run_experiment(
         eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
         data_dir = data_dir / f"experiment-{eid}"
         runstore.set_data_dir(store, eid, str(data_dir.resolve()))
+    if exp.calibration is not None:
+        runstore.set_calibration(store, eid, exp.calibration)
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]

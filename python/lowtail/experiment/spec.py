@@ -1,6 +1,6 @@
 """The experiment file: a TOML document whose lists span a sweep.
 
-    [experiment]  name, duration, warmup, repetitions, calibrate, keep_captures
+    [experiment]  name, duration, warmup, repetitions, calibrate, calibration, keep_captures
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
@@ -30,7 +30,7 @@ from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict
 DEFAULT_NAME = "default.toml"
 
 _SECTIONS = {
-    "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "keep_captures", "drain"},
+    "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "calibration", "keep_captures", "drain"},
     "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
     "cores": {"generator", "capture", "housekeeping", "dut"},
     "verdict": set(VERDICT_SETTINGS),
@@ -94,6 +94,9 @@ class Experiment:
     drain_ns: int
     repetitions: int
     calibrate: bool
+    # The experiment (an id in the same database) whose calibration runs are the floor,
+    # instead of this one's own.
+    calibration: int | None
     keep_captures: bool
     traffic: list[Traffic]
     duts: list[DutConfig]
@@ -235,6 +238,15 @@ def parse(text: str, source: str) -> Experiment:
         if not isinstance(exp.get(key, True), bool):
             raise w.error(f"{key} must be true or false", "experiment", key)
 
+    calibration = exp.get("calibration")
+    if calibration is not None and (
+        isinstance(calibration, bool) or not isinstance(calibration, int) or calibration < 1
+    ):
+        raise w.error(
+            f"calibration must be an experiment id whose calibration runs are the floor (got {calibration!r})",
+            "experiment",
+            "calibration",
+        )
     duts = _parse_duts(doc.get("dut", []), w)
     if not duts and not exp.get("calibrate", True):
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
@@ -246,6 +258,7 @@ def parse(text: str, source: str) -> Experiment:
         drain_ns=duration("drain", "200ms", 0),
         repetitions=repetitions,
         calibrate=exp.get("calibrate", True),
+        calibration=calibration,
         keep_captures=exp.get("keep_captures", True),
         traffic=points,
         duts=duts,

@@ -57,7 +57,12 @@ def verdict_class(judgement: verdicts.Judgement) -> str:
 
 
 def summary_section(
-    page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict
+    page: Page,
+    experiment: dict[str, Any],
+    rows: list[dict[str, Any]],
+    floors: dict,
+    verdict: Verdict,
+    floor_source: int | None = None,
 ) -> None:
     """The verdict of every run in one table, with the calibration floor beside each."""
     figures = _with_judged(_SUMMARY_FIGURES, verdict)
@@ -105,9 +110,8 @@ def summary_section(
         f"A run fails when its packets already break the budget, however few they are (with fewer "
         f"than {verdict.packets_needed:,} packets the {esc(percentiles.label(verdict.key))} is their "
         f"maximum); it is inconclusive when none reached the bound but there are too few to show the "
-        f"percentile under it. The floor is the same "
-        f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
-        f"the DuT's.</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
+        f"percentile under it. {esc(_floor_text(experiment['experiment_id'], floors, floor_source))}"
+        f"</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
         f".lt-runs td.why {{ white-space: normal; min-width: 24em; }}</style>"
         f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
     )
@@ -123,6 +127,20 @@ def _tcg_banner(rows: list[dict[str, Any]]) -> str:
     if not any_emulated(rows):
         return ""
     return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
+
+
+def _floor_text(experiment_id: int, floors: dict, source: int | None) -> str:
+    """Where the floor column comes from, or why there is none."""
+    if not floors:
+        return (
+            "No floor is shown: the experiment has no calibration (calibrate = false) and names none "
+            "(`lowtail experiment report --calibration ID`, or calibration = ID in the file)."
+        )
+    whose = "the experiment's own calibration" if source == experiment_id else f"the calibration of experiment {source}"
+    return (
+        f"The floor is {whose}: the same traffic over a plain wire, so latencies near it are the "
+        f"testbed's own, not the DuT's."
+    )
 
 
 def varying_axes(rows: list[dict[str, Any]]) -> list[axes.Axis]:
@@ -243,15 +261,17 @@ def run_section(
     curve = percentile_curve(store, r["analysis_id"])
     if curve:
         curves = [(r["dut_name"], curve)]
+        caption = "HDR percentile plot (x: 1/(1−p), log scale)"
         if floor is not None and not r["calibration"]:
             curves.append((f"wire (calibration run {floor['run_id']})", percentile_curve(store, floor["analysis_id"])))
+            caption += f", with the same traffic over a plain wire (run {floor['run_id']}): the testbed's floor"
         body += figure_html(
             plots.hdr_percentile_plot(
                 curves,
                 title=f"{r['dut_name']} @ {format_rate(r['rate_pps'])}",
                 budget_ns=None if r["calibration"] else verdict.budget_ns,
             ),
-            "HDR percentile plot (x: 1/(1−p), log scale), with the same traffic over a plain wire: the testbed's floor",
+            caption,
         )
         worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"])]
         start = (r.get("figures") or {}).get("start_ts_ns") or 0
@@ -345,20 +365,25 @@ def write_experiment_report(
     output: str | Path | None,
     verdict: Verdict | None = None,
     budget: str | None = None,
+    calibration: int | None = None,
 ) -> Path:
     """The report of a stored experiment (an id, or 'latest'), judged by `verdict`, else by
-    the experiment file's verdict with an optional `budget`."""
+    the experiment file's verdict with an optional `budget`; its floor is the calibration of
+    experiment `calibration`, else the one it names, else its own."""
     with open_store(db, read_only=True) as store:
         experiment = runstore.experiment(store, experiment_id)
         eid = experiment["experiment_id"]
         rows = runstore.runs(store, eid)
-        floors = runstore.calibration_floor(store, eid)
+        if calibration is not None:
+            runstore.check_calibration(store, calibration)
+        source = calibration if calibration is not None else runstore.calibration_source(store, eid)
+        floors = runstore.calibration_floor(store, eid, source)
         verdict = verdict or stored_verdict(experiment["spec"], budget)
         page = Page(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
-        summary_section(page, experiment, rows, floors, verdict)
+        summary_section(page, experiment, rows, floors, verdict, source)
         knee_section(page, store, eid)
         host_section(page, experiment)
         shown = varying_axes(rows)

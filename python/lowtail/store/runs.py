@@ -165,17 +165,52 @@ def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
     return int(value)
 
 
-def calibration_floor(store: Store, experiment_id: int) -> dict[tuple[int, int, int], dict[str, Any]]:
-    """Per (rate, frame size, burst): the calibration run to read results against (with
-    every headline latency column) — this experiment's own, else the latest valid one
-    stored for the same traffic."""
+def set_calibration(store: Store, experiment_id: int, calibration_experiment_id: int | None) -> None:
+    """Read the experiment's runs against another experiment's calibration (None: its own)."""
+    with store.transaction():
+        store.con.execute(
+            "UPDATE experiments SET calibration_experiment_id = ? WHERE experiment_id = ?",
+            [calibration_experiment_id, experiment_id],
+        )
+
+
+def check_calibration(store: Store, experiment_id: int) -> None:
+    """UserError unless the experiment exists and has valid calibration runs to be a floor."""
+    experiment(store, experiment_id)
+    (count,) = store.con.execute(
+        "SELECT count(*) FROM runs WHERE experiment_id = ? AND calibration AND valid AND analysis_id IS NOT NULL",
+        [int(experiment_id)],
+    ).fetchone()
+    if not count:
+        raise UserError(
+            f"experiment {experiment_id} has no valid calibration runs to be a floor "
+            f"(`lowtail experiment list`; `lowtail calibrate` makes one)"
+        )
+
+
+def calibration_source(store: Store, experiment_id: int) -> int:
+    """The experiment whose calibration runs are this one's floor: the one it names, else itself."""
+    found = store.con.execute(
+        "SELECT calibration_experiment_id FROM experiments WHERE experiment_id = ?", [experiment_id]
+    ).fetchone()
+    return found[0] if found and found[0] is not None else experiment_id
+
+
+def calibration_floor(
+    store: Store, experiment_id: int, source: int | None = None
+) -> dict[tuple[int, int, int], dict[str, Any]]:
+    """Per (rate, frame size, burst): the calibration run to read the experiment's results
+    against (with every headline latency column), from `source`, else the experiment it
+    names (`set_calibration`), else its own — never another experiment's by chance. Empty
+    when that experiment has no valid calibration runs."""
+    source = calibration_source(store, experiment_id) if source is None else source
     cur = store.con.execute(
         f"""SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,
                   r.experiment_id, r.analysis_id, {latency_columns("a")}
            FROM runs r JOIN analyses a USING (analysis_id)
-           WHERE r.calibration AND r.valid
-           ORDER BY r.rate_pps, r.frame_size, r.burst, (r.experiment_id = ?) DESC, r.run_id DESC""",
-        [experiment_id],
+           WHERE r.calibration AND r.valid AND r.experiment_id = ?
+           ORDER BY r.rate_pps, r.frame_size, r.burst, r.run_id DESC""",
+        [source],
     )
     return {(r["rate_pps"], r["frame_size"], r["burst"]): r for r in rows_as_dicts(cur)}
 
