@@ -23,6 +23,7 @@ from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.models.knee import store_sweep_knees
+from lowtail.store import datadir
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
@@ -77,12 +78,16 @@ def run_experiment(
     existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
     if existing:
         eid = existing["experiment_id"]
-        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else data_dir / f"experiment-{eid}"
+        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else datadir.experiment_dir(store, data_dir, eid)
+        _claim_resumed(store, data_dir, eid)
         runstore.set_status(store, eid, "running")
     else:
-        eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
-        data_dir = data_dir / f"experiment-{eid}"
-        runstore.set_data_dir(store, eid, str(data_dir.resolve()))
+        # One transaction: a data directory that is not ours leaves no experiment behind.
+        with store.transaction():
+            eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
+            data_dir = datadir.experiment_dir(store, data_dir, eid)
+            datadir.claim(store, data_dir, runstore.experiment(store, eid))
+            runstore.set_data_dir(store, eid, str(data_dir.resolve()))
     if exp.calibration is not None:
         runstore.set_calibration(store, eid, exp.calibration)
     done = runstore.done_keys(store, eid)
@@ -111,6 +116,22 @@ def run_experiment(
     runstore.set_status(store, eid, "finished")
     store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
+
+
+def _claim_resumed(store: Store, data_dir: Path, eid: int) -> None:
+    """Check that a resumed experiment's folder is still its own. One written by an older
+    lowtail has no identity file: it is adopted only when every stored run's series still
+    matches its analysis (another database's experiment may have rewritten it)."""
+    experiment = runstore.experiment(store, eid)
+    adopt = datadir.read_identity(data_dir) is None
+    if adopt:
+        for r in runstore.runs(store, eid):
+            if r["series_path"] and Path(r["series_path"]).exists():
+                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
+                problem = datadir.series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
+                if problem:
+                    raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
+    datadir.claim(store, data_dir, experiment, adopt=adopt)
 
 
 def _is_disk_full(e: BaseException | None) -> bool:

@@ -24,6 +24,7 @@ import numpy as np
 from lowtail import series
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis
+from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store
 from lowtail.store.runs import run_figures
 
@@ -222,7 +223,7 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     keys.update(analysis_id=a["analysis_id"], source=f"{kind} {ident}")
     if not a["worst"] or (a["duration_ns"] or 0) <= 0 or a["sent"] < 2:
         raise UserError(f"{kind} {ident}: no worst events stored to compare with")
-    start, span = _packet_clock(a)
+    start, span = _packet_clock(store, a)
     return (
         {
             "worst": [[t - start, v] for t, v, _ in a["worst"]],
@@ -235,12 +236,16 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     )
 
 
-def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
+def _packet_clock(store: Store, a: dict[str, Any]) -> tuple[int, int]:
     """First packet time and span of an analysis. The beat depends on the rate to the ppm,
     so the series' exact first and last timestamps (Parquet column statistics, no data read)
     are preferred over the analysis window, which starts at the trim, not at a packet."""
     path = a.get("series_path")
     if path and Path(path).exists():
+        samples = ((a.get("figures") or {}).get("latency_ns") or {}).get("samples")
+        problem = series_problem(store, path, samples, a["lat_min_ns"], a["lat_max_ns"])
+        if problem:
+            raise UserError(f"analysis {a['analysis_id']}: {problem}")
         found = series.pre_time_range(path)
         if found is not None and found[1] > found[0]:
             return found[0], found[1] - found[0]
