@@ -113,6 +113,12 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
             f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
             f"{'; '.join(r['invalid_reasons'])}"
         )
+    for r in rows:
+        if r.get("degraded_reasons") and r["valid"]:
+            warn(
+                f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is degraded: "
+                f"{'; '.join(r['degraded_reasons'])}"
+            )
     if invalid:
         warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
@@ -146,6 +152,7 @@ def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any
         "verdict": verdict.judge(r).as_dict(),
         "valid": r["valid"],
         "invalid_reasons": r["invalid_reasons"],
+        "degraded_reasons": r.get("degraded_reasons") or [],
         "analysis_id": r["analysis_id"],
         "series_path": r["series_path"],
         "generator": r["generator"],

@@ -200,6 +200,7 @@ def _run_one(
         "series_path": analysis.get("export_path") if analysis else None,
         "valid": not outcome.invalid_reasons,
         "invalid_reasons": outcome.invalid_reasons,
+        "degraded_reasons": outcome.degraded_reasons,
         "generator": outcome.generator,
         "capture": outcome.capture,
         "containment": outcome.containment,

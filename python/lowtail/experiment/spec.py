@@ -4,6 +4,7 @@
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
+    [trust]       max_stall, max_pacing_p99 (when the generator's pacing marks a run degraded)
     [[dut]]       name, kind, and the kind's options (a list sweeps over its values)
 
 Every mistake is a UserError naming the file and, where it can be found, the line.
@@ -34,6 +35,7 @@ _SECTIONS = {
     "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
     "cores": {"generator", "capture", "housekeeping", "dut"},
     "verdict": set(VERDICT_SETTINGS),
+    "trust": {"max_stall", "max_pacing_p99"},
     "dut": None,  # checked by the kind
 }
 MIN_FRAME, MAX_FRAME = 64, 1518
@@ -46,6 +48,21 @@ class Traffic:
     burst: int
     flows: int
     udp_dst_port: int
+
+
+@dataclass(frozen=True)
+class Trust:
+    """When a run is marked degraded: its figures stand (the PRE capture stamps every frame
+    as it left), but the DuT did not get the traffic the file asked for.
+
+    max_stall_ns: the longest a burst may leave after its due time. A generator kept off its
+    core that long sends the overdue bursts back to back on its return: at rate r the DuT
+    sees about r × stall frames at once instead of evenly spaced ones.
+    max_pacing_p99_ns: the 99th percentile of the bursts' pacing error: beyond it more than
+    1 % of the traffic left late enough to change what the DuT saw."""
+
+    max_stall_ns: int = 1_000_000
+    max_pacing_p99_ns: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -102,6 +119,7 @@ class Experiment:
     duts: list[DutConfig]
     cores: dict[str, Any]
     verdict: Verdict
+    trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def combinations(self) -> list[Combination]:
@@ -264,6 +282,7 @@ def parse(text: str, source: str) -> Experiment:
         duts=duts,
         cores=_parse_cores(doc.get("cores", {}), w),
         verdict=_parse_verdict(doc.get("verdict", {}), w),
+        trust=_parse_trust(doc.get("trust", {}), w),
         raw=doc,
     )
 
@@ -334,3 +353,14 @@ def _parse_verdict(table: dict, w: _Where) -> Verdict:
         return parse_verdict(table)
     except VerdictSettingError as e:
         raise w.error(str(e), "verdict", e.key) from None
+
+
+def _parse_trust(table: dict, w: _Where) -> Trust:
+    values = {}
+    for key, field_name in (("max_stall", "max_stall_ns"), ("max_pacing_p99", "max_pacing_p99_ns")):
+        if key in table:
+            try:
+                values[field_name] = parse_duration_ns(table[key])
+            except UserError as e:
+                raise w.error(f"{key}: {e}", "trust", key) from None
+    return Trust(**values)

@@ -253,6 +253,8 @@ def run_section(
         )
     if r["invalid_reasons"]:
         facts.append(["<span class='fail'>invalid</span>", esc("; ".join(r["invalid_reasons"]))])
+    if r.get("degraded_reasons"):
+        facts.append(["<span class='warn'>degraded</span>", esc("; ".join(r["degraded_reasons"]))])
     body = (
         "<table><tbody>"
         + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)

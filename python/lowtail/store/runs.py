@@ -12,6 +12,7 @@ from lowtail.store.db import Store, latency_column, latency_columns, newest_id, 
 _JSON_RUN_COLUMNS = (
     "dut_config",
     "invalid_reasons",
+    "degraded_reasons",
     "generator",
     "capture",
     "containment",
@@ -101,6 +102,8 @@ def _decode(run: dict[str, Any]) -> dict[str, Any]:
     for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
+    if "degraded_reasons" in run and run["degraded_reasons"] is None:
+        run["degraded_reasons"] = []  # stored before runs could be degraded
     return run
 
 
