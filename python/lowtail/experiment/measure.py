@@ -72,6 +72,7 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
     with Testbed(run_dir, wire=combo.dut.calibration) as tb:
         try:
             dut.start(tb, plan)
+            outcome.degraded_reasons += dut.core_plan_warnings(plan)
             outcome.containment = dut.containment
             outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)

@@ -28,7 +28,7 @@ from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.kinds import KINDS
+from lowtail.testbed.kinds import KINDS, make_dut
 from lowtail.testbed.system import require_privileges
 
 # Bytes a captured frame takes on disk at most (record header + snapped frame), per side,
@@ -61,6 +61,9 @@ def check_can_run(exp: Experiment, log: Callable[[str], None] = lambda message: 
     find_binary("lowtail-cap")
     for kind in sorted({d.kind for d in exp.duts}):
         KINDS[kind].check_available()
+    plan = CoreRoles.for_host(exp.cores)
+    for dut in exp.duts:
+        make_dut(dut.kind, dut.name, dut.options).check_plan(plan)
     for dut in exp.duts:
         KINDS[dut.kind].prepare(dut.options, log)
 
