@@ -22,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed.kinds import KINDS
 from lowtail.units import parse_duration_ns
@@ -38,7 +39,8 @@ _SECTIONS = {
     "trust": {"max_stall", "max_pacing_p99"},
     "dut": None,  # checked by the kind
 }
-MIN_FRAME, MAX_FRAME = 64, 1518
+# Frame sizes on the wire, FCS included (RFC 2544): the frame crate's definition.
+MIN_FRAME, MAX_FRAME = FRAME_SIZES
 
 
 @dataclass(frozen=True)
