@@ -116,7 +116,11 @@ def overload(
         help="RATE_HZ:DURATION of one interrupt kind on the core, e.g. 166.7:10.9us or loc=250:5.5us; repeatable.",
     ),
     irq_profile: Path | None = typer.Option(
-        None, help="Interrupt profile as JSON (a list of {rate_hz, duration_ns, kind})."
+        None,
+        help="Interrupt profile as JSON: what `lowtail noise --json` prints, or a list of {rate_hz, duration_ns, kind}.",
+    ),
+    irq_cpu: int | None = typer.Option(
+        None, help="The core of a `lowtail noise` profile to take [default: its only one]."
     ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -134,7 +138,7 @@ def overload(
         raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
     if statistic not in ("p50", "min"):
         raise UserError(f"--statistic {statistic!r}: p50 or min")
-    irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile) if irq_profile else [])
+    irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
     with _store(db, store or baseline_run is not None or app_run is not None) as s:
         doc, keys = overload_of_runs(
             s,
@@ -153,6 +157,7 @@ def overload(
             "statistic": statistic,
             "irq": irq,
             "irq_profile": str(irq_profile) if irq_profile else None,
+            "irq_cpu": irq_cpu,
         }
         stored = _save(s if store else None, "overload", inputs, doc, label=label, **keys)
     _plot(overload_figure, doc, plot)
