@@ -64,7 +64,9 @@ def _plot(fig_fn, doc: dict[str, Any], path: Path | None) -> None:
     note(f"wrote {path}")
 
 
-def _finish(doc: dict[str, Any], json_out: bool, render, stored_id: int | None, db: Path) -> None:
+def _finish(
+    doc: dict[str, Any], json_out: bool, render, stored_id: int | None, db: Path, not_credible: list[str] = ()
+) -> None:
     if stored_id is not None:
         doc["model_id"] = stored_id
     if json_out:
@@ -73,6 +75,8 @@ def _finish(doc: dict[str, Any], json_out: bool, render, stored_id: int | None, 
         render(doc)
         if stored_id is not None:
             note(f"stored as model {stored_id} in {db}")
+    for reason in not_credible:
+        warn(f"not credible: {reason}")
     if doc.get("partial"):
         warn("partial result: " + "; ".join(doc.get("partial_reasons", [])))
         raise typer.Exit(EXIT_PARTIAL)
@@ -359,7 +363,7 @@ def evt(
             f" → {st['verdict']} ({st['series']})"
         )
 
-    _finish(doc, json_out, render, stored, db)
+    _finish(doc, json_out, render, stored, db, not_credible=doc.get("warnings", []))
 
 
 # -- aliasing ----------------------------------------------------------------------------

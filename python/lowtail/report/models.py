@@ -96,6 +96,20 @@ def evt_figure(doc: dict[str, Any]):
     return_level_axes(a, doc)
     qq_axes(b, doc)
     fig.tight_layout()
+    if doc.get("warnings"):
+        # Across the top, in red: a reader of the picture alone must not take these levels.
+        fig.subplots_adjust(top=0.80)
+        fig.text(
+            0.5,
+            0.985,
+            "NOT CREDIBLE — " + "; ".join(w.split(";")[0].split(" (")[0] for w in doc["warnings"]),
+            ha="center",
+            va="top",
+            color="#b42318",
+            fontsize=10,
+            fontweight="bold",
+            wrap=True,
+        )
     return fig
 
 
@@ -281,6 +295,8 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         f"{format_p_value(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
     )
     partial = ("<p class='fail'>PARTIAL: " + esc("; ".join(doc["partial_reasons"])) + "</p>") if doc["partial"] else ""
+    # Results stored before the check have no "warnings": nothing is claimed about them.
+    partial += "".join(f"<p class='fail'>NOT CREDIBLE: {esc(w)}</p>" for w in doc.get("warnings", []))
     page.add(
         f"Tail model (model {row['model_id']}, {row['source'] or ''})",
         partial + f"<p class='meta'>{doc['samples']:,} samples: fit on the first {doc['fit_samples']:,}, "
