@@ -448,7 +448,9 @@ def aliasing(
         if d["fit"]:
             f = d["fit"]
             out.print(
-                f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm), first at "
+                f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm"
+                + (", locked to the traffic" if f.get("locked") else "")
+                + f"), first at "
                 f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
                 f"{f['delayed_packets']} delayed packets"
             )

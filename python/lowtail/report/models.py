@@ -393,7 +393,8 @@ def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
         f = doc["fit"]
         text += (
             f"<p>Interrupt clock fitted to the measurement: {f['irq_rate_hz']:.6f} Hz "
-            f"({f['offset_ppm']:+.2f} ppm), median error {format_ns(f['median_error_ns'])} over "
+            f"({f['offset_ppm']:+.2f} ppm{', locked to the traffic' if f.get('locked') else ''}), "
+            f"median error {format_ns(f['median_error_ns'])} over "
             f"{f['delayed_packets']} delayed packets.</p>"
         )
     page.add(f"Interrupt aliasing (model {row['model_id']})", text + figure_html(aliasing_figure(doc)))
