@@ -204,9 +204,12 @@ def simulate_figure(doc: dict[str, Any]):
     for case in doc["cases"]:
         cdf = case["result"]["cdf"]
         if cdf:
-            ax.step(
-                [plots.us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2
-            )
+            # From no packet at the first latency: each step rises where its packets arrive,
+            # so a case of one latency (a burst the batch takes whole) is its vertical step,
+            # not a single point that draws nothing.
+            xs = [plots.us(cdf[0][0])] + [plots.us(v) for v, _ in cdf]
+            ys = [0.0] + [c for _, c in cdf]
+            ax.step(xs, ys, where="post", label=case["label"], linewidth=1.2)
     comp = doc.get("comparison")
     if comp:
         pts = [
