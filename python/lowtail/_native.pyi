@@ -34,6 +34,8 @@ __all__ = [
     "nearest_rank",
     "HEADLINE_PERCENTILES",
     "SERIES_COLUMNS",
+    "FCS_BYTES",
+    "FRAME_SIZES",
 ]
 
 __version__: str
@@ -192,3 +194,10 @@ def simulate_device(spec_json: str) -> tuple[str, bytes, bytes]:
 
 def simulate_defaults() -> str:
     """The default simulation spec, as JSON."""
+
+FCS_BYTES: int
+"""Bytes of the Ethernet FCS: counted in a frame size (its size on the wire), absent from
+what a socket sends and a capture shows."""
+
+FRAME_SIZES: tuple[int, int]
+"""(smallest, largest) frame size on the wire, FCS included: RFC 2544's 64 and 1518."""

@@ -1,29 +1,55 @@
 """The URLLC verdict: a budget (a percentile of latency under a bound, at most so many
 packets lost), read from an experiment file's [verdict] table, and a run judged against it.
 
-The experiment file, `lowtail run`'s table and the experiment report all use this one
-definition, so a run passes or fails the same way wherever it is shown."""
+The experiment file, `lowtail run`'s table, the experiment report and comparisons all use
+this one definition, so a run passes or fails the same way wherever it is shown.
+
+How a run is judged, in this order:
+
+- a calibration run is the floor, not judged; a run its instruments distrust is INVALID;
+- more packets lost than the budget allows: FAIL (loss);
+- the run's nearest-rank p-quantile at or above the bound: FAIL (latency), whatever the
+  number of packets. With fewer packets than 1/(1−p) that quantile is their maximum (rank
+  ⌈p·n⌉ = n), so one packet at the bound already breaks a budget no run of that size can
+  show to be kept;
+- otherwise, fewer packets than 1/(1−p): inconclusive (none reached the bound, but too few
+  were seen to show the percentile under it);
+- otherwise PASS.
+
+Every judgement carries the reason a person reads and the figures it used."""
 
 from __future__ import annotations
 
 import dataclasses
+import enum
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any
 
 from lowtail import percentiles
 from lowtail.errors import UserError
-from lowtail.units import format_ns, parse_duration_ns
+from lowtail.units import format_count, format_ns, parse_duration_ns
 
 # The keys of an experiment file's [verdict] table.
 SETTINGS = ("percentile", "budget", "max_loss")
 
-# What a run can be judged, in the order the checks are made.
-FLOOR = "floor"
-INVALID = "INVALID"
-FAIL_LOSS = "FAIL: loss"
-INCONCLUSIVE = "inconclusive"
-FAIL_LATENCY = "FAIL: latency"
-PASS = "PASS"
+
+class Status(enum.Enum):
+    """What a run is judged: its value is how tables show it."""
+
+    FLOOR = "floor"
+    INVALID = "INVALID"
+    FAIL = "FAIL"
+    INCONCLUSIVE = "inconclusive"
+    PASS = "PASS"
+
+
+class Cause(enum.Enum):
+    """What a FAIL broke."""
+
+    LOSS = "loss"
+    LATENCY = "latency"
 
 
 class VerdictSettingError(ValueError):
@@ -36,6 +62,54 @@ class VerdictSettingError(ValueError):
 
 
 @dataclass(frozen=True)
+class Judgement:
+    """One run against the budget: the status, the reason in words, and the figures used."""
+
+    status: Status
+    reason: str
+    cause: Cause | None = None
+    percentile: str = ""  # the judged percentile's key ("p99_999")
+    value_ns: int | None = None  # the run's figure at that percentile
+    budget_ns: int | None = None
+    samples: int | None = None
+    packets_needed: int | None = None
+    lost: int | None = None
+    max_loss: int | None = None
+    # Why the run's traffic or set-up was not what the file asked for (stored with the
+    # run): the verdict stands, marked as one that must be read with that in mind.
+    degraded: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        """The short form tables show: "PASS", "FAIL: latency", "inconclusive", with
+        ", degraded" when the run is marked so."""
+        text = self.status.value + (f": {self.cause.value}" if self.cause else "")
+        return text + (", degraded" if self.degraded else "")
+
+    @property
+    def explanation(self) -> str:
+        """The reason, preceded by what degraded the run: what a footnote or a report says."""
+        return "; ".join([*(f"degraded: {d}" for d in self.degraded), self.reason])
+
+    def as_dict(self) -> dict[str, Any]:
+        """The judgement as `--json` prints it."""
+        return {
+            "status": self.status.value,
+            "cause": self.cause.value if self.cause else None,
+            "label": self.label,
+            "reason": self.reason,
+            "percentile": self.percentile,
+            "value_ns": self.value_ns,
+            "budget_ns": self.budget_ns,
+            "samples": self.samples,
+            "packets_needed": self.packets_needed,
+            "lost": self.lost,
+            "max_loss": self.max_loss,
+            "degraded": list(self.degraded),
+        }
+
+
+@dataclass(frozen=True)
 class Verdict:
     """The URLLC budget: the `percentile` of latency under `budget_ns`, at most `max_loss` lost."""
 
@@ -44,30 +118,80 @@ class Verdict:
     max_loss: int = 0
 
     @property
+    def judged(self) -> percentiles.Percentile:
+        """The headline percentile the budget is about."""
+        found = percentiles.by_percent(self.percentile)
+        if found is None:
+            raise ValueError(f"{self.percentile} is not a headline percentile")
+        return found
+
+    @property
     def key(self) -> str:
         """The percentile's key in an analysis's `latency_ns` ("p99_999")."""
-        return percentiles.by_percent(self.percentile).key
+        return self.judged.key
 
     @property
     def packets_needed(self) -> int:
-        """Packets a run needs for its percentile to be more than its maximum."""
-        return round(1 / (1 - self.percentile / 100))
+        """The fewest packets whose nearest-rank percentile is not their maximum: ⌈p·n⌉ < n
+        exactly when n ≥ 1/(1−p) (computed from the percent's digits, exactly)."""
+        return math.ceil(1 / (1 - Fraction(self.judged.digits) / 100))
 
-    def judge(self, run: dict[str, Any]) -> str:
-        """A stored run (with its analysis figures) against the budget: floor (calibration),
-        INVALID, FAIL: loss, inconclusive (fewer packets than the percentile needs),
-        FAIL: latency, or PASS."""
+    def judge(self, run: dict[str, Any]) -> Judgement:
+        """A stored run (with its analysis figures) against the budget."""
+        degraded = tuple(run.get("degraded_reasons") or ())
         if run["calibration"]:
-            return FLOOR
+            return Judgement(Status.FLOOR, "calibration: the same traffic over a plain wire, the testbed's floor")
         if not run["valid"] or run.get("analysis_id") is None:
-            return INVALID
-        if run["lost"] is not None and run["lost"] > self.max_loss:
-            return FAIL_LOSS
+            reasons = "; ".join(run.get("invalid_reasons") or []) or "the run has no analysis"
+            return Judgement(Status.INVALID, f"not to be trusted: {reasons}", degraded=degraded)
         lat = (run.get("figures") or {}).get("latency_ns") or {}
-        if not lat or lat.get("samples", 0) < self.packets_needed:
-            return INCONCLUSIVE
+        samples = int(lat.get("samples") or 0)
         value = lat.get(self.key)
-        return FAIL_LATENCY if value is None or value >= self.budget_ns else PASS
+        figures = dict(
+            percentile=self.key,
+            value_ns=value,
+            budget_ns=self.budget_ns,
+            samples=samples,
+            packets_needed=self.packets_needed,
+            lost=run.get("lost"),
+            max_loss=self.max_loss,
+            degraded=degraded,
+        )
+        name, bound = self.judged.label, format_ns(self.budget_ns)
+        lost = run.get("lost")
+        if lost is not None and lost > self.max_loss:
+            allowed = "none" if self.max_loss == 0 else f"at most {self.max_loss:,}"
+            return Judgement(
+                Status.FAIL,
+                f"{lost:,} of {format_count(run.get('sent'))} packets lost; the budget allows {allowed}",
+                Cause.LOSS,
+                **figures,
+            )
+        if samples == 0 or value is None:
+            return Judgement(Status.INCONCLUSIVE, "no packet arrived: no latency to judge", **figures)
+        if value >= self.budget_ns:
+            few = (
+                f"; with fewer than {self.packets_needed:,} packets the {name} is their maximum"
+                if samples < self.packets_needed
+                else ""
+            )
+            return Judgement(
+                Status.FAIL,
+                f"{name} is {format_ns(value)}, not under {bound} ({samples:,} packets{few})",
+                Cause.LATENCY,
+                **figures,
+            )
+        if samples < self.packets_needed:
+            return Judgement(
+                Status.INCONCLUSIVE,
+                f"{samples:,} packets; {name} needs {self.packets_needed:,}, and none reached {bound} "
+                f"(max {format_ns(value)})",
+                **figures,
+            )
+        loss = "no loss" if not lost else f"{lost:,} lost"
+        return Judgement(
+            Status.PASS, f"{name} is {format_ns(value)}, under {bound} ({samples:,} packets, {loss})", **figures
+        )
 
     def describe(self) -> str:
         """The budget in words: "99.999th percentile under 1.000 ms, no loss"."""

@@ -191,6 +191,12 @@ def test_every_installed_dut_kind_end_to_end_with_calibration_and_report(tmp_pat
     if with_dpdk:
         pmd = runs[-1]
         assert pmd["containment"]["mode"] == "container" and pmd["dut_stats"]["tx_packets"] >= pmd["received"]
+        # It never sleeps: where the plan puts it beside the testbed's own programs, the run
+        # says so, and it runs at a priority that keeps the core (else a busy host starves it).
+        plan = CoreRoles.for_host()
+        warned = [w for w in pmd["degraded_reasons"] if w.startswith("core plan: dpdk-testpmd busy-polls")]
+        assert bool(warned) == plan.shared(plan.dut), pmd["degraded_reasons"]
+        assert pmd["containment"]["scheduling"] in ("nice -n -20", f"chrt -f {DUT_RT_PRIORITY}")
     stored = db_rows(tmp_path, "SELECT count(*), count(analysis_id), count(*) FILTER (valid) FROM runs")
     assert stored == [(len(kinds), len(kinds), sum(r["valid"] for r in runs))]
     (host,) = db_rows(tmp_path, "SELECT host FROM experiments")[0]

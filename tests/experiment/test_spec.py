@@ -163,3 +163,22 @@ def test_print_default_gives_a_file_to_start_from(tmp_path):
     assert done.returncode == 0
     assert done.stdout == spec.default_text()
     assert spec.parse(done.stdout, "mine.toml").spec_hash == spec.load(None).spec_hash
+
+
+def test_frame_size_means_one_thing_everywhere():
+    """The size on the wire including the FCS (RFC 2544's 64 to 1518 B), from the frame
+    crate's one definition: the experiment file's limits, its default file and
+    lowtail-gen's help say the same."""
+    import subprocess
+
+    from lowtail import _native
+    from lowtail.binaries import find_binary
+
+    assert (spec.MIN_FRAME, spec.MAX_FRAME) == _native.FRAME_SIZES == (64, 1518) and _native.FCS_BYTES == 4
+    wording = "including the 4-byte FCS"
+    frame_line = next(line for line in spec.default_text().splitlines() if line.startswith("frame_size"))
+    assert wording in frame_line
+    help_text = subprocess.run([find_binary("lowtail-gen"), "--help"], capture_output=True, text=True).stdout
+    assert wording in " ".join(help_text.split())
+    with pytest.raises(UserError, match="frame_size must be whole numbers from 64 to 1,518"):
+        spec.parse("[traffic]\nrates = [1000]\nframe_size = 1522\n", "e.toml")

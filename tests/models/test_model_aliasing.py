@@ -107,6 +107,35 @@ def test_cli_aliasing_overlay_on_a_stored_run(cli, db, tmp_path, store_at):
     assert "beat 0 Hz" in r.out and "pattern period ∞" in r.out
 
 
+def test_locked_clocks_are_fitted_as_locked(cli, db, tmp_path, store_at):
+    """100 kpps against 250 Hz exactly (400 packets per interrupt, every interrupt at a
+    packet's arrival): the delayed packets form flat lines, and so must the fitted model,
+    as the nominal clock without a fit does (the fit once found -9.1 ppm and a 5.6 µs error)."""
+    a = synth_and_analyze(
+        tmp_path,
+        db,
+        cli,
+        "locked",
+        "irq_period_ns=4000000",
+        "irq_durations_ns=[5500,8200]",
+        "base_latency_ns=3100",
+        "jitter_ns=50",
+        packets=400_000,
+        rate=100_000.0,
+    )
+    with store_at() as s:
+        run_id = add_run(s, add_experiment(s), dut_kind="custom", rate_pps=100_000, analysis_id=a["analysis_id"])
+    fitted = cli("model", "aliasing", "--run", run_id, "--db", db, "--json", "--no-store").json()
+    nominal = cli("model", "aliasing", "--run", run_id, "--db", db, "--json", "--no-store", "--no-fit").json()
+    assert fitted["fit"]["locked"] is True and fitted["fit"]["offset_ppm"] == pytest.approx(0, abs=1e-6)
+    assert fitted["fit"]["median_error_ns"] < 300, fitted["fit"]
+    assert fitted["model"]["pattern_period_s"] is None and nominal["model"]["pattern_period_s"] is None
+    # The same flat lines: the delayed packets' levels agree with the measured ones.
+    levels = sorted({round(v / 1_000) for _, v in fitted["model"]["worst"] if v > 3_100 + 3_000})
+    measured = sorted({round(v / 1_000) for _, v in fitted["measured"]["worst"] if v > 3_100 + 3_000})
+    assert levels and set(levels) <= {m + d for m in measured for d in (-1, 0, 1)}
+
+
 def test_cli_aliasing_bad_input(cli, db):
     r = cli("model", "aliasing", "--irq-durations", "5ms", "--irq-rate", "250", "--no-store")
     assert r.code == 2 and "does not fit in a period" in r.err

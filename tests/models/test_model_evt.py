@@ -244,3 +244,44 @@ def test_cli_evt_partial_source_is_labelled(cli, db, tmp_path, store_at):
     r = cli("model", "evt", f"analysis:{aid}", "--db", db, "--json")
     assert r.code == 3
     assert r.json()["partial"] and "partial" in r.err
+
+
+def _heavy_series(tmp_path, xi: float, name: str, n: int = 200_000):
+    """A 10 µs body and a GPD tail of shape `xi` in the top 2 % (seeded)."""
+    rng = np.random.default_rng(11)
+    latency = 10_000 + rng.exponential(200.0, n)
+    tail = rng.random(n) < 0.02
+    latency[tail] += gpd.sample(int(tail.sum()), 2_000.0, xi, rng)
+    return write_series(tmp_path / f"{name}.parquet", latency.astype(np.int64))
+
+
+def test_a_fit_with_an_infinite_mean_says_it_is_not_credible(tmp_path):
+    doc = evt_model(_heavy_series(tmp_path, 1.6, "heavy"))
+    assert doc["xi"] >= 1 and doc["credible"] is False
+    text = " ".join(doc["warnings"])
+    assert "infinite mean" in text and "return levels" in text
+    # This seed's fit also reaches below zero and far past its largest latency, as in the issue.
+    assert any(r["ci_ns"][0] < 0 for r in doc["return_levels"].values() if r["ci_ns"])
+    assert "below zero latency" in text
+    assert max(v for v in doc["return_levels_ns"].values() if v is not None) > 100 * doc["validation"]["max_ns"]
+    assert "beyond anything observed" in text
+
+
+def test_a_fit_with_infinite_variance_is_flagged_and_a_light_tail_is_not(tmp_path):
+    moderate = evt_model(_heavy_series(tmp_path, 0.7, "moderate"))
+    assert 0.5 <= moderate["xi"] < 1, moderate["xi"]
+    assert not moderate["credible"] and any("infinite variance" in w for w in moderate["warnings"])
+    light = evt_model(_heavy_series(tmp_path, 0.05, "light"))
+    assert light["xi"] < 0.5 and light["warnings"] == [] and light["credible"] is True
+
+
+def test_the_terminal_and_the_plot_say_not_credible(tmp_path, cli, db):
+    from lowtail.report.models import evt_figure
+
+    path = _heavy_series(tmp_path, 1.6, "heavy")
+    r = cli("model", "evt", str(path), "--no-store")
+    assert r.code == 0, r.err
+    assert "not credible" in r.err and "infinite mean" in r.err
+    doc = cli("model", "evt", str(path), "--no-store", "--json").json()
+    figure = evt_figure(doc)
+    assert any("NOT CREDIBLE" in t.get_text() and "infinite mean" in t.get_text() for t in figure.texts)

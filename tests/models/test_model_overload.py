@@ -3,6 +3,8 @@ stored sweep, and the CLI around both."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from model_helpers import add_analysis, add_experiment, add_run
 
@@ -311,3 +313,48 @@ def test_experiment_report_reads_the_knee_and_says_when_none_is_stored(db, store
     assert [k["dut_name"] for k in knees] == ["snort"] and knees[0]["result"]["knee_pps"] == 90_000
     html = write_experiment_report(db, eid, tmp_path / "after.html").read_text()
     assert "measured knee (first overloaded rate): <b>90 kpps</b>" in html
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2 or 1 not in os.sched_getaffinity(0), reason="probes CPU 1")
+def test_cli_overload_takes_the_profile_lowtail_noise_prints(cli, db, tmp_path):
+    """`lowtail noise --json` on this machine, then its document as --irq-profile: the
+    probed core's kinds with a duration, d_Σ as the noise probe computed it."""
+    probe = cli(
+        *("noise", "--cpus", "1", "--housekeeping", "0", "--duration", "1s", "--sample-interval", "100ms"),
+        *("--no-store", "--json"),
+    )
+    assert probe.code == 0, probe.err
+    profile = tmp_path / "noise.json"
+    profile.write_text(probe.out)
+    (core,) = probe.json()["cores"]
+    timed = {k: v for k, v in core["interrupts"].items() if v["typical_ns"] is not None}
+    args = ["model", "overload", "--t-transfer", "3.1us", "--t-e2e", "14.5us", "--no-store", "--json"]
+    r = cli(*args, "--irq-profile", profile)
+    if not timed:
+        assert r.code == 2 and "no interrupt kind with a duration on core 1" in r.err, r.err
+        return
+    assert r.code == 0, r.err
+    doc = r.json()
+    assert {i["kind"] for i in doc["interrupts"]} == set(timed)
+    assert doc["d_sum_ns_per_s"] == pytest.approx(core["d_sum_ns_per_s"])
+    # The probed core, named: the same; another: said which there are.
+    assert cli(*args, "--irq-profile", profile, "--irq-cpu", "1").json()["d_sum_ns_per_s"] == doc["d_sum_ns_per_s"]
+    other = cli(*args, "--irq-profile", profile, "--irq-cpu", "0")
+    assert other.code == 2 and "probed core 1 only" in other.err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ('{"cores": []}', "probed no core"),
+        ('{"cores": [{"cpu": 1, "interrupts": null}]}', "without interrupts"),
+        ('{"cpus": [1], "cores": 3}', "every entry needs rate_hz and duration_ns"),
+        ("[1, 2]", "every entry needs rate_hz and duration_ns"),
+        ('{"loc": 5}', "every entry needs rate_hz and duration_ns"),
+    ],
+)
+def test_cli_overload_bad_profiles_are_one_line(cli, db, tmp_path, content, message):
+    profile = tmp_path / "p.json"
+    profile.write_text(content)
+    r = cli("model", "overload", "--t-transfer", "3.1us", "--t-e2e", "14.5us", "--no-store", "--irq-profile", profile)
+    assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1, r.err

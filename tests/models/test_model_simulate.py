@@ -227,3 +227,20 @@ def test_cli_simulate_run_must_be_a_forwarder(cli, db, store_at, tmp_path):
         run_id = add_run(s, add_experiment(s), dut_kind="bridge", analysis_id=aid)
     r = cli("model", "simulate", "--run", run_id, "--db", db)
     assert r.code == 2 and "needs a lowtail-fwd run" in r.err
+
+
+def test_cli_simulate_plot_draws_cases_whose_latency_is_constant(cli, db):
+    """The staircase's burst 1 and 16 (one latency each): a CDF that rises at one value
+    must still be drawn, as the vertical step it is."""
+    from lowtail.report.models import simulate_figure
+
+    args = ["model", "simulate", "--burst", "1,16,64", "--batch", "32", "--service", "15us", "--packets", "6400"]
+    doc = cli(*args, "--no-store", "--json").json()
+    constant = [c["label"] for c in doc["cases"] if len(c["result"]["cdf"]) == 1]
+    assert len(constant) == 2
+    figure = simulate_figure(doc)
+    (ax,) = figure.axes
+    drawn = {line.get_label(): line for line in ax.get_lines()}
+    for label in constant:
+        ys = drawn[label].get_ydata()
+        assert min(ys) == 0.0 and max(ys) == 1.0, label  # from none to all packets at its one latency

@@ -377,3 +377,32 @@ def test_every_program_explains_itself(program):
     assert r.returncode == 0
     assert "Exit codes" in r.stdout
     assert "--stats-json" in r.stdout and "--cpu" in r.stdout
+
+
+@pytest.mark.parametrize("frame_size", [64, 1518])
+def test_a_frame_size_counts_the_fcs_which_a_capture_does_not_show(wire, background, tmp_path, frame_size):
+    """RFC 2544's frame sizes (64 to 1518) are sizes on the wire, FCS included: the frame
+    sent and captured is the FCS shorter (a 1518 B frame is captured as 1514 B)."""
+    from lowtail import _native
+
+    cap, (pre,) = capture(background, tmp_path, wire.tx, extra=("--snaplen", "2048"))
+    generate(wire.tx, tmp_path, "--rate", "1000", "--count", "20", "--frame-size", str(frame_size))
+    settle()
+    code, err, _ = cap.stop()
+    assert code == 0, err
+    assert _record_lengths(pre) == {(frame_size - _native.FCS_BYTES, frame_size - _native.FCS_BYTES)}
+
+
+def _record_lengths(path) -> set[tuple[int, int]]:
+    """(captured, original) length of every record of a little-endian pcap file, read by
+    hand: 24 bytes of file header, then 16 of record header (seconds, fraction, captured
+    length, original length) before each frame."""
+    import struct
+
+    data = path.read_bytes()
+    at, found = 24, set()
+    while at < len(data):
+        _, _, incl, orig = struct.unpack_from("<IIII", data, at)
+        found.add((incl, orig))
+        at += 16 + incl
+    return found

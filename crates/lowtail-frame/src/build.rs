@@ -33,8 +33,8 @@ pub struct TemplateSpec {
     pub src_port: u16,
     /// UDP destination port.
     pub dst_port: u16,
-    /// Size on the wire including the 4-byte FCS (64 to 1518 for untagged frames):
-    /// the frame itself is 4 bytes shorter, as a capture shows it.
+    /// Size on the wire including the FCS (`MIN_FRAME_SIZE` to `MAX_FRAME_SIZE` for untagged
+    /// frames): the frame itself is `FCS_BYTES` shorter, as a capture shows it.
     pub frame_size: usize,
     /// Where the id goes in the UDP payload.
     pub id: IdSpec,
@@ -88,7 +88,14 @@ pub struct FrameTemplate {
     ipv6: bool,
 }
 
-const FCS: usize = 4;
+/// Bytes of the Ethernet frame check sequence. A frame's size means its size on the wire,
+/// FCS included (RFC 2544's 64, 128, …, 1518 B); the frame a socket sends and a capture
+/// shows is `FCS_BYTES` shorter, the network card adding the FCS.
+pub const FCS_BYTES: usize = 4;
+/// The smallest frame on the wire, FCS included (RFC 2544, IEEE 802.3).
+pub const MIN_FRAME_SIZE: usize = 64;
+/// The largest untagged frame on the wire at the standard 1500-byte MTU, FCS included.
+pub const MAX_FRAME_SIZE: usize = 1518;
 
 impl FrameTemplate {
     /// Build the frame of `spec` once; `frame(id)` then only writes the id.
@@ -109,7 +116,7 @@ impl FrameTemplate {
         let ip_len = if ipv6 { 40 } else { 20 };
         let udp_at = 14 + vlan_len + ip_len;
         let needed = udp_at + 8 + spec.id.offset + spec.id.width;
-        let len = spec.frame_size.saturating_sub(FCS).max(60);
+        let len = spec.frame_size.saturating_sub(FCS_BYTES).max(MIN_FRAME_SIZE - FCS_BYTES);
         if needed > len {
             return Err(FrameError::TooSmall { frame_size: spec.frame_size, needed });
         }

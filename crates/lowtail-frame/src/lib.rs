@@ -5,5 +5,5 @@
 pub mod build;
 pub mod decode;
 
-pub use build::{FrameError, FrameTemplate, TemplateSpec, Vlan};
+pub use build::{FrameError, FrameTemplate, TemplateSpec, Vlan, FCS_BYTES, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
 pub use decode::{extract_id, Endian, Extracted, IdFormat, IdSpec};

@@ -8,6 +8,7 @@ use pyo3::prelude::*;
 
 mod analysis;
 mod errors;
+mod frame;
 mod sim;
 mod stats;
 mod synth;
@@ -19,5 +20,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     analysis::register(m)?;
     synth::register(m)?;
     sim::register(m)?;
+    frame::register(m)?;
     stats::register(m)
 }

@@ -10,6 +10,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -28,7 +29,8 @@ def print_json(doc: Any) -> None:
 
 
 def warn(message: str) -> None:
-    err.print(f"[yellow]warning:[/yellow] {message}", markup=True, highlight=False)
+    # The message is text, not markup: "[trust] max_stall" must not vanish as a style tag.
+    err.print(f"[yellow]warning:[/yellow] {escape(message)}", markup=True, highlight=False)
 
 
 def note(message: str) -> None:

@@ -64,7 +64,9 @@ def _plot(fig_fn, doc: dict[str, Any], path: Path | None) -> None:
     note(f"wrote {path}")
 
 
-def _finish(doc: dict[str, Any], json_out: bool, render, stored_id: int | None, db: Path) -> None:
+def _finish(
+    doc: dict[str, Any], json_out: bool, render, stored_id: int | None, db: Path, not_credible: list[str] = ()
+) -> None:
     if stored_id is not None:
         doc["model_id"] = stored_id
     if json_out:
@@ -73,6 +75,8 @@ def _finish(doc: dict[str, Any], json_out: bool, render, stored_id: int | None, 
         render(doc)
         if stored_id is not None:
             note(f"stored as model {stored_id} in {db}")
+    for reason in not_credible:
+        warn(f"not credible: {reason}")
     if doc.get("partial"):
         warn("partial result: " + "; ".join(doc.get("partial_reasons", [])))
         raise typer.Exit(EXIT_PARTIAL)
@@ -116,7 +120,11 @@ def overload(
         help="RATE_HZ:DURATION of one interrupt kind on the core, e.g. 166.7:10.9us or loc=250:5.5us; repeatable.",
     ),
     irq_profile: Path | None = typer.Option(
-        None, help="Interrupt profile as JSON (a list of {rate_hz, duration_ns, kind})."
+        None,
+        help="Interrupt profile as JSON: what `lowtail noise --json` prints, or a list of {rate_hz, duration_ns, kind}.",
+    ),
+    irq_cpu: int | None = typer.Option(
+        None, help="The core of a `lowtail noise` profile to take [default: its only one]."
     ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -134,7 +142,7 @@ def overload(
         raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
     if statistic not in ("p50", "min"):
         raise UserError(f"--statistic {statistic!r}: p50 or min")
-    irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile) if irq_profile else [])
+    irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
     with _store(db, store or baseline_run is not None or app_run is not None) as s:
         doc, keys = overload_of_runs(
             s,
@@ -153,6 +161,7 @@ def overload(
             "statistic": statistic,
             "irq": irq,
             "irq_profile": str(irq_profile) if irq_profile else None,
+            "irq_cpu": irq_cpu,
         }
         stored = _save(s if store else None, "overload", inputs, doc, label=label, **keys)
     _plot(overload_figure, doc, plot)
@@ -354,7 +363,7 @@ def evt(
             f" → {st['verdict']} ({st['series']})"
         )
 
-    _finish(doc, json_out, render, stored, db)
+    _finish(doc, json_out, render, stored, db, not_credible=doc.get("warnings", []))
 
 
 # -- aliasing ----------------------------------------------------------------------------
@@ -439,7 +448,9 @@ def aliasing(
         if d["fit"]:
             f = d["fit"]
             out.print(
-                f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm), first at "
+                f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm"
+                + (", locked to the traffic" if f.get("locked") else "")
+                + f"), first at "
                 f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
                 f"{f['delayed_packets']} delayed packets"
             )

@@ -7,23 +7,27 @@ import dataclasses
 import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
+from rich.text import Text
 
-from lowtail import percentiles
+from lowtail import axes, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.units import format_count, format_ns, format_rate
+from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
+_CALIBRATION_HELP = "Read the runs against the calibration runs of this stored experiment (an id)"
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
 
 
@@ -98,24 +102,33 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     if any_emulated(rows):
         warn(TCG_WARNING)
     if json_out:
-        print_json([run_json(r, floors) for r in rows])
+        print_json([run_json(r, floors, exp.verdict) for r in rows])
     else:
         # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
         printer = out if out.is_terminal else Console(highlight=False, width=160)
-        printer.print(runs_table(experiment, rows, floors, exp.verdict))
+        printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
     for r in invalid:
         warn(
             f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
             f"{'; '.join(r['invalid_reasons'])}"
         )
+    for r in rows:
+        if r.get("degraded_reasons") and r["valid"]:
+            warn(
+                f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is degraded: "
+                f"{'; '.join(r['degraded_reasons'])}"
+            )
     if invalid:
         warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
 
 
-def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
-    """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`)."""
+def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any]:
+    """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
+    with its verdict."""
+    from lowtail.store.db import LATENCY_FIGURES, latency_column
+
     figures = r.get("figures")
     figures = figures if isinstance(figures, dict) else {}
     floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
@@ -136,8 +149,10 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
         "duplicates": r["duplicates"],
         "reordered": r["reordered"],
         "latency_ns": figures.get("latency_ns"),
+        "verdict": verdict.judge(r).as_dict(),
         "valid": r["valid"],
         "invalid_reasons": r["invalid_reasons"],
+        "degraded_reasons": r.get("degraded_reasons") or [],
         "analysis_id": r["analysis_id"],
         "series_path": r["series_path"],
         "generator": r["generator"],
@@ -148,47 +163,96 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
         "energy": r["energy"],
         "calibration_floor": None
         if floor is None or r["calibration"]
-        else {"run_id": floor["run_id"], "p50_ns": floor["lat_p50_ns"], "p99_999_ns": floor["lat_p99_999_ns"]},
+        else {"run_id": floor["run_id"], "latency_ns": {k: floor[latency_column(k)] for k in LATENCY_FIGURES}},
         "started_at": r["started_at"],
         "finished_at": r["finished_at"],
     }
 
 
-def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Any) -> Table:
-    """The runs of an experiment as `lowtail run` prints them, each with its verdict."""
+def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+    """The axes that vary among the runs, each a column after the DuT's name: all but the
+    name, the kind (the name's), the rate (always a column) and virtualization (marked)."""
+    own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
+    return [a for a in axes.varying(rows) if a.name not in own]
+
+
+@dataclass
+class _Column:
+    heading: str
+    cells: list[str]
+    figure: bool = True  # right-aligned, never wrapped
+    # Left out, lowest first, while the table is wider than the terminal (the JSON and the
+    # report have them); 0: always shown.
+    optional: int = 0
+
+    @property
+    def width(self) -> int:
+        return max(len(line) for text in [self.heading, *self.cells] for line in text.splitlines())
+
+
+def runs_table(
+    experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict, width: int = 80
+) -> Group:
+    """The runs of an experiment as `lowtail run` prints them: every axis that varies among
+    them, the median and the judged percentile beside the floor at it, the verdict; under
+    the table why every run that did not plainly pass was judged as it was. Within `width`
+    columns: `sent`, `max` and then the median are left out where they do not fit."""
+    from lowtail.store.db import latency_column
+
+    judged = verdict.judged
+    median = percentiles.by_key("p50")
+
+    def floor_of(r: dict[str, Any]) -> str:
+        floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
+        return "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)])
+
+    judgements = [verdict.judge(r) for r in rows]
+    columns = [
+        _Column("run", [str(r["run_id"]) for r in rows]),
+        _Column("DuT", [marked(r["dut_name"], r.get("virtualization")) for r in rows], figure=False),
+        *[
+            _Column(a.label, [a.show(a.read(r)) if a.present(r) else "" for r in rows], figure=False)
+            for a in _axes_beside_dut(rows)
+        ],
+        _Column("rate", [format_rate(r["rate_pps"]) for r in rows]),
+        _Column("sent", [format_count(r["sent"]) for r in rows], optional=3),
+        _Column("lost", [format_count(r["lost"]) for r in rows]),
+        *(
+            [_Column(median.short, [format_ns(r[latency_column(median.key)]) for r in rows], optional=1)]
+            if judged != median
+            else []
+        ),
+        _Column(judged.short, [format_ns(r[latency_column(judged.key)]) for r in rows]),
+        _Column("max", [format_ns(r["lat_max_ns"]) for r in rows], optional=2),
+        _Column(f"floor\n{judged.short}", [floor_of(r) for r in rows]),
+        _Column("verdict", [j.label for j in judgements], figure=False),
+    ]
+    for level in (3, 2, 1):
+        if sum(c.width for c in columns) + len(columns) - 1 <= width:
+            break
+        columns = [c for c in columns if c.optional != level]
     t = Table(
         title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
         title_justify="left",
         box=None,
         pad_edge=False,
+        collapse_padding=True,
     )
-    p99_999 = percentiles.by_key("p99_999").short
-    for col, right in (
-        ("DuT", False),
-        ("rate", True),
-        ("sent", True),
-        ("lost", True),
-        (percentiles.by_key("p50").short, True),
-        (p99_999, True),
-        ("max", True),
-        (f"floor {p99_999}", True),
-        ("verdict", False),
-    ):
-        t.add_column(col, justify="right" if right else "left")
-    for r in rows:
-        floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        t.add_row(
-            marked(r["dut_name"], r.get("virtualization")),
-            format_rate(r["rate_pps"]),
-            format_count(r["sent"]),
-            format_count(r["lost"]),
-            format_ns(r["lat_p50_ns"]),
-            format_ns(r["lat_p99_999_ns"]),
-            format_ns(r["lat_max_ns"]),
-            "" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]),
-            verdict.judge(r),
-        )
-    return t
+    for c in columns:
+        # Figures never wrap (a figure cut or broken over lines would mislead); names and
+        # axis values fold rather than lose letters when the terminal is narrower still.
+        t.add_column(c.heading, justify="right" if c.figure else "left", no_wrap=c.figure, overflow="fold")
+    for i in range(len(rows)):
+        t.add_row(*(c.cells[i] for c in columns))
+    notes: dict[str, list[str]] = {}
+    for r, judgement in zip(rows, judgements):
+        if judgement.status not in (Status.FLOOR, Status.PASS) or judgement.degraded:
+            notes.setdefault(f"({judgement.label}): {judgement.explanation}", []).append(str(r["run_id"]))
+    # Runs judged alike for the same reason share one note.
+    lines = [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
+    if not floors and not all(r["calibration"] for r in rows):
+        lines.append(Text("no floor: the experiment has no calibration and names none (--calibration ID)"))
+    return Group(t, *lines)
 
 
 @app.command(
@@ -203,6 +267,9 @@ def run(
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
     print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
+    calibration: int | None = typer.Option(
+        None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
     """`lowtail run`."""
@@ -211,7 +278,10 @@ def run(
     if print_default:
         out.file.write(spec.default_text())
         return
-    _sweep(spec.load(file), db, data_dir, fresh, json_out, report)
+    exp = spec.load(file)
+    if calibration is not None:
+        exp = dataclasses.replace(exp, calibration=calibration)
+    _sweep(exp, db, data_dir, fresh, json_out, report)
 
 
 @app.command(
@@ -277,12 +347,15 @@ def experiment_report(
     budget: str | None = typer.Option(
         None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
     ),
+    calibration: int | None = typer.Option(
+        None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
 
-    path = write_experiment_report(db, experiment, output, budget=budget)
+    path = write_experiment_report(db, experiment, output, budget=budget, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})
     else:

@@ -17,7 +17,7 @@ from typing import Any
 
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure
-from lowtail.experiment.spec import Combination, Experiment
+from lowtail.experiment.spec import Combination, Experiment, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
@@ -52,6 +52,8 @@ class Outcome:
     energy: dict[str, Any] | None = None
     interrupts: Any = None
     invalid_reasons: list[str] = field(default_factory=list)
+    # Trusted figures, but not of the traffic the file asked for (see spec.Trust).
+    degraded_reasons: list[str] = field(default_factory=list)
     pre: Path | None = None
     post: Path | None = None
     frames_planned: int = 0
@@ -70,6 +72,7 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
     with Testbed(run_dir, wire=combo.dut.calibration) as tb:
         try:
             dut.start(tb, plan)
+            outcome.degraded_reasons += dut.core_plan_warnings(plan)
             outcome.containment = dut.containment
             outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
@@ -88,7 +91,7 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
         outcome.dut_stats = dut.stop()
         if outcome.traffic_window_ns:
             outcome.guest_interrupts = dut.guest_interrupts(*outcome.traffic_window_ns)
-        _judge(outcome)
+        judge_outcome(outcome, exp.trust)
     outcome.finished_at = datetime.now()
     return outcome
 
@@ -215,9 +218,12 @@ def _disk_full_or(program, message: str) -> str:
     return message
 
 
-def _judge(outcome: Outcome) -> None:
-    """The reasons this run cannot be trusted, from the programs' own statistics."""
+def judge_outcome(outcome: Outcome, trust: Trust) -> None:
+    """The reasons this run cannot be trusted, or is degraded, from the programs' own statistics."""
     gen, cap = outcome.generator, outcome.capture
+    stalled = generator_stalled(gen, trust)
+    if stalled:
+        outcome.degraded_reasons.append(stalled)
     if not gen:
         outcome.invalid_reasons.append("the generator wrote no statistics")
     elif gen.get("kept_up") is False:
@@ -232,6 +238,30 @@ def _judge(outcome: Outcome) -> None:
         outcome.invalid_reasons.append(f"the timestamper lost {drops:,} frames (kernel capture drops)")
     if not cap:
         outcome.invalid_reasons.append("the timestamper wrote no statistics: its drops are unknown")
+
+
+def generator_stalled(gen: dict[str, Any], trust: Trust) -> str | None:
+    """Why the generator's pacing degrades the run ("generator stalled 2.6 ms (...)"), or
+    None when its bursts left close enough to their schedule (spec.Trust's thresholds)."""
+    pacing = gen.get("pacing_error_ns") or {}
+    worst, p99 = pacing.get("max"), pacing.get("p99")
+    stalled = worst is not None and worst > trust.max_stall_ns
+    if stalled:
+        head = f"generator stalled {format_ns(worst)} (over [trust] max_stall {format_ns(trust.max_stall_ns)}"
+    elif p99 is not None and p99 > trust.max_pacing_p99_ns:
+        head = (
+            f"generator late: p99 pacing error {format_ns(p99)} (over [trust] max_pacing_p99 "
+            f"{format_ns(trust.max_pacing_p99_ns)}"
+        )
+    else:
+        return None
+    details = [f"p99 pacing error {format_ns(p99)}" if stalled and p99 is not None else None]
+    if isinstance(gen.get("late_bursts"), int) and pacing.get("samples"):
+        details.append(f"{gen['late_bursts']:,} of {pacing['samples']:,} bursts late")
+    share = (gen.get("cpu_wait") or {}).get("share")
+    if isinstance(share, (int, float)):
+        details.append(f"off its core {100 * share:.1f} % of the run")
+    return head + "".join(f"; {d}" for d in details if d) + ")"
 
 
 GENERATOR_BEHIND_REASON = "the generator did not hold the requested rate"

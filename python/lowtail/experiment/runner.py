@@ -23,11 +23,12 @@ from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.models.knee import store_sweep_knees
+from lowtail.store import datadir
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.kinds import KINDS
+from lowtail.testbed.kinds import KINDS, make_dut
 from lowtail.testbed.system import require_privileges
 
 # Bytes a captured frame takes on disk at most (record header + snapped frame), per side,
@@ -60,6 +61,9 @@ def check_can_run(exp: Experiment, log: Callable[[str], None] = lambda message: 
     find_binary("lowtail-cap")
     for kind in sorted({d.kind for d in exp.duts}):
         KINDS[kind].check_available()
+    plan = CoreRoles.for_host(exp.cores)
+    for dut in exp.duts:
+        make_dut(dut.kind, dut.name, dut.options).check_plan(plan)
     for dut in exp.duts:
         KINDS[dut.kind].prepare(dut.options, log)
 
@@ -72,15 +76,23 @@ def run_experiment(
     progress = progress or Progress()
     check_can_run(exp)
     plan = CoreRoles.for_host(exp.cores)
+    if exp.calibration is not None:
+        runstore.check_calibration(store, exp.calibration)
     existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
     if existing:
         eid = existing["experiment_id"]
-        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else data_dir / f"experiment-{eid}"
+        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else datadir.experiment_dir(store, data_dir, eid)
+        _claim_resumed(store, data_dir, eid)
         runstore.set_status(store, eid, "running")
     else:
-        eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
-        data_dir = data_dir / f"experiment-{eid}"
-        runstore.set_data_dir(store, eid, str(data_dir.resolve()))
+        # One transaction: a data directory that is not ours leaves no experiment behind.
+        with store.transaction():
+            eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
+            data_dir = datadir.experiment_dir(store, data_dir, eid)
+            datadir.claim(store, data_dir, runstore.experiment(store, eid))
+            runstore.set_data_dir(store, eid, str(data_dir.resolve()))
+    if exp.calibration is not None:
+        runstore.set_calibration(store, eid, exp.calibration)
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
@@ -107,6 +119,22 @@ def run_experiment(
     runstore.set_status(store, eid, "finished")
     store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
+
+
+def _claim_resumed(store: Store, data_dir: Path, eid: int) -> None:
+    """Check that a resumed experiment's folder is still its own. One written by an older
+    lowtail has no identity file: it is adopted only when every stored run's series still
+    matches its analysis (another database's experiment may have rewritten it)."""
+    experiment = runstore.experiment(store, eid)
+    adopt = datadir.read_identity(data_dir) is None
+    if adopt:
+        for r in runstore.runs(store, eid):
+            if r["series_path"] and Path(r["series_path"]).exists():
+                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
+                problem = datadir.series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
+                if problem:
+                    raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
+    datadir.claim(store, data_dir, experiment, adopt=adopt)
 
 
 def _is_disk_full(e: BaseException | None) -> bool:
@@ -175,6 +203,7 @@ def _run_one(
         "series_path": analysis.get("export_path") if analysis else None,
         "valid": not outcome.invalid_reasons,
         "invalid_reasons": outcome.invalid_reasons,
+        "degraded_reasons": outcome.degraded_reasons,
         "generator": outcome.generator,
         "capture": outcome.capture,
         "containment": outcome.containment,

@@ -1,9 +1,10 @@
 """The experiment file: a TOML document whose lists span a sweep.
 
-    [experiment]  name, duration, warmup, repetitions, calibrate, keep_captures
+    [experiment]  name, duration, warmup, repetitions, calibrate, calibration, keep_captures
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
+    [trust]       max_stall, max_pacing_p99 (when the generator's pacing marks a run degraded)
     [[dut]]       name, kind, and the kind's options (a list sweeps over its values)
 
 Every mistake is a UserError naming the file and, where it can be found, the line.
@@ -21,6 +22,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed.kinds import KINDS
 from lowtail.units import parse_duration_ns
@@ -30,13 +32,15 @@ from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict
 DEFAULT_NAME = "default.toml"
 
 _SECTIONS = {
-    "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "keep_captures", "drain"},
+    "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "calibration", "keep_captures", "drain"},
     "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
     "cores": {"generator", "capture", "housekeeping", "dut"},
     "verdict": set(VERDICT_SETTINGS),
+    "trust": {"max_stall", "max_pacing_p99"},
     "dut": None,  # checked by the kind
 }
-MIN_FRAME, MAX_FRAME = 64, 1518
+# Frame sizes on the wire, FCS included (RFC 2544): the frame crate's definition.
+MIN_FRAME, MAX_FRAME = FRAME_SIZES
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,21 @@ class Traffic:
     burst: int
     flows: int
     udp_dst_port: int
+
+
+@dataclass(frozen=True)
+class Trust:
+    """When a run is marked degraded: its figures stand (the PRE capture stamps every frame
+    as it left), but the DuT did not get the traffic the file asked for.
+
+    max_stall_ns: the longest a burst may leave after its due time. A generator kept off its
+    core that long sends the overdue bursts back to back on its return: at rate r the DuT
+    sees about r × stall frames at once instead of evenly spaced ones.
+    max_pacing_p99_ns: the 99th percentile of the bursts' pacing error: beyond it more than
+    1 % of the traffic left late enough to change what the DuT saw."""
+
+    max_stall_ns: int = 1_000_000
+    max_pacing_p99_ns: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -94,11 +113,15 @@ class Experiment:
     drain_ns: int
     repetitions: int
     calibrate: bool
+    # The experiment (an id in the same database) whose calibration runs are the floor,
+    # instead of this one's own.
+    calibration: int | None
     keep_captures: bool
     traffic: list[Traffic]
     duts: list[DutConfig]
     cores: dict[str, Any]
     verdict: Verdict
+    trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     def combinations(self) -> list[Combination]:
@@ -235,6 +258,15 @@ def parse(text: str, source: str) -> Experiment:
         if not isinstance(exp.get(key, True), bool):
             raise w.error(f"{key} must be true or false", "experiment", key)
 
+    calibration = exp.get("calibration")
+    if calibration is not None and (
+        isinstance(calibration, bool) or not isinstance(calibration, int) or calibration < 1
+    ):
+        raise w.error(
+            f"calibration must be an experiment id whose calibration runs are the floor (got {calibration!r})",
+            "experiment",
+            "calibration",
+        )
     duts = _parse_duts(doc.get("dut", []), w)
     if not duts and not exp.get("calibrate", True):
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
@@ -246,11 +278,13 @@ def parse(text: str, source: str) -> Experiment:
         drain_ns=duration("drain", "200ms", 0),
         repetitions=repetitions,
         calibrate=exp.get("calibrate", True),
+        calibration=calibration,
         keep_captures=exp.get("keep_captures", True),
         traffic=points,
         duts=duts,
         cores=_parse_cores(doc.get("cores", {}), w),
         verdict=_parse_verdict(doc.get("verdict", {}), w),
+        trust=_parse_trust(doc.get("trust", {}), w),
         raw=doc,
     )
 
@@ -321,3 +355,14 @@ def _parse_verdict(table: dict, w: _Where) -> Verdict:
         return parse_verdict(table)
     except VerdictSettingError as e:
         raise w.error(str(e), "verdict", e.key) from None
+
+
+def _parse_trust(table: dict, w: _Where) -> Trust:
+    values = {}
+    for key, field_name in (("max_stall", "max_stall_ns"), ("max_pacing_p99", "max_pacing_p99_ns")):
+        if key in table:
+            try:
+                values[field_name] = parse_duration_ns(table[key])
+            except UserError as e:
+                raise w.error(f"{key}: {e}", "trust", key) from None
+    return Trust(**values)

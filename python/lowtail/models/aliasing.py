@@ -24,6 +24,7 @@ import numpy as np
 from lowtail import series
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis
+from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store
 from lowtail.store.runs import run_figures
 
@@ -157,27 +158,32 @@ def fit_interrupt_clock(
     period = 1e9 / f_best
     phase0 = (-angle / (2 * np.pi) * period) % period
     index = np.round((starts - phase0) / period)
+    # Locked clocks (the interrupt period an exact multiple of the packet spacing, as a
+    # timer tick and a pacer on one clock source make them): every delayed packet meets its
+    # interrupt at the same place, the measured lines are flat, and the clock is the
+    # traffic's rate over the harmonic. It is tried beside the free fit, and kept when it
+    # explains the delayed packets as well.
+    harmonic = max(1, round(spec.rate_pps / f0))
+    locked_period = 1e9 * harmonic / spec.rate_pps
+    periods = [None] + ([locked_period] if abs(1e9 / locked_period / f0 - 1) * 1e6 <= max_ppm else [])
+    durations = np.asarray(spec.irq_durations_ns, dtype=np.float64)
     best = None
     for offset in range(len(spec.irq_durations_ns)):
         # With the right durations, each delayed packet gives its interrupt's exact start,
         # and the starts lie on a line k·T + φ: fit it, drop what does not fit, refit.
-        d = np.asarray(spec.irq_durations_ns, dtype=np.float64)[
-            (index.astype(np.int64) + offset) % len(spec.irq_durations_ns)
-        ]
-        exact = t + e - d
-        keep = np.ones(len(t), dtype=bool)
-        for _ in range(3):
-            slope, intercept = np.polyfit(index[keep], exact[keep], 1)
-            keep = np.abs(exact - (slope * index + intercept)) < max(200.0, 0.02 * min(spec.irq_durations_ns))
-            if np.count_nonzero(keep) < 3:
-                break
-        trial = AliasingSpec(
-            **{**asdict(spec), "irq_rate_hz": 1e9 / slope, "irq_phase_ns": float(intercept), "duration_offset": offset}
-        )
-        err = float(np.median(np.abs(latency_at(t, trial) - lat[hit])))
-        if best is None or err < best[0]:
-            best = (err, trial)
-    err, fitted = best
+        exact = t + e - durations[(index.astype(np.int64) + offset) % len(durations)]
+        for fixed in periods:
+            slope, intercept, keep = _interrupt_line(index, exact, fixed, min(spec.irq_durations_ns))
+            for phase in _phases_meeting_the_hits(slope * index + intercept, t, keep, intercept, spec.service_ns):
+                trial = AliasingSpec(
+                    **{**asdict(spec), "irq_rate_hz": 1e9 / slope, "irq_phase_ns": phase, "duration_offset": offset}
+                )
+                err = float(np.median(np.abs(latency_at(t, trial) - lat[hit])))
+                # The locked clock is the simpler model: kept unless the free one is better by more than noise.
+                rank = err - (_LOCKED_PREFERENCE_NS if fixed is not None else 0.0)
+                if best is None or rank < best[0]:
+                    best = (rank, err, trial, fixed is not None)
+    _, err, fitted, locked = best
     # Report the first interrupt after the first packet: moving the phase back by j
     # periods renumbers the interrupts, so the duration cycle moves with it.
     period = 1e9 / fitted.irq_rate_hz
@@ -190,9 +196,45 @@ def fit_interrupt_clock(
         "irq_phase_ns": fitted.irq_phase_ns,
         "duration_offset": fitted.duration_offset,
         "median_error_ns": err,
+        "locked": locked,
         "delayed_packets": int(np.count_nonzero(hit)),
         "rayleigh": float(power.max()) / math.sqrt(len(t)),
     }
+
+
+# How much larger a locked clock's median error may be than a free fit's for it to be kept.
+_LOCKED_PREFERENCE_NS = 10.0
+
+
+def _interrupt_line(
+    index: np.ndarray, exact: np.ndarray, period: float | None, shortest_ns: float
+) -> tuple[float, float, np.ndarray]:
+    """The line k·T + φ through the interrupt starts the delayed packets give (T fitted, or
+    fixed when given), refitted three times without the starts that do not fit it."""
+    keep = np.ones(len(exact), dtype=bool)
+    slope = intercept = 0.0
+    for _ in range(3):
+        if period is None:
+            slope, intercept = np.polyfit(index[keep], exact[keep], 1)
+        else:
+            slope, intercept = period, float(np.median(exact[keep] - period * index[keep]))
+        keep = np.abs(exact - (slope * index + intercept)) < max(200.0, 0.02 * shortest_ns)
+        if np.count_nonzero(keep) < 3:
+            break
+    return float(slope), float(intercept), keep
+
+
+def _phases_meeting_the_hits(
+    predicted_starts: np.ndarray, arrivals: np.ndarray, keep: np.ndarray, intercept: float, service_ns: float
+) -> list[float]:
+    """The fitted phase, and earlier ones that put the interrupts at or before the packets
+    they delayed. A packet delayed by an interrupt arrived after it started (or while it was
+    processed); a fitted start a few ns after such a packet, from noise on the latencies,
+    makes the model miss it. Where the clocks are locked every delayed packet lies on that
+    edge, and the fit misses them all."""
+    late = (predicted_starts - arrivals - service_ns)[keep & (predicted_starts > arrivals + service_ns)]
+    shifts = {0.0} | {float(q) + 1.0 for q in (np.quantile(late, [0.5, 0.9, 1.0]) if len(late) else [])}
+    return [intercept - s for s in sorted(shifts)]
 
 
 def _rayleigh(times_ns: np.ndarray, f_hz: float) -> float:
@@ -222,7 +264,7 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     keys.update(analysis_id=a["analysis_id"], source=f"{kind} {ident}")
     if not a["worst"] or (a["duration_ns"] or 0) <= 0 or a["sent"] < 2:
         raise UserError(f"{kind} {ident}: no worst events stored to compare with")
-    start, span = _packet_clock(a)
+    start, span = _packet_clock(store, a)
     return (
         {
             "worst": [[t - start, v] for t, v, _ in a["worst"]],
@@ -235,12 +277,16 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     )
 
 
-def _packet_clock(a: dict[str, Any]) -> tuple[int, int]:
+def _packet_clock(store: Store, a: dict[str, Any]) -> tuple[int, int]:
     """First packet time and span of an analysis. The beat depends on the rate to the ppm,
     so the series' exact first and last timestamps (Parquet column statistics, no data read)
     are preferred over the analysis window, which starts at the trim, not at a packet."""
     path = a.get("series_path")
     if path and Path(path).exists():
+        samples = ((a.get("figures") or {}).get("latency_ns") or {}).get("samples")
+        problem = series_problem(store, path, samples, a["lat_min_ns"], a["lat_max_ns"])
+        if problem:
+            raise UserError(f"analysis {a['analysis_id']}: {problem}")
         found = series.pre_time_range(path)
         if found is not None and found[1] > found[0]:
             return found[0], found[1] - found[0]

@@ -30,6 +30,7 @@ from lowtail import _native, series
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
 from lowtail.store.models import SeriesSource
+from lowtail.units import format_ns
 
 DEFAULT_THRESHOLDS = (0.995, 0.999, 0.9995, 0.9999, 0.99999)
 DEFAULT_RETURN_PERIODS = (10**5, 10**6, 10**7, 10**8, 10**9)
@@ -437,6 +438,7 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
         "zeta": zeta,
         "exceedances": chosen.exceedances,
         "_levels": [lv if lv is not None else math.nan for lv in levels],
+        "_top_max": float(top[0]) if len(top) else None,
         "z": z,
         "_periods": [n_val, n_val / 10, n_val / 100],
     }
@@ -505,6 +507,7 @@ def _document(
 ) -> dict[str, Any]:
     chosen: ThresholdFit = model["chosen"]
     fit: gpd.GpdFit = chosen.fit
+    top_fit_max = model.get("_top_max")
     u, zeta, z, n_val = chosen.threshold_ns, model["zeta"], model["z"], n - n_fit
 
     def level_row(m: float) -> dict[str, Any]:
@@ -585,7 +588,48 @@ def _document(
         "partial_reasons": partial_reasons,
         "options": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(opts).items()},
     }
+    observed = max(int(top_fit_max or 0), int(validation["max_ns"] or 0))
+    doc["warnings"] = credibility_warnings(doc, observed)
+    doc["credible"] = not doc["warnings"]
     return doc
+
+
+# A return level beyond this many times the largest latency seen is far beyond the data.
+FAR_BEYOND_OBSERVED = 100
+
+
+def credibility_warnings(doc: dict[str, Any], observed_max_ns: int) -> list[str]:
+    """Why a fitted tail model is not to be believed, in words (empty: nothing found):
+    ξ ≥ 1 (the fitted tail has no finite mean) or ξ ≥ 0.5 (no finite variance: the Wald
+    intervals of its return levels mean little), intervals that reach below zero latency,
+    and return levels more than FAR_BEYOND_OBSERVED times the largest latency seen."""
+    xi, found = doc["xi"], []
+    if xi >= 1:
+        found.append(
+            f"ξ = {xi:.3f} ≥ 1: the fitted tail has an infinite mean; its return levels grow without bound "
+            f"and are not estimates of any latency"
+        )
+    elif xi >= 0.5:
+        found.append(
+            f"ξ = {xi:.3f} ≥ 0.5: the fitted tail has an infinite variance; its return levels and their "
+            f"intervals are unstable"
+        )
+    rows = {**{f"{int(float(m)):,} packets": r for m, r in doc["return_levels"].items()}, **doc["horizons"]}
+    below = [name for name, r in rows.items() if r.get("ci_ns") and r["ci_ns"][0] < 0]
+    if below:
+        found.append(
+            f"the {100 * doc['confidence']:g} % intervals reach below zero latency ({', '.join(below)}): the "
+            f"normal approximation behind them does not hold"
+        )
+    far = [
+        name for name, r in rows.items() if r.get("level_ns") and r["level_ns"] > FAR_BEYOND_OBSERVED * observed_max_ns
+    ]
+    if far and observed_max_ns > 0:
+        found.append(
+            f"return levels far beyond anything observed ({', '.join(far)}: more than {FAR_BEYOND_OBSERVED}× the "
+            f"largest latency seen, {format_ns(observed_max_ns)})"
+        )
+    return found
 
 
 def _pct(p: float) -> float:

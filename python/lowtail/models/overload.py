@@ -79,20 +79,58 @@ def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[I
     }
 
 
-def read_interrupt_profile(path: Path) -> list[InterruptLoad]:
-    """A JSON list of {rate_hz, duration_ns[, kind]}, or an object with such a list under
-    "interrupts" (or a mapping kind → {rate_hz, duration_ns})."""
+def read_interrupt_profile(path: Path, cpu: int | None = None) -> list[InterruptLoad]:
+    """The interrupt loads of a JSON profile: what `lowtail noise --json` prints (the kinds
+    of core `cpu` that have a duration; `cpu` may be left out when one core was probed), a
+    list of {rate_hz, duration_ns[, kind]}, an object with such a list under "interrupts",
+    or a mapping kind → {rate_hz, duration_ns}."""
     try:
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as e:
         raise UserError(f"--irq-profile {path}: cannot read it as JSON ({e})") from None
+    if isinstance(data, dict) and isinstance(data.get("cores"), list):
+        return _noise_profile(path, data["cores"], cpu)
     items = data.get("interrupts", data) if isinstance(data, dict) else data
-    if isinstance(items, dict):
+    if isinstance(items, dict) and all(isinstance(v, dict) for v in items.values()):
         items = [{"kind": k, **v} for k, v in items.items()]
     try:
         return [InterruptLoad(float(i["rate_hz"]), float(i["duration_ns"]), str(i.get("kind", ""))) for i in items]
     except (KeyError, TypeError, ValueError):
-        raise UserError(f"--irq-profile {path}: every entry needs rate_hz and duration_ns") from None
+        raise UserError(
+            f"--irq-profile {path}: every entry needs rate_hz and duration_ns (or give the JSON `lowtail noise "
+            f"--json` prints)"
+        ) from None
+
+
+def _noise_profile(path: Path, cores: list[Any], cpu: int | None) -> list[InterruptLoad]:
+    """The loads of one core of a `lowtail noise --json` document: each kind's rate and the
+    typical duration the probe attributed to it (kinds it could not time are left out,
+    as the probe's own d_Σ leaves them out)."""
+    probed = [c.get("cpu") for c in cores if isinstance(c, dict)]
+    if not probed:
+        raise UserError(f"--irq-profile {path}: the noise probe probed no core")
+    if cpu is None and len(probed) > 1:
+        raise UserError(
+            f"--irq-profile {path}: the probe covers cores {', '.join(map(str, probed))}: choose one with --irq-cpu"
+        )
+    core = next((c for c in cores if isinstance(c, dict) and c.get("cpu") == (probed[0] if cpu is None else cpu)), None)
+    if core is None:
+        which = f"core {probed[0]} only" if len(probed) == 1 else f"cores {', '.join(map(str, probed))}"
+        raise UserError(f"--irq-profile {path}: the noise probe probed {which}, not core {cpu}")
+    kinds = core.get("interrupts")
+    if not isinstance(kinds, dict):
+        raise UserError(f"--irq-profile {path}: core {core['cpu']} was probed without interrupts (--no-interrupts)")
+    loads = [
+        InterruptLoad(float(v["rate_hz"]), float(v["typical_ns"]), str(kind))
+        for kind, v in kinds.items()
+        if isinstance(v, dict) and v.get("typical_ns") is not None
+    ]
+    if not loads:
+        raise UserError(
+            f"--irq-profile {path}: no interrupt kind with a duration on core {core['cpu']} (probe longer, with "
+            f"--sample-interval, so that the probe can tell the kinds' durations apart)"
+        )
+    return loads
 
 
 def overload_of_runs(

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lowtail import percentiles
+from lowtail import axes, percentiles
 from lowtail import verdict as verdicts
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
@@ -16,71 +16,103 @@ from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import percentile_curve, worst_events
-from lowtail.store.db import Store
+from lowtail.store.db import Store, latency_column
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Verdict, stored_verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
-# The latency figures of a run's facts, and the fewer of the summary table.
-_RUN_FIGURES = percentiles.labelled("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
-_SUMMARY_FIGURES = percentiles.labelled("p50", "p99", "p99_999", "max")
+# The latency figures of a run's facts, and the fewer of the summary table; both add the
+# percentile the verdict judges (`_with_judged`).
+_RUN_FIGURES = ("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
+_SUMMARY_FIGURES = ("p50", "p99", "max")
+
+
+def _with_judged(keys: tuple[str, ...], verdict: Verdict) -> list[tuple[str, str]]:
+    """(key, label) of these figures and the judged percentile, in rank order."""
+    chosen = set(keys) | {verdict.key}
+    return percentiles.labelled(*(k for k in percentiles.figure_keys() if k in chosen))
+
 
 _VERDICT_CLASS = {
-    verdicts.FLOOR: "meta",
-    verdicts.INVALID: "fail",
-    verdicts.FAIL_LOSS: "fail",
-    verdicts.FAIL_LATENCY: "fail",
-    verdicts.INCONCLUSIVE: "warn",
-    verdicts.PASS: "pass",
+    verdicts.Status.FLOOR: "meta",
+    verdicts.Status.INVALID: "fail",
+    verdicts.Status.FAIL: "fail",
+    verdicts.Status.INCONCLUSIVE: "warn",
+    verdicts.Status.PASS: "pass",
 }
 
 
 def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
     """(label, css class) of one run against the budget."""
-    label = verdict.judge(run)
-    return label, _VERDICT_CLASS[label]
+    judgement = verdict.judge(run)
+    return judgement.label, verdict_class(judgement)
+
+
+def verdict_class(judgement: verdicts.Judgement) -> str:
+    """The css class of a judgement: a degraded PASS is shown as a warning."""
+    if judgement.status is verdicts.Status.PASS and judgement.degraded:
+        return "warn"
+    return _VERDICT_CLASS[judgement.status]
 
 
 def summary_section(
-    page: Page, experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict
+    page: Page,
+    experiment: dict[str, Any],
+    rows: list[dict[str, Any]],
+    floors: dict,
+    verdict: Verdict,
+    floor_source: int | None = None,
 ) -> None:
     """The verdict of every run in one table, with the calibration floor beside each."""
+    figures = _with_judged(_SUMMARY_FIGURES, verdict)
+    shown = varying_axes(rows)
     header = (
-        ["DuT", "options", "rate", "sent", "lost"]
-        + [label for _, label in _SUMMARY_FIGURES]
-        + [f"floor {percentiles.label('p99_999')}", "verdict"]
+        ["run", "DuT", *(a.label for a in shown), "other options", "rate", "sent", "lost"]
+        + [label for _, label in figures]
+        + [f"floor {percentiles.label(verdict.key)}", "verdict", "why"]
     )
     body, classes = [], []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        label, css = verdict_of(r, verdict)
+        judgement = verdict.judge(r)
         body.append(
             [
+                str(r["run_id"]),
                 _dut_label(r),
-                _options_text(r["dut_config"]),
+                *(a.show(a.read(r)) if a.present(r) else "" for a in shown),
+                _options_text(r["dut_config"], leave_out={a.option for a in shown}),
                 format_rate(r["rate_pps"]),
                 format_count(r["sent"]),
                 format_count(r["lost"]),
             ]
-            + [format_ns(lat.get(k)) for k, _ in _SUMMARY_FIGURES]
-            + ["" if r["calibration"] else "–" if floor is None else format_ns(floor["lat_p99_999_ns"]), label]
+            + [format_ns(lat.get(k)) for k, _ in figures]
+            + [
+                "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(verdict.key)]),
+                judgement.label,
+                "" if judgement.status is verdicts.Status.FLOOR else judgement.explanation,
+            ]
         )
-        classes.append(css)
+        classes.append(verdict_class(judgement))
     table = table_html(header, body)
-    # Colour the verdict cells (the last cell of each row).
+    # Colour the verdict cells (the one before the reason, last in each row).
     for css, row in zip(classes, body):
-        table = table.replace(f"<td>{esc(row[-1])}</td></tr>", f"<td class='{css}'>{esc(row[-1])}</td></tr>", 1)
-    passed = sum(verdict_of(r, verdict)[0] == verdicts.PASS for r in rows)
+        cells = f"<td>{esc(row[-2])}</td><td>{esc(row[-1])}</td></tr>"
+        table = table.replace(
+            cells, f"<td class='{css}'>{esc(row[-2])}</td><td class='why'>{esc(row[-1])}</td></tr>", 1
+        )
+    passed = sum(verdict.judge(r).status is verdicts.Status.PASS for r in rows)
     judged = sum(not r["calibration"] for r in rows)
     page.add(
         "Verdict",
         f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
-        f"A run is inconclusive when it has fewer packets than its percentile needs to exist "
-        f"({verdict.percentile:g} % needs {verdict.packets_needed:,}). The floor is the same "
-        f"traffic over a plain wire (calibration): latencies near it are the testbed's own, not "
-        f"the DuT's.</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }}</style>"
+        f"A run fails when its packets already break the budget, however few they are (with fewer "
+        f"than {verdict.packets_needed:,} packets the {esc(percentiles.label(verdict.key))} is their "
+        f"maximum); it is inconclusive when none reached the bound but there are too few to show the "
+        f"percentile under it. {esc(_floor_text(experiment['experiment_id'], floors, floor_source))}"
+        f"</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
+        f".lt-runs td.why {{ white-space: normal; min-width: 24em; }}</style>"
         f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
     )
 
@@ -97,17 +129,46 @@ def _tcg_banner(rows: list[dict[str, Any]]) -> str:
     return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
 
 
+def _floor_text(experiment_id: int, floors: dict, source: int | None) -> str:
+    """Where the floor column comes from, or why there is none."""
+    if not floors:
+        return (
+            "No floor is shown: the experiment has no calibration (calibrate = false) and names none "
+            "(`lowtail experiment report --calibration ID`, or calibration = ID in the file)."
+        )
+    whose = "the experiment's own calibration" if source == experiment_id else f"the calibration of experiment {source}"
+    return (
+        f"The floor is {whose}: the same traffic over a plain wire, so latencies near it are the "
+        f"testbed's own, not the DuT's."
+    )
+
+
+def varying_axes(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+    """The axes that vary among the runs, each shown as a column: all but the DuT's name and
+    kind (its label), the rate (always a column) and virtualization (marked on the label)."""
+    own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
+    return [a for a in axes.varying(rows) if a.name not in own]
+
+
+def _run_title(r: dict[str, Any], shown: list[axes.Axis]) -> str:
+    """ "fwd (lowtail-fwd) @ 10 kpps, 64 B · burst 16": the run among the others."""
+    others = axes.describe(r, [a for a in shown if a.name != "frame_size"])
+    return f"{_dut_label(r)} @ {format_rate(r['rate_pps'])}, {r['frame_size']} B" + (f" · {others}" if others else "")
+
+
 def _invalid_list(rows: list[dict[str, Any]]) -> str:
+    shown = varying_axes(rows)
     items = [
-        f"<li>{esc(r['dut_name'])} @ {esc(format_rate(r['rate_pps']))}: {esc('; '.join(r['invalid_reasons']))}</li>"
+        f"<li>run {r['run_id']}, {esc(_run_title(r, shown))}: {esc('; '.join(r['invalid_reasons']))}</li>"
         for r in rows
         if r["invalid_reasons"]
     ]
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
-def _options_text(options: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in options.items() if v not in (None, [], "bare")) or "–"
+def _options_text(options: dict[str, Any], leave_out: set[str | None] = frozenset()) -> str:
+    shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}
+    return ", ".join(f"{k}={v}" for k, v in shown.items()) or "–"
 
 
 def host_section(page: Page, experiment: dict[str, Any]) -> None:
@@ -132,25 +193,32 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
     page.add("Testbed and host", table_html(["", ""], rows))
 
 
-def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, Any] | None, verdict: Verdict) -> None:
-    """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst events."""
-    title = (
-        f"{r['dut_name']} ({r['dut_kind']}) @ {format_rate(r['rate_pps'])}, {r['frame_size']} B"
-        + (f", burst {r['burst']}" if r["burst"] > 1 else "")
-        + (f", repetition {r['repetition']}" if r["repetition"] else "")
-    )
+def run_section(
+    page: Page,
+    store: Store,
+    r: dict[str, Any],
+    floor: dict[str, Any] | None,
+    verdict: Verdict,
+    shown: list[axes.Axis] = (),
+) -> None:
+    """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst
+    events; its heading names its values on the `shown` axes (those that vary)."""
+    title = _run_title(r, list(shown))
     lat = (r.get("figures") or {}).get("latency_ns") or {}
-    label, css = verdict_of(r, verdict)
+    judgement = verdict.judge(r)
     gen, cap = r["generator"] or {}, r["capture"] or {}
     facts = [
-        ["verdict", f"<span class='{css}'>{esc(label)}</span>"],
+        [
+            "verdict",
+            f"<span class='{verdict_class(judgement)}'>{esc(judgement.label)}</span>: {esc(judgement.explanation)}",
+        ],
         [
             "sent / received / lost",
             f"{format_count(r['sent'])} / {format_count(r['received'])} / {format_count(r['lost'])}",
         ],
         [
-            "latency " + " · ".join(lbl for _, lbl in _RUN_FIGURES),
-            " · ".join(format_ns(lat.get(k)) for k, _ in _RUN_FIGURES),
+            "latency " + " · ".join(lbl for _, lbl in _with_judged(_RUN_FIGURES, verdict)),
+            " · ".join(format_ns(lat.get(k)) for k, _ in _with_judged(_RUN_FIGURES, verdict)),
         ],
         ["generator", esc(generator_summary(gen))],
         ["timestamper", esc(capture_summary(cap))],
@@ -185,6 +253,8 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
         )
     if r["invalid_reasons"]:
         facts.append(["<span class='fail'>invalid</span>", esc("; ".join(r["invalid_reasons"]))])
+    if r.get("degraded_reasons"):
+        facts.append(["<span class='warn'>degraded</span>", esc("; ".join(r["degraded_reasons"]))])
     body = (
         "<table><tbody>"
         + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)
@@ -193,15 +263,17 @@ def run_section(page: Page, store: Store, r: dict[str, Any], floor: dict[str, An
     curve = percentile_curve(store, r["analysis_id"])
     if curve:
         curves = [(r["dut_name"], curve)]
+        caption = "HDR percentile plot (x: 1/(1−p), log scale)"
         if floor is not None and not r["calibration"]:
             curves.append((f"wire (calibration run {floor['run_id']})", percentile_curve(store, floor["analysis_id"])))
+            caption += f", with the same traffic over a plain wire (run {floor['run_id']}): the testbed's floor"
         body += figure_html(
             plots.hdr_percentile_plot(
                 curves,
                 title=f"{r['dut_name']} @ {format_rate(r['rate_pps'])}",
                 budget_ns=None if r["calibration"] else verdict.budget_ns,
             ),
-            "HDR percentile plot (x: 1/(1−p), log scale), with the same traffic over a plain wire: the testbed's floor",
+            caption,
         )
         worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"])]
         start = (r.get("figures") or {}).get("start_ts_ns") or 0
@@ -295,24 +367,30 @@ def write_experiment_report(
     output: str | Path | None,
     verdict: Verdict | None = None,
     budget: str | None = None,
+    calibration: int | None = None,
 ) -> Path:
     """The report of a stored experiment (an id, or 'latest'), judged by `verdict`, else by
-    the experiment file's verdict with an optional `budget`."""
+    the experiment file's verdict with an optional `budget`; its floor is the calibration of
+    experiment `calibration`, else the one it names, else its own."""
     with open_store(db, read_only=True) as store:
         experiment = runstore.experiment(store, experiment_id)
         eid = experiment["experiment_id"]
         rows = runstore.runs(store, eid)
-        floors = runstore.calibration_floor(store, eid)
+        if calibration is not None:
+            runstore.check_calibration(store, calibration)
+        source = calibration if calibration is not None else runstore.calibration_source(store, eid)
+        floors = runstore.calibration_floor(store, eid, source)
         verdict = verdict or stored_verdict(experiment["spec"], budget)
         page = Page(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
-        summary_section(page, experiment, rows, floors, verdict)
+        summary_section(page, experiment, rows, floors, verdict, source)
         knee_section(page, store, eid)
         host_section(page, experiment)
+        shown = varying_axes(rows)
         for r in rows:
-            run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict)
+            run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict, shown)
             if run_interrupts(store, r["run_id"]):
                 interrupt_timeline_section(page, store, r["run_id"])
             if run_interrupts(store, r["run_id"], source="guest"):

@@ -96,6 +96,20 @@ def evt_figure(doc: dict[str, Any]):
     return_level_axes(a, doc)
     qq_axes(b, doc)
     fig.tight_layout()
+    if doc.get("warnings"):
+        # Across the top, in red: a reader of the picture alone must not take these levels.
+        fig.subplots_adjust(top=0.80)
+        fig.text(
+            0.5,
+            0.985,
+            "NOT CREDIBLE — " + "; ".join(w.split(";")[0].split(" (")[0] for w in doc["warnings"]),
+            ha="center",
+            va="top",
+            color="#b42318",
+            fontsize=10,
+            fontweight="bold",
+            wrap=True,
+        )
     return fig
 
 
@@ -190,9 +204,12 @@ def simulate_figure(doc: dict[str, Any]):
     for case in doc["cases"]:
         cdf = case["result"]["cdf"]
         if cdf:
-            ax.step(
-                [plots.us(v) for v, _ in cdf], [c for _, c in cdf], where="post", label=case["label"], linewidth=1.2
-            )
+            # From no packet at the first latency: each step rises where its packets arrive,
+            # so a case of one latency (a burst the batch takes whole) is its vertical step,
+            # not a single point that draws nothing.
+            xs = [plots.us(cdf[0][0])] + [plots.us(v) for v, _ in cdf]
+            ys = [0.0] + [c for _, c in cdf]
+            ax.step(xs, ys, where="post", label=case["label"], linewidth=1.2)
     comp = doc.get("comparison")
     if comp:
         pts = [
@@ -281,6 +298,8 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         f"{format_p_value(st['kpss_p'], st.get('kpss_p_bound'))} → <b>{esc(st['verdict'])}</b>.</p>"
     )
     partial = ("<p class='fail'>PARTIAL: " + esc("; ".join(doc["partial_reasons"])) + "</p>") if doc["partial"] else ""
+    # Results stored before the check have no "warnings": nothing is claimed about them.
+    partial += "".join(f"<p class='fail'>NOT CREDIBLE: {esc(w)}</p>" for w in doc.get("warnings", []))
     page.add(
         f"Tail model (model {row['model_id']}, {row['source'] or ''})",
         partial + f"<p class='meta'>{doc['samples']:,} samples: fit on the first {doc['fit_samples']:,}, "
@@ -377,7 +396,8 @@ def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
         f = doc["fit"]
         text += (
             f"<p>Interrupt clock fitted to the measurement: {f['irq_rate_hz']:.6f} Hz "
-            f"({f['offset_ppm']:+.2f} ppm), median error {format_ns(f['median_error_ns'])} over "
+            f"({f['offset_ppm']:+.2f} ppm{', locked to the traffic' if f.get('locked') else ''}), "
+            f"median error {format_ns(f['median_error_ns'])} over "
             f"{f['delayed_packets']} delayed packets.</p>"
         )
     page.add(f"Interrupt aliasing (model {row['model_id']})", text + figure_html(aliasing_figure(doc)))

@@ -86,6 +86,16 @@ def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
         )
 
 
+def latency_summary(store: Store, analysis_id: int) -> tuple[int | None, int | None, int | None]:
+    """(latencies, least, greatest) of an analysis: what its exported series must hold."""
+    found = store.con.execute(
+        "SELECT CAST(json_extract(figures, '$.latency_ns.samples') AS BIGINT), lat_min_ns, lat_max_ns "
+        "FROM analyses WHERE analysis_id = ?",
+        [int(analysis_id)],
+    ).fetchone()
+    return found if found is not None else (None, None, None)
+
+
 def analysis(store: Store, analysis_id: int | str) -> dict[str, Any]:
     """One stored analysis (an id, or 'latest'): its row plus the bulky tables, as plain
     Python values."""

@@ -5,6 +5,7 @@ tables (`analyses`, `runs`, `host`, `models`), each taking the open `Store` firs
 
 from __future__ import annotations
 
+import uuid
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,22 @@ class Store:
         if not read_only:
             for sql in _schema_statements():
                 self.con.execute(sql)
+            self._ensure_identity()
+
+    def _ensure_identity(self) -> None:
+        """Give the database its identity once (see store/datadir.py)."""
+        with self.transaction():
+            if self.con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
+                self.con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
+
+    @property
+    def database_id(self) -> str | None:
+        """The database's identity; None for a database made before identities, opened read-only."""
+        try:
+            found = self.con.execute("SELECT database_id FROM database_identity LIMIT 1").fetchone()
+        except duckdb.CatalogException:
+            return None
+        return found[0] if found else None
 
     def close(self) -> None:
         """Close the connection (a `with` block does it)."""

@@ -9,7 +9,8 @@ from typing import Any
 
 from lowtail import __version__
 from lowtail.errors import UserError
-from lowtail.store.analyses import analysis
+from lowtail.store.analyses import analysis, latency_summary
+from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, rows_as_dicts
 from lowtail.store.runs import run_figures
 
@@ -175,6 +176,9 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         )
     if not Path(src.path).exists():
         raise UserError(f"{text}: its series {src.path} is gone")
+    problem = series_problem(store, src.path, *latency_summary(store, src.analysis_id))
+    if problem:
+        raise UserError(f"{text}: {problem}")
     return src
 
 

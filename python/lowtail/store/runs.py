@@ -12,6 +12,7 @@ from lowtail.store.db import Store, latency_column, latency_columns, newest_id, 
 _JSON_RUN_COLUMNS = (
     "dut_config",
     "invalid_reasons",
+    "degraded_reasons",
     "generator",
     "capture",
     "containment",
@@ -20,6 +21,10 @@ _JSON_RUN_COLUMNS = (
     "dut_stats",
     "capture_paths",
 )
+
+
+# What a run row carries of its experiment's host: the configuration axes `kernel` and `host`.
+_HOST_AXES = "json_extract_string(e.host, '$.kernel') AS kernel, json_extract_string(e.host, '$.hostname') AS hostname"
 
 
 def create_experiment(
@@ -97,6 +102,8 @@ def _decode(run: dict[str, Any]) -> dict[str, Any]:
     for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
+    if "degraded_reasons" in run and run["degraded_reasons"] is None:
+        run["degraded_reasons"] = []  # stored before runs could be degraded
     return run
 
 
@@ -117,14 +124,15 @@ def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
 
 
 def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
-    """The experiment's runs with their headline figures, in the order they ran."""
+    """The experiment's runs with their headline figures and their host's kernel and name,
+    in the order they ran."""
     return [
         _decode(r)
         for r in rows_as_dicts(
             store.con.execute(
                 f"""SELECT r.*, a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
-                  a.partial, a.warnings, a.figures
-           FROM runs r LEFT JOIN analyses a USING (analysis_id)
+                  a.partial, a.warnings, a.figures, {_HOST_AXES}
+           FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)
            WHERE r.experiment_id = ? ORDER BY r.run_id""",
                 [experiment_id],
             )
@@ -160,16 +168,52 @@ def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
     return int(value)
 
 
-def calibration_floor(store: Store, experiment_id: int) -> dict[tuple[int, int, int], dict[str, Any]]:
-    """Per (rate, frame size, burst): the calibration run to read results against — this
-    experiment's own, else the latest valid one stored for the same traffic."""
+def set_calibration(store: Store, experiment_id: int, calibration_experiment_id: int | None) -> None:
+    """Read the experiment's runs against another experiment's calibration (None: its own)."""
+    with store.transaction():
+        store.con.execute(
+            "UPDATE experiments SET calibration_experiment_id = ? WHERE experiment_id = ?",
+            [calibration_experiment_id, experiment_id],
+        )
+
+
+def check_calibration(store: Store, experiment_id: int) -> None:
+    """UserError unless the experiment exists and has valid calibration runs to be a floor."""
+    experiment(store, experiment_id)
+    (count,) = store.con.execute(
+        "SELECT count(*) FROM runs WHERE experiment_id = ? AND calibration AND valid AND analysis_id IS NOT NULL",
+        [int(experiment_id)],
+    ).fetchone()
+    if not count:
+        raise UserError(
+            f"experiment {experiment_id} has no valid calibration runs to be a floor "
+            f"(`lowtail experiment list`; `lowtail calibrate` makes one)"
+        )
+
+
+def calibration_source(store: Store, experiment_id: int) -> int:
+    """The experiment whose calibration runs are this one's floor: the one it names, else itself."""
+    found = store.con.execute(
+        "SELECT calibration_experiment_id FROM experiments WHERE experiment_id = ?", [experiment_id]
+    ).fetchone()
+    return found[0] if found and found[0] is not None else experiment_id
+
+
+def calibration_floor(
+    store: Store, experiment_id: int, source: int | None = None
+) -> dict[tuple[int, int, int], dict[str, Any]]:
+    """Per (rate, frame size, burst): the calibration run to read the experiment's results
+    against (with every headline latency column), from `source`, else the experiment it
+    names (`set_calibration`), else its own — never another experiment's by chance. Empty
+    when that experiment has no valid calibration runs."""
+    source = calibration_source(store, experiment_id) if source is None else source
     cur = store.con.execute(
-        """SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,
-                  r.experiment_id, r.analysis_id, a.lat_p50_ns, a.lat_p99_ns, a.lat_p99_999_ns, a.lat_max_ns
+        f"""SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,
+                  r.experiment_id, r.analysis_id, {latency_columns("a")}
            FROM runs r JOIN analyses a USING (analysis_id)
-           WHERE r.calibration AND r.valid
-           ORDER BY r.rate_pps, r.frame_size, r.burst, (r.experiment_id = ?) DESC, r.run_id DESC""",
-        [experiment_id],
+           WHERE r.calibration AND r.valid AND r.experiment_id = ?
+           ORDER BY r.rate_pps, r.frame_size, r.burst, r.run_id DESC""",
+        [source],
     )
     return {(r["rate_pps"], r["frame_size"], r["burst"]): r for r in rows_as_dicts(cur)}
 

@@ -16,7 +16,10 @@ from lowtail.host.sysroot import SysRoot
 # once: the forwarder, and above it the timestamper (which must drain its rings even
 # while an overloaded forwarder never sleeps).
 GENERATOR_RT_PRIORITY = 40
-GENERATOR_NICE = -20
+# A program that busy-waits on a core others use too (the generator, a DuT that polls)
+# runs as an ordinary task at this nice level: other tasks get the core in short slices
+# only (see `generator_realtime`), where real-time it would be throttled in 50 ms pieces.
+BUSY_WAIT_NICE = -20
 DUT_RT_PRIORITY = 45
 CAPTURE_RT_PRIORITY = 50
 
@@ -54,6 +57,18 @@ class CoreRoles:
         housekeeping: a program there must not busy-poll without end."""
         return bool(set(cores) & {self.housekeeping, self.generator, self.capture})
 
+    def roles_on(self, core: int) -> list[str]:
+        """The testbed's own roles on a core, in words ("the generator", "the timestamper", "housekeeping")."""
+        roles = {"the generator": self.generator, "the timestamper": self.capture, "housekeeping": self.housekeeping}
+        return [name for name, c in roles.items() if c == core]
+
+    def dedicated(self, cores: list[int], isolated: set[int] | None = None) -> bool:
+        """Whether these (DuT) cores are the DuT's alone: isolated from the scheduler
+        (isolcpus) and serving no other role, so a program there may busy-poll real-time."""
+        if isolated is None:
+            isolated = isolated_cpus()
+        return set(cores) <= isolated and not self.shared(cores)
+
     def generator_realtime(self, isolated: set[int] | None = None) -> bool:
         """Whether the busy-waiting generator should run under SCHED_FIFO: only on a core
         the scheduler keeps other tasks off (isolcpus). Elsewhere ordinary tasks queue on
@@ -72,7 +87,7 @@ class CoreRoles:
         """lowtail-gen's scheduling arguments for this plan (see `generator_realtime`)."""
         if self.generator_realtime(isolated):
             return ["--rt-priority", str(GENERATOR_RT_PRIORITY)]
-        return ["--nice", str(GENERATOR_NICE)]
+        return ["--nice", str(BUSY_WAIT_NICE)]
 
     def as_dict(self) -> dict[str, Any]:
         """The roles as stored with a run and its experiment."""

@@ -25,7 +25,7 @@ from lowtail.binaries import find_binary
 from lowtail.errors import UserError
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.containment import MODES, format_cpu_list
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
+from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.process import Program
 from lowtail.testbed.system import sh, tc, tool
 from lowtail.testbed.topology import Testbed
@@ -173,6 +173,40 @@ class Dut:
         """Interrupt samples from inside the DuT (a VM's guest) in a time window, if it has any."""
         return []
 
+    # -- the core plan -------------------------------------------------------------------------
+
+    def busy_polls(self, plan: CoreRoles, isolated: set[int] | None = None) -> bool:
+        """Whether the DuT's program polls without ever sleeping on these cores."""
+        return False
+
+    def check_plan(self, plan: CoreRoles, isolated: set[int] | None = None) -> None:
+        """UserError for a core plan that defeats the measurement: a DuT that never sleeps
+        on the generator's core (each would take the core from the other: neither the
+        offered traffic nor the DuT would be what is measured)."""
+        cores = self._cores(plan)
+        if self.busy_polls(plan, isolated) and plan.generator in cores and len(CoreRoles.available()) > 1:
+            raise UserError(
+                f"DuT {self.name} ({self.kind}) busy-polls and would run on core {plan.generator}, the "
+                f"generator's: each would take the core from the other; give it other cores (cpus = [...]) "
+                f"or move the generator ([cores] generator = ...)"
+            )
+
+    def core_plan_warnings(self, plan: CoreRoles, isolated: set[int] | None = None) -> list[str]:
+        """What the plan does to the measurement, stored with the run: a DuT that never
+        sleeps on a core the testbed's own programs use."""
+        if not self.busy_polls(plan, isolated):
+            return []
+        warnings = []
+        for core in self._cores(plan):
+            roles = plan.roles_on(core)
+            if roles:
+                warnings.append(
+                    f"core plan: {self.kind} busy-polls on core {core}, which {' and '.join(roles)} also "
+                    f"use{'' if len(roles) > 1 else 's'} ({len(CoreRoles.available())} cores available): it runs "
+                    f"at nice {BUSY_WAIT_NICE} and its latencies include the slices they take"
+                )
+        return warnings
+
     # -- helpers for DuTs that run a process ----------------------------------------------------
 
     def _cores(self, plan: CoreRoles) -> list[int]:
@@ -304,6 +338,9 @@ class LowtailFwd(Dut):
             isolated = isolated_cpus()
         return None if core in isolated and not plan.shared([core]) else self.SHARED_CORE_SPIN_US
 
+    def busy_polls(self, plan: CoreRoles, isolated: set[int] | None = None) -> bool:
+        return self.spin_us(plan, isolated) is None
+
     @classmethod
     def check_available(cls) -> None:
         find_binary("lowtail-fwd")
@@ -342,6 +379,13 @@ class DpdkTestpmd(Dut):
     options = {
         "burst": Option("int", 32, minimum=1, help="testpmd's packets per burst"),
         "mbufs": Option("int", 16384, minimum=1024, help="mbufs in the pool (memory without hugepages is scarce)"),
+        "ring_frames": Option(
+            "int",
+            4096,
+            minimum=64,
+            help="frames in each af_packet ring (DPDK's default, 512, is 51 ms at 10 kpps: less than a "
+            "busy host keeps the poller off a shared core; each frame takes 2 KiB of kernel memory)",
+        ),
         **PROCESS_OPTIONS,
     }
 
@@ -353,12 +397,32 @@ class DpdkTestpmd(Dut):
                 "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment"
             )
 
+    # The frame size of its af_packet rings: the largest frame (1518 B) and the ring's header.
+    RING_FRAME_BYTES = 2048
+
+    def busy_polls(self, plan: CoreRoles, isolated: set[int] | None = None) -> bool:
+        return True  # the forwarding lcore polls its ports without end
+
+    def scheduling(self, plan: CoreRoles, isolated: set[int] | None = None) -> list[str]:
+        """The command that starts testpmd with its scheduling: real-time on cores of its
+        own, else an ordinary task at nice -20. Measured on the 2-core VM at load 12,
+        10 kpps for 2 s, its lcores on the timestamper's core: at nice 0 it lost 88-90 %
+        (p50 0.33 s: the poller got a small share of the core and its 512-frame rings
+        overflowed, counted by neither testpmd nor the interfaces), at nice -20 14 %, with
+        4096-frame rings at nice 0 3.5 % (p50 1.1 s), both: none (p50 5-9 ms, the
+        generator itself off its core 80 % of the time)."""
+        if plan.dedicated(self._cores(plan), isolated):
+            return ["chrt", "-f", str(DUT_RT_PRIORITY)]
+        return ["nice", "-n", str(BUSY_WAIT_NICE)]
+
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         cores = self._cores(plan)
         # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
         lcores = f"0@{cores[0]},1@{cores[-1]}"
         tb.own_path(Path("/var/run/dpdk") / tb.tag)
+        ring = f"framecnt={self.config['ring_frames']},framesz={self.RING_FRAME_BYTES},blocksz=4096"
         argv = [
+            *self.scheduling(plan),
             shutil.which("dpdk-testpmd"),
             "--no-huge",
             "--no-pci",
@@ -367,8 +431,8 @@ class DpdkTestpmd(Dut):
             f"--file-prefix={tb.tag}",
             "--lcores",
             lcores,
-            f"--vdev=net_af_packet0,iface={tb.dut_in}",
-            f"--vdev=net_af_packet1,iface={tb.dut_out}",
+            f"--vdev=net_af_packet0,iface={tb.dut_in},{ring}",
+            f"--vdev=net_af_packet1,iface={tb.dut_out},{ring}",
             "--",
             "--forward-mode=io",
             "--auto-start",
@@ -380,6 +444,7 @@ class DpdkTestpmd(Dut):
         ]
         self._spawn(tb, plan, argv, pin_with_taskset=False)
         self.containment["lcores"] = lcores
+        self.containment["scheduling"] = " ".join(argv[: argv.index(shutil.which("dpdk-testpmd"))])
 
     def stop(self) -> dict[str, Any]:
         super().stop()

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use lowtail_frame::{FrameTemplate, IdSpec, TemplateSpec, Vlan};
+use lowtail_frame::{FrameTemplate, IdSpec, TemplateSpec, Vlan, MIN_FRAME_SIZE};
 use serde_json::json;
 
 use lowtail_net::cli::{parse_duration, parse_mac};
@@ -49,7 +49,8 @@ struct Args {
     /// Send for this long (rate × duration frames): 10, 2.5s, 500ms.
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]
     duration: Option<Duration>,
-    /// Frame size on the wire in bytes, FCS included (64 to 1518; more needs a jumbo MTU).
+    /// Frame size on the wire in bytes, including the 4-byte FCS (RFC 2544: 64 to 1518; more
+    /// needs a jumbo MTU). The frame sent, and captured, is the FCS shorter: 1518 → 1514.
     #[arg(long, default_value_t = 64, value_name = "BYTES")]
     frame_size: usize,
     /// Frames sent back to back at each due time.
@@ -133,8 +134,11 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
             args.flows, args.udp_src_port
         )));
     }
-    if args.frame_size < 64 {
-        return Err(Fatal::usage(format!("frame size {} B is below the Ethernet minimum of 64 B", args.frame_size)));
+    if args.frame_size < MIN_FRAME_SIZE {
+        return Err(Fatal::usage(format!(
+            "frame size {} B is below the Ethernet minimum of {MIN_FRAME_SIZE} B (FCS included)",
+            args.frame_size
+        )));
     }
     (0..args.flows)
         .map(|flow| {

@@ -1,0 +1,12 @@
+//! The wire format's facts Python must not restate: what a frame size counts.
+
+use pyo3::prelude::*;
+
+use lowtail_frame::{FCS_BYTES, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // Bytes of the FCS: counted in a frame size (on the wire), absent from a capture.
+    m.add("FCS_BYTES", FCS_BYTES)?;
+    // (smallest, largest) frame size on the wire, FCS included: RFC 2544's 64 and 1518.
+    m.add("FRAME_SIZES", (MIN_FRAME_SIZE, MAX_FRAME_SIZE))
+}

@@ -1,0 +1,137 @@
+"""The verdict of stored runs, from synthetic captures with known latencies: a run whose
+packets already break the budget fails whatever their number, "inconclusive" only when
+the data cannot decide, and every verdict says why — in the terminal and in the report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+from test_store_and_report import run_row  # noqa: E402  (tests/experiment is on the path)
+
+from lowtail import _native
+from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.cli.run import run_json, runs_table
+from lowtail.report.experiment import write_experiment_report
+from lowtail.store import open_store
+from lowtail.store import runs as runstore
+from lowtail.units import format_ns
+from lowtail.verdict import Cause, Status, Verdict, parse_verdict
+
+
+def _analysis(tmp_path: Path, name: str, latency_ns: int, packets: int, loss: float = 0.0):
+    pre, post = tmp_path / f"{name}-pre.pcap", tmp_path / f"{name}-post.pcap"
+    spec = {"packets": packets, "rate_pps": 10_000.0, "base_latency_ns": latency_ns, "jitter_ns": 0.0}
+    _native.synth_pair(str(pre), str(post), json.dumps(spec | {"loss": loss, "seed": 3}))
+    options = AnalyzeOptions(trim_ns=0, export=str(tmp_path / f"{name}.parquet"))
+    return analyze_pair(pre, post, options), options.to_dict()
+
+
+@pytest.fixture
+def judged(tmp_path):
+    """An experiment judged at 99.999 % under 1 ms: a slow run of 30,139 packets (median
+    89 ms), a fast one of 49,999, and a fast one of 100,000."""
+    db = tmp_path / "v.duckdb"
+    with open_store(db) as store:
+        eid = runstore.create_experiment(store, "v", {"verdict": {"budget": "1ms"}}, "hv", {}, str(tmp_path))
+        for name, latency, packets in (
+            ("slow", 89_000_000, 30_139),
+            ("few", 40_000, 49_999),
+            ("many", 40_000, 100_000),
+        ):
+            analysis, opts = _analysis(tmp_path, name, latency, packets)
+            runstore.save_run(store, run_row(eid, name, "custom") | {"combination_key": name}, analysis, opts)
+        rows = runstore.runs(store, eid)
+        experiment = runstore.experiment(store, eid)
+    return db, experiment, {r["dut_name"]: r for r in rows}
+
+
+def test_packets_that_break_the_budget_fail_whatever_their_number(judged):
+    _, _, runs = judged
+    verdict = Verdict()
+    slow = verdict.judge(runs["slow"])
+    assert (slow.status, slow.cause) == (Status.FAIL, Cause.LATENCY)
+    assert slow.samples == 30_139 and slow.value_ns >= 89_000_000 and slow.packets_needed == 100_000
+    assert "99.999 % is 89.000 ms, not under 1.000 ms (30,139 packets" in slow.reason
+    few = verdict.judge(runs["few"])
+    assert few.status is Status.INCONCLUSIVE
+    assert few.reason == "49,999 packets; 99.999 % needs 100,000, and none reached 1.000 ms (max 40.000 µs)"
+    many = verdict.judge(runs["many"])
+    assert many.status is Status.PASS and many.label == "PASS"
+    # Under a budget the fast runs break, both fail: the data decide.
+    strict = Verdict(budget_ns=40_000)
+    assert [strict.judge(runs[n]).label for n in ("slow", "few", "many")] == ["FAIL: latency"] * 3
+
+
+@pytest.mark.parametrize(("percentile", "needed"), [(50, 2), (99, 100), (99.9, 1_000), (99.999, 100_000)])
+def test_the_packets_a_percentile_needs_are_exact(percentile, needed):
+    assert parse_verdict({"percentile": percentile}).packets_needed == needed
+
+
+def test_loss_where_none_is_allowed_fails_even_with_too_few_packets(tmp_path):
+    with open_store(tmp_path / "l.duckdb") as store:
+        eid = runstore.create_experiment(store, "l", {}, "hl", {}, str(tmp_path))
+        analysis, opts = _analysis(tmp_path, "lossy", 40_000, 2_000, loss=0.01)
+        runstore.save_run(store, run_row(eid, "lossy", "custom"), analysis, opts)
+        (run,) = runstore.runs(store, eid)
+    judgement = Verdict().judge(run)
+    assert (judgement.status, judgement.cause) == (Status.FAIL, Cause.LOSS)
+    assert judgement.reason.endswith("packets lost; the budget allows none")
+    assert judgement.as_dict()["status"] == "FAIL" and judgement.as_dict()["cause"] == "loss"
+
+
+def test_the_terminal_table_says_why_within_80_columns(judged):
+    _, experiment, runs = judged
+    rows = list(runs.values())
+    console = Console(width=80, record=True, highlight=False)
+    console.print(runs_table(experiment, rows, {}, Verdict()))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text  # nothing cut
+    assert "49,999 packets; 99.999 % needs 100,000, and none reached 1.000 ms" in " ".join(text.split())
+    assert "99.999 % is 89.000 ms, not under 1.000 ms" in " ".join(text.split())
+    doc = run_json(runs["few"], {}, Verdict())
+    assert doc["verdict"]["status"] == "inconclusive" and doc["verdict"]["packets_needed"] == 100_000
+
+
+def test_the_report_says_why(judged, tmp_path):
+    db, experiment, _ = judged
+    html = write_experiment_report(db, experiment["experiment_id"], tmp_path / "v.html").read_text()
+    assert "49,999 packets; 99.999 % needs 100,000, and none reached 1.000 ms" in html
+    assert "99.999 % is 89.000 ms, not under 1.000 ms" in html
+
+
+def test_tables_show_the_judged_percentile_and_the_floor_at_it(tmp_path):
+    """A 99.99 % / 350 µs budget: the tables show the 99.99 % column beside the verdict
+    (and the floor's 99.99 %), not another percentile."""
+    db = tmp_path / "p.duckdb"
+    spec = {"verdict": {"percentile": 99.99, "budget": "350us"}}
+    with open_store(db) as store:
+        eid = runstore.create_experiment(store, "p", spec, "hp", {}, str(tmp_path))
+        for name, kind, latency in (("wire", "wire", 3_000), ("fwd", "lowtail-fwd", 40_000)):
+            pre, post = tmp_path / f"{name}-pre.pcap", tmp_path / f"{name}-post.pcap"
+            synth = {"packets": 30_000, "rate_pps": 10_000.0, "base_latency_ns": latency, "jitter_ns": 300.0}
+            _native.synth_pair(str(pre), str(post), json.dumps(synth | {"loss": 0.0, "seed": 5}))
+            options = AnalyzeOptions(trim_ns=0, export=str(tmp_path / f"{name}.parquet"))
+            row = run_row(eid, name, kind) | {"combination_key": name}
+            runstore.save_run(store, row, analyze_pair(pre, post, options), options.to_dict())
+        rows = runstore.runs(store, eid)
+        floors = runstore.calibration_floor(store, eid)
+        experiment = runstore.experiment(store, eid)
+    wire, fwd = ({k: r["figures"]["latency_ns"][k] for k in ("p99_99", "p99_999")} for r in rows)
+    assert fwd["p99_99"] != fwd["p99_999"] and wire["p99_99"] != wire["p99_999"]
+    verdict = parse_verdict(spec["verdict"])
+    for width in (80, 160):
+        console = Console(width=width, record=True, highlight=False)
+        console.print(runs_table(experiment, rows, floors, verdict, width=width))
+        text = console.export_text()
+        header = next(line for line in text.splitlines() if "verdict" in line and "run" in line)
+        assert "p99.99 " in header + " " and "p99.999" not in header
+        fwd_line = next(line for line in text.splitlines() if " fwd " in line)
+        assert format_ns(fwd["p99_99"]) in fwd_line and format_ns(wire["p99_99"]) in fwd_line
+    html = write_experiment_report(db, eid, tmp_path / "p.html").read_text()
+    summary = html[html.index("<h2>Verdict</h2>") : html.index("</table>", html.index("<h2>Verdict</h2>"))]
+    assert "<th>99.99 %</th>" in summary and "<th>floor 99.99 %</th>" in summary
+    assert format_ns(fwd["p99_99"]) in summary and format_ns(wire["p99_99"]) in summary
