@@ -51,7 +51,7 @@ def gone(pid: int, timeout: float = 10.0) -> bool:
 def test_stop_interrupts_the_program_runs_undo_and_reports_clocks_and_statistics(tmp_path):
     stats = tmp_path / "stats.json"
     # The program writes its statistics when interrupted, as the native programs do.
-    script = f"trap 'echo {{\"\\\"sent\\\"\": 7}} > {stats}; exit 0' INT; echo ready; while :; do sleep 0.05; done"
+    script = f'trap \'echo {{"\\"sent\\"": 7}} > {stats}; exit 0\' INT; echo ready; while :; do sleep 0.05; done'
     leash = start(tmp_path, "--stats", str(stats), program=["sh", "-c", script])
     pid = child_pid(leash)
     assert leash.stdout.readline().strip() == "ready"
@@ -74,6 +74,18 @@ def test_a_controller_that_goes_away_stops_the_role(tmp_path):
     assert leash.wait(10) == 128 + signal.SIGINT
     assert gone(pid)
     assert "the controller is gone" in leash.stderr.read()
+    assert (tmp_path / "undo").read_text() == "undone\n"
+
+
+def test_a_lost_session_with_nowhere_to_write_still_stops_and_undoes(tmp_path):
+    """sshd gone: stdin, stdout and stderr all lead nowhere; writing must not stop the undo."""
+    leash = start(tmp_path, program=["sleep", "600"])
+    pid = child_pid(leash)
+    leash.stdout.close()
+    leash.stderr.close()
+    leash.stdin.close()
+    leash.wait(10)
+    assert gone(pid)
     assert (tmp_path / "undo").read_text() == "undone\n"
 
 

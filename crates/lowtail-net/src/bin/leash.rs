@@ -105,7 +105,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         }
     };
     if matches!(end, End::ControllerGone | End::HeartbeatLost) {
-        eprintln!("{PROGRAM}: {}: stopping the role", describe(end));
+        tell(&format!("{}: stopping the role", describe(end)));
     }
     let status = match child.as_mut() {
         Some(c) => Some(stop(c, args.grace)),
@@ -187,9 +187,15 @@ fn undo(command: &str) {
     let done = Command::new("/bin/sh").arg("-c").arg(command).stdin(Stdio::null()).status();
     match done {
         Ok(status) if status.success() => {}
-        Ok(status) => eprintln!("{PROGRAM}: undo `{command}` exited with {}", exit_code(status)),
-        Err(e) => eprintln!("{PROGRAM}: undo `{command}` could not run: {e}"),
+        Ok(status) => tell(&format!("undo `{command}` exited with {}", exit_code(status))),
+        Err(e) => tell(&format!("undo `{command}` could not run: {e}")),
     }
+}
+
+/// A message on stderr. Not eprintln!, which panics when stderr is gone: it is, when the
+/// controller's SSH session went, and the role must still be stopped and undone then.
+fn tell(message: &str) {
+    let _ = writeln!(std::io::stderr(), "{PROGRAM}: {message}");
 }
 
 /// One line for the controller; a controller that is gone cannot read it, which is fine.
