@@ -14,10 +14,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from lowtail import percentiles
+from lowtail import clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
@@ -77,14 +78,17 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.experiment.runner import check_can_run, run_experiment
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
+    from lowtail.testbed.sessions import open_session
 
-    check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
-    with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
-        result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
-        experiment = runstore.experiment(store, result.experiment_id)
-        rows = runstore.runs(store, result.experiment_id)
-        floors = runstore.calibration_floor(store, result.experiment_id)
+    with _sigterm_interrupts(), open_session(exp.testbed, log=note) as session:
+        # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
+        check_can_run(exp, session, log=note)
+        with open_store(db) as store, _progress_bar(not json_out) as progress:
+            result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
+            experiment = runstore.experiment(store, result.experiment_id)
+            rows = runstore.runs(store, result.experiment_id)
+            floors = runstore.calibration_floor(store, result.experiment_id)
     if result.resumed_runs:
         note(
             f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
@@ -97,6 +101,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     invalid = [r for r in rows if not r["valid"]]
     if any_emulated(rows):
         warn(TCG_WARNING)
+    if clocks.any_two_clocks(rows):
+        warn(clocks.TWO_CLOCKS_WARNING)
     if json_out:
         print_json([run_json(r, floors) for r in rows])
     else:
@@ -144,6 +150,7 @@ def run_json(r: dict[str, Any], floors: dict) -> dict[str, Any]:
         "capture": r["capture"],
         "containment": r["containment"],
         "virtualization": r.get("virtualization"),
+        "testbed": r.get("testbed"),
         "dut_stats": r["dut_stats"],
         "energy": r["energy"],
         "calibration_floor": None
@@ -178,7 +185,7 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
     for r in rows:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         t.add_row(
-            marked(r["dut_name"], r.get("virtualization")),
+            clocks.marked(marked(r["dut_name"], r.get("virtualization")), r.get("testbed")),
             format_rate(r["rate_pps"]),
             format_count(r["sent"]),
             format_count(r["lost"]),
@@ -192,9 +199,10 @@ def runs_table(experiment: dict[str, Any], rows: list[dict[str, Any]], floors: d
 
 
 @app.command(
-    help="Run a latency experiment on a software testbed (network namespaces and veth links): "
-    "every combination of the file's lists, each stored with its analysis. Without FILE, the "
-    "embedded default experiment. Interrupted experiments resume where they stopped."
+    help="Run a latency experiment: every combination of the file's lists, each stored with its "
+    "analysis, on the file's [testbed] (network namespaces and veth links by default, or your own "
+    "interfaces, or LoadGen, DuT and timestamper hosts reached by SSH). Without FILE, the embedded "
+    "default experiment. Interrupted experiments resume where they stopped."
 )
 def run(
     file: Path | None = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
@@ -232,6 +240,11 @@ def calibrate(
     from lowtail.experiment import spec
 
     exp = spec.load(file)
+    if exp.testbed.kind != "namespaces":
+        raise UserError(
+            f"{exp.source}: `lowtail calibrate` measures lowtail's own veth wire; this experiment runs on "
+            f"{exp.testbed.kind} wiring, whose floor is a run with a cable (or a loop) as an external DuT"
+        )
     exp = dataclasses.replace(
         exp, name=f"{exp.name} (calibration)", duts=[], calibrate=True, raw=exp.raw | {"calibration_only": True}
     )

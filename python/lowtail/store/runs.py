@@ -19,6 +19,7 @@ _JSON_RUN_COLUMNS = (
     "traffic",
     "dut_stats",
     "capture_paths",
+    "testbed",
 )
 
 
@@ -37,16 +38,21 @@ def create_experiment(
 
 def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
     """The latest unfinished experiment of the same file, if any: resuming continues it."""
-    found = row_as_dict(
+    found = latest_experiment(store, spec_hash)
+    if found is None or found["status"] == "finished":
+        return None
+    return found
+
+
+def latest_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
+    """The latest experiment of the same file (or imported campaign), whatever its status."""
+    return row_as_dict(
         store.con.execute(
             "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? "
             "ORDER BY experiment_id DESC LIMIT 1",
             [spec_hash],
         )
     )
-    if found is None or found["status"] == "finished":
-        return None
-    return found
 
 
 def set_data_dir(store: Store, experiment_id: int, data_dir: str) -> None:
@@ -56,7 +62,8 @@ def set_data_dir(store: Store, experiment_id: int, data_dir: str) -> None:
 
 
 def set_status(store: Store, experiment_id: int, status: str) -> None:
-    """running, interrupted, failed or finished (which also sets finished_at)."""
+    """running, interrupted, failed, partial (an import that left captures out) or finished
+    (which also sets finished_at)."""
     with store.transaction():
         store.con.execute(
             "UPDATE experiments SET status = ?, finished_at = CASE WHEN ? IN ('finished') "
@@ -162,7 +169,14 @@ def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
 
 def calibration_floor(store: Store, experiment_id: int) -> dict[tuple[int, int, int], dict[str, Any]]:
     """Per (rate, frame size, burst): the calibration run to read results against — this
-    experiment's own, else the latest valid one stored for the same traffic."""
+    experiment's own, else the latest valid one stored for the same traffic. Calibration is
+    lowtail's own veth wire: runs on real wiring or imported captures have no floor here."""
+    (kind,) = store.con.execute(
+        "SELECT coalesce(any_value(testbed->>'$.kind'), 'namespaces') FROM runs WHERE experiment_id = ?",
+        [experiment_id],
+    ).fetchone()
+    if kind != "namespaces":
+        return {}
     cur = store.con.execute(
         """SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,
                   r.experiment_id, r.analysis_id, a.lat_p50_ns, a.lat_p99_ns, a.lat_p99_999_ns, a.lat_max_ns
