@@ -67,6 +67,29 @@ class Point:
         return {"host": self.site.label, "interface": self.interface, "netns": self.netns, "mac": self.mac}
 
 
+# Programs that discipline a host's clocks: their presence is part of a side's clock record.
+TIME_DAEMONS = ("ptp4l", "phc2sys", "ts2phc", "timemaster", "chronyd", "ntpd", "systemd-timesyn")
+
+
+def local_time_sources() -> dict[str, Any]:
+    """This host's PTP hardware clocks (name by ptpN) and the time daemons running."""
+    clocks = {}
+    for ptp in sorted(Path("/sys/class/ptp").glob("ptp*")):
+        try:
+            clocks[ptp.name] = (ptp / "clock_name").read_text().strip()
+        except OSError:
+            continue
+    daemons = set()
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            name = comm.read_text().strip()
+        except OSError:
+            continue
+        if name in TIME_DAEMONS:
+            daemons.add(name)
+    return {"clocks": clocks, "daemons": sorted(daemons), "port_state": None}
+
+
 def boot_id() -> str | None:
     """This kernel's boot id (a new one every boot)."""
     try:
@@ -105,4 +128,4 @@ class LocalSite:
         return start, end
 
     def identity(self) -> dict[str, Any]:
-        return {"host": self.label, "boot_id": boot_id()}
+        return {"host": self.label, "boot_id": boot_id(), "ptp": local_time_sources()}

@@ -16,6 +16,7 @@ from lowtail.errors import UserError
 from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed.hosts.ssh import SshHost
 from lowtail.testbed.interfaces import interface_problem
+from lowtail.testbed.sites import TIME_DAEMONS
 
 # Capabilities (bit numbers) each role's programs need: packet sockets (NET_RAW), the DuT's
 # tc/ip set-up and hardware stamping (NET_ADMIN), real-time and nice scheduling (SYS_NICE).
@@ -45,7 +46,7 @@ for i in $IFACES; do
   for a in flags carrier address operstate; do say "if.$i.$a" "$(cat "$d/$a" 2>/dev/null)"; done
 done
 for p in /sys/class/ptp/ptp*; do [ -e "$p" ] && say "ptp.${p##*/}" "$(cat "$p/clock_name")"; done
-say time_daemons "$(cat /proc/[0-9]*/comm 2>/dev/null | grep -x -E 'ptp4l|phc2sys|ts2phc|timemaster|chronyd|ntpd|systemd-timesyn' | sort -u | tr '\n' ' ')"
+say time_daemons "$(cat /proc/[0-9]*/comm 2>/dev/null | grep -x -E "$TIME_DAEMONS" | sort -u | tr '\n' ' ')"
 if command -v pmc >/dev/null 2>&1; then
   say ptp_port_state "$(pmc -u -b 0 -t 1 'GET PORT_DATA_SET' 2>/dev/null | sed -n 's/^[[:space:]]*portState[[:space:]]*//p' | head -n1)"
 fi
@@ -60,7 +61,10 @@ for t in ip tc taskset; do say "tool.$t" "$(command -v $t)"; done
 
 def read_facts(host: SshHost, workdir: str, interfaces: list[str]) -> dict[str, Any]:
     """The host's facts, for the interfaces its roles use; lowtail's work directory made."""
-    env = f"IFACES={shlex.quote(' '.join(interfaces))}; WORKDIR={shlex.quote(workdir)}; "
+    env = (
+        f"IFACES={shlex.quote(' '.join(interfaces))}; WORKDIR={shlex.quote(workdir)}; "
+        f"TIME_DAEMONS={shlex.quote('|'.join(TIME_DAEMONS))}; "
+    )
     done = host.run(env + _SCRIPT, what="reading what the host is")
     return parse_facts(done.stdout.decode(errors="replace"))
 
