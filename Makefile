@@ -9,7 +9,13 @@ STAMPS  := .build
 # dpdk-dev: dpdk-testpmd, one of the DuT kinds (tested end to end when installed).
 # qemu-system-x86 + busybox-static: the VM DuT and its guest (kernels come from Debian's
 # archive at run time: `lowtail vm build`); nftables, openvswitch-switch: those DuT kinds.
-APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-static nftables openvswitch-switch
+# openssh-client: the hosts testbed reaches its hosts with ssh.
+APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-static nftables openvswitch-switch \
+               openssh-client
+# openssh-server: the hosts testbed's tests start real sshd in network namespaces (note that
+# Debian starts its own ssh service when the package is installed, unless policy-rc.d forbids);
+# tcpdump: the external timestamper of the import tests.
+APT_TEST    := openssh-server tcpdump
 # tcpreplay + tcpdump: the Debian-tools baseline of bench/testbed_loop.py.
 APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
@@ -22,6 +28,10 @@ $(STAMPS):
 
 $(STAMPS)/apt: scripts/ensure-apt.sh Makefile | $(STAMPS)
 	@scripts/ensure-apt.sh $(APT_RUNTIME)
+	@touch $@
+
+$(STAMPS)/apt-test: scripts/ensure-apt.sh Makefile | $(STAMPS)
+	@scripts/ensure-apt.sh $(APT_TEST)
 	@touch $@
 
 $(STAMPS)/venv: pyproject.toml scripts/pydeps.py | $(STAMPS)
@@ -58,7 +68,7 @@ lint: $(STAMPS)/venv
 test-rust: deps
 	cargo test --workspace --exclude lowtail-py --quiet
 
-test-python: build
+test-python: build $(STAMPS)/apt-test
 	$(PY) -m pytest -q
 
 test: lint test-rust test-python ## everything CI runs

@@ -31,6 +31,20 @@ def parse_duration_ns(text: str | int | float, default_unit: str = "s") -> int:
     return round(value * _SCALE_NS[unit])
 
 
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*(?:pps)?\s*$")
+_RATE_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
+
+
+def parse_rate_pps(text: str | int | float) -> int:
+    """'50000', '50k', '1.5M', '200kpps' -> packets per second."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return round(text)
+    m = _RATE.match(str(text))
+    if not m:
+        raise UserError(f"cannot read {text!r} as a rate (examples: 50000, 50k, 1.5M packets per second)")
+    return round(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
+
+
 def format_ns(ns: float | int | None, digits: int = 3) -> str:
     """Nanoseconds in the unit that reads best, always with the unit."""
     if ns is None:

@@ -21,7 +21,7 @@ from analyze_support import PERCENTILES, run_cli, synth
 from lowtail import _native
 from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair, lowtail_error
 from lowtail.errors import Failure, Interrupted, UserError
-from lowtail.experiment.runner import _is_disk_full
+from lowtail.experiment.runner import is_disk_full
 
 SMALL = {"packets": 15_000, "rate_pps": 10_000}
 
@@ -134,7 +134,7 @@ def test_an_export_that_cannot_be_created_carries_its_errno(tmp_path, good):
     cause = caught.value.__cause__
     assert isinstance(cause, _native.ExportError) and isinstance(cause, _native.OutputError)
     assert cause.errno == errno.ENOENT
-    assert not _is_disk_full(caught.value)
+    assert not is_disk_full(caught.value)
 
 
 def test_a_cancelled_analysis_is_its_own_class(good):
@@ -156,7 +156,7 @@ def test_a_full_disk_is_told_by_errno(tmp_path):
             analyze_pair(pair.pre, pair.post, AnalyzeOptions(trim_ns=0, export=full / "series.parquet"))
         assert isinstance(caught.value.__cause__, _native.ExportError)
         assert caught.value.__cause__.errno == errno.ENOSPC
-        assert _is_disk_full(caught.value)
+        assert is_disk_full(caught.value)
         assert list(full.iterdir()) == []  # the partial file is removed
     finally:
         subprocess.run(["umount", str(full)], check=True)

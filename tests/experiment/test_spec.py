@@ -96,7 +96,7 @@ def test_the_embedded_default_parses():
         ("[traffic]\nrates = [1000,\n", "exp.toml line 2 (end of file): not valid TOML"),
         (
             '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "nope"\n',
-            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom, nftables, ovs, vm)",
+            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom, nftables, ovs, vm, external)",
         ),
         (
             '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nwrk_ns = 5\n',
@@ -182,3 +182,134 @@ def test_frame_size_means_one_thing_everywhere():
     assert wording in " ".join(help_text.split())
     with pytest.raises(UserError, match="frame_size must be whole numbers from 64 to 1,518"):
         spec.parse("[traffic]\nrates = [1000]\nframe_size = 1522\n", "e.toml")
+
+
+# -- [testbed]: real wiring ---------------------------------------------------------------------
+
+INTERFACES = """\
+[experiment]
+name = "wired"
+[traffic]
+rates = [10000]
+[testbed]
+kind = "interfaces"
+generator = "eth1"            # the generator transmits here
+pre = "eth1"                  # the timestamper's PRE point (may be the generator's interface)
+post = "eth4"                 # the timestamper's POST point
+[[dut]]
+name = "mirred"
+kind = "kernel-mirred"
+interfaces = ["eth2", "eth3"] # the DuT's in and out, in this host's namespace
+[[dut]]
+name = "switch"
+kind = "external"
+"""
+
+
+def test_the_issue_interfaces_shape_parses_without_calibration():
+    exp = spec.parse(INTERFACES, "exp.toml")
+    assert (exp.testbed.kind, exp.testbed.generator, exp.testbed.pre, exp.testbed.post) == (
+        "interfaces",
+        "eth1",
+        "eth1",
+        "eth4",
+    )
+    assert not exp.calibrate  # a wire in the DuT's place is not lowtail's to make here
+    assert [(c.dut.name, c.dut.interfaces) for c in exp.combinations()] == [
+        ("mirred", ("eth2", "eth3")),
+        ("switch", None),
+    ]
+    # The interfaces are part of what a run is: another wiring, another key.
+    other = spec.parse(INTERFACES.replace('"eth2", "eth3"', '"eth5", "eth6"'), "exp.toml")
+    assert exp.combinations()[0].key != other.combinations()[0].key
+    # A namespaces experiment keeps the keys it had before [testbed] existed.
+    assert "interfaces" not in spec.parse(ISSUE_EXAMPLE, "exp.toml").combinations()[0].key
+
+
+def test_a_hosts_testbed_names_each_role_by_its_ssh_destination(tmp_path):
+    (tmp_path / "id").write_text("key")
+    text = """\
+[traffic]
+rates = [10000]
+[testbed]
+kind = "hosts"
+identity = "id"
+[testbed.loadgen]
+ssh = "root@lg"
+interface = "eth1"
+[testbed.timestamper]
+ssh = "root@ts"
+pre = "eth1"
+post = "eth2"
+post_ssh = "ssh://root@ts2:2222"
+workdir = "/scratch/lowtail"
+[testbed.dut]
+ssh = "root@dut"
+[cores]
+generator = 7
+[[dut]]
+name = "fwd"
+kind = "lowtail-fwd"
+interfaces = ["eth2", "eth3"]
+"""
+    (tmp_path / "h.toml").write_text(text)
+    exp = spec.load(tmp_path / "h.toml")
+    tb = exp.testbed
+    assert tb.hosts == ["root@lg", "root@ts", "ssh://root@ts2:2222", "root@dut"]
+    assert (tb.pre.host, tb.post.host, tb.post.interface) == ("root@ts", "ssh://root@ts2:2222", "eth2")
+    assert tb.ssh.identity == str(tmp_path / "id")  # beside the experiment file
+    assert tb.workdir("ssh://root@ts2:2222") == "/scratch/lowtail" and tb.workdir("root@lg") == "/var/tmp/lowtail"
+    assert exp.cores == {"generator": 7}  # the LoadGen host's core: checked once it is reached
+
+
+_LG = '[testbed.loadgen]\nssh = "root@lg"\ninterface = "a"\n'
+_TS = '[testbed.timestamper]\nssh = "root@ts"\npre = "a"\npost = "b"\n'
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ('[testbed]\nkind = "cables"\n', "line 4: unknown testbed kind 'cables'"),
+        ('[testbed]\nkind = "interfaces"\ngenerator = "eth1"\npre = "eth1"\n', "[testbed] needs `post`"),
+        (
+            '[testbed]\nkind = "interfaces"\ngenerator = "eth 1"\npre = "a"\npost = "b"\n',
+            "line 5: generator must name an interface",
+        ),
+        (
+            '[testbed]\nkind = "interfaces"\ngenerator = "a"\npre = "a"\npost = "b"\n[[dut]]\nname = "m"\nkind = "kernel-mirred"\n',
+            "DuT 'm': on real wiring a DuT names the interfaces it forwards between",
+        ),
+        (
+            '[testbed]\nkind = "interfaces"\ngenerator = "a"\npre = "a"\npost = "b"\n[[dut]]\nname = "v"\nkind = "vm"\ninterfaces = ["c", "d"]\n',
+            "DuT 'v': kind vm runs on a namespaces testbed, not on this interfaces one",
+        ),
+        (
+            '[[dut]]\nname = "m"\nkind = "kernel-mirred"\ninterfaces = ["c", "d"]\n',
+            "interfaces are named only on real wiring",
+        ),
+        ('[[dut]]\nname = "x"\nkind = "external"\n', "kind external runs on a interfaces or hosts testbed"),
+        (
+            '[experiment]\ncalibrate = true\n[testbed]\nkind = "interfaces"\ngenerator = "a"\npre = "a"\npost = "b"\n',
+            "calibrate = true needs a wire in the DuT's place",
+        ),
+        ('[testbed]\nkind = "hosts"\n', "a hosts testbed needs a [testbed.loadgen] table"),
+        (
+            '[testbed]\nkind = "hosts"\n[testbed.loadgen]\nssh = "-oProxyCommand=x"\ninterface = "a"\n' + _TS,
+            "line 6: ssh must be an SSH destination",
+        ),
+        ('[testbed]\nkind = "hosts"\nidentity = "no-such-key"\n' + _LG + _TS, "identity: no such file"),
+        (
+            '[testbed]\nkind = "hosts"\n' + _LG + _TS + "[testbed.dut]\nsh = 1\n",
+            "line 13: unknown key 'sh' in [testbed.dut]",
+        ),
+    ],
+)
+def test_testbed_mistakes_say_what_and_where(text, expected):
+    assert expected in error_of("[traffic]\nrates = [1000]\n" + text)
+
+
+def test_testbed_durations_default_and_parse():
+    exp = spec.parse(INTERFACES, "exp.toml")
+    assert exp.testbed.settle_ns == 1_000_000_000 and exp.testbed.probe is True
+    timed = spec.parse(INTERFACES.replace('post = "eth4"', 'post = "eth4"\nsettle = "250ms"\nprobe = false'), "x")
+    assert (timed.testbed.settle_ns, timed.testbed.probe) == (250_000_000, False)

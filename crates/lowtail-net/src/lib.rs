@@ -7,6 +7,8 @@
 //!   written off the capture thread (`pcapout`), kernel drop counters (`counters`).
 //! * `lowtail-fwd` — a busy-polling userspace forwarder with synthetic per-packet work
 //!   and batch release, a controllable stand-in for an IPS.
+//! * `lowtail-leash` — holds one of these on another host for its controller: stops it
+//!   (and undoes set-up) when the controller says so, goes away, or falls silent.
 //!
 //! All three take interfaces as `NAME` or `NAME@NETNS` (`netns`), pin themselves with
 //! `--cpu` (`cpu`), stop cleanly on SIGINT/SIGTERM (`signal`), write their statistics

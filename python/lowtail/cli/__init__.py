@@ -9,6 +9,7 @@ import sys
 from lowtail.cli import analyze as _analyze  # noqa: F401  (registers commands)
 from lowtail.cli import db as _db  # noqa: F401
 from lowtail.cli import host as _host  # noqa: F401
+from lowtail.cli import import_captures as _import_captures  # noqa: F401
 from lowtail.cli import model as _model  # noqa: F401
 from lowtail.cli import noise as _noise  # noqa: F401
 from lowtail.cli import report as _report  # noqa: F401

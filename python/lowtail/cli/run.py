@@ -16,10 +16,11 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from lowtail import axes, percentiles
+from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
@@ -81,14 +82,17 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.experiment.runner import check_can_run, run_experiment
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
+    from lowtail.testbed.sessions import open_session
 
-    check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
-    with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
-        result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
-        experiment = runstore.experiment(store, result.experiment_id)
-        rows = runstore.runs(store, result.experiment_id)
-        floors = runstore.calibration_floor(store, result.experiment_id)
+    with _sigterm_interrupts(), open_session(exp.testbed, log=note) as session:
+        # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
+        check_can_run(exp, session, log=note)
+        with open_store(db) as store, _progress_bar(not json_out) as progress:
+            result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
+            experiment = runstore.experiment(store, result.experiment_id)
+            rows = runstore.runs(store, result.experiment_id)
+            floors = runstore.calibration_floor(store, result.experiment_id)
     if result.resumed_runs:
         note(
             f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
@@ -101,6 +105,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     invalid = [r for r in rows if not r["valid"]]
     if any_emulated(rows):
         warn(TCG_WARNING)
+    if clocks.any_two_clocks(rows):
+        warn(clocks.TWO_CLOCKS_WARNING)
     if json_out:
         print_json([run_json(r, floors, exp.verdict) for r in rows])
     else:
@@ -159,6 +165,7 @@ def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any
         "capture": r["capture"],
         "containment": r["containment"],
         "virtualization": r.get("virtualization"),
+        "testbed": r.get("testbed"),
         "dut_stats": r["dut_stats"],
         "energy": r["energy"],
         "calibration_floor": None
@@ -209,7 +216,11 @@ def runs_table(
     judgements = [verdict.judge(r) for r in rows]
     columns = [
         _Column("run", [str(r["run_id"]) for r in rows]),
-        _Column("DuT", [marked(r["dut_name"], r.get("virtualization")) for r in rows], figure=False),
+        _Column(
+            "DuT",
+            [clocks.marked(marked(r["dut_name"], r.get("virtualization")), r.get("testbed")) for r in rows],
+            figure=False,
+        ),
         *[
             _Column(a.label, [a.show(a.read(r)) if a.present(r) else "" for r in rows], figure=False)
             for a in _axes_beside_dut(rows)
@@ -256,9 +267,10 @@ def runs_table(
 
 
 @app.command(
-    help="Run a latency experiment on a software testbed (network namespaces and veth links): "
-    "every combination of the file's lists, each stored with its analysis. Without FILE, the "
-    "embedded default experiment. Interrupted experiments resume where they stopped."
+    help="Run a latency experiment: every combination of the file's lists, each stored with its "
+    "analysis, on the file's [testbed] (network namespaces and veth links by default, or your own "
+    "interfaces, or LoadGen, DuT and timestamper hosts reached by SSH). Without FILE, the embedded "
+    "default experiment. Interrupted experiments resume where they stopped."
 )
 def run(
     file: Path | None = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
@@ -302,6 +314,11 @@ def calibrate(
     from lowtail.experiment import spec
 
     exp = spec.load(file)
+    if exp.testbed.kind != "namespaces":
+        raise UserError(
+            f"{exp.source}: `lowtail calibrate` measures lowtail's own veth wire; this experiment runs on "
+            f"{exp.testbed.kind} wiring, whose floor is a run with a cable (or a loop) as an external DuT"
+        )
     exp = dataclasses.replace(
         exp, name=f"{exp.name} (calibration)", duts=[], calibrate=True, raw=exp.raw | {"calibration_only": True}
     )

@@ -53,7 +53,7 @@ def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
 
 @testbed_app.command(
     help="Remove what killed runs left behind (namespaces, links, cgroups, processes, DPDK "
-    "files). Only testbeds whose owner process is gone are touched: runs in progress, "
+    "files, a DuT's set-up on your own interfaces). Only testbeds whose owner process is gone are touched: runs in progress, "
     "yours or anyone's, are left alone."
 )
 def clean(
@@ -75,6 +75,7 @@ def clean(
     verb = "would remove" if dry_run else "removed"
     for left in leftovers:
         what = left.netns + left.cgroups + left.paths + [f"pid {p.pid}" for p in left.processes]
+        what += [f"`{' '.join(u)}`" for u in reversed(left.undo)]
         note(f"{verb} testbed {left.tag} (owner pid {left.owner_pid} is gone): {', '.join(what) or 'its state file'}")
     if not leftovers:
         note("nothing to clean: no leftovers of killed runs")

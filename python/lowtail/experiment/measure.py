@@ -4,6 +4,11 @@ while the generator sends, take everything down, and say whether the run can be 
 Order matters: the timestamper is capturing before the first frame leaves and stops only
 after the last one had time to come back (the drain); the DuT is watched while traffic
 flows, so a crash is reported as a crash, not as mysterious loss.
+
+The testbed comes from the session (testbed/sessions.py): lowtail's namespaces, the user's
+interfaces, or other hosts. Programs start through the sites of the testbed's points, so
+this file does not care where they run; PRE and POST on two hosts get a timestamper each,
+and the run records which clock stamped each side (lowtail.clocks).
 """
 
 from __future__ import annotations
@@ -15,14 +20,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lowtail.binaries import find_binary
+from lowtail import clocks
 from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
 from lowtail.testbed.kinds import make_dut
-from lowtail.testbed.probe import wait_forwarding
+from lowtail.testbed.sessions import Session
+from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import Testbed
 from lowtail.units import format_ns
 
@@ -57,6 +63,7 @@ class Outcome:
     pre: Path | None = None
     post: Path | None = None
     frames_planned: int = 0
+    testbed: dict[str, Any] = field(default_factory=dict)  # its kind, points and the clocks of PRE and POST
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -64,30 +71,33 @@ def frames_for(exp: Experiment, combo: Combination) -> int:
     return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.duration_ns) / 1e9)
 
 
-def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path) -> Outcome:
-    """One run of a combination on a fresh testbed: its programs' statistics, captures and
-    the reasons (if any) it cannot be trusted."""
+def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path, session: Session) -> Outcome:
+    """One run of a combination on a fresh testbed of the session: its programs'
+    statistics, captures and the reasons (if any) it cannot be trusted."""
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
-    with Testbed(run_dir, wire=combo.dut.calibration) as tb:
+    with session.testbed(run_dir, wire=combo.dut.calibration, dut_interfaces=combo.dut.interfaces) as tb:
+        outcome.testbed = tb.describe()
         try:
             dut.start(tb, plan)
             outcome.degraded_reasons += dut.core_plan_warnings(plan)
             outcome.containment = dut.containment
             outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
-            capture = _start_capture(tb, plan, run_dir, outcome)
-            _send(exp, combo, tb, plan, run_dir, dut, outcome)
+            captures = _start_capture(tb, plan, run_dir, outcome)
+            _send(exp, combo, tb, plan, run_dir, dut, outcome, captures)
             time.sleep(exp.drain_ns / 1e9)
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
             outcome.dut_stats = dut.stop()
             outcome.finished_at = datetime.now()
             return outcome
-        if capture.died():
-            raise Failure(_disk_full_or(capture, f"the timestamper stopped during the run: {capture.exit_message()}"))
-        capture.stop()
-        outcome.capture = capture.statistics() or {}
+        for capture in captures:
+            if capture.died():
+                raise Failure(
+                    _disk_full_or(capture, f"the timestamper stopped during the run: {capture.exit_message()}")
+                )
+        _finish_capture(tb, captures, run_dir, outcome)
         outcome.dut_stats = dut.stop()
         if outcome.traffic_window_ns:
             outcome.guest_interrupts = dut.guest_interrupts(*outcome.traffic_window_ns)
@@ -97,15 +107,7 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
 
 
 def _wait_until_forwarding(tb: Testbed, dut) -> None:
-    took = wait_forwarding(
-        tb.lg_ns,
-        tb.tx,
-        tb.rx,
-        tb.macs[tb.tx],
-        tb.macs[tb.rx],
-        dut.ready_timeout_s,
-        still_starting=lambda: dut.failure() is None,
-    )
+    took = tb.wait_until_forwarding(dut.ready_timeout_s, still_starting=lambda: dut.failure() is None)
     if took is None:
         raise DutFailed(
             dut.failure()
@@ -113,45 +115,136 @@ def _wait_until_forwarding(tb: Testbed, dut) -> None:
         )
 
 
-def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome):
+@dataclass
+class _Capture:
+    """One timestamper process: the sides (pre, post) it stamps at one site."""
+
+    program: Any
+    site: Any
+    sides: list[str]
+    stats: str
+    clock_start: tuple[int, int]
+    clock_end: tuple[int, int] | None = None
+
+    def died(self) -> bool:
+        return self.program.died()
+
+    def exit_message(self) -> str:
+        return self.program.exit_message()
+
+    def log_tail(self, lines: int) -> str:
+        return self.program.log_tail(lines)
+
+
+def _clock_reading() -> tuple[int, int]:
+    return time.clock_gettime_ns(time.CLOCK_REALTIME), time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+
+
+def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome) -> list[_Capture]:
+    """The timestamper: one process stamping PRE and POST where they are at one site (one
+    clock), else one process per side."""
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
-    argv = [
-        str(find_binary("lowtail-cap")),
-        "--iface",
-        tb.tx,
-        "--out",
-        str(outcome.pre),
-        "--iface",
-        tb.rx,
-        "--out",
-        str(outcome.post),
-        "--cpu",
-        str(plan.capture),
-        "--rt-priority",
-        str(CAPTURE_RT_PRIORITY),
-        "--snaplen",
-        str(SNAPLEN),
-        "--zstd",
-        "--stats-json",
-        str(run_dir / "capture.json"),
-        "--ready-file",
-        str(run_dir / "capture.ready"),
-    ]
-    capture = tb.spawn("capture", tb.lg_ns, argv, stats=run_dir / "capture.json")
-    if not capture.wait_file(run_dir / "capture.ready", timeout_s=15.0):
-        raise Failure(_disk_full_or(capture, f"the timestamper did not start: {capture.exit_message()}"))
-    return capture
+    points: dict[str, Point] = {"pre": tb.pre, "post": tb.post}
+    groups = [["pre", "post"]] if tb.pre.site is tb.post.site else [["pre"], ["post"]]
+    captures = []
+    for sides in groups:
+        site = points[sides[0]].site
+        name = "capture" if len(sides) == 2 else f"capture-{sides[0]}"
+        stats = site.path(f"{name}.json")
+        argv = [site.binary("lowtail-cap")]
+        for side in sides:
+            argv += ["--iface", points[side].interface, "--out", site.path(f"{side}.pcap.zst")]
+        argv += [
+            "--cpu",
+            str(plan.capture),
+            "--rt-priority",
+            str(CAPTURE_RT_PRIORITY),
+            "--snaplen",
+            str(SNAPLEN),
+            "--zstd",
+            "--stats-json",
+            stats,
+            "--ready-file",
+            site.path(f"{name}.ready"),
+        ]
+        started = _clock_reading()
+        program = site.spawn(name, argv, ns=points[sides[0]].netns, stats=stats)
+        capture = _Capture(program, site, sides, stats, started)
+        captures.append(capture)
+        if not program.wait_file(Path(site.path(f"{name}.ready")), timeout_s=15.0):
+            raise Failure(_disk_full_or(capture, f"the timestamper did not start: {capture.exit_message()}"))
+    return captures
+
+
+def _finish_capture(tb: Testbed, captures: list[_Capture], run_dir: Path, outcome: Outcome) -> None:
+    """Stop the timestampers, bring their captures here, and record their statistics, the
+    clock of each side and whether a clock was stepped during the run."""
+    docs, sides = [], {}
+    for capture in captures:
+        capture.program.stop()
+        capture.clock_end = _clock_reading()
+        doc = capture.program.statistics() or {}
+        docs.append(doc)
+        for side in capture.sides:
+            capture.site.fetch(f"{side}.pcap.zst", run_dir / f"{side}.pcap.zst")
+        entries = doc.get("interfaces", [])
+        for i, side in enumerate(capture.sides):
+            point = tb.pre if side == "pre" else tb.post
+            entry = entries[i] if i < len(entries) else {}
+            sides[side] = clocks.clock_side(
+                point.site.label,
+                point.site.identity().get("boot_id"),
+                point.interface,
+                entry,
+                process=f"{point.site.label}/{'+'.join(capture.sides)}",
+                ptp=point.site.identity().get("ptp"),
+            )
+        start, end = capture.site.clocks(capture.program, capture.clock_start, capture.clock_end)
+        if start is not None and end is not None and clocks.stepped(start, end):
+            outcome.invalid_reasons.append(
+                f"the clock of the timestamper on {capture.site.label} was stepped by "
+                f"{format_ns(clocks.clock_step_ns(start, end))} during the run (NTP, PTP or someone set it): "
+                f"latencies across the step are wrong"
+            )
+    outcome.capture = _merged(docs)
+    if "pre" in sides and "post" in sides:
+        outcome.testbed["clocks"] = clocks.judge(sides["pre"], sides["post"])
+
+
+def _merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One timestamper's statistics as they are; two timestampers' as one document (their
+    interfaces in PRE, POST order, frames and drops summed) with each kept in full."""
+    if len(docs) == 1:
+        return docs[0]
+    if not all(docs):
+        return {}
+    return {
+        "interfaces": [entry for d in docs for entry in d.get("interfaces", [])],
+        "frames": sum(d.get("frames", 0) for d in docs),
+        "drops": sum(d.get("drops", 0) for d in docs),
+        "complete": all(d.get("complete", False) for d in docs),
+        "host_backlog_drops": sum(d.get("host_backlog_drops") or 0 for d in docs),
+        "timestampers": docs,
+    }
 
 
 def _send(
-    exp: Experiment, combo: Combination, tb: Testbed, plan: CoreRoles, run_dir: Path, dut, outcome: Outcome
+    exp: Experiment,
+    combo: Combination,
+    tb: Testbed,
+    plan: CoreRoles,
+    run_dir: Path,
+    dut,
+    outcome: Outcome,
+    captures: list[_Capture],
 ) -> None:
     t = combo.traffic
-    stats = run_dir / "generator.json"
+    site = tb.generator.site
+    stats = site.path("generator.json")
     argv = [
-        str(find_binary("lowtail-gen")),
+        site.binary("lowtail-gen"),
         "--iface",
-        tb.tx,
+        tb.generator.interface,
         "--rate",
         str(t.rate_pps),
         "--count",
@@ -165,25 +258,27 @@ def _send(
         "--flows",
         str(t.flows),
         "--src-mac",
-        tb.macs[tb.tx],
+        tb.generator.mac,
         "--dst-mac",
-        tb.macs[tb.rx],
+        tb.dst_mac,
         "--src-ip",
         SRC_IP,
         "--dst-ip",
         DST_IP,
         "--cpu",
         str(plan.generator),
-        *plan.generator_scheduling(),
+        *plan.generator_scheduling(site.isolated_cpus()),
         "--stats-json",
-        str(stats),
+        stats,
     ]
-    sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping)
-    meter = EnergyMeter()
-    sampler.start()
-    meter.start()
+    # This host's interrupts and energy describe the run only where the DuT runs here.
+    sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping) if tb.dut_site.local else None
+    meter = EnergyMeter() if tb.dut_site.local else None
+    for instrument in (sampler, meter):
+        if instrument is not None:
+            instrument.start()
     window_start = time.time_ns()
-    generator = tb.spawn("generator", tb.lg_ns, argv, stats=stats)
+    generator = site.spawn("generator", argv, ns=tb.generator.netns, stats=stats)
     # A generator that cannot keep up would take forever at an unreachable rate: the run
     # is invalid anyway once it takes twice as long as planned.
     deadline = time.monotonic() + 2 * outcome.frames_planned / t.rate_pps + 5.0
@@ -193,12 +288,13 @@ def _send(
         # (loss from then on) is measured, and the run is marked invalid.
         while generator.wait(0.05) is None:
             crash = crash or dut.failure()
-            if time.monotonic() > deadline:
+            # A timestamper gone (its host lost) ends the run now: nothing more is measured.
+            if time.monotonic() > deadline or any(c.died() for c in captures):
                 generator.stop()
                 break
     finally:
-        outcome.energy = meter.stop()
-        outcome.interrupts = sampler.stop()
+        outcome.energy = meter.stop() if meter else None
+        outcome.interrupts = sampler.stop() if sampler else None
         outcome.traffic_window_ns = (window_start, time.time_ns())
     outcome.generator = generator.statistics() or {}
     if crash:

@@ -29,7 +29,7 @@ from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
-from lowtail.testbed.system import require_privileges
+from lowtail.testbed.sessions import Session, open_session
 
 # Bytes a captured frame takes on disk at most (record header + snapped frame), per side,
 # plus one matched-series row; zstd usually saves most of it, the check does not count on it.
@@ -53,15 +53,15 @@ class SweepResult:
     new_runs: int
 
 
-def check_can_run(exp: Experiment, log: Callable[[str], None] = lambda message: None) -> None:
+def check_can_run(exp: Experiment, session: Session, log: Callable[[str], None] = lambda message: None) -> None:
     """Everything that would stop the sweep part-way, found (and slow one-time work, such
     as building a guest image, done) before it starts; `log` tells what is being done."""
-    require_privileges("lowtail run")
     find_binary("lowtail-gen")
     find_binary("lowtail-cap")
+    session.check([d.interfaces for d in exp.duts])
     for kind in sorted({d.kind for d in exp.duts}):
         KINDS[kind].check_available()
-    plan = CoreRoles.for_host(exp.cores)
+    plan = session.plan(exp.cores)
     for dut in exp.duts:
         make_dut(dut.kind, dut.name, dut.options).check_plan(plan)
     for dut in exp.duts:
@@ -69,13 +69,22 @@ def check_can_run(exp: Experiment, log: Callable[[str], None] = lambda message: 
 
 
 def run_experiment(
-    exp: Experiment, store: Store, data_dir: Path, fresh: bool = False, progress: Progress | None = None
+    exp: Experiment,
+    store: Store,
+    data_dir: Path,
+    fresh: bool = False,
+    progress: Progress | None = None,
+    session: Session | None = None,
 ) -> SweepResult:
     """Measure, analyse and store every combination not stored yet (resuming the latest
-    unfinished experiment of the same file unless `fresh`), then store the sweep's knee."""
+    unfinished experiment of the same file unless `fresh`), then store the sweep's knee.
+    `session` holds the testbed kind (opened here when not given, and checked either way)."""
+    if session is None:
+        with open_session(exp.testbed) as own:
+            return run_experiment(exp, store, data_dir, fresh, progress, own)
     progress = progress or Progress()
-    check_can_run(exp)
-    plan = CoreRoles.for_host(exp.cores)
+    check_can_run(exp, session)
+    plan = session.plan(exp.cores)
     if exp.calibration is not None:
         runstore.check_calibration(store, exp.calibration)
     existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
@@ -85,9 +94,12 @@ def run_experiment(
         _claim_resumed(store, data_dir, eid)
         runstore.set_status(store, eid, "running")
     else:
+        host = host_metadata(plan) | {"testbed": exp.testbed.kind}
+        if session.hosts():
+            host["roles"] = session.hosts()
         # One transaction: a data directory that is not ours leaves no experiment behind.
         with store.transaction():
-            eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host_metadata(plan), "")
+            eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host, "")
             data_dir = datadir.experiment_dir(store, data_dir, eid)
             datadir.claim(store, data_dir, runstore.experiment(store, eid))
             runstore.set_data_dir(store, eid, str(data_dir.resolve()))
@@ -99,7 +111,7 @@ def run_experiment(
     try:
         for n, (index, combo) in enumerate(todo):
             progress.on_start(n, len(todo), combo)
-            run = _run_one(exp, combo, index, plan, store, eid, data_dir)
+            run = _run_one(exp, combo, index, plan, store, eid, data_dir, session)
             progress.on_done(n, len(todo), combo, run)
     except (KeyboardInterrupt, Interrupted):
         runstore.set_status(store, eid, "interrupted")
@@ -110,7 +122,7 @@ def run_experiment(
         ) from None
     except BaseException as e:
         runstore.set_status(store, eid, "failed")
-        if _is_disk_full(e):
+        if is_disk_full(e):
             raise Failure(
                 f"disk full while writing results ({e}); free some space and run the same command "
                 f"again to resume (finished runs are kept)"
@@ -137,7 +149,7 @@ def _claim_resumed(store: Store, data_dir: Path, eid: int) -> None:
     datadir.claim(store, data_dir, experiment, adopt=adopt)
 
 
-def _is_disk_full(e: BaseException | None) -> bool:
+def is_disk_full(e: BaseException | None) -> bool:
     """ENOSPC anywhere in the chain of causes: OSError and lowtail's native errors carry the
     errno. DuckDB's IOException carries none, only its message says so."""
     while e is not None:
@@ -149,9 +161,10 @@ def _is_disk_full(e: BaseException | None) -> bool:
     return False
 
 
-def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
+def _check_disk(exp: Experiment, combo: Combination, run_dir: Path, session: Session) -> None:
     frames = frames_for(exp, combo)
     need = frames * (2 * _CAPTURE_RECORD_BYTES + _SERIES_ROW_BYTES) + _DISK_MARGIN_BYTES
+    session.check_disk(frames * 2 * _CAPTURE_RECORD_BYTES + _DISK_MARGIN_BYTES)
     probe = run_dir
     while not probe.exists():
         probe = probe.parent
@@ -165,15 +178,22 @@ def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
 
 
 def _run_one(
-    exp: Experiment, combo: Combination, index: int, plan: CoreRoles, store: Store, eid: int, data_dir: Path
+    exp: Experiment,
+    combo: Combination,
+    index: int,
+    plan: CoreRoles,
+    store: Store,
+    eid: int,
+    data_dir: Path,
+    session: Session,
 ) -> dict[str, Any]:
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
     shutil.rmtree(run_dir, ignore_errors=True)  # what a killed attempt left half-written
-    _check_disk(exp, combo, run_dir)
+    _check_disk(exp, combo, run_dir, session)
     run_dir.mkdir(parents=True)
     try:
-        outcome = measure(exp, combo, plan, run_dir)
+        outcome = measure(exp, combo, plan, run_dir, session)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -208,6 +228,7 @@ def _run_one(
         "capture": outcome.capture,
         "containment": outcome.containment,
         "virtualization": outcome.virtualization,
+        "testbed": outcome.testbed,
         "energy": outcome.energy,
         "dut_stats": outcome.dut_stats,
         "capture_paths": captures,
@@ -236,7 +257,7 @@ def _analyze(
     try:
         return analyze_pair(outcome.pre, outcome.post, options), options.to_dict()
     except (UserError, Failure) as e:
-        if _is_disk_full(e):
+        if is_disk_full(e):
             raise
         outcome.invalid_reasons.append(f"the captures could not be analysed: {e}")
         return None, options.to_dict()

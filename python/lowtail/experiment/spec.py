@@ -5,7 +5,9 @@
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
     [trust]       max_stall, max_pacing_p99 (when the generator's pacing marks a run degraded)
-    [[dut]]       name, kind, and the kind's options (a list sweeps over its values)
+    [testbed]     kind (namespaces, interfaces, hosts) and its wiring (testbed/wiring.py)
+    [[dut]]       name, kind, the kind's options (a list sweeps over its values), and on
+                  real wiring the DuT's `interfaces` (in, out)
 
 Every mistake is a UserError naming the file and, where it can be found, the line.
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
+from lowtail.testbed import wiring
 from lowtail.testbed.kinds import KINDS
 from lowtail.units import parse_duration_ns
 from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
@@ -37,6 +40,7 @@ _SECTIONS = {
     "cores": {"generator", "capture", "housekeeping", "dut"},
     "verdict": set(VERDICT_SETTINGS),
     "trust": {"max_stall", "max_pacing_p99"},
+    "testbed": None,  # checked by testbed/wiring.py
     "dut": None,  # checked by the kind
 }
 # Frame sizes on the wire, FCS included (RFC 2544): the frame crate's definition.
@@ -72,6 +76,8 @@ class DutConfig:
     name: str
     kind: str
     options: dict[str, Any]
+    # The DuT's in and out interfaces on real wiring (an `interfaces` or `hosts` testbed).
+    interfaces: tuple[str, ...] | None = None
 
     @property
     def calibration(self) -> bool:
@@ -99,6 +105,8 @@ class Combination:
             "traffic": self.traffic.__dict__,
             "repetition": self.repetition,
         }
+        if self.dut.interfaces:  # only then: the keys of runs stored before stay the same
+            doc["interfaces"] = list(self.dut.interfaces)
         digest = hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
         t = self.traffic
         return f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}/r{self.repetition}/{digest}"
@@ -123,6 +131,7 @@ class Experiment:
     verdict: Verdict
     trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    testbed: wiring.Wiring = field(default_factory=wiring.Namespaces)
 
     def combinations(self) -> list[Combination]:
         """Calibration first (the floor every result is read against), then each DuT
@@ -267,8 +276,19 @@ def parse(text: str, source: str) -> Experiment:
             "experiment",
             "calibration",
         )
-    duts = _parse_duts(doc.get("dut", []), w)
-    if not duts and not exp.get("calibrate", True):
+    testbed = _parse_testbed(doc.get("testbed"), w)
+    # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed.
+    calibrate = exp.get("calibrate", testbed.kind == "namespaces")
+    if calibrate and testbed.kind != "namespaces":
+        raise w.error(
+            f"calibrate = true needs a wire in the DuT's place, which lowtail makes only on a namespaces testbed "
+            f"(this one is {testbed.kind}): set calibrate = false, and calibrate on your wiring with a cable "
+            f"as an external DuT",
+            "experiment",
+            "calibrate",
+        )
+    duts = _parse_duts(doc.get("dut", []), w, testbed)
+    if not duts and not calibrate:
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
     return Experiment(
         name=name.strip(),
@@ -277,19 +297,29 @@ def parse(text: str, source: str) -> Experiment:
         warmup_ns=duration("warmup", "1s", 0),
         drain_ns=duration("drain", "200ms", 0),
         repetitions=repetitions,
-        calibrate=exp.get("calibrate", True),
+        calibrate=calibrate,
         calibration=calibration,
         keep_captures=exp.get("keep_captures", True),
         traffic=points,
         duts=duts,
-        cores=_parse_cores(doc.get("cores", {}), w),
+        # A hosts testbed's cores are the remote hosts': checked once they are reached.
+        cores=_parse_cores(doc.get("cores", {}), w, check_here=testbed.kind != "hosts"),
         verdict=_parse_verdict(doc.get("verdict", {}), w),
         trust=_parse_trust(doc.get("trust", {}), w),
         raw=doc,
+        testbed=testbed,
     )
 
 
-def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
+def _parse_testbed(table: Any, w: _Where) -> wiring.Wiring:
+    base = Path(w.source).parent if not w.source.startswith("(") else Path.cwd()
+    try:
+        return wiring.parse(table, base)
+    except wiring.WiringError as e:
+        raise w.error(str(e), e.table, e.key) from None
+
+
+def _parse_duts(tables: Any, w: _Where, testbed: wiring.Wiring) -> list[DutConfig]:
     if not isinstance(tables, list):
         raise w.error("DuTs are declared as [[dut]] tables (double brackets)", "dut")
     configs: list[DutConfig] = []
@@ -320,32 +350,77 @@ def _parse_duts(tables: Any, w: _Where) -> list[DutConfig]:
                 index,
             )
         cls = KINDS[kind]
+        interfaces = _dut_interfaces(table.pop("interfaces", None), name, cls, testbed, w, index)
         try:
             expanded = cls.expand(table)
         except ValueError as e:
             bad_key = next((k for k in table if repr(k) in str(e)), None)
             raise w.error(f"DuT {name!r} ({kind}): {e}", "dut", bad_key, index) from None
-        configs += [DutConfig(name, kind, options) for options in expanded]
+        if testbed.kind == "hosts" and any(o.get("containment", "bare") != "bare" for o in expanded):
+            raise w.error(
+                f"DuT {name!r}: containment on another host is not supported (only bare)", "dut", "containment", index
+            )
+        configs += [DutConfig(name, kind, options, interfaces) for options in expanded]
     return configs
 
 
-def _parse_cores(table: dict, w: _Where) -> dict[str, Any]:
+def _dut_interfaces(
+    value: Any, name: str, cls: Any, testbed: wiring.Wiring, w: _Where, index: int
+) -> tuple[str, ...] | None:
+    """A DuT's in and out interfaces: named on real wiring, made by lowtail on its own."""
+    if testbed.kind not in cls.testbeds:
+        needs = " or ".join(cls.testbeds)
+        raise w.error(
+            f"DuT {name!r}: kind {cls.kind} runs on a {needs} testbed, not on this {testbed.kind} one",
+            "dut",
+            "kind",
+            index,
+        )
+    if testbed.kind == "namespaces":
+        if value is not None:
+            raise w.error(
+                f'DuT {name!r}: interfaces are named only on real wiring ([testbed] kind = "interfaces" or '
+                f'"hosts"); on the namespaces testbed the DuT gets in0 and out0',
+                "dut",
+                "interfaces",
+                index,
+            )
+        return None
+    if value is None:
+        if cls.kind == "external":
+            return None
+        raise w.error(
+            f"DuT {name!r}: on real wiring a DuT names the interfaces it forwards between, "
+            f'e.g. interfaces = ["eth2", "eth3"] (in, out)',
+            "dut",
+            None,
+            index,
+        )
+    if not isinstance(value, list) or len(value) != 2:
+        raise w.error(f"DuT {name!r}: interfaces takes two names (in, out), not {value!r}", "dut", "interfaces", index)
+    try:
+        return tuple(wiring.interface_name(v, "dut", "interfaces") for v in value)
+    except wiring.WiringError as e:
+        raise w.error(f"DuT {name!r}: {e}", "dut", "interfaces", index) from None
+
+
+def _parse_cores(table: dict, w: _Where, check_here: bool = True) -> dict[str, Any]:
     from lowtail.testbed.cores import CoreRoles
 
-    available = set(CoreRoles.available())
+    available = set(CoreRoles.available()) if check_here else None
     cores: dict[str, Any] = {}
     for key, value in table.items():
         values = value if key == "dut" else [value]
         if key == "dut" and not isinstance(value, list):
             raise w.error("dut takes a list of cores, e.g. dut = [1]", "cores", key)
         for v in values:
-            if isinstance(v, bool) or not isinstance(v, int) or v not in available:
-                raise w.error(
-                    f"{key}: core {v!r} is not one this process may use "
-                    f"(available: {', '.join(map(str, sorted(available)))})",
-                    "cores",
-                    key,
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (available is not None and v not in available):
+                where = (
+                    f"(available: {', '.join(map(str, sorted(available)))})"
+                    if available is not None
+                    else "(a core number)"
                 )
+                raise w.error(f"{key}: core {v!r} is not one this process may use {where}", "cores", key)
         cores[key] = value
     return cores
 

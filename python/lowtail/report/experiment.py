@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lowtail import axes, percentiles
+from lowtail import axes, clocks, percentiles
 from lowtail import verdict as verdicts
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
@@ -111,7 +111,7 @@ def summary_section(
         f"than {verdict.packets_needed:,} packets the {esc(percentiles.label(verdict.key))} is their "
         f"maximum); it is inconclusive when none reached the bound but there are too few to show the "
         f"percentile under it. {esc(_floor_text(experiment['experiment_id'], floors, floor_source))}"
-        f"</p>{_tcg_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
+        f"</p>{_tcg_banner(rows)}{_clocks_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
         f".lt-runs td.why {{ white-space: normal; min-width: 24em; }}</style>"
         f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
     )
@@ -119,7 +119,12 @@ def summary_section(
 
 def _dut_label(r: dict[str, Any]) -> str:
     label = r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
-    return marked(label, r.get("virtualization"))
+    return clocks.marked(marked(label, r.get("virtualization")), r.get("testbed"))
+
+
+def _clocks_banner(rows: list[dict[str, Any]]) -> str:
+    """Runs whose PRE and POST were stamped by different clocks say so above the table."""
+    return f"<p class='warn'><b>{esc(clocks.TWO_CLOCKS_WARNING)}</b></p>" if clocks.any_two_clocks(rows) else ""
 
 
 def _tcg_banner(rows: list[dict[str, Any]]) -> str:
@@ -175,6 +180,11 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
     """The host the experiment ran on, as stored with it."""
     host = experiment["host"]
     plan = host.get("core_plan", {})
+    if host.get("imported_from"):
+        rows = [["imported from", host["imported_from"]]] + [[k, v] for k, v in (host.get("axes") or {}).items()]
+        rows += [["lowtail", host.get("lowtail_version")], ["command", " ".join(host.get("command", []))]]
+        page.add("Captures and host", table_html(["", ""], rows + [["status", experiment["status"]]]))
+        return
     rows = [
         ["kernel", f"{host.get('kernel')} ({host.get('kernel_version')})"],
         ["kernel command line", host.get("kernel_cmdline")],
@@ -190,7 +200,21 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
         ["command", " ".join(host.get("command", []))],
         ["status", experiment["status"]],
     ]
-    page.add("Testbed and host", table_html(["", ""], rows))
+    rows.insert(0, ["testbed", host.get("testbed", "namespaces")])
+    for role, facts in (host.get("roles") or {}).items():
+        rows.append(
+            [
+                f"{role} host",
+                f"{facts.get('ssh')}: {facts.get('hostname')}, kernel {facts.get('kernel')}, {facts.get('cpu_model')} · "
+                f"{facts.get('cpus_online')} online, boot id {facts.get('boot_id')}"
+                + (f", PTP clocks {facts['ptp_clocks']}" if facts.get("ptp_clocks") else "")
+                + (f", time daemons {' '.join(facts['time_daemons'])}" if facts.get("time_daemons") else ""),
+            ]
+        )
+    title = (
+        "Testbed and host" if not host.get("roles") else "Testbed and hosts (the controller first, then every role's)"
+    )
+    page.add(title, table_html(["", ""], rows))
 
 
 def run_section(
@@ -225,6 +249,7 @@ def run_section(
         ["DuT options", esc(_options_text(r["dut_config"]))],
         ["containment", esc(_flat(r["containment"]))],
     ]
+    facts += _testbed_facts(r.get("testbed"))
     if r.get("virtualization"):
         facts.append(
             [
@@ -282,6 +307,32 @@ def run_section(
             "The worst events over the run: periodic patterns point at interrupts or timers",
         )
     page.add(f"Run {r['run_id']}: {title}", body)
+
+
+def _testbed_facts(testbed: dict[str, Any] | None) -> list[list[str]]:
+    """Where a run's roles were (on real wiring) and which clocks stamped its two sides."""
+    if not testbed:
+        return []
+    facts = []
+    if testbed.get("kind") in ("interfaces", "hosts"):
+        points = [
+            f"{role} {p.get('interface')} on {p.get('host')}"
+            for role in ("generator", "pre", "post")
+            if (p := testbed.get(role))
+        ]
+        facts.append(["testbed", esc(f"{testbed['kind']}: " + ", ".join(points))])
+    if testbed.get("axes"):
+        facts.append(["axes", esc(", ".join(f"{k}={v}" for k, v in testbed["axes"].items()))])
+    c = testbed.get("clocks")
+    if c:
+        css = "meta" if c.get("same") else "warn"
+        facts.append(
+            [
+                "clocks",
+                f"<span class='{css}'>{esc(('one clock: ' if c.get('same') else 'TWO clocks: ') + c.get('why', ''))}</span>",
+            ]
+        )
+    return facts
 
 
 def generator_summary(gen: dict[str, Any]) -> str:

@@ -20,6 +20,7 @@ _JSON_RUN_COLUMNS = (
     "traffic",
     "dut_stats",
     "capture_paths",
+    "testbed",
 )
 
 
@@ -42,16 +43,21 @@ def create_experiment(
 
 def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
     """The latest unfinished experiment of the same file, if any: resuming continues it."""
-    found = row_as_dict(
+    found = latest_experiment(store, spec_hash)
+    if found is None or found["status"] == "finished":
+        return None
+    return found
+
+
+def latest_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
+    """The latest experiment of the same file (or imported campaign), whatever its status."""
+    return row_as_dict(
         store.con.execute(
             "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? "
             "ORDER BY experiment_id DESC LIMIT 1",
             [spec_hash],
         )
     )
-    if found is None or found["status"] == "finished":
-        return None
-    return found
 
 
 def set_data_dir(store: Store, experiment_id: int, data_dir: str) -> None:
@@ -61,7 +67,8 @@ def set_data_dir(store: Store, experiment_id: int, data_dir: str) -> None:
 
 
 def set_status(store: Store, experiment_id: int, status: str) -> None:
-    """running, interrupted, failed or finished (which also sets finished_at)."""
+    """running, interrupted, failed, partial (an import that left captures out) or finished
+    (which also sets finished_at)."""
     with store.transaction():
         store.con.execute(
             "UPDATE experiments SET status = ?, finished_at = CASE WHEN ? IN ('finished') "
@@ -205,7 +212,14 @@ def calibration_floor(
     """Per (rate, frame size, burst): the calibration run to read the experiment's results
     against (with every headline latency column), from `source`, else the experiment it
     names (`set_calibration`), else its own — never another experiment's by chance. Empty
-    when that experiment has no valid calibration runs."""
+    when that experiment has no valid calibration runs. Calibration is lowtail's own veth
+    wire: runs on real wiring or imported captures have no floor here."""
+    (kind,) = store.con.execute(
+        "SELECT coalesce(any_value(testbed->>'$.kind'), 'namespaces') FROM runs WHERE experiment_id = ?",
+        [experiment_id],
+    ).fetchone()
+    if kind != "namespaces":
+        return {}
     source = calibration_source(store, experiment_id) if source is None else source
     cur = store.con.execute(
         f"""SELECT DISTINCT ON (r.rate_pps, r.frame_size, r.burst) r.rate_pps, r.frame_size, r.burst, r.run_id,

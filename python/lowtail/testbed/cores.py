@@ -40,7 +40,11 @@ class CoreRoles:
         """A plan for the cores this process may use, with the user's choices on top.
         With 4+ cores every role has its own; with 2 the generator has one and the rest
         share the other (the best two cores allow; the report shows the plan)."""
-        cpus = sorted(os.sched_getaffinity(0))
+        return cls.for_cpus(sorted(os.sched_getaffinity(0)), overrides)
+
+    @classmethod
+    def for_cpus(cls, cpus: list[int], overrides: dict[str, Any] | None = None) -> CoreRoles:
+        """The same plan for a host whose usable cores are `cpus` (another host's)."""
         if len(cpus) >= 4:
             plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
         elif len(cpus) == 3:

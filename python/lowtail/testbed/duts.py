@@ -1,12 +1,16 @@
-"""Devices under test, one class per kind. Each sets itself up inside the testbed's DuT
-namespace between `in0` (traffic arrives) and `out0` (traffic leaves), says whether it
-has crashed, and hands back its own statistics when stopped.
+"""Devices under test, one class per kind. Each sets itself up between the testbed's
+`dut_in` (traffic arrives) and `dut_out` (traffic leaves) — in0 and out0 of the DuT
+namespace, or the interfaces a DuT names on real wiring — says whether it has crashed,
+and hands back its own statistics when stopped. Kinds that run on real wiring set
+themselves up through the testbed (`dut_run`, `dut_binary`, `dut_path`), which runs the
+commands where the DuT is (a namespace, this host, another host) and undoes them after.
 
     kernel-mirred   tc: a u32 classifier matching everything + mirred redirect in0 → out0
     bridge          a Linux bridge with in0 and out0 as ports
     lowtail-fwd     lowtail's userspace forwarder (busy-polling, per-packet work, batches)
     dpdk-testpmd    DPDK's testpmd in io mode over the af_packet driver
     custom          any command, with {in}, {out}, {netns}, {cpus} substituted
+    external        (real wiring) a device outside lowtail's control: nothing to start
     wire            (calibration) no device: the testbed is a plain veth wire
 """
 
@@ -27,7 +31,7 @@ from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_n
 from lowtail.testbed.containment import MODES, format_cpu_list
 from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.process import Program
-from lowtail.testbed.system import sh, tc, tool
+from lowtail.testbed.system import tc
 from lowtail.testbed.topology import Testbed
 from lowtail.units import parse_duration_ns
 
@@ -98,9 +102,14 @@ PROCESS_OPTIONS = {
 }
 
 
+ALL_TESTBEDS = ("namespaces", "interfaces", "hosts")
+
+
 class Dut:
     kind: ClassVar[str]
     options: ClassVar[dict[str, Option]] = {}
+    # The testbed kinds (testbed/wiring.py) this DuT can be set up on.
+    testbeds: ClassVar[tuple[str, ...]] = ("namespaces",)
     ready_timeout_s: float = 10.0
     # kvm | tcg for a DuT that is a virtual machine (set when it starts), None otherwise.
     virtualization: str | None = None
@@ -244,20 +253,38 @@ class Wire(Dut):
         assert tb.wire
 
 
-class KernelMirred(Dut):
-    kind = "kernel-mirred"
+class External(Dut):
+    """A DuT on the user's wiring that lowtail neither starts nor stops (a switch, an
+    appliance, a program the user runs): the run measures whatever it does."""
+
+    kind = "external"
+    testbeds = ("interfaces", "hosts")
+    options = {"description": Option("text", "", help="what the device is, for the record")}
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
-        mirred_redirect(tb.dut_ns, tb.dut_in, tb.dut_out)
+        pass
 
 
-def mirred_redirect(ns: str, from_dev: str, to_dev: str) -> None:
-    """Every frame arriving on `from_dev` leaves on `to_dev`: an ingress qdisc, a u32
-    classifier matching everything and a mirred redirect."""
-    tc("-n", ns, "qdisc", "add", "dev", from_dev, "ingress", what="adding the ingress qdisc")
-    tc(
-        "-n",
-        ns,
+class KernelMirred(Dut):
+    kind = "kernel-mirred"
+    testbeds = ALL_TESTBEDS
+
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
+        tb.dut_run(
+            ["tc", "qdisc", "add", "dev", tb.dut_in, "ingress"],
+            what="adding the ingress qdisc",
+            undo=["tc", "qdisc", "del", "dev", tb.dut_in, "ingress"],
+        )
+        tb.dut_run(
+            mirred_filter(tb.dut_in, tb.dut_out), what=f"adding the u32 + mirred redirect {tb.dut_in} → {tb.dut_out}"
+        )
+
+
+def mirred_filter(from_dev: str, to_dev: str) -> list[str]:
+    """The tc command that sends every frame arriving on `from_dev` (which has an ingress
+    qdisc) out of `to_dev`: a u32 classifier matching everything and a mirred redirect."""
+    return [
+        "tc",
         "filter",
         "add",
         "dev",
@@ -277,37 +304,34 @@ def mirred_redirect(ns: str, from_dev: str, to_dev: str) -> None:
         "redirect",
         "dev",
         to_dev,
-        what=f"adding the u32 + mirred redirect {from_dev} → {to_dev}",
-    )
+    ]
+
+
+def mirred_redirect(ns: str, from_dev: str, to_dev: str) -> None:
+    """Every frame arriving on `from_dev` in namespace `ns` leaves on `to_dev`."""
+    tc("-n", ns, "qdisc", "add", "dev", from_dev, "ingress", what="adding the ingress qdisc")
+    tc("-n", ns, *mirred_filter(from_dev, to_dev)[1:], what=f"adding the u32 + mirred redirect {from_dev} → {to_dev}")
 
 
 class Bridge(Dut):
     kind = "bridge"
+    testbeds = ALL_TESTBEDS
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
-        ns = tb.dut_ns
-        sh(
-            tool("ip"),
-            "-n",
-            ns,
-            "link",
-            "add",
-            "br0",
-            "type",
-            "bridge",
-            "stp_state",
-            "0",
-            "forward_delay",
-            "0",
+        bridge = tb.dut_link_name("br")
+        tb.dut_run(
+            ["ip", "link", "add", bridge, "type", "bridge", "stp_state", "0", "forward_delay", "0"],
             what="creating the bridge",
+            undo=["ip", "link", "del", bridge],
         )
         for port in (tb.dut_in, tb.dut_out):
-            sh(tool("ip"), "-n", ns, "link", "set", port, "master", "br0", what=f"adding {port} to the bridge")
-        sh(tool("ip"), "-n", ns, "link", "set", "br0", "up", what="bringing the bridge up")
+            tb.dut_run(["ip", "link", "set", port, "master", bridge], what=f"adding {port} to the bridge")
+        tb.dut_run(["ip", "link", "set", bridge, "up"], what="bringing the bridge up")
 
 
 class LowtailFwd(Dut):
     kind = "lowtail-fwd"
+    testbeds = ALL_TESTBEDS
     options = {
         "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
         "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
@@ -346,9 +370,9 @@ class LowtailFwd(Dut):
         find_binary("lowtail-fwd")
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
-        stats = tb.work_dir / "fwd.json"
+        stats = tb.dut_path("fwd.json")
         argv = [
-            str(find_binary("lowtail-fwd")),
+            tb.dut_binary("lowtail-fwd"),
             "--in",
             tb.dut_in,
             "--out",
@@ -364,7 +388,7 @@ class LowtailFwd(Dut):
             "--stats-json",
             str(stats),
         ]
-        spin = self.spin_us(plan)
+        spin = self.spin_us(plan, tb.dut_isolated_cpus())
         if spin is not None:
             argv += ["--spin-us", str(spin)]
         self._spawn(tb, plan, argv, stats, pin_with_taskset=False)
@@ -467,11 +491,18 @@ def parse_testpmd_totals(log: str) -> dict[str, Any]:
 
 class Custom(Dut):
     kind = "custom"
+    testbeds = ALL_TESTBEDS
     options = {
         "command": Option(
             "str", None, help="a long-running program: the DuT ({in}, {out}, {netns}, {cpus} are substituted)"
         ),
         "setup": Option("commands", [], help="one-shot commands run in the DuT namespace first, e.g. tc or nft"),
+        "teardown": Option(
+            "commands",
+            [],
+            help="commands that undo `setup` on real wiring, run when the run ends however it ends "
+            "(a namespace testbed needs none: its namespace goes)",
+        ),
         "ready_timeout": Option("duration", 10_000_000_000, help="how long the DuT may take to forward"),
         **PROCESS_OPTIONS,
     }
@@ -479,9 +510,12 @@ class Custom(Dut):
 
     @classmethod
     def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
+        if not config["teardown"]:
+            # Left out when empty: the combination keys of custom DuTs stored before it existed stay the same.
+            config.pop("teardown")
         if not config["command"] and not config["setup"]:
             raise ValueError("a custom DuT needs `command` (a program) or `setup` (commands), or both")
-        for text in [config["command"] or ""] + config["setup"]:
+        for text in [config["command"] or ""] + config["setup"] + config.get("teardown", []):
             for _, field_name, _, _ in string.Formatter().parse(text):
                 if field_name is not None and field_name not in cls.PLACEHOLDERS:
                     raise ValueError(
@@ -497,13 +531,20 @@ class Custom(Dut):
     def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(
             template.format(
-                **{"in": tb.dut_in, "out": tb.dut_out, "netns": tb.dut_ns, "cpus": format_cpu_list(self._cores(plan))}
+                **{
+                    "in": tb.dut_in,
+                    "out": tb.dut_out,
+                    "netns": tb.dut_ns or "",
+                    "cpus": format_cpu_list(self._cores(plan)),
+                }
             )
         )
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
+        for template in self.config.get("teardown", []):
+            tb.dut_undo(self._expand(template, tb, plan))
         for template in self.config["setup"]:
             argv = self._expand(template, tb, plan)
-            sh(tool("ip"), "netns", "exec", tb.dut_ns, *argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")
+            tb.dut_run(argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")
         if self.config["command"]:
             self._spawn(tb, plan, self._expand(self.config["command"], tb, plan))

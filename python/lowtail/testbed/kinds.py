@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from lowtail.testbed.duts import Bridge, Custom, DpdkTestpmd, Dut, KernelMirred, LowtailFwd, Wire
+from lowtail.testbed.duts import Bridge, Custom, DpdkTestpmd, Dut, External, KernelMirred, LowtailFwd, Wire
 from lowtail.testbed.nft import Nftables
 from lowtail.testbed.ovs import OpenVSwitch
 from lowtail.testbed.vm.dut import VirtualMachine
 
 KINDS: dict[str, type[Dut]] = {
     cls.kind: cls
-    for cls in (KernelMirred, Bridge, LowtailFwd, DpdkTestpmd, Custom, Nftables, OpenVSwitch, VirtualMachine)
+    for cls in (KernelMirred, Bridge, LowtailFwd, DpdkTestpmd, Custom, Nftables, OpenVSwitch, VirtualMachine, External)
 }
 
 

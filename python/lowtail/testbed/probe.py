@@ -31,15 +31,17 @@ def _enter_netns(netns: str) -> None:
         os.close(fd)
 
 
-def packet_sockets_in(netns: str, tx_iface: str, rx_iface: str) -> tuple[socket.socket, socket.socket]:
-    """A sending and a receiving packet socket on interfaces of another namespace. A socket
+def packet_sockets_in(netns: str | None, tx_iface: str, rx_iface: str) -> tuple[socket.socket, socket.socket]:
+    """A sending and a receiving packet socket on interfaces of another namespace (None:
+    this one). A socket
     stays in the namespace it was made in, so a short-lived thread enters the namespace,
     makes them, and ends."""
     made: dict[str, object] = {}
 
     def make() -> None:
         try:
-            _enter_netns(netns)
+            if netns is not None:
+                _enter_netns(netns)
             tx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
             tx.bind((tx_iface, 0))
             rx = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_PROBE))
@@ -57,7 +59,13 @@ def packet_sockets_in(netns: str, tx_iface: str, rx_iface: str) -> tuple[socket.
 
 
 def wait_forwarding(
-    netns: str, tx_iface: str, rx_iface: str, src_mac: str, dst_mac: str, timeout_s: float, still_starting=lambda: True
+    netns: str | None,
+    tx_iface: str,
+    rx_iface: str,
+    src_mac: str,
+    dst_mac: str,
+    timeout_s: float,
+    still_starting=lambda: True,
 ) -> float | None:
     """Send a probe frame every 50 ms until one comes back; seconds it took, or None when
     none came back within `timeout_s` (or `still_starting()` turned false: the DuT died)."""

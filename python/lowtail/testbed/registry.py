@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
-from lowtail.testbed.system import ip, is_alive, process_start_time, sh, tool
+from lowtail.testbed.system import ip, is_alive, local_argv, process_start_time, sh, tool
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
 TAG_PATTERN = re.compile(r"^lt(\d+)x([0-9a-f]{4})$")
@@ -71,6 +71,9 @@ class Registry:
     cgroups: list[str] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     processes: list[OwnedProcess] = field(default_factory=list)
+    # Commands that take back set-up made outside the testbed's own namespaces (a qdisc
+    # on the user's interface), newest last: run in reverse.
+    undo: list[list[str]] = field(default_factory=list)
 
     @classmethod
     def for_this_process(cls, tag: str) -> Registry:
@@ -126,6 +129,7 @@ class Leftover:
     cgroups: list[str]
     paths: list[str]
     processes: list[OwnedProcess]
+    undo: list[list[str]] = field(default_factory=list)
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -135,6 +139,7 @@ class Leftover:
             "cgroups": self.cgroups,
             "paths": self.paths,
             "processes": [p.pid for p in self.processes],
+            "undo": [" ".join(u) for u in self.undo],
         }
 
 
@@ -208,6 +213,7 @@ def find_leftovers() -> list[Leftover]:
                 cgroups=sorted(set(e["cgroups"]) | set(reg.cgroups if reg else [])),
                 paths=[p for p in (reg.paths if reg else []) if Path(p).exists()],
                 processes=[p for p in (reg.processes if reg else []) if is_alive(p.pid, p.start_time)],
+                undo=list(reg.undo) if reg else [],
             )
         )
     return leftovers
@@ -247,9 +253,17 @@ def delete_netns(name: str) -> None:
     ip("netns", "delete", name, what=f"deleting network namespace {name}", check=False)
 
 
+def run_undo(argv: list[str]) -> None:
+    """Take back one piece of set-up; what is already gone (a qdisc deleted with its
+    interface) is no failure."""
+    sh(*local_argv(argv), what=f"undoing with `{' '.join(argv)}`", check=False)
+
+
 def remove_leftover(left: Leftover) -> None:
     """Remove everything of a dead owner's testbed that is still there, then its state file."""
     kill_processes(left.processes)
+    for argv in reversed(left.undo):
+        run_undo(argv)
     for ns in left.netns:
         delete_netns(ns)
     for cg in left.cgroups:

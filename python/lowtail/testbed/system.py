@@ -62,6 +62,12 @@ def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subp
     return done
 
 
+def local_argv(argv: list[str]) -> list[str]:
+    """A set-up command as this host runs it: iproute2's programs by their full path (they
+    live in /sbin, which an ordinary PATH may lack), anything else as given."""
+    return [tool(argv[0]), *argv[1:]] if argv and argv[0] in ("ip", "tc") else list(argv)
+
+
 def ip(*args: str, what: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run `ip` with these arguments; `what` says what for in its error."""
     return sh(tool("ip"), *args, what=what, check=check)

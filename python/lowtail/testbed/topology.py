@@ -11,6 +11,11 @@ lg1 are the two ends of one veth pair, a plain wire.
 Everything is recorded in the testbed's registry before it is made and removed by
 `close()`, which runs on normal exit, on errors and on Ctrl-C/SIGTERM (signals are held
 off until the teardown is complete).
+
+What a run needs of any testbed — the generator's and timestamper's `Point`s, the DuT's
+interfaces and how to set it up (`dut_run`, `dut_undo`, `dut_binary`, `dut_path`), the
+readiness probe — is defined here; `interfaces.py` and `hosts/` provide the same on the
+user's wiring.
 """
 
 from __future__ import annotations
@@ -22,14 +27,17 @@ from pathlib import Path
 from lowtail.errors import Failure
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
+from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
-from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag
-from lowtail.testbed.system import ip, process_start_time, require_privileges, sh, tool
+from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
+from lowtail.testbed.sites import LocalSite, Point
+from lowtail.testbed.system import ip, local_argv, process_start_time, require_privileges, sh, tool
 
 _HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class Testbed:
+    kind = "namespaces"
     tx = "lg0"
     rx = "lg1"
     dut_in = "in0"
@@ -44,6 +52,70 @@ class Testbed:
         self.programs: list[Program] = []
         self.macs: dict[str, str] = {}
         self.registry: Registry | None = None
+        self.site = LocalSite(self)
+
+    # -- what a run uses: the generator's and timestamper's points, the DuT's side -------------------
+
+    @property
+    def generator(self) -> Point:
+        """The generator's transmit interface."""
+        return Point(self.site, self.tx, self.lg_ns, self.macs[self.tx])
+
+    @property
+    def pre(self) -> Point:
+        """The timestamper's PRE point: frames on their way into the DuT."""
+        return Point(self.site, self.tx, self.lg_ns, self.macs[self.tx])
+
+    @property
+    def post(self) -> Point:
+        """The timestamper's POST point: frames the DuT sent out."""
+        return Point(self.site, self.rx, self.lg_ns, self.macs[self.rx])
+
+    @property
+    def dst_mac(self) -> str:
+        """The destination MAC of the test traffic."""
+        return self.macs[self.rx]
+
+    @property
+    def dut_site(self) -> LocalSite:
+        """Where the DuT runs."""
+        return self.site
+
+    def dut_run(self, argv: list[str], what: str, undo: list[str] | None = None) -> None:
+        """Run a one-shot set-up command where the DuT is; `undo` (registered first) takes it
+        back when the testbed goes. In the DuT's own namespace nothing needs undoing."""
+        if undo:
+            self.dut_undo(undo)
+        sh(tool("ip"), "netns", "exec", self.dut_ns, *local_argv(argv), what=what)
+
+    def dut_undo(self, argv: list[str]) -> None:
+        """A command that takes set-up back when the testbed goes (the namespace does here)."""
+
+    def dut_binary(self, name: str) -> str:
+        """A native program, where the DuT runs."""
+        return self.site.binary(name)
+
+    def dut_path(self, name: str) -> Path:
+        """A file of the DuT's (its statistics), where it runs."""
+        return self.work_dir / name
+
+    def dut_link_name(self, prefix: str) -> str:
+        """A name for a link the DuT creates (its own namespace: no one else's names to meet)."""
+        return f"{prefix}0"
+
+    def dut_isolated_cpus(self) -> set[int] | None:
+        """The isolated cores where the DuT runs (None: this host's)."""
+        return None
+
+    def wait_until_forwarding(self, timeout_s: float, still_starting=lambda: True) -> float | None:
+        """Probe frames until one comes back through the DuT: seconds it took, or None."""
+        return wait_forwarding(
+            self.lg_ns, self.tx, self.rx, self.macs[self.tx], self.macs[self.rx], timeout_s, still_starting
+        )
+
+    def describe(self) -> dict:
+        """The testbed as stored with a run."""
+        return {"kind": self.kind}
 
     # -- life cycle ----------------------------------------------------------------------------
 
@@ -137,11 +209,14 @@ class Testbed:
                 program.stop()
             self.programs.clear()
             for step, items in (
+                ("undo", run_undo),
                 ("cgroups", containment.remove_cgroup),
                 ("netns", delete_netns),
                 ("paths", _remove_path),
             ):
-                for item in list(getattr(self.registry, step)):
+                # Set-up is undone newest first, as it was stacked.
+                pending = list(getattr(self.registry, step))
+                for item in reversed(pending) if step == "undo" else pending:
                     try:
                         items(item)
                         self.registry.discard(step, item)
@@ -169,10 +244,10 @@ class Testbed:
         cgroup: Path | list[Path] | None = None,
         container: bool = False,
     ) -> Program:
-        """Start `argv` inside namespace `ns`, optionally pinned to `cpus` (taskset) or
+        """Start `argv` inside namespace `ns` (None: this host's), optionally pinned to `cpus` (taskset) or
         placed in `cgroup` (one or several) before it executes anything; `container` gives
         it its own PID, mount and UTS namespaces too."""
-        cmd = [tool("ip"), "netns", "exec", ns]
+        cmd = [tool("ip"), "netns", "exec", ns] if ns else []
         if cpus:
             cmd += [tool("taskset", "util-linux"), "-c", containment.format_cpu_list(cpus)]
         if container:

@@ -1,0 +1,95 @@
+"""`lowtail import-captures DIR --spec FILE.toml`: a campaign of capture pairs made by other
+tools, stored as an experiment that `experiment report` (and comparisons) read like
+lowtail's own."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+
+from lowtail.cli._app import app
+from lowtail.cli._options import db_option
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.cli.run import run_json, runs_table
+
+
+@app.command(
+    "import-captures",
+    help="Import a campaign of PRE/POST capture pairs made by other tools (MoonGen/MoonSniff, tcpdump, a "
+    "hardware timestamper) as a stored experiment: the spec's pattern says which axis values (DuT, rate, "
+    "repetition, ...) each pair's file names carry. Pairs that cannot be paired or read are named and left "
+    "out (the experiment is then partial, exit 3); importing again resumes.",
+)
+def import_captures(
+    directory: Path = typer.Argument(..., help="Directory of the captures (searched recursively)."),
+    spec: Path = typer.Option(..., "--spec", help="TOML file: [import] pattern, [axes], [analysis], [verdict]."),
+    db: Path = db_option(),
+    data_dir: Path | None = typer.Option(
+        None, help="Where the matched series go [default: lowtail-data beside the database]."
+    ),
+    fresh: bool = typer.Option(False, help="Import anew even if this campaign was imported before."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document: runs, unpaired, failed, ignored."),
+) -> None:
+    """`lowtail import-captures`."""
+    from lowtail.experiment.external import import_campaign, load_spec
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+    from lowtail.verdict import stored_verdict
+
+    import_spec = load_spec(spec)
+    data_dir = data_dir or db.resolve().parent / "lowtail-data"
+
+    def progress(i: int, n: int, pair) -> None:
+        if err.is_terminal and not json_out:
+            err.print(f"analysing pair {i + 1} of {n}: {pair.label}", end="\r", markup=False)
+
+    with open_store(db) as store:
+        result = import_campaign(store, directory, import_spec, data_dir, fresh=fresh, on_pair=progress)
+        experiment = runstore.experiment(store, result.experiment_id)
+        rows = runstore.runs(store, result.experiment_id)
+        floors = runstore.calibration_floor(store, result.experiment_id)
+    if json_out:
+        print_json(
+            {
+                "experiment_id": result.experiment_id,
+                "status": experiment["status"],
+                "partial": result.partial,
+                "already_imported": result.already,
+                "runs": [run_json(r, floors) for r in rows],
+                "unpaired": result.unpaired,
+                "failed": [{"pair": pair, "error": why} for pair, why in result.failed],
+                "ignored": result.ignored,
+                "warnings": [{"pair": pair, "warning": w} for pair, w in result.warnings],
+            }
+        )
+    else:
+        printer = out if out.is_terminal else Console(highlight=False, width=160)
+        printer.print(runs_table(experiment, rows, floors, stored_verdict(experiment["spec"])))
+        if result.already:
+            note(
+                f"this campaign is already stored as experiment {result.experiment_id} in {db} "
+                f"(--fresh imports it again)"
+            )
+        else:
+            note(
+                f"stored as experiment {result.experiment_id} in {db}: {result.imported} pairs imported"
+                + (f", {result.resumed} were already stored" if result.resumed else "")
+            )
+        if result.ignored:
+            note(
+                f"{len(result.ignored)} files do not match the pattern and were ignored: {', '.join(result.ignored[:10])}"
+            )
+    for pair, w in result.warnings:
+        warn(w if pair in w else f"{pair}: {w}")
+    for line in result.unpaired:
+        warn(f"unpaired: {line}")
+    for pair, why in result.failed:
+        warn(f"not imported: {pair}: {why}")
+    if result.partial:
+        warn(
+            f"experiment {result.experiment_id} is partial: {len(result.unpaired)} unpaired and "
+            f"{len(result.failed)} unreadable captures left out"
+        )
+    raise typer.Exit(EXIT_PARTIAL if result.partial else EXIT_OK)

@@ -1,0 +1,444 @@
+"""Campaigns of PRE/POST capture pairs made by other tools (MoonGen/MoonSniff, tcpdump, a
+hardware timestamper), imported as a stored experiment (`lowtail import-captures`).
+
+A small TOML file says what each pair is, by its file names:
+
+    [import]
+    name = "fw campaign"                                   # the experiment's name
+    pattern = "{dut}-{rate}pps-r{repetition}-{side}.pcap"  # relative to the directory
+    pre = "pre"                                            # the {side} values [default: pre, post]
+    post = "post"
+    [axes]                                                 # values every pair shares
+    kernel = "6.1.0-rt"
+    containment = "container"
+    host = "dut-1"
+    [analysis]                                             # as `lowtail analyze`'s options
+    trim = "1s"
+    id_format = "moonsniff"
+    [verdict]                                              # as in an experiment file
+
+Every `{axis}` of the pattern becomes a value of the pair; files that differ only in
+`{side}` are a pair; a name ending in .zst or .gz matches the pattern without it. Axes fill the columns of a run as lowtail's own runs have them — `dut`
+(the DuT's name), `kind` (external unless given), `rate` (50000, 50k; measured from the
+captures when not given), `frame_size`, `burst`, `repetition`, `containment` — and every
+other axis goes into the run's DuT options (`dut_config`), where comparisons find it; all
+of them are kept under the run's `testbed.axes`.
+
+One pair is analysed by `analyse_pair` and stored as a run by `store_pair`: the two halves
+a campaign on many workers reuses (analysis where the data lies, storing in one process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from lowtail import __version__
+from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.experiment.runner import is_disk_full
+from lowtail.store import runs as runstore
+from lowtail.store.db import Store
+from lowtail.units import parse_duration_ns, parse_rate_pps
+from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
+from lowtail.verdict import VerdictSettingError, parse_verdict
+
+SIDE = "side"
+# Axes that are columns of a run; every other axis is one of its DuT options.
+_INT_AXES = ("repetition", "frame_size", "burst")
+_COLUMN_AXES = ("dut", "kind", "rate", "containment", *_INT_AXES)
+_COMPRESSED = re.compile(r"\.(zst|zstd|gz)$")
+_AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+# What a placeholder matches: numbers for the numeric axes, else up to the next literal text.
+_AXIS_PATTERN = {"rate": r"[0-9]*\.?[0-9]+[kKmMgG]?", **{a: r"[0-9]+" for a in _INT_AXES}}
+# `lowtail analyze`'s options by their [analysis] names (durations as people write them).
+_ANALYSIS_KEYS = {
+    "id_format": "id_format",
+    "id_offset": "id_offset",
+    "id_width": "id_width",
+    "id_endian": "id_endian",
+    "udp_port": "udp_port",
+    "moonsniff_records": "moonsniff_records",
+    "trim": "trim_ns",
+    "max_latency": "max_latency_ns",
+    "worst": "worst",
+    "histogram_bins": "histogram_bins",
+}
+
+
+@dataclass(frozen=True)
+class ImportSpec:
+    """What a campaign's files are: the pattern of their names, shared axes, analysis options."""
+
+    source: str
+    name: str | None
+    pattern: str
+    sides: dict[str, str]  # the {side} value in a file name -> "pre" | "post"
+    axes: dict[str, Any]
+    analysis: dict[str, Any]  # AnalyzeOptions keyword arguments
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    @property
+    def regex(self) -> re.Pattern:
+        """The pattern as a regular expression over a path relative to the directory."""
+        parts, seen, last = [], set(), 0
+        for m in _PLACEHOLDER.finditer(self.pattern):
+            axis = m.group(1)
+            parts.append(re.escape(self.pattern[last : m.start()]))
+            if axis == SIDE:
+                body = "|".join(re.escape(s) for s in sorted(self.sides, key=len, reverse=True))
+            else:
+                body = _AXIS_PATTERN.get(axis, r"[^/]+?")
+            parts.append(f"(?P<{axis}>{body})")
+            seen.add(axis)
+            last = m.end()
+        parts.append(re.escape(self.pattern[last:]))
+        return re.compile("".join(parts))
+
+
+def load_spec(path: Path) -> ImportSpec:
+    """Read an import spec; a UserError names the file and what is wrong."""
+    try:
+        doc = tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such import spec") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{path}: cannot read the import spec ({e})") from None
+    except tomllib.TOMLDecodeError as e:
+        raise UserError(f"{path}: not valid TOML: {e}") from None
+    return parse_spec(doc, str(path))
+
+
+def parse_spec(doc: dict[str, Any], source: str) -> ImportSpec:
+    """An import spec from its TOML document; `source` names it in errors."""
+
+    def bad(message: str) -> UserError:
+        return UserError(f"{source}: {message}")
+
+    for section in doc:
+        if section not in ("import", "axes", "analysis", "verdict"):
+            raise bad(f"unknown section [{section}] (known: [import], [axes], [analysis], [verdict])")
+    table = doc.get("import", {})
+    for key in table:
+        if key not in ("name", "pattern", "pre", "post"):
+            raise bad(f"unknown key {key!r} in [import] (known: name, pattern, pre, post)")
+    pattern = table.get("pattern")
+    if not isinstance(pattern, str) or not pattern:
+        raise bad('[import] needs `pattern`, e.g. pattern = "{dut}-{rate}pps-r{repetition}-{side}.pcap"')
+    axes_in_pattern = _PLACEHOLDER.findall(pattern)
+    for axis in axes_in_pattern:
+        if not _AXIS_NAME.match(axis):
+            raise bad(f"pattern: {{{axis}}} is not an axis name (letters, digits and _)")
+    if SIDE not in axes_in_pattern:
+        raise bad("pattern: needs {side}, the part of a file name that tells PRE from POST")
+    repeated = {a for a in axes_in_pattern if axes_in_pattern.count(a) > 1}
+    if repeated:
+        raise bad(f"pattern: {{{sorted(repeated)[0]}}} appears twice")
+    sides = {table.get("pre", "pre"): "pre", table.get("post", "post"): "post"}
+    if len(sides) != 2 or not all(isinstance(s, str) and s for s in sides):
+        raise bad("[import] pre and post must be two different non-empty names")
+    name = table.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise bad("[import] name must be a non-empty string")
+    axes = doc.get("axes", {})
+    for axis, value in axes.items():
+        if not _AXIS_NAME.match(axis) or axis == SIDE:
+            raise bad(f"[axes] {axis!r} is not an axis name")
+        if axis in axes_in_pattern:
+            raise bad(f"[axes] {axis} is also in the pattern: give it in one place")
+        if not isinstance(value, (str, int, float, bool)):
+            raise bad(f"[axes] {axis} must be a string, number or boolean")
+        try:
+            axes[axis] = _axis_value(axis, value)
+        except UserError as e:
+            raise bad(f"[axes] {axis}: {e}") from None
+    analysis = {}
+    for key, value in doc.get("analysis", {}).items():
+        if key not in _ANALYSIS_KEYS:
+            raise bad(f"unknown key {key!r} in [analysis] (known: {', '.join(_ANALYSIS_KEYS)})")
+        try:
+            analysis[_ANALYSIS_KEYS[key]] = parse_duration_ns(value) if key in ("trim", "max_latency") else value
+        except UserError as e:
+            raise bad(f"[analysis] {key}: {e}") from None
+    try:
+        analyze_options(**analysis)  # out-of-range values: one error now, not one per pair
+    except UserError as e:
+        raise bad(f"[analysis] {e}") from None
+    verdict = doc.get("verdict", {})
+    for key in verdict:
+        if key not in VERDICT_SETTINGS:
+            raise bad(f"unknown key {key!r} in [verdict]")
+    try:
+        parse_verdict(verdict)
+    except VerdictSettingError as e:
+        raise bad(f"[verdict] {e}") from None
+    return ImportSpec(source, name.strip() if name else None, pattern, sides, axes, analysis, raw=doc)
+
+
+def _axis_value(axis: str, value: Any) -> Any:
+    if axis == "rate":
+        return parse_rate_pps(value)
+    if axis in _INT_AXES:
+        if isinstance(value, bool) or not str(value).isdigit():
+            raise UserError(f"{axis} must be a whole number, not {value!r}")
+        return int(value)
+    return value
+
+
+# -- finding the pairs ---------------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """One PRE/POST pair of a campaign and its axis values."""
+
+    axes: dict[str, Any]
+    pre: Path
+    post: Path
+
+    @property
+    def key(self) -> str:
+        """Stable across imports of the same campaign: resuming skips stored keys."""
+        return "import/" + "/".join(f"{k}={self.axes[k]}" for k in sorted(self.axes))
+
+    @property
+    def label(self) -> str:
+        """The pair as messages name it: its PRE file."""
+        return self.pre.name
+
+
+@dataclass
+class Campaign:
+    """The pairs of a directory, and the files that make no pair."""
+
+    pairs: list[Pair] = field(default_factory=list)
+    unpaired: list[str] = field(default_factory=list)  # one line per capture without its other half
+    ignored: list[str] = field(default_factory=list)  # files whose names do not match the pattern
+
+
+def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
+    """The pairs of `directory` (searched recursively) by the spec's pattern."""
+    if not directory.is_dir():
+        raise UserError(f"{directory}: no such directory")
+    regex = spec.regex
+    halves: dict[tuple, dict[str, list[Path]]] = {}
+    campaign = Campaign()
+    for path in sorted(p for p in directory.rglob("*") if p.is_file()):
+        relative = path.relative_to(directory).as_posix()
+        # Compressed captures read like plain ones: their names match the plain pattern too.
+        m = regex.fullmatch(relative) or regex.fullmatch(_COMPRESSED.sub("", relative))
+        if m is None:
+            campaign.ignored.append(relative)
+            continue
+        values = {axis: _axis_value(axis, v) for axis, v in m.groupdict().items() if axis != SIDE}
+        side = spec.sides[m.group(SIDE)]
+        halves.setdefault(tuple(sorted(values.items())), {}).setdefault(side, []).append(path)
+    for values, sides in halves.items():
+        names = {side: ", ".join(p.relative_to(directory).as_posix() for p in paths) for side, paths in sides.items()}
+        if any(len(paths) > 1 for paths in sides.values()):
+            campaign.unpaired.append(f"{'; '.join(names.values())}: more than one file for the same side of one pair")
+        elif set(sides) != {"pre", "post"}:
+            (have,) = sides
+            missing = "POST" if have == "pre" else "PRE"
+            campaign.unpaired.append(f"{names[have]}: no {missing} capture to pair it with")
+        else:
+            campaign.pairs.append(Pair(dict(values) | spec.axes, sides["pre"][0], sides["post"][0]))
+    return campaign
+
+
+# -- one pair: analysed, then stored -------------------------------------------------------------
+
+
+def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The analysis of one pair (its matched series written to `series`) and the options it
+    used. Raises UserError for an unreadable capture, Failure when it holds nothing to
+    measure, Interrupted on Ctrl-C: runs wherever the captures are."""
+    options = analyze_options(**spec.analysis, export=series)
+    return analyze_pair(pair.pre, pair.post, options), options.to_dict()
+
+
+def run_row(pair: Pair, analysis: dict[str, Any], experiment_id: int, experiment_name: str) -> dict[str, Any]:
+    """The run an analysed pair becomes, with the columns lowtail's own runs have."""
+    axes = pair.axes
+    rate = axes.get("rate")
+    derived = rate is None
+    if derived:
+        # Not given: the rate the PRE capture shows.
+        span = analysis.get("duration_ns") or 0
+        rate = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else 0
+    start = analysis.get("start_ts_ns") or 0
+    options = {k: v for k, v in axes.items() if k not in _COLUMN_AXES}
+    return {
+        "label": f"{experiment_name}: {pair.label}",
+        "experiment_id": experiment_id,
+        "combination_key": pair.key,
+        "dut_name": str(axes.get("dut", "external")),
+        "dut_kind": str(axes.get("kind", "external")),
+        "dut_config": options,
+        "calibration": False,
+        "rate_pps": rate,
+        "frame_size": axes.get("frame_size", 0),  # 0: not given
+        "burst": axes.get("burst", 1),
+        "repetition": axes.get("repetition", 0),
+        "duration_ns": analysis.get("duration_ns") or 0,
+        "warmup_ns": analysis.get("trim_ns") or 0,
+        "started_at": datetime.fromtimestamp(start / 1e9),
+        "finished_at": datetime.fromtimestamp((start + (analysis.get("duration_ns") or 0)) / 1e9),
+        "series_path": analysis.get("export_path"),
+        "valid": not analysis.get("partial", False),
+        "invalid_reasons": [f"the analysis is partial: {'; '.join(analysis.get('warnings', []))}"]
+        if analysis.get("partial")
+        else [],
+        "generator": {},
+        "capture": {},
+        "containment": {"mode": str(axes.get("containment", "unknown"))},
+        "dut_stats": {},
+        "capture_paths": [str(pair.pre.resolve()), str(pair.post.resolve())],
+        "traffic": {"rate_measured": derived},
+        "testbed": {"kind": "imported", "axes": axes, "pre": str(pair.pre.resolve()), "post": str(pair.post.resolve())},
+    }
+
+
+def store_pair(
+    store: Store,
+    experiment_id: int,
+    experiment_name: str,
+    pair: Pair,
+    analysis: dict[str, Any],
+    options: dict[str, Any],
+) -> int:
+    """Store an analysed pair as a run of the experiment (run and analysis in one transaction)."""
+    return runstore.save_run(store, run_row(pair, analysis, experiment_id, experiment_name), analysis, options)
+
+
+# -- the whole campaign --------------------------------------------------------------------------
+
+
+@dataclass
+class ImportResult:
+    experiment_id: int
+    imported: int
+    resumed: int
+    failed: list[tuple[str, str]]  # (pair, why)
+    unpaired: list[str]
+    ignored: list[str]
+    already: bool = False  # the same campaign was imported before: nothing done
+    warnings: list[tuple[str, str]] = field(default_factory=list)  # (pair, what its analysis said)
+
+    @property
+    def partial(self) -> bool:
+        """Whether some capture of the campaign is not in the experiment."""
+        return bool(self.failed or self.unpaired)
+
+
+def campaign_hash(directory: Path, spec: ImportSpec) -> str:
+    """Identifies one campaign (its directory and spec) for resuming."""
+    doc = {"directory": str(directory.resolve()), "spec": spec.raw}
+    return "import-" + hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def import_campaign(
+    store: Store,
+    directory: Path,
+    spec: ImportSpec,
+    data_dir: Path,
+    fresh: bool = False,
+    on_pair: Callable[[int, int, Pair], None] = lambda i, n, p: None,
+) -> ImportResult:
+    """Analyse and store every pair of `directory` not stored yet as runs of one experiment
+    (resuming an unfinished import of the same campaign unless `fresh`). Pairs that cannot be
+    read are reported and left out; the experiment is then `partial`."""
+    campaign = find_pairs(directory, spec)
+    if not campaign.pairs and not campaign.unpaired:
+        shown = ", ".join(campaign.ignored[:5]) + (" …" if len(campaign.ignored) > 5 else "")
+        raise UserError(
+            f"no file in {directory} matches the pattern {spec.pattern!r}" + (f" (its files: {shown})" if shown else "")
+        )
+    spec_hash = campaign_hash(directory, spec)
+    latest = None if fresh else runstore.latest_experiment(store, spec_hash)
+    if latest is not None and latest["status"] == "finished":
+        return ImportResult(latest["experiment_id"], 0, 0, [], campaign.unpaired, campaign.ignored, already=True)
+    name = spec.name or directory.resolve().name
+    if latest is not None:
+        eid = latest["experiment_id"]
+        runstore.set_status(store, eid, "running")
+    else:
+        eid = runstore.create_experiment(
+            store,
+            name,
+            spec.raw | {"imported": {"directory": str(directory.resolve()), "pattern": spec.pattern}},
+            spec_hash,
+            _host(directory, spec),
+            "",
+        )
+        runstore.set_data_dir(store, eid, str((data_dir / f"experiment-{eid}").resolve()))
+    name = runstore.experiment(store, eid)["name"]
+    done = runstore.done_keys(store, eid)
+    todo = [p for p in campaign.pairs if p.key not in done]
+    failed: list[tuple[str, str]] = []
+    warnings: list[tuple[str, str]] = []
+    series_dir = data_dir / f"experiment-{eid}"
+    try:
+        for i, pair in enumerate(todo):
+            on_pair(i, len(todo), pair)
+            series_dir.mkdir(parents=True, exist_ok=True)
+            series = series_dir / f"{_safe(pair.key)}.parquet"
+            try:
+                analysis, options = analyse_pair(pair, spec, series)
+            except (UserError, Failure) as e:
+                if is_disk_full(e):  # the disk, not the pair: stop (what is stored stays)
+                    raise Failure(
+                        f"disk full while writing results ({e}); free some space and run the same command again "
+                        f"to resume (imported pairs are kept)"
+                    ) from None
+                failed.append((pair.label, str(e)))
+                continue
+            store_pair(store, eid, name, pair, analysis, options)
+            warnings += [(pair.label, w) for w in analysis.get("warnings", [])]
+    except (KeyboardInterrupt, Interrupted):
+        runstore.set_status(store, eid, "interrupted")
+        raise Interrupted(
+            f"interrupted: {len(runstore.done_keys(store, eid))} of {len(campaign.pairs)} pairs of experiment {eid} "
+            f"are stored; run the same command again to resume"
+        ) from None
+    except BaseException:
+        runstore.set_status(store, eid, "failed")
+        raise
+    result = ImportResult(
+        eid,
+        len(todo) - len(failed),
+        len(campaign.pairs) - len(todo),
+        failed,
+        campaign.unpaired,
+        campaign.ignored,
+        warnings=warnings,
+    )
+    runstore.set_status(store, eid, "partial" if result.partial else "finished")
+    return result
+
+
+def _safe(key: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", key)
+
+
+def _host(directory: Path, spec: ImportSpec) -> dict[str, Any]:
+    """What is known of where the captures came from: the directory and the shared axes."""
+    axes = spec.axes
+    return {
+        "imported_from": str(directory.resolve()),
+        "axes": axes,
+        "hostname": axes.get("host"),
+        "kernel": axes.get("kernel"),
+        "testbed": "imported",
+        "lowtail_version": __version__,
+        "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+    }

@@ -1,0 +1,87 @@
+"""A sweep's hold on its testbed kind: what is checked once before the first run, the core
+plan, the hosts' metadata, and a fresh testbed for each run.
+
+`LocalSession` serves lowtail's namespaces and the user's interfaces on this host;
+`hosts.session.HostsSession` holds SSH connections to other hosts for the whole sweep
+(programs copied once, each host's facts read once).
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Any, Protocol
+
+from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.interfaces import InterfacesTestbed, check_interfaces
+from lowtail.testbed.system import require_privileges
+from lowtail.testbed.topology import Testbed
+from lowtail.testbed.wiring import Hosts, Interfaces, Namespaces, Wiring
+
+
+class Session(Protocol):
+    """What a sweep needs of its testbed kind."""
+
+    wiring: Wiring
+
+    def check(self, dut_interfaces: list[tuple[str, ...] | None]) -> None:
+        """Everything that would stop a run, found before the first one."""
+        ...
+
+    def plan(self, cores: dict[str, Any]) -> CoreRoles:
+        """The core of each program, where it runs."""
+        ...
+
+    def hosts(self) -> dict[str, Any]:
+        """The metadata of the hosts of other roles, by role (empty: all on this host)."""
+        ...
+
+    def check_disk(self, need_bytes: int) -> None:
+        """A Failure when a host that writes captures has not `need_bytes` free."""
+        ...
+
+    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> AbstractContextManager:
+        """A fresh testbed for one run (a context manager)."""
+        ...
+
+
+class LocalSession:
+    """Every role on this host: lowtail's namespaces, or the user's interfaces."""
+
+    def __init__(self, wiring: Namespaces | Interfaces):
+        self.wiring = wiring
+
+    def __enter__(self) -> LocalSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
+
+    def check(self, dut_interfaces: list[tuple[str, ...] | None]) -> None:
+        require_privileges("lowtail run")
+        if isinstance(self.wiring, Interfaces):
+            for interfaces in dut_interfaces or [None]:
+                check_interfaces(self.wiring, interfaces)
+
+    def plan(self, cores: dict[str, Any]) -> CoreRoles:
+        return CoreRoles.for_host(cores)
+
+    def hosts(self) -> dict[str, Any]:
+        return {}
+
+    def check_disk(self, need_bytes: int) -> None:
+        pass
+
+    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> Testbed:
+        if isinstance(self.wiring, Interfaces):
+            return InterfacesTestbed(run_dir, self.wiring, dut_interfaces)
+        return Testbed(run_dir, wire=wire)
+
+
+def open_session(wiring: Wiring, log=lambda message: None) -> Any:
+    """The session of a wiring (a context manager); `log` says what slow work is being done."""
+    if isinstance(wiring, Hosts):
+        from lowtail.testbed.hosts.session import HostsSession
+
+        return HostsSession(wiring, log)
+    return LocalSession(wiring)
