@@ -257,7 +257,15 @@ def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(
     toml = experiment(tmp_path, '[[dut]]\nname = "f"\nkind = "lowtail-fwd"\n', duration="20s")
     with SoftTestbed(tmp_path / "live") as live:
         proc = start_run(tmp_path, toml)
-        wait_for(lambda: (d := run_dirs(tmp_path)) and (d[0] / "generator.log").exists())
+        # Killed once the run's programs are up (on a loaded machine the generator's log
+        # appears before its process does): then there are processes for clean to stop.
+        wait_for(
+            lambda: (
+                (d := run_dirs(tmp_path))
+                and (d[0] / "generator.log").exists()
+                and any(x.startswith("process") for x in resources_of(proc.pid))
+            )
+        )
         proc.kill()
         proc.wait()
         assert any(x.endswith("-dut") for x in resources_of(proc.pid))

@@ -50,6 +50,7 @@ def import_captures(
         experiment = runstore.experiment(store, result.experiment_id)
         rows = runstore.runs(store, result.experiment_id)
         floors = runstore.calibration_floor(store, result.experiment_id)
+    verdict = stored_verdict(experiment["spec"])
     if json_out:
         print_json(
             {
@@ -57,7 +58,7 @@ def import_captures(
                 "status": experiment["status"],
                 "partial": result.partial,
                 "already_imported": result.already,
-                "runs": [run_json(r, floors) for r in rows],
+                "runs": [run_json(r, floors, verdict) for r in rows],
                 "unpaired": result.unpaired,
                 "failed": [{"pair": pair, "error": why} for pair, why in result.failed],
                 "ignored": result.ignored,
@@ -66,7 +67,7 @@ def import_captures(
         )
     else:
         printer = out if out.is_terminal else Console(highlight=False, width=160)
-        printer.print(runs_table(experiment, rows, floors, stored_verdict(experiment["spec"])))
+        printer.print(runs_table(experiment, rows, floors, verdict))
         if result.already:
             note(
                 f"this campaign is already stored as experiment {result.experiment_id} in {db} "
