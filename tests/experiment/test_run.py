@@ -251,6 +251,10 @@ def test_sigterm_stops_a_run_like_ctrl_c(tmp_path):
     assert resources_of(proc.pid) == []
 
 
+def _netns_pids(namespace: str) -> list[str]:
+    return subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
+
+
 def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(tmp_path):
     from lowtail.testbed.topology import Testbed as SoftTestbed
 
@@ -263,7 +267,7 @@ def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(
             lambda: (
                 (d := run_dirs(tmp_path))
                 and (d[0] / "generator.log").exists()
-                and any(x.startswith("process") for x in resources_of(proc.pid))
+                and any(_netns_pids(ns) for ns in _netns() if ns.startswith(f"lt{proc.pid}x"))
             )
         )
         proc.kill()
