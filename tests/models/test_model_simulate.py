@@ -5,6 +5,7 @@ stored lowtail-fwd run."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -15,7 +16,10 @@ from lowtail.models import simulate as sim
 
 def test_nearest_rank_is_percentile_disc():
     values = np.arange(1, 11)
-    assert [sim.nearest_rank(values, q) for q in (0.0, 0.1, 0.15, 0.5, 0.99, 1.0)] == [1, 1, 2, 5, 10, 10]
+    quantiles = [Fraction(q) for q in ("0", "0.1", "0.15", "0.5", "0.99", "1")]
+    assert [sim.nearest_rank(values, q) for q in quantiles] == [1, 1, 2, 5, 10, 10]
+    # 99.9 % of 1000 values is the 999th, also when the percentile was typed as 99.9
+    assert sim.nearest_rank(np.arange(1, 1001), Fraction("99.9") / 100) == 999
 
 
 def test_staircases_of_the_seeds_batch_figure():

@@ -13,6 +13,7 @@ import typer
 from rich.table import Table
 
 from lowtail import percentiles, series
+from lowtail.percentiles import quantile_of_percent
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
@@ -269,8 +270,12 @@ def evt(
     from lowtail.report.models import evt_figure
     from lowtail.store.models import series_source
 
+    try:
+        fit_quantile = quantile_of_percent(fit_fraction)
+    except ValueError:
+        raise UserError(f"--fit-fraction {fit_fraction}: not a finite percentage") from None
     opts = EvtOptions(
-        fit_fraction=fit_fraction / 100.0,
+        fit_fraction=fit_quantile,
         thresholds=parse_thresholds(thresholds),
         min_exceedances=min_exceedances,
         js_bins=js_bins,
