@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use lowtail_net::error::EXIT_DISK_FULL;
 use lowtail_noise::*;
 use serde_json::json;
 
@@ -41,7 +42,7 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
-            println!("{USAGE}");
+            let _ = writeln!(std::io::stdout().lock(), "{USAGE}");
             std::process::exit(0);
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -142,22 +143,33 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
     }))
 }
 
+/// One line on stderr, never a panic (a closed or full stderr is no reason to stop).
+fn say(message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr().lock(), "lowtail-noise: {message}");
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {
-            eprintln!("lowtail-noise: {e}\n{USAGE}");
+            say(format_args!("{e}\n{USAGE}"));
             return ExitCode::from(2);
         }
     };
     match run(args) {
         Ok(doc) => {
             let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{doc}");
-            ExitCode::SUCCESS
+            match writeln!(out, "{doc}").and_then(|()| out.flush()) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    say(format_args!("writing the results: {e}"));
+                    let full = matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT));
+                    ExitCode::from(if full { EXIT_DISK_FULL as u8 } else { 1 })
+                }
+            }
         }
         Err(e) => {
-            eprintln!("lowtail-noise: {e}");
+            say(format_args!("{e}"));
             ExitCode::from(1)
         }
     }

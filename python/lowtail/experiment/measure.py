@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from lowtail import _native
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment
@@ -23,6 +24,7 @@ from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.probe import wait_forwarding
+from lowtail.testbed.process import Program
 from lowtail.testbed.topology import Testbed
 from lowtail.units import format_ns
 
@@ -31,7 +33,9 @@ SRC_IP, DST_IP = "198.18.0.1", "198.19.0.1"
 SNAPLEN = 128
 # lowtail-gen's exit code when it sent everything but did not hold the rate or had frames
 # refused: a result (its statistics say which), not a failure.
-GENERATOR_BEHIND = 3
+GENERATOR_BEHIND = _native.PROGRAM_EXIT_CODES["degraded"]
+# A native program's exit code when an output (capture, statistics) hit a full disk.
+DISK_FULL = _native.PROGRAM_EXIT_CODES["disk_full"]
 
 
 class DutFailed(Exception):
@@ -79,7 +83,8 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
             return outcome
         if capture.died():
             raise Failure(_disk_full_or(capture, f"the timestamper stopped during the run: {capture.exit_message()}"))
-        capture.stop()
+        if capture.stop() == DISK_FULL:
+            raise Failure(_disk_full_or(capture, "the timestamper could not write its capture"))
         outcome.capture = capture.statistics() or {}
         outcome.dut_stats = dut.stop()
         _judge(outcome)
@@ -201,9 +206,12 @@ def _send(
         outcome.invalid_reasons.append(f"{crash} during the run")
 
 
-def _disk_full_or(program, message: str) -> str:
-    if "No space left on device" in program.log_tail(5):
-        return "disk full: a capture could not be written (free some space; finished runs are kept)"
+def _disk_full_or(program: Program, message: str) -> str:
+    """The run's failure reason: "disk full: …" when the program's exit code says its
+    output hit a full disk (the programs' typed signal; their log may not even have been
+    written), else `message`."""
+    if program.popen.poll() == DISK_FULL:
+        return f"disk full: {program.name} could not write its output (free some space; finished runs are kept)"
     return message
 
 
