@@ -199,3 +199,36 @@ def test_analyses_accumulate(tmp_path):
     got = con.execute("SELECT analysis_id, sent, trim_ns FROM analyses ORDER BY analysis_id").fetchall()
     assert got == [(d["analysis_id"], d["sent"], d["trim_ns"]) for d in docs]
     con.close()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--set", "ipv6=true"], "frame"),
+        (["--format", "bogus"], "bogus"),
+        (["--compression", "bogus"], "bogus"),
+        (["--set", "rate_pps=-1"], "rate_pps"),
+    ],
+    ids=["ipv6-in-64-bytes", "format", "compression", "rate"],
+)
+def test_synth_that_fails_leaves_existing_files_alone(tmp_path, args, needle):
+    """`lowtail synth` checks everything before it writes, writes beside the targets and
+    renames at the end: a failure leaves the files that were there as they were, and no
+    temporary file behind."""
+    pre, post = tmp_path / "p.pcap", tmp_path / "q.pcap"
+    assert run_cli("synth", pre, post, "--packets", "100").returncode == 0
+    before = {f.name: f.read_bytes() for f in (pre, post)}
+    p = run_cli("synth", pre, post, "--packets", "100", *args)
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert {f.name: f.read_bytes() for f in (pre, post)} == before
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.pcap", "q.pcap"]
+
+
+def test_synth_replaces_both_files_when_it_succeeds(tmp_path):
+    pre, post, truth = tmp_path / "p.pcap", tmp_path / "q.pcap", tmp_path / "t.parquet"
+    assert run_cli("synth", pre, post, "--packets", "100").returncode == 0
+    first = pre.read_bytes()
+    assert run_cli("synth", pre, post, "--packets", "200", "--truth", truth).returncode == 0
+    assert len(pre.read_bytes()) > len(first) and truth.stat().st_size > 0
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.pcap", "q.pcap", "t.parquet"]
