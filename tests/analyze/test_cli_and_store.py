@@ -5,6 +5,8 @@ them back."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import duckdb
 import numpy as np
@@ -183,6 +185,37 @@ def test_report(stored):
     assert html.count("<img") >= 5
     assert f"{doc['sent']:,}" in html
     assert f"{doc['latency_ns']['p99_999'] / 1e3:.3f} µs" in html
+
+
+def test_report_into_a_missing_directory_creates_nothing(stored, tmp_path):
+    """`--report /nonexistent/r.html`: one line, exit 2, and no directory the user did not
+    ask for (lowtail used to create the whole missing tree)."""
+    pair, db, _, doc, d = stored
+    missing = tmp_path / "nonexistent" / "deeper"
+    p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", missing / "r.html", cwd=d)
+    assert p.returncode == 2, p.stderr
+    assert "does not exist" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "nonexistent").exists()
+    (tmp_path / "file").write_text("")
+    p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", tmp_path / "file" / "r.html", cwd=d)
+    assert p.returncode == 2 and "is not a directory" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_report_on_a_full_disk_leaves_nothing_behind(stored, tmp_path):
+    """A report that does not fit: one line, exit 1, and neither a 0-byte report nor the
+    hidden temporary file it was written to."""
+    pair, db, _, doc, d = stored
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "lowtail-test-full", str(full)], check=True)
+    try:
+        p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", full / "r.html", cwd=d)
+        assert p.returncode == 1, p.stderr
+        assert "disk full" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert list(full.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
 
 
 def test_analyses_accumulate(tmp_path):

@@ -9,9 +9,9 @@ import errno
 import inspect
 import json
 import math
-from fractions import Fraction
 import os
 import subprocess
+from fractions import Fraction
 
 import duckdb
 import numpy as np

@@ -5,8 +5,8 @@ bounded memory, and the CLI on files and stored runs."""
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 import tracemalloc
+from fractions import Fraction
 
 import numpy as np
 import pytest

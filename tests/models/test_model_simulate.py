@@ -231,3 +231,13 @@ def test_cli_simulate_run_must_be_a_forwarder(cli, db, store_at, tmp_path):
         run_id = add_run(s, add_experiment(s), dut_kind="bridge", analysis_id=aid)
     r = cli("model", "simulate", "--run", run_id, "--db", db)
     assert r.code == 2 and "needs a lowtail-fwd run" in r.err
+
+
+def test_cli_simulate_plot_into_a_missing_directory_creates_nothing(cli, db, tmp_path):
+    """`--plot /nonexistent/p.png` is the user's mistake: one line, exit 2, and no new
+    directory (the plot used to create the whole missing tree)."""
+    plot = tmp_path / "nonexistent" / "sim.png"
+    r = cli("model", "simulate", "--service", "12us", "--packets", "1000", "--db", db, "--plot", plot)
+    assert r.code == 2, r.err
+    assert "does not exist" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert not plot.parent.exists()

@@ -13,11 +13,11 @@ import typer
 from rich.table import Table
 
 from lowtail import percentiles, series
-from lowtail.percentiles import quantile_of_percent
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.errors import UserError
+from lowtail.percentiles import quantile_of_percent
 from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate, parse_duration_ns
 
 model_app = typer.Typer(
