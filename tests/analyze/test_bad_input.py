@@ -159,10 +159,13 @@ def test_unsupported_link_type_in_pcapng(tmp_path, good):
 
 
 def test_truncated_last_record_warns_and_goes_on(tmp_path):
+    """A capture cut inside its last record (its writer killed): the records before it
+    are analysed, one warning names the file, and the result says it is partial (exit 3)."""
     pair = synth(tmp_path, truncate_post_bytes=7, **SMALL)
     p = analyze_cli(pair.pre, pair.post, "--json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 3, p.stderr
     assert "Traceback" not in p.stderr
+    assert json.loads(p.stdout)["partial"]
     warning_lines = [line for line in p.stderr.splitlines() if "truncated" in line]
     assert len(warning_lines) == 1 and "post.pcap" in warning_lines[0]
 

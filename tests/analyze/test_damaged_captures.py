@@ -208,12 +208,26 @@ def test_a_capture_cut_short_is_partial(tmp_path, compression, suffix):
     what it held, a warning, the analysis marked partial, exit 3."""
     pair = synth(tmp_path, compression=compression, suffix=suffix, **SMALL)
     data = pair.post.read_bytes()
-    pair.post.write_bytes(data[: len(data) * 2 // 3] if compression == "none" else data[:-7])
+    pair.post.write_bytes(data[: len(data) * 2 // 3])
     p = analyze(pair.pre, pair.post)
     assert p.returncode == 3, p.stderr
     doc = json.loads(p.stdout)
     assert doc["partial"] and 0 < doc["received"] < doc["sent"]
     assert any(w in p.stderr for w in ("truncated", "ends early")), p.stderr
+
+
+@pytest.mark.parametrize("compression,suffix", [("zstd", ".pcap.zst"), ("gzip", ".pcap.gz")])
+def test_a_compressed_stream_cut_before_its_end_mark_is_partial(tmp_path, compression, suffix):
+    """Every record came out but the stream stops before its end (gzip's CRC and length,
+    zstd's last block): nothing proves the capture whole, so it is a cut capture too —
+    all packets read, marked partial, exit 3 (zstd and gzip alike)."""
+    pair = synth(tmp_path, compression=compression, suffix=suffix, **SMALL)
+    pair.post.write_bytes(pair.post.read_bytes()[:-3])
+    p = analyze(pair.pre, pair.post)
+    assert p.returncode == 3, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["partial"] and doc["received"] > 0
+    assert "ends early" in p.stderr or "truncated" in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("compression,suffix", [("zstd", ".pcap.zst"), ("gzip", ".pcap.gz")])
