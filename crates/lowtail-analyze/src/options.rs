@@ -123,10 +123,7 @@ mod tests {
     #[test]
     fn sizes_that_would_allocate_without_bound_are_refused() {
         let absurd = AnalyzeOptions { worst: 1_000_000_000_000, ..AnalyzeOptions::default() };
-        assert_eq!(
-            absurd.check().unwrap_err().to_string(),
-            "--worst must be at most 1000000, not 1000000000000"
-        );
+        assert_eq!(absurd.check().unwrap_err().to_string(), "--worst must be at most 1000000, not 1000000000000");
         let bins = AnalyzeOptions { histogram_bins: MAX_HISTOGRAM_BINS + 1, ..AnalyzeOptions::default() };
         assert!(bins.check().unwrap_err().to_string().starts_with("--histogram-bins must be at most"));
         let most = AnalyzeOptions { worst: MAX_WORST, histogram_bins: MAX_HISTOGRAM_BINS, ..AnalyzeOptions::default() };

@@ -236,7 +236,9 @@ pub fn analyze_pair(
     let partial = [&pre_report, &post_report].iter().any(|side| side.broken.is_some() || side.cut);
     for (name, side) in [("PRE", &pre_report), ("POST", &post_report)] {
         if let Some(err) = &side.broken {
-            warnings.push(format!("{name}: reading stopped part-way ({err}): the figures cover what came before and are partial"));
+            warnings.push(format!(
+                "{name}: reading stopped part-way ({err}): the figures cover what came before and are partial"
+            ));
         } else if side.cut {
             warnings.push(format!("{name} ends early: the figures cover what it holds and are partial"));
         }

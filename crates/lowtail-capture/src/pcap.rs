@@ -156,7 +156,12 @@ impl PcapReader {
         } else {
             return Ok(());
         };
-        Err(CaptureError::Corrupt { path: self.path.clone(), format: "pcap", offset: self.window.offset(), detail: why })
+        Err(CaptureError::Corrupt {
+            path: self.path.clone(),
+            format: "pcap",
+            offset: self.window.offset(),
+            detail: why,
+        })
     }
 
     fn truncated(&mut self, have: usize, need: usize) {

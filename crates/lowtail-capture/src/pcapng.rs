@@ -207,7 +207,10 @@ impl PcapngReader {
             if caplen <= i.snaplen as usize {
                 return self.check_block_end(len, data_end);
             }
-            format!("packet block claims {caplen} captured bytes, more than its interface's snap length ({})", i.snaplen)
+            format!(
+                "packet block claims {caplen} captured bytes, more than its interface's snap length ({})",
+                i.snaplen
+            )
         } else if (if_id as usize) < self.interfaces.len() {
             return self.check_block_end(len, data_end);
         } else {

@@ -163,17 +163,18 @@ pub fn open_reader(
     }
     let compression = Compression::sniff(&head);
     raw.prefix = head;
-    let decoder: Box<dyn Read + Send> = match compression {
-        Compression::None => {
-            // No decoder in between: the window reads the file directly.
-            let kind = kind_of(&raw.prefix, path, options)?;
-            return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression, None);
-        }
-        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(|e| {
-            CaptureError::Decompress { path: path_buf.clone(), codec: "zstd", detail: e.to_string() }
-        })?),
-        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
-    };
+    let decoder: Box<dyn Read + Send> =
+        match compression {
+            Compression::None => {
+                // No decoder in between: the window reads the file directly.
+                let kind = kind_of(&raw.prefix, path, options)?;
+                return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression, None);
+            }
+            Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(|e| {
+                CaptureError::Decompress { path: path_buf.clone(), codec: "zstd", detail: e.to_string() }
+            })?),
+            Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
+        };
     // The same rule from the first byte on: a stream that ends early is a capture cut
     // short, a decoder that fails is a damaged file.
     let cut = StreamCut::new(path_buf.clone(), compression);

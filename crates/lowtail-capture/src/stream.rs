@@ -140,10 +140,9 @@ impl<R: Read> Read for DecodeErrors<R> {
                 Ok(0)
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
-            Err(e) => Err(io::Error::new(
-                e.kind(),
-                DecodeFailure { codec: self.cut.codec.name(), detail: e.to_string() },
-            )),
+            Err(e) => {
+                Err(io::Error::new(e.kind(), DecodeFailure { codec: self.cut.codec.name(), detail: e.to_string() }))
+            }
         }
     }
 }

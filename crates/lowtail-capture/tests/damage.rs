@@ -179,7 +179,9 @@ fn pcapng_later_section_of_another_major_version_stops_the_reading() {
         if stops {
             assert_eq!(got.len(), 5);
             match err {
-                Some(CaptureError::UnsupportedVersion { offset, major: 2, .. }) => assert_eq!(offset, first.len() as u64),
+                Some(CaptureError::UnsupportedVersion { offset, major: 2, .. }) => {
+                    assert_eq!(offset, first.len() as u64)
+                }
                 other => panic!("{other:?}"),
             }
         } else {

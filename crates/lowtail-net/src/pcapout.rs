@@ -32,7 +32,9 @@ impl CaptureFile {
     /// Create `path` (zstd-compressed if asked) and start its writer thread.
     pub fn create(path: &Path, snaplen: u32, zstd: bool) -> Result<CaptureFile, Fatal> {
         let file = File::create(path).map_err(|e| match e.raw_os_error() {
-            Some(libc::ENOSPC) | Some(libc::EDQUOT) => Fatal::write(format_args!("cannot create {}", path.display()), &e),
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                Fatal::write(format_args!("cannot create {}", path.display()), &e)
+            }
             _ => Fatal::usage(format!("cannot create {}: {e}", path.display())),
         })?;
         let (full_tx, full_rx) = sync_channel::<Vec<u8>>(QUEUE);

@@ -171,7 +171,10 @@ impl SimSpec {
             return bad("packets must be at least 1".into());
         }
         if self.packets > MAX_PACKETS {
-            return bad(format!("packets must be at most {MAX_PACKETS} (every packet's times are kept), not {}", self.packets));
+            return bad(format!(
+                "packets must be at most {MAX_PACKETS} (every packet's times are kept), not {}",
+                self.packets
+            ));
         }
         if self.burst == 0 || self.batch == 0 {
             return bad("burst and batch must be at least 1".into());

@@ -189,6 +189,6 @@ fn bad_specs_are_refused_with_a_reason() {
 #[test]
 fn a_spec_that_would_allocate_without_bound_is_refused() {
     let spec = SimSpec { packets: crate::spec::MAX_PACKETS + 1, ..Default::default() };
-    let err = simulate(&spec).err().expect("refused");
+    let Err(err) = simulate(&spec) else { panic!("a spec above MAX_PACKETS must be refused") };
     assert!(err.to_string().contains("packets must be at most"), "{err}");
 }

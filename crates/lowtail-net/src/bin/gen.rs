@@ -310,7 +310,10 @@ fn report(
         return EXIT_DEGRADED;
     }
     if send_errors > 0 {
-        lowtail_net::say!("lowtail-gen: the kernel refused {send_errors} frames ({})", sink.first_error().unwrap_or_default());
+        lowtail_net::say!(
+            "lowtail-gen: the kernel refused {send_errors} frames ({})",
+            sink.first_error().unwrap_or_default()
+        );
         return EXIT_DEGRADED;
     }
     EXIT_OK
