@@ -371,6 +371,22 @@ def test_a_capture_on_a_full_disk_exits_with_the_disk_full_code(wire, background
     assert "disk full" in err
 
 
+def test_lowtail_noise_on_a_full_disk_exits_with_the_disk_full_code(full_disk, tmp_path):
+    """lowtail-noise's results (stdout) and gap files: a full disk is exit code 4 and one
+    line saying so, as for the other programs — never a panic."""
+    argv = [native("lowtail-noise"), "--cpus", "0", "--duration-ns", "10000000"]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 4, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "disk full" in r.stderr, r.stderr
+    r = run_native([*argv, "--threshold-ns", "1", "--gaps-dir", str(full_disk)])
+    assert r.returncode == 4, r.stderr
+    assert "disk full" in r.stderr and "cpu0.gaps" in r.stderr, r.stderr
+    with open("/dev/full", "w") as full:  # its usage on a full stderr: still exit 2
+        r = subprocess.run([*argv[:1], "--no-such-flag"], stderr=full, timeout=60)
+    assert r.returncode == 2
+
+
 @pytest.mark.parametrize(
     "program,args,message",
     [

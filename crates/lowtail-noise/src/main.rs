@@ -6,11 +6,10 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use lowtail_net::error::EXIT_DISK_FULL;
+use lowtail_net::error::{exit_with, Fatal, EXIT_OK};
 use lowtail_noise::*;
 use serde_json::json;
 
@@ -75,9 +74,9 @@ fn read_into(path: &PathBuf, buf: &mut Vec<u8>) -> std::io::Result<i64> {
     Ok(t)
 }
 
-fn run(a: Args) -> Result<serde_json::Value, String> {
+fn run(a: Args) -> Result<serde_json::Value, Fatal> {
     if let Some(c) = a.main_cpu {
-        pin_current_thread(c).map_err(|e| format!("cannot pin the main thread to CPU {c}: {e}"))?;
+        pin_current_thread(c).map_err(|e| Fatal::failure(format!("cannot pin the main thread to CPU {c}: {e}")))?;
     }
     let go = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicUsize::new(0));
@@ -106,7 +105,7 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
     text.clear();
     let before = match &a.interrupts {
         Some(p) => {
-            let t = read_into(p, &mut text).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let t = read_into(p, &mut text).map_err(|e| Fatal::failure(format!("cannot read {}: {e}", p.display())))?;
             Some(json!({"t_ns": t, "text": String::from_utf8_lossy(&text)}))
         }
         None => None,
@@ -117,18 +116,20 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("probe thread panicked".into()))).collect();
     let after = match &a.interrupts {
         Some(p) => {
-            let t = read_into(p, &mut text).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let t = read_into(p, &mut text).map_err(|e| Fatal::failure(format!("cannot read {}: {e}", p.display())))?;
             Some(json!({"t_ns": t, "text": String::from_utf8_lossy(&text)}))
         }
         None => None,
     };
     let mut cores = Vec::new();
     for (&cpu, log) in a.cpus.iter().zip(logs) {
-        let log = log?;
+        let log = log.map_err(Fatal::failure)?;
         if let Some(dir) = &a.gaps_dir {
+            // a full disk is EXIT_DISK_FULL, as for the other programs' outputs
             let path = dir.join(format!("cpu{cpu}.gaps"));
-            let mut f = std::fs::File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            write_gaps(&mut f, &log, offset).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let cannot = |e: std::io::Error| Fatal::write(format_args!("cannot write {}", path.display()), &e);
+            let mut f = std::fs::File::create(&path).map_err(cannot)?;
+            write_gaps(&mut f, &log, offset).and_then(|()| f.flush()).map_err(cannot)?;
         }
         cores.push(summarize(cpu, &log, a.threshold_ns, offset, a.top));
     }
@@ -143,34 +144,14 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
     }))
 }
 
-/// One line on stderr, never a panic (a closed or full stderr is no reason to stop).
-fn say(message: std::fmt::Arguments<'_>) {
-    let _ = writeln!(std::io::stderr().lock(), "lowtail-noise: {message}");
-}
-
-fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            say(format_args!("{e}\n{USAGE}"));
-            return ExitCode::from(2);
-        }
-    };
-    match run(args) {
-        Ok(doc) => {
-            let mut out = std::io::stdout().lock();
-            match writeln!(out, "{doc}").and_then(|()| out.flush()) {
-                Ok(()) => ExitCode::SUCCESS,
-                Err(e) => {
-                    say(format_args!("writing the results: {e}"));
-                    let full = matches!(e.raw_os_error(), Some(libc::ENOSPC) | Some(libc::EDQUOT));
-                    ExitCode::from(if full { EXIT_DISK_FULL as u8 } else { 1 })
-                }
-            }
-        }
-        Err(e) => {
-            say(format_args!("{e}"));
-            ExitCode::from(1)
-        }
-    }
+/// Exit codes as the other native programs' (`lowtail_net::error`): 2 bad arguments, 1 a
+/// failure, 4 an output that hit a full disk; writing to stderr never panics.
+fn main() -> ! {
+    exit_with("lowtail-noise", || {
+        let args = parse_args().map_err(|e| Fatal::usage(format!("{e}\n{USAGE}")))?;
+        let doc = run(args)?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{doc}").and_then(|()| out.flush()).map_err(|e| Fatal::write("writing the results", &e))?;
+        Ok(EXIT_OK)
+    })
 }
