@@ -264,7 +264,10 @@ def percentile_levels() -> list[float]:
     """The headline percentiles, then the levels of an HDR percentile curve (five ticks
     per halving of the distance to 100 %, to beyond 99.9999 %), as lowtail reports them."""
     curve = [1 - 0.5**h + t * 0.5 ** (h + 1) / 5 for h in range(21) for t in range(5)]
-    return list(HEADLINE_PERCENTILES.values()) + curve + [1.0]
+    # PostgreSQL takes the levels as doubles: the double nearest each exact headline
+    # quantile ranks as lowtail's exact arithmetic does (tests/analyze/test_native_boundary.py)
+    headline = [float(q) for q in HEADLINE_PERCENTILES.values()]
+    return headline + curve + [1.0]
 
 
 def analyze_in_sql(

@@ -40,6 +40,8 @@ pub fn drain(r: &mut CaptureReader, name: &str, use_for_each: bool, plain_len: O
             Ok(n) => items += n,
             Err(e) => {
                 one_line(&e.to_string(), name);
+                // reading ends where the damage is
+                assert!(matches!(r.next_item(), Ok(None)), "an item after the error {e}");
                 break;
             }
         }

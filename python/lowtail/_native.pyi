@@ -2,6 +2,7 @@
 against the built module with mypy's stubtest."""
 
 import os
+from fractions import Fraction
 from typing import Self, final
 
 __all__ = [
@@ -14,12 +15,14 @@ __all__ = [
     "NotACaptureError",
     "TruncatedHeaderError",
     "UnsupportedLinkTypeError",
+    "UnsupportedVersionError",
     "CorruptCaptureError",
     "UnknownInterfaceError",
     "DecompressError",
     "NothingToAnalyzeError",
     "NoPacketIdsError",
     "TrimRemovesAllError",
+    "SwappedCapturesError",
     "OutputError",
     "ExportError",
     "CancelledError",
@@ -33,6 +36,7 @@ __all__ = [
     "simulate_defaults",
     "nearest_rank",
     "HEADLINE_PERCENTILES",
+    "PROGRAM_EXIT_CODES",
     "SERIES_COLUMNS",
     "FCS_BYTES",
     "FRAME_SIZES",
@@ -71,6 +75,9 @@ class TruncatedHeaderError(CaptureError):
 class UnsupportedLinkTypeError(CaptureError):
     """A capture of a link layer lowtail cannot decode."""
 
+class UnsupportedVersionError(CaptureError):
+    """A pcap or pcapng version libpcap does not read either."""
+
 class CorruptCaptureError(CaptureError):
     """A capture whose bytes contradict its format."""
 
@@ -78,7 +85,7 @@ class UnknownInterfaceError(CaptureError):
     """A pcapng packet on an interface the file never described."""
 
 class DecompressError(CaptureError):
-    """A damaged zstd or gzip stream."""
+    """A damaged zstd or gzip stream (bad data, a checksum that fails)."""
 
 class NothingToAnalyzeError(LowtailError):
     """The captures were read but hold nothing to measure."""
@@ -88,6 +95,9 @@ class NoPacketIdsError(NothingToAnalyzeError):
 
 class TrimRemovesAllError(NothingToAnalyzeError):
     """The warm-up trim is longer than the PRE capture."""
+
+class SwappedCapturesError(NothingToAnalyzeError):
+    """Most latencies are negative: PRE and POST look swapped (or their clocks are far apart)."""
 
 class OutputError(LowtailError):
     """An output file could not be written."""
@@ -167,14 +177,21 @@ class Analyzer:
 
 # -- facts shared with the Rust side ----------------------------------------------------
 
-HEADLINE_PERCENTILES: tuple[tuple[str, float], ...]
-"""((key, quantile), ...): p50 … p99_9999, the percentiles every summary reports."""
+HEADLINE_PERCENTILES: tuple[tuple[str, Fraction], ...]
+"""((key, quantile), ...): p50 … p99_9999, the percentiles every summary reports, each an
+exact Fraction (999/1000 for p99_9)."""
+
+PROGRAM_EXIT_CODES: dict[str, int]
+"""{name: exit code} of the native programs (lowtail-gen, -cap, -fwd, -noise): ok, failure,
+usage, degraded, disk_full (an output could not be written: the disk is full), interrupted."""
 
 SERIES_COLUMNS: tuple[tuple[str, str], ...]
 """((name, Arrow type alias), ...) of the matched series (`--export`), in file order."""
 
-def nearest_rank(q: float, n: int) -> int:
-    """Nearest-rank position (1-based) of quantile q among n samples, as percentile_disc."""
+def nearest_rank(q: Fraction | int, n: int) -> int:
+    """Nearest-rank position (1-based) of quantile q among n samples: ⌈q·n⌉ clamped to
+    1…n, in exact arithmetic (percentile_disc by its definition). q is exact: a Fraction
+    (Fraction("99.9") / 100) or an int; a float raises TypeError."""
 
 # -- synthetic pairs and the device model -----------------------------------------------
 

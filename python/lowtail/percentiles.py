@@ -1,13 +1,42 @@
 """The headline percentiles: the ones every analysis computes exactly (nearest rank) and
 stores as columns, in the order tables show them. The list is the native analysis's own
 (`_native.HEADLINE_PERCENTILES`, its one owner); every key ("p99_999"), label ("99.999 %")
-and fraction (0.99999) elsewhere in the package comes from here."""
+and fraction (0.99999) elsewhere in the package comes from here.
+
+A percentile that decides a rank is carried exactly, as a `Fraction` (99.9 % is 999/1000):
+a float cannot hold most of them (float("99.9") / 100 is 0.9990000000000001, one rank too
+high whenever 0.999·n is whole). Floats are only for drawing."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
+from lowtail import _native
 from lowtail._native import HEADLINE_PERCENTILES
+
+
+def exact_quantile(value: Fraction | int | float | str) -> Fraction:
+    """A quantile (0.999) exactly: a float as the decimal it was written as (repr: the
+    shortest decimal that reads back as it), a string as its decimal digits. ValueError
+    for anything that is not a finite number."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise ValueError(f"not a finite number: {value}")
+        return Fraction(repr(value))
+    return Fraction(value)
+
+
+def quantile_of_percent(percent: Fraction | int | float | str) -> Fraction:
+    """The quantile a percent names, exactly: "99.9" → 999/1000 (also from the float 99.9)."""
+    return exact_quantile(percent) / 100
+
+
+def nearest_rank(q: Fraction | int, n: int) -> int:
+    """The 1-based nearest rank of quantile `q` among `n` samples (⌈q·n⌉, clamped to 1…n,
+    exact): the native analysis's own, as SQL's percentile_disc defines it."""
+    return _native.nearest_rank(q, n)
 
 
 def percent_label(digits: str) -> str:
@@ -17,11 +46,20 @@ def percent_label(digits: str) -> str:
 
 @dataclass(frozen=True)
 class Percentile:
-    """One headline percentile: its key ("p99_999") and the fraction the native analysis
-    takes its rank at (0.99999)."""
+    """One headline percentile: its key ("p99_999") and the exact quantile the native
+    analysis takes its rank at (99999/100000)."""
 
     key: str
-    fraction: float
+    quantile: Fraction
+
+    @property
+    def fraction(self) -> float:
+        """The quantile as the nearest float (0.99999), for plot axes; never for ranks."""
+        return float(self.quantile)
+
+    def rank(self, n: int) -> int:
+        """Its nearest rank among `n` samples."""
+        return nearest_rank(self.quantile, n)
 
     @property
     def digits(self) -> str:

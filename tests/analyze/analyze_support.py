@@ -12,6 +12,7 @@ import subprocess
 import sys
 import traceback
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -23,14 +24,15 @@ from lowtail import _native
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.cli import main
 
+# (key, exact quantile): a percentile that decides a rank is never a float
 PERCENTILES = [
-    ("p50", 0.50),
-    ("p90", 0.90),
-    ("p99", 0.99),
-    ("p99_9", 0.999),
-    ("p99_99", 0.9999),
-    ("p99_999", 0.99999),
-    ("p99_9999", 0.999999),
+    ("p50", Fraction("0.5")),
+    ("p90", Fraction("0.9")),
+    ("p99", Fraction("0.99")),
+    ("p99_9", Fraction("0.999")),
+    ("p99_99", Fraction("0.9999")),
+    ("p99_999", Fraction("0.99999")),
+    ("p99_9999", Fraction("0.999999")),
 ]
 COUNTS = ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative")
 
@@ -55,8 +57,8 @@ def synth(directory: Path, name: str = "pair", suffix: str = ".pcap", **spec: An
     return Pair(pre, post, truth, summary, spec)
 
 
-def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
-    """PostgreSQL percentile_disc: the value at 1-based rank ceil(q·n) (at least 1)."""
+def nearest_rank(sorted_values: np.ndarray, q: Fraction) -> int:
+    """percentile_disc: the value at 1-based rank ⌈q·n⌉ (at least 1), in exact arithmetic."""
     n = len(sorted_values)
     rank = min(max(math.ceil(q * n), 1), n)
     return int(sorted_values[rank - 1])

@@ -106,12 +106,14 @@ def pcap(
     big: bool = False,
     linktype: int = LINKTYPE_ETHERNET,
     snaplen: int = 65535,
+    version: tuple[int, int] = (2, 4),
 ) -> bytes:
     """records: (ts_ns, frame) or (ts_ns, frame, orig_len); frames longer than the snap
-    length are cut to it, as a capturing tool would."""
+    length are cut to it, as a capturing tool would. `linktype` is the whole 32-bit
+    field (FCS length and flag bits included)."""
     e = ">" if big else "<"
     magic = 0xA1B23C4D if nanos else 0xA1B2C3D4
-    out = bytearray(struct.pack(e + "IHHiIII", magic, 2, 4, 0, 0, snaplen, linktype))
+    out = bytearray(struct.pack(e + "IHHiIII", magic, *version, 0, 0, snaplen, linktype))
     for rec in records:
         ts, data = rec[0], rec[1]
         orig = rec[2] if len(rec) > 2 else len(data)
@@ -137,6 +139,7 @@ class Interface:
 @dataclass
 class Section:
     big: bool = False
+    version: tuple[int, int] = (1, 0)
     interfaces: list[Interface] = field(default_factory=list)
     # ("epb", interface, ts_units, frame[, orig_len]) | ("spb", frame) | ("other", block_type, body)
     # | ("idb", Interface): one more interface, declared between packets
@@ -174,7 +177,7 @@ def pcapng(sections: list[Section]) -> bytes:
     out = bytearray()
     for s in sections:
         e = ">" if s.big else "<"
-        out += _block(e, 0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, 1, 0, -1))
+        out += _block(e, 0x0A0D0D0A, struct.pack(e + "IHHq", 0x1A2B3C4D, *s.version, -1))
         interfaces = list(s.interfaces)
         for iface in s.interfaces:
             out += _idb(e, iface)

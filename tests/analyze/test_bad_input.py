@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
+import time
 
 import craft
 import duckdb
@@ -52,6 +54,57 @@ def test_unreadable_file(tmp_path, good):
         locked.write_bytes(good.pre.read_bytes())
         locked.chmod(0)
         assert_clean_failure(analyze_cli(locked, good.post), 2, "locked.pcap", "permission")
+
+
+def _feed_fifo(path, data: bytes, delay_s: float = 0.0) -> threading.Thread:
+    """A writer that opens the FIFO after `delay_s`, writes `data` and closes it."""
+
+    def write() -> None:
+        time.sleep(delay_s)
+        with open(path, "wb") as f:
+            f.write(data)
+
+    t = threading.Thread(target=write, daemon=True)
+    t.start()
+    return t
+
+
+@pytest.mark.parametrize("delay_s", [0.0, 1.0], ids=["writer-first", "writer-later"])
+def test_fifo_is_read_as_a_stream(tmp_path, good, delay_s):
+    """A FIFO is read as the stream it is (not "empty" because it has no size), whether
+    its writer is there before the analysis opens it or comes a moment later."""
+    fifo = tmp_path / "pre.fifo"
+    os.mkfifo(fifo)
+    writer = _feed_fifo(fifo, good.pre.read_bytes(), delay_s)
+    p = analyze_cli(fifo, good.post, "--json")
+    writer.join(5)
+    assert p.returncode == 0, p.stderr
+    whole = json.loads(analyze_cli(good.pre, good.post, "--json").stdout)
+    doc = json.loads(p.stdout)
+    assert doc["received"] == whole["received"] and doc["latency_ns"] == whole["latency_ns"]
+
+
+def test_fifo_without_a_writer_is_refused_not_waited_for_forever(tmp_path, good):
+    """No writer ever opens the FIFO: after a bounded wait, one line saying so (exit 2)."""
+    fifo = tmp_path / "nobody.fifo"
+    os.mkfifo(fifo)
+    started = time.monotonic()
+    p = run_cli("analyze", fifo, good.post, "--no-store", process=True)
+    assert time.monotonic() - started < 60
+    assert_clean_failure(p, 2, "nobody.fifo", "FIFO", "no writer")
+
+
+def test_fifo_whose_writer_sends_nothing_is_empty(tmp_path, good):
+    fifo = tmp_path / "empty.fifo"
+    os.mkfifo(fifo)
+    writer = _feed_fifo(fifo, b"")
+    assert_clean_failure(analyze_cli(fifo, good.post), 2, "empty.fifo", "empty")
+    writer.join(5)
+
+
+def test_device_is_refused_as_not_a_capture_file(good):
+    """/dev/zero is no empty file: a device, refused for what it is (and never read)."""
+    assert_clean_failure(analyze_cli("/dev/zero", good.post), 2, "/dev/zero", "character device")
 
 
 def test_empty_file(tmp_path, good):
@@ -106,12 +159,49 @@ def test_unsupported_link_type_in_pcapng(tmp_path, good):
 
 
 def test_truncated_last_record_warns_and_goes_on(tmp_path):
+    """A capture cut inside its last record (its writer killed): the records before it
+    are analysed, one warning names the file, and the result says it is partial (exit 3)."""
     pair = synth(tmp_path, truncate_post_bytes=7, **SMALL)
     p = analyze_cli(pair.pre, pair.post, "--json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 3, p.stderr
     assert "Traceback" not in p.stderr
+    assert json.loads(p.stdout)["partial"]
     warning_lines = [line for line in p.stderr.splitlines() if "truncated" in line]
     assert len(warning_lines) == 1 and "post.pcap" in warning_lines[0]
+
+
+def test_swapped_pre_and_post_are_refused_and_nothing_is_stored(tmp_path, good):
+    """POST given as PRE: every latency is negative. The analysis stops (exit 1) with a
+    message that says so and by how much, and stores nothing (no analysis of 0 figures)."""
+    db = tmp_path / "x.duckdb"
+    p = analyze_cli(good.post, good.pre, db=db)
+    line = assert_clean_failure(p, 1, "PRE and POST look swapped", "clocks differ by more than")
+    assert any(unit in line for unit in ("ns", "µs", "ms")), line
+    if db.exists():
+        with duckdb.connect(str(db), read_only=True) as c:
+            assert c.execute("select count(*) from analyses").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("offset_ns,refused", [(-3_400, False), (-3_600, True)])
+def test_negative_latencies_a_minority_are_analysed_a_majority_refused(tmp_path, offset_ns, refused):
+    """POST's clock behind PRE's: latencies of 3.3 µs + Exp(200 ns) come out negative for
+    39 % of packets at −3.4 µs (analysed, with a warning), 78 % at −3.6 µs (refused)."""
+    pair = synth(tmp_path, post_clock_offset_ns=offset_ns, **SMALL)
+    p = analyze_cli(pair.pre, pair.post, "--json")
+    if refused:
+        assert_clean_failure(p, 1, "PRE and POST look swapped", "clocks differ by more than")
+    else:
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert 0 < doc["negative"] < doc["received"] / 2
+        assert any("negative latency" in w for w in doc["warnings"])
+
+
+@pytest.mark.parametrize("option,value", [("--worst", "1000000000000"), ("--worst", "1000001")])
+def test_absurd_sizes_are_refused_in_one_line(tmp_path, good, option, value):
+    """A size that would allocate without bound (24 TB for 10^12 worst events) is refused
+    by the options check: one line, exit 2, nothing allocated."""
+    assert_clean_failure(analyze_cli(good.pre, good.post, option, value), 2, option, "at most")
 
 
 def test_snap_length_cuts_every_id(tmp_path):

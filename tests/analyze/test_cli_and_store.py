@@ -5,6 +5,8 @@ them back."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
 import duckdb
 import numpy as np
@@ -185,6 +187,37 @@ def test_report(stored):
     assert f"{doc['latency_ns']['p99_999'] / 1e3:.3f} µs" in html
 
 
+def test_report_into_a_missing_directory_creates_nothing(stored, tmp_path):
+    """`--report /nonexistent/r.html`: one line, exit 2, and no directory the user did not
+    ask for (lowtail used to create the whole missing tree)."""
+    pair, db, _, doc, d = stored
+    missing = tmp_path / "nonexistent" / "deeper"
+    p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", missing / "r.html", cwd=d)
+    assert p.returncode == 2, p.stderr
+    assert "does not exist" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert not (tmp_path / "nonexistent").exists()
+    (tmp_path / "file").write_text("")
+    p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", tmp_path / "file" / "r.html", cwd=d)
+    assert p.returncode == 2 and "is not a directory" in p.stderr, p.stderr
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs needs root")
+def test_report_on_a_full_disk_leaves_nothing_behind(stored, tmp_path):
+    """A report that does not fit: one line, exit 1, and neither a 0-byte report nor the
+    hidden temporary file it was written to."""
+    pair, db, _, doc, d = stored
+    full = tmp_path / "full"
+    full.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "lowtail-test-full", str(full)], check=True)
+    try:
+        p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", full / "r.html", cwd=d)
+        assert p.returncode == 1, p.stderr
+        assert "disk full" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert list(full.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(full)], check=True)
+
+
 def test_analyses_accumulate(tmp_path):
     """A second analysis adds rows; the first stays as it was."""
     pair = synth(tmp_path, packets=5_000, rate_pps=10_000)
@@ -199,3 +232,36 @@ def test_analyses_accumulate(tmp_path):
     got = con.execute("SELECT analysis_id, sent, trim_ns FROM analyses ORDER BY analysis_id").fetchall()
     assert got == [(d["analysis_id"], d["sent"], d["trim_ns"]) for d in docs]
     con.close()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--set", "ipv6=true"], "frame"),
+        (["--format", "bogus"], "bogus"),
+        (["--compression", "bogus"], "bogus"),
+        (["--set", "rate_pps=-1"], "rate_pps"),
+    ],
+    ids=["ipv6-in-64-bytes", "format", "compression", "rate"],
+)
+def test_synth_that_fails_leaves_existing_files_alone(tmp_path, args, needle):
+    """`lowtail synth` checks everything before it writes, writes beside the targets and
+    renames at the end: a failure leaves the files that were there as they were, and no
+    temporary file behind."""
+    pre, post = tmp_path / "p.pcap", tmp_path / "q.pcap"
+    assert run_cli("synth", pre, post, "--packets", "100").returncode == 0
+    before = {f.name: f.read_bytes() for f in (pre, post)}
+    p = run_cli("synth", pre, post, "--packets", "100", *args)
+    assert p.returncode == 2, p.stderr
+    assert needle in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert {f.name: f.read_bytes() for f in (pre, post)} == before
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.pcap", "q.pcap"]
+
+
+def test_synth_replaces_both_files_when_it_succeeds(tmp_path):
+    pre, post, truth = tmp_path / "p.pcap", tmp_path / "q.pcap", tmp_path / "t.parquet"
+    assert run_cli("synth", pre, post, "--packets", "100").returncode == 0
+    first = pre.read_bytes()
+    assert run_cli("synth", pre, post, "--packets", "200", "--truth", truth).returncode == 0
+    assert len(pre.read_bytes()) > len(first) and truth.stat().st_size > 0
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["p.pcap", "q.pcap", "t.parquet"]

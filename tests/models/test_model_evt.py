@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import tracemalloc
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -87,6 +88,28 @@ def test_model_recovers_a_known_tail(tmp_path, xi):
     assert doc["validation"]["exceedances"] <= 5
     assert set(doc) >= ISSUE_KEYS
     assert set(doc["return_levels_ns"]) == {"100000", "1000000", "10000000", "100000000", "1000000000"}
+
+
+def test_thresholds_sit_at_exact_nearest_ranks(cli, db, tmp_path):
+    """Each candidate threshold is the value at rank ⌈p·n⌉ of the fit part, p exact: with
+    n = 40,000 the 99.9th percentile is the 39,960th value — a percentile carried as a
+    float (float("99.9") / 100 = 0.9990000000000001) put it one rank above, above
+    percentile_disc and above the analysis's own figures."""
+    n, fit_fraction = 200_000, Fraction(20, 100)
+    # an exponential tail made of distinct values, so neighbouring ranks never hold the same latency
+    rng = np.random.default_rng(7)
+    lat = rng.permutation(np.round(np.sort(rng.exponential(100_000.0, n))).astype(np.int64) * 4 + np.arange(n))
+    path = write_series(tmp_path / "ranks.parquet", lat)
+    r = cli("model", "evt", path, "--json", "--no-store", "--thresholds", "99.5,99.9,99.95")
+    assert r.code == 0, r.err
+    doc = r.json()
+    n_fit = int(n * fit_fraction)
+    assert doc["fit_samples"] == n_fit
+    fit_part = np.sort(lat[:n_fit])
+    for row in doc["thresholds"]:
+        p = Fraction(str(row["percentile"])) / 100
+        rank = math.ceil(p * n_fit)
+        assert row["threshold_ns"] == int(fit_part[rank - 1]), (row["percentile"], rank)
 
 
 def test_return_level_formula():

@@ -5,6 +5,7 @@ stored lowtail-fwd run."""
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -15,7 +16,10 @@ from lowtail.models import simulate as sim
 
 def test_nearest_rank_is_percentile_disc():
     values = np.arange(1, 11)
-    assert [sim.nearest_rank(values, q) for q in (0.0, 0.1, 0.15, 0.5, 0.99, 1.0)] == [1, 1, 2, 5, 10, 10]
+    quantiles = [Fraction(q) for q in ("0", "0.1", "0.15", "0.5", "0.99", "1")]
+    assert [sim.nearest_rank(values, q) for q in quantiles] == [1, 1, 2, 5, 10, 10]
+    # 99.9 % of 1000 values is the 999th, also when the percentile was typed as 99.9
+    assert sim.nearest_rank(np.arange(1, 1001), Fraction("99.9") / 100) == 999
 
 
 def test_staircases_of_the_seeds_batch_figure():
@@ -244,3 +248,13 @@ def test_cli_simulate_plot_draws_cases_whose_latency_is_constant(cli, db):
     for label in constant:
         ys = drawn[label].get_ydata()
         assert min(ys) == 0.0 and max(ys) == 1.0, label  # from none to all packets at its one latency
+
+
+def test_cli_simulate_plot_into_a_missing_directory_creates_nothing(cli, db, tmp_path):
+    """`--plot /nonexistent/p.png` is the user's mistake: one line, exit 2, and no new
+    directory (the plot used to create the whole missing tree)."""
+    plot = tmp_path / "nonexistent" / "sim.png"
+    r = cli("model", "simulate", "--service", "12us", "--packets", "1000", "--db", db, "--plot", plot)
+    assert r.code == 2, r.err
+    assert "does not exist" in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert not plot.parent.exists()

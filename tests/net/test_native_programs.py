@@ -306,6 +306,87 @@ def test_signals_stop_every_program_cleanly_with_statistics(looped, background, 
     assert fwd_stats["received"] == doc["sent"]
 
 
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB tmpfs filled to the last byte: every write into it fails with ENOSPC."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)], check=True)
+    try:
+        with open(mount / "filler", "wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def test_a_full_stderr_is_no_reason_to_panic(wire, tmp_path):
+    """stderr on a full device (a full disk under the program's log): the generator goes
+    on, its statistics and exit code tell what happened — no panic (exit 101)."""
+    stats = tmp_path / "gen.json"
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(
+            [native(GEN), "--iface", wire.tx, "--rate", "1000", "--count", "100", "--stats-json", str(stats)],
+            stderr=full,
+            timeout=60,
+        )
+    assert r.returncode in (0, 3)  # 3: this shared machine may stall the pacing
+    assert json.loads(stats.read_text())["sent"] == 100
+
+
+def test_a_full_disk_is_its_own_exit_code_and_the_runs_reason(wire, full_disk, tmp_path):
+    """Statistics that cannot be written for a full disk: the documented exit code for it,
+    one line saying so, and the experiment's reason for the run says "disk full" from that
+    code (not from the program's log text)."""
+    from lowtail._native import PROGRAM_EXIT_CODES
+    from lowtail.experiment.measure import _disk_full_or
+    from lowtail.testbed.process import Program
+
+    argv = [native(GEN), "--iface", wire.tx, "--rate", "1000", "--count", "10"]
+    r = run_native([*argv, "--stats-json", str(full_disk / "gen.json")])
+    assert r.returncode == PROGRAM_EXIT_CODES["disk_full"] == 4, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "disk full" in r.stderr, r.stderr
+    assert not list(full_disk.glob("gen.json*"))
+    program = Program("generator", [*argv, "--stats-json", str(full_disk / "gen.json")], tmp_path / "gen.log")
+    assert program.wait(60) == 4
+    assert _disk_full_or(program, "the traffic generator failed").startswith("disk full: generator")
+    other = Program("generator", [*argv, "--stats-json", str(tmp_path / "gen.json")], tmp_path / "ok.log")
+    assert other.wait(60) in (0, 3)
+    assert _disk_full_or(other, "the traffic generator failed") == "the traffic generator failed"
+
+
+def test_a_capture_on_a_full_disk_exits_with_the_disk_full_code(wire, background, full_disk, tmp_path):
+    cap = background(
+        [native(CAP), "--iface", wire.rx, "--out", str(full_disk / "x.pcap"), "--stats-json", str(tmp_path / "c.json")],
+        tmp_path / "c.json",
+    )
+    generate(wire.tx, tmp_path, "--rate", "20000", "--count", "20000", "--frame-size", "1000")
+    settle()
+    code, err, _ = cap.stop()
+    assert code == 4, err
+    assert "disk full" in err
+
+
+def test_lowtail_noise_on_a_full_disk_exits_with_the_disk_full_code(full_disk, tmp_path):
+    """lowtail-noise's results (stdout) and gap files: a full disk is exit code 4 and one
+    line saying so, as for the other programs — never a panic."""
+    argv = [native("lowtail-noise"), "--cpus", "0", "--duration-ns", "10000000"]
+    with open("/dev/full", "w") as full:
+        r = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert r.returncode == 4, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "disk full" in r.stderr, r.stderr
+    r = run_native([*argv, "--threshold-ns", "1", "--gaps-dir", str(full_disk)])
+    assert r.returncode == 4, r.stderr
+    assert "disk full" in r.stderr and "cpu0.gaps" in r.stderr, r.stderr
+    with open("/dev/full", "w") as full:  # its usage on a full stderr: still exit 2
+        r = subprocess.run([*argv[:1], "--no-such-flag"], stderr=full, timeout=60)
+    assert r.returncode == 2
+
+
 @pytest.mark.parametrize(
     "program,args,message",
     [

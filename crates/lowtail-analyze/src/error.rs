@@ -36,6 +36,21 @@ pub enum AnalyzeError {
         /// From the first to the last PRE packet with an id.
         span_ns: i64,
     },
+    /// Most received packets arrived before they were sent: the captures were given the
+    /// wrong way round, or their clocks are far apart. Figures of the rest would mislead.
+    #[error(
+        "PRE and POST look swapped (or their clocks differ by more than {}): {negative} of {received} received packets ({:.1} %) arrived before they were sent; give the capture of the packets entering the device first",
+        human_ns(*typical_early_ns),
+        100.0 * *negative as f64 / (*received).max(1) as f64
+    )]
+    LooksSwapped {
+        /// Received packets with a negative latency.
+        negative: u64,
+        /// Received packets.
+        received: u64,
+        /// The median of how early those packets arrived.
+        typical_early_ns: i64,
+    },
     /// `Control::cancel` was set.
     #[error("analysis cancelled")]
     Cancelled,
@@ -108,4 +123,15 @@ pub enum ExportError {
     /// A batch did not fit the schema (a bug).
     #[error("{0}")]
     Batch(#[from] arrow_schema::ArrowError),
+}
+
+/// A duration as a message shows it: "850 ns", "12.345 µs", "3.200 ms", "2.000 s".
+fn human_ns(ns: i64) -> String {
+    let abs = ns.unsigned_abs();
+    match abs {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.3} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.3} ms", ns as f64 / 1e6),
+        _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
 }

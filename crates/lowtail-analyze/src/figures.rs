@@ -139,7 +139,8 @@ pub struct Analysis {
     pub post: SideSummary,
     /// What a reader should know about these figures, one line each.
     pub warnings: Vec<String>,
-    /// The analysis stopped early (corrupt data): figures cover only part of the input.
+    /// Figures cover only part of the input: a capture ends early (cut short), or reading
+    /// stopped part-way (corrupt data, a pcapng section of a version not read).
     pub partial: bool,
     /// Where the matched series went (option `export`).
     pub export_path: Option<String>,

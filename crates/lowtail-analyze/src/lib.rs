@@ -16,5 +16,5 @@ mod reader;
 pub use error::{AnalyzeError, ExportError, OptionsError};
 pub use export::{SeriesWriter, SERIES_COLUMNS};
 pub use figures::{Analysis, LatencySummary, SideSummary};
-pub use options::AnalyzeOptions;
+pub use options::{AnalyzeOptions, MAX_HISTOGRAM_BINS, MAX_WORST};
 pub use pipeline::{analyze_pair, Control};

@@ -10,6 +10,12 @@ use serde::{Serialize, Serializer};
 
 use crate::error::OptionsError;
 
+/// The most worst events an analysis keeps: a million events are 24 MB in memory and
+/// more rows than any plot or table shows (the default is 5000).
+pub const MAX_WORST: usize = 1_000_000;
+/// The most histogram bins an analysis draws (the default is 100).
+pub const MAX_HISTOGRAM_BINS: usize = 10_000;
+
 /// The options of one analysis.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct AnalyzeOptions {
@@ -64,10 +70,19 @@ impl AnalyzeOptions {
         }
     }
 
-    /// The one check of values the types allow but the analysis cannot use.
+    /// The one check of values the types allow but the analysis cannot use, and of
+    /// sizes that would allocate without bound.
     pub fn check(&self) -> Result<(), OptionsError> {
         if self.id_width != 4 && self.id_width != 8 {
             return Err(OptionsError::IdWidth(self.id_width as i64));
+        }
+        for (option, value, max) in
+            [("worst", self.worst, MAX_WORST), ("histogram_bins", self.histogram_bins, MAX_HISTOGRAM_BINS)]
+        {
+            if value > max {
+                let value = i64::try_from(value).unwrap_or(i64::MAX);
+                return Err(OptionsError::TooLarge { option, value, max: max as u64 });
+            }
         }
         Ok(())
     }
@@ -103,6 +118,16 @@ mod tests {
         assert_eq!(bad.check(), Err(OptionsError::IdWidth(3)));
         assert_eq!(bad.check().unwrap_err().to_string(), "--id-width must be 4 or 8, not 3");
         assert!(AnalyzeOptions::for_id_format(IdFormat::MoonSniff).check().is_ok());
+    }
+
+    #[test]
+    fn sizes_that_would_allocate_without_bound_are_refused() {
+        let absurd = AnalyzeOptions { worst: 1_000_000_000_000, ..AnalyzeOptions::default() };
+        assert_eq!(absurd.check().unwrap_err().to_string(), "--worst must be at most 1000000, not 1000000000000");
+        let bins = AnalyzeOptions { histogram_bins: MAX_HISTOGRAM_BINS + 1, ..AnalyzeOptions::default() };
+        assert!(bins.check().unwrap_err().to_string().starts_with("--histogram-bins must be at most"));
+        let most = AnalyzeOptions { worst: MAX_WORST, histogram_bins: MAX_HISTOGRAM_BINS, ..AnalyzeOptions::default() };
+        assert!(most.check().is_ok());
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Instant;
 use lowtail_capture::Progress;
 use lowtail_match::suggest::explain;
 use lowtail_match::{Counters, MatchSink, Matched, Matcher, Outcome, Unwrapper};
-use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, WorstN, HEADLINE_PERCENTILES};
+use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, Quantile, WorstN, HEADLINE_PERCENTILES};
 
 use crate::error::{AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
@@ -34,6 +34,8 @@ const WRAP_BIAS: u64 = 1 << 32;
 /// Receives matched packets in PRE order and turns them into figures.
 struct FigureSink {
     exact: ExactHistogram,
+    /// How early each packet with a negative latency arrived (its latency negated).
+    early: ExactHistogram,
     worst: WorstN,
     id_bias: u64,
     export: Option<SeriesWriter>,
@@ -43,8 +45,10 @@ struct FigureSink {
 impl MatchSink for FigureSink {
     #[inline]
     fn resolved(&mut self, outcome: Outcome, m: &Matched) {
-        if outcome != Outcome::Received {
-            return;
+        match outcome {
+            Outcome::Received => {}
+            Outcome::Negative => return self.early.record(m.pre_ts.saturating_sub(m.post_ts)),
+            Outcome::Lost => return,
         }
         // saturating: corrupt timestamps can be a whole i64 range apart
         let latency = m.post_ts.saturating_sub(m.pre_ts);
@@ -155,6 +159,7 @@ pub fn analyze_pair(
     let wraps = pre_reader.wraps || post_reader.wraps;
     let sink = FigureSink {
         exact: ExactHistogram::new(),
+        early: ExactHistogram::new(),
         worst: WorstN::new(options.worst),
         id_bias: if wraps { WRAP_BIAS } else { 0 },
         export,
@@ -218,7 +223,9 @@ pub fn analyze_pair(
         abandon(&mut sink);
         return Err(e.into());
     }
-    if let Err(e) = check_something_to_report(&pre_report, &post_report, &counters, options, pre_path) {
+    if let Err(e) = check_something_to_report(&pre_report, &post_report, &counters, options, pre_path)
+        .and_then(|()| check_not_swapped(&counters, &mut sink.early))
+    {
         abandon(&mut sink);
         return Err(e);
     }
@@ -226,10 +233,14 @@ pub fn analyze_pair(
     let mut warnings: Vec<String> = Vec::new();
     warnings.extend(pre_report.warnings.iter().cloned());
     warnings.extend(post_report.warnings.iter().cloned());
-    let partial = pre_report.broken.is_some() || post_report.broken.is_some();
+    let partial = [&pre_report, &post_report].iter().any(|side| side.broken.is_some() || side.cut);
     for (name, side) in [("PRE", &pre_report), ("POST", &post_report)] {
         if let Some(err) = &side.broken {
-            warnings.push(format!("{name} is corrupt part-way ({err}): reading stopped there, figures are partial"));
+            warnings.push(format!(
+                "{name}: reading stopped part-way ({err}): the figures cover what came before and are partial"
+            ));
+        } else if side.cut {
+            warnings.push(format!("{name} ends early: the figures cover what it holds and are partial"));
         }
     }
     collect_warnings(&mut warnings, &counters, &pre_report, &post_report, options);
@@ -300,8 +311,20 @@ fn check_something_to_report(
     Ok(())
 }
 
+/// Most latencies negative: PRE and POST were swapped (or their clocks are far apart).
+fn check_not_swapped(counters: &Counters, early: &mut ExactHistogram) -> Result<(), AnalyzeError> {
+    if counters.negative.saturating_mul(2) <= counters.received {
+        return Ok(());
+    }
+    Err(AnalyzeError::LooksSwapped {
+        negative: counters.negative,
+        received: counters.received,
+        typical_early_ns: early.quantile(Quantile::decimal(5, 1)).unwrap_or(0),
+    })
+}
+
 fn summarize(h: &mut ExactHistogram) -> Option<LatencySummary> {
-    let qs: Vec<f64> = HEADLINE_PERCENTILES.iter().map(|(_, q)| *q).collect();
+    let qs: Vec<Quantile> = HEADLINE_PERCENTILES.iter().map(|(_, q)| *q).collect();
     let values = h.quantiles(&qs)?;
     let (mean, stddev) = h.mean_stddev()?;
     Some(LatencySummary {

@@ -128,8 +128,11 @@ pub(crate) struct SideReport {
     pub jitter: ExactHistogram,
     pub warnings: Vec<String>,
     pub sample: Vec<SampleFrame>,
-    /// The file turned out corrupt part-way; reading stopped there.
+    /// Why reading stopped part-way (corruption at an offset, a later pcapng section of
+    /// a version libpcap does not read): the figures cover what came before.
     pub broken: Option<String>,
+    /// The capture ends early: cut inside a record, or a compressed stream before its end.
+    pub cut: bool,
 }
 
 pub(crate) struct SideReader {
@@ -145,7 +148,7 @@ impl SideReader {
     pub(crate) fn start(config: ReaderConfig<'_>) -> Result<(SideReader, Receiver<Batch>), AnalyzeError> {
         let ReaderConfig { path, spec, force_moonsniff, progress, cancel, clock, role, trim_ns } = config;
         let publish_guard = (role == Role::Pre).then(|| PublishOnDrop(clock.clone()));
-        let options = OpenOptions { force_moonsniff, progress: Some(progress.clone()) };
+        let options = OpenOptions { force_moonsniff, progress: Some(progress.clone()), cancel: Some(cancel.clone()) };
         let reader = open(path, &options)?;
         let wraps = spec.width == 4 || reader.format() == lowtail_capture::Format::MoonSniff;
         let summary = SideSummary {
@@ -241,7 +244,8 @@ fn read_side(
         });
         let visited = match visited {
             Ok(n) => n,
-            Err(e @ CaptureError::Corrupt { .. }) if frames > 0 => {
+            // Damage after some frames: what came before stands, marked partial.
+            Err(e @ (CaptureError::Corrupt { .. } | CaptureError::UnsupportedVersion { .. })) if frames > 0 => {
                 broken = Some(e.to_string());
                 0
             }
@@ -271,5 +275,6 @@ fn read_side(
     summary.backwards = backwards;
     summary.last_ts_ns = last_ts;
     summary.per_second = traffic.rate.counts().to_vec();
-    Ok(SideReport { summary, jitter: traffic.jitter, warnings: reader.take_warnings(), sample, broken })
+    let cut = reader.is_cut();
+    Ok(SideReport { summary, jitter: traffic.jitter, warnings: reader.take_warnings(), sample, broken, cut })
 }

@@ -1,4 +1,7 @@
-use std::path::PathBuf;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::stream::DecodeFailure;
 
 /// Why a capture cannot be read; each renders as one line naming the file.
 #[derive(Debug, thiserror::Error)]
@@ -37,6 +40,22 @@ pub enum CaptureError {
         /// Bytes the header needs.
         need: usize,
     },
+    /// A format version lowtail does not read: libpcap does not read it either.
+    #[error("{path}: {format} version {major}.{minor} at byte {offset} is not one lowtail reads (it reads {supported}, as libpcap does)")]
+    UnsupportedVersion {
+        /// The capture.
+        path: PathBuf,
+        /// The format (or part of it: "pcapng section").
+        format: &'static str,
+        /// Major version number.
+        major: u16,
+        /// Minor version number.
+        minor: u16,
+        /// Where the header that names the version starts (0: the file header).
+        offset: u64,
+        /// The versions that are read.
+        supported: &'static str,
+    },
     /// A link layer lowtail cannot decode down to UDP.
     #[error("{path}: link type {linktype} is not supported (lowtail reads Ethernet, raw IP, Linux cooked SLL/SLL2 and BSD loopback captures)")]
     UnsupportedLinkType {
@@ -65,7 +84,7 @@ pub enum CaptureError {
         /// The interface number.
         interface: u32,
     },
-    /// The compressed stream is damaged.
+    /// The compressed stream is damaged: its decoder found bad data or a checksum that fails.
     #[error("{path}: cannot decompress ({codec}): {detail}")]
     Decompress {
         /// The capture.
@@ -75,4 +94,15 @@ pub enum CaptureError {
         /// What the decompressor said.
         detail: String,
     },
+}
+
+impl CaptureError {
+    /// The error of a failed read: a decompressor's verdict on its data is `Decompress`,
+    /// anything else the operating system's `Io`.
+    pub(crate) fn read(path: &Path, source: io::Error) -> CaptureError {
+        match source.get_ref().and_then(|e| e.downcast_ref::<DecodeFailure>()) {
+            Some(f) => CaptureError::Decompress { path: path.to_path_buf(), codec: f.codec, detail: f.detail.clone() },
+            None => CaptureError::Io { path: path.to_path_buf(), source },
+        }
+    }
 }

@@ -26,5 +26,5 @@ pub use format::{Compression, Format};
 pub use item::{Frame, Item};
 pub use link::LinkType;
 pub use reader::CaptureReader;
-pub use source::{open, open_reader, OpenOptions};
+pub use source::{open, open_reader, OpenOptions, FIFO_WRITER_WAIT};
 pub use stream::Progress;

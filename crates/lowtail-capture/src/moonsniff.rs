@@ -10,6 +10,7 @@ pub struct MoonSniffReader {
     window: Window,
     path: PathBuf,
     finished: bool,
+    cut: bool,
     warnings: Vec<String>,
 }
 
@@ -17,7 +18,7 @@ pub(crate) const RECORD_LEN: usize = 12;
 
 impl MoonSniffReader {
     pub(crate) fn new(window: Window, path: PathBuf) -> Self {
-        MoonSniffReader { window, path, finished: false, warnings: Vec::new() }
+        MoonSniffReader { window, path, finished: false, cut: false, warnings: Vec::new() }
     }
 }
 
@@ -27,11 +28,17 @@ impl MoonSniffReader {
         if self.finished {
             return Ok(None);
         }
-        let have =
-            self.window.ensure(RECORD_LEN).map_err(|source| CaptureError::Io { path: self.path.clone(), source })?;
+        let have = match self.window.ensure(RECORD_LEN) {
+            Ok(have) => have,
+            Err(e) => {
+                self.finished = true;
+                return Err(CaptureError::read(&self.path, e));
+            }
+        };
         if have < RECORD_LEN {
             self.finished = true;
             if have > 0 {
+                self.cut = true;
                 self.warnings.push(format!(
                     "{}: the last record is truncated ({have} of {RECORD_LEN} bytes): dropped it",
                     self.path.display()
@@ -48,5 +55,10 @@ impl MoonSniffReader {
 
     pub fn take_warnings(&mut self) -> Vec<String> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// The input ended inside a record.
+    pub fn is_cut(&self) -> bool {
+        self.cut
     }
 }

@@ -8,11 +8,21 @@ use crate::item::{Frame, Item, NS_PER_SEC};
 use crate::link::LinkType;
 use crate::window::{u32_at, Window, MAX_RECORD};
 
+/// The link type is the low 16 bits of the header's link-type field; the upper bits
+/// hold the FCS length and its flag (and reserved bits), which say how many bytes of
+/// frame check sequence end each frame. They do not matter here: the id is found from
+/// the IP and UDP headers' own lengths, so bytes after the datagram are never read.
+const LINKTYPE_MASK: i32 = 0xFFFF;
+
 /// Classic libpcap files: microsecond or nanosecond magic, either byte order, and the
 /// "modified" (Kuznetzov) variant with 24-byte record headers.
 ///
 /// The file header is parsed by `pcap-parser`; record headers are four integers read
-/// in place, which keeps the per-packet path free of copies.
+/// in place, which keeps the per-packet path free of copies. Every record header is
+/// checked before its data is trusted: one that claims more captured bytes than the
+/// snap length, or than the frame had on the wire, cannot be right, and is corruption
+/// at its offset, wherever it is (also when it runs past the end of the file: only a
+/// plausible record cut by the end of the input is a capture cut short).
 pub struct PcapReader {
     window: Window,
     path: PathBuf,
@@ -22,15 +32,25 @@ pub struct PcapReader {
     frac_to_ns: i64,
     format: Format,
     snaplen: u32,
+    /// The most captured bytes a record may claim: the snap length (or `MAX_RECORD`
+    /// when the file announces none).
+    max_caplen: usize,
     pending: usize,
     finished: bool,
+    cut: bool,
     warnings: Vec<String>,
+}
+
+/// Whether libpcap reads a file of this version: 2.x, and 543.0 (DG/UX's tcpdump wrote
+/// 2.4 files under that number). Version 1 files ("archaic", libpcap says) have other
+/// record headers.
+fn version_is_read(major: u16, minor: u16) -> bool {
+    major == 2 || (major, minor) == (543, 0)
 }
 
 impl PcapReader {
     pub(crate) fn new(mut window: Window, path: PathBuf) -> Result<Self, CaptureError> {
-        let io = |source| CaptureError::Io { path: path.clone(), source };
-        let got = window.ensure(24).map_err(io)?;
+        let got = window.ensure(24).map_err(|e| CaptureError::read(&path, e))?;
         if got < 24 {
             return Err(CaptureError::TruncatedHeader { path, format: "pcap", got, need: 24 });
         }
@@ -45,9 +65,20 @@ impl PcapReader {
                 })
             }
         };
+        if !version_is_read(header.version_major, header.version_minor) {
+            return Err(CaptureError::UnsupportedVersion {
+                path,
+                format: "pcap",
+                major: header.version_major,
+                minor: header.version_minor,
+                offset: 0,
+                supported: "2.x",
+            });
+        }
         window.advance(24);
-        let link = LinkType::from_pcap(header.network.0)
-            .ok_or(CaptureError::UnsupportedLinkType { path: path.clone(), linktype: header.network.0 })?;
+        let linktype = header.network.0 & LINKTYPE_MASK;
+        let link =
+            LinkType::from_pcap(linktype).ok_or(CaptureError::UnsupportedLinkType { path: path.clone(), linktype })?;
         let nanos = header.is_nanosecond_precision();
         Ok(PcapReader {
             window,
@@ -58,8 +89,10 @@ impl PcapReader {
             frac_to_ns: if nanos { 1 } else { 1_000 },
             format: if nanos { Format::PcapNano } else { Format::PcapMicro },
             snaplen: header.snaplen,
+            max_caplen: if header.snaplen == 0 { MAX_RECORD } else { (header.snaplen as usize).min(MAX_RECORD) },
             pending: 0,
             finished: false,
+            cut: false,
             warnings: Vec::new(),
         })
     }
@@ -78,14 +111,21 @@ impl PcapReader {
             return None;
         }
         let caplen = self.u32_at(b, 8) as usize;
-        (caplen <= MAX_RECORD && b.len() >= hdr + caplen).then_some((hdr, hdr + caplen))
+        let plausible = caplen <= self.max_caplen && caplen <= self.u32_at(b, 12) as usize;
+        (plausible && b.len() >= hdr + caplen).then_some((hdr, hdr + caplen))
     }
 
-    /// The next record after making the window hold it; `None` at the end of input.
+    /// The next record after making the window hold it; `None` at the end of input. An
+    /// error ends the reading.
     fn record_after_refill(&mut self) -> Result<Option<(usize, usize)>, CaptureError> {
-        let io = |source| CaptureError::Io { path: self.path.clone(), source };
+        let next = self.refill_record();
+        self.finished |= next.is_err();
+        next
+    }
+
+    fn refill_record(&mut self) -> Result<Option<(usize, usize)>, CaptureError> {
         let hdr = self.record_header;
-        let have = self.window.ensure(hdr).map_err(io)?;
+        let have = self.window.ensure(hdr).map_err(|e| CaptureError::read(&self.path, e))?;
         if have < hdr {
             if have > 0 {
                 self.truncated(have, hdr);
@@ -93,17 +133,11 @@ impl PcapReader {
             self.finished = true;
             return Ok(None);
         }
-        let caplen = self.u32_at(self.window.bytes(), 8) as usize;
-        if caplen > MAX_RECORD {
-            return Err(CaptureError::Corrupt {
-                path: self.path.clone(),
-                format: "pcap",
-                offset: self.window.offset(),
-                detail: format!("record claims {caplen} captured bytes (corrupt length field?)"),
-            });
-        }
+        let b = self.window.bytes();
+        let (caplen, orig_len) = (self.u32_at(b, 8) as usize, self.u32_at(b, 12) as usize);
+        self.check_record(caplen, orig_len)?;
         let need = hdr + caplen;
-        let have = self.window.ensure(need).map_err(|source| CaptureError::Io { path: self.path.clone(), source })?;
+        let have = self.window.ensure(need).map_err(|e| CaptureError::read(&self.path, e))?;
         if have < need {
             self.truncated(have, need);
             return Ok(None);
@@ -111,8 +145,28 @@ impl PcapReader {
         Ok(Some((hdr, need)))
     }
 
+    /// A record header that cannot be right is corruption at its offset.
+    fn check_record(&self, caplen: usize, orig_len: usize) -> Result<(), CaptureError> {
+        let why = if caplen > self.max_caplen && caplen > self.snaplen as usize && self.snaplen != 0 {
+            format!("record claims {caplen} captured bytes, more than the snap length ({})", self.snaplen)
+        } else if caplen > self.max_caplen {
+            format!("record claims {caplen} captured bytes (corrupt length field?)")
+        } else if caplen > orig_len {
+            format!("record claims {caplen} captured bytes of a {orig_len}-byte frame")
+        } else {
+            return Ok(());
+        };
+        Err(CaptureError::Corrupt {
+            path: self.path.clone(),
+            format: "pcap",
+            offset: self.window.offset(),
+            detail: why,
+        })
+    }
+
     fn truncated(&mut self, have: usize, need: usize) {
         self.finished = true;
+        self.cut = true;
         self.warnings.push(format!(
             "{}: the last record is truncated ({have} of {need} bytes; capture killed while writing?): dropped it",
             self.path.display()
@@ -160,7 +214,7 @@ impl PcapReader {
             while n < budget && off + hdr <= b.len() {
                 let caplen = self.u32_at(b, off + 8) as usize;
                 let end = off + hdr + caplen;
-                if caplen > MAX_RECORD || end > b.len() {
+                if caplen > self.max_caplen || caplen > self.u32_at(b, off + 12) as usize || end > b.len() {
                     break;
                 }
                 visit(Item::Frame(Frame {
@@ -190,5 +244,10 @@ impl PcapReader {
 
     pub fn snaplen(&self) -> u32 {
         self.snaplen
+    }
+
+    /// The input ended inside a record.
+    pub fn is_cut(&self) -> bool {
+        self.cut
     }
 }

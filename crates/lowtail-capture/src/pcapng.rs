@@ -76,17 +76,31 @@ struct Interface {
     snaplen: u32,
 }
 
+/// The section versions libpcap reads: 1.0, and 1.2, which some old tools wrote for
+/// 1.0. A later section only needs major version 1 (libpcap checks no more there).
+fn first_section_is_read(major: u16, minor: u16) -> bool {
+    major == 1 && (minor == 0 || minor == 2)
+}
+
 /// pcapng: any number of sections (each with its own byte order), interfaces with their
 /// own link type, resolution and offset; enhanced and simple packet blocks. Blocks are
 /// parsed by `pcap-parser` straight from the window.
+///
+/// Versions are libpcap's: a first section other than 1.0 or 1.2 is refused, a later
+/// section of another major version ends the reading there (an error at its offset).
+/// A packet block whose header cannot be right (lengths that contradict each other,
+/// more captured bytes than the frame had or the interface's snap length allows) is
+/// corruption at its offset, also when the block runs past the end of the input.
 pub struct PcapngReader {
     window: Window,
     path: PathBuf,
     big_endian: bool,
     interfaces: Vec<Interface>,
     snaplen: u32,
+    sections: u64,
     pending: usize,
     finished: bool,
+    cut: bool,
     untimed: u64,
     warnings: Vec<String>,
 }
@@ -99,12 +113,14 @@ impl PcapngReader {
             big_endian: false,
             interfaces: Vec::new(),
             snaplen: 0,
+            sections: 0,
             pending: 0,
             finished: false,
+            cut: false,
             untimed: 0,
             warnings: Vec::new(),
         };
-        let got = r.window.ensure(28).map_err(|source| r.io(source))?;
+        let got = r.window.ensure(28).map_err(|e| r.io(e))?;
         if got < 28 {
             return Err(CaptureError::TruncatedHeader { path: r.path, format: "pcapng", got, need: 28 });
         }
@@ -115,9 +131,10 @@ impl PcapngReader {
     }
 
     fn io(&self, source: std::io::Error) -> CaptureError {
-        CaptureError::Io { path: self.path.clone(), source }
+        CaptureError::read(&self.path, source)
     }
 
+    /// Corruption at the current block (`next_item` ends the reading on any error).
     fn corrupt(&self, detail: String) -> CaptureError {
         CaptureError::Corrupt { path: self.path.clone(), format: "pcapng", offset: self.window.offset(), detail }
     }
@@ -152,6 +169,9 @@ impl PcapngReader {
             if len < 12 || !len.is_multiple_of(4) || len > MAX_RECORD {
                 return Err(self.corrupt(format!("block of type {block_type:#x} claims length {len}")));
             }
+            if block_type == EPB {
+                self.check_packet_block(len)?;
+            }
             let have = self.window.ensure(len).map_err(|e| self.io(e))?;
             if have < len {
                 self.truncated(have, len);
@@ -165,6 +185,71 @@ impl PcapngReader {
         }
     }
 
+    /// The fixed part of an enhanced packet block (`len` bytes long) must agree with
+    /// itself, its interface and the block length before the block is read; a block
+    /// cut by the end of the input is checked as far as its bytes go. A block without
+    /// options ends with its length right after the packet data: when that word holds
+    /// exactly the length such a block would have, shorter than `len`, the block's
+    /// length field is what is wrong (the blocks after it would be read as its options).
+    fn check_packet_block(&mut self, len: usize) -> Result<(), CaptureError> {
+        let have = self.window.ensure(28).map_err(|e| self.io(e))?;
+        if have < 28 {
+            return Ok(()); // cut inside its fixed part: nothing more to check
+        }
+        let b = self.window.bytes();
+        let (if_id, caplen, origlen) = (self.u32_at(b, 8), self.u32_at(b, 20) as usize, self.u32_at(b, 24) as usize);
+        let data_end = 28usize.saturating_add(caplen.next_multiple_of(4));
+        let why = if len < 32 || data_end + 4 > len {
+            format!("packet block of {len} bytes claims {caplen} captured bytes")
+        } else if caplen > origlen {
+            format!("packet block claims {caplen} captured bytes of a {origlen}-byte frame")
+        } else if let Some(i) = self.interfaces.get(if_id as usize).filter(|i| i.snaplen != 0) {
+            if caplen <= i.snaplen as usize {
+                return self.check_block_end(len, data_end);
+            }
+            format!(
+                "packet block claims {caplen} captured bytes, more than its interface's snap length ({})",
+                i.snaplen
+            )
+        } else if (if_id as usize) < self.interfaces.len() {
+            return self.check_block_end(len, data_end);
+        } else {
+            return Err(CaptureError::UnknownInterface { path: self.path.clone(), interface: if_id });
+        };
+        Err(self.corrupt(why))
+    }
+
+    /// See `check_packet_block`: the word after the packet data of a block claiming `len` bytes.
+    fn check_block_end(&mut self, len: usize, data_end: usize) -> Result<(), CaptureError> {
+        let end = data_end + 4;
+        if end >= len || self.window.ensure(end).map_err(|e| self.io(e))? < end {
+            return Ok(());
+        }
+        let trailer = self.u32_at(self.window.bytes(), data_end) as usize;
+        if trailer != end {
+            return Ok(());
+        }
+        Err(self.corrupt(format!("packet block claims {len} bytes, but its own trailer ends it after {end}")))
+    }
+
+    /// A section header: libpcap's versions (see `first_section_is_read`).
+    fn section(&mut self, major: u16, minor: u16) -> Result<(), CaptureError> {
+        self.sections += 1;
+        let read = if self.sections == 1 { first_section_is_read(major, minor) } else { major == 1 };
+        if read {
+            self.interfaces.clear();
+            return Ok(());
+        }
+        Err(CaptureError::UnsupportedVersion {
+            path: self.path.clone(),
+            format: "pcapng section",
+            major,
+            minor,
+            offset: self.window.offset(),
+            supported: if self.sections == 1 { "1.0 and 1.2" } else { "major version 1" },
+        })
+    }
+
     fn meta_block(&mut self, block_type: u32, len: usize) -> Result<(), CaptureError> {
         if block_type == SPB {
             self.untimed += 1;
@@ -173,10 +258,7 @@ impl PcapngReader {
         let data = &self.window.bytes()[..len];
         let parsed = if self.big_endian { parse_block_be(data) } else { parse_block_le(data) };
         let iface = match parsed {
-            Ok((_, Block::SectionHeader(_))) => {
-                self.interfaces.clear();
-                return Ok(());
-            }
+            Ok((_, Block::SectionHeader(shb))) => return self.section(shb.major_version, shb.minor_version),
             Ok((_, Block::InterfaceDescription(idb))) => match TsScale::from_tsresol(idb.if_tsresol) {
                 Some(scale) => Interface {
                     link: LinkType::from_pcap(idb.linktype.0).ok_or(idb.linktype.0),
@@ -201,6 +283,7 @@ impl PcapngReader {
 
     fn truncated(&mut self, have: usize, need: usize) {
         self.finished = true;
+        self.cut = true;
         self.warnings.push(format!(
             "{}: the last block is truncated ({have} of {need} bytes; capture killed while writing?): dropped it",
             self.path.display()
@@ -226,20 +309,32 @@ impl PcapngReader {
         if self.finished {
             return Ok(None);
         }
-        let Some(len) = self.next_block_header()? else {
-            self.finish();
-            return Ok(None);
+        let len = match self.next_block_header() {
+            Ok(Some(len)) => len,
+            Ok(None) => {
+                self.finish();
+                return Ok(None);
+            }
+            Err(e) => {
+                self.finished = true;
+                return Err(e);
+            }
         };
         let data = &self.window.bytes()[..len];
         let parsed =
             if self.big_endian { parse_enhancedpacketblock_be(data) } else { parse_enhancedpacketblock_le(data) };
         let epb = match parsed {
             Ok((_, epb)) => epb,
-            Err(e) => return Err(self.corrupt(format!("packet block does not parse ({e:?})"))),
+            Err(e) => {
+                let err = self.corrupt(format!("packet block does not parse ({e:?})"));
+                self.finished = true;
+                return Err(err);
+            }
         };
-        let iface = match self.interfaces.get(epb.if_id as usize) {
-            Some(i) => *i,
-            None => return Err(CaptureError::UnknownInterface { path: self.path.clone(), interface: epb.if_id }),
+        let Some(&iface) = self.interfaces.get(epb.if_id as usize) else {
+            let err = CaptureError::UnknownInterface { path: self.path.clone(), interface: epb.if_id };
+            self.finished = true;
+            return Err(err);
         };
         let link = iface.link.expect("unsupported link types are rejected when declared");
         let raw = ((epb.ts_high as u64) << 32) | epb.ts_low as u64;
@@ -260,5 +355,10 @@ impl PcapngReader {
 
     pub fn snaplen(&self) -> u32 {
         self.snaplen
+    }
+
+    /// The input ended inside a block.
+    pub fn is_cut(&self) -> bool {
+        self.cut
     }
 }

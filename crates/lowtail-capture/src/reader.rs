@@ -72,10 +72,22 @@ impl CaptureReader {
             Readers::Pcapng(r) => r.take_warnings(),
             Readers::MoonSniff(r) => r.take_warnings(),
         };
-        if let Some(w) = self.stream_cut.as_ref().and_then(|cut| cut.take_warning()) {
+        if let Some(w) = self.stream_cut.as_mut().and_then(|cut| cut.take_warning()) {
             warnings.push(w);
         }
         warnings
+    }
+
+    /// The input ended before the capture did: inside a record or block, or a compressed
+    /// stream before its end marker (a capture whose writer was killed). What came
+    /// before was read; a result from it is partial. Known once the reader has ended.
+    pub fn is_cut(&self) -> bool {
+        let reader_cut = match &self.format {
+            Readers::Pcap(r) => r.is_cut(),
+            Readers::Pcapng(r) => r.is_cut(),
+            Readers::MoonSniff(r) => r.is_cut(),
+        };
+        reader_cut || self.stream_cut.as_ref().is_some_and(StreamCut::is_cut)
     }
 
     /// Snap length announced by the file (0 when the format has none).

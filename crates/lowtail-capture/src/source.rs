@@ -3,7 +3,12 @@
 
 use std::fs::File;
 use std::io::{self, Read};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::error::CaptureError;
 use crate::format::Compression;
@@ -22,7 +27,12 @@ pub struct OpenOptions {
     pub force_moonsniff: bool,
     /// Shared byte counter for progress reports (bytes of the file on disk).
     pub progress: Option<Progress>,
+    /// Set to stop waiting for a FIFO's writer (the open then fails as interrupted).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
+
+/// How long `open` waits for a FIFO's writer to appear (and write, or close).
+pub const FIFO_WRITER_WAIT: Duration = Duration::from_secs(10);
 
 /// What the first bytes say the (decompressed) content is.
 enum Kind {
@@ -64,18 +74,78 @@ fn reader_for(
 }
 
 /// Open a capture file: detect compression and format from the bytes themselves.
+///
+/// A regular file is read as it is; a FIFO (a pipe, `/dev/stdin` fed by one) as the
+/// stream it is, once a writer has opened it: `open` waits for one at most
+/// `FIFO_WRITER_WAIT` and then refuses, so a FIFO nobody writes to never hangs the
+/// caller. Devices, sockets and directories are refused without reading a byte
+/// (`/dev/zero` would never end, a terminal would wait for typing).
 pub fn open(path: &Path, options: &OpenOptions) -> Result<CaptureReader, CaptureError> {
     let io_err = |source| CaptureError::Io { path: path.to_path_buf(), source };
-    let file = File::open(path).map_err(io_err)?;
-    let meta = file.metadata().map_err(io_err)?;
-    if meta.is_dir() {
-        return Err(io_err(io::Error::other("is a directory, not a capture file")));
-    }
-    if meta.len() == 0 {
-        return Err(CaptureError::Empty { path: path.to_path_buf() });
-    }
+    let kind = std::fs::metadata(path).map_err(io_err)?.file_type();
+    let file = if kind.is_file() {
+        let file = File::open(path).map_err(io_err)?;
+        if file.metadata().map_err(io_err)?.len() == 0 {
+            return Err(CaptureError::Empty { path: path.to_path_buf() });
+        }
+        file
+    } else if kind.is_fifo() {
+        open_fifo(path, options).map_err(io_err)?
+    } else {
+        let what = match () {
+            _ if kind.is_dir() => "a directory",
+            _ if kind.is_char_device() => "a character device",
+            _ if kind.is_block_device() => "a block device",
+            _ if kind.is_socket() => "a socket",
+            _ => "not a regular file",
+        };
+        return Err(io_err(io::Error::other(format!(
+            "is {what}, not a capture file (lowtail reads regular files and FIFOs)"
+        ))));
+    };
     let counted = CountingRead { inner: file, counter: options.progress.clone() };
     open_reader(Box::new(counted), path, options)
+}
+
+/// Open a FIFO without blocking, wait until a writer has written or closed it, then
+/// hand it over in blocking mode.
+fn open_fifo(path: &Path, options: &OpenOptions) -> io::Result<File> {
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let fd = file.as_raw_fd();
+    let started = Instant::now();
+    loop {
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut pfd, 1, 100) };
+        if ready < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::Interrupted {
+                return Err(e);
+            }
+        }
+        // Data, or a writer that came and went (POLLHUP: the stream is then empty).
+        if ready > 0 && pfd.revents != 0 {
+            break;
+        }
+        if options.cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) {
+            return Err(io::Error::new(io::ErrorKind::Interrupted, "cancelled while waiting for a writer"));
+        }
+        if started.elapsed() >= FIFO_WRITER_WAIT {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("a FIFO with no writer (waited {} s for one)", FIFO_WRITER_WAIT.as_secs()),
+            ));
+        }
+    }
+    // SAFETY: F_GETFL/F_SETFL on a file descriptor this function owns.
+    let cleared = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) >= 0
+    };
+    if !cleared {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(file)
 }
 
 /// Open a capture from any byte stream (`path` names it in messages and decides
@@ -93,41 +163,41 @@ pub fn open_reader(
     }
     let compression = Compression::sniff(&head);
     raw.prefix = head;
-    if compression == Compression::None {
-        // No decoder in between: the window reads the file directly.
-        let kind = kind_of(&raw.prefix, path, options)?;
-        return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression, None);
-    }
-    let decoded: Box<dyn Read + Send> =
+    let decoder: Box<dyn Read + Send> =
         match compression {
-            Compression::None => unreachable!("handled above"),
+            Compression::None => {
+                // No decoder in between: the window reads the file directly.
+                let kind = kind_of(&raw.prefix, path, options)?;
+                return reader_for(kind, Window::new(Box::new(raw)), path_buf, compression, None);
+            }
             Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(|e| {
                 CaptureError::Decompress { path: path_buf.clone(), codec: "zstd", detail: e.to_string() }
             })?),
             Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(raw)),
         };
-    let mut stream = Greedy::new(decoded);
-    let head = read_head(&mut stream, &path_buf).map_err(|e| match (compression, e) {
-        (Compression::None, e) => e,
-        (c, CaptureError::Io { source, .. }) => {
-            CaptureError::Decompress { path: path_buf.clone(), codec: c.name(), detail: source.to_string() }
-        }
-        (_, e) => e,
-    })?;
+    // The same rule from the first byte on: a stream that ends early is a capture cut
+    // short, a decoder that fails is a damaged file.
+    let cut = StreamCut::new(path_buf.clone(), compression);
+    let mut stream = Greedy::new(DecodeErrors { inner: decoder, cut: cut.clone() });
+    let head = read_head(&mut stream, &path_buf)?;
+    if head.len() < 4 && cut.is_cut() {
+        let format = match compression {
+            Compression::Zstd => "zstd-compressed capture",
+            _ => "gzip-compressed capture",
+        };
+        return Err(CaptureError::TruncatedHeader { path: path_buf, format, got: head.len(), need: 4 });
+    }
     if head.is_empty() {
         return Err(CaptureError::Empty { path: path_buf });
     }
     let kind = kind_of(&head, path, options)?;
     stream.prefix = head;
-    let cut = StreamCut::new(path_buf.clone(), compression);
-    let window = Window::new(Box::new(DecodeErrors { inner: stream, cut: cut.clone() }));
-    let stream_cut = (compression != Compression::None).then_some(cut);
-    reader_for(kind, window, path_buf, compression, stream_cut)
+    reader_for(kind, Window::new(Box::new(stream)), path_buf, compression, Some(cut))
 }
 
 fn read_head(r: &mut impl Read, path: &Path) -> Result<Vec<u8>, CaptureError> {
     let mut head = vec![0u8; 32];
-    let n = r.read(&mut head).map_err(|source| CaptureError::Io { path: path.to_path_buf(), source })?;
+    let n = r.read(&mut head).map_err(|e| CaptureError::read(path, e))?;
     head.truncate(n);
     Ok(head)
 }

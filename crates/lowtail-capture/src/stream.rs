@@ -37,21 +37,27 @@ impl<R: Read> Read for CountingRead<R> {
 }
 
 /// Reads greedily: each `read` fills the buffer unless the stream ends, so format
-/// sniffing sees whole headers even through a decompressor.
+/// sniffing sees whole headers even through a decompressor. An error that comes after
+/// some bytes were filled is returned by the next call, never lost: a decompressor
+/// reports a failed checksum once, after the data it covers, and reads 0 after it.
 pub(crate) struct Greedy<R> {
     pub(crate) prefix: Vec<u8>,
     pub(crate) pos: usize,
     pub(crate) inner: R,
+    pending_error: Option<io::Error>,
 }
 
 impl<R> Greedy<R> {
     pub(crate) fn new(inner: R) -> Self {
-        Greedy { prefix: Vec::new(), pos: 0, inner }
+        Greedy { prefix: Vec::new(), pos: 0, inner, pending_error: None }
     }
 }
 
 impl<R: Read> Read for Greedy<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if let Some(e) = self.pending_error.take() {
+            return Err(e);
+        }
         let mut filled = 0;
         if self.pos < self.prefix.len() {
             let n = (self.prefix.len() - self.pos).min(buf.len());
@@ -64,7 +70,11 @@ impl<R: Read> Read for Greedy<R> {
                 Ok(0) => break,
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return if filled > 0 { Ok(filled) } else { Err(e) },
+                Err(e) if filled > 0 => {
+                    self.pending_error = Some(e);
+                    break;
+                }
+                Err(e) => return Err(e),
             }
         }
         Ok(filled)
@@ -73,21 +83,28 @@ impl<R: Read> Read for Greedy<R> {
 
 /// Remembers that a compressed stream ended before its end marker: a capture whose
 /// writer was killed. Its readers then see the end of their input there, as with a
-/// plain file cut short, and this adds a warning saying what happened.
+/// plain file cut short; the capture is cut (its figures partial), and this adds a
+/// warning saying what happened.
 #[derive(Debug, Clone)]
 pub(crate) struct StreamCut {
     cut: Arc<AtomicBool>,
+    warned: bool,
     path: PathBuf,
     codec: Compression,
 }
 
 impl StreamCut {
     pub(crate) fn new(path: PathBuf, codec: Compression) -> Self {
-        StreamCut { cut: Arc::default(), path, codec }
+        StreamCut { cut: Arc::default(), warned: false, path, codec }
     }
 
-    pub(crate) fn take_warning(&self) -> Option<String> {
-        self.cut.swap(false, Ordering::Relaxed).then(|| {
+    /// The stream ended before its end marker.
+    pub(crate) fn is_cut(&self) -> bool {
+        self.cut.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn take_warning(&mut self) -> Option<String> {
+        (self.is_cut() && !std::mem::replace(&mut self.warned, true)).then(|| {
             format!(
                 "{}: the {} stream ends early (file cut short?): analysed what it held",
                 self.path.display(),
@@ -97,9 +114,18 @@ impl StreamCut {
     }
 }
 
-/// Labels read errors from a decompressor as such ("corrupt zstd stream ..."), so a
-/// damaged compressed file does not read as a disk problem; a stream that merely ends
-/// early ends the input instead.
+/// What a decompressor said about its data (bad data, a checksum that fails): carried
+/// inside the `io::Error` of a read so the reader reports `CaptureError::Decompress`.
+#[derive(Debug, thiserror::Error)]
+#[error("{codec} stream is damaged: {detail}")]
+pub(crate) struct DecodeFailure {
+    pub(crate) codec: &'static str,
+    pub(crate) detail: String,
+}
+
+/// Between a decompressor and the readers: a stream that merely ends early ends the
+/// input (and marks the capture cut); any other error of the decoder is a
+/// `DecodeFailure`, so a damaged compressed file does not read as a disk problem.
 pub(crate) struct DecodeErrors<R> {
     pub(crate) inner: R,
     pub(crate) cut: StreamCut,
@@ -107,14 +133,16 @@ pub(crate) struct DecodeErrors<R> {
 
 impl<R: Read> Read for DecodeErrors<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match (self.inner.read(buf), self.cut.codec) {
-            (Ok(n), _) => Ok(n),
-            (Err(e), Compression::None) => Err(e),
-            (Err(e), _) if e.kind() == io::ErrorKind::UnexpectedEof => {
+        match self.inner.read(buf) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 self.cut.cut.store(true, Ordering::Relaxed);
                 Ok(0)
             }
-            (Err(e), c) => Err(io::Error::new(e.kind(), format!("{} stream is damaged: {e}", c.name()))),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Err(e),
+            Err(e) => {
+                Err(io::Error::new(e.kind(), DecodeFailure { codec: self.cut.codec.name(), detail: e.to_string() }))
+            }
         }
     }
 }

@@ -59,7 +59,7 @@ fn seeds() -> Vec<(Vec<u8>, &'static str)> {
         w.add_interface(NgInterface { link: LinkType::Ethernet, snaplen: 0, tsresol: 9, tsoffset_s: 0 }).unwrap();
         w.add_interface(NgInterface { link: LinkType::RawIp, snaplen: 64, tsresol: 0x80 | 20, tsoffset_s: 3 }).unwrap();
         for k in 0..6u8 {
-            w.write_enhanced((k % 2) as u32, 5_000_000 * k as i64, &frame(k), 40).unwrap();
+            w.write_enhanced((k % 2) as u32, 5_000_000 * k as i64, &frame(k), 60).unwrap();
         }
         w.write_simple(&frame(3)).unwrap();
         w.section_header().unwrap();
@@ -127,7 +127,8 @@ fn mutate(rng: &mut Rng, input: &mut Vec<u8>, donors: &[(Vec<u8>, &str)]) {
 }
 
 /// Read everything an input yields through one entry point; the checks are: no panic,
-/// one-line errors naming the file, at most as many items as bytes allow.
+/// one-line errors naming the file, at most as many items as bytes allow, nothing after
+/// an error (reading ends where the damage is), and corruption placed inside the input.
 fn exercise(input: &[u8], name: &str, via: Via, force_moonsniff: bool, use_for_each: bool) -> Result<(), String> {
     let options = OpenOptions { force_moonsniff, ..OpenOptions::default() };
     let check_error = |e: &dyn std::fmt::Display| -> Result<(), String> {
@@ -156,6 +157,14 @@ fn exercise(input: &[u8], name: &str, via: Via, force_moonsniff: bool, use_for_e
     }
     if let Some(e) = err {
         check_error(&e)?;
+        if let Ok(Some(_)) = reader.next_item() {
+            return Err(format!("an item after the error {e}"));
+        }
+        if let lowtail_capture::CaptureError::Corrupt { offset, .. } = e {
+            if matches!(via, Via::File | Via::Stream) && !compressed && offset >= input.len() as u64 {
+                return Err(format!("corruption placed at byte {offset} of a {}-byte input", input.len()));
+            }
+        }
     }
     Ok(())
 }
@@ -212,13 +221,19 @@ fn mutated_captures_never_panic() {
 
 #[test]
 fn random_bytes_behind_every_magic_never_panic() {
-    const HEADS: [&[u8]; 10] = [
+    // magics, and magics followed by a version the readers take (pcap 2.4, pcapng 1.0):
+    // the random bytes then reach the record and block parsers
+    const HEADS: [&[u8]; 14] = [
         &[0xd4, 0xc3, 0xb2, 0xa1],
         &[0xa1, 0xb2, 0xc3, 0xd4],
         &[0x4d, 0x3c, 0xb2, 0xa1],
         &[0xa1, 0xb2, 0x3c, 0x4d],
         &[0x34, 0xcd, 0xb2, 0xa1],
         &[0x0a, 0x0d, 0x0d, 0x0a],
+        &[0xd4, 0xc3, 0xb2, 0xa1, 2, 0, 4, 0],
+        &[0xa1, 0xb2, 0x3c, 0x4d, 0, 2, 0, 4],
+        &[0x0a, 0x0d, 0x0d, 0x0a, 28, 0, 0, 0, 0x4d, 0x3c, 0x2b, 0x1a, 1, 0, 0, 0],
+        &[0x0a, 0x0d, 0x0d, 0x0a, 0, 0, 0, 28, 0x1a, 0x2b, 0x3c, 0x4d, 0, 1, 0, 0],
         &[0x28, 0xb5, 0x2f, 0xfd],
         &[0x1f, 0x8b],
         &[0x1f, 0x8b, 0x08, 0x00],

@@ -88,6 +88,7 @@ proptest! {
         prop_assert_eq!(got.len(), whole);
         let mid_record = !ends.contains(&cut);
         prop_assert_eq!(warnings.len(), mid_record as usize, "{:?}", warnings);
+        prop_assert_eq!(r.is_cut(), mid_record);
         if mid_record {
             prop_assert!(warnings[0].contains("truncated"), "{}", warnings[0]);
         }

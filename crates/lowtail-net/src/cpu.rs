@@ -71,7 +71,7 @@ pub fn apply_priority(program: &str, explicit: Option<i32>, default: Option<i32>
         (None, Some(p)) => match run_realtime(p) {
             Ok(()) => Ok(format!("SCHED_FIFO {p}")),
             Err(e) => {
-                eprintln!("{program}: warning: ordinary scheduling, other tasks may preempt it ({})", e.message);
+                crate::say!("{program}: warning: ordinary scheduling, other tasks may preempt it ({})", e.message);
                 Ok("SCHED_OTHER".into())
             }
         },

@@ -25,7 +25,15 @@ pub enum PlanError {
     /// A burst of 0 frames.
     #[error("the burst must be at least 1 frame")]
     ZeroBurst,
+    /// A burst larger than the generator holds buffers for.
+    #[error("the burst must be at most {MAX_BURST} frames, not {0}")]
+    BurstTooLarge(u32),
 }
+
+/// The largest burst: the generator prepares a whole burst before it is due (a buffer of
+/// a frame each, up to 9 kB), so a burst is memory; 4096 frames is more than any NIC
+/// queue takes at once.
+pub const MAX_BURST: u32 = 4096;
 
 /// What to send: `frames` frames at `rate_pps`, in bursts of `burst` back-to-back frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +54,9 @@ impl Plan {
         }
         if burst == 0 {
             return Err(PlanError::ZeroBurst);
+        }
+        if burst > MAX_BURST {
+            return Err(PlanError::BurstTooLarge(burst));
         }
         Ok(Plan { rate_pps, burst, frames })
     }
@@ -307,6 +318,8 @@ mod tests {
         assert_eq!(Plan::frames_in(100_000, 2_500_000_000), 250_000);
         assert_eq!(Plan::new(0, 1, 1), Err(PlanError::ZeroRate));
         assert_eq!(Plan::new(1, 0, 1), Err(PlanError::ZeroBurst));
+        assert_eq!(Plan::new(1, MAX_BURST + 1, 1), Err(PlanError::BurstTooLarge(MAX_BURST + 1)));
+        assert!(Plan::new(1, MAX_BURST, 1).is_ok());
     }
 
     #[test]
@@ -315,7 +328,7 @@ mod tests {
         let (mut p, log) = simulate(plan, 10, |_| 300, None);
         assert_eq!((p.sent, p.bursts, p.late_bursts), (20_000, 20_000, 0));
         assert!(p.lateness.max().unwrap() < 10, "late by {:?}", p.lateness.max());
-        assert_eq!(p.inter_departure.quantile(0.5), Some(1000));
+        assert_eq!(p.inter_departure.quantile(lowtail_stats::Quantile::decimal(5, 1)), Some(1000));
         // The k-th frame left at its due time: the loop's last reading is within one
         // tick past it, and the sink sees the clock one reading later.
         for &(first, _, at) in log.borrow().iter().step_by(997) {
@@ -387,7 +400,7 @@ mod tests {
             log.iter().map(|&(first, _, _)| first).collect::<Vec<_>>(),
             (0..51).map(|b| b * 8).collect::<Vec<_>>()
         );
-        assert_eq!(p.inter_departure.quantile(0.5), Some(80_000));
+        assert_eq!(p.inter_departure.quantile(lowtail_stats::Quantile::decimal(5, 1)), Some(80_000));
         assert_eq!(p.sent, 403);
         assert!(verdict(&plan, &p).kept_up);
     }

@@ -31,7 +31,12 @@ pub struct CaptureFile {
 impl CaptureFile {
     /// Create `path` (zstd-compressed if asked) and start its writer thread.
     pub fn create(path: &Path, snaplen: u32, zstd: bool) -> Result<CaptureFile, Fatal> {
-        let file = File::create(path).map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
+        let file = File::create(path).map_err(|e| match e.raw_os_error() {
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => {
+                Fatal::write(format_args!("cannot create {}", path.display()), &e)
+            }
+            _ => Fatal::usage(format!("cannot create {}: {e}", path.display())),
+        })?;
         let (full_tx, full_rx) = sync_channel::<Vec<u8>>(QUEUE);
         let (empty_tx, empty_rx) = sync_channel::<Vec<u8>>(QUEUE + 2);
         let writer = std::thread::Builder::new()
@@ -40,7 +45,7 @@ impl CaptureFile {
             .map_err(|e| Fatal::failure(format!("starting a writer thread: {e}")))?;
         let sink = ChunkSink { buf: Vec::with_capacity(CHUNK), full: Some(full_tx), empty: empty_rx };
         let pcap = PcapWriter::new(sink, LinkType::Ethernet, true, Endian::Little, snaplen)
-            .map_err(|e| Fatal::failure(format!("writing {}: {e}", path.display())))?;
+            .map_err(|e| Fatal::write(format_args!("writing {}", path.display()), &e))?;
         Ok(CaptureFile { path: path.to_path_buf(), pcap, writer })
     }
 
@@ -58,8 +63,7 @@ impl CaptureFile {
         drop(sink);
         let written = self.writer.join().expect("the writer thread does not panic");
         match (flushed, written) {
-            (_, Err(e)) => Err(Fatal::failure(format!("writing {}: {e}", self.path.display()))),
-            (Err(e), _) => Err(Fatal::failure(format!("writing {}: {e}", self.path.display()))),
+            (_, Err(e)) | (Err(e), _) => Err(Fatal::write(format_args!("writing {}", self.path.display()), &e)),
             (Ok(()), Ok(bytes)) => Ok(bytes),
         }
     }

@@ -1,7 +1,7 @@
 //! Figures the programs report: exact nearest-rank percentiles of nanosecond samples
 //! (the same figures `lowtail analyze` gives, keyed the same way) and readable units.
 
-use lowtail_stats::{Bin, ExactHistogram};
+use lowtail_stats::{Bin, ExactHistogram, Quantile, HEADLINE_PERCENTILES};
 use serde::Serialize;
 
 /// Exact figures of a set of nanosecond samples (the object's key ends in `_ns`).
@@ -29,7 +29,9 @@ pub struct Summary {
 
 /// The summary of `h`, or None when it holds no sample.
 pub fn summarize(h: &mut ExactHistogram) -> Option<Summary> {
-    let q = h.quantiles(&[0.5, 0.9, 0.99, 0.999, 0.9999])?;
+    // p50 … p99.99
+    let qs: Vec<Quantile> = HEADLINE_PERCENTILES[..5].iter().map(|(_, q)| *q).collect();
+    let q = h.quantiles(&qs)?;
     let (mean, _) = h.mean_stddev()?;
     Some(Summary {
         samples: h.count(),
@@ -108,9 +110,10 @@ pub fn fmt_rate(pps: f64) -> String {
 pub fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), crate::error::Fatal> {
     let tmp = path.with_extension("json.partial");
     let text = serde_json::to_string_pretty(value).expect("statistics serialize");
-    std::fs::write(&tmp, text + "\n")
-        .and_then(|_| std::fs::rename(&tmp, path))
-        .map_err(|e| crate::error::Fatal::failure(format!("writing statistics to {}: {e}", path.display())))
+    std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        crate::error::Fatal::write(format_args!("writing statistics to {}", path.display()), &e)
+    })
 }
 
 #[cfg(test)]

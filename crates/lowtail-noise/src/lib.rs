@@ -12,7 +12,7 @@
 use std::io::{self, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use lowtail_stats::{auto_bins, Bin, ExactHistogram, WorstN};
+use lowtail_stats::{auto_bins, Bin, ExactHistogram, Quantile, WorstN, HEADLINE_PERCENTILES};
 use serde::Serialize;
 
 /// One interruption of the loop: when it began (monotonic clock) and how long it lasted.
@@ -225,7 +225,9 @@ pub fn summarize(cpu: usize, log: &GapLog, threshold_ns: i64, realtime_offset: i
         worst.offer(g.len_ns, g.start_ns + realtime_offset, 0);
         total += g.len_ns;
     }
-    let q = h.quantiles(&[0.5, 0.9, 0.99, 0.999]);
+    // p50, p90, p99, p99.9
+    let qs: Vec<Quantile> = HEADLINE_PERCENTILES[..4].iter().map(|(_, q)| *q).collect();
+    let q = h.quantiles(&qs);
     let pick = |i: usize| q.as_ref().map(|v| v[i]);
     let duration = (log.end_ns - log.start_ns).max(1);
     let gaps = log.gaps.len() as u64 + log.dropped;

@@ -6,10 +6,10 @@
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use lowtail_net::error::{exit_with, Fatal, EXIT_OK};
 use lowtail_noise::*;
 use serde_json::json;
 
@@ -41,7 +41,7 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
-            println!("{USAGE}");
+            let _ = writeln!(std::io::stdout().lock(), "{USAGE}");
             std::process::exit(0);
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -74,9 +74,9 @@ fn read_into(path: &PathBuf, buf: &mut Vec<u8>) -> std::io::Result<i64> {
     Ok(t)
 }
 
-fn run(a: Args) -> Result<serde_json::Value, String> {
+fn run(a: Args) -> Result<serde_json::Value, Fatal> {
     if let Some(c) = a.main_cpu {
-        pin_current_thread(c).map_err(|e| format!("cannot pin the main thread to CPU {c}: {e}"))?;
+        pin_current_thread(c).map_err(|e| Fatal::failure(format!("cannot pin the main thread to CPU {c}: {e}")))?;
     }
     let go = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicUsize::new(0));
@@ -105,7 +105,7 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
     text.clear();
     let before = match &a.interrupts {
         Some(p) => {
-            let t = read_into(p, &mut text).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let t = read_into(p, &mut text).map_err(|e| Fatal::failure(format!("cannot read {}: {e}", p.display())))?;
             Some(json!({"t_ns": t, "text": String::from_utf8_lossy(&text)}))
         }
         None => None,
@@ -116,18 +116,20 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("probe thread panicked".into()))).collect();
     let after = match &a.interrupts {
         Some(p) => {
-            let t = read_into(p, &mut text).map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+            let t = read_into(p, &mut text).map_err(|e| Fatal::failure(format!("cannot read {}: {e}", p.display())))?;
             Some(json!({"t_ns": t, "text": String::from_utf8_lossy(&text)}))
         }
         None => None,
     };
     let mut cores = Vec::new();
     for (&cpu, log) in a.cpus.iter().zip(logs) {
-        let log = log?;
+        let log = log.map_err(Fatal::failure)?;
         if let Some(dir) = &a.gaps_dir {
+            // a full disk is EXIT_DISK_FULL, as for the other programs' outputs
             let path = dir.join(format!("cpu{cpu}.gaps"));
-            let mut f = std::fs::File::create(&path).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-            write_gaps(&mut f, &log, offset).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            let cannot = |e: std::io::Error| Fatal::write(format_args!("cannot write {}", path.display()), &e);
+            let mut f = std::fs::File::create(&path).map_err(cannot)?;
+            write_gaps(&mut f, &log, offset).and_then(|()| f.flush()).map_err(cannot)?;
         }
         cores.push(summarize(cpu, &log, a.threshold_ns, offset, a.top));
     }
@@ -142,23 +144,14 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
     }))
 }
 
-fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(a) => a,
-        Err(e) => {
-            eprintln!("lowtail-noise: {e}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(args) {
-        Ok(doc) => {
-            let mut out = std::io::stdout().lock();
-            let _ = writeln!(out, "{doc}");
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("lowtail-noise: {e}");
-            ExitCode::from(1)
-        }
-    }
+/// Exit codes as the other native programs' (`lowtail_net::error`): 2 bad arguments, 1 a
+/// failure, 4 an output that hit a full disk; writing to stderr never panics.
+fn main() -> ! {
+    exit_with("lowtail-noise", || {
+        let args = parse_args().map_err(|e| Fatal::usage(format!("{e}\n{USAGE}")))?;
+        let doc = run(args)?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "{doc}").and_then(|()| out.flush()).map_err(|e| Fatal::write("writing the results", &e))?;
+        Ok(EXIT_OK)
+    })
 }

@@ -35,12 +35,14 @@ exception_classes! {
     NotACaptureError(CaptureError): "A file in no format lowtail reads.";
     TruncatedHeaderError(CaptureError): "A capture that ends inside its header.";
     UnsupportedLinkTypeError(CaptureError): "A capture of a link layer lowtail cannot decode.";
+    UnsupportedVersionError(CaptureError): "A pcap or pcapng version libpcap does not read either.";
     CorruptCaptureError(CaptureError): "A capture whose bytes contradict its format.";
     UnknownInterfaceError(CaptureError): "A pcapng packet on an interface the file never described.";
-    DecompressError(CaptureError): "A damaged zstd or gzip stream.";
+    DecompressError(CaptureError): "A damaged zstd or gzip stream (bad data, a checksum that fails).";
     NothingToAnalyzeError(LowtailError): "The captures were read but hold nothing to measure.";
     NoPacketIdsError(NothingToAnalyzeError): "No PRE frame carries a packet id where the options look for it.";
     TrimRemovesAllError(NothingToAnalyzeError): "The warm-up trim is longer than the PRE capture.";
+    SwappedCapturesError(NothingToAnalyzeError): "Most latencies are negative: PRE and POST look swapped (or their clocks are far apart).";
     OutputError(LowtailError): "An output file could not be written.";
     ExportError(OutputError): "The matched series could not be written.";
     CancelledError(LowtailError): "The analysis was cancelled.";
@@ -82,6 +84,7 @@ pub fn capture_error(e: &NativeCaptureError) -> PyErr {
         NativeCaptureError::NotACapture { .. } => raise::<NotACaptureError>(e),
         NativeCaptureError::TruncatedHeader { .. } => raise::<TruncatedHeaderError>(e),
         NativeCaptureError::UnsupportedLinkType { .. } => raise::<UnsupportedLinkTypeError>(e),
+        NativeCaptureError::UnsupportedVersion { .. } => raise::<UnsupportedVersionError>(e),
         NativeCaptureError::Corrupt { .. } => raise::<CorruptCaptureError>(e),
         NativeCaptureError::UnknownInterface { .. } => raise::<UnknownInterfaceError>(e),
         NativeCaptureError::Decompress { .. } => raise::<DecompressError>(e),
@@ -95,6 +98,7 @@ pub fn analyze_error(e: &AnalyzeError) -> PyErr {
         AnalyzeError::Capture(c) => capture_error(c),
         AnalyzeError::NoPacketIds { .. } => raise::<NoPacketIdsError>(e),
         AnalyzeError::TrimRemovesAll { .. } => raise::<TrimRemovesAllError>(e),
+        AnalyzeError::LooksSwapped { .. } => raise::<SwappedCapturesError>(e),
         AnalyzeError::Cancelled => raise::<CancelledError>(e),
         AnalyzeError::Export(_) => raise::<ExportError>(e),
         AnalyzeError::ReaderPanicked => raise::<InternalError>(e),
@@ -109,7 +113,10 @@ pub fn options_error(e: &lowtail_analyze::OptionsError) -> PyErr {
 /// The Python exception of a failed synthetic pair.
 pub fn synth_error(e: &SynthError) -> PyErr {
     match e {
-        SynthError::InvalidSpec(_) | SynthError::UnknownFormat(_) | SynthError::Frame(_) => raise::<SpecError>(e),
+        SynthError::InvalidSpec(_)
+        | SynthError::UnknownFormat(_)
+        | SynthError::UnknownCompression(_)
+        | SynthError::Frame(_) => raise::<SpecError>(e),
         SynthError::File { .. } | SynthError::Io(_) | SynthError::Parquet(_) | SynthError::Batch(_) => {
             raise::<OutputError>(e)
         }

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::SimError;
 
+/// The most packets one simulation takes: it keeps two timestamps per packet (16 bytes),
+/// so 100 million are 1.6 GB — more than any case of a sweep needs.
+pub const MAX_PACKETS: u64 = 100_000_000;
+
 /// How packets arrive at the device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -165,6 +169,12 @@ impl SimSpec {
         }
         if self.packets == 0 {
             return bad("packets must be at least 1".into());
+        }
+        if self.packets > MAX_PACKETS {
+            return bad(format!(
+                "packets must be at most {MAX_PACKETS} (every packet's times are kept), not {}",
+                self.packets
+            ));
         }
         if self.burst == 0 || self.batch == 0 {
             return bad("burst and batch must be at least 1".into());

@@ -185,3 +185,10 @@ fn bad_specs_are_refused_with_a_reason() {
     let json = r#"{"packets": 10, "servce": {"kind": "constant", "ns": 5}}"#;
     assert!(serde_json::from_str::<SimSpec>(json).is_err(), "a misspelt key must not pass");
 }
+
+#[test]
+fn a_spec_that_would_allocate_without_bound_is_refused() {
+    let spec = SimSpec { packets: crate::spec::MAX_PACKETS + 1, ..Default::default() };
+    let Err(err) = simulate(&spec) else { panic!("a spec above MAX_PACKETS must be refused") };
+    assert!(err.to_string().contains("packets must be at most"), "{err}");
+}

@@ -1,6 +1,9 @@
 //! Histogram bins of latencies or gaps, chosen from the data (`auto_bins`).
 
-use crate::ExactHistogram;
+use crate::{ExactHistogram, Quantile};
+
+/// Where the linear bins end: the body is everything up to the 99.9th percentile.
+const BODY: Quantile = Quantile::decimal(999, 3);
 
 /// A histogram bin [lo_ns, hi_ns) and its count.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -17,7 +20,7 @@ pub struct Bin {
 /// [min, p99.9] (about `target` of them), then ten logarithmic bins per decade above.
 /// Only non-empty bins are returned.
 pub fn auto_bins(h: &mut ExactHistogram, target: usize) -> Vec<Bin> {
-    let (Some(min), Some(body_end)) = (h.min(), h.quantile(0.999)) else {
+    let (Some(min), Some(body_end)) = (h.min(), h.quantile(BODY)) else {
         return Vec::new();
     };
     // In i128 and saturating: corrupt timestamps make values a whole i64 range apart.

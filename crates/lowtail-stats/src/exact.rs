@@ -1,5 +1,7 @@
 //! Exact nearest-rank quantiles in memory that follows the spread of the values.
 
+use crate::rank::{nearest_rank, Quantile};
+
 const PAGE_BITS: u32 = 14;
 const PAGE_LEN: usize = 1 << PAGE_BITS;
 /// Values in [0, 2^30 ns) (about 1.07 s) may be counted in pages; the page directory
@@ -37,13 +39,6 @@ impl Default for ExactHistogram {
     fn default() -> Self {
         Self::new()
     }
-}
-
-/// Nearest-rank position (1-based) of quantile `q` among `n` samples, computed as
-/// PostgreSQL's `percentile_disc` does: `ceil(q * n)` in double precision, at least 1.
-pub fn nearest_rank(q: f64, n: u64) -> u64 {
-    let r = (q * n as f64).ceil();
-    (r as u64).clamp(1, n.max(1))
 }
 
 impl ExactHistogram {
@@ -146,7 +141,7 @@ impl ExactHistogram {
 
     /// Values at the given quantiles, exactly as `percentile_disc` would return them;
     /// `None` when empty.
-    pub fn quantiles(&mut self, qs: &[f64]) -> Option<Vec<i64>> {
+    pub fn quantiles(&mut self, qs: &[Quantile]) -> Option<Vec<i64>> {
         if self.count == 0 {
             return None;
         }
@@ -169,7 +164,7 @@ impl ExactHistogram {
     }
 
     /// The nearest-rank value of quantile `q`; `None` when empty.
-    pub fn quantile(&mut self, q: f64) -> Option<i64> {
+    pub fn quantile(&mut self, q: Quantile) -> Option<i64> {
         self.quantiles(&[q]).map(|v| v[0])
     }
 
@@ -215,7 +210,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn reference(values: &mut [i64], q: f64) -> i64 {
+    fn reference(values: &mut [i64], q: Quantile) -> i64 {
         values.sort_unstable();
         values[nearest_rank(q, values.len() as u64) as usize - 1]
     }
@@ -226,18 +221,12 @@ mod tests {
         for v in [5, 1, 4, 2, 3] {
             h.record(v);
         }
-        assert_eq!(h.quantiles(&[0.2, 0.5, 0.8, 1.0]).unwrap(), vec![1, 3, 4, 5]);
-        assert_eq!(h.quantile(0.0), Some(1));
+        let qs = [Quantile::decimal(2, 1), Quantile::decimal(5, 1), Quantile::decimal(8, 1), Quantile::decimal(1, 0)];
+        assert_eq!(h.quantiles(&qs).unwrap(), vec![1, 3, 4, 5]);
+        assert_eq!(h.quantile(Quantile::decimal(0, 0)), Some(1));
         let (mean, sd) = h.mean_stddev().unwrap();
         assert_eq!(mean, 3.0);
         assert!((sd - 2f64.sqrt()).abs() < 1e-12);
-    }
-
-    #[test]
-    fn percentile_disc_rounding() {
-        assert_eq!(nearest_rank(0.99999, 100_000), (0.99999f64 * 100_000f64).ceil() as u64);
-        assert_eq!(nearest_rank(0.5, 1), 1);
-        assert_eq!(nearest_rank(0.0, 10), 1);
     }
 
     #[test]
@@ -261,14 +250,14 @@ mod tests {
         }
         assert_eq!(h.dense_pages, 0);
         assert!(h.memory_bytes() < 2 * 100_000 * 8 + (1 << 20) * 2, "{}", h.memory_bytes());
-        assert_eq!(h.quantile(0.5), Some(49_999 * 100_000));
+        assert_eq!(h.quantile(Quantile::decimal(5, 1)), Some(49_999 * 100_000));
     }
 
     proptest! {
         #[test]
         fn matches_sorting(values in prop::collection::vec(prop_oneof![
                 -1000i64..1000, 0i64..2000, 0i64..200_000, (1i64 << 36)..(1i64 << 37)], 1..2000),
-            qs in prop::collection::vec(0.0f64..=1.0, 1..8)) {
+            qs in prop::collection::vec((0u64..=1000).prop_map(|p| Quantile::decimal(p, 3)), 1..8)) {
             let mut h = ExactHistogram::new();
             for &v in &values { h.record(v); }
             let mut sorted = values.clone();

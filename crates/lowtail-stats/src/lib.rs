@@ -10,22 +10,24 @@
 pub mod bins;
 pub mod exact;
 pub mod hgrm;
+pub mod rank;
 pub mod rates;
 pub mod worst;
 
 pub use bins::{auto_bins, Bin};
-pub use exact::{nearest_rank, ExactHistogram};
+pub use exact::ExactHistogram;
 pub use hgrm::HdrRecorder;
+pub use rank::{nearest_rank, Quantile, QuantileError};
 pub use rates::PerSecond;
 pub use worst::{WorstEvent, WorstN};
 
-/// The percentiles every summary reports, with their JSON key suffixes.
-pub const HEADLINE_PERCENTILES: [(&str, f64); 7] = [
-    ("p50", 0.50),
-    ("p90", 0.90),
-    ("p99", 0.99),
-    ("p99_9", 0.999),
-    ("p99_99", 0.9999),
-    ("p99_999", 0.99999),
-    ("p99_9999", 0.999999),
+/// The percentiles every summary reports, with their JSON keys, held exactly.
+pub const HEADLINE_PERCENTILES: [(&str, Quantile); 7] = [
+    ("p50", Quantile::decimal(5, 1)),
+    ("p90", Quantile::decimal(9, 1)),
+    ("p99", Quantile::decimal(99, 2)),
+    ("p99_9", Quantile::decimal(999, 3)),
+    ("p99_99", Quantile::decimal(9999, 4)),
+    ("p99_999", Quantile::decimal(99_999, 5)),
+    ("p99_9999", Quantile::decimal(999_999, 6)),
 ];

@@ -22,9 +22,10 @@ pub struct WorstN {
 }
 
 impl WorstN {
-    /// Keep the `n` largest.
+    /// Keep the `n` largest. Memory grows with the events offered, up to `n`: nothing is
+    /// reserved for an `n` that is never reached (a caller's bound on `n` is its own).
     pub fn new(n: usize) -> Self {
-        WorstN { n, heap: BinaryHeap::with_capacity(n + 1) }
+        WorstN { n, heap: BinaryHeap::with_capacity(n.min(4096).saturating_add(1)) }
     }
 
     /// One latency; kept if it is among the `n` largest so far.
@@ -58,6 +59,13 @@ impl WorstN {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_huge_n_reserves_nothing_up_front() {
+        let mut w = WorstN::new(usize::MAX);
+        w.offer(5, 0, 0);
+        assert_eq!(w.into_time_order().len(), 1);
+    }
 
     #[test]
     fn keeps_the_largest() {

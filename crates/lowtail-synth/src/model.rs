@@ -4,7 +4,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fs::OpenOptions;
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt64Array, UInt8Array};
@@ -163,6 +163,9 @@ pub enum SynthError {
     /// `format` names no format lowtail writes.
     #[error("unknown format {0:?} (pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff)")]
     UnknownFormat(String),
+    /// `compression` names no compression lowtail writes.
+    #[error("unknown compression {0:?} (none, zstd, gzip)")]
+    UnknownCompression(String),
     /// The frames the spec describes cannot be built.
     #[error(transparent)]
     Frame(#[from] FrameError),
@@ -193,8 +196,18 @@ struct Departure {
     copy: u8,
 }
 
+/// The formats and compressions `generate` writes.
+const FORMATS: [&str; 7] = ["pcap-ns", "pcap-us", "pcap-ns-be", "pcap-us-be", "pcapng", "pcapng-be", "moonsniff"];
+const COMPRESSIONS: [&str; 3] = ["none", "zstd", "gzip"];
+
 fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
     let bad = |m: &str| Err(SynthError::InvalidSpec(m.to_string()));
+    if !FORMATS.contains(&spec.format.as_str()) {
+        return Err(SynthError::UnknownFormat(spec.format.clone()));
+    }
+    if !COMPRESSIONS.contains(&spec.compression.as_str()) {
+        return Err(SynthError::UnknownCompression(spec.compression.clone()));
+    }
     if !(spec.rate_pps > 0.0 && spec.rate_pps.is_finite()) {
         return bad("rate_pps must be a positive number");
     }
@@ -225,12 +238,24 @@ fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
 }
 
 /// Write PRE and POST captures (and the truth as Parquet when `truth` is given).
+///
+/// All or nothing: the spec and the frames it describes are checked before any file is
+/// touched, the files are written beside their targets under temporary names, and renamed
+/// into place together at the end; a failure removes the temporary files and leaves
+/// whatever the targets held before.
 pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>) -> Result<SynthSummary, SynthError> {
     validate(spec)?;
-    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
-    let mut pre_out = CaptureOut::create(pre, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)?;
-    let mut post_out = CaptureOut::create(post, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)?;
-    let moonsniff = pre_out.is_moonsniff();
+    let template = FrameTemplate::new(&template_spec(spec))?;
+    let targets: Vec<&Path> = [Some(pre), Some(post), truth].into_iter().flatten().collect();
+    let staged = Staged::new(&targets)?;
+    let truth_tmp = truth.map(|_| staged.tmp(2));
+    let summary = write_pair(spec, template, staged.tmp(0), staged.tmp(1), truth_tmp).map_err(|e| staged.named(e))?;
+    staged.commit()?;
+    Ok(summary)
+}
+
+/// The frames of the test traffic the spec describes.
+fn template_spec(spec: &SynthSpec) -> TemplateSpec {
     let id_spec = IdSpec {
         offset: spec.id_offset,
         width: spec.id_width,
@@ -242,7 +267,7 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
     } else {
         ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap())
     };
-    let template_spec = TemplateSpec {
+    TemplateSpec {
         vlan: match spec.vlan {
             0 => Vlan::None,
             1 => Vlan::Single(100),
@@ -254,8 +279,78 @@ pub fn generate(spec: &SynthSpec, pre: &Path, post: &Path, truth: Option<&Path>)
         frame_size: spec.frame_size,
         id: id_spec,
         ..TemplateSpec::default()
-    };
-    let mut template = FrameTemplate::new(&template_spec)?;
+    }
+}
+
+/// Output files written under temporary names beside their targets (`.NAME.partial`),
+/// renamed into place by `commit`; dropped before that, it removes them.
+struct Staged {
+    files: Vec<(PathBuf, PathBuf)>,
+    committed: bool,
+}
+
+impl Staged {
+    fn new(targets: &[&Path]) -> Result<Staged, SynthError> {
+        let mut files = Vec::new();
+        for target in targets {
+            let Some(name) = target.file_name() else {
+                let source = std::io::Error::other("not a file name");
+                return Err(SynthError::File { path: target.to_path_buf(), source });
+            };
+            let tmp = target.with_file_name(format!(".{}.partial", name.to_string_lossy()));
+            files.push((tmp, target.to_path_buf()));
+        }
+        Ok(Staged { files, committed: false })
+    }
+
+    fn tmp(&self, i: usize) -> &Path {
+        &self.files[i].0
+    }
+
+    /// An error about a temporary file, told about the file the user named.
+    fn named(&self, e: SynthError) -> SynthError {
+        match e {
+            SynthError::File { path, source } => {
+                let target = self.files.iter().find(|(tmp, _)| *tmp == path).map_or(path, |(_, t)| t.clone());
+                SynthError::File { path: target, source }
+            }
+            other => other,
+        }
+    }
+
+    /// Rename every file into place (renames within a directory: they fail only when the
+    /// directory itself goes away).
+    fn commit(mut self) -> Result<(), SynthError> {
+        for (tmp, target) in &self.files {
+            std::fs::rename(tmp, target).map_err(|source| SynthError::File { path: target.clone(), source })?;
+        }
+        self.committed = true;
+        Ok(())
+    }
+}
+
+impl Drop for Staged {
+    fn drop(&mut self) {
+        if !self.committed {
+            for (tmp, _) in &self.files {
+                let _ = std::fs::remove_file(tmp);
+            }
+        }
+    }
+}
+
+/// The walk over the packets, writing both captures (and the truth) to these files.
+fn write_pair(
+    spec: &SynthSpec,
+    mut template: FrameTemplate,
+    pre: &Path,
+    post: &Path,
+    truth: Option<&Path>,
+) -> Result<SynthSummary, SynthError> {
+    let mut rng = Xoshiro256PlusPlus::seed_from_u64(spec.seed);
+    let mut pre_out = CaptureOut::create(pre, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)?;
+    let mut post_out = CaptureOut::create(post, &spec.format, &spec.compression, spec.snaplen, &spec.tsresol)?;
+    let moonsniff = pre_out.is_moonsniff();
     let arp = foreign_arp();
     let tcp = foreign_tcp();
 

@@ -17,6 +17,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.errors import UserError
+from lowtail.percentiles import quantile_of_percent
 from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate, parse_duration_ns
 
 model_app = typer.Typer(
@@ -278,8 +279,12 @@ def evt(
     from lowtail.report.models import evt_figure
     from lowtail.store.models import series_source
 
+    try:
+        fit_quantile = quantile_of_percent(fit_fraction)
+    except ValueError:
+        raise UserError(f"--fit-fraction {fit_fraction}: not a finite percentage") from None
     opts = EvtOptions(
-        fit_fraction=fit_fraction / 100.0,
+        fit_fraction=fit_quantile,
         thresholds=parse_thresholds(thresholds),
         min_exceedances=min_exceedances,
         js_bins=js_bins,

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lowtail import clocks
+from lowtail import _native, clocks
 from lowtail.errors import Failure
 from lowtail.experiment.spec import Combination, Experiment, Trust
 from lowtail.host.energy import EnergyMeter
@@ -37,7 +37,9 @@ SRC_IP, DST_IP = "198.18.0.1", "198.19.0.1"
 SNAPLEN = 128
 # lowtail-gen's exit code when it sent everything but did not hold the rate or had frames
 # refused: a result (its statistics say which), not a failure.
-GENERATOR_BEHIND = 3
+GENERATOR_BEHIND = _native.PROGRAM_EXIT_CODES["degraded"]
+# A native program's exit code when an output (capture, statistics) hit a full disk.
+DISK_FULL = _native.PROGRAM_EXIT_CODES["disk_full"]
 
 
 class DutFailed(Exception):
@@ -135,6 +137,13 @@ class _Capture:
     def log_tail(self, lines: int) -> str:
         return self.program.log_tail(lines)
 
+    @property
+    def name(self) -> str:
+        return self.program.name
+
+    def returncode(self) -> int | None:
+        return self.program.returncode()
+
 
 def _clock_reading() -> tuple[int, int]:
     return time.clock_gettime_ns(time.CLOCK_REALTIME), time.clock_gettime_ns(time.CLOCK_MONOTONIC)
@@ -181,7 +190,8 @@ def _finish_capture(tb: Testbed, captures: list[_Capture], run_dir: Path, outcom
     clock of each side and whether a clock was stepped during the run."""
     docs, sides = [], {}
     for capture in captures:
-        capture.program.stop()
+        if capture.program.stop() == DISK_FULL:
+            raise Failure(_disk_full_or(capture, "the timestamper could not write its capture"))
         capture.clock_end = _clock_reading()
         doc = capture.program.statistics() or {}
         docs.append(doc)
@@ -308,9 +318,12 @@ def _send(
         outcome.invalid_reasons.append(f"{crash} during the run")
 
 
-def _disk_full_or(program, message: str) -> str:
-    if "No space left on device" in program.log_tail(5):
-        return "disk full: a capture could not be written (free some space; finished runs are kept)"
+def _disk_full_or(program: Any, message: str) -> str:
+    """The run's failure reason: "disk full: …" when the program's exit code says its
+    output hit a full disk (the programs' typed signal; their log may not even have been
+    written), else `message`."""
+    if program.returncode() == DISK_FULL:
+        return f"disk full: {program.name} could not write its output (free some space; finished runs are kept)"
     return message
 
 

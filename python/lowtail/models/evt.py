@@ -21,18 +21,21 @@ import math
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from lowtail import _native, series
+from lowtail import percentiles, series
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
 from lowtail.store.models import SeriesSource
 from lowtail.units import format_ns
 
-DEFAULT_THRESHOLDS = (0.995, 0.999, 0.9995, 0.9999, 0.99999)
+# Quantiles are exact (Fractions): a threshold is a rank, and a float ranks one too high
+# whenever p·n is whole (see lowtail.percentiles).
+DEFAULT_THRESHOLDS = tuple(percentiles.quantile_of_percent(p) for p in ("99.5", "99.9", "99.95", "99.99", "99.999"))
 DEFAULT_RETURN_PERIODS = (10**5, 10**6, 10**7, 10**8, 10**9)
 HORIZONS_S = {"1 minute": 60, "1 hour": 3600, "1 day": 86400}
 _BATCH_ROWS = 1 << 20
@@ -41,8 +44,11 @@ _PLOT_POINTS = 400
 
 @dataclass
 class EvtOptions:
-    fit_fraction: float = 0.2
-    thresholds: tuple[float, ...] = DEFAULT_THRESHOLDS
+    """The model's options. `fit_fraction` and `thresholds` are quantiles and are kept
+    exact: floats given here are taken as the decimals they were written as."""
+
+    fit_fraction: Fraction = Fraction(1, 5)
+    thresholds: tuple[Fraction, ...] = DEFAULT_THRESHOLDS
     min_exceedances: int = 50
     js_bins: int = 20
     confidence: float = 0.95
@@ -52,9 +58,16 @@ class EvtOptions:
     # bursts: an interrupt that delays ten packets in a row is one exceedance).
     decluster_packets: int = 1
 
+    def __post_init__(self) -> None:
+        try:
+            self.fit_fraction = percentiles.exact_quantile(self.fit_fraction)
+            self.thresholds = tuple(percentiles.exact_quantile(p) for p in self.thresholds)
+        except (TypeError, ValueError) as e:
+            raise UserError(f"EVT options: {e}") from None
+
     def check(self) -> None:
         if not 0.0 < self.fit_fraction < 1.0:
-            raise UserError(f"--fit-fraction {self.fit_fraction}: must lie strictly between 0 and 1")
+            raise UserError(f"--fit-fraction {float(self.fit_fraction):g}: must lie strictly between 0 and 1")
         if not self.thresholds or any(not 0.0 < p < 1.0 for p in self.thresholds):
             raise UserError("--thresholds: percentiles must lie strictly between 0 and 100")
         if self.min_exceedances < 10:
@@ -67,11 +80,11 @@ class EvtOptions:
             raise UserError("--decluster: at least 1 packet")
 
 
-def parse_thresholds(text: str) -> tuple[float, ...]:
-    """Candidate thresholds given as percentiles ("99.5,99.9,99.99") as fractions."""
+def parse_thresholds(text: str) -> tuple[Fraction, ...]:
+    """Candidate thresholds given as percentiles ("99.5,99.9,99.99") as exact quantiles."""
     try:
-        values = tuple(float(v) / 100.0 for v in text.split(",") if v.strip())
-    except ValueError:
+        values = tuple(percentiles.quantile_of_percent(v.strip()) for v in text.split(",") if v.strip())
+    except (ValueError, ZeroDivisionError):
         raise UserError(f"--thresholds {text!r}: expected percentiles like 99.5,99.9,99.99") from None
     return values
 
@@ -248,7 +261,7 @@ class ExceedanceCounter:
 
 @dataclass
 class ThresholdFit:
-    percentile: float
+    percentile: Fraction
     threshold_ns: int
     exceedances: int
     converged: bool
@@ -301,8 +314,8 @@ def _endpoint(u: float, fit: gpd.GpdFit, z: float) -> tuple[float | None, tuple[
     return end, (end - z * se, end + z * se)
 
 
-def _fit_threshold(p: float, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
-    rank = _native.nearest_rank(p, n_fit)  # as percentile_disc
+def _fit_threshold(p: Fraction, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
+    rank = percentiles.nearest_rank(p, n_fit)  # exact, as percentile_disc
     u = int(top[n_fit - rank])
     y = (top[top > u] - u).astype(np.float64)
     tf = ThresholdFit(p, u, len(y), False, data=y)
@@ -326,7 +339,7 @@ def _fit_threshold(p: float, top: np.ndarray, n_fit: int, opts: EvtOptions, z: f
 def required_samples(opts: EvtOptions) -> int:
     """Series length at which the lowest threshold has `min_exceedances` in the fit part."""
     p = min(opts.thresholds)
-    return math.ceil(opts.min_exceedances / (1.0 - p) / opts.fit_fraction)
+    return math.ceil(opts.min_exceedances / (1 - p) / opts.fit_fraction)
 
 
 def evt_model(
@@ -346,12 +359,12 @@ def evt_model(
     needed = required_samples(opts)
     if n < needed:
         raise UserError(
-            f"{info.path}: {n:,} samples are too few: the fit part ({100 * opts.fit_fraction:g} %) needs "
-            f"{opts.min_exceedances} samples above the {100 * min(opts.thresholds):g}th percentile, i.e. at least "
+            f"{info.path}: {n:,} samples are too few: the fit part ({_pct(opts.fit_fraction):g} %) needs "
+            f"{opts.min_exceedances} samples above the {_pct(min(opts.thresholds)):g}th percentile, i.e. at least "
             f"{needed:,} samples in all (a longer run, or lower --thresholds / --min-exceedances)"
         )
     z = float(sstats.norm.ppf(0.5 + opts.confidence / 2))
-    top = TopValues(math.ceil((1.0 - min(opts.thresholds)) * n_fit) + 1)
+    top = TopValues(math.ceil((1 - min(opts.thresholds)) * n_fit) + 1)
     blocks = BlockMaxima(n_fit, min(opts.stationarity_blocks, n_fit // 20))
     model: dict[str, Any] | None = None
     counter: ExceedanceCounter | None = None
@@ -420,10 +433,10 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
         too_few = [f for f in fits if f.exceedances < opts.min_exceedances]
         if len(too_few) == len(fits):
             raise UserError(
-                f"too few samples in the tail: {fits[0].note} at the {100 * fits[0].percentile:g}th "
+                f"too few samples in the tail: {fits[0].note} at the {_pct(fits[0].percentile):g}th "
                 f"percentile (a longer run, or --min-exceedances / --thresholds)"
             )
-        reasons = "; ".join(f"{100 * f.percentile:g}th: {f.note}" for f in fits)
+        reasons = "; ".join(f"{_pct(f.percentile):g}th: {f.note}" for f in fits)
         raise Failure(f"the GPD fit did not converge at any threshold ({reasons})")
     chosen = min(usable, key=lambda f: (f.js_divergence, f.percentile))
     zeta = chosen.exceedances / n_fit
@@ -556,7 +569,7 @@ def _document(
         "samples": n,
         "fit_samples": n_fit,
         "validation_samples": n_val,
-        "fit_fraction": opts.fit_fraction,
+        "fit_fraction": float(opts.fit_fraction),
         "fit_end_ns": fit_end_time,
         "start_ns": first_time,
         "rate_pps": rate,
@@ -586,7 +599,7 @@ def _document(
         "plot": _plot_data(chosen, n_fit, n_val, val_top, fit, u, zeta, z),
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
-        "options": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(opts).items()},
+        "options": {k: _jsonable(v) for k, v in asdict(opts).items()},
     }
     observed = max(int(top_fit_max or 0), int(validation["max_ns"] or 0))
     doc["warnings"] = credibility_warnings(doc, observed)
@@ -632,9 +645,16 @@ def credibility_warnings(doc: dict[str, Any], observed_max_ns: int) -> list[str]
     return found
 
 
-def _pct(p: float) -> float:
-    """A fraction as a percentage without binary noise (0.99999 → 99.999)."""
-    return round(100 * p, 9)
+def _pct(p: Fraction) -> float:
+    """An exact quantile as a percentage, the float nearest it (999/1000 → 99.9)."""
+    return float(100 * p)
+
+
+def _jsonable(value: Any) -> Any:
+    """An option as JSON holds it: exact quantiles as their nearest floats, tuples as lists."""
+    if isinstance(value, tuple):
+        return [_jsonable(v) for v in value]
+    return float(value) if isinstance(value, Fraction) else value
 
 
 def _threshold_row(f: ThresholdFit) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import json
 import math
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +57,10 @@ def run(spec: dict[str, Any]) -> Outcome:
     )
 
 
-def nearest_rank(sorted_values: np.ndarray, q: float) -> int:
-    """percentile_disc: the value at the native nearest rank, ceil(q·n) clamped to 1…n."""
-    return int(sorted_values[_native.nearest_rank(q, len(sorted_values)) - 1])
+def nearest_rank(sorted_values: np.ndarray, q: Fraction) -> int:
+    """percentile_disc: the value at the native nearest rank of the exact quantile `q`,
+    ⌈q·n⌉ clamped to 1…n."""
+    return int(sorted_values[percentiles.nearest_rank(q, len(sorted_values)) - 1])
 
 
 def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
@@ -68,7 +70,7 @@ def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
     s = np.sort(latencies)
     out: dict[str, Any] = {"samples": len(s), "min": int(s[0]), "max": int(s[-1]), "mean": float(s.mean())}
     for p in percentiles.HEADLINE:
-        out[p.key] = nearest_rank(s, p.fraction)
+        out[p.key] = nearest_rank(s, p.quantile)
     return out
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from lowtail import percentiles
 from lowtail.errors import UserError
+from lowtail.outputs import write_atomically
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.report.tables import comparison_table, knee_table, overload_table
@@ -435,11 +436,12 @@ def write_model_report(db: str | Path, model_id: int | str, output: str | Path) 
 
 def save_figure(fig, path: str | Path) -> Path:
     """Write a figure as PNG (the `--plot` of the model commands) and free it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    try:
+        # the suffix names the image format, not the temporary file's name
+        fmt = Path(path).suffix.lstrip(".") or "png"
+        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight", format=fmt), "plot")
+    finally:
+        plt.close(fig)
 
 
 __all__: Sequence[str] = [

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lowtail import __version__
+from lowtail.outputs import write_atomically
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1100px;
@@ -70,9 +71,7 @@ class Page:
         return "".join(parts)
 
     def write(self, path: Path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.partial")
-        tmp.write_text(self.render())
-        tmp.replace(path)
-        return path
+        """Write the page to `path` whole (see `outputs.write_atomically`: the directory
+        must exist)."""
+        html = self.render()
+        return write_atomically(path, lambda tmp: tmp.write_text(html), "report")

@@ -60,6 +60,10 @@ class Program:
             self.wait(wait_s)
         return self.popen.wait()
 
+    def returncode(self) -> int | None:
+        """The program's exit code (negative: the signal that ended it); None while it runs."""
+        return self.popen.poll()
+
     def died(self) -> bool:
         """Ended without being asked to."""
         return not self.running() and self.stop_signal is None

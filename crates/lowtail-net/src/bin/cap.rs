@@ -362,12 +362,12 @@ fn run(args: Args) -> Result<i32, Fatal> {
         .iter()
         .map(|s| format!("{} {} frames ({}, {} dropped)", s.iface, s.tally.frames, s.observed_source(), s.kernel_drops))
         .collect();
-    eprintln!("lowtail-cap: {}", per_side.join("; "));
+    lowtail_net::say!("lowtail-cap: {}", per_side.join("; "));
     if let Some(e) = failure {
         return Err(e);
     }
     if drops > 0 {
-        eprintln!("lowtail-cap: the kernel dropped {drops} frames: the capture is incomplete (use a bigger --ring-mb or a dedicated --cpu)");
+        lowtail_net::say!("lowtail-cap: the kernel dropped {drops} frames: the capture is incomplete (use a bigger --ring-mb or a dedicated --cpu)");
         return Ok(EXIT_DEGRADED);
     }
     Ok(EXIT_OK)

@@ -253,10 +253,17 @@ impl Sender {
     }
 }
 
+/// The largest batch: one sendmmsg sends at most this many frames (the kernel's UIO_MAXIOV).
+const MAX_BATCH: usize = 1024;
+
 fn run(args: Args) -> Result<i32, Fatal> {
     signal::install();
     if args.batch == 0 {
         return Err(Fatal::usage("--batch must be at least 1"));
+    }
+    if args.batch > MAX_BATCH {
+        // a buffer per frame of the batch; one sendmmsg sends at most UIO_MAXIOV (1024)
+        return Err(Fatal::usage(format!("--batch must be at most {MAX_BATCH}, not {}", args.batch)));
     }
     let rx = PacketSocket::open(&args.input)?;
     let tx = PacketSocket::open(&args.output)?;
@@ -319,7 +326,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if let Some(path) = &args.stats_json {
         write_json(path, &doc)?;
     }
-    eprintln!(
+    lowtail_net::say!(
         "lowtail-fwd: received {}, forwarded {}, dropped {} ({} ring overflow, {} send errors) in {} batches over {}",
         c.received,
         c.forwarded,

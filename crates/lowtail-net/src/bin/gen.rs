@@ -286,7 +286,7 @@ fn report(
         None => "no samples".into(),
     };
     let send_errors = sink.send_errors();
-    eprintln!(
+    lowtail_net::say!(
         "lowtail-gen: sent {} of {} frames at {} (target {}{}); pacing error {}; {} send errors",
         pacing.sent,
         plan.frames,
@@ -297,7 +297,7 @@ fn report(
         send_errors
     );
     if pacing.interrupted {
-        eprintln!(
+        lowtail_net::say!(
             "lowtail-gen: stopped by {} after {} frames",
             signal::received().unwrap_or("a signal"),
             pacing.attempted
@@ -305,7 +305,7 @@ fn report(
         return EXIT_INTERRUPTED;
     }
     if !v.kept_up {
-        eprintln!(
+        lowtail_net::say!(
             "lowtail-gen: could not keep up with {}: achieved {}, {} behind at the end (the run is not at the planned rate)",
             fmt_rate(args.rate as f64),
             fmt_rate(v.achieved_rate_pps),
@@ -314,7 +314,10 @@ fn report(
         return EXIT_DEGRADED;
     }
     if send_errors > 0 {
-        eprintln!("lowtail-gen: the kernel refused {send_errors} frames ({})", sink.first_error().unwrap_or_default());
+        lowtail_net::say!(
+            "lowtail-gen: the kernel refused {send_errors} frames ({})",
+            sink.first_error().unwrap_or_default()
+        );
         return EXIT_DEGRADED;
     }
     EXIT_OK

@@ -172,6 +172,10 @@ class RemoteProgram:
         self._reader.join(5)
         return code
 
+    def returncode(self) -> int | None:
+        """The program's exit code as its leash reported it, else the ssh client's; None while it runs."""
+        return self.exit_code if self.exit_code is not None else self.popen.poll()
+
     def lost(self) -> bool:
         """Whether the connection went before the leash said how its program ended."""
         return self.popen.poll() == SSH_FAILED and self.exit_code is None

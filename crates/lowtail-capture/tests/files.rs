@@ -1,0 +1,87 @@
+//! What `open` does with files that are not regular: FIFOs are read as streams once a
+//! writer comes (and refused after a bounded wait when none does), devices are refused
+//! without reading a byte.
+
+mod common;
+
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use lowtail_capture::write::{Endian, PcapWriter};
+use lowtail_capture::{open, CaptureError, LinkType, OpenOptions, FIFO_WRITER_WAIT};
+
+fn pcap_bytes(n: usize) -> Vec<u8> {
+    let mut w = PcapWriter::new(Vec::new(), LinkType::Ethernet, true, Endian::Little, 65535).unwrap();
+    for k in 0..n {
+        w.write(k as i64, &[k as u8; 100], 100).unwrap();
+    }
+    w.into_inner()
+}
+
+fn mkfifo(dir: &tempfile::TempDir, name: &str) -> std::path::PathBuf {
+    let path = dir.path().join(name);
+    let c = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    path
+}
+
+#[test]
+fn fifo_is_read_as_a_stream() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = pcap_bytes(20_000); // more than a pipe holds: the writer blocks while we read
+    for delay in [Duration::ZERO, Duration::from_millis(500)] {
+        let fifo = mkfifo(&dir, &format!("p{}.pcap", delay.as_millis()));
+        let (path, data) = (fifo.clone(), bytes.clone());
+        let writer = std::thread::spawn(move || {
+            std::thread::sleep(delay);
+            std::fs::OpenOptions::new().write(true).open(path).unwrap().write_all(&data).unwrap();
+        });
+        let mut r = open(&fifo, &OpenOptions::default()).unwrap();
+        let (got, warnings, err) = drain(&mut r, usize::MAX);
+        writer.join().unwrap();
+        assert!(err.is_none() && warnings.is_empty() && !r.is_cut(), "{err:?} {warnings:?}");
+        assert_eq!(got.len(), 20_000);
+    }
+}
+
+#[test]
+fn fifo_without_a_writer_is_refused_after_a_bounded_wait_or_at_once_when_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = mkfifo(&dir, "nobody.pcap");
+    let cancel = Arc::new(AtomicBool::new(true));
+    let started = Instant::now();
+    let err = open(&fifo, &OpenOptions { cancel: Some(cancel), ..OpenOptions::default() }).err().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(matches!(&err, CaptureError::Io { source, .. } if source.kind() == std::io::ErrorKind::Interrupted));
+
+    let started = Instant::now();
+    let err = open(&fifo, &OpenOptions::default()).err().unwrap();
+    let waited = started.elapsed();
+    assert!(waited >= FIFO_WRITER_WAIT && waited < FIFO_WRITER_WAIT + Duration::from_secs(5), "{waited:?}");
+    let text = err.to_string();
+    assert!(text.contains("nobody.pcap") && text.contains("FIFO with no writer"), "{text}");
+}
+
+#[test]
+fn fifo_whose_writer_closes_at_once_is_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = mkfifo(&dir, "empty.pcap");
+    let path = fifo.clone();
+    let writer = std::thread::spawn(move || drop(std::fs::OpenOptions::new().write(true).open(path).unwrap()));
+    let err = open(&fifo, &OpenOptions::default()).err().unwrap();
+    writer.join().unwrap();
+    assert!(matches!(err, CaptureError::Empty { .. }), "{err:?}");
+}
+
+#[test]
+fn devices_and_directories_are_refused_for_what_they_are() {
+    for (path, what) in [("/dev/zero", "character device"), ("/dev/null", "character device"), ("/", "directory")] {
+        let err = open(std::path::Path::new(path), &OpenOptions::default()).err().unwrap();
+        let text = err.to_string();
+        assert!(text.contains(path) && text.contains(what), "{text}");
+    }
+}
