@@ -100,8 +100,14 @@ def test_silence_stops_the_role_after_the_heartbeat_timeout(tmp_path):
 
 
 def test_a_program_deaf_to_sigint_is_terminated(tmp_path):
-    leash = start(tmp_path, program=["sh", "-c", "trap '' INT; while :; do sleep 0.05; done"])
+    # "ready" once the trap is set (a file): a stop sent before would end sh by SIGINT.
+    ready = tmp_path / "ready"
+    leash = start(tmp_path, program=["sh", "-c", f"trap '' INT; touch {ready}; while :; do sleep 0.05; done"])
     pid = child_pid(leash)
+    deadline = time.monotonic() + 30
+    while not ready.exists():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
     leash.stdin.write("stop\n")
     leash.stdin.flush()
     assert leash.wait(10) == 128 + signal.SIGTERM
