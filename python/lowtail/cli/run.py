@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,11 @@ from rich.table import Table
 
 from lowtail import percentiles
 from lowtail.cli._app import app
+from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, warn
 from lowtail.units import format_count, format_ns, format_rate
+from lowtail.verdict import PASS
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
@@ -42,35 +44,53 @@ def _sigterm_interrupts() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-@contextmanager
-def _progress_bar(enabled: bool) -> Iterator[Any]:
-    from lowtail.experiment.runner import Progress
+def _stored_runs_view(store: Any, exp: Any) -> Callable[[dict[str, Any]], Stored]:
+    """What the live view shows once a run is stored: the table of the experiment's runs
+    so far (the final table's rows, as they come) and a line about the run."""
+    from lowtail.store import runs as runstore
 
-    if not (enabled and err.is_terminal):
-        yield Progress()
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
-    from rich.progress import Progress as Bar
+    def on_stored(run: dict[str, Any]) -> Stored:
+        eid = run["experiment_id"]
+        rows = runstore.runs(store, eid)
+        floors = runstore.calibration_floor(store, eid)
+        table = runs_table(runstore.experiment(store, eid), rows, floors, exp.verdict)
+        row = next((r for r in rows if r["run_id"] == run["run_id"]), None)
+        return Stored(table, _run_line(row, exp.verdict) if row else f"run {run['run_id']} stored")
 
-    with Bar(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("runs", total=None)
+    return on_stored
 
-        def start(i: int, n: int, combo: Any) -> None:
-            bar.update(
-                task, total=n, completed=i, description=f"{combo.dut.name} @ {format_rate(combo.traffic.rate_pps)}"
+
+def _run_line(r: dict[str, Any], verdict: Any) -> str:
+    """One stored run in a line: "kernel @ 20 kpps: PASS · lost 0 · p99.999 45.210 µs (run 17)"."""
+    lat = ((r.get("figures") if isinstance(r.get("figures"), dict) else None) or {}).get("latency_ns") or {}
+    judged = percentiles.by_key(verdict.key)
+    return (
+        f"{marked(r['dut_name'], r.get('virtualization'))} @ {format_rate(r['rate_pps'])}: {verdict.judge(r)} · "
+        f"lost {format_count(r['lost'])} · {judged.short} {format_ns(lat.get(verdict.key))} (run {r['run_id']})"
+    )
+
+
+def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
+    """The experiment's answer, one line per DuT: PASS when every rate passed, else what
+    each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
+    by_dut: dict[str, list[tuple[str, str]]] = {}
+    for r in rows:
+        if not r["calibration"]:
+            by_dut.setdefault(marked(r["dut_name"], r.get("virtualization")), []).append(
+                (str(verdict.judge(r)), format_rate(r["rate_pps"]))
             )
-
-        def done(i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
-            bar.update(task, completed=i + 1)
-
-        yield Progress(on_start=start, on_done=done)
+    lines = []
+    width = max((len(name) for name in by_dut), default=0)
+    for name, judged in by_dut.items():
+        outcomes: dict[str, list[str]] = {}
+        for outcome, rate in judged:
+            outcomes.setdefault(outcome, []).append(rate)
+        if list(outcomes) == [PASS]:
+            summary = f"PASS at every rate ({', '.join(outcomes[PASS])})"
+        else:
+            summary = "; ".join(f"{outcome} at {', '.join(rates)}" for outcome, rates in outcomes.items())
+        lines.append(f"{name:<{width}}  {summary}")
+    return lines
 
 
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
@@ -80,8 +100,10 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 
     check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
-    with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
-        result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
+    traffic_s, warmup_s = (exp.warmup_ns + exp.duration_ns) / 1e9, exp.warmup_ns / 1e9
+    with open_store(db) as store, _sigterm_interrupts():
+        with sweep_progress(view_mode(json_out), traffic_s, warmup_s, _stored_runs_view(store, exp)) as progress:
+            result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
         experiment = runstore.experiment(store, result.experiment_id)
         rows = runstore.runs(store, result.experiment_id)
         floors = runstore.calibration_floor(store, result.experiment_id)
@@ -90,10 +112,11 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
             f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
             f"{result.new_runs} measured now"
         )
+    written = None
     if report:
         from lowtail.report.experiment import write_experiment_report
 
-        write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
+        written = write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     invalid = [r for r in rows if not r["valid"]]
     if any_emulated(rows):
         warn(TCG_WARNING)
@@ -103,7 +126,14 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
         printer = out if out.is_terminal else Console(highlight=False, width=160)
         printer.print(runs_table(experiment, rows, floors, exp.verdict))
-        note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
+        lines = dut_verdict_lines(rows, exp.verdict)
+        if lines:
+            printer.print(f"\nverdict ({exp.verdict.describe()}):", markup=False)
+            for line in lines:
+                printer.print(f"  {line}", markup=False)
+        note(f"stored as experiment {result.experiment_id} in {db}")
+        if written:
+            note(f"report: {written.resolve().as_uri()}")
     for r in invalid:
         warn(
             f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "

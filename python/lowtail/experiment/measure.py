@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Any
 
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure
+from lowtail.experiment.live import LiveFeed, LiveSample
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
@@ -62,9 +64,16 @@ def frames_for(exp: Experiment, combo: Combination) -> int:
     return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.duration_ns) / 1e9)
 
 
-def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path) -> Outcome:
+def measure(
+    exp: Experiment,
+    combo: Combination,
+    plan: CoreRoles,
+    run_dir: Path,
+    on_live: Callable[[LiveSample], None] = lambda sample: None,
+) -> Outcome:
     """One run of a combination on a fresh testbed: its programs' statistics, captures and
-    the reasons (if any) it cannot be trusted."""
+    the reasons (if any) it cannot be trusted. `on_live` gets the programs' running
+    figures about once a second while the traffic flows."""
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
     with Testbed(run_dir, wire=combo.dut.calibration) as tb:
@@ -73,8 +82,8 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path)
             outcome.containment = dut.containment
             outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
-            capture = _start_capture(tb, plan, run_dir, outcome)
-            _send(exp, combo, tb, plan, run_dir, dut, outcome)
+            capture = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
+            _send(exp, combo, tb, plan, run_dir, dut, outcome, on_live)
             time.sleep(exp.drain_ns / 1e9)
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
@@ -110,7 +119,11 @@ def _wait_until_forwarding(tb: Testbed, dut) -> None:
         )
 
 
-def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome):
+# The programs' running figures (one JSON line a second each), read while the traffic flows.
+GENERATOR_LIVE, CAPTURE_LIVE = "generator.live.jsonl", "capture.live.jsonl"
+
+
+def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome, udp_port: int):
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     argv = [
         str(find_binary("lowtail-cap")),
@@ -133,6 +146,10 @@ def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome
         str(run_dir / "capture.json"),
         "--ready-file",
         str(run_dir / "capture.ready"),
+        "--live-json",
+        str(run_dir / CAPTURE_LIVE),
+        "--live-udp-port",
+        str(udp_port),
     ]
     capture = tb.spawn("capture", tb.lg_ns, argv, stats=run_dir / "capture.json")
     if not capture.wait_file(run_dir / "capture.ready", timeout_s=15.0):
@@ -141,7 +158,14 @@ def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome
 
 
 def _send(
-    exp: Experiment, combo: Combination, tb: Testbed, plan: CoreRoles, run_dir: Path, dut, outcome: Outcome
+    exp: Experiment,
+    combo: Combination,
+    tb: Testbed,
+    plan: CoreRoles,
+    run_dir: Path,
+    dut,
+    outcome: Outcome,
+    on_live: Callable[[LiveSample], None],
 ) -> None:
     t = combo.traffic
     stats = run_dir / "generator.json"
@@ -174,7 +198,10 @@ def _send(
         *plan.generator_scheduling(),
         "--stats-json",
         str(stats),
+        "--live-json",
+        str(run_dir / GENERATOR_LIVE),
     ]
+    feed = LiveFeed(run_dir / GENERATOR_LIVE, run_dir / CAPTURE_LIVE)
     sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping)
     meter = EnergyMeter()
     sampler.start()
@@ -189,6 +216,9 @@ def _send(
         # A DuT that crashes does not stop the traffic: what it did to the rest of the run
         # (loss from then on) is measured, and the run is marked invalid.
         while generator.wait(0.05) is None:
+            sample = feed.poll()
+            if sample is not None:
+                on_live(sample)
             crash = crash or dut.failure()
             if time.monotonic() > deadline:
                 generator.stop()

@@ -20,6 +20,7 @@ from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
+from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.models.knee import store_sweep_knees
@@ -39,9 +40,11 @@ _DISK_MARGIN_BYTES = 64 << 20
 
 @dataclass
 class Progress:
-    """What the runner tells its caller: a run started or ended."""
+    """What the runner tells its caller: a run started, its running figures (about once a
+    second while its traffic flows), the run stored (with its id and analysis)."""
 
     on_start: Callable[[int, int, Combination], None] = lambda i, n, c: None
+    on_live: Callable[[LiveSample], None] = lambda sample: None
     on_done: Callable[[int, int, Combination, dict[str, Any]], None] = lambda i, n, c, r: None
 
 
@@ -87,7 +90,7 @@ def run_experiment(
     try:
         for n, (index, combo) in enumerate(todo):
             progress.on_start(n, len(todo), combo)
-            run = _run_one(exp, combo, index, plan, store, eid, data_dir)
+            run = _run_one(exp, combo, index, plan, store, eid, data_dir, progress.on_live)
             progress.on_done(n, len(todo), combo, run)
     except (KeyboardInterrupt, Interrupted):
         runstore.set_status(store, eid, "interrupted")
@@ -137,7 +140,14 @@ def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
 
 
 def _run_one(
-    exp: Experiment, combo: Combination, index: int, plan: CoreRoles, store: Store, eid: int, data_dir: Path
+    exp: Experiment,
+    combo: Combination,
+    index: int,
+    plan: CoreRoles,
+    store: Store,
+    eid: int,
+    data_dir: Path,
+    on_live: Callable[[LiveSample], None],
 ) -> dict[str, Any]:
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
@@ -145,7 +155,7 @@ def _run_one(
     _check_disk(exp, combo, run_dir)
     run_dir.mkdir(parents=True)
     try:
-        outcome = measure(exp, combo, plan, run_dir)
+        outcome = measure(exp, combo, plan, run_dir, on_live)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
