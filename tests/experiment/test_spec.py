@@ -89,6 +89,16 @@ def test_the_embedded_default_parses():
     assert len(exp.traffic) >= 2
 
 
+def test_every_run_of_the_default_has_enough_packets_for_its_verdict_and_the_sweep_stays_short():
+    exp = spec.load(None)
+    for point in exp.traffic:
+        measured = point.rate_pps * exp.duration_ns // 1_000_000_000
+        assert measured >= exp.verdict.packets_needed, (point.rate_pps, measured, exp.verdict.packets_needed)
+    # `make run` must stay well under ten minutes: traffic alone, before set-up and analysis.
+    traffic_s = len(exp.combinations()) * (exp.warmup_ns + exp.duration_ns + exp.drain_ns) / 1e9
+    assert traffic_s <= 90, traffic_s
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [
