@@ -92,7 +92,7 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
 
 
 @model_app.command(
-    help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (seed 004, "
+    help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (NOMS 2020, "
     "section VI). t_CPU is the application's median latency minus the bare forwarder's "
     "(2·t_transfer); d_Σ sums rate × duration over the interrupts on the core. Give the "
     "medians directly or as stored runs."
@@ -108,7 +108,7 @@ def overload(
     ),
     statistic: str = typer.Option(
         "p50",
-        help="With stored runs: p50 (the seeds' median) or min (the uncontended path, when a busy host queues even the lowest rate).",
+        help="With stored runs: p50 (the URLLC studies' median) or min (the uncontended path, when a busy host queues even the lowest rate).",
     ),
     irq: list[str] = typer.Option(
         [],
@@ -236,7 +236,7 @@ def knee(
 
 
 @model_app.command(
-    help="Extreme-value model of the latency tail (seed 001, section 6): peaks over threshold, a "
+    help="Extreme-value model of the latency tail (Perf. Eval. 2024, section 6): peaks over threshold, a "
     "generalized Pareto fit by maximum likelihood with intervals, the threshold chosen by "
     "Jensen–Shannon divergence, return levels per packets and per wall-clock horizon, the "
     "upper end of a bounded tail, validation on the later part of the series, ADF/KPSS. INPUT is "
@@ -362,7 +362,7 @@ def evt(
 
 @model_app.command(
     help="Simulate periodic interrupts against constant-rate traffic and print the worst-N "
-    "pattern they make (seeds 000 V-B, 004 V-C). With --run, the interrupt clock is fitted "
+    "pattern they make (Commun. Mag. 2020, §V-B; NOMS 2020, §V-C). With --run, the interrupt clock is fitted "
     "to the run's delayed packets and the model is drawn over its worst events."
 )
 def aliasing(
@@ -496,7 +496,7 @@ def simulate(
         None, help="With --run: take the base latency from this run's median (2·t_transfer)."
     ),
     export: Path | None = typer.Option(
-        None, help=f"Write the first case's series ({series.columns_text()}) to Parquet."
+        None, help=f"Write the first case's series ({series.columns_text()}) to FILE.parquet or FILE.csv."
     ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -513,8 +513,8 @@ def simulate(
         return
     if arrivals not in ("cbr", "poisson"):
         raise UserError(f"--arrivals {arrivals!r}: cbr or poisson")
-    if export is not None and export.suffix.lower() != ".parquet":
-        raise UserError(f"--export {export}: the file name must end in .parquet")
+    if export is not None:
+        series.check_export_path(export)
     base: dict[str, Any] = {}
     if spec_file:
         try:
@@ -553,9 +553,10 @@ def simulate(
             parse_duration_ns(duration) if duration is not None else None,
             packets,
             measured_run,
-            export,
+            series.parquet_path_for(export) if export else None,
         )
         if export is not None:
+            series.finish_export(export)
             note(f"wrote {export}")
         doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
         keys = {}
