@@ -1,5 +1,5 @@
-"""The device simulation from Python and the CLI: exact percentiles, the seeds' batch
-staircases (004, V-D), drops at capacity, the knee it predicts, and the comparison with a
+"""The device simulation from Python and the CLI: exact percentiles, the URLLC studies' batch
+staircases (NOMS 2020, §V-D), drops at capacity, the knee it predicts, and the comparison with a
 stored lowtail-fwd run."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def test_nearest_rank_is_percentile_disc():
     assert [sim.nearest_rank(values, q) for q in (0.0, 0.1, 0.15, 0.5, 0.99, 1.0)] == [1, 1, 2, 5, 10, 10]
 
 
-def test_staircases_of_the_seeds_batch_figure():
+def test_staircases_of_the_noms_2020_batch_figure():
     """Snort-like: 15 µs per packet, batch 32, 10 kpps in bursts of 1 … 64 packets back to
     back. Each burst leaves in steps: one latency per batch, 64 packets in two steps of 32."""
     cdfs = {}
@@ -39,13 +39,13 @@ def test_staircases_of_the_seeds_batch_figure():
     # A burst taken whole: every packet waits for the whole batch.
     assert cdfs[16] == {16 * 15_000: 64 * 200}
     assert cdfs[64] == {32 * 15_000: 32 * 200, 64 * 15_000: 32 * 200}
-    # Larger bursts, higher median: the blocking batch raises it (004 V-D).
+    # Larger bursts, higher median: the blocking batch raises it (NOMS 2020, §V-D).
     medians = [np.median(np.repeat(list(c), list(c.values()))) for c in (cdfs[b] for b in (1, 4, 16, 32, 64))]
     assert medians == sorted(medians)
 
 
 def test_small_batches_turn_the_staircase_into_a_line():
-    """004 Fig. 5b: with batch 4 a 64-packet burst leaves in 16 equal steps, a CDF that grows
+    """NOMS 2020, Fig. 5b: with batch 4 a 64-packet burst leaves in 16 equal steps, a CDF that grows
     linearly, and a lower median than with batch 32 (510 µs against 720 µs)."""
     spec = {"packets": 64 * 100, "rate_pps": 10_000, "burst": 64, "service": {"kind": "constant", "ns": 15_000}}
     lat4 = sim.run({**spec, "batch": 4}).latencies()
@@ -56,7 +56,7 @@ def test_small_batches_turn_the_staircase_into_a_line():
 
 def test_first_packets_of_a_spread_burst_leave_early():
     """Back-to-back on a real wire is 67 ns apart: the first poll finds one packet, so a few
-    packets of every burst have a low latency (the seeds' 'few packets with lower latency')."""
+    packets of every burst have a low latency (the URLLC studies' 'few packets with lower latency')."""
     o = sim.run(
         {
             "packets": 32 * 100,
