@@ -87,8 +87,7 @@ test-python: build
 
 test: lint test-rust test-python ## everything CI runs
 
-run: build ## the main job on its embedded defaults, ending in an HTML report
-	@echo "==> the default experiment (about 2 min: 9 runs on a namespace testbed)"
+run: build ## the default experiment, ending in a verdict per DuT, the report's link and what to type next
 	@scripts/demo.sh
 
 bench: build ## speed and memory against the baselines, figures printed side by side

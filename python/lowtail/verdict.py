@@ -69,6 +69,10 @@ class Verdict:
         value = lat.get(self.key)
         return FAIL_LATENCY if value is None or value >= self.budget_ns else PASS
 
+    def why_inconclusive(self) -> str:
+        """Why a run is inconclusive, in a few words: "under 100,000 packets after the warm-up"."""
+        return f"under {self.packets_needed:,} packets after the warm-up"
+
     def describe(self) -> str:
         """The budget in words: "99.999th percentile under 1.000 ms, no loss"."""
         loss = "no loss" if self.max_loss == 0 else f"at most {self.max_loss} lost"

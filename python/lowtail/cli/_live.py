@@ -53,20 +53,25 @@ _GUESSED_OVERHEAD_S = 2.5
 class SweepView:
     """The sweep's state, updated by the runner's progress callbacks and drawn by rich."""
 
-    def __init__(self, traffic_s: float, warmup_s: float, on_stored: Callable[[dict[str, Any]], Stored]):
-        self.traffic_s = traffic_s  # warm-up + measured time + drain of one run
-        self.warmup_s = warmup_s
+    def __init__(self, exp: Any, on_stored: Callable[[dict[str, Any]], Stored]):
+        self.exp = exp
+        self.warmup_s = exp.warmup_ns / 1e9
         self.on_stored = on_stored
         self.index = 0
         self.total = 0
+        self.planned: list[Any] = []
         self.combo: Any = None
         self.run_started = 0.0
         self.sample: Any = None
-        self.walls: list[float] = []
+        self.overheads: list[float] = []  # each finished run's wall time beyond its traffic
         self.finished: RenderableType | None = None
         self.last_line = ""
 
     # -- the runner's callbacks ------------------------------------------------------------
+
+    def plan(self, combos: list[Any]) -> None:
+        """The runs the sweep is about to measure, in order."""
+        self.planned = combos
 
     def start(self, i: int, n: int, combo: Any) -> None:
         """A run begins: its testbed is being built."""
@@ -80,19 +85,27 @@ class SweepView:
 
     def done(self, i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
         """A run is stored: its row joins the table."""
-        self.walls.append(time.monotonic() - self.run_started)
+        self.overheads.append(time.monotonic() - self.run_started - self.traffic_s(combo))
         stored = self.on_stored(run)
         self.finished, self.last_line = stored.table, stored.line
         self.combo, self.sample = None, None
 
     # -- drawing -----------------------------------------------------------------------------
 
+    def traffic_s(self, combo: Any) -> float:
+        """Seconds of traffic in a run of `combo`: warm-up and measured time (its own with
+        duration = "auto")."""
+        return (self.exp.warmup_ns + self.exp.measured_ns(combo.traffic)) / 1e9
+
     def eta_s(self) -> float:
-        """Seconds until the sweep ends: the runs left at the mean time a run took so far."""
-        per_run = sum(self.walls) / len(self.walls) if self.walls else self.traffic_s + _GUESSED_OVERHEAD_S
-        left_in_this_one = max(0.0, per_run - (time.monotonic() - self.run_started)) if self.combo else 0.0
-        runs_after_this = self.total - self.index - (1 if self.combo else 0)
-        return left_in_this_one + max(0, runs_after_this) * per_run
+        """Seconds until the sweep ends: each run left, its traffic time plus the mean time
+        setting up, draining and analysing took the runs so far."""
+        overhead = sum(self.overheads) / len(self.overheads) if self.overheads else _GUESSED_OVERHEAD_S
+        left = 0.0
+        if self.combo is not None:
+            left = max(0.0, self.traffic_s(self.combo) + overhead - (time.monotonic() - self.run_started))
+        after = self.planned[len(self.overheads) + (1 if self.combo is not None else 0) :]
+        return left + sum(self.traffic_s(c) + overhead for c in after)
 
     def headline(self) -> Text:
         """ "run 4 of 9 · fwd @ 50 kpps · traffic 3.2 of 6.2 s · sweep ends in about 1 min 10 s"."""
@@ -104,7 +117,7 @@ class SweepView:
             text.append(" · setting up the testbed")
         else:
             phase = " (warm-up)" if s.elapsed_s < self.warmup_s else ""
-            text.append(f" · traffic {s.elapsed_s:.0f} of {self.traffic_s:.0f} s{phase}")
+            text.append(f" · traffic {s.elapsed_s:.0f} of {self.traffic_s(c):.1f} s{phase}")
         text.append(f" · sweep ends in about {format_minutes(self.eta_s())}")
         return text
 
@@ -138,27 +151,25 @@ class SweepView:
 
 
 @contextmanager
-def sweep_progress(
-    mode: ViewMode, traffic_s: float, warmup_s: float, on_stored: Callable[[dict[str, Any]], Stored]
-) -> Iterator[Any]:
-    """The runner's `Progress`, drawing the live view (LIVE), logging a line per stored run
-    (LOG) or saying nothing (QUIET)."""
+def sweep_progress(mode: ViewMode, exp: Any, on_stored: Callable[[dict[str, Any]], Stored]) -> Iterator[Any]:
+    """The runner's `Progress` for a sweep of `exp`, drawing the live view (LIVE), logging a
+    line per stored run (LOG) or saying nothing (QUIET)."""
     from lowtail.experiment.runner import Progress
 
     if mode is ViewMode.QUIET:
         yield Progress()
         return
-    view = SweepView(traffic_s, warmup_s, on_stored)
+    view = SweepView(exp, on_stored)
     if mode is ViewMode.LOG:
 
         def logged(i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
             view.done(i, n, combo, run)
             note(f"[{i + 1}/{n}] {view.last_line}")
 
-        yield Progress(on_start=view.start, on_live=view.live, on_done=logged)
+        yield Progress(on_plan=view.plan, on_start=view.start, on_live=view.live, on_done=logged)
         return
     from rich.live import Live
 
     # Transient: the final table, printed after, takes its place.
     with Live(view, console=out, refresh_per_second=4, transient=True, redirect_stderr=True):
-        yield Progress(on_start=view.start, on_live=view.live, on_done=view.done)
+        yield Progress(on_plan=view.plan, on_start=view.start, on_live=view.live, on_done=view.done)

@@ -20,7 +20,7 @@ from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, warn
 from lowtail.units import format_count, format_ns, format_rate
-from lowtail.verdict import PASS
+from lowtail.verdict import INCONCLUSIVE, PASS
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
@@ -88,7 +88,10 @@ def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
         if list(outcomes) == [PASS]:
             summary = f"PASS at every rate ({', '.join(outcomes[PASS])})"
         else:
-            summary = "; ".join(f"{outcome} at {', '.join(rates)}" for outcome, rates in outcomes.items())
+            summary = "; ".join(
+                f"{outcome}{f' ({verdict.why_inconclusive()})' if outcome == INCONCLUSIVE else ''} at {', '.join(rates)}"
+                for outcome, rates in outcomes.items()
+            )
         lines.append(f"{name:<{width}}  {summary}")
     return lines
 
@@ -100,9 +103,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 
     check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
-    traffic_s, warmup_s = (exp.warmup_ns + exp.duration_ns) / 1e9, exp.warmup_ns / 1e9
     with open_store(db) as store, _sigterm_interrupts():
-        with sweep_progress(view_mode(json_out), traffic_s, warmup_s, _stored_runs_view(store, exp)) as progress:
+        with sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)) as progress:
             result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
         experiment = runstore.experiment(store, result.experiment_id)
         rows = runstore.runs(store, result.experiment_id)

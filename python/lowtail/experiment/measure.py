@@ -61,7 +61,7 @@ class Outcome:
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
     """Frames the generator sends in one run: warm-up and measured time at the run's rate."""
-    return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.duration_ns) / 1e9)
+    return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.measured_ns(combo.traffic)) / 1e9)
 
 
 def measure(

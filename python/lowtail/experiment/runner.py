@@ -40,9 +40,11 @@ _DISK_MARGIN_BYTES = 64 << 20
 
 @dataclass
 class Progress:
-    """What the runner tells its caller: a run started, its running figures (about once a
-    second while its traffic flows), the run stored (with its id and analysis)."""
+    """What the runner tells its caller: the runs it is about to measure, a run started, its
+    running figures (about once a second while its traffic flows), the run stored (with its
+    id and analysis)."""
 
+    on_plan: Callable[[list[Combination]], None] = lambda combos: None
     on_start: Callable[[int, int, Combination], None] = lambda i, n, c: None
     on_live: Callable[[LiveSample], None] = lambda sample: None
     on_done: Callable[[int, int, Combination, dict[str, Any]], None] = lambda i, n, c, r: None
@@ -87,6 +89,7 @@ def run_experiment(
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
+    progress.on_plan([combo for _, combo in todo])
     try:
         for n, (index, combo) in enumerate(todo):
             progress.on_start(n, len(todo), combo)
@@ -178,7 +181,7 @@ def _run_one(
         "frame_size": t.frame_size,
         "burst": t.burst,
         "repetition": combo.repetition,
-        "duration_ns": exp.duration_ns,
+        "duration_ns": exp.measured_ns(t),
         "warmup_ns": exp.warmup_ns,
         "started_at": outcome.started_at,
         "finished_at": outcome.finished_at,
