@@ -158,6 +158,24 @@ def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
     )
 
 
+def test_cli_simulate_exports_csv_as_it_exports_parquet(cli, tmp_path):
+    import csv
+
+    import pyarrow.parquet as pq
+
+    args = ["model", "simulate", "--rate", "50000", "--service", "5us", "--packets", "5000", "--no-store", "--export"]
+    parquet, table_csv = tmp_path / "sim.parquet", tmp_path / "sim.csv"
+    assert cli(*args, parquet).code == 0
+    r = cli(*args, table_csv)
+    assert r.code == 0, r.err
+    assert f"wrote {table_csv}" in r.err and not list(tmp_path.glob(".*"))
+    t = pq.read_table(parquet)
+    with open(table_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == t.column_names and len(rows) == t.num_rows
+    assert [int(rows[-1][k]) for k in t.column_names] == [t.column(k)[-1].as_py() for k in t.column_names]
+
+
 def test_cli_simulate_grid_and_table(cli, db):
     r = cli(
         "model",
