@@ -11,7 +11,7 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 echo "==> the default experiment: 9 runs (a plain wire, the kernel's forwarder, lowtail's) at 20, 50, 100 kpps,"
-echo "    each long enough for its 99.999th percentile; about 2 min"
+echo "    each long enough for its 99.999th percentile; 1-2 min"
 mkdir -p reports
 # Exit 3 means some runs are invalid (the table and the report say which and why): still a report.
 status=0

@@ -15,6 +15,11 @@ mkdir -p "$(dirname "$log")"
 elapsed() { local s=$(( $(date +%s) - start )); printf '%d:%02d' $((s / 60)) $((s % 60)); }
 latest() { tail -c 4096 "$log" 2>/dev/null | tr '\r' '\n' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' | grep -v '^[[:space:]]*$' | tail -n 1 | cut -c 1-"$1"; }
 
+# Cargo (and maturin, which runs it) draws its progress bar into the log as well:
+# "Building [=====>   ] 21/60: lowtail-net, lowtail-py", the crates in flight, is then the
+# latest line during a long compile, not the last "Compiling …" printed minutes before.
+export CARGO_TERM_PROGRESS_WHEN=always CARGO_TERM_PROGRESS_WIDTH=100
+
 echo "==> $title${expect:+ ($expect)}"
 start=$(date +%s)
 "$@" >"$log" 2>&1 &

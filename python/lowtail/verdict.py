@@ -18,8 +18,8 @@ from lowtail.units import format_ns, parse_duration_ns
 SETTINGS = ("percentile", "budget", "max_loss")
 
 # What a run can be judged, in the order the checks are made.
-FLOOR = "floor"
 INVALID = "INVALID"
+FLOOR = "floor"
 FAIL_LOSS = "FAIL: loss"
 INCONCLUSIVE = "inconclusive"
 FAIL_LATENCY = "FAIL: latency"
@@ -54,13 +54,13 @@ class Verdict:
         return round(1 / (1 - self.percentile / 100))
 
     def judge(self, run: dict[str, Any]) -> str:
-        """A stored run (with its analysis figures) against the budget: floor (calibration),
-        INVALID, FAIL: loss, inconclusive (fewer packets than the percentile needs),
-        FAIL: latency, or PASS."""
-        if run["calibration"]:
-            return FLOOR
+        """A stored run (with its analysis figures) against the budget: INVALID (a calibration
+        run too: it is no floor then), floor (calibration), FAIL: loss, inconclusive (fewer
+        packets than the percentile needs), FAIL: latency, or PASS."""
         if not run["valid"] or run.get("analysis_id") is None:
             return INVALID
+        if run["calibration"]:
+            return FLOOR
         if run["lost"] is not None and run["lost"] > self.max_loss:
             return FAIL_LOSS
         lat = (run.get("figures") or {}).get("latency_ns") or {}

@@ -255,7 +255,13 @@ def test_cli_knee_on_a_stored_sweep_with_r_max(cli, db, store_at, tmp_path):
 
 def test_cli_knee_bad_experiment(cli, db, store_at):
     with store_at() as s:
+        pass
+    r = cli("model", "knee", "--db", db)
+    assert r.code == 2 and "holds no experiments yet" in r.err
+    with store_at() as s:
         add_experiment(s)
+    r = cli("model", "knee", "latest", "--db", db)  # the one just stored
+    assert r.code == 2 and "no valid analysed runs" in r.err
     r = cli("model", "knee", "999", "--db", db)
     assert r.code == 2 and "no experiment with id 999" in r.err
     r = cli("model", "knee", "1", "--db", db)

@@ -174,7 +174,9 @@ def overload(
     "rate), and put the predicted R_max beside it in the latency-versus-rate plot."
 )
 def knee(
-    experiment: int = typer.Argument(..., help="Experiment id (see `lowtail list` / the runs table)."),
+    experiment_ref: str = typer.Argument(
+        "latest", metavar="EXPERIMENT", help="Experiment id or 'latest' (see `lowtail experiment list`)."
+    ),
     dut: str | None = typer.Option(None, help="Only this DuT of the experiment [default: each]."),
     loss_limit: float = typer.Option(1.0, min=0.0, help="Loss in percent above which a run is overloaded."),
     growth: float = typer.Option(
@@ -197,7 +199,10 @@ def knee(
 
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store): reports show stored results")
+    from lowtail.store.runs import experiment as stored_experiment
+
     with _store(db) as s:
+        experiment = stored_experiment(s, experiment_ref)["experiment_id"]
         docs = sweep_knees(s, experiment, dut, loss_limit, growth, r_max, save=store)
     if plot:
         for doc in docs:
