@@ -253,15 +253,25 @@ def test_cli_knee_on_a_stored_sweep_with_r_max(cli, db, store_at, tmp_path):
     assert "R_max" in html and "90 kpps" in html and "data:image/png;base64" in html
 
 
-def test_cli_knee_bad_experiment(cli, db, store_at):
+def test_cli_knee_latest_is_the_newest_sweep_of_a_dut_not_a_calibration(cli, db, store_at):
     with store_at() as s:
+        eid = _stored_sweep(s)
+        wire_only = add_experiment(s, "calibration")  # what `lowtail calibrate` stores
+        aid = add_analysis(s, sent=100_000, lost=0, p50=3_000, p99=4_000)
+        add_run(s, wire_only, dut_name="wire", dut_kind="wire", analysis_id=aid)
+        s.con.execute("UPDATE runs SET calibration = true WHERE experiment_id = ?", [wire_only])
+    r = cli("model", "knee", "--db", db, "--json", "--no-store")
+    assert r.code == 0, r.err
+    assert {doc["experiment_id"] for doc in r.json()} == {eid} and eid < wire_only
+
+
+def test_cli_knee_bad_experiment(cli, db, store_at):
+    with store_at():  # an empty database
         pass
     r = cli("model", "knee", "--db", db)
-    assert r.code == 2 and "holds no experiments yet" in r.err
+    assert r.code == 2 and "holds no experiment with a valid run of a DuT" in r.err
     with store_at() as s:
         add_experiment(s)
-    r = cli("model", "knee", "latest", "--db", db)  # the one just stored
-    assert r.code == 2 and "no valid analysed runs" in r.err
     r = cli("model", "knee", "999", "--db", db)
     assert r.code == 2 and "no experiment with id 999" in r.err
     r = cli("model", "knee", "1", "--db", db)

@@ -175,7 +175,9 @@ def overload(
 )
 def knee(
     experiment_ref: str = typer.Argument(
-        "latest", metavar="EXPERIMENT", help="Experiment id or 'latest' (see `lowtail experiment list`)."
+        "latest",
+        metavar="EXPERIMENT",
+        help="Experiment id, or 'latest': the newest with a valid run of a DuT (see `lowtail experiment list`).",
     ),
     dut: str | None = typer.Option(None, help="Only this DuT of the experiment [default: each]."),
     loss_limit: float = typer.Option(1.0, min=0.0, help="Loss in percent above which a run is overloaded."),
@@ -199,10 +201,13 @@ def knee(
 
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store): reports show stored results")
-    from lowtail.store.runs import experiment as stored_experiment
+    from lowtail.store import runs as runstore
 
     with _store(db) as s:
-        experiment = stored_experiment(s, experiment_ref)["experiment_id"]
+        if experiment_ref == "latest":
+            experiment = runstore.latest_swept_experiment(s)
+        else:
+            experiment = runstore.experiment(s, experiment_ref)["experiment_id"]
         docs = sweep_knees(s, experiment, dut, loss_limit, growth, r_max, save=store)
     if plot:
         for doc in docs:
