@@ -33,8 +33,10 @@ $(STAMPS)/apt: scripts/ensure-apt.sh Makefile | $(STAMPS)
 
 $(STAMPS)/venv: pyproject.toml scripts/pydeps.py | $(STAMPS)
 	@$(PHASE) $(STAMPS)/venv.log "[2/4] Python packages into $(VENV)" "first build: about 1.5 min" -- \
-	  sh -c 'set -e; test -x $(PY) || python3 -m venv $(VENV); \
+	  sh -c 'set -e; test -x $(PY) || { echo "creating the virtual environment $(VENV)"; python3 -m venv $(VENV); }; \
+	    echo "pip and maturin: checking for newer versions"; \
 	    $(PY) -m pip install --progress-bar off --disable-pip-version-check --upgrade pip "maturin>=1.5,<2"; \
+	    echo "the packages of pyproject.toml: resolving"; \
 	    $(PY) -m pip install --progress-bar off --disable-pip-version-check $$(python3 scripts/pydeps.py test)'
 	@touch $@
 
