@@ -20,14 +20,21 @@ APT_TEST    := openssh-server tcpdump
 APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
 PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.sql' 2>/dev/null)
+# Every long phase says what it does, how long a first build takes (measured on a 2-core
+# machine), and shows a heartbeat with its latest output line; its output is in .build/*.log.
+PHASE := scripts/phase.sh
+# `make install` links the command here: /usr/local/bin for root (on sudo's PATH), else ~/.local/bin.
+BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
+COMPLETIONS ?= $(if $(filter 0,$(shell id -u)),/usr/local/share,$(HOME)/.local/share)
 
-.PHONY: build deps test test-rust test-python lint run bench clean fuzz
+.PHONY: build deps test test-rust test-python lint run bench clean fuzz install
 
 $(STAMPS):
 	@mkdir -p $(STAMPS)
 
 $(STAMPS)/apt: scripts/ensure-apt.sh Makefile | $(STAMPS)
-	@scripts/ensure-apt.sh $(APT_RUNTIME)
+	@$(PHASE) $(STAMPS)/apt.log "[1/4] Debian packages: checking (and installing what is missing)" \
+	  "a second when present; a first install downloads ~300 MB: minutes" -- scripts/ensure-apt.sh $(APT_RUNTIME)
 	@touch $@
 
 $(STAMPS)/apt-test: scripts/ensure-apt.sh Makefile | $(STAMPS)
@@ -35,20 +42,24 @@ $(STAMPS)/apt-test: scripts/ensure-apt.sh Makefile | $(STAMPS)
 	@touch $@
 
 $(STAMPS)/venv: pyproject.toml scripts/pydeps.py | $(STAMPS)
-	@test -x $(PY) || python3 -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check --upgrade pip "maturin>=1.5,<2"
-	@$(PY) -m pip install -q --disable-pip-version-check $$(python3 scripts/pydeps.py test)
+	@$(PHASE) $(STAMPS)/venv.log "[2/4] Python packages into $(VENV)" "first build: about 1.5 min" -- \
+	  sh -c 'set -e; test -x $(PY) || { echo "creating the virtual environment $(VENV)"; python3 -m venv $(VENV); }; \
+	    echo "pip and maturin: checking for newer versions"; \
+	    $(PY) -m pip install --progress-bar off --disable-pip-version-check --upgrade pip "maturin>=1.5,<2"; \
+	    echo "the packages of pyproject.toml: resolving"; \
+	    $(PY) -m pip install --progress-bar off --disable-pip-version-check $$(python3 scripts/pydeps.py test)'
 	@touch $@
 
 # The extension module, installed editable into the venv (Python edits need no rebuild).
 $(STAMPS)/native: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
-	@VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet > $(STAMPS)/maturin.log 2>&1 \
-	  || { cat $(STAMPS)/maturin.log; exit 1; }
+	@$(PHASE) $(STAMPS)/maturin.log "[3/4] native module lowtail._native (Rust, release build)" \
+	  "first build: about 4 min on 2 cores" -- env VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release
 	@touch $@
 
 # The native programs (lowtail-gen, lowtail-fwd, lowtail-noise, ...) go beside the command.
 $(STAMPS)/bins: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
-	@cargo build --release --workspace --bins --quiet
+	@$(PHASE) $(STAMPS)/bins.log "[4/4] native programs lowtail-gen, -cap, -fwd, -noise" \
+	  "first build: about 1 min more" -- cargo build --release --workspace --bins
 	@bins=$$(find target/release -maxdepth 1 -type f -perm -u+x -name 'lowtail-*'); \
 	  if [ -n "$$bins" ]; then install -m 755 $$bins $(VENV)/bin/; fi
 	@touch $@
@@ -56,16 +67,31 @@ $(STAMPS)/bins: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
 deps: $(STAMPS)/apt $(STAMPS)/venv
 
 build: deps $(STAMPS)/native $(STAMPS)/bins ## venv, native module and programs; the command is .venv/bin/lowtail
+	@echo "built: $(VENV)/bin/lowtail $$($(VENV)/bin/lowtail --version | head -n 1 | cut -d' ' -f2-) (make install puts it on PATH)"
+
+# The command (and the native programs beside it, which it finds there) on PATH, with
+# shell completion for bash and fish (zsh: see README).
+install: build
+	@mkdir -p $(BINDIR) $(COMPLETIONS)/bash-completion/completions
+	@ln -sf $(abspath $(VENV))/bin/lowtail $(BINDIR)/lowtail
+	@$(VENV)/bin/lowtail completion bash > $(COMPLETIONS)/bash-completion/completions/lowtail
+	@if [ -d $(COMPLETIONS)/fish ] || command -v fish >/dev/null; then mkdir -p $(COMPLETIONS)/fish/vendor_completions.d; \
+	  $(VENV)/bin/lowtail completion fish > $(COMPLETIONS)/fish/vendor_completions.d/lowtail.fish; fi
+	@echo "installed $(BINDIR)/lowtail -> $(abspath $(VENV))/bin/lowtail, bash completion in $(COMPLETIONS)/bash-completion/completions"
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "note: $(BINDIR) is not on your PATH: add it (export PATH=\"$(BINDIR):\$$PATH\")";; esac
 
 # Formatters and linters: the tree as committed must pass them (CI fails on drift).
 lint: $(STAMPS)/venv
 	cargo fmt --all --check
 	cd fuzz && cargo fmt --check
-	cargo clippy --workspace --all-targets --quiet -- -D warnings
+	@$(PHASE) $(STAMPS)/clippy.log "clippy over every crate and test" "first time: about 3 min, then seconds" -- \
+	  cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .
 
 test-rust: deps
+	@$(PHASE) $(STAMPS)/cargo-test-build.log "compiling the Rust tests" "first time: about 3 min, then seconds" -- \
+	  cargo test --workspace --exclude lowtail-py --no-run
 	cargo test --workspace --exclude lowtail-py --quiet
 
 test-python: build $(STAMPS)/apt-test
@@ -73,7 +99,7 @@ test-python: build $(STAMPS)/apt-test
 
 test: lint test-rust test-python ## everything CI runs
 
-run: build ## the main job on its embedded defaults, ending in an HTML report
+run: build ## the default experiment, ending in a verdict per DuT, the report's link and what to type next
 	@scripts/demo.sh
 
 bench: build ## speed and memory against the baselines, figures printed side by side

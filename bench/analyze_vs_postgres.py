@@ -1,4 +1,4 @@
-"""`make bench`: `lowtail analyze` against the seed studies' PostgreSQL pipeline.
+"""`make bench`: `lowtail analyze` against the URLLC studies' PostgreSQL pipeline.
 
 One generated capture pair, three contestants, each run as whole processes and repeated:
 

@@ -1,5 +1,5 @@
 """How `lowtail model evt` scales: a series of N samples (default 170 million, 1 Mpps for
-170 s as in the seeds) is written once in row groups, then modelled; wall time and the
+170 s as in the URLLC studies) is written once in row groups, then modelled; wall time and the
 process's peak resident memory are printed.
 
     .venv/bin/python bench/evt_scale.py [--samples 170000000] [--path bench/out/evt-170m.parquet]

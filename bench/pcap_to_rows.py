@@ -1,6 +1,6 @@
 """The baseline's parser: one capture in, one PostgreSQL COPY row per test packet out.
 
-This is how the seed studies turned captures into database rows: a Python packet library
+This is how the URLLC studies turned captures into database rows: a Python packet library
 decodes every frame, and the packet id and timestamp become a row. We use dpkt because it
 is the fastest of the widely used pure-Python packet libraries (scapy and pyshark are one
 to two orders of magnitude slower per packet), it decodes Ethernet, 802.1Q, IPv4, IPv6

@@ -1,4 +1,4 @@
-"""The seed studies' pipeline, rebuilt as lowtail's baseline: captures → rows (dpkt) →
+"""The URLLC studies' pipeline, rebuilt as lowtail's baseline: captures → rows (dpkt) →
 PostgreSQL (COPY) → figures (SQL).
 
 `TempPostgres` runs a private PostgreSQL server from Debian's packages in a temporary

@@ -1,5 +1,5 @@
 """Fixture sysroots for the host tests: a directory tree shaped like /proc and /sys of a
-4-CPU Intel server, either left as installed ("untuned") or tuned as the seeds tune
+4-CPU Intel server, either left as installed ("untuned") or tuned as the URLLC studies tune
 theirs ("tuned"). Nothing here touches the live host."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ TUNED_CMDLINE = (
     "intel_pstate=disable tsc=reliable mce=ignore_ce audit=0 nmi_watchdog=0 skew_tick=1 nosoftlockup nosmt"
 )
 # What a distribution installs, plus two mistakes: isolation of one core only, nohz_full on
-# a kernel without CONFIG_NO_HZ_FULL, and the seeds' misspelling of rcu_nocb_poll.
+# a kernel without CONFIG_NO_HZ_FULL, and the URLLC studies' misspelling of rcu_nocb_poll.
 UNTUNED_CMDLINE = "BOOT_IMAGE=/vmlinuz-6.1.0 root=/dev/sda1 ro quiet isolcpus=1 nohz_full=1-3 rcu_nocbs_poll"
 
 IRQS = {  # irq: (chip, hwirq, device)

@@ -81,7 +81,7 @@ def test_untuned_host_fails_each_check_with_what_it_saw(untuned, check_id):
     status, fragment = UNTUNED[check_id]
     assert c.status == status, c
     assert fragment in c.observed, c.observed
-    assert c.why  # every check says which effect in the seeds it guards against
+    assert c.why  # every check says which effect in the URLLC studies it guards against
     if status != "pass":
         assert c.remedy, f"{check_id} fails without a remedy"
 
@@ -192,7 +192,7 @@ def test_a_directory_that_is_not_a_sysroot(tmp_path, capsys):
     assert code == 2 and "no such directory" in err
 
 
-def test_plan_writes_the_seeds_parameters_and_keeps_the_grub_line(untuned, capsys):
+def test_plan_writes_the_papers_parameters_and_keeps_the_grub_line(untuned, capsys):
     code, out, err = cli(
         capsys, "host", "plan", "--sysroot", untuned, "--housekeeping", "0", "--isolated", "1-3", "--json"
     )

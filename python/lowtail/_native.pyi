@@ -28,6 +28,9 @@ __all__ = [
     "CancelledError",
     "InternalError",
     "__version__",
+    "BUILD_COMMIT",
+    "BUILD_PROFILE",
+    "LONG_VERSION",
     "AnalyzeOptions",
     "Analyzer",
     "synth_pair",
@@ -43,6 +46,12 @@ __all__ = [
 ]
 
 __version__: str
+BUILD_COMMIT: str
+"""The git commit the module was built from (10 hex digits), or "unknown"."""
+BUILD_PROFILE: str
+"""Cargo's build profile: "release" or "debug"."""
+LONG_VERSION: str
+""""0.1.0 (commit …, release build)": what the native programs' --version print after their name."""
 
 # -- errors: one class per kind; `errno` is set when the operating system said why -----
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail._native import SERIES_COLUMNS
+from lowtail.errors import UserError
 
 COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
 # The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
@@ -25,6 +26,44 @@ def arrow_schema() -> Any:
 def columns_text() -> str:
     """The columns as help texts and messages name them: "id, pre_ts_ns, post_ts_ns, latency_ns"."""
     return ", ".join(COLUMNS)
+
+
+# The files an exported series can be: Parquet (written directly) or CSV (converted from it).
+EXPORT_FORMATS = (".parquet", ".csv")
+
+
+def check_export_path(path: Path, option: str = "--export") -> None:
+    """A UserError unless `path` names a format a series can be exported to."""
+    if path.suffix.lower() not in EXPORT_FORMATS:
+        raise UserError(f"{option} {path}: the file name must end in .parquet or .csv")
+
+
+def parquet_path_for(path: Path) -> Path:
+    """Where the Parquet writer writes so that `path` ends up as asked: `path` itself, or
+    for CSV a hidden Parquet file beside it that `finish_export` converts."""
+    return path if path.suffix.lower() == ".parquet" else path.with_name(f".{path.name}.parquet.partial")
+
+
+def finish_export(path: Path) -> None:
+    """Turn the Parquet file written for a CSV export into the CSV (streamed in row
+    groups, written atomically), and remove it."""
+    if path.suffix.lower() == ".parquet":
+        return
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    source, tmp = parquet_path_for(path), path.with_name(f".{path.name}.partial")
+    try:
+        parquet = pq.ParquetFile(source)
+        with pcsv.CSVWriter(tmp, parquet.schema_arrow) as writer:
+            for batch in parquet.iter_batches():
+                writer.write_batch(batch)
+        tmp.replace(path)
+    except OSError as e:
+        raise UserError(f"--export {path}: cannot write it ({e.strerror or e})") from e
+    finally:
+        source.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
 
 
 def write_series(path: Path, ids: Any, pre_ts_ns: Any, post_ts_ns: Any) -> None:

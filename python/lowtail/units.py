@@ -59,9 +59,14 @@ def format_ns(ns: float | int | None, digits: int = 3) -> str:
     return f"{ns / 1e9:.{digits}f} s"
 
 
-def format_us(ns: float | int | None, digits: int = 3) -> str:
-    """Nanoseconds as microseconds (the unit tables of latency figures use)."""
-    return "–" if ns is None else f"{ns / 1e3:.{digits}f} µs"
+def format_minutes(seconds: float) -> str:
+    """A wait as people say it: "45 s", "2 min 05 s", "1 h 02 min"."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
 def format_rate(pps: float) -> str:

@@ -139,11 +139,12 @@ class Verdict:
     def judge(self, run: dict[str, Any]) -> Judgement:
         """A stored run (with its analysis figures) against the budget."""
         degraded = tuple(run.get("degraded_reasons") or ())
-        if run["calibration"]:
-            return Judgement(Status.FLOOR, "calibration: the same traffic over a plain wire, the testbed's floor")
+        # An invalid calibration run is no floor either: it is judged INVALID first.
         if not run["valid"] or run.get("analysis_id") is None:
             reasons = "; ".join(run.get("invalid_reasons") or []) or "the run has no analysis"
             return Judgement(Status.INVALID, f"not to be trusted: {reasons}", degraded=degraded)
+        if run["calibration"]:
+            return Judgement(Status.FLOOR, "calibration: the same traffic over a plain wire, the testbed's floor")
         lat = (run.get("figures") or {}).get("latency_ns") or {}
         samples = int(lat.get("samples") or 0)
         value = lat.get(self.key)
@@ -192,6 +193,10 @@ class Verdict:
         return Judgement(
             Status.PASS, f"{name} is {format_ns(value)}, under {bound} ({samples:,} packets, {loss})", **figures
         )
+
+    def why_inconclusive(self) -> str:
+        """Why a run is inconclusive, in a few words: "under 100,000 packets after the warm-up"."""
+        return f"under {self.packets_needed:,} packets after the warm-up"
 
     def describe(self) -> str:
         """The budget in words: "99.999th percentile under 1.000 ms, no loss"."""

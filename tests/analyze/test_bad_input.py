@@ -256,7 +256,7 @@ def test_trim_longer_than_the_capture(tmp_path, good):
     "args,needle",
     [
         (["--id-width", "3"], "--id-width"),
-        (["--export", "series.csv"], ".parquet"),
+        (["--export", "series.xlsx"], ".parquet or .csv"),
         (["--max-latency", "soon"], "duration"),
         (["--trim", "-1"], "--trim"),
         (["--id-endian", "middle"], "--id-endian"),

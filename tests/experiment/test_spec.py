@@ -89,6 +89,42 @@ def test_the_embedded_default_parses():
     assert len(exp.traffic) >= 2
 
 
+def test_every_run_of_the_default_has_enough_packets_for_its_verdict_and_the_sweep_stays_short():
+    exp = spec.load(None)
+    assert exp.duration_ns is None  # "auto": each run decides its own
+    for point in exp.traffic:
+        measured = point.rate_pps * exp.measured_ns(point) // 1_000_000_000
+        assert measured >= exp.verdict.packets_needed, (point.rate_pps, measured, exp.verdict.packets_needed)
+    # `make run` must stay well under ten minutes: traffic alone, before set-up and analysis.
+    traffic_s = sum(exp.traffic_ns(c.traffic) for c in exp.combinations()) / 1e9
+    assert traffic_s <= 90, traffic_s
+
+
+def test_auto_duration_is_enough_for_the_judged_percentile_at_each_rate_and_no_more():
+    exp = spec.parse(
+        '[experiment]\nduration = "auto"\n[traffic]\nrates = [1000, 20000, 100000, 3000000]\n'
+        "[verdict]\npercentile = 99.99\n",
+        "exp.toml",
+    )
+    needed = exp.verdict.packets_needed
+    assert needed == 10_000
+    for point in exp.traffic:
+        ns = exp.measured_ns(point)
+        packets = point.rate_pps * ns / 1e9
+        # enough with the margin to spare, and at most one step of rounding more
+        assert packets >= needed * spec.AUTO_MARGIN, (point.rate_pps, ns)
+        assert (
+            ns == spec.MIN_DURATION_NS or packets < needed * spec.AUTO_MARGIN + point.rate_pps * spec.AUTO_STEP_NS / 1e9
+        )
+    assert exp.measured_ns(exp.traffic[0]) == 11 * 10**9  # 10,000 packets + 10 % at 1 kpps
+    assert exp.measured_ns(exp.traffic[-1]) == spec.MIN_DURATION_NS  # 3 Mpps: a floor, not 4 ms
+
+
+def test_a_fixed_duration_applies_to_every_rate():
+    exp = spec.parse(ISSUE_EXAMPLE, "exp.toml")
+    assert {exp.measured_ns(t) for t in exp.traffic} == {5 * 10**9}
+
+
 @pytest.mark.parametrize(
     "text, expected",
     [

@@ -111,6 +111,7 @@ def test_the_verdict_follows_budget_percentile_loss_and_validity(stored):
     with open_store(db, read_only=True) as store:
         wire, fwd, lossy, broken = runstore.runs(store, eid)
     assert verdict_of(wire, Verdict())[0] == "floor"
+    assert verdict_of({**wire, "valid": False}, Verdict())[0] == "INVALID"  # no floor then
     assert verdict_of(fwd, Verdict(99, 100_000, 0)) == ("PASS", "pass")
     assert verdict_of(fwd, Verdict(99, 40_000, 0))[0] == "FAIL: latency"  # at the budget is not under it
     assert verdict_of(fwd, Verdict())[0] == "inconclusive"  # 20,000 packets cannot show a 99.999th percentile

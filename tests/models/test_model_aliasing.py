@@ -1,4 +1,4 @@
-"""Interrupt/traffic aliasing: the seeds' 250 Hz against 10 kpps pattern, its period as
+"""Interrupt/traffic aliasing: the URLLC studies' 250 Hz against 10 kpps pattern, its period as
 the beat frequency predicts, and the overlay on a real (synthetic-capture) run."""
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ def test_pattern_repeats_with_the_beat_period(rate, period_s):
     assert np.median(np.diff(starts)) == pytest.approx(period_s, rel=0.01)
 
 
-def test_seeds_parameters_give_two_regular_sawtooth_lines():
-    """250 Hz interrupts of 5.5/8.2 µs against 10 kpps (000 V-B, 004 V-C): every delayed packet
+def test_the_papers_parameters_give_two_regular_sawtooth_lines():
+    """250 Hz interrupts of 5.5/8.2 µs against 10 kpps (Commun. Mag. 2020, §V-B; NOMS 2020, §V-C): every delayed packet
     lies on one of two lines, starting at base + 5.5 µs and base + 8.2 µs, falling linearly."""
     spec = al.AliasingSpec(rate_pps=10_000.5, duration_s=30.0)
     doc = al.simulate(spec)

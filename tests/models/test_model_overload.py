@@ -1,4 +1,4 @@
-"""The overload model against the seeds' numbers (004, Tables II, IV, V), the knee of a
+"""The overload model against the URLLC studies' numbers (NOMS 2020, Tables II, IV, V), the knee of a
 stored sweep, and the CLI around both."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from lowtail.errors import UserError
 from lowtail.models.knee import SweepPoint, find_knee
 from lowtail.models.overload import InterruptLoad, overload_model, parse_interrupt
 
-# 004, Table II: medians at 10 kpps (µs) of the bare forwarder (DPDK-l2fwd) and the applications,
+# NOMS 2020, Table II: medians at 10 kpps (µs) of the bare forwarder (DPDK-l2fwd) and the applications,
 # and the last rate without overload / first overloaded rate (kpps).
 TABLE_II = {
     ("Snort-fwd", "HW"): {"base": 3.1, "e2e": 14.5, "last_ok": 80, "overloaded": 90},
@@ -20,12 +20,12 @@ TABLE_II = {
     ("Snort-filter", "HW"): {"base": 3.1, "e2e": 17.4, "last_ok": 60, "overloaded": 70},
     ("Snort-filter", "VM"): {"base": 3.3, "e2e": 18.4, "last_ok": 60, "overloaded": 70},
 }
-# 004, Table V: interrupts on the processing core (rate Hz, duration µs) and d_Σ (µs per s).
+# NOMS 2020, Table V: interrupts on the processing core (rate Hz, duration µs) and d_Σ (µs per s).
 TABLE_V = {
     "HW": ([(166.7, 10.9), (83.3, 13.6)], 2949.9),
     "VM": ([(166.7, 17.5), (83.3, 19.2), (250.0, 17.5)], 8891.6),
 }
-# 004, Table IV: t_CPU (µs) and R_max (kpps).
+# NOMS 2020, Table IV: t_CPU (µs) and R_max (kpps).
 TABLE_IV = {
     ("Snort-fwd", "HW"): (11.4, 87.4),
     ("Snort-fwd", "VM"): (12.6, 78.7),
@@ -49,7 +49,7 @@ def test_table_iv_follows_from_tables_ii_and_v(scenario):
 
 @pytest.mark.parametrize("scenario", sorted(TABLE_IV))
 def test_r_max_is_a_lower_bound_of_the_measured_overload(scenario):
-    """The seeds' conclusion: R_max predicts the overload in three of four scenarios and
+    """The URLLC studies' conclusion: R_max predicts the overload in three of four scenarios and
     is never above the first overloaded rate."""
     measured = TABLE_II[scenario]
     irqs, _ = TABLE_V[scenario[1]]
@@ -139,7 +139,7 @@ def test_cli_overload_bad_input(cli, db, args, message):
 
 # -- the knee ------------------------------------------------------------------------------
 
-# 004, Table II, Snort-fwd (HW): loss and percentiles (µs) at three rates; the sweep adds the
+# NOMS 2020, Table II, Snort-fwd (HW): loss and percentiles (µs) at three rates; the sweep adds the
 # flat rates in between as the paper describes them.
 SNORT_FWD_HW = [
     (10_000, 0.0, 14.5, 24.7, 33.1),
@@ -168,7 +168,7 @@ def _sweep_points():
     ]
 
 
-def test_knee_of_the_seeds_sweep():
+def test_knee_of_the_noms_2020_sweep():
     knee = find_knee(_sweep_points())
     assert knee["knee_pps"] == 90_000 and knee["last_ok_pps"] == 80_000
     by_rate = {r["rate_pps"]: r for r in knee["rates"]}
@@ -255,7 +255,23 @@ def test_cli_knee_on_a_stored_sweep_with_r_max(cli, db, store_at, tmp_path):
     assert "R_max" in html and "90 kpps" in html and "data:image/png;base64" in html
 
 
+def test_cli_knee_latest_is_the_newest_sweep_of_a_dut_not_a_calibration(cli, db, store_at):
+    with store_at() as s:
+        eid = _stored_sweep(s)
+        wire_only = add_experiment(s, "calibration")  # what `lowtail calibrate` stores
+        aid = add_analysis(s, sent=100_000, lost=0, p50=3_000, p99=4_000)
+        add_run(s, wire_only, dut_name="wire", dut_kind="wire", analysis_id=aid)
+        s.con.execute("UPDATE runs SET calibration = true WHERE experiment_id = ?", [wire_only])
+    r = cli("model", "knee", "--db", db, "--json", "--no-store")
+    assert r.code == 0, r.err
+    assert {doc["experiment_id"] for doc in r.json()} == {eid} and eid < wire_only
+
+
 def test_cli_knee_bad_experiment(cli, db, store_at):
+    with store_at():  # an empty database
+        pass
+    r = cli("model", "knee", "--db", db)
+    assert r.code == 2 and "holds no experiment with a valid run of a DuT" in r.err
     with store_at() as s:
         add_experiment(s)
     r = cli("model", "knee", "999", "--db", db)

@@ -1,5 +1,5 @@
-"""The device simulation from Python and the CLI: exact percentiles, the seeds' batch
-staircases (004, V-D), drops at capacity, the knee it predicts, and the comparison with a
+"""The device simulation from Python and the CLI: exact percentiles, the URLLC studies' batch
+staircases (NOMS 2020, §V-D), drops at capacity, the knee it predicts, and the comparison with a
 stored lowtail-fwd run."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ def test_nearest_rank_is_percentile_disc():
     assert sim.nearest_rank(np.arange(1, 1001), Fraction("99.9") / 100) == 999
 
 
-def test_staircases_of_the_seeds_batch_figure():
+def test_staircases_of_the_noms_2020_batch_figure():
     """Snort-like: 15 µs per packet, batch 32, 10 kpps in bursts of 1 … 64 packets back to
     back. Each burst leaves in steps: one latency per batch, 64 packets in two steps of 32."""
     cdfs = {}
@@ -43,13 +43,13 @@ def test_staircases_of_the_seeds_batch_figure():
     # A burst taken whole: every packet waits for the whole batch.
     assert cdfs[16] == {16 * 15_000: 64 * 200}
     assert cdfs[64] == {32 * 15_000: 32 * 200, 64 * 15_000: 32 * 200}
-    # Larger bursts, higher median: the blocking batch raises it (004 V-D).
+    # Larger bursts, higher median: the blocking batch raises it (NOMS 2020, §V-D).
     medians = [np.median(np.repeat(list(c), list(c.values()))) for c in (cdfs[b] for b in (1, 4, 16, 32, 64))]
     assert medians == sorted(medians)
 
 
 def test_small_batches_turn_the_staircase_into_a_line():
-    """004 Fig. 5b: with batch 4 a 64-packet burst leaves in 16 equal steps, a CDF that grows
+    """NOMS 2020, Fig. 5b: with batch 4 a 64-packet burst leaves in 16 equal steps, a CDF that grows
     linearly, and a lower median than with batch 32 (510 µs against 720 µs)."""
     spec = {"packets": 64 * 100, "rate_pps": 10_000, "burst": 64, "service": {"kind": "constant", "ns": 15_000}}
     lat4 = sim.run({**spec, "batch": 4}).latencies()
@@ -60,7 +60,7 @@ def test_small_batches_turn_the_staircase_into_a_line():
 
 def test_first_packets_of_a_spread_burst_leave_early():
     """Back-to-back on a real wire is 67 ns apart: the first poll finds one packet, so a few
-    packets of every burst have a low latency (the seeds' 'few packets with lower latency')."""
+    packets of every burst have a low latency (the URLLC studies' 'few packets with lower latency')."""
     o = sim.run(
         {
             "packets": 32 * 100,
@@ -160,6 +160,24 @@ def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
     assert (
         t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"] and t.num_rows == case["result"]["delivered"]
     )
+
+
+def test_cli_simulate_exports_csv_as_it_exports_parquet(cli, tmp_path):
+    import csv
+
+    import pyarrow.parquet as pq
+
+    args = ["model", "simulate", "--rate", "50000", "--service", "5us", "--packets", "5000", "--no-store", "--export"]
+    parquet, table_csv = tmp_path / "sim.parquet", tmp_path / "sim.csv"
+    assert cli(*args, parquet).code == 0
+    r = cli(*args, table_csv)
+    assert r.code == 0, r.err
+    assert f"wrote {table_csv}" in r.err and not list(tmp_path.glob(".*"))
+    t = pq.read_table(parquet)
+    with open(table_csv, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == t.column_names and len(rows) == t.num_rows
+    assert [int(rows[-1][k]) for k in t.column_names] == [t.column(k)[-1].as_py() for k in t.column_names]
 
 
 def test_cli_simulate_grid_and_table(cli, db):

@@ -4,7 +4,8 @@
 //!   schedule (`pacing`), sent through an AF_PACKET socket (`tx`).
 //! * `lowtail-cap` — the timestamper: TPACKET_V3 receive rings (`ring`) on one or more
 //!   interfaces, hardware stamps where the NIC has them (`tstamp`), nanosecond pcap
-//!   written off the capture thread (`pcapout`), kernel drop counters (`counters`).
+//!   written off the capture thread (`pcapout`), kernel drop counters (`counters`),
+//!   and running figures while it captures (`live`: frames matched by id, p99 and max).
 //! * `lowtail-fwd` — a busy-polling userspace forwarder with synthetic per-packet work
 //!   and batch release, a controllable stand-in for an IPS.
 //! * `lowtail-leash` — holds one of these on another host for its controller: stops it
@@ -20,6 +21,7 @@ pub mod clock;
 pub mod counters;
 pub mod cpu;
 pub mod error;
+pub mod live;
 pub mod netns;
 pub mod pacing;
 pub mod pcapout;

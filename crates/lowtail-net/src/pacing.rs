@@ -140,15 +140,39 @@ pub struct Pacing {
     pub interrupted: bool,
 }
 
-/// Run `plan` from `start_ns` (on `clock`'s time line) until done or `stop()`.
+/// Where the run stands, handed to `pace`'s caller once a second (for a live view: it
+/// must cost the loop next to nothing, so it is a few counters, no percentile).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SecondReport {
+    /// Since the start of the run.
+    pub elapsed_ns: i64,
+    /// Frames handed to the kernel so far, accepted or not.
+    pub attempted: u64,
+    /// Frames the kernel accepted so far.
+    pub sent: u64,
+    /// Bursts that left more than one burst interval late, so far.
+    pub late_bursts: u64,
+    /// The largest pacing error (departure − due) of a burst since the last report.
+    pub interval_max_lag_ns: i64,
+    /// The pacing error of the last burst sent.
+    pub lag_ns: i64,
+}
+
+const REPORT_EVERY_NS: i64 = 1_000_000_000;
+
+/// Run `plan` from `start_ns` (on `clock`'s time line) until done or `stop()`, calling
+/// `each_second` about once a second of the run (after the burst that crossed it).
 pub fn pace<C: Clock, S: BurstSink>(
     plan: &Plan,
     start_ns: i64,
     clock: &mut C,
     sink: &mut S,
     stop: impl Fn() -> bool,
+    mut each_second: impl FnMut(SecondReport),
 ) -> Result<Pacing, Fatal> {
     let late_after = plan.burst_interval_ns().ceil() as i64;
+    let mut next_report = start_ns + REPORT_EVERY_NS;
+    let mut interval_max_lag = i64::MIN;
     let mut p = Pacing {
         lateness: ExactHistogram::new(),
         inter_departure: ExactHistogram::new(),
@@ -200,6 +224,19 @@ pub fn pace<C: Clock, S: BurstSink>(
         p.bursts += 1;
         p.attempted += len as u64;
         p.sent += accepted as u64;
+        interval_max_lag = interval_max_lag.max(lag);
+        if after >= next_report {
+            each_second(SecondReport {
+                elapsed_ns: after - start_ns,
+                attempted: p.attempted,
+                sent: p.sent,
+                late_bursts: p.late_bursts,
+                interval_max_lag_ns: interval_max_lag,
+                lag_ns: lag,
+            });
+            interval_max_lag = i64::MIN;
+            next_report += REPORT_EVERY_NS * ((after - next_report) / REPORT_EVERY_NS + 1);
+        }
     }
     Ok(p)
 }
@@ -285,7 +322,7 @@ mod tests {
         let mut sink = SimSink { now: now.clone(), cost, prepared: None, log: log.clone(), burst_index: 0 };
         let start = 2_000_000;
         let stop = || stop_after.is_some_and(|n| log.borrow().len() >= n);
-        let p = pace(&plan, start, &mut clock, &mut sink, stop).unwrap();
+        let p = pace(&plan, start, &mut clock, &mut sink, stop, |_| {}).unwrap();
         (p, log)
     }
 
@@ -403,6 +440,26 @@ mod tests {
         assert_eq!(p.inter_departure.quantile(lowtail_stats::Quantile::decimal(5, 1)), Some(80_000));
         assert_eq!(p.sent, 403);
         assert!(verdict(&plan, &p).kept_up);
+    }
+
+    #[test]
+    fn each_second_reports_the_counts_so_far_and_the_worst_lag_since_the_last() {
+        // 1000 pps for 3.5 s, sends of 100 ns, one 2 ms stall at burst 1500.
+        let plan = Plan::new(1000, 1, 3500).unwrap();
+        let now = Rc::new(Cell::new(1_000_000));
+        let log = Rc::new(RefCell::new(Vec::new()));
+        let cost = |b: u64| if b == 1500 { 2_000_000 } else { 100 };
+        let mut sink = SimSink { now: now.clone(), cost, prepared: None, log, burst_index: 0 };
+        let mut reports = Vec::new();
+        // A coarse clock (1 µs a reading) keeps the simulated waiting short.
+        pace(&plan, 2_000_000, &mut SimClock { now, tick: 1_000 }, &mut sink, || false, |r| reports.push(r)).unwrap();
+        assert_eq!(reports.len(), 3, "{reports:?}");
+        assert_eq!(reports.iter().map(|r| r.sent).collect::<Vec<_>>(), vec![1001, 2001, 3001]);
+        assert!(reports[0].interval_max_lag_ns <= 1_000);
+        // The burst after the stall leaves 1 ms late (2 ms of stall, 1 ms of it its own interval).
+        assert!(reports[1].interval_max_lag_ns >= 990_000, "the stall shows in its second: {reports:?}");
+        assert!(reports[2].interval_max_lag_ns <= 1_000, "and only there");
+        assert!(reports.windows(2).all(|w| (w[1].elapsed_ns - w[0].elapsed_ns - 1_000_000_000).abs() <= 2_000));
     }
 
     #[test]

@@ -25,7 +25,7 @@ struct Args {
 }
 
 const USAGE: &str = "usage: lowtail-noise --cpus LIST --duration-ns N [--threshold-ns N] [--top N] \
-[--interrupts PATH] [--main-cpu CPU] [--fifo PRIO] [--gaps-dir DIR]";
+[--interrupts PATH] [--main-cpu CPU] [--fifo PRIO] [--gaps-dir DIR] | --version";
 
 fn parse_args() -> Result<Args, String> {
     let mut a = Args {
@@ -42,6 +42,10 @@ fn parse_args() -> Result<Args, String> {
     while let Some(flag) = it.next() {
         if flag == "-h" || flag == "--help" {
             let _ = writeln!(std::io::stdout().lock(), "{USAGE}");
+            std::process::exit(0);
+        }
+        if flag == "-V" || flag == "--version" {
+            println!("lowtail-noise {}", lowtail_version::LONG_VERSION);
             std::process::exit(0);
         }
         let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;

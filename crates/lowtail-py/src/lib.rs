@@ -16,7 +16,11 @@ mod synth;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
-    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("__version__", lowtail_version::VERSION)?;
+    // What build this is, as the native programs' --version says it.
+    m.add("BUILD_COMMIT", lowtail_version::COMMIT)?;
+    m.add("BUILD_PROFILE", lowtail_version::PROFILE)?;
+    m.add("LONG_VERSION", lowtail_version::LONG_VERSION)?;
     analysis::register(m)?;
     synth::register(m)?;
     sim::register(m)?;

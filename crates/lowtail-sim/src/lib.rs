@@ -5,8 +5,8 @@
 //! each packet costs a CPU time drawn from a service distribution, interrupts preempt the
 //! core, and a batch leaves only when its last packet is done. The result is every
 //! packet's fate: its latency, or a drop. It predicts what `lowtail-fwd` with the same
-//! `work_ns` and `batch` should measure, and it reproduces the seeds' batch staircases
-//! (004, section V-D) and interrupt aliasing (000, section V-B).
+//! `work_ns` and `batch` should measure, and it reproduces the URLLC studies' batch staircases
+//! (NOMS 2020, section V-D) and interrupt aliasing (Commun. Mag. 2020, section V-B).
 #![warn(missing_docs)]
 
 mod error;

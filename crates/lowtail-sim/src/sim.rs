@@ -1,7 +1,7 @@
 //! The device model: one core that polls a receive queue, takes up to `batch` waiting
 //! packets, processes them one after the other (interrupts preempt it), and releases
 //! the whole batch when the last packet is done — the blocking batch strategy of the
-//! seeds' DPDK Snort (004, section V-D).
+//! URLLC studies' DPDK Snort (NOMS 2020, section V-D).
 
 use std::collections::VecDeque;
 

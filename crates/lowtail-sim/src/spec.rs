@@ -133,7 +133,7 @@ pub struct SimSpec {
     /// Packets the receive queue holds while the core is busy; an arrival finding it
     /// full is dropped. 0 = unbounded.
     pub queue_capacity: u64,
-    /// Latency outside the core (wire, NIC, DMA both ways: the seeds' 2·t_transfer).
+    /// Latency outside the core (wire, NIC, DMA both ways: the URLLC studies' 2·t_transfer).
     pub base_latency_ns: i64,
     /// Interrupt sources hitting the core.
     pub interrupts: Vec<InterruptSpec>,

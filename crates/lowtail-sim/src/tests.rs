@@ -60,7 +60,7 @@ fn full_queue_drops_the_excess() {
 
 #[test]
 fn burst_larger_than_batch_leaves_in_two_steps() {
-    // 64 packets back to back, batch 32, 1 µs each: the seeds' two-step staircase.
+    // 64 packets back to back, batch 32, 1 µs each: the URLLC studies' two-step staircase.
     let spec = SimSpec {
         packets: 64 * 10,
         rate_pps: 64.0 * 1_000.0,

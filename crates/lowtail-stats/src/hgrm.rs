@@ -66,6 +66,22 @@ impl HdrRecorder {
         self.hist.len()
     }
 
+    /// The value at quantile `q` (0.99 for p99) within HDR's three significant digits;
+    /// None when empty. For running figures: headline figures are exact elsewhere.
+    pub fn quantile(&self, q: f64) -> Option<u64> {
+        (!self.hist.is_empty()).then(|| self.hist.highest_equivalent(self.hist.value_at_quantile(q)))
+    }
+
+    /// The largest value recorded (within three significant digits); None when empty.
+    pub fn max(&self) -> Option<u64> {
+        (!self.hist.is_empty()).then(|| self.hist.max())
+    }
+
+    /// Forget every sample, keeping the memory (a new interval of running figures).
+    pub fn clear(&mut self) {
+        self.hist.reset();
+    }
+
     /// Rows of the distribution, `ticks_per_half_distance` as in HdrHistogram (5 is
     /// its default and gives ~100 rows for six nines).
     pub fn rows(&self, ticks_per_half_distance: u32) -> Vec<PercentileRow> {
@@ -116,6 +132,20 @@ impl HdrRecorder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn running_quantiles_are_within_three_digits_and_clear_forgets() {
+        let mut r = HdrRecorder::new();
+        assert_eq!((r.quantile(0.99), r.max()), (None, None));
+        for v in 1..=100_000i64 {
+            r.record(v * 10);
+        }
+        let p99 = r.quantile(0.99).unwrap() as f64;
+        assert!((p99 - 990_000.0).abs() / 990_000.0 < 1e-3, "{p99}");
+        assert!((r.max().unwrap() as f64 - 1e6).abs() / 1e6 < 1e-3);
+        r.clear();
+        assert_eq!((r.count(), r.max()), (0, None));
+    }
 
     #[test]
     fn hgrm_has_header_rows_and_footer() {

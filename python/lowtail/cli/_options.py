@@ -6,9 +6,10 @@ from typing import Any
 
 import typer
 
-from lowtail.store import DEFAULT_DB
+from lowtail.store import DB_ENV, DEFAULT_DB
 
 
 def db_option(help: str = "Results database.") -> Any:
-    """The `--db` option: the results database, ./lowtail.duckdb unless given."""
-    return typer.Option(DEFAULT_DB, help=help)
+    """The `--db` option: the results database every command shares, $LOWTAIL_DB or
+    ./lowtail.duckdb unless given."""
+    return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)

@@ -1,13 +1,14 @@
 """How commands talk: results on stdout (a table, or one JSON document with --json),
-messages on stderr, progress bars only on a terminal."""
+messages on stderr, progress bars only on a terminal; an error is one line on stderr and,
+with --json, also one JSON document on stdout."""
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
@@ -24,8 +25,24 @@ EXIT_BUG = 70  # an internal error (EX_SOFTWARE): a bug, not the user's doing
 
 
 def print_json(doc: Any) -> None:
+    """One JSON document on stdout, on one line."""
     sys.stdout.write(json.dumps(doc, default=str) + "\n")
     sys.stdout.flush()
+
+
+def wants_json(argv: Sequence[str]) -> bool:
+    """Whether a command line asked for JSON (an error then is a JSON document too)."""
+    return "--json" in argv[: argv.index("--") if "--" in argv else len(argv)]
+
+
+def fail(message: str, exit_code: int, json_doc: bool, kind: str | None = "error") -> NoReturn:
+    """End the command: `lowtail: error: MESSAGE` on stderr (`kind` None: no label) and,
+    when --json was asked for, `{"error": MESSAGE, "exit_code": N}` on stdout, so that a
+    script reading stdout sees the failure too."""
+    err.print(f"lowtail: {kind + ': ' if kind else ''}{message}", markup=False, highlight=False)
+    if json_doc:
+        print_json({"error": message, "exit_code": exit_code})
+    sys.exit(exit_code)
 
 
 def warn(message: str) -> None:

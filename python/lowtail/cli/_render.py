@@ -7,7 +7,7 @@ from typing import Any
 from rich.table import Table
 
 from lowtail import percentiles
-from lowtail.units import format_ns, format_share, format_us
+from lowtail.units import format_ns, format_share
 
 
 def analysis_tables(a: dict[str, Any]) -> list[Table]:
@@ -34,9 +34,9 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
         t.add_column("percentile", justify="left")
         t.add_column("latency", justify="right")
         for key, label in percentiles.labelled():
-            t.add_row(label, format_us(lat[key]))
-        t.add_row("mean", format_us(lat["mean"]))
-        t.add_row("stddev", format_us(lat["stddev"]))
+            t.add_row(label, format_ns(lat[key]))
+        t.add_row("mean", format_ns(lat["mean"]))
+        t.add_row("stddev", format_ns(lat["stddev"]))
         tables.append(t)
     return tables
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import typer
 
-from lowtail._native import SERIES_COLUMNS
+from lowtail import series
 from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
@@ -70,7 +70,7 @@ def analyze(
     ),
     worst: int = typer.Option(DEFAULTS.worst, min=0, help="How many worst events to keep."),
     export: Path | None = typer.Option(
-        None, help=f"Write the matched series ({', '.join(name for name, _ in SERIES_COLUMNS)}) to this Parquet file."
+        None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
     ),
     hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
     db: Path = db_option(),
@@ -80,8 +80,8 @@ def analyze(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """`lowtail analyze` (its help is the user's documentation)."""
-    if export is not None and export.suffix.lower() != ".parquet":
-        raise UserError(f"--export {export}: the file name must end in .parquet")
+    if export is not None:
+        series.check_export_path(export)
     options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
@@ -92,11 +92,14 @@ def analyze(
         trim_ns=round(trim * 1e9),
         max_latency_ns=parse_duration_ns(max_latency),
         worst=worst,
-        export=export,
+        export=series.parquet_path_for(export) if export else None,
     )
     store_ready = _warm_up_store() if store else None
     with byte_progress("analysing") as progress:
         a = analyze_pair(pre, post, options, on_progress=progress)
+    if export:
+        series.finish_export(export)
+        a["export_path"] = str(export)
     if hgrm:
         hgrm.write_text(a["hgrm"])
     if store:
@@ -105,13 +108,17 @@ def analyze(
         from lowtail.store.analyses import save_analysis
 
         with open_store(db) as s:
-            a["analysis_id"] = save_analysis(s, a, options=options.to_dict(), label=label)
+            # Models read a stored series as Parquet: a CSV export is not one.
+            stored = a if export is None or export.suffix.lower() == ".parquet" else {**a, "export_path": None}
+            a["analysis_id"] = save_analysis(s, stored, options=options.to_dict(), label=label)
+    written = None
     if report:
         from lowtail.report import write_analysis_report
 
         if not store:
             raise UserError("--report needs the analysis stored (drop --no-store)")
-        write_analysis_report(db, a["analysis_id"], report)
+        written = write_analysis_report(db, a["analysis_id"], report)
+        a["report"] = str(written)
     for w in a["warnings"]:
         warn(w)
     if json_out:
@@ -122,4 +129,10 @@ def analyze(
             out.print(table)
         if store:
             note(f"stored as analysis {a['analysis_id']} in {db}")
+        if export:
+            note(f"wrote the matched series to {export}")
+        if hgrm:
+            note(f"wrote the HDR distribution to {hgrm}")
+        if written:
+            note(f"wrote the report to {written}")
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)

@@ -12,7 +12,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
-from lowtail.units import format_us
+from lowtail.units import format_ns
 
 
 @app.command("list", help="List the analyses stored in the database, newest first.")
@@ -41,9 +41,9 @@ def list_(
             r["label"] or "",
             f"{r['sent']:,}",
             f"{r['lost']:,}",
-            format_us(r["lat_p50_ns"]),
-            format_us(r["lat_p99_999_ns"]),
-            format_us(r["lat_max_ns"]),
+            format_ns(r["lat_p50_ns"]),
+            format_ns(r["lat_p99_999_ns"]),
+            format_ns(r["lat_max_ns"]),
             r["pre_path"] + (" (partial)" if r["partial"] else ""),
         )
     out.print(t)

@@ -1,4 +1,4 @@
-"""`lowtail host audit | plan | apply | undo | snapshot`: check a host against the seeds'
+"""`lowtail host audit | plan | apply | undo | snapshot`: check a host against the URLLC studies'
 low-latency guidelines, write the boot parameters for a core plan, change what can be
 changed at run time (and change it back)."""
 
@@ -15,7 +15,7 @@ from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
 
 host_app = typer.Typer(
-    help="Audit and tune a Linux host for low latency (the seeds' boot parameters and "
+    help="Audit and tune a Linux host for low latency (the URLLC studies' boot parameters and "
     "run-time settings), for a core plan of housekeeping and isolated (DuT) cores.",
     no_args_is_help=True,
 )
@@ -44,7 +44,7 @@ def _host_and_plan(sysroot: Path | None, housekeeping: str | None, isolated: str
 
 
 @host_app.command(
-    help="Check the host against the seeds' guidelines (002 Table 1, 001 Table 2, 000 §IV): each "
+    help="Check the host against the URLLC studies' guidelines (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2; Commun. Mag. 2020, §IV): each "
     "check passes, warns or fails, with what was seen, why it matters and the remedy."
 )
 def audit(
@@ -118,7 +118,7 @@ def _print_audit(doc: dict, why: bool) -> None:
 
 
 @host_app.command(
-    help="Write the kernel command line for a core plan (the seeds' tables) and the GRUB line "
+    help="Write the kernel command line for a core plan (the URLLC studies' tables) and the GRUB line "
     "that keeps the host's other parameters."
 )
 def plan(

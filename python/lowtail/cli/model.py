@@ -97,7 +97,7 @@ def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
 
 
 @model_app.command(
-    help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (seed 004, "
+    help="R_max = (1 s − d_Σ) / t_CPU, the highest rate the core keeps up with (NOMS 2020, "
     "section VI). t_CPU is the application's median latency minus the bare forwarder's "
     "(2·t_transfer); d_Σ sums rate × duration over the interrupts on the core. Give the "
     "medians directly or as stored runs."
@@ -113,7 +113,7 @@ def overload(
     ),
     statistic: str = typer.Option(
         "p50",
-        help="With stored runs: p50 (the seeds' median) or min (the uncontended path, when a busy host queues even the lowest rate).",
+        help="With stored runs: p50 (the URLLC studies' median) or min (the uncontended path, when a busy host queues even the lowest rate).",
     ),
     irq: list[str] = typer.Option(
         [],
@@ -184,7 +184,11 @@ def overload(
     "rate), and put the predicted R_max beside it in the latency-versus-rate plot."
 )
 def knee(
-    experiment: int = typer.Argument(..., help="Experiment id (see `lowtail list` / the runs table)."),
+    experiment_ref: str = typer.Argument(
+        "latest",
+        metavar="EXPERIMENT",
+        help="Experiment id, or 'latest': the newest with a valid run of a DuT (see `lowtail experiment list`).",
+    ),
     dut: str | None = typer.Option(None, help="Only this DuT of the experiment [default: each]."),
     loss_limit: float = typer.Option(1.0, min=0.0, help="Loss in percent above which a run is overloaded."),
     growth: float = typer.Option(
@@ -207,7 +211,13 @@ def knee(
 
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store): reports show stored results")
+    from lowtail.store import runs as runstore
+
     with _store(db) as s:
+        if experiment_ref == "latest":
+            experiment = runstore.latest_swept_experiment(s)
+        else:
+            experiment = runstore.experiment(s, experiment_ref)["experiment_id"]
         docs = sweep_knees(s, experiment, dut, loss_limit, growth, r_max, save=store)
     if plot:
         for doc in docs:
@@ -246,7 +256,7 @@ def knee(
 
 
 @model_app.command(
-    help="Extreme-value model of the latency tail (seed 001, section 6): peaks over threshold, a "
+    help="Extreme-value model of the latency tail (Perf. Eval. 2024, section 6): peaks over threshold, a "
     "generalized Pareto fit by maximum likelihood with intervals, the threshold chosen by "
     "Jensen–Shannon divergence, return levels per packets and per wall-clock horizon, the "
     "upper end of a bounded tail, validation on the later part of the series, ADF/KPSS. INPUT is "
@@ -376,7 +386,7 @@ def evt(
 
 @model_app.command(
     help="Simulate periodic interrupts against constant-rate traffic and print the worst-N "
-    "pattern they make (seeds 000 V-B, 004 V-C). With --run, the interrupt clock is fitted "
+    "pattern they make (Commun. Mag. 2020, §V-B; NOMS 2020, §V-C). With --run, the interrupt clock is fitted "
     "to the run's delayed packets and the model is drawn over its worst events."
 )
 def aliasing(
@@ -512,7 +522,7 @@ def simulate(
         None, help="With --run: take the base latency from this run's median (2·t_transfer)."
     ),
     export: Path | None = typer.Option(
-        None, help=f"Write the first case's series ({series.columns_text()}) to Parquet."
+        None, help=f"Write the first case's series ({series.columns_text()}) to FILE.parquet or FILE.csv."
     ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -529,8 +539,8 @@ def simulate(
         return
     if arrivals not in ("cbr", "poisson"):
         raise UserError(f"--arrivals {arrivals!r}: cbr or poisson")
-    if export is not None and export.suffix.lower() != ".parquet":
-        raise UserError(f"--export {export}: the file name must end in .parquet")
+    if export is not None:
+        series.check_export_path(export)
     base: dict[str, Any] = {}
     if spec_file:
         try:
@@ -569,9 +579,10 @@ def simulate(
             parse_duration_ns(duration) if duration is not None else None,
             packets,
             measured_run,
-            export,
+            series.parquet_path_for(export) if export else None,
         )
         if export is not None:
+            series.finish_export(export)
             note(f"wrote {export}")
         doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
         keys = {}

@@ -21,8 +21,7 @@ def report(
     """`lowtail report`."""
     from lowtail.report import write_analysis_report
 
-    target = output or Path(f"lowtail-report-{analysis}.html")
-    path = write_analysis_report(db, analysis, target)
+    path = write_analysis_report(db, analysis, output)
     if json_out:
         print_json({"report": str(path)})
     else:

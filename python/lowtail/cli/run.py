@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import signal
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +18,9 @@ from rich.text import Text
 
 from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
+from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, warn
 from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
@@ -47,35 +48,59 @@ def _sigterm_interrupts() -> Iterator[None]:
             signal.signal(s, handler)
 
 
-@contextmanager
-def _progress_bar(enabled: bool) -> Iterator[Any]:
-    from lowtail.experiment.runner import Progress
+def _stored_runs_view(store: Any, exp: Any) -> Callable[[dict[str, Any]], Stored]:
+    """What the live view shows once a run is stored: the table of the experiment's runs
+    so far (the final table's rows, as they come) and a line about the run."""
+    from lowtail.store import runs as runstore
 
-    if not (enabled and err.is_terminal):
-        yield Progress()
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, TimeElapsedColumn
-    from rich.progress import Progress as Bar
+    def on_stored(run: dict[str, Any]) -> Stored:
+        eid = run["experiment_id"]
+        rows = runstore.runs(store, eid)
+        floors = runstore.calibration_floor(store, eid)
+        table = runs_table(runstore.experiment(store, eid), rows, floors, exp.verdict)
+        row = next((r for r in rows if r["run_id"] == run["run_id"]), None)
+        return Stored(table, _run_line(row, exp.verdict) if row else f"run {run['run_id']} stored")
 
-    with Bar(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("runs", total=None)
+    return on_stored
 
-        def start(i: int, n: int, combo: Any) -> None:
-            bar.update(
-                task, total=n, completed=i, description=f"{combo.dut.name} @ {format_rate(combo.traffic.rate_pps)}"
+
+def _run_line(r: dict[str, Any], verdict: Any) -> str:
+    """One stored run in a line: "kernel @ 20 kpps: PASS · lost 0 · p99.999 45.210 µs (run 17)"."""
+    lat = ((r.get("figures") if isinstance(r.get("figures"), dict) else None) or {}).get("latency_ns") or {}
+    judged = percentiles.by_key(verdict.key)
+    return (
+        f"{marked(r['dut_name'], r.get('virtualization'))} @ {format_rate(r['rate_pps'])}: {verdict.judge(r).label} · "
+        f"lost {format_count(r['lost'])} · {judged.short} {format_ns(lat.get(verdict.key))} (run {r['run_id']})"
+    )
+
+
+def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
+    """The experiment's answer, one line per DuT: PASS when every rate passed, else what
+    each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
+    by_dut: dict[str, list[tuple[str, str]]] = {}
+    for r in rows:
+        if not r["calibration"]:
+            by_dut.setdefault(marked(r["dut_name"], r.get("virtualization")), []).append(
+                (verdict.judge(r), format_rate(r["rate_pps"]))
             )
-
-        def done(i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
-            bar.update(task, completed=i + 1)
-
-        yield Progress(on_start=start, on_done=done)
+    lines = []
+    width = max((len(name) for name in by_dut), default=0)
+    for name, judged in by_dut.items():
+        outcomes: dict[str, list[str]] = {}
+        inconclusive: set[str] = set()
+        for judgement, rate in judged:
+            outcomes.setdefault(judgement.label, []).append(rate)
+            if judgement.status is Status.INCONCLUSIVE:
+                inconclusive.add(judgement.label)
+        if all(j.status is Status.PASS and not j.degraded for j, _ in judged):
+            summary = f"PASS at every rate ({', '.join(rate for _, rate in judged)})"
+        else:
+            summary = "; ".join(
+                f"{label}{f' ({verdict.why_inconclusive()})' if label in inconclusive else ''} at {', '.join(rates)}"
+                for label, rates in outcomes.items()
+            )
+        lines.append(f"{name:<{width}}  {summary}")
+    return lines
 
 
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
@@ -88,8 +113,9 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     with _sigterm_interrupts(), open_session(exp.testbed, log=note) as session:
         # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
         check_can_run(exp, session, log=note)
-        with open_store(db) as store, _progress_bar(not json_out) as progress:
-            result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
+        with open_store(db) as store:
+            with sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)) as progress:
+                result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
             experiment = runstore.experiment(store, result.experiment_id)
             rows = runstore.runs(store, result.experiment_id)
             floors = runstore.calibration_floor(store, result.experiment_id)
@@ -98,10 +124,11 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
             f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
             f"{result.new_runs} measured now"
         )
+    written = None
     if report:
         from lowtail.report.experiment import write_experiment_report
 
-        write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
+        written = write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     invalid = [r for r in rows if not r["valid"]]
     if any_emulated(rows):
         warn(TCG_WARNING)
@@ -113,7 +140,14 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
         printer = out if out.is_terminal else Console(highlight=False, width=160)
         printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width))
-        note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
+        lines = dut_verdict_lines(rows, exp.verdict)
+        if lines:
+            printer.print(f"\nverdict ({exp.verdict.describe()}):", markup=False)
+            for line in lines:
+                printer.print(f"  {line}", markup=False)
+        note(f"stored as experiment {result.experiment_id} in {db}")
+        if written:
+            note(f"report: {written.resolve().as_uri()}")
     for r in invalid:
         warn(
             f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "

@@ -13,6 +13,9 @@ from lowtail.cli._output import note, print_json
 from lowtail.errors import UserError
 from lowtail.units import format_rate
 
+# The model's defaults, from the native generator (their one owner): the help shows them.
+DEFAULTS = json.loads(_native.synth_defaults())
+
 
 def _parse_value(raw: str):
     try:
@@ -29,13 +32,16 @@ def _parse_value(raw: str):
 def synth(
     pre: Path | None = typer.Argument(None, help="PRE capture to write."),
     post: Path | None = typer.Argument(None, help="POST capture to write."),
-    packets: int | None = typer.Option(None, min=1, help="Packets to send [default: 100000]."),
-    rate: float | None = typer.Option(None, min=1.0, help="Send rate in packets per second [default: 100000]."),
-    format: str | None = typer.Option(
-        None, help="pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be or moonsniff [default: pcap-ns]."
+    packets: int | None = typer.Option(None, min=1, help=f"Packets to send [default: {DEFAULTS['packets']}]."),
+    rate: float | None = typer.Option(
+        None, min=1.0, help=f"Send rate in packets per second [default: {DEFAULTS['rate_pps']:g}]."
     ),
-    compression: str | None = typer.Option(None, help="none, zstd or gzip [default: none]."),
-    seed: int | None = typer.Option(None, help="Random seed [default: 1]."),
+    format: str | None = typer.Option(
+        None,
+        help=f"pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be or moonsniff [default: {DEFAULTS['format']}].",
+    ),
+    compression: str | None = typer.Option(None, help=f"none, zstd or gzip [default: {DEFAULTS['compression']}]."),
+    seed: int | None = typer.Option(None, help=f"Random seed [default: {DEFAULTS['seed']}]."),
     set_: list[str] = typer.Option(
         [], "--set", help="Any model field, e.g. --set loss=0.001 --set irq_durations_ns=[5500,8200]."
     ),
@@ -44,7 +50,7 @@ def synth(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """`lowtail synth`."""
-    defaults = json.loads(_native.synth_defaults())
+    defaults = DEFAULTS
     if show_model:
         print_json(defaults)
         return

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -22,6 +23,7 @@ from typing import Any
 
 from lowtail import _native, clocks
 from lowtail.errors import Failure
+from lowtail.experiment.live import LiveFeed, LiveSample
 from lowtail.experiment.spec import Combination, Experiment, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
@@ -70,12 +72,21 @@ class Outcome:
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
     """Frames the generator sends in one run: warm-up and measured time at the run's rate."""
-    return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.duration_ns) / 1e9)
+    return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.measured_ns(combo.traffic)) / 1e9)
 
 
-def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path, session: Session) -> Outcome:
+def measure(
+    exp: Experiment,
+    combo: Combination,
+    plan: CoreRoles,
+    run_dir: Path,
+    session: Session,
+    on_live: Callable[[LiveSample], None] = lambda sample: None,
+) -> Outcome:
     """One run of a combination on a fresh testbed of the session: its programs'
-    statistics, captures and the reasons (if any) it cannot be trusted."""
+    statistics, captures and the reasons (if any) it cannot be trusted. `on_live` gets the
+    programs' running figures about once a second while the traffic flows (where they
+    run on this host)."""
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
     with session.testbed(run_dir, wire=combo.dut.calibration, dut_interfaces=combo.dut.interfaces) as tb:
@@ -86,8 +97,8 @@ def measure(exp: Experiment, combo: Combination, plan: CoreRoles, run_dir: Path,
             outcome.containment = dut.containment
             outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
-            captures = _start_capture(tb, plan, run_dir, outcome)
-            _send(exp, combo, tb, plan, run_dir, dut, outcome, captures)
+            captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
+            _send(exp, combo, tb, plan, run_dir, dut, outcome, captures, on_live)
             time.sleep(exp.drain_ns / 1e9)
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
@@ -115,6 +126,10 @@ def _wait_until_forwarding(tb: Testbed, dut) -> None:
             dut.failure()
             or f"the DuT {dut.name} ({dut.kind}) forwarded nothing within {dut.ready_timeout_s:g} s of starting"
         )
+
+
+# The programs' running figures (one JSON line a second each), read while the traffic flows.
+GENERATOR_LIVE, CAPTURE_LIVE = "generator.live.jsonl", "capture.live.jsonl"
 
 
 @dataclass
@@ -149,9 +164,10 @@ def _clock_reading() -> tuple[int, int]:
     return time.clock_gettime_ns(time.CLOCK_REALTIME), time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
-def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome) -> list[_Capture]:
+def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome, udp_port: int) -> list[_Capture]:
     """The timestamper: one process stamping PRE and POST where they are at one site (one
-    clock), else one process per side."""
+    clock), else one process per side; the one process on this host also writes its
+    running figures (it matches PRE and POST as it captures)."""
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     points: dict[str, Point] = {"pre": tb.pre, "post": tb.post}
     groups = [["pre", "post"]] if tb.pre.site is tb.post.site else [["pre"], ["post"]]
@@ -176,6 +192,8 @@ def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome
             "--ready-file",
             site.path(f"{name}.ready"),
         ]
+        if site.local and len(sides) == 2:
+            argv += ["--live-json", site.path(CAPTURE_LIVE), "--live-udp-port", str(udp_port)]
         started = _clock_reading()
         program = site.spawn(name, argv, ns=points[sides[0]].netns, stats=stats)
         capture = _Capture(program, site, sides, stats, started)
@@ -247,6 +265,7 @@ def _send(
     dut,
     outcome: Outcome,
     captures: list[_Capture],
+    on_live: Callable[[LiveSample], None],
 ) -> None:
     t = combo.traffic
     site = tb.generator.site
@@ -281,6 +300,11 @@ def _send(
         "--stats-json",
         stats,
     ]
+    # The running figures are read here: only from programs on this host.
+    feed = None
+    if site.local:
+        argv += ["--live-json", site.path(GENERATOR_LIVE)]
+        feed = LiveFeed(Path(site.path(GENERATOR_LIVE)), Path(captures[0].site.path(CAPTURE_LIVE)))
     # This host's interrupts and energy describe the run only where the DuT runs here.
     sampler = InterruptSampler(housekeeping_cpu=plan.housekeeping) if tb.dut_site.local else None
     meter = EnergyMeter() if tb.dut_site.local else None
@@ -297,6 +321,9 @@ def _send(
         # A DuT that crashes does not stop the traffic: what it did to the rest of the run
         # (loss from then on) is measured, and the run is marked invalid.
         while generator.wait(0.05) is None:
+            sample = feed.poll() if feed is not None else None
+            if sample is not None:
+                on_live(sample)
             crash = crash or dut.failure()
             # A timestamper gone (its host lost) ends the run now: nothing more is measured.
             if time.monotonic() > deadline or any(c.died() for c in captures):

@@ -20,6 +20,7 @@ from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
+from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.models.knee import store_sweep_knees
@@ -40,9 +41,13 @@ _DISK_MARGIN_BYTES = 64 << 20
 
 @dataclass
 class Progress:
-    """What the runner tells its caller: a run started or ended."""
+    """What the runner tells its caller: the runs it is about to measure, a run started, its
+    running figures (about once a second while its traffic flows), the run stored (with its
+    id and analysis)."""
 
+    on_plan: Callable[[list[Combination]], None] = lambda combos: None
     on_start: Callable[[int, int, Combination], None] = lambda i, n, c: None
+    on_live: Callable[[LiveSample], None] = lambda sample: None
     on_done: Callable[[int, int, Combination, dict[str, Any]], None] = lambda i, n, c, r: None
 
 
@@ -108,10 +113,11 @@ def run_experiment(
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
+    progress.on_plan([combo for _, combo in todo])
     try:
         for n, (index, combo) in enumerate(todo):
             progress.on_start(n, len(todo), combo)
-            run = _run_one(exp, combo, index, plan, store, eid, data_dir, session)
+            run = _run_one(exp, combo, index, plan, store, eid, data_dir, session, progress.on_live)
             progress.on_done(n, len(todo), combo, run)
     except (KeyboardInterrupt, Interrupted):
         runstore.set_status(store, eid, "interrupted")
@@ -186,6 +192,7 @@ def _run_one(
     eid: int,
     data_dir: Path,
     session: Session,
+    on_live: Callable[[LiveSample], None],
 ) -> dict[str, Any]:
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
@@ -193,7 +200,7 @@ def _run_one(
     _check_disk(exp, combo, run_dir, session)
     run_dir.mkdir(parents=True)
     try:
-        outcome = measure(exp, combo, plan, run_dir, session)
+        outcome = measure(exp, combo, plan, run_dir, session, on_live)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -216,7 +223,7 @@ def _run_one(
         "frame_size": t.frame_size,
         "burst": t.burst,
         "repetition": combo.repetition,
-        "duration_ns": exp.duration_ns,
+        "duration_ns": exp.measured_ns(t),
         "warmup_ns": exp.warmup_ns,
         "started_at": outcome.started_at,
         "finished_at": outcome.finished_at,

@@ -1,6 +1,6 @@
 """The experiment file: a TOML document whose lists span a sweep.
 
-    [experiment]  name, duration, warmup, repetitions, calibrate, calibration, keep_captures
+    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
@@ -45,6 +45,20 @@ _SECTIONS = {
 }
 # Frame sizes on the wire, FCS included (RFC 2544): the frame crate's definition.
 MIN_FRAME, MAX_FRAME = FRAME_SIZES
+# `duration = "auto"`: each run measures long enough for the verdict's percentile at its own
+# rate, with this much more (a few packets lost or at the trim's edge must not leave it
+# one short: "inconclusive"), rounded up to AUTO_STEP_NS.
+AUTO_DURATION = "auto"
+AUTO_MARGIN = 1.1
+AUTO_STEP_NS = 100_000_000
+MIN_DURATION_NS = 100_000_000
+
+
+def auto_duration_ns(rate_pps: int, packets_needed: int) -> int:
+    """The measured time a run at `rate_pps` needs for `packets_needed` packets after the
+    warm-up, with AUTO_MARGIN to spare, in whole steps of AUTO_STEP_NS."""
+    ns = packets_needed * AUTO_MARGIN / rate_pps * 1e9
+    return max(MIN_DURATION_NS, -(-int(ns) // AUTO_STEP_NS) * AUTO_STEP_NS)
 
 
 @dataclass(frozen=True)
@@ -116,7 +130,7 @@ class Combination:
 class Experiment:
     name: str
     source: str
-    duration_ns: int
+    duration_ns: int | None  # None: "auto", decided per rate by measured_ns
     warmup_ns: int
     drain_ns: int
     repetitions: int
@@ -132,6 +146,17 @@ class Experiment:
     trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     testbed: wiring.Wiring = field(default_factory=wiring.Namespaces)
+
+    def measured_ns(self, traffic: Traffic) -> int:
+        """The measured time (after the warm-up) of a run at this traffic point: the file's
+        duration, or with "auto" enough for the verdict's percentile at its rate."""
+        if self.duration_ns is not None:
+            return self.duration_ns
+        return auto_duration_ns(traffic.rate_pps, self.verdict.packets_needed)
+
+    def traffic_ns(self, traffic: Traffic) -> int:
+        """How long traffic flows in a run at this point: warm-up, measured time, drain."""
+        return self.warmup_ns + self.measured_ns(traffic) + self.drain_ns
 
     def combinations(self) -> list[Combination]:
         """Calibration first (the floor every result is read against), then each DuT
@@ -293,7 +318,9 @@ def parse(text: str, source: str) -> Experiment:
     return Experiment(
         name=name.strip(),
         source=source,
-        duration_ns=duration("duration", "5s", 100_000_000),
+        duration_ns=None
+        if exp.get("duration", AUTO_DURATION) == AUTO_DURATION
+        else duration("duration", AUTO_DURATION, MIN_DURATION_NS),
         warmup_ns=duration("warmup", "1s", 0),
         drain_ns=duration("drain", "200ms", 0),
         repetitions=repetitions,

@@ -28,7 +28,7 @@ from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, form
 
 UNDO_FORMAT = "lowtail-host-undo/1"
 DEFAULT_CPUSET = "lowtail-dut"
-STAT_INTERVAL_S = 3600  # 002 §4.1
+STAT_INTERVAL_S = 3600  # JNSM 2023, §4.1
 
 
 @dataclass

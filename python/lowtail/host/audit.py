@@ -1,8 +1,8 @@
-"""`lowtail host audit`: a host against the seeds' low-latency guidelines.
+"""`lowtail host audit`: a host against the URLLC studies' low-latency guidelines.
 
 One small function per check, registered in CHECKS in the order a report lists them.
 Each returns a Check: pass, warn or fail (skip when it does not apply to this host), what
-was observed, why it matters — the effect in the seeds — and the exact remedy."""
+was observed, why it matters — the effect in the URLLC studies — and the exact remedy."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def _cpulist_param(host: Host, plan: CorePlan, name: str, miss_status: str) -> t
     return PASS, _observed_param(host, name), expected, ""
 
 
-# -- boot parameters (002 Table 1, 001 Table 2) ----------------------------------------------
+# -- boot parameters (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2) ----------------------------------------------
 
 
 @check(
@@ -91,7 +91,7 @@ def _cpulist_param(host: Host, plan: CorePlan, name: str, miss_status: str) -> t
     "DuT cores isolated from the scheduler",
     "boot",
     "Other tasks scheduled on the DuT core preempt it for whole time slices, and the DuT can be "
-    "migrated; the seeds isolate the packet-processing cores (002 Table 1, 000 guideline vi).",
+    "migrated; the URLLC studies isolate the packet-processing cores (JNSM 2023, Table 1; Commun. Mag. 2020, guideline vi).",
 )
 def _isolcpus(host, plan):
     status = _cpulist_param(host, plan, "isolcpus", FAIL)
@@ -113,8 +113,8 @@ def _isolcpus(host, plan):
     "No timer tick on the DuT cores",
     "boot",
     "The local timer interrupt (loc, 250 Hz here by default) preempts the DuT for 5.5-13.6 µs each time "
-    "and, against constant-rate traffic, draws the aliasing patterns of 000 §V-B and 004 §V-C; "
-    "nohz_full stops the tick on a core running a single task (002 Table 1).",
+    "and, against constant-rate traffic, draws the aliasing patterns of Commun. Mag. 2020, §V-B and NOMS 2020, §V-C; "
+    "nohz_full stops the tick on a core running a single task (JNSM 2023, Table 1).",
 )
 def _nohz_full(host, plan):
     return _cpulist_param(host, plan, "nohz_full", FAIL)
@@ -125,7 +125,7 @@ def _nohz_full(host, plan):
     "RCU callbacks off the DuT cores",
     "boot",
     "RCU callbacks otherwise run in softirq context on the core that queued them; rcu_nocbs moves them "
-    "to kernel threads on housekeeping cores (002 Table 1, 001 Table 2, 004 §III-d).",
+    "to kernel threads on housekeeping cores (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2; NOMS 2020, §III-d).",
 )
 def _rcu_nocbs(host, plan):
     return _cpulist_param(host, plan, "rcu_nocbs", FAIL)
@@ -136,7 +136,7 @@ def _rcu_nocbs(host, plan):
     "RCU callback threads poll",
     "boot",
     "Without polling, the DuT core wakes the offloaded RCU threads itself; rcu_nocb_poll lets them poll from "
-    "housekeeping cores (002 Table 1 and 001 Table 2, which spell it rcu_nocbs_poll — a name the kernel ignores).",
+    "housekeeping cores (JNSM 2023, Table 1 and Perf. Eval. 2024, Table 2, which spell it rcu_nocbs_poll — a name the kernel ignores).",
 )
 def _rcu_nocb_poll(host, plan):
     if "rcu_nocb_poll" in host.params:
@@ -156,7 +156,7 @@ def _rcu_nocb_poll(host, plan):
     "Default IRQ affinity on housekeeping cores",
     "boot",
     "Device interrupts (NIC queues, disks) preempt whichever core handles them; irqaffinity keeps them on the "
-    "housekeeping cores from boot on (002 Table 1, 001 Table 2, 000 §III-a).",
+    "housekeeping cores from boot on (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2; Commun. Mag. 2020, §III-a).",
 )
 def _irqaffinity(host, plan):
     expected = f"irqaffinity={_cl(plan.housekeeping)}"
@@ -188,8 +188,8 @@ check(
     "idle_poll",
     "Idle loop polls (idle=poll)",
     "boot",
-    "Waking a core from a sleep state takes 1-40 µs (004 §III-c, 000 §III-b); idle=poll keeps idle cores "
-    "spinning (002 Table 1, 001 Table 2). Price: 48 % more power at idle in the seeds (000 §VI).",
+    "Waking a core from a sleep state takes 1-40 µs (NOMS 2020, §III-c; Commun. Mag. 2020, §III-b); idle=poll keeps idle cores "
+    "spinning (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2). Price: 48 % more power at idle in the URLLC studies (Commun. Mag. 2020, §VI).",
 )(_flag_check("idle", "poll"))
 
 
@@ -208,8 +208,8 @@ check(
     "intel_idle_max_cstate",
     "Intel C-states limited (intel_idle.max_cstate=0)",
     "boot",
-    "Deep C-states add wake-up latency of up to tens of µs (004 §III-c); switching energy saving off improves "
-    "latency beyond p99.99 by about 10 µs (002 §4.1).",
+    "Deep C-states add wake-up latency of up to tens of µs (NOMS 2020, §III-c); switching energy saving off improves "
+    "latency beyond p99.99 by about 10 µs (JNSM 2023, §4.1).",
 )(_intel_only("intel_idle.max_cstate", "0"))
 
 check(
@@ -217,7 +217,7 @@ check(
     "Intel P-state driver disabled",
     "boot",
     "The P-state driver changes the core frequency, delaying a core that is idle or partly loaded "
-    "(001 §3, 002 Table 1).",
+    "(Perf. Eval. 2024, §3; JNSM 2023, Table 1).",
 )(_intel_only("intel_pstate", "disable"))
 
 check(
@@ -225,21 +225,21 @@ check(
     "TSC trusted (tsc=reliable)",
     "boot",
     "The clocksource watchdog periodically checks the TSC against another clock, interrupting every core; "
-    "tsc=reliable stops it on CPUs with an invariant TSC (002 Table 1, 001 Table 2).",
+    "tsc=reliable stops it on CPUs with an invariant TSC (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2).",
 )(_flag_check("tsc", "reliable"))
 
 check(
     "mce_ignore_ce",
     "Corrected machine-check errors ignored",
     "boot",
-    "Scanning for and logging corrected machine-check errors caused periodic latency spikes (002 §4.1).",
+    "Scanning for and logging corrected machine-check errors caused periodic latency spikes (JNSM 2023, §4.1).",
 )(_flag_check("mce", "ignore_ce"))
 
 check(
     "audit_off",
     "Audit subsystem off (audit=0)",
     "boot",
-    "The audit subsystem adds work on every core that interrupts programs (002 §4.1, 001 Table 2).",
+    "The audit subsystem adds work on every core that interrupts programs (JNSM 2023, §4.1; Perf. Eval. 2024, Table 2).",
 )(_flag_check("audit", "0"))
 
 
@@ -247,7 +247,7 @@ check(
     "nmi_watchdog",
     "NMI watchdog off",
     "boot",
-    "The hard-lockup watchdog raises a perf-counter NMI on every core periodically (002 Table 1, 001 Table 2).",
+    "The hard-lockup watchdog raises a perf-counter NMI on every core periodically (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2).",
 )
 def _nmi_watchdog(host, plan):
     runtime = host.sysctl("kernel.nmi_watchdog")
@@ -269,7 +269,7 @@ check(
     "Ticks skewed between cores (skew_tick=1)",
     "boot",
     "Ticks on all cores at the same instant contend for the same kernel locks; skew_tick=1 offsets them "
-    "(002 Table 1, 001 Table 2).",
+    "(JNSM 2023, Table 1; Perf. Eval. 2024, Table 2).",
 )(_flag_check("skew_tick", "1"))
 
 
@@ -278,7 +278,7 @@ check(
     "Soft-lockup detector off",
     "boot",
     "The soft-lockup detector runs a per-core watchdog and logs backtraces of long-running tasks — a polling "
-    "DuT looks like one (002 Table 1, 001 Table 2).",
+    "DuT looks like one (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2).",
 )
 def _nosoftlockup(host, plan):
     if "nosoftlockup" in host.params:
@@ -294,8 +294,8 @@ def _nosoftlockup(host, plan):
     "smt",
     "No hyper-thread sibling beside the DuT",
     "hardware",
-    "Hyper-threads of one core share its functional units: work on the sibling slows the DuT (002 §2, 004 §III-c); "
-    "the seeds disable SMT (001 Table 2 nosmt, 000 guideline iii).",
+    "Hyper-threads of one core share its functional units: work on the sibling slows the DuT (JNSM 2023, §2; NOMS 2020, §III-c); "
+    "the URLLC studies disable SMT (Perf. Eval. 2024, Table 2 nosmt; Commun. Mag. 2020, guideline iii).",
 )
 def _smt(host, plan):
     active = host.root.read("sys/devices/system/cpu/smt/active")
@@ -320,8 +320,8 @@ def _smt(host, plan):
     "cstates",
     "No deep C-states on the DuT cores",
     "runtime",
-    "Leaving a sleep state costs its exit latency, 1-40 µs on Intel CPUs (004 §III-c, 000 §III-b), on the "
-    "first packet after an idle moment; the seeds keep cores in their most reactive state (002 §4.1).",
+    "Leaving a sleep state costs its exit latency, 1-40 µs on Intel CPUs (NOMS 2020, §III-c; Commun. Mag. 2020, §III-b), on the "
+    "first packet after an idle moment; the URLLC studies keep cores in their most reactive state (JNSM 2023, §4.1).",
 )
 def _cstates(host, plan):
     driver = host.root.read("sys/devices/system/cpu/cpuidle/current_driver")
@@ -353,7 +353,7 @@ def _cstates(host, plan):
     "Frequency fixed at its maximum",
     "runtime",
     "Frequency scaling lowers the clock of a lightly loaded core and raises it late; disabling it improves "
-    "latency beyond p99.99 by about 10 µs (002 §4.1, 001 §3).",
+    "latency beyond p99.99 by about 10 µs (JNSM 2023, §4.1; Perf. Eval. 2024, §3).",
 )
 def _cpufreq(host, plan):
     seen = {c: host.cpufreq(c) for c in plan.isolated}
@@ -385,7 +385,7 @@ def _cpufreq(host, plan):
     "Transparent huge pages off",
     "runtime",
     "Compaction and khugepaged remap memory, and every remap flushes the TLBs of all cores the process runs "
-    "on: the TLB shootdowns behind the up-to-635 µs spikes of 002 §6 and the spikes of 001 §5.",
+    "on: the TLB shootdowns behind the up-to-635 µs spikes of JNSM 2023, §6 and the spikes of Perf. Eval. 2024, §5.",
 )
 def _thp(host, plan):
     enabled = host.selected("sys/kernel/mm/transparent_hugepage/enabled")
@@ -409,7 +409,7 @@ def _thp(host, plan):
     "Kernel samepage merging off",
     "runtime",
     "KSM scans and merges pages in the background, remapping them: TLB shootdowns on the DuT cores "
-    "(002 §6, after Rigtorp).",
+    "(JNSM 2023, §6, after Rigtorp).",
 )
 def _ksm(host, plan):
     run = host.root.read("sys/kernel/mm/ksm/run")
@@ -424,7 +424,7 @@ def _ksm(host, plan):
     "vm_stat_interval",
     "vmstat refresh rare (vm.stat_interval)",
     "runtime",
-    "Every stat_interval seconds (default 1) a vmstat work item runs on every core; the seeds set 3600 s (002 §4.1).",
+    "Every stat_interval seconds (default 1) a vmstat work item runs on every core; the URLLC studies set 3600 s (JNSM 2023, §4.1).",
 )
 def _vm_stat_interval(host, plan):
     value = host.sysctl("vm.stat_interval")
@@ -444,7 +444,7 @@ def _vm_stat_interval(host, plan):
     "Timer migration off",
     "runtime",
     "With timer migration on, timers set on idle cores may expire on a busy one, the DuT's included; "
-    "real-time tuning turns it off (not in the seeds' tables; it removes another source of the interrupts "
+    "real-time tuning turns it off (not in the URLLC studies' tables; it removes another source of the interrupts "
     "they trace spikes to).",
 )
 def _timer_migration(host, plan):
@@ -460,7 +460,7 @@ def _timer_migration(host, plan):
     "irq_affinity",
     "No device IRQ may run on a DuT core",
     "runtime",
-    "A device interrupt handled on the DuT core preempts the packet processing (000 §III-a, 004 §III-b); every "
+    "A device interrupt handled on the DuT core preempts the packet processing (Commun. Mag. 2020, §III-a; NOMS 2020, §III-b); every "
     "IRQ should be confined to housekeeping cores.",
 )
 def _irq_affinity(host, plan):
@@ -530,7 +530,7 @@ def _irqbalance(host, plan):
     "isolation_in_effect",
     "Isolation asked for is in effect",
     "kernel",
-    "A boot parameter the kernel does not act on gives false confidence: 002 §4.1 found nohz_full silently "
+    "A boot parameter the kernel does not act on gives false confidence: JNSM 2023, §4.1 found nohz_full silently "
     "ignored by Debian's kernels, built without CONFIG_NO_HZ_FULL.",
 )
 def _isolation_in_effect(host, plan):
@@ -562,7 +562,7 @@ def _isolation_in_effect(host, plan):
             FAIL,
             "; ".join(problems),
             "what is asked for is applied",
-            "boot a kernel built with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (002 §4.1), or a PREEMPT_RT kernel; "
+            "boot a kernel built with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (JNSM 2023, §4.1), or a PREEMPT_RT kernel; "
             "check the parameters' spelling",
         )
     return PASS, ", ".join(seen) or "as asked", "what is asked for is applied", ""
@@ -576,7 +576,7 @@ def _isolation_in_effect(host, plan):
     "PREEMPT_RT kernel",
     "kernel",
     "The RT kernel bounded the tail: maximum 110-140 µs against 510-1000 µs for vanilla and nohz kernels "
-    "(001 §5), and no 600 µs TLB-shootdown spikes (002 §6); 000 guideline v.",
+    "(Perf. Eval. 2024, §5), and no 600 µs TLB-shootdown spikes (JNSM 2023, §6); Commun. Mag. 2020, guideline v.",
 )
 def _kernel_rt(host, plan):
     cfg = host.kernel_config or {}
@@ -604,7 +604,7 @@ def _kernel_rt(host, plan):
     "Kernel built for nohz_full",
     "kernel",
     "nohz_full only works in a kernel built with CONFIG_NO_HZ_FULL (and CONFIG_RCU_NOCB_CPU for rcu_nocbs); "
-    "Debian's vanilla and RT kernels are not (002 §4.1).",
+    "Debian's vanilla and RT kernels are not (JNSM 2023, §4.1).",
 )
 def _nohz_full_support(host, plan):
     cfg = host.kernel_config
@@ -625,7 +625,7 @@ def _nohz_full_support(host, plan):
         FAIL,
         observed,
         "both =y",
-        "build the kernel with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (002 §4.1), or use a PREEMPT_RT kernel",
+        "build the kernel with CONFIG_NO_HZ_FULL=y and CONFIG_RCU_NOCB_CPU=y (JNSM 2023, §4.1), or use a PREEMPT_RT kernel",
     )
 
 
@@ -634,7 +634,7 @@ def _nohz_full_support(host, plan):
     "Fast clocksource",
     "kernel",
     "Timestamps are taken all the time (by the DuT, the kernel, lowtail); tsc (or kvm-clock in a VM) is read in "
-    "user space in nanoseconds, hpet and acpi_pm cost microseconds per read. The seeds rely on the TSC (002 Table 1).",
+    "user space in nanoseconds, hpet and acpi_pm cost microseconds per read. The URLLC studies rely on the TSC (JNSM 2023, Table 1).",
 )
 def _clocksource(host, plan):
     cs = host.root.read("sys/devices/system/clocksource/clocksource0/current_clocksource")
@@ -655,8 +655,8 @@ def _clocksource(host, plan):
     "cgroup_version",
     "cgroup v2",
     "kernel",
-    "A cgroup v2 cpuset partition can give the DuT's container cores nothing else runs on — the seeds' container "
-    "configuration (001 §3: reserving cores exclusively, no load balancing).",
+    "A cgroup v2 cpuset partition can give the DuT's container cores nothing else runs on — the URLLC studies' container "
+    "configuration (Perf. Eval. 2024, §3: reserving cores exclusively, no load balancing).",
 )
 def _cgroup_version(host, plan):
     layout = host.cgroup_layout
@@ -682,7 +682,7 @@ def _cgroup_version(host, plan):
     "NICs on the DuT cores' NUMA node",
     "hardware",
     "A NIC on another socket means every packet crosses the interconnect; pin the NF to cores of the NIC's node "
-    "(000 §III-b).",
+    "(Commun. Mag. 2020, §III-b).",
 )
 def _nic_numa(host, plan):
     nodes = host.numa_nodes
@@ -709,8 +709,8 @@ def _nic_numa(host, plan):
     "resctrl",
     "Cache allocation for the DuT",
     "hardware",
-    "The last-level cache is shared: other cores evict the DuT's lines. Intel CAT partitions it (000 §III-b and "
-    "guideline iv, 002 §4.1).",
+    "The last-level cache is shared: other cores evict the DuT's lines. Intel CAT partitions it (Commun. Mag. 2020, §III-b and "
+    "guideline iv; JNSM 2023, §4.1).",
 )
 def _resctrl(host, plan):
     flags = host.cpu_flags
@@ -745,7 +745,7 @@ def run_audit(host: Host, plan: CorePlan, only: set[str] | None = None) -> list[
 
 def score(checks: list[Check]) -> dict:
     """Share of applicable checks passed, a warning counting half: 100 is a host tuned as
-    the seeds tune theirs."""
+    the URLLC studies tune theirs."""
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
     applicable = counts[PASS] + counts[WARN] + counts[FAIL]
     value = round(100 * (counts[PASS] + 0.5 * counts[WARN]) / applicable) if applicable else 100

@@ -1,7 +1,7 @@
 """Energy from the RAPL counters Linux exposes under /sys/class/powercap.
 
-The seeds price low latency in watts: with power saving off the idle server drew 48 %
-more (000 §VI, 004 §V-E). Where RAPL exists, each run and noise probe records the energy
+The URLLC studies price low latency in watts: with power saving off the idle server drew 48 %
+more (Commun. Mag. 2020, §VI; NOMS 2020, §V-E). Where RAPL exists, each run and noise probe records the energy
 it used and its mean power; elsewhere the figures say "not available" and why.
 
 Zones: intel-rapl:N are the packages (and on some machines psys, the whole platform);

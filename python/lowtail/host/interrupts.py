@@ -5,8 +5,8 @@ Kinds are the row names of /proc/interrupts: the architecture's interrupts by th
 three-letter code (LOC local timer, IWI IRQ work, TLB shootdowns, CAL function calls,
 RES rescheduling, NMI, ...) and device interrupts as "<irq>:<device>" ("36:virtio1-req.0").
 
-Why the sampler runs on a housekeeping core and not every second by default: the seeds
-found their own 1-second interrupt monitor behind a periodic latency spike (002 §6). Reading
+Why the sampler runs on a housekeeping core and not every second by default: the URLLC studies
+found their own 1-second interrupt monitor behind a periodic latency spike (JNSM 2023, §6). Reading
 /proc/interrupts walks every CPU's counters but sends no interrupt to the other cores, so
 from a core the DuT does not use its cost stays on that core; `DEFAULT_INTERVAL_S` comes
 from measuring it (docs/architecture.md, "Interrupt sampling")."""

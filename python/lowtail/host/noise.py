@@ -6,7 +6,7 @@ they end, so interrupt counts cover exactly the probed time. With periodic sampl
 an InterruptSampler on a housekeeping core also records increments every interval; the
 gap time in each interval, regressed on the increments of each kind, gives the typical
 duration per kind — the interrupt profile (rate × duration per kind, summed: d_Σ) the
-overload model R_max = (1 s − d_Σ) / t_CPU needs (004 §VI)."""
+overload model R_max = (1 s − d_Σ) / t_CPU needs (NOMS 2020, §VI)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from lowtail.host.sysroot import SysRoot, format_cpulist
 # A kind counts as steady (a clock: LOC, IWI) when its count per interval varies this little;
 # steady kinds cannot be told apart by regression and share one duration.
 STEADY_CV = 0.25
-# Interrupt handlers take microseconds (5.5-19 µs in the seeds); a gap this long is the core
+# Interrupt handlers take microseconds (5.5-19 µs in the URLLC studies); a gap this long is the core
 # given to something else — another task, RT throttling, the hypervisor — and is counted
 # apart instead of being attributed to whatever interrupt happened nearby.
 HANDLER_MAX_NS = 1_000_000

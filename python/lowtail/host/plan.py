@@ -1,8 +1,8 @@
 """Core plans and the kernel command line that implements one.
 
 A core plan splits the CPUs in two: housekeeping cores run the operating system, IRQs and
-everything else; isolated cores run only the device under test (000 Fig. 2, 002 Fig. 2).
-The boot parameters follow the seeds' tables (002 Table 1, 001 Table 2)."""
+everything else; isolated cores run only the device under test (Commun. Mag. 2020, Fig. 2; JNSM 2023, Fig. 2).
+The boot parameters follow the URLLC studies' tables (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2)."""
 
 from __future__ import annotations
 
@@ -74,17 +74,17 @@ class BootParam:
     name: str
     value: str | None
     purpose: str
-    source: str  # which seed table asks for it
+    source: str  # which paper's table asks for it (docs/papers.md)
 
     def __str__(self) -> str:
         return self.name if self.value is None else f"{self.name}={self.value}"
 
 
 def boot_params(plan: CorePlan, vendor: str) -> list[BootParam]:
-    """The seeds' latency-optimised boot parameters for a core plan. The intel_* ones
-    only on Intel CPUs (001 §3: not available on AMD)."""
+    """The URLLC studies' latency-optimised boot parameters for a core plan. The intel_* ones
+    only on Intel CPUs (Perf. Eval. 2024, §3: not available on AMD)."""
     iso, hk = format_cpulist(plan.isolated), format_cpulist(plan.housekeeping)
-    t1, t2, both = "002 Table 1", "001 Table 2", "002 Table 1, 001 Table 2"
+    t1, t2, both = "JNSM 2023, Table 1", "Perf. Eval. 2024, Table 2", "JNSM 2023, Table 1; Perf. Eval. 2024, Table 2"
     params = [
         BootParam("isolcpus", iso, "keep the scheduler's other tasks off the DuT cores", t1),
         BootParam("nohz_full", iso, "no timer tick on a core running one task", t1),
@@ -141,7 +141,7 @@ def kernel_cmdline(host: Host, plan: CorePlan) -> dict:
     ours = {p.name.replace("-", "_") for p in params}
     base, base_from = grub_base(host)
     kept = [w for w in base if w.partition("=")[0].replace("-", "_") not in ours]
-    # The seeds' tables misspell rcu_nocb_poll as rcu_nocbs_poll; the kernel ignores that.
+    # The URLLC studies' tables misspell rcu_nocb_poll as rcu_nocbs_poll; the kernel ignores that.
     kept = [w for w in kept if w.partition("=")[0] != "rcu_nocbs_poll"]
     added = " ".join(str(p) for p in params)
     grub_value = " ".join(kept + [added]).strip()
@@ -165,5 +165,7 @@ def kernel_cmdline(host: Host, plan: CorePlan) -> dict:
             if host.vendor == "GenuineIntel"
             else [f"CPU vendor {host.vendor}: intel_idle.max_cstate and intel_pstate left out (Intel only)"]
         )
-        + ["idle=poll keeps idle cores busy: the seeds measured 48 % more power at idle (000 §VI)"],
+        + [
+            "idle=poll keeps idle cores busy: the URLLC studies measured 48 % more power at idle (Commun. Mag. 2020, §VI)"
+        ],
     }

@@ -3,8 +3,8 @@
 A packet that arrives while an interrupt runs waits for its end; one whose processing
 is interrupted waits for the whole interrupt. With 100 µs between packets and interrupts
 shorter than 15 µs, the traffic samples the interrupts far too sparsely, and the packets
-it does catch form the regular sawtooth lines of the seeds' worst-event plots (000,
-section V-B; 004, section V-C): the phase of interrupt k in the packet grid moves by a
+it does catch form the regular sawtooth lines of the URLLC studies' worst-event plots (Commun. Mag.
+2020, section V-B; NOMS 2020, section V-C): the phase of interrupt k in the packet grid moves by a
 fixed step each time, so the delay of the packets hit falls (or rises) linearly and
 wraps around once per beat period
 

@@ -1,4 +1,4 @@
-"""Extreme-value model of the latency tail (the seeds' 001, section 6, extended).
+"""Extreme-value model of the latency tail (Perf. Eval. 2024, section 6, extended).
 
 The series is split in time: the first `fit_fraction` (20 %) builds the model, the rest
 (a four-fold horizon) validates it. Peaks over threshold: for each candidate threshold u
@@ -54,7 +54,7 @@ class EvtOptions:
     confidence: float = 0.95
     return_periods: tuple[int, ...] = DEFAULT_RETURN_PERIODS
     stationarity_blocks: int = 1000
-    # Validation exceedances closer than this many packets are one event (the seeds count
+    # Validation exceedances closer than this many packets are one event (the URLLC studies count
     # bursts: an interrupt that delays ten packets in a row is one exceedance).
     decluster_packets: int = 1
 

@@ -1,7 +1,7 @@
 """The knee of a rate sweep: the first rate at which the device is overloaded.
 
-The seeds call a run overloaded when it loses packets noticeably or its latency grows
-by orders of magnitude (004, Table II: 3.3 % loss and a thousandfold median at the first
+The URLLC studies call a run overloaded when it loses packets noticeably or its latency grows
+by orders of magnitude (NOMS 2020, Table II: 3.3 % loss and a thousandfold median at the first
 overloaded rate, while a short loss burst at start-up alone is not overload). Here a
 rate is overloaded when any valid run at it loses more than `loss_limit` of its packets
 or has a 99th percentile more than `growth_limit` times that of the lowest rate."""

@@ -1,4 +1,4 @@
-"""The seeds' overload model (004, section VI): a core spends t_CPU per packet and
+"""The overload model of NOMS 2020 (section VI): a core spends t_CPU per packet and
 d_Σ per second on interrupts, so it keeps up with at most
 
     R_max = (1 s − d_Σ) / t_CPU,   t_CPU = t_e2e − 2·t_transfer,   d_Σ = Σ rate_i · duration_i
@@ -57,7 +57,7 @@ def parse_interrupt(text: str) -> InterruptLoad:
 
 def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[InterruptLoad]) -> dict[str, Any]:
     """R_max and the figures behind it. t_transfer_ns is the bare forwarder's median
-    (the seeds' 2·t_transfer), t_e2e_ns the application's median."""
+    (the URLLC studies' 2·t_transfer), t_e2e_ns the application's median."""
     irqs = list(interrupts)
     t_cpu = t_e2e_ns - t_transfer_ns
     if t_cpu <= 0:

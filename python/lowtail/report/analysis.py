@@ -10,7 +10,7 @@ from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store.analyses import analysis
-from lowtail.units import format_ns, format_us
+from lowtail.units import format_ns
 
 
 def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
@@ -31,7 +31,7 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     if lat:
         lat_table = table_html(
             [label for _, label in percentiles.labelled()] + ["mean"],
-            [[format_us(lat[k]) for k in percentiles.figure_keys()] + [format_us(lat["mean"])]],
+            [[format_ns(lat[k]) for k in percentiles.figure_keys()] + [format_ns(lat["mean"])]],
         )
     inputs = doc["inputs"]
     meta = table_html(
@@ -87,8 +87,9 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     )
 
 
-def write_analysis_report(db: str | Path, analysis_id: int | str, output: str | Path) -> Path:
-    """The report of one stored analysis (an id, or 'latest') as one HTML file."""
+def write_analysis_report(db: str | Path, analysis_id: int | str, output: str | Path | None = None) -> Path:
+    """The report of one stored analysis (an id, or 'latest') as one HTML file, by default
+    lowtail-report-<id>.html (the id the analysis has, 'latest' resolved)."""
     with open_store(db, read_only=True) as s:
         doc = analysis(s, analysis_id)
     page = Page(
@@ -96,4 +97,4 @@ def write_analysis_report(db: str | Path, analysis_id: int | str, output: str | 
         subtitle=f"{doc['pre_path']} → {doc['post_path']}",
     )
     analysis_sections(page, doc)
-    return page.write(Path(output))
+    return page.write(Path(output or f"lowtail-report-{doc['analysis_id']}.html"))

@@ -200,7 +200,7 @@ def aliasing_figure(doc: dict[str, Any]):
 
 def simulate_figure(doc: dict[str, Any]):
     """The CDF of predicted latency per case: batches show as steep steps and flat runs
-    (the seeds' 004 Fig. 5). With a measured run, its percentiles are drawn over it."""
+    (NOMS 2020, Fig. 5). With a measured run, its percentiles are drawn over it."""
     fig, ax = plt.subplots(figsize=(8, 4.5))
     for case in doc["cases"]:
         cdf = case["result"]["cdf"]

@@ -1,4 +1,4 @@
-"""The plots of the seeds, in one place: HDR percentile curves, worst-event scatters,
+"""The plots of the URLLC studies, in one place: HDR percentile curves, worst-event scatters,
 histograms, rates over time. Each function returns a matplotlib figure."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The results database: every analysis, run and model lands here, and every report
-reads from here. DuckDB, embedded, one file (default ./lowtail.duckdb).
+reads from here. DuckDB, embedded, one file: $LOWTAIL_DB, else ./lowtail.duckdb.
 
 All SQL of lowtail lives in this package. Its API is module functions that take the open
 `Store` first (`analyses.save_analysis(store, doc)`, `runs.experiment(store, id)`), one
@@ -7,26 +7,36 @@ module per family of tables; `Store` itself is only the connection and its trans
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from lowtail.store.db import Store
 
-# The database a command uses when not given --db: the one place that names it.
+# The database every command uses when not given --db: the one place that names it and
+# the environment variable that moves it. In the working directory, not the home
+# directory: `sudo lowtail run` and a user's `lowtail experiment report` then find the
+# same file, whatever sudo does with $HOME.
 DEFAULT_DB = Path("lowtail.duckdb")
+DB_ENV = "LOWTAIL_DB"
 
-__all__ = ["DEFAULT_DB", "Store", "open_store"]
+__all__ = ["DB_ENV", "DEFAULT_DB", "Store", "default_db", "open_store"]
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
 # the commands that open the database pay for DuckDB (store.db is imported on first use).
 
 
+def default_db() -> Path:
+    """The database a command uses without --db: $LOWTAIL_DB, else ./lowtail.duckdb."""
+    return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
 def open_store(path: str | Path | None, read_only: bool = False) -> Store:
-    """The database at `path` (None: the default, ./lowtail.duckdb)."""
+    """The database at `path` (None: the default, `default_db()`)."""
     from lowtail.store.db import Store
 
-    return Store(path or DEFAULT_DB, read_only=read_only)
+    return Store(path or default_db(), read_only=read_only)
 
 
 def __getattr__(name: str) -> Any:

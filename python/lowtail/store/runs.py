@@ -130,6 +130,17 @@ def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
     return _decode(found)
 
 
+def latest_swept_experiment(store: Store) -> int:
+    """The newest experiment that measured a DuT (not only the wire, as `lowtail calibrate`
+    does): what 'latest' means for a model of a DuT's sweep."""
+    (found,) = store.con.execute(
+        "SELECT max(experiment_id) FROM runs WHERE NOT calibration AND valid AND analysis_id IS NOT NULL"
+    ).fetchone()
+    if found is None:
+        raise UserError(f"{store.path}: holds no experiment with a valid run of a DuT yet (run `lowtail run`)")
+    return found
+
+
 def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
     """The experiment's runs with their headline figures and their host's kernel and name,
     in the order they ran."""

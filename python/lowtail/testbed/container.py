@@ -1,4 +1,4 @@
-"""`containment = "container"`: what the seeds' LXC containers had ("Containing Low
+"""`containment = "container"`: what the URLLC studies' LXC containers had ("Containing Low
 Tail-Latencies in Packet Processing Using Lightweight Virtualization", §3) — the DuT in its
 own PID, mount and UTS namespaces besides the testbed's network namespace, in a cpuset of
 cores it holds exclusively with the scheduler's load balancing off for them, with memory

@@ -1,5 +1,5 @@
 """Containment of a DuT: "bare" (an ordinary process, optionally pinned) or "container"
-(the seeds' container configuration, made by container.py: the DuT in its own namespaces
+(the URLLC studies' container configuration, made by container.py: the DuT in its own namespaces
 and cgroups, with a cpuset of chosen cores, so it and everything it starts can run only
 there). This module knows the cgroup hierarchies and makes the cpusets.
 

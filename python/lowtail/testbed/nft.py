@@ -1,6 +1,6 @@
 """`kind = "nftables"`: a firewall. The DuT namespace bridges in0 and out0 (as the bridge DuT
 does) and every forwarded frame passes an nftables chain on the bridge's forward hook: the
-firewall analogue of the seeds' forwarder-against-filter comparison (a sweep over `rules`).
+firewall analogue of the URLLC studies' forwarder-against-filter comparison (a sweep over `rules`).
 
 Bridging rather than routing: the test traffic is addressed to the generator's other port,
 so the DuT forwards it without being its IP next hop; nftables' bridge family filters those

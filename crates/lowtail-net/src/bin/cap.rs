@@ -7,10 +7,12 @@ use std::time::Duration;
 use clap::{Parser, ValueEnum};
 use serde_json::json;
 
+use lowtail_frame::IdSpec;
 use lowtail_net::cli::parse_duration;
 use lowtail_net::clock::monotonic_ns;
 use lowtail_net::counters::{dev_counters, softnet_dropped, DevCounters};
 use lowtail_net::error::{exit_with, Fatal, EXIT_DEGRADED, EXIT_OK};
+use lowtail_net::live::{self, JsonLines, LiveMatcher};
 use lowtail_net::netns::IfaceRef;
 use lowtail_net::pcapout::CaptureFile;
 use lowtail_net::ring::{BlockRing, RxFrame, Stamp};
@@ -37,11 +39,17 @@ use lowtail_net::{cpu, signal};
 /// drops is incomplete. Prints "ready" on stdout (and creates --ready-file) once every
 /// interface is being captured.
 ///
+/// With --live-json FILE and two interfaces (the first where frames enter the device,
+/// the second where they leave), it matches lowtail's frames by id as it writes them and
+/// appends one JSON line a second to FILE: frames so far on each side, matched, lost
+/// (no copy after --live-horizon), and the running p99 and maximum latency (an HDR
+/// histogram's, three significant digits; `lowtail analyze` gives the exact figures).
+///
 /// Exit codes: 0 complete; 3 finished but frames were dropped; 2 bad arguments or
 /// set-up (no such interface, not root, hardware timestamps unavailable); 1 other
 /// failures (disk full, ...).
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-cap", version, verbatim_doc_comment)]
+#[command(name = "lowtail-cap", version = lowtail_version::LONG_VERSION, verbatim_doc_comment)]
 struct Args {
     /// Interface to capture on (repeat for several): NAME or NAME@NETNS.
     #[arg(long, value_name = "IF[@NETNS]", required = true)]
@@ -82,6 +90,17 @@ struct Args {
     /// real-time program shares its core.
     #[arg(long, value_name = "PRIO")]
     rt_priority: Option<i32>,
+    /// Append a line of running figures (JSON) to this file every second; needs exactly
+    /// two interfaces: where frames enter the device, then where they leave it.
+    #[arg(long, value_name = "FILE")]
+    live_json: Option<PathBuf>,
+    /// Only frames to this UDP port carry ids (for --live-json).
+    #[arg(long, value_name = "PORT")]
+    live_udp_port: Option<u16>,
+    /// A frame with no copy on the second interface this long after the first counts
+    /// as lost in the running figures.
+    #[arg(long, default_value = "1s", value_parser = parse_duration, value_name = "SECS")]
+    live_horizon: Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -222,12 +241,22 @@ impl Side {
         })
     }
 
-    /// Drain every block the kernel has handed over; returns whether there were any.
-    fn drain(&mut self) -> bool {
+    /// Drain every block the kernel has handed over, showing each frame to `live` as
+    /// captured on `side`; returns whether there were any.
+    fn drain(&mut self, mut live: Option<(&mut LiveMatcher, live::Side)>) -> bool {
         let mut any = false;
         let (tally, file, scratch, only_out) =
             (&mut self.tally, &mut self.file, &mut self.scratch, self.keep_outgoing_only);
-        while self.ring.drain_block(|f| tally.record(file, scratch, f, only_out)).is_some() {
+        while self
+            .ring
+            .drain_block(|f| {
+                tally.record(file, scratch, f, only_out);
+                if let Some((matcher, side)) = live.as_mut() {
+                    matcher.frame(*side, f.data, f.wire_len, f.ts_ns);
+                }
+            })
+            .is_some()
+        {
             any = true;
         }
         any
@@ -305,6 +334,20 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if args.snaplen < 64 {
         return Err(Fatal::usage("--snaplen must be at least 64 bytes"));
     }
+    if args.live_json.is_some() && args.iface.len() != 2 {
+        return Err(Fatal::usage(format!(
+            "--live-json needs exactly two interfaces (where frames enter the device, then where they leave), not {}",
+            args.iface.len()
+        )));
+    }
+    let mut live = match &args.live_json {
+        Some(path) => {
+            let spec = IdSpec { udp_dst_port: args.live_udp_port, ..IdSpec::default() };
+            let matcher = LiveMatcher::new(spec, args.live_horizon.as_nanos() as i64);
+            Some(Live { matcher, out: JsonLines::create(path)? })
+        }
+        None => None,
+    };
     let mut sides = Vec::new();
     for (iface, out) in args.iface.iter().zip(&args.out) {
         sides.push(Side::open(iface, out, &args)?);
@@ -322,7 +365,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     announce_ready(&args)?;
 
     let deadline = args.duration.map(|d| started + d.as_nanos() as i64);
-    let stopped_by = capture_until_stopped(&mut sides, deadline);
+    let stopped_by = capture_until_stopped(&mut sides, deadline, live.as_mut(), started);
     let elapsed = monotonic_ns() - started;
     let softnet = match (softnet_dropped(), softnet_before) {
         (Some(a), Some(b)) => Some(a.wrapping_sub(b)),
@@ -373,19 +416,37 @@ fn run(args: Args) -> Result<i32, Fatal> {
     Ok(EXIT_OK)
 }
 
+/// The running figures of --live-json: the matcher and the file of its lines.
+struct Live {
+    matcher: LiveMatcher,
+    out: JsonLines,
+}
+
+/// Drain every side's ring (the first is PRE, the second POST for the live matcher).
+fn drain_all(sides: &mut [Side], mut live: Option<&mut Live>) -> bool {
+    let mut any = false;
+    for (i, side) in sides.iter_mut().enumerate() {
+        let role = if i == 0 { live::Side::Pre } else { live::Side::Post };
+        any |= side.drain(live.as_deref_mut().map(|l| (&mut l.matcher, role)));
+    }
+    any
+}
+
 /// Poll and drain the rings until a signal, the deadline or a write error; then drain
 /// what the kernel still hands over. Returns what stopped the capture.
-fn capture_until_stopped(sides: &mut [Side], deadline: Option<i64>) -> &'static str {
+fn capture_until_stopped(
+    sides: &mut [Side],
+    deadline: Option<i64>,
+    mut live: Option<&mut Live>,
+    started: i64,
+) -> &'static str {
     let mut pollfds: Vec<libc::pollfd> = sides
         .iter()
         .map(|s| libc::pollfd { fd: s.sock.raw(), events: libc::POLLIN | libc::POLLERR, revents: 0 })
         .collect();
     let mut next_stats = monotonic_ns() + 1_000_000_000;
     let stopped_by = loop {
-        let mut any = false;
-        for side in sides.iter_mut() {
-            any |= side.drain();
-        }
+        let any = drain_all(sides, live.as_deref_mut());
         if sides.iter().any(|s| s.tally.write_failed) {
             sides.iter_mut().for_each(Side::read_kernel_stats);
             return "write error";
@@ -395,6 +456,10 @@ fn capture_until_stopped(sides: &mut [Side], deadline: Option<i64>) -> &'static 
             // The counters are 32 bits wide: read (and reset) them every second.
             sides.iter_mut().for_each(Side::read_kernel_stats);
             next_stats = now + 1_000_000_000;
+            if let Some(l) = live.as_deref_mut() {
+                // The running figures are a view: failing to write them does not stop the capture.
+                let _ = l.out.write(&l.matcher.summary(now - started));
+            }
         }
         if signal::stop_requested() {
             break signal::received().unwrap_or("signal");
@@ -410,10 +475,11 @@ fn capture_until_stopped(sides: &mut [Side], deadline: Option<i64>) -> &'static 
     // draining for a little longer than the retire timeout.
     let until = monotonic_ns() + 3 * RETIRE_MS as i64 * 1_000_000;
     while monotonic_ns() < until {
-        for side in sides.iter_mut() {
-            side.drain();
-        }
+        drain_all(sides, live.as_deref_mut());
         poll(&mut pollfds, 2);
+    }
+    if let Some(l) = live {
+        let _ = l.out.write(&l.matcher.summary(monotonic_ns() - started));
     }
     sides.iter_mut().for_each(Side::read_kernel_stats);
     stopped_by

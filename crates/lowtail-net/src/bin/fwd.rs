@@ -23,7 +23,7 @@ use lowtail_net::{cpu, signal};
 /// frames waiting it takes up to --batch of them (as DPDK's rx_burst does), spends
 /// --work-ns of busy CPU time per frame (spinning on the clock), and only then sends the
 /// whole batch to --out with one sendmmsg: every frame of a batch waits until the whole
-/// batch is processed, as the seeds' DPDK Snort did. When work outpaces arrivals the
+/// batch is processed, as the URLLC studies' DPDK Snort did. When work outpaces arrivals the
 /// ring (--rx-ring frames) fills and the kernel drops frames: overload as it happens.
 ///
 /// By default it never sleeps (a core of its own, as DPDK has). With --spin-us it
@@ -39,7 +39,7 @@ use lowtail_net::{cpu, signal};
 /// Exit codes: 0 stopped cleanly; 2 bad arguments or set-up (no such interface, not
 /// root, bad core); 1 other failures.
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-fwd", version, verbatim_doc_comment)]
+#[command(name = "lowtail-fwd", version = lowtail_version::LONG_VERSION, verbatim_doc_comment)]
 struct Args {
     /// Interface frames arrive on: NAME or NAME@NETNS.
     #[arg(long = "in", value_name = "IF[@NETNS]")]

@@ -12,8 +12,9 @@ use lowtail_net::cli::{parse_duration, parse_mac};
 use lowtail_net::clock::{monotonic_ns, realtime_ns, Monotonic};
 use lowtail_net::counters::dev_counters;
 use lowtail_net::error::{exit_with, Fatal, EXIT_DEGRADED, EXIT_INTERRUPTED, EXIT_OK};
+use lowtail_net::live::JsonLines;
 use lowtail_net::netns::IfaceRef;
-use lowtail_net::pacing::{pace, verdict, Pacing, Plan, Verdict};
+use lowtail_net::pacing::{pace, verdict, Pacing, Plan, SecondReport, Verdict};
 use lowtail_net::socket::PacketSocket;
 use lowtail_net::summary::{fmt_ns, fmt_rate, log_bins, summarize, write_json, Summary};
 use lowtail_net::tx::{Frames, SocketSink, TxMethod};
@@ -30,11 +31,15 @@ use lowtail_net::{cpu, signal};
 /// The id is a big-endian u64 at the start of the UDP payload: what `lowtail analyze`
 /// finds by default.
 ///
+/// With --live-json FILE it appends one JSON line a second: frames sent so far, bursts
+/// that left late, and the largest pacing error of that second (written by a thread
+/// off the pacing core).
+///
 /// Exit codes: 0 done and kept up; 2 bad arguments or set-up (no such interface, not
 /// root, bad core); 3 done but the rate was not held or frames were refused (the
 /// statistics say which); 130 stopped by SIGINT/SIGTERM; 1 other failures.
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-gen", version, verbatim_doc_comment)]
+#[command(name = "lowtail-gen", version = lowtail_version::LONG_VERSION, verbatim_doc_comment)]
 struct Args {
     /// Interface to send on: NAME, or NAME@NETNS for one in a network namespace
     /// (a name under /run/netns or a path such as /proc/PID/ns/net).
@@ -107,6 +112,9 @@ struct Args {
     /// Start sending this long after set-up (lets the pinned thread settle).
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "SECS")]
     start_delay: Duration,
+    /// Append a line of running figures (JSON) to this file every second.
+    #[arg(long, value_name = "FILE")]
+    live_json: Option<PathBuf>,
 }
 
 /// Below the kernel's own real-time threads (50 for threaded interrupts, 99 for
@@ -161,6 +169,9 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
 fn run(args: Args) -> Result<i32, Fatal> {
     signal::install();
     let (plan, mut sink) = prepare(&args)?;
+    // Started before pinning: the writer thread keeps the process's cores and ordinary
+    // scheduling, off the pacing core.
+    let live = args.live_json.as_deref().map(|path| LiveWriter::start(path, plan.frames)).transpose()?;
     // Judged before pinning, which leaves one allowed core.
     let owns_a_core = args.cpu.is_some() && cpu::allowed_cpus().len() > 1;
     if let Some(core) = args.cpu {
@@ -179,7 +190,15 @@ fn run(args: Args) -> Result<i32, Fatal> {
     let cpu_wait_before = cpu::CpuWait::now();
     let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
     let clock_offset = realtime_ns() - monotonic_ns();
-    let mut pacing = pace(&plan, start, &mut Monotonic, &mut sink, signal::stop_requested)?;
+    let each_second = |r: SecondReport| {
+        if let Some(l) = &live {
+            l.send(r);
+        }
+    };
+    let mut pacing = pace(&plan, start, &mut Monotonic, &mut sink, signal::stop_requested, each_second)?;
+    if let Some(l) = live {
+        l.finish();
+    }
     let counters = match (dev_counters(&args.iface), counters_before) {
         (Some(after), Some(before)) => Some(after.since(&before)),
         _ => None,
@@ -242,6 +261,45 @@ fn run(args: Args) -> Result<i32, Fatal> {
         write_json(path, &doc)?;
     }
     Ok(report(&args, &plan, &pacing, &v, lateness.as_ref(), &sink))
+}
+
+/// The --live-json lines, written by a thread of their own: the pacing loop only hands
+/// a few counters over a channel once a second.
+struct LiveWriter {
+    tx: std::sync::mpsc::Sender<SecondReport>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LiveWriter {
+    fn start(path: &std::path::Path, planned: u64) -> Result<LiveWriter, Fatal> {
+        let mut out = JsonLines::create(path)?;
+        let (tx, rx) = std::sync::mpsc::channel::<SecondReport>();
+        let thread = std::thread::spawn(move || {
+            for r in rx {
+                // The running figures are a view: failing to write them does not stop the traffic.
+                let _ = out.write(&json!({
+                    "elapsed_ns": r.elapsed_ns,
+                    "planned": planned,
+                    "attempted": r.attempted,
+                    "sent": r.sent,
+                    "late_bursts": r.late_bursts,
+                    "interval_pacing_error_max_ns": r.interval_max_lag_ns,
+                    "pacing_error_ns": r.lag_ns,
+                }));
+            }
+        });
+        Ok(LiveWriter { tx, thread })
+    }
+
+    fn send(&self, r: SecondReport) {
+        let _ = self.tx.send(r);
+    }
+
+    /// Write what is queued and stop the thread.
+    fn finish(self) {
+        drop(self.tx);
+        let _ = self.thread.join();
+    }
 }
 
 /// Check the arguments against the interface and get the socket ready to send.

@@ -111,7 +111,7 @@ if [ "${irq_ms:-0}" -gt 0 ]; then
 	) &
 	SAMPLER=$!
 	# On the housekeeping vCPU: reading the counters on the forwarder's vCPU would be the
-	# periodic interruption the seeds traced to their own monitor.
+	# periodic interruption the URLLC studies traced to their own monitor.
 	taskset -p -c "$(arg hk_cpu)" "$SAMPLER" > /dev/null 2>&1
 fi
 

@@ -1,0 +1,183 @@
+"""The manners of the command line, through the real command: one version for the module
+and every native program, shell completion that bash really uses, help topics, errors as
+JSON with --json, one formatter of durations in every table, the files commands promise
+and where they say they wrote."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from lowtail import _native
+from lowtail.binaries import find_binary
+from lowtail.errors import UserError
+
+LOWTAIL = [sys.executable, "-m", "lowtail"]
+BIN = Path(sys.executable).parent
+
+
+def lowtail(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*LOWTAIL, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_version_names_the_build_and_the_native_programs_agree():
+    done = lowtail("--version")
+    assert done.returncode == 0
+    first = done.stdout.splitlines()[0]
+    assert first == f"lowtail {_native.LONG_VERSION}"
+    assert re.fullmatch(r"lowtail \d+\.\d+\.\d+ \(commit ([0-9a-f]{10}|unknown), (release|debug) build\)", first)
+    checked = 0
+    for name in ("lowtail-gen", "lowtail-cap", "lowtail-fwd", "lowtail-noise"):
+        try:
+            program = find_binary(name)
+        except UserError:
+            continue
+        out = subprocess.run([str(program), "--version"], capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0 and out.stdout.strip() == f"{name} {_native.LONG_VERSION}", (name, out)
+        checked += 1
+    if not checked:
+        pytest.skip("the native programs are not built (make build)")
+
+
+def _complete(words: list[str], cword: int) -> list[str]:
+    """What bash completes after sourcing `lowtail completion bash`, as Tab would."""
+    script = (
+        "source <(lowtail completion bash)\n"
+        f"COMP_WORDS=({' '.join(repr(w) for w in words)}); COMP_CWORD={cword}\n"
+        '"$(complete -p lowtail | sed -E "s/.* -F ([^ ]+) .*/\\1/")" lowtail\n'
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    env = os.environ | {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
+    done = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split()
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+def test_bash_completion_completes_commands_subcommands_and_options():
+    if not (BIN / "lowtail").exists():
+        pytest.skip("the lowtail command is not installed in this environment")
+    assert _complete(["lowtail", "exp"], 1) == ["experiment"]
+    assert "report" in _complete(["lowtail", "experiment", "re"], 2)
+    assert _complete(["lowtail", "run", "--fr"], 2) == ["--fresh"]
+    assert _complete(["lowtail", "completion", ""], 2) == ["bash", "zsh", "fish"]
+    assert "budget" in _complete(["lowtail", "help", ""], 2)
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_completion_scripts_for_the_other_shells_call_lowtail_back(shell):
+    done = lowtail("completion", shell)
+    assert done.returncode == 0 and "_LOWTAIL_COMPLETE=complete_" + shell in done.stdout
+
+
+def test_help_topics_and_help_of_a_command():
+    listing = lowtail("help")
+    assert listing.returncode == 0
+    for topic in ("budget", "floor", "trim", "percentiles", "database"):
+        assert topic in listing.stdout
+        page = lowtail("help", topic)
+        assert page.returncode == 0 and len(page.stdout.splitlines()) > 5, topic
+    assert lowtail("help", "experiment", "report").stdout == lowtail("experiment", "report", "--help").stdout
+    unknown = lowtail("help", "nonsense")
+    assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "budget" in unknown.stderr
+
+
+def test_with_json_an_error_is_a_json_document_on_stdout_too(tmp_path):
+    done = lowtail("show", "latest", "--json", "--db", str(tmp_path / "none.duckdb"))
+    assert done.returncode == 2
+    assert json.loads(done.stdout) == {"error": json.loads(done.stdout)["error"], "exit_code": 2}
+    assert "no such database" in json.loads(done.stdout)["error"]
+    assert done.stderr.startswith("lowtail: error: ") and done.stderr.count("\n") == 1
+    # Without --json, stdout stays empty.
+    plain = lowtail("show", "latest", "--db", str(tmp_path / "none.duckdb"))
+    assert plain.returncode == 2 and plain.stdout == ""
+
+
+@pytest.fixture(scope="module")
+def synth_pair(tmp_path_factory) -> Path:
+    """`lowtail synth` with its defaults, and a base latency of 6.93 ms."""
+    d = tmp_path_factory.mktemp("synth")
+    done = lowtail("synth", "pre.pcap", "post.pcap", "--set", "base_latency_ns=6933694", cwd=d)
+    assert done.returncode == 0, done.stderr
+    return d
+
+
+def test_synth_then_analyze_with_the_defaults_works_and_reports_enough_packets(synth_pair):
+    done = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--no-store", cwd=synth_pair)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["trim_ns"] == 1_000_000_000
+    assert doc["latency_ns"]["samples"] >= 100_000  # enough for the 99.999th percentile
+
+
+def test_one_duration_formatter_for_analyze_list_show_and_the_report(synth_pair, tmp_path):
+    db = tmp_path / "t.duckdb"
+    analyzed = lowtail("analyze", "pre.pcap", "post.pcap", "--db", str(db), cwd=synth_pair)
+    assert analyzed.returncode == 0, analyzed.stderr
+    for args in (["list"], ["show", "latest"]):
+        done = lowtail(*args, "--db", str(db))
+        assert done.returncode == 0
+        assert re.search(r"\b6\.9\d\d ms\b", done.stdout), (args, done.stdout)
+        assert not re.search(r"\d{4}\.\d{3} µs", done.stdout), (args, done.stdout)
+    assert re.search(r"\b6\.9\d\d ms\b", analyzed.stdout) and "µs" not in analyzed.stdout.split("mean")[0]
+
+
+def test_report_latest_writes_the_file_its_help_promises_and_says_so(synth_pair, tmp_path):
+    db = tmp_path / "t.duckdb"
+    assert lowtail("analyze", "pre.pcap", "post.pcap", "--db", str(db), cwd=synth_pair).returncode == 0
+    assert "lowtail-report-<id>.html" in lowtail("report", "--help").stdout
+    done = lowtail("report", "latest", "--db", str(db), cwd=tmp_path)
+    assert done.returncode == 0
+    written = list(tmp_path.glob("lowtail-report-*.html"))
+    assert [p.name for p in written] == ["lowtail-report-1.html"]
+    assert done.stderr.strip() == "wrote lowtail-report-1.html"
+
+
+def test_analyze_says_where_it_wrote_and_exports_csv_beside_parquet(synth_pair, tmp_path):
+    db = tmp_path / "t.duckdb"
+    report, csv_path, parquet = tmp_path / "r.html", tmp_path / "s.csv", tmp_path / "s.parquet"
+    done = lowtail(
+        "analyze", "pre.pcap", "post.pcap", "--db", str(db), "--report", str(report), "--export", str(csv_path),
+        cwd=synth_pair,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"stored as analysis 1 in {db}" in done.stderr
+    assert f"wrote the report to {report}" in done.stderr and report.exists()
+    assert f"wrote the matched series to {csv_path}" in done.stderr
+    assert not list(tmp_path.glob(".*")), "no temporary file is left"
+    assert (
+        lowtail("analyze", "pre.pcap", "post.pcap", "--no-store", "--export", str(parquet), cwd=synth_pair).returncode
+        == 0
+    )
+    table = pq.read_table(parquet)
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert list(rows[0]) == table.column_names
+    assert len(rows) == table.num_rows
+    for i in (0, len(rows) // 2, len(rows) - 1):
+        assert {k: int(v) for k, v in rows[i].items()} == {k: table.column(k)[i].as_py() for k in table.column_names}
+    bad = lowtail("analyze", "pre.pcap", "post.pcap", "--export", str(tmp_path / "s.xlsx"), cwd=synth_pair)
+    assert bad.returncode == 2 and ".parquet or .csv" in bad.stderr
+
+
+def test_every_command_uses_the_same_database_lowtail_db_moves_it(synth_pair, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "LOWTAIL_DB"}
+    plain = lowtail("analyze", str(synth_pair / "pre.pcap"), str(synth_pair / "post.pcap"), cwd=tmp_path, env=env)
+    assert plain.returncode == 0 and "in lowtail.duckdb" in plain.stderr
+    assert (tmp_path / "lowtail.duckdb").exists()
+    moved = tmp_path / "elsewhere.duckdb"
+    env["LOWTAIL_DB"] = str(moved)
+    again = lowtail("analyze", str(synth_pair / "pre.pcap"), str(synth_pair / "post.pcap"), cwd=tmp_path, env=env)
+    assert again.returncode == 0 and f"in {moved}" in again.stderr
+    listed = lowtail("list", "--json", cwd=tmp_path, env=env)
+    assert [r["analysis_id"] for r in json.loads(listed.stdout)] == [1]
+    assert lowtail("experiment", "list", "--json", cwd=tmp_path, env=env).returncode == 0
