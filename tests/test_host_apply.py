@@ -301,3 +301,84 @@ def test_no_permission_midway_rolls_back_and_says_so(shared_dir):
     assert settings(root, changes) == before
     assert not (root / "sys/fs/cgroup/cpuset/lowtail-dut").exists()
     assert not (shared_dir / "u.json").exists()
+
+
+# -- an undo file is input: what an edited one must not reach ---------------------------------
+
+
+def _edit_undo(undo_file: Path, edit) -> None:
+    doc = json.loads(undo_file.read_text())
+    edit(doc["changes"])
+    undo_file.write_text(json.dumps(doc))
+
+
+def _retarget(setting: str, path: str, kind: str = "write"):
+    def edit(changes: list[dict]) -> None:
+        ch = next(c for c in changes if c["setting"] == setting)
+        ch["path"], ch["kind"] = path, kind
+
+    return edit
+
+
+def _symlink_escape(untuned: Path, victim: Path):
+    link = untuned / "proc/sys/vm/stat_interval"
+    link.unlink()
+    link.symlink_to(victim)
+    return lambda changes: None
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "dotdot-file",
+        "dotdot-mkdir",
+        "absolute-file",
+        "symlink-escape",
+        "not-a-setting",
+        "cpuset-hierarchy-itself",
+        "wrong-kind",
+    ],
+)
+def test_undo_refuses_a_file_that_reaches_outside_what_apply_writes(untuned, tmp_path, capsys, hostile):
+    """An edited undo file (`"path": "../victim.txt"`, a `mkdir` of `../victimdir`, a symbolic
+    link out of the sysroot, a file apply never writes) is refused whole: exit 2, one line,
+    nothing outside the sysroot touched, nothing inside it restored."""
+    host, plan, changes = plan_for(untuned)
+    undo_file = tmp_path / "undo.json"
+    apply_changes(host.root, changes, plan, undo_file)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    victimdir = tmp_path / "victimdir"
+    victimdir.mkdir()
+    (victimdir / "data").write_text("precious\n")
+    edit = {
+        "dotdot-file": _retarget("vm.stat_interval", "../victim.txt"),
+        "dotdot-mkdir": _retarget("cpuset lowtail-dut for the DuT", "../victimdir", kind="mkdir"),
+        "absolute-file": _retarget("vm.stat_interval", str(victim)),
+        "symlink-escape": None,
+        "not-a-setting": _retarget("vm.stat_interval", "proc/cmdline"),
+        "cpuset-hierarchy-itself": _retarget("cpuset lowtail-dut for the DuT", "sys/fs/cgroup/cpuset", kind="mkdir"),
+        "wrong-kind": _retarget("KSM", "sys/kernel/mm/ksm", kind="mkdir"),
+    }[hostile]
+    if edit is None:
+        edit = _symlink_escape(untuned, victim)
+    _edit_undo(undo_file, edit)
+    inside_before = file_states(untuned)
+    code, out, err = cli(capsys, "host", "undo", undo_file)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "nothing was restored" in err, err
+    assert victim.read_text() == "keep me\n"
+    assert (victimdir / "data").read_text() == "precious\n"
+    assert file_states(untuned) == inside_before
+    assert undo_file.exists()
+
+
+def test_every_path_apply_plans_passes_the_undo_check(tmp_path):
+    """The list of what apply may write (SETTING_FILES, the cpuset's) covers all it writes,
+    on a cgroup v1 and a v2 host: a real undo file is never refused."""
+    for tuned in (False, True):
+        root = make_sysroot(tmp_path / f"r{tuned}", tuned=tuned)
+        host, plan, changes = plan_for(root)
+        apply_changes(host.root, changes, plan, tmp_path / f"u{tuned}.json")
+        restored = undo(tmp_path / f"u{tuned}.json")
+        assert restored, tuned

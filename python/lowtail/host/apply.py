@@ -28,7 +28,21 @@ from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, form
 
 UNDO_FORMAT = "lowtail-host-undo/1"
 DEFAULT_CPUSET = "lowtail-dut"
+CPUSET_NAME = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]+")  # one path component, not "." or ".."
 STAT_INTERVAL_S = 3600  # 002 §4.1
+
+# Every file apply may write, relative to the root (its cpuset's files are matched against
+# the host's cpuset hierarchy by `_cpuset_path`). An undo file is input: one that names
+# anything else was not written by apply, and undo refuses it whole.
+SETTING_FILES = re.compile(
+    r"proc/sys/vm/stat_interval|proc/sys/kernel/timer_migration"
+    r"|sys/kernel/mm/transparent_hugepage/(enabled|defrag)|sys/kernel/mm/ksm/run"
+    r"|sys/devices/system/cpu/cpu\d+/cpufreq/scaling_governor"
+    r"|sys/devices/system/cpu/cpu\d+/cpuidle/state\d+/disable"
+    r"|proc/irq/default_smp_affinity|proc/irq/\d+/smp_affinity_list"
+)
+CPUSET_FILES = ("cpuset.cpus", "cpuset.mems", "cpuset.cpus.partition", "cpuset.cpu_exclusive")
+COMPARISONS = ("text", "cpulist", "mask", "selected", "controllers")
 
 
 @dataclass
@@ -151,8 +165,8 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
 def _cpuset_changes(host: Host, plan: CorePlan, name: str) -> list[Change]:
     """A cpuset holding the DuT cores (and their memory nodes): cgroup v2 as an isolated
     partition (no load balancing, nothing else scheduled there), v1 as an exclusive set."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise UserError(f"--cpuset {name!r}: use letters, digits, '.', '_' and '-' only")
+    if not CPUSET_NAME.fullmatch(name):
+        raise UserError(f"--cpuset {name!r}: use letters, digits, '.', '_' and '-' only (not just dots)")
     mount = host.cpuset_mount
     if mount is None:
         return []
@@ -218,8 +232,11 @@ def _undo_one(root: SysRoot, ch: Change) -> None:
             if e.errno != errno.ENOTEMPTY:
                 raise
             # A copied sysroot: the files apply wrote are ordinary files (a cgroup
-            # filesystem would have taken the rmdir with them inside).
-            for f in p.iterdir():
+            # filesystem would have taken the rmdir with them inside). Only those go.
+            inside = list(p.iterdir())
+            if any(f.name not in CPUSET_FILES or f.is_symlink() or not f.is_file() for f in inside):
+                raise
+            for f in inside:
                 f.unlink()
             p.rmdir()
     elif ch.restore is not None:
@@ -337,9 +354,71 @@ def load_undo(path: Path) -> dict:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: not a lowtail undo file ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != UNDO_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != UNDO_FORMAT or not isinstance(doc.get("sysroot"), str):
         raise UserError(f"{path}: not a lowtail undo file (written by `lowtail host apply --yes`)")
     return doc
+
+
+def _inside(root: SysRoot, rel: str) -> bool:
+    """Is `rel` a plain relative path that stays under the root, symbolic links followed?"""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return False
+    base = os.path.realpath(root.root)
+    return os.path.commonpath([base, os.path.realpath(root.path(rel))]) == base
+
+
+def _cpuset_path(base: str | None, kind: str, rel: str) -> bool:
+    """Is `rel` what apply makes in the cpuset hierarchy `base`: the v2 controller switch, a
+    cpuset directory, or one of the files it writes in one?"""
+    if base is None:
+        return False
+    if rel == f"{base}/cgroup.subtree_control":
+        return kind == "write"
+    directory, _, name = rel.rpartition("/")
+    if kind == "mkdir":
+        return directory == base and CPUSET_NAME.fullmatch(name) is not None
+    parent, _, cpuset = directory.rpartition("/")
+    return name in CPUSET_FILES and parent == base and CPUSET_NAME.fullmatch(cpuset) is not None
+
+
+def _checked_changes(path: Path, root: SysRoot, doc: dict) -> list[Change]:
+    """The undo file's changes, each checked to be one apply makes: a known kind of setting,
+    inside the root. One that is not refuses the whole file (an undo file is input)."""
+    entries = doc.get("changes")
+    if not isinstance(entries, list) or doc.get("state") not in ("pending", "applied"):
+        raise UserError(f"{path}: not a lowtail undo file (no list of changes, or an unknown state)")
+    mount = Host(root).cpuset_mount
+    base = mount[1] if mount else None
+    changes = []
+    for i, entry in enumerate(entries, 1):
+        try:
+            ch = Change(**entry)
+        except TypeError:
+            raise UserError(
+                f"{path}: change {i} is not one `lowtail host apply` writes; nothing was restored"
+            ) from None
+        texts = (ch.setting, ch.path, ch.written, ch.status, ch.note)
+        optional_texts = (ch.before, ch.restore, ch.after)
+        known = (
+            all(isinstance(t, str) for t in texts)
+            and all(t is None or isinstance(t, str) for t in optional_texts)
+            and ch.kind in ("write", "mkdir")
+            and ch.compare in COMPARISONS
+            and ch.status in ("planned", "applied", "refused")
+            and (
+                (ch.kind == "write" and SETTING_FILES.fullmatch(ch.path) is not None)
+                or _cpuset_path(base, ch.kind, ch.path)
+            )
+        )
+        if not known or not _inside(root, ch.path):
+            shown = ch.path if isinstance(ch.path, str) else repr(ch.path)
+            raise UserError(
+                f"{path}: change {i} ({shown!r}) is not a setting `lowtail host apply` writes under "
+                f"{root.root}; the undo file was edited or damaged, nothing was restored"
+            )
+        changes.append(ch)
+    return changes
 
 
 def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> list[Change]:
@@ -355,7 +434,7 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
     root = SysRoot(recorded)
     if root.live and os.geteuid() != 0:
         raise UserError("undo changes kernel settings and needs root: run it with sudo")
-    changes = [Change(**c) for c in doc["changes"]]
+    changes = _checked_changes(path, root, doc)
     todo: list[Change] = []
     mismatches: list[str] = []
     for ch in changes:
