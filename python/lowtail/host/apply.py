@@ -3,8 +3,11 @@
 apply changes what needs no reboot — IRQ affinities, vm.stat_interval, transparent huge
 pages, KSM, the frequency governor and C-states of the DuT cores, timer migration, and a
 cpuset for the DuT — and nothing else. It is all or nothing: the undo file is written
-before the first change, and a change that fails rolls back those made before it. undo
-restores exactly what apply changed, after checking that nothing has changed them since.
+before the first change; a change that fails, or a stop signal (SIGINT, SIGTERM, SIGHUP:
+held until the write in progress is made and recorded), rolls back everything made, and
+the undo file goes only once every setting reads back as before. undo restores exactly
+what apply changed, after checking that nothing has changed them since; it takes the undo
+file as input, and refuses one that names anything apply does not write.
 
 Values are compared the way the kernel reports them, not byte for byte: THP's file reads
 "always madvise [never]" after "never" was written, an affinity may read "0-1" for "0,1"."""
@@ -19,9 +22,10 @@ import socket
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from lowtail.errors import Failure, UserError
+from lowtail import signals
+from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, format_cpulist, parse_cpulist
@@ -265,55 +269,93 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
             f"{undo_path} exists from an earlier apply: run `lowtail host undo {undo_path}` first, "
             "or pass another --undo-file"
         )
-    _write_undo(undo_path, root, plan, changes, "pending")
     made: list[Change] = []
     current: Change | None = None
     try:
+        _write_undo(undo_path, root, plan, changes, "pending")
         for ch in changes:
             current = ch
-            try:
-                _do(root, ch)
-            except OSError as e:
-                if ch.optional and e.errno in _REFUSALS:
-                    ch.status, ch.note = "refused", f"the kernel refused it: {e.strerror}"
-                    continue
-                raise
-            made.append(ch)
-            ch.status = "applied"
+            # A signal waits until the write is made and recorded: nothing changes unseen.
+            with signals.held():
+                try:
+                    _do(root, ch)
+                except OSError as e:
+                    if ch.optional and e.errno in _REFUSALS:
+                        ch.status, ch.note = "refused", f"the kernel refused it: {e.strerror}"
+                        continue
+                    raise
+                made.append(ch)
+                ch.status = "applied"
             ch.after = root.read(ch.path) if ch.kind == "write" else None
             if ch.kind == "write" and not _takes_effect(ch, ch.after):
                 if ch.optional:
                     ch.note = f"the kernel kept {ch.after!r}"
                     continue
                 raise OSError(errno.EINVAL, f"wrote {ch.written!r} but it reads {ch.after!r}")
+        _write_undo(undo_path, root, plan, changes, "applied")
     except (OSError, KeyboardInterrupt) as e:
-        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else _describe_os_error(e)
-        failed = _revert(root, made)
-        what = f"{current.setting} ({root.path(current.path)}): {reason}" if current else reason
-        if failed:
-            _write_undo(undo_path, root, plan, changes, "pending")
-            raise Failure(
-                f"could not change {what}; rolling back also failed for {failed[0].setting} — "
-                f"{undo_path} lists every change: fix the cause, then `lowtail host undo {undo_path}`"
-            ) from None
-        undo_path.unlink(missing_ok=True)
-        raise Failure(
-            f"could not change {what}; the {len(made)} change(s) made before it were rolled back, nothing is changed"
-        ) from None
-    _write_undo(undo_path, root, plan, changes, "applied")
+        _roll_back(root, plan, changes, made, undo_path, current, e)
     return changes
 
 
+def _roll_back(
+    root: SysRoot,
+    plan: CorePlan,
+    changes: list[Change],
+    made: list[Change],
+    undo_path: Path,
+    current: Change | None,
+    cause: BaseException,
+) -> NoReturn:
+    """Revert `made` after a failure or a stop signal, and say so. The undo file goes only
+    once every reverted setting reads back as it was; otherwise it stays for `host undo`."""
+    interrupted = isinstance(cause, KeyboardInterrupt)
+    reason = "interrupted" if interrupted else _describe_os_error(cause)  # type: ignore[arg-type]
+    failed = _revert(root, made)
+    what = f"{current.setting} ({root.path(current.path)})" if current else "the undo file"
+    if failed:
+        _write_undo(undo_path, root, plan, changes, "pending")
+        message = (
+            f"rolling back also failed for {failed[0].setting} — {undo_path} lists every change: "
+            f"fix the cause, then `lowtail host undo {undo_path}`"
+        )
+        if interrupted:
+            raise Interrupted(f"interrupted while changing {what}; {message}") from None
+        raise Failure(f"could not change {what}: {reason}; {message}") from None
+    undo_path.unlink(missing_ok=True)
+    rolled = f"the {len(made)} change(s) made were rolled back and read back as before, nothing is changed"
+    if interrupted:
+        raise Interrupted(f"interrupted while changing {what}: {rolled}") from None
+    raise Failure(f"could not change {what}: {reason}; {rolled}") from None
+
+
 def _revert(root: SysRoot, made: list[Change]) -> list[Change]:
-    """Undo `made` newest first; the changes that could not be undone."""
+    """Undo `made` newest first, each read back; the changes that could not be undone."""
     failed = []
     for ch in reversed(made):
         try:
             _undo_one(root, ch)
-            ch.status = "planned"
         except OSError:
             failed.append(ch)
+            continue
+        if not _restored(root, ch):
+            failed.append(ch)
+            continue
+        ch.status = "planned"
     return failed
+
+
+def _restored(root: SysRoot, ch: Change) -> bool:
+    """Does the setting read as it did before apply (or is the directory apply made gone)?"""
+    if ch.kind == "mkdir":
+        return not root.path(ch.path).exists()
+    if ch.before is None:
+        return True  # a file in a directory apply made: it goes with the directory
+    now = root.read(ch.path)
+    if ch.compare == "controllers":  # only the controllers apply switched count
+        switched = normalized("controllers", ch.written)
+        return normalized("controllers", now) & switched == normalized("controllers", ch.before) & switched
+    return normalized(ch.compare, now) == normalized(ch.compare, ch.before)
 
 
 def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change], state: str) -> None:
@@ -328,12 +370,13 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
     }
     tmp = path.with_name(f".{path.name}.partial")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
+        with signals.held():  # the undo file is whole, or the one before it stays
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w") as f:
+                json.dump(doc, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write the undo file {path}: {e.strerror} (choose another --undo-file)") from None
