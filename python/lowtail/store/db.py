@@ -104,3 +104,21 @@ def newest_id(store: Store, table: str, id_column: str) -> int | None:
     """The highest id of a table (what 'latest' means); None when it is empty."""
     (found,) = store.con.execute(f"SELECT max({id_column}) FROM {table}").fetchone()
     return found
+
+
+def stored_id(store: Store, ident: int | str, table: str, id_column: str, what: str, hint: str) -> int:
+    """The id a user named: a number, or 'latest' (the newest row). Anything else, or a
+    number that names no row, is a UserError saying so (`what`: "analysis"; `hint`: the
+    command that lists or makes them)."""
+    if ident == "latest":
+        found = newest_id(store, table, id_column)
+        if found is None:
+            raise UserError(f"{store.path}: holds no {what} yet ({hint})")
+        return found
+    try:
+        number = int(ident)
+    except ValueError:
+        raise UserError(f"{ident!r} is not an id: a whole number, or 'latest' ({hint})") from None
+    if store.con.execute(f"SELECT 1 FROM {table} WHERE {id_column} = ?", [number]).fetchone() is None:
+        raise UserError(f"{store.path}: none of its {what} has id {number} ({hint})")
+    return number

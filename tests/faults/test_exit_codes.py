@@ -1,0 +1,34 @@
+"""Ordinary conditions are not internal errors: a user's mistake or the machine's state is
+one line on stderr and exit 2 (or 1), never 70; a usage error is one line too; and an
+analysis that fails leaves no thread behind that could abort the interpreter (134)."""
+
+from __future__ import annotations
+
+import pytest
+from analyze_support import assert_clean_failure, run_cli, synth
+
+LONG = "a" * 5000
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    d = tmp_path_factory.mktemp("pair")
+    p = synth(d, packets=3000, rate_pps=1000)
+    db = d / "x.duckdb"
+    assert run_cli("analyze", p.pre, p.post, "--db", db).returncode == 0
+    return p, db
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["show", "abc"], "'abc' is not an id"),
+        (["show", "1.5"], "'1.5' is not an id"),
+        (["show", "99"], "none of its analyses has id 99"),
+        (["report", "abc"], "'abc' is not an id"),
+        (["experiment", "report", "abc"], "'abc' is not an id"),
+    ],
+)
+def test_an_id_that_is_not_one_is_a_user_error(pair, tmp_path, args, needle):
+    _, db = pair
+    assert_clean_failure(run_cli(*args, "--db", db, cwd=tmp_path), 2, needle)
