@@ -20,6 +20,15 @@ def pair(tmp_path_factory):
 
 
 @pytest.mark.parametrize(
+    "extra",
+    [["--trim", "inf"], ["--trim", "nan"], ["--trim", "1e300"], ["--max-latency", "1e300s"]],
+)
+def test_a_duration_lowtail_cannot_hold_is_a_user_error(pair, tmp_path, extra):
+    p, _ = pair
+    assert_clean_failure(run_cli("analyze", p.pre, p.post, "--no-store", *extra, cwd=tmp_path), 2, extra[0])
+
+
+@pytest.mark.parametrize(
     "args, needle",
     [
         (["show", "abc"], "'abc' is not an id"),

@@ -89,8 +89,8 @@ def analyze(
         id_format=id_format.value if id_format else None,
         udp_port=udp_port,
         moonsniff_records=moonsniff_records,
-        trim_ns=round(trim * 1e9),
-        max_latency_ns=parse_duration_ns(max_latency),
+        trim_ns=parse_duration_ns(trim, what="--trim"),
+        max_latency_ns=parse_duration_ns(max_latency, what="--max-latency"),
         worst=worst,
         export=export,
     )
