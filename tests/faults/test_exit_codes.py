@@ -29,6 +29,32 @@ def test_a_duration_lowtail_cannot_hold_is_a_user_error(pair, tmp_path, extra):
 
 
 @pytest.mark.parametrize(
+    "extra, needle",
+    [
+        (["--hgrm", "{dir}"], "is a directory"),
+        (["--hgrm", LONG], "too long"),
+        (["--report", "{dir}", "--db", "{dir}/r.duckdb"], "is a directory"),
+        (["--export", LONG + ".parquet"], "too long"),
+        (["--db", LONG + ".duckdb"], "too long"),
+    ],
+)
+def test_a_result_file_that_cannot_be_written_is_one_line(pair, tmp_path, extra, needle):
+    p, _ = pair
+    args = [a.replace("{dir}", str(tmp_path)) for a in extra]
+    store = [] if "--db" in args else ["--no-store"]
+    done = run_cli("analyze", p.pre, p.post, *store, *args, cwd=tmp_path)
+    assert_clean_failure(done, 2, needle)
+    assert not list(tmp_path.glob(".*partial"))
+
+
+@pytest.mark.parametrize("which", ["pre", "post"])
+def test_a_capture_path_too_long_is_one_line(pair, tmp_path, which):
+    p, _ = pair
+    pre, post = (LONG, p.post) if which == "pre" else (p.pre, LONG)
+    assert_clean_failure(run_cli("analyze", pre, post, "--no-store", cwd=tmp_path), 2, "too long")
+
+
+@pytest.mark.parametrize(
     "args, needle",
     [
         (["show", "abc"], "'abc' is not an id"),

@@ -19,6 +19,7 @@ from lowtail.cli import vm as _vm  # noqa: F401
 from lowtail.cli._app import app
 from lowtail.cli._output import EXIT_BUG, err
 from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.files import os_error
 
 __all__ = ["app", "main"]
 
@@ -33,6 +34,12 @@ def main(argv: list[str] | None = None) -> None:
             raise
         err.print(f"lowtail: {'error: ' if not isinstance(e, Interrupted) else ''}{e}", markup=False, highlight=False)
         sys.exit(e.exit_code)
+    except OSError as e:  # a file or the machine's state (a full disk, a name too long)
+        if debug:
+            raise
+        error = os_error(e)
+        err.print(f"lowtail: error: {error}", markup=False, highlight=False)
+        sys.exit(error.exit_code)
     except KeyboardInterrupt:
         err.print("lowtail: interrupted", markup=False)
         sys.exit(Interrupted.exit_code)

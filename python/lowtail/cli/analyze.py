@@ -16,6 +16,7 @@ from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.errors import UserError
+from lowtail.files import write_result
 from lowtail.units import parse_duration_ns
 
 # Defaults shown and used here are the native options' own.
@@ -98,7 +99,7 @@ def analyze(
     with byte_progress("analysing") as progress:
         a = analyze_pair(pre, post, options, on_progress=progress)
     if hgrm:
-        hgrm.write_text(a["hgrm"])
+        write_result(hgrm, a["hgrm"], "--hgrm")
     if store:
         store_ready.join()
         from lowtail.store import open_store

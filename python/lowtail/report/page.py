@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from lowtail import __version__
+from lowtail.files import write_result
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1100px;
@@ -72,7 +73,4 @@ class Page:
     def write(self, path: Path) -> Path:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.partial")
-        tmp.write_text(self.render())
-        tmp.replace(path)
-        return path
+        return write_result(path, self.render(), "report")
