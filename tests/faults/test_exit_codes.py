@@ -67,3 +67,34 @@ def test_a_capture_path_too_long_is_one_line(pair, tmp_path, which):
 def test_an_id_that_is_not_one_is_a_user_error(pair, tmp_path, args, needle):
     _, db = pair
     assert_clean_failure(run_cli(*args, "--db", db, cwd=tmp_path), 2, needle)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["analyze", "{pre}", "{post}", "--trim", "-1"], "--trim"),
+        (["analyze", "{pre}", "{post}", "--worst", "-1"], "--worst"),
+        (["analyze", "{pre}", "{post}", "--worst", "1.5"], "--worst"),
+        (["analyze", "{pre}", "{post}", "--udp-port", "70000"], "--udp-port"),
+        (["analyze", "{pre}"], "POST"),
+        (["analyze", "{pre}", "{post}", "--no-such-option"], "--no-such-option"),
+        (["list", "--limit", "1.5"], "--limit"),
+        (["model", "knee", "1.5"], "1.5"),
+    ],
+)
+def test_usage_errors_are_one_line(pair, tmp_path, args, needle):
+    p, _ = pair
+    argv = [a.replace("{pre}", str(p.pre)).replace("{post}", str(p.post)) for a in args]
+    line = assert_clean_failure(run_cli(*argv, cwd=tmp_path), 2, needle, "-h shows the usage")
+    assert line.startswith("lowtail: error: ")
+
+
+@pytest.mark.parametrize("typo, command", [(["analyse"], "analyze"), (["host", "aplly"], "apply")])
+def test_a_mistyped_command_is_suggested_once(tmp_path, typo, command):
+    line = assert_clean_failure(run_cli(*typo, cwd=tmp_path), 2, f"did you mean '{command}'")
+    assert line.lower().count("did you mean") == 1
+
+
+def test_no_arguments_still_show_the_help(tmp_path):
+    done = run_cli(cwd=tmp_path)
+    assert done.returncode == 2 and "Usage: lowtail" in done.stderr and "analyze" in done.stderr

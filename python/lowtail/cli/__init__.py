@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import sys
 
+import click
+
 from lowtail.cli import analyze as _analyze  # noqa: F401  (registers commands)
 from lowtail.cli import db as _db  # noqa: F401
 from lowtail.cli import host as _host  # noqa: F401
@@ -25,30 +27,52 @@ __all__ = ["app", "main"]
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Typer handles usage errors (exit 2) and --help; lowtail's own errors end here."""
+    """Typer parses; lowtail's own errors and usage errors end here as one line on stderr
+    and their exit code."""
     debug = os.environ.get("LOWTAIL_DEBUG") == "1"
     try:
-        app(args=argv, prog_name="lowtail")
+        code = app(args=argv, prog_name="lowtail", standalone_mode=False)
+    except click.UsageError as e:
+        if isinstance(e, click.exceptions.NoArgsIsHelpError):
+            e.show()
+            sys.exit(e.exit_code)
+        _one_line(f"error: {e.format_message().rstrip('.')}{_help_hint(e)}")
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        _one_line(f"error: {e.format_message()}")
+        sys.exit(e.exit_code)
     except (UserError, Failure, Interrupted) as e:
         if debug:
             raise
-        err.print(f"lowtail: {'error: ' if not isinstance(e, Interrupted) else ''}{e}", markup=False, highlight=False)
+        _one_line(f"{'error: ' if not isinstance(e, Interrupted) else ''}{e}")
         sys.exit(e.exit_code)
     except OSError as e:  # a file or the machine's state (a full disk, a name too long)
         if debug:
             raise
         error = os_error(e)
-        err.print(f"lowtail: error: {error}", markup=False, highlight=False)
+        _one_line(f"error: {error}")
         sys.exit(error.exit_code)
-    except KeyboardInterrupt:
-        err.print("lowtail: interrupted", markup=False)
+    except (KeyboardInterrupt, click.Abort):
+        _one_line("interrupted")
         sys.exit(Interrupted.exit_code)
     except Exception as e:  # a bug, not a user mistake: still one line unless debugging
         if debug:
             raise
-        err.print(
-            f"lowtail: internal error: {type(e).__name__}: {e} (LOWTAIL_DEBUG=1 shows a traceback)",
-            markup=False,
-            highlight=False,
-        )
+        _one_line(f"internal error: {type(e).__name__}: {_first_line(e)} (LOWTAIL_DEBUG=1 shows a traceback)")
         sys.exit(EXIT_BUG)
+    if code == Interrupted.exit_code:
+        _one_line("interrupted")  # Typer turned a KeyboardInterrupt into this exit code, silently
+    sys.exit(code or 0)
+
+
+def _one_line(message: str) -> None:
+    err.print(f"lowtail: {message}", markup=False, highlight=False)
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _help_hint(e: click.UsageError) -> str:
+    return f" ({e.ctx.command_path} -h shows the usage)" if e.ctx is not None else ""
