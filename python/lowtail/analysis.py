@@ -79,10 +79,12 @@ def analyze_pair(
             worker.join(0.1)
             if on_progress:
                 on_progress(*analyzer.progress())
-    except KeyboardInterrupt:
+    except BaseException as e:  # never leave the native analysis running behind an exiting interpreter
         analyzer.cancel()
         worker.join()
-        raise Interrupted(CANCELLED) from None
+        if isinstance(e, KeyboardInterrupt):
+            raise Interrupted(CANCELLED) from None
+        raise
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error

@@ -4,6 +4,9 @@ analysis that fails leaves no thread behind that could abort the interpreter (13
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from analyze_support import assert_clean_failure, run_cli, synth
 
@@ -98,3 +101,34 @@ def test_a_mistyped_command_is_suggested_once(tmp_path, typo, command):
 def test_no_arguments_still_show_the_help(tmp_path):
     done = run_cli(cwd=tmp_path)
     assert done.returncode == 2 and "Usage: lowtail" in done.stderr and "analyze" in done.stderr
+
+
+_THREADS_AFTER_MAIN = """
+import sys, threading
+from lowtail.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit as e:
+    code = e.code
+alive = sorted(t.name for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive())
+print(code, alive)
+"""
+
+
+def test_a_failed_analysis_leaves_no_thread_running(pair, tmp_path):
+    """The database driver is imported on a thread while the analysis runs; an analysis
+    that fails at once (a trim longer than the captures) must not end the command while
+    that import is still running: an interpreter exiting under DuckDB's import aborts
+    (exit 134, "FATAL: exception not rethrown") — 7 in 150 runs before."""
+    p, _ = pair
+    done = subprocess.run(
+        [sys.executable, "-c", _THREADS_AFTER_MAIN, "analyze", p.pre, p.post, "--trim", "100", "--db", "x.duckdb"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.stdout.strip() == "1 []", (done.stdout, done.stderr)
+    for _ in range(5):  # and as a user runs it, a few times
+        run = run_cli("analyze", p.pre, p.post, "--trim", "100", "--db", "y.duckdb", cwd=tmp_path, process=True)
+        assert_clean_failure(run, 1, "--trim")

@@ -34,7 +34,9 @@ class IdFormat(str, Enum):
 
 
 def _warm_up_store() -> threading.Thread:
-    """Import the database driver on the other core while the analysis runs."""
+    """Import the database driver on the other core while the analysis runs. The command
+    joins it before it ends, whatever happens: an interpreter that exits while DuckDB's
+    module is being imported aborts (exit 134, "FATAL: exception not rethrown")."""
     t = threading.Thread(target=importlib.import_module, args=("lowtail.store.analyses",), daemon=True)
     t.start()
     return t
@@ -96,12 +98,15 @@ def analyze(
         export=export,
     )
     store_ready = _warm_up_store() if store else None
-    with byte_progress("analysing") as progress:
-        a = analyze_pair(pre, post, options, on_progress=progress)
+    try:
+        with byte_progress("analysing") as progress:
+            a = analyze_pair(pre, post, options, on_progress=progress)
+    finally:
+        if store_ready is not None:
+            store_ready.join()
     if hgrm:
         write_result(hgrm, a["hgrm"], "--hgrm")
     if store:
-        store_ready.join()
         from lowtail.store import open_store
         from lowtail.store.analyses import save_analysis
 
