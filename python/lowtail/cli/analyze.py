@@ -15,8 +15,9 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
-from lowtail.errors import UserError
+from lowtail.errors import Failure, UserError
 from lowtail.files import write_result
+from lowtail.store import DatabaseBusy
 from lowtail.units import parse_duration_ns
 
 # Defaults shown and used here are the native options' own.
@@ -85,6 +86,8 @@ def analyze(
     """`lowtail analyze` (its help is the user's documentation)."""
     if export is not None and export.suffix.lower() != ".parquet":
         raise UserError(f"--export {export}: the file name must end in .parquet")
+    if report and not store:
+        raise UserError("--report needs the analysis stored (drop --no-store)")
     options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
@@ -106,17 +109,15 @@ def analyze(
             store_ready.join()
     if hgrm:
         write_result(hgrm, a["hgrm"], "--hgrm")
+    not_stored: Failure | None = None
     if store:
-        from lowtail.store import open_store
-        from lowtail.store.analyses import save_analysis
-
-        with open_store(db) as s:
-            a["analysis_id"] = save_analysis(s, a, options=options.to_dict(), label=label)
-    if report:
+        try:
+            a["analysis_id"] = _store(a, db, options, label)
+        except DatabaseBusy as e:  # the figures are still printed: they are the result
+            not_stored = e
+    if report and not_stored is None:
         from lowtail.report import write_analysis_report
 
-        if not store:
-            raise UserError("--report needs the analysis stored (drop --no-store)")
         write_analysis_report(db, a["analysis_id"], report)
     for w in a["warnings"]:
         warn(w)
@@ -126,6 +127,17 @@ def analyze(
         note(header_line(a))
         for table in analysis_tables(a):
             out.print(table)
-        if store:
+        if store and not_stored is None:
             note(f"stored as analysis {a['analysis_id']} in {db}")
+    if not_stored is not None:
+        raise Failure(f"the analysis printed above was not stored: {not_stored}")
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
+
+
+def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int:
+    """Store the analysis (waiting while another process holds the database)."""
+    from lowtail.store import open_store
+    from lowtail.store.analyses import save_analysis
+
+    with open_store(db) as s:
+        return save_analysis(s, a, options=options.to_dict(), label=label)

@@ -139,6 +139,7 @@ def _check_disk(exp: Experiment, combo: Combination, run_dir: Path) -> None:
 def _run_one(
     exp: Experiment, combo: Combination, index: int, plan: CoreRoles, store: Store, eid: int, data_dir: Path
 ) -> dict[str, Any]:
+    store.release()  # the database is free for other commands (`lowtail list`) while the run measures
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
     shutil.rmtree(run_dir, ignore_errors=True)  # what a killed attempt left half-written

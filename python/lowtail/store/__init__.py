@@ -10,13 +10,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lowtail.errors import Failure
+
 if TYPE_CHECKING:
     from lowtail.store.db import Store
 
 # The database a command uses when not given --db: the one place that names it.
 DEFAULT_DB = Path("lowtail.duckdb")
 
-__all__ = ["DEFAULT_DB", "Store", "open_store"]
+__all__ = ["DEFAULT_DB", "DatabaseBusy", "Store", "open_store"]
+
+
+class DatabaseBusy(Failure):
+    """Another process held the database for longer than a command waits for it."""
+
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
 # the commands that open the database pay for DuckDB (store.db is imported on first use).

@@ -1,18 +1,37 @@
 """Open the database, create what is missing, and the transaction every write runs in.
 
 The queries themselves are module functions beside this one, one module per family of
-tables (`analyses`, `runs`, `host`, `models`), each taking the open `Store` first."""
+tables (`analyses`, `runs`, `host`, `models`), each taking the open `Store` first.
+
+How lowtail shares its database (docs/architecture.md, "The database"): DuckDB lets one
+process open a file for writing and no other process open it beside that, not even to
+read. So a command holds the file only while it reads or writes it — a long one (`lowtail
+run`) lets go between its transactions (`release`) — and a command that finds it held
+waits, LOCK_WAIT_S at most, saying so once.
+"""
 
 from __future__ import annotations
 
+import re
+import sys
+import time
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from lowtail import signals
 from lowtail.errors import UserError
 from lowtail.percentiles import KEYS
+from lowtail.store import DatabaseBusy
+
+# How long a command waits for another process to let go of the database. A writer holds it
+# for one transaction (milliseconds to a second), a reader for one query: a minute covers a
+# busy machine; past it something else holds the file (a notebook, a stuck process).
+LOCK_WAIT_S = 60.0
+_SAY_WAITING_AFTER_S = 1.0
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 
 
 def _schema_statements() -> list[str]:
@@ -22,34 +41,104 @@ def _schema_statements() -> list[str]:
     return [f.read_text() for f in files]
 
 
+def _say(message: str) -> None:
+    """A note on stderr (the store's only message: that it waits)."""
+    print(f"lowtail: {message}", file=sys.stderr, flush=True)
+
+
+def _process_name(pid: int) -> str:
+    """ "pid 1234 (lowtail run)": who holds the database, in a few words of one line."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"pid {pid}"
+    words = [" ".join(a.decode(errors="replace").split()) for a in argv if a.strip()]
+    if "lowtail" in words:  # python -m lowtail run …
+        words = words[words.index("lowtail") :]
+    elif words:
+        words[0] = Path(words[0]).name
+    text = " ".join(words[:3])
+    return f"pid {pid} ({text[:60]}{'…' if len(text) > 60 else ''})" if text else f"pid {pid}"
+
+
 class Store:
     """A results database. Writes happen in one transaction each: a failure leaves what
-    was stored before untouched."""
+    was stored before untouched, and a stop signal waits until the transaction is over."""
 
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
         self._tx_depth = 0
+        self._con: Any = None
+        self._schema_ready = read_only
         if read_only and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
-        try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as e:
-            raise UserError(f"{self.path}: cannot open the database: {str(e).splitlines()[0]}") from None
-        except duckdb.Error as e:
-            raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
-        if not read_only:
-            for sql in _schema_statements():
-                self.con.execute(sql)
+        self._open()
+
+    # -- the connection ----------------------------------------------------------------------------
+
+    @property
+    def con(self) -> Any:
+        """The DuckDB connection, opened again after `release`."""
+        if self._con is None:
+            self._open()
+        return self._con
+
+    def release(self) -> None:
+        """Let go of the file until the next query, so that other lowtail processes can open
+        it meanwhile (a run releases it while it measures)."""
+        if self._con is not None and self._tx_depth == 0:
+            self._con.close()
+            self._con = None
 
     def close(self) -> None:
         """Close the connection (a `with` block does it)."""
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
 
     def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _open(self) -> None:
+        self._con = self._connect()
+        if not self._schema_ready:
+            with self.transaction():
+                for sql in _schema_statements():
+                    self._con.execute(sql)
+            self._schema_ready = True
+
+    def _connect(self) -> Any:
+        """duckdb.connect, waiting (LOCK_WAIT_S at most) while another process holds the file."""
+        started = time.monotonic()
+        said = False
+        pause = 0.02
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=self.read_only)
+            except duckdb.IOException as e:
+                holder = _LOCK_HOLDER.search(str(e))
+                if holder is None:
+                    raise UserError(f"{self.path}: cannot open the database: {str(e).splitlines()[0]}") from None
+                waited = time.monotonic() - started
+                who = _process_name(int(holder.group(2)))
+                if waited >= LOCK_WAIT_S:
+                    raise DatabaseBusy(
+                        f"{self.path} was held by {who} for more than {LOCK_WAIT_S:g} s; "
+                        "run the command again when it is done"
+                    ) from None
+                if waited >= _SAY_WAITING_AFTER_S and not said:
+                    _say(f"waiting for {self.path}: {who} is using it (at most {LOCK_WAIT_S:g} s)")
+                    said = True
+                time.sleep(pause)
+                pause = min(pause * 2, 0.25)
+            except duckdb.Error as e:
+                raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
+
+    # -- transactions ------------------------------------------------------------------------------
 
     def transaction(self) -> _Transaction:
         """A transaction; nested ones join the outermost (one commit for the whole write)."""
@@ -59,16 +148,34 @@ class Store:
 class _Transaction:
     def __init__(self, store: Store):
         self.store = store
+        self._held: Any = None
 
     def __enter__(self) -> None:
         if self.store._tx_depth == 0:
-            self.store.con.execute("BEGIN TRANSACTION")
+            # A stop signal waits for the commit: never "Query interrupted" half-way.
+            self._held = signals.held()
+            self._held.__enter__()
+            try:
+                self.store.con.execute("BEGIN TRANSACTION")
+            except BaseException as e:
+                self._end(type(e), e)
+                raise
         self.store._tx_depth += 1
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.store._tx_depth -= 1
         if self.store._tx_depth == 0:
-            self.store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+            self._end(exc_type, exc)
+
+    def _end(self, exc_type: Any, exc: BaseException | None) -> None:
+        """Commit, or roll back after an error; then let a held stop signal through."""
+        try:
+            if self.store._con is not None:
+                self.store._con.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            held, self._held = self._held, None
+            if held is not None:
+                held.__exit__(None, None, None)
 
 
 # -- helpers of the query modules -------------------------------------------------------------

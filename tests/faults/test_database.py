@@ -1,0 +1,141 @@
+"""The database under what users and machines do to it: another process holding it, two
+analyses writing at once, a file cut short, a full disk. Nothing finished is thrown away,
+nothing damaged is written into, no 0-byte or half-written file stays, and every failure
+is one line with its exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import pytest
+from analyze_support import run_cli, synth
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (needs root)")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    return synth(tmp_path_factory.mktemp("pair"), packets=3000, rate_pps=1000)
+
+
+def analyses_in(db: Path) -> int:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute("SELECT count(*) FROM analyses").fetchone()[0]
+
+
+@contextmanager
+def held_by_another_process(db: Path, seconds: float):
+    """Another process opens the database for writing (as a run or a notebook does) and
+    keeps it `seconds`, then lets go."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import duckdb, time\ncon = duckdb.connect({str(db)!r})\nprint('held', flush=True)\n"
+            f"time.sleep({seconds})\ncon.close()",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout.readline().strip() == "held"
+    try:
+        yield holder
+    finally:
+        holder.wait(timeout=60)
+
+
+def test_an_analysis_waits_for_a_database_another_process_holds(pair, tmp_path):
+    """Before: exit 2 with DuckDB's lock error, the finished analysis thrown away."""
+    db = tmp_path / "x.duckdb"
+    assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
+    with held_by_another_process(db, 2.5):
+        done = run_cli("analyze", pair.pre, pair.post, "--db", db, cwd=tmp_path, process=True)
+    assert done.returncode == 0, done.stderr
+    assert "waiting for" in done.stderr and "is using it" in done.stderr
+    assert analyses_in(db) == 2
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "latest"], ["experiment", "list"]])
+def test_reading_commands_wait_for_a_writer_and_read(pair, tmp_path, command):
+    db = tmp_path / "x.duckdb"
+    assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
+    with held_by_another_process(db, 2.0):
+        done = run_cli(*command, "--db", db, "--json", cwd=tmp_path, process=True)
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)
+
+
+def test_analyses_writing_one_database_at_once_are_all_stored(pair, tmp_path):
+    """Before: in 4 of 6 rounds one of two concurrent analyses exited 2 ("Could not set lock")."""
+    db = tmp_path / "x.duckdb"
+    rounds, writers = 3, 3
+    for _ in range(rounds):
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "lowtail", "analyze", str(pair.pre), str(pair.post), "--db", str(db), "--json"],
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for _ in range(writers)
+        ]
+        for p in procs:
+            out, err = p.communicate(timeout=300)
+            assert p.returncode == 0, err
+            assert json.loads(out)["analysis_id"] > 0
+    assert analyses_in(db) == rounds * writers
+
+
+_SHORT_WAIT = """
+import sys
+import lowtail.store.db as db
+db.LOCK_WAIT_S = 1.0
+from lowtail.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_database_held_past_the_bound_still_prints_the_analysis(pair, tmp_path):
+    """When the holder does not let go in time, the analysis is not lost: its figures are
+    printed, and one line says it was not stored and why (exit 1)."""
+    db = tmp_path / "x.duckdb"
+    assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
+    with held_by_another_process(db, 4.0):
+        done = subprocess.run(
+            [sys.executable, "-c", _SHORT_WAIT, "analyze", str(pair.pre), str(pair.post), "--db", str(db), "--json"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert done.returncode == 1, done.stderr
+    assert json.loads(done.stdout)["sent"] > 0
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and "was not stored" in errors[0] and "more than 1 s" in errors[0], done.stderr
+    assert analyses_in(db) == 1
+
+
+# -- a damaged file ---------------------------------------------------------------------------------
+
+
+def test_a_run_lets_go_of_the_database_between_its_runs(tmp_path):
+    """A sweep holds the database only while it stores: `Store.release` closes it, and the
+    next query opens it again (waiting if another process holds it then)."""
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+
+    db = tmp_path / "x.duckdb"
+    with open_store(db) as store:
+        store.release()
+        with held_by_another_process(db, 1.5):
+            pass  # another process could open it while this one held a Store
+        time.sleep(0.1)
+        assert runstore.list_experiments(store) == []  # opened again on use
