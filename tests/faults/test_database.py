@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from analyze_support import run_cli, synth
+from analyze_support import assert_clean_failure, run_cli, synth
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs (needs root)")
 
@@ -123,9 +123,6 @@ def test_a_database_held_past_the_bound_still_prints_the_analysis(pair, tmp_path
     assert analyses_in(db) == 1
 
 
-# -- a damaged file ---------------------------------------------------------------------------------
-
-
 def test_a_run_lets_go_of_the_database_between_its_runs(tmp_path):
     """A sweep holds the database only while it stores: `Store.release` closes it, and the
     next query opens it again (waiting if another process holds it then)."""
@@ -139,3 +136,56 @@ def test_a_run_lets_go_of_the_database_between_its_runs(tmp_path):
             pass  # another process could open it while this one held a Store
         time.sleep(0.1)
         assert runstore.list_experiments(store) == []  # opened again on use
+
+
+# -- a damaged file ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def cut_short(pair, tmp_path):
+    """A database with two analyses, truncated by one byte (a copy interrupted, a disk error)."""
+    db = tmp_path / "d.duckdb"
+    for _ in range(2):
+        assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
+    with open(db, "r+b") as f:
+        f.truncate(db.stat().st_size - 1)
+    return db
+
+
+def test_a_damaged_database_is_never_written_into(pair, cut_short, tmp_path):
+    """Before: `analyze` went on adding analyses to it (exit 0)."""
+    before = cut_short.read_bytes()
+    done = run_cli("analyze", pair.pre, pair.post, "--db", cut_short, cwd=tmp_path)
+    line = assert_clean_failure(done, 2, "is damaged", "does not write into it", "lowtail recover")
+    assert "cut short" in line
+    assert cut_short.read_bytes() == before
+    assert not cut_short.with_name(cut_short.name + ".wal").exists()
+
+
+@pytest.mark.parametrize("command", [["list"], ["show", "1"], ["show", "2"], ["report", "1", "-o", "r.html"]])
+def test_reading_a_damaged_database_is_never_an_internal_error(cut_short, tmp_path, command):
+    """Before: `show` and `report` ended in "internal error: IOException" (exit 70). What can
+    be read is shown, with a warning; what cannot is one error line naming the way out."""
+    done = run_cli(*command, "--db", cut_short, cwd=tmp_path)
+    assert "Traceback" not in done.stderr
+    assert done.returncode in (0, 2), done.stderr
+    assert "is damaged" in done.stderr and "lowtail recover" in done.stderr
+    errors = [line for line in done.stderr.splitlines() if "error:" in line]
+    assert len(errors) == (done.returncode != 0), done.stderr
+
+
+def test_recover_copies_what_a_damaged_database_still_holds(pair, cut_short, tmp_path):
+    new = tmp_path / "new.duckdb"
+    done = run_cli("recover", cut_short, new, "--json", cwd=tmp_path)
+    assert done.returncode in (0, 3), done.stderr
+    tables = {t["table"]: t for t in json.loads(done.stdout)}
+    assert tables["analyses"]["copied"] == tables["analyses"]["rows"] == 2
+    lost = sum(t["rows"] - t["copied"] for t in tables.values())
+    assert (done.returncode == 3) == (lost > 0)
+    listed = run_cli("list", "--db", new, "--json")
+    assert [a["analysis_id"] for a in json.loads(listed.stdout)] == [2, 1]
+    # The recovered database is whole: it takes new analyses, numbered after the old ones.
+    again = run_cli("analyze", pair.pre, pair.post, "--db", new, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["analysis_id"] == 3
+    assert_clean_failure(run_cli("recover", cut_short, new), 2, "exists")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail.errors import Failure
+from lowtail.errors import Failure, UserError
 
 if TYPE_CHECKING:
     from lowtail.store.db import Store
@@ -18,11 +18,15 @@ if TYPE_CHECKING:
 # The database a command uses when not given --db: the one place that names it.
 DEFAULT_DB = Path("lowtail.duckdb")
 
-__all__ = ["DEFAULT_DB", "DatabaseBusy", "Store", "open_store"]
+__all__ = ["DEFAULT_DB", "DamagedDatabase", "DatabaseBusy", "Store", "open_store"]
 
 
 class DatabaseBusy(Failure):
     """Another process held the database for longer than a command waits for it."""
+
+
+class DamagedDatabase(UserError):
+    """The database file is damaged: lowtail does not write into it."""
 
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only

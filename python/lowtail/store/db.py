@@ -7,7 +7,10 @@ How lowtail shares its database (docs/architecture.md, "The database"): DuckDB l
 process open a file for writing and no other process open it beside that, not even to
 read. So a command holds the file only while it reads or writes it — a long one (`lowtail
 run`) lets go between its transactions (`release`) — and a command that finds it held
-waits, LOCK_WAIT_S at most, saying so once.
+waits, LOCK_WAIT_S at most, saying so once. A file is checked when it is opened: one cut
+short (smaller than the blocks its header counts) is damaged; lowtail reads what it still
+can but never writes into it, and `lowtail recover` copies what is readable into a new
+database.
 """
 
 from __future__ import annotations
@@ -24,14 +27,17 @@ import duckdb
 from lowtail import signals
 from lowtail.errors import UserError
 from lowtail.percentiles import KEYS
-from lowtail.store import DatabaseBusy
+from lowtail.store import DamagedDatabase, DatabaseBusy
 
 # How long a command waits for another process to let go of the database. A writer holds it
 # for one transaction (milliseconds to a second), a reader for one query: a minute covers a
 # busy machine; past it something else holds the file (a notebook, a stuck process).
 LOCK_WAIT_S = 60.0
 _SAY_WAITING_AFTER_S = 1.0
+# DuckDB's file: three 4 KiB headers, then the blocks its active header counts.
+_HEADER_BYTES = 3 * 4096
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+_DAMAGE = ("Could not read enough bytes", "checksum", "Corrupt", "corrupt")
 
 
 def _schema_statements() -> list[str]:
@@ -68,6 +74,7 @@ class Store:
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
         self.read_only = read_only
+        self.damage: str | None = None  # why the file is damaged, when it is
         self._tx_depth = 0
         self._con: Any = None
         self._schema_ready = read_only
@@ -104,7 +111,8 @@ class Store:
         self.close()
 
     def _open(self) -> None:
-        self._con = self._connect()
+        self._con = _Connection(self, self._connect())
+        self._check_whole()
         if not self._schema_ready:
             with self.transaction():
                 for sql in _schema_statements():
@@ -138,6 +146,35 @@ class Store:
             except duckdb.Error as e:
                 raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
 
+    def _check_whole(self) -> None:
+        """A file smaller than its blocks is damaged (cut short): say so, and refuse writing."""
+        (block_size, blocks) = self._con.execute(
+            "SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = current_database()"
+        ).fetchone()
+        size = self.path.stat().st_size
+        need = _HEADER_BYTES + blocks * block_size
+        if size >= need or self.damage:
+            return
+        self.damage = f"it is cut short: {size:,} bytes where its {blocks} blocks need {need:,}"
+        if self.read_only:
+            _say(f"{self.path} is damaged ({self.damage}): showing what can still be read; {self.recovery()}")
+            return
+        self.close()
+        raise DamagedDatabase(
+            f"{self.path} is damaged ({self.damage}); lowtail does not write into it: {self.recovery()}"
+        )
+
+    def recovery(self) -> str:
+        """How to get back what a damaged database still holds."""
+        return f"`lowtail recover {self.path} NEW.duckdb` copies what can still be read into a new database"
+
+    def failure(self, e: Exception) -> Exception:
+        """The lowtail error for a DuckDB error: a damaged file, or the error itself."""
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if isinstance(e, (duckdb.IOException, duckdb.InternalException)) and any(m in first for m in _DAMAGE):
+            return DamagedDatabase(f"{self.path} is damaged and this part cannot be read ({first}); {self.recovery()}")
+        return e
+
     # -- transactions ------------------------------------------------------------------------------
 
     def transaction(self) -> _Transaction:
@@ -168,14 +205,68 @@ class _Transaction:
             self._end(exc_type, exc)
 
     def _end(self, exc_type: Any, exc: BaseException | None) -> None:
-        """Commit, or roll back after an error; then let a held stop signal through."""
+        """Commit (or roll back after an error), a damaged file said in lowtail's words; then
+        let a held stop signal through."""
+        store = self.store
+        problem = store.failure(exc) if isinstance(exc, duckdb.Error) else None
         try:
-            if self.store._con is not None:
-                self.store._con.execute("ROLLBACK" if exc_type else "COMMIT")
+            if store._con is not None:
+                try:
+                    store._con.execute("ROLLBACK" if exc_type else "COMMIT")
+                except (duckdb.Error, UserError) as e:
+                    problem = problem or (store.failure(e) if isinstance(e, duckdb.Error) else e)
+                    try:
+                        store._con.raw.execute("ROLLBACK")
+                    except duckdb.Error:
+                        pass
         finally:
             held, self._held = self._held, None
             if held is not None:
                 held.__exit__(None, None, None)
+        if problem is not None and problem is not exc:
+            raise problem from None
+
+
+class _Connection:
+    """The DuckDB connection with its errors in lowtail's words: a part of a damaged file
+    that cannot be read (`Store.failure`). Queries return it, as DuckDB's do."""
+
+    def __init__(self, store: Store, raw: Any):
+        self.store = store
+        self.raw = raw
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self.raw, method)(*args)
+        except duckdb.Error as e:
+            translated = self.store.failure(e)
+            if translated is e:
+                raise
+            raise translated from None
+
+    def execute(self, *args: Any) -> _Connection:
+        self._call("execute", *args)
+        return self
+
+    def executemany(self, *args: Any) -> _Connection:
+        self._call("executemany", *args)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._call("fetchone")
+
+    def fetchall(self) -> list[Any]:
+        return self._call("fetchall")
+
+    @property
+    def description(self) -> Any:
+        return self.raw.description
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __getattr__(self, name: str) -> Any:  # anything else DuckDB offers, as it is
+        return getattr(self.raw, name)
 
 
 # -- helpers of the query modules -------------------------------------------------------------
