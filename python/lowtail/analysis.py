@@ -19,7 +19,7 @@ from typing import Any
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
 
 __all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
@@ -44,7 +44,9 @@ def lowtail_error(e: _native.LowtailError) -> Exception:
     cause, with its `errno` when the operating system said why."""
     if isinstance(e, _native.CancelledError):
         return Interrupted(CANCELLED)
-    if isinstance(e, _native.NothingToAnalyzeError) or getattr(e, "errno", None) in DISK_FULL:
+    if getattr(e, "errno", None) in DISK_FULL:
+        return DiskFull(f"the disk is full ({e}); nothing of it was kept: free some space and run it again")
+    if isinstance(e, _native.NothingToAnalyzeError):
         return Failure(str(e))
     return UserError(str(e))
 

@@ -15,7 +15,7 @@ import errno
 import os
 from pathlib import Path
 
-from lowtail.errors import Failure, UserError
+from lowtail.errors import DiskFull, Failure, UserError
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -27,7 +27,7 @@ def os_error(e: OSError, path: str | Path | None = None, what: str = "") -> Fail
     where = " ".join(str(part) for part in (what, target) if part)
     reason = e.strerror or str(e)
     if e.errno in DISK_FULL:
-        return Failure(f"{where}: the disk is full ({reason}); nothing was written: free some space and run it again")
+        return DiskFull(f"{where}: the disk is full ({reason}); nothing was written: free some space and run it again")
     if e.errno == errno.EISDIR or (target is not None and _is_dir(target)):
         return UserError(f"{where}: is a directory; give a file name")
     return UserError(f"{where}: {reason}" if where else reason)

@@ -189,3 +189,81 @@ def test_recover_copies_what_a_damaged_database_still_holds(pair, cut_short, tmp
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["analysis_id"] == 3
     assert_clean_failure(run_cli("recover", cut_short, new), 2, "exists")
+
+
+# -- a full disk ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 2 MiB tmpfs, unmounted afterwards."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def fill(disk: Path, leave_bytes: int) -> None:
+    """Fill the disk until about `leave_bytes` are free."""
+    free = os.statvfs(disk).f_bavail * os.statvfs(disk).f_frsize
+    with open(disk / "filler", "wb") as f:
+        f.write(b"\0" * max(0, free - leave_bytes))
+
+
+def leftovers(disk: Path) -> list[str]:
+    """Files a failed write left on the disk: anything 0 bytes long or partial, and any
+    database (or log) that was not there before."""
+    return sorted(p.name for p in disk.iterdir() if p.name != "filler" and p.name != "old.duckdb")
+
+
+@needs_root
+@pytest.mark.parametrize("leave_kib", [4, 40, 120])
+@pytest.mark.parametrize(
+    "output",
+    [
+        ["--db", "{disk}/new.duckdb"],
+        ["--db", "{disk}/old.duckdb"],
+        ["--no-store", "--hgrm", "{disk}/x.hgrm"],
+        ["--no-store", "--export", "{disk}/s.parquet"],
+        ["--db", "{tmp}/x.duckdb", "--report", "{disk}/r.html"],
+    ],
+)
+def test_a_full_disk_is_one_line_and_leaves_no_file_behind(pair, tmp_path, small_disk, output, leave_kib):
+    """Before: internal errors for --hgrm and --report, 0-byte outputs and hidden
+    .NAME.parquet.partial files left. A result either is complete or is not there."""
+    args = [a.replace("{disk}", str(small_disk)).replace("{tmp}", str(tmp_path)) for a in output]
+    old = small_disk / "old.duckdb"
+    assert run_cli("analyze", pair.pre, pair.post, "--db", old).returncode == 0
+    fill(small_disk, leave_kib << 10)
+    done = run_cli("analyze", pair.pre, pair.post, "--trim", "0", *args, cwd=tmp_path)
+    assert "Traceback" not in done.stderr
+    if done.returncode == 0:  # it fitted: then it is whole
+        written = Path(args[-1])
+        assert written.stat().st_size > 0 or written.suffix == ".duckdb"
+    else:
+        assert_clean_failure(done, 1, "disk is full")
+        assert leftovers(small_disk) == [], leftovers(small_disk)
+    assert not [p for p in small_disk.iterdir() if p.name.endswith(".partial")]
+    assert not [p for p in small_disk.iterdir() if p.stat().st_size == 0]
+    # What was stored before is untouched.
+    (small_disk / "filler").unlink()
+    assert analyses_in(old) >= 1
+    shown = run_cli("show", "1", "--db", old)
+    assert shown.returncode == 0, shown.stderr
+
+
+@needs_root
+def test_a_database_that_fits_in_its_log_is_stored(pair, tmp_path, small_disk):
+    """DuckDB commits to its write-ahead log first: with room for the log but not for the
+    checkpoint, the analysis is stored all the same (and read back)."""
+    db = small_disk / "new.duckdb"
+    fill(small_disk, 150 << 10)
+    done = run_cli("analyze", pair.pre, pair.post, "--db", db, "--json")
+    if done.returncode == 0:
+        (small_disk / "filler").unlink()
+        assert analyses_in(db) == 1
+    else:
+        assert_clean_failure(done, 1, "disk is full")

@@ -116,9 +116,7 @@ def analyze(
         except DatabaseBusy as e:  # the figures are still printed: they are the result
             not_stored = e
     if report and not_stored is None:
-        from lowtail.report import write_analysis_report
-
-        write_analysis_report(db, a["analysis_id"], report)
+        _write_report(db, a["analysis_id"], report)
     for w in a["warnings"]:
         warn(w)
     if json_out:
@@ -141,3 +139,17 @@ def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int
 
     with open_store(db) as s:
         return save_analysis(s, a, options=options.to_dict(), label=label)
+
+
+def _write_report(db: Path, analysis_id: int, report: Path) -> None:
+    """The report of the analysis just stored; when it cannot be written, the error says
+    that the analysis is stored all the same."""
+    from lowtail.report import write_analysis_report
+
+    try:
+        write_analysis_report(db, analysis_id, report)
+    except (UserError, Failure) as e:
+        raise type(e)(
+            f"{e} (the analysis is stored as analysis {analysis_id} in {db}: "
+            f"`lowtail report {analysis_id} -o FILE` writes its report later)"
+        ) from None

@@ -18,7 +18,7 @@ import duckdb
 
 from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
@@ -113,7 +113,7 @@ def _is_disk_full(e: BaseException | None) -> bool:
     """ENOSPC anywhere in the chain of causes: OSError and lowtail's native errors carry the
     errno. DuckDB's IOException carries none, only its message says so."""
     while e is not None:
-        if getattr(e, "errno", None) == errno.ENOSPC:
+        if isinstance(e, DiskFull) or getattr(e, "errno", None) == errno.ENOSPC:
             return True
         if isinstance(e, duckdb.IOException) and "No space left on device" in str(e):
             return True

@@ -25,7 +25,7 @@ from typing import Any
 import duckdb
 
 from lowtail import signals
-from lowtail.errors import UserError
+from lowtail.errors import DiskFull, Failure, UserError
 from lowtail.percentiles import KEYS
 from lowtail.store import DamagedDatabase, DatabaseBusy
 
@@ -78,8 +78,10 @@ class Store:
         self._tx_depth = 0
         self._con: Any = None
         self._schema_ready = read_only
+        self._making_schema = False
         if read_only and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
+        self._created = not self.path.exists()
         self._open()
 
     # -- the connection ----------------------------------------------------------------------------
@@ -114,9 +116,13 @@ class Store:
         self._con = _Connection(self, self._connect())
         self._check_whole()
         if not self._schema_ready:
-            with self.transaction():
-                for sql in _schema_statements():
-                    self._con.execute(sql)
+            self._making_schema = True
+            try:
+                with self.transaction():
+                    for sql in _schema_statements():
+                        self._con.execute(sql)
+            finally:
+                self._making_schema = False
             self._schema_ready = True
 
     def _connect(self) -> Any:
@@ -130,7 +136,7 @@ class Store:
             except duckdb.IOException as e:
                 holder = _LOCK_HOLDER.search(str(e))
                 if holder is None:
-                    raise UserError(f"{self.path}: cannot open the database: {str(e).splitlines()[0]}") from None
+                    raise self._open_error(e) from None
                 waited = time.monotonic() - started
                 who = _process_name(int(holder.group(2)))
                 if waited >= LOCK_WAIT_S:
@@ -145,6 +151,13 @@ class Store:
                 pause = min(pause * 2, 0.25)
             except duckdb.Error as e:
                 raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
+
+    def _open_error(self, e: Exception) -> Exception:
+        first = str(e).splitlines()[0]
+        if "No space left on device" in first:
+            self._tidy_after_disk_full()
+            return self._disk_full(first)
+        return UserError(f"{self.path}: cannot open the database: {first}")
 
     def _check_whole(self) -> None:
         """A file smaller than its blocks is damaged (cut short): say so, and refuse writing."""
@@ -169,17 +182,38 @@ class Store:
         return f"`lowtail recover {self.path} NEW.duckdb` copies what can still be read into a new database"
 
     def failure(self, e: Exception) -> Exception:
-        """The lowtail error for a DuckDB error: a damaged file, or the error itself."""
+        """The lowtail error for a DuckDB error: a damaged file, a full disk, or the error."""
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "No space left on device" in first:
+            return self._disk_full(first)
         if isinstance(e, (duckdb.IOException, duckdb.InternalException)) and any(m in first for m in _DAMAGE):
             return DamagedDatabase(f"{self.path} is damaged and this part cannot be read ({first}); {self.recovery()}")
         return e
+
+    def _disk_full(self, detail: str) -> DiskFull:
+        return DiskFull(
+            f"{self.path}: the disk is full ({detail}); nothing was stored: free some space and run it again"
+        )
 
     # -- transactions ------------------------------------------------------------------------------
 
     def transaction(self) -> _Transaction:
         """A transaction; nested ones join the outermost (one commit for the whole write)."""
         return _Transaction(self)
+
+    def _tidy_after_disk_full(self) -> None:
+        """After a full disk: a database this store created (and never filled) is removed,
+        and so is an empty write-ahead log: no 0-byte or header-only file stays behind."""
+        self.close()
+        wal = self.path.with_name(self.path.name + ".wal")
+        try:
+            if self._created:
+                self.path.unlink(missing_ok=True)
+                wal.unlink(missing_ok=True)
+            elif wal.stat().st_size == 0:
+                wal.unlink()
+        except FileNotFoundError:
+            pass
 
 
 class _Transaction:
@@ -205,20 +239,24 @@ class _Transaction:
             self._end(exc_type, exc)
 
     def _end(self, exc_type: Any, exc: BaseException | None) -> None:
-        """Commit (or roll back after an error), a damaged file said in lowtail's words; then
-        let a held stop signal through."""
+        """Commit (or roll back after an error); a full disk or a damaged file said in
+        lowtail's words, and a database this store created on a full disk removed."""
         store = self.store
         problem = store.failure(exc) if isinstance(exc, duckdb.Error) else None
         try:
             if store._con is not None:
                 try:
                     store._con.execute("ROLLBACK" if exc_type else "COMMIT")
-                except (duckdb.Error, UserError) as e:
+                except (duckdb.Error, Failure, UserError) as e:
                     problem = problem or (store.failure(e) if isinstance(e, duckdb.Error) else e)
                     try:
                         store._con.raw.execute("ROLLBACK")
                     except duckdb.Error:
                         pass
+            if isinstance(problem or exc, DiskFull):
+                store._tidy_after_disk_full()
+            elif exc_type is None and problem is None and not store._making_schema:
+                store._created = False  # it holds something now: never removed
         finally:
             held, self._held = self._held, None
             if held is not None:
@@ -229,7 +267,7 @@ class _Transaction:
 
 class _Connection:
     """The DuckDB connection with its errors in lowtail's words: a part of a damaged file
-    that cannot be read (`Store.failure`). Queries return it, as DuckDB's do."""
+    that cannot be read, a full disk (`Store.failure`). Queries return it, as DuckDB's do."""
 
     def __init__(self, store: Store, raw: Any):
         self.store = store
