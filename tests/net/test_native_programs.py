@@ -246,16 +246,29 @@ def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, backgr
         tmp_path / "fwd.json",
     )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
+    pressure_before, wall_before = cpu_pressure_us(), time.monotonic()
     generate(looped.tx, tmp_path, "--rate", "8000", "--burst", "8", "--count", "320")
     arrived(looped.rx, 320)
+    busy_share = (cpu_pressure_us() - pressure_before) / 1e6 / (time.monotonic() - wall_before)
     cap.stop()
     _, _, fwd_stats = fwd.stop()
     assert_forwarder_accounts_for(fwd_stats, link_counters(*ns_dev(looped.dut_in))["rx_packets"])
     assert fwd_stats["forwarded"] == 320  # 320 frames never fill its 4096-frame ring
+    if batch == 1:
+        assert fwd_stats["batch_size"]["max"] == 1
+    else:
+        assert 2 <= fwd_stats["batch_size"]["max"] <= 8
     series = tmp_path / "series.parquet"
     analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
     rows = sorted(zip(*pq.read_table(series, columns=["post_ts_ns", "latency_ns"]).to_pydict().values()))
     assert len(rows) == 320
+    # Every frame got its work, whatever the machine did meanwhile.
+    assert min(latency for _, latency in rows) >= work_ns
+    if busy_share >= 0.1:
+        # Preempted while it works, the forwarder finds the work time passed when it runs
+        # again: batches then leave closer together than their work, and cannot be told
+        # apart by their departures. What follows needs a machine that let it run.
+        return
     # Frames leaving less than 40 µs apart left in one batch (work keeps batches ≥ 100 µs apart).
     batches, current = [], [rows[0]]
     for prev, row in zip(rows, rows[1:]):
@@ -267,11 +280,9 @@ def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, backgr
     batches.append(current)
     if batch == 1:
         assert len(batches) == 320
-        assert fwd_stats["batch_size"]["max"] == 1
     else:
         assert max(len(b) for b in batches) >= 2
         assert len(batches) < 320 * 0.75
-        assert 2 <= fwd_stats["batch_size"]["max"] <= 8
     for b in batches:
         # Nothing of a batch leaves before the work for the whole batch is done.
         assert min(latency for _, latency in b) >= len(b) * work_ns
