@@ -261,7 +261,7 @@ def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(
         done = lowtail(tmp_path, "testbed", "clean", "--json")
         assert done.returncode == 0, done.stderr
         removed = json.loads(done.stdout)["removed"]
-        assert any(r["owner_pid"] == proc.pid and r["processes"] for r in removed)
+        assert any(r["owner_pid"] == proc.pid and r["netns"] for r in removed)
         assert not any(r["tag"] == live.tag for r in removed)
         assert resources_of(proc.pid) == []
         assert set(live.namespaces) <= set(_netns())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-# The analyze tests' helpers (synthetic pairs, the CLI in-process) and the testbed tests'.
-for helpers in ("analyze", "testbed"):
+# The helpers of the analyze tests (synthetic pairs, the CLI in-process), the testbed tests
+# (what a testbed leaves) and the experiment tests (`lowtail run` as a user runs it).
+for helpers in ("analyze", "testbed", "experiment"):
     sys.path.insert(0, str(Path(__file__).parents[1] / helpers))

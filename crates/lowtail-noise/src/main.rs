@@ -142,7 +142,22 @@ fn run(a: Args) -> Result<serde_json::Value, String> {
     }))
 }
 
+/// The probe ends when the process that started it exits: its loops spin on every probed
+/// core (possibly real-time) and nobody would read the result.
+fn die_with_parent() {
+    // SAFETY: getppid has no preconditions; prctl(PR_SET_PDEATHSIG, signal) only sets a
+    // per-process attribute; _exit is async-signal-safe.
+    unsafe {
+        let parent = libc::getppid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+    }
+}
+
 fn main() -> ExitCode {
+    die_with_parent();
     let args = match parse_args() {
         Ok(a) => a,
         Err(e) => {

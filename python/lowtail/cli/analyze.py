@@ -9,13 +9,14 @@ from pathlib import Path
 
 import typer
 
+from lowtail import signals
 from lowtail._native import SERIES_COLUMNS
 from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
-from lowtail.errors import Failure, UserError
+from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import write_result
 from lowtail.store import DatabaseBusy
 from lowtail.units import parse_duration_ns
@@ -133,12 +134,19 @@ def analyze(
 
 
 def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int:
-    """Store the analysis (waiting while another process holds the database)."""
+    """Store the analysis. A stop signal while it is written waits for the commit, and the
+    command then says whether the analysis was stored."""
     from lowtail.store import open_store
     from lowtail.store.analyses import save_analysis
 
-    with open_store(db) as s:
-        return save_analysis(s, a, options=options.to_dict(), label=label)
+    stored: list[int] = []
+    try:
+        with open_store(db) as s, signals.held():
+            stored.append(save_analysis(s, a, options=options.to_dict(), label=label))
+    except KeyboardInterrupt:
+        what = f"the analysis was stored as analysis {stored[0]} in {db}" if stored else "nothing was stored"
+        raise Interrupted(f"interrupted: {what}") from None
+    return stored[0]
 
 
 def _write_report(db: Path, analysis_id: int, report: Path) -> None:

@@ -4,7 +4,6 @@ experiments on a software testbed, their storage and their report."""
 from __future__ import annotations
 
 import dataclasses
-import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,21 +24,6 @@ experiment_app = typer.Typer(help="Stored experiments: list them, write their re
 app.add_typer(experiment_app, name="experiment")
 
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: everything is taken down, finished runs kept."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 @contextmanager
@@ -73,14 +57,28 @@ def _progress_bar(enabled: bool) -> Iterator[Any]:
         yield Progress(on_start=start, on_done=done)
 
 
+def _remove_leftovers() -> None:
+    """What killed runs left in the kernel (their owner is dead) goes before a run starts:
+    their real-time programs and cgroups would spoil its measurements."""
+    from lowtail.errors import Failure
+    from lowtail.testbed.registry import remove_leftovers
+
+    try:
+        for left in remove_leftovers():
+            note(f"removed what a killed run left: {left.summary()}")
+    except Failure as e:
+        warn(f"could not remove what a killed run left ({e}); `lowtail testbed show` lists it")
+
+
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
     from lowtail.experiment.runner import check_can_run, run_experiment
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
 
     check_can_run(exp, log=note)  # before anything is opened or made: privileges, programs, DPDK, guest images
+    _remove_leftovers()
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
-    with open_store(db) as store, _sigterm_interrupts(), _progress_bar(not json_out) as progress:
+    with open_store(db) as store, _progress_bar(not json_out) as progress:
         result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress)
         experiment = runstore.experiment(store, result.experiment_id)
         rows = runstore.runs(store, result.experiment_id)

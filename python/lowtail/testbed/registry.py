@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowtail import signals
 from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, is_alive, process_start_time, sh, tool
 
@@ -84,10 +85,11 @@ class Registry:
         return STATE_DIR / f"{self.tag}.json"
 
     def save(self) -> None:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = self.file.with_suffix(".partial")
-        tmp.write_text(json.dumps(asdict(self)))
-        tmp.replace(self.file)
+        with signals.held():  # never a half-written state file left behind
+            STATE_DIR.mkdir(parents=True, exist_ok=True)
+            tmp = self.file.with_suffix(".partial")
+            tmp.write_text(json.dumps(asdict(self)))
+            tmp.replace(self.file)
 
     def add(self, kind: str, value: Any) -> None:
         getattr(self, kind).append(value)
@@ -126,6 +128,11 @@ class Leftover:
     cgroups: list[str]
     paths: list[str]
     processes: list[OwnedProcess]
+
+    def summary(self) -> str:
+        """What is left, in words: namespaces, cgroups, paths and processes."""
+        what = self.netns + self.cgroups + self.paths + [f"pid {p.pid}" for p in self.processes]
+        return f"testbed {self.tag} (owner pid {self.owner_pid} is gone): {', '.join(what) or 'its state file'}"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -258,3 +265,12 @@ def remove_leftover(left: Leftover) -> None:
         shutil.rmtree(p, ignore_errors=True)
     if left.state_file:
         left.state_file.unlink(missing_ok=True)
+
+
+def remove_leftovers() -> list[Leftover]:
+    """Find the testbeds of dead owners and remove them (`lowtail testbed clean`, and every
+    `lowtail run` before it starts); what was removed."""
+    leftovers = find_leftovers()
+    for left in leftovers:
+        remove_leftover(left)
+    return leftovers
