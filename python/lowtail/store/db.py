@@ -15,7 +15,9 @@ database.
 
 from __future__ import annotations
 
+import os
 import re
+import struct
 import sys
 import time
 from importlib import resources
@@ -67,6 +69,25 @@ def _process_name(pid: int) -> str:
     return f"pid {pid} ({text[:60]}{'…' if len(text) > 60 else ''})" if text else f"pid {pid}"
 
 
+def _bytes_needed(fd: int) -> int | None:
+    """How long the file must be for the blocks its active header counts, read from the
+    file itself (DuckDB's own figure counts blocks it holds in memory, e.g. after replaying
+    its log); None when the header is not one this check knows."""
+    try:
+        head = os.pread(fd, _HEADER_BYTES, 0)
+    except OSError:
+        return None
+    if len(head) < _HEADER_BYTES or head[8:12] != b"DUCK":
+        return None
+    # Two database headers after the main one; the active one has the higher iteration:
+    # checksum, iteration, meta block, free list, block count, block size, …
+    headers = [struct.unpack_from("<6Q", head, offset) for offset in (4096, 8192)]
+    _, _, _, _, blocks, block_size = max(headers, key=lambda h: h[1])
+    if not 4096 <= block_size <= 1 << 30 or block_size & (block_size - 1):
+        return None
+    return _HEADER_BYTES + blocks * block_size
+
+
 class Store:
     """A results database. Writes happen in one transaction each: a failure leaves what
     was stored before untouched, and a stop signal waits until the transaction is over."""
@@ -77,6 +98,11 @@ class Store:
         self.damage: str | None = None  # why the file is damaged, when it is
         self._tx_depth = 0
         self._con: Any = None
+        # The file, read by lowtail itself (its header), open for as long as DuckDB's
+        # connection: closing any descriptor of a file drops every POSIX lock the process
+        # holds on it, DuckDB's lock included, and another process would then open the
+        # database beside this one (its commit fails on the write-ahead log's lock).
+        self._file: int | None = None
         self._schema_ready = read_only
         self._making_schema = False
         if read_only and not self.path.exists():
@@ -97,14 +123,16 @@ class Store:
         """Let go of the file until the next query, so that other lowtail processes can open
         it meanwhile (a run releases it while it measures)."""
         if self._con is not None and self._tx_depth == 0:
-            self._con.close()
-            self._con = None
+            self.close()
 
     def close(self) -> None:
         """Close the connection (a `with` block does it)."""
         if self._con is not None:
             self._con.close()
             self._con = None
+        if self._file is not None:  # after DuckDB's connection: see __init__
+            os.close(self._file)
+            self._file = None
 
     def __enter__(self) -> Store:
         return self
@@ -160,15 +188,15 @@ class Store:
         return UserError(f"{self.path}: cannot open the database: {first}")
 
     def _check_whole(self) -> None:
-        """A file smaller than its blocks is damaged (cut short): say so, and refuse writing."""
-        (block_size, blocks) = self._con.execute(
-            "SELECT block_size, total_blocks FROM pragma_database_size() WHERE database_name = current_database()"
-        ).fetchone()
+        """A file smaller than the blocks its header counts is damaged (cut short): say so,
+        and refuse writing."""
+        if self._file is None:
+            self._file = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        need = _bytes_needed(self._file)
         size = self.path.stat().st_size
-        need = _HEADER_BYTES + blocks * block_size
-        if size >= need or self.damage:
+        if need is None or size >= need or self.damage:
             return
-        self.damage = f"it is cut short: {size:,} bytes where its {blocks} blocks need {need:,}"
+        self.damage = f"it is cut short: {size:,} bytes where its blocks need {need:,}"
         if self.read_only:
             _say(f"{self.path} is damaged ({self.damage}): showing what can still be read; {self.recovery()}")
             return
