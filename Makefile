@@ -15,7 +15,7 @@ APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
 PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.sql' 2>/dev/null)
 
-.PHONY: build deps test test-rust test-python lint run bench clean fuzz
+.PHONY: build deps test test-rust test-python lint run bench clean fuzz soak
 
 $(STAMPS):
 	@mkdir -p $(STAMPS)
@@ -70,6 +70,10 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	@scripts/ensure-apt.sh $(APT_BENCH)
 	$(PY) bench/analyze_vs_postgres.py
 	$(PY) bench/testbed_loop.py
+
+# Not part of `make test`: SOAK_MINUTES (default 12) and SOAK_SEED, as root.
+soak: build ## faults at random moments (signals in sweeps, concurrent writers, full disks, damaged databases), ending in a table
+	$(PY) scripts/soak.py
 
 fuzz: ## coverage-guided fuzzing of every parser, FUZZ_SECONDS each (cargo-fuzz on stable; see fuzz/README.md)
 	@scripts/fuzz.sh
