@@ -4,6 +4,7 @@ analysis that fails leaves no thread behind that could abort the interpreter (13
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -48,6 +49,35 @@ def test_a_result_file_that_cannot_be_written_is_one_line(pair, tmp_path, extra,
     done = run_cli("analyze", p.pre, p.post, *store, *args, cwd=tmp_path)
     assert_clean_failure(done, 2, needle)
     assert not list(tmp_path.glob(".*partial"))
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory nobody can write into: a read-only tmpfs for root (root ignores
+    permissions), a directory without write permission for anyone else."""
+    d = tmp_path / "ro"
+    d.mkdir()
+    if os.geteuid() == 0:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", str(d)], check=True)
+        yield d
+        subprocess.run(["umount", "-l", str(d)], check=False)
+    else:
+        d.chmod(0o555)
+        yield d
+        d.chmod(0o755)
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--db", "{ro}/x.duckdb"], ["--no-store", "--hgrm", "{ro}/x.hgrm"], ["--no-store", "--export", "{ro}/s.parquet"]],
+)
+def test_an_output_in_a_read_only_directory_is_one_line(pair, tmp_path, read_only_dir, extra):
+    """Before: the database in a read-only directory was "internal error" (exit 70)."""
+    p, _ = pair
+    args = [a.replace("{ro}", str(read_only_dir)) for a in extra]
+    done = run_cli("analyze", p.pre, p.post, *args, cwd=tmp_path)
+    assert_clean_failure(done, 2, str(read_only_dir))
+    assert list(read_only_dir.iterdir()) == []
 
 
 @pytest.mark.parametrize("which", ["pre", "post"])
