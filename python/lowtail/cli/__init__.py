@@ -31,7 +31,7 @@ def main(argv: list[str] | None = None) -> None:
     """Typer parses; lowtail's own errors, usage errors and signals end here as one line
     on stderr and their exit code. SIGTERM and SIGHUP stop a command as Ctrl-C does."""
     debug = os.environ.get("LOWTAIL_DEBUG") == "1"
-    with signals.stop_on_signals():  # until the last line is printed
+    with signals.stop_on_signals(until_exit=argv is None):  # until the last line is printed
         try:
             code = app(args=argv, prog_name="lowtail", standalone_mode=False)
         except click.UsageError as e:
