@@ -91,7 +91,9 @@ def judge(area: str, rc: int | None, err: str, expected: tuple[int, ...], what: 
     if rc == 0:
         t.counts["ok"] += 1
         return "ok"
-    errors = [line for line in err.splitlines() if line.startswith("lowtail: ") and "warning" not in line]
+    # The one line that says why it ended (notes such as "waiting for" or "SIGINT while
+    # stopping" may come before it).
+    errors = [line for line in err.splitlines() if re.match(r"lowtail: (error|internal error|interrupted)", line)]
     if rc in expected and len(errors) <= 1:
         t.counts["clean errors"] += 1
         return "clean"

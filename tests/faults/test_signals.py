@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from analyze_support import run_cli, synth
@@ -251,3 +252,31 @@ def test_signals_that_arrive_while_stopping_do_not_cut_the_teardown_short(tmp_pa
         "lowtail: SIGINT while stopping: finishing the clean-up first (it takes seconds; what a kill -9 "
         "leaves, the next `lowtail run` removes)"
     ]
+
+
+def loading(pid: int) -> bool:
+    """Has process `pid` begun loading lowtail's native module (its commands load then)?"""
+    try:
+        return "lowtail/_native" in Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return True  # it is over already
+
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_lowtail_loads_is_an_interruption(tmp_path, sig):
+    """Before (the script called lowtail.cli.main after importing it): a Ctrl-C while the
+    command's modules loaded was a KeyboardInterrupt traceback, SIGTERM a silent death."""
+    proc = subprocess.Popen(
+        [*LOWTAIL, "list", "--db", str(tmp_path / "none.duckdb")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_at_a_terminal,
+    )
+    wait_for(lambda: loading(proc.pid), timeout=60)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert lines(stderr) == ["lowtail: interrupted"], stderr
