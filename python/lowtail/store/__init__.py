@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail.errors import Failure, UserError
+from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 
 if TYPE_CHECKING:
     from lowtail.store.db import Store
@@ -19,14 +19,6 @@ if TYPE_CHECKING:
 DEFAULT_DB = Path("lowtail.duckdb")
 
 __all__ = ["DEFAULT_DB", "DamagedDatabase", "DatabaseBusy", "Store", "open_store"]
-
-
-class DatabaseBusy(Failure):
-    """Another process held the database for longer than a command waits for it."""
-
-
-class DamagedDatabase(UserError):
-    """The database file is damaged: lowtail does not write into it."""
 
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only

@@ -29,7 +29,7 @@ import duckdb
 from lowtail import signals
 from lowtail.errors import DiskFull, Failure, UserError
 from lowtail.percentiles import KEYS
-from lowtail.store import DamagedDatabase, DatabaseBusy
+from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 
 # How long a command waits for another process to let go of the database. A writer holds it
 # for one transaction (milliseconds to a second), a reader for one query: a minute covers a
