@@ -262,7 +262,6 @@ def loading(pid: int) -> bool:
         return True  # it is over already
 
 
-
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_stop_signal_while_lowtail_loads_is_an_interruption(tmp_path, sig):
     """Before (the script called lowtail.cli.main after importing it): a Ctrl-C while the
