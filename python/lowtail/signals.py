@@ -79,10 +79,11 @@ def stop_on_signals(until_exit: bool = False) -> Iterator[None]:
     """SIGINT, SIGTERM and SIGHUP stop what runs inside (as KeyboardInterrupt), once; a
     no-op outside the main thread (only it can take signals) and when already installed.
 
-    `until_exit` (the process's entry point): once stopped, the signals stay ignored after
-    the block, while the process exits. The interpreter's shutdown puts a Python handler
-    back to the signal's default action, so a second Ctrl-C a second later would kill the
-    process (-SIGINT) after it had cleaned up and said so, instead of its exit 130."""
+    `until_exit` (the process's entry point): after the block the signals stay ignored
+    while the process exits — the command is over, stopped or not, and has said so. The
+    interpreter's shutdown puts a Python handler back to the signal's default action, so
+    a Ctrl-C then (a second one, or one just after "stored as analysis 4") would kill the
+    process (-SIGINT) instead of its exit code."""
     if not _in_main_thread() or _state.installed:
         yield
         return
@@ -94,9 +95,8 @@ def stop_on_signals(until_exit: bool = False) -> Iterator[None]:
     try:
         yield
     finally:
-        exiting = until_exit and _state.stopping is not None
         for s, handler in previous.items():
-            signal.signal(s, signal.SIG_IGN if exiting else handler)
+            signal.signal(s, signal.SIG_IGN if until_exit else handler)
         _state.installed = False
         _state.held = 0
         _state.pending = _state.stopping = None

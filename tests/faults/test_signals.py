@@ -279,3 +279,48 @@ def test_a_stop_signal_while_lowtail_loads_is_an_interruption(tmp_path, sig):
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr
     assert lines(stderr) == ["lowtail: interrupted"], stderr
+
+
+_SIGNAL_AS_IT_EXITS = """
+import atexit, os, signal, sys, time
+
+sig = int(sys.argv.pop(1))
+
+
+def signal_while_exiting():  # the command is over and has said so; the process is exiting
+    os.kill(os.getpid(), sig)
+    time.sleep(0.2)
+
+
+atexit.register(signal_while_exiting)
+from lowtail.__main__ import run
+run()
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_stop_signal_as_a_finished_command_exits_changes_nothing(tmp_path, sig):
+    """Before: a Ctrl-C just after "stored as analysis 4" killed the process while it
+    exited (-SIGINT, or a traceback), so the user saw a failure for a stored analysis."""
+    db = tmp_path / "x.duckdb"
+    pair = synth(tmp_path, packets=3000, rate_pps=1000)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SIGNAL_AS_IT_EXITS,
+            str(int(sig)),
+            "analyze",
+            str(pair.pre),
+            str(pair.post),
+            "--db",
+            str(db),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr and "interrupted" not in done.stderr
+    assert "stored as analysis 1" in done.stdout + done.stderr
