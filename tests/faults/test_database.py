@@ -174,6 +174,25 @@ def test_reading_a_damaged_database_is_never_an_internal_error(cut_short, tmp_pa
     assert len(errors) == (done.returncode != 0), done.stderr
 
 
+@pytest.mark.parametrize("first_block", [0, 1])
+@pytest.mark.parametrize("command", [["show", "1"], ["report", "1", "-o", "r.html"]])
+def test_a_block_that_fails_its_checksum_is_damage_not_an_internal_error(pair, tmp_path, command, first_block):
+    """Before: "internal error: Error: Corrupt database file: computed checksum …" (70):
+    DuckDB raises a checksum failure as its base Error, which was not taken for damage."""
+    db = tmp_path / "d.duckdb"
+    assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
+    data = bytearray(db.read_bytes())
+    # A byte inside the payload of every block from `first_block` on (block 0 is read when
+    # the file is opened, the others when an analysis is).
+    for block in range(12288 + first_block * 262144 + 100, len(data), 262144):
+        data[block] ^= 0xFF
+    db.write_bytes(bytes(data))
+    done = run_cli(*command, "--db", db, cwd=tmp_path, process=True)
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert "is damaged" in done.stderr and "lowtail recover" in done.stderr
+
+
 def test_recover_copies_what_a_damaged_database_still_holds(pair, cut_short, tmp_path):
     new = tmp_path / "new.duckdb"
     done = run_cli("recover", cut_short, new, "--json", cwd=tmp_path)

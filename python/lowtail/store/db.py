@@ -69,10 +69,10 @@ def _process_name(pid: int) -> str:
     return f"pid {pid} ({text[:60]}{'…' if len(text) > 60 else ''})" if text else f"pid {pid}"
 
 
-def _bytes_needed(fd: int) -> int | None:
-    """How long the file must be for the blocks its active header counts, read from the
-    file itself (DuckDB's own figure counts blocks it holds in memory, e.g. after replaying
-    its log); None when the header is not one this check knows."""
+def _blocks(fd: int) -> tuple[int, int] | None:
+    """(blocks, block size) of the file's active header, read from the file itself
+    (DuckDB's own figure counts blocks it holds in memory, e.g. after replaying its log);
+    None when the header is not one this check knows."""
     try:
         head = os.pread(fd, _HEADER_BYTES, 0)
     except OSError:
@@ -85,7 +85,7 @@ def _bytes_needed(fd: int) -> int | None:
     _, _, _, _, blocks, block_size = max(headers, key=lambda h: h[1])
     if not 4096 <= block_size <= 1 << 30 or block_size & (block_size - 1):
         return None
-    return _HEADER_BYTES + blocks * block_size
+    return blocks, block_size
 
 
 class Store:
@@ -178,6 +178,8 @@ class Store:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.25)
             except duckdb.Error as e:
+                if (damage := self.failure(e)) is not e:  # a lowtail database, damaged
+                    raise damage from None
                 raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
 
     def _open_error(self, e: Exception) -> Exception:
@@ -188,13 +190,20 @@ class Store:
         return UserError(f"{self.path}: cannot open the database: {first}")
 
     def _check_whole(self) -> None:
-        """A file smaller than the blocks its header counts is damaged (cut short): say so,
-        and refuse writing."""
+        """A file cut short inside a block (a copy interrupted, a disk error) is damaged:
+        say so, and refuse writing. A file some whole blocks shorter than its header counts
+        is not: DuckDB counts free blocks at the end that it never wrote (seen after
+        interrupted sweeps, the file whole); a block that is really missing is found when
+        it is read (`failure`)."""
         if self._file is None:
             self._file = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        need = _bytes_needed(self._file)
+        counted = _blocks(self._file)
         size = self.path.stat().st_size
-        if need is None or size >= need or self.damage:
+        if counted is None or self.damage:
+            return
+        blocks, block_size = counted
+        need = _HEADER_BYTES + blocks * block_size
+        if size >= need or (size >= _HEADER_BYTES and (size - _HEADER_BYTES) % block_size == 0):
             return
         self.damage = f"it is cut short: {size:,} bytes where its blocks need {need:,}"
         if self.read_only:
@@ -214,7 +223,7 @@ class Store:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         if "No space left on device" in first:
             return self._disk_full(first)
-        if isinstance(e, (duckdb.IOException, duckdb.InternalException)) and any(m in first for m in _DAMAGE):
+        if any(m in first for m in _DAMAGE):  # DuckDB raises a checksum failure as its base Error
             return DamagedDatabase(f"{self.path} is damaged and this part cannot be read ({first}); {self.recovery()}")
         return e
 
