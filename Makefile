@@ -27,7 +27,7 @@ PHASE := scripts/phase.sh
 BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 COMPLETIONS ?= $(if $(filter 0,$(shell id -u)),/usr/local/share,$(HOME)/.local/share)
 
-.PHONY: build deps test test-rust test-python lint run bench clean fuzz install
+.PHONY: build deps test test-rust test-python lint run bench clean fuzz install soak
 
 $(STAMPS):
 	@mkdir -p $(STAMPS)
@@ -106,6 +106,10 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	@scripts/ensure-apt.sh $(APT_BENCH)
 	$(PY) bench/analyze_vs_postgres.py
 	$(PY) bench/testbed_loop.py
+
+# Not part of `make test`: SOAK_MINUTES (default 12) and SOAK_SEED, as root.
+soak: build ## faults at random moments (signals in sweeps, concurrent writers, full disks, damaged databases), ending in a table
+	$(PY) scripts/soak.py
 
 fuzz: ## coverage-guided fuzzing of every parser, FUZZ_SECONDS each (cargo-fuzz on stable; see fuzz/README.md)
 	@scripts/fuzz.sh

@@ -301,3 +301,187 @@ def test_no_permission_midway_rolls_back_and_says_so(shared_dir):
     assert settings(root, changes) == before
     assert not (root / "sys/fs/cgroup/cpuset/lowtail-dut").exists()
     assert not (shared_dir / "u.json").exists()
+
+
+# -- an undo file is input: what an edited one must not reach ---------------------------------
+
+
+def _edit_undo(undo_file: Path, edit) -> None:
+    doc = json.loads(undo_file.read_text())
+    edit(doc["changes"])
+    undo_file.write_text(json.dumps(doc))
+
+
+def _retarget(setting: str, path: str, kind: str = "write"):
+    def edit(changes: list[dict]) -> None:
+        ch = next(c for c in changes if c["setting"] == setting)
+        ch["path"], ch["kind"] = path, kind
+
+    return edit
+
+
+def _symlink_escape(untuned: Path, victim: Path):
+    link = untuned / "proc/sys/vm/stat_interval"
+    link.unlink()
+    link.symlink_to(victim)
+    return lambda changes: None
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "dotdot-file",
+        "dotdot-mkdir",
+        "absolute-file",
+        "symlink-escape",
+        "not-a-setting",
+        "cpuset-hierarchy-itself",
+        "wrong-kind",
+    ],
+)
+def test_undo_refuses_a_file_that_reaches_outside_what_apply_writes(untuned, tmp_path, capsys, hostile):
+    """An edited undo file (`"path": "../victim.txt"`, a `mkdir` of `../victimdir`, a symbolic
+    link out of the sysroot, a file apply never writes) is refused whole: exit 2, one line,
+    nothing outside the sysroot touched, nothing inside it restored."""
+    host, plan, changes = plan_for(untuned)
+    undo_file = tmp_path / "undo.json"
+    apply_changes(host.root, changes, plan, undo_file)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    victimdir = tmp_path / "victimdir"
+    victimdir.mkdir()
+    (victimdir / "data").write_text("precious\n")
+    edit = {
+        "dotdot-file": _retarget("vm.stat_interval", "../victim.txt"),
+        "dotdot-mkdir": _retarget("cpuset lowtail-dut for the DuT", "../victimdir", kind="mkdir"),
+        "absolute-file": _retarget("vm.stat_interval", str(victim)),
+        "symlink-escape": None,
+        "not-a-setting": _retarget("vm.stat_interval", "proc/cmdline"),
+        "cpuset-hierarchy-itself": _retarget("cpuset lowtail-dut for the DuT", "sys/fs/cgroup/cpuset", kind="mkdir"),
+        "wrong-kind": _retarget("KSM", "sys/kernel/mm/ksm", kind="mkdir"),
+    }[hostile]
+    if edit is None:
+        edit = _symlink_escape(untuned, victim)
+    _edit_undo(undo_file, edit)
+    inside_before = file_states(untuned)
+    code, out, err = cli(capsys, "host", "undo", undo_file)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "nothing was restored" in err, err
+    assert victim.read_text() == "keep me\n"
+    assert (victimdir / "data").read_text() == "precious\n"
+    assert file_states(untuned) == inside_before
+    assert undo_file.exists()
+
+
+def test_every_path_apply_plans_passes_the_undo_check(tmp_path):
+    """The list of what apply may write (SETTING_FILES, the cpuset's) covers all it writes,
+    on a cgroup v1 and a v2 host: a real undo file is never refused."""
+    for tuned in (False, True):
+        root = make_sysroot(tmp_path / f"r{tuned}", tuned=tuned)
+        host, plan, changes = plan_for(root)
+        apply_changes(host.root, changes, plan, tmp_path / f"u{tuned}.json")
+        restored = undo(tmp_path / f"u{tuned}.json")
+        assert restored, tuned
+
+
+# -- signals while apply writes ---------------------------------------------------------------------
+
+_SIGNAL_DURING_APPLY = """
+import json, os, signal, sys
+from pathlib import Path
+from lowtail import signals
+from lowtail.errors import Interrupted
+from lowtail.host.apply import Change, apply_changes, planned_changes
+from lowtail.host.facts import Host
+from lowtail.host.plan import resolve_plan
+from lowtail.host.sysroot import SysRoot
+
+root_dir, undo_file, sig, nth, live = sys.argv[1], Path(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+
+
+class SignalAfterWrite(SysRoot):
+    # A real sysroot; right after its nth write takes effect, and before apply can record
+    # it, a real signal arrives: the worst moment.
+    left = nth
+
+    def write(self, rel, text):
+        super().write(rel, text)
+        SignalAfterWrite.left -= 1
+        if SignalAfterWrite.left == 0:
+            os.kill(os.getpid(), sig)
+
+
+host = Host(SysRoot.open(root_dir))
+plan = resolve_plan(host, "0", "1" if live == "live" else "1-3")  # the tests' plan_for
+if live == "live":
+    rel = "proc/sys/vm/stat_interval"
+    now = (Path("/") / rel).read_text().strip()
+    changes = [Change("vm.stat_interval", rel, str(int(now) + 1), now, now)]
+else:
+    changes = planned_changes(host, plan)
+with signals.stop_on_signals():  # what `lowtail` does for every command
+    try:
+        apply_changes(SignalAfterWrite(root_dir), changes, plan, undo_file)
+    except Interrupted as e:
+        print(json.dumps({"interrupted": str(e)}))
+        sys.exit(130)
+print(json.dumps({"finished": True}))
+"""
+
+
+def _apply_with_signal(root: Path, undo_file: Path, sig: int, nth: int, live: bool = False):
+    import subprocess
+
+    return subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SIGNAL_DURING_APPLY,
+            str(root),
+            str(undo_file),
+            str(int(sig)),
+            str(nth),
+            "live" if live else "fixture",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGHUP"])
+@pytest.mark.parametrize("nth", [1, 4, -1])
+def test_a_signal_during_apply_rolls_back_every_write_including_the_one_it_interrupted(untuned, tmp_path, sig, nth):
+    """SIGINT, SIGTERM or SIGHUP right after a write took effect: the write is finished and
+    recorded first, then everything made is rolled back and read back; the undo file goes
+    only then, and the command says so in one line (exit 130)."""
+    import signal as signal_module
+
+    host, plan, changes = plan_for(untuned)
+    before = settings(untuned, changes)
+    writes = sum(c.kind == "write" for c in changes)
+    undo_file = tmp_path / "undo.json"
+    done = _apply_with_signal(untuned, undo_file, getattr(signal_module, sig), nth if nth > 0 else writes)
+    assert done.returncode == 130, done.stderr
+    message = json.loads(done.stdout)["interrupted"]
+    assert "rolled back and read back as before, nothing is changed" in message
+    assert settings(untuned, changes) == before
+    assert not undo_file.exists() and not list(tmp_path.glob(".undo.json*"))
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writes the live /proc/sys (as root), and restores it")
+def test_a_signal_during_apply_on_the_live_host_leaves_its_setting_as_it_was(tmp_path):
+    """The same on the live kernel: vm.stat_interval is changed and a SIGINT arrives right
+    after; it must read as before afterwards (restored by the test whatever happens)."""
+    import signal as signal_module
+
+    path = Path("/proc/sys/vm/stat_interval")
+    original = path.read_text()
+    try:
+        done = _apply_with_signal(Path("/"), tmp_path / "u.json", signal_module.SIGINT, 1, live=True)
+        assert done.returncode == 130, done.stderr
+        assert "nothing is changed" in json.loads(done.stdout)["interrupted"]
+        assert path.read_text() == original
+        assert not (tmp_path / "u.json").exists()
+    finally:
+        path.write_text(original)

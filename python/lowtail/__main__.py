@@ -1,3 +1,26 @@
-from lowtail.cli import main
+"""The `lowtail` command (`python -m lowtail` and the installed script).
 
-main()
+The stop rule (`lowtail.signals`) is in place before the command's modules load, which
+takes a good part of a second: a Ctrl-C, SIGTERM or SIGHUP then is an interruption (one
+line, exit 130) too, not a traceback or a silent death."""
+
+from __future__ import annotations
+
+import sys
+
+from lowtail import signals
+
+
+def run() -> None:
+    """Load the command line and run it, stop signals handled from the start."""
+    with signals.stop_on_signals(until_exit=True):
+        try:
+            from lowtail.cli import main
+        except KeyboardInterrupt:
+            print("lowtail: interrupted", file=sys.stderr)
+            sys.exit(130)
+        main()
+
+
+if __name__ == "__main__":
+    run()

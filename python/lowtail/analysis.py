@@ -11,6 +11,7 @@ here, by class.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -18,7 +19,8 @@ from typing import Any
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.errors import DiskFull, Failure, Interrupted, UserError
+from lowtail.files import DISK_FULL, os_error
 
 __all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
 
@@ -36,12 +38,14 @@ def analyze_options(**options: Any) -> AnalyzeOptions:
 
 
 def lowtail_error(e: _native.LowtailError) -> Exception:
-    """The lowtail error a native one becomes: captures that hold nothing to measure are a
-    Failure, a cancelled analysis is Interrupted, everything else (options, unreadable
-    captures, an export that cannot be written) a UserError. The native error stays the
+    """The lowtail error a native one becomes: captures that hold nothing to measure, and a
+    full disk, are a Failure, a cancelled analysis is Interrupted, everything else (options,
+    unreadable captures, an export that cannot be written) a UserError. The native error stays the
     cause, with its `errno` when the operating system said why."""
     if isinstance(e, _native.CancelledError):
         return Interrupted(CANCELLED)
+    if getattr(e, "errno", None) in DISK_FULL:
+        return DiskFull(f"the disk is full ({e}); nothing of it was kept: free some space and run it again")
     if isinstance(e, _native.NothingToAnalyzeError):
         return Failure(str(e))
     return UserError(str(e))
@@ -55,8 +59,12 @@ def analyze_pair(
 ) -> dict[str, Any]:
     """Run one analysis; returns the figures (see `lowtail analyze --json`)."""
     for name, path in (("PRE", pre), ("POST", post)):
-        if not Path(path).exists():
-            raise UserError(f"{name} capture {path}: no such file")
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            raise UserError(f"{name} capture {path}: no such file") from None
+        except OSError as e:  # a name too long, a path through a file
+            raise os_error(e, path, f"{name} capture") from None
     analyzer = _native.Analyzer(str(pre), str(post), options)
     outcome: dict[str, Any] = {}
 
@@ -73,10 +81,12 @@ def analyze_pair(
             worker.join(0.1)
             if on_progress:
                 on_progress(*analyzer.progress())
-    except KeyboardInterrupt:
+    except BaseException as e:  # never leave the native analysis running behind an exiting interpreter
         analyzer.cancel()
         worker.join()
-        raise Interrupted(CANCELLED) from None
+        if isinstance(e, KeyboardInterrupt):
+            raise Interrupted(CANCELLED) from None
+        raise
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error

@@ -13,6 +13,10 @@ class Failure(Exception):
     exit_code = 1
 
 
+class DiskFull(Failure):
+    """The disk filled up while writing a result: nothing half-written is left."""
+
+
 class Interrupted(Exception):
     """The user pressed Ctrl-C; whatever was finished is kept."""
 

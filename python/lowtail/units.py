@@ -3,6 +3,7 @@ p-values as people read them: every formatter of figures lives here."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from lowtail.errors import UserError
@@ -20,15 +21,27 @@ _SCALE_NS = {
 }
 
 
-def parse_duration_ns(text: str | int | float, default_unit: str = "s") -> int:
-    """'5s', '250ms', '3.1us', '1e-3' (seconds by default) -> integer nanoseconds."""
+# The longest duration lowtail takes: nanoseconds are 64-bit signed integers (≈ 292 years).
+MAX_DURATION_NS = 2**63 - 1
+
+
+def parse_duration_ns(text: str | int | float, default_unit: str = "s", what: str = "") -> int:
+    """'5s', '250ms', '3.1us', '1e-3' (seconds by default) -> integer nanoseconds; a value
+    that is not a finite duration lowtail can hold (inf, nan, 1e300) is a UserError, whose
+    message starts with `what` (the option, say)."""
     if isinstance(text, (int, float)):
-        return round(float(text) * _SCALE_NS[default_unit])
-    m = _DURATION.match(str(text))
-    if not m:
-        raise UserError(f"cannot read {text!r} as a duration (examples: 5s, 250ms, 3.1us, 800ns)")
-    value, unit = float(m.group(1)), m.group(2) or default_unit
-    return round(value * _SCALE_NS[unit])
+        value, unit = float(text), default_unit
+    else:
+        m = _DURATION.match(str(text))
+        if not m:
+            raise UserError(f"cannot read {text!r} as a duration (examples: 5s, 250ms, 3.1us, 800ns)")
+        value, unit = float(m.group(1)), m.group(2) or default_unit
+    ns = value * _SCALE_NS[unit]
+    if not math.isfinite(ns) or abs(ns) > MAX_DURATION_NS:
+        raise UserError(
+            f"{what + ' ' if what else ''}{text}: not a duration lowtail can hold (finite, at most about 292 years)"
+        )
+    return round(ns)
 
 
 _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*(?:pps)?\s*$")

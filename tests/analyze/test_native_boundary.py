@@ -22,7 +22,7 @@ from analyze_support import PERCENTILES, run_cli, synth
 
 from lowtail import _native
 from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair, lowtail_error
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
 
 SMALL = {"packets": 15_000, "rate_pps": 10_000}
@@ -154,7 +154,7 @@ def test_a_full_disk_is_told_by_errno(tmp_path):
     full.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "lowtail-test-full", str(full)], check=True)
     try:
-        with pytest.raises(UserError) as caught:
+        with pytest.raises(DiskFull) as caught:  # the machine's state (exit 1), not bad input
             analyze_pair(pair.pre, pair.post, AnalyzeOptions(trim_ns=0, export=full / "series.parquet"))
         assert isinstance(caught.value.__cause__, _native.ExportError)
         assert caught.value.__cause__.errno == errno.ENOSPC

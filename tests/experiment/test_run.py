@@ -154,7 +154,10 @@ def _check_clean_run(run: dict, seconds: float = 1.0, warmup: float = 0.2) -> No
     # a busy host let the generator send them).
     assert 0 < run["sent"] < run["generator"]["sent"], label
     assert run["received"] + run["lost"] == run["sent"], label
-    assert run["lost"] <= run["sent"] // 100, f"{label}: lost {run['lost']}"
+    # Loss beyond 1 % must be the kernel's, and counted by it: frames a loaded host dropped
+    # from its receive backlogs, or the forwarder's full ring.
+    counted = run["capture"].get("host_backlog_drops", 0) + (run["dut_stats"] or {}).get("dropped", 0)
+    assert run["lost"] <= run["sent"] // 100 + counted, f"{label}: lost {run['lost']}, counted {counted}"
     lat = run["latency_ns"]
     assert 0 < lat["min"] <= lat["p50"] <= lat["p99_999"] <= lat["max"], label
     assert lat["samples"] == run["received"], label
@@ -276,7 +279,7 @@ def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(
         done = lowtail(tmp_path, "testbed", "clean", "--json")
         assert done.returncode == 0, done.stderr
         removed = json.loads(done.stdout)["removed"]
-        assert any(r["owner_pid"] == proc.pid and r["processes"] for r in removed)
+        assert any(r["owner_pid"] == proc.pid and r["netns"] for r in removed)
         assert not any(r["tag"] == live.tag for r in removed)
         assert resources_of(proc.pid) == []
         assert set(live.namespaces) <= set(_netns())

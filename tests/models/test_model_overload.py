@@ -275,7 +275,7 @@ def test_cli_knee_bad_experiment(cli, db, store_at):
     with store_at() as s:
         add_experiment(s)
     r = cli("model", "knee", "999", "--db", db)
-    assert r.code == 2 and "no experiment with id 999" in r.err
+    assert r.code == 2 and "none of its experiments has id 999" in r.err
     r = cli("model", "knee", "1", "--db", db)
     assert r.code == 2 and "no valid analysed runs" in r.err
 

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +98,44 @@ def background():
     yield start
     for b in started:
         b.kill()
+
+
+def link_counters(netns: str, dev: str) -> dict[str, int]:
+    """The kernel's counters of an interface: rx/tx packets and drops."""
+    done = subprocess.run(
+        ["ip", "-n", netns, "-s", "-j", "link", "show", dev], capture_output=True, text=True, check=True
+    )
+    stats = json.loads(done.stdout)[0]["stats64"]
+    return {
+        "rx_packets": stats["rx"]["packets"],
+        "rx_dropped": stats["rx"]["dropped"],
+        "tx_packets": stats["tx"]["packets"],
+        "tx_dropped": stats["tx"]["dropped"],
+    }
+
+
+def backlog_drops() -> int:
+    """Frames the host dropped from full receive backlogs so far (all CPUs)."""
+    lines = open("/proc/net/softnet_stat").read().split("\n")
+    return sum(int(line.split()[1], 16) for line in lines if line.strip())
+
+
+def settle(netns: str, dev: str, expect: int, quiet_s: float = 0.5, timeout_s: float = 30.0) -> int:
+    """Wait until `dev` has received `expect` frames, or its count stood still for
+    `quiet_s` (frames lost on the way never come): measured, not assumed, so a loaded
+    machine that takes seconds to deliver the last frames is waited for. The count."""
+    deadline = time.monotonic() + timeout_s
+    last, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        now = link_counters(netns, dev)["rx_packets"]
+        if now >= expect:
+            return now
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            return now
+        time.sleep(0.05)
+    return last
 
 
 def run_native(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess:

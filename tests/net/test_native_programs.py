@@ -1,4 +1,11 @@
-"""lowtail-gen, lowtail-cap and lowtail-fwd on real veth links in a fresh namespace."""
+"""lowtail-gen, lowtail-cap and lowtail-fwd on real veth links in a fresh namespace.
+
+These tests hold on a busy machine as on an idle one: they wait until the frames in flight
+have arrived (measured on the interfaces' counters, not a fixed pause), and what they
+require is what lowtail's own code guarantees — no frame it took is lost, and its counters
+agree with the kernel's. A frame the kernel itself drops under load (a full ring or
+receive backlog) must be counted as such; where none was dropped, the figures are exact.
+Speed and pacing belong to bench/, which prints them beside a baseline."""
 
 from __future__ import annotations
 
@@ -14,7 +21,7 @@ import pytest
 from lowtail.analysis import AnalyzeOptions, analyze_pair
 from lowtail.testbed.system import ip
 
-from .conftest import native, run_native
+from .conftest import backlog_drops, link_counters, native, run_native, settle
 
 GEN, CAP, FWD = "lowtail-gen", "lowtail-cap", "lowtail-fwd"
 
@@ -38,9 +45,15 @@ def generate(iface: str, tmp_path, *args: str, check: bool = True) -> tuple[subp
     return r, (json.loads(stats.read_text()) if stats.exists() else {})
 
 
-def settle() -> None:
-    """Give frames still in flight through the veth links time to arrive."""
-    time.sleep(0.2)
+def ns_dev(name: str) -> tuple[str, str]:
+    """ "lg1@lt123x-lg" → ("lt123x-lg", "lg1")."""
+    dev, _, netns = name.partition("@")
+    return netns, dev
+
+
+def arrived(name: str, expect: int) -> int:
+    """Wait until the frames sent towards `name` have arrived there (see `settle`)."""
+    return settle(*ns_dev(name), expect)
 
 
 def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, background, tmp_path):
@@ -61,21 +74,33 @@ def test_every_generated_frame_is_captured_on_both_sides_and_analyzed(wire, back
         "--first-id",
         "1000",
     )
-    settle()
+    arrived(wire.rx, 10000)
     code, err, stats = cap.stop()
-    assert code == 0, err
+    assert code in (0, 3), err  # 3: the kernel dropped frames from a full ring (counted below)
     assert gen["sent"] == gen["planned"] == 10000
     assert (gen["first_id"], gen["last_id"]) == (1000, 10999)
     assert gen["pacing_error_ns"]["samples"] == 5000  # one per burst
+    frames = []
     for side in stats["interfaces"]:
-        assert side["frames"] == 10000
-        assert side["drops"] == 0
+        assert_capture_accounts_for(side)
         assert side["timestamp_source"] == "software"
-    assert stats["complete"] is True
+        frames.append(side["frames"])
+    assert stats["complete"] is (stats["drops"] == 0)
     assert pre.read_bytes()[:4] == b"\x28\xb5\x2f\xfd", "zstd-compressed"
     doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
-    assert (doc["sent"], doc["received"], doc["lost"], doc["duplicates"]) == (10000, 10000, 0, 0)
+    assert (doc["sent"], doc["received"], doc["duplicates"]) == (frames[0], frames[1], 0)
+    if stats["drops"] == 0:
+        assert frames == [10000, 10000] and doc["lost"] == 0
     assert doc["latency_ns"]["min"] > 0
+
+
+def assert_capture_accounts_for(side: dict) -> None:
+    """Every frame the kernel handed the capture's socket is in the file, counted as dropped
+    by its full ring, or of the direction it does not keep; and as many left or reached the
+    interface (its own counters)."""
+    assert side["frames"] + side["drops"] + side["skipped_other_direction"] == side["kernel"]["packets"]
+    counters = side["iface_counters"]
+    assert side["frames"] + side["drops"] in (counters["tx_packets"], counters["rx_packets"]), (side, counters)
 
 
 def test_a_capture_with_a_duration_stops_by_itself(wire, tmp_path):
@@ -108,18 +133,41 @@ def test_the_forwarder_forwards_everything_unchanged(looped, background, tmp_pat
     )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
     generate(looped.tx, tmp_path, "--rate", "20000", "--count", "5000", "--vlan", "7")
-    settle()
+    arrived(looped.rx, 5000)
     cap_code, _, cap_stats = cap.stop()
     fwd_code, err, fwd_stats = fwd.stop(signal.SIGTERM)
-    assert (fwd_code, cap_code) == (0, 0), err
-    assert fwd_stats["received"] == fwd_stats["forwarded"] == 5000
-    assert fwd_stats["dropped"] == 0
+    assert fwd_code == 0 and cap_code in (0, 3), err
     assert fwd_stats["stopped_by"] == "SIGTERM"
-    assert [s["frames"] for s in cap_stats["interfaces"]] == [5000, 5000]
+    delivered = link_counters(*ns_dev(looped.dut_in))["rx_packets"]
+    assert_forwarder_accounts_for(fwd_stats, delivered)
+    for side in cap_stats["interfaces"]:
+        assert_capture_accounts_for(side)
+    pre_frames, post_frames = (s["frames"] for s in cap_stats["interfaces"])
+    assert post_frames == fwd_stats["forwarded"] - cap_stats["interfaces"][1]["drops"]
     # Unchanged: the bytes that came back are the bytes that left (VLAN tag included).
     assert pre.read_bytes()[24 + 16 : 24 + 16 + 60] == post.read_bytes()[24 + 16 : 24 + 16 + 60]
     doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
-    assert (doc["received"], doc["lost"]) == (5000, 0)
+    assert (doc["sent"], doc["received"]) == (pre_frames, post_frames)
+    if fwd_stats["dropped"] == 0 and cap_stats["drops"] == 0 and delivered == 5000:
+        assert fwd_stats["received"] == fwd_stats["forwarded"] == post_frames == 5000 and doc["lost"] == 0
+
+
+def assert_forwarder_accounts_for(fwd: dict, delivered: int) -> None:
+    """Nothing the forwarder took is lost by its own code, and every frame the kernel
+    delivered to its input reached it or was counted as dropped by its full ring."""
+    assert fwd["received"] == fwd["forwarded"] + fwd["drops"]["send_errors"] + fwd["drops"]["oversized"]
+    assert fwd["drops"]["send_errors"] == fwd["drops"]["oversized"] == 0
+    assert fwd["received"] + fwd["drops"]["rx_ring"] == delivered
+
+
+def cpu_pressure_us() -> float:
+    """Microseconds during which some task waited for a core, so far (PSI; +inf without
+    it: then the machine counts as busy)."""
+    try:
+        line = open("/proc/pressure/cpu").readline()
+    except OSError:
+        return float("inf")
+    return float(line.rsplit("total=", 1)[1])
 
 
 def cpu_seconds(pid: int) -> float:
@@ -150,19 +198,29 @@ def test_a_forwarder_that_may_sleep_leaves_its_core_to_others_and_forwards_every
     )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
     cpu_before, wall_before = cpu_seconds(fwd.proc.pid), time.monotonic()
-    generate(looped.tx, tmp_path, "--rate", "2000", "--count", "2000")
-    settle()
+    pressure_before = cpu_pressure_us()
+    _, gen = generate(looped.tx, tmp_path, "--rate", "2000", "--count", "2000")
+    arrived(looped.rx, 2000)
     cpu_used = cpu_seconds(fwd.proc.pid) - cpu_before
     wall = time.monotonic() - wall_before
+    busy_share = (cpu_pressure_us() - pressure_before) / 1e6 / wall
     cap.stop()
     code, err, fwd_stats = fwd.stop()
     assert code == 0, err
-    assert fwd_stats["forwarded"] == 2000 and fwd_stats["dropped"] == 0
-    assert fwd_stats["sleeps"] >= 1000, "500 µs between frames: it sleeps for nearly every one"
+    assert_forwarder_accounts_for(fwd_stats, link_counters(*ns_dev(looped.dut_in))["rx_packets"])
+    # 500 µs between frames: it sleeps for nearly every one — unless a busy machine held the
+    # generator back and it sent the overdue frames together (its pacing says how often).
+    on_time = gen["pacing_error_ns"]["samples"] - gen["late_bursts"]
+    assert fwd_stats["sleeps"] >= min(1000, on_time // 2), (fwd_stats["sleeps"], on_time)
     assert cpu_used < 0.5 * wall, f"{cpu_used:.2f} s of CPU in {wall:.2f} s: it did not sleep"
     doc = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
-    assert (doc["received"], doc["lost"]) == (2000, 0)
-    assert doc["latency_ns"]["p50"] < 1_000_000
+    assert doc["received"] == fwd_stats["forwarded"]
+    # Sleeping costs a wake-up, not the milliseconds of a preempted busy-poller. That is a
+    # figure of the forwarder only where tasks did not wait for the cores meanwhile (the
+    # kernel's CPU pressure, measured over the traffic): on a busy machine the veth path
+    # itself waits, and the figure is the machine's.
+    if busy_share < 0.1:
+        assert doc["latency_ns"]["p50"] < 1_000_000, doc["latency_ns"]
 
 
 @pytest.mark.parametrize("batch", [1, 8])
@@ -188,15 +246,29 @@ def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, backgr
         tmp_path / "fwd.json",
     )
     cap, (pre, post) = capture(background, tmp_path, looped.tx, looped.rx)
+    pressure_before, wall_before = cpu_pressure_us(), time.monotonic()
     generate(looped.tx, tmp_path, "--rate", "8000", "--burst", "8", "--count", "320")
-    settle()
+    arrived(looped.rx, 320)
+    busy_share = (cpu_pressure_us() - pressure_before) / 1e6 / (time.monotonic() - wall_before)
     cap.stop()
     _, _, fwd_stats = fwd.stop()
-    assert fwd_stats["forwarded"] == 320
+    assert_forwarder_accounts_for(fwd_stats, link_counters(*ns_dev(looped.dut_in))["rx_packets"])
+    assert fwd_stats["forwarded"] == 320  # 320 frames never fill its 4096-frame ring
+    if batch == 1:
+        assert fwd_stats["batch_size"]["max"] == 1
+    else:
+        assert 2 <= fwd_stats["batch_size"]["max"] <= 8
     series = tmp_path / "series.parquet"
     analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
     rows = sorted(zip(*pq.read_table(series, columns=["post_ts_ns", "latency_ns"]).to_pydict().values()))
     assert len(rows) == 320
+    # Every frame got its work, whatever the machine did meanwhile.
+    assert min(latency for _, latency in rows) >= work_ns
+    if busy_share >= 0.1:
+        # Preempted while it works, the forwarder finds the work time passed when it runs
+        # again: batches then leave closer together than their work, and cannot be told
+        # apart by their departures. What follows needs a machine that let it run.
+        return
     # Frames leaving less than 40 µs apart left in one batch (work keeps batches ≥ 100 µs apart).
     batches, current = [], [rows[0]]
     for prev, row in zip(rows, rows[1:]):
@@ -208,11 +280,9 @@ def test_the_forwarder_holds_a_batch_until_all_of_it_is_processed(looped, backgr
     batches.append(current)
     if batch == 1:
         assert len(batches) == 320
-        assert fwd_stats["batch_size"]["max"] == 1
     else:
         assert max(len(b) for b in batches) >= 2
         assert len(batches) < 320 * 0.75
-        assert 2 <= fwd_stats["batch_size"]["max"] <= 8
     for b in batches:
         # Nothing of a batch leaves before the work for the whole batch is done.
         assert min(latency for _, latency in b) >= len(b) * work_ns
@@ -226,13 +296,13 @@ def test_capture_drops_are_counted_not_silent(wire, background, tmp_path):
         generate(wire.tx, tmp_path, "--rate", "100000", "--count", "20000", "--burst", "16")
     finally:
         cap.proc.send_signal(signal.SIGCONT)
-    settle()
+    arrived(wire.rx, 20000)
     code, err, stats = cap.stop()
     side = stats["interfaces"][0]
     assert code == 3, err
     assert "dropped" in err and "incomplete" in err
     assert side["drops"] > 0
-    assert side["frames"] + side["drops"] == 20000
+    assert_capture_accounts_for(side)
     assert stats["complete"] is False
 
 
@@ -291,8 +361,9 @@ def test_signals_stop_every_program_cleanly_with_statistics(looped, background, 
         stderr=subprocess.PIPE,
         text=True,
     )
+    backlog_before = backlog_drops()
     try:
-        settle()
+        time.sleep(0.2)
         gen.send_signal(signal.SIGINT)
         _, err = gen.communicate(timeout=30)
     finally:
@@ -301,9 +372,13 @@ def test_signals_stop_every_program_cleanly_with_statistics(looped, background, 
     assert gen.returncode == 130, err
     doc = json.loads(stats.read_text())
     assert doc["interrupted"] is True and 0 < doc["sent"] < doc["planned"]
+    arrived(looped.rx, doc["sent"])  # forwarded and back: the forwarder has taken them
+    delivered = link_counters(*ns_dev(looped.dut_in))["rx_packets"]
     code, _, fwd_stats = fwd.stop(signal.SIGTERM)
     assert code == 0
-    assert fwd_stats["received"] == doc["sent"]
+    assert_forwarder_accounts_for(fwd_stats, delivered)
+    # What the generator sent reached the forwarder, unless the host's backlog dropped it.
+    assert doc["sent"] - (backlog_drops() - backlog_before) <= delivered <= doc["sent"]
 
 
 @pytest.fixture

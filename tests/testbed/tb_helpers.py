@@ -53,6 +53,23 @@ def tagged_processes(tag_prefix: str) -> list[tuple[int, str]]:
     return found
 
 
+def programs_under(directory: Path) -> list[tuple[int, str]]:
+    """(pid, command line) of every process whose command line names a path under
+    `directory`: the generator, timestamper and forwarder of a run whose data is there
+    (their statistics and captures go to its run directories)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if str(directory) in cmd and "pytest" not in cmd:
+            found.append((int(entry.name), cmd))
+    return found
+
+
 def processes_in_netns_of(pid: int) -> list[int]:
     pids = []
     for ns in list_netns():

@@ -148,9 +148,24 @@ fn run(a: Args) -> Result<serde_json::Value, Fatal> {
     }))
 }
 
+/// The probe ends when the process that started it exits: its loops spin on every probed
+/// core (possibly real-time) and nobody would read the result.
+fn die_with_parent() {
+    // SAFETY: getppid has no preconditions; prctl(PR_SET_PDEATHSIG, signal) only sets a
+    // per-process attribute; _exit is async-signal-safe.
+    unsafe {
+        let parent = libc::getppid();
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong);
+        if libc::getppid() != parent {
+            libc::_exit(1);
+        }
+    }
+}
+
 /// Exit codes as the other native programs' (`lowtail_net::error`): 2 bad arguments, 1 a
 /// failure, 4 an output that hit a full disk; writing to stderr never panics.
 fn main() -> ! {
+    die_with_parent();
     exit_with("lowtail-noise", || {
         let args = parse_args().map_err(|e| Fatal::usage(format!("{e}\n{USAGE}")))?;
         let doc = run(args)?;

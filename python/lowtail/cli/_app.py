@@ -11,6 +11,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
     rich_markup_mode=None,
+    suggest_commands=False,  # click suggests a mistyped command already: once is enough
 )
 
 

@@ -9,13 +9,15 @@ from pathlib import Path
 
 import typer
 
-from lowtail import series
+from lowtail import series, signals
 from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
-from lowtail.errors import UserError
+from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.files import write_result
+from lowtail.store import DatabaseBusy
 from lowtail.units import parse_duration_ns
 
 # Defaults shown and used here are the native options' own.
@@ -33,7 +35,9 @@ class IdFormat(str, Enum):
 
 
 def _warm_up_store() -> threading.Thread:
-    """Import the database driver on the other core while the analysis runs."""
+    """Import the database driver on the other core while the analysis runs. The command
+    joins it before it ends, whatever happens: an interpreter that exits while DuckDB's
+    module is being imported aborts (exit 134, "FATAL: exception not rethrown")."""
     t = threading.Thread(target=importlib.import_module, args=("lowtail.store.analyses",), daemon=True)
     t.start()
     return t
@@ -82,6 +86,8 @@ def analyze(
     """`lowtail analyze` (its help is the user's documentation)."""
     if export is not None:
         series.check_export_path(export)
+    if report and not store:
+        raise UserError("--report needs the analysis stored (drop --no-store)")
     options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
@@ -89,35 +95,34 @@ def analyze(
         id_format=id_format.value if id_format else None,
         udp_port=udp_port,
         moonsniff_records=moonsniff_records,
-        trim_ns=round(trim * 1e9),
-        max_latency_ns=parse_duration_ns(max_latency),
+        trim_ns=parse_duration_ns(trim, what="--trim"),
+        max_latency_ns=parse_duration_ns(max_latency, what="--max-latency"),
         worst=worst,
         export=series.parquet_path_for(export) if export else None,
     )
     store_ready = _warm_up_store() if store else None
-    with byte_progress("analysing") as progress:
-        a = analyze_pair(pre, post, options, on_progress=progress)
+    try:
+        with byte_progress("analysing") as progress:
+            a = analyze_pair(pre, post, options, on_progress=progress)
+    finally:
+        if store_ready is not None:
+            store_ready.join()
     if export:
         series.finish_export(export)
         a["export_path"] = str(export)
     if hgrm:
-        hgrm.write_text(a["hgrm"])
+        write_result(hgrm, a["hgrm"], "--hgrm")
+    not_stored: Failure | None = None
     if store:
-        store_ready.join()
-        from lowtail.store import open_store
-        from lowtail.store.analyses import save_analysis
-
-        with open_store(db) as s:
-            # Models read a stored series as Parquet: a CSV export is not one.
-            stored = a if export is None or export.suffix.lower() == ".parquet" else {**a, "export_path": None}
-            a["analysis_id"] = save_analysis(s, stored, options=options.to_dict(), label=label)
+        # Models read a stored series as Parquet: a CSV export is not one.
+        stored = a if export is None or export.suffix.lower() == ".parquet" else {**a, "export_path": None}
+        try:
+            a["analysis_id"] = _store(stored, db, options, label)
+        except DatabaseBusy as e:  # the figures are still printed: they are the result
+            not_stored = e
     written = None
-    if report:
-        from lowtail.report import write_analysis_report
-
-        if not store:
-            raise UserError("--report needs the analysis stored (drop --no-store)")
-        written = write_analysis_report(db, a["analysis_id"], report)
+    if report and not_stored is None:
+        written = _write_report(db, a["analysis_id"], report)
         a["report"] = str(written)
     for w in a["warnings"]:
         warn(w)
@@ -127,7 +132,7 @@ def analyze(
         note(header_line(a))
         for table in analysis_tables(a):
             out.print(table)
-        if store:
+        if store and not_stored is None:
             note(f"stored as analysis {a['analysis_id']} in {db}")
         if export:
             note(f"wrote the matched series to {export}")
@@ -135,4 +140,36 @@ def analyze(
             note(f"wrote the HDR distribution to {hgrm}")
         if written:
             note(f"wrote the report to {written}")
+    if not_stored is not None:
+        raise Failure(f"the analysis printed above was not stored: {not_stored}")
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
+
+
+def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int:
+    """Store the analysis. A stop signal while it is written waits for the commit, and the
+    command then says whether the analysis was stored."""
+    from lowtail.store import open_store
+    from lowtail.store.analyses import save_analysis
+
+    stored: list[int] = []
+    try:
+        with open_store(db) as s, signals.held():
+            stored.append(save_analysis(s, a, options=options.to_dict(), label=label))
+    except KeyboardInterrupt:
+        what = f"the analysis was stored as analysis {stored[0]} in {db}" if stored else "nothing was stored"
+        raise Interrupted(f"interrupted: {what}") from None
+    return stored[0]
+
+
+def _write_report(db: Path, analysis_id: int, report: Path) -> Path:
+    """The report of the analysis just stored; when it cannot be written, the error says
+    that the analysis is stored all the same."""
+    from lowtail.report import write_analysis_report
+
+    try:
+        return write_analysis_report(db, analysis_id, report)
+    except (UserError, Failure) as e:
+        raise type(e)(
+            f"{e} (the analysis is stored as analysis {analysis_id} in {db}: "
+            f"`lowtail report {analysis_id} -o FILE` writes its report later)"
+        ) from None

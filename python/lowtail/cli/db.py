@@ -1,4 +1,5 @@
-"""`lowtail list` and `lowtail show`: what the results database holds."""
+"""`lowtail list`, `lowtail show` and `lowtail recover`: what the results database holds, and
+what a damaged one still holds, copied out."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from rich.table import Table
 from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
-from lowtail.cli._output import note, out, print_json, warn
+from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.units import format_ns
 
@@ -70,3 +71,35 @@ def show(
         out.print(table)
     for w in doc["warnings"]:
         warn(w)
+
+
+@app.command(
+    help="Copy what a damaged database still holds into a new one: every row that can be read, "
+    "ids kept. The damaged file is only read."
+)
+def recover(
+    damaged: Path = typer.Argument(..., help="The damaged database."),
+    new: Path = typer.Argument(..., help="A new database to copy into (must not exist)."),
+    json_out: bool = typer.Option(False, "--json", help="Print per table the rows found and copied as JSON."),
+) -> None:
+    """`lowtail recover`."""
+    from lowtail.store.recover import recover as copy_readable
+
+    copies = copy_readable(damaged, new)
+    lost = sum(c.lost for c in copies)
+    if json_out:
+        print_json([{"table": c.table, "rows": c.rows, "copied": c.copied} for c in copies])
+    else:
+        t = Table(box=None)
+        for col in ("table", "rows", "copied", "lost"):
+            t.add_column(col, justify="left" if col == "table" else "right")
+        for c in copies:
+            if c.rows:
+                t.add_row(c.table, f"{c.rows:,}", f"{c.copied:,}", f"{c.lost:,}" if c.lost else "")
+        out.print(t)
+        note(
+            f"copied {sum(c.copied for c in copies):,} rows into {new}"
+            + (f"; {lost:,} could not be read" if lost else "")
+        )
+    if lost:
+        raise typer.Exit(EXIT_PARTIAL)

@@ -4,9 +4,7 @@ experiments on a software testbed, their storage and their report."""
 from __future__ import annotations
 
 import dataclasses
-import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,21 +29,6 @@ app.add_typer(experiment_app, name="experiment")
 
 _CALIBRATION_HELP = "Read the runs against the calibration runs of this stored experiment (an id)"
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM and SIGHUP stop a run the way Ctrl-C does: everything is taken down, finished runs kept."""
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    previous = {s: signal.signal(s, interrupt) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
 
 
 def _stored_runs_view(store: Any, exp: Any) -> Callable[[dict[str, Any]], Stored]:
@@ -103,6 +86,19 @@ def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
     return lines
 
 
+def _remove_leftovers() -> None:
+    """What killed runs left in the kernel (their owner is dead) goes before a run starts:
+    their real-time programs and cgroups would spoil its measurements."""
+    from lowtail.errors import Failure
+    from lowtail.testbed.registry import remove_leftovers
+
+    try:
+        for left in remove_leftovers():
+            note(f"removed what a killed run left: {left.summary()}")
+    except Failure as e:
+        warn(f"could not remove what a killed run left ({e}); `lowtail testbed show` lists it")
+
+
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
     from lowtail.experiment.runner import check_can_run, run_experiment
     from lowtail.store import open_store
@@ -110,9 +106,10 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.testbed.sessions import open_session
 
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
-    with _sigterm_interrupts(), open_session(exp.testbed, log=note) as session:
+    with open_session(exp.testbed, log=note) as session:
         # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
         check_can_run(exp, session, log=note)
+        _remove_leftovers()
         with open_store(db) as store:
             with sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)) as progress:
                 result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)

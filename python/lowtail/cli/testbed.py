@@ -61,21 +61,16 @@ def clean(
     json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),
 ) -> None:
     """`lowtail testbed clean`."""
-    from lowtail.testbed.registry import find_leftovers, remove_leftover
+    from lowtail.testbed.registry import find_leftovers, remove_leftovers
     from lowtail.testbed.system import require_privileges
 
     require_privileges("lowtail testbed clean")
-    leftovers = find_leftovers()
-    if not dry_run:
-        for left in leftovers:
-            remove_leftover(left)
+    leftovers = find_leftovers() if dry_run else remove_leftovers()
     if json_out:
         print_json({"removed" if not dry_run else "would_remove": [left.describe() for left in leftovers]})
         return
     verb = "would remove" if dry_run else "removed"
     for left in leftovers:
-        what = left.netns + left.cgroups + left.paths + [f"pid {p.pid}" for p in left.processes]
-        what += [f"`{' '.join(u)}`" for u in reversed(left.undo)]
-        note(f"{verb} testbed {left.tag} (owner pid {left.owner_pid} is gone): {', '.join(what) or 'its state file'}")
+        note(f"{verb} {left.summary()}")
     if not leftovers:
         note("nothing to clean: no leftovers of killed runs")

@@ -18,7 +18,7 @@ import duckdb
 
 from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
@@ -159,7 +159,7 @@ def is_disk_full(e: BaseException | None) -> bool:
     """ENOSPC anywhere in the chain of causes: OSError and lowtail's native errors carry the
     errno. DuckDB's IOException carries none, only its message says so."""
     while e is not None:
-        if getattr(e, "errno", None) == errno.ENOSPC:
+        if isinstance(e, DiskFull) or getattr(e, "errno", None) == errno.ENOSPC:
             return True
         if isinstance(e, duckdb.IOException) and "No space left on device" in str(e):
             return True
@@ -194,6 +194,7 @@ def _run_one(
     session: Session,
     on_live: Callable[[LiveSample], None],
 ) -> dict[str, Any]:
+    store.release()  # the database is free for other commands (`lowtail list`) while the run measures
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
     shutil.rmtree(run_dir, ignore_errors=True)  # what a killed attempt left half-written

@@ -3,8 +3,11 @@
 apply changes what needs no reboot — IRQ affinities, vm.stat_interval, transparent huge
 pages, KSM, the frequency governor and C-states of the DuT cores, timer migration, and a
 cpuset for the DuT — and nothing else. It is all or nothing: the undo file is written
-before the first change, and a change that fails rolls back those made before it. undo
-restores exactly what apply changed, after checking that nothing has changed them since.
+before the first change; a change that fails, or a stop signal (SIGINT, SIGTERM, SIGHUP:
+held until the write in progress is made and recorded), rolls back everything made, and
+the undo file goes only once every setting reads back as before. undo restores exactly
+what apply changed, after checking that nothing has changed them since; it takes the undo
+file as input, and refuses one that names anything apply does not write.
 
 Values are compared the way the kernel reports them, not byte for byte: THP's file reads
 "always madvise [never]" after "never" was written, an affinity may read "0-1" for "0,1"."""
@@ -19,16 +22,31 @@ import socket
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from lowtail.errors import Failure, UserError
+from lowtail import signals
+from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, format_cpulist, parse_cpulist
 
 UNDO_FORMAT = "lowtail-host-undo/1"
 DEFAULT_CPUSET = "lowtail-dut"
+CPUSET_NAME = re.compile(r"(?!\.+$)[A-Za-z0-9_.-]+")  # one path component, not "." or ".."
 STAT_INTERVAL_S = 3600  # JNSM 2023, §4.1
+
+# Every file apply may write, relative to the root (its cpuset's files are matched against
+# the host's cpuset hierarchy by `_cpuset_path`). An undo file is input: one that names
+# anything else was not written by apply, and undo refuses it whole.
+SETTING_FILES = re.compile(
+    r"proc/sys/vm/stat_interval|proc/sys/kernel/timer_migration"
+    r"|sys/kernel/mm/transparent_hugepage/(enabled|defrag)|sys/kernel/mm/ksm/run"
+    r"|sys/devices/system/cpu/cpu\d+/cpufreq/scaling_governor"
+    r"|sys/devices/system/cpu/cpu\d+/cpuidle/state\d+/disable"
+    r"|proc/irq/default_smp_affinity|proc/irq/\d+/smp_affinity_list"
+)
+CPUSET_FILES = ("cpuset.cpus", "cpuset.mems", "cpuset.cpus.partition", "cpuset.cpu_exclusive")
+COMPARISONS = ("text", "cpulist", "mask", "selected", "controllers")
 
 
 @dataclass
@@ -151,8 +169,8 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
 def _cpuset_changes(host: Host, plan: CorePlan, name: str) -> list[Change]:
     """A cpuset holding the DuT cores (and their memory nodes): cgroup v2 as an isolated
     partition (no load balancing, nothing else scheduled there), v1 as an exclusive set."""
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
-        raise UserError(f"--cpuset {name!r}: use letters, digits, '.', '_' and '-' only")
+    if not CPUSET_NAME.fullmatch(name):
+        raise UserError(f"--cpuset {name!r}: use letters, digits, '.', '_' and '-' only (not just dots)")
     mount = host.cpuset_mount
     if mount is None:
         return []
@@ -218,8 +236,11 @@ def _undo_one(root: SysRoot, ch: Change) -> None:
             if e.errno != errno.ENOTEMPTY:
                 raise
             # A copied sysroot: the files apply wrote are ordinary files (a cgroup
-            # filesystem would have taken the rmdir with them inside).
-            for f in p.iterdir():
+            # filesystem would have taken the rmdir with them inside). Only those go.
+            inside = list(p.iterdir())
+            if any(f.name not in CPUSET_FILES or f.is_symlink() or not f.is_file() for f in inside):
+                raise
+            for f in inside:
                 f.unlink()
             p.rmdir()
     elif ch.restore is not None:
@@ -248,55 +269,93 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
             f"{undo_path} exists from an earlier apply: run `lowtail host undo {undo_path}` first, "
             "or pass another --undo-file"
         )
-    _write_undo(undo_path, root, plan, changes, "pending")
     made: list[Change] = []
     current: Change | None = None
     try:
+        _write_undo(undo_path, root, plan, changes, "pending")
         for ch in changes:
             current = ch
-            try:
-                _do(root, ch)
-            except OSError as e:
-                if ch.optional and e.errno in _REFUSALS:
-                    ch.status, ch.note = "refused", f"the kernel refused it: {e.strerror}"
-                    continue
-                raise
-            made.append(ch)
-            ch.status = "applied"
+            # A signal waits until the write is made and recorded: nothing changes unseen.
+            with signals.held():
+                try:
+                    _do(root, ch)
+                except OSError as e:
+                    if ch.optional and e.errno in _REFUSALS:
+                        ch.status, ch.note = "refused", f"the kernel refused it: {e.strerror}"
+                        continue
+                    raise
+                made.append(ch)
+                ch.status = "applied"
             ch.after = root.read(ch.path) if ch.kind == "write" else None
             if ch.kind == "write" and not _takes_effect(ch, ch.after):
                 if ch.optional:
                     ch.note = f"the kernel kept {ch.after!r}"
                     continue
                 raise OSError(errno.EINVAL, f"wrote {ch.written!r} but it reads {ch.after!r}")
+        _write_undo(undo_path, root, plan, changes, "applied")
     except (OSError, KeyboardInterrupt) as e:
-        reason = "interrupted" if isinstance(e, KeyboardInterrupt) else _describe_os_error(e)
-        failed = _revert(root, made)
-        what = f"{current.setting} ({root.path(current.path)}): {reason}" if current else reason
-        if failed:
-            _write_undo(undo_path, root, plan, changes, "pending")
-            raise Failure(
-                f"could not change {what}; rolling back also failed for {failed[0].setting} — "
-                f"{undo_path} lists every change: fix the cause, then `lowtail host undo {undo_path}`"
-            ) from None
-        undo_path.unlink(missing_ok=True)
-        raise Failure(
-            f"could not change {what}; the {len(made)} change(s) made before it were rolled back, nothing is changed"
-        ) from None
-    _write_undo(undo_path, root, plan, changes, "applied")
+        _roll_back(root, plan, changes, made, undo_path, current, e)
     return changes
 
 
+def _roll_back(
+    root: SysRoot,
+    plan: CorePlan,
+    changes: list[Change],
+    made: list[Change],
+    undo_path: Path,
+    current: Change | None,
+    cause: BaseException,
+) -> NoReturn:
+    """Revert `made` after a failure or a stop signal, and say so. The undo file goes only
+    once every reverted setting reads back as it was; otherwise it stays for `host undo`."""
+    interrupted = isinstance(cause, KeyboardInterrupt)
+    reason = "interrupted" if interrupted else _describe_os_error(cause)  # type: ignore[arg-type]
+    failed = _revert(root, made)
+    what = f"{current.setting} ({root.path(current.path)})" if current else "the undo file"
+    if failed:
+        _write_undo(undo_path, root, plan, changes, "pending")
+        message = (
+            f"rolling back also failed for {failed[0].setting} — {undo_path} lists every change: "
+            f"fix the cause, then `lowtail host undo {undo_path}`"
+        )
+        if interrupted:
+            raise Interrupted(f"interrupted while changing {what}; {message}") from None
+        raise Failure(f"could not change {what}: {reason}; {message}") from None
+    undo_path.unlink(missing_ok=True)
+    rolled = f"the {len(made)} change(s) made were rolled back and read back as before, nothing is changed"
+    if interrupted:
+        raise Interrupted(f"interrupted while changing {what}: {rolled}") from None
+    raise Failure(f"could not change {what}: {reason}; {rolled}") from None
+
+
 def _revert(root: SysRoot, made: list[Change]) -> list[Change]:
-    """Undo `made` newest first; the changes that could not be undone."""
+    """Undo `made` newest first, each read back; the changes that could not be undone."""
     failed = []
     for ch in reversed(made):
         try:
             _undo_one(root, ch)
-            ch.status = "planned"
         except OSError:
             failed.append(ch)
+            continue
+        if not _restored(root, ch):
+            failed.append(ch)
+            continue
+        ch.status = "planned"
     return failed
+
+
+def _restored(root: SysRoot, ch: Change) -> bool:
+    """Does the setting read as it did before apply (or is the directory apply made gone)?"""
+    if ch.kind == "mkdir":
+        return not root.path(ch.path).exists()
+    if ch.before is None:
+        return True  # a file in a directory apply made: it goes with the directory
+    now = root.read(ch.path)
+    if ch.compare == "controllers":  # only the controllers apply switched count
+        switched = normalized("controllers", ch.written)
+        return normalized("controllers", now) & switched == normalized("controllers", ch.before) & switched
+    return normalized(ch.compare, now) == normalized(ch.compare, ch.before)
 
 
 def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change], state: str) -> None:
@@ -311,12 +370,13 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
     }
     tmp = path.with_name(f".{path.name}.partial")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
+        with signals.held():  # the undo file is whole, or the one before it stays
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "w") as f:
+                json.dump(doc, f, indent=1)
+                f.flush()
+                os.fsync(f.fileno())
+            tmp.replace(path)
     except OSError as e:
         tmp.unlink(missing_ok=True)
         raise UserError(f"cannot write the undo file {path}: {e.strerror} (choose another --undo-file)") from None
@@ -337,9 +397,71 @@ def load_undo(path: Path) -> dict:
         doc = json.loads(path.read_text())
     except (OSError, ValueError) as e:
         raise UserError(f"{path}: not a lowtail undo file ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != UNDO_FORMAT:
+    if not isinstance(doc, dict) or doc.get("format") != UNDO_FORMAT or not isinstance(doc.get("sysroot"), str):
         raise UserError(f"{path}: not a lowtail undo file (written by `lowtail host apply --yes`)")
     return doc
+
+
+def _inside(root: SysRoot, rel: str) -> bool:
+    """Is `rel` a plain relative path that stays under the root, symbolic links followed?"""
+    parts = rel.split("/")
+    if not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        return False
+    base = os.path.realpath(root.root)
+    return os.path.commonpath([base, os.path.realpath(root.path(rel))]) == base
+
+
+def _cpuset_path(base: str | None, kind: str, rel: str) -> bool:
+    """Is `rel` what apply makes in the cpuset hierarchy `base`: the v2 controller switch, a
+    cpuset directory, or one of the files it writes in one?"""
+    if base is None:
+        return False
+    if rel == f"{base}/cgroup.subtree_control":
+        return kind == "write"
+    directory, _, name = rel.rpartition("/")
+    if kind == "mkdir":
+        return directory == base and CPUSET_NAME.fullmatch(name) is not None
+    parent, _, cpuset = directory.rpartition("/")
+    return name in CPUSET_FILES and parent == base and CPUSET_NAME.fullmatch(cpuset) is not None
+
+
+def _checked_changes(path: Path, root: SysRoot, doc: dict) -> list[Change]:
+    """The undo file's changes, each checked to be one apply makes: a known kind of setting,
+    inside the root. One that is not refuses the whole file (an undo file is input)."""
+    entries = doc.get("changes")
+    if not isinstance(entries, list) or doc.get("state") not in ("pending", "applied"):
+        raise UserError(f"{path}: not a lowtail undo file (no list of changes, or an unknown state)")
+    mount = Host(root).cpuset_mount
+    base = mount[1] if mount else None
+    changes = []
+    for i, entry in enumerate(entries, 1):
+        try:
+            ch = Change(**entry)
+        except TypeError:
+            raise UserError(
+                f"{path}: change {i} is not one `lowtail host apply` writes; nothing was restored"
+            ) from None
+        texts = (ch.setting, ch.path, ch.written, ch.status, ch.note)
+        optional_texts = (ch.before, ch.restore, ch.after)
+        known = (
+            all(isinstance(t, str) for t in texts)
+            and all(t is None or isinstance(t, str) for t in optional_texts)
+            and ch.kind in ("write", "mkdir")
+            and ch.compare in COMPARISONS
+            and ch.status in ("planned", "applied", "refused")
+            and (
+                (ch.kind == "write" and SETTING_FILES.fullmatch(ch.path) is not None)
+                or _cpuset_path(base, ch.kind, ch.path)
+            )
+        )
+        if not known or not _inside(root, ch.path):
+            shown = ch.path if isinstance(ch.path, str) else repr(ch.path)
+            raise UserError(
+                f"{path}: change {i} ({shown!r}) is not a setting `lowtail host apply` writes under "
+                f"{root.root}; the undo file was edited or damaged, nothing was restored"
+            )
+        changes.append(ch)
+    return changes
 
 
 def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> list[Change]:
@@ -355,7 +477,7 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
     root = SysRoot(recorded)
     if root.live and os.geteuid() != 0:
         raise UserError("undo changes kernel settings and needs root: run it with sudo")
-    changes = [Change(**c) for c in doc["changes"]]
+    changes = _checked_changes(path, root, doc)
     todo: list[Change] = []
     mismatches: list[str] = []
     for ch in changes:

@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lowtail.store.errors import DamagedDatabase, DatabaseBusy
+
 if TYPE_CHECKING:
     from lowtail.store.db import Store
 
@@ -21,7 +23,8 @@ if TYPE_CHECKING:
 DEFAULT_DB = Path("lowtail.duckdb")
 DB_ENV = "LOWTAIL_DB"
 
-__all__ = ["DB_ENV", "DEFAULT_DB", "Store", "default_db", "open_store"]
+__all__ = ["DB_ENV", "DEFAULT_DB", "DamagedDatabase", "DatabaseBusy", "Store", "default_db", "open_store"]
+
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
 # the commands that open the database pay for DuckDB (store.db is imported on first use).

@@ -9,8 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import __version__
-from lowtail.errors import UserError
-from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, newest_id, row_as_dict, rows_as_dicts
+from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
@@ -99,13 +98,9 @@ def latency_summary(store: Store, analysis_id: int) -> tuple[int | None, int | N
 def analysis(store: Store, analysis_id: int | str) -> dict[str, Any]:
     """One stored analysis (an id, or 'latest'): its row plus the bulky tables, as plain
     Python values."""
-    if analysis_id == "latest":
-        analysis_id = newest_id(store, "analyses", "analysis_id")
-        if analysis_id is None:
-            raise UserError(f"{store.path}: holds no analyses yet")
-    doc = row_as_dict(store.con.execute("SELECT * FROM analyses WHERE analysis_id = ?", [int(analysis_id)]))
-    if doc is None:
-        raise UserError(f"{store.path}: no analysis with id {analysis_id} (see `lowtail list`)")
+    aid = stored_id(store, analysis_id, "analyses", "analysis_id", "analyses", "see `lowtail list`")
+    doc = row_as_dict(store.con.execute("SELECT * FROM analyses WHERE analysis_id = ?", [aid]))
+    assert doc is not None
     for key in ("options", "warnings", "inputs", "figures"):
         doc[key] = json.loads(doc[key])
     aid = doc["analysis_id"]

@@ -1,10 +1,25 @@
 """Open the database, create what is missing, and the transaction every write runs in.
 
 The queries themselves are module functions beside this one, one module per family of
-tables (`analyses`, `runs`, `host`, `models`), each taking the open `Store` first."""
+tables (`analyses`, `runs`, `host`, `models`), each taking the open `Store` first.
+
+How lowtail shares its database (docs/architecture.md, "The database"): DuckDB lets one
+process open a file for writing and no other process open it beside that, not even to
+read. So a command holds the file only while it reads or writes it — a long one (`lowtail
+run`) lets go between its transactions (`release`) — and a command that finds it held
+waits, LOCK_WAIT_S at most, saying so once. A file is checked when it is opened: one cut
+short (smaller than the blocks its header counts) is damaged; lowtail reads what it still
+can but never writes into it, and `lowtail recover` copies what is readable into a new
+database.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+import struct
+import sys
+import time
 import uuid
 from importlib import resources
 from pathlib import Path
@@ -12,8 +27,20 @@ from typing import Any
 
 import duckdb
 
-from lowtail.errors import UserError
+from lowtail import signals
+from lowtail.errors import DiskFull, Failure, UserError
 from lowtail.percentiles import KEYS
+from lowtail.store.errors import DamagedDatabase, DatabaseBusy
+
+# How long a command waits for another process to let go of the database. A writer holds it
+# for one transaction (milliseconds to a second), a reader for one query: a minute covers a
+# busy machine; past it something else holds the file (a notebook, a stuck process).
+LOCK_WAIT_S = 60.0
+_SAY_WAITING_AFTER_S = 1.0
+# DuckDB's file: three 4 KiB headers, then the blocks its active header counts.
+_HEADER_BYTES = 3 * 4096
+_LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
+_DAMAGE = ("Could not read enough bytes", "checksum", "Corrupt", "corrupt")
 
 
 def _schema_statements() -> list[str]:
@@ -23,31 +50,81 @@ def _schema_statements() -> list[str]:
     return [f.read_text() for f in files]
 
 
+def _say(message: str) -> None:
+    """A note on stderr (the store's only message: that it waits)."""
+    print(f"lowtail: {message}", file=sys.stderr, flush=True)
+
+
+def _process_name(pid: int) -> str:
+    """ "pid 1234 (lowtail run)": who holds the database, in a few words of one line."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return f"pid {pid}"
+    words = [" ".join(a.decode(errors="replace").split()) for a in argv if a.strip()]
+    if "lowtail" in words:  # python -m lowtail run …
+        words = words[words.index("lowtail") :]
+    elif words:
+        words[0] = Path(words[0]).name
+    text = " ".join(words[:3])
+    return f"pid {pid} ({text[:60]}{'…' if len(text) > 60 else ''})" if text else f"pid {pid}"
+
+
+def _blocks(fd: int) -> tuple[int, int] | None:
+    """(blocks, block size) of the file's active header, read from the file itself
+    (DuckDB's own figure counts blocks it holds in memory, e.g. after replaying its log);
+    None when the header is not one this check knows."""
+    try:
+        head = os.pread(fd, _HEADER_BYTES, 0)
+    except OSError:
+        return None
+    if len(head) < _HEADER_BYTES or head[8:12] != b"DUCK":
+        return None
+    # Two database headers after the main one; the active one has the higher iteration:
+    # checksum, iteration, meta block, free list, block count, block size, …
+    headers = [struct.unpack_from("<6Q", head, offset) for offset in (4096, 8192)]
+    _, _, _, _, blocks, block_size = max(headers, key=lambda h: h[1])
+    if not 4096 <= block_size <= 1 << 30 or block_size & (block_size - 1):
+        return None
+    return blocks, block_size
+
+
 class Store:
     """A results database. Writes happen in one transaction each: a failure leaves what
-    was stored before untouched."""
+    was stored before untouched, and a stop signal waits until the transaction is over."""
 
     def __init__(self, path: str | Path, read_only: bool = False):
         self.path = Path(path)
+        self.read_only = read_only
+        self.damage: str | None = None  # why the file is damaged, when it is
         self._tx_depth = 0
+        self._con: Any = None
+        # The file, read by lowtail itself (its header), open for as long as DuckDB's
+        # connection: closing any descriptor of a file drops every POSIX lock the process
+        # holds on it, DuckDB's lock included, and another process would then open the
+        # database beside this one (its commit fails on the write-ahead log's lock).
+        self._file: int | None = None
+        self._schema_ready = read_only
+        self._making_schema = False
         if read_only and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
-        try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
-        except duckdb.IOException as e:
-            raise UserError(f"{self.path}: cannot open the database: {str(e).splitlines()[0]}") from None
-        except duckdb.Error as e:
-            raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
-        if not read_only:
-            for sql in _schema_statements():
-                self.con.execute(sql)
-            self._ensure_identity()
+        self._created = not self.path.exists()
+        self._open()
 
-    def _ensure_identity(self) -> None:
-        """Give the database its identity once (see store/datadir.py)."""
-        with self.transaction():
-            if self.con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
-                self.con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
+    # -- the connection ----------------------------------------------------------------------------
+
+    @property
+    def con(self) -> Any:
+        """The DuckDB connection, opened again after `release`."""
+        if self._con is None:
+            self._open()
+        return self._con
+
+    def release(self) -> None:
+        """Let go of the file until the next query, so that other lowtail processes can open
+        it meanwhile (a run releases it while it measures)."""
+        if self._con is not None and self._tx_depth == 0:
+            self.close()
 
     @property
     def database_id(self) -> str | None:
@@ -60,7 +137,12 @@ class Store:
 
     def close(self) -> None:
         """Close the connection (a `with` block does it)."""
-        self.con.close()
+        if self._con is not None:
+            self._con.close()
+            self._con = None
+        if self._file is not None:  # after DuckDB's connection: see __init__
+            os.close(self._file)
+            self._file = None
 
     def __enter__(self) -> Store:
         return self
@@ -68,24 +150,211 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _open(self) -> None:
+        self._con = _Connection(self, self._connect())
+        self._check_whole()
+        if not self._schema_ready:
+            self._making_schema = True
+            try:
+                with self.transaction():
+                    for sql in _schema_statements():
+                        self._con.execute(sql)
+                    # The database's identity, given once (see store/datadir.py).
+                    if self._con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
+                        self._con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
+            finally:
+                self._making_schema = False
+            self._schema_ready = True
+
+    def _connect(self) -> Any:
+        """duckdb.connect, waiting (LOCK_WAIT_S at most) while another process holds the file."""
+        started = time.monotonic()
+        said = False
+        pause = 0.02
+        while True:
+            try:
+                return duckdb.connect(str(self.path), read_only=self.read_only)
+            except duckdb.IOException as e:
+                holder = _LOCK_HOLDER.search(str(e))
+                if holder is None:
+                    raise self._open_error(e) from None
+                waited = time.monotonic() - started
+                who = _process_name(int(holder.group(2)))
+                if waited >= LOCK_WAIT_S:
+                    raise DatabaseBusy(
+                        f"{self.path} was held by {who} for more than {LOCK_WAIT_S:g} s; "
+                        "run the command again when it is done"
+                    ) from None
+                if waited >= _SAY_WAITING_AFTER_S and not said:
+                    _say(f"waiting for {self.path}: {who} is using it (at most {LOCK_WAIT_S:g} s)")
+                    said = True
+                time.sleep(pause)
+                pause = min(pause * 2, 0.25)
+            except duckdb.Error as e:
+                if (damage := self.failure(e)) is not e:  # a lowtail database, damaged
+                    raise damage from None
+                raise UserError(f"{self.path}: not a lowtail database ({str(e).splitlines()[0]})") from None
+
+    def _open_error(self, e: Exception) -> Exception:
+        first = str(e).splitlines()[0]
+        if "No space left on device" in first:
+            self._tidy_after_disk_full()
+            return self._disk_full(first)
+        return UserError(f"{self.path}: cannot open the database: {first}")
+
+    def _check_whole(self) -> None:
+        """A file cut short inside a block (a copy interrupted, a disk error) is damaged:
+        say so, and refuse writing. A file some whole blocks shorter than its header counts
+        is not: DuckDB counts free blocks at the end that it never wrote (seen after
+        interrupted sweeps, the file whole); a block that is really missing is found when
+        it is read (`failure`)."""
+        if self._file is None:
+            self._file = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        counted = _blocks(self._file)
+        size = self.path.stat().st_size
+        if counted is None or self.damage:
+            return
+        blocks, block_size = counted
+        need = _HEADER_BYTES + blocks * block_size
+        if size >= need or (size >= _HEADER_BYTES and (size - _HEADER_BYTES) % block_size == 0):
+            return
+        self.damage = f"it is cut short: {size:,} bytes where its blocks need {need:,}"
+        if self.read_only:
+            _say(f"{self.path} is damaged ({self.damage}): showing what can still be read; {self.recovery()}")
+            return
+        self.close()
+        raise DamagedDatabase(
+            f"{self.path} is damaged ({self.damage}); lowtail does not write into it: {self.recovery()}"
+        )
+
+    def recovery(self) -> str:
+        """How to get back what a damaged database still holds."""
+        return f"`lowtail recover {self.path} NEW.duckdb` copies what can still be read into a new database"
+
+    def failure(self, e: Exception) -> Exception:
+        """The lowtail error for a DuckDB error: a damaged file, a full disk, or the error."""
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if "No space left on device" in first:
+            return self._disk_full(first)
+        if any(m in first for m in _DAMAGE):  # DuckDB raises a checksum failure as its base Error
+            return DamagedDatabase(f"{self.path} is damaged and this part cannot be read ({first}); {self.recovery()}")
+        return e
+
+    def _disk_full(self, detail: str) -> DiskFull:
+        return DiskFull(
+            f"{self.path}: the disk is full ({detail}); nothing was stored: free some space and run it again"
+        )
+
+    # -- transactions ------------------------------------------------------------------------------
+
     def transaction(self) -> _Transaction:
         """A transaction; nested ones join the outermost (one commit for the whole write)."""
         return _Transaction(self)
+
+    def _tidy_after_disk_full(self) -> None:
+        """After a full disk: a database this store created (and never filled) is removed,
+        and so is an empty write-ahead log: no 0-byte or header-only file stays behind."""
+        self.close()
+        wal = self.path.with_name(self.path.name + ".wal")
+        try:
+            if self._created:
+                self.path.unlink(missing_ok=True)
+                wal.unlink(missing_ok=True)
+            elif wal.stat().st_size == 0:
+                wal.unlink()
+        except FileNotFoundError:
+            pass
 
 
 class _Transaction:
     def __init__(self, store: Store):
         self.store = store
+        self._held: Any = None
 
     def __enter__(self) -> None:
         if self.store._tx_depth == 0:
-            self.store.con.execute("BEGIN TRANSACTION")
+            # A stop signal waits for the commit: never "Query interrupted" half-way.
+            self._held = signals.held()
+            self._held.__enter__()
+            try:
+                self.store.con.execute("BEGIN TRANSACTION")
+            except BaseException as e:
+                self._end(type(e), e)
+                raise
         self.store._tx_depth += 1
 
-    def __exit__(self, exc_type: object, *rest: object) -> None:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         self.store._tx_depth -= 1
         if self.store._tx_depth == 0:
-            self.store.con.execute("ROLLBACK" if exc_type else "COMMIT")
+            self._end(exc_type, exc)
+
+    def _end(self, exc_type: Any, exc: BaseException | None) -> None:
+        """Commit (or roll back after an error); a full disk or a damaged file said in
+        lowtail's words, and a database this store created on a full disk removed."""
+        store = self.store
+        problem = store.failure(exc) if isinstance(exc, duckdb.Error) else None
+        try:
+            if store._con is not None:
+                try:
+                    store._con.execute("ROLLBACK" if exc_type else "COMMIT")
+                except (duckdb.Error, Failure, UserError) as e:
+                    problem = problem or (store.failure(e) if isinstance(e, duckdb.Error) else e)
+                    try:
+                        store._con.raw.execute("ROLLBACK")
+                    except duckdb.Error:
+                        pass
+            if isinstance(problem or exc, DiskFull):
+                store._tidy_after_disk_full()
+            elif exc_type is None and problem is None and not store._making_schema:
+                store._created = False  # it holds something now: never removed
+        finally:
+            held, self._held = self._held, None
+            if held is not None:
+                held.__exit__(None, None, None)
+        if problem is not None and problem is not exc:
+            raise problem from None
+
+
+class _Connection:
+    """The DuckDB connection with its errors in lowtail's words: a part of a damaged file
+    that cannot be read, a full disk (`Store.failure`). Queries return it, as DuckDB's do."""
+
+    def __init__(self, store: Store, raw: Any):
+        self.store = store
+        self.raw = raw
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self.raw, method)(*args)
+        except duckdb.Error as e:
+            translated = self.store.failure(e)
+            if translated is e:
+                raise
+            raise translated from None
+
+    def execute(self, *args: Any) -> _Connection:
+        self._call("execute", *args)
+        return self
+
+    def executemany(self, *args: Any) -> _Connection:
+        self._call("executemany", *args)
+        return self
+
+    def fetchone(self) -> Any:
+        return self._call("fetchone")
+
+    def fetchall(self) -> list[Any]:
+        return self._call("fetchall")
+
+    @property
+    def description(self) -> Any:
+        return self.raw.description
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __getattr__(self, name: str) -> Any:  # anything else DuckDB offers, as it is
+        return getattr(self.raw, name)
 
 
 # -- helpers of the query modules -------------------------------------------------------------
@@ -121,3 +390,21 @@ def newest_id(store: Store, table: str, id_column: str) -> int | None:
     """The highest id of a table (what 'latest' means); None when it is empty."""
     (found,) = store.con.execute(f"SELECT max({id_column}) FROM {table}").fetchone()
     return found
+
+
+def stored_id(store: Store, ident: int | str, table: str, id_column: str, what: str, hint: str) -> int:
+    """The id a user named: a number, or 'latest' (the newest row). Anything else, or a
+    number that names no row, is a UserError saying so (`what`: "analysis"; `hint`: the
+    command that lists or makes them)."""
+    if ident == "latest":
+        found = newest_id(store, table, id_column)
+        if found is None:
+            raise UserError(f"{store.path}: holds no {what} yet ({hint})")
+        return found
+    try:
+        number = int(ident)
+    except ValueError:
+        raise UserError(f"{ident!r} is not an id: a whole number, or 'latest' ({hint})") from None
+    if store.con.execute(f"SELECT 1 FROM {table} WHERE {id_column} = ?", [number]).fetchone() is None:
+        raise UserError(f"{store.path}: none of its {what} has id {number} ({hint})")
+    return number

@@ -7,8 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from lowtail.errors import UserError
-from lowtail.store.db import Store
+from lowtail.store.db import Store, stored_id
 
 
 def _insert_many(store: Store, sql: str, rows: list[list[Any]]) -> None:
@@ -142,15 +141,7 @@ def run_interrupts(store: Store, run_id: int, source: str = "host") -> list[tupl
 
 
 def _resolve_noise_id(store: Store, noise_run_id: int | str) -> int:
-    if noise_run_id == "latest":
-        (rid,) = store.con.execute("SELECT max(noise_run_id) FROM noise_runs").fetchone()
-        if rid is None:
-            raise UserError(f"{store.path}: holds no noise runs yet (run `lowtail noise`)")
-        return rid
-    rid = int(noise_run_id)
-    if store.con.execute("SELECT 1 FROM noise_runs WHERE noise_run_id = ?", [rid]).fetchone() is None:
-        raise UserError(f"{store.path}: no noise run with id {rid}")
-    return rid
+    return stored_id(store, noise_run_id, "noise_runs", "noise_run_id", "noise runs", "run `lowtail noise`")
 
 
 def interrupt_profile(store: Store, noise_run_id: int | str = "latest", cpu: int | None = None) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ from lowtail import __version__
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis, latency_summary
 from lowtail.store.datadir import series_problem
-from lowtail.store.db import Store, rows_as_dicts
+from lowtail.store.db import Store, rows_as_dicts, stored_id
 from lowtail.store.runs import run_figures
 
 
@@ -98,10 +98,8 @@ def model_result(store: Store, model_id: int | str) -> dict[str, Any]:
     """One stored model result (an id, or 'latest')."""
     if not _has_models(store):
         raise UserError(f"{store.path}: holds no model results yet (run `lowtail model ...`)")
-    rows = _rows(store, "true", [], 1) if model_id == "latest" else _rows(store, "model_id = ?", [int(model_id)])
-    if not rows:
-        raise UserError(f"{store.path}: no model result {model_id}")
-    return rows[0]
+    mid = stored_id(store, model_id, "model_results", "model_id", "model results", "`lowtail model list` lists them")
+    return _rows(store, "model_id = ?", [mid])[0]
 
 
 def latest_model(store: Store, kind: str, **keys: Any) -> dict[str, Any] | None:
@@ -186,9 +184,9 @@ def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) 
     """The valid, non-calibration runs of an experiment, per DuT, in rate order: the fields
     of the knee model's `SweepPoint` (run_id, rate_pps, sent, lost, p50_ns, p99_ns,
     p99_999_ns, max_ns)."""
-    exists = store.con.execute("SELECT count(*) FROM experiments WHERE experiment_id = ?", [experiment_id]).fetchone()
-    if not exists[0]:
-        raise UserError(f"{store.path}: no experiment with id {experiment_id}")
+    experiment_id = stored_id(
+        store, experiment_id, "experiments", "experiment_id", "experiments", "`lowtail experiment list` lists them"
+    )
     sql = """SELECT r.dut_name, r.run_id, r.rate_pps, a.sent, a.lost, a.lat_p50_ns AS p50_ns, a.lat_p99_ns AS p99_ns,
                     a.lat_p99_999_ns AS p99_999_ns, a.lat_max_ns AS max_ns
              FROM runs r JOIN analyses a ON a.analysis_id = r.analysis_id

@@ -7,7 +7,7 @@ from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.store.analyses import save_analysis
-from lowtail.store.db import Store, latency_column, latency_columns, newest_id, row_as_dict, rows_as_dicts
+from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict, rows_as_dicts, stored_id
 
 _JSON_RUN_COLUMNS = (
     "dut_config",
@@ -116,17 +116,11 @@ def _decode(run: dict[str, Any]) -> dict[str, Any]:
 
 def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
     """One stored experiment (an id, or 'latest') with its file and host, JSON decoded."""
-    if experiment_id == "latest":
-        experiment_id = newest_id(store, "experiments", "experiment_id")
-        if experiment_id is None:
-            raise UserError(f"{store.path}: holds no experiments yet (run `lowtail run`)")
-    try:
-        eid = int(experiment_id)
-    except ValueError:
-        raise UserError(f"{experiment_id!r} is not an experiment id (a number, or 'latest')") from None
+    eid = stored_id(
+        store, experiment_id, "experiments", "experiment_id", "experiments", "`lowtail experiment list` lists them"
+    )
     found = row_as_dict(store.con.execute("SELECT * FROM experiments WHERE experiment_id = ?", [eid]))
-    if found is None:
-        raise UserError(f"{store.path}: no experiment with id {eid} (see `lowtail experiment list`)")
+    assert found is not None
     return _decode(found)
 
 

@@ -1,9 +1,15 @@
 """Programs the testbed starts inside its namespaces: started in their own process group
 (a Ctrl-C reaches lowtail, which stops them in order), output kept in a log file, stopped
-with SIGINT (the native programs write their statistics then), then SIGTERM, then SIGKILL."""
+with SIGINT (the native programs write their statistics then), then SIGTERM, then SIGKILL.
+
+Every program dies with lowtail: it gets SIGKILL when the lowtail process exits, however
+it exits (`PR_SET_PDEATHSIG`, which survives the exec chain `ip netns exec`, `taskset`,
+`sh -c 'exec …'`). lowtail's own programs ask for SIGTERM instead once they run, to stop
+cleanly; a launcher's children (unshare's, QEMU's threads) go with it."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -12,6 +18,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def die_with(parent: int) -> None:
+    """In a child between fork and exec: SIGKILL when `parent` exits (at once if it has)."""
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Program:
@@ -27,9 +43,15 @@ class Program:
         # Run before the first stop signal, e.g. to take back real-time scheduling that
         # would let the program's threads starve each other while they wind down.
         self.before_stop: Callable[[], object] | None = None
+        parent = os.getpid()
         with open(log, "wb") as out:
             self.popen = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, process_group=0
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                process_group=0,
+                preexec_fn=lambda: die_with(parent),
             )
 
     @property

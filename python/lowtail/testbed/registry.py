@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowtail import signals
 from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, is_alive, local_argv, process_start_time, sh, tool
 
@@ -87,10 +88,11 @@ class Registry:
         return STATE_DIR / f"{self.tag}.json"
 
     def save(self) -> None:
-        STATE_DIR.mkdir(parents=True, exist_ok=True)
-        tmp = self.file.with_suffix(".partial")
-        tmp.write_text(json.dumps(asdict(self)))
-        tmp.replace(self.file)
+        with signals.held():  # never a half-written state file left behind
+            STATE_DIR.mkdir(parents=True, exist_ok=True)
+            tmp = self.file.with_suffix(".partial")
+            tmp.write_text(json.dumps(asdict(self)))
+            tmp.replace(self.file)
 
     def add(self, kind: str, value: Any) -> None:
         getattr(self, kind).append(value)
@@ -130,6 +132,12 @@ class Leftover:
     paths: list[str]
     processes: list[OwnedProcess]
     undo: list[list[str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        """What is left, in words: namespaces, cgroups, paths, processes and set-up to undo."""
+        what = self.netns + self.cgroups + self.paths + [f"pid {p.pid}" for p in self.processes]
+        what += [f"`{' '.join(u)}`" for u in reversed(self.undo)]
+        return f"testbed {self.tag} (owner pid {self.owner_pid} is gone): {', '.join(what) or 'its state file'}"
 
     def describe(self) -> dict[str, Any]:
         return {
@@ -272,3 +280,12 @@ def remove_leftover(left: Leftover) -> None:
         shutil.rmtree(p, ignore_errors=True)
     if left.state_file:
         left.state_file.unlink(missing_ok=True)
+
+
+def remove_leftovers() -> list[Leftover]:
+    """Find the testbeds of dead owners and remove them (`lowtail testbed clean`, and every
+    `lowtail run` before it starts); what was removed."""
+    leftovers = find_leftovers()
+    for left in leftovers:
+        remove_leftover(left)
+    return leftovers

@@ -9,8 +9,8 @@ DuT: PRE) and lg1 (frames coming back: POST). A calibration testbed has no DuT: 
 lg1 are the two ends of one veth pair, a plain wire.
 
 Everything is recorded in the testbed's registry before it is made and removed by
-`close()`, which runs on normal exit, on errors and on Ctrl-C/SIGTERM (signals are held
-off until the teardown is complete).
+`close()`, which runs on normal exit, on errors and on Ctrl-C/SIGTERM/SIGHUP, to its end
+whatever signals arrive while it runs (`lowtail.signals`).
 
 What a run needs of any testbed — the generator's and timestamper's `Point`s, the DuT's
 interfaces and how to set it up (`dut_run`, `dut_undo`, `dut_binary`, `dut_path`), the
@@ -21,9 +21,9 @@ user's wiring.
 from __future__ import annotations
 
 import json
-import signal
 from pathlib import Path
 
+from lowtail import signals
 from lowtail.errors import Failure
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
@@ -32,8 +32,6 @@ from lowtail.testbed.process import Program
 from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
 from lowtail.testbed.sites import LocalSite, Point
 from lowtail.testbed.system import ip, local_argv, process_start_time, require_privileges, sh, tool
-
-_HELD_SIGNALS = {signal.SIGINT, signal.SIGTERM}
 
 
 class Testbed:
@@ -202,8 +200,7 @@ class Testbed:
         """Remove everything this testbed made; safe to call twice."""
         if self.registry is None:
             return
-        held = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD_SIGNALS)
-        try:
+        with signals.held():
             problems = []
             for program in reversed(self.programs):
                 program.stop()
@@ -229,8 +226,6 @@ class Testbed:
                 )
             self.registry.forget()
             self.registry = None
-        finally:
-            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
     # -- programs and cgroups -----------------------------------------------------------------------
 
@@ -258,9 +253,10 @@ class Testbed:
             cgroups = [str(cgroup)] if isinstance(cgroup, Path) else [str(c) for c in cgroup]
             join = f'for g in {" ".join(f"${i}" for i in range(1, len(cgroups) + 1))}; do echo $$ > "$g/cgroup.procs" || exit 126; done; shift {len(cgroups)}; exec "$@"'
             cmd = ["/bin/sh", "-c", join, "sh", *cgroups, *cmd]
-        program = Program(name, cmd, self.work_dir / f"{name}.log", stats, signal_group=container)
-        self.programs.append(program)
-        self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
+        with signals.held():  # a program is never started without being known to the teardown
+            program = Program(name, cmd, self.work_dir / f"{name}.log", stats, signal_group=container)
+            self.programs.append(program)
+            self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
     def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict]:

@@ -11,6 +11,7 @@ falls back to TCG, QEMU's emulator; the answer is kept per host boot.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import threading
@@ -22,6 +23,7 @@ from typing import Any
 
 from lowtail.errors import Failure, UserError
 from lowtail.host.interrupts import InterruptSample, diff, parse_interrupts
+from lowtail.testbed.process import die_with
 from lowtail.testbed.system import tool
 
 QEMU = "qemu-system-x86_64"
@@ -86,8 +88,6 @@ def probe_acceleration(kernel: Path, initrd: Path, cache: Path, log: Callable[[s
 
 
 def _probe_kvm(kernel: Path, initrd: Path, log: Callable[[str], None]) -> Acceleration:
-    import os
-
     if not os.path.exists("/dev/kvm"):
         return Acceleration("tcg", "no /dev/kvm on this host")
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
@@ -103,7 +103,10 @@ def _probe_kvm(kernel: Path, initrd: Path, log: Callable[[str], None]) -> Accele
         "stdio",
     ]
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=KVM_PROBE_TIMEOUT_S)
+        parent = os.getpid()  # the probe's guest goes with lowtail, however lowtail ends
+        done = subprocess.run(
+            argv, capture_output=True, text=True, timeout=KVM_PROBE_TIMEOUT_S, preexec_fn=lambda: die_with(parent)
+        )
     except subprocess.TimeoutExpired as e:
         text = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         last = [line for line in text.splitlines() if line.strip()][-1:] or ["nothing"]

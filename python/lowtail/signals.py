@@ -1,0 +1,121 @@
+"""How lowtail stops on SIGINT, SIGTERM and SIGHUP: one rule for every command.
+
+The first of these signals stops the command: it raises KeyboardInterrupt in the main
+thread (SIGTERM and SIGHUP exactly like Ctrl-C), and the command ends with what it
+finished kept (exit 130). From then on the command is *stopping*: further signals are
+noted and not raised, so that teardown — a testbed's programs, namespaces and cgroups, a
+database transaction, the rollback of a host setting — runs to its end whatever arrives
+while it runs (an impatient second Ctrl-C included). Only SIGKILL cuts it short; what that
+leaves, the programs end themselves (they die with their parent) and the next
+`lowtail run` (or `lowtail testbed clean`) removes.
+
+`held()` defers even the first signal around work that must not be cut in two (a write
+and the record of it, a commit): a signal that arrives inside is raised when it ends.
+
+Why handlers and not a blocked signal mask: a process-directed signal goes to any thread
+that does not block it (DuckDB's workers, the analysis thread), and CPython then raises
+it in the main thread at its next instruction whatever that thread's mask says.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+class _State:
+    installed = False  # inside stop_on_signals()
+    held = 0  # nesting depth of held()
+    pending: int | None = None  # a signal that arrived inside held(), raised when it ends
+    stopping: int | None = None  # the signal that stopped the command
+    told = False  # the "still stopping" note was printed
+
+
+_state = _State()
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+def _tell(message: str) -> None:
+    """One line on stderr from a signal handler: never raises (after SIGHUP the terminal
+    may be gone)."""
+    try:
+        os.write(2, f"lowtail: {message}\n".encode())
+    except OSError:
+        pass
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _state.stopping is not None:
+        if not _state.told:
+            _state.told = True
+            _tell(
+                f"{signal.Signals(signum).name} while stopping: finishing the clean-up first "
+                "(it takes seconds; what a kill -9 leaves, the next `lowtail run` removes)"
+            )
+        return
+    if _state.held:
+        _state.pending = _state.pending or signum
+        return
+    _state.stopping = signum
+    raise KeyboardInterrupt
+
+
+def stop_signal() -> int | None:
+    """The signal that stopped the command (None while it was not stopped)."""
+    return _state.stopping
+
+
+@contextmanager
+def stop_on_signals(until_exit: bool = False) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP stop what runs inside (as KeyboardInterrupt), once; a
+    no-op outside the main thread (only it can take signals) and when already installed.
+
+    `until_exit` (the process's entry point): after the block the signals stay ignored
+    while the process exits — the command is over, stopped or not, and has said so. The
+    interpreter's shutdown puts a Python handler back to the signal's default action, so
+    a Ctrl-C then (a second one, or one just after "stored as analysis 4") would kill the
+    process (-SIGINT) instead of its exit code."""
+    if not _in_main_thread() or _state.installed:
+        yield
+        return
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s in STOP_SIGNALS:
+        if previous[s] != signal.SIG_IGN:  # an ignored signal stays ignored: nohup's promise
+            signal.signal(s, _on_signal)
+    _state.installed = True
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, signal.SIG_IGN if until_exit else handler)
+        _state.installed = False
+        _state.held = 0
+        _state.pending = _state.stopping = None
+        _state.told = False
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """Run the block whole: a stop signal that arrives inside is raised when it ends
+    (over any exception of the block: the user asked to stop)."""
+    if not _in_main_thread():
+        yield
+        return
+    with stop_on_signals():
+        _state.held += 1
+        try:
+            yield
+        finally:
+            _state.held -= 1
+            if not _state.held and _state.pending is not None and _state.stopping is None:
+                _state.stopping, _state.pending = _state.pending, None
+                raise KeyboardInterrupt

@@ -1,0 +1,14 @@
+"""The store's own errors (a module of their own: `store.db` raises them and `lowtail.store`
+exports them, without an import cycle between the two)."""
+
+from __future__ import annotations
+
+from lowtail.errors import Failure, UserError
+
+
+class DatabaseBusy(Failure):
+    """Another process held the database for longer than a command waits for it."""
+
+
+class DamagedDatabase(UserError):
+    """The database file is damaged: lowtail does not write into it."""
