@@ -7,6 +7,7 @@ import os
 import sys
 
 from lowtail.cli import analyze as _analyze  # noqa: F401  (registers commands)
+from lowtail.cli import campaign as _campaign  # noqa: F401
 from lowtail.cli import db as _db  # noqa: F401
 from lowtail.cli import host as _host  # noqa: F401
 from lowtail.cli import model as _model  # noqa: F401
