@@ -4,7 +4,6 @@ processes on localhost, started here; one worker (or the scheduler) killed mid-c
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -29,7 +28,9 @@ def synth_pairs(directory: Path, count: int = PAIRS, packets: int = PACKETS) -> 
         name = f"run{i:02d}"
         spec = {"packets": packets, "rate_pps": 1_000_000, "seed": i + 1, "loss": 0.001}
         truth[name] = json.loads(
-            _native.synth_pair(str(directory / f"{name}-pre.pcap"), str(directory / f"{name}-post.pcap"), json.dumps(spec), None)
+            _native.synth_pair(
+                str(directory / f"{name}-pre.pcap"), str(directory / f"{name}-post.pcap"), json.dumps(spec), None
+            )
         )
     return truth
 
@@ -46,8 +47,21 @@ class Cluster:
             time.sleep(0.1)
         self.address = json.loads(self.file.read_text())["address"]
         self.workers = [
-            self._start(["worker", "--scheduler-file", str(self.file), "--nthreads", "1", "--no-nanny",
-                         "--no-dashboard", "--name", f"w{i}", "--death-timeout", "10"])
+            self._start(
+                [
+                    "worker",
+                    "--scheduler-file",
+                    str(self.file),
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    f"w{i}",
+                    "--death-timeout",
+                    "10",
+                ]
+            )
             for i in range(workers)
         ]
         self._wait_for_workers(workers)
@@ -92,7 +106,8 @@ def finish(p: subprocess.Popen) -> tuple[int, dict, str]:
 
 
 def wait_for_series(directory: Path, at_least: int, proc: subprocess.Popen) -> None:
-    """Until `at_least` pairs' matched series are written (a worker is mid-campaign)."""
+    """Until `at_least` pairs' matched series are begun (a worker creates the file as it starts a
+    pair: with two workers, a third file means a pair is finished)."""
     deadline = time.monotonic() + 120
     while len(list(directory.glob("*-series.parquet"))) < at_least:
         assert proc.poll() is None, proc.communicate()
@@ -148,7 +163,7 @@ def test_a_lost_scheduler_stops_cleanly_and_the_campaign_resumes(tmp_path, clust
     data, db = tmp_path / "captures", tmp_path / "lowtail.duckdb"
     truth = synth_pairs(data)
     proc = campaign(str(data), "--scheduler", cluster.address, db=db)
-    wait_for_series(data, 1, proc)
+    wait_for_series(data, 3, proc)
     cluster.scheduler.send_signal(signal.SIGKILL)
     code, doc, err = finish(proc)
     assert code == 3, err

@@ -43,7 +43,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
         raise UserError(f"--pattern {pattern!r}: not a regular expression ({e})") from None
     missing = {"name", "side"} - set(compiled.groupindex)
     if missing:
-        raise UserError(f"--pattern {pattern!r}: needs the groups {', '.join(f'(?P<{g}>...)' for g in sorted(missing))}")
+        raise UserError(
+            f"--pattern {pattern!r}: needs the groups {', '.join(f'(?P<{g}>...)' for g in sorted(missing))}"
+        )
     return compiled
 
 

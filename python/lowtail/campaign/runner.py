@@ -12,6 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from lowtail.campaign.pairs import Pair
 from lowtail.campaign.work import PairOutcome, PairTask, analyze_task
 from lowtail.errors import UserError
-from lowtail.store import open_store
 from lowtail.store import campaigns as stored
+from lowtail.store import open_store
 
 if TYPE_CHECKING:
     from lowtail.store.db import Store
@@ -100,8 +101,10 @@ def _connect(scheduler: str | None) -> Any:
     """A client of the user's scheduler, or of a local cluster of this machine's cores."""
     from distributed import Client, LocalCluster
 
-    for name in ("distributed", "tornado"):
-        logging.getLogger(name).setLevel(logging.CRITICAL)
+    # Dask logs every lost connection and retry on stderr; the campaign says what happened itself.
+    for name in [*logging.root.manager.loggerDict, "tornado"]:
+        if name.startswith(("distributed", "tornado")):
+            logging.getLogger(name).setLevel(logging.CRITICAL)
     if scheduler is None:
         cores = os.cpu_count() or 1
         cluster = LocalCluster(
@@ -144,6 +147,8 @@ class _Campaign:
         self.done = 0
         self.total = 0
         self.by_worker: dict[str, int] = {}
+        self.collected: set[str] = set()
+        self.lost_since: float | None = None
 
     def progress(self) -> None:
         if self.on_progress:
@@ -171,6 +176,7 @@ class _Campaign:
 
     def run(self, client: Any, todo: list[Pair], series_dir: Path | None) -> None:
         from distributed import wait
+        from distributed.client import FuturesCancelledError  # a CancelledError
 
         self.total += len(todo)
         started_with = set(_worker_addresses(client))
@@ -181,21 +187,26 @@ class _Campaign:
             task = PairTask(pair.name, pair.pre, pair.post, pair.key, self.options, series)
             futures[client.submit(analyze_task, task, key=f"lowtail-pair-{pair.key}", pure=False)] = pair
         pending = set(futures)
-        lost_since: float | None = None
         self.progress()
         try:
             while pending:
+                gone = False
                 try:
                     finished, pending = wait(pending, timeout=POLL_S, return_when="FIRST_COMPLETED")
                 except TimeoutError:
                     finished = set()
-                for fut in finished:
-                    self._collect(fut, futures[fut])
-                if client.status == "running" and not any(f.status == "lost" for f in pending):
-                    lost_since = None
-                elif lost_since is None:
-                    lost_since = time.monotonic()
-                elif time.monotonic() - lost_since > SCHEDULER_GRACE_S:
+                except FuturesCancelledError:
+                    # the client gave up on the scheduler and cancelled what was left
+                    finished = {f for f in pending if f.status in ("finished", "error")}
+                    pending -= finished
+                    gone = True
+                try:
+                    for fut in finished:
+                        self._collect(fut, futures[fut])
+                except (OSError, CancelledError):  # a result that could not be fetched: no scheduler
+                    pending |= {f for f in finished if f.key not in self.collected}
+                    gone = True
+                if gone or self._scheduler_lost(client, pending):
                     self.result.stopped = (
                         f"the scheduler went away after {self.done} of {self.total} pairs; {len(pending)} not analysed"
                     )
@@ -204,8 +215,7 @@ class _Campaign:
             self.result.stopped = f"interrupted after {self.done} of {self.total} pairs; {len(pending)} not analysed"
             return
         finally:
-            for fut in futures:
-                fut.release()
+            self._release(futures)
             seen = started_with | set(self.by_worker) | set(_worker_addresses(client))
             still = set(_worker_addresses(client))
             self.result.workers = [
@@ -213,13 +223,33 @@ class _Campaign:
                 for w in sorted(seen)
             ]
 
+    def _scheduler_lost(self, client: Any, pending: set) -> bool:
+        """The client has been without its scheduler for longer than the grace period."""
+        if client.status == "running" and not any(f.status == "lost" for f in pending):
+            self.lost_since = None
+            return False
+        if self.lost_since is None:
+            self.lost_since = time.monotonic()
+        return time.monotonic() - self.lost_since > SCHEDULER_GRACE_S
+
+    @staticmethod
+    def _release(futures: dict) -> None:
+        for fut in futures:
+            try:
+                fut.release()
+            except Exception:  # noqa: BLE001 - a client without its scheduler has nothing to release
+                pass
+
     def _collect(self, fut: Any, pair: Pair) -> None:
         if fut.status == "finished":
-            self.store_outcome(pair, fut.result())
+            outcome = fut.result(timeout=SCHEDULER_GRACE_S)
+            self.collected.add(fut.key)
+            self.store_outcome(pair, outcome)
         elif fut.status == "error":
             # KilledWorker: the pair took down every worker it was given (Dask retries up to
             # distributed.scheduler.allowed-failures times); anything else is a bug in a worker.
-            exc = fut.exception()
+            exc = fut.exception(timeout=SCHEDULER_GRACE_S)
+            self.collected.add(fut.key)
             self.store_error(pair, f"{type(exc).__name__}: {exc}")
 
 
