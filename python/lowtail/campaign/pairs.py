@@ -9,10 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lowtail.campaign import DEFAULT_PATTERN
 from lowtail.errors import UserError
 
-# NAME-pre.EXT with NAME-post.EXT; a --pattern is a regular expression with the same groups.
-DEFAULT_PATTERN = r"(?P<name>.+)-(?P<side>pre|post)\.(?P<ext>.+)"
 SIDES = ("pre", "post")
 
 

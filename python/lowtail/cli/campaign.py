@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from lowtail.analysis import analyze_options
-from lowtail.campaign.pairs import DEFAULT_PATTERN, campaign_key, find_pairs, name_of, pairs_of
+from lowtail.campaign import DEFAULT_PATTERN
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
@@ -92,6 +92,7 @@ def campaign_analyze(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (pairs, failed, workers)."),
 ) -> None:
     """`lowtail campaign analyze`."""
+    from lowtail.campaign.pairs import campaign_key, find_pairs, name_of, pairs_of
     if (directory is None) == (not from_db):
         raise UserError("campaign analyze needs a DIR or --from-db (one of them)")
     options = analyze_options(
