@@ -196,6 +196,16 @@ def test_unpaired_and_unreadable_captures_are_named_and_the_rest_analysed(tmp_pa
     assert "broken-pre.pcap" in failed["broken"]
     assert "lonely" in err and "broken" in err and "Traceback" not in err
 
+    # --from-db: the stored pairs again, under other options (a new identity, so analysed anew)
+    code, again, err = finish(
+        campaign("--from-db", "--max-latency", "5s", "--no-series", "--scheduler", cluster.address, db=db)
+    )
+    assert code == 0, err
+    assert sorted(p["name"] for p in again["pairs"]) == sorted(truth) and again["failed"] == []
+    assert not any(p["resumed"] for p in again["pairs"])
+    assert {p["analysis_id"] for p in again["pairs"]}.isdisjoint(p["analysis_id"] for p in doc["pairs"])
+    assert [p["sent"] for p in again["pairs"]] == [p["sent"] for p in doc["pairs"]]
+
 
 def test_a_directory_without_pairs_and_an_unreachable_scheduler_are_one_line_errors(tmp_path):
     empty = tmp_path / "empty"

@@ -93,6 +93,7 @@ def campaign_analyze(
 ) -> None:
     """`lowtail campaign analyze`."""
     from lowtail.campaign.pairs import campaign_key, find_pairs, name_of, pairs_of
+
     if (directory is None) == (not from_db):
         raise UserError("campaign analyze needs a DIR or --from-db (one of them)")
     options = analyze_options(
