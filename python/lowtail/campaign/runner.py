@@ -63,6 +63,7 @@ class CampaignResult:
     failed: list[dict[str, Any]] = field(default_factory=list)
     workers: list[dict[str, Any]] = field(default_factory=list)
     stopped: str | None = None  # why the campaign stopped before its end
+    interrupted: bool = False  # by the user (Ctrl-C), rather than by a lost scheduler
 
     @property
     def partial(self) -> bool:
@@ -212,6 +213,7 @@ class _Campaign:
                     )
                     return
         except KeyboardInterrupt:
+            self.result.interrupted = True
             self.result.stopped = f"interrupted after {self.done} of {self.total} pairs; {len(pending)} not analysed"
             return
         finally:

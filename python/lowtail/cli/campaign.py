@@ -16,7 +16,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
-from lowtail.errors import UserError
+from lowtail.errors import Interrupted, UserError
 from lowtail.units import parse_duration_ns
 
 campaign_app = typer.Typer(
@@ -149,4 +149,4 @@ def campaign_analyze(
             f"campaign {result.campaign_id}: {len(result.pairs)} pairs stored ({resumed} before this run), "
             f"{len(result.failed)} failed, on {len(result.workers)} workers; in {db}"
         )
-    raise typer.Exit(EXIT_PARTIAL if result.partial else EXIT_OK)
+    raise typer.Exit(Interrupted.exit_code if result.interrupted else EXIT_PARTIAL if result.partial else EXIT_OK)
