@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError
@@ -108,9 +109,20 @@ def _connect(scheduler: str | None) -> Any:
             logging.getLogger(name).setLevel(logging.CRITICAL)
     if scheduler is None:
         cores = os.cpu_count() or 1
-        cluster = LocalCluster(
-            n_workers=cores, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=logging.CRITICAL
-        )
+        # The worker processes start with SIGINT ignored (kept across exec; Python then installs
+        # no handler of its own): a Ctrl-C reaches the whole process group, and only this
+        # process should act on it — stop, keep what finished, close the cluster.
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            cluster = LocalCluster(
+                n_workers=cores,
+                threads_per_worker=1,
+                processes=True,
+                dashboard_address=None,
+                silence_logs=logging.CRITICAL,
+            )
+        finally:
+            signal.signal(signal.SIGINT, previous)
         return Client(cluster)
     try:
         return Client(scheduler, timeout="10s")
