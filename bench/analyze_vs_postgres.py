@@ -322,7 +322,7 @@ def render(doc: dict) -> str:
     s, m, v = doc["speed"], doc["memory"], doc["verdicts"]
     ours = s["lowtail_s"]["best"]
     lines = [
-        "lowtail analyze vs the PostgreSQL baseline (issue 2: speed and memory)",
+        "lowtail analyze vs cat and the PostgreSQL baseline, and campaigns on 1 vs 2 Dask workers (issues 2 and 14)",
         f"  commit {doc['commit']}; {doc['cpus']} CPUs; load average {doc['load_before']} before, "
         f"{doc['load_after']} after (other work on the machine makes timings noisy)",
         f"  pair: {s['packets_per_side']:,} packets per side at {s['rate_pps']:,.0f} pps, 64-byte frames, pcap-ns "
