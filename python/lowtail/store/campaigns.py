@@ -1,4 +1,4 @@
-"""Campaigns in the database (schema/006_campaigns.sql): which pairs of a campaign are
+"""Campaigns in the database (schema/010_campaigns.sql): which pairs of a campaign are
 stored (with their analysis) or failed, so that a campaign resumes where it stopped."""
 
 from __future__ import annotations
