@@ -12,8 +12,12 @@ the run fails. Then the
 memory part: a 100-million-packet pair is generated, analysed by lowtail once with its
 peak resident set size measured, and deleted.
 
-Targets (issue 2): lowtail at least 100× faster than the baseline end to end, within 4×
-the page-cache read, and under 2 GiB resident on the 100-million-packet pair.
+Then the campaign part (bench/campaign_scaling.py): N pairs analysed by `lowtail campaign
+analyze` on a Dask cluster of 1 worker, then of 2 workers: the speed-up beside the ideal.
+
+Targets (issues 2 and 14): lowtail at least 100× faster than the baseline end to end on the
+2-million-packet pair, within 2× the page-cache read and under 2 GiB resident on the
+100-million-packet pair.
 
 Configuration (flags override the environment):
   --packets / BENCH_PACKETS                 packets per side of the timed pair [2000000]
@@ -21,6 +25,8 @@ Configuration (flags override the environment):
   --repeat / BENCH_REPEAT                   repetitions of each timed pipeline [3]
   --memory-packets / BENCH_MEMORY_PACKETS   packets per side of the memory pair, 0 skips [100000000]
   --memory-rate / BENCH_MEMORY_RATE         its send rate, pps [1000000]
+  --campaign-pairs / BENCH_CAMPAIGN_PAIRS   pairs of the campaign on 1 and 2 Dask workers, 0 skips [8]
+  --campaign-packets / BENCH_CAMPAIGN_PACKETS  packets per side of each campaign pair [2000000]
   --workdir / BENCH_WORKDIR                 where the captures go [a new directory in /tmp]
   --out                                     where the results go [bench/out]
 """
@@ -44,6 +50,7 @@ from pathlib import Path
 import dpkt
 
 import pg_baseline
+from campaign_scaling import render_campaign, run_campaign_scaling
 from pg_baseline import BaselineError, StageTiming, TempPostgres
 
 HERE = Path(__file__).resolve().parent
@@ -51,7 +58,8 @@ OUT_DIR = HERE / "out"
 GiB = 1 << 30
 
 TARGET_SPEEDUP = 100.0
-TARGET_FLOOR_RATIO = 4.0
+TARGET_FLOOR_RATIO = 2.0  # on the 100-million-packet pair
+TARGET_OVERHEAD_S = 0.15  # start-up and storing on top of the analysis, 2-million-packet pair
 TARGET_RSS_BYTES = 2 * GiB
 FLOOR_READS = 5
 LARGE_RUNS = 2  # cat and lowtail each on the 100-million-packet pair (best time, largest RSS)
@@ -78,6 +86,8 @@ class Config:
     repeat: int
     memory_packets: int
     memory_rate: float
+    campaign_pairs: int
+    campaign_packets: int
     workdir: Path | None
     out: Path
     json: bool
@@ -93,13 +103,26 @@ def parse_args(argv: list[str]) -> Config:
     p.add_argument("--repeat", type=int, default=int(env("BENCH_REPEAT", 3)))
     p.add_argument("--memory-packets", type=int, default=int(env("BENCH_MEMORY_PACKETS", 100_000_000)))
     p.add_argument("--memory-rate", type=float, default=float(env("BENCH_MEMORY_RATE", 1_000_000)))
+    p.add_argument("--campaign-pairs", type=int, default=int(env("BENCH_CAMPAIGN_PAIRS", 8)))
+    p.add_argument("--campaign-packets", type=int, default=int(env("BENCH_CAMPAIGN_PACKETS", 2_000_000)))
     p.add_argument("--workdir", type=Path, default=Path(env("BENCH_WORKDIR")) if env("BENCH_WORKDIR") else None)
     p.add_argument("--out", type=Path, default=OUT_DIR)
     p.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     a = p.parse_args(argv)
     if a.packets < 1 or a.repeat < 1 or a.memory_packets < 0:
         p.error("--packets and --repeat must be positive, --memory-packets at least 0")
-    return Config(a.packets, a.rate, a.repeat, a.memory_packets, a.memory_rate, a.workdir, a.out, a.json)
+    return Config(
+        a.packets,
+        a.rate,
+        a.repeat,
+        a.memory_packets,
+        a.memory_rate,
+        a.campaign_pairs,
+        a.campaign_packets,
+        a.workdir,
+        a.out,
+        a.json,
+    )
 
 
 def say(message: str) -> None:
@@ -260,6 +283,13 @@ def run_memory(cfg: Config, workdir: Path, bytes_per_packet: float) -> dict:
     }
 
 
+def run_campaign(cfg: Config, workdir: Path) -> dict:
+    say(f"campaign: {cfg.campaign_pairs} pairs of {cfg.campaign_packets:,} packets on 1, then 2 dask workers")
+    return run_campaign_scaling(
+        lowtail_command(), synth_pair, workdir, cfg.campaign_pairs, cfg.campaign_packets, cfg.rate, cfg.model
+    )
+
+
 def verdicts(speed: dict, memory: dict) -> dict:
     best = {k: speed[k]["best"] for k in ("lowtail_s", "baseline_total_s", "page_cache_read_s")}
     median = {k: speed[k]["median"] for k in best}
@@ -271,7 +301,8 @@ def verdicts(speed: dict, memory: dict) -> dict:
         "memory_met": None,
     }
     out["speedup_met"] = out["speedup_best"] >= TARGET_SPEEDUP
-    out["floor_met"] = out["floor_ratio_best"] <= TARGET_FLOOR_RATIO
+    out["overhead_s"] = best["lowtail_s"] - speed["lowtail_analysis_s"]
+    out["overhead_met"] = out["overhead_s"] <= TARGET_OVERHEAD_S
     if "max_rss_bytes" in memory:
         out["memory_met"] = memory["max_rss_bytes"] < TARGET_RSS_BYTES
         out["large_floor_ratio"] = memory["lowtail_s"] / memory["page_cache_read_s"]
@@ -291,7 +322,7 @@ def render(doc: dict) -> str:
     s, m, v = doc["speed"], doc["memory"], doc["verdicts"]
     ours = s["lowtail_s"]["best"]
     lines = [
-        "lowtail analyze vs the PostgreSQL baseline (issue 2: speed and memory)",
+        "lowtail analyze vs cat and the PostgreSQL baseline, and campaigns on 1 vs 2 Dask workers (issues 2 and 14)",
         f"  commit {doc['commit']}; {doc['cpus']} CPUs; load average {doc['load_before']} before, "
         f"{doc['load_after']} after (other work on the machine makes timings noisy)",
         f"  pair: {s['packets_per_side']:,} packets per side at {s['rate_pps']:,.0f} pps, 64-byte frames, pcap-ns "
@@ -335,9 +366,9 @@ def render(doc: dict) -> str:
             v["speedup_met"],
         ),
         target(
-            f"lowtail ≤ {TARGET_FLOOR_RATIO:.0f}× the page-cache read, this pair",
-            f"{v['floor_ratio_best']:.1f}×  ({v['floor_ratio_median']:.1f}×)",
-            v["floor_met"],
+            f"start-up + storing ≤ {TARGET_OVERHEAD_S} s, this pair",
+            f"{s['lowtail_s']['best']:.3f} − {s['lowtail_analysis_s']:.3f} s = {v['overhead_s']:.3f} s",
+            v["overhead_met"],
         ),
     ]
     if "max_rss_bytes" in m:
@@ -355,12 +386,14 @@ def render(doc: dict) -> str:
                 f"{m['lowtail_s']:.1f} s / {m['page_cache_read_s']:.1f} s = {v['large_floor_ratio']:.1f}×",
                 v["large_floor_met"],
             ),
-            f"      (best of {LARGE_RUNS} runs each; start-up — Python, imports, the DuckDB store, ~0.3 s — weighs less the larger the pair)",
+            f"      (best of {LARGE_RUNS} runs each; start-up — Python, imports, the DuckDB store — weighs less the larger the pair)",
         ]
     elif "skipped" in m:
         lines.append(f"    peak RSS on a {m['packets_per_side']:,}-packet pair: skipped ({m['skipped']})")
     else:
         lines.append("    peak RSS: not measured (BENCH_MEMORY_PACKETS=0)")
+    if doc.get("campaign"):
+        lines += ["", *render_campaign(doc["campaign"])]
     return "\n".join(lines)
 
 
@@ -401,6 +434,7 @@ def main(argv: list[str]) -> int:
         doc["speed"] = run_speed(cfg, workdir)
         per_packet = (doc["speed"]["pre_bytes"] + doc["speed"]["post_bytes"]) / (2 * cfg.packets)
         doc["memory"] = run_memory(cfg, workdir, per_packet) if cfg.memory_packets else {}
+        doc["campaign"] = run_campaign(cfg, workdir) if cfg.campaign_pairs else {}
     except BaselineError as e:
         say(f"failed: {e}")
         return 1

@@ -1,0 +1,101 @@
+"""The capture pairs of a campaign: found by file name, each with a stable identity."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from lowtail.campaign import DEFAULT_PATTERN
+from lowtail.errors import UserError
+
+SIDES = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One PRE/POST pair, or a capture without its partner (the missing side is None)."""
+
+    name: str
+    pre: str | None
+    post: str | None
+    key: str
+
+    @property
+    def complete(self) -> bool:
+        """Both captures are there."""
+        return self.pre is not None and self.post is not None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The pair as the store and --json take it."""
+        return asdict(self)
+
+
+def compile_pattern(pattern: str) -> re.Pattern[str]:
+    """A --pattern, checked: it must have the groups `name` and `side` (side matching pre or post)."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as e:
+        raise UserError(f"--pattern {pattern!r}: not a regular expression ({e})") from None
+    missing = {"name", "side"} - set(compiled.groupindex)
+    if missing:
+        raise UserError(
+            f"--pattern {pattern!r}: needs the groups {', '.join(f'(?P<{g}>...)' for g in sorted(missing))}"
+        )
+    return compiled
+
+
+def _identity(pre: str | None, post: str | None, options: dict[str, Any]) -> str:
+    """What makes a pair the same pair: both files (path, size, mtime) and the options."""
+    parts: list[Any] = []
+    for path in (pre, post):
+        if path is None:
+            parts.append(None)
+            continue
+        try:
+            st = Path(path).stat()
+            parts.append([path, st.st_size, st.st_mtime_ns])
+        except OSError:
+            parts.append([path])
+    parts.append(options)
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def find_pairs(directory: Path, pattern: str, options: dict[str, Any]) -> list[Pair]:
+    """The pairs of `directory` by name (sorted by name); captures without their partner
+    come back as incomplete pairs, so that the campaign can say which."""
+    if not directory.is_dir():
+        raise UserError(f"{directory}: no such directory")
+    regex = compile_pattern(pattern)
+    sides: dict[str, dict[str, str]] = {}
+    for f in sorted(directory.iterdir()):
+        m = regex.fullmatch(f.name)
+        if not m or not f.is_file():
+            continue
+        side = m.group("side").lower()
+        if side not in SIDES:
+            raise UserError(f"--pattern {pattern!r}: the side group matched {side!r} in {f.name}, not pre or post")
+        found = sides.setdefault(m.group("name"), {})
+        if side in found:
+            raise UserError(f"{directory}: two {side.upper()} captures named {m.group('name')!r}: {found[side]}, {f}")
+        found[side] = str(f.resolve())
+    return [pairs_of(name, s.get("pre"), s.get("post"), options) for name, s in sorted(sides.items())]
+
+
+def pairs_of(name: str, pre: str | None, post: str | None, options: dict[str, Any]) -> Pair:
+    """A pair with its identity."""
+    return Pair(name=name, pre=pre, post=post, key=_identity(pre, post, options))
+
+
+def name_of(pre: str) -> str:
+    """A campaign name for a stored pair: the PRE file's name without its side and extension."""
+    m = re.fullmatch(DEFAULT_PATTERN, Path(pre).name)
+    return m.group("name") if m else Path(pre).stem
+
+
+def campaign_key(source: str, pattern: str, options: dict[str, Any]) -> str:
+    """What makes a campaign the same campaign: its source, pattern and options."""
+    return hashlib.sha256(json.dumps([source, pattern, options], sort_keys=True).encode()).hexdigest()[:32]

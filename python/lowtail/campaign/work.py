@@ -1,0 +1,58 @@
+"""What a Dask worker runs for one pair: the native analyzer on paths it can read. It
+returns the figures and where the matched series lies; it never touches the store."""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.errors import Failure, UserError
+
+
+@dataclass
+class PairTask:
+    """One pair to analyse: plain values, so that it pickles to any worker."""
+
+    name: str
+    pre: str
+    post: str
+    key: str
+    options: dict[str, Any]
+    series: str | None
+
+
+@dataclass
+class PairOutcome:
+    """The figures (or the error) of one pair, and the worker that computed them."""
+
+    key: str
+    worker: str
+    doc: dict[str, Any] | None = None
+    error: str | None = None
+
+
+def _worker_address() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().address
+    except (ImportError, ValueError):
+        return socket.gethostname()
+
+
+def analyze_task(task: PairTask) -> PairOutcome:
+    """Analyse one pair where this worker runs. Bad captures are an outcome with an error
+    (retrying them elsewhere would fail the same way); only a lost worker makes Dask retry."""
+    worker = _worker_address()
+    options = dict(task.options)
+    if task.series:
+        Path(task.series).parent.mkdir(parents=True, exist_ok=True)
+        options["export"] = task.series
+    try:
+        doc = analyze_pair(task.pre, task.post, analyze_options(**options))
+    except (UserError, Failure) as e:
+        return PairOutcome(key=task.key, worker=worker, error=str(e))
+    return PairOutcome(key=task.key, worker=worker, doc=doc)

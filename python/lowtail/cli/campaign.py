@@ -1,0 +1,152 @@
+"""`lowtail campaign analyze DIR`: every capture pair of a directory, analysed on a Dask cluster."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import typer
+
+from lowtail.analysis import analyze_options
+from lowtail.campaign import DEFAULT_PATTERN
+from lowtail.cli._app import app
+from lowtail.cli._options import db_option
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
+from lowtail.cli.analyze import DEFAULTS, IdFormat
+from lowtail.errors import Interrupted, UserError
+from lowtail.units import parse_duration_ns
+
+campaign_app = typer.Typer(
+    help="Campaigns: many capture pairs analysed in parallel on a Dask cluster.", no_args_is_help=True
+)
+app.add_typer(campaign_app, name="campaign")
+
+
+@contextmanager
+def _progress_bar(enabled: bool) -> Iterator:
+    """A callback(Progress) that shows pairs done, packets/s over the cluster and the ETA on a
+    terminal; a no-op when stderr is piped."""
+    if not (enabled and err.is_terminal):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TextColumn("{task.fields[eta]}"),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("pairs", total=None, rate="", eta="")
+
+        def update(p) -> None:
+            eta = "" if p.eta_s is None else f"ETA {p.eta_s:,.0f} s"
+            bar.update(task, completed=p.done, total=p.total, rate=f"{p.packets_per_s:,.0f} packets/s", eta=eta)
+
+        yield update
+
+
+def _resume_command() -> str:
+    """The command line that resumes this campaign: the one given."""
+    return shlex.join(["lowtail", *sys.argv[1:]])
+
+
+@campaign_app.command(
+    "analyze",
+    help="Analyse every PRE/POST pair of DIR (NAME-pre.EXT with NAME-post.EXT) on a Dask cluster: "
+    "the user's (--scheduler) or a local one of this machine's cores. Workers read the captures "
+    "where they lie and write each pair's matched series beside them (--series-dir); this process "
+    "alone stores the figures. Run again to resume: pairs already stored are not analysed again.",
+)
+def campaign_analyze(
+    directory: Path | None = typer.Argument(None, help="Directory of capture pairs."),
+    from_db: bool = typer.Option(
+        False, "--from-db", help="Instead of a directory: every capture pair the database has analysed, again."
+    ),
+    scheduler: str | None = typer.Option(
+        None, help="Address of a Dask scheduler (tcp://HOST:8786) [default: a local cluster of this machine's cores]."
+    ),
+    pattern: str = typer.Option(
+        DEFAULT_PATTERN, help="Regular expression over file names with groups (?P<name>…) and (?P<side>pre|post)."
+    ),
+    series_dir: Path | None = typer.Option(
+        None, help="Where workers write each pair's matched series (NAME-series.parquet) [default: DIR]."
+    ),
+    series: bool = typer.Option(True, help="Write the matched series of every pair."),
+    id_format: IdFormat | None = typer.Option(
+        None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."
+    ),
+    trim: float = typer.Option(
+        DEFAULTS.trim_ns / 1e9, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."
+    ),
+    max_latency: str = typer.Option(
+        f"{DEFAULTS.max_latency_ns / 1e9:g}s", help="Latencies above this count as losses."
+    ),
+    db: Path = db_option(),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON document (pairs, failed, workers)."),
+) -> None:
+    """`lowtail campaign analyze`."""
+    from lowtail.campaign.pairs import campaign_key, find_pairs, name_of, pairs_of
+
+    if (directory is None) == (not from_db):
+        raise UserError("campaign analyze needs a DIR or --from-db (one of them)")
+    options = analyze_options(
+        id_format=id_format.value if id_format else None,
+        trim_ns=round(trim * 1e9),
+        max_latency_ns=parse_duration_ns(max_latency),
+    ).to_dict()
+    options.pop("export", None)
+    if from_db:
+        from lowtail.store import open_store
+        from lowtail.store.campaigns import analysed_capture_pairs
+
+        with open_store(db, read_only=True) as s:
+            stored = analysed_capture_pairs(s)
+        pairs = [pairs_of(name_of(pre), pre, post, options) for pre, post in stored]
+        source = "database"
+        if series and series_dir is None:
+            raise UserError("--from-db: say where the matched series go (--series-dir DIR) or pass --no-series")
+    else:
+        assert directory is not None
+        pairs = find_pairs(directory, pattern, options)
+        source = str(directory.resolve())
+        if not pairs:
+            raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
+    from lowtail.campaign.runner import run_campaign
+
+    with _progress_bar(not json_out) as progress:
+        result = run_campaign(
+            db,
+            campaign_key(source, pattern, options),
+            source,
+            pairs,
+            options,
+            scheduler,
+            (series_dir or directory) if series else None,
+            on_progress=progress,
+        )
+    for f in result.failed:
+        warn(f"{f['name']}: {f['error']}")
+    if result.stopped:
+        warn(f"{result.stopped}; what finished is stored in {db}. Resume with: {_resume_command()}")
+    if json_out:
+        print_json(result.as_dict())
+    else:
+        resumed = sum(p["resumed"] for p in result.pairs)
+        for p in result.pairs:
+            lat = p["latency_ns"] or {}
+            note(
+                f"{p['name']}: analysis {p['analysis_id']}, {p['sent']:,} sent, {p['lost']:,} lost, "
+                f"p50 {lat.get('p50')} ns, max {lat.get('max')} ns" + (" (stored before)" if p["resumed"] else "")
+            )
+        note(
+            f"campaign {result.campaign_id}: {len(result.pairs)} pairs stored ({resumed} before this run), "
+            f"{len(result.failed)} failed, on {len(result.workers)} workers; in {db}"
+        )
+    raise typer.Exit(Interrupted.exit_code if result.interrupted else EXIT_PARTIAL if result.partial else EXIT_OK)

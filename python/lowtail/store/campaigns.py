@@ -1,0 +1,102 @@
+"""Campaigns in the database (schema/010_campaigns.sql): which pairs of a campaign are
+stored (with their analysis) or failed, so that a campaign resumes where it stopped."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from lowtail.store.analyses import save_analysis
+from lowtail.store.db import Store, rows_as_dicts
+
+CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
+
+
+def open_campaign(store: Store, campaign_key: str, source: str, options: dict[str, Any]) -> int:
+    """The id of the campaign with this key: the stored one (resumed), or a new one."""
+    with store.transaction():
+        found = store.con.execute(
+            "SELECT campaign_id FROM campaigns WHERE campaign_key = ? ORDER BY campaign_id LIMIT 1", [campaign_key]
+        ).fetchone()
+        if found:
+            store.con.execute("UPDATE campaigns SET status = 'running' WHERE campaign_id = ?", [found[0]])
+            return found[0]
+        (campaign_id,) = store.con.execute(
+            "INSERT INTO campaigns (campaign_key, source, options, status) VALUES (?, ?, ?, 'running') "
+            "RETURNING campaign_id",
+            [campaign_key, source, json.dumps(options)],
+        ).fetchone()
+        return campaign_id
+
+
+def stored_pairs(store: Store, pair_keys: list[str]) -> dict[str, dict[str, Any]]:
+    """pair_key → what is stored of it (analysis_id, worker and the headline figures) for
+    the pairs of `pair_keys` that some campaign already analysed."""
+    if not pair_keys:
+        return {}
+    rows = rows_as_dicts(
+        store.con.execute(
+            """SELECT p.pair_key, p.analysis_id, p.worker, a.sent, a.lost, a.partial, a.series_path AS export_path, a.figures
+               FROM campaign_pairs p JOIN analyses a USING (analysis_id)
+               WHERE p.pair_key IN (SELECT unnest(?::VARCHAR[]))""",
+            [pair_keys],
+        )
+    )
+    found = {}
+    for r in rows:
+        r["latency_ns"] = json.loads(r.pop("figures")).get("latency_ns")
+        found[r.pop("pair_key")] = r
+    return found
+
+
+def save_pair(
+    store: Store,
+    campaign_id: int,
+    pair: dict[str, Any],
+    doc: dict[str, Any],
+    options: dict[str, Any],
+    worker: str | None,
+) -> tuple[int, bool]:
+    """Store one pair's analysis and mark it done, in one transaction: (analysis_id, new).
+    A pair whose key is already done is not stored again (new is False)."""
+    with store.transaction():
+        done = store.con.execute(
+            "SELECT analysis_id FROM campaign_pairs WHERE pair_key = ? AND analysis_id IS NOT NULL", [pair["key"]]
+        ).fetchone()
+        if done:
+            return done[0], False
+        analysis_id = save_analysis(store, doc, options=options, label=pair["name"])
+        store.con.execute("DELETE FROM campaign_pairs WHERE pair_key = ?", [pair["key"]])
+        store.con.execute(
+            "INSERT INTO campaign_pairs (campaign_id, pair_key, name, pre_path, post_path, analysis_id, worker) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [campaign_id, pair["key"], pair["name"], pair["pre"], pair["post"], analysis_id, worker],
+        )
+    return analysis_id, True
+
+
+def save_failure(store: Store, campaign_id: int, pair: dict[str, Any], error: str) -> None:
+    """Record that a pair (or a capture without its partner) could not be analysed."""
+    with store.transaction():
+        store.con.execute("DELETE FROM campaign_pairs WHERE pair_key = ? AND analysis_id IS NULL", [pair["key"]])
+        store.con.execute(
+            "INSERT INTO campaign_pairs (campaign_id, pair_key, name, pre_path, post_path, error) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [campaign_id, pair["key"], pair["name"], pair.get("pre"), pair.get("post"), error],
+        )
+
+
+def finish_campaign(store: Store, campaign_id: int, status: str) -> None:
+    """Set a campaign's status (one of CAMPAIGN_STATUSES)."""
+    if status not in CAMPAIGN_STATUSES:
+        raise ValueError(f"unknown campaign status {status!r}")
+    with store.transaction():
+        store.con.execute("UPDATE campaigns SET status = ? WHERE campaign_id = ?", [status, campaign_id])
+
+
+def analysed_capture_pairs(store: Store) -> list[tuple[str, str]]:
+    """(pre_path, post_path) of every capture pair the database holds an analysis of, oldest
+    first, each once: the pairs `campaign analyze --from-db` analyses again."""
+    return store.con.execute(
+        "SELECT pre_path, post_path FROM analyses GROUP BY pre_path, post_path ORDER BY min(analysis_id)"
+    ).fetchall()

@@ -1,0 +1,217 @@
+"""`lowtail campaign analyze` on a real Dask cluster: a `dask scheduler` and two `dask worker`
+processes on localhost, started here; one worker (or the scheduler) killed mid-campaign."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from lowtail import _native
+
+BIN = Path(sys.executable).parent
+PAIRS = 8
+PACKETS = 400_000  # per pair: long enough that a kill lands mid-campaign, short enough to stay quick
+
+
+def synth_pairs(directory: Path, count: int = PAIRS, packets: int = PACKETS) -> dict[str, dict]:
+    """NAME-pre.pcap/NAME-post.pcap pairs with different seeds; their truth summaries by name."""
+    directory.mkdir(parents=True, exist_ok=True)
+    truth = {}
+    for i in range(count):
+        name = f"run{i:02d}"
+        spec = {"packets": packets, "rate_pps": 1_000_000, "seed": i + 1, "loss": 0.001}
+        truth[name] = json.loads(
+            _native.synth_pair(
+                str(directory / f"{name}-pre.pcap"), str(directory / f"{name}-post.pcap"), json.dumps(spec), None
+            )
+        )
+    return truth
+
+
+class Cluster:
+    """A scheduler and workers as separate processes, stopped (killed) at the end."""
+
+    def __init__(self, tmp: Path, workers: int):
+        self.file = tmp / "scheduler.json"
+        self.procs: list[subprocess.Popen] = []
+        self.scheduler = self._start(["scheduler", "--port", "0", "--no-dashboard", "--scheduler-file", str(self.file)])
+        deadline = time.monotonic() + 30
+        while not self.file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.address = json.loads(self.file.read_text())["address"]
+        self.workers = [
+            self._start(
+                [
+                    "worker",
+                    "--scheduler-file",
+                    str(self.file),
+                    "--nthreads",
+                    "1",
+                    "--no-nanny",
+                    "--no-dashboard",
+                    "--name",
+                    f"w{i}",
+                    "--death-timeout",
+                    "10",
+                ]
+            )
+            for i in range(workers)
+        ]
+        self._wait_for_workers(workers)
+
+    def _start(self, args: list[str]) -> subprocess.Popen:
+        p = subprocess.Popen([str(BIN / "dask"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def _wait_for_workers(self, n: int) -> None:
+        from distributed import Client
+
+        with Client(self.address, timeout="20s") as c:
+            c.wait_for_workers(n, timeout=60)
+
+    def stop(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = Cluster(tmp_path, workers=2)
+    yield c
+    c.stop()
+
+
+def campaign(*args: str, db: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [str(BIN / "lowtail"), "campaign", "analyze", *args, "--trim", "0", "--db", str(db), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def finish(p: subprocess.Popen) -> tuple[int, dict, str]:
+    out, err = p.communicate(timeout=240)
+    return p.returncode, json.loads(out) if out.strip() else {}, err
+
+
+def wait_for_series(directory: Path, at_least: int, proc: subprocess.Popen) -> None:
+    """Until `at_least` pairs' matched series are begun (a worker creates the file as it starts a
+    pair: with two workers, a third file means a pair is finished)."""
+    deadline = time.monotonic() + 120
+    while len(list(directory.glob("*-series.parquet"))) < at_least:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+
+
+def stored_analyses(db: Path) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute("SELECT analysis_id, label, sent, lost FROM analyses ORDER BY label").fetchall()
+
+
+def check_every_pair_once(doc: dict, truth: dict, db: Path) -> None:
+    assert sorted(p["name"] for p in doc["pairs"]) == sorted(truth)
+    for p in doc["pairs"]:
+        assert p["sent"] == truth[p["name"]]["packets"]
+        assert p["lost"] == truth[p["name"]]["lost"]
+        assert p["latency_ns"]["max"] >= p["latency_ns"]["p50"] > 0
+    rows = stored_analyses(db)
+    assert sorted(r[1] for r in rows) == sorted(truth), "a pair stored twice or not at all"
+    assert {r[0] for r in rows} == {p["analysis_id"] for p in doc["pairs"]}
+
+
+@pytest.mark.slow
+def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(tmp_path, cluster):
+    data, db = tmp_path / "captures", tmp_path / "lowtail.duckdb"
+    truth = synth_pairs(data)
+    proc = campaign(str(data), "--scheduler", cluster.address, db=db)
+    wait_for_series(data, 1, proc)
+    victim = cluster.workers[0]
+    victim.send_signal(signal.SIGKILL)
+    code, doc, err = finish(proc)
+    assert code == 0, err
+    assert doc["failed"] == [] and not doc["partial"]
+    check_every_pair_once(doc, truth, db)
+    busy = {w["address"]: w for w in doc["workers"]}
+    assert len(busy) == 2 and sum(w["lost"] for w in busy.values()) == 1
+    survivor = next(w for w in busy.values() if not w["lost"])
+    assert survivor["pairs"] >= PAIRS // 2
+    for p in doc["pairs"]:
+        assert Path(p["series"]).exists() and p["worker"]
+
+    again = campaign(str(data), "--scheduler", cluster.address, db=db)
+    code, redo, err = finish(again)
+    assert code == 0, err
+    assert all(p["resumed"] for p in redo["pairs"])
+    assert {p["name"]: p["analysis_id"] for p in redo["pairs"]} == {p["name"]: p["analysis_id"] for p in doc["pairs"]}
+    check_every_pair_once(redo, truth, db)
+
+
+@pytest.mark.slow
+def test_a_lost_scheduler_stops_cleanly_and_the_campaign_resumes(tmp_path, cluster):
+    data, db = tmp_path / "captures", tmp_path / "lowtail.duckdb"
+    truth = synth_pairs(data)
+    proc = campaign(str(data), "--scheduler", cluster.address, db=db)
+    wait_for_series(data, 3, proc)
+    cluster.scheduler.send_signal(signal.SIGKILL)
+    code, doc, err = finish(proc)
+    assert code == 3, err
+    assert "scheduler went away" in err and "Resume with: lowtail campaign analyze" in err
+    assert "Traceback" not in err
+    kept = {p["name"]: p["analysis_id"] for p in doc["pairs"]}
+    assert 1 <= len(kept) < PAIRS
+    assert len(stored_analyses(db)) == len(kept)
+
+    # resumed on a local cluster of this machine's cores: only the rest is analysed
+    code, redo, err = finish(campaign(str(data), db=db))
+    assert code == 0, err
+    check_every_pair_once(redo, truth, db)
+    assert {p["name"]: p["analysis_id"] for p in redo["pairs"] if p["resumed"]} == kept
+
+
+def test_unpaired_and_unreadable_captures_are_named_and_the_rest_analysed(tmp_path, cluster):
+    data, db = tmp_path / "captures", tmp_path / "lowtail.duckdb"
+    truth = synth_pairs(data, count=2, packets=20_000)
+    (data / "lonely-pre.pcap").write_bytes((data / "run00-pre.pcap").read_bytes())
+    (data / "broken-pre.pcap").write_bytes(b"this is not a capture at all")
+    (data / "broken-post.pcap").write_bytes(b"neither is this")
+    code, doc, err = finish(campaign(str(data), "--scheduler", cluster.address, db=db))
+    assert code == 3, err
+    assert doc["partial"]
+    check_every_pair_once(doc, truth, db)
+    failed = {f["name"]: f["error"] for f in doc["failed"]}
+    assert set(failed) == {"lonely", "broken"}
+    assert "no POST capture" in failed["lonely"]
+    assert "broken-pre.pcap" in failed["broken"]
+    assert "lonely" in err and "broken" in err and "Traceback" not in err
+
+    # --from-db: the stored pairs again, under other options (a new identity, so analysed anew)
+    code, again, err = finish(
+        campaign("--from-db", "--max-latency", "5s", "--no-series", "--scheduler", cluster.address, db=db)
+    )
+    assert code == 0, err
+    assert sorted(p["name"] for p in again["pairs"]) == sorted(truth) and again["failed"] == []
+    assert not any(p["resumed"] for p in again["pairs"])
+    assert {p["analysis_id"] for p in again["pairs"]}.isdisjoint(p["analysis_id"] for p in doc["pairs"])
+    assert [p["sent"] for p in again["pairs"]] == [p["sent"] for p in doc["pairs"]]
+
+
+def test_a_directory_without_pairs_and_an_unreachable_scheduler_are_one_line_errors(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    code, _, err = finish(campaign(str(empty), db=tmp_path / "x.duckdb"))
+    assert code == 2 and "no capture pairs" in err and len(err.strip().splitlines()) == 1
+    synth_pairs(tmp_path / "one", count=1, packets=1000)
+    code, _, err = finish(campaign(str(tmp_path / "one"), "--scheduler", "tcp://127.0.0.1:9", db=tmp_path / "x.duckdb"))
+    assert code == 2 and "cannot reach the scheduler" in err and len(err.strip().splitlines()) == 1
