@@ -2,7 +2,10 @@
 against the built module with mypy's stubtest."""
 
 import os
+from collections.abc import Sequence
 from typing import Self, final
+
+from typing_extensions import Buffer
 
 __all__ = [
     "LowtailError",
@@ -32,6 +35,7 @@ __all__ = [
     "simulate_device",
     "simulate_defaults",
     "nearest_rank",
+    "ExactHistogram",
     "HEADLINE_PERCENTILES",
     "SERIES_COLUMNS",
 ]
@@ -173,6 +177,36 @@ SERIES_COLUMNS: tuple[tuple[str, str], ...]
 
 def nearest_rank(q: float, n: int) -> int:
     """Nearest-rank position (1-based) of quantile q among n samples, as percentile_disc."""
+
+class ExactHistogram:
+    """Exact nearest-rank distribution of integer nanoseconds in bounded memory (the one
+    every analysis computes its figures with)."""
+
+    def __new__(cls) -> Self: ...
+    def record(self, values: Buffer) -> None:
+        """Count every value of a buffer of 64-bit integers (a NumPy int64 array)."""
+
+    def merge(self, other: ExactHistogram) -> None:
+        """Add every sample of `other`."""
+
+    @property
+    def count(self) -> int:
+        """Samples recorded."""
+
+    def min(self) -> int | None:
+        """The smallest sample; None when empty."""
+
+    def max(self) -> int | None:
+        """The largest sample; None when empty."""
+
+    def quantiles(self, qs: Sequence[float]) -> list[int] | None:
+        """Nearest-rank values at the quantiles `qs` (as percentile_disc); None when empty."""
+
+    def at_ranks(self, ranks: Sequence[int]) -> list[int]:
+        """The order statistics at 1-based `ranks`; ValueError for a rank outside 1..count."""
+
+    def memory_bytes(self) -> int:
+        """Approximate heap use in bytes."""
 
 # -- synthetic pairs and the device model -----------------------------------------------
 

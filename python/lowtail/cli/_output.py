@@ -59,3 +59,29 @@ def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
             bar.update(task, completed=done, total=total or None)
 
         yield update
+
+
+@contextmanager
+def count_progress(description: str, unit: str, enabled: bool = True) -> Iterator[Any]:
+    """Yields a callback(done, total) that drives a progress bar counting `unit`s (rows,
+    runs) on a terminal, or a no-op when stderr is not one."""
+    if not (enabled and err.is_terminal):
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        f"[progress.description]{description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        unit,
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        yield update

@@ -16,10 +16,17 @@ if TYPE_CHECKING:
 # The database a command uses when not given --db: the one place that names it.
 DEFAULT_DB = Path("lowtail.duckdb")
 
-__all__ = ["DEFAULT_DB", "Store", "open_store"]
+__all__ = ["DEFAULT_DB", "Store", "default_data_dir", "open_store"]
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
 # the commands that open the database pay for DuckDB (store.db is imported on first use).
+
+
+def default_data_dir(db: str | Path | None) -> Path:
+    """Where a database's captures and matched series go unless told otherwise: the folder
+    lowtail-data beside it (experiments in experiment-<id>, imported bundles in
+    import-<bundle>-…)."""
+    return Path(db or DEFAULT_DB).resolve().parent / "lowtail-data"
 
 
 def open_store(path: str | Path | None, read_only: bool = False) -> Store:
