@@ -175,7 +175,7 @@ def _unpack(path: Path, folder: Path) -> dict[str, Any]:
     """Read the manifest, refuse a bundle of a later format, extract the files it lists
     (nothing else) and check every checksum."""
     try:
-        with tarfile.open(path, "r") as tar:
+        with tarfile.open(path, "r:") as tar:
             try:
                 manifest = json.loads(tar.extractfile(MANIFEST).read())  # type: ignore[union-attr]
             except (KeyError, AttributeError, json.JSONDecodeError):
@@ -191,7 +191,7 @@ def _unpack(path: Path, folder: Path) -> dict[str, Any]:
                 with tar.extractfile(member) as src, target.open("wb") as dst:  # type: ignore[union-attr]
                     shutil.copyfileobj(src, dst)
     except (tarfile.TarError, EOFError, OSError) as e:
-        raise UserError(f"{path}: not a readable lowtail bundle ({e})") from None
+        raise UserError(f"{path}: not a readable lowtail bundle ({str(e).splitlines()[0]})") from None
     for rel, meta in manifest["files"].items():
         if _sha256(folder / rel) != meta["sha256"]:
             raise UserError(f"{path}: damaged bundle: {rel} does not match its checksum")

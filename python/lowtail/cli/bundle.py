@@ -17,7 +17,7 @@ from lowtail.selection import HELP as SELECTION_HELP
     "export",
     help="Write stored runs to a bundle another database can import: their rows, analyses, matched "
     "series, host metadata, the calibration runs of their floor and their model results, with a "
-    "manifest of checksums.",
+    "manifest of checksums. SELECTION: " + SELECTION_HELP,
 )
 def export(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),

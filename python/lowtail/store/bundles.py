@@ -75,7 +75,7 @@ def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) ->
     out = {}
     for table, key in TABLES:
         clause, params = where.get(table, ("list_contains(?::BIGINT[], analysis_id)", [analyses]))
-        out[table] = con.execute(f"SELECT * FROM {table} WHERE {clause} ORDER BY {key}", params).fetch_arrow_table()
+        out[table] = con.execute(f"SELECT * FROM {table} WHERE {clause} ORDER BY {key}", params).to_arrow_table()
     return out
 
 

@@ -98,7 +98,7 @@ def save_run(
 
 
 def _decode(run: dict[str, Any]) -> dict[str, Any]:
-    for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings"):
+    for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
     return run
