@@ -27,7 +27,7 @@ app.add_typer(comparison_app, name="comparison")
     "share one are repetitions), each with percentiles exact over all its packets, their confidence "
     "intervals, the spread over repetitions, the worst repetition, the noise floor and a verdict; "
     "which differences these runs can resolve; EVT over runs; latency against rate. The comparison "
-    "is stored (`lowtail comparison list`)."
+    "is stored (`lowtail comparison list`). SELECTION: " + SELECTION_HELP
 )
 def compare(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
@@ -123,10 +123,17 @@ def comparison_view(doc: dict[str, Any], width: int = 80) -> Group:
 
 
 def _floor_line(doc: dict[str, Any]) -> str:
-    floors = {c["floor"]["text"] for c in doc["configurations"] if c.get("floor")}
+    floors = [c["floor"] for c in doc["configurations"] if c.get("floor")]
     if not floors:
         return "no floor: no calibration run of the same traffic (`lowtail calibrate`, or --floor ID)"
-    return "floor: " + "; ".join(sorted(floors))
+    runs = sorted({r for f in floors for r in f["runs"]})
+    experiments = sorted({e for f in floors for e in f["experiments"]})
+    return (
+        f"floor: the same traffic over a plain wire, calibration run{'s' if len(runs) > 1 else ''} "
+        f"{', '.join(map(str, runs))} of experiment{'s' if len(experiments) > 1 else ''} "
+        f"{', '.join(map(str, experiments))}"
+        + ("" if len(floors) == len(doc["configurations"]) else " (configurations without one show –)")
+    )
 
 
 _MAX_UNRESOLVED_SHOWN = 8
@@ -139,9 +146,22 @@ def _differences(doc: dict[str, Any]) -> list[Text]:
     level = f"{100 * doc['level']:g} %"
     lines = []
     if doc["differences"]:
+        # Many configurations: the pairs that differ on one axis isolate an effect; the
+        # others (several axes at once) are counted and left to --json.
+        shown = doc["differences"]
+        if len(shown) > _MAX_UNRESOLVED_SHOWN:
+            shown = [d for d in shown if len(d["axes_differing"]) <= 1]
         lines.append(Text(f"differences beyond the {level} intervals and the run-to-run spread:"))
-        lines += [Text("  " + d["text"] + (f" ({d['note']})" if d["note"] else "")) for d in doc["differences"]]
+        lines += [Text("  " + d["text"] + (f" ({d['note']})" if d["note"] else "")) for d in shown]
+        if len(shown) < len(doc["differences"]):
+            lines.append(
+                Text(
+                    f"  … and {len(doc['differences']) - len(shown)} between configurations that differ on several axes (--json)"
+                )
+            )
     unresolved = [d for d in doc["not_resolvable"] if d["reason"] != UNBOUNDED]
+    if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
+        unresolved.sort(key=lambda d: len(d["axes_differing"]) > 1)
     if unresolved:
         lines.append(Text(f"not resolvable with these runs ({len(unresolved)}):"))
         lines += [

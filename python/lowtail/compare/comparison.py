@@ -441,6 +441,7 @@ def _rates(
                 "points": [],
                 "knees": [],
                 "_sweeps": set(),
+                "_runs": set(),
             },
         )
         entry["points"].append(
@@ -455,12 +456,15 @@ def _rates(
             }
         )
         entry["_sweeps"] |= {(r["experiment_id"], r["dut_name"]) for r in members if r["experiment_id"] is not None}
+        entry["_runs"] |= {r["run_id"] for r in members}
     for entry in series.values():
         entry["points"].sort(key=lambda p: p["rate_pps"])
-        for eid, dut in sorted(entry.pop("_sweeps")):
+        sweeps = sorted(entry.pop("_sweeps"))
+        for eid, dut in sweeps:
             knee = modelstore.latest_model(store, "knee", experiment_id=eid, dut_name=dut)
             if knee:
                 r = knee["result"]
+                swept = {rid for row in r.get("rates", []) for rid in row.get("runs", [])}
                 entry["knees"].append(
                     {
                         "experiment_id": eid,
@@ -469,6 +473,10 @@ def _rates(
                         "knee_pps": r.get("knee_pps"),
                         "last_ok_pps": r.get("last_ok_pps"),
                         "r_max_pps": r.get("r_max_pps"),
+                        # The knee model sweeps every run of the DuT's name: it speaks for
+                        # this series alone only when it read no other run.
+                        "other_runs": sorted(swept - entry["_runs"]),
                     }
                 )
+        del entry["_runs"]
     return list(series.values())

@@ -130,6 +130,12 @@ def _span(lo: int, hi: int) -> str:
     return f"{format_ns(lo, 1)}–{format_ns(hi, 1)}"
 
 
+def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    """The axes on which two configurations differ: a pair that differs on one only
+    isolates its effect."""
+    return [name for name in a["key"] if a["key"].get(name) != b["key"].get(name)]
+
+
 def differences(configurations: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every pair of configurations at every tail percentile: (the resolved differences,
     the pairs not resolvable with these runs), in configuration and percentile order."""
@@ -139,6 +145,6 @@ def differences(configurations: list[dict[str, Any]]) -> tuple[list[dict[str, An
         for b in judged[i + 1 :]:
             for key in TAIL:
                 verdict = judge(side(a, key), side(b, key), key)
-                verdict |= {"a_index": a["index"], "b_index": b["index"]}
+                verdict |= {"a_index": a["index"], "b_index": b["index"], "axes_differing": _differing(a, b)}
                 (resolved if verdict["resolved"] else unresolved).append(verdict)
     return resolved, unresolved

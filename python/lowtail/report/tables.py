@@ -171,7 +171,14 @@ def rates_table(doc: dict[str, Any]) -> Table:
     rows = []
     for s in doc["rates"]:
         knees = s["knees"]
-        knee = ", ".join(format_rate(k["knee_pps"]) if k["knee_pps"] else "none" for k in knees) or "–"
+        knee = (
+            ", ".join(
+                (format_rate(k["knee_pps"]) if k["knee_pps"] else "none")
+                + (f" (all {k['dut']} runs)" if k.get("other_runs") else "")
+                for k in knees
+            )
+            or "–"
+        )
         r_max = ", ".join(format_rate(k["r_max_pps"]) for k in knees if k["r_max_pps"]) or "–"
         for i, p in enumerate(s["points"]):
             rows.append(
