@@ -4,6 +4,7 @@ messages on stderr, progress bars only on a terminal."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -20,6 +21,20 @@ EXIT_OK = 0
 EXIT_PARTIAL = 3  # a result, but not a whole or trustworthy one (partial input, invalid runs)
 EXIT_VERDICT_FAILED = 4  # `host audit --strict` found a failing check
 EXIT_BUG = 70  # an internal error (EX_SOFTWARE): a bug, not the user's doing
+
+
+# Piped output (make run, logs) is not cut to 80 columns unless COLUMNS says so: the table
+# is the result.
+PIPED_WIDTH = 160
+
+
+def table_console() -> Console:
+    """Where a command prints its result table: the terminal at its width, or for a pipe a
+    console COLUMNS wide (`COLUMNS=80 lowtail compare 3 > table.txt`), else PIPED_WIDTH."""
+    if out.is_terminal:
+        return out
+    columns = os.environ.get("COLUMNS", "")
+    return Console(highlight=False, width=int(columns) if columns.isdigit() else PIPED_WIDTH)
 
 
 def print_json(doc: Any) -> None:

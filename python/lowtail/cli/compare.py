@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.selection import HELP as SELECTION_HELP
 
@@ -72,7 +72,7 @@ def compare(
     if json_out:
         print_json(doc)
     else:
-        printer = out if out.is_terminal else Console(highlight=False, width=160)
+        printer = table_console()
         printer.print(comparison_view(doc, printer.width))
         note(f"stored as comparison {doc['comparison_id']} in {db}" + (f"; page: {output}" if output else ""))
     for reason in doc["partial_reasons"]:

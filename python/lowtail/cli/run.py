@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from lowtail import axes, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
@@ -104,8 +104,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     if json_out:
         print_json([run_json(r, floors, exp.verdict) for r in rows])
     else:
-        # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
-        printer = out if out.is_terminal else Console(highlight=False, width=160)
+        printer = table_console()
         printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width))
         note(f"stored as experiment {result.experiment_id} in {db}" + (f"; report: {report}" if report else ""))
     for r in invalid:
