@@ -83,6 +83,11 @@ def format_count(n: int | None) -> str:
     return "–" if n is None else f"{n:,}"
 
 
+def format_counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the number it takes: "1 experiment", "30 runs", "3 analyses"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def format_percent(fraction: float, spec: str = ".3g") -> str:
     """A share (0.0123) as people read it ("1.23 %")."""
     return f"{100 * fraction:{spec}} %"

@@ -98,6 +98,11 @@ def test_importing_the_same_bundle_twice_adds_nothing(source, tmp_path):
     second = lowtail("import", bundle, db=target)
     assert second.returncode == 0 and "imported before" in second.stderr and "nothing added" in second.stderr
     assert len(_rows(target)) == len(first["runs"])
+    # Exported again, the same runs make the same bundle: importing it adds nothing either.
+    exported_again = tmp_path / "b2.lowtail"
+    assert lowtail("export", "2", "-o", exported_again, db=db).returncode == 0
+    third = json.loads(lowtail("import", exported_again, "--json", db=target).stdout)
+    assert third["already"] and third["import_id"] == first["import_id"]
     # Two databases in one folder: each gets its own copy of the series.
     other = tmp_path / "other.duckdb"
     again = json.loads(lowtail("import", bundle, "--json", db=other).stdout)

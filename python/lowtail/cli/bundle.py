@@ -11,6 +11,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, print_json, warn
 from lowtail.selection import HELP as SELECTION_HELP
+from lowtail.units import format_counted
 
 
 @app.command(
@@ -39,8 +40,10 @@ def export(
         return
     t = manifest["tables"]
     note(
-        f"wrote {output}: {t['runs']['rows']} runs of {t['experiments']['rows']} experiments, "
-        f"{t['analyses']['rows']} analyses, {t['model_results']['rows']} model results "
+        f"wrote {output}: {format_counted(t['runs']['rows'], 'run')} of "
+        f"{format_counted(t['experiments']['rows'], 'experiment')}, "
+        f"{format_counted(t['analyses']['rows'], 'analysis', 'analyses')}, "
+        f"{format_counted(t['model_results']['rows'], 'model result')} "
         f"(bundle {manifest['bundle_id'][:12]})"
     )
 
@@ -69,11 +72,12 @@ def import_(
     if done["already"]:
         note(
             f"{bundle} was imported before (import {done['import_id']}, {done['imported_at']:%Y-%m-%d %H:%M}) "
-            f"as experiments {experiments}: nothing added"
+            f"as experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}: nothing added"
         )
     else:
         note(
-            f"imported {bundle} from {done['origin']['host']} ({done['origin']['database']}): experiments "
-            f"{experiments}, {len(done['runs'])} runs, {len(done['analyses'])} analyses "
+            f"imported {bundle} from {done['origin']['host']} ({done['origin']['database']}): "
+            f"experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}, "
+            f"{format_counted(len(done['runs']), 'run')}, {format_counted(len(done['analyses']), 'analysis', 'analyses')} "
             f"(import {done['import_id']}; series in {done['data_dir']})"
         )

@@ -54,13 +54,14 @@ def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) ->
         runs.add(row["run_id"])
     ids = sorted(runs)
     con = store.con
-    (experiments,) = con.execute(
+    # fetchall, not fetchone: DuckDB's con.sql below refuses to run while a result is unfinished.
+    ((experiments,),) = con.execute(
         "SELECT list(DISTINCT experiment_id) FROM runs WHERE list_contains(?::BIGINT[], run_id)", [ids]
-    ).fetchone()
-    (analyses,) = con.execute(
+    ).fetchall()
+    ((analyses,),) = con.execute(
         "SELECT list(DISTINCT analysis_id) FROM runs WHERE list_contains(?::BIGINT[], run_id) AND analysis_id IS NOT NULL",
         [ids],
-    ).fetchone()
+    ).fetchall()
     experiments, analyses = sorted(experiments or []), sorted({*(analyses or []), *analysis_ids})
     where = {
         "experiments": ("list_contains(?::BIGINT[], experiment_id)", [experiments]),
@@ -73,9 +74,12 @@ def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) ->
         ),
     }
     out = {}
-    for table, key in TABLES:
+    for table, _ in TABLES:
         clause, params = where.get(table, ("list_contains(?::BIGINT[], analysis_id)", [analyses]))
-        out[table] = con.execute(f"SELECT * FROM {table} WHERE {clause} ORDER BY {key}", params).to_arrow_table()
+        # Every column sorts and the chunks are combined, so the same rows
+        # always make the same Parquet bytes: the bundle id is a hash of them.
+        rows = con.sql(f"SELECT * FROM {table} WHERE {clause} ORDER BY ALL", params=params).to_arrow_table()
+        out[table] = rows.combine_chunks()
     return out
 
 
