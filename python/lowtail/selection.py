@@ -3,13 +3,15 @@
 A selection is words: ids name runs — an experiment id (`3`, `experiment:3`, `latest`),
 `run:N`, `analysis:N` — and filters on a run's configuration axes narrow them — `dut=fwd`,
 `rate=50k`, `containment=container`, `kernel~rt` (contains), `host!=lab1`, any DuT option
-(`batch=32`), `experiment=3`. The runs named by ids are their union (every stored run when
+(`batch=32`), `experiment=3`; commas give alternatives (`dut=mirred,bridge` keeps either,
+`dut!=wire,fwd` neither). The runs named by ids are their union (every stored run when
 no id is given); each filter keeps the runs that satisfy it. A plain analysis (`lowtail
 analyze`, no run) is selected as a run of its own with DuT "analysis N" (or its label)."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,7 @@ if TYPE_CHECKING:
 HELP = (
     "Runs to work on: an experiment id (3, experiment:3, latest), run:N, analysis:N, and filters on "
     "their configuration: dut=fwd, rate=50k, containment=container, kernel~rt (contains), host!=lab1, "
-    "any DuT option (batch=32), experiment=3. The ids' runs are taken together (all stored runs when "
+    "any DuT option (batch=32), experiment=3; commas give alternatives (dut=mirred,bridge). The ids' runs are taken together (all stored runs when "
     "none is given); each filter keeps the runs that match it."
 )
 
@@ -42,6 +44,14 @@ class Filter:
     def word(self) -> str:
         """The filter as typed."""
         return f"{self.key}{self.op}{self.text}"
+
+    def keeps(self, matches: Callable[[str, str], bool]) -> bool:
+        """Whether a run is kept, given `matches(op, value)` for it: `=` and `~` keep it when
+        any of the comma-separated values matches, `!=` when none is equal."""
+        values = [v.strip() for v in self.text.split(",") if v.strip()]
+        if self.op == "!=":
+            return all(matches("!=", v) for v in values)
+        return any(matches(self.op, v) for v in values)
 
 
 @dataclass
@@ -127,7 +137,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
 
 def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
     if f.key == "experiment":
-        kept = [r for r in rows if _matches_number(r.get("experiment_id"), f)]
+        kept = [r for r in rows if f.keeps(lambda op, v, r=r: _matches_number(r.get("experiment_id"), op, v, f))]
         values = sorted({str(r.get("experiment_id")) for r in rows})
     else:
         axis = axes.find(f.key, rows)
@@ -135,7 +145,7 @@ def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
             raise UserError(
                 f"{f.word}: the selected runs have no field {f.key!r} (fields: experiment, {', '.join(axes.names(rows))})"
             )
-        kept = [r for r in rows if axis.matches(r, f.op, f.text)]
+        kept = [r for r in rows if f.keeps(lambda op, v, r=r: axis.matches(r, op, v))]
         values = sorted({axis.show(axis.read(r)) for r in rows if axis.present(r)})
     if not kept:
         shown = ", ".join(values[:12]) + (", …" if len(values) > 12 else "")
@@ -145,12 +155,12 @@ def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
     return kept
 
 
-def _matches_number(value: Any, f: Filter) -> bool:
+def _matches_number(value: Any, op: str, text: str, f: Filter) -> bool:
     try:
-        equal = value is not None and int(value) == int(f.text)
+        equal = value is not None and int(value) == int(text)
     except ValueError:
-        raise UserError(f"{f.word}: {f.text!r} is not an experiment id") from None
-    return equal != (f.op == "!=") if f.op != "~" else f.text in str(value)
+        raise UserError(f"{f.word}: {text!r} is not an experiment id") from None
+    return equal != (op == "!=") if op != "~" else text in str(value)
 
 
 def _analysis_as_run(a: dict[str, Any]) -> dict[str, Any]:

@@ -234,6 +234,10 @@ def test_filters_narrow_and_bad_input_is_one_line(stored):
     db, eid = stored
     narrowed = json.loads(lowtail("compare", "containment=container", "--json", db=db).stdout)
     assert [c["label"] for c in narrowed["configurations"]] == ["fast"]  # one configuration: its DuT
+    either = json.loads(lowtail("compare", eid, "dut=fast,slow", "--by", "dut", "--json", db=db).stdout)
+    assert [c["label"] for c in either["configurations"]] == ["fast", "slow"]
+    neither = json.loads(lowtail("compare", eid, "dut!=fast,slow", "--by", "dut", "--json", db=db).stdout)
+    assert [c["label"] for c in neither["configurations"]] == ["twin"]
     for args, message in [
         (
             ("dut=nope",),
