@@ -95,13 +95,14 @@ def comparison_view(doc: dict[str, Any], width: int = 80) -> Group:
     columns[-1].figure = False  # the verdict reads as words
     verdict = doc["verdict"]["text"] if doc.get("verdict") else "each configuration against its runs' own budget"
     by = ", ".join(a["name"] for a in doc["axes"]) or "nothing (one configuration)"
+    fitted = fit_columns(columns, width)
     parts: list[Any] = [
         columns_table(
             f"comparison {doc['comparison_id']} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
-            fit_columns(columns, width),
+            fitted,
         )
     ]
-    marked = not_resolvable_note(doc)
+    marked = not_resolvable_note(doc, {c.heading for c in fitted})
     if marked:
         parts.append(Text(marked))
     for c in doc["configurations"]:

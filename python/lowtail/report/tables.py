@@ -125,13 +125,14 @@ def _loss(c: dict[str, Any]) -> str:
     return "0" if not c["lost"] else format_percent(c["lost"] / c["sent"], ".2g")
 
 
-def not_resolvable_note(doc: dict[str, Any]) -> str | None:
+def not_resolvable_note(doc: dict[str, Any], shown: set[str] | None = None) -> str | None:
     """The footnote of the mark: which percentiles these packets cannot bound, and how
-    many packets would (None when every shown one is bounded)."""
+    many packets would (None when every shown one is bounded). `shown`: the headings of the
+    percentile columns a narrow table kept (all when None)."""
     needed: dict[str, int] = {}
     for c in doc["configurations"]:
         for k, iv in (c.get("intervals") or {}).items():
-            if not iv["resolvable"]:
+            if not iv["resolvable"] and (shown is None or percentiles.by_key(k).short in shown):
                 needed[k] = iv["packets_needed"]
     if not needed:
         return None
