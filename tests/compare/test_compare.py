@@ -232,6 +232,9 @@ def test_the_cli_prints_the_table_and_stores_the_comparison(stored):
     assert done.returncode == 0, done.stderr
     assert "fast" in done.stdout and "twin" not in done.stdout.split("differences")[0]
     assert "stored as comparison" in done.stderr
+    # fast ran bare and in a container: --by dut pools them, and says so.
+    assert "containment varies within configurations (bare, container)" in done.stdout
+    assert "--by dut,containment keeps them apart" in done.stdout
     listed = lowtail("comparison", "list", "--json", db=db)
     assert any(c["by_axes"] == ["dut"] for c in json.loads(listed.stdout))
 

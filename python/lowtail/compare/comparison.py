@@ -7,7 +7,7 @@ page draws; `compare_and_store` stores both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +82,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in duts:
         groups.setdefault(axes.value_key(r, by), []).append(r)
+    notes += _pooled_axes(groups.values(), by)
     out = Comparison({})
     counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
     floors = _Floors(store, opts.floor, counter)
@@ -110,6 +111,29 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "partial_reasons": partial_reasons,
     }
     return out
+
+
+def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) -> list[str]:
+    """What a `--by` leaving out a varying axis pools: runs that differ on it are taken as
+    repetitions of one configuration, which the reader should know."""
+    chosen = {a.name for a in by}
+    mixed: dict[str, tuple[axes.Axis, dict[str, Any]]] = {}
+    for members in groups:
+        for axis in axes.varying(members, repetition=False):
+            if axis.name not in chosen:
+                values = mixed.setdefault(axis.name, (axis, {}))[1]
+                values |= {axis.show(axis.read(r)): axis.read(r) for r in members if axis.present(r)}
+    notes = []
+    for axis, values in mixed.values():
+        try:  # in the axis's own order (10 kpps before 100 kpps), else as text
+            shown = sorted(values, key=lambda text: values[text])
+        except TypeError:
+            shown = sorted(values)
+        notes.append(
+            f"{axis.label} varies within configurations ({', '.join(shown)}): those runs are pooled as "
+            f"repetitions; --by {','.join([*(a.name for a in by), axis.name])} keeps them apart"
+        )
+    return notes
 
 
 # -- verdicts ---------------------------------------------------------------------------------
