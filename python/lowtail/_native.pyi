@@ -178,6 +178,7 @@ SERIES_COLUMNS: tuple[tuple[str, str], ...]
 def nearest_rank(q: float, n: int) -> int:
     """Nearest-rank position (1-based) of quantile q among n samples, as percentile_disc."""
 
+@final
 class ExactHistogram:
     """Exact nearest-rank distribution of integer nanoseconds in bounded memory (the one
     every analysis computes its figures with)."""
