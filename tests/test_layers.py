@@ -56,12 +56,22 @@ def test_the_report_reads_only_the_store():
     """No captures, series, models, testbed or native code behind a report: what it shows
     was stored first."""
     bad = ("lowtail._native", "lowtail.analysis", "lowtail.series", "lowtail.models", "lowtail.experiment")
-    assert _reaching("lowtail.report", bad + ("lowtail.testbed", "lowtail.cli")) == []
+    later = ("lowtail.compare", "lowtail.selection", "lowtail.bundle", "lowtail.api")
+    assert _reaching("lowtail.report", bad + later + ("lowtail.testbed", "lowtail.cli")) == []
 
 
 def test_the_store_depends_on_nothing_later_or_higher():
     bad = ("lowtail.models", "lowtail.report", "lowtail.experiment", "lowtail.cli", "lowtail.testbed")
-    assert _reaching("lowtail.store", bad) == []
+    later = ("lowtail.compare", "lowtail.selection", "lowtail.bundle", "lowtail.api")
+    assert _reaching("lowtail.store", bad + later) == []
+
+
+def test_comparisons_read_series_and_the_store_and_never_draw():
+    """A comparison is computed from stored runs and their series and stored; its page is
+    the report's business, reading only what was stored."""
+    bad = ("lowtail.report", "lowtail.cli", "lowtail.experiment", "lowtail.testbed", "lowtail.api")
+    assert _reaching("lowtail.compare", bad) == []
+    assert _reaching("lowtail.selection", bad + ("lowtail.compare",)) == []
 
 
 def test_only_the_command_line_imports_the_command_line():

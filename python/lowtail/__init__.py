@@ -1,4 +1,24 @@
-"""lowtail: prove that a network function keeps its tail latency inside a budget."""
+"""lowtail: prove that a network function keeps its tail latency inside a budget.
+
+From Python: `db = lowtail.open("lowtail.duckdb")` (see lowtail.api and docs/python-api.md)."""
+
+from __future__ import annotations
+
+from os import PathLike
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from lowtail.api import Database
+
+__all__ = ["open"]
+
+
+def open(path: str | PathLike[str] = "lowtail.duckdb") -> Database:  # noqa: A001  (lowtail.open, as sqlite3.connect)
+    """The lowtail results database at `path`: its runs, analyses, latencies and
+    comparisons (lowtail.api.Database). Nothing heavier than this is imported until used."""
+    from lowtail.api import Database
+
+    return Database(path)
 
 
 def __getattr__(name: str) -> str:

@@ -2,8 +2,11 @@
 against the built module with mypy's stubtest."""
 
 import os
+from collections.abc import Sequence
 from fractions import Fraction
 from typing import Self, final
+
+from typing_extensions import Buffer
 
 __all__ = [
     "LowtailError",
@@ -38,6 +41,7 @@ __all__ = [
     "simulate_device",
     "simulate_defaults",
     "nearest_rank",
+    "ExactHistogram",
     "HEADLINE_PERCENTILES",
     "PROGRAM_EXIT_CODES",
     "SERIES_COLUMNS",
@@ -201,6 +205,37 @@ def nearest_rank(q: Fraction | int, n: int) -> int:
     """Nearest-rank position (1-based) of quantile q among n samples: ⌈q·n⌉ clamped to
     1…n, in exact arithmetic (percentile_disc by its definition). q is exact: a Fraction
     (Fraction("99.9") / 100) or an int; a float raises TypeError."""
+
+@final
+class ExactHistogram:
+    """Exact nearest-rank distribution of integer nanoseconds in bounded memory (the one
+    every analysis computes its figures with)."""
+
+    def __new__(cls) -> Self: ...
+    def record(self, values: Buffer) -> None:
+        """Count every value of a buffer of 64-bit integers (a NumPy int64 array)."""
+
+    def merge(self, other: ExactHistogram) -> None:
+        """Add every sample of `other`."""
+
+    @property
+    def count(self) -> int:
+        """Samples recorded."""
+
+    def min(self) -> int | None:
+        """The smallest sample; None when empty."""
+
+    def max(self) -> int | None:
+        """The largest sample; None when empty."""
+
+    def quantiles(self, qs: Sequence[float]) -> list[int] | None:
+        """Nearest-rank values at the quantiles `qs` (as percentile_disc); None when empty."""
+
+    def at_ranks(self, ranks: Sequence[int]) -> list[int]:
+        """The order statistics at 1-based `ranks`; ValueError for a rank outside 1..count."""
+
+    def memory_bytes(self) -> int:
+        """Approximate heap use in bytes."""
 
 # -- synthetic pairs and the device model -----------------------------------------------
 

@@ -7,6 +7,9 @@ runs it was. Tables of runs show every axis that varies among them (rows that di
 in burst must not read alike), and a comparison groups runs by the same axes: runs that
 agree on every configuration axis are repetitions of one configuration.
 
+Selections name runs by these axes too (`dut=fwd`, `rate=50k`, `kernel~rt`, `batch=32`):
+`find` resolves a name, `Axis.matches` compares a run's value with what a person typed.
+
 This module reads the run rows the store returns (`store.runs.runs`) and nothing else."""
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from lowtail.units import format_rate
+from lowtail.errors import UserError
+from lowtail.units import format_rate, parse_rate_pps
 
 # The axis that tells repetitions of one configuration apart (not a configuration axis).
 REPETITION = "repetition"
@@ -33,20 +37,49 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise UserError(f"{text!r} is not a number") from None
+
+
+# The operators of a filter: equal, not equal, contains (case-insensitive).
+OPERATORS = ("!=", "~", "=")
+
+
 @dataclass(frozen=True)
 class Axis:
     """One axis: its name (as `compare --by` takes it), the heading of its column, how
-    a run's value is read, and how it is shown."""
+    a run's value is read, how it is shown, and how a typed number is read for it."""
 
     name: str
     label: str
     read: Callable[[dict[str, Any]], Any]
     show: Callable[[Any], str] = _text
     option: str | None = None  # the DuT option it is, if it is one
+    parse_number: Callable[[str], float] = _number
 
     def present(self, run: dict[str, Any]) -> bool:
         """Whether the run has this axis at all (a DuT option of another kind: no)."""
         return self.option is None or self.option in (run.get("dut_config") or {})
+
+    def matches(self, run: dict[str, Any], op: str, text: str) -> bool:
+        """Whether the run's value satisfies `op text` ("=", "!=" or "~", see OPERATORS):
+        numbers compare as numbers (`rate=50k`), anything else as text, case-insensitively,
+        against the stored value or the shown one (`virtualization=tcg`); "~" looks for
+        `text` inside either. A run without the axis matches nothing but "!="."""
+        if not self.present(run):
+            return op == "!="
+        value = self.read(run)
+        texts = {_text(value).lower(), self.show(value).lower()}
+        if op == "~":
+            return any(text.lower() in t for t in texts)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            equal = text.lower() in texts or (value is None and text.lower() in ("none", ""))
+        else:
+            equal = value == self.parse_number(text)
+        return equal != (op == "!=")
 
 
 def _traffic(run: dict[str, Any]) -> dict[str, Any]:
@@ -58,8 +91,8 @@ _FIXED: tuple[Axis, ...] = (
     Axis(KIND, "kind", lambda r: r["dut_kind"]),
     Axis("containment", "containment", lambda r: (r.get("containment") or {}).get("mode", "bare")),
     Axis(VIRTUALIZATION, "virtualization", lambda r: r.get("virtualization"), lambda v: (v or "none").upper()),
-    Axis(RATE, "rate", lambda r: r["rate_pps"], format_rate),
-    Axis("frame_size", "frame", lambda r: r["frame_size"], lambda v: f"{v} B"),
+    Axis(RATE, "rate", lambda r: r["rate_pps"], format_rate, parse_number=parse_rate_pps),
+    Axis("frame_size", "frame", lambda r: r["frame_size"], lambda v: "–" if v is None else f"{v} B"),
     Axis("burst", "burst", lambda r: r["burst"]),
     Axis("flows", "flows", lambda r: _traffic(r).get("flows", 1)),
     Axis("kernel", "kernel", lambda r: r.get("kernel")),
@@ -114,6 +147,79 @@ def varying(runs: Iterable[dict[str, Any]], repetition: bool = True) -> list[Axi
         if len(values) > 1:
             found.append(axis)
     return found
+
+
+# Axes that describe the DuT named on the DUT axis: left out of a configuration's axes
+# while the DuT's name already tells their value.
+_OF_THE_DUT = (KIND, VIRTUALIZATION)
+
+
+def configuration_axes(runs: Iterable[dict[str, Any]]) -> list[Axis]:
+    """The axes that make a configuration by default: those that vary among the runs, but
+    the DuT's kind and virtualization where the DuT's name already tells them apart."""
+    runs = list(runs)
+    chosen = varying(runs, repetition=False)
+    dut = next((a for a in chosen if a.name == DUT), None)
+    if dut is None:
+        return chosen
+    return [a for a in chosen if a.name not in _OF_THE_DUT or not _determined(a, dut, runs)]
+
+
+def _determined(axis: Axis, by: Axis, runs: list[dict[str, Any]]) -> bool:
+    """Whether each value of `by` comes with one value of `axis` only."""
+    seen: dict[Any, Any] = {}
+    for r in runs:
+        key, value = _hashable(by.read(r)), _hashable(axis.read(r) if axis.present(r) else None)
+        if seen.setdefault(key, value) != value:
+            return False
+    return True
+
+
+def find(name: str, runs: Iterable[dict[str, Any]]) -> Axis | None:
+    """The axis called `name` among these runs' axes (repetition included), or None."""
+    return next((a for a in axes_of(runs) if a.name == name), None)
+
+
+def names(runs: Iterable[dict[str, Any]]) -> list[str]:
+    """The names of every axis of these runs, in table order: what `--by` and filters take."""
+    return [a.name for a in axes_of(runs)]
+
+
+def resolve(wanted: Iterable[str], runs: Iterable[dict[str, Any]]) -> list[Axis]:
+    """The axes named in `wanted` (as `compare --by` gives them), in that order; UserError
+    naming the ones these runs do not have, and the ones they do."""
+    runs = list(runs)
+    found, unknown = [], []
+    for name in wanted:
+        axis = find(name, runs)
+        if axis is None:
+            unknown.append(name)
+        elif axis not in found:
+            found.append(axis)
+    if unknown:
+        raise UserError(f"no axis {', '.join(map(repr, unknown))} among these runs (axes: {', '.join(names(runs))})")
+    return found
+
+
+def value_key(run: dict[str, Any], axes: Iterable[Axis]) -> tuple[Any, ...]:
+    """The run's values on these axes as a hashable key (None where it lacks one): runs
+    with equal keys are repetitions of one configuration."""
+    return tuple(_hashable(a.read(run)) if a.present(run) else None for a in axes)
+
+
+# Axes whose shown value names itself ("container", "10 kpps", "64 B"): a configuration's
+# label shows them without their heading.
+_SELF_EVIDENT = {DUT, KIND, "containment", VIRTUALIZATION, RATE, "frame_size", "kernel", "host"}
+
+
+def label(run: dict[str, Any], axes: Iterable[Axis]) -> str:
+    """A configuration's short name from the run's values on these axes: "kernel · container
+    · batch 32" (values that name themselves alone, the others after their heading)."""
+    parts = []
+    for axis in axes:
+        value = axis.show(axis.read(run)) if axis.present(run) else "–"
+        parts.append(value if axis.name in _SELF_EVIDENT else f"{axis.label} {value}")
+    return " · ".join(parts)
 
 
 def describe(run: dict[str, Any], axes: Iterable[Axis]) -> str:

@@ -93,3 +93,31 @@ def pre_time_range(path: str | Path) -> tuple[int, int] | None:
     if not stats or not all(st is not None and st.has_min_max for st in stats):
         return None
     return min(st.min for st in stats), max(st.max for st in stats)
+
+
+# Rows per batch when a series is streamed: ~8 MB of latencies, whatever the run's length.
+_STREAM_ROWS = 1 << 20
+
+
+def iter_latencies(path: str | Path) -> Any:
+    """The latencies of a series file as int64 NumPy arrays, one batch at a time (memory
+    stays at one batch). UserError when the file is missing or is not a series."""
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    from lowtail.errors import UserError
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: the matched series is gone")
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+        raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
+    if LATENCY not in pf.schema_arrow.names:
+        raise UserError(f"{path}: no column {LATENCY} (a matched series has {columns_text()})")
+    for batch in pf.iter_batches(batch_size=_STREAM_ROWS, columns=[LATENCY], use_threads=False):
+        column = batch.column(0)
+        if column.null_count:
+            raise UserError(f"{path}: {LATENCY} has empty rows")
+        yield np.ascontiguousarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)

@@ -58,6 +58,20 @@ def parse_rate_pps(text: str | int | float) -> int:
     return round(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
 
 
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmM])?\s*(pps|p/s)?\s*$")
+_RATE_SCALE = {None: 1, "k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000}
+
+
+def parse_rate_pps(text: str | int | float) -> float:
+    """'50k', '50kpps', '1.5M', '10000' -> packets per second."""
+    if isinstance(text, (int, float)):
+        return float(text)
+    m = _RATE.match(str(text))
+    if not m:
+        raise UserError(f"cannot read {text!r} as a packet rate (examples: 10000, 50k, 50kpps, 1.5M)")
+    return float(m.group(1)) * _RATE_SCALE[m.group(2)]
+
+
 def format_ns(ns: float | int | None, digits: int = 3) -> str:
     """Nanoseconds in the unit that reads best, always with the unit."""
     if ns is None:
@@ -99,6 +113,11 @@ def format_ns_per_s(ns_per_s: float | None) -> str:
 def format_count(n: int | None) -> str:
     """A count with thousands separators; "–" when unknown."""
     return "–" if n is None else f"{n:,}"
+
+
+def format_counted(n: int, noun: str, plural: str | None = None) -> str:
+    """A count with its noun in the number it takes: "1 experiment", "30 runs", "3 analyses"."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
 
 
 def format_percent(fraction: float, spec: str = ".3g") -> str:

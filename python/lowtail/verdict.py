@@ -146,25 +146,32 @@ class Verdict:
         if run["calibration"]:
             return Judgement(Status.FLOOR, "calibration: the same traffic over a plain wire, the testbed's floor")
         lat = (run.get("figures") or {}).get("latency_ns") or {}
-        samples = int(lat.get("samples") or 0)
-        value = lat.get(self.key)
+        return self.judge_figures(
+            int(lat.get("samples") or 0), lat.get(self.key), run.get("lost"), run.get("sent"), degraded
+        )
+
+    def judge_figures(
+        self, samples: int, value: int | None, lost: int | None, sent: int | None, degraded: tuple[str, ...] = ()
+    ) -> Judgement:
+        """Measured figures against the budget: `samples` latencies whose nearest-rank value
+        at the judged percentile is `value`, `lost` of `sent` packets lost. What a run is
+        judged by, and a comparison's configuration by its pooled repetitions."""
         figures = dict(
             percentile=self.key,
             value_ns=value,
             budget_ns=self.budget_ns,
             samples=samples,
             packets_needed=self.packets_needed,
-            lost=run.get("lost"),
+            lost=lost,
             max_loss=self.max_loss,
             degraded=degraded,
         )
         name, bound = self.judged.label, format_ns(self.budget_ns)
-        lost = run.get("lost")
         if lost is not None and lost > self.max_loss:
             allowed = "none" if self.max_loss == 0 else f"at most {self.max_loss:,}"
             return Judgement(
                 Status.FAIL,
-                f"{lost:,} of {format_count(run.get('sent'))} packets lost; the budget allows {allowed}",
+                f"{lost:,} of {format_count(sent)} packets lost; the budget allows {allowed}",
                 Cause.LOSS,
                 **figures,
             )

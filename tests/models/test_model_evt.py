@@ -117,6 +117,9 @@ def test_return_level_formula():
     assert return_level(1e6, 100.0, 1e-3, 50.0, 0.5) == pytest.approx(100 + 50 / 0.5 * (1e3**0.5 - 1))
     assert return_level(1e6, 100.0, 1e-3, 50.0, 0.0) == pytest.approx(100 + 50 * math.log(1e3))
     assert return_level(10, 100.0, 1e-3, 50.0, 0.1) is None
+    # One exceedance on average is the threshold itself, whatever (1/ζ)·ζ rounds to.
+    for zeta in np.linspace(1e-4, 0.5, 2000):
+        assert return_level(1.0 / zeta, 100.0, zeta, 50.0, 0.1) == pytest.approx(100.0)
 
 
 def test_validation_counts_exceedances_and_events(tmp_path):

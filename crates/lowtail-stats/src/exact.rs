@@ -81,6 +81,57 @@ impl ExactHistogram {
         self.spill_sorted = false;
     }
 
+    /// Count `n` samples of one value (what merging another histogram needs: one call per
+    /// distinct value, not per sample).
+    pub fn record_n(&mut self, v: i64, n: u64) {
+        if n == 0 {
+            return;
+        }
+        if (0..DENSE_LIMIT).contains(&v) {
+            let p = (v >> PAGE_BITS) as usize;
+            if p >= self.pages.len() {
+                self.pages.resize(p + 1, Page::Sparse(0));
+            }
+            let slot = (v as usize) & (PAGE_LEN - 1);
+            match &mut self.pages[p] {
+                Page::Dense(slots) => {
+                    if let Some(c) = u32::try_from(n).ok().and_then(|n| slots[slot].checked_add(n)) {
+                        slots[slot] = c;
+                        self.count += n;
+                        return;
+                    }
+                }
+                Page::Sparse(hits) => {
+                    let total = hits.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
+                    if total >= PAGE_THRESHOLD && self.dense_pages < PAGE_BUDGET {
+                        if let Ok(first) = u32::try_from(n) {
+                            let mut slots: Box<[u32; PAGE_LEN]> =
+                                vec![0u32; PAGE_LEN].into_boxed_slice().try_into().expect("one page");
+                            slots[slot] = first;
+                            self.pages[p] = Page::Dense(slots);
+                            self.dense_pages += 1;
+                            self.count += n;
+                            return;
+                        }
+                    }
+                    *hits = total;
+                }
+            }
+        }
+        // A count a page cannot hold, or a value outside the pages: kept one by one, as
+        // `record` keeps it.
+        self.count += n;
+        self.spill.resize(self.spill.len() + n as usize, v);
+        self.spill_sorted = false;
+    }
+
+    /// Add every sample of `other`: the histogram of the two sample sets together, exactly.
+    pub fn merge(&mut self, other: &mut ExactHistogram) {
+        for (v, c) in other.iter() {
+            self.record_n(v, c);
+        }
+    }
+
     /// Samples recorded.
     pub fn count(&self) -> u64 {
         self.count
@@ -145,10 +196,20 @@ impl ExactHistogram {
         if self.count == 0 {
             return None;
         }
-        let mut order: Vec<(usize, u64)> =
-            qs.iter().enumerate().map(|(i, &q)| (i, nearest_rank(q, self.count))).collect();
+        let ranks: Vec<u64> = qs.iter().map(|&q| nearest_rank(q, self.count)).collect();
+        self.values_at_ranks(&ranks)
+    }
+
+    /// The order statistics at the given 1-based ranks (rank 1 is the smallest sample,
+    /// `count()` the largest), in the order asked; `None` when a rank is outside 1..=count.
+    /// Confidence intervals of percentiles are pairs of such ranks.
+    pub fn values_at_ranks(&mut self, ranks: &[u64]) -> Option<Vec<i64>> {
+        if ranks.iter().any(|&r| r == 0 || r > self.count) {
+            return None;
+        }
+        let mut order: Vec<(usize, u64)> = ranks.iter().copied().enumerate().collect();
         order.sort_by_key(|&(_, r)| r);
-        let mut out = vec![0i64; qs.len()];
+        let mut out = vec![0i64; ranks.len()];
         let mut seen = 0u64;
         let mut current = 0i64;
         let mut it = self.iter();
@@ -251,6 +312,47 @@ mod tests {
         assert_eq!(h.dense_pages, 0);
         assert!(h.memory_bytes() < 2 * 100_000 * 8 + (1 << 20) * 2, "{}", h.memory_bytes());
         assert_eq!(h.quantile(Quantile::decimal(5, 1)), Some(49_999 * 100_000));
+    }
+
+    #[test]
+    fn ranks_are_order_statistics() {
+        let mut h = ExactHistogram::new();
+        for v in [50, 10, 40, 20, 30] {
+            h.record(v);
+        }
+        assert_eq!(h.values_at_ranks(&[5, 1, 3]), Some(vec![50, 10, 30]));
+        assert_eq!(h.values_at_ranks(&[0]), None);
+        assert_eq!(h.values_at_ranks(&[6]), None);
+        assert_eq!(ExactHistogram::new().values_at_ranks(&[]), Some(vec![]));
+    }
+
+    #[test]
+    fn record_n_fills_pages_and_spill_alike() {
+        let mut once = ExactHistogram::new();
+        let mut many = ExactHistogram::new();
+        for (v, n) in [(3000i64, 1000u64), (3001, 10), (-7, 3), (1 << 40, 2), (5, 300)] {
+            for _ in 0..n {
+                once.record(v);
+            }
+            many.record_n(v, n);
+        }
+        assert_eq!(once.iter().collect::<Vec<_>>(), many.iter().collect::<Vec<_>>());
+        assert_eq!(many.count(), 1315);
+        assert!(many.dense_pages >= 1);
+    }
+
+    proptest! {
+        #[test]
+        fn merging_equals_recording_both(
+            a in prop::collection::vec(prop_oneof![-100i64..100, 0i64..70_000, (1i64 << 31)..(1i64 << 32)], 0..1500),
+            b in prop::collection::vec(prop_oneof![0i64..500, 0i64..70_000, (1i64 << 33)..(1i64 << 34)], 0..1500)) {
+            let (mut ha, mut hb, mut both) = (ExactHistogram::new(), ExactHistogram::new(), ExactHistogram::new());
+            for &v in &a { ha.record(v); both.record(v); }
+            for &v in &b { hb.record(v); both.record(v); }
+            ha.merge(&mut hb);
+            prop_assert_eq!(ha.count(), both.count());
+            prop_assert_eq!(ha.iter().collect::<Vec<_>>(), both.iter().collect::<Vec<_>>());
+        }
     }
 
     proptest! {

@@ -10,7 +10,9 @@ import click
 
 from lowtail import signals
 from lowtail.cli import analyze as _analyze  # noqa: F401  (registers commands)
+from lowtail.cli import bundle as _bundle  # noqa: F401
 from lowtail.cli import campaign as _campaign  # noqa: F401
+from lowtail.cli import compare as _compare  # noqa: F401
 from lowtail.cli import completion as _completion
 from lowtail.cli import db as _db  # noqa: F401
 from lowtail.cli import host as _host  # noqa: F401

@@ -5,6 +5,7 @@ with --json, also one JSON document on stdout."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,20 @@ EXIT_OK = 0
 EXIT_PARTIAL = 3  # a result, but not a whole or trustworthy one (partial input, invalid runs)
 EXIT_VERDICT_FAILED = 4  # `host audit --strict` found a failing check
 EXIT_BUG = 70  # an internal error (EX_SOFTWARE): a bug, not the user's doing
+
+
+# Piped output (make run, logs) is not cut to 80 columns unless COLUMNS says so: the table
+# is the result.
+PIPED_WIDTH = 160
+
+
+def table_console() -> Console:
+    """Where a command prints its result table: the terminal at its width, or for a pipe a
+    console COLUMNS wide (`COLUMNS=80 lowtail compare 3 > table.txt`), else PIPED_WIDTH."""
+    if out.is_terminal:
+        return out
+    columns = os.environ.get("COLUMNS", "")
+    return Console(highlight=False, width=int(columns) if columns.isdigit() else PIPED_WIDTH)
 
 
 def print_json(doc: Any) -> None:
@@ -69,6 +84,32 @@ def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
         DownloadColumn(),
         TransferSpeedColumn(),
         TimeRemainingColumn(),
+        console=err,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(description, total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        yield update
+
+
+@contextmanager
+def count_progress(description: str, unit: str, enabled: bool = True) -> Iterator[Any]:
+    """Yields a callback(done, total) that drives a progress bar counting `unit`s (rows,
+    runs) on a terminal, or a no-op when stderr is not one."""
+    if not (enabled and err.is_terminal):
+        yield lambda done, total: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    with Progress(
+        f"[progress.description]{description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        unit,
+        TimeElapsedColumn(),
         console=err,
         transient=True,
     ) as bar:

@@ -1,7 +1,9 @@
-"""Readable tables of analysis figures (the same document `--json` prints)."""
+"""Readable tables: the analysis figures (the same document `--json` prints), and the
+column fitting every wide table of runs or configurations uses within a terminal's width."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rich.table import Table
@@ -54,3 +56,42 @@ def header_line(a: dict[str, Any]) -> str:
     if a.get("partial"):
         parts.append("PARTIAL")
     return " · ".join(parts)
+
+
+@dataclass
+class Column:
+    """One column of a terminal table: heading (may hold a line break) and cells."""
+
+    heading: str
+    cells: list[str]
+    figure: bool = True  # right-aligned, never wrapped
+    # Left out, highest first, while the table is wider than the terminal (the JSON and
+    # the report have them); 0: always shown.
+    optional: int = 0
+
+    @property
+    def width(self) -> int:
+        """The widest line of the heading and the cells."""
+        return max(len(line) for text in [self.heading, *self.cells] for line in text.splitlines())
+
+
+def fit_columns(columns: list[Column], width: int) -> list[Column]:
+    """The columns left once optional ones are dropped, highest level first, until the
+    table fits `width` (one space between columns)."""
+    for level in sorted({c.optional for c in columns if c.optional}, reverse=True):
+        if sum(c.width for c in columns) + len(columns) - 1 <= width:
+            break
+        columns = [c for c in columns if c.optional != level]
+    return columns
+
+
+def columns_table(title: str, columns: list[Column]) -> Table:
+    """A borderless table of these columns, one row per cell index."""
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False, collapse_padding=True)
+    for c in columns:
+        # Figures never wrap (a figure cut or broken over lines would mislead); names and
+        # axis values fold rather than lose letters when the terminal is narrower still.
+        t.add_column(c.heading, justify="right" if c.figure else "left", no_wrap=c.figure, overflow="fold")
+    for i in range(len(columns[0].cells) if columns else 0):
+        t.add_row(*(c.cells[i] for c in columns))
+    return t

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console, Group
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -18,8 +17,8 @@ from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, warn
-from lowtail.errors import UserError
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, print_json, table_console, warn
+from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
@@ -101,11 +100,11 @@ def _remove_leftovers() -> None:
 
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
     from lowtail.experiment.runner import check_can_run, run_experiment
-    from lowtail.store import open_store
+    from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
     from lowtail.testbed.sessions import open_session
 
-    data_dir = data_dir or db.resolve().parent / "lowtail-data"
+    data_dir = data_dir or default_data_dir(db)
     with open_session(exp.testbed, log=note) as session:
         # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
         check_can_run(exp, session, log=note)
@@ -134,8 +133,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     if json_out:
         print_json([run_json(r, floors, exp.verdict) for r in rows])
     else:
-        # Piped output (make run, logs) is not cut to 80 columns: the table is the result.
-        printer = out if out.is_terminal else Console(highlight=False, width=160)
+        printer = table_console()
         printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width))
         lines = dut_verdict_lines(rows, exp.verdict)
         if lines:
@@ -214,20 +212,6 @@ def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
     return [a for a in axes.varying(rows) if a.name not in own]
 
 
-@dataclass
-class _Column:
-    heading: str
-    cells: list[str]
-    figure: bool = True  # right-aligned, never wrapped
-    # Left out, lowest first, while the table is wider than the terminal (the JSON and the
-    # report have them); 0: always shown.
-    optional: int = 0
-
-    @property
-    def width(self) -> int:
-        return max(len(line) for text in [self.heading, *self.cells] for line in text.splitlines())
-
-
 def runs_table(
     experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict, width: int = 80
 ) -> Group:
@@ -246,46 +230,33 @@ def runs_table(
 
     judgements = [verdict.judge(r) for r in rows]
     columns = [
-        _Column("run", [str(r["run_id"]) for r in rows]),
-        _Column(
+        Column("run", [str(r["run_id"]) for r in rows]),
+        Column(
             "DuT",
             [clocks.marked(marked(r["dut_name"], r.get("virtualization")), r.get("testbed")) for r in rows],
             figure=False,
         ),
         *[
-            _Column(a.label, [a.show(a.read(r)) if a.present(r) else "" for r in rows], figure=False)
+            Column(a.label, [a.show(a.read(r)) if a.present(r) else "" for r in rows], figure=False)
             for a in _axes_beside_dut(rows)
         ],
-        _Column("rate", [format_rate(r["rate_pps"]) for r in rows]),
-        _Column("sent", [format_count(r["sent"]) for r in rows], optional=3),
-        _Column("lost", [format_count(r["lost"]) for r in rows]),
+        Column("rate", [format_rate(r["rate_pps"]) for r in rows]),
+        Column("sent", [format_count(r["sent"]) for r in rows], optional=3),
+        Column("lost", [format_count(r["lost"]) for r in rows]),
         *(
-            [_Column(median.short, [format_ns(r[latency_column(median.key)]) for r in rows], optional=1)]
+            [Column(median.short, [format_ns(r[latency_column(median.key)]) for r in rows], optional=1)]
             if judged != median
             else []
         ),
-        _Column(judged.short, [format_ns(r[latency_column(judged.key)]) for r in rows]),
-        _Column("max", [format_ns(r["lat_max_ns"]) for r in rows], optional=2),
-        _Column(f"floor\n{judged.short}", [floor_of(r) for r in rows]),
-        _Column("verdict", [j.label for j in judgements], figure=False),
+        Column(judged.short, [format_ns(r[latency_column(judged.key)]) for r in rows]),
+        Column("max", [format_ns(r["lat_max_ns"]) for r in rows], optional=2),
+        Column(f"floor\n{judged.short}", [floor_of(r) for r in rows]),
+        Column("verdict", [j.label for j in judgements], figure=False),
     ]
-    for level in (3, 2, 1):
-        if sum(c.width for c in columns) + len(columns) - 1 <= width:
-            break
-        columns = [c for c in columns if c.optional != level]
-    t = Table(
-        title=f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
-        title_justify="left",
-        box=None,
-        pad_edge=False,
-        collapse_padding=True,
+    t = columns_table(
+        f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
+        fit_columns(columns, width),
     )
-    for c in columns:
-        # Figures never wrap (a figure cut or broken over lines would mislead); names and
-        # axis values fold rather than lose letters when the terminal is narrower still.
-        t.add_column(c.heading, justify="right" if c.figure else "left", no_wrap=c.figure, overflow="fold")
-    for i in range(len(rows)):
-        t.add_row(*(c.cells[i] for c in columns))
     notes: dict[str, list[str]] = {}
     for r, judgement in zip(rows, judgements):
         if judgement.status not in (Status.FLOOR, Status.PASS) or judgement.degraded:

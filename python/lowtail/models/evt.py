@@ -278,8 +278,10 @@ class ThresholdFit:
 def return_level(m: float, u: float, zeta: float, sigma: float, xi: float) -> float | None:
     """x_m; None when the period is shorter than one exceedance on average (m·ζ < 1)."""
     mz = m * zeta
-    if mz < 1.0:
+    # m = 1/ζ is one exceedance on average, x_m = u: (1/ζ)·ζ may round just below 1.
+    if mz < 1.0 - 1e-12:
         return None
+    mz = max(mz, 1.0)
     if abs(xi) < 1e-9:
         return u + sigma * math.log(mz)
     return u + sigma / xi * (mz**xi - 1.0)

@@ -59,3 +59,138 @@ def comparison_table(comparison: dict[str, Any]) -> Table:
             for r in comparison["rows"]
         ],
     )
+
+
+# -- comparisons (`lowtail compare`, and its page) ------------------------------------------
+
+# Figures a narrow terminal leaves out first (higher: sooner); the judged percentile, the
+# floor at it and the verdict always stay.
+_COMPARISON_OPTIONAL = {"max": 6, "p99_9": 5, "p99": 4, "p99_99": 3, "p99_999": 3, "p50": 2, "reps": 1}
+NOT_RESOLVABLE_MARK = "*"
+
+
+def configurations_table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], dict[str, int]]:
+    """NOMS 2020's Table II, of a comparison: per configuration its axis values, repetitions,
+    loss, pooled percentiles (marked where the packets cannot bound them), maximum, the
+    floor at the judged percentile and the verdict. Returns (header, rows, {heading:
+    how soon a narrow terminal may leave the column out})."""
+    configs = doc["configurations"]
+    judged = _judged_keys(doc)
+    keys = [k for k in percentiles.KEYS if k in {*_COMPARED_KEYS, *judged}]
+    axes = doc["axes"] or [{"name": "dut", "label": "DuT"}]
+    header = [a["label"] for a in axes] + ["reps", "loss"]
+    header += [percentiles.by_key(k).short for k in keys] + ["max"]
+    floor_heading = "floor\n" + (percentiles.by_key(judged[0]).short if len(judged) == 1 else "judged")
+    header += [floor_heading, "verdict"]
+    rows = []
+    for c in configs:
+        lat = c.get("latency_ns") or {}
+        intervals = c.get("intervals") or {}
+        values = [_axis_text(c, a, len(doc["axes"]) == 0) for a in axes]
+        values += [str(c["repetitions"]), _loss(c)]
+        for k in keys:
+            mark = "" if not intervals.get(k) or intervals[k]["resolvable"] else NOT_RESOLVABLE_MARK
+            values.append(format_ns(lat.get(k), 1) + mark)
+        values.append(format_ns(lat.get("max"), 1))
+        floor = (c.get("floor") or {}).get("latency_ns") or {}
+        values.append(format_ns(floor.get(c["verdict"]["percentile"] or ""), 1) if floor else "–")
+        values.append(c["verdict"]["label"])
+        rows.append(values)
+    optional = {
+        percentiles.by_key(k).short: level for k, level in _COMPARISON_OPTIONAL.items() if k in keys and k not in judged
+    }
+    optional |= {"max": _COMPARISON_OPTIONAL["max"], "reps": _COMPARISON_OPTIONAL["reps"]}
+    return header, rows, optional
+
+
+_COMPARED_KEYS = ("p50", "p99", "p99_9", "p99_99", "p99_999")
+
+
+def _judged_keys(doc: dict[str, Any]) -> list[str]:
+    found = []
+    for c in doc["configurations"]:
+        key = c["verdict"].get("percentile")
+        if key and key not in found:
+            found.append(key)
+    return found or ([doc["verdict"]["key"]] if doc.get("verdict") else [])
+
+
+def _axis_text(c: dict[str, Any], axis: dict[str, str], by_nothing: bool) -> str:
+    return c["label"] if by_nothing else c["key_text"].get(axis["name"], "–")
+
+
+def _loss(c: dict[str, Any]) -> str:
+    if not c["sent"]:
+        return "–"
+    return "0" if not c["lost"] else format_percent(c["lost"] / c["sent"], ".2g")
+
+
+def not_resolvable_note(doc: dict[str, Any], shown: set[str] | None = None) -> str | None:
+    """The footnote of the mark: which percentiles these packets cannot bound, and how
+    many packets would (None when every shown one is bounded). `shown`: the headings of the
+    percentile columns a narrow table kept (all when None)."""
+    needed: dict[str, int] = {}
+    for c in doc["configurations"]:
+        for k, iv in (c.get("intervals") or {}).items():
+            if not iv["resolvable"] and (shown is None or percentiles.by_key(k).short in shown):
+                needed[k] = iv["packets_needed"]
+    if not needed:
+        return None
+    level = f"{100 * doc['level']:g} %"
+    takes = ", ".join(
+        f"{percentiles.by_key(k).short} takes {n:,}" for k, n in sorted(needed.items(), key=lambda x: x[1])
+    )
+    return (
+        f"{NOT_RESOLVABLE_MARK} inconclusive: too few packets to bound this percentile at {level} confidence "
+        f"(pooled over the repetitions, {takes})"
+    )
+
+
+def evt_table(doc: dict[str, Any]) -> Table:
+    """EVT over runs (Perf. Eval. 2024, Tables 4–5): per configuration its models,
+    the share bounded and the mean validation exceedances (1 expected)."""
+    header = ["configuration", "reps", "models", "bounded", "exceedances", "mean ξ"]
+    rows = [
+        [
+            r["label"],
+            str(r["repetitions"]),
+            str(r["models"]),
+            "–" if r["bounded_share"] is None else format_percent(r["bounded_share"], ".3g"),
+            "–" if r["mean_exceedances"] is None else f"{r['mean_exceedances']:.2f}",
+            "–" if r["mean_xi"] is None else f"{r['mean_xi']:.3f}",
+        ]
+        for r in doc["evt"]
+    ]
+    return header, rows
+
+
+def rates_table(doc: dict[str, Any]) -> Table:
+    """Latency against rate: per series (a configuration without its rate) each rate's loss
+    and judged percentile, and the knee and predicted R_max its sweeps stored."""
+    key = doc["verdict"]["key"] if doc.get("verdict") else "p99_999"
+    header = ["series", "rate", "loss", percentiles.by_key(key).short, "verdict", "knee", "R_max"]
+    rows = []
+    for s in doc["rates"]:
+        knees = s["knees"]
+        knee = (
+            ", ".join(
+                (format_rate(k["knee_pps"]) if k["knee_pps"] else "none")
+                + (f" (all {k['dut']} runs)" if k.get("other_runs") else "")
+                for k in knees
+            )
+            or "–"
+        )
+        r_max = ", ".join(format_rate(k["r_max_pps"]) for k in knees if k["r_max_pps"]) or "–"
+        for i, p in enumerate(s["points"]):
+            rows.append(
+                [
+                    s["label"] if i == 0 else "",
+                    format_rate(p["rate_pps"]),
+                    "–" if p["loss_ratio"] is None else format_percent(p["loss_ratio"], ".2g"),
+                    format_ns(p["latency_ns"].get(key), 1),
+                    p["verdict"],
+                    knee if i == 0 else "",
+                    r_max if i == 0 else "",
+                ]
+            )
+    return header, rows

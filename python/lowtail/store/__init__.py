@@ -23,7 +23,16 @@ if TYPE_CHECKING:
 DEFAULT_DB = Path("lowtail.duckdb")
 DB_ENV = "LOWTAIL_DB"
 
-__all__ = ["DB_ENV", "DEFAULT_DB", "DamagedDatabase", "DatabaseBusy", "Store", "default_db", "open_store"]
+__all__ = [
+    "DB_ENV",
+    "DEFAULT_DB",
+    "DamagedDatabase",
+    "DatabaseBusy",
+    "Store",
+    "default_data_dir",
+    "default_db",
+    "open_store",
+]
 
 
 # DuckDB takes ~0.15 s to import: command modules import DEFAULT_DB at start-up, and only
@@ -33,6 +42,13 @@ __all__ = ["DB_ENV", "DEFAULT_DB", "DamagedDatabase", "DatabaseBusy", "Store", "
 def default_db() -> Path:
     """The database a command uses without --db: $LOWTAIL_DB, else ./lowtail.duckdb."""
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
+
+
+def default_data_dir(db: str | Path | None) -> Path:
+    """Where a database's captures and matched series go unless told otherwise: the folder
+    lowtail-data beside it (experiments in experiment-<id>, imported bundles in
+    import-<bundle>-…)."""
+    return Path(db or DEFAULT_DB).resolve().parent / "lowtail-data"
 
 
 def open_store(path: str | Path | None, read_only: bool = False) -> Store:

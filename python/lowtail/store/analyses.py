@@ -158,3 +158,25 @@ def list_analyses(store: Store, limit: int = 50) -> list[dict[str, Any]]:
             [limit],
         )
     )
+
+
+def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:
+    """Those of these analyses that belong to no run (`lowtail analyze`), with the columns
+    a run row has of its analysis (figures and warnings decoded)."""
+    if not analysis_ids:
+        return []
+    rows = rows_as_dicts(
+        store.con.execute(
+            f"""SELECT a.analysis_id, a.label, a.created_at, a.sent, a.received, a.lost, a.duplicates, a.reordered,
+                       {", ".join(latency_column(k) for k in LATENCY_FIGURES)}, a.partial, a.warnings, a.figures,
+                       a.start_ts_ns, a.duration_ns, a.series_path
+                FROM analyses a
+                WHERE list_contains(?::BIGINT[], a.analysis_id)
+                  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.analysis_id = a.analysis_id)
+                ORDER BY a.analysis_id""",
+            [list(map(int, analysis_ids))],
+        )
+    )
+    for row in rows:
+        row["warnings"], row["figures"] = json.loads(row["warnings"]), json.loads(row["figures"])
+    return rows

@@ -106,7 +106,7 @@ def save_run(
 
 
 def _decode(run: dict[str, Any]) -> dict[str, Any]:
-    for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings"):
+    for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
     if "degraded_reasons" in run and run["degraded_reasons"] is None:
@@ -135,18 +135,76 @@ def latest_swept_experiment(store: Store) -> int:
     return found
 
 
+_RUNS_WITH_FIGURES = f"""SELECT r.* EXCLUDE (series_path), a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
+                  a.partial, a.warnings, a.figures, a.start_ts_ns, coalesce(r.series_path, a.series_path) AS series_path,
+                  {_HOST_AXES}
+           FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)"""
+
+
 def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
     """The experiment's runs with their headline figures and their host's kernel and name,
     in the order they ran."""
     return [
         _decode(r)
         for r in rows_as_dicts(
+            store.con.execute(f"{_RUNS_WITH_FIGURES} WHERE r.experiment_id = ? ORDER BY r.run_id", [experiment_id])
+        )
+    ]
+
+
+def select_runs(
+    store: Store,
+    experiment_ids: list[int] | None = None,
+    run_ids: list[int] | None = None,
+    analysis_ids: list[int] | None = None,
+) -> list[dict[str, Any]]:
+    """Runs as `runs` returns them: those of these experiments, with these ids, or with
+    these analyses (the union), in id order; every stored run when none is given."""
+    wanted = [("r.experiment_id", experiment_ids), ("r.run_id", run_ids), ("r.analysis_id", analysis_ids)]
+    clauses = [f"list_contains(?::BIGINT[], {column})" for column, ids in wanted if ids]
+    params = [list(map(int, ids)) for _, ids in wanted if ids]
+    where = f"WHERE {' OR '.join(clauses)}" if clauses else ""
+    return [
+        _decode(r) for r in rows_as_dicts(store.con.execute(f"{_RUNS_WITH_FIGURES} {where} ORDER BY r.run_id", params))
+    ]
+
+
+def missing_ids(store: Store, table: str, id_column: str, ids: list[int]) -> list[int]:
+    """Which of these ids `table` does not hold (experiments, runs, analyses)."""
+    if not ids:
+        return []
+    found = {
+        i
+        for (i,) in store.con.execute(
+            f"SELECT {id_column} FROM {table} WHERE list_contains(?::BIGINT[], {id_column})", [list(map(int, ids))]
+        ).fetchall()
+    }
+    return [i for i in ids if i not in found]
+
+
+def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[str, Any]]:
+    """The [verdict] table each experiment was stored with ({} where its file had none)."""
+    if not experiment_ids:
+        return {}
+    rows = store.con.execute(
+        "SELECT experiment_id, json_extract(spec, '$.verdict') FROM experiments "
+        "WHERE list_contains(?::BIGINT[], experiment_id)",
+        [list(map(int, experiment_ids))],
+    ).fetchall()
+    return {eid: json.loads(v) if v else {} for eid, v in rows}
+
+
+def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, burst: int) -> list[dict[str, Any]]:
+    """Every valid analysed calibration run of experiment `source` with this traffic (its
+    repetitions), as `runs` returns them: the floor of a configuration and its spread."""
+    return [
+        _decode(r)
+        for r in rows_as_dicts(
             store.con.execute(
-                f"""SELECT r.*, a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
-                  a.partial, a.warnings, a.figures, {_HOST_AXES}
-           FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)
-           WHERE r.experiment_id = ? ORDER BY r.run_id""",
-                [experiment_id],
+                f"""{_RUNS_WITH_FIGURES} WHERE r.experiment_id = ? AND r.calibration AND r.valid
+                   AND r.analysis_id IS NOT NULL AND r.rate_pps = ? AND r.frame_size = ? AND r.burst = ?
+                   ORDER BY r.run_id""",
+                [source, rate_pps, frame_size, burst],
             )
         )
     ]

@@ -1,0 +1,274 @@
+"""lowtail from Python, for notebooks: `db = lowtail.open("lowtail.duckdb")`, then the
+stored runs and analyses as pandas DataFrames (one row per run, its configuration axes as
+columns), a run's matched latencies as an Arrow table or a NumPy array, and comparisons —
+the document `lowtail compare --json` prints, plus DataFrames of it.
+
+Every call opens the database for its own duration (read-only unless it stores something),
+so a notebook never holds a lock that keeps `lowtail run` from writing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from os import PathLike
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, overload
+
+from lowtail import axes, percentiles
+from lowtail.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    from lowtail.store.db import Store
+
+# The latency figures of each run row (`<key>_ns` columns), in rank order.
+_FIGURES = ("min", *percentiles.KEYS, "max")
+
+
+@dataclass
+class Comparison:
+    """A comparison: `document` is what `lowtail compare --json` prints (`comparison_id` set
+    once stored); the DataFrames are views of it, and `curves`/`cdf` what its page draws."""
+
+    document: dict[str, Any]
+    curves: pd.DataFrame = field(repr=False)
+    cdf: pd.DataFrame = field(repr=False)
+
+    @property
+    def configurations(self) -> pd.DataFrame:
+        """One row per configuration: its axis values, repetitions, sent, lost, loss ratio,
+        pooled percentiles (`p99_9_ns` …) with their interval bounds (`p99_9_lower_ns`,
+        `p99_9_upper_ns`, `p99_9_resolvable`) and spread over repetitions (`p99_9_min_ns`,
+        `p99_9_max_ns`), the worst repetition and the verdict."""
+        import pandas as pd
+
+        rows = []
+        for c in self.document["configurations"]:
+            row: dict[str, Any] = {"configuration": c["index"], "label": c["label"], **c["key"]}
+            row |= {k: c[k] for k in ("repetitions", "sent", "lost", "loss_ratio", "worst_repetition")}
+            for key, value in (c["latency_ns"] or {}).items():
+                row[f"{key}_ns" if key != "samples" else "samples"] = value
+            for key, iv in (c["intervals"] or {}).items():
+                row |= {f"{key}_lower_ns": iv["lower_ns"], f"{key}_upper_ns": iv["upper_ns"]}
+                row[f"{key}_resolvable"] = iv["resolvable"]
+            for key, s in c["spread"].items():
+                row |= {f"{key}_min_ns": s["min"], f"{key}_max_ns": s["max"]}
+            floor = (c.get("floor") or {}).get("latency_ns") or {}
+            row |= {f"floor_{k}_ns": v for k, v in floor.items() if k != "samples"}
+            row |= {"verdict": c["verdict"]["status"], "verdict_reason": c["verdict"]["reason"], "runs": c["runs"]}
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    @property
+    def differences(self) -> pd.DataFrame:
+        """Every pair of configurations at p99.9, p99.99 and p99.999: `resolved`, the lower
+        and higher, the difference in ns, and the sentence."""
+        import pandas as pd
+
+        return pd.DataFrame([*self.document["differences"], *self.document["not_resolvable"]])
+
+    @property
+    def evt(self) -> pd.DataFrame:
+        """EVT over runs: per configuration the models, share bounded, mean exceedances."""
+        import pandas as pd
+
+        return pd.DataFrame(self.document["evt"])
+
+    @property
+    def rates(self) -> pd.DataFrame:
+        """Latency against rate: one row per (series, rate), with the series' knees."""
+        import pandas as pd
+
+        rows = []
+        for s in self.document["rates"]:
+            for p in s["points"]:
+                row = {"series": s["label"], **s["key"], "rate_pps": p["rate_pps"], "loss_ratio": p["loss_ratio"]}
+                row |= {f"{k}_ns" if k != "samples" else k: v for k, v in p["latency_ns"].items()}
+                row |= {"verdict": p["verdict"], "knee_pps": [k["knee_pps"] for k in s["knees"]] or None}
+                rows.append(row)
+        return pd.DataFrame(rows)
+
+
+class Database:
+    """A lowtail results database (see `lowtail.open`)."""
+
+    def __init__(self, path: str | PathLike[str]):
+        self.path = Path(path)
+        if not self.path.exists():
+            raise UserError(f"{self.path}: no such database")
+
+    def __repr__(self) -> str:
+        return f"lowtail.Database({str(self.path)!r})"
+
+    @contextmanager
+    def _store(self, write: bool = False) -> Iterator[Store]:
+        from lowtail.store import open_store
+
+        with open_store(self.path, read_only=not write) as store:
+            yield store
+
+    def runs(self, *selection: str) -> pd.DataFrame:
+        """One row per stored run (those a selection names, e.g. `db.runs("3", "dut=fwd")`;
+        all without one): ids, every configuration axis as a column, repetition,
+        calibration, valid, sent/received/lost, loss ratio, the latency figures in ns
+        (`p99_999_ns` …) and samples, the series file and why a run is invalid."""
+        import pandas as pd
+
+        from lowtail import selection as sel
+
+        with self._store() as store:
+            rows = sel.select(store, list(selection)) if selection else _all_runs(store)
+        every = axes.axes_of([r for r in rows], repetition=False)
+        out = []
+        for r in rows:
+            row: dict[str, Any] = {
+                "run_id": r["run_id"],
+                "experiment_id": r["experiment_id"],
+                "analysis_id": r["analysis_id"],
+            }
+            row |= {a.name: (a.read(r) if a.present(r) else None) for a in every}
+            row |= {k: r.get(k) for k in ("repetition", "calibration", "valid", "sent", "received", "lost")}
+            row["loss_ratio"] = r["lost"] / r["sent"] if r.get("sent") else None
+            lat = (r.get("figures") or {}).get("latency_ns") or {}
+            row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {
+                "mean_ns": lat.get("mean"),
+                "samples": lat.get("samples"),
+            }
+            row |= {"series_path": r.get("series_path"), "invalid_reasons": r.get("invalid_reasons") or []}
+            out.append(row)
+        return pd.DataFrame(out)
+
+    def analyses(self) -> pd.DataFrame:
+        """One row per stored analysis: its id, label, figures in ns, partial, series file,
+        and — for an analysis of a run — the run's id and configuration axes."""
+        import pandas as pd
+
+        from lowtail.store import analyses as analysisstore
+
+        with self._store() as store:
+            rows = _all_runs(store)
+            ids = _all_analysis_ids(store)
+            plain = analysisstore.standalone_analyses(store, ids)
+        by_analysis = {r["analysis_id"]: r for r in rows if r["analysis_id"] is not None}
+        every = axes.axes_of(list(by_analysis.values()), repetition=True)
+        out = []
+        for a in [*by_analysis.values(), *plain]:
+            run = a if a.get("run_id") else None
+            lat = (a.get("figures") or {}).get("latency_ns") or {}
+            row: dict[str, Any] = {"analysis_id": a["analysis_id"], "run_id": a.get("run_id"), "label": a.get("label")}
+            row |= {ax.name: (ax.read(run) if run and ax.present(run) else None) for ax in every}
+            row |= {k: a.get(k) for k in ("sent", "received", "lost", "partial", "series_path")}
+            row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {"samples": lat.get("samples")}
+            out.append(row)
+        return pd.DataFrame(out).sort_values("analysis_id", ignore_index=True) if out else pd.DataFrame(out)
+
+    @overload
+    def latencies(self, run_id: int, format: Literal["arrow"] = "arrow") -> pa.Table: ...
+    @overload
+    def latencies(self, run_id: int, format: Literal["numpy"]) -> np.ndarray: ...
+
+    def latencies(self, run_id: int, format: Literal["arrow", "numpy"] = "arrow") -> pa.Table | np.ndarray:
+        """A run's matched series: the Arrow table (id, pre_ts_ns, post_ts_ns, latency_ns,
+        in PRE order), or with format="numpy" its latencies (int64 ns)."""
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        from lowtail import series
+        from lowtail.store.models import series_source
+
+        with self._store() as store:
+            path = series_source(store, f"run:{int(run_id)}").path
+        if format == "numpy":
+            parts = list(series.iter_latencies(path))
+            return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+        if format != "arrow":
+            raise ValueError(f"format is 'arrow' or 'numpy', not {format!r}")
+        return pq.read_table(path)
+
+    def compare(
+        self,
+        *selection: str,
+        by: list[str] | str | None = None,
+        budget: str | None = None,
+        percentile: float | None = None,
+        confidence: float = 0.95,
+        evt: bool = False,
+        floor: int | None = None,
+        label: str | None = None,
+        store: bool = True,
+    ) -> Comparison:
+        """Compare the runs a selection names, as `lowtail compare` does (the same
+        document), and store it unless `store=False`. `by`: axis names (a list or
+        "dut,containment"); `confidence`: of the intervals, 0..1."""
+        from lowtail.compare.comparison import CompareOptions, compare
+        from lowtail.store import comparisons as comparestore
+
+        opts = CompareOptions(
+            by=[b.strip() for b in by.split(",")] if isinstance(by, str) else by,
+            budget=budget,
+            percentile=percentile,
+            level=confidence,
+            evt=evt,
+            floor=floor,
+            label=label,
+        )
+        words = list(selection)
+        with self._store(write=store or evt) as s:
+            c = compare(s, words, opts)
+            if store:
+                comparestore.save_comparison(s, c.document, words, c.document["by"], c.curves, c.cdf, c.members, label)
+        return Comparison(c.document, _curves_frame(c.curves), _cdf_frame(c.cdf))
+
+    def comparison(self, comparison_id: int | str = "latest") -> Comparison:
+        """A stored comparison (an id, or 'latest')."""
+        import pandas as pd
+
+        from lowtail.store import comparisons as comparestore
+
+        with self._store() as store:
+            row = comparestore.comparison(store, comparison_id)
+            cid = row["comparison_id"]
+            curves = comparestore.comparison_curves(store, cid)
+            cdf = comparestore.comparison_cdf(store, cid)
+        rows = []
+        for config, entry in curves.items():
+            for source in (comparestore.POOLED, comparestore.FLOOR):
+                rows += [(config, source, None, p, v) for p, v in entry[source]]
+            for aid, points in entry["repetitions"].items():
+                rows += [(config, comparestore.REPETITION, aid, p, v) for p, v in points]
+        frame = pd.DataFrame(rows, columns=["configuration", "source", "analysis_id", "percentile", "value_ns"])
+        cdf_rows = [(config, f, v) for config, points in cdf.items() for f, v in points]
+        return Comparison(
+            row["document"], frame, pd.DataFrame(cdf_rows, columns=["configuration", "fraction", "value_ns"])
+        )
+
+
+def _all_runs(store: Store) -> list[dict[str, Any]]:
+    from lowtail.store import runs as runstore
+
+    return runstore.select_runs(store)
+
+
+def _all_analysis_ids(store: Store) -> list[int]:
+    from lowtail.store.analyses import list_analyses
+
+    return [a["analysis_id"] for a in list_analyses(store, limit=1_000_000_000)]
+
+
+def _curves_frame(curves: list[Any]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(
+        [(c.configuration, c.source, c.analysis_id, c.percentile, c.value_ns) for c in curves],
+        columns=["configuration", "source", "analysis_id", "percentile", "value_ns"],
+    )
+
+
+def _cdf_frame(cdf: list[tuple[int, float, int]]) -> pd.DataFrame:
+    import pandas as pd
+
+    return pd.DataFrame(cdf, columns=["configuration", "fraction", "value_ns"])

@@ -1,0 +1,83 @@
+"""`lowtail export` and `lowtail import`: stored runs carried between databases as one
+bundle file (see lowtail.bundle)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from lowtail.cli._app import app
+from lowtail.cli._options import db_option
+from lowtail.cli._output import note, print_json, warn
+from lowtail.selection import HELP as SELECTION_HELP
+from lowtail.units import format_counted
+
+
+@app.command(
+    "export",
+    help="Write stored runs to a bundle another database can import: their rows, analyses, matched "
+    "series, host metadata, the calibration runs of their floor and their model results, with a "
+    "manifest of checksums. SELECTION: " + SELECTION_HELP,
+)
+def export(
+    selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
+    output: Path = typer.Option(..., "--output", "-o", help="The bundle file to write (a tar file)."),
+    db: Path = db_option(),
+    json_out: bool = typer.Option(False, "--json", help="Print the bundle's manifest as JSON."),
+) -> None:
+    """`lowtail export`."""
+    from lowtail.bundle import export_bundle
+
+    manifest = export_bundle(db, list(selection), output)
+    if manifest["series_missing"]:
+        warn(
+            f"analyses {', '.join(map(str, manifest['series_missing']))} have no matched series to carry: "
+            "a comparison elsewhere uses their stored figures only"
+        )
+    if json_out:
+        print_json(manifest)
+        return
+    t = manifest["tables"]
+    note(
+        f"wrote {output}: {format_counted(t['runs']['rows'], 'run')} of "
+        f"{format_counted(t['experiments']['rows'], 'experiment')}, "
+        f"{format_counted(t['analyses']['rows'], 'analysis', 'analyses')}, "
+        f"{format_counted(t['model_results']['rows'], 'model result')} "
+        f"(bundle {manifest['bundle_id'][:12]})"
+    )
+
+
+@app.command(
+    "import",
+    help="Add the runs of a bundle (`lowtail export`) to this database under new ids, their origin "
+    "recorded, their series in the database's data directory. A bundle imported before adds nothing.",
+)
+def import_(
+    bundle: Path = typer.Argument(..., help="The bundle file."),
+    db: Path = db_option(),
+    data_dir: Path | None = typer.Option(
+        None, help="Where its matched series go [default: lowtail-data beside the database]."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print what was imported as JSON."),
+) -> None:
+    """`lowtail import`."""
+    from lowtail.bundle import import_bundle
+
+    done = import_bundle(db, bundle, data_dir)
+    if json_out:
+        print_json(done)
+        return
+    experiments = ", ".join(map(str, done["experiments"]))
+    if done["already"]:
+        note(
+            f"{bundle} was imported before (import {done['import_id']}, {done['imported_at']:%Y-%m-%d %H:%M}) "
+            f"as experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}: nothing added"
+        )
+    else:
+        note(
+            f"imported {bundle} from {done['origin']['host']} ({done['origin']['database']}): "
+            f"experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}, "
+            f"{format_counted(len(done['runs']), 'run')}, {format_counted(len(done['analyses']), 'analysis', 'analyses')} "
+            f"(import {done['import_id']}; series in {done['data_dir']})"
+        )

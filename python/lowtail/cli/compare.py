@@ -1,0 +1,244 @@
+"""`lowtail compare`: which configuration keeps the tail inside the budget — stored runs
+grouped into configurations, their repetitions pooled, judged, told apart — and `lowtail
+comparison list/report`: the stored comparisons."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from lowtail.cli._app import app
+from lowtail.cli._options import db_option
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
+from lowtail.cli._render import Column, columns_table, fit_columns
+from lowtail.selection import HELP as SELECTION_HELP
+
+comparison_app = typer.Typer(help="Stored comparisons: list them, write their page.", no_args_is_help=True)
+app.add_typer(comparison_app, name="comparison")
+
+
+@app.command(
+    help="Compare stored runs: configurations (runs grouped by the axes that make them; runs that "
+    "share one are repetitions), each with percentiles exact over all its packets, their confidence "
+    "intervals, the spread over repetitions, the worst repetition, the noise floor and a verdict; "
+    "which differences these runs can resolve; EVT over runs; latency against rate. The comparison "
+    "is stored (`lowtail comparison list`). SELECTION: " + SELECTION_HELP
+)
+def compare(
+    selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
+    by: str | None = typer.Option(
+        None, "--by", help="Axes that make a configuration, comma-separated [default: those that vary among the runs]."
+    ),
+    budget: str | None = typer.Option(
+        None, help="Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
+    ),
+    percentile: float | None = typer.Option(
+        None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
+    ),
+    confidence: float = typer.Option(95.0, help="Confidence level of the percentiles' intervals, in percent."),
+    evt: bool = typer.Option(False, "--evt", help="Fit (and store) the EVT model of runs that have none yet."),
+    floor: int | None = typer.Option(
+        None, help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
+    ),
+    label: str | None = typer.Option(None, help="A name for the stored comparison."),
+    db: Path = db_option(),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Also write the comparison's HTML page here."),
+    json_out: bool = typer.Option(False, "--json", help="Print the comparison as one JSON document."),
+) -> None:
+    """`lowtail compare`."""
+    from lowtail.compare.comparison import CompareOptions, compare_and_store
+    from lowtail.store import open_store
+
+    opts = CompareOptions(
+        by=[a.strip() for a in by.split(",") if a.strip()] if by else None,
+        budget=budget,
+        percentile=percentile,
+        level=confidence / 100.0,
+        evt=evt,
+        floor=floor,
+        label=label,
+    )
+    with open_store(db) as store, count_progress("reading series", "rows", not json_out) as progress:
+        doc = compare_and_store(store, list(selection), opts, progress)
+    if output is not None:
+        from lowtail.report.compare import write_comparison_report
+
+        write_comparison_report(db, doc["comparison_id"], output)
+    if json_out:
+        print_json(doc)
+    else:
+        printer = table_console()
+        printer.print(comparison_view(doc, printer.width))
+        note(f"stored as comparison {doc['comparison_id']} in {db}" + (f"; page: {output}" if output else ""))
+    for reason in doc["partial_reasons"]:
+        warn(reason)
+    raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)
+
+
+def comparison_view(doc: dict[str, Any], width: int = 80) -> Group:
+    """The comparison as the terminal shows it: the Table II-style table within `width`
+    columns, why each configuration that did not plainly pass was judged so, the
+    differences these runs resolve (and those they cannot), EVT over runs and latency
+    against rate where stored, and the notes."""
+    from lowtail.report.tables import configurations_table, evt_table, not_resolvable_note, rates_table
+
+    header, rows, optional = configurations_table(doc)
+    columns = [
+        Column(h, [r[i] for r in rows], figure=i >= len(doc["axes"] or [None]), optional=optional.get(h, 0))
+        for i, h in enumerate(header)
+    ]
+    columns[-1].figure = False  # the verdict reads as words
+    verdict = doc["verdict"]["text"] if doc.get("verdict") else "each configuration against its runs' own budget"
+    by = ", ".join(a["name"] for a in doc["axes"]) or "nothing (one configuration)"
+    fitted = fit_columns(columns, width)
+    parts: list[Any] = [
+        columns_table(
+            f"comparison {doc['comparison_id']} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
+            fitted,
+        )
+    ]
+    marked = not_resolvable_note(doc, {c.heading for c in fitted})
+    if marked:
+        parts.append(Text(marked))
+    for c in doc["configurations"]:
+        v = c["verdict"]
+        if v["status"] != "PASS" or v["degraded"]:
+            parts.append(
+                Text(
+                    f"{c['label']} ({v['label']}): {'; '.join([*('degraded: ' + d for d in v['degraded']), v['reason']])}"
+                )
+            )
+    parts.append(Text(_floor_line(doc)))
+    parts += _differences(doc)
+    if doc["evt"]:
+        parts.append(_plain_table("EVT over runs (validation exceedances: 1 expected)", *evt_table(doc)))
+    if any(len(s["points"]) > 1 or s["knees"] for s in doc["rates"]):
+        parts.append(_plain_table("latency against rate", *rates_table(doc)))
+    parts += [Text(n) for n in doc["notes"]]
+    return Group(*parts)
+
+
+def _floor_line(doc: dict[str, Any]) -> str:
+    floors = [c["floor"] for c in doc["configurations"] if c.get("floor")]
+    if not floors:
+        return "no floor: no calibration run of the same traffic (`lowtail calibrate`, or --floor ID)"
+    runs = sorted({r for f in floors for r in f["runs"]})
+    experiments = sorted({e for f in floors for e in f["experiments"]})
+    return (
+        f"floor: the same traffic over a plain wire, calibration run{'s' if len(runs) > 1 else ''} "
+        f"{', '.join(map(str, runs))} of experiment{'s' if len(experiments) > 1 else ''} "
+        f"{', '.join(map(str, experiments))}"
+        + ("" if len(floors) == len(doc["configurations"]) else " (configurations without one show –)")
+    )
+
+
+_MAX_UNRESOLVED_SHOWN = 8
+
+
+def _differences(doc: dict[str, Any]) -> list[Text]:
+    from lowtail import percentiles
+    from lowtail.compare.differences import UNBOUNDED
+
+    level = f"{100 * doc['level']:g} %"
+    lines = []
+    if doc["differences"]:
+        # Many configurations: the pairs that differ on one axis isolate an effect; the
+        # others (several axes at once) are counted and left to --json.
+        shown = doc["differences"]
+        if len(shown) > _MAX_UNRESOLVED_SHOWN:
+            shown = [d for d in shown if len(d["axes_differing"]) <= 1]
+        lines.append(Text(f"differences beyond the {level} intervals and the run-to-run spread:"))
+        lines += [Text("  " + d["text"] + (f" ({d['note']})" if d["note"] else "")) for d in shown]
+        if len(shown) < len(doc["differences"]):
+            lines.append(
+                Text(
+                    f"  … and {len(doc['differences']) - len(shown)} between configurations that differ on several axes (--json)"
+                )
+            )
+    unresolved = [d for d in doc["not_resolvable"] if d["reason"] != UNBOUNDED]
+    if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
+        unresolved.sort(key=lambda d: len(d["axes_differing"]) > 1)
+    if unresolved:
+        lines.append(Text(f"not resolvable with these runs ({len(unresolved)}):"))
+        lines += [
+            Text(f"  {d['a']} and {d['b']} at {percentiles.by_key(d['percentile']).short}: {d['why']}")
+            for d in unresolved[:_MAX_UNRESOLVED_SHOWN]
+        ]
+        if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
+            lines.append(Text(f"  … and {len(unresolved) - _MAX_UNRESOLVED_SHOWN} more (--json)"))
+    # Pairs left unresolved because a configuration's packets do not bound the percentile:
+    # one line per percentile, naming those configurations.
+    unbounded: dict[str, set[str]] = {}
+    for c in doc["configurations"]:
+        for key, iv in (c.get("intervals") or {}).items():
+            if (
+                key in {d["percentile"] for d in doc["not_resolvable"] if d["reason"] == UNBOUNDED}
+                and not iv["resolvable"]
+            ):
+                unbounded.setdefault(key, set()).add(c["label"])
+    for key, labels in unbounded.items():
+        p = percentiles.by_key(key)
+        lines.append(
+            Text(
+                f"{p.short}: not resolvable with these runs for {', '.join(sorted(labels))}: too few packets to bound it"
+            )
+        )
+    return lines
+
+
+def _plain_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    return columns_table(title, [Column(h, [r[i] for r in rows], figure=i > 0) for i, h in enumerate(header)])
+
+
+@comparison_app.command("list", help="List stored comparisons, newest first.")
+def list_comparisons(
+    db: Path = db_option(), json_out: bool = typer.Option(False, "--json", help="Print JSON.")
+) -> None:
+    """`lowtail comparison list`."""
+    from lowtail.store import comparisons, open_store
+
+    with open_store(db, read_only=True) as store:
+        rows = comparisons.list_comparisons(store)
+    if json_out:
+        print_json(rows)
+        return
+    t = Table(box=None)
+    for col in ("id", "created", "label", "selection", "by", "configurations"):
+        t.add_column(col, justify="right" if col in ("id", "configurations") else "left")
+    for r in rows:
+        t.add_row(
+            str(r["comparison_id"]),
+            f"{r['created_at']:%Y-%m-%d %H:%M}",
+            r["label"] or "",
+            " ".join(r["selection"]),
+            ",".join(r["by_axes"]),
+            str(r["configurations"]),
+        )
+    out.print(t)
+
+
+@comparison_app.command("report", help="Write the HTML page of a stored comparison (an id, or 'latest').")
+def comparison_report(
+    comparison: str = typer.Argument("latest", help="Comparison id or 'latest'."),
+    db: Path = db_option(),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="HTML file [default: lowtail-comparison-<id>.html]."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
+) -> None:
+    """`lowtail comparison report`."""
+    from lowtail.report.compare import write_comparison_report
+    from lowtail.store import comparisons, open_store
+
+    with open_store(db, read_only=True) as store:
+        cid = comparisons.comparison(store, comparison)["comparison_id"]
+    path = write_comparison_report(db, cid, output or Path(f"lowtail-comparison-{cid}.html"))
+    if json_out:
+        print_json({"report": str(path)})
+    else:
+        note(f"wrote {path}")

@@ -1,0 +1,506 @@
+"""A comparison of stored runs: configurations (runs grouped by the axes that make them;
+runs that share one are its repetitions), each with its pooled exact percentiles, their
+confidence intervals, the spread over repetitions, the worst repetition, its verdict and
+its noise floor; the differences between configurations; EVT over runs; latency against
+rate. `compare` builds the document `lowtail compare --json` prints together with what its
+page draws; `compare_and_store` stores both."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from lowtail import axes, percentiles, selection
+from lowtail.compare import differences as diffs
+from lowtail.compare import evt_runs
+from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
+from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_series
+from lowtail.errors import UserError
+from lowtail.store import comparisons as comparestore
+from lowtail.store import models as modelstore
+from lowtail.store import runs as runstore
+from lowtail.store.comparisons import CurvePoint, Member
+from lowtail.store.db import Store, latency_column
+from lowtail.verdict import Judgement, Status, Verdict, VerdictSettingError, parse_verdict
+
+# The percentiles of every configuration's figures (with the judged one, and max).
+COMPARED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass
+class CompareOptions:
+    """What `lowtail compare` takes besides the selection."""
+
+    by: list[str] | None = None  # axis names; None: the axes that vary among the runs
+    budget: str | None = None  # judge every configuration against this bound ("350us")
+    percentile: float | None = None  # ... at this percentile (99.99)
+    level: float = DEFAULT_LEVEL  # confidence level of the intervals
+    evt: bool = False  # fit (and store) the EVT models runs do not have yet
+    floor: int | None = None  # the experiment whose calibration runs are every floor
+    label: str | None = None
+
+
+@dataclass
+class Comparison:
+    """The document and what the page draws (see store.comparisons)."""
+
+    document: dict[str, Any]
+    curves: list[CurvePoint] = field(default_factory=list)
+    cdf: list[tuple[int, float, int]] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
+
+
+def compare_and_store(
+    store: Store, words: list[str], opts: CompareOptions, on_progress: Progress | None = None
+) -> dict[str, Any]:
+    """`compare`, stored; returns the document with its `comparison_id`."""
+    c = compare(store, words, opts, on_progress)
+    comparestore.save_comparison(
+        store, c.document, words, c.document["by"], c.curves, c.cdf, c.members, label=opts.label
+    )
+    return c.document
+
+
+def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: Progress | None = None) -> Comparison:
+    """Compare the runs a selection names (see `lowtail.selection`)."""
+    try:
+        check_level(opts.level)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    rows = selection.select(store, words)
+    duts = [r for r in rows if not r["calibration"]]
+    left_out = [r for r in rows if r["calibration"]] if duts else []
+    duts = duts or rows  # only calibration runs: the floors themselves are compared
+    by = axes.resolve(opts.by, duts) if opts.by else axes.configuration_axes(duts)
+    if opts.floor is not None:
+        runstore.check_calibration(store, opts.floor)
+    notes: list[str] = []
+    verdicts, common = _verdicts(store, duts, opts, notes)
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for r in duts:
+        groups.setdefault(axes.value_key(r, by), []).append(r)
+    notes += _pooled_axes(groups.values(), by)
+    out = Comparison({})
+    counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
+    floors = _Floors(store, opts.floor, counter)
+    configurations = []
+    for index, members in enumerate(groups.values()):
+        verdict = _configuration_verdict(members, verdicts, common, notes)
+        configurations.append(_configuration(store, index, members, by, verdict, opts.level, floors, counter, out))
+    resolved, unresolved = diffs.differences(configurations)
+    evt = _evt(store, configurations, opts.evt, notes)
+    partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
+    out.document = {
+        "comparison_id": None,
+        "selection": list(words),
+        "by": [a.name for a in by],
+        "axes": [{"name": a.name, "label": a.label} for a in by],
+        "level": opts.level,
+        "verdict": _verdict_doc(common) if common else None,
+        "configurations": configurations,
+        "differences": resolved,
+        "not_resolvable": unresolved,
+        "evt": evt,
+        "rates": _rates(store, configurations, list(groups.values()), by),
+        "left_out": [{"run_id": r["run_id"], "why": "calibration run: a floor, not a configuration"} for r in left_out],
+        "notes": notes,
+        "partial": bool(partial_reasons),
+        "partial_reasons": partial_reasons,
+    }
+    return out
+
+
+def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) -> list[str]:
+    """What a `--by` leaving out a varying axis pools: runs that differ on it are taken as
+    repetitions of one configuration, which the reader should know."""
+    chosen = {a.name for a in by}
+    mixed: dict[str, tuple[axes.Axis, dict[str, Any]]] = {}
+    for members in groups:
+        for axis in axes.varying(members, repetition=False):
+            if axis.name not in chosen:
+                values = mixed.setdefault(axis.name, (axis, {}))[1]
+                values |= {axis.show(axis.read(r)): axis.read(r) for r in members if axis.present(r)}
+    notes = []
+    for axis, values in mixed.values():
+        try:  # in the axis's own order (10 kpps before 100 kpps), else as text
+            shown = sorted(values, key=lambda text: values[text])
+        except TypeError:
+            shown = sorted(values)
+        notes.append(
+            f"{axis.label} varies within configurations ({', '.join(shown)}): those runs are pooled as "
+            f"repetitions; --by {','.join([*(a.name for a in by), axis.name])} keeps them apart"
+        )
+    return notes
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+
+
+def _verdicts(
+    store: Store, runs: list[dict[str, Any]], opts: CompareOptions, notes: list[str]
+) -> tuple[dict[int | None, Verdict], Verdict | None]:
+    """The budget of each experiment (None: plain analyses) and the one all share (None
+    when they differ): the one given on the command line, else each experiment's own."""
+    eids = sorted({r["experiment_id"] for r in runs if r["experiment_id"] is not None})
+    stored = {eid: _parsed(table) for eid, table in runstore.verdict_settings(store, eids).items()}
+    if opts.budget is not None or opts.percentile is not None:
+        base = next(iter(stored.values()), Verdict())
+        table = {"percentile": opts.percentile if opts.percentile is not None else base.percentile}
+        table |= {
+            "budget": opts.budget if opts.budget is not None else f"{base.budget_ns}ns",
+            "max_loss": base.max_loss,
+        }
+        try:
+            given = parse_verdict(table)
+        except VerdictSettingError as e:
+            raise UserError(f"--{e.key}: {e}") from None
+        other = [eid for eid, v in stored.items() if v != given]
+        if other:
+            notes.append(
+                f"experiment{'s' if len(other) > 1 else ''} {', '.join(map(str, other))} stored another budget "
+                f"({'; '.join(sorted({stored[e].describe() for e in other}))}); every configuration is judged "
+                f"against the one given: {given.describe()}"
+            )
+        return {eid: given for eid in [*eids, None]}, given
+    distinct = {v for v in stored.values()}
+    if len(distinct) > 1:
+        notes.append(
+            "the runs were stored with different budgets ("
+            + "; ".join(f"experiment {e}: {v.describe()}" for e, v in stored.items())
+            + "): each configuration is judged against its runs' own (--budget/--percentile judge all against one)"
+        )
+        return {**stored, None: Verdict()}, None
+    common = next(iter(distinct), Verdict())
+    return {**stored, None: common}, common
+
+
+def _parsed(table: dict[str, Any]) -> Verdict:
+    try:
+        return parse_verdict(table)
+    except VerdictSettingError:  # a file stored by another version: the default budget
+        return Verdict()
+
+
+def _configuration_verdict(
+    members: list[dict[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None, notes: list[str]
+) -> Verdict:
+    if common is not None:
+        return common
+    own = {verdicts.get(r["experiment_id"], Verdict()) for r in members}
+    first = verdicts.get(members[0]["experiment_id"], Verdict())
+    if len(own) > 1:
+        notes.append(
+            f"runs {', '.join(str(r['run_id']) for r in members)} were stored with different budgets; "
+            f"they are judged together against experiment {members[0]['experiment_id']}'s: {first.describe()}"
+        )
+    return first
+
+
+def _verdict_doc(v: Verdict) -> dict[str, Any]:
+    return {
+        "percentile": v.percentile,
+        "key": v.key,
+        "budget_ns": v.budget_ns,
+        "max_loss": v.max_loss,
+        "text": v.describe(),
+    }
+
+
+# -- configurations ---------------------------------------------------------------------------
+
+
+class _Counter:
+    """Progress over every series read: rows done of the rows the analyses stored."""
+
+    def __init__(self, total: int, callback: Progress | None):
+        self.total, self.done, self.callback = total, 0, callback
+
+    def __call__(self, rows: int) -> None:
+        self.done += rows
+        if self.callback:
+            self.callback(self.done, max(self.total, self.done))
+
+
+def _figure_keys(verdict: Verdict) -> list[str]:
+    """COMPARED and the judged percentile, in rank order."""
+    wanted = {*COMPARED, verdict.key}
+    return [k for k in percentiles.KEYS if k in wanted]
+
+
+def _stored_figures(run: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+    """A run's figures as its analysis stored them (when its series cannot be read)."""
+    return {k: run.get(latency_column(k)) for k in [*keys, "max"]} | {
+        "samples": ((run.get("figures") or {}).get("latency_ns") or {}).get("samples") or 0
+    }
+
+
+def _configuration(
+    store: Store,
+    index: int,
+    members: list[dict[str, Any]],
+    by: list[axes.Axis],
+    verdict: Verdict,
+    level: float,
+    floors: _Floors,
+    counter: _Counter,
+    out: Comparison,
+) -> dict[str, Any]:
+    keys = _figure_keys(verdict)
+    valid = [r for r in members if r["valid"] and r.get("analysis_id") is not None]
+    invalid = [r for r in members if r not in valid]
+    partial: list[str] = []
+    dists: dict[int, Distribution] = {}
+    per_run = []
+    for r in valid:
+        if r.get("series_path"):
+            try:
+                dists[r["analysis_id"]] = read_series(r["series_path"], counter)
+            except UserError as e:
+                partial.append(f"{_name(r)} left out of the pooled figures: {e}")
+        else:
+            partial.append(f"{_name(r)} left out of the pooled figures: its matched series was not kept")
+        d = dists.get(r["analysis_id"])
+        figures = d.figures([*keys, "max"]) if d is not None else _stored_figures(r, keys)
+        per_run.append(
+            {
+                "run_id": r["run_id"],
+                "analysis_id": r["analysis_id"],
+                "experiment_id": r["experiment_id"],
+                "repetition": r["repetition"],
+                "sent": r.get("sent"),
+                "lost": r.get("lost"),
+                "latency_ns": figures,
+                "verdict": verdict.judge(r).label,
+                "degraded": list(r.get("degraded_reasons") or []),
+            }
+        )
+    pool = pooled(dists.values()) if dists else None
+    first = members[0]
+    key = {a.name: (a.read(first) if a.present(first) else None) for a in by}
+    label = axes.label(first, by) if by else first["dut_name"]
+    sent = sum(int(r.get("sent") or 0) for r in valid)
+    lost = sum(int(r.get("lost") or 0) for r in valid)
+    latency = pool.figures([*keys, "max"]) if pool is not None and pool.samples else None
+    degraded = sorted({d for r in valid for d in (r.get("degraded_reasons") or [])})
+    if not valid:
+        reasons = "; ".join(f"{_name(r)}: {'; '.join(r.get('invalid_reasons') or ['no analysis'])}" for r in invalid)
+        judgement = Judgement(Status.INVALID, f"no run to trust: {reasons}")
+    else:
+        judgement = verdict.judge_figures(
+            latency["samples"] if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
+        )
+    floor = floors.of(valid, keys)
+    doc = {
+        "index": index,
+        "label": label,
+        "key": key,
+        "key_text": {a.name: a.show(a.read(first)) if a.present(first) else "–" for a in by},
+        "runs": [r["run_id"] for r in valid if r["run_id"] is not None],
+        "analyses": [r["analysis_id"] for r in valid],
+        "experiments": sorted({r["experiment_id"] for r in valid if r["experiment_id"] is not None}),
+        "repetitions": len(valid),
+        "sent": sent,
+        "lost": lost,
+        "loss_ratio": lost / sent if sent else None,
+        "latency_ns": latency,
+        "intervals": {k: pool.interval(k, level) for k in keys} if latency else None,
+        "spread": _spread(per_run, [*keys, "max"]),
+        "per_run": per_run,
+        "worst_repetition": _worst(per_run, verdict.key),
+        "verdict": judgement.as_dict() | {"budget": verdict.describe()},
+        "floor": floor.document if floor else None,
+        "invalid_runs": [{"run_id": r["run_id"], "reasons": r.get("invalid_reasons") or []} for r in invalid],
+        "degraded": degraded,
+        "partial_reasons": partial,
+    }
+    if pool is not None and pool.samples:
+        grid = curve_fractions(pool.samples)
+        out.curves += [CurvePoint(index, comparestore.POOLED, None, None, p, v) for p, v in pool.curve(grid)]
+        for r in valid:
+            d = dists.get(r["analysis_id"])
+            if d is not None and d.samples:
+                out.curves += [
+                    CurvePoint(index, comparestore.REPETITION, r["run_id"], r["analysis_id"], p, v)
+                    for p, v in d.curve(grid)
+                ]
+        if floor and floor.distribution.samples:
+            out.curves += [
+                CurvePoint(index, comparestore.FLOOR, None, None, p, v) for p, v in floor.distribution.curve(grid)
+            ]
+        out.cdf += [(index, f, v) for f, v in pool.cdf()]
+    out.members += [Member(index, r["run_id"], r["analysis_id"], r.get("start_ts_ns")) for r in valid]
+    return doc
+
+
+def _name(run: dict[str, Any]) -> str:
+    return f"run {run['run_id']}" if run["run_id"] is not None else f"analysis {run['analysis_id']}"
+
+
+def _spread(per_run: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, int | None]]:
+    """Each figure's min and max over the repetitions."""
+    out = {}
+    for k in keys:
+        values = [p["latency_ns"].get(k) for p in per_run if p["latency_ns"].get(k) is not None]
+        out[k] = {"min": min(values), "max": max(values)} if values else {"min": None, "max": None}
+    return out
+
+
+def _worst(per_run: list[dict[str, Any]], key: str) -> int | None:
+    """The repetition with the worst judged percentile (then the worst maximum): the one
+    Perf. Eval. 2024 keeps of its repetitions."""
+    ranked = [p for p in per_run if p["latency_ns"].get(key) is not None]
+    if not ranked:
+        return None
+    worst = max(ranked, key=lambda p: (p["latency_ns"][key], p["latency_ns"].get("max") or 0))
+    return worst["run_id"] if worst["run_id"] is not None else worst["analysis_id"]
+
+
+# -- floors -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Floor:
+    distribution: Distribution
+    document: dict[str, Any]
+
+
+class _Floors:
+    """The floor of each configuration: the calibration runs of the same traffic (rate,
+    frame size, burst) from the experiment named by --floor, else the one each run's
+    experiment names, else its own — pooled like a configuration's repetitions, with the
+    spread over them. Read once per set of calibration runs."""
+
+    def __init__(self, store: Store, source: int | None, counter: _Counter):
+        self.store, self.source, self.counter = store, source, counter
+        self.cache: dict[tuple[int, ...], _Floor | None] = {}
+
+    def of(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
+        calibration: dict[int, dict[str, Any]] = {}
+        for r in runs:
+            if r["experiment_id"] is None or r["calibration"]:
+                continue
+            source = (
+                self.source if self.source is not None else runstore.calibration_source(self.store, r["experiment_id"])
+            )
+            for c in runstore.calibration_runs(self.store, source, r["rate_pps"], r["frame_size"], r["burst"]):
+                calibration[c["run_id"]] = c
+        if not calibration:
+            return None
+        ids = tuple(sorted(calibration))
+        if ids not in self.cache:
+            self.cache[ids] = self._read([calibration[i] for i in ids], keys)
+        return self.cache[ids]
+
+    def _read(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
+        dists, per_run = [], []
+        for r in runs:
+            try:
+                d = read_series(r["series_path"], self.counter) if r.get("series_path") else None
+            except UserError:
+                d = None
+            if d is not None:
+                dists.append(d)
+            per_run.append({"latency_ns": d.figures([*keys, "max"]) if d else _stored_figures(r, keys)})
+        pool = pooled(dists)
+        spread = _spread(per_run, [*keys, "max"])
+        for s in spread.values():
+            s["width_ns"] = s["max"] - s["min"] if len(per_run) > 1 and s["min"] is not None else None
+        document = {
+            "runs": [r["run_id"] for r in runs],
+            "experiments": sorted({r["experiment_id"] for r in runs}),
+            "repetitions": len(runs),
+            "latency_ns": pool.figures([*keys, "max"]) if pool.samples else per_run[0]["latency_ns"],
+            "spread": spread,
+            "text": _floor_text(runs),
+        }
+        return _Floor(pool, document)
+
+
+def _floor_text(runs: list[dict[str, Any]]) -> str:
+    eids = sorted({r["experiment_id"] for r in runs})
+    which = ", ".join(map(str, eids))
+    return (
+        f"the same traffic over a plain wire: calibration run{'s' if len(runs) > 1 else ''} "
+        f"{', '.join(str(r['run_id']) for r in runs)} of experiment{'s' if len(eids) > 1 else ''} {which}"
+    )
+
+
+# -- EVT and rates ----------------------------------------------------------------------------
+
+
+def _evt(store: Store, configurations: list[dict[str, Any]], fit: bool, notes: list[str]) -> list[dict[str, Any]]:
+    run_ids = [r for c in configurations for r in c["runs"]]
+    models, missing = evt_runs.run_models(store, run_ids, fit)
+    if not models:
+        if fit and missing:
+            rid, why = next(iter(missing.items()))
+            notes.append(f"--evt fitted no model: run {rid}: {why}" + (" (and alike)" if len(missing) > 1 else ""))
+        else:
+            notes.append("no run has a stored EVT model: the EVT table is empty (--evt fits them)")
+        return []
+    return [evt_runs.table_row(c, models, missing) for c in configurations]
+
+
+def _rates(
+    store: Store, configurations: list[dict[str, Any]], groups: list[list[dict[str, Any]]], by: list[axes.Axis]
+) -> list[dict[str, Any]]:
+    """Latency against rate: one series per configuration without its rate (the DuT and
+    whatever else makes it), one point per configuration whose runs share a rate, and the
+    knee and predicted R_max each series' sweeps have stored (`lowtail model knee`)."""
+    others = [a for a in by if a.name != axes.RATE]
+    series: dict[tuple, dict[str, Any]] = {}
+    for c, members in zip(configurations, groups):
+        rates = {r["rate_pps"] for r in members}
+        if not c["latency_ns"] or len(rates) != 1:
+            continue
+        first = members[0]
+        entry = series.setdefault(
+            axes.value_key(first, others),
+            {
+                "label": axes.label(first, others) if others else first["dut_name"],
+                "key": {a.name: a.read(first) if a.present(first) else None for a in others},
+                "points": [],
+                "knees": [],
+                "_sweeps": set(),
+                "_runs": set(),
+            },
+        )
+        entry["points"].append(
+            {
+                "configuration": c["index"],
+                "rate_pps": rates.pop(),
+                "sent": c["sent"],
+                "lost": c["lost"],
+                "loss_ratio": c["loss_ratio"],
+                "latency_ns": c["latency_ns"],
+                "verdict": c["verdict"]["status"],
+            }
+        )
+        entry["_sweeps"] |= {(r["experiment_id"], r["dut_name"]) for r in members if r["experiment_id"] is not None}
+        entry["_runs"] |= {r["run_id"] for r in members}
+    for entry in series.values():
+        entry["points"].sort(key=lambda p: p["rate_pps"])
+        sweeps = sorted(entry.pop("_sweeps"))
+        for eid, dut in sweeps:
+            knee = modelstore.latest_model(store, "knee", experiment_id=eid, dut_name=dut)
+            if knee:
+                r = knee["result"]
+                swept = {rid for row in r.get("rates", []) for rid in row.get("runs", [])}
+                entry["knees"].append(
+                    {
+                        "experiment_id": eid,
+                        "dut": dut,
+                        "model_id": knee["model_id"],
+                        "knee_pps": r.get("knee_pps"),
+                        "last_ok_pps": r.get("last_ok_pps"),
+                        "r_max_pps": r.get("r_max_pps"),
+                        # The knee model sweeps every run of the DuT's name: it speaks for
+                        # this series alone only when it read no other run.
+                        "other_runs": sorted(swept - entry["_runs"]),
+                    }
+                )
+        del entry["_runs"]
+    return list(series.values())

@@ -1,0 +1,183 @@
+"""`lowtail export` / `lowtail import`: runs carried to another database keep every figure,
+their floor and their models; importing twice adds nothing; a damaged or newer bundle is
+refused with the database untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import subprocess
+import sys
+import tarfile
+
+import pytest
+from compare_support import experiment, store_run
+
+from lowtail.models.knee import sweep_knees
+from lowtail.store import open_store
+from lowtail.store import runs as runstore
+
+
+def lowtail(*args, db=None):
+    cmd = [sys.executable, "-m", "lowtail", *map(str, args)] + (["--db", str(db)] if db else [])
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A database with two experiments: 1 calibrated (wire, fwd at two rates, two
+    repetitions), 2 another DuT read against 1's calibration."""
+    tmp = tmp_path_factory.mktemp("src")
+    db = tmp / "src.duckdb"
+    with open_store(db) as store:
+        one = experiment(store, "one", {"percentile": 99.9, "budget": "50us"}, host="lab-a")
+        for rep in range(2):
+            for rate in (10_000, 20_000):
+                store_run(store, tmp, one, "wire", "wire", rep, rate=rate, base_latency_ns=3_000, seed=rep + rate)
+                store_run(store, tmp, one, "fwd", repetition=rep, rate=rate, seed=rep + rate + 1)
+        sweep_knees(store, one)
+        two = experiment(store, "two", host="lab-a")
+        runstore.set_calibration(store, two, one)
+        store_run(store, tmp, two, "kernel", "kernel-mirred", seed=5)
+    return db, tmp
+
+
+def _rows(db, eid=None):
+    with open_store(db, read_only=True) as store:
+        return runstore.select_runs(store, [eid] if eid else None)
+
+
+def test_a_round_trip_keeps_figures_floor_and_models(source, tmp_path):
+    db, _ = source
+    bundle = tmp_path / "b.lowtail"
+    done = lowtail("export", "1", "dut=fwd", "-o", bundle, "--json", db=db)
+    assert done.returncode == 0, done.stderr
+    manifest = json.loads(done.stdout)
+    assert manifest["format"] == "lowtail-bundle" and manifest["format_version"] == 1
+    # The four fwd runs and the four wire runs of their floor travel.
+    assert manifest["tables"]["runs"]["rows"] == 8 and manifest["tables"]["experiments"]["rows"] == 1
+    assert manifest["tables"]["model_results"]["rows"] >= 1  # the knee
+    assert sum(f.startswith("series/") for f in manifest["files"]) == 8
+    target = tmp_path / "dst.duckdb"
+    with open_store(target) as store:  # ids already taken there: the import must renumber
+        store_run(store, tmp_path, experiment(store, "local"), "local", seed=1)
+    imported = json.loads(lowtail("import", bundle, "--json", db=target).stdout)
+    assert not imported["already"] and imported["experiments"] == [2] and len(imported["runs"]) == 8
+    assert imported["origin"]["host"] and imported["origin"]["database"] == str(db.resolve())
+    before = {(r["dut_name"], r["rate_pps"], r["repetition"]): r for r in _rows(db, 1)}
+    after = _rows(target, 2)
+    for r in after:
+        old = before[(r["dut_name"], r["rate_pps"], r["repetition"])]
+        for key in ("sent", "lost", "lat_p50_ns", "lat_p99_9_ns", "lat_max_ns", "valid", "calibration"):
+            assert r[key] == old[key], key
+        assert r["series_path"].startswith(str(tmp_path / "lowtail-data")) and r["capture_paths"] == []
+        assert r["kernel"] == "6.1.0-rt" and r["hostname"] == "lab-a"
+    with open_store(target, read_only=True) as store:
+        assert runstore.calibration_floor(store, 2)  # the floor came along
+        origin = runstore.experiment(store, 2)["origin"]
+        assert origin["experiment_id"] == 1 and origin["bundle_id"] == manifest["bundle_id"]
+    # The comparison there reads the same figures, floor and knee.
+    here = json.loads(lowtail("compare", "1", "dut=fwd", "--json", db=db).stdout)
+    there = json.loads(lowtail("compare", "2", "--json", db=target).stdout)
+    assert [c["latency_ns"] for c in there["configurations"]] == [c["latency_ns"] for c in here["configurations"]]
+    assert [c["floor"]["latency_ns"] for c in there["configurations"]] == [
+        c["floor"]["latency_ns"] for c in here["configurations"]
+    ]
+    assert there["rates"][0]["knees"][0]["knee_pps"] == here["rates"][0]["knees"][0]["knee_pps"]
+
+
+def test_importing_the_same_bundle_twice_adds_nothing(source, tmp_path):
+    db, _ = source
+    bundle = tmp_path / "b.lowtail"
+    assert lowtail("export", "2", "-o", bundle, db=db).returncode == 0
+    target = tmp_path / "dst.duckdb"
+    first = json.loads(lowtail("import", bundle, "--json", db=target).stdout)
+    # Experiment 2 is read against 1's calibration: both experiments travel.
+    assert len(first["experiments"]) == 2
+    second = lowtail("import", bundle, db=target)
+    assert second.returncode == 0 and "imported before" in second.stderr and "nothing added" in second.stderr
+    assert len(_rows(target)) == len(first["runs"])
+    # Exported again, the same runs make the same bundle: importing it adds nothing either.
+    exported_again = tmp_path / "b2.lowtail"
+    assert lowtail("export", "2", "-o", exported_again, db=db).returncode == 0
+    third = json.loads(lowtail("import", exported_again, "--json", db=target).stdout)
+    assert third["already"] and third["import_id"] == first["import_id"]
+    # Two databases in one folder: each gets its own copy of the series.
+    other = tmp_path / "other.duckdb"
+    again = json.loads(lowtail("import", bundle, "--json", db=other).stdout)
+    assert again["data_dir"] != first["data_dir"]
+
+
+def _tamper(bundle, out, edit):
+    with tarfile.open(bundle) as src, tarfile.open(out, "w") as dst:
+        for m in src.getmembers():
+            data = src.extractfile(m).read()
+            data = edit(m.name, data)
+            m.size = len(data)
+            dst.addfile(m, io.BytesIO(data))
+
+
+def test_a_damaged_or_newer_bundle_is_refused_and_nothing_changes(source, tmp_path):
+    db, _ = source
+    bundle = tmp_path / "b.lowtail"
+    assert lowtail("export", "2", "-o", bundle, db=db).returncode == 0
+    target = tmp_path / "dst.duckdb"
+    with open_store(target) as store:
+        experiment(store, "mine")
+
+    def flip_series(name, data):
+        return data[:100] + bytes([data[100] ^ 0xFF]) + data[101:] if name.startswith("series/") else data
+
+    def newer(name, data):
+        if name != "manifest.json":
+            return data
+        return json.dumps(json.loads(data) | {"format_version": 2, "lowtail_version": "9.0.0"}).encode()
+
+    cut = tmp_path / "cut.lowtail"
+    cut.write_bytes(bundle.read_bytes()[: len(bundle.read_bytes()) // 2])
+    cases = [(cut, "not a readable lowtail bundle")]
+    for name, edit, message in (
+        ("flipped", flip_series, "does not match its checksum"),
+        ("newer", newer, "bundle format 2; this lowtail"),
+    ):
+        _tamper(bundle, tmp_path / f"{name}.lowtail", edit)
+        cases.append((tmp_path / f"{name}.lowtail", message))
+    _tamper(bundle, tmp_path / "future.lowtail", _with_a_column_from_the_future(bundle))
+    cases.append((tmp_path / "future.lowtail", "written by a newer lowtail (9.1.0): its rows have columns"))
+    (tmp_path / "junk.lowtail").write_text("not a bundle")
+    cases.append((tmp_path / "junk.lowtail", "not a readable lowtail bundle"))
+    for path, message in cases:
+        done = lowtail("import", path, db=target)
+        assert done.returncode == 2 and message in done.stderr, (path.name, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1
+    with open_store(target, read_only=True) as store:
+        assert [e["experiment_id"] for e in runstore.list_experiments(store)] == [1]
+    assert not (tmp_path / "lowtail-data").exists() or not any((tmp_path / "lowtail-data").iterdir())
+
+
+def _with_a_column_from_the_future(bundle):
+    """An edit that adds a column to the runs' rows, with checksums and id made to match:
+    what a newer lowtail's bundle looks like."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lowtail.bundle import bundle_id
+
+    with tarfile.open(bundle) as tar:
+        rows = pq.read_table(io.BytesIO(tar.extractfile("rows/runs.parquet").read()))
+    buf = io.BytesIO()
+    pq.write_table(rows.append_column("future_column", pa.array(["x"] * rows.num_rows)), buf)
+    runs = buf.getvalue()
+
+    def edit(name, data):
+        if name == "rows/runs.parquet":
+            return runs
+        if name == "manifest.json":
+            manifest = json.loads(data)
+            manifest["files"]["rows/runs.parquet"] = {"sha256": hashlib.sha256(runs).hexdigest(), "bytes": len(runs)}
+            manifest |= {"bundle_id": bundle_id(manifest["files"]), "lowtail_version": "9.1.0"}
+            return json.dumps(manifest).encode()
+        return data
+
+    return edit

@@ -1,0 +1,79 @@
+"""Pooled exact percentiles: the native exact histogram exposed to Python, merged over
+several runs' series, equals a brute-force sort of all their packets at every nearest rank
+(PostgreSQL's percentile_disc), and a single run's pool equals its stored analysis."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from compare_support import analysed
+
+from lowtail import _native, percentiles
+from lowtail.compare.pooling import curve_fractions, pooled, read_series
+
+
+def nearest(sorted_values: np.ndarray, q: float) -> int:
+    """percentile_disc: the value at rank ceil(q·n) (double precision), at least 1."""
+    rank = max(1, math.ceil(q * len(sorted_values)))
+    return int(sorted_values[rank - 1])
+
+
+def test_the_native_histogram_is_exact_at_every_rank_and_quantile():
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [
+            rng.integers(-500, 500, 3_000),  # negative values, spilled
+            rng.integers(0, 70_000, 50_000),  # a dense body
+            rng.integers(1 << 31, 1 << 34, 200),  # a sparse tail past the pages
+        ]
+    ).astype(np.int64)
+    h = _native.ExactHistogram()
+    for part in np.array_split(values, 7):
+        h.record(part)
+    s = np.sort(values)
+    assert h.count == len(values) and h.min() == s[0] and h.max() == s[-1]
+    qs = [0.0, 0.5, 0.9, 0.99, 0.999, 0.99999, 1.0]
+    assert h.quantiles(qs) == [nearest(s, q) for q in qs]
+    ranks = [1, 2, 1_000, 40_000, len(s)]
+    assert h.at_ranks(ranks) == [int(s[r - 1]) for r in ranks]
+    with pytest.raises(ValueError, match="outside 1.."):
+        h.at_ranks([len(s) + 1])
+    assert _native.ExactHistogram().quantiles([0.5]) is None
+
+
+def test_pooled_percentiles_equal_a_sort_of_all_packets(tmp_path):
+    # Three "repetitions" of different shapes: a tight one, one with periodic interrupts,
+    # one with rare spikes.
+    specs = [
+        {"seed": 1, "jitter_ns": 500.0},
+        {"seed": 2, "irq_period_ns": 1_000_000, "irq_durations_ns": [5_500, 8_200]},
+        {"seed": 3, "spike_probability": 0.001, "spike_ns": 300_000},
+    ]
+    docs = [analysed(tmp_path, f"rep{i}", packets=20_000, **spec)[0] for i, spec in enumerate(specs)]
+    parts = [read_series(d["export_path"]) for d in docs]
+    pool = pooled(parts)
+    everything = np.sort(
+        np.concatenate([pq.read_table(d["export_path"], columns=["latency_ns"]).column(0).to_numpy() for d in docs])
+    )
+    assert pool.samples == len(everything) == sum(d["latency_ns"]["samples"] for d in docs)
+    keys = [*percentiles.KEYS, "max", "min"]
+    figures = pool.figures(keys)
+    for key in keys:
+        assert figures[key] == nearest(everything, percentiles.fraction(key)), key
+    # One repetition alone is exactly its analysis.
+    for d, part in zip(docs, parts):
+        assert part.figures(percentiles.KEYS) | {"samples": d["latency_ns"]["samples"]} == {
+            **{k: d["latency_ns"][k] for k in percentiles.KEYS},
+            "samples": d["latency_ns"]["samples"],
+        }
+    # The curve is exact at every point and ends at the maximum.
+    grid = curve_fractions(pool.samples)
+    assert grid[-1] == 1.0 and 1 / (1 - grid[-2]) <= pool.samples
+    assert pool.curve(grid) == [(q, nearest(everything, q)) for q in grid]
+    # The interval brackets the value, from the sorted packets' own ranks.
+    iv = pool.interval("p99_9")
+    assert iv["resolvable"] and iv["lower_ns"] <= figures["p99_9"] <= iv["upper_ns"]
+    assert (iv["lower_ns"], iv["upper_ns"]) == (everything[iv["lower_rank"] - 1], everything[iv["upper_rank"] - 1])
