@@ -44,32 +44,18 @@ def parse_duration_ns(text: str | int | float, default_unit: str = "s", what: st
     return round(ns)
 
 
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kKmMgG]?)\s*(?:pps)?\s*$")
+_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgG]?)\s*(?:pps|p/s)?\s*$")
 _RATE_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
 def parse_rate_pps(text: str | int | float) -> int:
-    """'50000', '50k', '1.5M', '200kpps' -> packets per second."""
+    """'50000', '50k', '50kpps', '1.5M', '2e5' -> packets per second (whole packets)."""
     if isinstance(text, (int, float)) and not isinstance(text, bool):
         return round(text)
     m = _RATE.match(str(text))
     if not m:
-        raise UserError(f"cannot read {text!r} as a rate (examples: 50000, 50k, 1.5M packets per second)")
+        raise UserError(f"cannot read {text!r} as a rate (examples: 50000, 50k, 50kpps, 1.5M packets per second)")
     return round(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
-
-
-_RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmM])?\s*(pps|p/s)?\s*$")
-_RATE_SCALE = {None: 1, "k": 1_000, "K": 1_000, "m": 1_000_000, "M": 1_000_000}
-
-
-def parse_rate_pps(text: str | int | float) -> float:
-    """'50k', '50kpps', '1.5M', '10000' -> packets per second."""
-    if isinstance(text, (int, float)):
-        return float(text)
-    m = _RATE.match(str(text))
-    if not m:
-        raise UserError(f"cannot read {text!r} as a packet rate (examples: 10000, 50k, 50kpps, 1.5M)")
-    return float(m.group(1)) * _RATE_SCALE[m.group(2)]
 
 
 def format_ns(ns: float | int | None, digits: int = 3) -> str:

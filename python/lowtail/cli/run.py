@@ -17,8 +17,9 @@ from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, print_json, table_console, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
+from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
