@@ -10,6 +10,8 @@ STAMPS  := .build
 # qemu-system-x86 + busybox-static: the VM DuT and its guest (kernels come from Debian's
 # archive at run time: `lowtail vm build`); nftables, openvswitch-switch: those DuT kinds.
 APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-static nftables openvswitch-switch
+# chromium + chromium-driver: the browser test of the report pages (headless, driven by selenium).
+APT_TEST    := chromium chromium-driver
 # tcpreplay + tcpdump: the Debian-tools baseline of bench/testbed_loop.py.
 APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)
@@ -21,7 +23,7 @@ $(STAMPS):
 	@mkdir -p $(STAMPS)
 
 $(STAMPS)/apt: scripts/ensure-apt.sh Makefile | $(STAMPS)
-	@scripts/ensure-apt.sh $(APT_RUNTIME)
+	@scripts/ensure-apt.sh $(APT_RUNTIME) $(APT_TEST)
 	@touch $@
 
 $(STAMPS)/venv: pyproject.toml scripts/pydeps.py | $(STAMPS)
