@@ -130,19 +130,3 @@ def describe(run: dict[str, Any], axes: Iterable[Axis]) -> str:
 
 def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
-
-
-def by_name(name: str) -> Axis | None:
-    """The fixed axis of this name (`compare --by` takes these), None for a DuT option's."""
-    return next((a for a in (*_FIXED, _REPETITION_AXIS) if a.name == name), None)
-
-
-def show_value(name: str, value: Any) -> str:
-    """One axis value as tables show it: "50 kpps" for a rate, "64 B" for a frame size,
-    "batch 32" for a DuT option, the value itself for the DuT's name, kind and containment."""
-    axis = by_name(name)
-    if axis is None:
-        return f"{name} {_text(value)}"
-    if axis.name in (DUT, KIND, "containment", "kernel", "host", RATE, "frame_size"):
-        return axis.show(value)
-    return f"{axis.label} {axis.show(value)}"

@@ -15,11 +15,13 @@ import numpy as np
 
 from lowtail import _native, percentiles
 from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.report.compare import Drawn
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import save_analysis
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.models import save_model
+from lowtail.units import format_rate
 from lowtail.verdict import Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiment"))
@@ -110,95 +112,166 @@ def _curve(samples: np.ndarray) -> list[tuple[float, float]]:
     return [(p, float(ordered[max(0, int(np.ceil(p * n)) - 1)])) for p in CURVE_PS]
 
 
-def comparison_document(seed: int = 3) -> dict[str, Any]:
-    """A comparison of three DuTs, bare and in a container, three repetitions each, as
-    `lowtail compare --json` prints it with the page's curves."""
+def _figures(samples: np.ndarray, keys: list[str]) -> dict[str, float]:
+    ordered = np.sort(samples)
+    n = len(ordered)
+    out = {k: float(ordered[max(0, int(np.ceil(percentiles.fraction(k) * n)) - 1)]) for k in keys}
+    return out | {"max": float(ordered[-1]), "samples": n}
+
+
+def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
+    """A comparison of three DuTs, bare and in a container, three repetitions each, and a
+    rate sweep of one of them, shaped as `lowtail compare --json` prints it and what the
+    store keeps for its page (per configuration index: curves, CDF points, worst events)."""
     rng = np.random.default_rng(seed)
     verdict = Verdict(99.99, 250_000, 0)
-    configurations = []
-    for dut, base in (("kernel-mirred", 8_000), ("bridge", 14_000), ("lowtail-fwd", 20_000)):
-        for containment, factor in (("bare", 1.0), ("container", 1.4)):
-            reps = [base * factor * (1 + rng.lognormal(0, 0.6, 20_000)) for _ in range(3)]
-            pooled = np.concatenate(reps)
-            figures = {
-                k: float(np.sort(pooled)[max(0, int(np.ceil(percentiles.fraction(k) * len(pooled))) - 1)])
-                for k in percentiles.figure_keys()
-                if k != percentiles.MIN
+    keys = ["p50", "p99", "p99_9", "p99_99", "p99_999"]
+    configurations: list[dict[str, Any]] = []
+    drawn = Drawn({}, {}, {})
+    cases = [
+        (dut, base, containment, factor, 10_000)
+        for dut, base in (("kernel-mirred", 8_000), ("bridge", 14_000), ("lowtail-fwd", 20_000))
+        for containment, factor in (("bare", 1.0), ("container", 1.4))
+    ]
+    cases += [("lowtail-fwd", 20_000 * (1 + rate / 60_000) ** 2, "bare", 1.0, rate) for rate in (40_000, 80_000)]
+    for index, (dut, base, containment, factor, rate) in enumerate(cases):
+        reps = [base * factor * (1 + rng.lognormal(0, 0.6, 20_000)) for _ in range(3)]
+        pooled = np.concatenate(reps)
+        figures = _figures(pooled, keys)
+        per_rep = [_figures(r, keys) for r in reps]
+        run_ids = [index * 3 + i + 1 for i in range(3)]
+        worst = max(range(3), key=lambda i: per_rep[i]["p99_99"])
+        judgement = verdict.judge(
+            {
+                "calibration": False,
+                "valid": True,
+                "analysis_id": 1,
+                "lost": 0,
+                "sent": len(pooled),
+                "figures": {"latency_ns": {**figures, "p99_99": round(figures["p99_99"])}},
             }
-            per_rep = [_curve(r) for r in reps]
-            curve = _curve(pooled)
-            band = [(p, min(c[i][1] for c in per_rep), max(c[i][1] for c in per_rep)) for i, (p, _) in enumerate(curve)]
-            run_ids = [len(configurations) * 3 + i + 1 for i in range(3)]
-            worst_rep = max(range(3), key=lambda i: reps[i].max())
-            value = figures[verdict.key]
-            status = "PASS" if value < verdict.budget_ns else "FAIL"
-            configurations.append(
-                {
-                    "key": {"dut": dut, "containment": containment},
-                    "runs": run_ids,
-                    "repetitions": 3,
-                    "sent": len(pooled),
-                    "lost": 0,
-                    "loss_ratio": 0.0,
-                    "latency_ns": figures,
-                    "spread": {
-                        k: [float(np.quantile(r, percentiles.fraction(k), method="inverted_cdf")) for r in reps]
-                        for k in figures
-                    },
-                    "interval_ns": {k: [0.97 * v, 1.03 * v] if k != "p99_999" else None for k, v in figures.items()},
-                    "worst_repetition": run_ids[worst_rep],
-                    "verdict": {"status": status, "label": status, "reason": f"99.99 % is {value / 1e3:.1f} µs"},
-                    "floor_ns": {k: 3_000.0 for k in figures},
-                    "curve": curve,
-                    "band": band,
-                    "floor_curve": [(p, 2_500 + 1_000 * p) for p, _ in curve],
-                    "cdf": [
-                        (float(v), (i + 1) / 200) for i, v in enumerate(np.quantile(pooled, np.linspace(0.005, 1, 200)))
-                    ],
-                    "worst": sorted(
-                        (int(t), float(v)) for t, v in zip(rng.uniform(0, 2e9, 200), np.sort(reps[worst_rep])[-200:])
-                    ),
-                    "start_ts_ns": 0,
-                }
-            )
-    for c in configurations:
-        c["spread"] = {k: [min(v), max(v)] for k, v in c["spread"].items()}
-    return {
-        "budget": {"percentile": 99.99, "budget_ns": 250_000, "max_loss": 0},
-        "by": ["dut", "containment"],
+        )
+        label = f"{dut} · {containment} · {format_rate(rate)}"
+        configurations.append(
+            {
+                "index": index,
+                "label": label,
+                "key": {"dut": dut, "containment": containment, "rate": rate},
+                "key_text": {"dut": dut, "containment": containment, "rate": format_rate(rate)},
+                "runs": run_ids,
+                "repetitions": 3,
+                "sent": len(pooled),
+                "lost": 0,
+                "loss_ratio": 0.0,
+                "latency_ns": figures,
+                "intervals": {
+                    k: {"lower_ns": 0.97 * figures[k], "upper_ns": 1.03 * figures[k], "resolvable": True}
+                    if k != "p99_999"
+                    else {"lower_ns": figures[k], "upper_ns": None, "resolvable": False, "packets_needed": 1_000_000}
+                    for k in keys
+                },
+                "spread": {
+                    k: {"min": min(r[k] for r in per_rep), "max": max(r[k] for r in per_rep)} for k in [*keys, "max"]
+                },
+                "worst_repetition": run_ids[worst],
+                "verdict": judgement.as_dict() | {"budget": verdict.describe()},
+                "floor": {
+                    "latency_ns": {k: 3_000.0 for k in [*keys, "max"]},
+                    "text": "calibration runs 1, 2, 3 of experiment 1",
+                },
+                "invalid_runs": [],
+                "degraded": ["generator stalled 2.6 ms"] if index == 5 else [],
+                "partial_reasons": [],
+            }
+        )
+        grid = CURVE_PS
+        rep_curves = [_curve(r) for r in reps]
+        drawn.curves[index] = {
+            "pooled": _curve(pooled),
+            "band": [
+                (p, min(c[i][1] for c in rep_curves), max(c[i][1] for c in rep_curves)) for i, p in enumerate(grid)
+            ],
+            "floor": [(p, 2_500 + 1_000 * p) for p in grid],
+        }
+        drawn.cdf[index] = [
+            (k / 200, float(np.sort(pooled)[max(0, int(np.ceil(k / 200 * len(pooled))) - 1)])) for k in range(1, 201)
+        ]
+        drawn.worst[index] = [
+            {"run_id": run_ids[i], "analysis_id": run_ids[i], "t_ns": int(t), "latency_ns": int(v)}
+            for i in range(3)
+            for t, v in zip(sorted(rng.uniform(0, 2e9, 100)), rng.permutation(np.sort(reps[i])[-100:]))
+        ]
+    sweep = [c for c in configurations if c["key"]["dut"] == "lowtail-fwd" and c["key"]["containment"] == "bare"]
+    doc = {
+        "comparison_id": 1,
+        "selection": ["1", "2"],
+        "by": ["dut", "containment", "rate"],
+        "axes": [
+            {"name": "dut", "label": "DuT"},
+            {"name": "containment", "label": "containment"},
+            {"name": "rate", "label": "rate"},
+        ],
+        "level": 0.95,
+        "verdict": {
+            "percentile": 99.99,
+            "key": "p99_99",
+            "budget_ns": 250_000,
+            "max_loss": 0,
+            "text": verdict.describe(),
+        },
         "configurations": configurations,
         "differences": [
             {
-                "a": {"dut": "kernel-mirred", "containment": "bare"},
-                "b": {"dut": "lowtail-fwd", "containment": "bare"},
+                "a": "kernel-mirred · bare",
+                "b": "lowtail-fwd · bare",
                 "percentile": "p99_99",
-                "difference_ns": 12_000,
-                "resolvable": True,
-                "text": "kernel-mirred · bare is lower than lowtail-fwd · bare at p99.99 by 12 µs "
-                "(intervals do not overlap)",
+                "resolved": True,
+                "text": "kernel-mirred · bare is lower than lowtail-fwd · bare at p99.99 by 120 µs (intervals do not overlap)",
             }
         ],
-        "latency_vs_rate": [
+        "not_resolvable": [
             {
-                "label": dut,
-                "knee_pps": knee,
-                "r_max_pps": r_max,
-                "points": [
-                    {
-                        "rate_pps": rate,
-                        "latency_ns": {"p50": base * (1 + rate / knee), "p99_99": 8 * base * (1 + (rate / knee) ** 3)},
-                        "overloaded": rate >= knee,
-                    }
-                    for rate in (10_000, 50_000, 100_000, 150_000)
-                ],
+                "a": "bridge · bare",
+                "b": "lowtail-fwd · bare",
+                "percentile": "p99_999",
+                "resolved": False,
+                "text": "bridge · bare against lowtail-fwd · bare at p99.999: not resolvable with these runs",
             }
-            for dut, base, knee, r_max in (
-                ("kernel-mirred", 8_000, 150_000, 160_000),
-                ("lowtail-fwd", 20_000, 100_000, 95_000),
-            )
         ],
         "evt": [
-            {"key": c["key"], "runs": 3, "fitted": 3, "bounded": i % 3, "mean_exceedances": 0.7 + 0.2 * i}
-            for i, c in enumerate(configurations)
+            {
+                "configuration": c["index"],
+                "label": c["label"],
+                "repetitions": 3,
+                "models": 3,
+                "bounded": c["index"] % 3,
+                "bounded_share": (c["index"] % 3) / 3,
+                "mean_exceedances": 0.7 + 0.2 * c["index"],
+                "mean_xi": -0.1,
+                "not_credible": 0,
+                "missing": [],
+            }
+            for c in configurations
         ],
+        "rates": [
+            {
+                "label": "lowtail-fwd · bare",
+                "key": {"dut": "lowtail-fwd", "containment": "bare"},
+                "points": [
+                    {
+                        "configuration": c["index"],
+                        "rate_pps": c["key"]["rate"],
+                        "latency_ns": c["latency_ns"],
+                        "verdict": c["verdict"]["status"],
+                    }
+                    for c in sweep
+                ],
+                "knees": [{"experiment_id": 2, "dut": "lowtail-fwd", "knee_pps": 80_000, "r_max_pps": 75_000}],
+            }
+        ],
+        "left_out": [],
+        "notes": [],
+        "partial": False,
+        "partial_reasons": [],
     }
+    return doc, drawn

@@ -18,7 +18,7 @@ from PIL import Image
 from report_fixtures import comparison_document, experiment, short_analysis
 
 from lowtail.report.analysis import write_analysis_report
-from lowtail.report.compare import write_comparison_page
+from lowtail.report.compare import comparison_page
 from lowtail.report.experiment import write_experiment_report
 
 pytestmark = pytest.mark.slow
@@ -61,7 +61,7 @@ def pages(tmp_path_factory):
     analysis = write_analysis_report(db, aid, tmp / "analysis.html")
     edb, eid = experiment(tmp)
     experiment_page = write_experiment_report(edb, eid, tmp / "experiment.html")
-    compare = write_comparison_page(comparison_document(), tmp / "compare.html")
+    compare = comparison_page(*comparison_document()).write(tmp / "compare.html")
     return {"analysis": analysis, "experiment": experiment_page, "compare": compare}
 
 

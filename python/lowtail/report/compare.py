@@ -1,354 +1,379 @@
 """The page of a comparison (`lowtail compare … -o FILE.html`): which configuration keeps
-the tail inside the budget. Built from the comparison document as `lowtail compare --json`
-prints it and the store keeps it, in this order: a summary banner (per configuration its
-verdict, the margin to the budget, and where rates were swept the highest rate that meets
-it), the seeds' Table II (pooled exact percentiles, their spread over repetitions and
-whether the data resolves them, the floor, the verdict) with the differences that are
-beyond run-to-run variation, the HDR overlay (repetitions as a band, floors dashed, the
-budget line), the CDF overlay, the worst events side by side, latency against rate with
-knees and R_max, the EVT tables (001 Tables 4–5), and the interrupts of each
-configuration's worst repetition where they were recorded.
-
-The document, per configuration (`configurations[]`): `key` (axis → value), `runs`,
-`repetitions`, `sent`, `lost`, `loss_ratio`, `latency_ns` (p50 … p99_999, max: pooled
-exact percentiles), `spread` (figure → [min, max] over repetitions), `interval_ns` (figure
-→ [low, high], the distribution-free confidence interval; null where the data cannot
-resolve the percentile), `worst_repetition` (a run id), `verdict` (a judgement as
-`Judgement.as_dict` gives it), and where stored `floor_ns` (figure → ns of the testbed's
-floor), `curve` ([p, ns] pooled), `band` ([p, lowest ns, highest ns] over repetitions),
-`floor_curve`, `cdf` ([ns, share]), `worst` ([pre_ts_ns, ns]) with `start_ts_ns`. At the
-top: `budget` (`percentile`, `budget_ns`, `max_loss`), `by` (the axes that make a
-configuration), `differences` (`a`, `b` as configuration keys, `percentile`,
-`difference_ns`, `resolvable`, `text`), `latency_vs_rate` (per DuT: `label`, `points`
-[{`rate_pps`, `latency_ns`, `overloaded`}], `knee_pps`, `r_max_pps`) and `evt` (per
-configuration: `key`, `runs`, `fitted`, `bounded`, `mean_exceedances`)."""
+the tail inside the budget. Read from the stored comparison only — the document
+`lowtail compare --json` prints and, per configuration (by its `index`), the percentile
+curves (pooled, each repetition's band, the floor's), the CDF points and the repetitions'
+worst events, as `store.comparisons` returns them. In this order: a summary (per
+configuration its verdict and margin; per rate sweep the highest rate that meets the
+budget), the seeds' Table II (pooled exact percentiles with their spread over
+repetitions, unresolvable ones marked, the floor, the worst repetition, the verdict) with
+the differences beyond run-to-run variation, the HDR overlay (repetitions as a band, floors
+dashed, the budget line), the CDF overlay (004 Fig. 5), the worst events side by side,
+latency against rate with knees and R_max, the EVT table (001 Tables 4–5), and the
+interrupts of each configuration's worst repetition where they were sampled."""
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail import axes, percentiles
+from lowtail import percentiles
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
+from lowtail.store import open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_ns_range, format_percent, format_rate
-from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING
 
-# The figures of the Table II-style table, in rank order.
-TABLE_FIGURES = ("p50", "p99", "p99_9", "p99_99", "p99_999", "max")
 _STATUS_CLASS = {"PASS": "pass", "FAIL": "fail", "INVALID": "fail", "inconclusive": "warn"}
 _CARD_CLASS = {"PASS": "met", "FAIL": "broken", "INVALID": "broken"}
 _PAGE_STYLE = """<style>
-.lt-summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(260px, 1fr)); gap: .6em; margin: 1em 0; }
-.lt-card { border: 1px solid #ddd; border-left: 6px solid #999; border-radius: 4px; padding: .5em .8em; }
+.lt-summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(270px, 1fr)); gap: .6em; margin: 1em 0; }
+.lt-card { border: 1px solid #ddd; border-left: 6px solid #d9a400; border-radius: 4px; padding: .5em .8em; }
 .lt-card.met { border-left-color: #067647; } .lt-card.broken { border-left-color: #b42318; }
-.lt-card.undecided { border-left-color: #d9a400; }
-.lt-card .name { font-weight: 600; } .lt-card .status { font-size: 1.15em; font-weight: 700; }
+.lt-card .name { font-weight: 600; } .lt-card .status { font-size: 1.15em; font-weight: 700; color: #9a6700; }
 .lt-card.met .status { color: #067647; } .lt-card.broken .status { color: #b42318; }
-.lt-card.undecided .status { color: #9a6700; }
-.lt-configs td.text { white-space: nowrap; }
 .lt-card .detail { color: #444; font-size: .9em; }
 td small { display: block; color: #777; font-size: .8em; } td.unresolved { color: #999; font-style: italic; }
-td.worst { font-weight: 600; }
+.lt-configs td { white-space: nowrap; }
 </style>"""
 
 
-def configuration_label(key: dict[str, Any], shown: Sequence[str] | None = None) -> str:
-    """A configuration in words from its axis values: "fwd · container · 50 kpps"."""
-    names = [n for n in (shown if shown is not None else key) if n in key]
-    return " · ".join(axes.show_value(n, key[n]) for n in names) or "all runs"
+@dataclass
+class Drawn:
+    """What the page draws per configuration index, as `store.comparisons` returns it:
+    curves ({"pooled", "floor": [(p, ns)], "band": [(p, lo, hi)]}), CDF points
+    ([(fraction, ns)]) and worst events ([{"run_id", "t_ns", "latency_ns"}])."""
 
-
-def _varying(configurations: list[dict[str, Any]]) -> list[str]:
-    """The key axes whose values differ between configurations (the ones worth naming)."""
-    names: dict[str, None] = {}
-    for c in configurations:
-        names.update(dict.fromkeys(c["key"]))
-    varying = [n for n in names if len({repr(c["key"].get(n)) for c in configurations}) > 1]
-    return varying or list(names)
-
-
-def _verdict(doc: dict[str, Any]) -> Verdict:
-    b = doc.get("budget") or {}
-    return Verdict(
-        float(b.get("percentile", Verdict.percentile)),
-        int(b.get("budget_ns", Verdict.budget_ns)),
-        int(b.get("max_loss", Verdict.max_loss)),
-    )
-
-
-def _margin(c: dict[str, Any], verdict: Verdict) -> str:
-    """How far the judged percentile is from the budget, in words."""
-    value = (c.get("latency_ns") or {}).get(verdict.key)
-    if value is None:
-        return "no latency to compare"
-    gap = verdict.budget_ns - value
-    share = format_percent(abs(gap) / verdict.budget_ns, ".2g")
-    return f"{format_ns(gap)} under the budget ({share})" if gap > 0 else f"{format_ns(-gap)} over the budget"
+    curves: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+    cdf: Mapping[int, Sequence[tuple[float, float]]] = field(default_factory=dict)
+    worst: Mapping[int, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
 
 
 def _status(c: dict[str, Any]) -> str:
     return (c.get("verdict") or {}).get("status", "inconclusive")
 
 
+def _budget_ns(doc: dict[str, Any]) -> int | None:
+    """The budget every latency plot draws: the one all configurations share, if any."""
+    return (doc.get("verdict") or {}).get("budget_ns")
+
+
+def _judged_key(doc: dict[str, Any]) -> str:
+    keys = {(c.get("verdict") or {}).get("percentile") for c in doc["configurations"]} - {None, ""}
+    return (doc.get("verdict") or {}).get("key") or (keys.pop() if len(keys) == 1 else "p99_999")
+
+
+def _margin(c: dict[str, Any]) -> str:
+    """How far the judged percentile is from the budget, in words."""
+    v = c.get("verdict") or {}
+    value, budget = v.get("value_ns"), v.get("budget_ns")
+    if value is None or not budget:
+        return "no latency to compare with the budget"
+    gap = budget - value
+    if gap > 0:
+        return f"{format_ns(gap)} under the budget ({format_percent(gap / budget, '.2g')} of it)"
+    return f"{format_ns(-gap)} over the budget"
+
+
 def _card(title: str, status: str, lines: Sequence[str]) -> str:
     css = _CARD_CLASS.get(status.split(":")[0].split(",")[0], "undecided")
     details = "".join(f"<div class='detail'>{esc(line)}</div>" for line in lines if line)
-    return f"<div class='lt-card {css}'><div class='name'>{esc(title)}</div><div class='status'>{esc(status)}</div>{details}</div>"
-
-
-def summary_section(page: Page, doc: dict[str, Any], verdict: Verdict, shown: list[str]) -> None:
-    """Per configuration its verdict and margin; where rates were swept, per configuration
-    without its rate the highest rate that meets the budget."""
-    configs = doc["configurations"]
-    passed = sum(_status(c) == Status.PASS.value for c in configs)
-    intro = (
-        f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {len(configs)} configurations meet it. "
-        f"Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
+    return (
+        f"<div class='lt-card {css}'><div class='name'>{esc(title)}</div>"
+        f"<div class='status'>{esc(status)}</div>{details}</div>"
     )
-    if axes.RATE in shown and len({c["key"].get(axes.RATE) for c in configs}) > 1:
-        cards = _rate_cards(configs, verdict, [n for n in shown if n != axes.RATE])
-    else:
-        cards = [
+
+
+def _swept(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The latency-against-rate series with two rates or more."""
+    return [s for s in doc.get("rates") or [] if len(s.get("points") or []) >= 2]
+
+
+def summary_section(page: Page, doc: dict[str, Any]) -> None:
+    """Per configuration its verdict, judged figure and margin; a rate sweep as one card
+    with the highest rate that meets the budget."""
+    configs = doc["configurations"]
+    by_index = {c["index"]: c for c in configs}
+    cards, in_sweep = [], set()
+    for s in _swept(doc):
+        points = sorted(s["points"], key=lambda p: p["rate_pps"])
+        in_sweep |= {p["configuration"] for p in points}
+        passing = [p for p in points if p.get("verdict") == "PASS"]
+        per_rate = ", ".join(f"{format_rate(p['rate_pps'])} {p.get('verdict', '–')}" for p in points)
+        if passing:
+            best = by_index[passing[-1]["configuration"]]
+            lines = [f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}", _margin(best), per_rate]
+            cards.append(_card(s["label"], "PASS", lines))
+        else:
+            status = "FAIL" if any(p.get("verdict") == "FAIL" for p in points) else "inconclusive"
+            cards.append(_card(s["label"], status, ["meets the budget at no rate swept", per_rate]))
+    judged = percentiles.label(_judged_key(doc))
+    for c in configs:
+        if c["index"] in in_sweep:
+            continue
+        v = c.get("verdict") or {}
+        cards.append(
             _card(
-                configuration_label(c["key"], shown),
-                (c.get("verdict") or {}).get("label", _status(c)),
+                c["label"],
+                v.get("label", _status(c)),
                 [
-                    f"{percentiles.label(verdict.key)}: {format_ns((c.get('latency_ns') or {}).get(verdict.key))}",
-                    _margin(c, verdict),
-                    f"{c.get('repetitions', len(c.get('runs', [])))} repetitions, "
+                    f"{judged}: {format_ns(v.get('value_ns'))}",
+                    _margin(c),
+                    f"{c['repetitions']} repetition{'s' if c['repetitions'] != 1 else ''}, "
                     f"{format_count(c.get('lost'))} lost of {format_count(c.get('sent'))}",
                 ],
             )
-            for c in configs
-        ]
-    page.add("Summary", _PAGE_STYLE + intro + f"<div class='lt-summary'>{''.join(cards)}</div>")
-
-
-def _rate_cards(configs: list[dict[str, Any]], verdict: Verdict, others: list[str]) -> list[str]:
-    """One card per configuration without its rate: the highest swept rate that passes."""
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in configs:
-        groups[configuration_label(c["key"], others)].append(c)
-    cards = []
-    for label, members in groups.items():
-        members.sort(key=lambda c: c["key"].get(axes.RATE) or 0)
-        passing = [c for c in members if _status(c) == Status.PASS.value]
-        per_rate = ", ".join(f"{format_rate(c['key'][axes.RATE])} {_status(c)}" for c in members)
-        if passing:
-            best = passing[-1]
-            lines = [f"meets the budget up to {format_rate(best['key'][axes.RATE])}", _margin(best, verdict), per_rate]
-            status = Status.PASS.value
-        else:
-            lines = ["meets the budget at no swept rate", per_rate]
-            status = "FAIL" if any(_status(c) == "FAIL" for c in members) else "inconclusive"
-        cards.append(_card(label, status, lines))
-    return cards
+        )
+    passed = sum(_status(c) == "PASS" for c in configs)
+    budget = (doc.get("verdict") or {}).get("text") or "each configuration against its runs' own budget"
+    page.add(
+        "Summary",
+        _PAGE_STYLE + f"<p>Budget: <b>{esc(budget)}</b>. {passed} of {len(configs)} configurations meet it. "
+        "Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
+        f"<div class='lt-summary'>{''.join(cards)}</div>",
+    )
 
 
 def _figure_cell(c: dict[str, Any], key: str) -> Cell:
+    """A pooled percentile, its range over repetitions under it, its interval on hover;
+    greyed and marked where the data cannot bound it."""
     value = (c.get("latency_ns") or {}).get(key)
-    spread = (c.get("spread") or {}).get(key)
-    interval = (c.get("interval_ns") or {}).get(key, ())
+    spread = (c.get("spread") or {}).get(key) or {}
+    interval = (c.get("intervals") or {}).get(key)
     text = esc(format_ns(value))
-    if spread and c.get("repetitions", 1) > 1:
-        text += f"<small>{esc(format_ns_range(*spread))}</small>"
-    resolvable = key == percentiles.MAX or "interval_ns" not in c or bool(interval)
+    if c.get("repetitions", 1) > 1 and spread.get("min") is not None:
+        text += f"<small>{esc(format_ns_range(spread['min'], spread['max']))}</small>"
+    title = ""
+    resolvable = interval is None or interval.get("resolvable", True)
+    if interval and interval.get("lower_ns") is not None and interval.get("upper_ns") is not None:
+        title = f"confidence interval {format_ns(interval['lower_ns'])} … {format_ns(interval['upper_ns'])}"
     if not resolvable:
         text += "<small>not resolved</small>"
-    return Cell(text, "" if resolvable else "unresolved", html=True)
+        needed = interval.get("packets_needed") if interval else None
+        title = "these packets do not bound it" + (f" (that takes {format_count(needed)})" if needed else "")
+    return Cell(text, "" if resolvable else "unresolved", html=True, title=title)
 
 
-def table_section(page: Page, doc: dict[str, Any], verdict: Verdict, shown: list[str]) -> None:
+def table_section(page: Page, doc: dict[str, Any]) -> None:
     """The seeds' Table II: per configuration its axes, repetitions, loss, pooled
-    percentiles with their spread over repetitions, the floor, the worst repetition and
-    the verdict; then the differences beyond run-to-run variation."""
-    keys = [k for k in percentiles.figure_keys(*TABLE_FIGURES)]
-    if verdict.key not in keys:
-        keys = [k for k in percentiles.figure_keys() if k in set(keys) | {verdict.key}]
-    judged = percentiles.label(verdict.key)
+    percentiles with their spread, the floor at the judged percentile, the worst
+    repetition and the verdict; the verdicts' reasons; the differences."""
+    configs = doc["configurations"]
+    judged = _judged_key(doc)
+    present = {k for c in configs for k in (c.get("latency_ns") or {})}
+    keys = [k for k in percentiles.figure_keys() if k in present and k != percentiles.MIN]
+    axes = doc.get("axes") or [{"name": n, "label": n} for n in doc.get("by") or []]
     header = [
-        *(Cell(axes.by_name(n).label if axes.by_name(n) else n, "text") for n in shown),
+        *(Cell(a["label"], "text") for a in axes),
         "reps",
         "sent",
         "lost",
         *(percentiles.label(k) for k in keys),
-        f"floor {judged}",
+        f"floor {percentiles.label(judged)}",
         "worst rep.",
-        "verdict",
+        Cell("verdict", "text"),
     ]
     rows = []
-    for c in doc["configurations"]:
+    for c in configs:
         v = c.get("verdict") or {}
-        floor = (c.get("floor_ns") or {}).get(verdict.key)
+        floor = ((c.get("floor") or {}).get("latency_ns") or {}).get(judged)
+        key_text = c.get("key_text") or {}
         rows.append(
             [
-                *(Cell(axes.show_value(n, c["key"].get(n)).removeprefix(f"{n} "), "text") for n in shown),
-                str(c.get("repetitions", len(c.get("runs", [])))),
+                *(Cell(key_text.get(a["name"], c["key"].get(a["name"], "–")), "text") for a in axes),
+                str(c["repetitions"]),
                 format_count(c.get("sent")),
                 format_count(c.get("lost"))
                 + (f" ({format_percent(c['loss_ratio'], '.2g')})" if c.get("loss_ratio") else ""),
                 *(_figure_cell(c, k) for k in keys),
                 format_ns(floor) if floor is not None else "–",
                 f"run {c['worst_repetition']}" if c.get("worst_repetition") is not None else "–",
-                Cell(v.get("label", v.get("status", "–")), _STATUS_CLASS.get(v.get("status", ""), "") + " text"),
+                Cell(v.get("label", _status(c)), _STATUS_CLASS.get(_status(c), "") + " text"),
             ]
         )
     reasons = "".join(
-        f"<li><b>{esc(configuration_label(c['key'], shown))}</b>: {esc((c.get('verdict') or {}).get('reason', ''))}</li>"
-        for c in doc["configurations"]
+        f"<li><b>{esc(c['label'])}</b>: {esc((c.get('verdict') or {}).get('reason', ''))}</li>"
+        for c in configs
         if (c.get("verdict") or {}).get("reason")
     )
+    floors = sorted({(c.get("floor") or {}).get("text") for c in configs} - {None})
     page.add(
         "Configurations",
-        "<p class='meta'>Pooled exact percentiles; under each, its range over the repetitions (lowest–highest); a percentile "
-        "whose confidence interval the data cannot bound is marked “not resolved”. The floor is the testbed's "
-        "own latency under the same traffic.</p>"
+        "<p class='meta'>Pooled exact percentiles; under each, its lowest–highest over the repetitions; hover "
+        "a figure for its confidence interval. A percentile the packets cannot bound is greyed and marked "
+        "“not resolved”.</p>"
         f"<div class='wide'>{table_html(header, rows, 'lt-configs')}</div><ul>{reasons}</ul>"
-        + _differences(doc, shown),
+        + (f"<p class='meta'>Floors: {esc('; '.join(floors))}.</p>" if floors else "")
+        + _differences(doc),
     )
 
 
-def _differences(doc: dict[str, Any], shown: list[str]) -> str:
-    diffs = doc.get("differences") or []
-    if not diffs:
-        return "<p class='meta'>No differences between configurations are beyond run-to-run variation.</p>"
-    items = []
-    for d in diffs:
-        text = d.get("text") or (
-            f"{configuration_label(d['a'], shown)} against {configuration_label(d['b'], shown)} at "
-            f"{percentiles.label(d['percentile'])}: {format_ns(d.get('difference_ns'))}"
+def _differences(doc: dict[str, Any]) -> str:
+    resolved = [d["text"] for d in doc.get("differences") or []]
+    unresolved = [d["text"] for d in doc.get("not_resolvable") or []]
+    body = (
+        "<ul>" + "".join(f"<li>{esc(t)}</li>" for t in resolved) + "</ul>"
+        if resolved
+        else "<p>No difference between configurations is beyond run-to-run variation.</p>"
+    )
+    if unresolved:
+        body += (
+            f"<details><summary>Not resolvable with these runs ({len(unresolved)})</summary><ul>"
+            + "".join(f"<li>{esc(t)}</li>" for t in unresolved)
+            + "</ul></details>"
         )
-        css = "" if d.get("resolvable", True) else " class='meta'"
-        items.append(f"<li{css}>{esc(text)}</li>")
-    return f"<h3>Differences</h3><ul>{''.join(items)}</ul>"
+    return "<h3>Differences</h3>" + body
 
 
-def hdr_section(page: Page, doc: dict[str, Any], verdict: Verdict, shown: list[str]) -> None:
+def hdr_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
     """One HDR curve per configuration over its repetitions' band, its floor dashed."""
-    curves = [
-        plots.Curve(
-            configuration_label(c["key"], shown),
-            c.get("curve") or [],
-            band=c.get("band") or (),
-            floor=c.get("floor_curve") or (),
-            floor_label=f"{configuration_label(c['key'], shown)}: floor",
+    curves = []
+    for c in doc["configurations"]:
+        stored = drawn.curves.get(c["index"]) or {}
+        curves.append(
+            plots.Curve(
+                c["label"],
+                stored.get("pooled") or [],
+                band=stored.get("band") or (),
+                floor=stored.get("floor") or (),
+                floor_label=f"{c['label']}: floor",
+            )
         )
-        for c in doc["configurations"]
-    ]
     if not any(c.points for c in curves):
         page.add("Latency by percentile", "<p class='meta'>No percentile curves are stored with this comparison.</p>")
         return
     page.add(
         "Latency by percentile",
         figure_html(
-            plots.hdr_percentile_plot(curves, "Latency by percentile, per configuration", verdict.budget_ns, 520),
-            "HDR percentile plot over the pooled repetitions; the band is the range of the repetitions' own curves, "
-            "the dashed curves the testbed's floor. Click a legend entry to hide or show it.",
+            plots.hdr_percentile_plot(curves, "Latency by percentile, per configuration", _budget_ns(doc), 520),
+            "HDR percentile plot of each configuration's pooled packets; the shaded band spans its repetitions' "
+            "own curves, dashed curves are the testbed's floor. Click a legend entry to hide or show it.",
         ),
     )
 
 
-def cdf_section(page: Page, doc: dict[str, Any], verdict: Verdict, shown: list[str]) -> None:
-    """The CDF overlay of 004 Fig. 5, where CDF points are stored (burst and batch sweeps)."""
-    series = [(configuration_label(c["key"], shown), c["cdf"]) for c in doc["configurations"] if c.get("cdf")]
+def cdf_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
+    """The CDF overlay of 004 Fig. 5 (steps of batches and bursts show in it)."""
+    series = [
+        (c["label"], [(v, f) for f, v in drawn.cdf[c["index"]]])
+        for c in doc["configurations"]
+        if drawn.cdf.get(c["index"])
+    ]
     if series:
         page.add(
             "Latency distribution (CDF)",
             figure_html(
-                plots.cdf_plot(series, "Cumulative distribution of latency", verdict.budget_ns),
-                "Batches show as steep steps and flat runs (004 Fig. 5).",
+                plots.cdf_plot(series, "Cumulative distribution of latency", _budget_ns(doc)),
+                "The share of each configuration's packets at or under each latency: batches show as steep steps "
+                "and flat runs (004 Fig. 5).",
             ),
         )
 
 
-def worst_section(page: Page, doc: dict[str, Any], verdict: Verdict, shown: list[str]) -> None:
+def worst_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
     """The worst events of each configuration's worst repetition, side by side."""
-    panels = [
-        (
-            configuration_label(c["key"], shown)
-            + (f" (run {c['worst_repetition']})" if c.get("worst_repetition") else ""),
-            c["worst"],
-            c.get("start_ts_ns") or min((t for t, _ in c["worst"]), default=0),
-        )
-        for c in doc["configurations"]
-        if c.get("worst")
-    ]
+    panels = []
+    for c in doc["configurations"]:
+        events = drawn.worst.get(c["index"]) or []
+        rep = c.get("worst_repetition")
+        chosen = [e for e in events if rep is not None and rep in (e.get("run_id"), e.get("analysis_id"))] or events
+        if chosen:
+            which = f" (run {rep})" if rep is not None else ""
+            panels.append((c["label"] + which, [(e["t_ns"], e["latency_ns"]) for e in chosen], 0))
     if panels:
         page.add(
             "Worst events",
             figure_html(
-                plots.worst_scatter_grid(panels, "Worst events over time, per configuration", verdict.budget_ns),
-                "The worst repetition's largest latencies over its run, on one latency axis.",
+                plots.worst_scatter_grid(panels, "Worst events over time, per configuration", _budget_ns(doc)),
+                "The largest latencies of each configuration's worst repetition over its run, on one latency axis.",
             ),
         )
 
 
-def rate_section(page: Page, doc: dict[str, Any], verdict: Verdict) -> None:
-    """Latency against rate for every swept DuT, with knees and predicted R_max."""
-    sweeps = [
-        plots.Sweep(
-            s["label"],
-            [(p["rate_pps"], p.get("latency_ns") or {}, bool(p.get("overloaded"))) for p in s["points"]],
-            s.get("knee_pps"),
-            s.get("r_max_pps"),
-            ("p50", verdict.key),
+def rate_section(page: Page, doc: dict[str, Any]) -> None:
+    """Latency against rate for every swept series, with knees and predicted R_max."""
+    judged = _judged_key(doc)
+    sweeps = []
+    for s in _swept(doc):
+        knees = s.get("knees") or []
+        knee = next((k["knee_pps"] for k in knees if k.get("knee_pps") is not None), None)
+        r_max = next((k["r_max_pps"] for k in knees if k.get("r_max_pps") is not None), None)
+        sweeps.append(
+            plots.Sweep(
+                s["label"],
+                [(p["rate_pps"], p.get("latency_ns") or {}, False) for p in s["points"]],
+                knee,
+                r_max,
+                ("p50", judged),
+            )
         )
-        for s in doc.get("latency_vs_rate") or []
-        if len(s.get("points") or []) >= 2
-    ]
-    if sweeps:
-        knees = "; ".join(
-            f"{s.label}: knee {format_rate(s.knee_pps) if s.knee_pps else 'not reached'}"
-            + (f", predicted R_max {format_rate(s.r_max_pps)}" if s.r_max_pps else "")
-            for s in sweeps
-        )
-        page.add(
-            "Latency versus rate",
-            f"<p>{esc(knees)}</p>"
-            + figure_html(
-                plots.latency_vs_rate_plot(sweeps, "Latency versus offered rate", verdict.budget_ns),
-                "Median (solid) and judged percentile per offered rate; vertical lines: each DuT's measured knee "
-                "(first overloaded rate) and predicted R_max (dashed).",
-            ),
-        )
+    if not sweeps:
+        return
+    said = "; ".join(
+        f"{s.label}: knee {format_rate(s.knee_pps) if s.knee_pps else 'not stored'}"
+        + (f", predicted R_max {format_rate(s.r_max_pps)}" if s.r_max_pps else "")
+        for s in sweeps
+    )
+    page.add(
+        "Latency versus rate",
+        f"<p>{esc(said)}</p>"
+        + figure_html(
+            plots.latency_vs_rate_plot(sweeps, "Latency versus offered rate", _budget_ns(doc)),
+            "The median (solid) and the judged percentile (dashed) per offered rate; vertical lines: each series' "
+            "measured knee (first overloaded rate) and predicted R_max (dashed), as `lowtail model knee` stored them.",
+        ),
+    )
 
 
-def evt_section(page: Page, doc: dict[str, Any], shown: list[str]) -> None:
-    """001 Tables 4–5: per configuration the share of bounded tails among its fitted runs
-    and the mean number of validation exceedances (1 expected)."""
+def evt_section(page: Page, doc: dict[str, Any]) -> None:
+    """001 Tables 4–5: per configuration the share of bounded tails among its runs' EVT
+    models and the mean number of validation exceedances (1 expected)."""
     rows = doc.get("evt") or []
     if not rows:
         return
     body = [
         [
-            Cell(configuration_label(r["key"], shown), "text"),
-            str(r.get("runs", "–")),
-            str(r.get("fitted", "–")),
-            f"{r['bounded']} ({format_percent(r['bounded'] / r['fitted'], '.3g')})" if r.get("fitted") else "–",
+            Cell(r["label"], "text"),
+            str(r.get("repetitions", "–")),
+            str(r.get("models", "–")),
+            "–" if r.get("bounded_share") is None else f"{r['bounded']} ({format_percent(r['bounded_share'], '.3g')})",
             "–" if r.get("mean_exceedances") is None else f"{r['mean_exceedances']:.2f}",
+            "–" if r.get("mean_xi") is None else f"{r['mean_xi']:.3f}",
+            str(r.get("not_credible") or 0),
+            Cell("; ".join(f"run {m['run_id']}: {m['why']}" for m in r.get("missing") or []) or "–", "text"),
         ]
         for r in rows
     ]
     page.add(
         "Tail models (EVT)",
         "<p class='meta'>Per configuration, the stored tail models of its runs: how many have a bounded tail "
-        "(ξ < 0) and the mean number of validation exceedances of the fitted return level (1 expected).</p>"
-        + table_html(["configuration", "runs", "fitted", "bounded tails", "mean exceedances"], body),
+        "(ξ < 0), the mean number of validation exceedances of the fitted return level (1 expected), the mean ξ, "
+        "and how many fits are not credible.</p>"
+        + table_html(
+            [
+                Cell("configuration", "text"),
+                "repetitions",
+                "models",
+                "bounded tails",
+                "mean exceedances",
+                "mean ξ",
+                "not credible",
+                Cell("without a model", "text"),
+            ],
+            body,
+        ),
     )
 
 
-def interrupts_section(page: Page, store: Store, doc: dict[str, Any], verdict: Verdict, shown: list[str]) -> None:
+def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
     """The interrupt timeline of each configuration's worst repetition, where sampled."""
     for c in doc["configurations"]:
         run_id = c.get("worst_repetition")
-        if run_id is None:
+        if run_id is None or run_id not in c.get("runs", []):
             continue
         for source, what in (("host", "interrupts"), ("guest", "guest interrupts")):
             if run_interrupts(store, run_id, source):
@@ -357,40 +382,70 @@ def interrupts_section(page: Page, store: Store, doc: dict[str, Any], verdict: V
                     store,
                     run_id,
                     source=source,
-                    budget_ns=verdict.budget_ns,
-                    heading=f"{configuration_label(c['key'], shown)}: {what} (run {run_id})",
+                    budget_ns=(c.get("verdict") or {}).get("budget_ns"),
+                    heading=f"{c['label']}: {what} (run {run_id})",
                 )
 
 
-def comparison_page(doc: dict[str, Any], store: Store | None = None, title: str = "") -> Page:
-    """The page of a comparison document; with the store it was read from, also the
-    interrupts of each configuration's worst repetition."""
-    verdict = _verdict(doc)
+def _banners(page: Page, doc: dict[str, Any]) -> None:
     configs = doc["configurations"]
-    shown = list(doc.get("by") or _varying(configs))
-    page = Page(
-        title=title or f"lowtail comparison{' ' + str(doc['comparison_id']) if doc.get('comparison_id') else ''}",
-        subtitle=f"{len(configs)} configurations · {sum(len(c.get('runs', [])) for c in configs)} runs · "
-        f"by {', '.join(shown)}",
-    )
-    if any(str(c["key"].get(axes.VIRTUALIZATION) or "").lower() == "tcg" for c in configs):
+    if any(str(v).lower() == "tcg" for c in configs for v in (c.get("key") or {}).values()):
         page.banner(TCG_WARNING)
     if doc.get("partial"):
         page.banner("PARTIAL: " + "; ".join(doc.get("partial_reasons") or ["some runs could not be read"]))
-    for w in doc.get("warnings") or []:
-        page.banner(w, "warn")
-    summary_section(page, doc, verdict, shown)
-    table_section(page, doc, verdict, shown)
-    hdr_section(page, doc, verdict, shown)
-    cdf_section(page, doc, verdict, shown)
-    worst_section(page, doc, verdict, shown)
-    rate_section(page, doc, verdict)
-    evt_section(page, doc, shown)
+    invalid = [c["label"] for c in configs if c.get("invalid_runs")]
+    if invalid:
+        page.banner(f"Runs left out as not to be trusted in: {', '.join(invalid)} (see the verdicts).", "warn")
+    degraded = [f"{c['label']}: {'; '.join(c['degraded'])}" for c in configs if c.get("degraded")]
+    if degraded:
+        page.banner("Degraded runs (verdicts to be read with this in mind): " + " · ".join(degraded), "warn")
+    if doc.get("verdict") is None:
+        page.banner(
+            "The runs were stored with different budgets: each configuration is judged against its own.", "warn"
+        )
+
+
+def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = None) -> Page:
+    """The page of a comparison document and what it draws; with the store it was read
+    from, also the interrupts of each configuration's worst repetition."""
+    configs = doc["configurations"]
+    cid = doc.get("comparison_id")
+    by = ", ".join(a["label"] for a in doc.get("axes") or []) or "nothing (one configuration)"
+    page = Page(
+        title=f"lowtail comparison{f' {cid}' if cid else ''}",
+        subtitle=f"{len(configs)} configurations by {by} · {sum(len(c.get('runs', [])) for c in configs)} runs"
+        + (f" · {' '.join(doc['selection'])}" if doc.get("selection") else ""),
+    )
+    _banners(page, doc)
+    summary_section(page, doc)
+    table_section(page, doc)
+    hdr_section(page, doc, drawn)
+    cdf_section(page, doc, drawn)
+    worst_section(page, doc, drawn)
+    rate_section(page, doc)
+    evt_section(page, doc)
     if store is not None:
-        interrupts_section(page, store, doc, verdict, shown)
+        interrupts_section(page, store, doc)
+    notes = [*(doc.get("notes") or []), *(f"run {r['run_id']}: {r['why']}" for r in doc.get("left_out") or [])]
+    if notes:
+        page.add("Notes", "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return page
 
 
-def write_comparison_page(doc: dict[str, Any], output: str | Path, store: Store | None = None) -> Path:
-    """The page of a comparison document as one self-contained HTML file."""
-    return comparison_page(doc, store).write(Path(output))
+def write_comparison_report(db: str | Path, comparison_id: int | str, path: str | Path) -> Path:
+    """Write the page of stored comparison `comparison_id` (an id, or 'latest') of database
+    `db` to `path`; returns the path written."""
+    from lowtail.store import comparisons as comparestore  # the stored comparison (lowtail compare)
+
+    with open_store(db, read_only=True) as store:
+        row = comparestore.comparison(store, comparison_id)
+        cid = row["comparison_id"]
+        drawn = Drawn(
+            comparestore.comparison_curves(store, cid),
+            comparestore.comparison_cdf(store, cid),
+            comparestore.comparison_worst(store, cid),
+        )
+        page = comparison_page(row["document"], drawn, store)
+    if row.get("label"):
+        page.title += f" — {row['label']}"
+    return page.write(Path(path))

@@ -24,9 +24,10 @@ from plotly.subplots import make_subplots
 from lowtail.percentiles import percent_label
 from lowtail.units import format_count, format_count_tick, format_ns, format_ns_tick, format_rate_tick
 
-# Colours: one per series in turn (colour-blind safe, Okabe–Ito), and fixed ones for the
+# Colours: one per series in turn (colour-blind safe: Okabe–Ito, its yellow, unreadable on
+# white, replaced by Tol's olive), and fixed ones for the
 # lines every reader learns once: the budget red, the floor grey.
-PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#000000", "#999933")
 BUDGET_COLOUR = "#b42318"
 FLOOR_COLOUR = "#6b6b6b"
 KNEE_COLOUR = "#b42318"
@@ -182,7 +183,8 @@ def new_figure(
         template="plotly_white",
         height=height,
         margin=dict(l=70, r=20, t=60, b=50),
-        legend=dict(orientation="h", x=0, xanchor="left", y=-0.18, yanchor="top"),
+        # Under the x axis' ticks and title: a fixed distance in pixels, whatever the height.
+        legend=dict(orientation="h", x=0, xanchor="left", y=-62 / max(height - 110, 100), yanchor="top"),
         hovermode="closest",
         font=dict(family="system-ui, -apple-system, Segoe UI, sans-serif", size=12),
         hoverlabel=dict(namelength=-1),

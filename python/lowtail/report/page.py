@@ -81,17 +81,19 @@ def figure_html(fig, caption: str = "") -> str:
 
 @dataclass(frozen=True)
 class Cell:
-    """A table cell with a CSS class ("pass", "fail", "text" …); `html` True when the text
-    is markup built by the report itself."""
+    """A table cell with a CSS class ("pass", "fail", "text" …) and a hover title; `html`
+    True when the text is markup built by the report itself."""
 
     text: object
     css: str = ""
     html: bool = False
+    title: str = ""  # shown on hover
 
     def render(self) -> str:
         """The <td> of this cell."""
         body = str(self.text) if self.html else esc(self.text)
-        return f"<td class='{self.css}'>{body}</td>" if self.css else f"<td>{body}</td>"
+        attrs = (f" class='{self.css}'" if self.css else "") + (f" title='{esc(self.title)}'" if self.title else "")
+        return f"<td{attrs}>{body}</td>"
 
 
 def table_html(header: list[object], rows: list[list[object]], css: str = "") -> str:
