@@ -149,17 +149,25 @@ def test_pages_load_draw_and_show_data(browser, pages):
     _check_page(browser, pages["compare"], expected_plots=4)
 
 
-def test_the_verdict_table_fits_1400_px(browser, pages):
-    """The experiment's verdict table at 1400 px: no column scrolled out of sight, every
-    verdict and its reason inside the window."""
-    browser.get(pages["experiment"].as_uri())
+@pytest.mark.parametrize(
+    "page, table, verdict_cells",
+    [("experiment", ".lt-runs", "td.verdict, td.why"), ("compare", ".lt-configs", "td.text:last-child")],
+)
+def test_the_verdict_table_fits_1400_px(browser, pages, page, table, verdict_cells):
+    """The experiment's runs table and the comparison's Table II at 1400 px: no column
+    scrolled out of sight, every verdict (and its reason) inside the window."""
+    browser.get(pages[page].as_uri())
     scroll, width = browser.execute_script(
-        "var d = document.querySelector('.lt-runs'); return [d.scrollWidth, d.clientWidth]"
+        "var t = document.querySelector(arguments[0]), d = t.parentElement;"
+        "return [Math.max(d.scrollWidth, t.scrollWidth), d.clientWidth]",
+        table,
     )
-    assert scroll <= width
+    assert scroll <= width, f"{page}: {table} is {scroll} px wide in {width} px"
+    cells = ", ".join(f"{table} {c.strip()}" for c in verdict_cells.split(","))
     right = browser.execute_script(
-        "return Math.max(...Array.from(document.querySelectorAll('.lt-runs td.verdict, .lt-runs td.why'))"
-        ".map(td => td.getBoundingClientRect().right))"
+        "return Math.max(...Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(td => td.getBoundingClientRect().right))",
+        cells,
     )
     assert 0 < right <= WIDTH
 

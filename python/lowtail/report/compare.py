@@ -38,7 +38,8 @@ _PAGE_STYLE = """<style>
 .lt-card.met .status { color: #067647; } .lt-card.broken .status { color: #b42318; }
 .lt-card .detail { color: #444; font-size: .9em; }
 td small { display: block; color: #777; font-size: .8em; } td.unresolved { color: #999; font-style: italic; }
-.lt-configs td { white-space: nowrap; }
+.lt-configs { font-size: .88em; } .lt-configs td, .lt-configs th { padding: .25em .4em; }
+.lt-configs td.text, .lt-configs .v { white-space: nowrap; }
 </style>"""
 
 
@@ -144,9 +145,11 @@ def _figure_cell(c: dict[str, Any], key: str) -> Cell:
     value = (c.get("latency_ns") or {}).get(key)
     spread = (c.get("spread") or {}).get(key) or {}
     interval = (c.get("intervals") or {}).get(key)
-    text = esc(format_ns(value))
+    text = f"<span class='v'>{esc(format_ns(value))}</span>"
     if c.get("repetitions", 1) > 1 and spread.get("min") is not None:
-        text += f"<small>{esc(format_ns_range(spread['min'], spread['max']))}</small>"
+        # The range breaks after its dash only, never before its unit: the table fits 1400 px.
+        shown = esc(format_ns_range(spread["min"], spread["max"])).replace("–", "–<wbr>").replace(" ", "&nbsp;")
+        text += f"<small>{shown}</small>"
     title = ""
     resolvable = interval is None or interval.get("resolvable", True)
     if interval and interval.get("lower_ns") is not None and interval.get("upper_ns") is not None:
@@ -323,8 +326,9 @@ def rate_section(page: Page, doc: dict[str, Any]) -> None:
         f"<p>{esc(said)}</p>"
         + figure_html(
             plots.latency_vs_rate_plot(sweeps, "Latency versus offered rate", _budget_ns(doc)),
-            "The median (solid) and the judged percentile (dashed) per offered rate; vertical lines: each series' "
-            "measured knee (first overloaded rate) and predicted R_max (dashed), as `lowtail model knee` stored them.",
+            "The median and the judged percentile per offered rate (several series: one colour each, the "
+            "percentiles told apart by dash and marker); vertical lines: each series' measured knee (first "
+            "overloaded rate, solid) and predicted R_max (dashed), as `lowtail model knee` stored them.",
         ),
     )
 
@@ -405,6 +409,14 @@ def _banners(page: Page, doc: dict[str, Any]) -> None:
         )
 
 
+def _left_out(doc: dict[str, Any]) -> list[str]:
+    """The runs the selection named but the comparison left out, one line per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for r in doc.get("left_out") or []:
+        by_reason.setdefault(r["why"], []).append(str(r["run_id"]))
+    return [f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} left out: {why}" for why, ids in by_reason.items()]
+
+
 def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = None) -> Page:
     """The page of a comparison document and what it draws; with the store it was read
     from, also the interrupts of each configuration's worst repetition."""
@@ -414,7 +426,7 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
     page = Page(
         title=f"lowtail comparison{f' {cid}' if cid else ''}",
         subtitle=f"{len(configs)} configurations by {by} · {sum(len(c.get('runs', [])) for c in configs)} runs"
-        + (f" · {' '.join(doc['selection'])}" if doc.get("selection") else ""),
+        + (f" · selection: {' '.join(doc['selection'])}" if doc.get("selection") else ""),
     )
     _banners(page, doc)
     summary_section(page, doc)
@@ -426,7 +438,7 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
     evt_section(page, doc)
     if store is not None:
         interrupts_section(page, store, doc)
-    notes = [*(doc.get("notes") or []), *(f"run {r['run_id']}: {r['why']}" for r in doc.get("left_out") or [])]
+    notes = [*(doc.get("notes") or []), *_left_out(doc)]
     if notes:
         page.add("Notes", "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")
     return page

@@ -262,10 +262,16 @@ def _refs(fig: go.Figure, row: int | None, col: int | None) -> tuple[str, str]:
     return ref.xaxis.plotly_name.replace("axis", ""), ref.yaxis.plotly_name.replace("axis", "")
 
 
+def budget_label(budget_ns: int) -> str:
+    """The legend entry of a budget line: "budget 350 µs" (as round as the budget is)."""
+    return f"budget {format_ns_tick(budget_ns, 6)}"
+
+
 def budget_line(fig: go.Figure, budget_ns: int | None, row: int | None = None, col: int | None = None) -> None:
-    """The latency budget as a red dashed line (nothing when no budget applies)."""
+    """The latency budget as a red dashed line across a latency y axis (nothing when no
+    budget applies)."""
     if budget_ns is not None:
-        horizontal_line(fig, budget_ns, f"budget {format_ns(budget_ns)}", BUDGET_COLOUR, "dash", row, col)
+        horizontal_line(fig, budget_ns, budget_label(budget_ns), BUDGET_COLOUR, "dash", row, col)
 
 
 def latency_hover(ns: Sequence[float | None]) -> list[str]:

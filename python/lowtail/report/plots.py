@@ -167,7 +167,7 @@ def cdf_plot(
         title=dict(text="share of packets"),
     )
     if budget_ns is not None:
-        tk.vertical_line(fig, budget_ns, f"budget {format_ns(budget_ns)}", tk.BUDGET_COLOUR, "dash")
+        tk.vertical_line(fig, budget_ns, tk.budget_label(budget_ns), tk.BUDGET_COLOUR, "dash")
     return fig
 
 
@@ -212,8 +212,8 @@ def worst_scatter_grid(
 ) -> go.Figure:
     """Worst events of several configurations side by side on one latency axis, so their
     heights compare at a glance. panels: (label, [(pre_ts_ns, latency_ns)], start_ns)."""
-    cols = max(1, min(columns, len(panels)))
-    rows = max(1, math.ceil(len(panels) / cols))
+    rows = max(1, math.ceil(len(panels) / columns))
+    cols = max(1, math.ceil(len(panels) / rows))  # rows as full as they go: 4 panels are 2 × 2
     fig = tk.new_figure(
         title,
         height=80 + 300 * rows,
