@@ -226,8 +226,19 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "b": "lowtail-fwd · bare",
                 "percentile": "p99_99",
                 "resolved": True,
+                "axes_differing": ["dut"],
+                "note": None,
                 "text": "kernel-mirred · bare is lower than lowtail-fwd · bare at p99.99 by 120 µs (intervals do not overlap)",
-            }
+            },
+            {
+                "a": "kernel-mirred · bare",
+                "b": "bridge · container",
+                "percentile": "p99_9",
+                "resolved": True,
+                "axes_differing": ["dut", "containment"],
+                "note": None,
+                "text": "kernel-mirred · bare is lower than bridge · container at p99.9 by 80 µs (intervals do not overlap)",
+            },
         ],
         "not_resolvable": [
             {
@@ -235,6 +246,7 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "b": "lowtail-fwd · bare",
                 "percentile": "p99_999",
                 "resolved": False,
+                "axes_differing": ["dut"],
                 "text": "bridge · bare against lowtail-fwd · bare at p99.999: not resolvable with these runs",
             }
         ],
@@ -266,7 +278,15 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                     }
                     for c in sweep
                 ],
-                "knees": [{"experiment_id": 2, "dut": "lowtail-fwd", "knee_pps": 80_000, "r_max_pps": 75_000}],
+                "knees": [
+                    {
+                        "experiment_id": 2,
+                        "dut": "lowtail-fwd",
+                        "knee_pps": 80_000,
+                        "r_max_pps": 75_000,
+                        "other_runs": [],
+                    }
+                ],
             }
         ],
         "left_out": [],

@@ -215,20 +215,34 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
     )
 
 
+def _difference_text(d: dict[str, Any]) -> str:
+    return d["text"] + (f" ({d['note']})" if d.get("note") else "")
+
+
 def _differences(doc: dict[str, Any]) -> str:
-    resolved = [d["text"] for d in doc.get("differences") or []]
-    unresolved = [d["text"] for d in doc.get("not_resolvable") or []]
-    body = (
-        "<ul>" + "".join(f"<li>{esc(t)}</li>" for t in resolved) + "</ul>"
-        if resolved
-        else "<p>No difference between configurations is beyond run-to-run variation.</p>"
-    )
-    if unresolved:
-        body += (
-            f"<details><summary>Not resolvable with these runs ({len(unresolved)})</summary><ul>"
-            + "".join(f"<li>{esc(t)}</li>" for t in unresolved)
-            + "</ul></details>"
-        )
+    """The differences beyond run-to-run variation: first those between configurations
+    that differ on one axis (each isolates an effect), the rest folded; then, folded, the
+    pairs these runs cannot resolve."""
+    resolved = doc.get("differences") or []
+    isolated = [d for d in resolved if len(d.get("axes_differing") or [None]) <= 1]
+    several = [d for d in resolved if d not in isolated]
+    unresolved = doc.get("not_resolvable") or []
+    if not resolved:
+        body = "<p>No difference between configurations is beyond run-to-run variation.</p>"
+    elif isolated:
+        body = "<ul>" + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in isolated) + "</ul>"
+    else:
+        body = "<p>Every difference is between configurations that differ on several axes at once.</p>"
+    for summary, items in (
+        (f"Between configurations that differ on several axes ({len(several)})", several),
+        (f"Not resolvable with these runs ({len(unresolved)})", unresolved),
+    ):
+        if items:
+            body += (
+                f"<details><summary>{esc(summary)}</summary><ul>"
+                + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in items)
+                + "</ul></details>"
+            )
     return "<h3>Differences</h3>" + body
 
 
@@ -319,7 +333,8 @@ def rate_section(page: Page, doc: dict[str, Any]) -> None:
     said = "; ".join(
         f"{s.label}: knee {format_rate(s.knee_pps) if s.knee_pps else 'not stored'}"
         + (f", predicted R_max {format_rate(s.r_max_pps)}" if s.r_max_pps else "")
-        for s in sweeps
+        + _knee_source(series)
+        for s, series in zip(sweeps, _swept(doc))
     )
     page.add(
         "Latency versus rate",
@@ -331,6 +346,13 @@ def rate_section(page: Page, doc: dict[str, Any]) -> None:
             "overloaded rate, solid) and predicted R_max (dashed), as `lowtail model knee` stored them.",
         ),
     )
+
+
+def _knee_source(series: dict[str, Any]) -> str:
+    """Where a knee model read runs beyond this series (it sweeps every run of the DuT's
+    name), so the reader knows it speaks for more than the runs compared here."""
+    wider = [k for k in series.get("knees") or [] if k.get("other_runs")]
+    return "".join(f" (read from all {k['dut']} runs of experiment {k['experiment_id']})" for k in wider)
 
 
 def evt_section(page: Page, doc: dict[str, Any]) -> None:
