@@ -48,7 +48,7 @@ def browser():
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(120)
+    driver.set_page_load_timeout(300)  # a loaded machine parses the 4.8 MB bundle slowly
     yield driver
     driver.quit()
 
@@ -83,7 +83,7 @@ return Array.from(document.querySelectorAll('.lt-plot-area')).map(function (div)
 """
 
 
-def _wait_drawn(driver, timeout: float = 60.0) -> list[dict]:
+def _wait_drawn(driver, timeout: float = 180.0) -> list[dict]:
     deadline = time.monotonic() + timeout
     while True:
         plots = driver.execute_script(_PLOTS_JS)
