@@ -81,3 +81,24 @@ def test_every_latency_figure_draws_the_budget():
     for spec in specs:
         names = [s.get("name") for s in spec["layout"].get("shapes", [])]
         assert budget in names, spec["layout"]["title"]["text"]
+
+
+def test_the_worst_repetitions_interrupts_are_drawn_where_sampled(tmp_path):
+    """A configuration whose worst repetition has interrupt samples gets its timeline
+    under its own name; one whose worst repetition has none gets no such section."""
+    from report_fixtures import experiment
+
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+
+    db, eid = experiment(tmp_path)
+    doc, drawn = comparison_document()
+    with open_store(db, read_only=True) as store:
+        fwd = [r["run_id"] for r in runstore.runs(store, eid) if r["dut_name"] == "fwd"]
+        sampled, unsampled = fwd[0], fwd[1]  # the fixture samples the first fwd run only
+        first, second = doc["configurations"][:2]
+        first["runs"], first["worst_repetition"] = [sampled], sampled
+        second["runs"], second["worst_repetition"] = [unsampled], unsampled
+        html = comparison_page(doc, drawn, store).render()
+    assert f"{first['label']}: interrupts (run {sampled})" in html
+    assert f"(run {unsampled})</h" not in html
