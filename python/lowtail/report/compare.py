@@ -20,22 +20,22 @@ from typing import Any
 
 from lowtail import percentiles
 from lowtail.report import plots
+from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_ns_range, format_percent, format_rate
+from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING
 
-_STATUS_CLASS = {"PASS": "pass", "FAIL": "fail", "INVALID": "fail", "inconclusive": "warn"}
-_CARD_CLASS = {"PASS": "met", "FAIL": "broken", "INVALID": "broken"}
 _PAGE_STYLE = """<style>
 .lt-summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(270px, 1fr)); gap: .6em; margin: 1em 0; }
 .lt-card { border: 1px solid #ddd; border-left: 6px solid #d9a400; border-radius: 4px; padding: .5em .8em; }
-.lt-card.met { border-left-color: #067647; } .lt-card.broken { border-left-color: #b42318; }
+.lt-card.pass { border-left-color: #067647; } .lt-card.fail { border-left-color: #b42318; }
 .lt-card .name { font-weight: 600; } .lt-card .status { font-size: 1.15em; font-weight: 700; color: #9a6700; }
-.lt-card.met .status { color: #067647; } .lt-card.broken .status { color: #b42318; }
+.lt-card.pass .status { color: #067647; } .lt-card.fail .status { color: #b42318; }
 .lt-card .detail { color: #444; font-size: .9em; }
 td small { display: block; color: #777; font-size: .8em; } td.unresolved { color: #999; font-style: italic; }
 .lt-configs { font-size: .88em; } .lt-configs td, .lt-configs th { padding: .25em .4em; }
@@ -55,7 +55,12 @@ class Drawn:
 
 
 def _status(c: dict[str, Any]) -> str:
-    return (c.get("verdict") or {}).get("status", "inconclusive")
+    return (c.get("verdict") or {}).get("status", Status.INCONCLUSIVE.value)
+
+
+def _css(c: dict[str, Any]) -> str:
+    """The css class of a configuration's verdict, as the experiment page colours a run's."""
+    return status_class(_status(c), bool((c.get("verdict") or {}).get("degraded")))
 
 
 def _budget_ns(doc: dict[str, Any]) -> int | None:
@@ -65,7 +70,7 @@ def _budget_ns(doc: dict[str, Any]) -> int | None:
 
 def _judged_key(doc: dict[str, Any]) -> str:
     keys = {(c.get("verdict") or {}).get("percentile") for c in doc["configurations"]} - {None, ""}
-    return (doc.get("verdict") or {}).get("key") or (keys.pop() if len(keys) == 1 else "p99_999")
+    return (doc.get("verdict") or {}).get("key") or (keys.pop() if len(keys) == 1 else Verdict().key)
 
 
 def _margin(c: dict[str, Any]) -> str:
@@ -80,8 +85,7 @@ def _margin(c: dict[str, Any]) -> str:
     return f"{format_ns(-gap)} over the budget"
 
 
-def _card(title: str, status: str, lines: Sequence[str]) -> str:
-    css = _CARD_CLASS.get(status.split(":")[0].split(",")[0], "undecided")
+def _card(title: str, status: str, css: str, lines: Sequence[str]) -> str:
     details = "".join(f"<div class='detail'>{esc(line)}</div>" for line in lines if line)
     return (
         f"<div class='lt-card {css}'><div class='name'>{esc(title)}</div>"
@@ -103,15 +107,18 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
     for s in _swept(doc):
         points = sorted(s["points"], key=lambda p: p["rate_pps"])
         in_sweep |= {p["configuration"] for p in points}
-        passing = [p for p in points if p.get("verdict") == "PASS"]
+        passing = [p for p in points if p.get("verdict") == Status.PASS.value]
         per_rate = ", ".join(f"{format_rate(p['rate_pps'])} {p.get('verdict', '–')}" for p in points)
         if passing:
             best = by_index[passing[-1]["configuration"]]
             lines = [f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}", _margin(best), per_rate]
-            cards.append(_card(s["label"], "PASS", lines))
+            cards.append(_card(s["label"], Status.PASS.value, status_class(Status.PASS), lines))
         else:
-            status = "FAIL" if any(p.get("verdict") == "FAIL" for p in points) else "inconclusive"
-            cards.append(_card(s["label"], status, ["meets the budget at no rate swept", per_rate]))
+            failed = any(p.get("verdict") == Status.FAIL.value for p in points)
+            status = Status.FAIL if failed else Status.INCONCLUSIVE
+            cards.append(
+                _card(s["label"], status.value, status_class(status), ["meets the budget at no rate swept", per_rate])
+            )
     judged = percentiles.label(_judged_key(doc))
     for c in configs:
         if c["index"] in in_sweep:
@@ -121,6 +128,7 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
             _card(
                 c["label"],
                 v.get("label", _status(c)),
+                _css(c),
                 [
                     f"{judged}: {format_ns(v.get('value_ns'))}",
                     _margin(c),
@@ -129,7 +137,7 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
                 ],
             )
         )
-    passed = sum(_status(c) == "PASS" for c in configs)
+    passed = sum(_status(c) == Status.PASS.value for c in configs)
     budget = (doc.get("verdict") or {}).get("text") or "each configuration against its runs' own budget"
     page.add(
         "Summary",
@@ -195,7 +203,7 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
                 *(_figure_cell(c, k) for k in keys),
                 format_ns(floor) if floor is not None else "–",
                 f"run {c['worst_repetition']}" if c.get("worst_repetition") is not None else "–",
-                Cell(v.get("label", _status(c)), _STATUS_CLASS.get(_status(c), "") + " text"),
+                Cell(v.get("label", _status(c)), f"{_css(c)} text"),
             ]
         )
     reasons = "".join(

@@ -49,11 +49,18 @@ def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
     return judgement.label, verdict_class(judgement)
 
 
-def verdict_class(judgement: verdicts.Judgement) -> str:
-    """The css class of a judgement: a degraded PASS is shown as a warning."""
-    if judgement.status is verdicts.Status.PASS and judgement.degraded:
+def status_class(status: verdicts.Status | str, degraded: bool = False) -> str:
+    """The css class of a verdict's status (a Status or its value, as a stored document
+    has it): pass, fail, warn, meta; a degraded PASS is shown as a warning."""
+    status = verdicts.Status(status)
+    if status is verdicts.Status.PASS and degraded:
         return "warn"
-    return _VERDICT_CLASS[judgement.status]
+    return _VERDICT_CLASS[status]
+
+
+def verdict_class(judgement: verdicts.Judgement) -> str:
+    """The css class of a judgement (see `status_class`)."""
+    return status_class(judgement.status, bool(judgement.degraded))
 
 
 def summary_section(
