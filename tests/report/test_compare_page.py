@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 from report_fixtures import comparison_document
 
 from lowtail.report.compare import comparison_page
@@ -102,3 +103,26 @@ def test_the_worst_repetitions_interrupts_are_drawn_where_sampled(tmp_path):
         html = comparison_page(doc, drawn, store).render()
     assert f"{first['label']}: interrupts (run {sampled})" in html
     assert f"(run {unsampled})</h" not in html
+
+
+def test_the_stored_comparison_makes_its_page(tmp_path):
+    """write_comparison_report reads a comparison as `lowtail compare` stores it (needs the
+    store of comparisons: skipped on a tree without it)."""
+    comparestore = pytest.importorskip("lowtail.store.comparisons")
+    from lowtail.report.compare import write_comparison_report
+    from lowtail.store import open_store
+
+    doc, drawn = comparison_document()
+    curves = [
+        comparestore.CurvePoint(i, source, None, None, p, int(v))
+        for i, stored in drawn.curves.items()
+        for source in (comparestore.POOLED, comparestore.FLOOR)
+        for p, v in stored[source]
+    ]
+    cdf = [(i, f, int(v)) for i, points in drawn.cdf.items() for f, v in points]
+    with open_store(tmp_path / "c.duckdb") as store:
+        cid = comparestore.save_comparison(store, doc, ["1"], doc["by"], curves, cdf, [])
+    html = write_comparison_report(tmp_path / "c.duckdb", cid, tmp_path / "c.html").read_text()
+    for heading in ("Summary", "Configurations", "Latency by percentile", "Latency distribution (CDF)"):
+        assert f">{heading}</h2>" in html
+    assert "meets the budget up to" in html and html.count("class='lt-plot-spec'") >= 3

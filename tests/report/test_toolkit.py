@@ -103,31 +103,6 @@ def test_the_png_renderer_draws_the_figure_a_page_shows(tmp_path):
     assert coloured > 500  # the curve, its band and the budget line
 
 
-def test_the_stored_comparison_makes_its_page(tmp_path):
-    """write_comparison_report reads a comparison as `lowtail compare` stores it (needs the
-    store of comparisons: skipped on a tree without it)."""
-    comparestore = pytest.importorskip("lowtail.store.comparisons")
-    from report_fixtures import comparison_document
-
-    from lowtail.report.compare import write_comparison_report
-    from lowtail.store import open_store
-
-    doc, drawn = comparison_document()
-    curves = [
-        comparestore.CurvePoint(i, source, None, None, p, int(v))
-        for i, stored in drawn.curves.items()
-        for source in (comparestore.POOLED, comparestore.FLOOR)
-        for p, v in stored[source]
-    ]
-    cdf = [(i, f, int(v)) for i, points in drawn.cdf.items() for f, v in points]
-    with open_store(tmp_path / "c.duckdb") as store:
-        cid = comparestore.save_comparison(store, doc, ["1"], doc["by"], curves, cdf, [])
-    html = write_comparison_report(tmp_path / "c.duckdb", cid, tmp_path / "c.html").read_text()
-    for heading in ("Summary", "Configurations", "Latency by percentile", "Latency distribution (CDF)"):
-        assert f">{heading}</h2>" in html
-    assert "meets the budget up to" in html and html.count("class='lt-plot-spec'") >= 3
-
-
 def test_worst_events_panels_fill_their_rows():
     """Four configurations side by side are 2 × 2 (not 3 + 1), five are 3 + 2."""
     for n, grid in ((4, (2, 2)), (5, (2, 3)), (3, (1, 3))):
