@@ -15,7 +15,8 @@ APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-
 # openssh-server: the hosts testbed's tests start real sshd in network namespaces (note that
 # Debian starts its own ssh service when the package is installed, unless policy-rc.d forbids);
 # tcpdump: the external timestamper of the import tests.
-APT_TEST    := openssh-server tcpdump
+# chromium + chromium-driver: the browser test of the report pages (headless, driven by selenium).
+APT_TEST    := openssh-server tcpdump chromium chromium-driver
 # tcpreplay + tcpdump: the Debian-tools baseline of bench/testbed_loop.py.
 APT_BENCH   := postgresql tcpreplay tcpdump
 RUST_SOURCES := $(shell find crates -name '*.rs' -o -name Cargo.toml 2>/dev/null) Cargo.toml $(wildcard Cargo.lock)

@@ -126,3 +126,36 @@ def format_p_value(p: float | None, bound: str | None = None) -> str:
     if p is None:
         return "–"
     return {"lower": "≥ ", "upper": "≤ "}.get(bound or "", "") + f"{p:.3g}"
+
+
+def format_ns_tick(ns: float, digits: int = 3) -> str:
+    """A round duration as an axis labels it: "10 µs", "2.5 ms", "500 ns", "0" (with up
+    to `digits` significant digits)."""
+    if ns == 0:
+        return "0"
+    for unit, scale in (("s", 1e9), ("ms", 1e6), ("µs", 1e3)):
+        if abs(ns) >= scale:
+            return f"{ns / scale:.{digits}g} {unit}"
+    return f"{ns:.{digits}g} ns"
+
+
+def format_ns_range(lo: float | None, hi: float | None) -> str:
+    """A range of durations in the unit of its upper end: "16.015–16.078 µs"."""
+    if lo is None or hi is None:
+        return "–"
+    unit = format_ns(hi).split()[-1]
+    scale = {"ns": 1, "µs": 1e3, "ms": 1e6, "s": 1e9}[unit]
+    return f"{lo / scale:.3f}–{hi / scale:.3f} {unit}"
+
+
+def format_count_tick(n: float) -> str:
+    """A round count as an axis labels it: "100", "5,000", "10 k", "1 M"."""
+    for suffix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= 10 * scale or (abs(n) >= scale and n % scale == 0):
+            return f"{n / scale:.3g} {suffix}"
+    return f"{n:,.3g}" if abs(n) < 1000 else f"{n:,.0f}"
+
+
+def format_rate_tick(pps: float) -> str:
+    """A round packet rate as an axis labels it: "50 kpps", "0"."""
+    return "0" if pps == 0 else format_rate(pps)

@@ -182,7 +182,7 @@ def test_report(stored):
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["report"] == str(out)
     html = out.read_text()
-    assert html.count("<img") >= 5
+    assert html.count("class='lt-plot-spec'") >= 5  # HDR, histogram, worst events, rates, inter-arrivals
     assert f"{doc['sent']:,}" in html
     assert f"{doc['latency_ns']['p99_999'] / 1e3:.3f} µs" in html
 

@@ -77,7 +77,7 @@ def test_tables_tell_apart_runs_that_differ_only_in_burst_or_an_option(stored, t
     assert kernel[0][:3] == ["kernel", "bare", "1"] and kernel[1][:3] == ["kernel", "bare", "16"]
     assert fwd[0][:4] == ["fwd", "1", "bare", "1"] and fwd[1][:4] == ["fwd", "32", "bare", "1"]
     html = write_experiment_report(db, experiment["experiment_id"], tmp_path / "a.html").read_text()
-    summary = html[html.index("<h2>Verdict</h2>") : html.index("</table>", html.index("<h2>Verdict</h2>"))]
+    summary = html[html.index("<h2 id='verdict'>Verdict</h2>") : html.index("</table>", html.index("id='verdict'"))]
     for heading in ("<th>burst</th>", "<th>batch</th>", "<th>containment</th>"):
         assert heading in summary
     assert "burst 16" in html  # in the run's own heading

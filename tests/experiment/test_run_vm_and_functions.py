@@ -106,7 +106,7 @@ def test_vm_guests_of_both_kernels_forward_without_loss_and_say_how_they_ran(tmp
     assert all("LOC" in k for k in kinds.values()), kinds
     assert stored == [(r["virtualization"],) for r in runs]
     html = (tmp_path / "r.html").read_text()
-    assert "Guest interrupts during the run" in html
+    assert f"Run {vanilla['run_id']}: guest interrupts" in html and f"Run {rt['run_id']}: guest interrupts" in html
     assert ("QEMU&#x27;s emulator" in html or "QEMU's emulator" in html) == (runs[0]["virtualization"] == "tcg")
     assert f"vm-rt (vm) [{rt['virtualization'].upper()}]" in html
     # The image the runs used is the cached one `lowtail vm build` finds.

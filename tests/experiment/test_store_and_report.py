@@ -146,8 +146,8 @@ def test_the_report_has_verdicts_floor_plots_and_host(stored, tmp_path):
     html = write_experiment_report(db, "latest", tmp_path / "r.html").read_text()
     assert "99th percentile under 100.000 µs, no loss" in html  # the stored file's verdict settings
     assert "2 of 3 runs pass" not in html and "1 of 3 runs pass" in html
-    assert html.count("<img") == 2 * 4  # an HDR plot and a worst-event scatter per run
-    assert "wire (calibration run 1)" not in html  # plot legends are inside the images
+    assert html.count("class='lt-plot-spec'") == 2 * 4  # an HDR plot and a worst-event scatter per run
+    assert html.count("wire (calibration run 1)") == 3  # the floor curve beside each DuT run's, in its legend
     assert "the timestamper lost 3 frames" in html and "Testbed and host" in html
     stricter = write_experiment_report(db, eid, tmp_path / "s.html", budget="10us").read_text()
     assert "0 of 3 runs pass" in stricter

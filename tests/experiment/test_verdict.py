@@ -132,6 +132,6 @@ def test_tables_show_the_judged_percentile_and_the_floor_at_it(tmp_path):
         fwd_line = next(line for line in text.splitlines() if " fwd " in line)
         assert format_ns(fwd["p99_99"]) in fwd_line and format_ns(wire["p99_99"]) in fwd_line
     html = write_experiment_report(db, eid, tmp_path / "p.html").read_text()
-    summary = html[html.index("<h2>Verdict</h2>") : html.index("</table>", html.index("<h2>Verdict</h2>"))]
+    summary = html[html.index("<h2 id='verdict'>Verdict</h2>") : html.index("</table>", html.index("id='verdict'"))]
     assert "<th>99.99 %</th>" in summary and "<th>floor 99.99 %</th>" in summary
     assert format_ns(fwd["p99_99"]) in summary and format_ns(wire["p99_99"]) in summary

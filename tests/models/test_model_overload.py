@@ -252,7 +252,7 @@ def test_cli_knee_on_a_stored_sweep_with_r_max(cli, db, store_at, tmp_path):
     assert doc["r_max_pps"] == pytest.approx(87_460, abs=5)
     assert plot.stat().st_size > 10_000
     html = report.read_text()
-    assert "R_max" in html and "90 kpps" in html and "data:image/png;base64" in html
+    assert "R_max" in html and "90 kpps" in html and "class='lt-plot-spec'" in html
 
 
 def test_cli_knee_latest_is_the_newest_sweep_of_a_dut_not_a_calibration(cli, db, store_at):

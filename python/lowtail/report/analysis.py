@@ -50,18 +50,20 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
         ],
     )
     warn_html = "".join(f"<p class='warn'>⚠ {esc(w)}</p>" for w in doc["warnings"])
-    partial = (
-        "<p class='fail'>PARTIAL: the input was cut short; figures cover part of it.</p>" if doc["partial"] else ""
-    )
+    if doc["partial"]:
+        page.banner("PARTIAL: the input was cut short; the figures cover only part of it.")
     page.add(
         f"{prefix}Figures (analysis {doc['analysis_id']})",
-        partial + f"<p class='meta'>trim {esc(format_ns(f['trim_ns']))} · {esc(format_ns(f['duration_ns']))} "
+        f"<p class='meta'>trim {esc(format_ns(f['trim_ns']))} · {esc(format_ns(f['duration_ns']))} "
         f"analysed · percentiles are exact nearest-rank values</p>" + counts + lat_table + meta + warn_html,
     )
-    curves = [(name or f"analysis {doc['analysis_id']}", [(p, v) for p, v, _ in doc["percentiles"]])]
+    curves = [plots.Curve(name or f"analysis {doc['analysis_id']}", [(p, v) for p, v, _ in doc["percentiles"]])]
     page.add(
         f"{prefix}Latency distribution",
-        figure_html(plots.hdr_percentile_plot(curves), "HDR percentile plot: x is 1/(1−p) on a log scale")
+        figure_html(
+            plots.hdr_percentile_plot(curves, "Latency by percentile"),
+            "HDR percentile plot: x is 1/(1−p) on a log scale, so each nine gets the same width",
+        )
         + figure_html(plots.histogram_plot(doc["histograms"]["latency"], "Latency histogram")),
     )
     start = f.get("start_ts_ns") or 0
@@ -69,21 +71,22 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
         f"{prefix}Worst events",
         figure_html(
             plots.worst_scatter(
-                [(t, v) for t, v, _ in doc["worst"]], f"{len(doc['worst'])} worst latencies over time", start_ns=start
-            )
+                [(t, v) for t, v, _ in doc["worst"]], f"{len(doc['worst']):,} worst latencies over time", start_ns=start
+            ),
+            "The worst events over the run: periodic patterns point at interrupts or timers",
         ),
     )
     page.add(
         f"{prefix}Traffic",
-        figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"]))
+        figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"], f.get("duration_ns")))
+        + "<div class='side-by-side'>"
         + figure_html(
-            plots.histogram_plot(doc["histograms"]["jitter_pre"], "Inter-arrival times, PRE", "inter-arrival time [µs]")
+            plots.histogram_plot(doc["histograms"]["jitter_pre"], "Inter-arrival times, PRE", "inter-arrival time")
         )
         + figure_html(
-            plots.histogram_plot(
-                doc["histograms"]["jitter_post"], "Inter-arrival times, POST", "inter-arrival time [µs]"
-            )
-        ),
+            plots.histogram_plot(doc["histograms"]["jitter_post"], "Inter-arrival times, POST", "inter-arrival time")
+        )
+        + "</div>",
     )
 
 

@@ -12,7 +12,7 @@ from lowtail import verdict as verdicts
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
-from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import percentile_curve, worst_events
@@ -49,11 +49,18 @@ def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
     return judgement.label, verdict_class(judgement)
 
 
-def verdict_class(judgement: verdicts.Judgement) -> str:
-    """The css class of a judgement: a degraded PASS is shown as a warning."""
-    if judgement.status is verdicts.Status.PASS and judgement.degraded:
+def status_class(status: verdicts.Status | str, degraded: bool = False) -> str:
+    """The css class of a verdict's status (a Status or its value, as a stored document
+    has it): pass, fail, warn, meta; a degraded PASS is shown as a warning."""
+    status = verdicts.Status(status)
+    if status is verdicts.Status.PASS and degraded:
         return "warn"
-    return _VERDICT_CLASS[judgement.status]
+    return _VERDICT_CLASS[status]
+
+
+def verdict_class(judgement: verdicts.Judgement) -> str:
+    """The css class of a judgement (see `status_class`)."""
+    return status_class(judgement.status, bool(judgement.degraded))
 
 
 def summary_section(
@@ -64,15 +71,19 @@ def summary_section(
     verdict: Verdict,
     floor_source: int | None = None,
 ) -> None:
-    """The verdict of every run in one table, with the calibration floor beside each."""
-    figures = _with_judged(_SUMMARY_FIGURES, verdict)
+    """The verdict of every run in one table, with the calibration floor beside each: the
+    run's identity and verdict first (never scrolled out of sight), its figures after, the
+    reason last (it wraps)."""
+    judged = percentiles.label(verdict.key)
+    figures = [(k, lbl) for k, lbl in _with_judged(_SUMMARY_FIGURES, verdict) if k != verdict.key]
     shown = varying_axes(rows)
     header = (
-        ["run", "DuT", *(a.label for a in shown), "other options", "rate", "sent", "lost"]
+        ["run", Cell("DuT", "text"), *(a.label for a in shown), "rate", Cell("verdict", "text"), judged]
+        + [f"floor {judged}"]
         + [label for _, label in figures]
-        + [f"floor {percentiles.label(verdict.key)}", "verdict", "why"]
+        + ["sent", "lost", Cell("other options", "text"), Cell("why", "text")]
     )
-    body, classes = [], []
+    body = []
     for r in rows:
         lat = (r.get("figures") or {}).get("latency_ns") or {}
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
@@ -80,58 +91,61 @@ def summary_section(
         body.append(
             [
                 str(r["run_id"]),
-                _dut_label(r),
+                Cell(_dut_label(r), "text"),
                 *(a.show(a.read(r)) if a.present(r) else "" for a in shown),
-                _options_text(r["dut_config"], leave_out={a.option for a in shown}),
                 format_rate(r["rate_pps"]),
+                Cell(judgement.label, f"text verdict {verdict_class(judgement)}"),
+                format_ns(lat.get(verdict.key)),
+                "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(verdict.key)]),
+                *(format_ns(lat.get(k)) for k, _ in figures),
                 format_count(r["sent"]),
                 format_count(r["lost"]),
+                Cell(_options_text(r["dut_config"], leave_out={a.option for a in shown}), "text options"),
+                Cell("" if judgement.status is verdicts.Status.FLOOR else judgement.explanation, "text why"),
             ]
-            + [format_ns(lat.get(k)) for k, _ in figures]
-            + [
-                "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(verdict.key)]),
-                judgement.label,
-                "" if judgement.status is verdicts.Status.FLOOR else judgement.explanation,
-            ]
-        )
-        classes.append(verdict_class(judgement))
-    table = table_html(header, body)
-    # Colour the verdict cells (the one before the reason, last in each row).
-    for css, row in zip(classes, body):
-        cells = f"<td>{esc(row[-2])}</td><td>{esc(row[-1])}</td></tr>"
-        table = table.replace(
-            cells, f"<td class='{css}'>{esc(row[-2])}</td><td class='why'>{esc(row[-1])}</td></tr>", 1
         )
     passed = sum(verdict.judge(r).status is verdicts.Status.PASS for r in rows)
-    judged = sum(not r["calibration"] for r in rows)
+    judged_runs = sum(not r["calibration"] for r in rows)
     page.add(
         "Verdict",
-        f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged} runs pass. "
+        f"<p>Budget: <b>{esc(verdict.describe())}</b>. {passed} of {judged_runs} runs pass. "
         f"A run fails when its packets already break the budget, however few they are (with fewer "
-        f"than {verdict.packets_needed:,} packets the {esc(percentiles.label(verdict.key))} is their "
+        f"than {verdict.packets_needed:,} packets the {esc(judged)} is their "
         f"maximum); it is inconclusive when none reached the bound but there are too few to show the "
-        f"percentile under it. {esc(_floor_text(experiment['experiment_id'], floors, floor_source))}"
-        f"</p>{_tcg_banner(rows)}{_clocks_banner(rows)}<style>.lt-runs td {{ white-space: nowrap; }} "
-        f".lt-runs td.why {{ white-space: normal; min-width: 24em; }}</style>"
-        f"<div class='lt-runs' style='font-size:.85em; overflow-x:auto'>{table}</div>" + _invalid_list(rows),
+        f"percentile under it. {esc(_floor_text(experiment['experiment_id'], floors, floor_source))}</p>"
+        "<style>.lt-runs td { white-space: nowrap; } .lt-runs td.verdict { font-weight: 600; } "
+        ".lt-runs td.why { white-space: normal; min-width: 16em; } .lt-runs table { font-size: .88em; } "
+        ".lt-runs td.options { white-space: normal; max-width: 14em; }</style>"
+        f"<div class='lt-runs wide'>{table_html(header, body)}</div>" + _invalid_list(rows),
     )
+
+
+def _banners(page: Page, rows: list[dict[str, Any]], verdict: Verdict) -> None:
+    """What a reader must know before any figure: an emulator's latencies, runs whose
+    traffic was not what was asked for, runs that cannot be trusted or cannot decide."""
+    if any_emulated(rows):
+        page.banner(TCG_WARNING)
+    if clocks.any_two_clocks(rows):
+        page.banner(clocks.TWO_CLOCKS_WARNING, "warn")
+    judgements = [(r, verdict.judge(r)) for r in rows]
+    degraded = [f"run {r['run_id']}: {'; '.join(j.degraded)}" for r, j in judgements if j.degraded]
+    if degraded:
+        page.banner("Degraded runs (verdicts to be read with this in mind): " + " · ".join(degraded), "warn")
+    invalid = [str(r["run_id"]) for r, j in judgements if j.status is verdicts.Status.INVALID]
+    if invalid:
+        page.banner(f"Invalid runs, not to be trusted: {', '.join(invalid)} (reasons in the verdict table).")
+    undecided = [str(r["run_id"]) for r, j in judgements if j.status is verdicts.Status.INCONCLUSIVE]
+    if undecided:
+        page.banner(
+            f"Inconclusive runs: {', '.join(undecided)}: the data cannot decide the budget "
+            f"(why, for each, in the verdict table).",
+            "warn",
+        )
 
 
 def _dut_label(r: dict[str, Any]) -> str:
     label = r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
     return clocks.marked(marked(label, r.get("virtualization")), r.get("testbed"))
-
-
-def _clocks_banner(rows: list[dict[str, Any]]) -> str:
-    """Runs whose PRE and POST were stamped by different clocks say so above the table."""
-    return f"<p class='warn'><b>{esc(clocks.TWO_CLOCKS_WARNING)}</b></p>" if clocks.any_two_clocks(rows) else ""
-
-
-def _tcg_banner(rows: list[dict[str, Any]]) -> str:
-    """Loud, because an emulator's latencies read like a VM's: say which runs they are."""
-    if not any_emulated(rows):
-        return ""
-    return f"<p class='fail' style='font-size:1.1em'><b>{esc(TCG_WARNING)}</b></p>"
 
 
 def _floor_text(experiment_id: int, floors: dict, source: int | None) -> str:
@@ -214,7 +228,7 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
     title = (
         "Testbed and host" if not host.get("roles") else "Testbed and hosts (the controller first, then every role's)"
     )
-    page.add(title, table_html(["", ""], rows))
+    page.add(title, table_html(["", ""], rows, "facts"))
 
 
 def run_section(
@@ -281,29 +295,31 @@ def run_section(
     if r.get("degraded_reasons"):
         facts.append(["<span class='warn'>degraded</span>", esc("; ".join(r["degraded_reasons"]))])
     body = (
-        "<table><tbody>"
+        "<table class='facts'><tbody>"
         + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)
         + "</tbody></table>"
     )
     curve = percentile_curve(store, r["analysis_id"])
+    budget = None if r["calibration"] else verdict.budget_ns
     if curve:
-        curves = [(r["dut_name"], curve)]
+        floor_curve, floor_label = [], ""
         caption = "HDR percentile plot (x: 1/(1−p), log scale)"
         if floor is not None and not r["calibration"]:
-            curves.append((f"wire (calibration run {floor['run_id']})", percentile_curve(store, floor["analysis_id"])))
-            caption += f", with the same traffic over a plain wire (run {floor['run_id']}): the testbed's floor"
+            floor_curve = percentile_curve(store, floor["analysis_id"])
+            floor_label = f"wire (calibration run {floor['run_id']})"
+            caption += f", with the same traffic over a plain wire (run {floor['run_id']}) dashed: the testbed's floor"
         body += figure_html(
             plots.hdr_percentile_plot(
-                curves,
+                [plots.Curve(r["dut_name"], curve, floor=floor_curve, floor_label=floor_label)],
                 title=f"{r['dut_name']} @ {format_rate(r['rate_pps'])}",
-                budget_ns=None if r["calibration"] else verdict.budget_ns,
+                budget_ns=budget,
             ),
             caption,
         )
         worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"])]
         start = (r.get("figures") or {}).get("start_ts_ns") or 0
         body += figure_html(
-            plots.worst_scatter(worst, f"{len(worst)} worst latencies over time", start_ns=start),
+            plots.worst_scatter(worst, f"{len(worst):,} worst latencies over time", start_ns=start, budget_ns=budget),
             "The worst events over the run: periodic patterns point at interrupts or timers",
         )
     page.add(f"Run {r['run_id']}: {title}", body)
@@ -436,14 +452,26 @@ def write_experiment_report(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
+        _banners(page, rows, verdict)
         summary_section(page, experiment, rows, floors, verdict, source)
-        knee_section(page, store, eid)
+        knee_section(page, store, eid, budget_ns=verdict.budget_ns)
         host_section(page, experiment)
         shown = varying_axes(rows)
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict, shown)
+            budget = None if r["calibration"] else verdict.budget_ns
             if run_interrupts(store, r["run_id"]):
-                interrupt_timeline_section(page, store, r["run_id"])
+                interrupt_timeline_section(
+                    page, store, r["run_id"], budget_ns=budget, heading=f"Run {r['run_id']}: interrupts", level=3
+                )
             if run_interrupts(store, r["run_id"], source="guest"):
-                interrupt_timeline_section(page, store, r["run_id"], source="guest")
+                interrupt_timeline_section(
+                    page,
+                    store,
+                    r["run_id"],
+                    source="guest",
+                    budget_ns=budget,
+                    heading=f"Run {r['run_id']}: guest interrupts",
+                    level=3,
+                )
     return page.write(Path(output or f"lowtail-experiment-{eid}.html"))

@@ -11,8 +11,11 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+
 from lowtail.host.energy import describe as describe_energy
 from lowtail.host.interrupts import KIND_NAMES
+from lowtail.report import figure as tk
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import open_store
@@ -20,7 +23,7 @@ from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
 from lowtail.store.host import noise_run, run_interrupts
 from lowtail.store.runs import run_figures
-from lowtail.units import format_ns, format_ns_per_s
+from lowtail.units import format_count, format_ns, format_ns_per_s
 
 SPIKES = 20  # how many of a run's largest latencies count as its spikes
 
@@ -99,16 +102,23 @@ def _run_cpus(run: dict[str, Any]) -> tuple[set[int] | None, str]:
 
 
 def interrupt_timeline_section(
-    page: Page, store: Store, run_id: int, cpus: set[int] | None = None, source: str = "host"
+    page: Page,
+    store: Store,
+    run_id: int,
+    cpus: set[int] | None = None,
+    source: str = "host",
+    budget_ns: int | None = None,
+    heading: str | None = None,
+    level: int = 2,
 ) -> None:
     """Interrupt increments on the DuT cores placed under the run's worst events, and
     which kinds coincide with the spikes. source "guest": a VM guest's own interrupts, on
     all its vCPUs."""
     guest = source == "guest"
-    title = "Guest interrupts during the run" if guest else "Interrupts during the run"
+    title = heading or ("Guest interrupts during the run" if guest else "Interrupts during the run")
     samples = run_interrupts(store, run_id, source)
     if not samples:
-        page.add(title, "<p class='meta'>No interrupt samples were recorded for this run.</p>")
+        page.add(title, "<p class='meta'>No interrupt samples were recorded for this run.</p>", level)
         return
     run = run_figures(store, run_id)
     cpus_text = f"CPU {','.join(map(str, sorted(cpus)))}" if cpus else None
@@ -122,7 +132,7 @@ def interrupt_timeline_section(
     start = run["start_ts_ns"] or min(s[0] - s[4] for s in samples)
     spikes = [t for t, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]]
     rows = coincidence(spikes, samples, cpus)
-    fig = _timeline_figure(worst, samples, cpus, start, spikes)
+    fig = _timeline_figure(worst, samples, cpus, start, spikes, budget_ns)
     table = table_html(
         ["kind", "what", "interrupts", "largest spikes with it", "share of intervals with it"],
         [
@@ -155,48 +165,76 @@ def interrupt_timeline_section(
         + figure_html(fig, "Worst latencies (top) and interrupt increments per sampling interval (bottom)")
         + said
         + table,
+        level,
     )
 
 
-def _timeline_figure(worst, samples, cpus, start_ns, spikes):
-    import matplotlib.pyplot as plt
-
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True, gridspec_kw={"height_ratios": [3, 2]})
-    if worst:
-        top.scatter(
-            [(t - start_ns) / 1e9 for t, _ in worst],
-            [plots.us(v) for _, v in worst],
-            s=4,
-            color="#1f5fa8",
-            linewidths=0,
-            label=f"{len(worst)} worst",
-        )
-    for t in spikes:
-        for ax in (top, bottom):
-            ax.axvline((t - start_ns) / 1e9, color="#b42318", alpha=0.25, linewidth=0.8)
-    top.set_ylabel("latency [µs]")
-    top.grid(True, alpha=0.3)
+def _timeline_figure(worst, samples, cpus, start_ns, spikes, budget_ns: int | None = None):
+    """Worst latencies (top) over interrupt increments per sampling interval (bottom), on
+    one time axis; the largest spikes marked across both."""
+    fig = tk.new_figure(
+        "Worst latencies and interrupts over the run",
+        height=560,
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.58, 0.42],
+        vertical_spacing=0.06,
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=[(t - start_ns) / 1e9 for t, _ in worst],
+            y=[v for _, v in worst],
+            mode="markers",
+            marker=dict(size=4, color=tk.colour(0), opacity=0.75),
+            name=f"{len(worst):,} worst latencies",
+            customdata=[[format_ns(v)] for _, v in worst],
+            hovertemplate=tk.hover("%{x:.4f} s: %{customdata[0]}"),
+        ),
+        row=1,
+        col=1,
+    )
+    for i, t in enumerate(spikes):
+        for row in (1, 2):
+            tk.vertical_line(
+                fig,
+                (t - start_ns) / 1e9,
+                f"the {len(spikes)} largest latencies",
+                "rgba(180,35,24,0.35)",
+                "solid",
+                row,
+                1,
+                legend=i == 0 and row == 1,
+                width=0.6,
+            )
     series: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
     for t, cpu, kind, delta, _ in samples:
         if cpus is None or cpu in cpus:
             series[kind][t] += delta
     biggest = sorted(series, key=lambda k: -sum(series[k].values()))[:6]
-    for kind in biggest:
-        pts = sorted(series[kind].items())
-        bottom.plot(
-            [(t - start_ns) / 1e9 for t, _ in pts],
-            [d for _, d in pts],
-            marker=".",
-            markersize=3,
-            linewidth=0.8,
-            label=kind,
+    counts = []
+    for i, kind in enumerate(biggest):
+        pts = [(t, d) for t, d in sorted(series[kind].items()) if d > 0]
+        counts += [d for _, d in pts]
+        fig.add_trace(
+            go.Scatter(
+                x=[(t - start_ns) / 1e9 for t, _ in pts],
+                y=[d for _, d in pts],
+                mode="lines+markers",
+                marker=dict(size=4),
+                line=dict(width=1, color=tk.colour(i + 1)),
+                name=f"{kind} ({KIND_NAMES.get(kind, kind)})",
+                customdata=[[format_count(d)] for _, d in pts],
+                hovertemplate=tk.hover("%{x:.3f} s: %{customdata[0]} interrupts"),
+            ),
+            row=2,
+            col=1,
         )
-    bottom.set_yscale("symlog")
-    bottom.set_ylabel("interrupts / interval")
-    bottom.set_xlabel("time since first packet [s]")
-    bottom.grid(True, alpha=0.3)
-    if biggest:
-        bottom.legend(fontsize=7, ncol=3, loc="upper right")
+    fig.update_yaxes(**tk.latency_axis([v for _, v in worst] + ([budget_ns] if budget_ns else [])), row=1, col=1)
+    fig.update_yaxes(**tk.value_axis([1, *counts], "count", "interrupts per interval", log=True), row=2, col=1)
+    fig.update_xaxes(**tk.time_axis(), row=2, col=1)
+    fig.update_xaxes(ticksuffix=" s", row=1, col=1)
+    tk.budget_line(fig, budget_ns, row=1, col=1)
     return fig
 
 
@@ -232,8 +270,7 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
         f"nearest-rank values over the gaps.</p>" + head,
     )
     for c in r["cores"]:
-        fig = plots.histogram_plot(c["histogram"], f"CPU {c['cpu']}: gap durations", "gap [µs]")
-        fig.axes[0].set_ylabel("gaps")
+        fig = plots.histogram_plot(c["histogram"], f"CPU {c['cpu']}: gap durations", "gap", "gaps")
         a = c["attribution"] or {}
         profile = table_html(
             ["kind", "what", "count", "rate", "typical duration"],

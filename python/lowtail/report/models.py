@@ -11,179 +11,242 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+
 from lowtail import percentiles
 from lowtail.errors import UserError
-from lowtail.outputs import write_atomically
+from lowtail.report import figure as tk
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.report.png import write_png
 from lowtail.report.tables import comparison_table, knee_table, overload_table
 from lowtail.store import open_store
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, model_result, sweep_points
-from lowtail.units import format_ns, format_ns_interval, format_p_value, format_rate
-
-plt = plots.plt
-
+from lowtail.units import format_count, format_ns, format_ns_interval, format_p_value, format_rate
 
 # -- figures -----------------------------------------------------------------------------
 
 
-def return_level_axes(ax, doc: dict[str, Any]) -> None:
+def _return_level_traces(fig: go.Figure, doc: dict[str, Any], row: int | None = None, col: int | None = None) -> None:
+    """The GPD return levels with their interval, both parts' empirical tails, the upper
+    end, the validation level and the horizons."""
     p = doc["plot"]
+    at = dict(row=row, col=col) if row else {}
     curve = [c for c in p["curve"] if c[1] is not None]
-    ax.plot([c[0] for c in curve], [plots.us(c[1]) for c in curve], color="#1f5fa8", label="GPD return level")
     band = [c for c in curve if c[2] is not None]
+    blue = tk.colour(0)
     if band:
-        ax.fill_between(
-            [c[0] for c in band],
-            [plots.us(c[2]) for c in band],
-            [plots.us(c[3]) for c in band],
-            color="#1f5fa8",
-            alpha=0.15,
-            linewidth=0,
-            label=f"{100 * doc['confidence']:g} % interval",
+        fig.add_trace(
+            go.Scatter(
+                x=[c[0] for c in band],
+                y=[c[2] for c in band],
+                mode="lines",
+                line=dict(width=0, color=blue),
+                showlegend=False,
+                hoverinfo="skip",
+            ),
+            **at,
         )
-    if p["empirical_fit"]:
-        ax.scatter(
-            *zip(*[(m, plots.us(v)) for m, v in p["empirical_fit"]]), s=8, color="#333", label="fit part", zorder=3
+        fig.add_trace(
+            go.Scatter(
+                x=[c[0] for c in band],
+                y=[c[3] for c in band],
+                mode="lines",
+                line=dict(width=0, color=blue),
+                fill="tonexty",
+                fillcolor="rgba(0,114,178,0.15)",
+                name=f"{100 * doc['confidence']:g} % interval",
+                customdata=[[format_count(c[0]), format_ns(c[2]), format_ns(c[3])] for c in band],
+                hovertemplate=tk.hover("1 in %{customdata[0]} packets: %{customdata[1]} … %{customdata[2]}"),
+            ),
+            **at,
         )
-    if p["empirical_validation"]:
-        ax.scatter(
-            *zip(*[(m, plots.us(v)) for m, v in p["empirical_validation"]]),
-            s=8,
-            color="#d9480f",
-            marker="x",
-            label="validation part",
-            zorder=3,
-        )
+    fig.add_trace(
+        go.Scatter(
+            x=[c[0] for c in curve],
+            y=[c[1] for c in curve],
+            mode="lines",
+            line=dict(color=blue, width=2),
+            name="GPD return level",
+            customdata=[[format_count(c[0]), format_ns(c[1])] for c in curve],
+            hovertemplate=tk.hover("1 in %{customdata[0]} packets: %{customdata[1]}"),
+        ),
+        **at,
+    )
+    for name, pts, symbol, colour in (
+        ("fit part", p["empirical_fit"], "circle", "#333333"),
+        ("validation part", p["empirical_validation"], "x", tk.colour(5)),
+    ):
+        if pts:
+            fig.add_trace(
+                go.Scatter(
+                    x=[m for m, _ in pts],
+                    y=[v for _, v in pts],
+                    mode="markers",
+                    marker=dict(symbol=symbol, size=6, color=colour),
+                    name=name,
+                    customdata=[[format_count(m), format_ns(v)] for m, v in pts],
+                    hovertemplate=tk.hover("1 in %{customdata[0]} packets: %{customdata[1]}"),
+                ),
+                **at,
+            )
     if doc.get("endpoint_ns") is not None:
-        ax.axhline(plots.us(doc["endpoint_ns"]), color="grey", linestyle="--", linewidth=1, label="upper end (ξ < 0)")
+        tk.horizontal_line(fig, doc["endpoint_ns"], "upper end (ξ < 0)", tk.FLOOR_COLOUR, "dash", row, col)
     v = doc["validation"]
     if v["return_level_ns"] is not None:
-        ax.plot(
-            [v["return_period"]],
-            [plots.us(v["return_level_ns"])],
-            marker="D",
-            color="#b42318",
-            linestyle="none",
-            label=f"validation level: {v['exceedances']} exceedance(s), 1 expected",
+        fig.add_trace(
+            go.Scatter(
+                x=[v["return_period"]],
+                y=[v["return_level_ns"]],
+                mode="markers",
+                marker=dict(symbol="diamond", size=10, color=tk.BUDGET_COLOUR),
+                name=f"validation level: {v['exceedances']} exceedance(s), 1 expected",
+                customdata=[[format_ns(v["return_level_ns"])]],
+                hovertemplate=tk.hover("%{customdata[0]}"),
+            ),
+            **at,
         )
     for name, h in doc.get("horizons", {}).items():
-        ax.axvline(h["packets"], color="#999", linestyle=":", linewidth=0.8)
-        ax.text(h["packets"], ax.get_ylim()[0], f" {name}", rotation=90, fontsize=7, color="#666", va="bottom")
-    ax.set_xscale("log")
-    ax.set_xlabel("return period [packets]")
-    ax.set_ylabel("latency [µs]")
-    ax.set_title(f"Return levels (threshold {doc['threshold_percentile']:g} %, ξ = {doc['xi']:.3f})")
-    ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+        tk.vertical_line(fig, h["packets"], f"{name} at the run's rate", "#999999", "dot", row, col)
+    periods = [c[0] for c in curve] + [m for m, _ in p["empirical_fit"] + p["empirical_validation"]]
+    levels = [c[1] for c in curve] + [c[3] for c in band] + [x for _, x in p["empirical_fit"]]
+    levels += [x for _, x in p["empirical_validation"]]
+    fig.update_xaxes(**tk.value_axis(periods, "count", "return period [packets]", log=True), **at)
+    fig.update_yaxes(**tk.latency_axis([x for x in levels if x and x > 0]), **at)
 
 
-def qq_axes(ax, doc: dict[str, Any]) -> None:
+def _not_credible(doc: dict[str, Any]) -> str:
+    """Why a tail model is not to be believed, when its result says so; else ""."""
+    if doc.get("credible", True) is not False:
+        return ""
+    return "NOT CREDIBLE: " + "; ".join(doc.get("warnings") or ["see the model's warnings"])
+
+
+def return_level_figure(doc: dict[str, Any]) -> go.Figure:
+    """Return levels of a tail model with the empirical tails of its fit and validation parts."""
+    fig = tk.new_figure(f"Return levels (threshold {doc['threshold_percentile']:g} %, ξ = {doc['xi']:.3f})", height=460)
+    _return_level_traces(fig, doc)
+    _credibility_note(fig, doc)
+    return fig
+
+
+def _credibility_note(fig: go.Figure, doc: dict[str, Any]) -> None:
+    said = _not_credible(doc)
+    if said:
+        fig.add_annotation(
+            text=said,
+            xref="paper",
+            yref="paper",
+            x=0.5,
+            y=1.0,
+            yanchor="bottom",
+            showarrow=False,
+            font=dict(color=tk.BUDGET_COLOUR, size=13),
+        )
+
+
+def _qq_traces(fig: go.Figure, doc: dict[str, Any], row: int | None = None, col: int | None = None) -> None:
+    at = dict(row=row, col=col) if row else {}
     qq = doc["plot"]["qq"]
-    xs, ys = [plots.us(a) for a, _ in qq], [plots.us(b) for _, b in qq]
-    ax.scatter(xs, ys, s=8, color="#1f5fa8")
-    lo, hi = min(xs + ys), max(xs + ys)
-    ax.plot([lo, hi], [lo, hi], color="grey", linestyle="--", linewidth=1)
-    ax.set_xlabel("GPD quantile [µs]")
-    ax.set_ylabel("measured exceedance [µs]")
-    ax.set_title(f"Quantile–quantile, {doc['exceedances']:,} exceedances of the fit part")
-    ax.grid(True, alpha=0.3)
+    xs, ys = [a for a, _ in qq], [b for _, b in qq]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="markers",
+            marker=dict(size=6, color=tk.colour(0)),
+            name="exceedances",
+            customdata=[[format_ns(a), format_ns(b)] for a, b in qq],
+            hovertemplate=tk.hover("model %{customdata[0]}, measured %{customdata[1]}"),
+        ),
+        **at,
+    )
+    lo, hi = min(xs + ys, default=0), max(xs + ys, default=1)
+    fig.add_trace(
+        go.Scatter(
+            x=[lo, hi],
+            y=[lo, hi],
+            mode="lines",
+            line=dict(color="#999999", dash="dash", width=1),
+            name="y = x",
+            hoverinfo="skip",
+        ),
+        **at,
+    )
+    fig.update_xaxes(**tk.latency_axis(xs + ys, log=False, title="GPD quantile"), **at)
+    fig.update_yaxes(**tk.latency_axis(xs + ys, log=False, title="measured exceedance"), **at)
 
 
-def evt_figure(doc: dict[str, Any]):
+def qq_figure(doc: dict[str, Any]) -> go.Figure:
+    """The quantile–quantile plot of a tail model's threshold."""
+    fig = tk.new_figure(f"Quantile–quantile, {doc['exceedances']:,} exceedances of the fit part", height=440)
+    _qq_traces(fig, doc)
+    return fig
+
+
+def evt_figure(doc: dict[str, Any]) -> go.Figure:
     """Return levels and the quantile–quantile plot of a tail model, side by side."""
-    fig, (a, b) = plt.subplots(1, 2, figsize=(12, 4.5))
-    return_level_axes(a, doc)
-    qq_axes(b, doc)
-    fig.tight_layout()
-    if doc.get("warnings"):
-        # Across the top, in red: a reader of the picture alone must not take these levels.
-        fig.subplots_adjust(top=0.80)
-        fig.text(
-            0.5,
-            0.985,
-            "NOT CREDIBLE — " + "; ".join(w.split(";")[0].split(" (")[0] for w in doc["warnings"]),
-            ha="center",
-            va="top",
-            color="#b42318",
-            fontsize=10,
-            fontweight="bold",
-            wrap=True,
-        )
+    fig = tk.new_figure(
+        f"Tail model: threshold {doc['threshold_percentile']:g} %, ξ = {doc['xi']:.3f}",
+        height=480,
+        rows=1,
+        cols=2,
+        subplot_titles=["Return levels", f"Quantile–quantile, {doc['exceedances']:,} exceedances"],
+        horizontal_spacing=0.1,
+    )
+    _return_level_traces(fig, doc, 1, 1)
+    _qq_traces(fig, doc, 1, 2)
+    _credibility_note(fig, doc)
     return fig
 
 
-def _single(draw, doc: dict[str, Any], size=(8, 4.5)):
-    fig, ax = plt.subplots(figsize=size)
-    draw(ax, doc)
-    return fig
+def knee_sweep(knee: dict[str, Any], label: str) -> plots.Sweep:
+    """A stored knee result as one DuT's sweep for the latency-versus-rate plot."""
+    return plots.Sweep(
+        label,
+        [(r["rate_pps"], {k: r[f"{k}_ns"] for k in _SWEEP_FIGURES}, bool(r["overloaded"])) for r in knee["rates"]],
+        knee.get("knee_pps"),
+        knee.get("r_max_pps"),
+        _SWEEP_FIGURES,
+    )
 
 
-def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus packet rate"):
+_SWEEP_FIGURES = ("p50", "p99", "p99_999", "max")
+
+
+def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus packet rate", budget_ns=None):
     """Percentiles per offered rate with the measured knee and the predicted R_max."""
-    rows = knee["rates"]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    rates = [r["rate_pps"] for r in rows]
-    for figure, style in (("p50", "-o"), ("p99", "-s"), ("p99_999", "-^"), ("max", ":.")):
-        key = f"{figure}_ns"
-        pts = [(r["rate_pps"], plots.us(r[key])) for r in rows if r[key] is not None]
-        if pts:
-            ax.plot(*zip(*pts), style, markersize=4, label=percentiles.label(figure))
-    ax.set_yscale("log")
-    over = [r["rate_pps"] for r in rows if r["overloaded"]]
-    if over:
-        ax.scatter(
-            over,
-            [plots.us(r["max_ns"] or r["p99_ns"] or 1) for r in rows if r["overloaded"]],
-            s=80,
-            facecolors="none",
-            edgecolors="#b42318",
-            label="overloaded",
-        )
-    if knee.get("knee_pps") is not None:
-        ax.axvline(
-            knee["knee_pps"], color="#b42318", linewidth=1.2, label=f"measured knee {format_rate(knee['knee_pps'])}"
-        )
-    if knee.get("r_max_pps") is not None:
-        ax.axvline(
-            knee["r_max_pps"],
-            color="#067647",
-            linestyle="--",
-            linewidth=1.2,
-            label=f"predicted R_max {format_rate(knee['r_max_pps'])}",
-        )
-    ax.set_xlabel("offered rate [packets/s]")
-    ax.set_ylabel("latency [µs]")
-    ax.set_title(title)
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
-    if rates:
-        lo = min(rates + [knee.get("r_max_pps") or rates[0]])
-        hi = max(rates + [knee.get("r_max_pps") or rates[-1]])
-        ax.set_xlim(lo * 0.9 - 0.02 * hi, hi * 1.05)
-    return fig
+    return plots.latency_vs_rate_plot([knee_sweep(knee, knee.get("dut") or "DuT")], title, budget_ns)
 
 
-def overload_figure(doc: dict[str, Any]):
+def overload_figure(doc: dict[str, Any]) -> go.Figure:
     """CPU time per second against the packet rate: interrupts first, then t_CPU per packet;
     where the line reaches one second is R_max."""
-    fig, ax = plt.subplots(figsize=(8, 4))
+    fig = tk.new_figure(f"Overload model: t_CPU = {format_ns(doc['t_cpu_ns'])} per packet")
     r_max, d_sum, t_cpu = doc["r_max_pps"], doc["d_sum_ns_per_s"], doc["t_cpu_ns"]
     xs = [0, 1.25 * r_max]
-    ax.plot(xs, [(d_sum + x * t_cpu) / 1e6 for x in xs], color="#1f5fa8", label="interrupts + packets")
-    ax.axhline(d_sum / 1e6, color="#d9480f", linestyle=":", label=f"interrupts d_Σ = {format_ns(d_sum)} per s")
-    ax.axhline(1000, color="grey", linestyle="--", label="one second")
-    ax.axvline(r_max, color="#067647", linestyle="--", label=f"R_max = {format_rate(r_max)}")
-    ax.set_xlabel("packet rate [packets/s]")
-    ax.set_ylabel("CPU time per second [ms]")
-    ax.set_title(f"Overload model: t_CPU = {format_ns(t_cpu)} per packet")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ys = [d_sum + x * t_cpu for x in xs]
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=ys,
+            mode="lines",
+            line=dict(color=tk.colour(0), width=2),
+            name="interrupts + packets",
+            customdata=[[format_rate(x), format_ns(y)] for x, y in zip(xs, ys)],
+            hovertemplate=tk.hover("%{customdata[0]}: %{customdata[1]} of CPU per second"),
+        )
+    )
+    tk.horizontal_line(fig, d_sum, f"interrupts d_Σ = {format_ns(d_sum)} per s", tk.colour(5), "dot")
+    tk.horizontal_line(fig, 1e9, "one second", tk.FLOOR_COLOUR, "dash")
+    tk.vertical_line(fig, r_max, f"R_max = {format_rate(r_max)}", tk.R_MAX_COLOUR, "dash")
+    fig.update_xaxes(**tk.value_axis(xs, "rate", "packet rate", log=False, include_zero=True))
+    fig.update_yaxes(**tk.value_axis([0, *ys, 1e9], "duration", "CPU time per second", log=False))
     return fig
 
 
-def aliasing_figure(doc: dict[str, Any]):
+def aliasing_figure(doc: dict[str, Any]) -> go.Figure:
     """The aliasing model's worst events, over the measured ones when there are some."""
     model = [(t, v) for t, v in doc["model"]["worst"]]
     measured = doc.get("measured")
@@ -198,32 +261,26 @@ def aliasing_figure(doc: dict[str, Any]):
     return plots.worst_scatter(model, title, start_ns=0.0)
 
 
-def simulate_figure(doc: dict[str, Any]):
+def simulate_figure(doc: dict[str, Any]) -> go.Figure:
     """The CDF of predicted latency per case: batches show as steep steps and flat runs
     (NOMS 2020, Fig. 5). With a measured run, its percentiles are drawn over it."""
-    fig, ax = plt.subplots(figsize=(8, 4.5))
-    for case in doc["cases"]:
-        cdf = case["result"]["cdf"]
-        if cdf:
-            # From no packet at the first latency: each step rises where its packets arrive,
-            # so a case of one latency (a burst the batch takes whole) is its vertical step,
-            # not a single point that draws nothing.
-            xs = [plots.us(cdf[0][0])] + [plots.us(v) for v, _ in cdf]
-            ys = [0.0] + [c for _, c in cdf]
-            ax.step(xs, ys, where="post", label=case["label"], linewidth=1.2)
+    fig = plots.cdf_plot(
+        [(case["label"], case["result"]["cdf"]) for case in doc["cases"]], "Predicted latency distribution"
+    )
     comp = doc.get("comparison")
     if comp:
-        pts = [
-            (plots.us(r["measured_ns"]), percentiles.fraction(r["percentile"]))
-            for r in comp["rows"]
-            if r["measured_ns"] is not None
-        ]
-        ax.scatter(*zip(*pts), color="#b42318", marker="x", zorder=3, label=f"measured, run {comp['run_id']}")
-    ax.set_xlabel("latency [µs]")
-    ax.set_ylabel("fraction of packets")
-    ax.set_title("Predicted latency distribution")
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+        rows = [r for r in comp["rows"] if r["measured_ns"] is not None]
+        fig.add_trace(
+            go.Scatter(
+                x=[r["measured_ns"] for r in rows],
+                y=[percentiles.fraction(r["percentile"]) for r in rows],
+                mode="markers",
+                marker=dict(symbol="x", size=9, color=tk.BUDGET_COLOUR),
+                name=f"measured, run {comp['run_id']}",
+                customdata=[[r["percentile"], format_ns(r["measured_ns"])] for r in rows],
+                hovertemplate=tk.hover("%{customdata[0]}: %{customdata[1]}"),
+            )
+        )
     return fig
 
 
@@ -309,13 +366,15 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         + levels
         + checks
         + stat
-        + figure_html(_single(return_level_axes, doc), "Return levels with the empirical tails of both parts")
-        + figure_html(_single(qq_axes, doc, (5.5, 5)), "Quantile–quantile plot of the chosen threshold"),
+        + figure_html(return_level_figure(doc), "Return levels with the empirical tails of both parts")
+        + figure_html(qq_figure(doc), "Quantile–quantile plot of the chosen threshold"),
     )
     return True
 
 
-def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | None = None) -> bool:
+def knee_section(
+    page: Page, store: Store, experiment_id: int, dut_name: str | None = None, budget_ns: int | None = None
+) -> bool:
     """Latency versus rate for each DuT swept over two rates or more, with its stored knee
     (`lowtail model knee`, or the model step at the end of `lowtail run`) and the predicted
     R_max (the knee's own, else the latest stored overload model of that DuT). A sweep whose
@@ -355,7 +414,7 @@ def knee_section(page: Page, store: Store, experiment_id: int, dut_name: str | N
             f"<p>{verdict}</p>"
             + table_html(*knee_table(knee))
             + figure_html(
-                latency_vs_rate_figure(knee, f"{dut}: latency versus rate"),
+                latency_vs_rate_figure(knee, f"{dut}: latency versus rate", budget_ns),
                 "Percentiles per offered rate; the knee is the first overloaded rate",
             ),
         )
@@ -435,13 +494,8 @@ def write_model_report(db: str | Path, model_id: int | str, output: str | Path) 
 
 
 def save_figure(fig, path: str | Path) -> Path:
-    """Write a figure as PNG (the `--plot` of the model commands) and free it."""
-    try:
-        # the suffix names the image format, not the temporary file's name
-        fmt = Path(path).suffix.lstrip(".") or "png"
-        return write_atomically(path, lambda tmp: fig.savefig(tmp, dpi=110, bbox_inches="tight", format=fmt), "plot")
-    finally:
-        plt.close(fig)
+    """Write a figure as PNG (the `--plot` of the model commands)."""
+    return write_png(fig, path)
 
 
 __all__: Sequence[str] = [

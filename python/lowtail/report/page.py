@@ -1,28 +1,59 @@
-"""A self-contained HTML page: figures are embedded, so one file is the whole report."""
+"""A self-contained HTML page: one file is the whole report and works offline. Its
+figures are plotly figures embedded as JSON and drawn by plotly's JavaScript bundle, which
+is inlined once per page (no CDN); a table of contents links its sections; banners above
+it say what a reader must know before reading on (an emulator's latencies, partial data)."""
 
 from __future__ import annotations
 
-import base64
 import html
-import io
+import itertools
+import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 
 from lowtail import __version__
 from lowtail.outputs import write_atomically
 
 _STYLE = """
-body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 2em auto; max-width: 1100px;
-       color: #1d1d1f; line-height: 1.45; padding: 0 1em; }
+body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 1.5em auto; max-width: 1480px;
+       color: #1d1d1f; line-height: 1.45; padding: 0 1.2em; }
 h1 { font-size: 1.6em; margin-bottom: .2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
-table { border-collapse: collapse; margin: .6em 0; font-variant-numeric: tabular-nums; }
-th, td { padding: .25em .7em; text-align: right; border-bottom: 1px solid #eee; }
+h3 { margin-top: 1.4em; }
+table { border-collapse: collapse; margin: .6em 0; font-variant-numeric: tabular-nums; font-size: .92em; }
+th, td { padding: .25em .55em; text-align: right; border-bottom: 1px solid #eee; vertical-align: top; }
+th { background: #fafafa; }
 th:first-child, td:first-child { text-align: left; }
-.meta { color: #666; font-size: .9em; } .warn { color: #9a6700; } .fail { color: #b42318; font-weight: 600; }
-.pass { color: #067647; font-weight: 600; } figure { margin: 1em 0; } img { max-width: 100%; }
-figcaption { color: #555; font-size: .9em; } code { background: #f4f4f4; padding: 0 .2em; }
+td.text, th.text { text-align: left; }
+table.facts td { text-align: left; }
+.meta { color: #666; font-size: .9em; } .warn { color: #9a6700; font-weight: 600; }
+.fail { color: #b42318; font-weight: 600; } .pass { color: #067647; font-weight: 600; }
+figure { margin: 1em 0; } figcaption { color: #555; font-size: .9em; }
+code { background: #f4f4f4; padding: 0 .2em; }
+.banner { border-left: 5px solid #b42318; background: #fdf0ef; padding: .6em 1em; margin: .8em 0; font-weight: 600; }
+.banner.warn { border-color: #9a6700; background: #fff8e6; color: #5c3d00; }
+nav.toc { background: #f7f7f8; border: 1px solid #e5e5e5; padding: .5em 1.2em; margin: 1em 0; font-size: .92em; }
+nav.toc ul { margin: .3em 0; padding-left: 1.2em; columns: 2; column-gap: 2.5em; }
+nav.toc li { break-inside: avoid; } nav.toc li.toc-3 { margin-left: 1.4em; list-style: circle; }
+.wide { overflow-x: auto; }
+.lt-plot-area { width: 100%; }
+.side-by-side { display: grid; grid-template-columns: repeat(auto-fit, minmax(420px, 1fr)); gap: 1em; }
 """
+
+# The one renderer of every figure of a page: each embedded spec is drawn into its div.
+_RENDER = """
+(function () {
+  var config = {responsive: true, displaylogo: false, modeBarButtonsToRemove: ['select2d', 'lasso2d']};
+  document.querySelectorAll('script.lt-plot-spec').forEach(function (s) {
+    var spec = JSON.parse(s.textContent);
+    Plotly.newPlot(document.getElementById(s.dataset.target), spec.data, spec.layout, config);
+  });
+})();
+"""
+
+_PLOT_MARK = "lt-plot-spec"
+_plot_ids = itertools.count(1)
 
 
 def esc(text: object) -> str:
@@ -30,45 +61,113 @@ def esc(text: object) -> str:
     return html.escape(str(text))
 
 
+@cache
+def plotly_bundle() -> str:
+    """plotly's JavaScript bundle, as the Python package ships it (read once per process)."""
+    from plotly.offline import get_plotlyjs
+
+    return get_plotlyjs()
+
+
 def figure_html(fig, caption: str = "") -> str:
-    """Render a matplotlib figure as an embedded PNG."""
-    import matplotlib.pyplot as plt
-
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
-    data = base64.b64encode(buf.getvalue()).decode()
+    """A plotly figure embedded in the page: a div, its JSON, and a caption."""
+    n = next(_plot_ids)
+    spec = fig.to_json(validate=False).replace("</", "<\\/")
     cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
-    return f'<figure><img alt="{esc(caption)}" src="data:image/png;base64,{data}">{cap}</figure>'
+    return (
+        f"<figure><div class='lt-plot-area' id='lt-plot-{n}'></div>"
+        f"<script type='application/json' class='{_PLOT_MARK}' data-target='lt-plot-{n}'>{spec}</script>{cap}</figure>"
+    )
 
 
-def table_html(header: list[str], rows: list[list[object]]) -> str:
-    """An HTML table of a header and rows (every cell escaped)."""
-    head = "".join(f"<th>{esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+@dataclass(frozen=True)
+class Cell:
+    """A table cell with a CSS class ("pass", "fail", "text" …) and a hover title; `html`
+    True when the text is markup built by the report itself."""
+
+    text: object
+    css: str = ""
+    html: bool = False
+    title: str = ""  # shown on hover
+
+    def render(self) -> str:
+        """The <td> of this cell."""
+        body = str(self.text) if self.html else esc(self.text)
+        attrs = (f" class='{self.css}'" if self.css else "") + (f" title='{esc(self.title)}'" if self.title else "")
+        return f"<td{attrs}>{body}</td>"
+
+
+def table_html(header: list[object], rows: list[list[object]], css: str = "") -> str:
+    """An HTML table of a header and rows; a cell (or heading) is text (escaped) or a `Cell`."""
+    head = "".join(
+        f"<th class='{h.css}'>{h.text if h.html else esc(h.text)}</th>" if isinstance(h, Cell) else f"<th>{esc(h)}</th>"
+        for h in header
+    )
+    body = "".join(
+        "<tr>" + "".join(c.render() if isinstance(c, Cell) else f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows
+    )
+    cls = f" class='{css}'" if css else ""
+    return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def anchor(heading: str) -> str:
+    """The id a heading is linked by: "run-3-fwd-10-kpps"."""
+    return re.sub(r"[^a-z0-9]+", "-", heading.lower()).strip("-") or "section"
+
+
+@dataclass
+class Section:
+    heading: str
+    body: str
+    level: int = 2
+    id: str = ""
 
 
 @dataclass
 class Page:
+    """A report page: title, banners, sections (each linked from the table of contents)."""
+
     title: str
     subtitle: str = ""
-    sections: list[tuple[str, str]] = field(default_factory=list)
+    sections: list[Section] = field(default_factory=list)
+    banners: list[tuple[str, str]] = field(default_factory=list)
 
-    def add(self, heading: str, body_html: str) -> None:
-        self.sections.append((heading, body_html))
+    def add(self, heading: str, body_html: str, level: int = 2) -> str:
+        """Append a section (level 2, or 3 under the last one); returns its anchor."""
+        base, taken = anchor(heading), {s.id for s in self.sections}
+        ident = base
+        for i in itertools.count(2):
+            if ident not in taken:
+                break
+            ident = f"{base}-{i}"
+        self.sections.append(Section(heading, body_html, level, ident))
+        return ident
+
+    def banner(self, text: str, css: str = "") -> None:
+        """A message above everything else ("warn" for a warning, else an alarm); escaped."""
+        self.banners.append((esc(text), css))
+
+    def _toc(self) -> str:
+        """Links to every section (level-3 ones indented under theirs)."""
+        if len(self.sections) < 2:
+            return ""
+        items = "".join(f"<li class='toc-{s.level}'><a href='#{s.id}'>{esc(s.heading)}</a></li>" for s in self.sections)
+        return f"<nav class='toc'><b>Contents</b><ul>{items}</ul></nav>"
 
     def render(self) -> str:
+        """The page as one HTML document."""
         made = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-        parts = [
-            f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(self.title)}</title>"
-            f"<style>{_STYLE}</style></head><body><h1>{esc(self.title)}</h1>"
+        body = "".join(f"<h{s.level} id='{s.id}'>{esc(s.heading)}</h{s.level}>{s.body}" for s in self.sections)
+        has_plots = _PLOT_MARK in body
+        head_script = f"<script>{plotly_bundle()}</script>" if has_plots else ""
+        banners = "".join(f"<div class='banner {css}'>{text}</div>" for text, css in self.banners)
+        return (
+            f"<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+            f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{esc(self.title)}</title>"
+            f"<style>{_STYLE}</style>{head_script}</head><body><h1>{esc(self.title)}</h1>"
             f"<p class='meta'>{esc(self.subtitle)} · lowtail {esc(__version__)} · {made}</p>"
-        ]
-        for heading, body in self.sections:
-            parts.append(f"<h2>{esc(heading)}</h2>{body}")
-        parts.append("</body></html>")
-        return "".join(parts)
+            f"{banners}{self._toc()}{body}" + (f"<script>{_RENDER}</script>" if has_plots else "") + "</body></html>"
+        )
 
     def write(self, path: Path) -> Path:
         """Write the page to `path` whole (see `outputs.write_atomically`: the directory

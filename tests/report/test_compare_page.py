@@ -1,0 +1,128 @@
+"""The compare page without a browser, from a comparison in the stored document's shape
+(report_fixtures.comparison_document): its sections in the order issue 11 names them, a
+rate sweep summarised by the highest rate that meets the budget, unresolvable percentiles
+marked, differences that isolate one axis listed before the rest, every latency figure
+with its budget line."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from report_fixtures import comparison_document
+
+from lowtail.report.compare import comparison_page
+
+ORDER = [
+    "Summary",
+    "Configurations",
+    "Latency by percentile",
+    "Latency distribution (CDF)",
+    "Worst events",
+    "Latency versus rate",
+    "Tail models (EVT)",
+]
+
+
+def _page() -> tuple[dict, str]:
+    doc, drawn = comparison_document()
+    return doc, comparison_page(doc, drawn).render()
+
+
+def test_sections_come_in_order_and_the_contents_link_them():
+    _, html = _page()
+    headings = re.findall(r"<h2[^>]*>([^<]+)</h2>", html)
+    assert [h for h in headings if h in ORDER] == ORDER
+    links = re.findall(r"<nav class='toc'>.*?</nav>", html, re.S)[0]
+    for section_id in re.findall(r"href='#([^']+)'", links):
+        assert f"id='{section_id}'" in html or f'id="{section_id}"' in html
+
+
+def test_a_rate_sweep_is_summarised_by_the_highest_rate_that_meets_the_budget():
+    doc, html = _page()
+    sweep = doc["rates"][0]
+    passing = [p["rate_pps"] for p in sweep["points"] if p["verdict"] == "PASS"]
+    failing = [p["rate_pps"] for p in sweep["points"] if p["verdict"] != "PASS"]
+    assert passing and failing  # the fixture sweeps past the budget
+    assert f"meets the budget up to {max(passing) // 1000:g} kpps" in html
+    # Its configurations are in the sweep's card, not a card each.
+    swept = {p["configuration"] for p in sweep["points"]}
+    cards = re.findall(r"<div class='name'>([^<]+)</div>", html)
+    assert not {doc["configurations"][i]["label"] for i in swept} & set(cards)
+    assert len(cards) == len(doc["configurations"]) - len(swept) + 1
+
+
+def test_table_ii_marks_what_the_packets_cannot_resolve_and_judges_every_configuration():
+    doc, html = _page()
+    table = re.findall(r"<table class='lt-configs'>.*?</table>", html, re.S)[0]
+    rows = re.findall(r"<tr>(.*?)</tr>", table, re.S)[1:]
+    assert len(rows) == len(doc["configurations"])
+    for c, row in zip(doc["configurations"], rows):
+        unresolved = [k for k, iv in c["intervals"].items() if not iv["resolvable"]]
+        assert row.count("not resolved") == len(unresolved)
+        assert c["verdict"]["label"] in row
+        assert f"run {c['worst_repetition']}" in row
+
+
+def test_differences_that_isolate_one_axis_come_first():
+    doc, html = _page()
+    section = html[html.index(">Differences</h3>") :]
+    isolated = next(d for d in doc["differences"] if len(d["axes_differing"]) == 1)
+    several = next(d for d in doc["differences"] if len(d["axes_differing"]) > 1)
+    folded = section.index("<details>")
+    assert section.index(isolated["text"]) < folded < section.index(several["text"])
+
+
+def test_every_latency_figure_draws_the_budget():
+    doc, html = _page()
+    budget = f"budget {doc['verdict']['budget_ns'] // 1000} µs"
+    specs = [json.loads(s) for s in re.findall(r"class='lt-plot-spec'[^>]*>(.*?)</script>", html, re.S)]
+    assert len(specs) == 4  # HDR, CDF, worst events, latency against rate
+    for spec in specs:
+        names = [s.get("name") for s in spec["layout"].get("shapes", [])]
+        assert budget in names, spec["layout"]["title"]["text"]
+
+
+def test_the_worst_repetitions_interrupts_are_drawn_where_sampled(tmp_path):
+    """A configuration whose worst repetition has interrupt samples gets its timeline
+    under its own name; one whose worst repetition has none gets no such section."""
+    from report_fixtures import experiment
+
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+
+    db, eid = experiment(tmp_path)
+    doc, drawn = comparison_document()
+    with open_store(db, read_only=True) as store:
+        fwd = [r["run_id"] for r in runstore.runs(store, eid) if r["dut_name"] == "fwd"]
+        sampled, unsampled = fwd[0], fwd[1]  # the fixture samples the first fwd run only
+        first, second = doc["configurations"][:2]
+        first["runs"], first["worst_repetition"] = [sampled], sampled
+        second["runs"], second["worst_repetition"] = [unsampled], unsampled
+        html = comparison_page(doc, drawn, store).render()
+    assert f"{first['label']}: interrupts (run {sampled})" in html
+    assert f"(run {unsampled})</h" not in html
+
+
+def test_the_stored_comparison_makes_its_page(tmp_path):
+    """write_comparison_report reads a comparison as `lowtail compare` stores it (needs the
+    store of comparisons: skipped on a tree without it)."""
+    comparestore = pytest.importorskip("lowtail.store.comparisons")
+    from lowtail.report.compare import write_comparison_report
+    from lowtail.store import open_store
+
+    doc, drawn = comparison_document()
+    curves = [
+        comparestore.CurvePoint(i, source, None, None, p, int(v))
+        for i, stored in drawn.curves.items()
+        for source in (comparestore.POOLED, comparestore.FLOOR)
+        for p, v in stored[source]
+    ]
+    cdf = [(i, f, int(v)) for i, points in drawn.cdf.items() for f, v in points]
+    with open_store(tmp_path / "c.duckdb") as store:
+        cid = comparestore.save_comparison(store, doc, ["1"], doc["by"], curves, cdf, [])
+    html = write_comparison_report(tmp_path / "c.duckdb", cid, tmp_path / "c.html").read_text()
+    for heading in ("Summary", "Configurations", "Latency by percentile", "Latency distribution (CDF)"):
+        assert f">{heading}</h2>" in html
+    assert "meets the budget up to" in html and html.count("class='lt-plot-spec'") >= 3

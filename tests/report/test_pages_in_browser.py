@@ -1,0 +1,185 @@
+"""Every report page in a real browser: Debian's headless Chromium, driven by selenium
+through Debian's chromedriver, one session for all pages. Each page loads with no console
+error, every plot is drawn by plotly with non-empty traces, its legend does not cover the
+plot area, its table of contents links resolve, and a screenshot of each plot area holds
+coloured pixels of data (not a blank frame with axes)."""
+
+from __future__ import annotations
+
+import io
+import os
+import shutil
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+from report_fixtures import comparison_document, experiment, short_analysis
+
+from lowtail.report.analysis import write_analysis_report
+from lowtail.report.compare import comparison_page
+from lowtail.report.experiment import write_experiment_report
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+WIDTH = 1400
+# Where screenshots of the whole pages go when asked (LOWTAIL_SCREENSHOTS=DIR), to look at.
+SCREENSHOTS = os.environ.get("LOWTAIL_SCREENSHOTS")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+        pytest.fail("Debian's chromium and chromium-driver are needed (`make deps` installs them)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        f"--window-size={WIDTH},1000",
+    ):
+        options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(300)  # a loaded machine parses the 4.8 MB bundle slowly
+    yield driver
+    driver.quit()
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory):
+    """The three kinds of page, written from stored data and a comparison document."""
+    tmp = tmp_path_factory.mktemp("pages")
+    db, aid = short_analysis(tmp)
+    analysis = write_analysis_report(db, aid, tmp / "analysis.html")
+    edb, eid = experiment(tmp)
+    experiment_page = write_experiment_report(edb, eid, tmp / "experiment.html")
+    compare = comparison_page(*comparison_document()).write(tmp / "compare.html")
+    return {"analysis": analysis, "experiment": experiment_page, "compare": compare}
+
+
+# Per plot: its traces with points, whether plotly drew it, and the rectangles of its plot
+# area(s) and legend.
+_PLOTS_JS = """
+return Array.from(document.querySelectorAll('.lt-plot-area')).map(function (div) {
+  var rect = function (e) { var r = e.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; };
+  return {
+    id: div.id,
+    drawn: !!div._fullLayout && !!div.querySelector('.main-svg'),
+    traces: (div.data || []).filter(function (t) {
+      return (t.x && t.x.length > 0) || (t.y && t.y.length > 0); }).length,
+    areas: Array.from(div.querySelectorAll('.nsewdrag')).map(rect),
+    legend: div.querySelector('.legend') ? rect(div.querySelector('.legend')) : null,
+    title: (div._fullLayout && div._fullLayout.title && div._fullLayout.title.text) || div.id
+  };
+});
+"""
+
+
+def _wait_drawn(driver, timeout: float = 180.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while True:
+        plots = driver.execute_script(_PLOTS_JS)
+        if plots and all(p["drawn"] for p in plots) or time.monotonic() > deadline:
+            return plots
+        time.sleep(0.2)
+
+
+def _overlap(a, b) -> bool:
+    return a[0] < b[2] - 1 and b[0] < a[2] - 1 and a[1] < b[3] - 1 and b[1] < a[3] - 1
+
+
+def _coloured_pixels(png: bytes) -> int:
+    """Pixels of saturated colour (data: every series has a colour; axes and grid are grey)."""
+    rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    spread = rgb.max(axis=2) - rgb.min(axis=2)
+    return int((spread > 60).sum())
+
+
+def _check_page(driver, path: Path, expected_plots: int) -> None:
+    driver.get_log("browser")  # drop what earlier pages left
+    driver.get(path.as_uri())
+    plots = _wait_drawn(driver)
+    errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], f"{path.name}: console errors {errors}"
+    assert len(plots) >= expected_plots, f"{path.name}: {len(plots)} plots"
+    for p in plots:
+        assert p["drawn"], f"{path.name}: {p['title']} was not drawn"
+        assert p["traces"] > 0, f"{path.name}: {p['title']} has no trace with points"
+        assert p["areas"], f"{path.name}: {p['title']} has no plot area"
+        if p["legend"]:
+            covered = [a for a in p["areas"] if _overlap(p["legend"], a)]
+            assert not covered, f"{path.name}: the legend of {p['title']} covers its plot area"
+    links = driver.execute_script(
+        "return Array.from(document.querySelectorAll('nav.toc a')).map(a => a.getAttribute('href').slice(1))"
+    )
+    assert links, f"{path.name}: no table of contents"
+    missing = [i for i in links if not driver.execute_script("return !!document.getElementById(arguments[0])", i)]
+    assert missing == [], f"{path.name}: contents link to missing sections {missing}"
+    for p in plots:
+        element = driver.find_element("id", p["id"])
+        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+        area = element.find_element("css selector", ".nsewdrag")
+        assert _coloured_pixels(area.screenshot_as_png) > 40, f"{path.name}: the plot area of {p['title']} is blank"
+    if SCREENSHOTS:
+        _full_screenshot(driver, Path(SCREENSHOTS) / f"{path.stem}.png")
+
+
+def _full_screenshot(driver, target: Path) -> None:
+    """The whole page as one PNG (the window stretched to its height), to look at."""
+    driver.execute_script("window.scrollTo(0, 0)")
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(WIDTH, min(height + 100, 16_000))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(target))
+    driver.set_window_size(WIDTH, 1000)
+
+
+def test_pages_load_draw_and_show_data(browser, pages):
+    """All pages in one browser session (starting Chromium is the slow part)."""
+    _check_page(browser, pages["analysis"], expected_plots=6)
+    _check_page(browser, pages["experiment"], expected_plots=10)
+    _check_page(browser, pages["compare"], expected_plots=4)
+
+
+@pytest.mark.parametrize(
+    "page, table, verdict_cells",
+    [("experiment", ".lt-runs", "td.verdict, td.why"), ("compare", ".lt-configs", "td.text:last-child")],
+)
+def test_the_verdict_table_fits_1400_px(browser, pages, page, table, verdict_cells):
+    """The experiment's runs table and the comparison's Table II at 1400 px: no column
+    scrolled out of sight, every verdict (and its reason) inside the window."""
+    browser.get(pages[page].as_uri())
+    scroll, width = browser.execute_script(
+        "var t = document.querySelector(arguments[0]), d = t.parentElement;"
+        "return [Math.max(d.scrollWidth, t.scrollWidth), d.clientWidth]",
+        table,
+    )
+    assert scroll <= width, f"{page}: {table} is {scroll} px wide in {width} px"
+    cells = ", ".join(f"{table} {c.strip()}" for c in verdict_cells.split(","))
+    right = browser.execute_script(
+        "return Math.max(...Array.from(document.querySelectorAll(arguments[0]))"
+        ".map(td => td.getBoundingClientRect().right))",
+        cells,
+    )
+    assert 0 < right <= WIDTH
+
+
+def test_a_short_analysis_shows_its_packet_rate(browser, pages):
+    """0.4 s of traffic at 10 kpps: one partial second, drawn as a 10 kpps bar."""
+    browser.get(pages["analysis"].as_uri())
+    _wait_drawn(browser)
+    bars = browser.execute_script(
+        "var d = Array.from(document.querySelectorAll('.lt-plot-area'))"
+        ".find(d => d._fullLayout.title.text === 'Packets per second');"
+        "return d.data.map(t => Array.from(t.y));"
+    )
+    assert bars and all(len(b) == 1 for b in bars)
+    assert all(9_000 < b[0] < 11_000 for b in bars)  # packets over the part of the second covered

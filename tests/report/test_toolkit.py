@@ -1,0 +1,112 @@
+"""The report toolkit without a browser: axes read in a person's units, the nines axis is
+the one definition both renderers draw, reference lines and legends follow the rules, a
+page is self-contained, and the PNG renderer draws what the page shows."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from lowtail.report import figure as tk
+from lowtail.report import plots
+from lowtail.report.page import Page, figure_html
+from lowtail.report.png import write_png
+
+NINES = ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %", "99.9999 %"]
+# What an axis must never show: plotly's or matplotlib's exponent and SI forms.
+UNREADABLE = re.compile(r"e[+-]?\d|×|10[⁰¹²³⁴⁵⁶⁷⁸⁹]|^\d+(\.\d+)?[kMGnµm]$")
+
+
+def test_the_nines_axis_is_labelled_by_percentile():
+    axis = tk.nines_axis(2e6)
+    assert axis["ticktext"] == NINES and axis["tickvals"] == [10.0**n for n in range(7)]
+    assert tk.nines_axis(500)["ticktext"] == NINES[:3]  # up to the last nine the data reaches
+    assert tk.nines_x(0.999) == pytest.approx(1000)
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1_000, 1_000_000], ["1 µs", "10 µs", "100 µs", "1 ms"]),
+        ([2_000, 80_000], ["2 µs", "5 µs", "10 µs", "20 µs", "50 µs"]),
+        ([500, 3_000_000_000], ["1 µs", "1 ms", "1 s"]),
+    ],
+)
+def test_latency_axes_read_in_units(values, expected):
+    axis = tk.latency_axis(values)
+    assert axis["type"] == "log"
+    assert set(expected) <= set(axis["ticktext"])
+    assert not [t for t in axis["ticktext"] if UNREADABLE.search(t)]
+
+
+def test_linear_ticks_are_told_apart_however_close():
+    axis = tk.latency_axis([99_990, 100_010], log=False)
+    assert len(set(axis["ticktext"])) == len(axis["ticktext"]) > 2
+    assert all(t.endswith(" µs") for t in axis["ticktext"])
+    rates = tk.value_axis([0, 25_000, 100_000], "rate", "rate", log=False, include_zero=True)
+    assert rates["ticktext"][0] == "0" and "100 kpps" in rates["ticktext"]
+
+
+def _shape_names(fig) -> list[str]:
+    return [s.name for s in fig.layout.shapes]
+
+
+def test_latency_plots_carry_the_budget_and_keep_legends_off_the_data():
+    curve = plots.Curve("fwd", [(0.0, 10_000), (0.9, 20_000), (0.999, 40_000)], floor=[(0.0, 3_000), (0.999, 4_000)])
+    figures = [
+        plots.hdr_percentile_plot([curve], budget_ns=350_000),
+        plots.cdf_plot([("fwd", [(10_000, 0.5), (40_000, 1.0)])], budget_ns=350_000),
+        plots.worst_scatter([(1, 30_000), (2, 40_000)], "worst", budget_ns=350_000),
+        plots.worst_scatter_grid([("a", [(1, 30_000)], 0), ("b", [(1, 40_000)], 0)], budget_ns=350_000),
+        plots.latency_vs_rate_plot(
+            [plots.Sweep("fwd", [(1e4, {"p50": 1e4}, False), (2e4, {"p50": 2e4}, True)])], budget_ns=350_000
+        ),
+    ]
+    for fig in figures:
+        assert any(n == "budget 350 µs" for n in _shape_names(fig)), fig.layout.title.text
+        assert fig.layout.legend.y < 0  # under the plot area, never over it
+    hdr = figures[0]
+    assert [t.name for t in hdr.data] == ["fwd", "fwd: floor"]
+    assert hdr.data[1].line.dash == "dash"
+    assert "µs" in hdr.data[0].customdata[0][1]  # hover values carry their unit
+
+
+def test_a_constant_latency_draws_a_step_not_nothing():
+    fig = plots.cdf_plot([("burst 1", [(12_000, 1.0)])])
+    assert list(fig.data[0].x) == [12_000, 12_000] and list(fig.data[0].y) == [0.0, 1.0]
+
+
+def test_a_page_is_self_contained_with_one_bundle_and_linked_sections():
+    page = Page("t")
+    for heading in ("Run 1", "Run 1", "Run 2"):
+        page.add(heading, figure_html(plots.worst_scatter([(1, 2_000)], heading)))
+    html = page.render()
+    assert html.count("Plotly.newPlot") == 1 and html.count("class='lt-plot-spec'") == 3
+    assert "<script src" not in html  # nothing fetched: the bundle is inlined
+    assert len(html) > 3_000_000  # plotly's bundle, once
+    ids = re.findall(r"<h2 id='([^']+)'", html)
+    assert ids == ["run-1", "run-1-2", "run-2"] and all(f"href='#{i}'" in html for i in ids)
+
+
+def test_the_png_renderer_draws_the_figure_a_page_shows(tmp_path):
+    curve = plots.Curve(
+        "fwd",
+        [(1 - 0.5**k, 10_000 * (1 + k)) for k in range(16)],
+        band=[(1 - 0.5**k, 9_000 * (1 + k), 11_000 * (1 + k)) for k in range(16)],
+    )
+    path = write_png(plots.hdr_percentile_plot([curve], budget_ns=300_000), tmp_path / "hdr.png")
+    rgb = np.asarray(Image.open(path).convert("RGB")).astype(int)
+    coloured = (rgb.max(axis=2) - rgb.min(axis=2) > 60).sum()
+    assert coloured > 500  # the curve, its band and the budget line
+
+
+def test_worst_events_panels_fill_their_rows():
+    """Four configurations side by side are 2 × 2 (not 3 + 1), five are 3 + 2."""
+    for n, grid in ((4, (2, 2)), (5, (2, 3)), (3, (1, 3))):
+        fig = plots.worst_scatter_grid([(f"c{i}", [(1, 10_000 * (i + 1))], 0) for i in range(n)])
+        xs = {tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("xaxis")}
+        ys = {tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}
+        assert (len(ys), len(xs)) == grid
