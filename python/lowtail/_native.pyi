@@ -228,8 +228,9 @@ class ExactHistogram:
     def max(self) -> int | None:
         """The largest sample; None when empty."""
 
-    def quantiles(self, qs: Sequence[float]) -> list[int] | None:
-        """Nearest-rank values at the quantiles `qs` (as percentile_disc); None when empty."""
+    def quantiles(self, qs: Sequence[Fraction | int]) -> list[int] | None:
+        """Nearest-rank values at the quantiles `qs` (as percentile_disc); None when empty.
+        Each quantile is exact: a `fractions.Fraction` or an int (a float is refused)."""
 
     def at_ranks(self, ranks: Sequence[int]) -> list[int]:
         """The order statistics at 1-based `ranks`; ValueError for a rank outside 1..count."""

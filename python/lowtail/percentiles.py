@@ -113,6 +113,12 @@ def fraction(key: str) -> float:
     return EXTREME_FRACTIONS[key] if key in EXTREME_FRACTIONS else by_key(key).fraction
 
 
+def quantile_of_key(key: str) -> Fraction:
+    """The exact quantile a figure stands for (what ranks use): 99999/100000 for "p99_999",
+    0 for min, 1 for max."""
+    return Fraction(int(EXTREME_FRACTIONS[key])) if key in EXTREME_FRACTIONS else by_key(key).quantile
+
+
 def figure_keys(*keys: str) -> list[str]:
     """Keys of the figures to show, in table order: the given ones, or min, every headline
     percentile and max when none are given."""

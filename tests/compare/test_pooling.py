@@ -5,6 +5,7 @@ several runs' series, equals a brute-force sort of all their packets at every ne
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 import pyarrow.parquet as pq
@@ -35,13 +36,23 @@ def test_the_native_histogram_is_exact_at_every_rank_and_quantile():
         h.record(part)
     s = np.sort(values)
     assert h.count == len(values) and h.min() == s[0] and h.max() == s[-1]
-    qs = [0.0, 0.5, 0.9, 0.99, 0.999, 0.99999, 1.0]
+    qs = [
+        Fraction(0),
+        Fraction(1, 2),
+        Fraction(9, 10),
+        Fraction(99, 100),
+        Fraction(999, 1000),
+        Fraction(99999, 100000),
+        1,
+    ]
     assert h.quantiles(qs) == [nearest(s, q) for q in qs]
+    with pytest.raises(TypeError, match="must be exact"):
+        h.quantiles([0.999])  # a float ranks one too high where q·n is whole
     ranks = [1, 2, 1_000, 40_000, len(s)]
     assert h.at_ranks(ranks) == [int(s[r - 1]) for r in ranks]
     with pytest.raises(ValueError, match="outside 1.."):
         h.at_ranks([len(s) + 1])
-    assert _native.ExactHistogram().quantiles([0.5]) is None
+    assert _native.ExactHistogram().quantiles([Fraction(1, 2)]) is None
 
 
 def test_pooled_percentiles_equal_a_sort_of_all_packets(tmp_path):

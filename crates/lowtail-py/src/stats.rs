@@ -84,10 +84,9 @@ impl PyExactHistogram {
     }
 
     /// Nearest-rank values at the quantiles `qs` (as percentile_disc); None when empty.
-    fn quantiles(&mut self, qs: Vec<f64>) -> PyResult<Option<Vec<i64>>> {
-        if let Some(q) = qs.iter().find(|q| !(0.0..=1.0).contains(*q)) {
-            return Err(PyValueError::new_err(format!("quantile {q} is outside 0..1")));
-        }
+    /// Each quantile is exact: a `fractions.Fraction` or an int (a float is refused).
+    fn quantiles(&mut self, qs: Vec<Bound<'_, PyAny>>) -> PyResult<Option<Vec<i64>>> {
+        let qs = qs.iter().map(from_fraction).collect::<PyResult<Vec<Quantile>>>()?;
         Ok(self.0.quantiles(&qs))
     }
 

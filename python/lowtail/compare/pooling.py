@@ -35,7 +35,7 @@ class Distribution:
     def figures(self, keys: Iterable[str]) -> dict[str, int | None]:
         """Nearest-rank values at these figures ("p99_9", "min", "max"), and `samples`."""
         keys = list(keys)
-        values = self.hist.quantiles([percentiles.fraction(k) for k in keys]) or [None] * len(keys)
+        values = self.hist.quantiles([percentiles.quantile_of_key(k) for k in keys]) or [None] * len(keys)
         return {**dict(zip(keys, values)), "samples": self.samples}
 
     def interval(self, key: str, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
@@ -58,7 +58,7 @@ class Distribution:
 
     def curve(self, fractions: list[float]) -> list[tuple[float, int]]:
         """(fraction, value) at each fraction: an HDR percentile curve, exact at every point."""
-        values = self.hist.quantiles(fractions) or []
+        values = self.hist.quantiles([percentiles.exact_quantile(f) for f in fractions]) or []
         return list(zip(fractions, values))
 
     def cdf(self, points: int = CDF_POINTS) -> list[tuple[float, int]]:
