@@ -1,18 +1,20 @@
-"""Result files (a report, an .hgrm distribution) are written whole or not at all, and a
-file that cannot be written is said in one line.
+"""Result files (a report, a plot, an .hgrm distribution) are written whole or not at all,
+into a directory that already exists, and a file that cannot be written is said in one line.
 
 A result goes to a hidden temporary file beside its target (`.NAME.partial`) and is
 renamed into place once complete; on any failure or interruption the temporary file is
 removed, so neither a 0-byte nor a half-written file stays. An operating-system error
 becomes lowtail's: a full disk is the machine's state (`Failure`, exit 1), a path that
 cannot be written — a directory, a read-only place, a name too long — the user's to change
-(`UserError`, exit 2).
+(`UserError`, exit 2). lowtail creates no directory the user did not ask for: a mistyped
+`--report /nonexistent/r.html` run as root would otherwise leave a new tree behind.
 """
 
 from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from lowtail.errors import DiskFull, Failure, UserError
@@ -45,19 +47,20 @@ def partial_path(path: Path) -> Path:
     return path.with_name(f".{path.name}.partial")
 
 
-def write_result(path: str | Path, data: str | bytes, what: str = "") -> Path:
-    """Write `data` to `path` whole (temporary file, fsync, rename) or not at all; `what`
-    names the file in an error ("--hgrm")."""
+def write_atomically(path: str | Path, write: Callable[[Path], None], what: str = "") -> Path:
+    """Call `write(tmp)` to fill `.NAME.partial` beside `path`, then rename it to `path`;
+    `what` names the file in an error ("--hgrm", "report"). A missing parent directory is
+    the user's mistake (nothing is created); on any failure the temporary file goes."""
     path = Path(path)
+    if not _is_dir(path.parent):
+        why = "does not exist" if not path.parent.exists() else "is not a directory"
+        where = " ".join(str(part) for part in (what, path) if part)
+        raise UserError(f"{where}: the directory {path.parent} {why} (lowtail does not create it)")
     if _is_dir(path):
         raise os_error(OSError(errno.EISDIR, os.strerror(errno.EISDIR)), path, what)
     tmp = partial_path(path)
-    raw = data.encode() if isinstance(data, str) else data
     try:
-        with open(tmp, "wb") as f:
-            f.write(raw)
-            f.flush()
-            os.fsync(f.fileno())
+        write(tmp)
         tmp.replace(path)
     except OSError as e:
         _discard(tmp)
@@ -66,6 +69,19 @@ def write_result(path: str | Path, data: str | bytes, what: str = "") -> Path:
         _discard(tmp)
         raise
     return path
+
+
+def write_result(path: str | Path, data: str | bytes, what: str = "") -> Path:
+    """Write `data` to `path` whole (temporary file, fsync, rename) or not at all."""
+    raw = data.encode() if isinstance(data, str) else data
+
+    def write(tmp: Path) -> None:
+        with open(tmp, "wb") as f:
+            f.write(raw)
+            f.flush()
+            os.fsync(f.fileno())
+
+    return write_atomically(path, write, what)
 
 
 def _discard(path: Path) -> None:

@@ -212,7 +212,7 @@ def test_report_on_a_full_disk_leaves_nothing_behind(stored, tmp_path):
     try:
         p = run_cli("report", str(doc["analysis_id"]), "--db", db, "-o", full / "r.html", cwd=d)
         assert p.returncode == 1, p.stderr
-        assert "disk full" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+        assert "disk is full" in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
         assert list(full.iterdir()) == []
     finally:
         subprocess.run(["umount", str(full)], check=True)

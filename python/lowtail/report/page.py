@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 
 from lowtail import __version__
-from lowtail.outputs import write_atomically
+from lowtail.files import write_result
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 1.5em auto; max-width: 1480px;
@@ -170,7 +170,7 @@ class Page:
         )
 
     def write(self, path: Path) -> Path:
-        """Write the page to `path` whole (see `outputs.write_atomically`: the directory
+        """Write the page to `path` whole (see `files.write_atomically`: the directory
         must exist)."""
         html = self.render()
-        return write_atomically(path, lambda tmp: tmp.write_text(html), "report")
+        return write_result(path, html, "report")

@@ -14,7 +14,7 @@ from typing import Any
 
 import matplotlib
 
-from lowtail.outputs import write_atomically
+from lowtail.files import write_atomically
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -174,7 +174,7 @@ def write_png(fig, path: str | Path) -> Path:
             if a.get("xref") == "paper" and a.get("yref") == "paper" and a.get("text"):
                 figure.text(0.06 + 0.9 * a["x"], 0.08 + 0.82 * a["y"], a["text"], ha="center", fontsize=9)
         figure.tight_layout()
-        # Whole or not at all, into a directory that must exist (see outputs.write_atomically).
+        # Whole or not at all, into a directory that must exist (see files.write_atomically).
         return write_atomically(
             path, lambda tmp: figure.savefig(tmp, dpi=_DPI, bbox_inches="tight", format="png"), "plot"
         )
