@@ -71,27 +71,20 @@ def note(message: str) -> None:
 
 @contextmanager
 def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
-    """Yields a callback(done, total) that drives a progress bar on a terminal, or a
-    no-op when stderr is not one."""
-    if not (enabled and err.is_terminal):
-        yield lambda done, total: None
-        return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+    """Yields a callback(done, total) that drives a progress bar of bytes on a terminal,
+    or a no-op when stderr is not one."""
+    from rich.progress import DownloadColumn, TimeRemainingColumn, TransferSpeedColumn
 
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        TimeRemainingColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
-        task = bar.add_task(description, total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total or None)
-
+    with _progress(
+        description,
+        enabled,
+        lambda: [
+            "[progress.description]{task.description}",
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+        ],
+    ) as update:
         yield update
 
 
@@ -99,20 +92,27 @@ def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
 def count_progress(description: str, unit: str, enabled: bool = True) -> Iterator[Any]:
     """Yields a callback(done, total) that drives a progress bar counting `unit`s (rows,
     runs) on a terminal, or a no-op when stderr is not one."""
+    from rich.progress import MofNCompleteColumn, TimeElapsedColumn
+
+    with _progress(
+        description,
+        enabled,
+        lambda: [f"[progress.description]{description}", MofNCompleteColumn(), unit, TimeElapsedColumn()],
+    ) as update:
+        yield update
+
+
+@contextmanager
+def _progress(description: str, enabled: bool, columns: Any) -> Iterator[Any]:
+    """A transient rich progress bar on stderr with a bar after the first of `columns()`;
+    a no-op callback when stderr is not a terminal."""
     if not (enabled and err.is_terminal):
         yield lambda done, total: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress
 
-    with Progress(
-        f"[progress.description]{description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        unit,
-        TimeElapsedColumn(),
-        console=err,
-        transient=True,
-    ) as bar:
+    first, *rest = columns()
+    with Progress(first, BarColumn(), *rest, console=err, transient=True) as bar:
         task = bar.add_task(description, total=None)
 
         def update(done: int, total: int) -> None:

@@ -30,7 +30,41 @@ def die_with(parent: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-class Program:
+class ProcessHandle:
+    """What a started program offers, whether it runs here (`Program`) or through an ssh
+    client on another host (`hosts.remote.RemoteProgram`): `popen` is the local process,
+    `log` its output file, `stop_signal` set once it was asked to stop."""
+
+    popen: subprocess.Popen
+    log: Path
+    stop_signal: Any = None
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def wait(self, timeout: float) -> int | None:
+        try:
+            return self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def died(self) -> bool:
+        """Ended without being asked to."""
+        return not self.running() and self.stop_signal is None
+
+    def log_tail(self, lines: int = 1) -> str:
+        try:
+            text = self.log.read_text(errors="replace").strip().splitlines()
+        except FileNotFoundError:
+            return ""
+        return " | ".join(t.strip() for t in text[-lines:])
+
+
+class Program(ProcessHandle):
     def __init__(self, name: str, argv: list[str], log: Path, stats: Path | None = None, signal_group: bool = False):
         self.name = name
         self.argv = argv
@@ -54,19 +88,6 @@ class Program:
                 preexec_fn=lambda: die_with(parent),
             )
 
-    @property
-    def pid(self) -> int:
-        return self.popen.pid
-
-    def running(self) -> bool:
-        return self.popen.poll() is None
-
-    def wait(self, timeout: float) -> int | None:
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
     def stop(self, grace_s: float = 5.0) -> int:
         """Ask the program to finish (SIGINT), insist if it does not; its exit code."""
         if self.before_stop is not None and self.running():
@@ -85,17 +106,6 @@ class Program:
     def returncode(self) -> int | None:
         """The program's exit code (negative: the signal that ended it); None while it runs."""
         return self.popen.poll()
-
-    def died(self) -> bool:
-        """Ended without being asked to."""
-        return not self.running() and self.stop_signal is None
-
-    def log_tail(self, lines: int = 1) -> str:
-        try:
-            text = self.log.read_text(errors="replace").strip().splitlines()
-        except FileNotFoundError:
-            return ""
-        return " | ".join(t.strip() for t in text[-lines:])
 
     def exit_message(self) -> str:
         code = self.popen.poll()

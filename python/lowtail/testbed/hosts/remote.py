@@ -24,6 +24,7 @@ from typing import Any
 
 from lowtail.errors import Failure
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
+from lowtail.testbed.process import ProcessHandle
 
 # Heartbeats every second; a leash that hears none for this long stops its role.
 HEARTBEAT_INTERVAL_S = 1.0
@@ -59,7 +60,7 @@ class Heartbeat:
         self._thread.join()
 
 
-class RemoteProgram:
+class RemoteProgram(ProcessHandle):
     """A program started on a host under lowtail-leash (`argv` empty: a keeper that only
     holds its `undo` commands); `prelude`, a shell command, runs first (the leash only if it
     succeeds). Quacks like testbed.process.Program: its statistics come back on the leash's
@@ -134,20 +135,6 @@ class RemoteProgram:
 
     # -- what Program offers -----------------------------------------------------------------
 
-    @property
-    def pid(self) -> int:
-        """The local ssh client's pid (what this host's registry can stop)."""
-        return self.popen.pid
-
-    def running(self) -> bool:
-        return self.popen.poll() is None
-
-    def wait(self, timeout: float) -> int | None:
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
-
     def say(self, line: str) -> None:
         """One line to the leash (a heartbeat, or `stop`); a closed channel is no error."""
         with self._write:
@@ -179,16 +166,6 @@ class RemoteProgram:
     def lost(self) -> bool:
         """Whether the connection went before the leash said how its program ended."""
         return self.popen.poll() == SSH_FAILED and self.exit_code is None
-
-    def died(self) -> bool:
-        return not self.running() and self.stop_signal is None
-
-    def log_tail(self, lines: int = 1) -> str:
-        try:
-            text = self.log.read_text(errors="replace").strip().splitlines()
-        except FileNotFoundError:
-            return ""
-        return " | ".join(t.strip() for t in text[-lines:])
 
     def exit_message(self) -> str:
         if self.lost():
