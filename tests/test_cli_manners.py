@@ -66,7 +66,7 @@ def _complete(words: list[str], cword: int) -> list[str]:
 def test_bash_completion_completes_commands_subcommands_and_options():
     if not (BIN / "lowtail").exists():
         pytest.skip("the lowtail command is not installed in this environment")
-    assert _complete(["lowtail", "exp"], 1) == ["experiment"]
+    assert _complete(["lowtail", "experi"], 1) == ["experiment"]
     assert "report" in _complete(["lowtail", "experiment", "re"], 2)
     assert _complete(["lowtail", "run", "--fr"], 2) == ["--fresh"]
     assert _complete(["lowtail", "completion", ""], 2) == ["bash", "zsh", "fish"]

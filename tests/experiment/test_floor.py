@@ -47,7 +47,7 @@ def test_the_floor_is_the_experiments_own_or_the_named_calibration(three_experim
         assert runstore.calibration_floor(store, bare, source=calibrated)[(10_000, 64, 1)]["run_id"] == 1
         with pytest.raises(UserError, match="experiment 2 has no valid calibration runs"):
             runstore.check_calibration(store, bare)
-        with pytest.raises(UserError, match="no experiment with id 9"):
+        with pytest.raises(UserError, match="none of its experiments has id 9"):
             runstore.check_calibration(store, 9)
 
 

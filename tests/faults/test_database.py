@@ -251,10 +251,10 @@ def test_a_database_killed_before_its_checkpoint_is_whole(pair, tmp_path):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 2 MiB tmpfs, unmounted afterwards."""
+    """A 16 MiB tmpfs (room for a database of every schema table), unmounted afterwards."""
     mount = tmp_path / "small"
     mount.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mount)], check=True)
     try:
         yield mount
     finally:

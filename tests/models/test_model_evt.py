@@ -310,4 +310,5 @@ def test_the_terminal_and_the_plot_say_not_credible(tmp_path, cli, db):
     assert "not credible" in r.err and "infinite mean" in r.err
     doc = cli("model", "evt", str(path), "--no-store", "--json").json()
     figure = evt_figure(doc)
-    assert any("NOT CREDIBLE" in t.get_text() and "infinite mean" in t.get_text() for t in figure.texts)
+    notes = [a.text for a in figure.layout.annotations or ()]
+    assert any("NOT CREDIBLE" in t and "infinite mean" in t for t in notes), notes

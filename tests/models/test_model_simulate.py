@@ -261,10 +261,9 @@ def test_cli_simulate_plot_draws_cases_whose_latency_is_constant(cli, db):
     constant = [c["label"] for c in doc["cases"] if len(c["result"]["cdf"]) == 1]
     assert len(constant) == 2
     figure = simulate_figure(doc)
-    (ax,) = figure.axes
-    drawn = {line.get_label(): line for line in ax.get_lines()}
+    drawn = {trace.name: trace for trace in figure.data}
     for label in constant:
-        ys = drawn[label].get_ydata()
+        ys = list(drawn[label].y)
         assert min(ys) == 0.0 and max(ys) == 1.0, label  # from none to all packets at its one latency
 
 

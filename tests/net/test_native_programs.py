@@ -440,7 +440,7 @@ def test_a_capture_on_a_full_disk_exits_with_the_disk_full_code(wire, background
         tmp_path / "c.json",
     )
     generate(wire.tx, tmp_path, "--rate", "20000", "--count", "20000", "--frame-size", "1000")
-    settle()
+    arrived(wire.rx, 20000)
     code, err, _ = cap.stop()
     assert code == 4, err
     assert "disk full" in err
@@ -543,7 +543,7 @@ def test_a_frame_size_counts_the_fcs_which_a_capture_does_not_show(wire, backgro
 
     cap, (pre,) = capture(background, tmp_path, wire.tx, extra=("--snaplen", "2048"))
     generate(wire.tx, tmp_path, "--rate", "1000", "--count", "20", "--frame-size", str(frame_size))
-    settle()
+    arrived(wire.rx, 20)
     code, err, _ = cap.stop()
     assert code == 0, err
     assert _record_lengths(pre) == {(frame_size - _native.FCS_BYTES, frame_size - _native.FCS_BYTES)}

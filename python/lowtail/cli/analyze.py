@@ -13,7 +13,7 @@ from lowtail import series, signals
 from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import write_result
@@ -126,7 +126,11 @@ def analyze(
         a["report"] = str(written)
     for w in a["warnings"]:
         warn(w)
+    not_stored_message = f"the analysis printed above was not stored: {not_stored}" if not_stored else None
     if json_out:
+        if not_stored_message:
+            # One document on stdout: the figures, and the error beside them.
+            a |= {"error": not_stored_message, "exit_code": Failure.exit_code}
         print_json(a)
     else:
         note(header_line(a))
@@ -140,8 +144,8 @@ def analyze(
             note(f"wrote the HDR distribution to {hgrm}")
         if written:
             note(f"wrote the report to {written}")
-    if not_stored is not None:
-        raise Failure(f"the analysis printed above was not stored: {not_stored}")
+    if not_stored_message:
+        fail(not_stored_message, Failure.exit_code, json_doc=False)
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
 
 
