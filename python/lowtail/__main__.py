@@ -19,7 +19,17 @@ def run() -> None:
         except KeyboardInterrupt:
             print("lowtail: interrupted", file=sys.stderr)
             sys.exit(130)
-        main()
+        try:
+            main()
+        except KeyboardInterrupt:
+            # A stop signal raised while the command was already ending (its SystemExit
+            # replaced in a clean-up's `finally`): the command was interrupted and has
+            # said so, or says it now; the exit code stays 130, not a death by SIGINT.
+            from lowtail.cli import _output
+
+            if not _output.ended():
+                print("lowtail: interrupted", file=sys.stderr)
+            sys.exit(130)
 
 
 if __name__ == "__main__":

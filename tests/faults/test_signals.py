@@ -325,3 +325,31 @@ def test_a_stop_signal_as_a_finished_command_exits_changes_nothing(tmp_path, sig
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr and "interrupted" not in done.stderr
     assert "stored as analysis 1" in done.stdout + done.stderr
+
+
+_INTERRUPT_WHILE_ENDING = """
+import lowtail.cli
+from lowtail.__main__ import run
+from lowtail.cli import _output
+
+
+def main():
+    try:
+        _output.fail("interrupted", 130, False, kind=None)
+    finally:  # a clean-up's `finally` meets a second stop signal while the command exits
+        raise KeyboardInterrupt
+
+
+lowtail.cli.main = main
+run()
+"""
+
+
+def test_a_stop_signal_that_replaces_the_exit_still_exits_130_with_one_line(tmp_path):
+    """The soak's one abort: "lowtail: interrupted", then death by SIGINT (-2), when a
+    KeyboardInterrupt replaced the command's SystemExit on its way out."""
+    done = subprocess.run(
+        [sys.executable, "-c", _INTERRUPT_WHILE_ENDING], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 130, (done.returncode, done.stderr)
+    assert lines(done.stderr) == ["lowtail: interrupted"]

@@ -50,11 +50,21 @@ def wants_json(argv: Sequence[str]) -> bool:
     return "--json" in argv[: argv.index("--") if "--" in argv else len(argv)]
 
 
+_ended = False  # `fail` said how the command ended
+
+
+def ended() -> bool:
+    """Whether the command's last line (its error or "interrupted") was printed."""
+    return _ended
+
+
 def fail(message: str, exit_code: int, json_doc: bool, kind: str | None = "error") -> NoReturn:
     """End the command: `lowtail: error: MESSAGE` on stderr (`kind` None: no label) and,
     when --json was asked for, `{"error": MESSAGE, "exit_code": N}` on stdout, so that a
     script reading stdout sees the failure too."""
+    global _ended
     err.print(f"lowtail: {kind + ': ' if kind else ''}{message}", markup=False, highlight=False)
+    _ended = True
     if json_doc:
         print_json({"error": message, "exit_code": exit_code})
     sys.exit(exit_code)
