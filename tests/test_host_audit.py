@@ -207,6 +207,28 @@ def test_plan_writes_the_papers_parameters_and_keeps_the_grub_line(untuned, caps
     assert doc["grub"] == f'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash {doc["cmdline"]}"'
 
 
+def test_plan_for_a_guest_gives_the_vm_duts_boot_parameters(capsys):
+    """`host plan --guest-vcpus N`: the same parameters for a VM DuT's guest kernel (vCPU 0
+    housekeeping, the rest isolated), without those of the physical machine, in a form the
+    experiment file takes as it is."""
+    from lowtail.experiment import spec
+
+    code, out, err = cli(capsys, "host", "plan", "--guest-vcpus", "3", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["cmdline"] == (
+        "isolcpus=1-2 nohz_full=1-2 rcu_nocbs=1-2 rcu_nocb_poll irqaffinity=0 idle=poll tsc=reliable "
+        "mce=ignore_ce audit=0 nmi_watchdog=0 skew_tick=1 nosoftlockup"
+    )
+    exp = spec.parse(
+        f'[traffic]\nrates = [2000]\n[[dut]]\nname = "v"\nkind = "vm"\n{doc["experiment_file"]}\n', "e.toml"
+    )
+    (dut,) = exp.duts
+    assert dut.options["guest_cmdline"] == doc["cmdline"] and dut.options["vcpus"] == 3
+    code, out, err = cli(capsys, "host", "plan", "--guest-vcpus", "1")
+    assert code == 2 and "at least 2 vCPUs" in err and len(err.strip().splitlines()) == 1
+
+
 def test_plan_without_grub_file_keeps_the_running_parameters_and_drops_stale_ones(untuned):
     (untuned / "etc/default/grub").unlink()
     host = Host(SysRoot.open(untuned))

@@ -126,10 +126,26 @@ def plan(
     isolated: str | None = _ISO,
     sysroot: Path | None = _SYSROOT,
     json_out: bool = _JSON,
+    guest_vcpus: int | None = typer.Option(
+        None,
+        "--guest-vcpus",
+        help="Instead: the guest_cmdline of a VM DuT with this many vCPUs (vCPU 0 housekeeping, the others isolated).",
+    ),
 ) -> None:
     """`lowtail host plan`."""
-    from lowtail.host.plan import kernel_cmdline
+    from lowtail.host.plan import guest_cmdline, kernel_cmdline
+    from lowtail.host.sysroot import format_cpulist
 
+    if guest_vcpus is not None:
+        doc = guest_cmdline(guest_vcpus)
+        if json_out:
+            print_json(doc)
+            return
+        note(f"core plan of the guest: vCPU 0 housekeeping, {format_cpulist(doc['plan']['isolated'])} isolated")
+        out.print('[[dut]] options of the VM (kind = "vm"):', markup=False)
+        for line in doc["experiment_file"].splitlines():
+            out.print(f"  {line}", markup=False)
+        return
     host, core_plan = _host_and_plan(sysroot, housekeeping, isolated)
     doc = kernel_cmdline(host, core_plan)
     if json_out:

@@ -110,6 +110,32 @@ def boot_params(plan: CorePlan, vendor: str) -> list[BootParam]:
     return params
 
 
+# Boot parameters that concern the physical machine, not a guest's virtual CPUs.
+_HOST_ONLY = {"nosmt", "intel_idle.max_cstate", "intel_pstate"}
+
+
+def guest_cmdline(vcpus: int) -> dict:
+    """The same latency-optimised parameters for a VM DuT's guest kernel with `vcpus`
+    virtual CPUs: vCPU 0 for housekeeping, the others isolated (lowtail-fwd runs on the
+    last); what the experiment file's `guest_cmdline` takes."""
+    if vcpus < 2:
+        raise UserError(
+            f"--guest-vcpus {vcpus}: a guest needs at least 2 vCPUs for a core plan (one for housekeeping, "
+            "the others isolated); set vcpus = 2 or more for the VM DuT"
+        )
+    plan = CorePlan((0,), tuple(range(1, vcpus)), f"a guest with {vcpus} vCPUs")
+    params = [p for p in boot_params(plan, "guest") if p.name not in _HOST_ONLY]
+    cmdline = " ".join(str(p) for p in params)
+    return {
+        "plan": plan.to_json(),
+        "params": [
+            {"name": p.name, "value": p.value, "text": str(p), "purpose": p.purpose, "source": p.source} for p in params
+        ],
+        "cmdline": cmdline,
+        "experiment_file": f'vcpus = {vcpus}\nguest_cmdline = "{cmdline}"',
+    }
+
+
 # Parameters GRUB writes itself, or that name this boot only; never carried over.
 _NOT_CARRIED = {"BOOT_IMAGE", "root", "ro", "rw", "initrd"}
 _GRUB_LINE = re.compile(r"^\s*GRUB_CMDLINE_LINUX_DEFAULT=(.*)$", re.MULTILINE)
