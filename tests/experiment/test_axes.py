@@ -81,3 +81,21 @@ def test_tables_tell_apart_runs_that_differ_only_in_burst_or_an_option(stored, t
     for heading in ("<th>burst</th>", "<th>batch</th>", "<th>containment</th>"):
         assert heading in summary
     assert "burst 16" in html  # in the run's own heading
+
+
+def test_the_verdict_lines_name_each_configuration_of_a_dut(stored):
+    """make run's answer, one line per DuT configuration: runs of one DuT name that differ
+    in an option (a guest kernel, a rule count, here a batch) or in burst are told apart by
+    what differs among them, not written as one line with a rate twice."""
+    from lowtail.cli.run import dut_verdict_lines
+
+    _, _, rows = stored
+    lines = dut_verdict_lines(rows, Verdict())
+    assert [line.split("  ")[0].strip() for line in lines] == [
+        "kernel burst=1",
+        "kernel burst=16",
+        "fwd batch=1",
+        "fwd batch=32",
+        "pmd",
+    ]
+    assert all(line.count("10 kpps") == 1 for line in lines), lines

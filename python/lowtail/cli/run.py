@@ -58,25 +58,34 @@ def _run_line(r: dict[str, Any], verdict: Any) -> str:
 
 
 def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
-    """The experiment's answer, one line per DuT: PASS when every rate passed, else what
-    each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
-    by_dut: dict[str, list[tuple[str, str]]] = {}
-    for r in rows:
-        if not r["calibration"]:
-            by_dut.setdefault(marked(r["dut_name"], r.get("virtualization")), []).append(
-                (verdict.judge(r), format_rate(r["rate_pps"]))
-            )
+    """The experiment's answer, one line per DuT configuration (its name and its values on
+    the axes that vary, such as a guest kernel or a rule count): PASS when every rate
+    passed, else what each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
+    measured = [r for r in rows if not r["calibration"]]
+    # What tells apart the configurations of one DuT name (a guest kernel, a rule count).
+    shown = {
+        name: _axes_beside_dut([r for r in measured if r["dut_name"] == name])
+        for name in dict.fromkeys(r["dut_name"] for r in measured)
+    }
+    by_dut: dict[str, list[tuple[Any, str]]] = {}
+    for r in measured:
+        axes_shown = shown[r["dut_name"]]
+        values = [f"{a.label}={a.show(a.read(r))}" for a in axes_shown if a.present(r) and a.show(a.read(r))]
+        name = " ".join([marked(r["dut_name"], r.get("virtualization")), *values])
+        by_dut.setdefault(name, []).append((verdict.judge(r), format_rate(r["rate_pps"])))
     lines = []
     width = max((len(name) for name in by_dut), default=0)
     for name, judged in by_dut.items():
         outcomes: dict[str, list[str]] = {}
         inconclusive: set[str] = set()
         for judgement, rate in judged:
-            outcomes.setdefault(judgement.label, []).append(rate)
+            rates = outcomes.setdefault(judgement.label, [])
+            if rate not in rates:  # repetitions: each rate once
+                rates.append(rate)
             if judgement.status is Status.INCONCLUSIVE:
                 inconclusive.add(judgement.label)
         if all(j.status is Status.PASS and not j.degraded for j, _ in judged):
-            summary = f"PASS at every rate ({', '.join(rate for _, rate in judged)})"
+            summary = f"PASS at every rate ({', '.join(dict.fromkeys(rate for _, rate in judged))})"
         else:
             summary = "; ".join(
                 f"{label}{f' ({verdict.why_inconclusive()})' if label in inconclusive else ''} at {', '.join(rates)}"
