@@ -214,10 +214,13 @@ _SELF_EVIDENT = {DUT, KIND, "containment", VIRTUALIZATION, RATE, "frame_size", "
 
 def label(run: dict[str, Any], axes: Iterable[Axis]) -> str:
     """A configuration's short name from the run's values on these axes: "kernel · container
-    · batch 32" (values that name themselves alone, the others after their heading)."""
+    · batch 32" (values that name themselves alone, the others after their heading; axes the
+    run does not have, such as a VM's guest kernel for a bare forwarder, left out)."""
     parts = []
     for axis in axes:
-        value = axis.show(axis.read(run)) if axis.present(run) else "–"
+        if not axis.present(run):
+            continue
+        value = axis.show(axis.read(run))
         parts.append(value if axis.name in _SELF_EVIDENT else f"{axis.label} {value}")
     return " · ".join(parts)
 

@@ -99,3 +99,13 @@ def test_the_verdict_lines_name_each_configuration_of_a_dut(stored):
         "pmd",
     ]
     assert all(line.count("10 kpps") == 1 for line in lines), lines
+
+
+def test_a_configurations_label_leaves_out_axes_it_does_not_have(stored):
+    """A comparison of a bare forwarder with a VM names the forwarder without "guest_kernel –":
+    axes a run does not have are left out of its label."""
+    _, _, rows = stored
+    by = axes.varying(rows)
+    kernel, fwd = axes.label(rows[1], by), axes.label(rows[3], by)
+    assert "–" not in kernel and "batch" not in kernel, kernel
+    assert "batch 1" in fwd, fwd
