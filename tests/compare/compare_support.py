@@ -40,6 +40,7 @@ def store_run(
     containment: str = "bare",
     options: dict[str, Any] | None = None,
     valid: bool = True,
+    virtualization: str | None = None,
     **spec: Any,
 ) -> int:
     """One run of `dut` (a synthetic pair with `spec`), stored with its analysis."""
@@ -73,4 +74,6 @@ def store_run(
         "capture_paths": [],
         "traffic": {"flows": 1},
     }
+    if virtualization is not None:
+        row["virtualization"] = virtualization
     return runstore.save_run(store, row, doc, opts)

@@ -340,3 +340,23 @@ def test_latency_against_rate_carries_the_stored_knee(tmp_path):
     assert set(series) == {"fwd", "kernel"}
     assert [p["rate_pps"] for p in series["fwd"]["points"]] == [10_000, 50_000, 90_000]
     assert series["fwd"]["knees"][0]["knee_pps"] == 90_000
+
+
+def test_a_comparison_with_emulated_vm_runs_says_so(tmp_path):
+    """VM runs under QEMU's emulator (TCG) carry an emulator's latencies: the comparison
+    names them in its document, warns on the terminal and puts the warning over its page."""
+    from lowtail.virtualization import TCG_WARNING
+
+    db = tmp_path / "v.duckdb"
+    with open_store(db) as store:
+        eid = experiment(store, "vm and bare", {"percentile": 99.9, "budget": "1ms"})
+        bare = store_run(store, tmp_path, eid, "fwd", seed=1, packets=PACKETS)
+        vm = store_run(
+            store, tmp_path, eid, "vm-fwd", "vm", containment="vm", virtualization="tcg", seed=2, packets=PACKETS
+        )
+    done = lowtail("compare", eid, "--json", "-o", tmp_path / "v.html", db=db)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["emulated_runs"] == [vm] and bare not in doc["emulated_runs"]
+    assert TCG_WARNING in " ".join(done.stderr.split())
+    assert "emulator" in (tmp_path / "v.html").read_text()

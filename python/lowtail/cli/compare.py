@@ -17,6 +17,7 @@ from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.selection import HELP as SELECTION_HELP
+from lowtail.virtualization import TCG_WARNING
 
 comparison_app = typer.Typer(help="Stored comparisons: list them, write their page.", no_args_is_help=True)
 app.add_typer(comparison_app, name="comparison")
@@ -75,6 +76,8 @@ def compare(
         printer = table_console()
         printer.print(comparison_view(doc, printer.width))
         note(f"stored as comparison {doc['comparison_id']} in {db}" + (f"; page: {output}" if output else ""))
+    if doc.get("emulated_runs"):
+        warn(TCG_WARNING)
     for reason in doc["partial_reasons"]:
         warn(reason)
     raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)

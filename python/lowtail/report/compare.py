@@ -423,7 +423,7 @@ def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
 
 def _banners(page: Page, doc: dict[str, Any]) -> None:
     configs = doc["configurations"]
-    if any(str(v).lower() == "tcg" for c in configs for v in (c.get("key") or {}).values()):
+    if doc.get("emulated_runs") or any(str(v).lower() == "tcg" for c in configs for v in (c.get("key") or {}).values()):
         page.banner(TCG_WARNING)
     if doc.get("partial"):
         page.banner("PARTIAL: " + "; ".join(doc.get("partial_reasons") or ["some runs could not be read"]))
