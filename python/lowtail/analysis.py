@@ -75,15 +75,19 @@ def analyze_pair(
             outcome["error"] = e
 
     worker = threading.Thread(target=work, name="lowtail-analyze", daemon=True)
-    worker.start()
     try:
+        # Started inside the try: a stop signal the moment the thread starts must still cancel
+        # it, or it would go on writing the series while the interpreter exits (and leave it
+        # half-written, as .NAME.partial).
+        worker.start()
         while worker.is_alive():
             worker.join(0.1)
             if on_progress:
                 on_progress(*analyzer.progress())
     except BaseException as e:  # never leave the native analysis running behind an exiting interpreter
         analyzer.cancel()
-        worker.join()
+        if worker.ident is not None:  # started
+            worker.join()
         if isinstance(e, KeyboardInterrupt):
             raise Interrupted(CANCELLED) from None
         raise

@@ -353,3 +353,49 @@ def test_a_stop_signal_that_replaces_the_exit_still_exits_130_with_one_line(tmp_
     )
     assert done.returncode == 130, (done.returncode, done.stderr)
     assert lines(done.stderr) == ["lowtail: interrupted"]
+
+
+_SIGNAL_AS_THE_ANALYSIS_STARTS = """
+import os, signal, sys, threading
+
+start = threading.Thread.start
+
+
+def start_then_signal(self):
+    start(self)
+    if self.name == "lowtail-analyze":  # the stop signal arrives the moment the analysis starts
+        os.kill(os.getpid(), signal.SIGHUP)
+
+
+threading.Thread.start = start_then_signal
+from lowtail.__main__ import run
+sys.argv = ["lowtail", *sys.argv[1:]]
+run()
+"""
+
+
+def test_a_stop_signal_as_the_analysis_starts_leaves_no_partial_series(tmp_path):
+    """The soak's leftover: SIGHUP right as the analysis thread started left the series'
+    `.s.parquet.partial` (the thread was not cancelled and wrote on while lowtail exited)."""
+    pair = synth(tmp_path, packets=200_000, rate_pps=100_000)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SIGNAL_AS_THE_ANALYSIS_STARTS,
+            "analyze",
+            str(pair.pre),
+            str(pair.post),
+            "--trim",
+            "0",
+            "--no-store",
+            "--export",
+            str(tmp_path / "s.parquet"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 130, done.stderr
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial") or p.name == "s.parquet"]
