@@ -38,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 
+from tb_helpers import command_lines  # noqa: E402
+
 from host_fixtures import make_sysroot  # noqa: E402
 from lowtail.testbed.kinds import KINDS  # noqa: E402
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups  # noqa: E402
@@ -106,17 +108,7 @@ def judge(area: str, rc: int | None, err: str, expected: tuple[int, ...], what: 
 
 def programs_under(directory: Path) -> list[str]:
     """Processes whose command line names a path under `directory` (a run's programs)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(directory) in cmd:
-            found.append(f"process {entry.name}: {cmd[:100]}")
-    return found
+    return [f"process {pid}: {cmd[:100]}" for pid, cmd in command_lines() if str(directory) in cmd]
 
 
 def leftovers_of(pid: int) -> list[str]:

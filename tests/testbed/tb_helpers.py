@@ -38,8 +38,8 @@ def resources_of(pid: int) -> list[str]:
     return left
 
 
-def tagged_processes(tag_prefix: str) -> list[tuple[int, str]]:
-    """(pid, command line) of every process whose command line names a testbed tag."""
+def command_lines() -> list[tuple[int, str]]:
+    """(pid, command line) of every other process on the host (those gone while read are left out)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -48,26 +48,21 @@ def tagged_processes(tag_prefix: str) -> list[tuple[int, str]]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if re.search(rf"(lowtail-|/run/lowtail/){re.escape(tag_prefix)}", cmd):
-            found.append((int(entry.name), cmd))
+        found.append((int(entry.name), cmd))
     return found
+
+
+def tagged_processes(tag_prefix: str) -> list[tuple[int, str]]:
+    """(pid, command line) of every process whose command line names a testbed tag."""
+    pattern = re.compile(rf"(lowtail-|/run/lowtail/){re.escape(tag_prefix)}")
+    return [(pid, cmd) for pid, cmd in command_lines() if pattern.search(cmd)]
 
 
 def programs_under(directory: Path) -> list[tuple[int, str]]:
     """(pid, command line) of every process whose command line names a path under
     `directory`: the generator, timestamper and forwarder of a run whose data is there
     (their statistics and captures go to its run directories)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if str(directory) in cmd and "pytest" not in cmd:
-            found.append((int(entry.name), cmd))
-    return found
+    return [(pid, cmd) for pid, cmd in command_lines() if str(directory) in cmd and "pytest" not in cmd]
 
 
 def processes_in_netns_of(pid: int) -> list[int]:
