@@ -11,7 +11,11 @@ fn main() {
     let mut best = f64::MAX;
     for _ in 0..runs {
         let t = Instant::now();
-        match analyze_pair(Path::new(&args[1]), Path::new(&args[2]), &AnalyzeOptions::default(), &Control::default()) {
+        let mut options = AnalyzeOptions::default();
+        if let Some(ns) = std::env::var("MAX_LATENCY_NS").ok().and_then(|v| v.parse().ok()) {
+            options.max_latency_ns = ns;
+        }
+        match analyze_pair(Path::new(&args[1]), Path::new(&args[2]), &options, &Control::default()) {
             Ok(a) => assert!(a.sent > 0),
             Err(e) => eprintln!("{e}"),
         }

@@ -204,24 +204,44 @@ impl PcapReader {
     /// Visit up to `budget` records, walking the window's bytes directly and touching
     /// the window only when it runs dry.
     #[inline]
-    pub fn for_each(&mut self, budget: usize, mut visit: impl FnMut(Item<'_>)) -> Result<usize, CaptureError> {
+    pub fn for_each(&mut self, budget: usize, visit: impl FnMut(Item<'_>)) -> Result<usize, CaptureError> {
+        // One loop per byte order: the order is then a constant inside it, not a branch
+        // at every field of every record.
+        if self.big_endian {
+            self.walk::<true>(budget, visit)
+        } else {
+            self.walk::<false>(budget, visit)
+        }
+    }
+
+    #[inline(always)]
+    fn walk<const BIG_ENDIAN: bool>(
+        &mut self,
+        budget: usize,
+        mut visit: impl FnMut(Item<'_>),
+    ) -> Result<usize, CaptureError> {
         self.window.advance(std::mem::take(&mut self.pending));
-        let hdr = self.record_header;
+        let (hdr, max_caplen, frac_to_ns, link) = (self.record_header, self.max_caplen, self.frac_to_ns, self.link);
+        let field = |h: &[u8; 16], at: usize| u32_at(h, at, BIG_ENDIAN);
         let mut n = 0;
         while n < budget && !self.finished {
             let b = self.window.bytes();
             let mut off = 0;
-            while n < budget && off + hdr <= b.len() {
-                let caplen = self.u32_at(b, off + 8) as usize;
-                let end = off + hdr + caplen;
-                if caplen > self.max_caplen || caplen > self.u32_at(b, off + 12) as usize || end > b.len() {
+            while n < budget {
+                // The four fields every record header starts with (the modified format's
+                // 24-byte headers add theirs after them).
+                let Some(h) = b.get(off..off + hdr).and_then(|h| h.first_chunk::<16>()) else { break };
+                let (caplen, orig_len) = (field(h, 8) as usize, field(h, 12));
+                let start = off + hdr;
+                let end = start + caplen;
+                if caplen > max_caplen || caplen > orig_len as usize || end > b.len() {
                     break;
                 }
                 visit(Item::Frame(Frame {
-                    ts_ns: self.u32_at(b, off) as i64 * NS_PER_SEC + self.u32_at(b, off + 4) as i64 * self.frac_to_ns,
-                    link: self.link,
-                    data: &b[off + hdr..end],
-                    orig_len: self.u32_at(b, off + 12),
+                    ts_ns: field(h, 0) as i64 * NS_PER_SEC + field(h, 4) as i64 * frac_to_ns,
+                    link,
+                    data: &b[start..end],
+                    orig_len,
                 }));
                 off = end;
                 n += 1;

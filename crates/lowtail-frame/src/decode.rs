@@ -138,8 +138,11 @@ pub fn extract_id(link: LinkType, data: &[u8], orig_len: u32, spec: &IdSpec) -> 
 /// an unfragmented UDP datagram holding the id — checked in one pass.
 #[inline(always)]
 fn untagged_ipv4_udp(d: &[u8], spec: &IdSpec) -> Option<u64> {
-    let h: &[u8; 42] = d.get(..42)?.try_into().ok()?;
-    if h[12] != 0x08 || h[13] != 0x00 || h[14] != 0x45 || h[23] != PROTO_UDP || (h[20] & 0x1f) | h[21] != 0 {
+    let h: &[u8; 42] = d.first_chunk()?;
+    let word = |at: usize| u32::from_be_bytes(*h[at..].first_chunk().expect("within the 42 bytes"));
+    // EtherType 0x0800 and version/IHL 0x45 (the byte after, the TOS, is anything); the
+    // first fragment (offset zero, whatever the flags), as `ipv4_udp` has it; UDP.
+    if word(12) >> 8 != 0x08_0045 || word(20) & 0x1fff_0000 != 0 || h[23] != PROTO_UDP {
         return None;
     }
     if let Some(port) = spec.udp_dst_port {

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 pub mod matcher;
+mod ring;
 pub mod suggest;
 pub mod unwrap;
 

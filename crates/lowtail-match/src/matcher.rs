@@ -18,6 +18,8 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 
+use crate::ring::{Ring, ZeroDefault};
+
 /// One PRE packet once its fate is known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Matched {
@@ -98,129 +100,8 @@ struct Entry {
     post_ts: i64,
 }
 
-/// A FIFO addressed by absolute position (PRE entries by PRE index, arrivals by
-/// arrival number), in a power-of-two ring: `index & mask` finds a slot with no
-/// division and no wrap-around branch.
-#[derive(Debug)]
-struct Ring<T> {
-    slots: Vec<T>,
-    mask: u64,
-    /// Index of the oldest entry held.
-    base: u64,
-    /// Index the next entry gets.
-    next: u64,
-}
-
-impl<T: ZeroDefault> Ring<T> {
-    fn new() -> Ring<T> {
-        Ring { slots: vec![T::default(); 1024], mask: 1023, base: 0, next: 0 }
-    }
-
-    #[inline]
-    fn len(&self) -> u64 {
-        self.next - self.base
-    }
-
-    #[inline]
-    fn contains(&self, index: u64) -> bool {
-        index.wrapping_sub(self.base) < self.len()
-    }
-
-    #[inline]
-    fn get(&self, index: u64) -> &T {
-        &self.slots[(index & self.mask) as usize]
-    }
-
-    #[inline]
-    fn get_mut(&mut self, index: u64) -> &mut T {
-        &mut self.slots[(index & self.mask) as usize]
-    }
-
-    #[inline]
-    fn front(&self) -> Option<&T> {
-        (self.next > self.base).then(|| self.get(self.base))
-    }
-
-    #[inline]
-    fn push(&mut self, e: T) {
-        if self.len() == self.slots.len() as u64 {
-            self.grow();
-        }
-        let next = self.next;
-        *self.get_mut(next) = e;
-        self.next += 1;
-    }
-
-    #[cold]
-    fn grow(&mut self) {
-        let mut slots = huge_page_vec(self.slots.len() * 2);
-        let mask = slots.len() as u64 - 1;
-        for i in self.base..self.next {
-            slots[(i & mask) as usize] = *self.get(i);
-        }
-        self.slots = slots;
-        self.mask = mask;
-    }
-
-    #[inline]
-    fn pop(&mut self) -> (u64, T) {
-        let index = self.base;
-        self.base += 1;
-        (index, *self.get(index))
-    }
-}
-
-/// Types whose all-zero bit pattern is their `Default` value, so that a ring of them can
-/// start as memory the kernel zeroes lazily, page by page as slots are first used.
-///
-/// # Safety
-/// Every field must be an integer (or another `ZeroDefault`): all zero bytes is a valid
-/// value, equal to `Default::default()`.
-unsafe trait ZeroDefault: Copy + Default {}
-
 // SAFETY: three integers; the derived Default is all zeros.
 unsafe impl ZeroDefault for Entry {}
-// SAFETY: an integer.
-unsafe impl ZeroDefault for u64 {}
-
-/// `len` default values in memory the kernel may back with 2 MiB pages. At 1 Mpps and
-/// a 10 s horizon the PRE ring holds 10 million entries (384 MiB once grown): in 4 KiB
-/// pages, faulting them in cost about a fifth of the analysis's CPU time. The memory comes
-/// zeroed from the allocator (fresh pages from the kernel) rather than written with
-/// defaults: slots the ring never reaches are never touched, and the kernel's zeroing of
-/// each page is the only pass over it (it was half the CPU time of a 20-million-packet
-/// pair at 1 Mpps when every slot was also written up front).
-fn huge_page_vec<T: ZeroDefault>(len: usize) -> Vec<T> {
-    let layout = std::alloc::Layout::array::<T>(len).expect("ring size overflows");
-    assert!(layout.size() > 0, "rings are never empty or zero-sized");
-    // SAFETY: a non-zero-sized layout; a null result is handled; `T: ZeroDefault` makes the
-    // zeroed memory `len` valid values, so the Vec owns `len` initialised elements of an
-    // allocation made with the global allocator and `T`'s layout, as from_raw_parts requires.
-    unsafe {
-        let ptr = std::alloc::alloc_zeroed(layout);
-        if ptr.is_null() {
-            std::alloc::handle_alloc_error(layout);
-        }
-        advise_huge_pages(ptr, layout.size());
-        Vec::from_raw_parts(ptr as *mut T, len, len)
-    }
-}
-
-#[cfg(target_os = "linux")]
-fn advise_huge_pages(start: *mut u8, bytes: usize) {
-    const HUGE: usize = 2 << 20;
-    let first = (start as usize).next_multiple_of(HUGE);
-    let end = (start as usize + bytes) / HUGE * HUGE;
-    if end > first {
-        // SAFETY: advice on whole pages inside an allocation this function's caller
-        // owns and has not touched yet; it changes how the pages are backed, never
-        // their contents. A kernel without transparent huge pages ignores it.
-        unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn advise_huge_pages(_start: *mut u8, _bytes: usize) {}
 
 /// The streaming PRE/POST join: feed both sides in merged time order (`push_pre`,
 /// `push_post`), read the fates from the sink, `finish` for the counters.
@@ -444,21 +325,25 @@ impl<S: MatchSink> Matcher<S> {
 
     fn expire_slow(&mut self, now: i64) {
         let limit = now.saturating_sub(self.horizon_ns);
-        while let Some(front) = self.ring.front() {
-            if front.pre_ts >= limit {
+        // Each entry's departure is read once: the one that stays sets the next bound.
+        let mut ring_oldest = i64::MAX;
+        while self.ring.len() > 0 {
+            let pre_ts = self.ring.get(self.ring.base).pre_ts;
+            if pre_ts >= limit {
+                ring_oldest = pre_ts;
                 break;
             }
             self.pop_front();
         }
+        let mut early_oldest = i64::MAX;
         while let Some(&(ts, id)) = self.early_posts.front() {
             if ts >= limit {
+                early_oldest = ts;
                 break;
             }
             self.early_posts.pop_front();
             self.retire_early(ts, id);
         }
-        let ring_oldest = self.ring.front().map_or(i64::MAX, |e| e.pre_ts);
-        let early_oldest = self.early_posts.front().map_or(i64::MAX, |e| e.0);
         self.expire_after = ring_oldest.min(early_oldest).saturating_add(self.horizon_ns);
     }
 
@@ -474,11 +359,13 @@ impl<S: MatchSink> Matcher<S> {
         }
     }
 
-    #[inline]
+    /// The oldest entry's fate, to the sink. Inlined into the expiry loop (a call per
+    /// packet cost more than the work); the rare map removal stays out of line.
+    #[inline(always)]
     fn pop_front(&mut self) {
         let (index, e) = self.ring.pop();
         if index < self.segment_start {
-            self.by_id.remove(&e.id);
+            self.forget_hashed(e.id);
         }
         let m = Matched { index, id: e.id, pre_ts: e.pre_ts, post_ts: e.post_ts };
         match e.post_ts {
@@ -493,6 +380,12 @@ impl<S: MatchSink> Matcher<S> {
             }
             _ => self.sink.resolved(Outcome::Received, &m),
         }
+    }
+
+    /// An entry of a broken run leaves: its id no longer maps to a position.
+    #[cold]
+    fn forget_hashed(&mut self, id: u64) {
+        self.by_id.remove(&id);
     }
 
     /// Both captures are exhausted: everything still open is final now.

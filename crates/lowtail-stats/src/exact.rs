@@ -12,11 +12,11 @@ const PAGE_THRESHOLD: u32 = 256;
 /// ...and while fewer than this many pages exist (2048 × 64 KiB = 128 MiB).
 const PAGE_BUDGET: usize = 2048;
 
-#[derive(Debug, Clone)]
-enum Page {
-    /// Not allocated; counts the samples that went to the spill list instead.
-    Sparse(u32),
-    Dense(Box<[u32; PAGE_LEN]>),
+/// The counters of one page's values, one per nanosecond.
+type Page = Box<[u32; PAGE_LEN]>;
+
+fn new_page() -> Page {
+    vec![0u32; PAGE_LEN].into_boxed_slice().try_into().expect("one page")
 }
 
 /// Exact distribution of integer samples.
@@ -28,7 +28,10 @@ enum Page {
 /// run and at worst 8 bytes per sample, never more than storing the samples would take.
 #[derive(Debug, Clone)]
 pub struct ExactHistogram {
-    pages: Vec<Page>,
+    /// The counters of each page's range, where they exist (`None`: its samples spill).
+    pages: Vec<Option<Page>>,
+    /// Samples of each page's range that went to the spill list while it had no counters.
+    spilled_hits: Vec<u32>,
     dense_pages: usize,
     spill: Vec<i64>,
     spill_sorted: bool,
@@ -44,45 +47,42 @@ impl Default for ExactHistogram {
 impl ExactHistogram {
     /// An empty histogram.
     pub fn new() -> Self {
-        ExactHistogram { pages: Vec::new(), dense_pages: 0, spill: Vec::new(), spill_sorted: true, count: 0 }
+        ExactHistogram {
+            pages: Vec::new(),
+            spilled_hits: Vec::new(),
+            dense_pages: 0,
+            spill: Vec::new(),
+            spill_sorted: true,
+            count: 0,
+        }
     }
 
     /// Count one sample.
     #[inline]
     pub fn record(&mut self, v: i64) {
-        self.count += 1;
-        if (0..DENSE_LIMIT).contains(&v) {
-            let p = (v >> PAGE_BITS) as usize;
-            if p >= self.pages.len() {
-                self.pages.resize(p + 1, Page::Sparse(0));
-            }
-            match &mut self.pages[p] {
-                Page::Dense(slots) => {
-                    let slot = &mut slots[(v as usize) & (PAGE_LEN - 1)];
-                    if let Some(n) = slot.checked_add(1) {
-                        *slot = n;
-                        return;
-                    }
-                }
-                Page::Sparse(hits) => {
-                    *hits += 1;
-                    if *hits >= PAGE_THRESHOLD && self.dense_pages < PAGE_BUDGET {
-                        let mut slots: Box<[u32; PAGE_LEN]> =
-                            vec![0u32; PAGE_LEN].into_boxed_slice().try_into().expect("one page");
-                        slots[(v as usize) & (PAGE_LEN - 1)] = 1;
-                        self.pages[p] = Page::Dense(slots);
-                        self.dense_pages += 1;
-                        return;
-                    }
-                }
+        // The common case, a value in a page that has counters, inline; the rest out of line.
+        if let Some(slot) = self.counter(v) {
+            if let Some(n) = slot.checked_add(1) {
+                *slot = n;
+                self.count += 1;
+                return;
             }
         }
-        self.spill.push(v);
-        self.spill_sorted = false;
+        self.record_n(v, 1);
+    }
+
+    /// The counter of `v` when its page has counters. A negative value, or one past
+    /// `DENSE_LIMIT`, indexes past every page (there are never pages beyond it).
+    #[inline(always)]
+    fn counter(&mut self, v: i64) -> Option<&mut u32> {
+        let page = self.pages.get_mut((v as u64 >> PAGE_BITS) as usize)?.as_mut()?;
+        Some(&mut page[(v as usize) & (PAGE_LEN - 1)])
     }
 
     /// Count `n` samples of one value (what merging another histogram needs: one call per
     /// distinct value, not per sample).
+    #[cold]
+    #[inline(never)]
     pub fn record_n(&mut self, v: i64, n: u64) {
         if n == 0 {
             return;
@@ -90,36 +90,36 @@ impl ExactHistogram {
         if (0..DENSE_LIMIT).contains(&v) {
             let p = (v >> PAGE_BITS) as usize;
             if p >= self.pages.len() {
-                self.pages.resize(p + 1, Page::Sparse(0));
+                self.pages.resize(p + 1, None);
+                self.spilled_hits.resize(p + 1, 0);
             }
             let slot = (v as usize) & (PAGE_LEN - 1);
+            let counted = u32::try_from(n).ok();
             match &mut self.pages[p] {
-                Page::Dense(slots) => {
-                    if let Some(c) = u32::try_from(n).ok().and_then(|n| slots[slot].checked_add(n)) {
+                Some(slots) => {
+                    if let Some(c) = counted.and_then(|n| slots[slot].checked_add(n)) {
                         slots[slot] = c;
                         self.count += n;
                         return;
                     }
                 }
-                Page::Sparse(hits) => {
-                    let total = hits.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
-                    if total >= PAGE_THRESHOLD && self.dense_pages < PAGE_BUDGET {
-                        if let Ok(first) = u32::try_from(n) {
-                            let mut slots: Box<[u32; PAGE_LEN]> =
-                                vec![0u32; PAGE_LEN].into_boxed_slice().try_into().expect("one page");
+                None => {
+                    let hits = &mut self.spilled_hits[p];
+                    *hits = hits.saturating_add(counted.unwrap_or(u32::MAX));
+                    if *hits >= PAGE_THRESHOLD && self.dense_pages < PAGE_BUDGET {
+                        if let Some(first) = counted {
+                            let mut slots = new_page();
                             slots[slot] = first;
-                            self.pages[p] = Page::Dense(slots);
+                            self.pages[p] = Some(slots);
                             self.dense_pages += 1;
                             self.count += n;
                             return;
                         }
                     }
-                    *hits = total;
                 }
             }
         }
-        // A count a page cannot hold, or a value outside the pages: kept one by one, as
-        // `record` keeps it.
+        // A count a page cannot hold, or a value outside the pages: kept one by one.
         self.count += n;
         self.spill.resize(self.spill.len() + n as usize, v);
         self.spill_sorted = false;
@@ -146,10 +146,10 @@ impl ExactHistogram {
     pub fn max(&mut self) -> Option<i64> {
         self.sort_spill();
         let spilled = self.spill.last().copied();
-        let paged = self.pages.iter().enumerate().rev().find_map(|(p, page)| match page {
-            Page::Dense(slots) => slots.iter().rposition(|&c| c > 0).map(|i| ((p << PAGE_BITS) + i) as i64),
-            Page::Sparse(_) => None,
-        });
+        let paged =
+            self.pages.iter().enumerate().rev().find_map(|(p, page)| {
+                page.as_ref()?.iter().rposition(|&c| c > 0).map(|i| ((p << PAGE_BITS) + i) as i64)
+            });
         spilled.max(paged)
     }
 
@@ -177,10 +177,7 @@ impl ExactHistogram {
     pub fn iter(&mut self) -> impl Iterator<Item = (i64, u64)> + '_ {
         self.sort_spill();
         let dense = self.pages.iter().enumerate().flat_map(|(p, page)| {
-            let slots: &[u32] = match page {
-                Page::Dense(s) => &s[..],
-                Page::Sparse(_) => &[],
-            };
+            let slots: &[u32] = page.as_ref().map_or(&[], |s| &s[..]);
             slots
                 .iter()
                 .enumerate()
@@ -231,7 +228,10 @@ impl ExactHistogram {
 
     /// Approximate heap use in bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.dense_pages * PAGE_LEN * 4 + self.pages.capacity() * 16 + self.spill.capacity() * 8
+        self.dense_pages * PAGE_LEN * 4
+            + self.pages.capacity() * 8
+            + self.spilled_hits.capacity() * 4
+            + self.spill.capacity() * 8
     }
 }
 
