@@ -79,6 +79,34 @@ def test_completion_scripts_for_the_other_shells_call_lowtail_back(shell):
     assert done.returncode == 0 and "_LOWTAIL_COMPLETE=complete_" + shell in done.stdout
 
 
+def test_the_command_registry_names_every_command_and_its_module():
+    """`lowtail CMD` loads CMD's module alone, found in COMMAND_MODULES: a command added
+    without its line there would be unknown to `lowtail CMD` (it is in every listing)."""
+    probe = (
+        "from lowtail.cli import COMMAND_MODULES, load_commands; load_commands([]); "
+        "from lowtail.cli._app import app; "
+        "cmds = {(c.name or c.callback.__name__.replace('_', '-')): c.callback.__module__ "
+        "for c in app.registered_commands}; "
+        "cmds |= {g.name: g.typer_instance.registered_commands[0].callback.__module__ "
+        "for g in app.registered_groups}; "
+        "print(cmds == {k: 'lowtail.cli.' + v for k, v in COMMAND_MODULES.items()}, sorted(cmds))"
+    )
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert found.stdout.startswith("True"), found.stdout + found.stderr
+
+
+def test_a_command_loads_its_own_module_and_no_other():
+    probe = (
+        "import sys; from lowtail.cli import load_commands; load_commands(['analyze', 'a.pcap', 'b.pcap']); "
+        "print(sorted(m for m in sys.modules if m.startswith('lowtail.cli.') and not m.startswith('lowtail.cli._')))"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert loaded.stdout.strip() == "['lowtail.cli.analyze', 'lowtail.cli.completion']", loaded.stdout + loaded.stderr
+    # A word that names no command still gets click's suggestion, from every command's name.
+    typo = lowtail("analyse", "a", "b")
+    assert typo.returncode == 2 and "analyze" in typo.stderr and typo.stderr.count("\n") == 1
+
+
 def test_help_topics_and_help_of_a_command():
     listing = lowtail("help")
     assert listing.returncode == 0

@@ -322,3 +322,40 @@ def test_a_database_that_fits_in_its_log_is_stored(pair, tmp_path, small_disk):
         assert analyses_in(db) == 1
     else:
         assert_clean_failure(done, 1, "disk is full")
+
+
+def _query(db: Path, sql: str) -> list[tuple]:
+    con = duckdb.connect(str(db))
+    try:
+        return con.execute(sql).fetchall()
+    finally:
+        con.close()
+
+
+def test_opening_gives_a_database_only_the_schema_files_it_lacks(tmp_path):
+    """A database lists the schema files it was given; opening it runs only the others (the
+    files are idempotent, so a database made before the list gets them all once more)."""
+    from lowtail.store import open_store
+    from lowtail.store.db import _schema_files
+
+    def listed() -> list[str]:
+        return sorted(n for (n,) in _query(db, "SELECT name FROM schema_files"))
+
+    def tables() -> set[str]:
+        return {t for (t,) in _query(db, "SELECT table_name FROM duckdb_tables()")}
+
+    every = sorted(name for name, _ in _schema_files())
+    db = tmp_path / "x.duckdb"
+    with open_store(db) as s:
+        identity = s.database_id
+    assert listed() == every
+    # Listed files are not run again: a table dropped behind lowtail's back stays dropped...
+    _query(db, "DROP TABLE import_ids")
+    with open_store(db):
+        pass
+    assert "import_ids" not in tables()
+    # ...and a database without the list (made by an earlier lowtail) is given every file.
+    _query(db, "DROP TABLE schema_files")
+    with open_store(db) as s:
+        assert s.database_id == identity
+    assert "import_ids" in tables() and listed() == every

@@ -83,18 +83,18 @@ def note(message: str) -> None:
 def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
     """Yields a callback(done, total) that drives a progress bar of bytes on a terminal,
     or a no-op when stderr is not one."""
-    from rich.progress import DownloadColumn, TimeRemainingColumn, TransferSpeedColumn
 
-    with _progress(
-        description,
-        enabled,
-        lambda: [
+    def columns() -> list[Any]:  # rich.progress is imported only when a bar is drawn
+        from rich.progress import DownloadColumn, TimeRemainingColumn, TransferSpeedColumn
+
+        return [
             "[progress.description]{task.description}",
             DownloadColumn(),
             TransferSpeedColumn(),
             TimeRemainingColumn(),
-        ],
-    ) as update:
+        ]
+
+    with _progress(description, enabled, columns) as update:
         yield update
 
 
@@ -102,13 +102,13 @@ def byte_progress(description: str, enabled: bool = True) -> Iterator[Any]:
 def count_progress(description: str, unit: str, enabled: bool = True) -> Iterator[Any]:
     """Yields a callback(done, total) that drives a progress bar counting `unit`s (rows,
     runs) on a terminal, or a no-op when stderr is not one."""
-    from rich.progress import MofNCompleteColumn, TimeElapsedColumn
 
-    with _progress(
-        description,
-        enabled,
-        lambda: [f"[progress.description]{description}", MofNCompleteColumn(), unit, TimeElapsedColumn()],
-    ) as update:
+    def columns() -> list[Any]:
+        from rich.progress import MofNCompleteColumn, TimeElapsedColumn
+
+        return [f"[progress.description]{description}", MofNCompleteColumn(), unit, TimeElapsedColumn()]
+
+    with _progress(description, enabled, columns) as update:
         yield update
 
 

@@ -55,33 +55,56 @@ def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], labe
     return analysis_id
 
 
+def _column(values: list[Any]) -> str:
+    """One column of a bulk insert, as the JSON array `_unnest` reads: DuckDB parses 5,000
+    worst events from JSON in a third of the time it takes to take them as Python lists (a
+    list parameter is converted element by element)."""
+    return json.dumps(values)
+
+
+def _unnest(sql_type: str) -> str:
+    """The rows of a column passed by `_column`, as `sql_type`."""
+    return f"unnest(from_json(?, '[\"{sql_type}\"]'))"
+
+
 def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
     rows = a["percentiles"]
     store.con.execute(
-        "INSERT INTO analysis_percentiles SELECT ?, unnest(?::DOUBLE[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])",
+        f"INSERT INTO analysis_percentiles SELECT ?, {_unnest('DOUBLE')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
         [
             analysis_id,
-            [r["percentile"] for r in rows],
-            [r["value_ns"] for r in rows],
-            [r["total_count"] for r in rows],
+            _column([r["percentile"] for r in rows]),
+            _column([r["value_ns"] for r in rows]),
+            _column([r["total_count"] for r in rows]),
         ],
     )
     for kind in HISTOGRAM_KINDS:
         bins = a[f"{kind}_histogram"]
         store.con.execute(
-            "INSERT INTO analysis_histograms SELECT ?, ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::BIGINT[])",
-            [analysis_id, kind, [b["lo_ns"] for b in bins], [b["hi_ns"] for b in bins], [b["count"] for b in bins]],
+            f"INSERT INTO analysis_histograms SELECT ?, ?, {_unnest('BIGINT')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
+            [
+                analysis_id,
+                kind,
+                _column([b["lo_ns"] for b in bins]),
+                _column([b["hi_ns"] for b in bins]),
+                _column([b["count"] for b in bins]),
+            ],
         )
     worst = a["worst"]
     store.con.execute(
-        "INSERT INTO analysis_worst SELECT ?, unnest(?::BIGINT[]), unnest(?::BIGINT[]), unnest(?::UBIGINT[])",
-        [analysis_id, [w["pre_ts_ns"] for w in worst], [w["latency_ns"] for w in worst], [w["id"] for w in worst]],
+        f"INSERT INTO analysis_worst SELECT ?, {_unnest('BIGINT')}, {_unnest('BIGINT')}, {_unnest('UBIGINT')}",
+        [
+            analysis_id,
+            _column([w["pre_ts_ns"] for w in worst]),
+            _column([w["latency_ns"] for w in worst]),
+            _column([w["id"] for w in worst]),
+        ],
     )
     for side in SIDES:
         counts = a[side]["per_second"]
         store.con.execute(
-            "INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), unnest(?::BIGINT[])",
-            [analysis_id, side, len(counts), counts],
+            f"INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), {_unnest('BIGINT')}",
+            [analysis_id, side, len(counts), _column(counts)],
         )
 
 

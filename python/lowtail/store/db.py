@@ -43,11 +43,11 @@ _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 _DAMAGE = ("Could not read enough bytes", "checksum", "Corrupt", "corrupt")
 
 
-def _schema_statements() -> list[str]:
-    """Every schema file in order; each is idempotent (CREATE ... IF NOT EXISTS)."""
+def _schema_files() -> list[tuple[str, str]]:
+    """Every schema file, (name, SQL), in order; each is idempotent (CREATE ... IF NOT EXISTS)."""
     folder = resources.files("lowtail.store").joinpath("schema")
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
-    return [f.read_text() for f in files]
+    return [(f.name, f.read_text()) for f in files]
 
 
 def _say(message: str) -> None:
@@ -154,17 +154,33 @@ class Store:
         self._con = _Connection(self, self._connect())
         self._check_whole()
         if not self._schema_ready:
-            self._making_schema = True
-            try:
-                with self.transaction():
-                    for sql in _schema_statements():
-                        self._con.execute(sql)
-                    # The database's identity, given once (see store/datadir.py).
-                    if self._con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
-                        self._con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
-            finally:
-                self._making_schema = False
+            self._apply_schema()
             self._schema_ready = True
+
+    def _apply_schema(self) -> None:
+        """Give the database the schema files it lacks (all of them when it is new, or made
+        before it kept their list), and its identity when it has none."""
+        try:
+            applied = {name for (name,) in self._con.execute("SELECT name FROM schema_files").fetchall()}
+        except duckdb.CatalogException:
+            applied = set()
+        missing = [(name, sql) for name, sql in _schema_files() if name not in applied]
+        if not missing:
+            return
+        self._making_schema = True
+        try:
+            with self.transaction():
+                for _, sql in missing:
+                    self._con.execute(sql)
+                self._con.execute(
+                    "INSERT INTO schema_files (name) SELECT unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING",
+                    [[name for name, _ in missing]],
+                )
+                # The database's identity, given once (see store/datadir.py).
+                if self._con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
+                    self._con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
+        finally:
+            self._making_schema = False
 
     def _connect(self) -> Any:
         """duckdb.connect, waiting (LOCK_WAIT_S at most) while another process holds the file."""
