@@ -48,11 +48,13 @@ def recover(damaged: str | Path, target: str | Path) -> list[TableCopy]:
             new.con.raw.execute(f"ATTACH '{quoted}' AS damaged (READ_ONLY)")
         except duckdb.Error as e:
             raise UserError(f"{damaged}: not a database lowtail can read ({str(e).splitlines()[0]})") from None
+        # The new database's own list of schema files is not data to copy.
         tables = [
             t
             for (t,) in new.con.execute(
                 "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() ORDER BY table_oid"
             ).fetchall()
+            if t != "schema_files"
         ]
         # Each range is its own transaction: a failed read must not abort what was copied.
         copies = [_copy_table(new, table) for table in tables]
