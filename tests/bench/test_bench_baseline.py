@@ -116,10 +116,16 @@ def test_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
             "10000",
             "--repeat",
             "1",
+            "--large-packets",
+            "40000",
             "--memory-packets",
             "30000",
             "--memory-rate",
             "10000",
+            "--campaign-pairs",
+            "2",
+            "--campaign-packets",
+            "20000",
             "--workdir",
             str(tmp_path),
             "--out",
@@ -137,5 +143,12 @@ def test_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
     for key in ("page_cache_read_s", "lowtail_s", "baseline_load_s", "baseline_sql_s"):
         assert speed[key]["best"] > 0
     assert 0 < memory["max_rss_bytes"] < 2 << 30
+    large = doc["large"]
+    assert large["figures_identical"] and large["baseline_total_s"] > 0 and large["lowtail_s"] > 0
+    assert doc["verdicts"]["large_speedup"] == large["baseline_total_s"] / large["lowtail_s"]
+    assert (
+        "40,000-packet pair"
+        in (tmp_path / "out" / next(p.name for p in (tmp_path / "out").iterdir() if p.suffix == ".txt")).read_text()
+    )
     assert sorted(p.suffix for p in (tmp_path / "out").iterdir()) == [".json", ".txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]

@@ -12,6 +12,7 @@ mod error;
 mod format;
 mod item;
 mod link;
+mod mapped;
 mod moonsniff;
 mod pcap;
 mod pcapng;

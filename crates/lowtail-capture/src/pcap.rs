@@ -156,6 +156,8 @@ impl PcapReader {
         } else {
             return Ok(());
         };
+        // Not corruption when another process cut the file short under the reader.
+        self.window.check().map_err(|e| CaptureError::read(&self.path, e))?;
         Err(CaptureError::Corrupt {
             path: self.path.clone(),
             format: "pcap",

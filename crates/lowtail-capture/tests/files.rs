@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lowtail_capture::write::{Endian, PcapWriter};
+use lowtail_capture::write::{Endian, NgInterface, PcapNgWriter, PcapWriter};
 use lowtail_capture::{open, CaptureError, LinkType, OpenOptions, FIFO_WRITER_WAIT};
 
 fn pcap_bytes(n: usize) -> Vec<u8> {
@@ -83,5 +83,34 @@ fn devices_and_directories_are_refused_for_what_they_are() {
         let err = open(std::path::Path::new(path), &OpenOptions::default()).err().unwrap();
         let text = err.to_string();
         assert!(text.contains(path) && text.contains(what), "{text}");
+    }
+}
+
+fn pcapng_bytes(n: usize) -> Vec<u8> {
+    let mut w = PcapNgWriter::new(Vec::new(), Endian::Little).unwrap();
+    w.add_interface(NgInterface { link: LinkType::Ethernet, snaplen: 0, tsresol: 9, tsoffset_s: 0 }).unwrap();
+    for k in 0..n {
+        w.write_enhanced(0, k as i64, &[k as u8; 100], 100).unwrap();
+    }
+    w.into_inner()
+}
+
+/// A regular file is read through a mapping; another process cutting it short while it is
+/// read is one error saying so (where the mapped bytes vanish), never a crash (SIGBUS), nor
+/// corruption (the zeros left where the file was cut are not the capture's).
+#[test]
+fn a_capture_cut_short_while_it_is_read_is_an_error_not_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, bytes) in [("cut.pcap", pcap_bytes(100_000)), ("cut.pcapng", pcapng_bytes(100_000))] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap(); // 12 MB: within one mapped chunk
+        let mut r = open(&path, &OpenOptions::default()).unwrap();
+        let (first, _, err) = drain(&mut r, 1_000);
+        assert_eq!((first.len(), err.is_none()), (1_000, true), "{name}");
+        std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
+        let (_, _, err) = drain(&mut r, usize::MAX);
+        let err = err.expect("the rest of the mapping is gone: an error");
+        assert!(matches!(&err, CaptureError::Io { .. }), "{name}: {err:?}");
+        assert!(err.to_string().contains("cut shorter while lowtail read it"), "{name}: {err}");
     }
 }
