@@ -15,7 +15,7 @@ use crate::error::{AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
 use crate::figures::{Analysis, LatencySummary};
 use crate::options::AnalyzeOptions;
-use crate::reader::{Batch, ReaderConfig, Role, SideReader, SideReport, StartClock};
+use crate::reader::{Batch, ReaderConfig, Role, SideReader, SideReport, Stamp, StartClock};
 
 /// Lets another thread follow progress and cancel.
 #[derive(Debug, Clone, Default)]
@@ -43,7 +43,7 @@ struct FigureSink {
 }
 
 impl MatchSink for FigureSink {
-    #[inline]
+    #[inline(always)] // into the matcher's expiry loop: a call per packet cost a third of the work
     fn resolved(&mut self, outcome: Outcome, m: &Matched) {
         match outcome {
             Outcome::Received => {}
@@ -85,48 +85,78 @@ impl Cursor {
         }
     }
 
-    /// Timestamp of the next stamp, fetching a batch if needed; `i64::MAX` at the end.
-    #[inline]
-    fn head_ts(&mut self) -> i64 {
-        match self.batch.get(self.pos) {
-            Some(s) => s.ts,
-            None => self.refill(),
-        }
-    }
-
-    #[cold]
-    fn refill(&mut self) -> i64 {
-        while !self.done {
+    /// The stamps not yet merged, fetching the next batch when the current one is used up;
+    /// empty once the reader is done.
+    fn pending(&mut self) -> &[Stamp] {
+        while self.pos == self.batch.len() && !self.done {
             match self.batches.recv() {
                 Ok(b) => {
                     let used = std::mem::replace(&mut self.batch, b);
                     let _ = self.recycle.try_send(used);
                     self.pos = 0;
-                    if let Some(s) = self.batch.first() {
-                        return s.ts;
-                    }
                 }
                 Err(_) => self.done = true,
             }
         }
-        i64::MAX
+        &self.batch[self.pos..]
     }
+}
 
-    /// Take the head (after `head_ts` returned a time); 32-bit ids come out unwrapped,
-    /// anchored near the other side's latest id.
-    #[inline]
-    fn take(&mut self, near: Option<u64>) -> (i64, u64) {
-        let s = self.batch[self.pos];
-        self.pos += 1;
-        let id = match self.unwrapper.as_mut() {
-            Some(u) => u.unwrap(s.id as u32, near),
-            None => s.id,
-        };
-        (s.ts, id)
+/// A stamp's id as the matcher takes it: 32-bit ids unwrapped, anchored near the other
+/// side's latest id.
+#[inline(always)]
+fn id_of<const WRAPS: bool>(raw: u64, own: &mut Option<Unwrapper>, other: &Option<Unwrapper>) -> u64 {
+    match own {
+        Some(u) if WRAPS => u.unwrap(raw as u32, other.as_ref().and_then(Unwrapper::last)),
+        _ => raw,
     }
+}
 
-    fn last_id(&self) -> Option<u64> {
-        self.unwrapper.as_ref().and_then(|u| u.last())
+/// Both sides to the matcher in time order (PRE first on equal times), a pair of batches
+/// at a time; `false` when cancelled. One loop per id kind: without 32-bit ids to unwrap
+/// the per-packet path has no unwrapping in it.
+fn merge<S: MatchSink, const WRAPS: bool>(
+    pre: &mut Cursor,
+    post: &mut Cursor,
+    matcher: &mut Matcher<S>,
+    cancel: &AtomicBool,
+) -> bool {
+    loop {
+        if cancel.load(Ordering::Relaxed) {
+            return false;
+        }
+        let (a, b) = (pre.pending().len(), post.pending().len());
+        if a == 0 && b == 0 {
+            return true;
+        }
+        let (pre_stamps, post_stamps) = (&pre.batch[pre.pos..], &post.batch[post.pos..]);
+        let (mut i, mut j) = (0, 0);
+        // Until either batch is used up (`pending` then fetches its next one); a side that
+        // has ended (no stamps pending) leaves the other to run alone.
+        while i < a && j < b {
+            if pre_stamps[i].ts <= post_stamps[j].ts {
+                let s = pre_stamps[i];
+                matcher.push_pre(s.ts, id_of::<WRAPS>(s.id, &mut pre.unwrapper, &post.unwrapper));
+                i += 1;
+            } else {
+                let s = post_stamps[j];
+                matcher.push_post(s.ts, id_of::<WRAPS>(s.id, &mut post.unwrapper, &pre.unwrapper));
+                j += 1;
+            }
+        }
+        if b == 0 {
+            for s in pre_stamps {
+                matcher.push_pre(s.ts, id_of::<WRAPS>(s.id, &mut pre.unwrapper, &post.unwrapper));
+            }
+            i = a;
+        } else if a == 0 {
+            for s in post_stamps {
+                matcher.push_post(s.ts, id_of::<WRAPS>(s.id, &mut post.unwrapper, &pre.unwrapper));
+            }
+            j = b;
+        }
+        pre.pos += i;
+        post.pos += j;
     }
 }
 
@@ -169,33 +199,12 @@ pub fn analyze_pair(
 
     let mut pre = Cursor::new(&pre_reader, pre_rx);
     let mut post = Cursor::new(&post_reader, post_rx);
-    let mut cancelled = false;
-    let mut steps = 0u64;
-    // Stamps carry i64::MAX only as the end marker: a real one that large is corrupt.
-    loop {
-        steps += 1;
-        if steps & 0x3ff == 0 && control.cancel.load(Ordering::Relaxed) {
-            cancelled = true;
-            break;
-        }
-        let (mut a, mut b) = (pre.head_ts(), post.head_ts());
-        if a == i64::MAX && b == i64::MAX {
-            break;
-        }
-        // Runs from one side at a time: each inner loop stays within one batch.
-        while a <= b && a != i64::MAX {
-            let near = post.last_id();
-            let (ts, id) = pre.take(near);
-            matcher.push_pre(ts, id);
-            a = pre.head_ts();
-        }
-        while b < a {
-            let near = pre.last_id();
-            let (ts, id) = post.take(near);
-            matcher.push_post(ts, id);
-            b = post.head_ts();
-        }
-    }
+    let finished = if pre.unwrapper.is_some() || post.unwrapper.is_some() {
+        merge::<_, true>(&mut pre, &mut post, &mut matcher, &control.cancel)
+    } else {
+        merge::<_, false>(&mut pre, &mut post, &mut matcher, &control.cancel)
+    };
+    let cancelled = !finished;
     // Dropping the cursors lets reader threads blocked on a full channel finish.
     drop(pre);
     drop(post);

@@ -232,7 +232,7 @@ impl<S: MatchSink> Matcher<S> {
     }
 
     /// A packet seen on the PRE side, in merged time order.
-    #[inline]
+    #[inline(always)] // into the merge loop, the only caller on the per-packet path
     pub fn push_pre(&mut self, ts: i64, id: u64) {
         self.expire(ts);
         let trim_until = *self.trim_until.get_or_insert(ts.saturating_add(self.trim_ns));
@@ -284,7 +284,7 @@ impl<S: MatchSink> Matcher<S> {
     }
 
     /// A packet seen on the POST side, in merged time order.
-    #[inline]
+    #[inline(always)]
     pub fn push_post(&mut self, ts: i64, id: u64) {
         self.expire(ts);
         match self.lookup(id) {
