@@ -101,6 +101,24 @@ def test_the_verdict_lines_name_each_configuration_of_a_dut(stored):
     assert all(line.count("10 kpps") == 1 for line in lines), lines
 
 
+def test_repetitions_of_a_configuration_are_one_verdict_line(stored):
+    """Seen in a hosts experiment of two repetitions: "mirred rep.=0 …" and "mirred rep.=1 …",
+    as if each repetition were a configuration of its own."""
+    from lowtail.cli.run import dut_verdict_lines
+
+    _, _, rows = stored
+    again = [r | {"run_id": r["run_id"] + 100, "repetition": 1} for r in rows]
+    lines = dut_verdict_lines([*rows, *again], Verdict())
+    assert [line.split("  ")[0].strip() for line in lines] == [
+        "kernel burst=1",
+        "kernel burst=16",
+        "fwd batch=1",
+        "fwd batch=32",
+        "pmd",
+    ]
+    assert not any("rep." in line for line in lines) and all(line.count("10 kpps") == 1 for line in lines), lines
+
+
 def test_a_configurations_label_leaves_out_axes_it_does_not_have(stored):
     """A comparison of a bare forwarder with a VM names the forwarder without "guest_kernel –":
     axes a run does not have are left out of its label."""

@@ -62,9 +62,10 @@ def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
     the axes that vary, such as a guest kernel or a rule count): PASS when every rate
     passed, else what each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
     measured = [r for r in rows if not r["calibration"]]
-    # What tells apart the configurations of one DuT name (a guest kernel, a rule count).
+    # What tells apart the configurations of one DuT name (a guest kernel, a rule count);
+    # repetitions of a configuration are one line, each rate said once.
     shown = {
-        name: _axes_beside_dut([r for r in measured if r["dut_name"] == name])
+        name: [a for a in _axes_beside_dut([r for r in measured if r["dut_name"] == name]) if a.name != axes.REPETITION]
         for name in dict.fromkeys(r["dut_name"] for r in measured)
     }
     by_dut: dict[str, list[tuple[Any, str]]] = {}
