@@ -56,8 +56,14 @@ def analyze_pair(
     post: str | Path,
     options: AnalyzeOptions | None = None,
     on_progress: ProgressCallback | None = None,
+    while_waiting: Callable[[], object] | None = None,
 ) -> dict[str, Any]:
-    """Run one analysis; returns the figures (see `lowtail analyze --json`)."""
+    """Run one analysis; returns the figures (see `lowtail analyze --json`).
+
+    `while_waiting` runs on this thread once the native analysis has started (its threads
+    do not need the interpreter): what the caller needs next, such as importing the store,
+    is then done meanwhile. A thread of its own would hold the interpreter while it imports
+    and delay the start of the analysis instead."""
     for name, path in (("PRE", pre), ("POST", post)):
         try:
             os.stat(path)
@@ -80,6 +86,8 @@ def analyze_pair(
         # it, or it would go on writing the series while the interpreter exits (and leave it
         # half-written, as .NAME.partial).
         worker.start()
+        if while_waiting is not None:
+            while_waiting()
         while worker.is_alive():
             worker.join(0.1)
             if on_progress:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import threading
 from enum import Enum
 from pathlib import Path
 
@@ -34,13 +33,10 @@ class IdFormat(str, Enum):
     moonsniff = "moonsniff"
 
 
-def _warm_up_store() -> threading.Thread:
-    """Import the database driver on the other core while the analysis runs. The command
-    joins it before it ends, whatever happens: an interpreter that exits while DuckDB's
-    module is being imported aborts (exit 134, "FATAL: exception not rethrown")."""
-    t = threading.Thread(target=importlib.import_module, args=("lowtail.store.analyses",), daemon=True)
-    t.start()
-    return t
+def _import_store() -> None:
+    """What storing needs (DuckDB's module takes a tenth of a second to import), imported
+    while the analysis runs."""
+    importlib.import_module("lowtail.store.analyses")
 
 
 @app.command(
@@ -100,13 +96,8 @@ def analyze(
         worst=worst,
         export=series.parquet_path_for(export) if export else None,
     )
-    store_ready = _warm_up_store() if store else None
-    try:
-        with byte_progress("analysing") as progress:
-            a = analyze_pair(pre, post, options, on_progress=progress)
-    finally:
-        if store_ready is not None:
-            store_ready.join()
+    with byte_progress("analysing") as progress:
+        a = analyze_pair(pre, post, options, on_progress=progress, while_waiting=_import_store if store else None)
     if export:
         series.finish_export(export)
         a["export_path"] = str(export)
