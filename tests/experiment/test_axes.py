@@ -29,6 +29,10 @@ RUNS = [
 ]
 
 
+# The configurations make run's verdict lines name, one line each.
+CONFIGURATION_LINES = ["kernel burst=1", "kernel burst=16", "fwd batch=1", "fwd batch=32", "pmd"]
+
+
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("axes")
@@ -91,13 +95,7 @@ def test_the_verdict_lines_name_each_configuration_of_a_dut(stored):
 
     _, _, rows = stored
     lines = dut_verdict_lines(rows, Verdict())
-    assert [line.split("  ")[0].strip() for line in lines] == [
-        "kernel burst=1",
-        "kernel burst=16",
-        "fwd batch=1",
-        "fwd batch=32",
-        "pmd",
-    ]
+    assert [line.split("  ")[0].strip() for line in lines] == CONFIGURATION_LINES
     assert all(line.count("10 kpps") == 1 for line in lines), lines
 
 
@@ -109,13 +107,7 @@ def test_repetitions_of_a_configuration_are_one_verdict_line(stored):
     _, _, rows = stored
     again = [r | {"run_id": r["run_id"] + 100, "repetition": 1} for r in rows]
     lines = dut_verdict_lines([*rows, *again], Verdict())
-    assert [line.split("  ")[0].strip() for line in lines] == [
-        "kernel burst=1",
-        "kernel burst=16",
-        "fwd batch=1",
-        "fwd batch=32",
-        "pmd",
-    ]
+    assert [line.split("  ")[0].strip() for line in lines] == CONFIGURATION_LINES
     assert not any("rep." in line for line in lines) and all(line.count("10 kpps") == 1 for line in lines), lines
 
 
