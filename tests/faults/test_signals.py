@@ -401,3 +401,46 @@ def test_a_stop_signal_as_the_analysis_starts_leaves_no_partial_series(tmp_path)
     )
     assert done.returncode == 130, done.stderr
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".partial") or p.name == "s.parquet"]
+
+
+_SIGNALS_WHILE_DUCKDB_LOADS = """
+import os, signal, sys, threading, time
+from lowtail import signals
+
+loading = threading.Event()
+
+
+class Watch:  # sees the import of DuckDB begin, finds nothing itself
+    def find_spec(self, name, path=None, target=None):
+        if name == "duckdb":
+            loading.set()
+        return None
+
+
+def bombard():  # a stop signal every half millisecond while DuckDB's module loads
+    loading.wait()
+    while "duckdb" not in sys.modules or sys.modules["duckdb"].__spec__._initializing:
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(0.0005)
+
+
+sys.meta_path.insert(0, Watch())
+with signals.stop_on_signals(until_exit=True):  # the bombardment may outlast the block
+    threading.Thread(target=bombard, daemon=True).start()
+    try:
+        import lowtail.store.db
+    except KeyboardInterrupt:
+        print("duckdb" in sys.modules and hasattr(sys.modules["duckdb"], "connect"))
+        sys.exit(130)
+"""
+
+
+def test_a_stop_signal_while_duckdb_loads_is_an_interruption():
+    """CI's failure: SIGTERM while `analyze` imported the store beside the analysis raised
+    KeyboardInterrupt inside DuckDB's native enum set-up, and nanobind aborted the process
+    (-SIGABRT, a "Critical nanobind error" traceback) instead of exiting 130."""
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNALS_WHILE_DUCKDB_LOADS], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 130, done.stderr
+    assert done.stdout.strip() == "True"

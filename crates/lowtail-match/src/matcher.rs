@@ -269,13 +269,18 @@ impl<S: MatchSink> Matcher<S> {
     }
 
     /// Keep the anchor on runs of consecutive ids; when a run breaks, hash its entries.
-    #[inline]
+    #[inline(always)] // the common case, a run going on, is one comparison
     fn extend_run(&mut self, id: u64, index: u64) {
         if let Some((aid, aidx)) = self.anchor {
             if aidx.wrapping_add(id.wrapping_sub(aid)) == index {
                 return;
             }
         }
+        self.start_run(id, index);
+    }
+
+    #[cold]
+    fn start_run(&mut self, id: u64, index: u64) {
         for i in self.segment_start.max(self.ring.base)..index {
             self.by_id.insert(self.ring.get(i).id, i);
         }

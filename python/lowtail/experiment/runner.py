@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from lowtail.analysis import analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
@@ -26,7 +24,7 @@ from lowtail.experiment.spec import Combination, Experiment
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import datadir
 from lowtail.store import runs as runstore
-from lowtail.store.db import Store
+from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
@@ -157,11 +155,11 @@ def _claim_resumed(store: Store, data_dir: Path, eid: int) -> None:
 
 def is_disk_full(e: BaseException | None) -> bool:
     """ENOSPC anywhere in the chain of causes: OSError and lowtail's native errors carry the
-    errno. DuckDB's IOException carries none, only its message says so."""
+    errno; DuckDB's errors say it in their message (is_out_of_space)."""
     while e is not None:
         if isinstance(e, DiskFull) or getattr(e, "errno", None) == errno.ENOSPC:
             return True
-        if isinstance(e, duckdb.IOException) and "No space left on device" in str(e):
+        if is_out_of_space(e):
             return True
         e = e.__cause__
     return False

@@ -25,12 +25,17 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import duckdb
-
 from lowtail import signals
 from lowtail.errors import DiskFull, Failure, UserError
 from lowtail.percentiles import KEYS
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
+
+with signals.held():
+    # DuckDB's native module builds its enums in Python code that C++ calls (nanobind): a
+    # KeyboardInterrupt raised in there cannot unwind and aborts the process (SIGABRT, no
+    # word). A stop signal while it loads is raised once it has loaded. Every other module
+    # takes DuckDB from here.
+    import duckdb
 
 # How long a command waits for another process to let go of the database. A writer holds it
 # for one transaction (milliseconds to a second), a reader for one query: a minute covers a
@@ -41,6 +46,12 @@ _SAY_WAITING_AFTER_S = 1.0
 _HEADER_BYTES = 3 * 4096
 _LOCK_HOLDER = re.compile(r"Conflicting lock is held in (.*?) \(PID (\d+)\)")
 _DAMAGE = ("Could not read enough bytes", "checksum", "Corrupt", "corrupt")
+_OUT_OF_SPACE = "No space left on device"
+
+
+def is_out_of_space(e: BaseException) -> bool:
+    """A DuckDB error for a full disk (it carries no errno, only its message says so)."""
+    return isinstance(e, duckdb.Error) and _OUT_OF_SPACE in str(e)
 
 
 def _schema_files() -> list[tuple[str, str]]:
@@ -213,7 +224,7 @@ class Store:
 
     def _open_error(self, e: Exception) -> Exception:
         first = str(e).splitlines()[0]
-        if "No space left on device" in first:
+        if _OUT_OF_SPACE in first:
             self._tidy_after_disk_full()
             return self._disk_full(first)
         return UserError(f"{self.path}: cannot open the database: {first}")
@@ -250,7 +261,7 @@ class Store:
     def failure(self, e: Exception) -> Exception:
         """The lowtail error for a DuckDB error: a damaged file, a full disk, or the error."""
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        if "No space left on device" in first:
+        if _OUT_OF_SPACE in first:
             return self._disk_full(first)
         if any(m in first for m in _DAMAGE):  # DuckDB raises a checksum failure as its base Error
             return DamagedDatabase(f"{self.path} is damaged and this part cannot be read ({first}); {self.recovery()}")

@@ -13,10 +13,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import duckdb
-
 from lowtail.errors import UserError
-from lowtail.store.db import Store
+from lowtail.store.db import Store, duckdb
 
 _CHUNK_ROWS = 4096
 _SMALLEST_RANGE = 16  # rows given up together once a range keeps failing
