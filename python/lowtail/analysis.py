@@ -102,4 +102,5 @@ def analyze_pair(
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error
-    return json.loads(outcome["json"])
+    doc: dict[str, Any] = json.loads(outcome["json"])
+    return doc

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from lowtail import axes
@@ -137,7 +138,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
 
 def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
     if f.key == "experiment":
-        kept = [r for r in rows if f.keeps(lambda op, v, r=r: _matches_number(r.get("experiment_id"), op, v, f))]
+        kept = [r for r in rows if f.keeps(partial(_matches_experiment, r, f))]
         values = sorted({str(r.get("experiment_id")) for r in rows})
     else:
         axis = axes.find(f.key, rows)
@@ -145,7 +146,7 @@ def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
             raise UserError(
                 f"{f.word}: the selected runs have no field {f.key!r} (fields: experiment, {', '.join(axes.names(rows))})"
             )
-        kept = [r for r in rows if f.keeps(lambda op, v, r=r: axis.matches(r, op, v))]
+        kept = [r for r in rows if f.keeps(partial(axis.matches, r))]
         values = sorted({axis.show(axis.read(r)) for r in rows if axis.present(r)})
     if not kept:
         shown = ", ".join(values[:12]) + (", …" if len(values) > 12 else "")
@@ -155,7 +156,8 @@ def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
     return kept
 
 
-def _matches_number(value: Any, op: str, text: str, f: Filter) -> bool:
+def _matches_experiment(run: dict[str, Any], f: Filter, op: str, text: str) -> bool:
+    value = run.get("experiment_id")
     try:
         equal = value is not None and int(value) == int(text)
     except ValueError:

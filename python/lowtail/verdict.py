@@ -156,7 +156,7 @@ class Verdict:
         """Measured figures against the budget: `samples` latencies whose nearest-rank value
         at the judged percentile is `value`, `lost` of `sent` packets lost. What a run is
         judged by, and a comparison's configuration by its pooled repetitions."""
-        figures = dict(
+        figures: dict[str, Any] = dict(
             percentile=self.key,
             value_ns=value,
             budget_ns=self.budget_ns,

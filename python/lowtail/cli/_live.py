@@ -95,7 +95,7 @@ class SweepView:
     def traffic_s(self, combo: Any) -> float:
         """Seconds of traffic in a run of `combo`: warm-up and measured time (its own with
         duration = "auto")."""
-        return (self.exp.warmup_ns + self.exp.measured_ns(combo.traffic)) / 1e9
+        return float(self.exp.warmup_ns + self.exp.measured_ns(combo.traffic)) / 1e9
 
     def eta_s(self) -> float:
         """Seconds until the sweep ends: each run left, its traffic time plus the mean time

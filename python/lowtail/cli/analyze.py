@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -140,7 +141,7 @@ def analyze(
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
 
 
-def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int:
+def _store(a: dict[str, Any], db: Path, options: AnalyzeOptions, label: str | None) -> int:
     """Store the analysis. A stop signal while it is written waits for the commit, and the
     command then says whether the analysis was stored."""
     from lowtail.store import open_store

@@ -5,6 +5,7 @@ lowtail's own."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -13,6 +14,9 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.cli.run import run_json, runs_table
+
+if TYPE_CHECKING:
+    from lowtail.experiment.external import Pair
 
 
 @app.command(
@@ -41,7 +45,7 @@ def import_captures(
     import_spec = load_spec(spec)
     data_dir = data_dir or db.resolve().parent / "lowtail-data"
 
-    def progress(i: int, n: int, pair) -> None:
+    def progress(i: int, n: int, pair: Pair) -> None:
         if err.is_terminal and not json_out:
             err.print(f"analysing pair {i + 1} of {n}: {pair.label}", end="\r", markup=False)
 

@@ -4,7 +4,7 @@ interrupt aliasing, and the discrete-event device simulation."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -54,7 +54,7 @@ def _save(store: Any, kind: str, inputs: dict[str, Any], result: dict[str, Any],
     return save_model(store, kind, inputs, result, **keys)
 
 
-def _plot(fig_fn, doc: dict[str, Any], path: Path | None) -> None:
+def _plot(fig_fn: Callable[[dict[str, Any]], Any], doc: dict[str, Any], path: Path | None) -> None:
     if path is None:
         return
     from lowtail.report.models import save_figure
@@ -66,7 +66,12 @@ def _plot(fig_fn, doc: dict[str, Any], path: Path | None) -> None:
 
 
 def _finish(
-    doc: dict[str, Any], json_out: bool, render, stored_id: int | None, db: Path, not_credible: list[str] = ()
+    doc: dict[str, Any],
+    json_out: bool,
+    render: Callable[[dict[str, Any]], None],
+    stored_id: int | None,
+    db: Path,
+    not_credible: Sequence[str] = (),
 ) -> None:
     if stored_id is not None:
         doc["model_id"] = stored_id
@@ -426,7 +431,8 @@ def aliasing(
         jitter_ns=float(parse_duration_ns(jitter, "ns")),
     )
     with _store(db, store or run is not None) as s:
-        measured, keys = None, {}
+        measured: dict[str, Any] | None = None
+        keys: dict[str, Any] = {}
         if run is not None:
             measured, keys = al.measured_worst(s, run)
             al.with_measurement(spec, measured)
@@ -585,8 +591,9 @@ def simulate(
             series.finish_export(export)
             note(f"wrote {export}")
         doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
-        keys = {}
+        keys: dict[str, Any] = {}
         if measured_run is not None:
+            assert run is not None
             doc["comparison"] = sim.comparison(run, measured_run, cases, baseline_run)
             keys = {
                 "run_id": run,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -98,7 +99,7 @@ def noise(
         note(f"stored as noise run {result['noise_run_id']} in {db}")
 
 
-def _print_noise(r: dict) -> None:
+def _print_noise(r: dict[str, Any]) -> None:
     from lowtail.host.energy import describe
 
     t = Table(title="gaps (exact nearest rank over the gaps)", title_justify="left", box=None, pad_edge=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Group
@@ -23,6 +23,9 @@ from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
+
+if TYPE_CHECKING:
+    from lowtail.store.runs import Floor
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -170,7 +173,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
 
 
-def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any]:
+def run_json(r: dict[str, Any], floors: Floor, verdict: Verdict) -> dict[str, Any]:
     """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
     with its verdict."""
     from lowtail.store.db import LATENCY_FIGURES, latency_column
@@ -224,7 +227,7 @@ def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
 
 
 def runs_table(
-    experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict, width: int = 80
+    experiment: dict[str, Any], rows: list[dict[str, Any]], floors: Floor, verdict: Verdict, width: int = 80
 ) -> Group:
     """The runs of an experiment as `lowtail run` prints them: every axis that varies among
     them, the median and the judged percentile beside the floor at it, the verdict; under

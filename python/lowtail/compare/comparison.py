@@ -79,7 +79,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         runstore.check_calibration(store, opts.floor)
     notes: list[str] = []
     verdicts, common = _verdicts(store, duts, opts, notes)
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in duts:
         groups.setdefault(axes.value_key(r, by), []).append(r)
     notes += _pooled_axes(groups.values(), by)
@@ -147,10 +147,12 @@ def _verdicts(
     """The budget of each experiment (None: plain analyses) and the one all share (None
     when they differ): the one given on the command line, else each experiment's own."""
     eids = sorted({r["experiment_id"] for r in runs if r["experiment_id"] is not None})
-    stored = {eid: _parsed(table) for eid, table in runstore.verdict_settings(store, eids).items()}
+    stored: dict[int | None, Verdict] = {
+        eid: _parsed(table) for eid, table in runstore.verdict_settings(store, eids).items()
+    }
     if opts.budget is not None or opts.percentile is not None:
         base = next(iter(stored.values()), Verdict())
-        table = {"percentile": opts.percentile if opts.percentile is not None else base.percentile}
+        table: dict[str, Any] = {"percentile": opts.percentile if opts.percentile is not None else base.percentile}
         table |= {
             "budget": opts.budget if opts.budget is not None else f"{base.budget_ns}ns",
             "max_loss": base.max_loss,
@@ -292,7 +294,7 @@ def _configuration(
         judgement = Judgement(Status.INVALID, f"no run to trust: {reasons}")
     else:
         judgement = verdict.judge_figures(
-            latency["samples"] if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
+            (latency["samples"] or 0) if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
         )
     floor = floors.of(valid, keys)
     doc = {
@@ -308,7 +310,7 @@ def _configuration(
         "lost": lost,
         "loss_ratio": lost / sent if sent else None,
         "latency_ns": latency,
-        "intervals": {k: pool.interval(k, level) for k in keys} if latency else None,
+        "intervals": {k: pool.interval(k, level) for k in keys} if latency and pool is not None else None,
         "spread": _spread(per_run, [*keys, "max"]),
         "per_run": per_run,
         "worst_repetition": _worst(per_run, verdict.key),
@@ -343,7 +345,7 @@ def _name(run: dict[str, Any]) -> str:
 
 def _spread(per_run: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, int | None]]:
     """Each figure's min and max over the repetitions."""
-    out = {}
+    out: dict[str, dict[str, int | None]] = {}
     for k in keys:
         values = [p["latency_ns"].get(k) for p in per_run if p["latency_ns"].get(k) is not None]
         out[k] = {"min": min(values), "max": max(values)} if values else {"min": None, "max": None}
@@ -357,7 +359,8 @@ def _worst(per_run: list[dict[str, Any]], key: str) -> int | None:
     if not ranked:
         return None
     worst = max(ranked, key=lambda p: (p["latency_ns"][key], p["latency_ns"].get("max") or 0))
-    return worst["run_id"] if worst["run_id"] is not None else worst["analysis_id"]
+    found = worst["run_id"] if worst["run_id"] is not None else worst["analysis_id"]
+    return None if found is None else int(found)
 
 
 # -- floors -----------------------------------------------------------------------------------
@@ -409,7 +412,8 @@ class _Floors:
         pool = pooled(dists)
         spread = _spread(per_run, [*keys, "max"])
         for s in spread.values():
-            s["width_ns"] = s["max"] - s["min"] if len(per_run) > 1 and s["min"] is not None else None
+            lo, hi = s["min"], s["max"]
+            s["width_ns"] = hi - lo if len(per_run) > 1 and lo is not None and hi is not None else None
         document = {
             "runs": [r["run_id"] for r in runs],
             "experiments": sorted({r["experiment_id"] for r in runs}),
@@ -453,7 +457,7 @@ def _rates(
     whatever else makes it), one point per configuration whose runs share a rate, and the
     knee and predicted R_max each series' sweeps have stored (`lowtail model knee`)."""
     others = [a for a in by if a.name != axes.RATE]
-    series: dict[tuple, dict[str, Any]] = {}
+    series: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c, members in zip(configurations, groups):
         rates = {r["rate_pps"] for r in members}
         if not c["latency_ns"] or len(rates) != 1:

@@ -139,7 +139,8 @@ def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
 def differences(configurations: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every pair of configurations at every tail percentile: (the resolved differences,
     the pairs not resolvable with these runs), in configuration and percentile order."""
-    resolved, unresolved = [], []
+    resolved: list[dict[str, Any]] = []
+    unresolved: list[dict[str, Any]] = []
     judged = [c for c in configurations if c.get("latency_ns")]
     for i, a in enumerate(judged):
         for b in judged[i + 1 :]:

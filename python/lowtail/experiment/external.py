@@ -88,7 +88,7 @@ class ImportSpec:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
-    def regex(self) -> re.Pattern:
+    def regex(self) -> re.Pattern[str]:
         """The pattern as a regular expression over a path relative to the directory."""
         parts, seen, last = [], set(), 0
         for m in _PLACEHOLDER.finditer(self.pattern):
@@ -230,7 +230,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")
     regex = spec.regex
-    halves: dict[tuple, dict[str, list[Path]]] = {}
+    halves: dict[tuple[tuple[str, Any], ...], dict[str, list[Path]]] = {}
     campaign = Campaign()
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         relative = path.relative_to(directory).as_posix()
@@ -242,7 +242,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
         values = {axis: _axis_value(axis, v) for axis, v in m.groupdict().items() if axis != SIDE}
         side = spec.sides[m.group(SIDE)]
         halves.setdefault(tuple(sorted(values.items())), {}).setdefault(side, []).append(path)
-    for values, sides in halves.items():
+    for key, sides in halves.items():
         names = {side: ", ".join(p.relative_to(directory).as_posix() for p in paths) for side, paths in sides.items()}
         if any(len(paths) > 1 for paths in sides.values()):
             campaign.unpaired.append(f"{'; '.join(names.values())}: more than one file for the same side of one pair")
@@ -251,7 +251,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
             missing = "POST" if have == "pre" else "PRE"
             campaign.unpaired.append(f"{names[have]}: no {missing} capture to pair it with")
         else:
-            campaign.pairs.append(Pair(dict(values) | spec.axes, sides["pre"][0], sides["post"][0]))
+            campaign.pairs.append(Pair(dict(key) | spec.axes, sides["pre"][0], sides["post"][0]))
     return campaign
 
 

@@ -28,6 +28,7 @@ from lowtail.experiment.spec import Combination, Experiment, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
+from lowtail.testbed.duts import Dut
 from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
@@ -119,7 +120,7 @@ def measure(
     return outcome
 
 
-def _wait_until_forwarding(tb: Testbed, dut) -> None:
+def _wait_until_forwarding(tb: Testbed, dut: Dut) -> None:
     took = tb.wait_until_forwarding(dut.ready_timeout_s, still_starting=lambda: dut.failure() is None)
     if took is None:
         raise DutFailed(
@@ -144,20 +145,21 @@ class _Capture:
     clock_end: tuple[int, int] | None = None
 
     def died(self) -> bool:
-        return self.program.died()
+        return bool(self.program.died())
 
     def exit_message(self) -> str:
-        return self.program.exit_message()
+        return str(self.program.exit_message())
 
     def log_tail(self, lines: int) -> str:
-        return self.program.log_tail(lines)
+        return str(self.program.log_tail(lines))
 
     @property
     def name(self) -> str:
-        return self.program.name
+        return str(self.program.name)
 
     def returncode(self) -> int | None:
-        return self.program.returncode()
+        code = self.program.returncode()
+        return None if code is None else int(code)
 
 
 def _clock_reading() -> tuple[int, int]:
@@ -262,7 +264,7 @@ def _send(
     tb: Testbed,
     plan: CoreRoles,
     run_dir: Path,
-    dut,
+    dut: Dut,
     outcome: Outcome,
     captures: list[_Capture],
     on_live: Callable[[LiveSample], None],

@@ -258,7 +258,7 @@ def _analyze(
     options = analyze_options(
         trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"
     )
-    if outcome.pre is None or not outcome.pre.exists():
+    if outcome.pre is None or outcome.post is None or not outcome.pre.exists():
         return None, options.to_dict()
     try:
         return analyze_pair(outcome.pre, outcome.post, options), options.to_dict()

@@ -129,13 +129,13 @@ def _read_gaps(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_result(
-    probe: dict,
+    probe: dict[str, Any],
     gaps: dict[int, tuple[np.ndarray, np.ndarray]],
     samples: list[InterruptSample],
     sampler: InterruptSampler | None,
     opts: NoiseOptions,
     housekeeping: int | None,
-    energy: dict,
+    energy: dict[str, Any],
     host: Host,
 ) -> dict[str, Any]:
     """The noise document from the probe's output, its gaps and the interrupt samples:
@@ -171,7 +171,7 @@ def build_result(
                 "largest",
             )
         }
-        if before is not None:
+        if before is not None and after is not None:
             per_kind = exclusive({kind: n for (c, kind), n in counts.items() if c == cpu})
             intervals = _intervals(samples, sampler, cpu, core["start_ns"], core["start_ns"] + core["duration_ns"])
             t, lengths = gaps[cpu]
@@ -287,7 +287,12 @@ def attribute(
     }
 
 
-def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
+def _regress(
+    gap_t: np.ndarray,
+    gap_len: np.ndarray,
+    counts: dict[str, int],
+    intervals: list[tuple[int, int, dict[str, int]]],
+) -> dict[str, Any] | None:
     from scipy.optimize import nnls
 
     kinds = sorted(counts)

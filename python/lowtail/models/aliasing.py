@@ -183,6 +183,7 @@ def fit_interrupt_clock(
                 rank = err - (_LOCKED_PREFERENCE_NS if fixed is not None else 0.0)
                 if best is None or rank < best[0]:
                     best = (rank, err, trial, fixed is not None)
+    assert best is not None  # at least one trial is made
     _, err, fitted, locked = best
     # Report the first interrupt after the first packet: moving the phase back by j
     # periods renumbers the interrupts, so the duration cycle moves with it.

@@ -103,25 +103,8 @@ class SeriesInfo:
 def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
     """A Parquet file with the PRE times and latencies of a matched series (what
     `lowtail analyze --export` writes)."""
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    try:
-        # No pre-buffering (it holds hundreds of MB of column chunks ahead of the reader) and
-        # buffered reads within a column chunk: memory stays at a few batches.
-        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
-        raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
-    names = set(pf.schema_arrow.names)
-    missing = [c for c in (series.PRE_TS, series.LATENCY) if c not in names]
-    if missing:
-        raise UserError(
-            f"{path}: no column {', '.join(missing)} (expected the matched series that "
-            f"`lowtail analyze --export` writes: {series.columns_text()})"
-        )
-    return pf, SeriesInfo(str(path), pf.metadata.num_rows)
+    pf = series.open_series(path, (series.PRE_TS, series.LATENCY))
+    return pf, SeriesInfo(str(Path(path)), pf.metadata.num_rows)
 
 
 def iter_series(pf: Any, info: SeriesInfo) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
@@ -284,7 +267,7 @@ def return_level(m: float, u: float, zeta: float, sigma: float, xi: float) -> fl
     mz = max(mz, 1.0)
     if abs(xi) < 1e-9:
         return u + sigma * math.log(mz)
-    return u + sigma / xi * (mz**xi - 1.0)
+    return float(u + sigma / xi * (mz**xi - 1.0))
 
 
 def _return_level_se(m: float, zeta: float, n_fit: int, fit: gpd.GpdFit) -> float | None:
@@ -389,12 +372,13 @@ def evt_model(
             counter = ExceedanceCounter(model["_levels"], opts.decluster_packets)
             val_top = TopValues(min(1_000_000, 4 * model["exceedances"] + 100))
         if cut < len(values):
+            assert counter is not None and val_top is not None  # made once the fit part was read
             counter.add(row + cut - n_fit, values[cut:])
             val_top.add(values[cut:])
         if on_progress:
             on_progress(row + len(values), n)
     assert model is not None and counter is not None and val_top is not None
-    span_ns = (last_time - first_time) if first_time is not None else 0
+    span_ns = (last_time - first_time) if first_time is not None and last_time is not None else 0
     measured_rate = (n - 1) / (span_ns / 1e9) if span_ns > 0 else None
     return _document(
         info,
@@ -442,6 +426,7 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
         raise Failure(f"the GPD fit did not converge at any threshold ({reasons})")
     chosen = min(usable, key=lambda f: (f.js_divergence, f.percentile))
     zeta = chosen.exceedances / n_fit
+    assert chosen.sigma_ns is not None and chosen.xi is not None  # a usable fit has both
     levels = [return_level(n_val, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
     levels += [
         return_level(n_val / 10, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
@@ -693,6 +678,7 @@ def _plot_data(
     curve = []
     for m in periods:
         x = return_level(m, u, zeta, fit.sigma, fit.xi)
+        assert x is not None  # m ≥ 1/ζ: at least one exceedance on average
         se = _return_level_se(m, zeta, n_fit, fit)
         curve.append([float(m), x, None if se is None else x - z * se, None if se is None else x + z * se])
     # QQ: empirical exceedances against model quantiles at plotting positions i/(n+1).

@@ -133,6 +133,18 @@ def _noise_profile(path: Path, cores: list[Any], cpu: int | None) -> list[Interr
     return loads
 
 
+def _needs(store: Store | None) -> Store:
+    if store is None:
+        raise UserError("a stored run needs the database (--db)")
+    return store
+
+
+def _given(value: int | None, options: str) -> int:
+    if value is None:
+        raise UserError(f"give {options}")
+    return value
+
+
 def overload_of_runs(
     store: Store | None,
     t_transfer_ns: int | None,
@@ -146,10 +158,14 @@ def overload_of_runs(
     `statistic`: p50, or min for the uncontended path). Returns the document and, when the
     application's median comes from a run, the experiment, DuT and run to link it to."""
     keys: dict[str, Any] = {}
-    base = t_transfer_ns if t_transfer_ns is not None else run_latency(store, baseline_run, statistic)
+    if t_transfer_ns is not None:
+        base = t_transfer_ns
+    else:
+        base = run_latency(_needs(store), _given(baseline_run, "--t-transfer or --baseline-run"), statistic)
     if t_e2e_ns is not None:
         e2e = t_e2e_ns
     else:
+        store, app_run = _needs(store), _given(app_run, "--t-e2e or --app-run")
         e2e = run_latency(store, app_run, statistic)
         run = run_figures(store, app_run)
         keys = {"experiment_id": run["experiment_id"], "dut_name": run["dut_name"], "run_id": app_run}

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from lowtail import _native, percentiles, series
-from lowtail.errors import UserError
+from lowtail.errors import Failure, UserError
 from lowtail.store.db import Store, latency_column
 from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import format_rate, parse_duration_ns
@@ -26,7 +26,8 @@ _DROPPED = np.iinfo(np.int64).min
 
 def defaults() -> dict[str, Any]:
     """The device model's fields and their defaults, from lowtail-sim."""
-    return json.loads(_native.simulate_defaults())
+    found: dict[str, Any] = json.loads(_native.simulate_defaults())
+    return found
 
 
 @dataclass
@@ -38,11 +39,11 @@ class Outcome:
 
     @property
     def delivered(self) -> np.ndarray:
-        return self.departure_ns != _DROPPED
+        return np.asarray(self.departure_ns != _DROPPED)
 
     def latencies(self) -> np.ndarray:
         ok = self.delivered
-        return self.departure_ns[ok] - self.arrival_ns[ok]
+        return np.asarray(self.departure_ns[ok] - self.arrival_ns[ok])
 
 
 def run(spec: dict[str, Any]) -> Outcome:
@@ -257,7 +258,10 @@ def simulate_cases(
         outcome = run(spec)
         fitted_base = None
         if measured_run is not None and "base_latency_ns" not in base:
-            fitted_base = int(measured_run["lat_p50_ns"]) - latency_figures(outcome.latencies())["p50"]
+            simulated = latency_figures(outcome.latencies())
+            if simulated is None:
+                raise Failure("the model delivered no packet: there is no median to fit the base latency at")
+            fitted_base = int(measured_run["lat_p50_ns"]) - simulated["p50"]
             spec["base_latency_ns"] = fitted_base
             outcome = run(spec)
         label_parts = [

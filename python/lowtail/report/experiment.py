@@ -4,6 +4,8 @@ worst-event scatter. Built only from the database."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +69,7 @@ def summary_section(
     page: Page,
     experiment: dict[str, Any],
     rows: list[dict[str, Any]],
-    floors: dict,
+    floors: runstore.Floor,
     verdict: Verdict,
     floor_source: int | None = None,
 ) -> None:
@@ -148,7 +150,7 @@ def _dut_label(r: dict[str, Any]) -> str:
     return clocks.marked(marked(label, r.get("virtualization")), r.get("testbed"))
 
 
-def _floor_text(experiment_id: int, floors: dict, source: int | None) -> str:
+def _floor_text(experiment_id: int, floors: runstore.Floor, source: int | None) -> str:
     """Where the floor column comes from, or why there is none."""
     if not floors:
         return (
@@ -185,7 +187,7 @@ def _invalid_list(rows: list[dict[str, Any]]) -> str:
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
-def _options_text(options: dict[str, Any], leave_out: set[str | None] = frozenset()) -> str:
+def _options_text(options: dict[str, Any], leave_out: AbstractSet[str | None] = frozenset()) -> str:
     shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}
     return ", ".join(f"{k}={v}" for k, v in shown.items()) or "–"
 
@@ -237,7 +239,7 @@ def run_section(
     r: dict[str, Any],
     floor: dict[str, Any] | None,
     verdict: Verdict,
-    shown: list[axes.Axis] = (),
+    shown: Sequence[axes.Axis] = (),
 ) -> None:
     """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst
     events; its heading names its values on the `shown` axes (those that vary)."""
@@ -459,10 +461,10 @@ def write_experiment_report(
         shown = varying_axes(rows)
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict, shown)
-            budget = None if r["calibration"] else verdict.budget_ns
+            run_budget = None if r["calibration"] else verdict.budget_ns
             if run_interrupts(store, r["run_id"]):
                 interrupt_timeline_section(
-                    page, store, r["run_id"], budget_ns=budget, heading=f"Run {r['run_id']}: interrupts", level=3
+                    page, store, r["run_id"], budget_ns=run_budget, heading=f"Run {r['run_id']}: interrupts", level=3
                 )
             if run_interrupts(store, r["run_id"], source="guest"):
                 interrupt_timeline_section(
@@ -470,7 +472,7 @@ def write_experiment_report(
                     store,
                     r["run_id"],
                     source="guest",
-                    budget_ns=budget,
+                    budget_ns=run_budget,
                     heading=f"Run {r['run_id']}: guest interrupts",
                     level=3,
                 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -53,7 +53,7 @@ def coincidence(
         return ends[i] if i < len(ends) and ends[i] - interval < t else None
 
     spike_ends = [interval_end(t) for t in spike_times_ns]
-    out = []
+    out: list[dict[str, Any]] = []
     for kind, per_t in by_kind.items():
         hits = sum(e is not None and e in per_t for e in spike_ends)
         out.append(
@@ -70,7 +70,7 @@ def coincidence(
     return out
 
 
-def verdicts(rows: list[dict[str, Any]], cpus_text: str) -> list[str]:
+def verdicts(rows: list[dict[str, Any]], cpus_text: str | None) -> list[str]:
     """Plain sentences: which kinds coincide with the spikes (more often than by chance)."""
     said = []
     for r in rows:
@@ -169,7 +169,14 @@ def interrupt_timeline_section(
     )
 
 
-def _timeline_figure(worst, samples, cpus, start_ns, spikes, budget_ns: int | None = None):
+def _timeline_figure(
+    worst: list[tuple[int, int]],
+    samples: list[tuple[int, int, str, int, int]],
+    cpus: Collection[int] | None,
+    start_ns: int,
+    spikes: list[int],
+    budget_ns: int | None = None,
+) -> go.Figure:
     """Worst latencies (top) over interrupt increments per sampling interval (bottom), on
     one time axis; the largest spikes marked across both."""
     fig = tk.new_figure(

@@ -215,7 +215,9 @@ def knee_sweep(knee: dict[str, Any], label: str) -> plots.Sweep:
 _SWEEP_FIGURES = ("p50", "p99", "p99_999", "max")
 
 
-def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus packet rate", budget_ns=None):
+def latency_vs_rate_figure(
+    knee: dict[str, Any], title: str = "Latency versus packet rate", budget_ns: int | None = None
+) -> go.Figure:
     """Percentiles per offered rate with the measured knee and the predicted R_max."""
     return plots.latency_vs_rate_plot([knee_sweep(knee, knee.get("dut") or "DuT")], title, budget_ns)
 
@@ -493,7 +495,7 @@ def write_model_report(db: str | Path, model_id: int | str, output: str | Path) 
     return page.write(Path(output))
 
 
-def save_figure(fig, path: str | Path) -> Path:
+def save_figure(fig: go.Figure, path: str | Path) -> Path:
     """Write a figure as PNG (the `--plot` of the model commands)."""
     return write_png(fig, path)
 

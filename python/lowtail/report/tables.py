@@ -116,7 +116,7 @@ def _judged_keys(doc: dict[str, Any]) -> list[str]:
 
 
 def _axis_text(c: dict[str, Any], axis: dict[str, str], by_nothing: bool) -> str:
-    return c["label"] if by_nothing else c["key_text"].get(axis["name"], "–")
+    return str(c["label"] if by_nothing else c["key_text"].get(axis["name"], "–"))
 
 
 def _loss(c: dict[str, Any]) -> str:

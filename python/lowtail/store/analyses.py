@@ -52,7 +52,7 @@ def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], labe
             list(row.values()),
         ).fetchone()
         _save_bulk(store, analysis_id, a)
-    return analysis_id
+    return int(analysis_id)
 
 
 def _column(values: list[Any]) -> str:

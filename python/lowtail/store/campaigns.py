@@ -20,13 +20,13 @@ def open_campaign(store: Store, campaign_key: str, source: str, options: dict[st
         ).fetchone()
         if found:
             store.con.execute("UPDATE campaigns SET status = 'running' WHERE campaign_id = ?", [found[0]])
-            return found[0]
+            return int(found[0])
         (campaign_id,) = store.con.execute(
             "INSERT INTO campaigns (campaign_key, source, options, status) VALUES (?, ?, ?, 'running') "
             "RETURNING campaign_id",
             [campaign_key, source, json.dumps(options)],
         ).fetchone()
-        return campaign_id
+        return int(campaign_id)
 
 
 def stored_pairs(store: Store, pair_keys: list[str]) -> dict[str, dict[str, Any]]:

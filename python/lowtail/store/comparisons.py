@@ -56,7 +56,7 @@ def save_comparison(
     analyses, in one transaction; returns its id."""
     curves, cdf = list(curves), list(cdf)
     with store.transaction():
-        (cid,) = store.con.execute("SELECT nextval('comparison_id_seq')").fetchone()
+        cid = int(store.con.execute("SELECT nextval('comparison_id_seq')").fetchone()[0])
         document["comparison_id"] = cid
         store.con.execute(
             "INSERT INTO comparisons (comparison_id, lowtail_version, label, selection, by_axes, document, partial) "
@@ -98,9 +98,10 @@ def save_comparison(
 def comparison(store: Store, comparison_id: int | str) -> dict[str, Any]:
     """One stored comparison (an id, or 'latest'): its row, `document` decoded."""
     if comparison_id == "latest":
-        comparison_id = newest_id(store, "comparisons", "comparison_id")
-        if comparison_id is None:
+        newest = newest_id(store, "comparisons", "comparison_id")
+        if newest is None:
             raise UserError(f"{store.path}: holds no comparisons yet (run `lowtail compare`)")
+        comparison_id = newest
     try:
         cid = int(comparison_id)
     except ValueError:

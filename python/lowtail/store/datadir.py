@@ -28,7 +28,9 @@ IDENTITY_FILE = "lowtail-data.json"
 
 def experiment_dir(store: Store, root: Path, experiment_id: int) -> Path:
     """Where a new experiment's runs go: `<root>/experiment-<id>-<database id prefix>`."""
-    return Path(root) / f"experiment-{experiment_id}-{store.database_id[:8]}"
+    identity = store.database_id
+    assert identity is not None, "a database opened for writing has its identity"
+    return Path(root) / f"experiment-{experiment_id}-{identity[:8]}"
 
 
 def _identity(store: Store, experiment: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +45,8 @@ def _identity(store: Store, experiment: dict[str, Any]) -> dict[str, Any]:
 def read_identity(folder: Path) -> dict[str, Any] | None:
     """The identity file of an experiment's folder; None when there is none (or unreadable)."""
     try:
-        return json.loads((Path(folder) / IDENTITY_FILE).read_text())
+        found: dict[str, Any] = json.loads((Path(folder) / IDENTITY_FILE).read_text())
+        return found
     except (OSError, ValueError):
         return None
 
@@ -105,15 +108,6 @@ def series_problem(
 
 def _latency_summary(path: Path) -> tuple[int, int | None, int | None]:
     """Rows and least/greatest latency of a matched series, from its Parquet footer."""
-    import pyarrow.parquet as pq
+    from lowtail.series import LATENCY, column_range
 
-    from lowtail.series import LATENCY
-
-    meta = pq.ParquetFile(path).metadata
-    if LATENCY not in meta.schema.names:
-        return meta.num_rows, None, None
-    col = meta.schema.names.index(LATENCY)
-    stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
-    if not stats or not all(st is not None and st.has_min_max for st in stats):
-        return meta.num_rows, None, None
-    return meta.num_rows, min(st.min for st in stats), max(st.max for st in stats)
+    return column_range(path, LATENCY)

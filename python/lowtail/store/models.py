@@ -48,7 +48,7 @@ def save_model(
                 bool(result.get("partial")),
             ],
         ).fetchone()
-    return model_id
+    return int(model_id)
 
 
 def _plain(value: Any) -> Any:
@@ -174,6 +174,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         )
     if not Path(src.path).exists():
         raise UserError(f"{text}: its series {src.path} is gone")
+    assert src.analysis_id is not None  # both kinds above have one
     problem = series_problem(store, src.path, *latency_summary(store, src.analysis_id))
     if problem:
         raise UserError(f"{text}: {problem}")

@@ -24,6 +24,10 @@ _JSON_RUN_COLUMNS = (
 )
 
 
+# The calibration runs an experiment's runs are read against, by their traffic:
+# (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
+Floor = dict[tuple[int, int, int], dict[str, Any]]
+
 # What a run row carries of its experiment's host: the configuration axes `kernel` and `host`.
 _HOST_AXES = "json_extract_string(e.host, '$.kernel') AS kernel, json_extract_string(e.host, '$.hostname') AS hostname"
 
@@ -38,7 +42,7 @@ def create_experiment(
             "RETURNING experiment_id",
             [name, json.dumps(spec, default=str), spec_hash, json.dumps(host), data_dir],
         ).fetchone()
-    return eid
+    return int(eid)
 
 
 def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
@@ -102,7 +106,7 @@ def save_run(
             f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING run_id",
             [row[c] for c in cols],
         ).fetchone()
-    return run_id
+    return int(run_id)
 
 
 def _decode(run: dict[str, Any]) -> dict[str, Any]:
@@ -132,7 +136,7 @@ def latest_swept_experiment(store: Store) -> int:
     ).fetchone()
     if found is None:
         raise UserError(f"{store.path}: holds no experiment with a valid run of a DuT yet (run `lowtail run`)")
-    return found
+    return int(found)
 
 
 _RUNS_WITH_FIGURES = f"""SELECT r.* EXCLUDE (series_path), a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
@@ -269,9 +273,7 @@ def calibration_source(store: Store, experiment_id: int) -> int:
     return found[0] if found and found[0] is not None else experiment_id
 
 
-def calibration_floor(
-    store: Store, experiment_id: int, source: int | None = None
-) -> dict[tuple[int, int, int], dict[str, Any]]:
+def calibration_floor(store: Store, experiment_id: int, source: int | None = None) -> Floor:
     """Per (rate, frame size, burst): the calibration run to read the experiment's results
     against (with every headline latency column), from `source`, else the experiment it
     names (`set_calibration`), else its own — never another experiment's by chance. Empty

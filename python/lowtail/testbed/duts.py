@@ -143,7 +143,7 @@ class Dut:
                 except ValueError as e:
                     raise ValueError(f"option {key!r} {e}") from None
             axes.append((key, checked))
-        configs = [{}]
+        configs: list[dict[str, Any]] = [{}]
         for key, values in axes:
             configs = [c | {key: v} for c in configs for v in values]
         return [cls.validate({k: opt.default for k, opt in cls.options.items()} | c) for c in configs]
@@ -356,7 +356,7 @@ class LowtailFwd(Dut):
         real-time task that never sleeps on any other core is throttled by the kernel in
         50 ms pieces as soon as an ordinary task waits for that core."""
         if self.config.get("spin_us") is not None:
-            return self.config["spin_us"]
+            return int(self.config["spin_us"])
         core = self._cores(plan)[0]
         if isolated is None:
             isolated = isolated_cpus()
@@ -526,7 +526,7 @@ class Custom(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return self.config["ready_timeout"] / 1e9
+        return float(self.config["ready_timeout"]) / 1e9
 
     def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(
