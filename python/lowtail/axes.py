@@ -10,7 +10,9 @@ agree on every configuration axis are repetitions of one configuration.
 Selections name runs by these axes too (`dut=fwd`, `rate=50k`, `kernel~rt`, `batch=32`):
 `find` resolves a name, `Axis.matches` compares a run's value with what a person typed.
 
-This module reads the run rows the store returns (`store.runs.runs`) and nothing else."""
+The axes themselves are declared once, beside their columns, by the store
+(`store/records.py`: `RUN_AXES`); this module adds a run's DuT options and reads the run
+rows the store returns (`store.runs.runs`), nothing else."""
 
 from __future__ import annotations
 
@@ -19,22 +21,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from lowtail.errors import UserError
-from lowtail.units import format_rate, parse_rate_pps
+from lowtail.store import records
+from lowtail.store.records import show_value as _text
 
 # The axis that tells repetitions of one configuration apart (not a configuration axis).
-REPETITION = "repetition"
+REPETITION = records.REPETITION_AXIS.name
+# The experiment a run belongs to: `--by experiment` and `experiment=3`, never a default axis.
+EXPERIMENT = records.EXPERIMENT_AXIS.name
 # Always shown by tables of runs, varying or not.
 DUT, KIND, RATE, VIRTUALIZATION = "dut", "kind", "rate", "virtualization"
 # DuT options with an axis of their own (containment: what was applied, from the run).
 _OPTIONS_SHOWN_ELSEWHERE = ("containment",)
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
 
 
 def _number(text: str) -> float:
@@ -82,24 +79,15 @@ class Axis:
         return equal != (op == "!=")
 
 
-def _traffic(run: dict[str, Any]) -> dict[str, Any]:
-    return run.get("traffic") or {}
+def _declared(axis: records.RunAxis) -> Axis:
+    """The store's declaration of an axis as this module's Axis."""
+    return Axis(axis.name, axis.label, axis.value, axis.show, parse_number=axis.number if axis.numeric else _number)
 
 
-_FIXED: tuple[Axis, ...] = (
-    Axis(DUT, "DuT", lambda r: r["dut_name"]),
-    Axis(KIND, "kind", lambda r: r["dut_kind"]),
-    Axis("containment", "containment", lambda r: (r.get("containment") or {}).get("mode", "bare")),
-    Axis(VIRTUALIZATION, "virtualization", lambda r: r.get("virtualization"), lambda v: (v or "none").upper()),
-    Axis(RATE, "rate", lambda r: r["rate_pps"], format_rate, parse_number=parse_rate_pps),
-    Axis("frame_size", "frame", lambda r: r["frame_size"], lambda v: "–" if v is None else f"{v} B"),
-    Axis("burst", "burst", lambda r: r["burst"]),
-    Axis("flows", "flows", lambda r: _traffic(r).get("flows", 1)),
-    Axis("kernel", "kernel", lambda r: r.get("kernel")),
-    Axis("host", "host", lambda r: r.get("hostname")),
-)
-_REPETITION_AXIS = Axis(REPETITION, "rep.", lambda r: r["repetition"])
-_FIXED_NAMES = {a.name for a in _FIXED} | {REPETITION}
+_FIXED: tuple[Axis, ...] = tuple(_declared(a) for a in records.RUN_AXES)
+_REPETITION_AXIS = _declared(records.REPETITION_AXIS)
+_EXPERIMENT_AXIS = _declared(records.EXPERIMENT_AXIS)
+_FIXED_NAMES = {a.name for a in records.ALL_AXES}
 # Where the DuT options go among the fixed axes: after the DuT's name and kind.
 _OPTIONS_AFTER = 2
 
@@ -151,7 +139,7 @@ def varying(runs: Iterable[dict[str, Any]], repetition: bool = True) -> list[Axi
 
 # Axes that describe the DuT named on the DUT axis: left out of a configuration's axes
 # while the DuT's name already tells their value.
-_OF_THE_DUT = (KIND, VIRTUALIZATION)
+_OF_THE_DUT = tuple(a.name for a in records.RUN_AXES if a.of_the_dut)
 
 
 def configuration_axes(runs: Iterable[dict[str, Any]]) -> list[Axis]:
@@ -176,8 +164,8 @@ def _determined(axis: Axis, by: Axis, runs: list[dict[str, Any]]) -> bool:
 
 
 def find(name: str, runs: Iterable[dict[str, Any]]) -> Axis | None:
-    """The axis called `name` among these runs' axes (repetition included), or None."""
-    return next((a for a in axes_of(runs) if a.name == name), None)
+    """The axis called `name` among these runs' axes (repetition and experiment included), or None."""
+    return next((a for a in [*axes_of(runs), _EXPERIMENT_AXIS] if a.name == name), None)
 
 
 def names(runs: Iterable[dict[str, Any]]) -> list[str]:
@@ -209,7 +197,7 @@ def value_key(run: dict[str, Any], axes: Iterable[Axis]) -> tuple[Any, ...]:
 
 # Axes whose shown value names itself ("container", "10 kpps", "64 B"): a configuration's
 # label shows them without their heading.
-_SELF_EVIDENT = {DUT, KIND, "containment", VIRTUALIZATION, RATE, "frame_size", "kernel", "host"}
+_SELF_EVIDENT = {a.name for a in records.RUN_AXES if a.self_evident}
 
 
 def label(run: dict[str, Any], axes: Iterable[Axis]) -> str:

@@ -107,6 +107,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
     from lowtail.store import analyses as analysisstore
     from lowtail.store import runs as runstore
     from lowtail.store.db import newest_id
+    from lowtail.store.records import analysis_as_run
 
     sel = parse(words)
     if sel.latest:
@@ -124,7 +125,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
             raise UserError(f"{store.path}: no {what} with id {', '.join(map(str, missing))}")
     if sel.has_ids:
         rows = runstore.select_runs(store, sel.experiments, sel.runs, sel.analyses)
-        rows += [_analysis_as_run(a) for a in analysisstore.standalone_analyses(store, sel.analyses)]
+        rows += [analysis_as_run(a) for a in analysisstore.standalone_analyses(store, sel.analyses)]
         start = "the runs named"
     else:
         rows = runstore.select_runs(store)
@@ -137,55 +138,20 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
 
 
 def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
-    if f.key == "experiment":
-        kept = [r for r in rows if f.keeps(partial(_matches_experiment, r, f))]
-        values = sorted({str(r.get("experiment_id")) for r in rows})
-    else:
-        axis = axes.find(f.key, rows)
-        if axis is None:
-            raise UserError(
-                f"{f.word}: the selected runs have no field {f.key!r} (fields: experiment, {', '.join(axes.names(rows))})"
-            )
+    axis = axes.find(f.key, rows)
+    if axis is None:
+        raise UserError(
+            f"{f.word}: the selected runs have no field {f.key!r} "
+            f"(fields: {axes.EXPERIMENT}, {', '.join(axes.names(rows))})"
+        )
+    try:
         kept = [r for r in rows if f.keeps(partial(axis.matches, r))]
-        values = sorted({axis.show(axis.read(r)) for r in rows if axis.present(r)})
+    except UserError as e:
+        raise UserError(f"{f.word}: {e}") from None
+    values = sorted({axis.show(axis.read(r)) for r in rows if axis.present(r)})
     if not kept:
         shown = ", ".join(values[:12]) + (", …" if len(values) > 12 else "")
         raise UserError(
             f"{f.word} left no run: none of the {len(rows)} selected runs matches it ({f.key} there: {shown})"
         )
     return kept
-
-
-def _matches_experiment(run: dict[str, Any], f: Filter, op: str, text: str) -> bool:
-    value = run.get("experiment_id")
-    try:
-        equal = value is not None and int(value) == int(text)
-    except ValueError:
-        raise UserError(f"{f.word}: {text!r} is not an experiment id") from None
-    return equal != (op == "!=") if op != "~" else text in str(value)
-
-
-def _analysis_as_run(a: dict[str, Any]) -> dict[str, Any]:
-    """A plain analysis as a run row: no experiment, no DuT settings, its rate as measured."""
-    seconds = (a.get("duration_ns") or 0) / 1e9
-    rate = round(a["sent"] / seconds) if seconds > 0 else 0
-    return {
-        **a,
-        "run_id": None,
-        "experiment_id": None,
-        "dut_name": a.get("label") or f"analysis {a['analysis_id']}",
-        "dut_kind": "analysis",
-        "dut_config": {},
-        "containment": {},
-        "virtualization": None,
-        "calibration": False,
-        "valid": True,
-        "invalid_reasons": [],
-        "rate_pps": rate,
-        "frame_size": None,
-        "burst": None,
-        "repetition": 0,
-        "traffic": {},
-        "kernel": None,
-        "hostname": None,
-    }

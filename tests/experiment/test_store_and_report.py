@@ -134,7 +134,7 @@ def test_a_failed_write_leaves_neither_run_nor_analysis(tmp_path):
         eid = runstore.create_experiment(store, "exp", {}, "h", {}, str(tmp_path))
         analysis, opts = synthetic_analysis(tmp_path, "a", 5_000, packets=2_000)
         bad = run_row(eid, "x", "bridge")
-        del bad["rate_pps"]  # NOT NULL column: the insert fails after the analysis was written
+        bad["rate_pps"] = None  # NOT NULL column: the insert fails after the analysis was written
         with pytest.raises(duckdb.Error):
             runstore.save_run(store, bad, analysis, opts)
         assert store.con.execute("SELECT count(*) FROM analyses").fetchone() == (0,)

@@ -33,7 +33,9 @@ app.add_typer(comparison_app, name="comparison")
 def compare(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
     by: str | None = typer.Option(
-        None, "--by", help="Axes that make a configuration, comma-separated [default: those that vary among the runs]."
+        None,
+        "--by",
+        help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
     ),
     budget: str | None = typer.Option(
         None, help="Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."

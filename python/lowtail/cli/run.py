@@ -25,6 +25,7 @@ from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 if TYPE_CHECKING:
+    from lowtail.experiment.runner import StoredRun
     from lowtail.store.runs import Floor
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
@@ -34,18 +35,18 @@ _CALIBRATION_HELP = "Read the runs against the calibration runs of this stored e
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
 
 
-def _stored_runs_view(store: Any, exp: Any) -> Callable[[dict[str, Any]], Stored]:
+def _stored_runs_view(store: Any, exp: Any) -> Callable[[StoredRun], Stored]:
     """What the live view shows once a run is stored: the table of the experiment's runs
     so far (the final table's rows, as they come) and a line about the run."""
     from lowtail.store import runs as runstore
 
-    def on_stored(run: dict[str, Any]) -> Stored:
-        eid = run["experiment_id"]
+    def on_stored(run: StoredRun) -> Stored:
+        eid = run.record.experiment_id
         rows = runstore.runs(store, eid)
         floors = runstore.calibration_floor(store, eid)
         table = runs_table(runstore.experiment(store, eid), rows, floors, exp.verdict)
-        row = next((r for r in rows if r["run_id"] == run["run_id"]), None)
-        return Stored(table, _run_line(row, exp.verdict) if row else f"run {run['run_id']} stored")
+        row = next((r for r in rows if r["run_id"] == run.run_id), None)
+        return Stored(table, _run_line(row, exp.verdict) if row else f"run {run.run_id} stored")
 
     return on_stored
 

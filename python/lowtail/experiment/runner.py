@@ -26,6 +26,7 @@ from lowtail.store import datadir
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.host import save_run_interrupts
+from lowtail.store.records import RunRecord
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
 from lowtail.testbed.sessions import Session, open_session
@@ -37,6 +38,14 @@ _SERIES_ROW_BYTES = 32
 _DISK_MARGIN_BYTES = 64 << 20
 
 
+@dataclass(frozen=True)
+class StoredRun:
+    """A run the sweep has just stored: its record and its id."""
+
+    record: RunRecord
+    run_id: int
+
+
 @dataclass
 class Progress:
     """What the runner tells its caller: the runs it is about to measure, a run started, its
@@ -46,7 +55,7 @@ class Progress:
     on_plan: Callable[[list[Combination]], None] = lambda combos: None
     on_start: Callable[[int, int, Combination], None] = lambda i, n, c: None
     on_live: Callable[[LiveSample], None] = lambda sample: None
-    on_done: Callable[[int, int, Combination, dict[str, Any]], None] = lambda i, n, c, r: None
+    on_done: Callable[[int, int, Combination, StoredRun], None] = lambda i, n, c, r: None
 
 
 @dataclass
@@ -191,7 +200,7 @@ def _run_one(
     data_dir: Path,
     session: Session,
     on_live: Callable[[LiveSample], None],
-) -> dict[str, Any]:
+) -> StoredRun:
     store.release()  # the database is free for other commands (`lowtail list`) while the run measures
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
@@ -209,46 +218,46 @@ def _run_one(
         for p in captures:
             Path(p).unlink()
         captures = []
-    row = {
-        "label": f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps"
+    record = RunRecord(
+        label=f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps"
         + (f" #{combo.repetition}" if exp.repetitions > 1 else ""),
-        "experiment_id": eid,
-        "combination_key": combo.key,
-        "dut_name": combo.dut.name,
-        "dut_kind": combo.dut.kind,
-        "dut_config": combo.dut.options,
-        "calibration": combo.dut.calibration,
-        "rate_pps": t.rate_pps,
-        "frame_size": t.frame_size,
-        "burst": t.burst,
-        "repetition": combo.repetition,
-        "duration_ns": exp.measured_ns(t),
-        "warmup_ns": exp.warmup_ns,
-        "started_at": outcome.started_at,
-        "finished_at": outcome.finished_at,
-        "series_path": analysis.get("export_path") if analysis else None,
-        "valid": not outcome.invalid_reasons,
-        "invalid_reasons": outcome.invalid_reasons,
-        "degraded_reasons": outcome.degraded_reasons,
-        "generator": outcome.generator,
-        "capture": outcome.capture,
-        "containment": outcome.containment,
-        "virtualization": outcome.virtualization,
-        "testbed": outcome.testbed,
-        "energy": outcome.energy,
-        "dut_stats": outcome.dut_stats,
-        "capture_paths": captures,
-        "traffic": {
+        experiment_id=eid,
+        combination_key=combo.key,
+        dut_name=combo.dut.name,
+        dut_kind=combo.dut.kind,
+        dut_config=combo.dut.options,
+        calibration=combo.dut.calibration,
+        rate_pps=t.rate_pps,
+        frame_size=t.frame_size,
+        burst=t.burst,
+        repetition=combo.repetition,
+        duration_ns=exp.measured_ns(t),
+        warmup_ns=exp.warmup_ns,
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+        series_path=analysis.get("export_path") if analysis else None,
+        valid=not outcome.invalid_reasons,
+        invalid_reasons=outcome.invalid_reasons,
+        degraded_reasons=outcome.degraded_reasons,
+        generator=outcome.generator,
+        capture=outcome.capture,
+        containment=outcome.containment,
+        virtualization=outcome.virtualization,
+        testbed=outcome.testbed,
+        energy=outcome.energy,
+        dut_stats=outcome.dut_stats,
+        capture_paths=captures,
+        traffic={
             "flows": t.flows,
             "udp_dst_port": t.udp_dst_port,
             "frames_planned": outcome.frames_planned,
             "core_plan": plan.as_dict(),
         },
-    }
+    )
     with store.transaction():
-        run_id = runstore.save_run(store, row, analysis, options)
+        run_id = runstore.save_run(store, record, analysis, options)
         _save_interrupts(store, run_id, outcome)
-    return row | {"run_id": run_id, "analysis": analysis}
+    return StoredRun(record, run_id)
 
 
 def _analyze(

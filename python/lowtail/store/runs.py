@@ -3,33 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict, rows_as_dicts, stored_id
-
-_JSON_RUN_COLUMNS = (
-    "dut_config",
-    "invalid_reasons",
-    "degraded_reasons",
-    "generator",
-    "capture",
-    "containment",
-    "energy",
-    "traffic",
-    "dut_stats",
-    "capture_paths",
-    "testbed",
-)
-
+from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
 Floor = dict[tuple[int, int, int], dict[str, Any]]
-
-# What a run row carries of its experiment's host: the configuration axes `kernel` and `host`.
-_HOST_AXES = "json_extract_string(e.host, '$.kernel') AS kernel, json_extract_string(e.host, '$.hostname') AS hostname"
 
 
 def create_experiment(
@@ -92,15 +76,19 @@ def done_keys(store: Store, experiment_id: int) -> set[str]:
 
 
 def save_run(
-    store: Store, run: dict[str, Any], analysis: dict[str, Any] | None, analysis_options: dict[str, Any]
+    store: Store,
+    run: RunRecord | Mapping[str, Any],
+    analysis: dict[str, Any] | None,
+    analysis_options: dict[str, Any],
 ) -> int:
-    """Store a run and its analysis together (one transaction: both or neither)."""
+    """Store a run and its analysis together (one transaction: both or neither). A mapping
+    of RunRecord's fields is read into one first."""
+    record = run if isinstance(run, RunRecord) else RunRecord.of(run)
     with store.transaction():
-        analysis_id = save_analysis(store, analysis, options=analysis_options, label=run["label"]) if analysis else None
-        row = {k: v for k, v in run.items() if k != "label"} | {"analysis_id": analysis_id}
-        for k in _JSON_RUN_COLUMNS:
-            if k in row:
-                row[k] = json.dumps(row[k], default=str)
+        analysis_id = save_analysis(store, analysis, options=analysis_options, label=record.label) if analysis else None
+        row = record.columns() | {"analysis_id": analysis_id}
+        for k in JSON_COLUMNS:
+            row[k] = None if row[k] is None else json.dumps(row[k], default=str)
         cols = list(row)
         (run_id,) = store.con.execute(
             f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING run_id",
@@ -110,7 +98,7 @@ def save_run(
 
 
 def _decode(run: dict[str, Any]) -> dict[str, Any]:
-    for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
+    for k in JSON_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
     if "degraded_reasons" in run and run["degraded_reasons"] is None:
@@ -141,7 +129,7 @@ def latest_swept_experiment(store: Store) -> int:
 
 _RUNS_WITH_FIGURES = f"""SELECT r.* EXCLUDE (series_path), a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
                   a.partial, a.warnings, a.figures, a.start_ts_ns, coalesce(r.series_path, a.series_path) AS series_path,
-                  {_HOST_AXES}
+                  {derived_columns_sql()}
            FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)"""
 
 
