@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from lowtail.models.aliasing import AliasingOptions
+    from lowtail.models.evt import EvtOptions
+    from lowtail.models.knee import KneeOptions, Knees
+    from lowtail.models.overload import OverloadOptions
+    from lowtail.models.simulate import SimulateOptions
     from lowtail.store.db import Store
 
 # The latency figures of each run row (`<key>_ns` columns), in rank order.
@@ -222,6 +227,56 @@ class Database:
             if store:
                 comparestore.save_comparison(s, c.document, words, c.document["by"], c.curves, c.cdf, c.members, label)
         return Comparison(c.document, _curves_frame(c.curves), _cdf_frame(c.cdf))
+
+    # -- models: the calls `lowtail model ...` makes, each result stored unless store=False --------
+
+    def overload(self, options: OverloadOptions, *, store: bool = True, label: str | None = None) -> dict[str, Any]:
+        """R_max from two medians (given, or stored runs') and the interrupt load, as `lowtail
+        model overload --json` prints it (`model_id` set once stored)."""
+        from lowtail.models.overload import overload_and_store
+
+        with self._store(write=store) as s:
+            return overload_and_store(s, options, save=store, label=label)
+
+    def knee(self, options: KneeOptions | None = None, *, store: bool = True) -> Knees:
+        """The knee of each DuT's sweep in a stored experiment (the newest by default)."""
+        from lowtail.models.knee import KneeOptions, knee_and_store
+
+        with self._store(write=store) as s:
+            return knee_and_store(s, options or KneeOptions(), save=store)
+
+    def evt(
+        self,
+        source: str | int,
+        options: EvtOptions | None = None,
+        *,
+        rate_pps: float | None = None,
+        store: bool = True,
+        label: str | None = None,
+    ) -> dict[str, Any]:
+        """The EVT tail model of a run (its id, "run:12"), "analysis:7" or a Parquet series file."""
+        from lowtail.models.evt import evt_and_store
+
+        with self._store(write=store) as s:
+            return evt_and_store(s, str(source), options, rate_pps=rate_pps, save=store, label=label)
+
+    def aliasing(self, options: AliasingOptions | None = None, *, store: bool = True) -> dict[str, Any]:
+        """Periodic interrupts against constant-rate traffic: the worst-N pattern (against a
+        stored run when `options.run` names one)."""
+        from lowtail.models.aliasing import AliasingOptions, aliasing_and_store
+
+        with self._store(write=store) as s:
+            return aliasing_and_store(s, options or AliasingOptions(), save=store)
+
+    def simulate(
+        self, options: SimulateOptions | None = None, *, store: bool = True, label: str | None = None
+    ) -> dict[str, Any]:
+        """The discrete-event model of a device, each case of `options` (against a stored
+        lowtail-fwd run when `options.run` names one)."""
+        from lowtail.models.simulate import SimulateOptions, simulate_and_store
+
+        with self._store(write=store) as s:
+            return simulate_and_store(s, options or SimulateOptions(), save=store, label=label)
 
     def comparison(self, comparison_id: int | str = "latest") -> Comparison:
         """A stored comparison (an id, or 'latest')."""

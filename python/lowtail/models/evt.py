@@ -30,7 +30,8 @@ import numpy as np
 from lowtail import percentiles, series
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
-from lowtail.store.models import SeriesSource
+from lowtail.store.db import Store
+from lowtail.store.models import SeriesSource, save_model, series_source
 from lowtail.units import format_ns
 
 # Quantiles are exact (Fractions): a threshold is a rank, and a float ranks one too high
@@ -409,6 +410,31 @@ def evt_of_source(
     if src.partial:
         doc["partial"] = True
         doc["partial_reasons"].append("the analysis the series comes from is partial")
+    return doc
+
+
+def evt_and_store(
+    store: Store | None,
+    source: str,
+    opts: EvtOptions | None = None,
+    *,
+    rate_pps: float | None = None,
+    save: bool = True,
+    label: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """The EVT model of `source` — a Parquet series file, a run id (12, run:12) or
+    analysis:ID (`series_source`; a stored one needs `store`) — stored as an `evt` model
+    result linked to its run or analysis when `save` (the document then carries its `model_id`)."""
+    src = series_source(store, source)
+    doc = evt_of_source(src, opts, rate_pps=rate_pps, on_progress=on_progress)
+    if save:
+        if store is None:
+            raise UserError("storing the model needs the database (--db)")
+        inputs = {"input": source, "series": src.path, **doc["options"], "rate": rate_pps}
+        doc["model_id"] = save_model(
+            store, "evt", inputs, doc, label=label, run_id=src.run_id, analysis_id=src.analysis_id, source=src.label
+        )
     return doc
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from lowtail.errors import UserError
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, save_model, sweep_points
+from lowtail.store.runs import experiment as experiment_of
+from lowtail.store.runs import latest_swept_experiment
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,36 @@ def sweep_knees(
             )
         docs.append(doc)
     return docs
+
+
+@dataclass(frozen=True)
+class KneeOptions:
+    """Which stored sweep, and when a rate counts as overloaded."""
+
+    experiment: int | str = "latest"  # an id, or the newest experiment with a valid run of a DuT
+    dut: str | None = None  # one DuT of it [default: each]
+    loss_limit_percent: float = 1.0  # loss above this is overload
+    growth: float = 10.0  # ... and so is a p99 above this multiple of the lowest rate's
+    r_max: float | None = None  # the predicted R_max [default: the latest stored overload model]
+
+
+@dataclass(frozen=True)
+class Knees:
+    """The knees of one experiment's sweeps: one document per DuT."""
+
+    experiment_id: int
+    documents: list[dict[str, Any]]
+
+
+def knee_and_store(store: Store, opts: KneeOptions, *, save: bool = True) -> Knees:
+    """The knee of each DuT's sweep in the experiment `opts` names (`sweep_knees`), stored
+    as `knee` model results when `save` (each document then carries its `model_id`)."""
+    if opts.experiment == "latest":
+        experiment = latest_swept_experiment(store)
+    else:
+        experiment = int(experiment_of(store, opts.experiment)["experiment_id"])
+    docs = sweep_knees(store, experiment, opts.dut, opts.loss_limit_percent, opts.growth, opts.r_max, save=save)
+    return Knees(experiment, docs)
 
 
 def store_sweep_knees(store: Store, experiment_id: int) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.store.db import Store
+from lowtail.store.models import save_model
 from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import parse_duration_ns
 
@@ -133,12 +134,56 @@ def _noise_profile(path: Path, cores: list[Any], cpu: int | None) -> list[Interr
     return loads
 
 
+# The statistics a stored run's median may be taken as: the URLLC studies' median, or the
+# minimum (the uncontended path, when a busy host queues even the lowest rate).
+STATISTICS = ("p50", "min")
+
+
+@dataclass(frozen=True)
+class OverloadOptions:
+    """What the overload model is computed from: each median given (ns) or taken from a
+    stored run, and the interrupt loads on the core."""
+
+    t_transfer_ns: int | None = None  # the bare forwarder's median (2·t_transfer)
+    t_e2e_ns: int | None = None  # the application's median
+    baseline_run: int | None = None  # ... or the bare forwarder's stored run
+    app_run: int | None = None  # ... or the application's (the result is linked to its experiment and DuT)
+    statistic: str = "p50"  # of a stored run: p50 or min
+    interrupts: tuple[InterruptLoad, ...] = ()
+
+    def check(self) -> None:
+        """UserError unless each median has exactly one source and the statistic is known."""
+        if (self.t_transfer_ns is None) == (self.baseline_run is None):
+            raise UserError("give the bare forwarder's median as --t-transfer or --baseline-run (one of them)")
+        if (self.t_e2e_ns is None) == (self.app_run is None):
+            raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
+        if self.statistic not in STATISTICS:
+            raise UserError(f"--statistic {self.statistic!r}: {' or '.join(STATISTICS)}")
+
+    @property
+    def reads_runs(self) -> bool:
+        """Whether a median comes from a stored run (the database is then needed)."""
+        return self.baseline_run is not None or self.app_run is not None
+
+
+def overload_and_store(
+    store: Store | None, opts: OverloadOptions, *, save: bool = True, label: str | None = None
+) -> dict[str, Any]:
+    """The overload model of `opts` (`overload_of_runs`), stored as an `overload` model
+    result when `save` (the document then carries its `model_id`)."""
+    opts.check()
+    doc, keys = overload_of_runs(
+        store, opts.t_transfer_ns, opts.t_e2e_ns, opts.baseline_run, opts.app_run, opts.statistic, opts.interrupts
+    )
+    if save:
+        doc["model_id"] = save_model(_needs(store), "overload", asdict(opts), doc, label=label, **keys)
+    return doc
+
+
 def _needs(store: Store | None) -> Store:
     if store is None:
         raise UserError("a stored run needs the database (--db)")
     return store
-
-
 def _given(value: int | None, options: str) -> int:
     if value is None:
         raise UserError(f"give {options}")

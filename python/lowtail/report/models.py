@@ -476,6 +476,14 @@ def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
     page.add(f"Device simulation (model {row['model_id']})", html + figure_html(simulate_figure(doc)))
 
 
+def write_knee_report(db: str | Path, experiment_id: int, dut_name: str | None, output: str | Path) -> Path:
+    """A page of an experiment's rate sweep: its stored knees (`lowtail model knee --report`)."""
+    with open_store(db, read_only=True) as s:
+        page = Page(title=f"lowtail — rate sweep of experiment {experiment_id}")
+        knee_section(page, s, experiment_id, dut_name)
+    return page.write(Path(output))
+
+
 def write_model_report(db: str | Path, model_id: int | str, output: str | Path) -> Path:
     """A page for one stored model result."""
     with open_store(db, read_only=True) as s:
