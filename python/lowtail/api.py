@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from lowtail import axes, percentiles
@@ -28,6 +26,7 @@ if TYPE_CHECKING:
     from lowtail.models.knee import KneeOptions, Knees
     from lowtail.models.overload import OverloadOptions
     from lowtail.models.simulate import SimulateOptions
+    from lowtail.store import DbPath
     from lowtail.store.db import Store
 
 # The latency figures of each run row (`<key>_ns` columns), in rank order.
@@ -101,8 +100,10 @@ class Comparison:
 class Database:
     """A lowtail results database (see `lowtail.open`)."""
 
-    def __init__(self, path: str | PathLike[str]):
-        self.path = Path(path)
+    def __init__(self, path: DbPath = None):
+        from lowtail.store import resolve_db
+
+        self.path = resolve_db(path)
         if not self.path.exists():
             raise UserError(f"{self.path}: no such database")
 

@@ -106,13 +106,10 @@ def evt_tables(d: dict[str, Any]) -> None:
     )
 
 
-
 def aliasing_lines(d: dict[str, Any]) -> None:
     """The aliasing pattern and, against a run, the fitted interrupt clock."""
     m = d["model"]
-    period = (
-        "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
-    )
+    period = "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
     out.print(
         f"{m['spec']['rate_pps']:,.6g} pps traffic against {m['spec']['irq_rate_hz']:.6f} Hz interrupts "
         f"of {', '.join(format_ns(x) for x in m['spec']['irq_durations_ns'])}: beat {m['beat_hz']:.6g} Hz "
@@ -129,7 +126,6 @@ def aliasing_lines(d: dict[str, Any]) -> None:
             f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
             f"{f['delayed_packets']} delayed packets"
         )
-
 
 
 def simulate_tables(d: dict[str, Any]) -> None:
@@ -169,4 +165,3 @@ def simulate_tables(d: dict[str, Any]) -> None:
             f"loss: measured {'–' if ml is None else format_percent(ml)}, "
             f"predicted {format_percent(comp['predicted_loss'])}"
         )
-

@@ -41,11 +41,9 @@ def _stored_runs_view(store: Any, exp: Any) -> Callable[[StoredRun], Stored]:
     from lowtail.store import runs as runstore
 
     def on_stored(run: StoredRun) -> Stored:
-        eid = run.record.experiment_id
-        rows = runstore.runs(store, eid)
-        floors = runstore.calibration_floor(store, eid)
-        table = runs_table(runstore.experiment(store, eid), rows, floors, exp.verdict)
-        row = next((r for r in rows if r["run_id"] == run.run_id), None)
+        view = runstore.experiment_runs(store, run.record.experiment_id)
+        table = runs_table(view.experiment, view.runs, view.floor, exp.verdict)
+        row = next((r for r in view.runs if r["run_id"] == run.run_id), None)
         return Stored(table, _run_line(row, exp.verdict) if row else f"run {run.run_id} stored")
 
     return on_stored
@@ -100,36 +98,23 @@ def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
     return lines
 
 
-def _remove_leftovers() -> None:
-    """What killed runs left in the kernel (their owner is dead) goes before a run starts:
-    their real-time programs and cgroups would spoil its measurements."""
-    from lowtail.errors import Failure
-    from lowtail.testbed.registry import remove_leftovers
-
-    try:
-        for left in remove_leftovers():
-            note(f"removed what a killed run left: {left.summary()}")
-    except Failure as e:
-        warn(f"could not remove what a killed run left ({e}); `lowtail testbed show` lists it")
-
-
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
-    from lowtail.experiment.runner import check_can_run, run_experiment
+    from lowtail.experiment.runner import sweep_and_store
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
-    from lowtail.testbed.sessions import open_session
 
-    data_dir = data_dir or default_data_dir(db)
-    with open_session(exp.testbed, log=note) as session:
-        # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
-        check_can_run(exp, session, log=note)
-        _remove_leftovers()
-        with open_store(db) as store:
-            with sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)) as progress:
-                result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
-            experiment = runstore.experiment(store, result.experiment_id)
-            rows = runstore.runs(store, result.experiment_id)
-            floors = runstore.calibration_floor(store, result.experiment_id)
+    result = sweep_and_store(
+        exp,
+        db,
+        data_dir or default_data_dir(db),
+        fresh=fresh,
+        watch=lambda store: sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)),
+        log=note,
+        warn=warn,
+    )
+    with open_store(db, read_only=True) as store:
+        view = runstore.experiment_runs(store, result.experiment_id)
+    experiment, rows, floors = view.experiment, view.runs, view.floor
     if result.resumed_runs:
         note(
             f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.models.knee import store_sweep_knees
-from lowtail.store import datadir
+from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.host import save_run_interrupts
@@ -65,6 +66,38 @@ class SweepResult:
     new_runs: int
 
 
+def sweep_and_store(
+    exp: Experiment,
+    db: DbPath,
+    data_dir: Path,
+    *,
+    fresh: bool = False,
+    watch: Callable[[Store], AbstractContextManager[Progress]] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] = lambda message: None,
+) -> SweepResult:
+    """`lowtail run`: the experiment's testbed session opened and everything it needs checked
+    before anything is made, what killed runs left removed, then `run_experiment` into the
+    database at `db`; `watch(store)` gives the progress callbacks for the sweep's duration."""
+    with open_session(exp.testbed, log=log) as session:
+        check_can_run(exp, session, log=log)
+        _remove_leftovers(log, warn)
+        with open_store(db) as store, watch(store) if watch else nullcontext(Progress()) as progress:
+            return run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
+
+
+def _remove_leftovers(log: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """What killed runs left in the kernel (their owner is dead) goes before a run starts:
+    their real-time programs and cgroups would spoil its measurements."""
+    from lowtail.testbed.registry import remove_leftovers
+
+    try:
+        for left in remove_leftovers():
+            log(f"removed what a killed run left: {left.summary()}")
+    except Failure as e:
+        warn(f"could not remove what a killed run left ({e}); `lowtail testbed show` lists it")
+
+
 def check_can_run(exp: Experiment, session: Session, log: Callable[[str], None] = lambda message: None) -> None:
     """Everything that would stop the sweep part-way, found (and slow one-time work, such
     as building a guest image, done) before it starts; `log` tells what is being done."""
@@ -99,22 +132,13 @@ def run_experiment(
     plan = session.plan(exp.cores)
     if exp.calibration is not None:
         runstore.check_calibration(store, exp.calibration)
-    existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
-    if existing:
-        eid = existing["experiment_id"]
-        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else datadir.experiment_dir(store, data_dir, eid)
-        _claim_resumed(store, data_dir, eid)
-        runstore.set_status(store, eid, "running")
-    else:
-        host = host_metadata(plan) | {"testbed": exp.testbed.kind}
-        if session.hosts():
-            host["roles"] = session.hosts()
-        # One transaction: a data directory that is not ours leaves no experiment behind.
-        with store.transaction():
-            eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host, "")
-            data_dir = datadir.experiment_dir(store, data_dir, eid)
-            datadir.claim(store, data_dir, runstore.experiment(store, eid))
-            runstore.set_data_dir(store, eid, str(data_dir.resolve()))
+
+    def host() -> dict[str, Any]:
+        found = host_metadata(plan) | {"testbed": exp.testbed.kind}
+        return found | ({"roles": session.hosts()} if session.hosts() else {})
+
+    target = datadir.create_or_resume(store, data_dir, exp.name, exp.as_json(), exp.spec_hash, host, fresh)
+    eid, data_dir = target.experiment_id, target.folder
     if exp.calibration is not None:
         runstore.set_calibration(store, eid, exp.calibration)
     done = runstore.done_keys(store, eid)
@@ -144,22 +168,6 @@ def run_experiment(
     runstore.set_status(store, eid, "finished")
     store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
-
-
-def _claim_resumed(store: Store, data_dir: Path, eid: int) -> None:
-    """Check that a resumed experiment's folder is still its own. One written by an older
-    lowtail has no identity file: it is adopted only when every stored run's series still
-    matches its analysis (another database's experiment may have rewritten it)."""
-    experiment = runstore.experiment(store, eid)
-    adopt = datadir.read_identity(data_dir) is None
-    if adopt:
-        for r in runstore.runs(store, eid):
-            if r["series_path"] and Path(r["series_path"]).exists():
-                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
-                problem = datadir.series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
-                if problem:
-                    raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
-    datadir.claim(store, data_dir, experiment, adopt=adopt)
 
 
 def is_disk_full(e: BaseException | None) -> bool:

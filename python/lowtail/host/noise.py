@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from lowtail.host.energy import EnergyMeter
 from lowtail.host.facts import Host
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts
 from lowtail.host.sysroot import SysRoot, format_cpulist
+
+if TYPE_CHECKING:
+    from lowtail.store import DbPath
 
 # A kind counts as steady (a clock: LOC, IWI) when its count per interval varies this little;
 # steady kinds cannot be told apart by regression and share one duration.
@@ -326,3 +329,31 @@ def _regress(
         "intervals": len(intervals),
         "explained_share": min(1.0, fitted / total) if total else 0.0,
     }
+
+
+def default_cpus() -> list[int]:
+    """The cores to probe when none are named: the isolated ones of this host's core plan
+    (isolcpus of the boot command line, else every CPU but the first)."""
+    from lowtail.host.plan import resolve_plan
+
+    return list(resolve_plan(Host(SysRoot("/"))).isolated)
+
+
+def noise_and_store(
+    opts: NoiseOptions,
+    db: DbPath,
+    *,
+    save: bool = True,
+    label: str | None = None,
+    warn: Callable[[str], None] = lambda m: None,
+) -> dict[str, Any]:
+    """The noise probe of `opts` (`run_noise`), stored in the database at `db` when `save`
+    (opened only once the probe is over); the document then carries its `noise_run_id`."""
+    result = run_noise(opts, warn=warn)
+    if save:
+        from lowtail.store import open_store
+        from lowtail.store.host import save_noise_run
+
+        with open_store(db) as s:
+            result["noise_run_id"] = save_noise_run(s, result, label=label)
+    return result

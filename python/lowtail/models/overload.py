@@ -184,6 +184,8 @@ def _needs(store: Store | None) -> Store:
     if store is None:
         raise UserError("a stored run needs the database (--db)")
     return store
+
+
 def _given(value: int | None, options: str) -> int:
     if value is None:
         raise UserError(f"give {options}")

@@ -23,7 +23,7 @@ from lowtail.report import plots
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_ns_range, format_percent, format_rate
@@ -474,7 +474,7 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
     return page
 
 
-def write_comparison_report(db: str | Path, comparison_id: int | str, path: str | Path) -> Path:
+def write_comparison_report(db: DbPath, comparison_id: int | str, path: str | Path) -> Path:
     """Write the page of stored comparison `comparison_id` (an id, or 'latest') of database
     `db` to `path`; returns the path written."""
     from lowtail.store import comparisons as comparestore  # the stored comparison (lowtail compare)

@@ -15,7 +15,7 @@ from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import percentile_curve, worst_events
 from lowtail.store.db import Store, latency_column
@@ -431,7 +431,7 @@ def _flat(d: Any, prefix: str = "") -> str:
 
 
 def write_experiment_report(
-    db: str | Path,
+    db: DbPath,
     experiment_id: int | str,
     output: str | Path | None,
     verdict: Verdict | None = None,

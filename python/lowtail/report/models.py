@@ -20,7 +20,7 @@ from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.report.png import write_png
 from lowtail.report.tables import comparison_table, knee_table, overload_table
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, model_result, sweep_points
 from lowtail.units import format_count, format_ns, format_ns_interval, format_p_value, format_rate
@@ -476,7 +476,7 @@ def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
     page.add(f"Device simulation (model {row['model_id']})", html + figure_html(simulate_figure(doc)))
 
 
-def write_knee_report(db: str | Path, experiment_id: int, dut_name: str | None, output: str | Path) -> Path:
+def write_knee_report(db: DbPath, experiment_id: int, dut_name: str | None, output: str | Path) -> Path:
     """A page of an experiment's rate sweep: its stored knees (`lowtail model knee --report`)."""
     with open_store(db, read_only=True) as s:
         page = Page(title=f"lowtail — rate sweep of experiment {experiment_id}")
@@ -484,7 +484,7 @@ def write_knee_report(db: str | Path, experiment_id: int, dut_name: str | None, 
     return page.write(Path(output))
 
 
-def write_model_report(db: str | Path, model_id: int | str, output: str | Path) -> Path:
+def write_model_report(db: DbPath, model_id: int | str, output: str | Path) -> Path:
     """A page for one stored model result."""
     with open_store(db, read_only=True) as s:
         row = model_result(s, model_id)

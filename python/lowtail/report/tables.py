@@ -3,10 +3,11 @@ and the HTML reports show the same ones, built here once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from lowtail import percentiles
-from lowtail.units import format_ns, format_percent, format_rate
+from lowtail.units import format_ns, format_ns_per_s, format_percent, format_rate
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -193,4 +194,39 @@ def rates_table(doc: dict[str, Any]) -> Table:
                     r_max if i == 0 else "",
                 ]
             )
+    return header, rows
+
+
+# -- the noise probe (`lowtail noise` in the terminal, and its page) ----------------------------
+
+
+def noise_table(cores: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Per probed core: its gaps (exact nearest rank over them), the time they took, the
+    shortest loop and d_Σ, the interrupts' share of it."""
+    header = ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "loop", "d_Σ (interrupts)"]
+    rows = [
+        [
+            str(c["cpu"]),
+            f"{c['gaps']:,}",
+            f"{c['rate_hz']:,.1f} /s",
+            format_ns_per_s(c["noise_ns_per_s"]),
+            format_ns(c["p50_ns"]),
+            format_ns(c["p99_ns"]),
+            format_ns(c["p99_9_ns"]),
+            format_ns(c["max_ns"]),
+            format_ns(c["min_loop_ns"]),
+            format_ns_per_s(c["d_sum_ns_per_s"]) if c.get("d_sum_ns_per_s") is not None else "–",
+        ]
+        for c in cores
+    ]
+    return header, rows
+
+
+def interrupt_profile_table(profile: Iterable[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """A core's interrupt profile, one row per (kind, {description, count, rate_hz, typical_ns})."""
+    header = ["kind", "what", "count", "rate", "typical duration"]
+    rows = [
+        [kind, v["description"], f"{v['count']:,}", f"{v['rate_hz']:,.1f} Hz", format_ns(v["typical_ns"])]
+        for kind, v in profile
+    ]
     return header, rows

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lowtail.errors import UserError
+from lowtail.store import runs
 from lowtail.store.db import Store
 
 IDENTITY_FILE = "lowtail-data.json"
@@ -111,3 +114,58 @@ def _latency_summary(path: Path) -> tuple[int, int | None, int | None]:
     from lowtail.series import LATENCY, column_range
 
     return column_range(path, LATENCY)
+
+
+@dataclass(frozen=True)
+class ExperimentFolder:
+    """The experiment a sweep writes into, and its folder (claimed)."""
+
+    experiment_id: int
+    folder: Path
+    resumed: bool
+
+
+def create_or_resume(
+    store: Store,
+    root: Path,
+    name: str,
+    spec: dict[str, Any],
+    spec_hash: str,
+    host: Callable[[], dict[str, Any]],
+    fresh: bool = False,
+) -> ExperimentFolder:
+    """The experiment a sweep of this file writes into, with its folder under `root` claimed:
+    the latest unfinished one of the same file (`spec_hash`) resumed unless `fresh` — its
+    folder checked to be still its own, one an older lowtail wrote (no identity file) adopted
+    only when every stored run's series still matches its analysis — else a new one (`host()`
+    its metadata), created in the transaction that claims its folder, so that a folder that is
+    not ours leaves no experiment behind. UserError names a folder that cannot be used."""
+    existing = None if fresh else runs.resumable_experiment(store, spec_hash)
+    if existing:
+        eid = int(existing["experiment_id"])
+        folder = Path(existing["data_dir"]) if existing["data_dir"] else experiment_dir(store, root, eid)
+        _claim_resumed(store, folder, eid)
+        runs.set_status(store, eid, "running")
+        return ExperimentFolder(eid, folder, resumed=True)
+    with store.transaction():
+        eid = runs.create_experiment(store, name, spec, spec_hash, host(), "")
+        folder = experiment_dir(store, root, eid)
+        claim(store, folder, runs.experiment(store, eid))
+        runs.set_data_dir(store, eid, str(folder.resolve()))
+    return ExperimentFolder(eid, folder, resumed=False)
+
+
+def _claim_resumed(store: Store, folder: Path, eid: int) -> None:
+    """Check that a resumed experiment's folder is still its own. One written by an older
+    lowtail has no identity file: it is adopted only when every stored run's series still
+    matches its analysis (another database's experiment may have rewritten it)."""
+    experiment = runs.experiment(store, eid)
+    adopt = read_identity(folder) is None
+    if adopt:
+        for r in runs.runs(store, eid):
+            if r["series_path"] and Path(r["series_path"]).exists():
+                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
+                problem = series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
+                if problem:
+                    raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
+    claim(store, folder, experiment, adopt=adopt)

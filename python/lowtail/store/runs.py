@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from lowtail.errors import UserError
@@ -200,6 +201,22 @@ def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, 
             )
         )
     ]
+
+
+@dataclass(frozen=True)
+class ExperimentRuns:
+    """A stored experiment with its runs (as `runs` returns them) and the floor they are read against."""
+
+    experiment: dict[str, Any]
+    runs: list[dict[str, Any]]
+    floor: Floor
+
+
+def experiment_runs(store: Store, experiment_id: int) -> ExperimentRuns:
+    """The experiment, its runs and its calibration floor: what a table of its runs shows."""
+    return ExperimentRuns(
+        experiment(store, experiment_id), runs(store, experiment_id), calibration_floor(store, experiment_id)
+    )
 
 
 def run_figures(store: Store, run_id: int) -> dict[str, Any]:
