@@ -200,8 +200,8 @@ class Database:
         *selection: str,
         by: list[str] | str | None = None,
         budget: str | None = None,
-        percentile: float | None = None,
-        confidence: float = 0.95,
+        percentile: float | str | None = None,
+        confidence: float | str = 0.95,
         evt: bool = False,
         floor: int | None = None,
         label: str | None = None,
@@ -209,15 +209,15 @@ class Database:
     ) -> Comparison:
         """Compare the runs a selection names, as `lowtail compare` does (the same
         document), and store it unless `store=False`. `by`: axis names (a list or
-        "dut,containment"); `confidence`: of the intervals, 0..1."""
+        "dut,containment"); `budget`, `percentile` and `confidence` (of the intervals: 0.95,
+        95 or "95%") as `lowtail compare` takes them, one `VerdictRequest`."""
         from lowtail.compare.comparison import CompareOptions, compare
         from lowtail.store import comparisons as comparestore
+        from lowtail.verdict import VerdictRequest
 
         opts = CompareOptions(
             by=[b.strip() for b in by.split(",")] if isinstance(by, str) else by,
-            budget=budget,
-            percentile=percentile,
-            level=confidence,
+            verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
             evt=evt,
             floor=floor,
             label=label,

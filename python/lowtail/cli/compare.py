@@ -40,10 +40,10 @@ def compare(
     budget: str | None = typer.Option(
         None, help="Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
     ),
-    percentile: float | None = typer.Option(
+    percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
     ),
-    confidence: float = typer.Option(95.0, help="Confidence level of the percentiles' intervals, in percent."),
+    confidence: str = typer.Option("95", help="Confidence level of the percentiles' intervals: 95, 95% or 0.95."),
     evt: bool = typer.Option(False, "--evt", help="Fit (and store) the EVT model of runs that have none yet."),
     floor: int | None = typer.Option(
         None, help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
@@ -56,12 +56,11 @@ def compare(
     """`lowtail compare`."""
     from lowtail.compare.comparison import CompareOptions, compare_and_store
     from lowtail.store import open_store
+    from lowtail.verdict import VerdictRequest
 
     opts = CompareOptions(
         by=[a.strip() for a in by.split(",") if a.strip()] if by else None,
-        budget=budget,
-        percentile=percentile,
-        level=confidence / 100.0,
+        verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
         evt=evt,
         floor=floor,
         label=label,

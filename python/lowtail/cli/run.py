@@ -366,6 +366,9 @@ def experiment_report(
     budget: str | None = typer.Option(
         None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
     ),
+    percentile: str | None = typer.Option(
+        None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
+    ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
     ),
@@ -373,8 +376,10 @@ def experiment_report(
 ) -> None:
     """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
+    from lowtail.verdict import VerdictRequest
 
-    path = write_experiment_report(db, experiment, output, budget=budget, calibration=calibration)
+    request = VerdictRequest.parse(budget, percentile)
+    path = write_experiment_report(db, experiment, output, request=request, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})
     else:

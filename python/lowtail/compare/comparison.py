@@ -22,7 +22,7 @@ from lowtail.store import models as modelstore
 from lowtail.store import runs as runstore
 from lowtail.store.comparisons import CurvePoint, Member
 from lowtail.store.db import Store, latency_column
-from lowtail.verdict import Judgement, Status, Verdict, VerdictSettingError, parse_verdict
+from lowtail.verdict import Judgement, Status, Verdict, VerdictRequest, VerdictSettingError, parse_verdict
 
 # The percentiles of every configuration's figures (with the judged one, and max).
 COMPARED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
@@ -35,12 +35,17 @@ class CompareOptions:
     """What `lowtail compare` takes besides the selection."""
 
     by: list[str] | None = None  # axis names; None: the axes that vary among the runs
-    budget: str | None = None  # judge every configuration against this bound ("350us")
-    percentile: float | None = None  # ... at this percentile (99.99)
-    level: float = DEFAULT_LEVEL  # confidence level of the intervals
+    # The budget every configuration is judged against, over the runs' own (none given:
+    # each its own), and the confidence level of the intervals.
+    verdict: VerdictRequest = field(default_factory=VerdictRequest)
     evt: bool = False  # fit (and store) the EVT models runs do not have yet
     floor: int | None = None  # the experiment whose calibration runs are every floor
     label: str | None = None
+
+    @property
+    def level(self) -> float:
+        """The confidence level of the intervals (a fraction)."""
+        return self.verdict.confidence if self.verdict.confidence is not None else DEFAULT_LEVEL
 
 
 @dataclass
@@ -150,17 +155,8 @@ def _verdicts(
     stored: dict[int | None, Verdict] = {
         eid: _parsed(table) for eid, table in runstore.verdict_settings(store, eids).items()
     }
-    if opts.budget is not None or opts.percentile is not None:
-        base = next(iter(stored.values()), Verdict())
-        table: dict[str, Any] = {"percentile": opts.percentile if opts.percentile is not None else base.percentile}
-        table |= {
-            "budget": opts.budget if opts.budget is not None else f"{base.budget_ns}ns",
-            "max_loss": base.max_loss,
-        }
-        try:
-            given = parse_verdict(table)
-        except VerdictSettingError as e:
-            raise UserError(f"--{e.key}: {e}") from None
+    if opts.verdict.given:
+        given = opts.verdict.over(next(iter(stored.values()), Verdict()))
         other = [eid for eid, v in stored.items() if v != given]
         if other:
             notes.append(
@@ -205,7 +201,7 @@ def _configuration_verdict(
 
 def _verdict_doc(v: Verdict) -> dict[str, Any]:
     return {
-        "percentile": v.percentile,
+        "percentile": v.percentile.percent,
         "key": v.key,
         "budget_ns": v.budget_ns,
         "max_loss": v.max_loss,

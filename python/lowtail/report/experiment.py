@@ -21,7 +21,7 @@ from lowtail.store.analyses import percentile_curve, worst_events
 from lowtail.store.db import Store, latency_column
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
-from lowtail.verdict import Verdict, stored_verdict
+from lowtail.verdict import Verdict, VerdictRequest, stored_verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 # The latency figures of a run's facts, and the fewer of the summary table; both add the
@@ -435,12 +435,12 @@ def write_experiment_report(
     experiment_id: int | str,
     output: str | Path | None,
     verdict: Verdict | None = None,
-    budget: str | None = None,
+    request: VerdictRequest | None = None,
     calibration: int | None = None,
 ) -> Path:
     """The report of a stored experiment (an id, or 'latest'), judged by `verdict`, else by
-    the experiment file's verdict with an optional `budget`; its floor is the calibration of
-    experiment `calibration`, else the one it names, else its own."""
+    the experiment file's verdict with what `request` asks for over it; its floor is the
+    calibration of experiment `calibration`, else the one it names, else its own."""
     with open_store(db, read_only=True) as store:
         experiment = runstore.experiment(store, experiment_id)
         eid = experiment["experiment_id"]
@@ -449,7 +449,7 @@ def write_experiment_report(
             runstore.check_calibration(store, calibration)
         source = calibration if calibration is not None else runstore.calibration_source(store, eid)
         floors = runstore.calibration_floor(store, eid, source)
-        verdict = verdict or stored_verdict(experiment["spec"], budget)
+        verdict = verdict or stored_verdict(experiment["spec"], request)
         page = Page(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
