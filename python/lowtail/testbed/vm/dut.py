@@ -27,7 +27,7 @@ from lowtail.errors import Failure, UserError
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
-from lowtail.testbed.duts import Dut, LowtailFwd, Option, mirred_redirect
+from lowtail.testbed.duts import FORWARDER_OPTIONS, Dut, LowtailFwd, Option, guest_options, mirred_redirect
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.system import ip
 from lowtail.testbed.topology import Testbed
@@ -69,14 +69,7 @@ class VirtualMachine(Dut):
             choices=GUEST_FORWARDERS,
             help="what forwards inside the guest: tc mirred, a bridge, or lowtail-fwd",
         ),
-        "work_ns": Option("int", 0, help="lowtail-fwd in the guest: synthetic per-packet work, in nanoseconds"),
-        "batch": Option("int", 1, minimum=1, help="lowtail-fwd in the guest: packets per batch"),
-        "spin_us": Option(
-            "int",
-            None,
-            help="lowtail-fwd in the guest: busy-poll this long before sleeping [default: never sleep on a "
-            "vCPU isolcpus isolates in the guest, 10 µs elsewhere]",
-        ),
+        **guest_options(FORWARDER_OPTIONS),
         "guest_cmdline": Option(
             "text", "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
         ),
