@@ -15,16 +15,89 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
 
-__all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
+__all__ = [
+    "AnalysisDocument",
+    "AnalyzeOptions",
+    "CaptureSide",
+    "ProgressCallback",
+    "analyze_options",
+    "analyze_pair",
+    "lowtail_error",
+]
 
 ProgressCallback = Callable[[int, int], None]
+
+
+# -- the document an analysis returns (`lowtail analyze --json`, stored by store/analyses.py) --
+
+
+class CaptureSide(TypedDict):
+    """What was read of one capture (PRE or POST)."""
+
+    path: str
+    format: str
+    compression: str
+    bytes: int
+    frames: int
+    with_id: int
+    not_udp: int
+    too_short: int
+    snapped: int
+    snaplen: int
+    first_ts_ns: int | None
+    last_ts_ns: int | None
+    backwards: int
+    per_second: list[Any]
+
+
+class AnalysisDocument(TypedDict):
+    """The figures of one analysed capture pair, as the native analysis writes them (JSON).
+    `latency_ns` maps each figure ("min", "p99_999", …, "samples") to its value (None when
+    nothing was matched); the bulky parts are lists of rows the store keeps in tables."""
+
+    sent: int
+    received: int
+    lost: int
+    duplicates: int
+    reordered: int
+    foreign: int
+    negative: int
+    unmatched: int
+    pre_duplicates: int
+    trimmed_pre: int
+    trimmed_post: int
+    trim_ns: int
+    horizon_ns: int
+    start_ts_ns: int | None
+    duration_ns: int | None
+    latency_ns: dict[str, Any] | None
+    percentiles: list[Any]
+    hgrm: str
+    latency_histogram: list[Any]
+    jitter_pre_histogram: list[Any]
+    jitter_post_histogram: list[Any]
+    worst: list[Any]
+    pre: CaptureSide
+    post: CaptureSide
+    warnings: list[str]
+    partial: bool
+    export_path: str | None
+    export_rows: int
+    elapsed_s: float
+    analysis_id: NotRequired[int]  # once stored
+    # What `lowtail analyze --json` adds beside the figures: the page it wrote, and the error
+    # of an analysis it could not store (with its exit code).
+    report: NotRequired[str]
+    error: NotRequired[str]
+    exit_code: NotRequired[int]
+
 
 CANCELLED = "interrupted: analysis cancelled, nothing stored"
 
@@ -57,7 +130,7 @@ def analyze_pair(
     options: AnalyzeOptions | None = None,
     on_progress: ProgressCallback | None = None,
     while_waiting: Callable[[], object] | None = None,
-) -> dict[str, Any]:
+) -> AnalysisDocument:
     """Run one analysis; returns the figures (see `lowtail analyze --json`).
 
     `while_waiting` runs on this thread once the native analysis has started (its threads
@@ -102,5 +175,5 @@ def analyze_pair(
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error
-    doc: dict[str, Any] = json.loads(outcome["json"])
+    doc: AnalysisDocument = json.loads(outcome["json"])
     return doc

@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -84,7 +84,7 @@ class CampaignResult:
 
 
 def _pair_entry(
-    pair: Pair, analysis_id: int, worker: str | None, figures: dict[str, Any], resumed: bool
+    pair: Pair, analysis_id: int, worker: str | None, figures: Mapping[str, Any], resumed: bool
 ) -> dict[str, Any]:
     return {
         "name": pair.name,

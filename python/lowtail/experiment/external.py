@@ -35,14 +35,14 @@ import json
 import re
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lowtail import __version__
-from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
 from lowtail.store import records
@@ -254,7 +254,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
 # -- one pair: analysed, then stored -------------------------------------------------------------
 
 
-def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[AnalysisDocument, dict[str, Any]]:
     """The analysis of one pair (its matched series written to `series`) and the options it
     used. Raises UserError for an unreadable capture, Failure when it holds nothing to
     measure, Interrupted on Ctrl-C: runs wherever the captures are."""
@@ -262,7 +262,7 @@ def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[dic
     return analyze_pair(pair.pre, pair.post, options), options.to_dict()
 
 
-def run_record(pair: Pair, analysis: dict[str, Any], experiment_id: int, experiment_name: str) -> RunRecord:
+def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, experiment_name: str) -> RunRecord:
     """The run an analysed pair becomes, with the columns lowtail's own runs have: each axis
     the store declares as a column of an imported run from the pair's value (or its default),
     every other axis one of the run's DuT options."""
@@ -307,7 +307,7 @@ def store_pair(
     experiment_id: int,
     experiment_name: str,
     pair: Pair,
-    analysis: dict[str, Any],
+    analysis: AnalysisDocument,
     options: dict[str, Any],
 ) -> int:
     """Store an analysed pair as a run of the experiment (run and analysis in one transaction)."""

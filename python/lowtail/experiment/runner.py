@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
@@ -270,7 +270,7 @@ def _run_one(
 
 def _analyze(
     exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+) -> tuple[AnalysisDocument | None, dict[str, Any]]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
     options = analyze_options(
         trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"

@@ -4,10 +4,13 @@ stored (with their analysis) or failed, so that a campaign resumes where it stop
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store, rows_as_dicts
+
+if TYPE_CHECKING:
+    from lowtail.analysis import AnalysisDocument
 
 CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
 
@@ -53,7 +56,7 @@ def save_pair(
     store: Store,
     campaign_id: int,
     pair: dict[str, Any],
-    doc: dict[str, Any],
+    doc: AnalysisDocument,
     options: dict[str, Any],
     worker: str | None,
 ) -> tuple[int, bool]:

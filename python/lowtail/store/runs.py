@@ -5,12 +5,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail.errors import UserError
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict, rows_as_dicts, stored_id
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
+
+if TYPE_CHECKING:
+    from lowtail.analysis import AnalysisDocument
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
@@ -79,7 +82,7 @@ def done_keys(store: Store, experiment_id: int) -> set[str]:
 def save_run(
     store: Store,
     run: RunRecord | Mapping[str, Any],
-    analysis: dict[str, Any] | None,
+    analysis: AnalysisDocument | None,
     analysis_options: dict[str, Any],
 ) -> int:
     """Store a run and its analysis together (one transaction: both or neither). A mapping
