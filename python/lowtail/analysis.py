@@ -15,10 +15,11 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
+from lowtail.documents import AnalysisDocument, CaptureSide
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
 
@@ -33,70 +34,6 @@ __all__ = [
 ]
 
 ProgressCallback = Callable[[int, int], None]
-
-
-# -- the document an analysis returns (`lowtail analyze --json`, stored by store/analyses.py) --
-
-
-class CaptureSide(TypedDict):
-    """What was read of one capture (PRE or POST)."""
-
-    path: str
-    format: str
-    compression: str
-    bytes: int
-    frames: int
-    with_id: int
-    not_udp: int
-    too_short: int
-    snapped: int
-    snaplen: int
-    first_ts_ns: int | None
-    last_ts_ns: int | None
-    backwards: int
-    per_second: list[Any]
-
-
-class AnalysisDocument(TypedDict):
-    """The figures of one analysed capture pair, as the native analysis writes them (JSON).
-    `latency_ns` maps each figure ("min", "p99_999", …, "samples") to its value (None when
-    nothing was matched); the bulky parts are lists of rows the store keeps in tables."""
-
-    sent: int
-    received: int
-    lost: int
-    duplicates: int
-    reordered: int
-    foreign: int
-    negative: int
-    unmatched: int
-    pre_duplicates: int
-    trimmed_pre: int
-    trimmed_post: int
-    trim_ns: int
-    horizon_ns: int
-    start_ts_ns: int | None
-    duration_ns: int | None
-    latency_ns: dict[str, Any] | None
-    percentiles: list[Any]
-    hgrm: str
-    latency_histogram: list[Any]
-    jitter_pre_histogram: list[Any]
-    jitter_post_histogram: list[Any]
-    worst: list[Any]
-    pre: CaptureSide
-    post: CaptureSide
-    warnings: list[str]
-    partial: bool
-    export_path: str | None
-    export_rows: int
-    elapsed_s: float
-    analysis_id: NotRequired[int]  # once stored
-    # What `lowtail analyze --json` adds beside the figures: the page it wrote, and the error
-    # of an analysis it could not store (with its exit code).
-    report: NotRequired[str]
-    error: NotRequired[str]
-    exit_code: NotRequired[int]
 
 
 CANCELLED = "interrupted: analysis cancelled, nothing stored"

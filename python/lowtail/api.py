@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from lowtail.documents import ComparisonDocument
     from lowtail.models.aliasing import AliasingOptions
     from lowtail.models.evt import EvtOptions
     from lowtail.models.knee import KneeOptions, Knees
@@ -38,9 +39,18 @@ class Comparison:
     """A comparison: `document` is what `lowtail compare --json` prints (`comparison_id` set
     once stored); the DataFrames are views of it, and `curves`/`cdf` what its page draws."""
 
-    document: dict[str, Any]
+    document: ComparisonDocument
     curves: pd.DataFrame = field(repr=False)
     cdf: pd.DataFrame = field(repr=False)
+
+    @property
+    def id(self) -> int:
+        """The stored comparison's id (`db.comparison(c.id)` reads it back); ValueError when
+        it was made with store=False."""
+        found = self.document["comparison_id"]
+        if found is None:
+            raise ValueError("this comparison was not stored (store=False)")
+        return found
 
     @property
     def configurations(self) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from fractions import Fraction
 from typing import Any
 
 from lowtail import percentiles
+from lowtail.documents import JudgementDocument
 from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, parse_duration_ns
 
@@ -90,7 +91,7 @@ class Judgement:
         """The reason, preceded by what degraded the run: what a footnote or a report says."""
         return "; ".join([*(f"degraded: {d}" for d in self.degraded), self.reason])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JudgementDocument:
         """The judgement as `--json` prints it."""
         return {
             "status": self.status.value,

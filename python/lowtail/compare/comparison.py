@@ -16,6 +16,7 @@ from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
 from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_series
+from lowtail.documents import BudgetDocument, ComparisonDocument, ConfigurationDocument
 from lowtail.errors import UserError
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
@@ -49,10 +50,19 @@ class CompareOptions:
 
 
 @dataclass
+class _Drawn:
+    """What the page draws of a comparison, gathered configuration by configuration."""
+
+    curves: list[CurvePoint] = field(default_factory=list)
+    cdf: list[tuple[int, float, int]] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
+
+
+@dataclass
 class Comparison:
     """The document and what the page draws (see store.comparisons)."""
 
-    document: dict[str, Any]
+    document: ComparisonDocument
     curves: list[CurvePoint] = field(default_factory=list)
     cdf: list[tuple[int, float, int]] = field(default_factory=list)
     members: list[Member] = field(default_factory=list)
@@ -60,7 +70,7 @@ class Comparison:
 
 def compare_and_store(
     store: Store, words: list[str], opts: CompareOptions, on_progress: Progress | None = None
-) -> dict[str, Any]:
+) -> ComparisonDocument:
     """`compare`, stored; returns the document with its `comparison_id`."""
     c = compare(store, words, opts, on_progress)
     comparestore.save_comparison(
@@ -88,7 +98,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     for r in duts:
         groups.setdefault(axes.value_key(r, by), []).append(r)
     notes += _pooled_axes(groups.values(), by)
-    out = Comparison({})
+    out = _Drawn()
     counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
     floors = _Floors(store, opts.floor, counter)
     configurations = []
@@ -98,7 +108,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     resolved, unresolved = diffs.differences(configurations)
     evt = _evt(store, configurations, opts.evt, notes)
     partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
-    out.document = {
+    document: ComparisonDocument = {
         "comparison_id": None,
         "selection": list(words),
         "by": [a.name for a in by],
@@ -117,7 +127,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         # Runs of a VM under QEMU's emulator: their latencies are an emulator's (see virtualization.py).
         "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg"],
     }
-    return out
+    return Comparison(document, out.curves, out.cdf, out.members)
 
 
 def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) -> list[str]:
@@ -199,7 +209,7 @@ def _configuration_verdict(
     return first
 
 
-def _verdict_doc(v: Verdict) -> dict[str, Any]:
+def _verdict_doc(v: Verdict) -> BudgetDocument:
     return {
         "percentile": v.percentile.percent,
         "key": v.key,
@@ -246,8 +256,8 @@ def _configuration(
     level: float,
     floors: _Floors,
     counter: _Counter,
-    out: Comparison,
-) -> dict[str, Any]:
+    out: _Drawn,
+) -> ConfigurationDocument:
     keys = _figure_keys(verdict)
     valid = [r for r in members if r["valid"] and r.get("analysis_id") is not None]
     invalid = [r for r in members if r not in valid]
@@ -293,7 +303,7 @@ def _configuration(
             (latency["samples"] or 0) if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
         )
     floor = floors.of(valid, keys)
-    doc = {
+    doc: ConfigurationDocument = {
         "index": index,
         "label": label,
         "key": key,
@@ -433,7 +443,9 @@ def _floor_text(runs: list[dict[str, Any]]) -> str:
 # -- EVT and rates ----------------------------------------------------------------------------
 
 
-def _evt(store: Store, configurations: list[dict[str, Any]], fit: bool, notes: list[str]) -> list[dict[str, Any]]:
+def _evt(
+    store: Store, configurations: list[ConfigurationDocument], fit: bool, notes: list[str]
+) -> list[dict[str, Any]]:
     run_ids = [r for c in configurations for r in c["runs"]]
     models, missing = evt_runs.run_models(store, run_ids, fit)
     if not models:
@@ -447,7 +459,7 @@ def _evt(store: Store, configurations: list[dict[str, Any]], fit: bool, notes: l
 
 
 def _rates(
-    store: Store, configurations: list[dict[str, Any]], groups: list[list[dict[str, Any]]], by: list[axes.Axis]
+    store: Store, configurations: list[ConfigurationDocument], groups: list[list[dict[str, Any]]], by: list[axes.Axis]
 ) -> list[dict[str, Any]]:
     """Latency against rate: one series per configuration without its rate (the DuT and
     whatever else makes it), one point per configuration whose runs share a rate, and the

@@ -12,7 +12,7 @@ from lowtail import __version__
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 if TYPE_CHECKING:
-    from lowtail.analysis import AnalysisDocument
+    from lowtail.documents import AnalysisDocument
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")

@@ -10,7 +10,7 @@ from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store, rows_as_dicts
 
 if TYPE_CHECKING:
-    from lowtail.analysis import AnalysisDocument
+    from lowtail.documents import AnalysisDocument
 
 CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
 

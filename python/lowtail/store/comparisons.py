@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail import __version__
 from lowtail.errors import UserError
 from lowtail.store.db import Store, newest_id, row_as_dict, rows_as_dicts
+
+if TYPE_CHECKING:
+    from lowtail.documents import ComparisonDocument
 
 # The sources of a comparison's percentile curves.
 POOLED, REPETITION, FLOOR = "pooled", "repetition", "floor"
@@ -43,7 +46,7 @@ class Member:
 
 def save_comparison(
     store: Store,
-    document: dict[str, Any],
+    document: ComparisonDocument,
     selection: list[str],
     by: list[str],
     curves: Iterable[CurvePoint],

@@ -13,7 +13,7 @@ from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
-    from lowtail.analysis import AnalysisDocument
+    from lowtail.documents import AnalysisDocument
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.

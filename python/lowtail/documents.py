@@ -1,0 +1,156 @@
+"""The JSON documents that cross stages, typed once: what an analysis returns, what a
+comparison and its verdicts are. Each is printed by `--json`, stored as JSON and read back,
+so a `TypedDict` types it at no cost at run time and with no change to its shape; they live
+here, at the bottom of the layering (this module imports nothing of lowtail), so that the
+stage that makes a document, the store that keeps it and the report and the Python API that
+read it back name the same type. Records, options and requests inside the program are
+frozen dataclasses beside their owner instead (`store.records.RunRecord`,
+`verdict.VerdictRequest`, `compare.comparison.CompareOptions`, each model's options).
+
+Figures keyed by a percentile ("p99_999") are plain mappings: their keys come from the
+native analysis's list (`percentiles.KEYS`), not from a fixed set of names."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+# -- an analysis (`lowtail analyze --json`, stored by store/analyses.py) ----------------------
+
+
+class CaptureSide(TypedDict):
+    """What was read of one capture (PRE or POST)."""
+
+    path: str
+    format: str
+    compression: str
+    bytes: int
+    frames: int
+    with_id: int
+    not_udp: int
+    too_short: int
+    snapped: int
+    snaplen: int
+    first_ts_ns: int | None
+    last_ts_ns: int | None
+    backwards: int
+    per_second: list[Any]
+
+
+class AnalysisDocument(TypedDict):
+    """The figures of one analysed capture pair, as the native analysis writes them (JSON).
+    `latency_ns` maps each figure ("min", "p99_999", …, "samples") to its value (None when
+    nothing was matched); the bulky parts are lists of rows the store keeps in tables."""
+
+    sent: int
+    received: int
+    lost: int
+    duplicates: int
+    reordered: int
+    foreign: int
+    negative: int
+    unmatched: int
+    pre_duplicates: int
+    trimmed_pre: int
+    trimmed_post: int
+    trim_ns: int
+    horizon_ns: int
+    start_ts_ns: int | None
+    duration_ns: int | None
+    latency_ns: dict[str, Any] | None
+    percentiles: list[Any]
+    hgrm: str
+    latency_histogram: list[Any]
+    jitter_pre_histogram: list[Any]
+    jitter_post_histogram: list[Any]
+    worst: list[Any]
+    pre: CaptureSide
+    post: CaptureSide
+    warnings: list[str]
+    partial: bool
+    export_path: str | None
+    export_rows: int
+    elapsed_s: float
+    analysis_id: NotRequired[int]  # once stored
+    # What `lowtail analyze --json` adds beside the figures: the page it wrote, and the error
+    # of an analysis it could not store (with its exit code).
+    report: NotRequired[str]
+    error: NotRequired[str]
+    exit_code: NotRequired[int]
+
+
+# -- a verdict (`verdict.Judgement.as_dict`) and a comparison (`lowtail compare --json`) -------
+
+
+class JudgementDocument(TypedDict):
+    """One run or configuration judged against a budget."""
+
+    status: str
+    cause: str | None
+    label: str
+    reason: str
+    percentile: str  # the judged percentile's key, "p99_999"
+    value_ns: int | None
+    budget_ns: int | None
+    samples: int | None
+    packets_needed: int | None
+    lost: int | None
+    max_loss: int | None
+    degraded: list[str]
+    budget: NotRequired[str]  # a comparison's configuration: the budget in words
+
+
+class BudgetDocument(TypedDict):
+    """The budget every configuration of a comparison is judged against."""
+
+    percentile: float
+    key: str
+    budget_ns: int
+    max_loss: int
+    text: str
+
+
+class ConfigurationDocument(TypedDict):
+    """One configuration of a comparison: its runs pooled, judged, beside its floor."""
+
+    index: int
+    label: str
+    key: dict[str, Any]  # axis name → value
+    key_text: dict[str, str]  # axis name → as shown
+    runs: list[int]
+    analyses: list[int]
+    experiments: list[int]
+    repetitions: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    latency_ns: dict[str, int | None] | None  # figure → pooled nearest-rank value, and samples
+    intervals: dict[str, dict[str, Any]] | None
+    spread: dict[str, dict[str, int | None]]
+    per_run: list[dict[str, Any]]
+    worst_repetition: int | None
+    verdict: JudgementDocument
+    floor: dict[str, Any] | None
+    invalid_runs: list[dict[str, Any]]
+    degraded: list[str]
+    partial_reasons: list[str]
+
+
+class ComparisonDocument(TypedDict):
+    """A comparison of stored runs, as `lowtail compare --json` prints it and the store keeps it."""
+
+    comparison_id: int | None
+    selection: list[str]
+    by: list[str]
+    axes: list[dict[str, str]]
+    level: float
+    verdict: BudgetDocument | None
+    configurations: list[ConfigurationDocument]
+    differences: list[dict[str, Any]]
+    not_resolvable: list[dict[str, Any]]
+    evt: list[dict[str, Any]]
+    rates: list[dict[str, Any]]
+    left_out: list[dict[str, Any]]
+    notes: list[str]
+    partial: bool
+    partial_reasons: list[str]
+    emulated_runs: list[int]
