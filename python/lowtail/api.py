@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from lowtail.documents import ComparisonDocument
+    from lowtail.documents import ComparisonDocument, RunRow
     from lowtail.models.aliasing import AliasingOptions
     from lowtail.models.evt import EvtOptions
     from lowtail.models.knee import KneeOptions, Knees
@@ -148,7 +148,8 @@ class Database:
             }
             row |= {a.name: (a.read(r) if a.present(r) else None) for a in every}
             row |= {k: r.get(k) for k in ("repetition", "calibration", "valid", "sent", "received", "lost")}
-            row["loss_ratio"] = r["lost"] / r["sent"] if r.get("sent") else None
+            sent = r.get("sent")
+            row["loss_ratio"] = (r.get("lost") or 0) / sent if sent else None
             lat = (r.get("figures") or {}).get("latency_ns") or {}
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {
                 "mean_ns": lat.get("mean"),
@@ -175,7 +176,11 @@ class Database:
         for a in [*by_analysis.values(), *plain]:
             run = a if a.get("run_id") else None
             lat = (a.get("figures") or {}).get("latency_ns") or {}
-            row: dict[str, Any] = {"analysis_id": a["analysis_id"], "run_id": a.get("run_id"), "label": a.get("label")}
+            row: dict[str, Any] = {
+                "analysis_id": a["analysis_id"],
+                "run_id": a.get("run_id"),
+                "label": a.get("label"),
+            }
             row |= {ax.name: (ax.read(run) if run and ax.present(run) else None) for ax in every}
             row |= {k: a.get(k) for k in ("sent", "received", "lost", "partial", "series_path")}
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {"samples": lat.get("samples")}
@@ -313,7 +318,7 @@ class Database:
         )
 
 
-def _all_runs(store: Store) -> list[dict[str, Any]]:
+def _all_runs(store: Store) -> list[RunRow]:
     from lowtail.store import runs as runstore
 
     return runstore.select_runs(store)

@@ -78,6 +78,69 @@ class AnalysisDocument(TypedDict):
     exit_code: NotRequired[int]
 
 
+# -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
+
+
+class RunRow(TypedDict, total=False):
+    """A stored run as the store returns it: its `runs` columns (`store.records.RunRecord`,
+    JSON decoded), its headline figures from its analysis (and the latency columns
+    `lat_<figure>_ns`, one per figure of `store.db.LATENCY_FIGURES`, read through a Mapping),
+    and the derived axis columns of its experiment's host. A plain analysis selected as a run
+    (`store.records.analysis_as_run`) has the same keys, with no run."""
+
+    run_id: int | None
+    experiment_id: int | None
+    combination_key: str
+    dut_name: str
+    dut_kind: str
+    dut_config: dict[str, Any]
+    calibration: bool
+    rate_pps: int
+    frame_size: int | None
+    burst: int | None
+    repetition: int
+    duration_ns: int | None
+    warmup_ns: int
+    started_at: Any
+    finished_at: Any
+    analysis_id: int | None
+    series_path: str | None
+    valid: bool
+    invalid_reasons: list[str]
+    degraded_reasons: list[str]
+    generator: dict[str, Any]
+    capture: dict[str, Any]
+    containment: dict[str, Any]
+    virtualization: str | None
+    testbed: dict[str, Any] | None
+    energy: dict[str, Any] | None
+    dut_stats: dict[str, Any] | None
+    capture_paths: list[str]
+    traffic: dict[str, Any]
+    sent: int | None
+    received: int | None
+    lost: int | None
+    duplicates: int | None
+    reordered: int | None
+    partial: bool | None
+    warnings: list[str] | None
+    figures: dict[str, Any] | None
+    start_ts_ns: int | None
+    lat_min_ns: int | None
+    lat_mean_ns: float | None
+    lat_stddev_ns: float | None
+    lat_p50_ns: int | None
+    lat_p90_ns: int | None
+    lat_p99_ns: int | None
+    lat_p99_9_ns: int | None
+    lat_p99_99_ns: int | None
+    lat_p99_999_ns: int | None
+    lat_p99_9999_ns: int | None
+    lat_max_ns: int | None
+    kernel: str | None
+    hostname: str | None
+
+
 # -- a verdict (`verdict.Judgement.as_dict`) and a comparison (`lowtail compare --json`) -------
 
 

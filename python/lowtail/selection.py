@@ -14,12 +14,13 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lowtail import axes
 from lowtail.errors import UserError
 
 if TYPE_CHECKING:
+    from lowtail.documents import RunRow
     from lowtail.store.db import Store
 
 HELP = (
@@ -98,7 +99,7 @@ def parse(words: list[str]) -> Selection:
     return sel
 
 
-def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
+def select(store: Store, words: list[str]) -> list[RunRow]:
     """The runs a selection names, as `store.runs.select_runs` returns them (plain analyses
     as runs of their own), in id order. UserError when an id does not exist, a filter names
     no axis of these runs, or a filter leaves no run (naming the filter and the values
@@ -137,7 +138,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
+def _narrow(rows: list[RunRow], f: Filter) -> list[RunRow]:
     axis = axes.find(f.key, rows)
     if axis is None:
         raise UserError(

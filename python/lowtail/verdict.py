@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
@@ -143,7 +144,7 @@ class Verdict:
         exactly when n ≥ 1/(1−p) (computed from the percent's digits, exactly)."""
         return math.ceil(1 / (1 - Fraction(self.judged.digits) / 100))
 
-    def judge(self, run: dict[str, Any]) -> Judgement:
+    def judge(self, run: Mapping[str, Any]) -> Judgement:
         """A stored run (with its analysis figures) against the budget."""
         degraded = tuple(run.get("degraded_reasons") or ())
         # An invalid calibration run is no floor either: it is judged INVALID first.

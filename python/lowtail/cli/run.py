@@ -4,7 +4,7 @@ experiments on a software testbed, their storage and their report."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -49,7 +49,7 @@ def _stored_runs_view(store: Any, exp: Any) -> Callable[[StoredRun], Stored]:
     return on_stored
 
 
-def _run_line(r: dict[str, Any], verdict: Any) -> str:
+def _run_line(r: Mapping[str, Any], verdict: Any) -> str:
     """One stored run in a line: "kernel @ 20 kpps: PASS · lost 0 · p99.999 45.210 µs (run 17)"."""
     lat = ((r.get("figures") if isinstance(r.get("figures"), dict) else None) or {}).get("latency_ns") or {}
     judged = percentiles.by_key(verdict.key)
@@ -59,7 +59,7 @@ def _run_line(r: dict[str, Any], verdict: Any) -> str:
     )
 
 
-def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
+def dut_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Any) -> list[str]:
     """The experiment's answer, one line per DuT configuration (its name and its values on
     the axes that vary, such as a guest kernel or a rule count): PASS when every rate
     passed, else what each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
@@ -159,7 +159,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
 
 
-def run_json(r: dict[str, Any], floors: Floor, verdict: Verdict) -> dict[str, Any]:
+def run_json(r: Mapping[str, Any], floors: Floor, verdict: Verdict) -> dict[str, Any]:
     """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
     with its verdict."""
     from lowtail.store.db import LATENCY_FIGURES, latency_column
@@ -205,7 +205,7 @@ def run_json(r: dict[str, Any], floors: Floor, verdict: Verdict) -> dict[str, An
     }
 
 
-def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+def _axes_beside_dut(rows: Sequence[Mapping[str, Any]]) -> list[axes.Axis]:
     """The axes that vary among the runs, each a column after the DuT's name: all but the
     name, the kind (the name's), the rate (always a column) and virtualization (marked)."""
     own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
@@ -213,7 +213,7 @@ def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
 
 
 def runs_table(
-    experiment: dict[str, Any], rows: list[dict[str, Any]], floors: Floor, verdict: Verdict, width: int = 80
+    experiment: dict[str, Any], rows: Sequence[Mapping[str, Any]], floors: Floor, verdict: Verdict, width: int = 80
 ) -> Group:
     """The runs of an experiment as `lowtail run` prints them: every axis that varies among
     them, the median and the judged percentile beside the floor at it, the verdict; under
@@ -224,7 +224,7 @@ def runs_table(
     judged = verdict.judged
     median = percentiles.by_key("p50")
 
-    def floor_of(r: dict[str, Any]) -> str:
+    def floor_of(r: Mapping[str, Any]) -> str:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         return "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)])
 

@@ -7,7 +7,7 @@ page draws; `compare_and_store` stores both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
 from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_series
-from lowtail.documents import BudgetDocument, ComparisonDocument, ConfigurationDocument
+from lowtail.documents import BudgetDocument, ComparisonDocument, ConfigurationDocument, RunRow
 from lowtail.errors import UserError
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
@@ -94,7 +94,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         runstore.check_calibration(store, opts.floor)
     notes: list[str] = []
     verdicts, common = _verdicts(store, duts, opts, notes)
-    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[RunRow]] = {}
     for r in duts:
         groups.setdefault(axes.value_key(r, by), []).append(r)
     notes += _pooled_axes(groups.values(), by)
@@ -125,12 +125,12 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
         # Runs of a VM under QEMU's emulator: their latencies are an emulator's (see virtualization.py).
-        "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg"],
+        "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg" and r["run_id"] is not None],
     }
     return Comparison(document, out.curves, out.cdf, out.members)
 
 
-def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) -> list[str]:
+def _pooled_axes(groups: Iterable[Sequence[Mapping[str, Any]]], by: list[axes.Axis]) -> list[str]:
     """What a `--by` leaving out a varying axis pools: runs that differ on it are taken as
     repetitions of one configuration, which the reader should know."""
     chosen = {a.name for a in by}
@@ -157,7 +157,7 @@ def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) ->
 
 
 def _verdicts(
-    store: Store, runs: list[dict[str, Any]], opts: CompareOptions, notes: list[str]
+    store: Store, runs: Sequence[Mapping[str, Any]], opts: CompareOptions, notes: list[str]
 ) -> tuple[dict[int | None, Verdict], Verdict | None]:
     """The budget of each experiment (None: plain analyses) and the one all share (None
     when they differ): the one given on the command line, else each experiment's own."""
@@ -195,7 +195,7 @@ def _parsed(table: dict[str, Any]) -> Verdict:
 
 
 def _configuration_verdict(
-    members: list[dict[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None, notes: list[str]
+    members: Sequence[Mapping[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None, notes: list[str]
 ) -> Verdict:
     if common is not None:
         return common
@@ -240,7 +240,7 @@ def _figure_keys(verdict: Verdict) -> list[str]:
     return [k for k in percentiles.KEYS if k in wanted]
 
 
-def _stored_figures(run: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+def _stored_figures(run: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
     """A run's figures as its analysis stored them (when its series cannot be read)."""
     return {k: run.get(latency_column(k)) for k in [*keys, "max"]} | {
         "samples": ((run.get("figures") or {}).get("latency_ns") or {}).get("samples") or 0
@@ -250,7 +250,7 @@ def _stored_figures(run: dict[str, Any], keys: list[str]) -> dict[str, Any]:
 def _configuration(
     store: Store,
     index: int,
-    members: list[dict[str, Any]],
+    members: Sequence[Mapping[str, Any]],
     by: list[axes.Axis],
     verdict: Verdict,
     level: float,
@@ -345,7 +345,7 @@ def _configuration(
     return doc
 
 
-def _name(run: dict[str, Any]) -> str:
+def _name(run: Mapping[str, Any]) -> str:
     return f"run {run['run_id']}" if run["run_id"] is not None else f"analysis {run['analysis_id']}"
 
 
@@ -388,8 +388,8 @@ class _Floors:
         self.store, self.source, self.counter = store, source, counter
         self.cache: dict[tuple[int, ...], _Floor | None] = {}
 
-    def of(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
-        calibration: dict[int, dict[str, Any]] = {}
+    def of(self, runs: Sequence[Mapping[str, Any]], keys: list[str]) -> _Floor | None:
+        calibration: dict[int, RunRow] = {}
         for r in runs:
             if r["experiment_id"] is None or r["calibration"]:
                 continue
@@ -397,7 +397,8 @@ class _Floors:
                 self.source if self.source is not None else runstore.calibration_source(self.store, r["experiment_id"])
             )
             for c in runstore.calibration_runs(self.store, source, r["rate_pps"], r["frame_size"], r["burst"]):
-                calibration[c["run_id"]] = c
+                if c["run_id"] is not None:  # calibration runs are stored runs
+                    calibration[c["run_id"]] = c
         if not calibration:
             return None
         ids = tuple(sorted(calibration))
@@ -405,7 +406,7 @@ class _Floors:
             self.cache[ids] = self._read([calibration[i] for i in ids], keys)
         return self.cache[ids]
 
-    def _read(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
+    def _read(self, runs: Sequence[Mapping[str, Any]], keys: list[str]) -> _Floor | None:
         dists, per_run = [], []
         for r in runs:
             try:
@@ -431,7 +432,7 @@ class _Floors:
         return _Floor(pool, document)
 
 
-def _floor_text(runs: list[dict[str, Any]]) -> str:
+def _floor_text(runs: Sequence[Mapping[str, Any]]) -> str:
     eids = sorted({r["experiment_id"] for r in runs})
     which = ", ".join(map(str, eids))
     return (
@@ -459,7 +460,10 @@ def _evt(
 
 
 def _rates(
-    store: Store, configurations: list[ConfigurationDocument], groups: list[list[dict[str, Any]]], by: list[axes.Axis]
+    store: Store,
+    configurations: list[ConfigurationDocument],
+    groups: Sequence[Sequence[Mapping[str, Any]]],
+    by: list[axes.Axis],
 ) -> list[dict[str, Any]]:
     """Latency against rate: one series per configuration without its rate (the DuT and
     whatever else makes it), one point per configuration whose runs share a rate, and the

@@ -4,7 +4,7 @@ worst-event scatter. Built only from the database."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ _VERDICT_CLASS = {
 }
 
 
-def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
+def verdict_of(run: Mapping[str, Any], verdict: Verdict) -> tuple[str, str]:
     """(label, css class) of one run against the budget."""
     judgement = verdict.judge(run)
     return judgement.label, verdict_class(judgement)
@@ -68,7 +68,7 @@ def verdict_class(judgement: verdicts.Judgement) -> str:
 def summary_section(
     page: Page,
     experiment: dict[str, Any],
-    rows: list[dict[str, Any]],
+    rows: Sequence[Mapping[str, Any]],
     floors: runstore.Floor,
     verdict: Verdict,
     floor_source: int | None = None,
@@ -122,7 +122,7 @@ def summary_section(
     )
 
 
-def _banners(page: Page, rows: list[dict[str, Any]], verdict: Verdict) -> None:
+def _banners(page: Page, rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> None:
     """What a reader must know before any figure: an emulator's latencies, runs whose
     traffic was not what was asked for, runs that cannot be trusted or cannot decide."""
     if any_emulated(rows):
@@ -145,7 +145,7 @@ def _banners(page: Page, rows: list[dict[str, Any]], verdict: Verdict) -> None:
         )
 
 
-def _dut_label(r: dict[str, Any]) -> str:
+def _dut_label(r: Mapping[str, Any]) -> str:
     label = r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
     return clocks.marked(marked(label, r.get("virtualization")), r.get("testbed"))
 
@@ -164,20 +164,20 @@ def _floor_text(experiment_id: int, floors: runstore.Floor, source: int | None) 
     )
 
 
-def varying_axes(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+def varying_axes(rows: Sequence[Mapping[str, Any]]) -> list[axes.Axis]:
     """The axes that vary among the runs, each shown as a column: all but the DuT's name and
     kind (its label), the rate (always a column) and virtualization (marked on the label)."""
     own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
     return [a for a in axes.varying(rows) if a.name not in own]
 
 
-def _run_title(r: dict[str, Any], shown: list[axes.Axis]) -> str:
+def _run_title(r: Mapping[str, Any], shown: list[axes.Axis]) -> str:
     """ "fwd (lowtail-fwd) @ 10 kpps, 64 B · burst 16": the run among the others."""
     others = axes.describe(r, [a for a in shown if a.name != "frame_size"])
     return f"{_dut_label(r)} @ {format_rate(r['rate_pps'])}, {r['frame_size']} B" + (f" · {others}" if others else "")
 
 
-def _invalid_list(rows: list[dict[str, Any]]) -> str:
+def _invalid_list(rows: Sequence[Mapping[str, Any]]) -> str:
     shown = varying_axes(rows)
     items = [
         f"<li>run {r['run_id']}, {esc(_run_title(r, shown))}: {esc('; '.join(r['invalid_reasons']))}</li>"
@@ -236,7 +236,7 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
 def run_section(
     page: Page,
     store: Store,
-    r: dict[str, Any],
+    r: Mapping[str, Any],
     floor: dict[str, Any] | None,
     verdict: Verdict,
     shown: Sequence[axes.Axis] = (),
@@ -462,15 +462,17 @@ def write_experiment_report(
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict, shown)
             run_budget = None if r["calibration"] else verdict.budget_ns
-            if run_interrupts(store, r["run_id"]):
+            rid = r["run_id"]
+            assert rid is not None  # an experiment's runs are stored runs
+            if run_interrupts(store, rid):
                 interrupt_timeline_section(
-                    page, store, r["run_id"], budget_ns=run_budget, heading=f"Run {r['run_id']}: interrupts", level=3
+                    page, store, rid, budget_ns=run_budget, heading=f"Run {rid}: interrupts", level=3
                 )
-            if run_interrupts(store, r["run_id"], source="guest"):
+            if run_interrupts(store, rid, source="guest"):
                 interrupt_timeline_section(
                     page,
                     store,
-                    r["run_id"],
+                    rid,
                     source="guest",
                     budget_ns=run_budget,
                     heading=f"Run {r['run_id']}: guest interrupts",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC
 from pathlib import Path
 from typing import Any
@@ -71,7 +71,7 @@ def coincidence(
     return out
 
 
-def verdicts(rows: list[dict[str, Any]], cpus_text: str | None) -> list[str]:
+def verdicts(rows: Sequence[Mapping[str, Any]], cpus_text: str | None) -> list[str]:
     """Plain sentences: which kinds coincide with the spikes (more often than by chance)."""
     said = []
     for r in rows:
@@ -92,7 +92,7 @@ def verdicts(rows: list[dict[str, Any]], cpus_text: str | None) -> list[str]:
     return said or ["No interrupt kind coincides with the spikes more often than it occurs anyway."]
 
 
-def _run_cpus(run: dict[str, Any]) -> tuple[set[int] | None, str]:
+def _run_cpus(run: Mapping[str, Any]) -> tuple[set[int] | None, str]:
     """The DuT cores of a run, from its containment or configuration when recorded."""
     for doc in (run["containment"], run["dut_config"]):
         for key in ("cpus", "cores", "dut_cpus"):

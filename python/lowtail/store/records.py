@@ -20,10 +20,13 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.errors import UserError
 from lowtail.units import format_rate, parse_rate_pps
+
+if TYPE_CHECKING:
+    from lowtail.documents import RunRow
 
 # Columns stored as JSON text (decoded again when read).
 JSON_COLUMNS = (
@@ -232,12 +235,12 @@ def derived_columns_sql() -> str:
     return ", ".join(f"{a.sql} AS {a.column}" for a in DERIVED_AXES)
 
 
-def analysis_as_run(analysis: Mapping[str, Any]) -> dict[str, Any]:
+def analysis_as_run(analysis: Mapping[str, Any]) -> RunRow:
     """A plain analysis (`lowtail analyze`, no run) as a run row, with every axis column at its
     absent value: no experiment, no DuT settings, its own label as DuT and its rate as measured."""
     seconds = (analysis.get("duration_ns") or 0) / 1e9
     rate = round(analysis["sent"] / seconds) if seconds > 0 else 0
-    return {
+    row: dict[str, Any] = {
         **analysis,
         **{a.column: a.absent for a in ALL_AXES},
         "run_id": None,
@@ -249,3 +252,5 @@ def analysis_as_run(analysis: Mapping[str, Any]) -> dict[str, Any]:
         "invalid_reasons": [],
         "rate_pps": rate,
     }
+    # An analysis row has the run row's figure columns; the run's own ones are set above.
+    return cast("RunRow", row)

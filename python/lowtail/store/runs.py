@@ -13,11 +13,11 @@ from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument
+    from lowtail.documents import AnalysisDocument, RunRow
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
-Floor = dict[tuple[int, int, int], dict[str, Any]]
+Floor = dict[tuple[int, int | None, int | None], dict[str, Any]]
 
 
 def create_experiment(
@@ -101,7 +101,7 @@ def save_run(
     return int(run_id)
 
 
-def _decode(run: dict[str, Any]) -> dict[str, Any]:
+def _decode(run: dict[str, Any]) -> Any:
     for k in JSON_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
@@ -117,7 +117,8 @@ def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
     )
     found = row_as_dict(store.con.execute("SELECT * FROM experiments WHERE experiment_id = ?", [eid]))
     assert found is not None
-    return _decode(found)
+    decoded: dict[str, Any] = _decode(found)
+    return decoded
 
 
 def latest_swept_experiment(store: Store) -> int:
@@ -137,7 +138,7 @@ _RUNS_WITH_FIGURES = f"""SELECT r.* EXCLUDE (series_path), a.sent, a.received, a
            FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)"""
 
 
-def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
+def runs(store: Store, experiment_id: int) -> list[RunRow]:
     """The experiment's runs with their headline figures and their host's kernel and name,
     in the order they ran."""
     return [
@@ -153,7 +154,7 @@ def select_runs(
     experiment_ids: list[int] | None = None,
     run_ids: list[int] | None = None,
     analysis_ids: list[int] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RunRow]:
     """Runs as `runs` returns them: those of these experiments, with these ids, or with
     these analyses (the union), in id order; every stored run when none is given."""
     wanted = [("r.experiment_id", experiment_ids), ("r.run_id", run_ids), ("r.analysis_id", analysis_ids)]
@@ -190,7 +191,7 @@ def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[
     return {eid: json.loads(v) if v else {} for eid, v in rows}
 
 
-def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, burst: int) -> list[dict[str, Any]]:
+def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, burst: int) -> list[RunRow]:
     """Every valid analysed calibration run of experiment `source` with this traffic (its
     repetitions), as `runs` returns them: the floor of a configuration and its spread."""
     return [
@@ -211,7 +212,7 @@ class ExperimentRuns:
     """A stored experiment with its runs (as `runs` returns them) and the floor they are read against."""
 
     experiment: dict[str, Any]
-    runs: list[dict[str, Any]]
+    runs: list[RunRow]
     floor: Floor
 
 
