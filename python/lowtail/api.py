@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from lowtail.documents import ComparisonDocument, RunRow
+    from lowtail.documents import (
+        AliasingDocument,
+        ComparisonDocument,
+        EvtDocument,
+        OverloadDocument,
+        RunRow,
+        SimulateDocument,
+    )
     from lowtail.models.aliasing import AliasingOptions
     from lowtail.models.evt import EvtOptions
     from lowtail.models.knee import KneeOptions, Knees
@@ -246,7 +253,7 @@ class Database:
 
     # -- models: the calls `lowtail model ...` makes, each result stored unless store=False --------
 
-    def overload(self, options: OverloadOptions, *, store: bool = True, label: str | None = None) -> dict[str, Any]:
+    def overload(self, options: OverloadOptions, *, store: bool = True, label: str | None = None) -> OverloadDocument:
         """R_max from two medians (given, or stored runs') and the interrupt load, as `lowtail
         model overload --json` prints it (`model_id` set once stored)."""
         from lowtail.models.overload import overload_and_store
@@ -269,14 +276,14 @@ class Database:
         rate_pps: float | None = None,
         store: bool = True,
         label: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> EvtDocument:
         """The EVT tail model of a run (its id, "run:12"), "analysis:7" or a Parquet series file."""
         from lowtail.models.evt import evt_and_store
 
         with self._store(write=store) as s:
             return evt_and_store(s, str(source), options, rate_pps=rate_pps, save=store, label=label)
 
-    def aliasing(self, options: AliasingOptions | None = None, *, store: bool = True) -> dict[str, Any]:
+    def aliasing(self, options: AliasingOptions | None = None, *, store: bool = True) -> AliasingDocument:
         """Periodic interrupts against constant-rate traffic: the worst-N pattern (against a
         stored run when `options.run` names one)."""
         from lowtail.models.aliasing import AliasingOptions, aliasing_and_store
@@ -286,7 +293,7 @@ class Database:
 
     def simulate(
         self, options: SimulateOptions | None = None, *, store: bool = True, label: str | None = None
-    ) -> dict[str, Any]:
+    ) -> SimulateDocument:
         """The discrete-event model of a device, each case of `options` (against a stored
         lowtail-fwd run when `options.run` names one)."""
         from lowtail.models.simulate import SimulateOptions, simulate_and_store

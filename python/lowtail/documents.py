@@ -217,3 +217,99 @@ class ComparisonDocument(TypedDict):
     partial: bool
     partial_reasons: list[str]
     emulated_runs: list[int]
+
+
+# -- model results (`lowtail model CMD --json`, stored by store/models.py) -----------------------
+
+
+class OverloadDocument(TypedDict):
+    """R_max = (1 s − d_Σ)/t_CPU and the figures behind it (`models/overload.py`)."""
+
+    t_transfer_ns: float
+    t_e2e_ns: float
+    t_cpu_ns: float
+    d_sum_ns_per_s: float
+    interrupt_share: float
+    r_max_pps: float
+    interrupts: list[dict[str, Any]]  # rate_hz, duration_ns, kind
+    statistic: NotRequired[str | None]  # of the stored runs the medians came from
+    model_id: NotRequired[int]  # once stored
+
+
+class KneeDocument(TypedDict):
+    """The knee of one DuT's rate sweep (`models/knee.py`)."""
+
+    knee_pps: float | None
+    last_ok_pps: float | None
+    reference_p99_ns: NotRequired[int | None]
+    rates: list[dict[str, Any]]  # per rate: the worst of its runs, overloaded and why
+    criteria: dict[str, float]
+    experiment_id: NotRequired[int]
+    dut: NotRequired[str]
+    r_max_pps: NotRequired[float | None]
+    r_max_model_id: NotRequired[int | None]
+    model_id: NotRequired[int]
+
+
+class EvtDocument(TypedDict):
+    """The EVT model of a series' tail (`models/evt.py`): the chosen threshold and its GPD
+    fit, every candidate threshold, return levels, validation, stationarity, plot data."""
+
+    input: str
+    samples: int
+    fit_samples: int
+    validation_samples: int
+    fit_fraction: float
+    fit_end_ns: int | None
+    start_ns: int | None
+    rate_pps: float | None
+    measured_rate_pps: float | None
+    confidence: float
+    threshold_percentile: float
+    threshold_ns: float
+    exceedances: int
+    zeta: float
+    sigma_ns: float
+    sigma_ci_ns: list[float] | None
+    xi: float
+    xi_ci: list[float] | None
+    bounded: bool
+    endpoint_ns: float | None
+    endpoint_ci_ns: list[float] | None
+    js_divergence: float | None
+    js_binning: str
+    note: str
+    thresholds: list[dict[str, Any]]
+    return_levels_ns: dict[str, float | None]
+    return_levels: dict[str, dict[str, Any]]
+    horizons: dict[str, dict[str, Any]]
+    validation: dict[str, Any]
+    stationarity: dict[str, Any]
+    plot: dict[str, Any]
+    partial: bool
+    partial_reasons: list[str]
+    options: dict[str, Any]
+    warnings: list[str]
+    credible: bool
+    source: NotRequired[str]  # what the series is (a run, an analysis, a file)
+    model_id: NotRequired[int]
+
+
+class AliasingDocument(TypedDict):
+    """Interrupts against constant-rate traffic (`models/aliasing.py`): the simulated
+    pattern, and against a run the fitted interrupt clock and the measurement."""
+
+    model: dict[str, Any]
+    fit: dict[str, Any] | None
+    measured: dict[str, Any] | None
+    partial: bool
+    model_id: NotRequired[int]
+
+
+class SimulateDocument(TypedDict):
+    """The device model's cases (`models/simulate.py`), the first against a run when one was named."""
+
+    cases: list[dict[str, Any]]
+    comparison: dict[str, Any] | None
+    partial: bool
+    model_id: NotRequired[int]

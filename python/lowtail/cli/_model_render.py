@@ -4,6 +4,7 @@ aliasing and simulation summaries."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.table import Table
@@ -24,12 +25,12 @@ def table(title: str, header: list[str], rows: list[list[str]]) -> Table:
     return t
 
 
-def overload_lines(d: dict[str, Any]) -> None:
+def overload_lines(d: Mapping[str, Any]) -> None:
     """The overload model's table."""
     out.print(table("overload model", *overload_table(d)))
 
 
-def knee_lines(doc: dict[str, Any], db: object) -> None:
+def knee_lines(doc: Mapping[str, Any], db: object) -> None:
     """One DuT's sweep: its table and its knee beside the predicted R_max."""
     out.print(table(f"{doc['dut']} (experiment {doc['experiment_id']})", *knee_table(doc)))
     line = (
@@ -45,7 +46,7 @@ def knee_lines(doc: dict[str, Any], db: object) -> None:
         note(f"stored as model {doc['model_id']} in {db}")
 
 
-def evt_tables(d: dict[str, Any]) -> None:
+def evt_tables(d: Mapping[str, Any]) -> None:
     """The EVT model's thresholds, tail, return levels, validation and stationarity."""
     note(
         f"{d['source']}: {d['samples']:,} samples, fit on the first {d['fit_samples']:,}, "
@@ -106,7 +107,7 @@ def evt_tables(d: dict[str, Any]) -> None:
     )
 
 
-def aliasing_lines(d: dict[str, Any]) -> None:
+def aliasing_lines(d: Mapping[str, Any]) -> None:
     """The aliasing pattern and, against a run, the fitted interrupt clock."""
     m = d["model"]
     period = "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
@@ -128,7 +129,7 @@ def aliasing_lines(d: dict[str, Any]) -> None:
         )
 
 
-def simulate_tables(d: dict[str, Any]) -> None:
+def simulate_tables(d: Mapping[str, Any]) -> None:
     """The predicted figures of each case and, against a run, the comparison."""
 
     figures = percentiles.labelled("min", "p50", "p99", "p99_999", "max")

@@ -6,10 +6,10 @@ library's, shared with `lowtail.open()`'s Database."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
@@ -50,7 +50,11 @@ def _store(db: Path, needed: bool = True) -> Iterator[Store | None]:
         yield s
 
 
-def _plot(figure: Callable[[dict[str, Any]], Any], doc: dict[str, Any], path: Path | None) -> None:
+# A model's document: each command's is its own TypedDict (lowtail.documents).
+Doc = TypeVar("Doc", bound=Mapping[str, Any])
+
+
+def _plot(figure: Callable[[Doc], Any], doc: Doc, path: Path | None) -> None:
     if path is None:
         return
     from lowtail.report.models import save_figure
@@ -62,9 +66,9 @@ def _plot(figure: Callable[[dict[str, Any]], Any], doc: dict[str, Any], path: Pa
 
 
 def _finish(
-    doc: dict[str, Any],
+    doc: Doc,
     json_out: bool,
-    render: Callable[[dict[str, Any]], None],
+    render: Callable[[Doc], None],
     db: Path,
     not_credible: Sequence[str] = (),
 ) -> None:

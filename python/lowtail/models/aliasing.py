@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from lowtail import series
+from lowtail.documents import AliasingDocument
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
@@ -305,7 +306,7 @@ def with_measurement(spec: AliasingSpec, measured: dict[str, Any]) -> None:
 
 def aliasing_model(
     spec: AliasingSpec, measured: dict[str, Any] | None = None, fit: bool = True, max_ppm: float = 500.0
-) -> dict[str, Any]:
+) -> AliasingDocument:
     """The aliasing pattern of `spec`; with a measurement and `fit`, the interrupt clock is
     first fitted to its delayed packets (and `spec` takes the fitted frequency and phase).
     The document `lowtail model aliasing --json` prints."""
@@ -334,7 +335,7 @@ class AliasingOptions:
     base_latency_ns: float | None = None
 
 
-def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool = True) -> dict[str, Any]:
+def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool = True) -> AliasingDocument:
     """The aliasing model of `opts` (`aliasing_model`, against its run when it names one),
     stored as an `aliasing` model result when `save` (the document then carries its `model_id`)."""
     spec = dataclasses.replace(opts.spec, irq_durations_ns=list(opts.spec.irq_durations_ns))

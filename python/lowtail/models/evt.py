@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from lowtail import percentiles, series
+from lowtail.documents import EvtDocument
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
 from lowtail.store.db import Store
@@ -333,7 +334,7 @@ def evt_model(
     opts: EvtOptions | None = None,
     rate_pps: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     """Fit, choose, extrapolate and validate; returns the document `lowtail model evt --json` prints."""
     from scipy import stats as sstats
 
@@ -402,7 +403,7 @@ def evt_of_source(
     opts: EvtOptions | None = None,
     rate_pps: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     """`evt_model` of a series found by `series_source`, named after it, and partial when
     the analysis it comes from is."""
     doc = evt_model(src.path, opts, rate_pps=rate_pps, on_progress=on_progress)
@@ -422,7 +423,7 @@ def evt_and_store(
     save: bool = True,
     label: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     """The EVT model of `source` — a Parquet series file, a run id (12, run:12) or
     analysis:ID (`series_source`; a stored one needs `store`) — stored as an `evt` model
     result linked to its run or analysis when `save` (the document then carries its `model_id`)."""
@@ -530,7 +531,7 @@ def _document(
     measured_rate: float | None,
     fit_end_time: int | None,
     first_time: int | None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     chosen: ThresholdFit = model["chosen"]
     fit: gpd.GpdFit = chosen.fit
     top_fit_max = model.get("_top_max")
@@ -577,7 +578,7 @@ def _document(
         partial_reasons.append("the information matrix is singular: no confidence intervals")
     if stationarity["adf_p"] is None:
         partial_reasons.append("stationarity not tested: " + stationarity["note"])
-    doc = {
+    doc: EvtDocument = {
         "input": info.path,
         "samples": n,
         "fit_samples": n_fit,
@@ -613,6 +614,8 @@ def _document(
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
         "options": {k: _jsonable(v) for k, v in asdict(opts).items()},
+        "warnings": [],
+        "credible": True,
     }
     observed = max(int(top_fit_max or 0), int(validation["max_ns"] or 0))
     doc["warnings"] = credibility_warnings(doc, observed)
@@ -624,7 +627,7 @@ def _document(
 FAR_BEYOND_OBSERVED = 100
 
 
-def credibility_warnings(doc: dict[str, Any], observed_max_ns: int) -> list[str]:
+def credibility_warnings(doc: Mapping[str, Any], observed_max_ns: int) -> list[str]:
     """Why a fitted tail model is not to be believed, in words (empty: nothing found):
     ξ ≥ 1 (the fitted tail has no finite mean) or ξ ≥ 0.5 (no finite variance: the Wald
     intervals of its return levels mean little), intervals that reach below zero latency,

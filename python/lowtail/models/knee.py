@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from lowtail.documents import KneeDocument
 from lowtail.errors import UserError
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, save_model, sweep_points
@@ -39,7 +39,7 @@ class SweepPoint:
         return self.lost / self.sent if self.sent else 1.0
 
 
-def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_limit: float = 10.0) -> dict[str, Any]:
+def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_limit: float = 10.0) -> KneeDocument:
     """Per rate, the worst of its runs and whether it is overloaded (and why); the knee is
     the first overloaded rate, `last_ok_pps` the last rate before it that is not."""
     by_rate: dict[float, list[SweepPoint]] = defaultdict(list)
@@ -113,7 +113,7 @@ def sweep_knees(
     *,
     save: bool = True,
     min_rates: int = 1,
-) -> list[dict[str, Any]]:
+) -> list[KneeDocument]:
     """The knee of each DuT's sweep in a stored experiment (DuTs swept over fewer than
     `min_rates` rates are left out), with the predicted R_max beside it: `r_max`, else the
     latest stored overload model of that experiment and DuT. Stored as `knee` model results
@@ -125,11 +125,11 @@ def sweep_knees(
         if len({p.rate_pps for p in points}) < min_rates:
             continue
         doc = find_knee(points, loss_limit_percent / 100.0, growth_limit)
-        doc.update(experiment_id=experiment_id, dut=name, r_max_pps=r_max, r_max_model_id=None)
+        doc["experiment_id"], doc["dut"], doc["r_max_pps"], doc["r_max_model_id"] = experiment_id, name, r_max, None
         if r_max is None:
             overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=name)
             if overload:
-                doc.update(r_max_pps=overload["result"]["r_max_pps"], r_max_model_id=overload["model_id"])
+                doc["r_max_pps"], doc["r_max_model_id"] = overload["result"]["r_max_pps"], overload["model_id"]
         if save:
             doc["model_id"] = save_model(
                 store,
@@ -160,7 +160,7 @@ class Knees:
     """The knees of one experiment's sweeps: one document per DuT."""
 
     experiment_id: int
-    documents: list[dict[str, Any]]
+    documents: list[KneeDocument]
 
 
 def knee_and_store(store: Store, opts: KneeOptions, *, save: bool = True) -> Knees:

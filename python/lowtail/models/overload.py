@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lowtail.documents import OverloadDocument
 from lowtail.errors import UserError
 from lowtail.store.db import Store
 from lowtail.store.models import save_model
@@ -56,7 +57,7 @@ def parse_interrupt(text: str) -> InterruptLoad:
     return InterruptLoad(rate, duration, m.group("kind") or "")
 
 
-def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[InterruptLoad]) -> dict[str, Any]:
+def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[InterruptLoad]) -> OverloadDocument:
     """R_max and the figures behind it. t_transfer_ns is the bare forwarder's median
     (the URLLC studies' 2·t_transfer), t_e2e_ns the application's median."""
     irqs = list(interrupts)
@@ -168,7 +169,7 @@ class OverloadOptions:
 
 def overload_and_store(
     store: Store | None, opts: OverloadOptions, *, save: bool = True, label: str | None = None
-) -> dict[str, Any]:
+) -> OverloadDocument:
     """The overload model of `opts` (`overload_of_runs`), stored as an `overload` model
     result when `save` (the document then carries its `model_id`)."""
     opts.check()
@@ -200,7 +201,7 @@ def overload_of_runs(
     app_run: int | None,
     statistic: str,
     interrupts: Iterable[InterruptLoad],
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[OverloadDocument, dict[str, Any]]:
     """The overload model with each median given, or taken from a stored run (its
     `statistic`: p50, or min for the uncontended path). Returns the document and, when the
     application's median comes from a run, the experiment, DuT and run to link it to."""

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from lowtail import _native, percentiles, series
+from lowtail.documents import SimulateDocument
 from lowtail.errors import Failure, UserError
 from lowtail.store.db import Store, latency_column
 from lowtail.store.models import save_model
@@ -334,7 +335,7 @@ class SimulateOptions:
 
 def simulate_and_store(
     store: Store | None, opts: SimulateOptions, *, save: bool = True, label: str | None = None
-) -> dict[str, Any]:
+) -> SimulateDocument:
     """Every case of `opts` simulated (`simulate_cases`), the first compared with its run
     when it names one, stored as a `simulate` model result when `save` (the document then
     carries its `model_id`)."""
@@ -364,7 +365,7 @@ def simulate_and_store(
     )
     if opts.export is not None:
         series.finish_export(opts.export)
-    doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
+    doc: SimulateDocument = {"cases": cases, "comparison": None, "partial": False}
     keys: dict[str, Any] = {}
     if measured_run is not None and opts.run is not None:
         doc["comparison"] = comparison(opts.run, measured_run, cases, opts.baseline_run)

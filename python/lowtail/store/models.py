@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ def save_model(
     store: Store,
     kind: str,
     inputs: dict[str, Any],
-    result: dict[str, Any],
+    result: Mapping[str, Any],
     *,
     label: str | None = None,
     experiment_id: int | None = None,
