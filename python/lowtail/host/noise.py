@@ -83,10 +83,10 @@ def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) 
     with tempfile.TemporaryDirectory(prefix="lowtail-noise-") as tmp:
         cmd = [
             str(binary),
-            "--cpus",
+            "--cpu",
             format_cpulist(opts.cpus),
-            "--duration-ns",
-            str(opts.duration_ns),
+            "--duration",
+            f"{opts.duration_ns}ns",
             "--threshold-ns",
             str(opts.threshold_ns),
             "--top",
@@ -99,7 +99,7 @@ def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) 
         if housekeeping is not None:
             cmd += ["--main-cpu", str(housekeeping)]
         if opts.fifo is not None:
-            cmd += ["--fifo", str(opts.fifo)]
+            cmd += ["--rt-priority", str(opts.fifo)]
         energy = EnergyMeter().start()
         if opts.interrupts and opts.sample_interval_ns:
             sampler = InterruptSampler(opts.sample_interval_ns / 1e9, housekeeping).start()
