@@ -78,7 +78,7 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     )
     page.add(
         f"{prefix}Traffic",
-        figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"], f.get("duration_ns")))
+        figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"], sending_span_ns(f)))
         + "<div class='side-by-side'>"
         + figure_html(
             plots.histogram_plot(doc["histograms"]["jitter_pre"], "Inter-arrival times, PRE", "inter-arrival time")
@@ -88,6 +88,13 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
         )
         + "</div>",
     )
+
+
+def sending_span_ns(figures: dict[str, Any]) -> int | None:
+    """PRE's first to last packet: the analysed duration plus the trim cut from its start
+    (the per-second counts start at the first packet, before the trim)."""
+    duration = figures.get("duration_ns")
+    return None if duration is None else int(duration) + int(figures.get("trim_ns") or 0)
 
 
 def write_analysis_report(db: DbPath, analysis_id: int | str, output: str | Path | None = None) -> Path:

@@ -296,41 +296,56 @@ def histogram_plot(
 
 
 def rates_plot(
-    pre: Sequence[int], post: Sequence[int], duration_ns: int | None = None, title: str = "Packets per second"
+    pre: Sequence[int], post: Sequence[int], span_ns: int | None = None, title: str = "Packets per second"
 ) -> go.Figure:
     """Packets per second sent (PRE) and received (POST), one bar per second since the
-    first packet. The last second is usually cut short: its bar is its count over the part
-    of it the run covered, so a run shorter than a second still shows its rate."""
+    first packet. span_ns is PRE's first to last packet, untrimmed (the counts start at the
+    first packet, not after the trim). The last second is usually cut short: its bar is its
+    count over the part of it the run covered, so a run shorter than a second still shows
+    its rate; a sliver under a tenth of a second (or POST's tail after the last send) is too
+    short for a rate and is left out rather than scaled up a hundredfold."""
     fig = tk.new_figure(title, height=340)
-    seconds = max(len(pre), len(post))
-    covered = [1.0] * seconds
-    if duration_ns and seconds:
-        covered[-1] = min(1.0, max(1e-3, duration_ns / 1e9 - (seconds - 1)))
+    covered = seconds_covered(max(len(pre), len(post)), span_ns)
     rates: list[float] = []
     for i, (name, counts) in enumerate((("PRE (sent)", pre), ("POST (received)", post))):
-        ys = [c / covered[s] for s, c in enumerate(counts)]
-        rates += ys
+        shown = [(s, c, c / covered[s]) for s, c in enumerate(counts) if covered[s] >= _SHORTEST_RATED_S]
+        rates += [y for _, _, y in shown]
         fig.add_trace(
             go.Bar(
-                x=list(range(len(counts))),
-                y=ys,
+                x=[s for s, _, _ in shown],
+                y=[y for _, _, y in shown],
                 name=name,
-                marker=dict(color=tk.colour(i), opacity=[1.0 if covered[s] == 1.0 else 0.55 for s in range(len(ys))]),
+                marker=dict(color=tk.colour(i), opacity=[1.0 if covered[s] == 1.0 else 0.55 for s, _, _ in shown]),
                 customdata=[
                     [
                         format_count(c),
                         format_rate(y),
                         "" if covered[s] == 1.0 else f" (the run covered {covered[s]:.3g} s of it)",
                     ]
-                    for s, (c, y) in enumerate(zip(counts, ys))
+                    for s, c, y in shown
                 ],
                 hovertemplate=tk.hover("second %{x}%{customdata[2]}: %{customdata[0]} packets, %{customdata[1]}"),
             )
         )
+    seconds = len(covered)
     fig.update_layout(barmode="group", bargap=0.25)
     fig.update_xaxes(title=dict(text="second since the first packet"), dtick=1 if seconds <= 20 else None)
     fig.update_yaxes(**tk.value_axis([0, *rates], "rate", "packets per second", log=False, include_zero=True))
     return fig
+
+
+_SHORTEST_RATED_S = 0.1
+"""A partial second shorter than this is too short to scale to a rate."""
+
+
+def seconds_covered(seconds: int, span_ns: int | None) -> list[float]:
+    """How much of each one-second bin since the first packet the sending covered: 1.0 for
+    the full ones, the fraction for the last, 0.0 for bins after the last packet sent (POST's
+    tail). Without a span every bin counts as full."""
+    if not span_ns or span_ns <= 0:
+        return [1.0] * seconds
+    span_s = span_ns / 1e9
+    return [max(0.0, min(1.0, span_s - s)) for s in range(seconds)]
 
 
 @dataclass(frozen=True)
