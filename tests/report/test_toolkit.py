@@ -4,11 +4,14 @@ page is self-contained, and the PNG renderer draws what the page shows."""
 
 from __future__ import annotations
 
+import base64
+import gzip
 import re
 
 import numpy as np
 import pytest
 from PIL import Image
+from plotly.offline import get_plotlyjs
 
 from lowtail.report import figure as tk
 from lowtail.report import plots
@@ -86,7 +89,9 @@ def test_a_page_is_self_contained_with_one_bundle_and_linked_sections():
     html = page.render()
     assert html.count("Plotly.newPlot") == 1 and html.count("class='lt-plot-spec'") == 3
     assert "<script src" not in html  # nothing fetched: the bundle is inlined
-    assert len(html) > 3_000_000  # plotly's bundle, once
+    packed = re.search(r"<script type='application/gzip' id='lt-plotly'>([^<]+)</script>", html)
+    assert packed and gzip.decompress(base64.b64decode(packed[1])).decode() == get_plotlyjs()  # plotly's, whole
+    assert len(html) < 2_100_000  # compressed: the bundle alone is 4.8 MB
     ids = re.findall(r"<h2 id='([^']+)'", html)
     assert ids == ["run-1", "run-1-2", "run-2"] and all(f"href='#{i}'" in html for i in ids)
 

@@ -173,16 +173,39 @@ def cdf_plot(
     return fig
 
 
+DISPLAY_POINTS = 1_500
+"""Most markers a scatter of events draws: more make a page heavy and a plot no clearer."""
+
+
+def thin_for_display(points: Sequence[tuple[float, float]], limit: int = DISPLAY_POINTS) -> list[tuple[float, float]]:
+    """At most `limit` of (time, value) points for drawing, in time order: the highest half
+    of the limit kept whole (the worst events are the point of the plot), the rest an evenly
+    spaced sample of the others, so periodic patterns still show. The exact figures stay in
+    the tables and the stored analysis."""
+    if len(points) <= limit:
+        return list(points)
+    by_value = sorted(range(len(points)), key=lambda i: points[i][1], reverse=True)
+    top = set(by_value[: limit // 2])
+    others = [i for i in range(len(points)) if i not in top]
+    step = len(others) / (limit - len(top))
+    sample = {others[int(k * step)] for k in range(limit - len(top))}
+    return [points[i] for i in sorted(top | sample, key=lambda i: points[i][0])]
+
+
 def _worst_trace(
     points: Sequence[tuple[float, float]], start_ns: float, name: str, colour: str, size: int = 5
 ) -> go.Scatter:
+    """Events as markers (thinned for display, said in the legend's name)."""
+    drawn = thin_for_display(points)
+    if len(drawn) < len(points):
+        name = f"{name} ({len(drawn):,} drawn: the {DISPLAY_POINTS // 2:,} highest and a sample of the rest)"
     return go.Scatter(
-        x=[(t - start_ns) / 1e9 for t, _ in points],
-        y=[v for _, v in points],
+        x=[round((t - start_ns) / 1e9, 9) for t, _ in drawn],
+        y=[v for _, v in drawn],
         mode="markers",
         marker=dict(size=size, color=colour, opacity=0.75),
         name=name,
-        customdata=[[format_ns(v)] for _, v in points],
+        customdata=[[format_ns(v)] for _, v in drawn],
         hovertemplate=tk.hover("%{x:.6f} s: %{customdata[0]}"),
     )
 
