@@ -20,6 +20,8 @@ import pytest
 from lowtail import _native
 from lowtail.binaries import find_binary
 from lowtail.errors import UserError
+from lowtail.store import open_store
+from lowtail.store.analyses import worst_events
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 BIN = Path(sys.executable).parent
@@ -145,6 +147,23 @@ def test_synth_then_analyze_with_the_defaults_works_and_reports_enough_packets(s
     doc = json.loads(done.stdout)
     assert doc["trim_ns"] == 1_000_000_000
     assert doc["latency_ns"]["samples"] >= 100_000  # enough for the 99.999th percentile
+
+
+def test_analyze_json_is_a_summary_of_the_worst_events_and_the_store_keeps_them_all(synth_pair, tmp_path):
+    """--json prints the 20 worst events, worst first (370 KB of 5,000 events before), --worst N
+    more; the stored analysis keeps the 5,000 the report and the models read either way."""
+    db = tmp_path / "w.duckdb"
+    done = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--db", str(db), cwd=synth_pair)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    latencies = [w["latency_ns"] for w in doc["worst"]]
+    assert len(latencies) == 20 and latencies == sorted(latencies, reverse=True) and doc["worst_kept"] == 5_000
+    assert len(done.stdout) < 40_000
+    with open_store(db, read_only=True) as store:
+        stored = worst_events(store, doc["analysis_id"])
+    assert len(stored) == 5_000 and max(v for _, v, _ in stored) == latencies[0]
+    more = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--no-store", "--worst", "300", cwd=synth_pair)
+    assert len(json.loads(more.stdout)["worst"]) == 300
 
 
 def test_one_duration_formatter_for_analyze_list_show_and_the_report(synth_pair, tmp_path):

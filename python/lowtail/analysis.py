@@ -30,6 +30,7 @@ __all__ = [
     "ProgressCallback",
     "analyze_options",
     "analyze_pair",
+    "worst_first",
     "lowtail_error",
 ]
 
@@ -45,6 +46,20 @@ def analyze_options(**options: Any) -> AnalyzeOptions:
         return AnalyzeOptions(**options)
     except _native.OptionsError as e:
         raise UserError(str(e)) from e
+
+
+SHOWN_WORST = 20
+"""Worst events `lowtail analyze` prints unless told more: a summary, not the stored list."""
+
+
+def worst_first(doc: AnalysisDocument, n: int) -> AnalysisDocument:
+    """A copy of the document for printing: its n worst events, worst first, and how many
+    the analysis kept (the store keeps them all: the report's scatter and the models read
+    them)."""
+    shown = doc.copy()
+    shown["worst"] = sorted(doc["worst"], key=lambda w: w["latency_ns"], reverse=True)[:n]
+    shown["worst_kept"] = len(doc["worst"])
+    return shown
 
 
 def lowtail_error(e: _native.LowtailError) -> Exception:

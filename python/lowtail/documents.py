@@ -76,6 +76,8 @@ class AnalysisDocument(TypedDict):
     report: NotRequired[str]
     error: NotRequired[str]
     exit_code: NotRequired[int]
+    # How many worst events the analysis kept (stored) when the printout carries fewer.
+    worst_kept: NotRequired[int]
 
 
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------

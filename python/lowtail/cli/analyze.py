@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from lowtail import series, signals
-from lowtail.analysis import AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair
+from lowtail.analysis import SHOWN_WORST, AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair, worst_first
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
@@ -68,7 +68,12 @@ def analyze(
         f"{DEFAULTS.max_latency_ns / 1e9:g}s",
         help="Latencies above this count as losses (bounds memory to rate × this).",
     ),
-    worst: int = typer.Option(DEFAULTS.worst, min=0, help="How many worst events to keep."),
+    worst: int = typer.Option(
+        SHOWN_WORST,
+        min=0,
+        help=f"How many of the worst events --json prints, worst first (the analysis keeps and stores "
+        f"at least {DEFAULTS.worst:,} for the report and the models).",
+    ),
     export: Path | None = typer.Option(
         None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
     ),
@@ -93,7 +98,7 @@ def analyze(
         moonsniff_records=moonsniff_records,
         trim_ns=parse_duration_ns(trim, what="--trim"),
         max_latency_ns=parse_duration_ns(max_latency, what="--max-latency"),
-        worst=worst,
+        worst=max(worst, DEFAULTS.worst),
         export=series.parquet_path_for(export) if export else None,
     )
     with byte_progress("analysing") as progress:
@@ -125,7 +130,7 @@ def analyze(
         if not_stored_message:
             # One document on stdout: the figures, and the error beside them.
             a["error"], a["exit_code"] = not_stored_message, Failure.exit_code
-        print_json(a)
+        print_json(worst_first(a, worst))
     else:
         note(header_line(a))
         for table in analysis_tables(a):
