@@ -166,6 +166,26 @@ def test_analyze_json_is_a_summary_of_the_worst_events_and_the_store_keeps_them_
     assert len(json.loads(more.stdout)["worst"]) == 300
 
 
+def test_list_fits_100_columns_one_line_per_analysis(synth_pair, tmp_path):
+    """A long label and a capture deep in folders: one line per analysis within 100 columns,
+    the date whole, the capture's file name (not a prefix of its folder)."""
+    deep = tmp_path / "campaign-2026-11-27" / "kernel-mirred" / "rate-20000"
+    deep.mkdir(parents=True)
+    for side in ("pre", "post"):
+        shutil.copy(synth_pair / f"{side}.pcap", deep / f"mirred-20kpps-r3-{side}.pcap")
+    db = tmp_path / "l.duckdb"
+    label = "kernel mirred at twenty thousand packets per second"
+    args = ("analyze", str(deep / "mirred-20kpps-r3-pre.pcap"), str(deep / "mirred-20kpps-r3-post.pcap"))
+    for _ in range(2):
+        assert lowtail(*args, "--db", str(db), "--label", label).returncode == 0
+    done = lowtail("list", "--db", str(db), env=os.environ | {"COLUMNS": "100"})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.rstrip("\n").splitlines()
+    assert len(lines) == 3 and all(len(line) <= 100 for line in lines), done.stdout
+    assert all(re.search(r"\b\w{3} \d\d \d\d:\d\d\b", line) for line in lines[1:])
+    assert all("mirred-20kpps-r3-pre" in line for line in lines[1:])  # the name, cut at its end if need be
+
+
 def test_one_duration_formatter_for_analyze_list_show_and_the_report(synth_pair, tmp_path):
     db = tmp_path / "t.duckdb"
     analyzed = lowtail("analyze", "pre.pcap", "post.pcap", "--db", str(db), cwd=synth_pair)

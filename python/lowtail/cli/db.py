@@ -3,6 +3,7 @@ what a damaged one still holds, copied out."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -11,7 +12,7 @@ from rich.table import Table
 from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, warn
+from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.units import format_ns
 
@@ -31,23 +32,48 @@ def list_(
     if json_out:
         print_json(rows)
         return
-    t = Table(box=None)
     p50, p99_999 = percentiles.by_key("p50").short, percentiles.by_key("p99_999").short
-    for col in ("id", "created", "label", "sent", "lost", p50, p99_999, "max", "pre capture"):
-        t.add_column(col, justify="right" if col in ("id", "sent", "lost", p50, p99_999, "max") else "left")
-    for r in rows:
-        t.add_row(
+    this_year = datetime.now().year
+    cells = [
+        [
             str(r["analysis_id"]),
-            f"{r['created_at']:%Y-%m-%d %H:%M}",
+            f"{r['created_at']:%b %d %H:%M}" if r["created_at"].year == this_year else f"{r['created_at']:%Y-%m-%d}",
             r["label"] or "",
             f"{r['sent']:,}",
             f"{r['lost']:,}",
             format_ns(r["lat_p50_ns"]),
             format_ns(r["lat_p99_999_ns"]),
             format_ns(r["lat_max_ns"]),
-            r["pre_path"] + (" (partial)" if r["partial"] else ""),
+            # The capture's file name says which it is (its folder is in `show`).
+            Path(r["pre_path"]).name + (" (partial)" if r["partial"] else ""),
+        ]
+        for r in rows
+    ]
+    t = Table(box=None, pad_edge=False)
+    header = ("id", "created", "label", "sent", "lost", p50, p99_999, "max")
+    for i, col in enumerate(header):
+        # Figures and dates keep their width; a long label, then the capture name, are cut short.
+        widest = max([len(col), *(len(c[i]) for c in cells)])
+        numeric = col not in ("created", "label")
+        t.add_column(
+            col,
+            justify="right" if numeric else "left",
+            no_wrap=True,
+            min_width=min(widest, 14) if col == "label" else widest,
+            max_width=14 if col == "label" else None,
+            overflow="ellipsis",
         )
-    out.print(t)
+    console = table_console()
+    narrow = console.width < _CAPTURE_SHOWN_FROM  # the figures first; the name is in `show`
+    if not narrow:
+        t.add_column("pre capture", no_wrap=True, overflow="ellipsis")
+    for c in cells:
+        t.add_row(*(c[:-1] if narrow else c))
+    console.print(t)
+
+
+_CAPTURE_SHOWN_FROM = 90
+"""Terminal columns from which `list` shows the capture's name."""
 
 
 @app.command(help="Show one stored analysis (an id, or 'latest').")
