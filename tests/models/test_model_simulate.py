@@ -162,6 +162,13 @@ def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
     )
 
 
+def test_cli_simulate_says_the_rate_it_used_by_default(cli):
+    """No --rate: the table says the spec's default rate it simulated (it said none)."""
+    r = cli("model", "simulate", "--packets", "2000", "--no-store")
+    assert r.code == 0, r.err
+    assert r.out.startswith("predicted at 10 kpps (2,000 packets per case)"), r.out
+
+
 def test_cli_simulate_exports_csv_as_it_exports_parquet(cli, tmp_path):
     import csv
 

@@ -144,9 +144,11 @@ def simulate_tables(d: Mapping[str, Any]) -> None:
                 *(format_ns(lat.get(k), 1) for k, _ in figures),
             ]
         )
+    rates = {c["spec"]["rate_pps"] for c in d["cases"]}
+    at = f" at {format_rate(rates.pop())}" if len(rates) == 1 else ""  # else each case names its rate
     out.print(
         table(
-            f"predicted ({d['cases'][0]['result']['offered']:,} packets per case)",
+            f"predicted{at} ({d['cases'][0]['result']['offered']:,} packets per case)",
             ["case", "loss", "core busy", *(label for _, label in figures)],
             rows,
         )
