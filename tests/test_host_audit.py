@@ -198,13 +198,26 @@ def test_plan_writes_the_papers_parameters_and_keeps_the_grub_line(untuned, caps
     )
     assert code == 0, err
     doc = json.loads(out)
+    # The untuned fixture's kernel lacks CONFIG_NO_HZ_FULL (the audit fails it): no nohz_full.
     assert doc["cmdline"] == (
-        "isolcpus=1-3 nohz_full=1-3 rcu_nocbs=1-3 rcu_nocb_poll irqaffinity=0 idle=poll "
+        "isolcpus=1-3 rcu_nocbs=1-3 rcu_nocb_poll irqaffinity=0 idle=poll "
         "intel_idle.max_cstate=0 intel_pstate=disable tsc=reliable mce=ignore_ce audit=0 "
         "nmi_watchdog=0 skew_tick=1 nosoftlockup nosmt"
     )
+    assert any(
+        n.startswith("nohz_full=1-3 left out: this kernel is built without CONFIG_NO_HZ_FULL") for n in doc["notes"]
+    )
     assert doc["kept_from"] == "etc/default/grub"
     assert doc["grub"] == f'GRUB_CMDLINE_LINUX_DEFAULT="quiet splash {doc["cmdline"]}"'
+
+
+def test_plan_recommends_nohz_full_on_a_kernel_built_for_it(tuned, capsys):
+    code, out, err = cli(
+        capsys, "host", "plan", "--sysroot", tuned, "--housekeeping", "0", "--isolated", "1-3", "--json"
+    )
+    assert code == 0, err
+    doc = json.loads(out)
+    assert "nohz_full=1-3" in doc["cmdline"].split() and not any("CONFIG_NO_HZ_FULL" in n for n in doc["notes"])
 
 
 def test_plan_for_a_guest_gives_the_vm_duts_boot_parameters(capsys):

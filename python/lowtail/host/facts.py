@@ -173,6 +173,15 @@ class Host:
     def release(self) -> str:
         return self.root.read("proc/sys/kernel/osrelease") or "unknown"
 
+    @property
+    def nohz_full_supported(self) -> bool | None:
+        """Whether the kernel can act on nohz_full: its build configuration's CONFIG_NO_HZ_FULL,
+        else whether sysfs has the nohz_full file; None when neither can be read."""
+        config = self.kernel_config
+        if config is not None:
+            return config.get("CONFIG_NO_HZ_FULL") == "y"
+        return True if self.nohz_full_in_effect is not None else None
+
     @cached_property
     def version(self) -> str:
         return self.root.read("proc/version") or ""

@@ -166,7 +166,11 @@ def grub_base(host: Host) -> tuple[list[str], str]:
 def kernel_cmdline(host: Host, plan: CorePlan) -> dict[str, Any]:
     """The plan's parameters, and the GRUB line that keeps everything else the host has."""
     params = boot_params(plan, host.vendor)
-    ours = {p.name.replace("-", "_") for p in params}
+    ours = {p.name.replace("-", "_") for p in params}  # replaced on the host's line, or dropped
+    # A kernel built without CONFIG_NO_HZ_FULL ignores nohz_full (host audit says so): it is
+    # not recommended there, and the note says what would make it count.
+    unsupported = [p for p in params if p.name == "nohz_full"] if host.nohz_full_supported is False else []
+    params = [p for p in params if p not in unsupported]
     base, base_from = grub_base(host)
     kept = [w for w in base if w.partition("=")[0].replace("-", "_") not in ours]
     # The URLLC studies' tables misspell rcu_nocb_poll as rcu_nocbs_poll; the kernel ignores that.
@@ -193,6 +197,11 @@ def kernel_cmdline(host: Host, plan: CorePlan) -> dict[str, Any]:
             if host.vendor == "GenuineIntel"
             else [f"CPU vendor {host.vendor}: intel_idle.max_cstate and intel_pstate left out (Intel only)"]
         )
+        + [
+            f"{p} left out: this kernel is built without CONFIG_NO_HZ_FULL and would ignore it (host audit's "
+            "'Kernel built for nohz_full'); boot a kernel built with it and add it"
+            for p in unsupported
+        ]
         + [
             "idle=poll keeps idle cores busy: the URLLC studies measured 48 % more power at idle (Commun. Mag. 2020, §VI)"
         ],
