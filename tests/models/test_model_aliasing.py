@@ -141,3 +141,23 @@ def test_cli_aliasing_bad_input(cli, db):
     assert r.code == 2 and "does not fit in a period" in r.err
     r = cli("model", "aliasing", "--run", "run:x", "--db", db)
     assert r.code == 2 and "run id" in r.err
+
+
+def test_a_fit_that_misses_the_delayed_packets_says_so():
+    """Delays at random times (not a periodic interrupt's): the best clock still misses them
+    by far more than half the shortest interrupt, and the fit says its pattern explains
+    nothing (it reported a 2.1 ms median error without a word)."""
+    rng = np.random.default_rng(5)
+    times = np.sort(rng.uniform(0, 10e9, 2_000))
+    lat = 3_100 + rng.uniform(6_000, 2_000_000, len(times))
+    fit = al.fit_interrupt_clock(times, lat, al.AliasingSpec(rate_pps=10_000.0))
+    assert fit["median_error_ns"] > 0.5 * 5_500
+    assert fit["warning"] and "does not explain them" in fit["warning"]
+
+
+def test_a_good_fit_says_nothing_more():
+    true = al.AliasingSpec(rate_pps=10_000.5, irq_rate_hz=250.0 * (1 + 20e-6))
+    times = np.arange(100_000) * 1e9 / 10_000.5
+    lat = al.latency_at(times, true)
+    worst = np.argsort(lat)[-2_000:]
+    assert al.fit_interrupt_clock(times[worst], lat[worst], al.AliasingSpec(rate_pps=10_000.5))["warning"] is None

@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from lowtail import percentiles
-from lowtail.cli._output import note, out
+from lowtail.cli._output import note, out, warn
 from lowtail.report.tables import comparison_table, knee_table, overload_table
 from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
 
@@ -127,6 +127,8 @@ def aliasing_lines(d: Mapping[str, Any]) -> None:
             f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
             f"{f['delayed_packets']} delayed packets"
         )
+        if f.get("warning"):
+            warn(f["warning"])
 
 
 def simulate_tables(d: Mapping[str, Any]) -> None:

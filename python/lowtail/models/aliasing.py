@@ -30,6 +30,7 @@ from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store
 from lowtail.store.models import save_model
 from lowtail.store.runs import run_figures
+from lowtail.units import format_ns
 
 _CHUNK = 1 << 20
 
@@ -200,10 +201,28 @@ def fit_interrupt_clock(
         "irq_phase_ns": fitted.irq_phase_ns,
         "duration_offset": fitted.duration_offset,
         "median_error_ns": err,
+        "warning": poor_fit_warning(err, min(spec.irq_durations_ns)),
         "locked": locked,
         "delayed_packets": int(np.count_nonzero(hit)),
         "rayleigh": float(power.max()) / math.sqrt(len(t)),
     }
+
+
+POOR_FIT_SHARE = 0.5
+"""A fit missing the delayed packets by more than this share of the shortest interrupt
+(median) does not explain them: they are not this periodic interrupt's doing."""
+
+
+def poor_fit_warning(median_error_ns: float, shortest_ns: float) -> str | None:
+    """What to say about a fitted interrupt clock whose median error is too large to trust."""
+    if median_error_ns <= POOR_FIT_SHARE * shortest_ns:
+        return None
+    return (
+        f"the fitted interrupt clock misses the delayed packets by {format_ns(median_error_ns)} (median), more "
+        f"than half the shortest interrupt ({format_ns(shortest_ns)}): these delays are not the periodic "
+        "interrupt described (check --irq-rate and --irq-durations, or look for another cause), so the "
+        "pattern shown does not explain them"
+    )
 
 
 # How much larger a locked clock's median error may be than a free fit's for it to be kept.
