@@ -115,3 +115,18 @@ def test_worst_events_panels_fill_their_rows():
         xs = {tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("xaxis")}
         ys = {tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}
         assert (len(ys), len(xs)) == grid
+
+
+def test_a_png_is_drawn_without_pyplot(tmp_path):
+    """`model evt --plot` profiled: pyplot's import (its backends, its state machine) was a
+    second of the plot step on a busy host; a Figure saved straight to the file needs none."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from lowtail.report import plots; from lowtail.report.png import write_png; "
+        f"write_png(plots.worst_scatter([(1, 2_000), (2, 3_000)], 't'), {str(tmp_path / 'p.png')!r}); "
+        "assert 'matplotlib.pyplot' not in sys.modules"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+    assert (tmp_path / "p.png").stat().st_size > 1_000

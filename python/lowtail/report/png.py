@@ -12,16 +12,17 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import matplotlib
+import matplotlib.ticker
+
+# A Figure drawn straight to a file needs neither pyplot nor a backend chosen: pyplot's import
+# alone was a second of a model command's `--plot` on a busy host.
+from matplotlib.figure import Figure
 
 from lowtail.files import write_atomically
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go
     from matplotlib.axes import Axes
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 _DASH = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-.", "longdash": "--", None: "-"}
 _MARKER = {"circle": "o", "circle-open": "o", "square": "s", "triangle-up": "^", "diamond": "D", "x": "x", None: "o"}
@@ -157,32 +158,28 @@ def write_png(fig: go.Figure, path: str | Path) -> Path:
     rows = 1 + max(r for r, _ in where.values())
     cols = 1 + max(c for _, c in where.values())
     width = 8 * cols if cols > 1 else 8.5
-    figure, grid = plt.subplots(rows, cols, figsize=(width, 4.2 * rows), squeeze=False)
-    try:
-        previous: dict[tuple[str, str], list[float] | None] = {}
-        for t in traces:
-            key = (_ref(t.get("xaxis"), "x"), _ref(t.get("yaxis"), "y"))
-            ax = grid[where[key]]
-            previous[key] = _draw_trace(ax, t, previous.get(key))
-        for s in shapes:
-            _draw_shape(grid[where[(_ref(s.get("xref"), "x"), _ref(s.get("yref"), "y"))]], s)
-        for (xkey, ykey), cell in where.items():
-            ax = grid[cell]
-            _style_axis(ax, "x", layout.get(xkey) or {})
-            _style_axis(ax, "y", layout.get(ykey) or {})
-            ax.grid(True, alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
-        title = (layout.get("title") or {}).get("text")
-        if title:
-            figure.suptitle(title, fontsize=11)
-        for a in layout.get("annotations", []):
-            if a.get("xref") == "paper" and a.get("yref") == "paper" and a.get("text"):
-                figure.text(0.06 + 0.9 * a["x"], 0.08 + 0.82 * a["y"], a["text"], ha="center", fontsize=9)
-        figure.tight_layout()
-        # Whole or not at all, into a directory that must exist (see files.write_atomically).
-        return write_atomically(
-            path, lambda tmp: figure.savefig(tmp, dpi=_DPI, bbox_inches="tight", format="png"), "plot"
-        )
-    finally:
-        plt.close(figure)
+    figure = Figure(figsize=(width, 4.2 * rows))
+    grid = figure.subplots(rows, cols, squeeze=False)
+    previous: dict[tuple[str, str], list[float] | None] = {}
+    for t in traces:
+        key = (_ref(t.get("xaxis"), "x"), _ref(t.get("yaxis"), "y"))
+        ax = grid[where[key]]
+        previous[key] = _draw_trace(ax, t, previous.get(key))
+    for s in shapes:
+        _draw_shape(grid[where[(_ref(s.get("xref"), "x"), _ref(s.get("yref"), "y"))]], s)
+    for (xkey, ykey), cell in where.items():
+        ax = grid[cell]
+        _style_axis(ax, "x", layout.get(xkey) or {})
+        _style_axis(ax, "y", layout.get(ykey) or {})
+        ax.grid(True, alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=3, frameon=False)
+    title = (layout.get("title") or {}).get("text")
+    if title:
+        figure.suptitle(title, fontsize=11)
+    for a in layout.get("annotations", []):
+        if a.get("xref") == "paper" and a.get("yref") == "paper" and a.get("text"):
+            figure.text(0.06 + 0.9 * a["x"], 0.08 + 0.82 * a["y"], a["text"], ha="center", fontsize=9)
+    figure.tight_layout()
+    # Whole or not at all, into a directory that must exist (see files.write_atomically).
+    return write_atomically(path, lambda tmp: figure.savefig(tmp, dpi=_DPI, bbox_inches="tight", format="png"), "plot")
