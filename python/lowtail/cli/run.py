@@ -294,7 +294,7 @@ def run(
         return
     exp = spec.load(file)
     if calibration is not None:
-        exp = dataclasses.replace(exp, calibration=calibration)
+        exp = spec.with_calibration(exp, calibration)
     _sweep(exp, db, data_dir, fresh, json_out, report)
 
 

@@ -14,6 +14,7 @@ Every mistake is a UserError naming the file and, where it can be found, the lin
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -222,6 +223,12 @@ class _Where:
         return UserError(f"{where}: {message}")
 
 
+def with_calibration(exp: Experiment, calibration: int) -> Experiment:
+    """The experiment with another's calibration runs as its floor (`run --calibration ID`):
+    it then measures no calibration of its own, as a file naming one does not."""
+    return dataclasses.replace(exp, calibration=calibration, calibrate=False)
+
+
 def parse(text: str, source: str) -> Experiment:
     """An experiment from the text of its TOML file; `source` names the file in errors."""
     try:
@@ -302,8 +309,16 @@ def parse(text: str, source: str) -> Experiment:
             "calibration",
         )
     testbed = _parse_testbed(doc.get("testbed"), w)
-    # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed.
-    calibrate = exp.get("calibrate", testbed.kind == "namespaces")
+    # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed;
+    # an experiment naming another's calibration as its floor does not measure one of its own.
+    calibrate = exp.get("calibrate", testbed.kind == "namespaces" and calibration is None)
+    if calibrate and calibration is not None:
+        raise w.error(
+            f"calibrate = true and calibration = {calibration} ask for two floors: keep calibration = "
+            f"{calibration} (experiment {calibration}'s calibration runs) or calibrate = true (measure one now)",
+            "experiment",
+            "calibrate",
+        )
     if calibrate and testbed.kind != "namespaces":
         raise w.error(
             f"calibrate = true needs a wire in the DuT's place, which lowtail makes only on a namespaces testbed "
