@@ -71,10 +71,14 @@ class LiveFeed:
         self.gen = gen[-1] if gen else self.gen
         self.cap = cap[-1] if cap else self.cap
         latency = self.cap.get("latency_ns") or {}
+        # Sent and received from one line of the timestamper, counted at one moment (the frames
+        # it saw before the DuT and after it): the generator's own count is from its own second,
+        # up to a second apart, which showed more received than sent.
+        sent = self.cap.get("pre_frames", self.gen.get("sent"))
         return LiveSample(
             elapsed_s=self.gen.get("elapsed_ns", 0) / 1e9,
             planned=self.gen.get("planned"),
-            sent=self.gen.get("sent"),
+            sent=sent,
             late_bursts=self.gen.get("late_bursts"),
             pacing_error_max_ns=self.gen.get("interval_pacing_error_max_ns"),
             received=self.cap.get("post_frames"),
