@@ -19,6 +19,7 @@ from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
+from lowtail.degraded import degraded_lines
 from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
@@ -148,12 +149,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
             f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
             f"{'; '.join(r['invalid_reasons'])}"
         )
-    for r in rows:
-        if r.get("degraded_reasons") and r["valid"]:
-            warn(
-                f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is degraded: "
-                f"{'; '.join(r['degraded_reasons'])}"
-            )
+    for line in degraded_lines(rows):  # each run's own reason is in the table's notes
+        warn(line)
     if invalid:
         warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)

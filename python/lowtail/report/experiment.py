@@ -11,6 +11,7 @@ from typing import Any
 
 from lowtail import axes, clocks, percentiles
 from lowtail import verdict as verdicts
+from lowtail.degraded import degraded_lines
 from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
@@ -130,7 +131,7 @@ def _banners(page: Page, rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
     if clocks.any_two_clocks(rows):
         page.banner(clocks.TWO_CLOCKS_WARNING, "warn")
     judgements = [(r, verdict.judge(r)) for r in rows]
-    degraded = [f"run {r['run_id']}: {'; '.join(j.degraded)}" for r, j in judgements if j.degraded]
+    degraded = degraded_lines(rows)  # each run's own reason is in its row
     if degraded:
         page.banner("Degraded runs (verdicts to be read with this in mind): " + " · ".join(degraded), "warn")
     invalid = [str(r["run_id"]) for r, j in judgements if j.status is verdicts.Status.INVALID]
