@@ -248,3 +248,43 @@ def test_every_command_uses_the_same_database_lowtail_db_moves_it(synth_pair, tm
     listed = lowtail("list", "--json", cwd=tmp_path, env=env)
     assert [r["analysis_id"] for r in json.loads(listed.stdout)] == [1]
     assert lowtail("experiment", "list", "--json", cwd=tmp_path, env=env).returncode == 0
+
+
+def test_help_lists_the_commands_by_workflow():
+    """`lowtail --help` in the order a newcomer works (it was one flat list in no order):
+    measure, analyse, compare, explain, tune, host, data; every command in one section."""
+    from lowtail.cli._app import HELP_PANELS, OTHER_PANEL
+
+    done = lowtail("--help", env=os.environ | {"COLUMNS": "100"})
+    assert done.returncode == 0, done.stderr
+    headings = re.findall(r"^(\w[\w ]*):$", done.stdout, re.M)
+    assert headings == ["Options", "Measure", "Analyse", "Compare", "Explain", "Tune", "Host", "Data"], headings
+    assert OTHER_PANEL not in done.stdout  # every command has its place in HELP_PANELS
+    listed = re.findall(r"^  ([a-z][a-z-]*)  ", done.stdout, re.M)
+    assert len(listed) == len(set(listed)) and set(listed) <= {n for names in HELP_PANELS.values() for n in names}
+
+
+def test_an_off_by_default_flag_is_shown_once():
+    """A flag that is off unless given has no --no-FLAG twin in any command's help (run's
+    help showed --print-default / --no-print-default)."""
+    import click
+    import typer
+
+    from lowtail.cli import app, load_commands
+
+    load_commands([])
+
+    def options(command: click.Command, path: str):
+        for param in command.params:
+            if isinstance(param, click.Option):
+                yield path, param
+        if isinstance(command, click.Group):
+            for name, sub in command.commands.items():
+                yield from options(sub, f"{path} {name}")
+
+    twins = [
+        f"{path}: {'/'.join(p.opts + p.secondary_opts)}"
+        for path, p in options(typer.main.get_command(app), "lowtail")
+        if p.is_flag and p.secondary_opts and not p.default
+    ]
+    assert not twins, twins

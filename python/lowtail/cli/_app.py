@@ -1,8 +1,45 @@
 """The `lowtail` Typer application; command modules attach themselves to it."""
 
+import click
 import typer
+from typer.core import TyperGroup
+
+# `lowtail --help` lists the commands by the workflow a newcomer follows, in this order;
+# a command must be placed here (tests/test_cli_manners.py checks none is left over).
+HELP_PANELS: dict[str, tuple[str, ...]] = {
+    "Measure": ("run", "calibrate", "noise", "synth"),
+    "Analyse": ("analyze", "report", "list", "show"),
+    "Compare": ("compare", "comparison", "experiment"),
+    "Explain": ("explain", "help"),
+    "Tune": ("model",),
+    "Host": ("host", "testbed", "vm", "completion"),
+    "Data": ("import-captures", "campaign", "export", "import", "recover"),
+}
+OTHER_PANEL = "Other commands"
+
+
+class WorkflowGroup(TyperGroup):
+    """The top-level group: its commands listed in HELP_PANELS' sections. Typer draws its own
+    help panels only with rich markup, which would read "[trust]" in a help text as a style."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        commands = {
+            name: cmd for name in self.list_commands(ctx) if (cmd := self.get_command(ctx, name)) and not cmd.hidden
+        }
+        if not commands:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in commands)
+        placed: set[str] = set()
+        for panel, names in [*HELP_PANELS.items(), (OTHER_PANEL, tuple(commands))]:
+            rows = [(n, commands[n].get_short_help_str(limit)) for n in names if n in commands and n not in placed]
+            placed.update(n for n, _ in rows)
+            if rows:
+                with formatter.section(panel):
+                    formatter.write_dl(rows)
+
 
 app = typer.Typer(
+    cls=WorkflowGroup,
     name="lowtail",
     help="Measure, explain and predict the tail latency of packet-processing network functions. "
     "`lowtail help` explains the ideas behind the figures.",

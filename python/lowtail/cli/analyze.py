@@ -59,7 +59,7 @@ def analyze(
     ),
     udp_port: int | None = typer.Option(None, min=0, max=65535, help="Only UDP datagrams to this port carry ids."),
     moonsniff_records: bool = typer.Option(
-        False, help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
+        False, "--moonsniff-records", help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
     ),
     trim: float = typer.Option(
         DEFAULTS.trim_ns / 1e9, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."

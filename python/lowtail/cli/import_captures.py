@@ -33,7 +33,7 @@ def import_captures(
     data_dir: Path | None = typer.Option(
         None, help="Where the matched series go [default: lowtail-data beside the database]."
     ),
-    fresh: bool = typer.Option(False, help="Import anew even if this campaign was imported before."),
+    fresh: bool = typer.Option(False, "--fresh", help="Import anew even if this campaign was imported before."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document: runs, unpaired, failed, ignored."),
 ) -> None:
     """`lowtail import-captures`."""

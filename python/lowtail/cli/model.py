@@ -358,7 +358,9 @@ def simulate(
     spec_file: Path | None = typer.Option(
         None, "--spec", help="A JSON model spec (its keys: see --show-spec); options given override it."
     ),
-    show_spec: bool = typer.Option(False, help="Print the model's fields and defaults as JSON and exit."),
+    show_spec: bool = typer.Option(
+        False, "--show-spec", help="Print the model's fields and defaults as JSON and exit."
+    ),
     run: int | None = typer.Option(None, "--run", help="Compare with this stored lowtail-fwd run."),
     overhead: str = typer.Option("0ns", help="With --run: per-packet cost of the forwarder besides work_ns."),
     baseline_run: int | None = typer.Option(

@@ -276,8 +276,12 @@ def run(
     db: Path = db_option(),
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
-    fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
-    print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="Start a new experiment even if an unfinished one of this file exists."
+    ),
+    print_default: bool = typer.Option(
+        False, "--print-default", help="Print the embedded default experiment file and exit."
+    ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
     ),
@@ -306,7 +310,9 @@ def calibrate(
     db: Path = db_option(),
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the HTML report to this file."),
-    fresh: bool = typer.Option(False, help="Start anew even if an unfinished calibration of this file exists."),
+    fresh: bool = typer.Option(
+        False, "--fresh", help="Start anew even if an unfinished calibration of this file exists."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
 ) -> None:
     """`lowtail calibrate`."""

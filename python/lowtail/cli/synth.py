@@ -47,7 +47,9 @@ def synth(
         [], "--set", help="Any model field, e.g. --set loss=0.001 --set irq_durations_ns=[5500,8200]."
     ),
     truth: Path | None = typer.Option(None, help="Also write the per-packet ground truth (Parquet)."),
-    show_model: bool = typer.Option(False, help="Print the model's fields and defaults as JSON and exit."),
+    show_model: bool = typer.Option(
+        False, "--show-model", help="Print the model's fields and defaults as JSON and exit."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """`lowtail synth`."""

@@ -57,7 +57,7 @@ def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> 
     "yours or anyone's, are left alone."
 )
 def clean(
-    dry_run: bool = typer.Option(False, help="Only say what would be removed."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Only say what would be removed."),
     json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),
 ) -> None:
     """`lowtail testbed clean`."""
