@@ -6,6 +6,10 @@
 # output goes to LOG; on failure its tail is printed.
 #
 #   scripts/phase.sh LOG "title" "how long a first build takes" -- command args...
+#
+# PHASE_LAST_STEP, when set, says what cargo's last unit of work is doing while its
+# progress bar stands at N-1/N (the Python module's compile and thin-LTO link: minutes with
+# no new output), with how long it has taken so far; the done line gives its time.
 set -uo pipefail
 log=$1 title=$2 expect=$3
 shift 3
@@ -20,6 +24,21 @@ latest() { tail -c 4096 "$log" 2>/dev/null | tr '\r' '\n' | sed 's/\x1b\[[0-9;]*
 # latest line during a long compile, not the last "Compiling …" printed minutes before.
 export CARGO_TERM_PROGRESS_WHEN=always CARGO_TERM_PROGRESS_WIDTH=100
 
+# Sets `line`: the latest line, or what the last step is doing when cargo is at it (not in
+# a subshell: it remembers when the last step began).
+last_started=""
+status_line() {
+  local n m
+  line=$(latest "$1")
+  if [ -n "${PHASE_LAST_STEP:-}" ] && [[ $line =~ Building\ \[.*\]\ ([0-9]+)/([0-9]+): ]]; then
+    n=${BASH_REMATCH[1]} m=${BASH_REMATCH[2]}
+    if [ $((n + 1)) = "$m" ]; then
+      [ -z "$last_started" ] && last_started=$(date +%s)
+      line="$n/$m: $PHASE_LAST_STEP, $(($(date +%s) - last_started))s so far"
+    fi
+  fi
+}
+
 echo "==> $title${expect:+ ($expect)}"
 start=$(date +%s)
 "$@" >"$log" 2>&1 &
@@ -29,7 +48,8 @@ trap 'kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null; exit 130' INT TERM
 if [ -t 1 ]; then
   width=$(( $(tput cols 2>/dev/null || echo 80) - 14 ))
   while kill -0 "$pid" 2>/dev/null; do
-    printf '\r\033[K    %s  %s' "$(elapsed)" "$(latest "$width")"
+    status_line "$width"
+    printf '\r\033[K    %s  %s' "$(elapsed)" "${line:0:$width}"
     sleep 1
   done
   printf '\r\033[K'
@@ -38,8 +58,9 @@ else
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     ticks=$((ticks + 1))
+    status_line 100
     if [ $((ticks % 5)) = 0 ] && kill -0 "$pid" 2>/dev/null; then
-      echo "    $(elapsed)  $(latest 100)"
+      echo "    $(elapsed)  $line"
     fi
   done
 fi
@@ -50,4 +71,4 @@ if [ "$status" != 0 ]; then
   tail -n 60 "$log" >&2
   exit "$status"
 fi
-echo "    done in $(elapsed)"
+echo "    done in $(elapsed)${last_started:+ (the last step: $(($(date +%s) - last_started))s)}"
