@@ -288,3 +288,11 @@ def test_an_off_by_default_flag_is_shown_once():
         if p.is_flag and p.secondary_opts and not p.default
     ]
     assert not twins, twins
+
+
+def test_trim_takes_a_duration_as_every_other_option(synth_pair):
+    """--trim 500ms (it said "not a valid float range"), 1.5s, and a plain number in seconds."""
+    for value, ns in (("500ms", 500_000_000), ("1.5s", 1_500_000_000), ("0.25", 250_000_000)):
+        done = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--no-store", "--trim", value, cwd=synth_pair)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["trim_ns"] == ns

@@ -34,7 +34,9 @@ def parse_duration_ns(text: str | int | float, default_unit: str = "s", what: st
     else:
         m = _DURATION.match(str(text))
         if not m:
-            raise UserError(f"cannot read {text!r} as a duration (examples: 5s, 250ms, 3.1us, 800ns)")
+            raise UserError(
+                f"{what + ': ' if what else ''}cannot read {text!r} as a duration (examples: 5s, 1.5s, 250ms, 3.1us, 800ns)"
+            )
         value, unit = float(m.group(1)), m.group(2) or default_unit
     ns = value * _SCALE_NS[unit]
     if not math.isfinite(ns) or abs(ns) > MAX_DURATION_NS:
@@ -48,14 +50,30 @@ _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgG]?)\s*(
 _RATE_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
-def parse_rate_pps(text: str | int | float) -> int:
-    """'50000', '50k', '50kpps', '1.5M', '2e5' -> packets per second (whole packets)."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return round(text)
-    m = _RATE.match(str(text))
-    if not m:
-        raise UserError(f"cannot read {text!r} as a rate (examples: 50000, 50k, 50kpps, 1.5M packets per second)")
-    return round(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
+# The highest rate lowtail takes: far beyond any link, low enough to be a real rate.
+MAX_RATE_PPS = 10**12
+
+
+def parse_rate_pps(text: str | int | float, what: str = "") -> int:
+    """'50000', '50k', '50kpps', '10 kpps', '1.5M', '2e5' -> packets per second (whole
+    packets): the one reader of a rate, for options, experiment files, import specs and
+    selections. Not a finite positive rate (0, inf, nan, 1e300, "fast") is a UserError whose
+    message starts with `what` (the option or key)."""
+    where = f"{what}: " if what else ""
+    if isinstance(text, bool):
+        raise UserError(f"{where}{text!r} is not a rate (examples: 50000, 50k, 10kpps, 1.2M)")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = _RATE.match(str(text))
+        if not m:
+            raise UserError(
+                f"{where}cannot read {text!r} as a rate (examples: 50000, 50k, 10kpps, 1.2M packets per second)"
+            )
+        value = float(m.group(1)) * _RATE_SCALE[m.group(2).lower()]
+    if not math.isfinite(value) or not 0 < value <= MAX_RATE_PPS or round(value) == 0:
+        raise UserError(f"{where}{text}: not a rate lowtail can send (above 0, at most {MAX_RATE_PPS:.0e} pps)")
+    return round(value)
 
 
 def format_ns(ns: float | int | None, digits: int = 3) -> str:

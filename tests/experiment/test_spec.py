@@ -165,7 +165,9 @@ def test_a_fixed_duration_applies_to_every_rate():
             "line 3: frame_size must be whole numbers from 64 to 1,518",
         ),
         ("[traffic]\nrates = []\n", "line 2: rates: an empty list sweeps over nothing"),
-        ("[traffic]\nrates = [0]\n", "line 2: rates must be whole numbers"),
+        ("[traffic]\nrates = [0]\n", "line 2: rates: 0: not a rate lowtail can send"),
+        ('[traffic]\nrates = ["fast"]\n', "line 2: rates: cannot read 'fast' as a rate"),
+        ("[traffic]\nrates = [1500.5]\n", "line 2: rates must be whole packets per second"),
         ('[experiment]\nduration = "soon"\n[traffic]\nrates = [1]\n', "line 2: duration: cannot read 'soon'"),
         ('[experiment]\nname = "x"\n', "[traffic] needs `rates`"),
         ('[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "custom"\n', "needs `command`"),
@@ -240,6 +242,12 @@ interfaces = ["eth2", "eth3"] # the DuT's in and out, in this host's namespace
 name = "switch"
 kind = "external"
 """
+
+
+def test_rates_are_written_as_everywhere_else():
+    """ "50k" in compare's selection worked, not in the file's rates: one rate parser now."""
+    exp = spec.parse('[traffic]\nrates = ["50k", "1.2M", "10kpps", "20 kpps", 2000]\n', "e.toml")
+    assert [t.rate_pps for t in exp.traffic] == [50_000, 1_200_000, 10_000, 20_000, 2_000]
 
 
 def test_the_issue_interfaces_shape_parses_without_calibration():

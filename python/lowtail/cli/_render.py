@@ -10,7 +10,7 @@ from typing import Any
 from rich.table import Table
 
 from lowtail import percentiles
-from lowtail.units import format_ns, format_share
+from lowtail.units import format_ns, format_rate, format_share
 
 
 def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
@@ -53,7 +53,7 @@ def header_line(a: Mapping[str, Any]) -> str:
         f"{format_ns(dur)} analysed",
     ]
     if rate:
-        parts.append(f"{rate:,.0f} pps sent")
+        parts.append(f"{format_rate(rate)} sent")
     if a.get("partial"):
         parts.append("PARTIAL")
     return " · ".join(parts)

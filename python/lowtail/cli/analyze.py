@@ -11,7 +11,7 @@ import typer
 from lowtail import series, signals
 from lowtail.analysis import SHOWN_WORST, AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair, worst_first
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.errors import Failure, Interrupted, UserError
@@ -61,8 +61,10 @@ def analyze(
     moonsniff_records: bool = typer.Option(
         False, "--moonsniff-records", help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
     ),
-    trim: float = typer.Option(
-        DEFAULTS.trim_ns / 1e9, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."
+    trim_ns: int = duration_option(
+        "--trim",
+        DEFAULTS.trim_ns,
+        "Warm-up to cut from the first PRE packet: 1s, 500ms, 0 keeps all (a plain number is seconds).",
     ),
     max_latency: str = typer.Option(
         f"{DEFAULTS.max_latency_ns / 1e9:g}s",
@@ -96,7 +98,7 @@ def analyze(
         id_format=id_format.value if id_format else None,
         udp_port=udp_port,
         moonsniff_records=moonsniff_records,
-        trim_ns=parse_duration_ns(trim, what="--trim"),
+        trim_ns=trim_ns,
         max_latency_ns=parse_duration_ns(max_latency, what="--max-latency"),
         worst=max(worst, DEFAULTS.worst),
         export=series.parquet_path_for(export) if export else None,

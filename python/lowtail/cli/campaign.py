@@ -14,7 +14,7 @@ import typer
 from lowtail.analysis import analyze_options
 from lowtail.campaign import DEFAULT_PATTERN
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
 from lowtail.errors import Interrupted, UserError
@@ -86,8 +86,10 @@ def campaign_analyze(
     id_format: IdFormat | None = typer.Option(
         None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."
     ),
-    trim: float = typer.Option(
-        DEFAULTS.trim_ns / 1e9, min=0.0, help="Warm-up to cut, in seconds from the first PRE packet (0 keeps all)."
+    trim_ns: int = duration_option(
+        "--trim",
+        DEFAULTS.trim_ns,
+        "Warm-up to cut from the first PRE packet: 1s, 500ms, 0 keeps all (a plain number is seconds).",
     ),
     max_latency: str = typer.Option(
         f"{DEFAULTS.max_latency_ns / 1e9:g}s", help="Latencies above this count as losses."
@@ -102,7 +104,7 @@ def campaign_analyze(
         raise UserError("campaign analyze needs a DIR or --from-db (one of them)")
     options = analyze_options(
         id_format=id_format.value if id_format else None,
-        trim_ns=round(trim * 1e9),
+        trim_ns=trim_ns,
         max_latency_ns=parse_duration_ns(max_latency),
     ).to_dict()
     options.pop("export", None)

@@ -29,7 +29,7 @@ from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed import wiring
 from lowtail.testbed.kinds import KINDS
-from lowtail.units import parse_duration_ns
+from lowtail.units import parse_duration_ns, parse_rate_pps
 from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
 from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict
 
@@ -223,6 +223,29 @@ class _Where:
         return UserError(f"{where}: {message}")
 
 
+_MAX_RATE_PPS = 100_000_000
+
+
+def _rates(value: Any, w: _Where) -> list[int]:
+    """[traffic] rates: numbers or rates as people write them ("50k", "1.2M", "10kpps"), read
+    by the one rate parser (units.parse_rate_pps) that options and selections use."""
+    values = value if isinstance(value, list) else [value]
+    if not values:
+        raise w.error("rates: an empty list sweeps over nothing", "traffic", "rates")
+    rates = []
+    for v in values:
+        try:
+            rate = parse_rate_pps(v, what="rates")
+        except UserError as e:
+            raise w.error(str(e), "traffic", "rates") from None
+        if not 1 <= rate <= _MAX_RATE_PPS or (isinstance(v, float) and not v.is_integer()):
+            raise w.error(
+                f"rates must be whole packets per second from 1 to {_MAX_RATE_PPS:,}, not {v!r}", "traffic", "rates"
+            )
+        rates.append(rate)
+    return rates
+
+
 def with_calibration(exp: Experiment, calibration: int) -> Experiment:
     """The experiment with another's calibration runs as its floor (`run --calibration ID`):
     it then measures no calibration of its own, as a file naming one does not."""
@@ -288,7 +311,7 @@ def parse(text: str, source: str) -> Experiment:
         raise w.error("name must be a non-empty string", "experiment", "name")
     if "rates" not in traffic:
         raise w.error("[traffic] needs `rates`, e.g. rates = [10000, 50000] (packets per second)", "traffic")
-    rates = number(traffic, "traffic", "rates", None, 1, 100_000_000, many=True)
+    rates = _rates(traffic.get("rates"), w)
     frames = number(traffic, "traffic", "frame_size", 64, MIN_FRAME, MAX_FRAME, many=True)
     bursts = number(traffic, "traffic", "burst", 1, 1, 1_000_000, many=True)
     flows = number(traffic, "traffic", "flows", 1, 1, 65_535, many=True)

@@ -32,7 +32,7 @@ def knee_table(knee: Mapping[str, Any]) -> Table:
 def overload_table(doc: Mapping[str, Any]) -> Table:
     """The overload model's figures: both medians, t_CPU, d_Σ and R_max."""
     return (
-        ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
+        ["bare median (2·t_transfer)", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
         [
             [
                 format_ns(doc["t_transfer_ns"]),

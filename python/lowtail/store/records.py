@@ -188,7 +188,9 @@ RUN_AXES: tuple[RunAxis, ...] = (
         parse=parse_rate_pps,
         numeric=True,
         pattern=r"[0-9]*\.?[0-9]+[kKmMgG]?",
-        imported=int,  # not given: measured from the captures (`experiment/external.py`)
+        imported=lambda v: parse_rate_pps(
+            v, what="rate"
+        ),  # not given: measured from the captures (`experiment/external.py`)
         self_evident=True,
     ),
     RunAxis(
