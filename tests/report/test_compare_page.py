@@ -15,7 +15,6 @@ from report_fixtures import comparison_document
 from lowtail.report.compare import comparison_page
 
 ORDER = [
-    "Summary",
     "Configurations",
     "Latency by percentile",
     "Latency distribution (CDF)",
@@ -37,6 +36,15 @@ def test_sections_come_in_order_and_the_contents_link_them():
     links = re.findall(r"<nav class='toc'>.*?</nav>", html, re.S)[0]
     for section_id in re.findall(r"href='#([^']+)'", links):
         assert f"id='{section_id}'" in html or f'id="{section_id}"' in html
+
+
+def test_the_page_opens_with_the_verdict_cards():
+    """The answer first: the cards right under the title, before any banner, the contents
+    and every section (they were a section after the contents)."""
+    _, html = _page()
+    cards = html.index("<div class='lt-cards'>")
+    assert cards < html.index("<nav class='toc'>") and cards < html.index("<h2")
+    assert "class='banner" not in html[:cards]
 
 
 def test_a_rate_sweep_is_summarised_by_the_highest_rate_that_meets_the_budget():
@@ -123,6 +131,7 @@ def test_the_stored_comparison_makes_its_page(tmp_path):
     with open_store(tmp_path / "c.duckdb") as store:
         cid = comparestore.save_comparison(store, doc, ["1"], doc["by"], curves, cdf, [])
     html = write_comparison_report(tmp_path / "c.duckdb", cid, tmp_path / "c.html").read_text()
-    for heading in ("Summary", "Configurations", "Latency by percentile", "Latency distribution (CDF)"):
+    for heading in ("Configurations", "Latency by percentile", "Latency distribution (CDF)"):
         assert f">{heading}</h2>" in html
+    assert "<div class='lt-cards'>" in html
     assert "meets the budget up to" in html and html.count("class='lt-plot-spec'") >= 3

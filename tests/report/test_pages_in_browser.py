@@ -183,3 +183,35 @@ def test_a_short_analysis_shows_its_packet_rate(browser, pages):
     )
     assert bars and all(len(b) == 1 for b in bars)
     assert all(9_000 < b[0] < 11_000 for b in bars)  # packets over the part of the second covered
+
+
+@pytest.mark.parametrize("page", ["analysis", "experiment", "compare"])
+def test_the_first_screen_holds_the_verdicts(browser, pages, page, tmp_path):
+    """A laptop's first screen (1366 × 768) of each page holds its verdict cards, whole,
+    before any banner, the contents or a section (the experiment page opened with a wall of
+    degraded-run text, the comparison's cards came after the contents)."""
+    browser.set_window_size(1366, 768)
+    try:
+        chrome = 768 - browser.execute_script("return window.innerHeight")  # the window's own bars
+        browser.set_window_size(1366, 768 + chrome)
+        browser.get(pages[page].as_uri())
+        _wait_drawn(browser)  # the page laid out whole, its plots too
+        viewport = browser.execute_script("return window.innerHeight")
+        assert viewport == 768
+        cards = browser.execute_script(
+            "return Array.from(document.querySelectorAll('.lt-card')).map(c => {"
+            " var r = c.getBoundingClientRect();"
+            " return [r.top, r.bottom, c.querySelector('.status').textContent]; })"
+        )
+        assert cards, f"{page}: no verdict card"
+        assert all(0 <= top and bottom <= viewport for top, bottom, _ in cards), (page, viewport, cards)
+        assert {status for _, _, status in cards} <= {"PASS", "FAIL", "inconclusive", "INVALID"}
+        first_other = browser.execute_script(
+            "var e = document.querySelector('.banner, nav.toc, h2'); return e ? e.getBoundingClientRect().top : 1e9"
+        )
+        assert max(bottom for _, bottom, _ in cards) <= first_other
+        shots = Path(SCREENSHOTS or tmp_path)
+        shots.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(shots / f"{page}-first-screen.png"))
+    finally:
+        browser.set_window_size(WIDTH, 1000)

@@ -7,10 +7,13 @@ from typing import Any
 
 from lowtail import percentiles
 from lowtail.report import plots
+from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import DbPath, open_store
 from lowtail.store.analyses import analysis
+from lowtail.store.records import analysis_as_run
 from lowtail.units import format_ns
+from lowtail.verdict import Verdict
 
 
 def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
@@ -90,6 +93,16 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     )
 
 
+def analysis_card(doc: dict[str, Any], verdict: Verdict | None = None) -> str:
+    """The analysis's verdict card: its judged percentile against the budget (the default
+    one unless given: a plain analysis is stored without a budget of its own)."""
+    verdict = verdict or Verdict()
+    judgement = verdict.judge(analysis_as_run(doc)).as_dict()
+    card = VerdictCard(doc["label"] or f"analysis {doc['analysis_id']}", [judgement])
+    whose = "" if verdict != Verdict() else " (the default; `lowtail help budget`)"
+    return cards_html([card], f"Budget: {verdict.describe()}{whose}")
+
+
 def sending_span_ns(figures: dict[str, Any]) -> int | None:
     """PRE's first to last packet: the analysed duration plus the trim cut from its start
     (the per-second counts start at the first packet, before the trim)."""
@@ -106,5 +119,6 @@ def write_analysis_report(db: DbPath, analysis_id: int | str, output: str | Path
         title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
         subtitle=f"{doc['pre_path']} → {doc['post_path']}",
     )
+    page.lead(analysis_card(doc))
     analysis_sections(page, doc)
     return page.write(Path(output or f"lowtail-report-{doc['analysis_id']}.html"))

@@ -20,6 +20,7 @@ from typing import Any
 
 from lowtail import percentiles
 from lowtail.report import plots
+from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
@@ -31,12 +32,6 @@ from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING
 
 _PAGE_STYLE = """<style>
-.lt-summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(270px, 1fr)); gap: .6em; margin: 1em 0; }
-.lt-card { border: 1px solid #ddd; border-left: 6px solid #d9a400; border-radius: 4px; padding: .5em .8em; }
-.lt-card.pass { border-left-color: #067647; } .lt-card.fail { border-left-color: #b42318; }
-.lt-card .name { font-weight: 600; } .lt-card .status { font-size: 1.15em; font-weight: 700; color: #9a6700; }
-.lt-card.pass .status { color: #067647; } .lt-card.fail .status { color: #b42318; }
-.lt-card .detail { color: #444; font-size: .9em; }
 td small { display: block; color: #777; font-size: .8em; } td.unresolved { color: #999; font-style: italic; }
 .lt-configs { font-size: .88em; } .lt-configs td, .lt-configs th { padding: .25em .4em; }
 .lt-configs td.text, .lt-configs .v { white-space: nowrap; }
@@ -85,66 +80,63 @@ def _margin(c: dict[str, Any]) -> str:
     return f"{format_ns(-gap)} over the budget"
 
 
-def _card(title: str, status: str, css: str, lines: Sequence[str]) -> str:
-    details = "".join(f"<div class='detail'>{esc(line)}</div>" for line in lines if line)
-    return (
-        f"<div class='lt-card {css}'><div class='name'>{esc(title)}</div>"
-        f"<div class='status'>{esc(status)}</div>{details}</div>"
-    )
-
-
 def _swept(doc: dict[str, Any]) -> list[dict[str, Any]]:
     """The latency-against-rate series with two rates or more."""
     return [s for s in doc.get("rates") or [] if len(s.get("points") or []) >= 2]
 
 
 def summary_section(page: Page, doc: dict[str, Any]) -> None:
-    """Per configuration its verdict, judged figure and margin; a rate sweep as one card
-    with the highest rate that meets the budget."""
+    """The page's lead: per configuration a verdict card (its judged figure, margin,
+    repetitions and loss); a rate sweep as one card with the highest rate that meets the
+    budget."""
     configs = doc["configurations"]
     by_index = {c["index"]: c for c in configs}
     cards, in_sweep = [], set()
     for s in _swept(doc):
         points = sorted(s["points"], key=lambda p: p["rate_pps"])
-        in_sweep |= {p["configuration"] for p in points}
+        swept = [by_index[p["configuration"]] for p in points if p["configuration"] in by_index]
+        in_sweep |= {c["index"] for c in swept}
         passing = [p for p in points if p.get("verdict") == Status.PASS.value]
-        per_rate = ", ".join(f"{format_rate(p['rate_pps'])} {p.get('verdict', '–')}" for p in points)
-        if passing:
-            best = by_index[passing[-1]["configuration"]]
-            lines = [f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}", _margin(best), per_rate]
-            cards.append(_card(s["label"], Status.PASS.value, status_class(Status.PASS), lines))
-        else:
-            failed = any(p.get("verdict") == Status.FAIL.value for p in points)
-            status = Status.FAIL if failed else Status.INCONCLUSIVE
-            cards.append(
-                _card(s["label"], status.value, status_class(status), ["meets the budget at no rate swept", per_rate])
-            )
-    judged = percentiles.label(_judged_key(doc))
-    for c in configs:
-        if c["index"] in in_sweep:
-            continue
-        v = c.get("verdict") or {}
+        best = (
+            f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}" if passing else "meets it at no rate swept"
+        )
         cards.append(
-            _card(
+            VerdictCard(
+                s["label"],
+                [c["verdict"] for c in swept if c.get("verdict")],
+                rates=[format_rate(p["rate_pps"]) for p in points if p["configuration"] in by_index],
+                emulated=any(_emulated(c) for c in swept),
+                notes=[best],
+            )
+        )
+    for c in configs:
+        if c["index"] in in_sweep or not c.get("verdict"):
+            continue
+        cards.append(
+            VerdictCard(
                 c["label"],
-                v.get("label", _status(c)),
-                _css(c),
-                [
-                    f"{judged}: {format_ns(v.get('value_ns'))}",
+                [c["verdict"]],
+                emulated=_emulated(c),
+                degraded_runs=len(c.get("degraded") or []),
+                notes=[
                     _margin(c),
                     f"{c['repetitions']} repetition{'s' if c['repetitions'] != 1 else ''}, "
                     f"{format_count(c.get('lost'))} lost of {format_count(c.get('sent'))}",
                 ],
             )
         )
-    passed = sum(_status(c) == Status.PASS.value for c in configs)
     budget = (doc.get("verdict") or {}).get("text") or "each configuration against its runs' own budget"
-    page.add(
-        "Summary",
-        _PAGE_STYLE + f"<p>Budget: <b>{esc(budget)}</b>. {passed} of {len(configs)} configurations meet it. "
-        "Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
-        f"<div class='lt-summary'>{''.join(cards)}</div>",
+    passed = sum(_status(c) == Status.PASS.value for c in configs)
+    page.lead(
+        _PAGE_STYLE
+        + cards_html(cards, f"Budget: {budget}. {passed} of {len(configs)} configurations meet it.")
+        + "<p class='meta'>Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
     )
+
+
+def _emulated(c: dict[str, Any]) -> bool:
+    """Whether a configuration's runs ran under an emulator (TCG)."""
+    return any(str(v).lower() == "tcg" for v in (c.get("key") or {}).values())
 
 
 def _figure_cell(c: dict[str, Any], key: str) -> Cell:

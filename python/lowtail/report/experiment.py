@@ -13,6 +13,7 @@ from lowtail import axes, clocks, percentiles
 from lowtail import verdict as verdicts
 from lowtail.degraded import degraded_lines
 from lowtail.report import plots
+from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
@@ -144,6 +145,29 @@ def _banners(page: Page, rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
             f"(why, for each, in the verdict table).",
             "warn",
         )
+
+
+def experiment_cards(rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[VerdictCard]:
+    """One verdict card per DuT configuration (its label and the axes that vary but the rate
+    and the repetition), its runs' judgements at each rate."""
+    shown = [a for a in varying_axes(rows) if a.name != axes.REPETITION]
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        if not r["calibration"]:
+            others = axes.describe(r, shown)
+            groups.setdefault(_dut_label(r) + (f" · {others}" if others else ""), []).append(r)
+    cards = []
+    for title, runs in groups.items():
+        runs = sorted(runs, key=lambda r: r["rate_pps"])
+        cards.append(
+            VerdictCard(
+                title,
+                [verdict.judge(r).as_dict() for r in runs],
+                rates=[format_rate(r["rate_pps"]) for r in runs] if len({r["rate_pps"] for r in runs}) > 1 else (),
+                emulated=any_emulated(runs),
+            )
+        )
+    return cards
 
 
 def _dut_label(r: Mapping[str, Any]) -> str:
@@ -455,6 +479,7 @@ def write_experiment_report(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
+        page.lead(cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}"))
         _banners(page, rows, verdict)
         summary_section(page, experiment, rows, floors, verdict, source)
         knee_section(page, store, eid, budget_ns=verdict.budget_ns)

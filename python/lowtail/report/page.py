@@ -150,6 +150,12 @@ class Page:
     subtitle: str = ""
     sections: list[Section] = field(default_factory=list)
     banners: list[tuple[str, str]] = field(default_factory=list)
+    lead_html: str = ""  # the answer, first under the title: the verdict cards
+
+    def lead(self, html: str) -> None:
+        """What the page opens with, above problems and contents (markup built by the
+        report itself: `report/cards.py`)."""
+        self.lead_html += html
 
     def add(self, heading: str, body_html: str, level: int = 2) -> str:
         """Append a section (level 2, or 3 under the last one); returns its anchor."""
@@ -185,7 +191,9 @@ class Page:
             f"<meta name='viewport' content='width=device-width, initial-scale=1'><title>{esc(self.title)}</title>"
             f"<style>{_STYLE}</style>{head_script}</head><body><h1>{esc(self.title)}</h1>"
             f"<p class='meta'>{esc(self.subtitle)} · lowtail {esc(__version__)} · {made}</p>"
-            f"{banners}{self._toc()}{body}" + (f"<script>{_RENDER}</script>" if has_plots else "") + "</body></html>"
+            f"{self.lead_html}{banners}{self._toc()}{body}"
+            + (f"<script>{_RENDER}</script>" if has_plots else "")
+            + "</body></html>"
         )
 
     def write(self, path: Path) -> Path:

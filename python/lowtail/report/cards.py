@@ -1,0 +1,110 @@
+"""Verdict cards: what every page opens with, one card per DuT configuration (or per
+analysis), before any problem, table or plot. A card reads stored judgements (the
+`JudgementDocument`s a run, a configuration or an analysis is judged into) and says the
+status — PASS, FAIL or inconclusive (INVALID when nothing could be judged) — the judged
+percentile against the budget, and whether degraded or emulated runs stand behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from lowtail import percentiles
+from lowtail.documents import JudgementDocument
+from lowtail.report.page import esc
+from lowtail.units import format_ns
+
+CARD_STYLE = """<style>
+.lt-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: .6em; margin: .8em 0; }
+.lt-card { border: 1px solid #ddd; border-left: 6px solid #d9a400; border-radius: 4px; padding: .45em .8em; }
+.lt-card.pass { border-left-color: #067647; } .lt-card.fail { border-left-color: #b42318; }
+.lt-card.meta { border-left-color: #888; }
+.lt-card.pass, .lt-card.fail, .lt-card.warn, .lt-card.meta { color: #1d1d1f; font-weight: normal; }
+.lt-card .name { font-weight: 600; overflow-wrap: anywhere; }
+.lt-card .status { font-size: 1.2em; font-weight: 700; color: #9a6700; }
+.lt-card.pass .status { color: #067647; } .lt-card.fail .status { color: #b42318; } .lt-card.meta .status { color: #555; }
+.lt-card .detail { color: #444; font-size: .9em; } .lt-card .mark { color: #9a6700; font-weight: 600; font-size: .9em; }
+</style>"""
+
+# What a card's status is, worst first: one FAIL fails the card; it passes only when all pass.
+_ORDER = ("FAIL", "INVALID", "inconclusive", "PASS")
+_CSS = {"FAIL": "fail", "INVALID": "meta", "inconclusive": "warn", "PASS": "pass"}
+
+
+@dataclass(frozen=True)
+class VerdictCard:
+    """One DuT configuration (or analysis): its judgements (one per run or rate it stands
+    for), the rate of each when it is a sweep, and what a reader must know about them."""
+
+    title: str
+    judgements: Sequence[JudgementDocument]
+    rates: Sequence[str] = ()  # beside each judgement, when the card is a rate sweep
+    emulated: bool = False
+    notes: Sequence[str] = field(default_factory=tuple)
+    degraded_runs: int | None = None  # when known apart from the judgements (a pooled configuration)
+
+    @property
+    def status(self) -> str:
+        """FAIL if any judgement fails, PASS if all pass, else the worst of the rest."""
+        found = {j["status"] for j in self.judgements} - {"floor"}
+        return next((s for s in _ORDER if s in found), "inconclusive")
+
+    def lines(self) -> list[str]:
+        """Its details: the judged percentile against the budget, per-rate outcomes."""
+        judged = [j for j in self.judgements if j["value_ns"] is not None]
+        out = []
+        if judged:
+            worst = max(judged, key=lambda j: j["value_ns"] or 0)
+            label = percentiles.label(worst["percentile"]) if worst["percentile"] else "judged percentile"
+            budget = f" against a {format_ns(worst['budget_ns'])} budget" if worst["budget_ns"] else ""
+            many = "worst " if len(judged) > 1 else ""
+            out.append(f"{label}: {many}{format_ns(worst['value_ns'])}{budget}")
+        if self.rates:
+            by_status: dict[str, list[str]] = {}
+            for j, rate in zip(self.judgements, self.rates):
+                rates = by_status.setdefault(j["status"], [])
+                if rate not in rates:
+                    rates.append(rate)
+            out.append("; ".join(f"{s} at {', '.join(r)}" for s, r in by_status.items()))
+        elif (
+            len(self.judgements) == 1
+            and self.status != "PASS"
+            and not (judged and self.judgements[0]["cause"] == "latency")
+        ):
+            out.append(self.judgements[0]["reason"])  # a latency FAIL is the line above; others say why
+        return out + list(self.notes)
+
+    def marks(self) -> list[str]:
+        """What stands behind the verdict that a reader must weigh: degraded or emulated runs."""
+        degraded = self.degraded_runs
+        if degraded is None:
+            degraded = sum(bool(j["degraded"]) for j in self.judgements)
+        marks = []
+        if degraded:
+            marks.append(
+                f"degraded ({degraded} of {len(self.judgements)} runs)" if len(self.judgements) > 1 else "degraded"
+            )
+        if self.emulated:
+            marks.append("emulated (TCG): not this hardware's latency")
+        return marks
+
+    def html(self) -> str:
+        details = "".join(f"<div class='detail'>{esc(line)}</div>" for line in self.lines() if line)
+        marks = "".join(f"<div class='mark'>⚠ {esc(m)}</div>" for m in self.marks())
+        return (
+            f"<div class='lt-card {_CSS[self.status]}'><div class='name'>{esc(self.title)}</div>"
+            f"<div class='status'>{esc(self.status)}</div>{details}{marks}</div>"
+        )
+
+
+def cards_html(cards: Sequence[VerdictCard], heading: str = "") -> str:
+    """The cards as a page's lead: one grid, a line above it (the budget, how many pass)."""
+    if not cards:
+        return ""
+    passed = sum(c.status == "PASS" for c in cards)
+    summary = heading or f"{passed} of {len(cards)} pass"
+    return (
+        CARD_STYLE
+        + f"<p class='lt-lead'><b>{esc(summary)}</b></p>"
+        + f"<div class='lt-cards'>{''.join(c.html() for c in cards)}</div>"
+    )
