@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lowtail import files
 from lowtail._native import SERIES_COLUMNS
 from lowtail.errors import UserError
 
@@ -36,6 +37,7 @@ def check_export_path(path: Path, option: str = "--export") -> None:
     """A UserError unless `path` names a format a series can be exported to."""
     if path.suffix.lower() not in EXPORT_FORMATS:
         raise UserError(f"{option} {path}: the file name must end in .parquet or .csv")
+    files.check_output(path, option)
 
 
 def parquet_path_for(path: Path) -> Path:

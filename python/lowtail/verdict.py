@@ -25,14 +25,25 @@ import enum
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Annotated, Any
 
-from lowtail import percentiles
+import msgspec
+
+from lowtail import percentiles, schema
 from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, parse_duration_ns
 
 # The keys of an experiment file's [verdict] table.
 SETTINGS = ("percentile", "budget", "max_loss")
+
+
+class VerdictTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The types of a [verdict] table (an experiment file's, an import spec's), checked by
+    `lowtail.schema` before `parse_verdict` reads the values."""
+
+    percentile: Annotated[int | float, schema.rule("must be a percentile such as 99.999")] | None = None
+    budget: Annotated[str | int | float, schema.rule("must be a duration such as 350us or 1ms")] | None = None
+    max_loss: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
 
 
 class Status(enum.Enum):
