@@ -135,6 +135,25 @@ def _discard(path: Path) -> None:
         pass  # a name too long to create was never made
 
 
+def copy_input(path: str | Path, target: Path, what: str, limit: int) -> None:
+    """Copy a FIFO's stream (a writer waited for FIFO_WRITER_WAIT_S) into `target`, at most
+    `limit` bytes."""
+    path = Path(path)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        _wait_for_writer(fd, path)
+        os.set_blocking(fd, True)
+        size = 0
+        with open(target, "xb") as out:
+            while chunk := os.read(fd, 1 << 20):
+                size += len(chunk)
+                if size > limit:
+                    raise DiskFull(f"{path}: the {what} is larger than the {limit:,} bytes free for it")
+                out.write(chunk)
+    finally:
+        os.close(fd)
+
+
 def read_input(path: str | Path, what: str, limit: int) -> bytes:
     """The bytes of a file a user hands lowtail: a regular file or a FIFO (a writer waited for
     FIFO_WRITER_WAIT_S), at most `limit` bytes; UserError naming the file otherwise."""
