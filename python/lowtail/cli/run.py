@@ -115,6 +115,10 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.store import runs as runstore
     from lowtail.testbed.sessions import open_session
 
+    if report is not None:  # a sweep is long: a report it could not write is said before it starts
+        from lowtail.files import check_output
+
+        check_output(report, "--report")
     data_dir = data_dir or default_data_dir(db)
     with open_session(exp.testbed, log=note) as session:
         # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
