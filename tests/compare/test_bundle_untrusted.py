@@ -429,3 +429,14 @@ def test_what_a_killed_import_left_is_removed_by_the_next_one(lab_a, tmp_path):
     assert done.returncode == 0, done.stderr
     kept = sorted(p.name for p in data.iterdir())
     assert kept == sorted([Path(json.loads(done.stdout)["data_dir"]).name, Path(other).name]), kept
+
+
+def test_an_export_onto_a_full_disk_names_its_file(lab_a, small_disk):
+    """Before: "lowtail: error: : the disk is full" (the staging folder's error, no path)."""
+    free = os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize
+    with open(small_disk / "filler", "wb") as f:
+        f.write(b"\0" * max(0, free - (100 << 10)))
+    out = small_disk / "x.lowtail"
+    line = one_line(lowtail("export", "1", "-o", out, db=lab_a[0]), 1)
+    assert f"export {out}: the disk is full" in line
+    assert sorted(p.name for p in small_disk.iterdir()) == ["filler"]
