@@ -43,7 +43,7 @@ from typing import IO, Annotated, Any, Literal
 import msgspec
 
 from lowtail import __version__, files, schema
-from lowtail.errors import UserError
+from lowtail.errors import DiskFull, UserError
 
 FORMAT = "lowtail-bundle"
 # Version 1: the layout above. A reader refuses bundles of a later version.
@@ -454,7 +454,7 @@ def _unpack(
             total = sum(m.size for m in members.values())
             free = shutil.disk_usage(staging).free
             if total + DISK_MARGIN_BYTES > free:
-                raise files.DiskFull(
+                raise DiskFull(
                     f"{path}: its files are {total:,} bytes and the data directory's disk has {free:,} free "
                     f"(with {DISK_MARGIN_BYTES >> 20} MiB to spare): free some space or give --data-dir"
                 )

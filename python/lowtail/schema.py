@@ -188,7 +188,7 @@ def convert(
     document)."""
     check_shape(doc, source, locate)
     try:
-        return msgspec.convert(doc, type_, strict=True)  # type: ignore[no-any-return]
+        return msgspec.convert(doc, type_, strict=True)
     except msgspec.ValidationError as e:
         raise explain(e, doc, type_, source, locate, prefix, names) from None
 

@@ -248,3 +248,42 @@ def test_import_captures_with_any_spec_is_exit_0_or_2_and_a_refused_spec_stores_
     if done.returncode == 2:
         one_line(done)
         assert experiments_in(db) == before
+
+
+def _paths(doc, prefix=()):
+    yield prefix
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from _paths(v, (*prefix, k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from _paths(v, (*prefix, i))
+
+
+_DEFAULT = tomllib.loads(spec.default_text())
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_edit_of_the_default_experiment_is_an_experiment_or_one_line(data):
+    """Edits deep inside a valid file (a DuT's option, a sweep's item) reach the kinds' own
+    checks, which random documents rarely do."""
+    import copy
+
+    doc = copy.deepcopy(_DEFAULT)
+    for _ in range(data.draw(st.integers(1, 3), "edits")):
+        path = data.draw(st.sampled_from([p for p in _paths(doc) if p]), "where")
+        parent = doc
+        for part in path[:-1]:
+            parent = parent[part]
+        if data.draw(st.booleans(), "delete") and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = data.draw(_values, "value")
+    text = _toml(doc)
+    if text is None:
+        return
+    try:
+        spec.parse(text, "exp.toml")
+    except UserError as e:
+        assert str(e).startswith("exp.toml") and "\n" not in str(e), str(e)

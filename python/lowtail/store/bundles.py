@@ -181,19 +181,19 @@ def _compatible(db_type: str, arrow_type: Any) -> bool:
     if pt.is_null(arrow_type):
         return True
     if db_type == "BIGINT":
-        return pt.is_signed_integer(arrow_type) or arrow_type in (pa.uint8(), pa.uint16(), pa.uint32())
+        return bool(pt.is_signed_integer(arrow_type) or arrow_type in (pa.uint8(), pa.uint16(), pa.uint32()))
     if db_type == "INTEGER":
         return arrow_type in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16())
     if db_type == "UBIGINT":
-        return pt.is_unsigned_integer(arrow_type)
+        return bool(pt.is_unsigned_integer(arrow_type))
     if db_type == "DOUBLE":
-        return pt.is_floating(arrow_type)
+        return bool(pt.is_floating(arrow_type))
     if db_type == "BOOLEAN":
-        return pt.is_boolean(arrow_type)
+        return bool(pt.is_boolean(arrow_type))
     if db_type in ("VARCHAR", "JSON"):
-        return pt.is_string(arrow_type) or pt.is_large_string(arrow_type)
+        return bool(pt.is_string(arrow_type) or pt.is_large_string(arrow_type))
     if db_type.startswith("TIMESTAMP"):
-        return pt.is_timestamp(arrow_type) and arrow_type.tz is None
+        return bool(pt.is_timestamp(arrow_type) and arrow_type.tz is None)
     return False
 
 
@@ -464,12 +464,10 @@ def import_rows(
 def _unregister(store: Store, names: dict[str, Any]) -> None:
     """Drop the views of a bundle; after a failure that closed the connection (a full disk)
     there is nothing to drop, and the failure is what the user must hear."""
-    from lowtail.store.db import duckdb
-
     for name in names:
         try:
             store.con.unregister(name)
-        except duckdb.Error:
+        except Exception:  # noqa: BLE001 — the connection went with the failure being raised
             return
 
 
