@@ -133,8 +133,6 @@ def export_bundle(db: str | Path, words: list[str], output: str | Path) -> dict[
     comparison elsewhere needs, to the bundle `output`; returns its manifest. The bundle is
     written whole or not at all, as a regular file (files.write_atomically)."""
     output = files.check_output(Path(output), "export")
-    if not output.resolve().parent.is_dir():
-        raise UserError(f"export {output}: the directory {output.parent} does not exist (lowtail does not create it)")
     try:
         with tempfile.TemporaryDirectory(prefix=".lowtail-bundle-", dir=output.resolve().parent) as tmp:
             return _export_into(db, words, output, Path(tmp))

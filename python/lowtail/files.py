@@ -55,14 +55,19 @@ def special_kind(path: str | Path) -> str | None:
 
 
 def check_output(path: str | Path, what: str = "") -> Path:
-    """`path` as an output: a regular file to replace or a new name; UserError (2) when it
-    names a device, FIFO, socket or directory."""
+    """`path` as an output: a regular file to replace or a new name in a directory that
+    exists; UserError (2) when it names a device, FIFO, socket or directory, or its directory
+    is missing (lowtail creates none)."""
+    path = Path(path)
+    where = " ".join(str(part) for part in (what, path) if part)
     kind = special_kind(path)
     if kind is not None:
-        where = " ".join(str(part) for part in (what, path) if part)
         hint = "give a file name" if kind == "a directory" else "lowtail writes results only as regular files"
         raise UserError(f"{where}: is {kind}; {hint}")
-    return Path(path)
+    if not _is_dir(path.parent):
+        why = "does not exist" if not path.parent.exists() else "is not a directory"
+        raise UserError(f"{where}: the directory {path.parent} {why} (lowtail does not create it)")
+    return path
 
 
 def os_error(e: OSError, path: str | Path | None = None, what: str = "") -> Failure | UserError:
@@ -95,10 +100,6 @@ def write_atomically(path: str | Path, write: Callable[[Path], None], what: str 
     `what` names the file in an error ("--hgrm", "report"). A missing parent directory is
     the user's mistake (nothing is created); on any failure the temporary file goes."""
     path = Path(path)
-    if not _is_dir(path.parent):
-        why = "does not exist" if not path.parent.exists() else "is not a directory"
-        where = " ".join(str(part) for part in (what, path) if part)
-        raise UserError(f"{where}: the directory {path.parent} {why} (lowtail does not create it)")
     if _is_dir(path):
         raise os_error(OSError(errno.EISDIR, os.strerror(errno.EISDIR)), path, what)
     check_output(path, what)
