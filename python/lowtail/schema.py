@@ -16,7 +16,6 @@ from 64 to 1,518, not 9000".
 
 from __future__ import annotations
 
-import difflib
 import math
 import re
 import tomllib
@@ -253,6 +252,8 @@ def explain(
 
 def unknown_key(key: str, known: Iterable[str], where: str) -> str:
     """ "unknown key 'rats' in [traffic] (did you mean 'rates'? known: …)"."""
+    import difflib  # only when a key is mistyped
+
     known = sorted(known)
     close = difflib.get_close_matches(key, known, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""

@@ -14,7 +14,6 @@ Every mistake is a UserError naming the file and, where it can be found, the lin
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import itertools
 import json
@@ -298,6 +297,8 @@ def parse(text: str, source: str) -> Experiment:
     for section in doc:
         if section not in _SECTIONS:
             known = ", ".join("[" + s + "]" for s in _SECTIONS)
+            import difflib  # only when a section is mistyped
+
             close = difflib.get_close_matches(section, list(_SECTIONS), n=1)
             hint = f"did you mean [{close[0]}]? " if close else ""
             raise w.error(f"unknown section [{section}] ({hint}known: {known})", section)
