@@ -220,6 +220,11 @@ def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None 
     from lowtail.store import datadir, default_data_dir, open_store
 
     path = Path(path)
+    if not path.exists():  # before anything is made: a mistyped name leaves nothing behind
+        raise UserError(f"{path}: no such bundle")
+    kind = files.special_kind(path)
+    if kind is not None and kind != "a FIFO":
+        raise UserError(f"{path}: is {kind}, not a bundle")
     root = Path(data_dir) if data_dir else default_data_dir(db)
     with open_store(db) as store:
         # What killed imports into this database left: gone before this one starts.

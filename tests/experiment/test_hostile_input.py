@@ -287,3 +287,13 @@ def test_any_edit_of_the_default_experiment_is_an_experiment_or_one_line(data):
         spec.parse(text, "exp.toml")
     except UserError as e:
         assert str(e).startswith("exp.toml") and "\n" not in str(e), str(e)
+
+
+def test_a_sweep_of_a_trillion_traffic_points_is_counted_before_it_is_built():
+    """Four lists of a thousand values each: 10^12 points, refused before any is made."""
+    lists = "\n".join(
+        f"{k} = {list(range(lo, lo + 1000))}"
+        for k, lo in (("rates", 1), ("frame_size", 64), ("burst", 1), ("flows", 1))
+    )
+    with pytest.raises(UserError, match="sweeps over 1,000,000,000,000 traffic points"):
+        spec.parse(f"[traffic]\n{lists}\n", "exp.toml")

@@ -328,6 +328,12 @@ def parse(text: str, source: str) -> Experiment:
     if not name.strip():
         raise w.error("name must be a non-empty string", "experiment", "name")
     sweep = [_sweep(v) for v in (traffic.rates, traffic.frame_size, traffic.burst, traffic.flows)]
+    if math.prod(map(len, sweep)) > MAX_RUNS:  # counted before the points are built
+        raise w.error(
+            f"[traffic] sweeps over {math.prod(map(len, sweep)):,} traffic points; lowtail runs at most {MAX_RUNS:,} "
+            f"from one file",
+            "traffic",
+        )
     points = [Traffic(r, f, b, n, traffic.udp_dst_port) for r, f, b, n in itertools.product(*sweep)]
     testbed = _parse_testbed(doc.get("testbed"), w)
     # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed.
