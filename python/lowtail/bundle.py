@@ -152,7 +152,7 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
     with open_store(db, read_only=True) as store:
         chosen = selection.select(store, words)
         run_ids = [r["run_id"] for r in chosen if r["run_id"] is not None]
-        plain = [r["analysis_id"] for r in chosen if r["run_id"] is None]
+        plain = [r["analysis_id"] for r in chosen if r["run_id"] is None and r["analysis_id"] is not None]
         tables = bundlestore.rows_to_export(store, run_ids, plain)
     listed: dict[str, dict[str, Any]] = {}
     counts = {}

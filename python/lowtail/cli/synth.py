@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -24,7 +25,7 @@ def _option_name(path: tuple[str | int, ...]) -> str:
     return flags.get(key, f"--set {key}")
 
 
-def _parse_value(raw: str):
+def _parse_value(raw: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError:
@@ -63,21 +64,22 @@ def synth(
         return
     if pre is None or post is None:
         raise UserError("synth needs PRE and POST file names (or --show-model)")
-    spec: dict = {}
+    spec: dict[str, Any] = {}
     for item in set_:
         key, sep, value = item.partition("=")
         if not sep or key not in defaults:
             raise UserError(f"--set {item!r}: expected key=value with a key from --show-model")
         spec[key] = _parse_value(value)
-    for key, value in (
+    given: tuple[tuple[str, object], ...] = (
         ("packets", packets),
         ("rate_pps", rate),
         ("format", format),
         ("compression", compression),
         ("seed", seed),
-    ):
-        if value is not None:
-            spec[key] = value
+    )
+    for name, chosen in given:
+        if chosen is not None:
+            spec[name] = chosen
     # The model's values go to the native generator as JSON: a number JSON cannot say (inf,
     # nan) or one too large for 64 bits is refused here, by name.
     schema.check_shape(spec, "synth", names=_option_name)

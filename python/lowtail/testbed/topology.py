@@ -21,17 +21,20 @@ user's wiring.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lowtail import signals
 from lowtail.errors import Failure
+from lowtail.processes import process_start_time
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
 from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
 from lowtail.testbed.sites import LocalSite, Point
-from lowtail.testbed.system import ip, local_argv, process_start_time, require_privileges, sh, tool
+from lowtail.testbed.system import ip, local_argv, require_privileges, sh, tool
 
 
 class Testbed:
@@ -105,13 +108,15 @@ class Testbed:
         """The isolated cores where the DuT runs (None: this host's)."""
         return None
 
-    def wait_until_forwarding(self, timeout_s: float, still_starting=lambda: True) -> float | None:
+    def wait_until_forwarding(
+        self, timeout_s: float, still_starting: Callable[[], bool] = lambda: True
+    ) -> float | None:
         """Probe frames until one comes back through the DuT: seconds it took, or None."""
         return wait_forwarding(
             self.lg_ns, self.tx, self.rx, self.macs[self.tx], self.macs[self.rx], timeout_s, still_starting
         )
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The testbed as stored with a run."""
         return {"kind": self.kind}
 
@@ -193,8 +198,11 @@ class Testbed:
     def namespaces(self) -> list[str]:
         return [self.lg_ns] + ([self.dut_ns] if self.dut_ns else [])
 
-    def link(self, ns: str, dev: str) -> dict:
-        return json.loads(ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout)[0]
+    def link(self, ns: str, dev: str) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout
+        )[0]
+        return found
 
     def close(self) -> None:
         """Remove everything this testbed made; safe to call twice."""
@@ -259,7 +267,7 @@ class Testbed:
             self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
-    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict]:
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict[str, Any]]:
         """The cgroups of a container DuT (exclusive cpuset, memory reservation) and what
         was applied; each is in the registry before it exists."""
         return create_container_cgroups(
