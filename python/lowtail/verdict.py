@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -329,8 +330,12 @@ def parse_confidence(value: str | float) -> float:
     a fraction already. VerdictSettingError unless it lies strictly between 0 and 1."""
     text = str(value).strip()
     percent = text.endswith("%")
+    digits = text.removesuffix("%").strip()
+    # ASCII only: float() would read "١٢" (Arabic-Indic digits) as 12.
+    if not isinstance(value, (int, float)) and not re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?", digits):
+        raise VerdictSettingError(f"{value!r} is not a confidence level (95, 95% or 0.95)", "confidence")
     try:
-        number = float(text.removesuffix("%").strip())
+        number = float(digits)
     except ValueError:
         raise VerdictSettingError(f"{value!r} is not a confidence level (95, 95% or 0.95)", "confidence") from None
     level = number / 100 if percent or number > 1 else number

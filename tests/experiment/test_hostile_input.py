@@ -297,3 +297,37 @@ def test_a_sweep_of_a_trillion_traffic_points_is_counted_before_it_is_built():
     )
     with pytest.raises(UserError, match="sweeps over 1,000,000,000,000 traffic points"):
         spec.parse(f"[traffic]\n{lists}\n", "exp.toml")
+
+
+# -- values typed on the command line ---------------------------------------------------------------
+
+HUGE = "99999999999999999999999"
+
+
+@pytest.fixture(scope="module")
+def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A synthetic pair and a database holding its analysis, for commands that take numbers."""
+    here = tmp_path_factory.mktemp("typed")
+    made = lowtail(here, "synth", "pre.pcap", "post.pcap", "--packets", "3000", "--rate", "1000")
+    assert made.returncode == 0, made.stderr
+    return here
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["analyze", "pre.pcap", "post.pcap", "--worst", HUGE], f"--worst must be a smaller number, not {HUGE}"),
+        (["analyze", "pre.pcap", "post.pcap", "--id-offset", HUGE], "--id-offset must be a smaller number"),
+        (["model", "aliasing", "--rate", "1e308"], "more than the 10,000,000,000 packets this model simulates"),
+        (["model", "aliasing", "--rate", "nan"], "must be positive (finite) numbers"),
+        (["model", "list", "--limit", HUGE], "is not in the range 1<=x<=1000000"),
+        (["compare", "1", "--budget", "1ms", "--confidence", "١٢"], "'١٢' is not a confidence level"),
+    ],
+)
+def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):
+    """Before: exit 70 for the huge --worst and --id-offset (OverflowError from the native
+    options), --rate 1e308 (int(inf) packets) and --limit (DuckDB's INT128 cast); "١٢"
+    (Arabic-Indic digits) was read as 12 %. A NaN rate was refused before too: it pins the
+    finite rule beside the packet cap."""
+    done = lowtail(typed_values, *args, "--db", "t.duckdb")
+    assert needle in one_line(done)
