@@ -322,12 +322,17 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["model", "aliasing", "--rate", "nan"], "must be positive (finite) numbers"),
         (["model", "list", "--limit", HUGE], "is not in the range 1<=x<=1000000"),
         (["compare", "1", "--budget", "1ms", "--confidence", "١٢"], "'١٢' is not a confidence level"),
+        (["model", "evt", "run:²"], "give a Parquet series file, a run id"),
+        (["model", "aliasing", "--run", "²"], "give a run id (12 or run:12)"),
+        (["compare", "١٢"], "cannot read '١٢' as a selection"),
+        (["report", "١٢"], "'١٢' is not an id"),
     ],
 )
 def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):
     """Before: exit 70 for the huge --worst and --id-offset (OverflowError from the native
     options), --rate 1e308 (int(inf) packets) and --limit (DuckDB's INT128 cast); "١٢"
-    (Arabic-Indic digits) was read as 12 %. A NaN rate was refused before too: it pins the
-    finite rule beside the packet cap."""
+    (Arabic-Indic digits) was read as 12 % and as experiment or analysis 12; "²" (which
+    str.isdigit() takes and int() does not) was exit 70 as a run id. A NaN rate was refused
+    before too: it pins the finite rule beside the packet cap."""
     done = lowtail(typed_values, *args, "--db", "t.duckdb")
     assert needle in one_line(done)

@@ -27,7 +27,7 @@ from lowtail.documents import AliasingDocument
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
-from lowtail.store.db import Store
+from lowtail.store.db import Store, as_id
 from lowtail.store.models import save_model
 from lowtail.store.runs import run_figures
 
@@ -262,7 +262,7 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     kind, _, ident = text.partition(":")
     if not ident:
         kind, ident = "run", text
-    if not ident.isdigit() or kind not in ("run", "analysis"):
+    if as_id(ident) is None or kind not in ("run", "analysis"):
         raise UserError(f"--run {text!r}: give a run id (12 or run:12) or analysis:ID")
     keys: dict[str, Any] = {}
     if kind == "run":
