@@ -2,7 +2,8 @@
 what is wrong in one line naming the file, the line and the field (exit 2), never an internal
 error (70), and stores nothing. The fixed cases are the outside soak's reproductions (issue
 21, items 9 and 10); the property tests generate hostile documents of every shape
-(`LOWTAIL_HYPOTHESIS_EXAMPLES` raises how many: `make soak` runs more)."""
+(`LOWTAIL_HYPOTHESIS_EXAMPLES` raises how many; `make soak`'s hostile-spec area runs the real
+commands on randomly edited files for minutes)."""
 
 from __future__ import annotations
 
