@@ -303,11 +303,12 @@ def test_a_sweep_of_a_trillion_traffic_points_is_counted_before_it_is_built():
 # -- values typed on the command line ---------------------------------------------------------------
 
 HUGE = "99999999999999999999999"
+DB = ("--db", "t.duckdb")
 
 
 @pytest.fixture(scope="module")
 def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A synthetic pair and a database holding its analysis, for commands that take numbers."""
+    """A synthetic capture pair for the commands that take numbers (their database stays empty)."""
     here = tmp_path_factory.mktemp("typed")
     made = lowtail(here, "synth", "pre.pcap", "post.pcap", "--packets", "3000", "--rate", "1000")
     assert made.returncode == 0, made.stderr
@@ -317,23 +318,26 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["analyze", "pre.pcap", "post.pcap", "--worst", HUGE], f"--worst must be a smaller number, not {HUGE}"),
-        (["analyze", "pre.pcap", "post.pcap", "--id-offset", HUGE], "--id-offset must be a smaller number"),
-        (["model", "aliasing", "--rate", "1e308"], "more than the 10,000,000,000 packets this model simulates"),
-        (["model", "aliasing", "--rate", "nan"], "must be positive (finite) numbers"),
-        (["model", "list", "--limit", HUGE], "is not in the range 1<=x<=1000000"),
-        (["compare", "1", "--budget", "1ms", "--confidence", "١٢"], "'١٢' is not a confidence level"),
-        (["model", "evt", "run:²"], "give a Parquet series file, a run id"),
-        (["model", "aliasing", "--run", "²"], "give a run id (12 or run:12)"),
-        (["compare", "١٢"], "cannot read '١٢' as a selection"),
-        (["report", "١٢"], "'١٢' is not an id"),
+        (["analyze", "pre.pcap", "post.pcap", "--worst", HUGE, *DB], f"--worst must be a smaller number, not {HUGE}"),
+        (["analyze", "pre.pcap", "post.pcap", "--id-offset", HUGE, *DB], "--id-offset must be a smaller number"),
+        (["model", "aliasing", "--rate", "1e308", *DB], "more than the 10,000,000,000 packets this model simulates"),
+        (["model", "aliasing", "--rate", "nan", *DB], "must be positive (finite) numbers"),
+        (["model", "list", "--limit", HUGE, *DB], "is not in the range 1<=x<=1000000"),
+        (["host", "plan", "--guest-vcpus", HUGE], "is not in the range 1<=x<=4096"),
+        (["noise", "--top", HUGE, "--no-store", *DB], "is not in the range 0<=x<=1000000"),
+        (["compare", "1", "--budget", "1ms", "--confidence", "١٢", *DB], "'١٢' is not a confidence level"),
+        (["model", "evt", "run:²", *DB], "give a Parquet series file, a run id"),
+        (["model", "aliasing", "--run", "²", *DB], "give a run id (12 or run:12)"),
+        (["compare", "١٢", *DB], "cannot read '١٢' as a selection"),
+        (["report", "١٢", *DB], "'١٢' is not an id"),
     ],
 )
 def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):
     """Before: exit 70 for the huge --worst and --id-offset (OverflowError from the native
-    options), --rate 1e308 (int(inf) packets) and --limit (DuckDB's INT128 cast); "١٢"
+    options; host plan's --guest-vcpus too), --rate 1e308 (int(inf) packets) and --limit
+    (DuckDB's INT128 cast); noise --top was exit 1 after the probe had run; "١٢"
     (Arabic-Indic digits) was read as 12 % and as experiment or analysis 12; "²" (which
     str.isdigit() takes and int() does not) was exit 70 as a run id. A NaN rate was refused
     before too: it pins the finite rule beside the packet cap."""
-    done = lowtail(typed_values, *args, "--db", "t.duckdb")
+    done = lowtail(typed_values, *args)
     assert needle in one_line(done)
