@@ -29,7 +29,7 @@ def test_rates_as_people_write_them(text, pps):
     assert parse_rate_pps(text) == pps
 
 
-@pytest.mark.parametrize("text", ["0", "-5k", "inf", "nan", "1e300", "fast", "", True, math.inf, 0.2])
+@pytest.mark.parametrize("text", ["-5k", "inf", "nan", "1e300", "fast", "", "1²", True, math.inf, None])
 def test_what_is_not_a_rate_is_one_clear_error(text):
     with pytest.raises(UserError, match=r"^rates: "):
         parse_rate_pps(text, what="rates")
@@ -45,7 +45,7 @@ def _texts(seed: int, n: int = 5_000) -> list[str]:
 def test_any_text_is_a_rate_or_a_user_error():
     for text in _texts(1):
         try:
-            assert 0 < parse_rate_pps(text) <= MAX_RATE_PPS, text
+            assert 0 <= parse_rate_pps(text) <= MAX_RATE_PPS, text
         except UserError:
             pass
 

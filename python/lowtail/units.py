@@ -50,29 +50,29 @@ _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgG]?)\s*(
 _RATE_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
-# The highest rate lowtail takes: far beyond any link, low enough to be a real rate.
+# The highest rate lowtail takes: far above any link (a 1.6 Tb/s link carries 2.4 Gpps).
 MAX_RATE_PPS = 10**12
 
 
 def parse_rate_pps(text: str | int | float, what: str = "") -> int:
     """'50000', '50k', '50kpps', '10 kpps', '1.5M', '2e5' -> packets per second (whole
-    packets): the one reader of a rate, for options, experiment files, import specs and
-    selections. Not a finite positive rate (0, inf, nan, 1e300, "fast") is a UserError whose
-    message starts with `what` (the option or key)."""
+    packets, 0 to MAX_RATE_PPS; ASCII digits only, "²" is no number here): the one reader of
+    a rate, for options, experiment files, import specs and selections. Anything else
+    (inf, nan, 1e300, "fast") is a UserError whose message starts with `what` (the option or key)."""
     where = f"{what}: " if what else ""
-    if isinstance(text, bool):
-        raise UserError(f"{where}{text!r} is not a rate (examples: 50000, 50k, 10kpps, 1.2M)")
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise UserError(f"{where}cannot read {text!r} as a rate (a number of packets per second)")
     if isinstance(text, (int, float)):
         value = float(text)
     else:
-        m = _RATE.match(str(text))
+        m = _RATE.match(text)  # [0-9]: ASCII digits only
         if not m:
             raise UserError(
                 f"{where}cannot read {text!r} as a rate (examples: 50000, 50k, 10kpps, 1.2M packets per second)"
             )
         value = float(m.group(1)) * _RATE_SCALE[m.group(2).lower()]
-    if not math.isfinite(value) or not 0 < value <= MAX_RATE_PPS or round(value) == 0:
-        raise UserError(f"{where}{text}: not a rate lowtail can send (above 0, at most {MAX_RATE_PPS:.0e} pps)")
+    if not (math.isfinite(value) and 0 <= value <= MAX_RATE_PPS):
+        raise UserError(f"{where}{text}: not a rate lowtail takes (0 to {MAX_RATE_PPS:.0e} packets per second)")
     return round(value)
 
 
