@@ -18,7 +18,7 @@ def db_option(help: str = "Results database.") -> Any:
     return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)
 
 
-class DurationType(click.ParamType):
+class DurationType(click.ParamType[int]):
     """An option's duration as people write it ("500ms", "1.5s"; a plain number in
     `default_unit`), read by units.parse_duration_ns into nanoseconds; a value it cannot
     read is a usage error naming the option."""
