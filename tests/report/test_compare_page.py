@@ -135,3 +135,40 @@ def test_the_stored_comparison_makes_its_page(tmp_path):
         assert f">{heading}</h2>" in html
     assert "<div class='lt-cards'>" in html
     assert "meets the budget up to" in html and html.count("class='lt-plot-spec'") >= 3
+
+
+def _thirteen_differences(doc: dict) -> dict:
+    """13 single-axis differences of one repetition each, as `compare 1` on an experiment of
+    one repetition gave (each line ended with the same note)."""
+    note = "one repetition of fwd and kernel: run-to-run variation not measured"
+    doc["differences"] = [
+        {
+            "text": f"a is lower than b at p{i} by {i} µs",
+            "difference_ns": 1_000 * i,
+            "axes_differing": ["dut"],
+            "note": note,
+        }
+        for i in (3, 13, 7, 1, 12, 2, 11, 5, 9, 4, 8, 10, 6)
+    ]
+    return doc
+
+
+def test_differences_are_listed_largest_first_the_rest_folded_the_note_said_once():
+    doc, drawn = comparison_document()
+    html = comparison_page(_thirteen_differences(doc), drawn).render()
+    section = html.split("<h3>Differences</h3>", 1)[1]
+    listed = [int(n) for n in re.findall(r"<li>a is lower than b at p\d+ by (\d+) µs", section.split("<details>")[0])]
+    assert listed == [13, 12, 11, 10, 9, 8, 7, 6]
+    assert "5 smaller differences" in section
+    assert html.count("run-to-run variation not measured") == 1
+
+
+def test_the_terminal_lists_differences_alike():
+    from lowtail.cli.compare import _differences
+
+    doc, _ = comparison_document()
+    doc["not_resolvable"] = []
+    lines = [str(t) for t in _differences(_thirteen_differences(doc))]
+    listed = [int(n) for line in lines for n in re.findall(r"^  a is lower than b at p\d+ by (\d+) µs$", line)]
+    assert listed == [13, 12, 11, 10, 9, 8, 7, 6]
+    assert sum("run-to-run variation not measured" in line for line in lines) == 1

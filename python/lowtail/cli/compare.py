@@ -155,23 +155,24 @@ _MAX_UNRESOLVED_SHOWN = 8
 def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail import percentiles
     from lowtail.compare.differences import UNBOUNDED
+    from lowtail.report.tables import by_size, shared_notes
 
     level = f"{100 * doc['level']:g} %"
     lines = []
     if doc["differences"]:
         # Many configurations: the pairs that differ on one axis isolate an effect; the
         # others (several axes at once) are counted and left to --json.
-        shown = doc["differences"]
+        # Largest first, the rest folded with a count; a note the pairs share said once.
+        shown = by_size(doc["differences"])
         if len(shown) > _MAX_UNRESOLVED_SHOWN:
-            shown = [d for d in shown if len(d["axes_differing"]) <= 1]
-        lines.append(Text(f"differences beyond the {level} intervals and the run-to-run spread:"))
-        lines += [Text("  " + d["text"] + (f" ({d['note']})" if d["note"] else "")) for d in shown]
+            shown = [d for d in shown if len(d["axes_differing"]) <= 1][:_MAX_UNRESOLVED_SHOWN]
+        lines.append(Text(f"differences beyond the {level} intervals and the run-to-run spread, largest first:"))
+        lines += [Text("  " + d["text"]) for d in shown]
         if len(shown) < len(doc["differences"]):
             lines.append(
-                Text(
-                    f"  … and {len(doc['differences']) - len(shown)} between configurations that differ on several axes (--json)"
-                )
+                Text(f"  … and {len(doc['differences']) - len(shown)} smaller or across several axes (--json)")
             )
+        lines += [Text(f"  ({note})") for note in shared_notes(doc["differences"])]
     unresolved = [d for d in doc["not_resolvable"] if d["reason"] != UNBOUNDED]
     if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
         unresolved.sort(key=lambda d: len(d["axes_differing"]) > 1)

@@ -24,6 +24,7 @@ from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
+from lowtail.report.tables import by_size, shared_notes
 from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
@@ -215,25 +216,32 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
     )
 
 
-def _difference_text(d: dict[str, Any]) -> str:
-    return str(d["text"]) + (f" ({d['note']})" if d.get("note") else "")
+def _difference_text(d: Mapping[str, Any]) -> str:
+    return str(d["text"])  # its note is said once, under the list (`shared_notes`)
+
+
+_DIFFERENCES_SHOWN = 8
+"""Differences a page lists before folding the rest."""
 
 
 def _differences(doc: dict[str, Any]) -> str:
     """The differences beyond run-to-run variation: first those between configurations
     that differ on one axis (each isolates an effect), the rest folded; then, folded, the
     pairs these runs cannot resolve."""
-    resolved = doc.get("differences") or []
+    resolved = by_size(doc.get("differences") or [])
     isolated = [d for d in resolved if len(d.get("axes_differing") or [None]) <= 1]
+    shown, smaller = isolated[:_DIFFERENCES_SHOWN], isolated[_DIFFERENCES_SHOWN:]
     several = [d for d in resolved if d not in isolated]
     unresolved = doc.get("not_resolvable") or []
     if not resolved:
         body = "<p>No difference between configurations is beyond run-to-run variation.</p>"
-    elif isolated:
-        body = "<ul>" + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in isolated) + "</ul>"
+    elif shown:
+        body = "<p>Largest first:</p><ul>" + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in shown) + "</ul>"
     else:
         body = "<p>Every difference is between configurations that differ on several axes at once.</p>"
+    body += "".join(f"<p class='meta'>{esc(note)}</p>" for note in shared_notes(resolved))
     for summary, items in (
+        (f"{len(smaller)} smaller differences", smaller),
         (f"Between configurations that differ on several axes ({len(several)})", several),
         (f"Not resolvable with these runs ({len(unresolved)})", unresolved),
     ):

@@ -3,7 +3,7 @@ and the HTML reports show the same ones, built here once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lowtail import percentiles
@@ -230,3 +230,16 @@ def interrupt_profile_table(profile: Iterable[tuple[str, dict[str, Any]]]) -> tu
         for kind, v in profile
     ]
     return header, rows
+
+
+# -- differences, as the terminal and the page list them ---------------------------------
+
+
+def by_size(found: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Differences largest first (those without a size last, in their order)."""
+    return sorted(found, key=lambda d: -(d.get("difference_ns") or 0))
+
+
+def shared_notes(found: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The notes of a list of differences, each once ("one repetition of …" was said per line)."""
+    return list(dict.fromkeys(str(d["note"]) for d in found if d.get("note")))
