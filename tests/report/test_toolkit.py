@@ -130,3 +130,25 @@ def test_a_png_is_drawn_without_pyplot(tmp_path):
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
     assert (tmp_path / "p.png").stat().st_size > 1_000
+
+
+def test_a_percentile_equal_to_the_maximum_is_drawn_over_it():
+    """With few packets the 99.999 % is the maximum: drawn after it (on top) so it stays seen
+    (it hid under the max curve), the max dotted, the legend still in rank order."""
+    pts = [(r, {"p50": 10_000.0, "p99": 20_000.0, "p99_999": 30_000.0, "max": 30_000.0}, False) for r in (1e4, 2e4)]
+    fig = plots.latency_vs_rate_plot([plots.Sweep("fwd", pts)])
+    names = [t.name for t in fig.data]
+    assert names.index("99.999 %") > names.index("max")
+    ranked = sorted(fig.data, key=lambda t: t.legendrank)
+    assert [t.name for t in ranked] == ["50 %", "99 %", "99.999 %", "max"]
+    assert next(t for t in fig.data if t.name == "max").line.dash == "dot"
+
+
+def test_the_knee_table_says_overload_not_ok():
+    """Beside a run that FAILs the budget the knee table said "ok": it says what it is about."""
+    from lowtail.report.tables import knee_table
+
+    header, rows = knee_table(
+        {"rates": [{"rate_pps": 1e4, "loss": 0.0, "p50_ns": 1, "p99_ns": 2, "p99_999_ns": 3, "overloaded": False}]}
+    )
+    assert header[-1] == "overload" and rows[0][-1] == "not overloaded"

@@ -409,7 +409,7 @@ def knee_section(
         verdict = (
             f"measured knee (first overloaded rate): <b>{esc(format_rate(knee['knee_pps']))}</b>"
             if knee["knee_pps"] is not None
-            else "no overloaded rate in this sweep"
+            else "no overloaded rate in this sweep (overload is loss or a growing queue; the budget's verdicts are above)"
         )
         if knee.get("r_max_pps") is not None:
             verdict += f"; predicted R_max: <b>{esc(format_rate(knee['r_max_pps']))}</b>"

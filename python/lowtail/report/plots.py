@@ -399,18 +399,22 @@ def latency_vs_rate_plot(
     for i, sweep in enumerate(sweeps):
         pts = sorted(sweep.points, key=lambda p: p[0])
         rates += [r for r, _, _ in pts]
-        for j, key in enumerate(sweep.figures):
+        # Highest figure first, so a lower one drawn on top stays seen where they meet (with few
+        # packets the 99.999 % is the maximum, and hid under it); the legend keeps rank order.
+        for j, key in reversed(list(enumerate(sweep.figures))):
             row = [(r, figs.get(key)) for r, figs, _ in pts if figs.get(key) is not None]
             if not row:
                 continue
             colour = tk.colour(j) if single else tk.colour(i)
             name = percentiles.label(key) if single else f"{sweep.label} · {percentiles.label(key)}"
+            dash = ("dot" if key == "max" else "solid") if single else _DASHES[j % len(_DASHES)]
             fig.add_trace(
                 go.Scatter(
                     x=[r for r, _ in row],
                     y=[v for _, v in row],
                     mode="lines+markers",
-                    line=dict(color=colour, dash="solid" if single else _DASHES[j % len(_DASHES)], width=1.8),
+                    legendrank=100 * i + j,
+                    line=dict(color=colour, dash=dash, width=1.8),
                     marker=dict(symbol=_SYMBOLS[j % len(_SYMBOLS)], size=7, color=colour),
                     name=name,
                     customdata=[[format_rate(r), format_ns(v)] for r, v in row],

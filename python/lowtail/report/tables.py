@@ -15,14 +15,16 @@ _KNEE_FIGURES = ("p50", "p99", "p99_999")
 
 
 def knee_table(knee: Mapping[str, Any]) -> Table:
-    """Per offered rate: loss, percentiles and whether the DuT was overloaded (and why)."""
-    header = ["rate", "loss", *(percentiles.label(k) for k in _KNEE_FIGURES), "state"]
+    """Per offered rate: loss, percentiles and whether the DuT was overloaded (and why).
+    Overload is the DuT's capacity (loss, a queue that grows), not the budget: a rate can be
+    "not overloaded" and still FAIL it, so the column says which it is about."""
+    header = ["rate", "loss", *(percentiles.label(k) for k in _KNEE_FIGURES), "overload"]
     rows = [
         [
             format_rate(r["rate_pps"]),
             format_percent(r["loss"]),
             *(format_ns(r[f"{k}_ns"]) for k in _KNEE_FIGURES),
-            ("overloaded: " + "; ".join(r["reasons"])) if r["overloaded"] else "ok",
+            ("overloaded: " + "; ".join(r["reasons"])) if r["overloaded"] else "not overloaded",
         ]
         for r in knee["rates"]
     ]
