@@ -360,3 +360,19 @@ def test_a_comparison_with_emulated_vm_runs_says_so(tmp_path):
     assert doc["emulated_runs"] == [vm] and bare not in doc["emulated_runs"]
     assert TCG_WARNING in " ".join(done.stderr.split())
     assert "emulator" in (tmp_path / "v.html").read_text()
+
+
+def test_different_budgets_are_one_line_that_holds_for_every_configuration(tmp_path):
+    """One DuT's runs from two experiments of different budgets pooled as one configuration:
+    one note says how every configuration is judged, naming the pooled one (two lines said
+    'each against its own' and 'judged together against experiment 1's')."""
+    db = tmp_path / "m.duckdb"
+    with open_store(db) as store:
+        strict = experiment(store, "strict", {"percentile": 99.9, "budget": "11us"})
+        loose = experiment(store, "loose", {"percentile": 99, "budget": "1ms"})
+        store_run(store, tmp_path, strict, "a", base_latency_ns=10_000, seed=1)
+        store_run(store, tmp_path, loose, "a", base_latency_ns=10_000, seed=2)
+    doc = json.loads(lowtail("compare", strict, loose, "--by", "dut", "--json", db=db).stdout)
+    budgets = [n for n in doc["notes"] if "budget" in n]
+    assert len(budgets) == 1, doc["notes"]
+    assert "pool runs of different budgets and are judged against their first experiment's" in budgets[0]

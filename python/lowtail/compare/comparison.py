@@ -102,9 +102,14 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
     floors = _Floors(store, opts.floor, counter)
     configurations = []
+    mixed: list[str] = []
     for index, members in enumerate(groups.values()):
-        verdict = _configuration_verdict(members, verdicts, common, notes)
+        verdict, mixes = _configuration_verdict(members, verdicts, common)
         configurations.append(_configuration(store, index, members, by, verdict, opts.level, floors, counter, out))
+        if mixes:
+            mixed.append(configurations[-1]["label"])
+    if common is None and len(set(verdicts.values())) > 1:
+        notes.append(_budgets_note(verdicts, mixed))
     resolved, unresolved = diffs.differences(configurations)
     evt = _evt(store, configurations, opts.evt, notes)
     partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
@@ -176,12 +181,7 @@ def _verdicts(
             )
         return {eid: given for eid in [*eids, None]}, given
     distinct = {v for v in stored.values()}
-    if len(distinct) > 1:
-        notes.append(
-            "the runs were stored with different budgets ("
-            + "; ".join(f"experiment {e}: {v.describe()}" for e, v in stored.items())
-            + "): each configuration is judged against its runs' own (--budget/--percentile judge all against one)"
-        )
+    if len(distinct) > 1:  # said once the configurations are judged (`_budgets_note`)
         return {**stored, None: Verdict()}, None
     common = next(iter(distinct), Verdict())
     return {**stored, None: common}, common
@@ -195,18 +195,29 @@ def _parsed(table: dict[str, Any]) -> Verdict:
 
 
 def _configuration_verdict(
-    members: Sequence[Mapping[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None, notes: list[str]
-) -> Verdict:
+    members: Sequence[Mapping[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None
+) -> tuple[Verdict, bool]:
+    """The budget a configuration is judged against, and whether its runs stored different
+    ones (it then takes its first experiment's)."""
     if common is not None:
-        return common
+        return common, False
     own = {verdicts.get(r["experiment_id"], Verdict()) for r in members}
-    first = verdicts.get(members[0]["experiment_id"], Verdict())
-    if len(own) > 1:
-        notes.append(
-            f"runs {', '.join(str(r['run_id']) for r in members)} were stored with different budgets; "
-            f"they are judged together against experiment {members[0]['experiment_id']}'s: {first.describe()}"
-        )
-    return first
+    return verdicts.get(members[0]["experiment_id"], Verdict()), len(own) > 1
+
+
+def _budgets_note(verdicts: dict[int | None, Verdict], mixed: Sequence[str]) -> str:
+    """One line on runs stored with different budgets: how each configuration is judged, the
+    ones whose own runs differ named in it (it was two lines that contradicted each other)."""
+    stored = "; ".join(f"experiment {e}: {v.describe()}" for e, v in verdicts.items() if e is not None)
+    within = (
+        f"; {', '.join(mixed)} pool runs of different budgets and are judged against their first experiment's"
+        if mixed
+        else ""
+    )
+    return (
+        f"the runs were stored with different budgets ({stored}): each configuration is judged against its "
+        f"runs' own{within} (--budget/--percentile judge all against one)"
+    )
 
 
 def _verdict_doc(v: Verdict) -> BudgetDocument:
