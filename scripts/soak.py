@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 from tb_helpers import command_lines  # noqa: E402
 
 from host_fixtures import make_sysroot  # noqa: E402
-from lowtail.testbed.kinds import KINDS  # noqa: E402
+from lowtail.testbed.duts import KINDS  # noqa: E402
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups  # noqa: E402
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]

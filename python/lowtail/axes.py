@@ -34,6 +34,9 @@ def _text(value: Any) -> str:
         return "–"
     if isinstance(value, list):
         return ",".join(map(str, value))
+    if isinstance(value, dict) and {"path", "sha256"} <= set(value):
+        # A rule set from a file (nftables, suricata `rules`): its name and content hash.
+        return f"{str(value['path']).rsplit('/', 1)[-1]} (sha {str(value['sha256'])[:8]})"
     return str(value)
 
 
@@ -238,4 +241,6 @@ def describe(run: dict[str, Any], axes: Iterable[Axis]) -> str:
 
 
 def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
     return tuple(value) if isinstance(value, list) else value

@@ -27,7 +27,7 @@ from typing import Any
 from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed import wiring
-from lowtail.testbed.kinds import KINDS
+from lowtail.testbed.duts import KINDS
 from lowtail.units import parse_duration_ns
 from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
 from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict

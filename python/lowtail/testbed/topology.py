@@ -34,7 +34,7 @@ from lowtail.testbed.sites import LocalSite, Point
 from lowtail.testbed.system import ip, local_argv, process_start_time, require_privileges, sh, tool
 
 
-class Testbed:
+class NamespacesTestbed:
     kind = "namespaces"
     tx = "lg0"
     rx = "lg1"
@@ -117,7 +117,7 @@ class Testbed:
 
     # -- life cycle ----------------------------------------------------------------------------
 
-    def __enter__(self) -> Testbed:
+    def __enter__(self) -> NamespacesTestbed:
         require_privileges("a testbed")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.registry = Registry.for_this_process(self.tag)
