@@ -170,6 +170,36 @@ def test_a_rules_file_suricata_refuses_is_one_clear_error_before_any_traffic(tmp
     assert missing.returncode == 2 and "no file 'no.rules'" in missing.stderr
 
 
+def _vm_missing() -> str | None:
+    try:
+        KINDS["vm"].check_available()
+    except UserError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_vm_missing() is not None, reason=f"no VM DuT here: {_vm_missing()}")
+def test_the_same_ips_inside_a_vm_guest_counts_the_same_alerts(tmp_path):
+    """The guest image gains Suricata, its libraries and the rule set (TCG here: 2 kpps, what
+    an emulated guest forwards without loss on this shared host)."""
+    (tmp_path / "low-byte.rules").write_text(LOW_BYTE_ZERO)
+    duts = (
+        '[[dut]]\nname = "ips-vm"\nkind = "vm"\nguest_forwarder = "suricata"\nmemory = 512\nrules = "low-byte.rules"\n'
+    )
+    done, runs = run_json(tmp_path, experiment(tmp_path, duts, rates=(2000,), duration="2s"))
+    assert done.returncode in (0, 3), done.stderr
+    (run,) = runs
+    assert trusted(run), run["invalid_reasons"]
+    assert run["lost"] == 0 and run["received"] == run["sent"] > 0
+    assert run["containment"]["mode"] == "vm" and run["virtualization"] in ("kvm", "tcg")
+    counted, gen = run["dut_stats"]["suricata"], run["generator"]
+    assert counted["udp"] == gen["sent"] and counted["kernel_drops"] == 0
+    assert counted["alerts"] == _multiples_of_256(gen["first_id"], gen["last_id"]) > 0
+    assert run["dut_stats"]["sha256"] == run["dut_config"]["rules"]["sha256"]
+    assert resources_of(done.pid) == []
+
+
 @pytest.mark.slow
 def test_a_double_ctrl_c_leaves_nothing_of_suricata(tmp_path):
     toml = experiment(

@@ -157,3 +157,19 @@ def test_rule_sets_are_an_axis_of_stored_runs():
     )
     rules = axes.find("rules", rows)
     assert rules is not None and rules.matches(rows[1], "=", "1000") and rules.matches(rows[2], "~", "mine")
+
+
+def test_the_ips_example_is_an_experiment_of_the_studies():
+    from lowtail.experiment import spec
+
+    text = spec.example_text("ips")
+    exp = spec.parse(text, "ips.toml")
+    combos = exp.combinations()
+    kinds = {(c.dut.kind, str(c.dut.options.get("rules")), c.dut.options.get("containment")) for c in combos}
+    for rules in ("none", "default", "1000"):
+        assert ("suricata", rules, "bare") in kinds and ("suricata", rules, "container") in kinds
+        assert ("vm", rules, None) in kinds
+    assert sorted({c.traffic.rate_pps for c in combos}) == [10_000, 20_000, 50_000, 100_000]
+    assert exp.verdict.budget_ns == 350_000
+    with pytest.raises(UserError, match="examples: ips"):
+        spec.example_text("snort")

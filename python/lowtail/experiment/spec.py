@@ -180,6 +180,19 @@ def default_text() -> str:
     return resources.files("lowtail.experiment").joinpath(DEFAULT_NAME).read_text()
 
 
+def example_names() -> list[str]:
+    """The example experiment files packaged in experiment/examples/ (`--print-example NAME`)."""
+    folder = resources.files("lowtail.experiment").joinpath("examples")
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def example_text(name: str) -> str:
+    """An example experiment file; UserError naming the examples there are."""
+    if name not in example_names():
+        raise UserError(f"no example {name!r} (examples: {', '.join(example_names())})")
+    return resources.files("lowtail.experiment").joinpath("examples", f"{name}.toml").read_text()
+
+
 def load(path: Path | None) -> Experiment:
     """Read an experiment file (None: the embedded default experiment)."""
     if path is None:

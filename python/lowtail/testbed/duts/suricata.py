@@ -1,6 +1,7 @@
 """`kind = "suricata"`: Suricata as an inline IPS between the DuT's two interfaces — the
-security function of "5G QoS: Impact of Security Functions on Latency" (NOMS 2020), as a
-forwarder (`rules = "none"`) and as a filter (a rule set on the traffic's UDP port 53).
+security function of the URLLC IPS studies (Commun. Mag. 2020 and NOMS 2020 measured Snort 3,
+JNSM 2023 Suricata), as a forwarder (`rules = "none"`) and as a filter (a rule set whose DNS
+rules the traffic's UDP port 53 triggers, Commun. Mag. 2020, §"Measurement Setup").
 
 Suricata runs in AF_PACKET IPS mode (`copy-mode: ips`, each interface copying to the
 other) with the workers run mode: one thread per interface receives, decodes, inspects and
