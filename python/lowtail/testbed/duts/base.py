@@ -77,7 +77,7 @@ class Dut:
                 except ValueError as e:
                     raise ValueError(f"option {key!r} {e}") from None
             axes.append((key, checked))
-        configs = [{}]
+        configs: list[dict[str, Any]] = [{}]
         for key, values in axes:
             configs = [c | {key: v} for c in configs for v in values]
         return [cls.validate({k: opt.default for k, opt in cls.options.items()} | c) for c in configs]

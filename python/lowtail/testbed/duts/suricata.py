@@ -134,7 +134,8 @@ def last_stats(text: str) -> dict[str, Any] | None:
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("stats"), dict):
-            return record["stats"]
+            stats: dict[str, Any] = record["stats"]
+            return stats
     return None
 
 
@@ -235,9 +236,9 @@ def prepare_rules(value: int | str | dict[str, str], action: str, port: int, dir
             target = directory / source.name
             target.write_text(with_action(text, action))
             files.append(target)
-        sources = {str(t): str(f) for t, f in zip(files, sources)}
+        written = {str(t): str(f) for t, f in zip(files, sources)}
         return PreparedRules(
-            files, {"rules": DEFAULT_RULES, "files": len(files), "sha256": digest.hexdigest()}, sources
+            files, {"rules": DEFAULT_RULES, "files": len(files), "sha256": digest.hexdigest()}, written
         )
     copied = rules.copy_into(directory)
     copied.write_text(with_action(copied.read_text(errors="replace"), action))
