@@ -106,6 +106,7 @@ def _rows(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "p99_9_ns": lat.get("p99_9"),
                 "loss": r["lost"] / r["sent"] if r["sent"] else None,
                 "valid": r["valid"],
+                "why": (r.get("invalid_reasons") or [""])[0],
                 "kernel_drops": counted.get("kernel_drops"),
                 "rules_loaded": counted.get("rules_loaded"),
                 "start_s": (r.get("dut_stats") or {}).get("start_s"),
@@ -166,7 +167,9 @@ def _print(rows: list[dict[str, Any]], models: list[dict[str, Any]], load: float
     print(f"{'rules':>8} {'rate':>10} {'p50':>11} {'p99.9':>11} {'loss':>8}  note")
     for r in rows:
         loss = "–" if r["loss"] is None else f"{100 * r['loss']:.2f} %"
-        note = "" if r["valid"] else "invalid (Suricata fell behind)" if r["kernel_drops"] else "invalid"
+        note = (
+            "" if r["valid"] else "invalid (Suricata fell behind)" if r["kernel_drops"] else f"invalid: {r['why'][:60]}"
+        )
         p50 = "–" if r["p50_ns"] is None else format_ns(r["p50_ns"])
         p999 = "–" if r["p99_9_ns"] is None else format_ns(r["p99_9_ns"])
         print(f"{r['rules']:>8} {format_rate(r['rate_pps']):>10} {p50:>11} {p999:>11} {loss:>8}  {note}")

@@ -173,3 +173,17 @@ def test_the_ips_example_is_an_experiment_of_the_studies():
     assert exp.verdict.budget_ns == 350_000
     with pytest.raises(UserError, match="examples: ips"):
         spec.example_text("snort")
+
+
+def test_nftables_takes_the_same_rules_option(tmp_path, monkeypatch):
+    """One rules type for both kinds: nftables' `rules` is a count as before, "none", or a file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mine.nft").write_text("table bridge lowtail { }\n")
+    configs = KINDS["nftables"].expand({"rules": [100, "none", "mine.nft"]})
+    assert [c["rules"] for c in configs][:2] == [100, "none"]
+    assert configs[2]["rules"]["path"] == str(tmp_path / "mine.nft")
+    assert KINDS["nftables"].options["rules"] is not KINDS["suricata"].options["rules"]
+    assert type(KINDS["nftables"].options["rules"]) is type(KINDS["suricata"].options["rules"])
+    assert KINDS["vm"].options["rules"] is KINDS["suricata"].options["rules"]
+    with pytest.raises(ValueError, match="no file 'other.nft'"):
+        KINDS["nftables"].expand({"rules": "other.nft"})
