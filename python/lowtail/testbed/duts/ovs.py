@@ -23,7 +23,7 @@ from lowtail.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption
-from lowtail.testbed.process import make_realtime
+from lowtail.testbed.process import Program, make_realtime
 from lowtail.testbed.protocol import Testbed
 from lowtail.testbed.system import sh, tool
 
@@ -117,7 +117,7 @@ class OpenVSwitch(Dut):
         pid = self.containment.get("namespaces", {}).get("contained_pid") or self.program.pid
         self.containment["scheduling"] = make_realtime(pid, DUT_RT_PRIORITY)
 
-    def _wait_socket(self, path: Path, program, timeout_s: float = 15.0) -> None:
+    def _wait_socket(self, path: Path, program: Program, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not path.exists():
             if not program.running():
@@ -126,7 +126,7 @@ class OpenVSwitch(Dut):
                 raise Failure(f"ovsdb-server did not open {path} within {timeout_s:g} s")
             time.sleep(0.02)
 
-    def vsctl(self, *args: str) -> subprocess.CompletedProcess:
+    def vsctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return sh(
             _ovs("ovs-vsctl"),
             f"--db=unix:{self.dir / 'db.sock'}",
@@ -135,7 +135,7 @@ class OpenVSwitch(Dut):
             what=f"DuT {self.name}: ovs-vsctl {' '.join(args)}",
         )
 
-    def ofctl(self, *args: str) -> subprocess.CompletedProcess:
+    def ofctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return sh(
             _ovs("ovs-ofctl"),
             args[0],

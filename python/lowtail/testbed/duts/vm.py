@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.kernel_mirred import mirred_redirect
-from lowtail.testbed.duts.lowtail_fwd import LowtailFwd
+from lowtail.testbed.duts.lowtail_fwd import FORWARDER_OPTIONS, LowtailFwd, guest_options
 from lowtail.testbed.duts.options import (
     BoolOption,
     ChoiceOption,
@@ -43,7 +44,7 @@ from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_re
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.protocol import Testbed
 from lowtail.testbed.system import ip
-from lowtail.testbed.vm.image import ImageLayer, build_image, cache_dir, check_image_tools
+from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
     GUEST_BASE_CMDLINE,
@@ -84,13 +85,7 @@ class VirtualMachine(Dut):
             "action and port as the suricata kind's)",
         ),
         **{name: Suricata.options[name] for name in IPS_OPTIONS},
-        "work_ns": IntOption(0, help="lowtail-fwd in the guest: synthetic per-packet work, in nanoseconds"),
-        "batch": IntOption(1, minimum=1, help="lowtail-fwd in the guest: packets per batch"),
-        "spin_us": IntOption(
-            None,
-            help="lowtail-fwd in the guest: busy-poll this long before sleeping [default: never sleep on a "
-            "vCPU isolcpus isolates in the guest, 10 µs elsewhere]",
-        ),
+        **guest_options(FORWARDER_OPTIONS),
         "guest_cmdline": TextOption(
             "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
         ),
@@ -140,7 +135,7 @@ class VirtualMachine(Dut):
             raise UserError("a VM DuT needs /dev/net/tun (the tun driver) for its tap devices")
 
     @classmethod
-    def prepare(cls, config: dict[str, Any], log) -> None:
+    def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
         """Build (or find) the guest image and learn the acceleration before the sweep (and
         check a guest IPS's rule set as the bare one's is)."""
         if config["guest_forwarder"] == "suricata":
@@ -151,7 +146,7 @@ class VirtualMachine(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return self.config["ready_timeout"] / 1e9
+        return float(self.config["ready_timeout"]) / 1e9
 
     @classmethod
     def _layer(cls, config: dict[str, Any]) -> tuple[ImageLayer | None, dict[str, Any]]:
@@ -161,7 +156,7 @@ class VirtualMachine(Dut):
             return None, {}
         return guest_layer(config, worker_cpu=config["vcpus"] - 1, management_cpu=0)
 
-    def _acceleration(self, image) -> Acceleration:
+    def _acceleration(self, image: GuestImage) -> Acceleration:
         if self.config["accel"] == "auto":
             return probe_acceleration(image.kernel, image.initrd, cache_dir(), lambda message: None)
         return Acceleration(self.config["accel"], "chosen in the experiment file")
@@ -170,7 +165,7 @@ class VirtualMachine(Dut):
         """lowtail-fwd's busy-poll time in the guest, by the host forwarder's rule: never
         sleep only on a vCPU of its own that the guest's scheduler keeps free (isolcpus)."""
         if self.config["spin_us"] is not None:
-            return self.config["spin_us"]
+            return int(self.config["spin_us"])
         fwd_vcpu = self.config["vcpus"] - 1
         isolated: set[int] = set()
         for param in self.config["guest_cmdline"].split():
@@ -206,7 +201,8 @@ class VirtualMachine(Dut):
         sockets = Path("/run/lowtail") / tb.tag  # short: unix socket paths are limited to 107 bytes
         tb.own_path(sockets)
         sockets.mkdir(parents=True, exist_ok=True)
-        macs = tuple("52:54:00:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3)) for _ in range(2))
+        mac_in, mac_out = ("52:54:00:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3)) for _ in range(2))
+        macs = (mac_in, mac_out)
         vcpu_cores = self._cores(plan)
         emulator = emulator_cores(plan, vcpu_cores)
         argv = qemu_argv(
