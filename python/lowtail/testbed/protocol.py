@@ -14,13 +14,39 @@ from lowtail.testbed.sites import Site
 class Testbed(Protocol):
     """One run's testbed as its DuT sees it."""
 
-    kind: str
-    tag: str  # unique per testbed: names of what it makes outside its namespaces
-    work_dir: Path  # the run's directory on this host
-    wire: bool  # a calibration testbed (no DuT)
-    dut_ns: str | None  # the DuT's network namespace (None: a host's own)
-    dut_in: str | None  # where traffic arrives at the DuT
-    dut_out: str | None  # where the DuT sends it on
+    # Read-only to a DuT (properties, so a testbed's narrower types, such as the namespaces
+    # testbed's `dut_in: str`, still satisfy the protocol).
+    @property
+    def kind(self) -> str: ...
+    @property
+    def tag(self) -> str:
+        """Unique per testbed: names of what it makes outside its namespaces."""
+        ...
+
+    @property
+    def work_dir(self) -> Path:
+        """The run's directory on this host."""
+        ...
+
+    @property
+    def wire(self) -> bool:
+        """A calibration testbed (no DuT)."""
+        ...
+
+    @property
+    def dut_ns(self) -> str | None:
+        """The DuT's network namespace (None: a host's own)."""
+        ...
+
+    @property
+    def dut_in(self) -> str | None:
+        """Where traffic arrives at the DuT."""
+        ...
+
+    @property
+    def dut_out(self) -> str | None:
+        """Where the DuT sends it on."""
+        ...
 
     @property
     def dut_site(self) -> Site:

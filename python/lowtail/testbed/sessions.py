@@ -43,7 +43,7 @@ class Session(Protocol):
 
     def testbed(
         self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None
-    ) -> AbstractContextManager[Testbed]:
+    ) -> AbstractContextManager[NamespacesTestbed]:
         """A fresh testbed for one run (a context manager)."""
         ...
 

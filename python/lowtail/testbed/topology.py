@@ -239,7 +239,7 @@ class NamespacesTestbed:
     def spawn(
         self,
         name: str,
-        ns: str,
+        ns: str | None,
         argv: list[str],
         stats: Path | None = None,
         cpus: list[int] | None = None,

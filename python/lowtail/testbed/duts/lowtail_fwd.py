@@ -11,7 +11,6 @@ from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption, Option
 from lowtail.testbed.protocol import Testbed
 
-
 # lowtail-fwd's own options, declared once: the forwarder on a host (`LowtailFwd`) and
 # inside a VM guest (`duts.vm.VirtualMachine`, as `guest_options`).
 FORWARDER_OPTIONS: dict[str, Option] = {
