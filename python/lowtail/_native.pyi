@@ -8,6 +8,8 @@ from typing import Self, final
 
 from typing_extensions import Buffer
 
+from lowtail.documents import AnalyzeOptionsDocument
+
 __all__ = [
     "LowtailError",
     "OptionsError",
@@ -169,7 +171,7 @@ class AnalyzeOptions:
     def histogram_bins(self) -> int: ...
     @property
     def export(self) -> str | None: ...
-    def to_dict(self) -> dict[str, str | int | bool | None]:
+    def to_dict(self) -> AnalyzeOptionsDocument:
         """Every option by name, as the database stores them."""
 
 @final

@@ -17,6 +17,25 @@ from typing import Any, NotRequired, TypedDict
 # -- an analysis (`lowtail analyze --json`, stored by store/analyses.py) ----------------------
 
 
+class AnalyzeOptionsDocument(TypedDict):
+    """The options an analysis ran with, as the native `AnalyzeOptions.to_dict()` gives them
+    and the store keeps them beside the analysis (and a campaign beside its pairs)."""
+
+    id_format: str
+    id_offset: int
+    id_width: int
+    id_endian: str
+    udp_port: int | None
+    moonsniff_records: bool
+    trim_ns: int
+    max_latency_ns: int
+    worst: int
+    histogram_bins: int
+    # Where the matched series went; a campaign's options leave it out (each pair's series
+    # has its own path, and the path is no part of what makes a pair the same pair).
+    export: NotRequired[str | None]
+
+
 class CaptureSide(TypedDict):
     """What was read of one capture (PRE or POST)."""
 
@@ -313,3 +332,58 @@ class SimulateDocument(TypedDict):
     comparison: dict[str, Any] | None
     partial: bool
     model_id: NotRequired[int]
+
+
+# -- a campaign (`lowtail campaign analyze --json`, stored by store/campaigns.py) ----------------
+
+
+class CapturePair(TypedDict):
+    """One PRE/POST pair of a campaign by name, or a capture without its partner (the missing
+    side None); `key` is its identity (both files and the analysis options)."""
+
+    name: str
+    pre: str | None
+    post: str | None
+    key: str
+
+
+class CampaignPairEntry(TypedDict):
+    """A pair of a campaign stored with its analysis (now, or by an earlier run: resumed)."""
+
+    name: str
+    pre: str | None
+    post: str | None
+    analysis_id: int
+    sent: int
+    lost: int
+    latency_ns: dict[str, Any] | None
+    partial: bool
+    series: str | None
+    worker: str | None
+    resumed: bool
+
+
+class CampaignFailure(CapturePair):
+    """A pair that could not be analysed, and why (the worker None when none was given it)."""
+
+    error: str | None
+    worker: str | None
+
+
+class CampaignWorker(TypedDict):
+    """A Dask worker of a campaign: how many pairs it analysed, and whether it was lost."""
+
+    address: str
+    pairs: int
+    lost: bool
+
+
+class CampaignDocument(TypedDict):
+    """What `lowtail campaign analyze --json` prints."""
+
+    campaign_id: int
+    partial: bool
+    stopped: str | None
+    pairs: list[CampaignPairEntry]
+    failed: list[CampaignFailure]
+    workers: list[CampaignWorker]

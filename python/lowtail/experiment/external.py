@@ -43,6 +43,7 @@ from typing import Any
 
 from lowtail import __version__
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
+from lowtail.documents import AnalyzeOptionsDocument
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
 from lowtail.store import records
@@ -254,7 +255,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
 # -- one pair: analysed, then stored -------------------------------------------------------------
 
 
-def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[AnalysisDocument, dict[str, Any]]:
+def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[AnalysisDocument, AnalyzeOptionsDocument]:
     """The analysis of one pair (its matched series written to `series`) and the options it
     used. Raises UserError for an unreadable capture, Failure when it holds nothing to
     measure, Interrupted on Ctrl-C: runs wherever the captures are."""
@@ -308,7 +309,7 @@ def store_pair(
     experiment_name: str,
     pair: Pair,
     analysis: AnalysisDocument,
-    options: dict[str, Any],
+    options: AnalyzeOptionsDocument,
 ) -> int:
     """Store an analysed pair as a run of the experiment (run and analysis in one transaction)."""
     return runstore.save_run(store, run_record(pair, analysis, experiment_id, experiment_name), analysis, options)

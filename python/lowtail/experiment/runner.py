@@ -17,6 +17,7 @@ from typing import Any
 
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.binaries import find_binary
+from lowtail.documents import AnalyzeOptionsDocument
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
@@ -270,7 +271,7 @@ def _run_one(
 
 def _analyze(
     exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
-) -> tuple[AnalysisDocument | None, dict[str, Any]]:
+) -> tuple[AnalysisDocument | None, AnalyzeOptionsDocument]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
     options = analyze_options(
         trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"

@@ -12,14 +12,14 @@ from lowtail import __version__
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument
+    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
 
 
-def save_analysis(store: Store, a: AnalysisDocument, options: dict[str, Any], label: str | None = None) -> int:
+def save_analysis(store: Store, a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None = None) -> int:
     """Store one analysis document (as `lowtail analyze --json` prints it)."""
     lat = a.get("latency_ns") or {}
     sides = {"pre": a["pre"], "post": a["post"]}

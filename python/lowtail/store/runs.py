@@ -13,7 +13,7 @@ from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument, RunRow
+    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, RunRow
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
@@ -83,7 +83,7 @@ def save_run(
     store: Store,
     run: RunRecord | Mapping[str, Any],
     analysis: AnalysisDocument | None,
-    analysis_options: dict[str, Any],
+    analysis_options: AnalyzeOptionsDocument,
 ) -> int:
     """Store a run and its analysis together (one transaction: both or neither). A mapping
     of RunRecord's fields is read into one first."""
