@@ -12,7 +12,7 @@ native analysis's list (`percentiles.KEYS`), not from a fixed set of names."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
 
 # -- an analysis (`lowtail analyze --json`, stored by store/analyses.py) ----------------------
 
@@ -36,6 +36,36 @@ class AnalyzeOptionsDocument(TypedDict):
     export: NotRequired[str | None]
 
 
+# A distribution's figures by name ("min", "mean", "stddev", "p50", …, "p99_9999", "max",
+# "samples"): a mapping, as its percentile keys come from the native analysis's list; a
+# figure is None when nothing was matched.
+LatencyFigures = dict[str, float | None]
+
+
+class PercentileRow(TypedDict):
+    """One row of the latency's percentile distribution (HdrHistogram's iteration)."""
+
+    value_ns: int
+    percentile: float
+    total_count: int
+
+
+class HistogramBin(TypedDict):
+    """One bin of a histogram (latency, or the gaps between packets of PRE or POST)."""
+
+    lo_ns: int
+    hi_ns: int
+    count: int
+
+
+class WorstPacket(TypedDict):
+    """One of the slowest packets: its latency, when it was sent, its id."""
+
+    latency_ns: int
+    pre_ts_ns: int
+    id: int
+
+
 class CaptureSide(TypedDict):
     """What was read of one capture (PRE or POST)."""
 
@@ -52,7 +82,7 @@ class CaptureSide(TypedDict):
     first_ts_ns: int | None
     last_ts_ns: int | None
     backwards: int
-    per_second: list[Any]
+    per_second: list[int]  # frames in each second from the first
 
 
 class AnalysisDocument(TypedDict):
@@ -75,13 +105,13 @@ class AnalysisDocument(TypedDict):
     horizon_ns: int
     start_ts_ns: int | None
     duration_ns: int | None
-    latency_ns: dict[str, Any] | None
-    percentiles: list[Any]
+    latency_ns: LatencyFigures | None
+    percentiles: list[PercentileRow]
     hgrm: str
-    latency_histogram: list[Any]
-    jitter_pre_histogram: list[Any]
-    jitter_post_histogram: list[Any]
-    worst: list[Any]
+    latency_histogram: list[HistogramBin]
+    jitter_pre_histogram: list[HistogramBin]
+    jitter_post_histogram: list[HistogramBin]
+    worst: list[WorstPacket]
     pre: CaptureSide
     post: CaptureSide
     warnings: list[str]
@@ -241,6 +271,14 @@ class ComparisonDocument(TypedDict):
 # -- model results (`lowtail model CMD --json`, stored by store/models.py) -----------------------
 
 
+class InterruptLoadDocument(TypedDict):
+    """An interrupt kind hitting the processing core (`models.overload.InterruptLoad`)."""
+
+    rate_hz: float
+    duration_ns: float
+    kind: str
+
+
 class OverloadDocument(TypedDict):
     """R_max = (1 s − d_Σ)/t_CPU and the figures behind it (`models/overload.py`)."""
 
@@ -250,9 +288,31 @@ class OverloadDocument(TypedDict):
     d_sum_ns_per_s: float
     interrupt_share: float
     r_max_pps: float
-    interrupts: list[dict[str, Any]]  # rate_hz, duration_ns, kind
+    interrupts: list[InterruptLoadDocument]
     statistic: NotRequired[str | None]  # of the stored runs the medians came from
     model_id: NotRequired[int]  # once stored
+
+
+class KneeRate(TypedDict):
+    """One rate of a sweep: the worst of its runs, whether it is overloaded, and why."""
+
+    rate_pps: float
+    runs: list[int | None]
+    loss: float
+    p50_ns: int | None
+    p99_ns: int | None
+    p99_999_ns: int | None
+    max_ns: int | None
+    overloaded: bool
+    reasons: list[str]
+
+
+class KneeCriteria(TypedDict):
+    """When a rate is overloaded: its loss over `loss_limit`, or its p99 over `growth_limit`
+    times the lowest rate's."""
+
+    loss_limit: float
+    growth_limit: float
 
 
 class KneeDocument(TypedDict):
@@ -261,8 +321,8 @@ class KneeDocument(TypedDict):
     knee_pps: float | None
     last_ok_pps: float | None
     reference_p99_ns: NotRequired[int | None]
-    rates: list[dict[str, Any]]  # per rate: the worst of its runs, overloaded and why
-    criteria: dict[str, float]
+    rates: list[KneeRate]
+    criteria: KneeCriteria
     experiment_id: NotRequired[int]
     dut: NotRequired[str]
     r_max_pps: NotRequired[float | None]
@@ -314,22 +374,172 @@ class EvtDocument(TypedDict):
     model_id: NotRequired[int]
 
 
+class AliasingSpecDocument(TypedDict):
+    """The aliasing model's parameters (`models.aliasing.AliasingSpec`, as JSON)."""
+
+    rate_pps: float
+    irq_rate_hz: float
+    irq_durations_ns: list[float]
+    duration_s: float
+    base_latency_ns: float
+    service_ns: float
+    irq_phase_ns: float
+    duration_offset: int
+    worst: int
+    jitter_ns: float
+    seed: int
+
+
+class Beat(TypedDict):
+    """The beat between the traffic and the nearest harmonic of the interrupt clock."""
+
+    harmonic: int
+    beat_hz: float
+    pattern_period_s: float | None  # None when the clocks are locked (no beat)
+
+
+class AliasingPattern(Beat):
+    """The worst events ([time since the first packet ns, latency ns]) the model predicts."""
+
+    spec: AliasingSpecDocument
+    packets: int
+    packets_delayed: int
+    undersampled: bool  # packets further apart than an interrupt lasts
+    worst: list[list[float]]
+
+
+class InterruptClockFit(TypedDict):
+    """The interrupt clock, in the capture's clock, that explains a run's delayed packets."""
+
+    irq_rate_hz: float
+    offset_ppm: float
+    irq_phase_ns: float
+    duration_offset: int
+    median_error_ns: float
+    locked: bool  # the period an exact multiple of the packet spacing
+    delayed_packets: int
+    rayleigh: float
+
+
+class AliasingMeasurement(TypedDict):
+    """A stored run's worst events ([ns since its first packet, latency ns]), rate, span and median."""
+
+    worst: list[list[float]]
+    rate_pps: float
+    duration_ns: int
+    base_latency_ns: float
+    analysis_id: int
+
+
 class AliasingDocument(TypedDict):
     """Interrupts against constant-rate traffic (`models/aliasing.py`): the simulated
     pattern, and against a run the fitted interrupt clock and the measurement."""
 
-    model: dict[str, Any]
-    fit: dict[str, Any] | None
-    measured: dict[str, Any] | None
+    model: AliasingPattern
+    fit: InterruptClockFit | None
+    measured: AliasingMeasurement | None
     partial: bool
     model_id: NotRequired[int]
+
+
+class ServiceTime(TypedDict, total=False):
+    """How long one packet's work takes in the device model: a `kind` and that kind's
+    parameters (constant: ns; exponential: mean_ns; uniform: min_ns, max_ns; normal: mean_ns,
+    sd_ns; lognormal: median_ns, sigma). lowtail-sim checks that a kind has its own."""
+
+    kind: Required[str]
+    ns: float
+    mean_ns: float
+    min_ns: float
+    max_ns: float
+    sd_ns: float
+    median_ns: float
+    sigma: float
+
+
+class InterruptSource(TypedDict):
+    """Interrupts of the device model: a rate, the durations it cycles through, periodic or
+    Poisson, and when the first comes."""
+
+    rate_hz: float
+    durations_ns: list[int]
+    poisson: bool
+    phase_ns: int
+
+
+class DeviceSpec(TypedDict, total=False):
+    """The device model's fields (lowtail-sim; `models.simulate.defaults()` gives each its
+    default): a spec names those it sets, lowtail-sim fills the others."""
+
+    packets: int
+    rate_pps: float
+    arrivals: str  # cbr | poisson
+    burst: int
+    burst_gap_ns: float
+    service: ServiceTime
+    batch_overhead_ns: float
+    batch: int
+    queue_capacity: int  # 0: unbounded
+    base_latency_ns: int
+    interrupts: list[InterruptSource]
+    seed: int
+
+
+class CasePrediction(TypedDict):
+    """What one simulated case predicts: loss, batches, how busy the core was, throughput,
+    the exact latency figures and the CDF's steps ([latency_ns, fraction ≤ it]) to plot."""
+
+    offered: int
+    delivered: int
+    dropped: int
+    loss: float
+    batches: int
+    mean_batch: float
+    utilisation: float | None
+    throughput_pps: float | None
+    latency_ns: LatencyFigures | None
+    cdf: list[list[float]]
+
+
+class SimulateCase(TypedDict):
+    """One case of a sweep: the spec simulated (lowtail-sim's, defaults filled) and its prediction."""
+
+    label: str
+    spec: DeviceSpec
+    base_latency_fitted: bool  # the base latency was fitted at the measured run's median
+    result: CasePrediction
+
+
+class PredictionRow(TypedDict):
+    """One figure of a run against the model's prediction."""
+
+    percentile: str  # the figure's key: "p50", "max", …
+    measured_ns: float | None
+    predicted_ns: float | None
+    difference_ns: float | None
+    ratio: float | None
+
+
+class SimulateComparison(TypedDict):
+    """The first case against the stored lowtail-fwd run it simulates."""
+
+    run_id: int
+    dut: str
+    rate_pps: int
+    work_ns: float | None
+    batch: int
+    base_latency_ns: int
+    base_latency_source: str
+    measured_loss: float | None
+    predicted_loss: float
+    rows: list[PredictionRow]
 
 
 class SimulateDocument(TypedDict):
     """The device model's cases (`models/simulate.py`), the first against a run when one was named."""
 
-    cases: list[dict[str, Any]]
-    comparison: dict[str, Any] | None
+    cases: list[SimulateCase]
+    comparison: SimulateComparison | None
     partial: bool
     model_id: NotRequired[int]
 
@@ -356,7 +566,7 @@ class CampaignPairEntry(TypedDict):
     analysis_id: int
     sent: int
     lost: int
-    latency_ns: dict[str, Any] | None
+    latency_ns: LatencyFigures | None
     partial: bool
     series: str | None
     worker: str | None

@@ -4,13 +4,13 @@ stored (with their analysis) or failed, so that a campaign resumes where it stop
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, CapturePair
+    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, CapturePair, LatencyFigures
 
 CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
 
@@ -25,7 +25,7 @@ class StoredPair(TypedDict):
     lost: int
     partial: bool
     export_path: str | None
-    latency_ns: dict[str, Any] | None
+    latency_ns: LatencyFigures | None
 
 
 def open_campaign(store: Store, campaign_key: str, source: str, options: AnalyzeOptionsDocument) -> int:

@@ -21,13 +21,17 @@ import struct
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail import signals
 from lowtail.errors import DiskFull, Failure, UserError
 from lowtail.percentiles import KEYS
+
+if TYPE_CHECKING:
+    from lowtail.documents import LatencyFigures
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 
 with signals.held():
@@ -396,6 +400,12 @@ LATENCY_FIGURES = ("min", "mean", "stddev", *KEYS, "max")
 def latency_column(figure: str) -> str:
     """The analyses column of a latency figure: "p99_999" → "lat_p99_999_ns"."""
     return f"lat_{figure}_ns"
+
+
+def latency_figures_of(row: Mapping[str, Any], figures: Iterable[str] = LATENCY_FIGURES) -> LatencyFigures:
+    """A run row's (or an analyses row's) latency columns as the `latency_ns` figures of an
+    analysis: "p99_999" → the value of "lat_p99_999_ns" (None where it has none)."""
+    return {figure: row.get(latency_column(figure)) for figure in figures}
 
 
 def latency_columns(alias: str = "", figures: tuple[str, ...] = LATENCY_FIGURES) -> str:

@@ -6,20 +6,34 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from lowtail import __version__
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis, latency_summary
 from lowtail.store.datadir import series_problem
-from lowtail.store.db import Store, rows_as_dicts, stored_id
+from lowtail.store.db import Store, stored_id
 from lowtail.store.runs import run_figures
+
+if TYPE_CHECKING:
+    pass
+
+
+class ModelLinks(TypedDict, total=False):
+    """What a model result was computed from, as `save_model` links it (each a column of
+    model_results): a model gathers them while it reads its input and passes them on."""
+
+    experiment_id: int | None
+    dut_name: str | None
+    run_id: int | None
+    analysis_id: int | None
+    source: str | None
 
 
 def save_model(
     store: Store,
     kind: str,
-    inputs: dict[str, Any],
+    inputs: Mapping[str, object],
     result: Mapping[str, Any],
     *,
     label: str | None = None,
@@ -158,7 +172,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         if run["analysis_id"] is None:
             raise UserError(f"run {ident} has no analysis (it failed or is still running): nothing to model")
         src = SeriesSource(
-            path=run["series_path"],
+            path=run["series_path"] or "",  # none exported: said below
             run_id=run["run_id"],
             analysis_id=run["analysis_id"],
             partial=bool(run["partial"]),
@@ -182,7 +196,20 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
     return src
 
 
-def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) -> dict[str, list[dict[str, Any]]]:
+class SweepRow(TypedDict):
+    """A valid run of a sweep with the figures the knee model reads (`models.knee.SweepPoint`)."""
+
+    run_id: int
+    rate_pps: int
+    sent: int
+    lost: int
+    p50_ns: int | None
+    p99_ns: int | None
+    p99_999_ns: int | None
+    max_ns: int | None
+
+
+def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) -> dict[str, list[SweepRow]]:
     """The valid, non-calibration runs of an experiment, per DuT, in rate order: the fields
     of the knee model's `SweepPoint` (run_id, rate_pps, sent, lost, p50_ns, p99_ns,
     p99_999_ns, max_ns)."""
@@ -197,9 +224,21 @@ def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) 
     if dut_name:
         sql += " AND r.dut_name = ?"
         params.append(dut_name)
-    out: dict[str, list[dict[str, Any]]] = {}
-    for row in rows_as_dicts(store.con.execute(sql + " ORDER BY r.rate_pps, r.run_id", params)):
-        out.setdefault(row.pop("dut_name"), []).append(row)
+    out: dict[str, list[SweepRow]] = {}
+    for dut, run_id, rate_pps, sent, lost, p50, p99, p99_999, worst in store.con.execute(
+        sql + " ORDER BY r.rate_pps, r.run_id", params
+    ).fetchall():
+        row = SweepRow(
+            run_id=run_id,
+            rate_pps=rate_pps,
+            sent=sent,
+            lost=lost,
+            p50_ns=p50,
+            p99_ns=p99,
+            p99_999_ns=p99_999,
+            max_ns=worst,
+        )
+        out.setdefault(dut, []).append(row)
     if not out:
         which = f" for DuT {dut_name!r}" if dut_name else ""
         raise UserError(f"experiment {experiment_id} has no valid analysed runs{which}")

@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any
 
 from lowtail.errors import UserError
 from lowtail.store.analyses import save_analysis
-from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict, rows_as_dicts, stored_id
+from lowtail.store.db import (
+    Store,
+    latency_columns,
+    latency_figures_of,
+    row_as_dict,
+    rows_as_dicts,
+    stored_id,
+)
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
@@ -223,7 +230,7 @@ def experiment_runs(store: Store, experiment_id: int) -> ExperimentRuns:
     )
 
 
-def run_figures(store: Store, run_id: int) -> dict[str, Any]:
+def run_figures(store: Store, run_id: int) -> RunRow:
     """A run joined with the figures of its analysis (its DuT options and containment decoded)."""
     doc = row_as_dict(
         store.con.execute(
@@ -239,13 +246,14 @@ def run_figures(store: Store, run_id: int) -> dict[str, Any]:
         raise UserError(f"{store.path}: no run with id {run_id}")
     for key in ("dut_config", "containment"):
         doc[key] = json.loads(doc[key]) if doc[key] else {}
-    return doc
+    found: RunRow = _decode(doc)
+    return found
 
 
 def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
     """One latency figure of a run's analysis ("p50", "min", ...); UserError when the run
     has none (no analysis, or nothing received)."""
-    value = run_figures(store, run_id)[latency_column(figure)]
+    value = latency_figures_of(run_figures(store, run_id), [figure])[figure]
     if value is None:
         raise UserError(f"run {run_id} has no measured latency (no analysis, or nothing received)")
     return int(value)
