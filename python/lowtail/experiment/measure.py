@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import _native, clocks
+from lowtail.documents import EnergyReading, TestbedDocument
 from lowtail.errors import Failure
 from lowtail.experiment.live import LiveFeed, LiveSample
 from lowtail.experiment.spec import Combination, Experiment, Traffic, Trust
@@ -60,7 +61,7 @@ class Outcome:
     virtualization: str | None = None  # kvm | tcg when the DuT is a VM
     guest_interrupts: list[Any] = field(default_factory=list)
     traffic_window_ns: tuple[int, int] | None = None  # when the interrupt samplers ran
-    energy: dict[str, Any] | None = None
+    energy: EnergyReading | None = None
     interrupts: Any = None
     invalid_reasons: list[str] = field(default_factory=list)
     # Trusted figures, but not of the traffic the file asked for (see spec.Trust).
@@ -68,7 +69,8 @@ class Outcome:
     pre: Path | None = None
     post: Path | None = None
     frames_planned: int = 0
-    testbed: dict[str, Any] = field(default_factory=dict)  # its kind, points and the clocks of PRE and POST
+    # Set as soon as the testbed is built (a run whose testbed fails is not stored).
+    testbed: TestbedDocument = field(default_factory=lambda: TestbedDocument(kind=""))
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:

@@ -200,7 +200,7 @@ def rates_table(doc: Mapping[str, Any]) -> Table:
 # -- the noise probe (`lowtail noise` in the terminal, and its page) ----------------------------
 
 
-def noise_table(cores: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def noise_table(cores: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Per probed core: its gaps (exact nearest rank over them), the time they took, the
     shortest loop and d_Σ, the interrupts' share of it."""
     header = ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "loop", "d_Σ (interrupts)"]
@@ -222,7 +222,7 @@ def noise_table(cores: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
     return header, rows
 
 
-def interrupt_profile_table(profile: Iterable[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+def interrupt_profile_table(profile: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[list[str], list[list[str]]]:
     """A core's interrupt profile, one row per (kind, {description, count, rate_hz, typical_ns})."""
     header = ["kind", "what", "count", "rate", "typical duration"]
     rows = [

@@ -26,7 +26,7 @@ from lowtail.errors import UserError
 from lowtail.units import format_rate, parse_rate_pps
 
 if TYPE_CHECKING:
-    from lowtail.documents import RunRow
+    from lowtail.documents import EnergyReading, RunRow, TestbedDocument
 
 # Columns stored as JSON text (decoded again when read).
 JSON_COLUMNS = (
@@ -71,8 +71,8 @@ class RunRecord:
     capture: dict[str, Any] = field(default_factory=dict)
     containment: dict[str, Any] = field(default_factory=dict)
     virtualization: str | None = None
-    testbed: dict[str, Any] | None = None
-    energy: dict[str, Any] | None = None
+    testbed: TestbedDocument | None = None
+    energy: EnergyReading | None = None
     dut_stats: dict[str, Any] | None = None
     capture_paths: list[str] = field(default_factory=list)
     traffic: dict[str, Any] = field(default_factory=dict)

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from lowtail.documents import TestbedDocument
 from lowtail.errors import UserError
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry
@@ -149,7 +149,7 @@ class InterfacesTestbed(Testbed):
             None, self.wiring.generator, self.wiring.post, self.generator.mac, self.dst_mac, timeout_s, still_starting
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         return {
             "kind": self.kind,
             "generator": self.generator.describe(),

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import signals
+from lowtail.documents import TestbedDocument
 from lowtail.errors import Failure
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
@@ -115,7 +116,7 @@ class Testbed:
             self.lg_ns, self.tx, self.rx, self.macs[self.tx], self.macs[self.rx], timeout_s, still_starting
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         """The testbed as stored with a run."""
         return {"kind": self.kind}
 

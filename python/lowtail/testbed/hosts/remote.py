@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from lowtail.documents import SiteIdentity
 from lowtail.errors import Failure
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
 from lowtail.testbed.process import ProcessHandle
@@ -268,7 +269,7 @@ class RemoteSite:
     def clocks(self, program: Any, start: tuple[int, int], end: tuple[int, int]) -> tuple[Any, ...]:
         return program.clock_start, program.clock_end
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> SiteIdentity:
         return {
             "host": self.label,
             "boot_id": self.facts.get("boot_id"),

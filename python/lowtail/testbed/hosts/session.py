@@ -23,6 +23,7 @@ from typing import Any
 
 from lowtail import __version__
 from lowtail.binaries import find_binary
+from lowtail.documents import TestbedDocument
 from lowtail.errors import Failure, UserError
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.hosts import facts as hostfacts
@@ -404,7 +405,7 @@ class HostsTestbed(Testbed):
             time.sleep(0.05)
         return self.wiring.settle_ns / 1e9
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         return {
             "kind": self.kind,
             "generator": self.generator.describe(),
