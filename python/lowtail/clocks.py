@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lowtail.documents import ClockJudgement, ClockSide, TimeSources
+    from lowtail.measurement_documents import ClockJudgement, ClockSide, TimeSources
 
 # Said wherever runs whose PRE and POST came from different clocks are shown.
 TWO_CLOCKS_WARNING = (

@@ -1,7 +1,8 @@
 """The JSON documents that cross stages, typed once: what an analysis returns, what a
 comparison and its verdicts are. Each is printed by `--json`, stored as JSON and read back,
 so a `TypedDict` types it at no cost at run time and with no change to its shape; they live
-here, at the bottom of the layering (this module imports nothing of lowtail), so that the
+here, at the bottom of the layering (this module imports only `measurement_documents`, the
+documents of what was measured around the captures), so that the
 stage that makes a document, the store that keeps it and the report and the Python API that
 read it back name the same type. Records, options and requests inside the program are
 frozen dataclasses beside their owner instead (`store.records.RunRecord`,
@@ -13,6 +14,14 @@ native analysis's list (`percentiles.KEYS`), not from a fixed set of names."""
 from __future__ import annotations
 
 from typing import Any, NotRequired, Required, TypedDict
+
+from lowtail.measurement_documents import (
+    CaptureStatistics,
+    EnergyReading,
+    GeneratorStatistics,
+    HistogramBin,
+    TestbedDocument,
+)
 
 # -- an analysis (`lowtail analyze --json`, stored by store/analyses.py) ----------------------
 
@@ -48,14 +57,6 @@ class PercentileRow(TypedDict):
     value_ns: int
     percentile: float
     total_count: int
-
-
-class HistogramBin(TypedDict):
-    """One bin of a histogram (latency, or the gaps between packets of PRE or POST)."""
-
-    lo_ns: int
-    hi_ns: int
-    count: int
 
 
 class WorstPacket(TypedDict):
@@ -127,79 +128,6 @@ class AnalysisDocument(TypedDict):
     exit_code: NotRequired[int]
 
 
-# -- what a run records of its testbed and clocks (`runs.testbed`) ------------------------------
-
-
-class TimeSources(TypedDict):
-    """What disciplines a host's clocks: its PTP hardware clocks (ptpN → name), the time
-    daemons running, and the PTP port state where it was read."""
-
-    clocks: dict[str, str]
-    daemons: list[str]
-    port_state: str | None
-
-
-class SiteIdentity(TypedDict):
-    """A host a role runs on: its name and boot id (one boot id, one kernel clock)."""
-
-    host: str
-    boot_id: str | None
-    ptp: TimeSources
-
-
-class ClockSide(TypedDict):
-    """One side's clock (`clocks.clock_side`): where it was stamped and how."""
-
-    host: str
-    boot_id: str | None
-    interface: str
-    timestamp_source: str | None  # hardware | software | mixed, as the timestamper saw it
-    phc_index: int | None
-    process: str
-    ptp: TimeSources | None
-
-
-class ClockJudgement(TypedDict):
-    """Whether PRE and POST read one clock (`clocks.judge`), why, and both sides."""
-
-    same: bool
-    why: str
-    pre: ClockSide
-    post: ClockSide
-
-
-class PointDocument(TypedDict):
-    """An interface a role used (`testbed.sites.Point`): its host, name, namespace and MAC."""
-
-    host: str
-    interface: str
-    netns: str | None
-    mac: str
-
-
-class DutSide(TypedDict):
-    """Where the DuT was, on a testbed of hosts: its host and interfaces."""
-
-    host: str | None
-    interfaces: list[str]
-
-
-class TestbedDocument(TypedDict, total=False):
-    """The testbed a run was measured on, as stored with it: its kind and, as far as the kind
-    has them, its points, the DuT's side and the clocks of PRE and POST. An imported run's
-    records its captures' paths (as `pre` and `post`) and the axes read from their names."""
-
-    kind: Required[str]
-    generator: PointDocument
-    pre: PointDocument | str
-    post: PointDocument | str
-    dut: DutSide  # a testbed of hosts
-    dut_interfaces: list[str]  # a testbed of this host's interfaces
-    dst_mac: str
-    clocks: ClockJudgement
-    axes: dict[str, Any]  # an imported run: axis → value, as its spec's pattern read them
-
-
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
 
 
@@ -230,8 +158,8 @@ class RunRow(TypedDict, total=False):
     valid: bool
     invalid_reasons: list[str]
     degraded_reasons: list[str]
-    generator: dict[str, Any]
-    capture: dict[str, Any]
+    generator: GeneratorStatistics
+    capture: CaptureStatistics
     containment: dict[str, Any]
     virtualization: str | None
     testbed: TestbedDocument | None
@@ -670,102 +598,3 @@ class CampaignDocument(TypedDict):
     pairs: list[CampaignPairEntry]
     failed: list[CampaignFailure]
     workers: list[CampaignWorker]
-
-
-# -- the host: energy and the noise probe (`lowtail noise --json`, stored by store/host.py) -----
-
-
-class EnergyReading(TypedDict):
-    """What the RAPL counters say of a stretch of time (`host.energy.EnergyMeter`): joules
-    per domain ("package-0", "package-0/dram", …), their total and mean power, or why not."""
-
-    available: bool
-    joules: float | None
-    mean_w: float | None
-    domains: dict[str, float]  # domain → joules; the domains are the host's own
-    duration_ns: int
-    reason: str | None
-
-
-class NoiseGap(TypedDict):
-    """One of the largest gaps of a probed core: when it began and how long it was."""
-
-    t_ns: int
-    gap_ns: int
-
-
-class InterruptKindLoad(TypedDict):
-    """One interrupt kind on a probed core: how many, how often, and the typical time each took."""
-
-    count: int
-    rate_hz: float
-    typical_ns: float | None  # None where the attribution could not time this kind
-    description: str
-
-
-class NoiseAttribution(TypedDict):
-    """How the probe's gaps were attributed to interrupt kinds, and how much of them it explains."""
-
-    method: str
-    intervals: int
-    explained_share: float
-    long_gaps: int  # gaps too long to be interrupt handlers: only counted
-    long_gap_total_ns: int
-
-
-class NoiseCore(TypedDict):
-    """One probed core: its gaps' figures, histogram, largest gaps and interrupt profile."""
-
-    cpu: int
-    gaps: int
-    rate_hz: float
-    max_ns: int | None
-    p50_ns: int | None
-    p90_ns: int | None
-    p99_ns: int | None
-    p99_9_ns: int | None
-    noise_ns_per_s: float
-    gap_total_ns: int
-    loops: int
-    min_loop_ns: int | None
-    dropped: int
-    start_ns: int
-    duration_ns: int
-    histogram: list[HistogramBin]
-    largest: list[NoiseGap]
-    interrupts: dict[str, InterruptKindLoad] | None  # kind ("LOC", "TLB", …) → its load; None: not sampled
-    d_sum_ns_per_s: NotRequired[float]  # with interrupts: Σ rate × typical duration
-    attribution: NotRequired[NoiseAttribution]
-
-
-class SamplerCost(TypedDict):
-    """What the interrupt sampler's reads of /proc/interrupts cost its own core."""
-
-    reads: int
-    read_cpu_median_ns: int | None
-    read_cpu_max_ns: int | None
-
-
-class NoiseHost(TypedDict):
-    """The probed host: kernel, boot command line, CPU model."""
-
-    kernel: str
-    cmdline: str
-    cpu_model: str | None
-
-
-class NoiseDocument(TypedDict):
-    """A noise probe of some cores (`host/noise.py`), as `lowtail noise --json` prints it."""
-
-    cpus: list[int]
-    threshold_ns: int
-    duration_ns: int
-    housekeeping_cpu: int | None
-    interrupts_sampled: bool
-    sample_interval_ns: int | None
-    sampler: SamplerCost | None
-    fifo: int | None
-    energy: EnergyReading
-    host: NoiseHost
-    cores: list[NoiseCore]
-    noise_run_id: NotRequired[int]  # once stored

@@ -16,7 +16,7 @@ from lowtail.host.interrupts import DEFAULT_INTERVAL_S
 from lowtail.units import format_ns, format_ns_per_s, parse_duration_ns
 
 if TYPE_CHECKING:
-    from lowtail.documents import NoiseDocument
+    from lowtail.measurement_documents import NoiseDocument
 
 
 @app.command(

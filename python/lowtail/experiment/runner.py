@@ -13,7 +13,6 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.binaries import find_binary
@@ -23,6 +22,7 @@ from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.measurement_documents import HostMetadata
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
@@ -134,9 +134,13 @@ def run_experiment(
     if exp.calibration is not None:
         runstore.check_calibration(store, exp.calibration)
 
-    def host() -> dict[str, Any]:
-        found = host_metadata(plan) | {"testbed": exp.testbed.kind}
-        return found | ({"roles": session.hosts()} if session.hosts() else {})
+    def host() -> HostMetadata:
+        found = host_metadata(plan)
+        found["testbed"] = exp.testbed.kind
+        roles = session.hosts()
+        if roles:
+            found["roles"] = roles
+        return found
 
     target = datadir.create_or_resume(store, data_dir, exp.name, exp.as_json(), exp.spec_hash, host, fresh)
     eid, data_dir = target.experiment_id, target.folder

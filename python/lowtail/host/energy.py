@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from lowtail.documents import EnergyReading
+    from lowtail.measurement_documents import EnergyReading
 
 POWERCAP = Path("/sys/class/powercap")
 

@@ -23,10 +23,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.errors import UserError
+from lowtail.measurement_documents import CaptureStatistics, GeneratorStatistics
 from lowtail.units import format_rate, parse_rate_pps
 
 if TYPE_CHECKING:
-    from lowtail.documents import EnergyReading, RunRow, TestbedDocument
+    from lowtail.documents import RunRow
+    from lowtail.measurement_documents import EnergyReading, TestbedDocument
 
 # Columns stored as JSON text (decoded again when read).
 JSON_COLUMNS = (
@@ -67,8 +69,8 @@ class RunRecord:
     series_path: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)
     degraded_reasons: list[str] = field(default_factory=list)
-    generator: dict[str, Any] = field(default_factory=dict)
-    capture: dict[str, Any] = field(default_factory=dict)
+    generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
+    capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
     containment: dict[str, Any] = field(default_factory=dict)
     virtualization: str | None = None
     testbed: TestbedDocument | None = None

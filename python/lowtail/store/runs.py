@@ -28,7 +28,7 @@ Floor = dict[tuple[int, int | None, int | None], dict[str, Any]]
 
 
 def create_experiment(
-    store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: dict[str, Any], data_dir: str
+    store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: Mapping[str, object], data_dir: str
 ) -> int:
     """A new experiment, status 'running'; returns its id."""
     with store.transaction():

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lowtail.binaries import find_binary
-from lowtail.documents import PointDocument, SiteIdentity, TimeSources
+from lowtail.measurement_documents import PointDocument, SiteIdentity, TimeSources
 
 
 class Site(Protocol):

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import signals
-from lowtail.documents import TestbedDocument
 from lowtail.errors import Failure
+from lowtail.measurement_documents import TestbedDocument
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
 from lowtail.testbed.probe import wait_forwarding
