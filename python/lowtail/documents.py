@@ -21,6 +21,7 @@ from lowtail.measurement_documents import (
     GeneratorStatistics,
     HistogramBin,
     TestbedDocument,
+    TrafficDocument,
 )
 
 # -- an analysis (`lowtail analyze --json`, stored by store/analyses.py) ----------------------
@@ -166,7 +167,7 @@ class RunRow(TypedDict, total=False):
     energy: EnergyReading | None
     dut_stats: dict[str, Any] | None
     capture_paths: list[str]
-    traffic: dict[str, Any]
+    traffic: TrafficDocument
     sent: int | None
     received: int | None
     lost: int | None

@@ -317,6 +317,21 @@ class NoiseDocument(TypedDict):
     noise_run_id: NotRequired[int]  # once stored
 
 
+# -- the traffic of a run (`runs.traffic`) -------------------------------------------------------
+
+
+class TrafficDocument(TypedDict, total=False):
+    """What a run's traffic was beside its rate, frame size and burst (its own columns): a
+    measured run's flows, port, planned frames and core plan; an imported run's only whether
+    its rate was derived from its PRE capture (`rate_measured`)."""
+
+    flows: int
+    udp_dst_port: int
+    frames_planned: int
+    core_plan: CorePlanDocument
+    rate_measured: bool
+
+
 # -- the hosts an experiment ran on (`experiments.host`) -----------------------------------------
 
 

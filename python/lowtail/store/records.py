@@ -23,7 +23,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.errors import UserError
-from lowtail.measurement_documents import CaptureStatistics, GeneratorStatistics
+from lowtail.measurement_documents import CaptureStatistics, GeneratorStatistics, TrafficDocument
 from lowtail.units import format_rate, parse_rate_pps
 
 if TYPE_CHECKING:
@@ -77,7 +77,7 @@ class RunRecord:
     energy: EnergyReading | None = None
     dut_stats: dict[str, Any] | None = None
     capture_paths: list[str] = field(default_factory=list)
-    traffic: dict[str, Any] = field(default_factory=dict)
+    traffic: TrafficDocument = field(default_factory=lambda: TrafficDocument())
     # Not a column: the label its analysis is stored with.
     label: str = ""
 

@@ -29,7 +29,7 @@ from lowtail import signals
 from lowtail.errors import Failure
 from lowtail.measurement_documents import TestbedDocument
 from lowtail.testbed import containment
-from lowtail.testbed.container import create_container_cgroups, namespace_argv
+from lowtail.testbed.container import ContainerCgroups, create_container_cgroups, namespace_argv
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
 from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
@@ -267,7 +267,7 @@ class Testbed:
             self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
-    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict[str, Any]]:
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], ContainerCgroups]:
         """The cgroups of a container DuT (exclusive cpuset, memory reservation) and what
         was applied; each is in the registry before it exists."""
         return create_container_cgroups(
