@@ -129,6 +129,34 @@ class AnalysisDocument(TypedDict):
     exit_code: NotRequired[int]
 
 
+class StoredFigures(TypedDict, total=False):
+    """An analysis's figures as the store keeps them (`analyses.figures`): the document
+    without its bulky parts (kept in tables) and its capture sides. `total=False`: analyses
+    stored by older versions lack the newer figures."""
+
+    sent: int
+    received: int
+    lost: int
+    duplicates: int
+    reordered: int
+    foreign: int
+    negative: int
+    unmatched: int
+    pre_duplicates: int
+    trimmed_pre: int
+    trimmed_post: int
+    trim_ns: int
+    horizon_ns: int
+    start_ts_ns: int | None
+    duration_ns: int | None
+    latency_ns: LatencyFigures | None
+    warnings: list[str]
+    partial: bool
+    export_path: str | None
+    export_rows: int
+    elapsed_s: float
+
+
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
 
 
@@ -144,6 +172,8 @@ class RunRow(TypedDict, total=False):
     combination_key: str
     dut_name: str
     dut_kind: str
+    # The DuT kind's own options and what it measured and how it was contained: open maps,
+    # each DuT kind's (testbed/duts) with its own keys.
     dut_config: dict[str, Any]
     calibration: bool
     rate_pps: int
@@ -175,7 +205,7 @@ class RunRow(TypedDict, total=False):
     reordered: int | None
     partial: bool | None
     warnings: list[str] | None
-    figures: dict[str, Any] | None
+    figures: StoredFigures | None
     start_ts_ns: int | None
     lat_min_ns: int | None
     lat_mean_ns: float | None

@@ -56,7 +56,7 @@ class Outcome:
     finished_at: datetime | None = None
     generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
     capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
-    dut_stats: dict[str, Any] = field(default_factory=dict)
+    dut_stats: dict[str, Any] = field(default_factory=dict)  # the DuT kind's own (testbed/duts), as is
     containment: dict[str, Any] = field(default_factory=lambda: {"mode": "bare"})
     virtualization: str | None = None  # kvm | tcg when the DuT is a VM
     guest_interrupts: list[Any] = field(default_factory=list)

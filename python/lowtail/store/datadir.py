@@ -168,7 +168,8 @@ def _claim_resumed(store: Store, folder: Path, eid: int) -> None:
         for r in runs.runs(store, eid):
             if r["series_path"] and Path(r["series_path"]).exists():
                 samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
-                problem = series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
+                count = None if samples is None else int(samples)
+                problem = series_problem(store, r["series_path"], count, r["lat_min_ns"], r["lat_max_ns"])
                 if problem:
                     raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
     claim(store, folder, experiment, adopt=adopt)

@@ -64,6 +64,8 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     valid: bool
+    # Open maps, each DuT kind's own keys (testbed/duts): its options (dut_config), how it was
+    # contained (containment) and what it measured of itself (dut_stats).
     dut_config: dict[str, Any] = field(default_factory=dict)
     calibration: bool = False
     series_path: str | None = None
