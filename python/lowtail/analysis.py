@@ -19,8 +19,10 @@ from typing import Any
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
+from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
+from lowtail.series import SUMMARY
 
 __all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
 
@@ -57,8 +59,12 @@ def analyze_pair(
     options: AnalyzeOptions | None = None,
     on_progress: ProgressCallback | None = None,
     while_waiting: Callable[[], object] | None = None,
+    confidence: float = DEFAULT_LEVEL,
 ) -> dict[str, Any]:
-    """Run one analysis; returns the figures (see `lowtail analyze --json`).
+    """Run one analysis; returns the figures (see `lowtail analyze --json`) with every
+    headline percentile's interval and one-sided bounds at `confidence` (`intervals`, see
+    `compare.intervals.bounds_document`), and the latencies' summary under `series.SUMMARY`
+    (what storing keeps for pooling; not part of the printed document).
 
     `while_waiting` runs on this thread once the native analysis has started (its threads
     do not need the interpreter): what the caller needs next, such as importing the store,
@@ -102,4 +108,8 @@ def analyze_pair(
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error
-    return json.loads(outcome["json"])
+    doc: dict[str, Any] = json.loads(outcome["json"])
+    summary = analyzer.take_summary()
+    doc[SUMMARY] = summary
+    doc["intervals"] = bounds_document(Evidence([summary]), confidence=confidence) if summary.count else None
+    return doc

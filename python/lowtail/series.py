@@ -8,12 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from lowtail import _native
 from lowtail._native import SERIES_COLUMNS
 from lowtail.errors import UserError
 
 COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
 # The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
 ID, PRE_TS, POST_TS, LATENCY = COLUMNS
+
+# What stands in for the series where the statistics need no more: its latencies' exact
+# distribution and time blocks (`_native.SeriesSummary`). An analysis document carries it
+# under this key (never printed; stored as its bytes, in this format).
+SUMMARY = "summary"
+SUMMARY_FORMAT: int = _native.SUMMARY_FORMAT
 
 
 def arrow_schema() -> Any:
@@ -99,13 +106,29 @@ def pre_time_range(path: str | Path) -> tuple[int, int] | None:
 _STREAM_ROWS = 1 << 20
 
 
+def summary_of(path: str | Path) -> Any:
+    """The `SeriesSummary` of a series file (streamed in batches; the same summary its
+    analysis made, for series stored before analyses kept one). UserError when the file is
+    missing or is not a series."""
+    from lowtail._native import SeriesSummary
+
+    summary = SeriesSummary()
+    for pre_ts, latencies in _iter_columns(path, [PRE_TS, LATENCY]):
+        summary.record(pre_ts, latencies)
+    return summary
+
+
 def iter_latencies(path: str | Path) -> Any:
     """The latencies of a series file as int64 NumPy arrays, one batch at a time (memory
     stays at one batch). UserError when the file is missing or is not a series."""
+    for (latencies,) in _iter_columns(path, [LATENCY]):
+        yield latencies
+
+
+def _iter_columns(path: str | Path, names: list[str]) -> Any:
+    """These columns of a series file as int64 NumPy arrays, one batch at a time."""
     import numpy as np
     import pyarrow.parquet as pq
-
-    from lowtail.errors import UserError
 
     path = Path(path)
     if not path.exists():
@@ -114,10 +137,13 @@ def iter_latencies(path: str | Path) -> Any:
         pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
     except Exception as e:  # pyarrow raises several types for a file that is not Parquet
         raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
-    if LATENCY not in pf.schema_arrow.names:
-        raise UserError(f"{path}: no column {LATENCY} (a matched series has {columns_text()})")
-    for batch in pf.iter_batches(batch_size=_STREAM_ROWS, columns=[LATENCY], use_threads=False):
-        column = batch.column(0)
-        if column.null_count:
-            raise UserError(f"{path}: {LATENCY} has empty rows")
-        yield np.ascontiguousarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+    for name in names:
+        if name not in pf.schema_arrow.names:
+            raise UserError(f"{path}: no column {name} (a matched series has {columns_text()})")
+    for batch in pf.iter_batches(batch_size=_STREAM_ROWS, columns=names, use_threads=False):
+        out = []
+        for name, column in zip(names, batch.columns):
+            if column.null_count:
+                raise UserError(f"{path}: {name} has empty rows")
+            out.append(np.ascontiguousarray(column.to_numpy(zero_copy_only=False), dtype=np.int64))
+        yield tuple(out)

@@ -281,17 +281,25 @@ def test_runs_stored_with_different_budgets_are_said_and_judged_against_the_one_
     assert any("judged against the one given" in n for n in given["notes"])
 
 
-def test_a_lost_series_makes_the_comparison_partial(tmp_path):
+def test_a_lost_series_pools_from_the_stored_summary_and_a_run_without_either_is_left_out(tmp_path):
     db = tmp_path / "p.duckdb"
     with open_store(db) as store:
         eid = experiment(store, "e")
         ids = [store_run(store, tmp_path, eid, "a", repetition=r, seed=r) for r in range(2)]
         gone = runstore.run_figures(store, ids[0])["series_path"]
     Path(gone).unlink()
+    whole = lowtail("compare", eid, "--json", db=db)
+    assert whole.returncode == 0, whole.stderr
+    c = json.loads(whole.stdout)["configurations"][0]
+    assert c["latency_ns"]["samples"] == c["sent"]  # both runs pooled: the summary stands for the series
+    with open_store(db) as store:
+        aid = runstore.run_figures(store, ids[0])["analysis_id"]
+        store.con.execute("DELETE FROM analysis_summaries WHERE analysis_id = ?", [aid])
     done = lowtail("compare", eid, "--json", db=db)
     assert done.returncode == 3, done.stderr
     doc = json.loads(done.stdout)
     assert doc["partial"] and f"run {ids[0]} left out of the pooled figures" in doc["partial_reasons"][0]
+    assert "the matched series is gone" in doc["partial_reasons"][0]
     c = doc["configurations"][0]
     assert c["repetitions"] == 2 and c["latency_ns"]["samples"] < c["sent"]  # pooled over one run only
 

@@ -15,8 +15,9 @@ from lowtail import axes, percentiles, selection
 from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
-from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_series
+from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_run
 from lowtail.errors import UserError
+from lowtail.store import analyses as analysisstore
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
 from lowtail.store import runs as runstore
@@ -86,10 +87,12 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     out = Comparison({})
     counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
     floors = _Floors(store, opts.floor, counter)
+    summaries = analysisstore.summary_bytes(store, [r["analysis_id"] for r in duts if r.get("analysis_id") is not None])
     configurations = []
     for index, members in enumerate(groups.values()):
         verdict = _configuration_verdict(members, verdicts, common, notes)
-        configurations.append(_configuration(store, index, members, by, verdict, opts.level, floors, counter, out))
+        reader = _Reader(summaries, counter)
+        configurations.append(_configuration(index, members, by, verdict, opts.level, floors, reader, out))
     resolved, unresolved = diffs.differences(configurations)
     evt = _evt(store, configurations, opts.evt, notes)
     partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
@@ -239,15 +242,25 @@ def _stored_figures(run: dict[str, Any], keys: list[str]) -> dict[str, Any]:
     }
 
 
+class _Reader:
+    """Runs' distributions from their stored summaries (else their series), counted for
+    the progress bar."""
+
+    def __init__(self, summaries: dict[int, bytes], counter: _Counter):
+        self.summaries, self.counter = summaries, counter
+
+    def __call__(self, run: dict[str, Any]) -> Distribution:
+        return read_run(self.summaries.get(run["analysis_id"]), run.get("series_path"), self.counter)
+
+
 def _configuration(
-    store: Store,
     index: int,
     members: list[dict[str, Any]],
     by: list[axes.Axis],
     verdict: Verdict,
     level: float,
     floors: _Floors,
-    counter: _Counter,
+    read: _Reader,
     out: Comparison,
 ) -> dict[str, Any]:
     keys = _figure_keys(verdict)
@@ -257,13 +270,10 @@ def _configuration(
     dists: dict[int, Distribution] = {}
     per_run = []
     for r in valid:
-        if r.get("series_path"):
-            try:
-                dists[r["analysis_id"]] = read_series(r["series_path"], counter)
-            except UserError as e:
-                partial.append(f"{_name(r)} left out of the pooled figures: {e}")
-        else:
-            partial.append(f"{_name(r)} left out of the pooled figures: its matched series was not kept")
+        try:
+            dists[r["analysis_id"]] = read(r)
+        except UserError as e:
+            partial.append(f"{_name(r)} left out of the pooled figures: {e}")
         d = dists.get(r["analysis_id"])
         figures = d.figures([*keys, "max"]) if d is not None else _stored_figures(r, keys)
         per_run.append(
@@ -286,13 +296,21 @@ def _configuration(
     sent = sum(int(r.get("sent") or 0) for r in valid)
     lost = sum(int(r.get("lost") or 0) for r in valid)
     latency = pool.figures([*keys, "max"]) if pool is not None and pool.samples else None
+    bounds = pool.bounds(keys, level, verdict.confidence) if pool is not None and pool.samples else None
     degraded = sorted({d for r in valid for d in (r.get("degraded_reasons") or [])})
     if not valid:
         reasons = "; ".join(f"{_name(r)}: {'; '.join(r.get('invalid_reasons') or ['no analysis'])}" for r in invalid)
         judgement = Judgement(Status.INVALID, f"no run to trust: {reasons}")
     else:
+        rates = {r.get("rate_pps") for r in valid}
         judgement = verdict.judge_figures(
-            latency["samples"] if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
+            latency["samples"] if latency else 0,
+            (latency or {}).get(verdict.key),
+            lost,
+            sent,
+            tuple(degraded),
+            dict(bounds) if bounds else None,
+            rates.pop() if len(rates) == 1 else None,
         )
     floor = floors.of(valid, keys)
     doc = {
@@ -308,7 +326,7 @@ def _configuration(
         "lost": lost,
         "loss_ratio": lost / sent if sent else None,
         "latency_ns": latency,
-        "intervals": {k: pool.interval(k, level) for k in keys} if latency else None,
+        "intervals": dict(bounds["percentiles"]) if bounds else None,
         "spread": _spread(per_run, [*keys, "max"]),
         "per_run": per_run,
         "worst_repetition": _worst(per_run, verdict.key),
@@ -398,9 +416,10 @@ class _Floors:
 
     def _read(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
         dists, per_run = [], []
+        stored = analysisstore.summary_bytes(self.store, [r["analysis_id"] for r in runs])
         for r in runs:
             try:
-                d = read_series(r["series_path"], self.counter) if r.get("series_path") else None
+                d = read_run(stored.get(r["analysis_id"]), r.get("series_path"), self.counter)
             except UserError:
                 d = None
             if d is not None:

@@ -1,6 +1,7 @@
 """Analyses in the database (tables of schema/001_analyses.sql): the headline figures as
 columns of `analyses`, the bulky results (percentile rows, histogram bins, worst events,
-per-second rates) in narrow tables keyed by `analysis_id`."""
+per-second rates) in narrow tables keyed by `analysis_id`; the latencies' summary, what
+pooling and intervals read instead of the series, in `analysis_summaries` (016_summaries.sql)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import __version__
+from lowtail.series import SUMMARY, SUMMARY_FORMAT
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
+
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
 
@@ -20,7 +23,7 @@ def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], labe
     """Store one analysis document (as `lowtail analyze --json` prints it)."""
     lat = a.get("latency_ns") or {}
     inputs = {side: {k: v for k, v in a[side].items() if k != "per_second"} for side in SIDES}
-    figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES}
+    figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES and k != SUMMARY}
     row = {
         "lowtail_version": __version__,
         "label": label,
@@ -52,6 +55,11 @@ def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], labe
             list(row.values()),
         ).fetchone()
         _save_bulk(store, analysis_id, a)
+        if a.get(SUMMARY) is not None:
+            store.con.execute(
+                "INSERT INTO analysis_summaries VALUES (?, ?, ?)",
+                [analysis_id, SUMMARY_FORMAT, a[SUMMARY].to_bytes()],
+            )
     return analysis_id
 
 
@@ -106,6 +114,17 @@ def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
             f"INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), {_unnest('BIGINT')}",
             [analysis_id, side, len(counts), _column(counts)],
         )
+
+
+def summary_bytes(store: Store, analysis_ids: list[int]) -> dict[int, bytes]:
+    """The stored summaries of these analyses (those that have one), as bytes."""
+    if not analysis_ids:
+        return {}
+    rows = store.con.execute(
+        "SELECT analysis_id, summary FROM analysis_summaries WHERE list_contains(?::BIGINT[], analysis_id)",
+        [list(map(int, analysis_ids))],
+    ).fetchall()
+    return {aid: bytes(blob) for aid, blob in rows}
 
 
 def latency_summary(store: Store, analysis_id: int) -> tuple[int | None, int | None, int | None]:
