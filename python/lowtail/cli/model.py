@@ -18,6 +18,7 @@ from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.errors import UserError
 from lowtail.percentiles import quantile_of_percent
+from lowtail.report.tables import evt_tail_text
 from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate, parse_duration_ns
 
 model_app = typer.Typer(
@@ -347,7 +348,7 @@ def evt(
         for t in d["thresholds"]:
             if t["note"]:
                 out.print(f"  {t['percentile']:g} %: {t['note']}")
-        tail = "bounded (ξ < 0): upper end " + format_ns(d["endpoint_ns"]) if d["bounded"] else "unbounded (ξ ≥ 0)"
+        tail = evt_tail_text(d)
         out.print(f"tail: {tail}")
         levels = [
             [
