@@ -93,7 +93,8 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         verdict = _configuration_verdict(members, verdicts, common, notes)
         reader = _Reader(summaries, counter)
         configurations.append(_configuration(index, members, by, verdict, opts.level, floors, reader, out))
-    resolved, unresolved = diffs.differences(configurations)
+    resolved, unresolved, family = diffs.differences(configurations, opts.level)
+    notes += _few_repetitions(configurations)
     evt = _evt(store, configurations, opts.evt, notes)
     partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
     out.document = {
@@ -106,6 +107,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "configurations": configurations,
         "differences": resolved,
         "not_resolvable": unresolved,
+        "difference_family": family,
         "evt": evt,
         "rates": _rates(store, configurations, list(groups.values()), by),
         "left_out": [{"run_id": r["run_id"], "why": "calibration run: a floor, not a configuration"} for r in left_out],
@@ -116,6 +118,17 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg"],
     }
     return out
+
+
+def _few_repetitions(configurations: list[dict[str, Any]]) -> list[str]:
+    """One note for the configurations whose run-to-run variation is not measured."""
+    single = [c["label"] for c in configurations if c.get("latency_ns") and c["repetitions"] < 2]
+    if not single or len(configurations) < 2:
+        return []
+    return [
+        f"one repetition of {', '.join(single)}: run-to-run variation is not measured, so no difference "
+        f"involving {'it' if len(single) == 1 else 'them'} is called (`repetitions = 3` in the experiment file)"
+    ]
 
 
 def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) -> list[str]:
@@ -278,6 +291,7 @@ def _configuration(
         figures = d.figures([*keys, "max"]) if d is not None else _stored_figures(r, keys)
         per_run.append(
             {
+                "resolvable": _resolvable(r, d, keys, level),
                 "run_id": r["run_id"],
                 "analysis_id": r["analysis_id"],
                 "experiment_id": r["experiment_id"],
@@ -334,6 +348,7 @@ def _configuration(
         "floor": floor.document if floor else None,
         "invalid_runs": [{"run_id": r["run_id"], "reasons": r.get("invalid_reasons") or []} for r in invalid],
         "degraded": degraded,
+        "emulated": any(r.get("virtualization") == "tcg" for r in valid),
         "partial_reasons": partial,
     }
     if pool is not None and pool.samples:
@@ -353,6 +368,17 @@ def _configuration(
         out.cdf += [(index, f, v) for f, v in pool.cdf()]
     out.members += [Member(index, r["run_id"], r["analysis_id"], r.get("start_ts_ns")) for r in valid]
     return doc
+
+
+def _resolvable(run: dict[str, Any], d: Distribution | None, keys: list[str], level: float) -> dict[str, bool]:
+    """Whether a repetition's own packets bound each percentile: as its analysis stored it
+    at this level, else computed from its distribution."""
+    stored = (run.get("figures") or {}).get("intervals") or {}
+    if stored.get("level") == level and all(k in stored.get("percentiles", {}) for k in keys):
+        return {k: bool(stored["percentiles"][k]["resolvable"]) for k in keys}
+    if d is None or not d.samples:
+        return {k: False for k in keys}
+    return {k: bool(d.interval(k, level)["resolvable"]) for k in keys}
 
 
 def _name(run: dict[str, Any]) -> str:
@@ -459,6 +485,11 @@ def _evt(store: Store, configurations: list[dict[str, Any]], fit: bool, notes: l
         if fit and missing:
             rid, why = next(iter(missing.items()))
             notes.append(f"--evt fitted no model: run {rid}: {why}" + (" (and alike)" if len(missing) > 1 else ""))
+        elif fit:
+            notes.append(
+                "--evt fitted no model: EVT over runs reads stored runs, and these are plain analyses "
+                "(`lowtail model evt analysis:N` fits one)"
+            )
         else:
             notes.append("no run has a stored EVT model: the EVT table is empty (--evt fits them)")
         return []

@@ -228,13 +228,22 @@ def _difference_text(d: dict[str, Any]) -> str:
 
 
 def _differences(doc: dict[str, Any]) -> str:
-    """The differences beyond run-to-run variation: first those between configurations
-    that differ on one axis (each isolates an effect), the rest folded; then, folded, the
-    pairs these runs cannot resolve."""
+    """The differences beyond run-to-run variation, with the family they were judged in:
+    first those between configurations that differ on one axis (each isolates an effect),
+    the rest folded; then, folded, the pairs not called and why."""
     resolved = doc.get("differences") or []
     isolated = [d for d in resolved if len(d.get("axes_differing") or [None]) <= 1]
     several = [d for d in resolved if d not in isolated]
     unresolved = doc.get("not_resolvable") or []
+    family = doc.get("difference_family") or {}
+    how = (
+        f"<p>Each percentile of each pair is judged on its repetitions (Student's t on the log of their "
+        f"values); Holm's procedure over the {family['comparisons']} comparisons made holds the chance of "
+        f"any false call at {100 * (1 - family['level']):g} %. Degraded runs, and emulated against "
+        f"native ones, are shown, never called.</p>"
+        if family.get("comparisons")
+        else ""
+    )
     if not resolved:
         body = "<p>No difference between configurations is beyond run-to-run variation.</p>"
     elif isolated:
@@ -243,7 +252,7 @@ def _differences(doc: dict[str, Any]) -> str:
         body = "<p>Every difference is between configurations that differ on several axes at once.</p>"
     for summary, items in (
         (f"Between configurations that differ on several axes ({len(several)})", several),
-        (f"Not resolvable with these runs ({len(unresolved)})", unresolved),
+        (f"Not called ({len(unresolved)})", unresolved),
     ):
         if items:
             body += (
@@ -251,7 +260,7 @@ def _differences(doc: dict[str, Any]) -> str:
                 + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in items)
                 + "</ul></details>"
             )
-    return "<h3>Differences</h3>" + body
+    return "<h3>Differences</h3>" + how + body
 
 
 def hdr_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
