@@ -1,6 +1,6 @@
 """Synthetic latency series whose true percentiles are known: the models lowtail's
 confidence intervals, verdicts and differences are checked against (tests/compare and
-bench/statistics.py). Every series is one latency per packet, one packet every
+bench/stated_confidence.py). Every series is one latency per packet, one packet every
 `INTERVAL_NS` (100 kpps), integer nanoseconds, in PRE order.
 
 - `independent`: every packet on its own (a shifted gamma): the classical assumption.

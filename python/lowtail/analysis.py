@@ -20,13 +20,22 @@ from typing import Any
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
 from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document
+from lowtail.documents import AnalysisDocument, CaptureSide
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
-from lowtail.series import SUMMARY
 
-__all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
+__all__ = [
+    "AnalysisDocument",
+    "AnalyzeOptions",
+    "CaptureSide",
+    "ProgressCallback",
+    "analyze_options",
+    "analyze_pair",
+    "lowtail_error",
+]
 
 ProgressCallback = Callable[[int, int], None]
+
 
 CANCELLED = "interrupted: analysis cancelled, nothing stored"
 
@@ -60,10 +69,10 @@ def analyze_pair(
     on_progress: ProgressCallback | None = None,
     while_waiting: Callable[[], object] | None = None,
     confidence: float = DEFAULT_LEVEL,
-) -> dict[str, Any]:
+) -> AnalysisDocument:
     """Run one analysis; returns the figures (see `lowtail analyze --json`) with every
     headline percentile's interval and one-sided bounds at `confidence` (`intervals`, see
-    `compare.intervals.bounds_document`), and the latencies' summary under `series.SUMMARY`
+    `compare.intervals.bounds_document`), and the latencies' summary under `summary`
     (what storing keeps for pooling; not part of the printed document).
 
     `while_waiting` runs on this thread once the native analysis has started (its threads
@@ -108,8 +117,11 @@ def analyze_pair(
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error
-    doc: dict[str, Any] = json.loads(outcome["json"])
+    doc: AnalysisDocument = json.loads(outcome["json"])
     summary = analyzer.take_summary()
-    doc[SUMMARY] = summary
-    doc["intervals"] = bounds_document(Evidence([summary]), confidence=confidence) if summary.count else None
+    doc["summary"] = summary
+    has_latencies = summary is not None and summary.count > 0
+    doc["intervals"] = (
+        bounds_document(Evidence([summary]), confidence=confidence) if summary and has_latencies else None
+    )
     return doc

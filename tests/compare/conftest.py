@@ -1,4 +1,4 @@
-"""The latency models with known truths live in bench/ (bench/statistics.py measures with
+"""The latency models with known truths live in bench/ (bench/stated_confidence.py measures with
 them at scale): make them importable here."""
 
 import sys

@@ -2,7 +2,7 @@
 shifted and scaled by a run-level draw, as reboots and placements move them): drawn from one
 model (A/A), at most 5 % of comparisons are called different, with 2 and with 3 repetitions
 (issue 22: 36 % and 10 % were, the rank rule "repetitions do not overlap"); with the base
-latency shifted by a third (A/B), the difference is found. bench/statistics.py measures
+latency shifted by a third (A/B), the difference is found. bench/stated_confidence.py measures
 the same at scale, with the power curve."""
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ SHIFT_SD_NS, SCALE_SD = 300.0, 0.05
 def _configuration(index: int, runs: list[np.ndarray]) -> dict:
     """A configuration as a comparison document holds it: each repetition's exact
     nearest-rank values and whether its packets bound them."""
-    per_run = [{"latency_ns": _nearest_rank(x), "resolvable": {k: _bounded(len(x), k) for k in QUANTILES}} for x in runs]
+    per_run = [
+        {"latency_ns": _nearest_rank(x), "resolvable": {k: _bounded(len(x), k) for k in QUANTILES}} for x in runs
+    ]
     return {
         "index": index,
         "label": f"c{index}",

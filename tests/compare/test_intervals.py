@@ -26,7 +26,7 @@ PACKETS = 200_000
 def consistent_with(held: int, stated: int, coverage: float = 0.93) -> bool:
     """Whether `held` of `stated` intervals is consistent with a coverage of at least
     `coverage`: a run of simulations that would show less than 1 % of the time fails. (200
-    simulations measure a coverage to ±1.5 %; bench/statistics.py measures with thousands.)"""
+    simulations measure a coverage to ±1.5 %; bench/stated_confidence.py measures with thousands.)"""
     return binom.cdf(held, stated, coverage) >= 0.01
 
 

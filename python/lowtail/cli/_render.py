@@ -3,6 +3,7 @@ column fitting every wide table of runs or configurations uses within a terminal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +28,7 @@ def interval_text(value: int | None, interval: dict[str, Any] | None, maximum: i
     return MAX_NOT_RESOLVED if value is not None and value == maximum else NOT_RESOLVED
 
 
-def analysis_tables(a: dict[str, Any]) -> list[Table]:
+def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
     counts = Table(title="packets", title_justify="left", show_header=True, box=None, pad_edge=False)
     for col in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative"):
         counts.add_column(col, justify="right")
@@ -63,14 +64,14 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def measured_rate(a: dict[str, Any]) -> float | None:
+def measured_rate(a: Mapping[str, Any]) -> float | None:
     """The rate an analysis's PRE capture shows (packets over the time they span): a
     measurement, never a configuration."""
     dur = a.get("duration_ns") or 0
     return (a["sent"] - 1) / (dur / 1e9) if dur > 0 and a["sent"] > 1 else None
 
 
-def header_line(a: dict[str, Any]) -> str:
+def header_line(a: Mapping[str, Any]) -> str:
     dur = a.get("duration_ns") or 0
     parts = [
         f"{a['pre']['path']} → {a['post']['path']}",

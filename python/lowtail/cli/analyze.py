@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from lowtail import series, signals
-from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
@@ -18,7 +18,7 @@ from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import write_result
 from lowtail.store import DatabaseBusy
 from lowtail.units import parse_duration_ns, parse_rate_pps
-from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict, VerdictSettingError, parse_verdict
+from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict, VerdictRequest
 
 # Defaults shown and used here are the native options' own.
 DEFAULTS = AnalyzeOptions()
@@ -80,8 +80,11 @@ def analyze(
     budget: str | None = typer.Option(
         None, help="Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
     ),
-    percentile: float = typer.Option(99.999, help="...at this percentile (with --budget)."),
+    percentile: str = typer.Option("99.999", help="...at this percentile (with --budget)."),
     max_loss: int = typer.Option(0, min=0, help="...with at most this many packets lost (with --budget)."),
+    confidence: str = typer.Option(
+        "95", help="...with this confidence: the one-sided bound judged (with --budget): 95, 95% or 0.95."
+    ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the analysis in the database."),
     keep_series: bool = typer.Option(
@@ -99,7 +102,7 @@ def analyze(
         series.check_export_path(export)
     if report and not store:
         raise UserError("--report needs the analysis stored (drop --no-store)")
-    verdict = _verdict(budget, percentile, max_loss)
+    verdict = _verdict(budget, percentile, max_loss, confidence)
     nominal = parse_rate_pps(rate) if rate is not None else None
     if nominal is not None and nominal <= 0:
         raise UserError(f"--rate {rate}: a rate above zero, e.g. 100k")
@@ -125,7 +128,7 @@ def analyze(
             confidence=verdict.confidence if verdict else DEFAULT_CONFIDENCE,
         )
     if not keep_series:
-        a[series.SUMMARY] = None
+        a["summary"] = None
     if nominal is not None:
         a["nominal_rate_pps"] = nominal
     if verdict is not None:
@@ -145,7 +148,10 @@ def analyze(
     not_stored: Failure | None = None
     if store:
         # Models read a stored series as Parquet: a CSV export is not one.
-        stored = a if export is None or export.suffix.lower() == ".parquet" else {**a, "export_path": None}
+        stored = a
+        if export is not None and export.suffix.lower() != ".parquet":
+            stored = a.copy()
+            stored["export_path"] = None
         try:
             a["analysis_id"] = _store(stored, db, options, label)
         except DatabaseBusy as e:  # the figures are still printed: they are the result
@@ -157,11 +163,11 @@ def analyze(
     for w in a["warnings"]:
         warn(w)
     not_stored_message = f"the analysis printed above was not stored: {not_stored}" if not_stored else None
-    a.pop(series.SUMMARY, None)  # stored as it is; not a figure to print
+    a.pop("summary", None)  # stored as it is; not a figure to print
     if json_out:
         if not_stored_message:
             # One document on stdout: the figures, and the error beside them.
-            a |= {"error": not_stored_message, "exit_code": Failure.exit_code}
+            a["error"], a["exit_code"] = not_stored_message, Failure.exit_code
         print_json(a)
     else:
         note(header_line(a))
@@ -183,17 +189,15 @@ def analyze(
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
 
 
-def _verdict(budget: str | None, percentile: float, max_loss: int) -> Verdict | None:
-    """The budget --budget, --percentile and --max-loss give (None without --budget)."""
+def _verdict(budget: str | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
+    """The budget --budget, --percentile, --max-loss and --confidence ask for (None without
+    --budget): the request over the default budget, as `compare` reads one over the stored."""
     if budget is None:
         return None
-    try:
-        return parse_verdict({"budget": budget, "percentile": percentile, "max_loss": max_loss})
-    except VerdictSettingError as e:
-        raise UserError(f"--{e.key.replace('_', '-')}: {e}") from None
+    return VerdictRequest.parse(budget, percentile, max_loss, confidence).over(Verdict())
 
 
-def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int:
+def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> int:
     """Store the analysis. A stop signal while it is written waits for the commit, and the
     command then says whether the analysis was stored."""
     from lowtail.store import open_store

@@ -6,7 +6,7 @@ is judged against the run-to-run variation the repetitions show, never against t
 packets alone. Per repetition, the percentile's exact value; on the log scale (latencies
 vary by factors), the two configurations' means compared by Student's t with the pooled
 variance and n_a + n_b − 2 degrees of freedom (a test whose false-call rate is its level
-when the log percentile varies normally between runs; bench/statistics.py measures it with
+when the log percentile varies normally between runs; bench/stated_confidence.py measures it with
 run-to-run variation at 2 and 3 repetitions). Each difference carries its effect size: the
 ratio of the configurations' geometric means with its confidence interval.
 
@@ -20,6 +20,7 @@ are compared and shown, never called: their latencies are not the device's."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,7 +56,7 @@ class Side:
         return [math.log(max(v, 1)) for v in self.values if v is not None]
 
 
-def side(configuration: dict[str, Any], key: str) -> Side:
+def side(configuration: Mapping[str, Any], key: str) -> Side:
     """A configuration of a comparison document at percentile `key`."""
     runs = configuration.get("per_run") or []
     return Side(
@@ -142,10 +143,20 @@ def judge(a: Side, b: Side, key: str, level: float) -> dict[str, Any]:
     degraded = [s.label for s in (a, b) if s.degraded]
     if degraded:
         return doc | _not_called(
-            a, b, short, DEGRADED, f"runs of {' and '.join(degraded)} are degraded: shown, not the basis of a call", test
+            a,
+            b,
+            short,
+            DEGRADED,
+            f"runs of {' and '.join(degraded)} are degraded: shown, not the basis of a call",
+            test,
         )
     return doc | _not_called(
-        a, b, short, NOT_SIGNIFICANT, f"not beyond run-to-run variation: {_ratio_text(test, a.label, b.label, level)}", test
+        a,
+        b,
+        short,
+        NOT_SIGNIFICANT,
+        f"not beyond run-to-run variation: {_ratio_text(test, a.label, b.label, level)}",
+        test,
     )
 
 
@@ -197,14 +208,14 @@ def _called(d: dict[str, Any], level: float, family: int) -> dict[str, Any]:
     }
 
 
-def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """The axes on which two configurations differ: a pair that differs on one only
     isolates its effect."""
     return [name for name in a["key"] if a["key"].get(name) != b["key"].get(name)]
 
 
 def differences(
-    configurations: list[dict[str, Any]], level: float, keys: tuple[str, ...] = JUDGED
+    configurations: Sequence[Mapping[str, Any]], level: float, keys: tuple[str, ...] = JUDGED
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """Every pair of configurations at every judged percentile: (the differences called,
     the pairs not called with why, the family: its size, level and procedure)."""

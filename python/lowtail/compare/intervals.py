@@ -34,13 +34,14 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
 from lowtail import percentiles
 from lowtail._native import ExactHistogram, SeriesSummary
 from lowtail.confidence import allowed_above, check_level, needed_above, packets_to_bound
+from lowtail.documents import BoundsDoc, IntervalDoc
 from lowtail.units import format_count
 
 __all__ = ["DEFAULT_LEVEL", "Evidence", "PercentileInterval", "check_level", "interval", "bounds_document"]
@@ -222,21 +223,6 @@ class PercentileInterval:
         }
 
 
-class IntervalDoc(TypedDict):
-    """A `PercentileInterval` as stored (analysis figures, comparison documents)."""
-
-    value_ns: int | None
-    lower_ns: int | None
-    upper_ns: int | None
-    lower_rank: int
-    upper_rank: int
-    resolvable: bool
-    dispersion: float | None
-    blocks: int
-    packets_needed: int | None
-    why: str | None
-
-
 def interval(ev: Evidence, key: str, level: float = DEFAULT_LEVEL) -> PercentileInterval:
     """The two-sided interval of headline percentile `key` at `level` (each side leaves out
     at most (1 − level)/2; a one-sided bound at confidence c is a side of level 2c − 1)."""
@@ -316,21 +302,6 @@ def exceedance_ladder(ev: Evidence) -> list[list[int]]:
         return []
     values = sorted(set(ev.histogram.at_ranks([ev.n - j for j in _ladder(ev.n)])))
     return [[v, ev.n - ev.histogram.count_at_most(v)] for v in values]
-
-
-class BoundsDoc(TypedDict):
-    """Every headline percentile of some packets with its two-sided interval and its
-    one-sided bounds (what a verdict judges), the dispersion each allows for, and the
-    exceedance ladder: the `intervals` of an analysis document and of a configuration."""
-
-    level: float
-    confidence: float
-    samples: int
-    blocks: int
-    block_ns: int | None
-    percentiles: dict[str, IntervalDoc]
-    bounds: dict[str, IntervalDoc]
-    above: list[list[int]]
 
 
 def bounds_document(

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from lowtail import percentiles, series
 from lowtail._native import ExactHistogram, SeriesSummary, SummaryError
-from lowtail.compare.intervals import DEFAULT_LEVEL, BoundsDoc, Evidence, IntervalDoc, bounds_document, interval
+from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document, interval
+from lowtail.documents import BoundsDoc, IntervalDoc
 from lowtail.errors import UserError
 
 # Points per decade of 1/(1−p) on the percentile curves a comparison stores, and the
