@@ -522,7 +522,7 @@ def _rates(
     series: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c, members in zip(configurations, groups):
         rates = {r["rate_pps"] for r in members}
-        if not c["latency_ns"] or len(rates) != 1:
+        if not c["latency_ns"] or len(rates) != 1 or None in rates:  # one configured rate, known
             continue
         first = members[0]
         entry = series.setdefault(
