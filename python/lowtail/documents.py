@@ -266,6 +266,47 @@ class ComparisonDocument(TypedDict):
     emulated_runs: list[int]
 
 
+# -- a qualification record (`lowtail certify --json`) ------------------------------------------
+
+
+class CertifiedConfiguration(TypedDict):
+    """One configuration as a qualification record states it."""
+
+    label: str
+    configuration: dict[str, str]  # axis → value as shown
+    runs: list[int]
+    analyses: list[int]
+    repetitions: int
+    packets: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    percentile: str  # the judged percentile's key
+    value_ns: int | None
+    interval: IntervalDoc | None  # its two-sided interval at the record's level
+    verdict: JudgementDocument
+    floor_ns: int | None  # the floor's value at the judged percentile
+    degraded: list[str]
+    emulated: bool
+    invalid_runs: list[dict[str, Any]]
+    hosts: list[dict[str, Any]]  # each experiment's host fingerprint (kernel, CPU, command line, …)
+    data: list[dict[str, Any]]  # each analysis's captures (path, bytes, frames), when and by which lowtail
+
+
+class CertificateDocument(TypedDict):
+    """A qualification record: the configurations of a selection, judged, with what they rest on."""
+
+    lowtail_version: str
+    created_at: str
+    selection: list[str]
+    comparison_id: int | None
+    level: float
+    configurations: list[CertifiedConfiguration]
+    notes: list[str]
+    partial: bool
+    partial_reasons: list[str]
+
+
 # -- model results (`lowtail model CMD --json`, stored by store/models.py) -----------------------
 
 

@@ -102,3 +102,27 @@ def test_the_python_api_says_the_same(judged):
     by_label = {c["label"]: c["verdict"] for c in doc["configurations"]}
     for dut, j in judged["judgements"].items():
         assert by_label[dut]["status"] == j.status.value, dut
+
+
+def test_certify_states_the_same_verdict_with_what_it_rests_on(judged):
+    """`lowtail certify`: the qualification record a customer reads, on the same verdict."""
+    page = judged["tmp"] / "cert.html"
+    r = _cli("certify", judged["eid"], "--db", judged["db"], "-o", page, "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["lowtail_version"] == lowtail.__version__ and doc["comparison_id"] is not None
+    by_label = {c["label"]: c for c in doc["configurations"]}
+    text = page.read_text()
+    for dut, j in judged["judgements"].items():
+        c = by_label[dut]
+        assert (c["verdict"]["status"], c["verdict"]["reason"]) == (j.status.value, j.reason), dut
+        assert c["percentile"] == "p99_99" and c["packets"] == RUNS[dut]["packets"] and c["lost"] == 0
+        assert c["hosts"] and c["hosts"][0]["hostname"] == "lab1" and not c["emulated"]
+        # The data's identity: each analysis's captures as read, which a reader can check again.
+        (data,) = c["data"]
+        assert data["captures"]["pre"]["path"].endswith("-pre.pcap") and data["captures"]["post"]["frames"] > 0
+        assert html.escape(j.reason, quote=False) in text and html.escape(data["captures"]["pre"]["path"]) in text
+    assert "95 % confidence" in text and "lowtail qualification record" in text
+    # Bad input: one line, exit 2, no traceback.
+    bad = _cli("certify", judged["eid"], "--db", judged["db"], "--confidence", "120", "--json")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and json.loads(bad.stdout)["exit_code"] == 2

@@ -211,6 +211,23 @@ def list_analyses(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     )
 
 
+def analysis_inputs(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:
+    """What identifies these analyses' data: their captures as read (`inputs`, per side:
+    path, format, bytes, frames), when and by which lowtail they were analysed."""
+    if not analysis_ids:
+        return []
+    rows = rows_as_dicts(
+        store.con.execute(
+            """SELECT analysis_id, created_at, lowtail_version, inputs FROM analyses
+               WHERE list_contains(?::BIGINT[], analysis_id) ORDER BY analysis_id""",
+            [list(map(int, analysis_ids))],
+        )
+    )
+    for row in rows:
+        row["inputs"] = json.loads(row["inputs"])
+    return rows
+
+
 def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:
     """Those of these analyses that belong to no run (`lowtail analyze`), with the columns
     a run row has of its analysis (figures and warnings decoded)."""
