@@ -194,7 +194,7 @@ RUN_AXES: tuple[RunAxis, ...] = (
         parse=parse_rate_pps,
         numeric=True,
         pattern=r"[0-9]*\.?[0-9]+[kKmMgG]?",
-        imported=int,  # not given: measured from the captures (`experiment/external.py`)
+        imported=int,  # not given: 0, "rate not given" (`experiment/external.py`; never a measured rate)
         self_evident=True,
     ),
     RunAxis(
