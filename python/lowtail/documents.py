@@ -87,6 +87,36 @@ class CaptureSide(TypedDict):
     per_second: list[int]  # frames in each second from the first
 
 
+class IntervalDoc(TypedDict):
+    """A percentile's interval (`compare.intervals.PercentileInterval`) as stored (analysis figures, comparison documents)."""
+
+    value_ns: int | None
+    lower_ns: int | None
+    upper_ns: int | None
+    lower_rank: int
+    upper_rank: int
+    resolvable: bool
+    dispersion: float | None
+    blocks: int
+    packets_needed: int | None
+    why: str | None
+
+
+class BoundsDoc(TypedDict):
+    """Every headline percentile of some packets with its two-sided interval and its
+    one-sided bounds (what a verdict judges), the dispersion each allows for, and the
+    exceedance ladder: the `intervals` of an analysis document and of a configuration."""
+
+    level: float
+    confidence: float
+    samples: int
+    blocks: int
+    block_ns: int | None
+    percentiles: dict[str, IntervalDoc]
+    bounds: dict[str, IntervalDoc]
+    above: list[list[int]]
+
+
 class AnalysisDocument(TypedDict):
     """The figures of one analysed capture pair, as the native analysis writes them (JSON).
     `latency_ns` maps each figure ("min", "p99_999", …, "samples") to its value (None when
@@ -121,6 +151,14 @@ class AnalysisDocument(TypedDict):
     export_path: str | None
     export_rows: int
     elapsed_s: float
+    # Each headline percentile's interval and one-sided bounds (`compare.intervals.
+    # bounds_document`), None without latencies; the summary the statistics pool (a native
+    # `SeriesSummary`, stored as bytes, never printed).
+    intervals: NotRequired[BoundsDoc | None]
+    summary: NotRequired[Any]
+    # `analyze --rate`: the rate the traffic was configured at; `analyze --budget`: its verdict.
+    nominal_rate_pps: NotRequired[float]
+    verdict: NotRequired[JudgementDocument]
     analysis_id: NotRequired[int]  # once stored
     # What `lowtail analyze --json` adds beside the figures: the page it wrote, and the error
     # of an analysis it could not store (with its exit code).
@@ -240,7 +278,14 @@ class JudgementDocument(TypedDict):
     lost: int | None
     max_loss: int | None
     degraded: list[str]
-    budget: NotRequired[str]  # a comparison's configuration: the budget in words
+    # The confidence of the judged one-sided bounds, and the bounds (None: not bounded there).
+    confidence: float | None
+    lower_ns: int | None
+    upper_ns: int | None
+    # Inconclusive: about how many more packets would decide it, and how long they take.
+    more_packets: int | None
+    more_seconds: float | None
+    budget: NotRequired[str]  # the budget in words (a comparison's configuration, analyze --budget)
 
 
 class BudgetDocument(TypedDict):
@@ -268,7 +313,7 @@ class ConfigurationDocument(TypedDict):
     lost: int
     loss_ratio: float | None
     latency_ns: dict[str, int | None] | None  # figure → pooled nearest-rank value, and samples
-    intervals: dict[str, dict[str, Any]] | None
+    intervals: dict[str, IntervalDoc] | None
     spread: dict[str, dict[str, int | None]]
     per_run: list[dict[str, Any]]
     worst_repetition: int | None
@@ -276,6 +321,7 @@ class ConfigurationDocument(TypedDict):
     floor: dict[str, Any] | None
     invalid_runs: list[dict[str, Any]]
     degraded: list[str]
+    emulated: bool  # a run under QEMU's emulator (TCG): never the basis of a called difference
     partial_reasons: list[str]
 
 
@@ -291,6 +337,7 @@ class ComparisonDocument(TypedDict):
     configurations: list[ConfigurationDocument]
     differences: list[dict[str, Any]]
     not_resolvable: list[dict[str, Any]]
+    difference_family: dict[str, Any]  # how many comparisons, at what level, by which procedure
     evt: list[dict[str, Any]]
     rates: list[dict[str, Any]]
     left_out: list[dict[str, Any]]
@@ -298,6 +345,47 @@ class ComparisonDocument(TypedDict):
     partial: bool
     partial_reasons: list[str]
     emulated_runs: list[int]
+
+
+# -- a qualification record (`lowtail certify --json`) ------------------------------------------
+
+
+class CertifiedConfiguration(TypedDict):
+    """One configuration as a qualification record states it."""
+
+    label: str
+    configuration: dict[str, str]  # axis → value as shown
+    runs: list[int]
+    analyses: list[int]
+    repetitions: int
+    packets: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    percentile: str  # the judged percentile's key
+    value_ns: int | None
+    interval: IntervalDoc | None  # its two-sided interval at the record's level
+    verdict: JudgementDocument
+    floor_ns: int | None  # the floor's value at the judged percentile
+    degraded: list[str]
+    emulated: bool
+    invalid_runs: list[dict[str, Any]]
+    hosts: list[dict[str, Any]]  # each experiment's host fingerprint (kernel, CPU, command line, …)
+    data: list[dict[str, Any]]  # each analysis's captures (path, bytes, frames), when and by which lowtail
+
+
+class CertificateDocument(TypedDict):
+    """A qualification record: the configurations of a selection, judged, with what they rest on."""
+
+    lowtail_version: str
+    created_at: str
+    selection: list[str]
+    comparison_id: int | None
+    level: float
+    configurations: list[CertifiedConfiguration]
+    notes: list[str]
+    partial: bool
+    partial_reasons: list[str]
 
 
 # -- model results (`lowtail model CMD --json`, stored by store/models.py) -----------------------

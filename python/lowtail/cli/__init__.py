@@ -27,6 +27,7 @@ COMMAND_MODULES: dict[str, str] = {
     "export": "bundle",
     "import": "bundle",
     "campaign": "campaign",
+    "certify": "certify",
     "compare": "compare",
     "comparison": "compare",
     "completion": "completion",

@@ -46,7 +46,11 @@ def compare(
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
     ),
-    confidence: str = typer.Option("95", help="Confidence level of the percentiles' intervals: 95, 95% or 0.95."),
+    confidence: str | None = typer.Option(
+        None,
+        help="Confidence level of the intervals, verdicts and differences: 95, 95% or 0.95 "
+        "[default: the runs' own verdict's, else 95].",
+    ),
     evt: bool = typer.Option(False, "--evt", help="Fit (and store) the EVT model of runs that have none yet."),
     floor: int | None = typer.Option(
         None, help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
@@ -154,9 +158,9 @@ _MAX_UNRESOLVED_SHOWN = 8
 
 def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail import percentiles
-    from lowtail.compare.differences import UNBOUNDED
+    from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
 
-    level = f"{100 * doc['level']:g} %"
+    family = doc.get("difference_family") or {}
     lines = []
     if doc["differences"]:
         # Many configurations: the pairs that differ on one axis isolate an effect; the
@@ -164,41 +168,47 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
         shown = doc["differences"]
         if len(shown) > _MAX_UNRESOLVED_SHOWN:
             shown = [d for d in shown if len(d["axes_differing"]) <= 1]
-        lines.append(Text(f"differences beyond the {level} intervals and the run-to-run spread:"))
-        lines += [Text("  " + d["text"] + (f" ({d['note']})" if d["note"] else "")) for d in shown]
+        lines.append(
+            Text(
+                f"differences beyond run-to-run variation ({family.get('comparisons', 0)} comparisons, "
+                f"{100 * (1 - doc['level']):g} % chance of any false call, Holm):"
+            )
+        )
+        lines += [Text("  " + d["text"]) for d in shown]
         if len(shown) < len(doc["differences"]):
             lines.append(
                 Text(
                     f"  … and {len(doc['differences']) - len(shown)} between configurations that differ on several axes (--json)"
                 )
             )
-    unresolved = [d for d in doc["not_resolvable"] if d["reason"] != UNBOUNDED]
+    elif family.get("comparisons"):
+        lines.append(Text(f"no difference beyond run-to-run variation ({family['comparisons']} comparisons, Holm)"))
+    # Pairs not called because a repetition's packets do not bound the percentile, or a
+    # configuration has one repetition, are said once (per percentile, or in a note).
+    unresolved = [d for d in doc["not_resolvable"] if d["reason"] not in (UNBOUNDED, FEW_REPETITIONS)]
     if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
         unresolved.sort(key=lambda d: len(d["axes_differing"]) > 1)
     if unresolved:
-        lines.append(Text(f"not resolvable with these runs ({len(unresolved)}):"))
+        lines.append(Text(f"not called ({len(unresolved)}):"))
         lines += [
             Text(f"  {d['a']} and {d['b']} at {percentiles.by_key(d['percentile']).short}: {d['why']}")
             for d in unresolved[:_MAX_UNRESOLVED_SHOWN]
         ]
         if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
             lines.append(Text(f"  … and {len(unresolved) - _MAX_UNRESOLVED_SHOWN} more (--json)"))
-    # Pairs left unresolved because a configuration's packets do not bound the percentile:
-    # one line per percentile, naming those configurations.
     unbounded: dict[str, set[str]] = {}
-    for c in doc["configurations"]:
-        for key, iv in (c.get("intervals") or {}).items():
-            if (
-                key in {d["percentile"] for d in doc["not_resolvable"] if d["reason"] == UNBOUNDED}
-                and not iv["resolvable"]
-            ):
-                unbounded.setdefault(key, set()).add(c["label"])
+    for d in doc["not_resolvable"]:
+        if d["reason"] == UNBOUNDED:
+            unbounded.setdefault(d["percentile"], set()).update(
+                c["label"]
+                for c in doc["configurations"]
+                if c["index"] in (d["a_index"], d["b_index"])
+                and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
+            )
     for key, labels in unbounded.items():
         p = percentiles.by_key(key)
         lines.append(
-            Text(
-                f"{p.short}: not resolvable with these runs for {', '.join(sorted(labels))}: too few packets to bound it"
-            )
+            Text(f"{p.short}: not judged for {', '.join(sorted(labels))}: a repetition has too few packets to bound it")
         )
     return lines
 

@@ -19,8 +19,8 @@ A small TOML file says what each pair is, by its file names:
 
 Every `{axis}` of the pattern becomes a value of the pair; files that differ only in
 `{side}` are a pair; a name ending in .zst or .gz matches the pattern without it. Axes fill the columns of a run as lowtail's own runs have them — `dut`
-(the DuT's name), `kind` (external unless given), `rate` (50000, 50k; measured from the
-captures when not given), `frame_size`, `burst`, `repetition`, `containment` — and every
+(the DuT's name), `kind` (external unless given), `rate` (50000, 50k; "rate not given" when
+absent: a measured rate is no axis), `frame_size`, `burst`, `repetition`, `containment` — and every
 other axis goes into the run's DuT options (`dut_config`), where comparisons find it; all
 of them are kept under the run's `testbed.axes`.
 
@@ -308,11 +308,13 @@ def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, expe
         for a in records.IMPORTED_AXES
         if a.imported is not None and (a.name in axes or a.import_default is not None)
     }
-    derived = "rate" not in axes
-    if derived:
-        # Not given: the rate the PRE capture shows.
-        span = analysis.get("duration_ns") or 0
-        columns["rate_pps"] = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else 0
+    # Not given: no rate axis ("rate not given"), never the rate the PRE capture shows — a
+    # measured rate differs between repetitions of one configuration and would split it. The
+    # measurement is kept with the run's traffic.
+    span = analysis.get("duration_ns") or 0
+    measured = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else None
+    if "rate" not in axes:
+        columns["rate_pps"] = 0
     start = analysis.get("start_ts_ns") or 0
     imported = {a.name for a in records.IMPORTED_AXES}
     return RunRecord(
@@ -333,7 +335,7 @@ def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, expe
         else [],
         dut_stats={},
         capture_paths=[str(pair.pre.resolve()), str(pair.post.resolve())],
-        traffic={"rate_measured": derived},
+        traffic={"rate_given": "rate" in axes, "measured_rate_pps": measured},
         testbed={"kind": "imported", "axes": axes, "pre": str(pair.pre.resolve()), "post": str(pair.post.resolve())},
     )
 

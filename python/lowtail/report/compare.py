@@ -30,7 +30,8 @@ from lowtail.units import format_count, format_ns, format_ns_range, format_perce
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING
 
-_PAGE_STYLE = """<style>
+# The verdict cards and tables of the comparison page (the qualification record uses them too).
+PAGE_STYLE = """<style>
 .lt-summary { display: grid; grid-template-columns: repeat(auto-fill, minmax(270px, 1fr)); gap: .6em; margin: 1em 0; }
 .lt-card { border: 1px solid #ddd; border-left: 6px solid #d9a400; border-radius: 4px; padding: .5em .8em; }
 .lt-card.pass { border-left-color: #067647; } .lt-card.fail { border-left-color: #b42318; }
@@ -85,7 +86,8 @@ def _margin(c: dict[str, Any]) -> str:
     return f"{format_ns(-gap)} over the budget"
 
 
-def _card(title: str, status: str, css: str, lines: Sequence[str]) -> str:
+def verdict_card(title: str, status: str, css: str, lines: Sequence[str]) -> str:
+    """A configuration's verdict as a card (in a `lt-summary` grid, styled by PAGE_STYLE)."""
     details = "".join(f"<div class='detail'>{esc(line)}</div>" for line in lines if line)
     return (
         f"<div class='lt-card {css}'><div class='name'>{esc(title)}</div>"
@@ -112,12 +114,14 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
         if passing:
             best = by_index[passing[-1]["configuration"]]
             lines = [f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}", _margin(best), per_rate]
-            cards.append(_card(s["label"], Status.PASS.value, status_class(Status.PASS), lines))
+            cards.append(verdict_card(s["label"], Status.PASS.value, status_class(Status.PASS), lines))
         else:
             failed = any(p.get("verdict") == Status.FAIL.value for p in points)
             status = Status.FAIL if failed else Status.INCONCLUSIVE
             cards.append(
-                _card(s["label"], status.value, status_class(status), ["meets the budget at no rate swept", per_rate])
+                verdict_card(
+                    s["label"], status.value, status_class(status), ["meets the budget at no rate swept", per_rate]
+                )
             )
     judged = percentiles.label(_judged_key(doc))
     for c in configs:
@@ -125,7 +129,7 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
             continue
         v = c.get("verdict") or {}
         cards.append(
-            _card(
+            verdict_card(
                 c["label"],
                 v.get("label", _status(c)),
                 _css(c),
@@ -141,7 +145,7 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
     budget = (doc.get("verdict") or {}).get("text") or "each configuration against its runs' own budget"
     page.add(
         "Summary",
-        _PAGE_STYLE + f"<p>Budget: <b>{esc(budget)}</b>. {passed} of {len(configs)} configurations meet it. "
+        PAGE_STYLE + f"<p>Budget: <b>{esc(budget)}</b>. {passed} of {len(configs)} configurations meet it. "
         "Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
         f"<div class='lt-summary'>{''.join(cards)}</div>",
     )
@@ -228,13 +232,22 @@ def _difference_text(d: dict[str, Any]) -> str:
 
 
 def _differences(doc: dict[str, Any]) -> str:
-    """The differences beyond run-to-run variation: first those between configurations
-    that differ on one axis (each isolates an effect), the rest folded; then, folded, the
-    pairs these runs cannot resolve."""
+    """The differences beyond run-to-run variation, with the family they were judged in:
+    first those between configurations that differ on one axis (each isolates an effect),
+    the rest folded; then, folded, the pairs not called and why."""
     resolved = doc.get("differences") or []
     isolated = [d for d in resolved if len(d.get("axes_differing") or [None]) <= 1]
     several = [d for d in resolved if d not in isolated]
     unresolved = doc.get("not_resolvable") or []
+    family = doc.get("difference_family") or {}
+    how = (
+        f"<p>Each percentile of each pair is judged on its repetitions (Student's t on the log of their "
+        f"values); Holm's procedure over the {family['comparisons']} comparisons made holds the chance of "
+        f"any false call at {100 * (1 - family['level']):g} %. Degraded runs, and emulated against "
+        f"native ones, are shown, never called.</p>"
+        if family.get("comparisons")
+        else ""
+    )
     if not resolved:
         body = "<p>No difference between configurations is beyond run-to-run variation.</p>"
     elif isolated:
@@ -243,7 +256,7 @@ def _differences(doc: dict[str, Any]) -> str:
         body = "<p>Every difference is between configurations that differ on several axes at once.</p>"
     for summary, items in (
         (f"Between configurations that differ on several axes ({len(several)})", several),
-        (f"Not resolvable with these runs ({len(unresolved)})", unresolved),
+        (f"Not called ({len(unresolved)})", unresolved),
     ):
         if items:
             body += (
@@ -251,7 +264,7 @@ def _differences(doc: dict[str, Any]) -> str:
                 + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in items)
                 + "</ul></details>"
             )
-    return "<h3>Differences</h3>" + body
+    return "<h3>Differences</h3>" + how + body
 
 
 def hdr_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:

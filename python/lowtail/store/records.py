@@ -97,6 +97,12 @@ class RunRecord:
 # -- the configuration axes ------------------------------------------------------------------
 
 
+def _show_rate(pps: float | None) -> str:
+    """The configured rate ("100 kpps"), or that none was given (a plain analysis without
+    `--rate`, an import without `{rate}`): a measured rate is never shown as the axis."""
+    return format_rate(pps) if pps else "rate not given"
+
+
 def show_value(value: Any) -> str:
     """An axis value as tables show it ("–" for none, lists comma-separated)."""
     if value is None:
@@ -196,11 +202,11 @@ RUN_AXES: tuple[RunAxis, ...] = (
         "rate",
         "rate",
         "rate_pps",
-        show=format_rate,
+        show=_show_rate,
         parse=parse_rate_pps,
         numeric=True,
         pattern=r"[0-9]*\.?[0-9]+[kKmMgG]?",
-        imported=int,  # not given: measured from the captures (`experiment/external.py`)
+        imported=int,  # not given: 0, "rate not given" (`experiment/external.py`; never a measured rate)
         self_evident=True,
     ),
     RunAxis(
@@ -247,9 +253,11 @@ def derived_columns_sql() -> str:
 
 def analysis_as_run(analysis: Mapping[str, Any]) -> RunRow:
     """A plain analysis (`lowtail analyze`, no run) as a run row, with every axis column at its
-    absent value: no experiment, no DuT settings, its own label as DuT and its rate as measured."""
-    seconds = (analysis.get("duration_ns") or 0) / 1e9
-    rate = round(analysis["sent"] / seconds) if seconds > 0 else 0
+    absent value: no experiment, no DuT settings, its own label as DuT, and the rate it was
+    sent at when `analyze --rate` said (a measured rate is a measurement, never an axis: runs
+    of 100,001 and 100,002 packets a second are repetitions of one 100 kpps configuration)."""
+    nominal = (analysis.get("figures") or {}).get("nominal_rate_pps")
+    rate = round(nominal) if nominal else None
     row: dict[str, Any] = {
         **analysis,
         **{a.column: a.absent for a in ALL_AXES},
