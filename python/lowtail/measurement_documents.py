@@ -322,14 +322,15 @@ class NoiseDocument(TypedDict):
 
 class TrafficDocument(TypedDict, total=False):
     """What a run's traffic was beside its rate, frame size and burst (its own columns): a
-    measured run's flows, port, planned frames and core plan; an imported run's only whether
-    its rate was derived from its PRE capture (`rate_measured`)."""
+    measured run's flows, port, planned frames and core plan; an imported run's whether its
+    rate was given (a pattern's or the spec's `rate`) and the rate its PRE capture shows."""
 
     flows: int
     udp_dst_port: int
     frames_planned: int
     core_plan: CorePlanDocument
-    rate_measured: bool
+    rate_given: bool
+    measured_rate_pps: float | None
 
 
 # -- the hosts an experiment ran on (`experiments.host`) -----------------------------------------

@@ -132,9 +132,11 @@ def analyze(
     if nominal is not None:
         a["nominal_rate_pps"] = nominal
     if verdict is not None:
+        figures = a.get("latency_ns") or {}
+        judged = figures.get(verdict.key)
         a["verdict"] = verdict.judge_figures(
-            (a.get("latency_ns") or {}).get("samples") or 0,
-            (a.get("latency_ns") or {}).get(verdict.key),
+            int(figures.get("samples") or 0),
+            None if judged is None else int(judged),
             a["lost"],
             a["sent"],
             intervals=a.get("intervals"),
