@@ -26,6 +26,7 @@ COMMAND_MODULES: dict[str, str] = {
     "import": "bundle",
     "campaign": "campaign",
     "compare": "compare",
+    "explain": "explain",
     "comparison": "compare",
     "completion": "completion",
     "list": "db",

@@ -32,6 +32,7 @@ from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import Testbed
+from lowtail.trace.run import start_run_trace
 from lowtail.units import format_ns
 
 # RFC 2544's benchmarking range: never a real host's address.
@@ -68,6 +69,7 @@ class Outcome:
     post: Path | None = None
     frames_planned: int = 0
     testbed: dict[str, Any] = field(default_factory=dict)  # its kind, points and the clocks of PRE and POST
+    trace: dict[str, Any] | None = None  # the kernel trace of the roles' cores (trace/run.py's TraceDocument)
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -98,8 +100,13 @@ def measure(
             outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
             captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
+            # Its instance is in the testbed's registry: however the run ends, it goes with the testbed.
+            tracer = start_run_trace(
+                tb, plan, dut, exp.traffic_ns(combo.traffic) / 1e9, combo.traffic.rate_pps, enabled=exp.trace
+            )
             _send(exp, combo, tb, plan, run_dir, dut, outcome, captures, on_live)
             time.sleep(exp.drain_ns / 1e9)
+            outcome.trace = dict(tracer.stop(tb, run_dir))
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
             outcome.dut_stats = dut.stop()

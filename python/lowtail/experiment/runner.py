@@ -21,10 +21,12 @@ from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.explain.run import explain_run
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import datadir
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store, is_out_of_space
+from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
@@ -248,6 +250,10 @@ def _run_one(
     with store.transaction():
         run_id = runstore.save_run(store, row, analysis, options)
         _save_interrupts(store, run_id, outcome)
+        if outcome.trace is not None:
+            save_run_trace(store, run_id, outcome.trace)
+    if analysis is not None and analysis.get("export_path"):
+        explain_run(store, run_id)  # the causes of its tail, stored for the report and `compare`
     return row | {"run_id": run_id, "analysis": analysis}
 
 

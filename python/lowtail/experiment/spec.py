@@ -1,6 +1,7 @@
 """The experiment file: a TOML document whose lists span a sweep.
 
-    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures
+    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures,
+                  trace (the kernel trace of the roles' cores that `lowtail explain` reads; default true)
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
@@ -35,7 +36,17 @@ from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict
 DEFAULT_NAME = "default.toml"
 
 _SECTIONS = {
-    "experiment": {"name", "duration", "warmup", "repetitions", "calibrate", "calibration", "keep_captures", "drain"},
+    "experiment": {
+        "name",
+        "duration",
+        "warmup",
+        "repetitions",
+        "calibrate",
+        "calibration",
+        "keep_captures",
+        "drain",
+        "trace",
+    },
     "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
     "cores": {"generator", "capture", "housekeeping", "dut"},
     "verdict": set(VERDICT_SETTINGS),
@@ -146,6 +157,8 @@ class Experiment:
     trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     testbed: wiring.Wiring = field(default_factory=wiring.Namespaces)
+    # Record the kernel trace of the roles' cores during each run (trace/run.py).
+    trace: bool = True
 
     def measured_ns(self, traffic: Traffic) -> int:
         """The measured time (after the warm-up) of a run at this traffic point: the file's
@@ -288,7 +301,7 @@ def parse(text: str, source: str) -> Experiment:
     (port,) = number(traffic, "traffic", "udp_dst_port", 53, 1, 65_535, many=False)
     points = [Traffic(r, f, b, n, port) for r, f, b, n in itertools.product(rates, frames, bursts, flows)]
     (repetitions,) = number(exp, "experiment", "repetitions", 1, 1, 1_000_000, many=False)
-    for key in ("calibrate", "keep_captures"):
+    for key in ("calibrate", "keep_captures", "trace"):
         if not isinstance(exp.get(key, True), bool):
             raise w.error(f"{key} must be true or false", "experiment", key)
 
@@ -327,6 +340,7 @@ def parse(text: str, source: str) -> Experiment:
         calibrate=calibrate,
         calibration=calibration,
         keep_captures=exp.get("keep_captures", True),
+        trace=exp.get("trace", True),
         traffic=points,
         duts=duts,
         # A hosts testbed's cores are the remote hosts': checked once they are reached.
