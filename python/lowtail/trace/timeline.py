@@ -10,6 +10,7 @@ An interval is one of:
     irq       a device interrupt's handler (name "<irq>:<device>")
     softirq   a softirq (NET_RX, TIMER, RCU, …)
     vmexit    a VM's vCPU outside the guest (name: the exit reason's number)
+    wakeup    a point: a task woken to run on this core (name, pid, priority)
     marker    a point: a trace_marker write (the clock markers among them)
     event     a point: any other event a recording asked for (name: the event, detail: its
               device name where it has one)
@@ -295,6 +296,26 @@ def _handler(fmt: EventFormat, markers: dict[str, int]) -> Handler | None:
             b.switch(ts, prev, (str(fmt.read(buf, off, "next_comm")), next_pid(buf, off), next_prio(buf, off)))
 
         return switch
+    if system == "sched" and name == "sched_wakeup":
+        woken, woken_prio = _int_reader(fmt, "pid"), _int_reader(fmt, "prio")
+        target = _int_reader(fmt, "target_cpu")
+
+        def wakeup(b: _Builder, buf: bytes, off: int, ts: int) -> None:
+            b.rows.append(
+                (
+                    target(buf, off),
+                    ts,
+                    ts,
+                    "wakeup",
+                    str(fmt.read(buf, off, "comm")),
+                    woken(buf, off),
+                    woken_prio(buf, off),
+                    "",
+                    "",
+                )
+            )
+
+        return wakeup
     if system == "irq_vectors" and name.endswith(("_entry", "_exit")):
         vector = name.rsplit("_", 1)[0]
         if name.endswith("_entry"):

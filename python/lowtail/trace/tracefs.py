@@ -52,6 +52,7 @@ EVENTS = (
     "irq/softirq_entry",
     "irq/softirq_exit",
     "sched/sched_switch",
+    "sched/sched_wakeup",
     "tlb/tlb_flush",
 )
 # A VM DuT's host side: the time its vCPUs spent outside the guest.
