@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from lowtail.explain import packets as pk
-from lowtail.explain.cores import Suspect, shifted_windows, suspects, task_label
+from lowtail.explain.cores import Suspect, restricted, shifted_windows, suspects, task_label, waiting
 from lowtail.host.remedies import RemedyDoc, remedy_for
 from lowtail.models.aliasing import beat
 from lowtail.units import format_ns, format_rate
@@ -343,8 +343,17 @@ def _core_candidates(
     pre, post = p.pre_ns[in_tail], p.post_ns[in_tail]
     late = late_all[in_tail]
     out = []
+    waits = {
+        cpu: waiting(intervals, cpu, own_pids[cpu], own_comms[cpu]) for cpu, role in owner.items() if role == "dut"
+    }
     for s in suspects(intervals, set(owner), own_pids, own_comms):
         role = owner[s.cpu]
+        wait = waits.get(s.cpu)
+        if s.kind == "task" and wait is not None:
+            # Another task delays the DuT only while the DuT waits for its core.
+            s = restricted(s, *wait)
+            if s.start.size == 0:
+                continue
         # On the generator's core the window opens when the packet was due: what took the
         # core then made it leave late.
         a = pre - late if role == "generator" else pre

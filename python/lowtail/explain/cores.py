@@ -91,7 +91,7 @@ def suspects(
             continue
         for key in np.unique(keys[on_cpu]):
             kind, name = str(key).split("\x1f", 1)
-            if kind in ("marker", "event"):
+            if kind in ("marker", "event", "wakeup"):
                 continue
             rows = np.flatnonzero(on_cpu & (keys == key))
             if kind == "task":
@@ -147,3 +147,63 @@ def task_label(name: str, pid: int, prio: int) -> str:
         return name
     policy = f"real-time priority {99 - prio}" if prio < 100 else f"nice {prio - 120}"
     return f"{name} (pid {pid}, {policy})"
+
+
+def waiting(intervals: pa.Table, cpu: int, pids: set[int], comms: set[str]) -> tuple[np.ndarray, np.ndarray] | None:
+    """When a role's own task waited for this core: from its wake-up (or from being
+    preempted, still runnable) until it ran again. None when the role has no task here
+    (a DuT inside the kernel): then any task on its core counts."""
+    cols = {
+        n: intervals.column(n).to_numpy(zero_copy_only=False)
+        for n in ("cpu", "start_ns", "end_ns", "kind", "name", "pid", "state")
+    }
+    own = (cols["cpu"] == cpu) & (np.isin(cols["pid"], list(pids)) | np.isin(cols["name"], list(comms)))
+    runs = np.flatnonzero(own & (cols["kind"] == "task"))
+    if runs.size == 0:
+        return None
+    wakeups = np.sort(cols["start_ns"][np.flatnonzero(own & (cols["kind"] == "wakeup"))])
+    runs = runs[np.argsort(cols["start_ns"][runs], kind="stable")]
+    starts, ends = [], []
+    previous_end, previous_state = None, ""
+    for r in runs:
+        began = int(cols["start_ns"][r])
+        if previous_end is not None and previous_state == "R":
+            since = previous_end  # preempted: runnable all along
+        else:
+            k = np.searchsorted(wakeups, began, side="right") - 1
+            since = int(wakeups[k]) if k >= 0 and (previous_end is None or wakeups[k] >= previous_end) else None
+        if since is not None and since < began:
+            starts.append(since)
+            ends.append(began)
+        previous_end, previous_state = int(cols["end_ns"][r]), str(cols["state"][r])
+    return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+
+
+def restricted(s: Suspect, starts: np.ndarray, ends: np.ndarray) -> Suspect:
+    """The suspect's intervals cut to these (sorted, disjoint) windows: only the time it held
+    the core while the role's task waited for it."""
+    out_s, out_e, keep = [], [], []
+    j = 0
+    for i in range(s.start.size):
+        a, b = int(s.start[i]), int(s.end[i])
+        while j < starts.size and ends[j] <= a:
+            j += 1
+        k = j
+        while k < starts.size and starts[k] < b:
+            lo, hi = max(a, int(starts[k])), min(b, int(ends[k]))
+            if hi > lo:
+                out_s.append(lo)
+                out_e.append(hi)
+                keep.append(i)
+            k += 1
+    idx = np.asarray(keep, dtype=np.int64)
+    return Suspect(
+        s.cpu,
+        s.kind,
+        s.name,
+        np.asarray(out_s, dtype=np.int64),
+        np.asarray(out_e, dtype=np.int64),
+        s.pid[idx] if idx.size else np.zeros(0, dtype=np.int64),
+        s.prio[idx] if idx.size else np.zeros(0, dtype=np.int64),
+        [s.detail[i] for i in keep],
+    )
