@@ -96,6 +96,7 @@ lint: $(STAMPS)/venv
 	  cargo clippy --workspace --all-targets -- -D warnings
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/mypy
 
 test-rust: deps
 	@$(PHASE) $(STAMPS)/cargo-test-build.log "compiling the Rust tests" "first time: about 3 min, then seconds" -- \

@@ -37,13 +37,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.binaries import find_binary
-from lowtail.testbed.cores import CoreRoles
+from lowtail.experiment.measure import DST_IP, SRC_IP, generator_argv
+from lowtail.experiment.spec import Traffic
+from lowtail.testbed.cores import CoreRoles, isolated_cpus
 from lowtail.testbed.duts import KernelMirred
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.system import require_privileges, tool
 from lowtail.testbed.topology import Testbed
 
-SRC_IP, DST_IP = "198.18.0.1", "198.19.0.1"
 # Time between the last frame sent and stopping the timestampers: tcpdump hands frames
 # over in ring blocks that wait up to its 1 s buffer timeout, lost when it is stopped.
 DRAIN_S = 1.5
@@ -120,33 +121,20 @@ def lowtail_trial(tb: Testbed, plan: CoreRoles, rate: int, seconds: float, work:
     if not cap.wait_file(work / "lt-cap.ready", 15):
         sys.exit(f"lowtail-cap did not start: {cap.exit_message()}")
     count = round(rate * seconds)
-    gen = tb.spawn(
-        "bench-gen",
-        tb.lg_ns,
-        [
-            str(find_binary("lowtail-gen")),
-            "--iface",
-            tb.tx,
-            "--rate",
-            str(rate),
-            "--count",
-            str(count),
-            "--src-mac",
-            tb.macs[tb.tx],
-            "--dst-mac",
-            tb.macs[tb.rx],
-            "--src-ip",
-            SRC_IP,
-            "--dst-ip",
-            DST_IP,
-            "--cpu",
-            str(plan.generator),
-            *plan.generator_scheduling(),
-            "--stats-json",
-            str(gen_stats),
-        ],
-        stats=gen_stats,
+    # 64 B frames, one per due time, one flow to UDP port 53: lowtail-gen's own defaults.
+    traffic = Traffic(rate_pps=rate, frame_size=64, burst=1, flows=1, udp_dst_port=53)
+    argv = generator_argv(
+        str(find_binary("lowtail-gen")),
+        tb.tx,
+        traffic,
+        count,
+        tb.macs[tb.tx],
+        tb.macs[tb.rx],
+        plan,
+        isolated_cpus(),
+        str(gen_stats),
     )
+    gen = tb.spawn("bench-gen", tb.lg_ns, argv, stats=gen_stats)
     gen.wait(seconds + 60)
     time.sleep(DRAIN_S)
     cap.stop()

@@ -56,13 +56,13 @@ def probe(cpu: int, seconds: float, interval: float | None, sampler_cpu: int, fi
         sampler = InterruptSampler(interval, sampler_cpu).start() if interval else None
         cmd = [
             str(find_binary("lowtail-noise")),
-            "--cpus",
+            "--cpu",
             str(cpu),
-            "--duration-ns",
-            str(int(seconds * 1e9)),
+            "--duration",
+            f"{int(seconds * 1e9)}ns",
             "--gaps-dir",
             tmp,
-        ] + (["--fifo", str(fifo)] if fifo else [])
+        ] + (["--rt-priority", str(fifo)] if fifo else [])
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         if sampler:
             sampler.stop()

@@ -36,7 +36,7 @@ def test_version_names_the_build_and_the_native_programs_agree():
     assert first == f"lowtail {_native.LONG_VERSION}"
     assert re.fullmatch(r"lowtail \d+\.\d+\.\d+ \(commit ([0-9a-f]{10}|unknown), (release|debug) build\)", first)
     checked = 0
-    for name in ("lowtail-gen", "lowtail-cap", "lowtail-fwd", "lowtail-noise"):
+    for name in ("lowtail-gen", "lowtail-cap", "lowtail-fwd", "lowtail-leash", "lowtail-noise"):
         try:
             program = find_binary(name)
         except UserError:

@@ -4,18 +4,19 @@ From Python: `db = lowtail.open("lowtail.duckdb")` (see lowtail.api and docs/pyt
 
 from __future__ import annotations
 
-from os import PathLike
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from lowtail.api import Database
+    from lowtail.store import DbPath
 
 __all__ = ["open"]
 
 
-def open(path: str | PathLike[str] = "lowtail.duckdb") -> Database:  # noqa: A001  (lowtail.open, as sqlite3.connect)
-    """The lowtail results database at `path`: its runs, analyses, latencies and
-    comparisons (lowtail.api.Database). Nothing heavier than this is imported until used."""
+def open(path: DbPath = None) -> Database:  # noqa: A001  (lowtail.open, as sqlite3.connect)
+    """The lowtail results database at `path` (None: $LOWTAIL_DB, else ./lowtail.duckdb, as
+    for every command): its runs, analyses, latencies, comparisons and models
+    (lowtail.api.Database). Nothing heavier than this is imported until used."""
     from lowtail.api import Database
 
     return Database(path)

@@ -19,12 +19,22 @@ from typing import Any
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
+from lowtail.documents import AnalysisDocument, CaptureSide
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
 
-__all__ = ["AnalyzeOptions", "ProgressCallback", "analyze_options", "analyze_pair", "lowtail_error"]
+__all__ = [
+    "AnalysisDocument",
+    "AnalyzeOptions",
+    "CaptureSide",
+    "ProgressCallback",
+    "analyze_options",
+    "analyze_pair",
+    "lowtail_error",
+]
 
 ProgressCallback = Callable[[int, int], None]
+
 
 CANCELLED = "interrupted: analysis cancelled, nothing stored"
 
@@ -57,7 +67,7 @@ def analyze_pair(
     options: AnalyzeOptions | None = None,
     on_progress: ProgressCallback | None = None,
     while_waiting: Callable[[], object] | None = None,
-) -> dict[str, Any]:
+) -> AnalysisDocument:
     """Run one analysis; returns the figures (see `lowtail analyze --json`).
 
     `while_waiting` runs on this thread once the native analysis has started (its threads
@@ -102,4 +112,5 @@ def analyze_pair(
     if "error" in outcome:
         error = outcome["error"]
         raise lowtail_error(error) from error
-    return json.loads(outcome["json"])
+    doc: AnalysisDocument = json.loads(outcome["json"])
+    return doc

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from os import PathLike
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from lowtail import axes, percentiles
@@ -23,6 +21,20 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
+    from lowtail.documents import (
+        AliasingDocument,
+        ComparisonDocument,
+        EvtDocument,
+        OverloadDocument,
+        RunRow,
+        SimulateDocument,
+    )
+    from lowtail.models.aliasing import AliasingOptions
+    from lowtail.models.evt import EvtOptions
+    from lowtail.models.knee import KneeOptions, Knees
+    from lowtail.models.overload import OverloadOptions
+    from lowtail.models.simulate import SimulateOptions
+    from lowtail.store import DbPath
     from lowtail.store.db import Store
 
 # The latency figures of each run row (`<key>_ns` columns), in rank order.
@@ -34,9 +46,18 @@ class Comparison:
     """A comparison: `document` is what `lowtail compare --json` prints (`comparison_id` set
     once stored); the DataFrames are views of it, and `curves`/`cdf` what its page draws."""
 
-    document: dict[str, Any]
+    document: ComparisonDocument
     curves: pd.DataFrame = field(repr=False)
     cdf: pd.DataFrame = field(repr=False)
+
+    @property
+    def id(self) -> int:
+        """The stored comparison's id (`db.comparison(c.id)` reads it back); ValueError when
+        it was made with store=False."""
+        found = self.document["comparison_id"]
+        if found is None:
+            raise ValueError("this comparison was not stored (store=False)")
+        return found
 
     @property
     def configurations(self) -> pd.DataFrame:
@@ -96,8 +117,10 @@ class Comparison:
 class Database:
     """A lowtail results database (see `lowtail.open`)."""
 
-    def __init__(self, path: str | PathLike[str]):
-        self.path = Path(path)
+    def __init__(self, path: DbPath = None):
+        from lowtail.store import resolve_db
+
+        self.path = resolve_db(path)
         if not self.path.exists():
             raise UserError(f"{self.path}: no such database")
 
@@ -132,7 +155,8 @@ class Database:
             }
             row |= {a.name: (a.read(r) if a.present(r) else None) for a in every}
             row |= {k: r.get(k) for k in ("repetition", "calibration", "valid", "sent", "received", "lost")}
-            row["loss_ratio"] = r["lost"] / r["sent"] if r.get("sent") else None
+            sent = r.get("sent")
+            row["loss_ratio"] = (r.get("lost") or 0) / sent if sent else None
             lat = (r.get("figures") or {}).get("latency_ns") or {}
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {
                 "mean_ns": lat.get("mean"),
@@ -159,7 +183,11 @@ class Database:
         for a in [*by_analysis.values(), *plain]:
             run = a if a.get("run_id") else None
             lat = (a.get("figures") or {}).get("latency_ns") or {}
-            row: dict[str, Any] = {"analysis_id": a["analysis_id"], "run_id": a.get("run_id"), "label": a.get("label")}
+            row: dict[str, Any] = {
+                "analysis_id": a["analysis_id"],
+                "run_id": a.get("run_id"),
+                "label": a.get("label"),
+            }
             row |= {ax.name: (ax.read(run) if run and ax.present(run) else None) for ax in every}
             row |= {k: a.get(k) for k in ("sent", "received", "lost", "partial", "series_path")}
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {"samples": lat.get("samples")}
@@ -194,8 +222,8 @@ class Database:
         *selection: str,
         by: list[str] | str | None = None,
         budget: str | None = None,
-        percentile: float | None = None,
-        confidence: float = 0.95,
+        percentile: float | str | None = None,
+        confidence: float | str = 0.95,
         evt: bool = False,
         floor: int | None = None,
         label: str | None = None,
@@ -203,15 +231,15 @@ class Database:
     ) -> Comparison:
         """Compare the runs a selection names, as `lowtail compare` does (the same
         document), and store it unless `store=False`. `by`: axis names (a list or
-        "dut,containment"); `confidence`: of the intervals, 0..1."""
+        "dut,containment"); `budget`, `percentile` and `confidence` (of the intervals: 0.95,
+        95 or "95%") as `lowtail compare` takes them, one `VerdictRequest`."""
         from lowtail.compare.comparison import CompareOptions, compare
         from lowtail.store import comparisons as comparestore
+        from lowtail.verdict import VerdictRequest
 
         opts = CompareOptions(
             by=[b.strip() for b in by.split(",")] if isinstance(by, str) else by,
-            budget=budget,
-            percentile=percentile,
-            level=confidence,
+            verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
             evt=evt,
             floor=floor,
             label=label,
@@ -222,6 +250,56 @@ class Database:
             if store:
                 comparestore.save_comparison(s, c.document, words, c.document["by"], c.curves, c.cdf, c.members, label)
         return Comparison(c.document, _curves_frame(c.curves), _cdf_frame(c.cdf))
+
+    # -- models: the calls `lowtail model ...` makes, each result stored unless store=False --------
+
+    def overload(self, options: OverloadOptions, *, store: bool = True, label: str | None = None) -> OverloadDocument:
+        """R_max from two medians (given, or stored runs') and the interrupt load, as `lowtail
+        model overload --json` prints it (`model_id` set once stored)."""
+        from lowtail.models.overload import overload_and_store
+
+        with self._store(write=store) as s:
+            return overload_and_store(s, options, save=store, label=label)
+
+    def knee(self, options: KneeOptions | None = None, *, store: bool = True) -> Knees:
+        """The knee of each DuT's sweep in a stored experiment (the newest by default)."""
+        from lowtail.models.knee import KneeOptions, knee_and_store
+
+        with self._store(write=store) as s:
+            return knee_and_store(s, options or KneeOptions(), save=store)
+
+    def evt(
+        self,
+        source: str | int,
+        options: EvtOptions | None = None,
+        *,
+        rate_pps: float | None = None,
+        store: bool = True,
+        label: str | None = None,
+    ) -> EvtDocument:
+        """The EVT tail model of a run (its id, "run:12"), "analysis:7" or a Parquet series file."""
+        from lowtail.models.evt import evt_and_store
+
+        with self._store(write=store) as s:
+            return evt_and_store(s, str(source), options, rate_pps=rate_pps, save=store, label=label)
+
+    def aliasing(self, options: AliasingOptions | None = None, *, store: bool = True) -> AliasingDocument:
+        """Periodic interrupts against constant-rate traffic: the worst-N pattern (against a
+        stored run when `options.run` names one)."""
+        from lowtail.models.aliasing import AliasingOptions, aliasing_and_store
+
+        with self._store(write=store) as s:
+            return aliasing_and_store(s, options or AliasingOptions(), save=store)
+
+    def simulate(
+        self, options: SimulateOptions | None = None, *, store: bool = True, label: str | None = None
+    ) -> SimulateDocument:
+        """The discrete-event model of a device, each case of `options` (against a stored
+        lowtail-fwd run when `options.run` names one)."""
+        from lowtail.models.simulate import SimulateOptions, simulate_and_store
+
+        with self._store(write=store) as s:
+            return simulate_and_store(s, options or SimulateOptions(), save=store, label=label)
 
     def comparison(self, comparison_id: int | str = "latest") -> Comparison:
         """A stored comparison (an id, or 'latest')."""
@@ -247,7 +325,7 @@ class Database:
         )
 
 
-def _all_runs(store: Store) -> list[dict[str, Any]]:
+def _all_runs(store: Store) -> list[RunRow]:
     from lowtail.store import runs as runstore
 
     return runstore.select_runs(store)

@@ -10,31 +10,28 @@ agree on every configuration axis are repetitions of one configuration.
 Selections name runs by these axes too (`dut=fwd`, `rate=50k`, `kernel~rt`, `batch=32`):
 `find` resolves a name, `Axis.matches` compares a run's value with what a person typed.
 
-This module reads the run rows the store returns (`store.runs.runs`) and nothing else."""
+The axes themselves are declared once, beside their columns, by the store
+(`store/records.py`: `RUN_AXES`); this module adds a run's DuT options and reads the run
+rows the store returns (`store.runs.runs`), nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lowtail.errors import UserError
-from lowtail.units import format_rate, parse_rate_pps
+from lowtail.store import records
+from lowtail.store.records import show_value as _text
 
 # The axis that tells repetitions of one configuration apart (not a configuration axis).
-REPETITION = "repetition"
+REPETITION = records.REPETITION_AXIS.name
+# The experiment a run belongs to: `--by experiment` and `experiment=3`, never a default axis.
+EXPERIMENT = records.EXPERIMENT_AXIS.name
 # Always shown by tables of runs, varying or not.
 DUT, KIND, RATE, VIRTUALIZATION = "dut", "kind", "rate", "virtualization"
 # DuT options with an axis of their own (containment: what was applied, from the run).
 _OPTIONS_SHOWN_ELSEWHERE = ("containment",)
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, list):
-        return ",".join(map(str, value))
-    return str(value)
 
 
 def _number(text: str) -> float:
@@ -55,16 +52,16 @@ class Axis:
 
     name: str
     label: str
-    read: Callable[[dict[str, Any]], Any]
+    read: Callable[[Mapping[str, Any]], Any]
     show: Callable[[Any], str] = _text
     option: str | None = None  # the DuT option it is, if it is one
     parse_number: Callable[[str], float] = _number
 
-    def present(self, run: dict[str, Any]) -> bool:
+    def present(self, run: Mapping[str, Any]) -> bool:
         """Whether the run has this axis at all (a DuT option of another kind: no)."""
         return self.option is None or self.option in (run.get("dut_config") or {})
 
-    def matches(self, run: dict[str, Any], op: str, text: str) -> bool:
+    def matches(self, run: Mapping[str, Any], op: str, text: str) -> bool:
         """Whether the run's value satisfies `op text` ("=", "!=" or "~", see OPERATORS):
         numbers compare as numbers (`rate=50k`), anything else as text, case-insensitively,
         against the stored value or the shown one (`virtualization=tcg`); "~" looks for
@@ -82,24 +79,15 @@ class Axis:
         return equal != (op == "!=")
 
 
-def _traffic(run: dict[str, Any]) -> dict[str, Any]:
-    return run.get("traffic") or {}
+def _declared(axis: records.RunAxis) -> Axis:
+    """The store's declaration of an axis as this module's Axis."""
+    return Axis(axis.name, axis.label, axis.value, axis.show, parse_number=axis.number if axis.numeric else _number)
 
 
-_FIXED: tuple[Axis, ...] = (
-    Axis(DUT, "DuT", lambda r: r["dut_name"]),
-    Axis(KIND, "kind", lambda r: r["dut_kind"]),
-    Axis("containment", "containment", lambda r: (r.get("containment") or {}).get("mode", "bare")),
-    Axis(VIRTUALIZATION, "virtualization", lambda r: r.get("virtualization"), lambda v: (v or "none").upper()),
-    Axis(RATE, "rate", lambda r: r["rate_pps"], format_rate, parse_number=parse_rate_pps),
-    Axis("frame_size", "frame", lambda r: r["frame_size"], lambda v: "–" if v is None else f"{v} B"),
-    Axis("burst", "burst", lambda r: r["burst"]),
-    Axis("flows", "flows", lambda r: _traffic(r).get("flows", 1)),
-    Axis("kernel", "kernel", lambda r: r.get("kernel")),
-    Axis("host", "host", lambda r: r.get("hostname")),
-)
-_REPETITION_AXIS = Axis(REPETITION, "rep.", lambda r: r["repetition"])
-_FIXED_NAMES = {a.name for a in _FIXED} | {REPETITION}
+_FIXED: tuple[Axis, ...] = tuple(_declared(a) for a in records.RUN_AXES)
+_REPETITION_AXIS = _declared(records.REPETITION_AXIS)
+_EXPERIMENT_AXIS = _declared(records.EXPERIMENT_AXIS)
+_FIXED_NAMES = {a.name for a in records.ALL_AXES}
 # Where the DuT options go among the fixed axes: after the DuT's name and kind.
 _OPTIONS_AFTER = 2
 
@@ -114,7 +102,7 @@ def _option_axis(option: str) -> Axis:
     return Axis(option_axis_name(option), option, lambda r: (r.get("dut_config") or {}).get(option), option=option)
 
 
-def _options(runs: Iterable[dict[str, Any]]) -> list[str]:
+def _options(runs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The DuT options of these runs, in the order they first appear."""
     seen: dict[str, None] = {}
     for r in runs:
@@ -124,7 +112,7 @@ def _options(runs: Iterable[dict[str, Any]]) -> list[str]:
     return list(seen)
 
 
-def axes_of(runs: Iterable[dict[str, Any]], repetition: bool = True) -> list[Axis]:
+def axes_of(runs: Iterable[Mapping[str, Any]], repetition: bool = True) -> list[Axis]:
     """Every axis of these runs, in table order: DuT name and kind, each DuT option, the
     containment, virtualization, traffic and host axes, then (unless left out) repetition."""
     runs = list(runs)
@@ -132,12 +120,12 @@ def axes_of(runs: Iterable[dict[str, Any]], repetition: bool = True) -> list[Axi
     return [*_FIXED[:_OPTIONS_AFTER], *options, *_FIXED[_OPTIONS_AFTER:], *([_REPETITION_AXIS] if repetition else [])]
 
 
-def configuration(run: dict[str, Any]) -> dict[str, Any]:
+def configuration(run: Mapping[str, Any]) -> dict[str, Any]:
     """The run's configuration: axis name → value, for every axis it has but repetition."""
     return {a.name: a.read(run) for a in axes_of([run], repetition=False) if a.present(run)}
 
 
-def varying(runs: Iterable[dict[str, Any]], repetition: bool = True) -> list[Axis]:
+def varying(runs: Iterable[Mapping[str, Any]], repetition: bool = True) -> list[Axis]:
     """The axes whose values differ among these runs (a DuT option counts among the runs
     that have it), in table order; repetition among them unless left out."""
     runs = list(runs)
@@ -151,10 +139,10 @@ def varying(runs: Iterable[dict[str, Any]], repetition: bool = True) -> list[Axi
 
 # Axes that describe the DuT named on the DUT axis: left out of a configuration's axes
 # while the DuT's name already tells their value.
-_OF_THE_DUT = (KIND, VIRTUALIZATION)
+_OF_THE_DUT = tuple(a.name for a in records.RUN_AXES if a.of_the_dut)
 
 
-def configuration_axes(runs: Iterable[dict[str, Any]]) -> list[Axis]:
+def configuration_axes(runs: Iterable[Mapping[str, Any]]) -> list[Axis]:
     """The axes that make a configuration by default: those that vary among the runs, but
     the DuT's kind and virtualization where the DuT's name already tells them apart."""
     runs = list(runs)
@@ -165,7 +153,7 @@ def configuration_axes(runs: Iterable[dict[str, Any]]) -> list[Axis]:
     return [a for a in chosen if a.name not in _OF_THE_DUT or not _determined(a, dut, runs)]
 
 
-def _determined(axis: Axis, by: Axis, runs: list[dict[str, Any]]) -> bool:
+def _determined(axis: Axis, by: Axis, runs: Sequence[Mapping[str, Any]]) -> bool:
     """Whether each value of `by` comes with one value of `axis` only."""
     seen: dict[Any, Any] = {}
     for r in runs:
@@ -175,17 +163,17 @@ def _determined(axis: Axis, by: Axis, runs: list[dict[str, Any]]) -> bool:
     return True
 
 
-def find(name: str, runs: Iterable[dict[str, Any]]) -> Axis | None:
-    """The axis called `name` among these runs' axes (repetition included), or None."""
-    return next((a for a in axes_of(runs) if a.name == name), None)
+def find(name: str, runs: Iterable[Mapping[str, Any]]) -> Axis | None:
+    """The axis called `name` among these runs' axes (repetition and experiment included), or None."""
+    return next((a for a in [*axes_of(runs), _EXPERIMENT_AXIS] if a.name == name), None)
 
 
-def names(runs: Iterable[dict[str, Any]]) -> list[str]:
+def names(runs: Iterable[Mapping[str, Any]]) -> list[str]:
     """The names of every axis of these runs, in table order: what `--by` and filters take."""
     return [a.name for a in axes_of(runs)]
 
 
-def resolve(wanted: Iterable[str], runs: Iterable[dict[str, Any]]) -> list[Axis]:
+def resolve(wanted: Iterable[str], runs: Iterable[Mapping[str, Any]]) -> list[Axis]:
     """The axes named in `wanted` (as `compare --by` gives them), in that order; UserError
     naming the ones these runs do not have, and the ones they do."""
     runs = list(runs)
@@ -201,7 +189,7 @@ def resolve(wanted: Iterable[str], runs: Iterable[dict[str, Any]]) -> list[Axis]
     return found
 
 
-def value_key(run: dict[str, Any], axes: Iterable[Axis]) -> tuple[Any, ...]:
+def value_key(run: Mapping[str, Any], axes: Iterable[Axis]) -> tuple[Any, ...]:
     """The run's values on these axes as a hashable key (None where it lacks one): runs
     with equal keys are repetitions of one configuration."""
     return tuple(_hashable(a.read(run)) if a.present(run) else None for a in axes)
@@ -209,10 +197,10 @@ def value_key(run: dict[str, Any], axes: Iterable[Axis]) -> tuple[Any, ...]:
 
 # Axes whose shown value names itself ("container", "10 kpps", "64 B"): a configuration's
 # label shows them without their heading.
-_SELF_EVIDENT = {DUT, KIND, "containment", VIRTUALIZATION, RATE, "frame_size", "kernel", "host"}
+_SELF_EVIDENT = {a.name for a in records.RUN_AXES if a.self_evident}
 
 
-def label(run: dict[str, Any], axes: Iterable[Axis]) -> str:
+def label(run: Mapping[str, Any], axes: Iterable[Axis]) -> str:
     """A configuration's short name from the run's values on these axes: "kernel · container
     · batch 32" (values that name themselves alone, the others after their heading; axes the
     run does not have, such as a VM's guest kernel for a bare forwarder, left out)."""
@@ -225,7 +213,7 @@ def label(run: dict[str, Any], axes: Iterable[Axis]) -> str:
     return " · ".join(parts)
 
 
-def describe(run: dict[str, Any], axes: Iterable[Axis]) -> str:
+def describe(run: Mapping[str, Any], axes: Iterable[Axis]) -> str:
     """The run's values on these axes in words ("burst 16 · 128 B"), leaving out axes it
     does not have."""
     parts = []

@@ -25,7 +25,7 @@ import tarfile
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from lowtail import __version__
 from lowtail.errors import UserError
@@ -72,7 +72,7 @@ def export_bundle(db: str | Path, words: list[str], output: str | Path) -> dict[
         with open_store(db, read_only=True) as store:
             chosen = selection.select(store, words)
             run_ids = [r["run_id"] for r in chosen if r["run_id"] is not None]
-            plain = [r["analysis_id"] for r in chosen if r["run_id"] is None]
+            plain = [r["analysis_id"] for r in chosen if r["run_id"] is None and r["analysis_id"] is not None]
             tables = bundlestore.rows_to_export(store, run_ids, plain)
         files: dict[str, dict[str, Any]] = {}
         counts = {}
@@ -197,7 +197,7 @@ def _unpack(path: Path, folder: Path) -> dict[str, Any]:
             raise UserError(f"{path}: damaged bundle: {rel} does not match its checksum")
     if bundle_id(manifest["files"]) != manifest["bundle_id"]:
         raise UserError(f"{path}: damaged bundle: its id does not match its files")
-    return manifest
+    return cast(dict[str, Any], manifest)
 
 
 def _check_manifest(manifest: Any, path: Path) -> None:

@@ -16,7 +16,7 @@ Shared by the testbed (which records) and the report (which reads), so neither n
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Said wherever runs whose PRE and POST came from different clocks are shown.
@@ -97,6 +97,6 @@ def marked(label: str, testbed: dict[str, Any] | None) -> str:
     return f"{label} [2 clocks]" if two_clocks(testbed) else label
 
 
-def any_two_clocks(runs: Iterable[dict[str, Any]]) -> bool:
+def any_two_clocks(runs: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any of these stored runs had PRE and POST on different clocks."""
     return any(two_clocks(r.get("testbed")) for r in runs)

@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from functools import partial
+from typing import TYPE_CHECKING
 
 from lowtail import axes
 from lowtail.errors import UserError
 
 if TYPE_CHECKING:
+    from lowtail.documents import RunRow
     from lowtail.store.db import Store
 
 HELP = (
@@ -97,7 +99,7 @@ def parse(words: list[str]) -> Selection:
     return sel
 
 
-def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
+def select(store: Store, words: list[str]) -> list[RunRow]:
     """The runs a selection names, as `store.runs.select_runs` returns them (plain analyses
     as runs of their own), in id order. UserError when an id does not exist, a filter names
     no axis of these runs, or a filter leaves no run (naming the filter and the values
@@ -106,6 +108,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
     from lowtail.store import analyses as analysisstore
     from lowtail.store import runs as runstore
     from lowtail.store.db import newest_id
+    from lowtail.store.records import analysis_as_run
 
     sel = parse(words)
     if sel.latest:
@@ -123,7 +126,7 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
             raise UserError(f"{store.path}: no {what} with id {', '.join(map(str, missing))}")
     if sel.has_ids:
         rows = runstore.select_runs(store, sel.experiments, sel.runs, sel.analyses)
-        rows += [_analysis_as_run(a) for a in analysisstore.standalone_analyses(store, sel.analyses)]
+        rows += [analysis_as_run(a) for a in analysisstore.standalone_analyses(store, sel.analyses)]
         start = "the runs named"
     else:
         rows = runstore.select_runs(store)
@@ -135,55 +138,21 @@ def select(store: Store, words: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def _narrow(rows: list[dict[str, Any]], f: Filter) -> list[dict[str, Any]]:
-    if f.key == "experiment":
-        kept = [r for r in rows if f.keeps(lambda op, v, r=r: _matches_number(r.get("experiment_id"), op, v, f))]
-        values = sorted({str(r.get("experiment_id")) for r in rows})
-    else:
-        axis = axes.find(f.key, rows)
-        if axis is None:
-            raise UserError(
-                f"{f.word}: the selected runs have no field {f.key!r} (fields: experiment, {', '.join(axes.names(rows))})"
-            )
-        kept = [r for r in rows if f.keeps(lambda op, v, r=r: axis.matches(r, op, v))]
-        values = sorted({axis.show(axis.read(r)) for r in rows if axis.present(r)})
+def _narrow(rows: list[RunRow], f: Filter) -> list[RunRow]:
+    axis = axes.find(f.key, rows)
+    if axis is None:
+        raise UserError(
+            f"{f.word}: the selected runs have no field {f.key!r} "
+            f"(fields: {axes.EXPERIMENT}, {', '.join(axes.names(rows))})"
+        )
+    try:
+        kept = [r for r in rows if f.keeps(partial(axis.matches, r))]
+    except UserError as e:
+        raise UserError(f"{f.word}: {e}") from None
+    values = sorted({axis.show(axis.read(r)) for r in rows if axis.present(r)})
     if not kept:
         shown = ", ".join(values[:12]) + (", …" if len(values) > 12 else "")
         raise UserError(
             f"{f.word} left no run: none of the {len(rows)} selected runs matches it ({f.key} there: {shown})"
         )
     return kept
-
-
-def _matches_number(value: Any, op: str, text: str, f: Filter) -> bool:
-    try:
-        equal = value is not None and int(value) == int(text)
-    except ValueError:
-        raise UserError(f"{f.word}: {text!r} is not an experiment id") from None
-    return equal != (op == "!=") if op != "~" else text in str(value)
-
-
-def _analysis_as_run(a: dict[str, Any]) -> dict[str, Any]:
-    """A plain analysis as a run row: no experiment, no DuT settings, its rate as measured."""
-    seconds = (a.get("duration_ns") or 0) / 1e9
-    rate = round(a["sent"] / seconds) if seconds > 0 else 0
-    return {
-        **a,
-        "run_id": None,
-        "experiment_id": None,
-        "dut_name": a.get("label") or f"analysis {a['analysis_id']}",
-        "dut_kind": "analysis",
-        "dut_config": {},
-        "containment": {},
-        "virtualization": None,
-        "calibration": False,
-        "valid": True,
-        "invalid_reasons": [],
-        "rate_pps": rate,
-        "frame_size": None,
-        "burst": None,
-        "repetition": 0,
-        "traffic": {},
-        "kernel": None,
-        "hostname": None,
-    }

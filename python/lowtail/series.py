@@ -5,11 +5,16 @@ one owner; this module names them for Python."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail._native import SERIES_COLUMNS
 from lowtail.errors import UserError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow.parquet as pq
 
 COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
 # The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
@@ -20,7 +25,9 @@ def arrow_schema() -> Any:
     """The series' Arrow schema, exactly as the native export writes it."""
     import pyarrow as pa
 
-    return pa.schema([pa.field(name, pa.type_for_alias(kind), nullable=False) for name, kind in SERIES_COLUMNS])
+    return pa.schema(
+        [pa.field(name, pa.type_for_alias(kind), nullable=False) for name, kind in SERIES_COLUMNS]  # type: ignore[call-overload]
+    )
 
 
 def columns_text() -> str:
@@ -74,48 +81,70 @@ def write_series(path: Path, ids: Any, pre_ts_ns: Any, post_ts_ns: Any) -> None:
     import pyarrow.parquet as pq
 
     pre, post = np.asarray(pre_ts_ns, dtype=np.int64), np.asarray(post_ts_ns, dtype=np.int64)
-    table = pa.table([np.asarray(ids).astype(np.uint64), pre, post, post - pre], schema=arrow_schema())
+    columns = [np.asarray(ids).astype(np.uint64), pre, post, post - pre]
+    table = pa.table([pa.array(c) for c in columns], schema=arrow_schema())
     tmp = path.with_name(f".{path.name}.partial")
     pq.write_table(table, tmp)
     tmp.replace(path)
 
 
-def pre_time_range(path: str | Path) -> tuple[int, int] | None:
-    """The first and last PRE timestamps of a series file, from its Parquet column
-    statistics (no data is read); None when the file does not keep them."""
+def column_range(path: str | Path, column: str) -> tuple[int, int | None, int | None]:
+    """The rows of a series file and the least and greatest value of one of its columns, from
+    its Parquet footer (no data is read); (rows, None, None) when the file lacks the column or
+    keeps no statistics for it."""
     import pyarrow.parquet as pq
 
     meta = pq.ParquetFile(path).metadata
-    if PRE_TS not in meta.schema.names:
-        return None
-    col = meta.schema.names.index(PRE_TS)
+    if column not in meta.schema.names:
+        return meta.num_rows, None, None
+    col = meta.schema.names.index(column)
     stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
-    if not stats or not all(st is not None and st.has_min_max for st in stats):
-        return None
-    return min(st.min for st in stats), max(st.max for st in stats)
+    bounds: list[tuple[Any, Any]] = [(st.min, st.max) for st in stats if st is not None and st.has_min_max]
+    if not bounds or len(bounds) != len(stats):
+        return meta.num_rows, None, None
+    return meta.num_rows, min(int(lo) for lo, _ in bounds), max(int(hi) for _, hi in bounds)
+
+
+def pre_time_range(path: str | Path) -> tuple[int, int] | None:
+    """The first and last PRE timestamps of a series file, from its Parquet column
+    statistics (no data is read); None when the file does not keep them."""
+    _, first, last = column_range(path, PRE_TS)
+    return None if first is None or last is None else (first, last)
+
+
+def open_series(path: str | Path, columns: tuple[str, ...], gone: str = "no such file") -> pq.ParquetFile:
+    """A series file opened for streaming, checked: it exists (else UserError "PATH: `gone`"),
+    is Parquet and has these columns. No pre-buffering (it holds hundreds of MB of column
+    chunks ahead of the reader) and buffered reads within a column chunk: memory stays at a
+    few batches."""
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    if not path.exists():
+        raise UserError(f"{path}: {gone}")
+    try:
+        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
+    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+        raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
+    missing = [c for c in columns if c not in pf.schema_arrow.names]
+    if missing:
+        raise UserError(
+            f"{path}: no column {', '.join(missing)} (expected the matched series that "
+            f"`lowtail analyze --export` writes: {columns_text()})"
+        )
+    return pf
 
 
 # Rows per batch when a series is streamed: ~8 MB of latencies, whatever the run's length.
 _STREAM_ROWS = 1 << 20
 
 
-def iter_latencies(path: str | Path) -> Any:
+def iter_latencies(path: str | Path) -> Iterator[np.ndarray]:
     """The latencies of a series file as int64 NumPy arrays, one batch at a time (memory
     stays at one batch). UserError when the file is missing or is not a series."""
     import numpy as np
-    import pyarrow.parquet as pq
 
-    from lowtail.errors import UserError
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: the matched series is gone")
-    try:
-        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
-        raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
-    if LATENCY not in pf.schema_arrow.names:
-        raise UserError(f"{path}: no column {LATENCY} (a matched series has {columns_text()})")
+    pf = open_series(path, (LATENCY,), gone="the matched series is gone")
     for batch in pf.iter_batches(batch_size=_STREAM_ROWS, columns=[LATENCY], use_threads=False):
         column = batch.column(0)
         if column.null_count:

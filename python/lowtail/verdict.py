@@ -20,14 +20,15 @@ Every judgement carries the reason a person reads and the figures it used."""
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 from lowtail import percentiles
+from lowtail.documents import JudgementDocument
 from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, parse_duration_ns
 
@@ -68,7 +69,7 @@ class Judgement:
     status: Status
     reason: str
     cause: Cause | None = None
-    percentile: str = ""  # the judged percentile's key ("p99_999")
+    percentile: percentiles.Percentile | None = None  # the judged one (its key in documents)
     value_ns: int | None = None  # the run's figure at that percentile
     budget_ns: int | None = None
     samples: int | None = None
@@ -91,14 +92,14 @@ class Judgement:
         """The reason, preceded by what degraded the run: what a footnote or a report says."""
         return "; ".join([*(f"degraded: {d}" for d in self.degraded), self.reason])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> JudgementDocument:
         """The judgement as `--json` prints it."""
         return {
             "status": self.status.value,
             "cause": self.cause.value if self.cause else None,
             "label": self.label,
             "reason": self.reason,
-            "percentile": self.percentile,
+            "percentile": self.percentile.key if self.percentile is not None else "",
             "value_ns": self.value_ns,
             "budget_ns": self.budget_ns,
             "samples": self.samples,
@@ -109,26 +110,33 @@ class Judgement:
         }
 
 
+# The budget's percentile unless one is given.
+DEFAULT_PERCENTILE = percentiles.by_key("p99_999")
+
+
 @dataclass(frozen=True)
 class Verdict:
-    """The URLLC budget: the `percentile` of latency under `budget_ns`, at most `max_loss` lost."""
+    """The URLLC budget: the `percentile` of latency under `budget_ns`, at most `max_loss`
+    lost. The percentile is a headline one, exact (a percent given as a number, 99.99, is
+    read as the headline percentile it names; ValueError for any other)."""
 
-    percentile: float = 99.999
+    percentile: percentiles.Percentile = DEFAULT_PERCENTILE
     budget_ns: int = 1_000_000
     max_loss: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.percentile, percentiles.Percentile):
+            object.__setattr__(self, "percentile", headline_percentile(self.percentile))
 
     @property
     def judged(self) -> percentiles.Percentile:
         """The headline percentile the budget is about."""
-        found = percentiles.by_percent(self.percentile)
-        if found is None:
-            raise ValueError(f"{self.percentile} is not a headline percentile")
-        return found
+        return self.percentile
 
     @property
     def key(self) -> str:
         """The percentile's key in an analysis's `latency_ns` ("p99_999")."""
-        return self.judged.key
+        return self.percentile.key
 
     @property
     def packets_needed(self) -> int:
@@ -136,7 +144,7 @@ class Verdict:
         exactly when n ≥ 1/(1−p) (computed from the percent's digits, exactly)."""
         return math.ceil(1 / (1 - Fraction(self.judged.digits) / 100))
 
-    def judge(self, run: dict[str, Any]) -> Judgement:
+    def judge(self, run: Mapping[str, Any]) -> Judgement:
         """A stored run (with its analysis figures) against the budget."""
         degraded = tuple(run.get("degraded_reasons") or ())
         # An invalid calibration run is no floor either: it is judged INVALID first.
@@ -156,8 +164,8 @@ class Verdict:
         """Measured figures against the budget: `samples` latencies whose nearest-rank value
         at the judged percentile is `value`, `lost` of `sent` packets lost. What a run is
         judged by, and a comparison's configuration by its pooled repetitions."""
-        figures = dict(
-            percentile=self.key,
+        figures: dict[str, Any] = dict(
+            percentile=self.percentile,
             value_ns=value,
             budget_ns=self.budget_ns,
             samples=samples,
@@ -208,37 +216,124 @@ class Verdict:
     def describe(self) -> str:
         """The budget in words: "99.999th percentile under 1.000 ms, no loss"."""
         loss = "no loss" if self.max_loss == 0 else f"at most {self.max_loss} lost"
-        return f"{self.percentile:g}th percentile under {format_ns(self.budget_ns)}, {loss}"
+        return f"{self.percentile.digits}th percentile under {format_ns(self.budget_ns)}, {loss}"
+
+
+# -- reading a budget: an experiment file's [verdict], or a request over the stored one ----------
+
+
+def headline_percentile(value: Any) -> percentiles.Percentile:
+    """The headline percentile a percent names (99.99, "99.99"); ValueError for any other."""
+    try:
+        quantile = percentiles.quantile_of_percent(value)
+    except (TypeError, ValueError, ZeroDivisionError):
+        quantile = None
+    found = next((p for p in percentiles.HEADLINE if p.quantile == quantile), None)
+    if isinstance(value, bool) or found is None:
+        raise ValueError(
+            f"percentile must be one of the exact percentiles lowtail computes: "
+            f"{', '.join(p.digits for p in percentiles.HEADLINE)} (got {value!r})"
+        )
+    return found
+
+
+def _percentile_setting(value: Any) -> percentiles.Percentile:
+    try:
+        return headline_percentile(value)
+    except ValueError as e:
+        raise VerdictSettingError(str(e), "percentile") from None
+
+
+def _budget_setting(value: Any) -> int:
+    try:
+        return parse_duration_ns(value, default_unit="s")
+    except UserError as e:
+        raise VerdictSettingError(f"budget: {e}", "budget") from None
+
+
+def _max_loss_setting(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise VerdictSettingError(f"max_loss must be a whole number ≥ 0 (got {value!r})", "max_loss")
+    return value
 
 
 def parse_verdict(table: dict[str, Any]) -> Verdict:
     """The budget of a [verdict] table (missing keys take the defaults). Raises
     VerdictSettingError naming the key at fault."""
-    percentile = table.get("percentile", Verdict.percentile)
-    if percentiles.by_percent(percentile) is None:
-        raise VerdictSettingError(
-            f"percentile must be one of the exact percentiles lowtail computes: "
-            f"{', '.join(f'{p.percent:g}' for p in percentiles.HEADLINE)} (got {percentile!r})",
-            "percentile",
+    return Verdict(
+        _percentile_setting(table.get("percentile", DEFAULT_PERCENTILE.digits)),
+        _budget_setting(table.get("budget", "1ms")),
+        _max_loss_setting(table.get("max_loss", Verdict.max_loss)),
+    )
+
+
+@dataclass(frozen=True)
+class VerdictRequest:
+    """A verdict asked for, as one unit, by the command line (`--budget`, `--percentile`,
+    `--max-loss`, `--confidence`), the Python API and the pages: each part given replaces
+    the stored budget's (an experiment file's [verdict], else the default); `confidence` is
+    the level of the intervals it is read with, a fraction (0.95)."""
+
+    budget_ns: int | None = None
+    percentile: percentiles.Percentile | None = None
+    max_loss: int | None = None
+    confidence: float | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        budget: str | int | None = None,
+        percentile: str | float | None = None,
+        max_loss: int | None = None,
+        confidence: str | float | None = None,
+    ) -> VerdictRequest:
+        """The request from what a person typed ("350us", "99.99", 0, "95" or "95%" or
+        "0.95"); UserError naming the option at fault."""
+        try:
+            return cls(
+                _budget_setting(budget) if budget is not None else None,
+                _percentile_setting(percentile) if percentile is not None else None,
+                _max_loss_setting(max_loss) if max_loss is not None else None,
+                parse_confidence(confidence) if confidence is not None else None,
+            )
+        except VerdictSettingError as e:
+            raise UserError(f"--{e.key.replace('_', '-')}: {e}") from None
+
+    @property
+    def given(self) -> bool:
+        """Whether any part of the budget is asked for (the confidence is not a budget's)."""
+        return self.budget_ns is not None or self.percentile is not None or self.max_loss is not None
+
+    def over(self, stored: Verdict) -> Verdict:
+        """The budget asked for: the stored one with the parts given replaced."""
+        return Verdict(
+            self.percentile if self.percentile is not None else stored.percentile,
+            self.budget_ns if self.budget_ns is not None else stored.budget_ns,
+            self.max_loss if self.max_loss is not None else stored.max_loss,
         )
+
+
+def parse_confidence(value: str | float) -> float:
+    """A confidence level as a fraction: "95", "95%" and 95 are percents, "0.95" and 0.95
+    a fraction already. VerdictSettingError unless it lies strictly between 0 and 1."""
+    text = str(value).strip()
+    percent = text.endswith("%")
     try:
-        budget = parse_duration_ns(table.get("budget", "1ms"), default_unit="s")
-    except UserError as e:
-        raise VerdictSettingError(f"budget: {e}", "budget") from None
-    max_loss = table.get("max_loss", Verdict.max_loss)
-    if isinstance(max_loss, bool) or not isinstance(max_loss, int) or max_loss < 0:
-        raise VerdictSettingError(f"max_loss must be a whole number ≥ 0 (got {max_loss!r})", "max_loss")
-    return Verdict(float(percentile), budget, max_loss)
+        number = float(text.removesuffix("%").strip())
+    except ValueError:
+        raise VerdictSettingError(f"{value!r} is not a confidence level (95, 95% or 0.95)", "confidence") from None
+    level = number / 100 if percent or number > 1 else number
+    if not 0.0 < level < 1.0:
+        raise VerdictSettingError(f"a confidence level lies between 0 and 100 % (got {value!r})", "confidence")
+    return level
 
 
-def stored_verdict(spec: dict[str, Any], budget: str | None = None) -> Verdict:
-    """The verdict of a stored experiment file, with an optional budget given on the
-    command line. A file stored by another version whose settings no longer parse falls
-    back to the default budget."""
+def stored_verdict(spec: dict[str, Any], request: VerdictRequest | None = None) -> Verdict:
+    """The verdict of a stored experiment file, with what a request asks for over it. A
+    file stored by another version whose settings no longer parse falls back to the
+    default budget."""
     try:
         verdict = parse_verdict(spec.get("verdict", {}))
     except Exception:  # a spec stored by another version: fall back to the default budget
         verdict = Verdict()
-    if budget is not None:
-        verdict = dataclasses.replace(verdict, budget_ns=parse_duration_ns(budget))
-    return verdict
+    return request.over(verdict) if request is not None else verdict

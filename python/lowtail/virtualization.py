@@ -4,7 +4,7 @@ run was emulated, from here, so the testbed and the report need not know each ot
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Said wherever VM runs under TCG are shown (`lowtail run`, the experiment report).
@@ -20,6 +20,6 @@ def marked(label: str, virtualization: str | None) -> str:
     return f"{label} [{virtualization.upper()}]" if virtualization else label
 
 
-def any_emulated(runs: Iterable[dict[str, Any]]) -> bool:
+def any_emulated(runs: Iterable[Mapping[str, Any]]) -> bool:
     """Whether any of these stored runs ran under QEMU's emulator (TCG)."""
     return any(r.get("virtualization") == "tcg" for r in runs)

@@ -136,3 +136,13 @@ def test_import_lowtail_loads_nothing_heavy():
 def test_a_missing_database_is_one_clear_error(tmp_path):
     with pytest.raises(lowtail.errors.UserError, match="no such database"):
         lowtail.open(tmp_path / "nope.duckdb")
+
+
+def test_open_without_a_path_takes_the_database_every_command_takes(db, tmp_path, monkeypatch):
+    """`lowtail.open()` is `--db`'s default: $LOWTAIL_DB, else ./lowtail.duckdb."""
+    monkeypatch.setenv("LOWTAIL_DB", str(db))
+    monkeypatch.chdir(tmp_path)
+    assert lowtail.open().path == db and len(lowtail.open().runs()) == 6
+    monkeypatch.delenv("LOWTAIL_DB")
+    with pytest.raises(lowtail.errors.UserError, match="lowtail.duckdb: no such database"):
+        lowtail.open()

@@ -4,7 +4,11 @@ latencies (no testbed needed): the floor is found, the verdict follows the budge
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from datetime import datetime
+from fractions import Fraction
 from pathlib import Path
 
 import duckdb
@@ -12,10 +16,12 @@ import pytest
 
 from lowtail import _native
 from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.errors import UserError
 from lowtail.experiment.spec import Verdict
 from lowtail.report.experiment import verdict_of, write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
+from lowtail.verdict import VerdictRequest
 
 
 def synthetic_analysis(tmp_path: Path, name: str, latency_ns: int, loss: float = 0.0, packets: int = 20_000):
@@ -134,7 +140,7 @@ def test_a_failed_write_leaves_neither_run_nor_analysis(tmp_path):
         eid = runstore.create_experiment(store, "exp", {}, "h", {}, str(tmp_path))
         analysis, opts = synthetic_analysis(tmp_path, "a", 5_000, packets=2_000)
         bad = run_row(eid, "x", "bridge")
-        del bad["rate_pps"]  # NOT NULL column: the insert fails after the analysis was written
+        bad["rate_pps"] = None  # NOT NULL column: the insert fails after the analysis was written
         with pytest.raises(duckdb.Error):
             runstore.save_run(store, bad, analysis, opts)
         assert store.con.execute("SELECT count(*) FROM analyses").fetchone() == (0,)
@@ -149,5 +155,47 @@ def test_the_report_has_verdicts_floor_plots_and_host(stored, tmp_path):
     assert html.count("class='lt-plot-spec'") == 2 * 4  # an HDR plot and a worst-event scatter per run
     assert html.count("wire (calibration run 1)") == 3  # the floor curve beside each DuT run's, in its legend
     assert "the timestamper lost 3 frames" in html and "Testbed and host" in html
-    stricter = write_experiment_report(db, eid, tmp_path / "s.html", budget="10us").read_text()
+    stricter = write_experiment_report(
+        db, eid, tmp_path / "s.html", request=VerdictRequest.parse(budget="10us")
+    ).read_text()
     assert "0 of 3 runs pass" in stricter
+
+
+def test_experiment_report_takes_the_percentile_too(stored, tmp_path):
+    """`experiment report --percentile` over the stored [verdict] (99th under 100 µs): the
+    same request type as `compare`'s, the budget kept where only the percentile is given."""
+    db, eid, _ = stored
+    out = tmp_path / "p.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "lowtail", "experiment", "report", str(eid), "--percentile", "99.99", "-o", str(out)],
+        env={**os.environ, "LOWTAIL_DB": str(db)},
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "99.99th percentile under 100.000 µs, no loss" in out.read_text()
+    bad = subprocess.run(
+        [sys.executable, "-m", "lowtail", "experiment", "report", str(eid), "--percentile", "99.95"],
+        env={**os.environ, "LOWTAIL_DB": str(db)},
+        capture_output=True,
+        text=True,
+    )
+    assert bad.returncode == 2 and "--percentile: percentile must be one of" in bad.stderr
+
+
+@pytest.mark.parametrize("typed", ["95", "95%", "95 %", "0.95", 95, 0.95, 95.0])
+def test_a_confidence_is_read_one_way_whatever_its_form(typed):
+    assert VerdictRequest.parse(confidence=typed).confidence == pytest.approx(0.95)
+
+
+@pytest.mark.parametrize("typed", ["0", "100", "100%", "-5", "ninety"])
+def test_a_confidence_outside_zero_and_one_is_one_clear_error(typed):
+    with pytest.raises(UserError, match="--confidence: "):
+        VerdictRequest.parse(confidence=typed)
+
+
+def test_a_request_replaces_only_the_parts_it_gives():
+    stored = Verdict(99, 100_000, 5)
+    asked = VerdictRequest.parse(percentile="99.99").over(stored)
+    assert (asked.key, asked.budget_ns, asked.max_loss) == ("p99_99", 100_000, 5)
+    assert asked.percentile.quantile == Fraction(9999, 10000) and not VerdictRequest().given

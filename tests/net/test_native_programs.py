@@ -449,7 +449,7 @@ def test_a_capture_on_a_full_disk_exits_with_the_disk_full_code(wire, background
 def test_lowtail_noise_on_a_full_disk_exits_with_the_disk_full_code(full_disk, tmp_path):
     """lowtail-noise's results (stdout) and gap files: a full disk is exit code 4 and one
     line saying so, as for the other programs — never a panic."""
-    argv = [native("lowtail-noise"), "--cpus", "0", "--duration-ns", "10000000"]
+    argv = [native("lowtail-noise"), "--cpu", "0", "--duration", "10ms"]
     with open("/dev/full", "w") as full:
         r = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, timeout=60)
     assert r.returncode == 4, r.stderr

@@ -10,7 +10,7 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::str::FromStr;
 
-use crate::error::Fatal;
+use lowtail_program::Fatal;
 
 /// Why an interface argument does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -16,8 +16,8 @@ use std::mem::size_of;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::error::Fatal;
 use crate::socket::PacketSocket;
+use lowtail_program::Fatal;
 
 /// Where a frame's timestamp came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -159,7 +159,7 @@ unsafe impl Send for Mapping {}
 
 fn ring_error(sock: &PacketSocket, what: &str, e: io::Error) -> Fatal {
     match e.raw_os_error() {
-        Some(libc::ENOMEM) => Fatal::failure(format!(
+        Some(libc::ENOMEM) => Fatal::failed(format!(
             "setting up the {what} ring on {}: not enough memory (use a smaller ring)",
             sock.iface
         )),

@@ -5,8 +5,8 @@ use std::io;
 use std::mem::{size_of, zeroed};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use crate::error::Fatal;
 use crate::netns::IfaceRef;
+use lowtail_program::Fatal;
 
 /// EtherType "every protocol", in network byte order as bind() wants it.
 pub const ETH_P_ALL_BE: u16 = (libc::ETH_P_ALL as u16).to_be();

@@ -106,16 +106,6 @@ pub fn fmt_rate(pps: f64) -> String {
     }
 }
 
-/// Write `value` as JSON to `path` atomically (a reader never sees half a document).
-pub fn write_json(path: &std::path::Path, value: &serde_json::Value) -> Result<(), crate::error::Fatal> {
-    let tmp = path.with_extension("json.partial");
-    let text = serde_json::to_string_pretty(value).expect("statistics serialize");
-    std::fs::write(&tmp, text + "\n").and_then(|_| std::fs::rename(&tmp, path)).map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        crate::error::Fatal::write(format_args!("writing statistics to {}", path.display()), &e)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -75,33 +75,6 @@ pub fn realtime_offset_ns() -> i64 {
     best.1
 }
 
-/// Pin the calling thread to one CPU.
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("CPU {cpu} is beyond CPU_SETSIZE")));
-    }
-    // SAFETY: cpu_set_t is plain data; CPU_SET stays within it (checked above); pid 0 is
-    // the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(io::Error::last_os_error());
-        }
-    }
-    Ok(())
-}
-
-/// Run the calling thread under SCHED_FIFO at `priority` (needs CAP_SYS_NICE).
-pub fn set_fifo(priority: i32) -> io::Result<()> {
-    let param = libc::sched_param { sched_priority: priority };
-    // SAFETY: a valid sched_param; pid 0 is the calling thread.
-    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// A gap buffer whose pages are already faulted in.
 pub fn prefaulted_buffer(capacity: usize) -> Vec<Gap> {
     let mut v = vec![Gap::default(); capacity];
@@ -267,59 +240,15 @@ pub fn write_gaps(out: &mut impl Write, log: &GapLog, realtime_offset: i64) -> i
     w.flush()
 }
 
-/// Why a CPU list does not parse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CpuListError {
-    /// A part that is not a number.
-    #[error("{part:?} in {text:?} is not a CPU number")]
-    NotACpu {
-        /// The part.
-        part: String,
-        /// The whole list.
-        text: String,
-    },
-    /// "5-3".
-    #[error("CPU range {0:?} runs backwards")]
-    Backwards(String),
-    /// Nothing but commas and spaces.
-    #[error("no CPUs in {0:?}")]
-    Empty(String),
-}
-
-/// "1-3,5" → [1, 2, 3, 5] (the kernel's cpulist format), sorted and without repeats.
-pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
-    let mut cpus = Vec::new();
-    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |s: &str| {
-            s.trim().parse::<usize>().map_err(|_| CpuListError::NotACpu { part: s.to_string(), text: text.to_string() })
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b {
-                    return Err(CpuListError::Backwards(part.to_string()));
-                }
-                cpus.extend(a..=b);
-            }
-            None => cpus.push(num(part)?),
-        }
-    }
-    if cpus.is_empty() {
-        return Err(CpuListError::Empty(text.to_string()));
-    }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lowtail_program::sched::pin_to;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
 
     fn run_probe(cpu: usize, duration_ns: i64, threshold_ns: i64, capacity: usize) -> GapLog {
-        pin_current_thread(cpu).expect("pin");
+        pin_to(cpu).expect("pin");
         let go = AtomicBool::new(true);
         spin(duration_ns, threshold_ns, prefaulted_buffer(capacity), &go)
     }
@@ -327,17 +256,6 @@ mod tests {
     fn current_cpu() -> usize {
         // SAFETY: sched_getcpu has no preconditions.
         unsafe { libc::sched_getcpu() as usize }
-    }
-
-    #[test]
-    fn cpu_lists_parse_like_the_kernel_writes_them() {
-        assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
-        assert_eq!(parse_cpu_list("1-3,5").unwrap(), vec![1, 2, 3, 5]);
-        assert_eq!(parse_cpu_list("3,1-2,2").unwrap(), vec![1, 2, 3]);
-        assert_eq!(parse_cpu_list("3-1"), Err(CpuListError::Backwards("3-1".into())));
-        assert!(parse_cpu_list("3-1").unwrap_err().to_string().contains("backwards"));
-        assert!(parse_cpu_list("a").is_err());
-        assert!(parse_cpu_list("").is_err());
     }
 
     #[test]
@@ -371,7 +289,7 @@ mod tests {
         let busy_ms = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let (g2, b2) = (go.clone(), busy_ms.clone());
         let rival = std::thread::spawn(move || {
-            pin_current_thread(cpu).unwrap();
+            pin_to(cpu).unwrap();
             while !g2.load(Ordering::Acquire) {
                 std::thread::yield_now();
             }
@@ -383,7 +301,7 @@ mod tests {
             b2.store(t0.elapsed().as_millis() as u64, Ordering::Release);
             std::hint::black_box(x);
         });
-        pin_current_thread(cpu).unwrap();
+        pin_to(cpu).unwrap();
         go.store(true, Ordering::Release);
         let log = spin(400_000_000, 1_000, prefaulted_buffer(1 << 16), &go);
         rival.join().unwrap();

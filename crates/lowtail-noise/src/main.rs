@@ -1,76 +1,63 @@
 //! `lowtail-noise`: spin on each chosen core at once and print one JSON document with
 //! every core's gaps. `lowtail noise` runs it; people rarely call it directly.
-//!
-//!     lowtail-noise --cpus 1-3 --duration-ns 5000000000 [--threshold-ns 1000] [--top 20]
-//!                   [--interrupts /proc/interrupts] [--main-cpu 0] [--fifo PRIO] [--gaps-dir DIR]
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
-use lowtail_net::error::{exit_with, Fatal, EXIT_OK};
+use clap::Parser;
 use lowtail_noise::*;
+use lowtail_program::args::parse_duration;
+use lowtail_program::flags::Cores;
+use lowtail_program::sched::pin_to;
+use lowtail_program::{Exit, Fatal};
 use serde_json::json;
 
+/// Spin on each core of --cpu at once, one thread pinned per core reading
+/// CLOCK_MONOTONIC in a tight loop, and print one JSON document on stdout with every
+/// core's gaps: each time two reads are further apart than --threshold-ns, something
+/// took the core away (an interrupt, another task, the hypervisor, an SMI).
+///
+/// With --interrupts it reads that file (/proc/interrupts) right before the loops start
+/// and right after they end; with --gaps-dir every gap is written there too, as
+/// little-endian (start on CLOCK_REALTIME, length) pairs of i64, one file per core
+/// (cpuN.gaps). The probe dies with the process that started it.
+///
+/// Exit codes: 0 done; 2 bad arguments (a core that does not exist, a priority out of
+/// range); 4 the results or a gap file could not be written for a full disk; 1 other
+/// failures.
+#[derive(Parser, Debug)]
+#[command(verbatim_doc_comment)]
 struct Args {
-    cpus: Vec<usize>,
-    duration_ns: i64,
+    #[command(flatten)]
+    cores: Cores,
+    /// How long to spin: 5s, 500ms, 2.5.
+    #[arg(long, value_name = "SECS", value_parser = parse_duration)]
+    duration: Duration,
+    /// The shortest gap recorded, in nanoseconds.
+    #[arg(long, default_value_t = 1_000, value_name = "NS")]
     threshold_ns: i64,
+    /// The largest gaps listed per core.
+    #[arg(long, default_value_t = 20, value_name = "N")]
     top: usize,
+    /// Read this interrupt-counter file before and after the loops.
+    #[arg(long, value_name = "PATH")]
     interrupts: Option<PathBuf>,
+    /// Pin the main thread (which reads --interrupts and waits) to this core.
+    #[arg(long, value_name = "CORE")]
     main_cpu: Option<usize>,
-    fifo: Option<i32>,
+    /// Write every gap to DIR/cpuN.gaps.
+    #[arg(long, value_name = "DIR")]
     gaps_dir: Option<PathBuf>,
 }
 
-const USAGE: &str = "usage: lowtail-noise --cpus LIST --duration-ns N [--threshold-ns N] [--top N] \
-[--interrupts PATH] [--main-cpu CPU] [--fifo PRIO] [--gaps-dir DIR] | --version";
-
-fn parse_args() -> Result<Args, String> {
-    let mut a = Args {
-        cpus: Vec::new(),
-        duration_ns: 0,
-        threshold_ns: 1_000,
-        top: 20,
-        interrupts: None,
-        main_cpu: None,
-        fifo: None,
-        gaps_dir: None,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        if flag == "-h" || flag == "--help" {
-            let _ = writeln!(std::io::stdout().lock(), "{USAGE}");
-            std::process::exit(0);
-        }
-        if flag == "-V" || flag == "--version" {
-            println!("lowtail-noise {}", lowtail_version::LONG_VERSION);
-            std::process::exit(0);
-        }
-        let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let int = |v: &str| v.parse::<i64>().map_err(|_| format!("{flag} {v}: not an integer"));
-        match flag.as_str() {
-            "--cpus" => a.cpus = parse_cpu_list(&value).map_err(|e| e.to_string())?,
-            "--duration-ns" => a.duration_ns = int(&value)?,
-            "--threshold-ns" => a.threshold_ns = int(&value)?,
-            "--top" => a.top = int(&value)?.max(0) as usize,
-            "--interrupts" => a.interrupts = Some(PathBuf::from(value)),
-            "--main-cpu" => a.main_cpu = Some(int(&value)?.max(0) as usize),
-            "--fifo" => a.fifo = Some(int(&value)? as i32),
-            "--gaps-dir" => a.gaps_dir = Some(PathBuf::from(value)),
-            _ => return Err(format!("unknown option {flag}")),
-        }
-    }
-    if a.cpus.is_empty() || a.duration_ns <= 0 {
-        return Err("--cpus and a positive --duration-ns are required".into());
-    }
-    Ok(a)
-}
+const PROGRAM: &str = "lowtail-noise";
 
 /// Read a /proc file into a buffer allocated (and touched) beforehand, so the read does
 /// not unmap memory — which would send TLB shootdowns to the spinning cores — while they run.
-fn read_into(path: &PathBuf, buf: &mut Vec<u8>) -> std::io::Result<i64> {
+fn read_into(path: &Path, buf: &mut Vec<u8>) -> std::io::Result<i64> {
     buf.clear();
     let mut f = std::fs::File::open(path)?;
     let t = clock_ns(libc::CLOCK_REALTIME);
@@ -78,30 +65,32 @@ fn read_into(path: &PathBuf, buf: &mut Vec<u8>) -> std::io::Result<i64> {
     Ok(t)
 }
 
-fn run(a: Args) -> Result<serde_json::Value, Fatal> {
-    if let Some(c) = a.main_cpu {
-        pin_current_thread(c).map_err(|e| Fatal::failure(format!("cannot pin the main thread to CPU {c}: {e}")))?;
+/// The probe's document (for stdout).
+fn probe(a: &Args) -> Result<serde_json::Value, Fatal> {
+    let duration_ns = i64::try_from(a.duration.as_nanos()).unwrap_or(i64::MAX);
+    if duration_ns <= 0 {
+        return Err(Fatal::usage("--duration must be positive"));
     }
+    if let Some(c) = a.main_cpu {
+        pin_to(c)?;
+    }
+    let cpus = a.cores.cpus();
     let go = Arc::new(AtomicBool::new(false));
     let ready = Arc::new(AtomicUsize::new(0));
-    let capacity = buffer_capacity(a.duration_ns);
+    let capacity = buffer_capacity(duration_ns);
     let mut handles = Vec::new();
-    for &cpu in &a.cpus {
-        let (go, ready, fifo) = (go.clone(), ready.clone(), a.fifo);
-        let (duration, threshold) = (a.duration_ns, a.threshold_ns);
-        handles.push(std::thread::spawn(move || -> Result<GapLog, String> {
-            let setup =
-                pin_current_thread(cpu).map_err(|e| format!("cannot pin to CPU {cpu}: {e}")).and_then(|_| match fifo {
-                    Some(p) => set_fifo(p).map_err(|e| format!("cannot use SCHED_FIFO {p} on CPU {cpu}: {e}")),
-                    None => Ok(()),
-                });
+    for &cpu in &cpus {
+        let (go, ready, cores) = (go.clone(), ready.clone(), a.cores.clone());
+        let threshold = a.threshold_ns;
+        handles.push(std::thread::spawn(move || -> Result<GapLog, Fatal> {
+            let setup = cores.apply_on(PROGRAM, cpu);
             let buf = prefaulted_buffer(capacity);
             ready.fetch_add(1, Ordering::AcqRel);
             setup?;
-            Ok(spin(duration, threshold, buf, &go))
+            Ok(spin(duration_ns, threshold, buf, &go))
         }));
     }
-    while ready.load(Ordering::Acquire) < a.cpus.len() {
+    while ready.load(Ordering::Acquire) < cpus.len() {
         std::thread::yield_now();
     }
     let mut text: Vec<u8> = Vec::with_capacity(1 << 20);
@@ -109,25 +98,25 @@ fn run(a: Args) -> Result<serde_json::Value, Fatal> {
     text.clear();
     let before = match &a.interrupts {
         Some(p) => {
-            let t = read_into(p, &mut text).map_err(|e| Fatal::failure(format!("cannot read {}: {e}", p.display())))?;
+            let t = read_into(p, &mut text).map_err(|e| Fatal::os(format_args!("cannot read {}", p.display()), e))?;
             Some(json!({"t_ns": t, "text": String::from_utf8_lossy(&text)}))
         }
         None => None,
     };
     let offset = realtime_offset_ns();
     go.store(true, Ordering::Release);
-    let logs: Vec<Result<GapLog, String>> =
-        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err("probe thread panicked".into()))).collect();
+    let logs: Vec<Result<GapLog, Fatal>> =
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Err(Fatal::failed("probe thread panicked")))).collect();
     let after = match &a.interrupts {
         Some(p) => {
-            let t = read_into(p, &mut text).map_err(|e| Fatal::failure(format!("cannot read {}: {e}", p.display())))?;
+            let t = read_into(p, &mut text).map_err(|e| Fatal::os(format_args!("cannot read {}", p.display()), e))?;
             Some(json!({"t_ns": t, "text": String::from_utf8_lossy(&text)}))
         }
         None => None,
     };
     let mut cores = Vec::new();
-    for (&cpu, log) in a.cpus.iter().zip(logs) {
-        let log = log.map_err(Fatal::failure)?;
+    for (&cpu, log) in cpus.iter().zip(logs) {
+        let log = log?;
         if let Some(dir) = &a.gaps_dir {
             // a full disk is EXIT_DISK_FULL, as for the other programs' outputs
             let path = dir.join(format!("cpu{cpu}.gaps"));
@@ -141,7 +130,7 @@ fn run(a: Args) -> Result<serde_json::Value, Fatal> {
         "probe": "lowtail-noise",
         "clock": "CLOCK_MONOTONIC",
         "threshold_ns": a.threshold_ns,
-        "requested_duration_ns": a.duration_ns,
+        "requested_duration_ns": duration_ns,
         "interrupts_before": before,
         "interrupts_after": after,
         "cores": cores,
@@ -162,15 +151,14 @@ fn die_with_parent() {
     }
 }
 
-/// Exit codes as the other native programs' (`lowtail_net::error`): 2 bad arguments, 1 a
-/// failure, 4 an output that hit a full disk; writing to stderr never panics.
-fn main() -> ! {
+/// Exit codes as the other native programs' (`lowtail_program::Exit`): 2 bad arguments,
+/// 1 a failure, 4 an output that hit a full disk; writing to stderr never panics.
+fn main() {
     die_with_parent();
-    exit_with("lowtail-noise", || {
-        let args = parse_args().map_err(|e| Fatal::usage(format!("{e}\n{USAGE}")))?;
-        let doc = run(args)?;
+    lowtail_program::run(PROGRAM, |args: Args| {
+        let doc = probe(&args)?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "{doc}").and_then(|()| out.flush()).map_err(|e| Fatal::write("writing the results", &e))?;
-        Ok(EXIT_OK)
+        Ok(Exit::Ok)
     })
 }

@@ -118,10 +118,10 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // ((name, Arrow type alias), ...) of the matched series, in file order; no column is nullable.
     let columns = SERIES_COLUMNS.iter().map(|(name, ty)| (*name, ty.to_string().to_lowercase()));
     m.add("SERIES_COLUMNS", PyTuple::new(m.py(), columns)?)?;
-    // {name: code} of lowtail-gen, lowtail-cap, lowtail-fwd and lowtail-noise ("disk_full": 4, ...).
+    // {name: code} of the native programs' one table (lowtail-program's Exit: "disk_full": 4, ...).
     let codes = PyDict::new(m.py());
-    for (name, code) in lowtail_net::error::EXIT_CODES {
-        codes.set_item(name, code)?;
+    for exit in lowtail_program::Exit::ALL {
+        codes.set_item(exit.name(), exit.code())?;
     }
     m.add("PROGRAM_EXIT_CODES", codes)
 }

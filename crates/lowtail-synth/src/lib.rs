@@ -6,7 +6,9 @@
 //! — the ground truth per packet, so tests can check every figure independently.
 #![warn(missing_docs)]
 
+mod error;
 mod model;
 mod out;
 
-pub use model::{generate, SynthError, SynthSpec, SynthSummary};
+pub use error::SynthError;
+pub use model::{generate, SynthSpec, SynthSummary};

@@ -9,12 +9,13 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt64Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema};
-use lowtail_frame::{Endian, FrameError, FrameTemplate, IdSpec, TemplateSpec, Vlan};
+use lowtail_frame::{Endian, FrameTemplate, IdSpec, TemplateSpec, Vlan};
 use parquet::arrow::ArrowWriter;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::error::SynthError;
 use crate::out::CaptureOut;
 
 /// Everything that shapes a synthetic pair. Unknown keys are an error.
@@ -154,40 +155,6 @@ pub struct SynthSummary {
     pub post_bytes: u64,
     /// Id of the POST packet whose record `truncate_post_bytes` damaged.
     pub truncated_id: Option<u64>,
-}
-
-/// Why no pair was written.
-#[derive(Debug, thiserror::Error)]
-pub enum SynthError {
-    /// A spec value out of its range.
-    #[error("{0}")]
-    InvalidSpec(String),
-    /// `format` names no format lowtail writes.
-    #[error("unknown format {0:?} (pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be, moonsniff)")]
-    UnknownFormat(String),
-    /// `compression` names no compression lowtail writes.
-    #[error("unknown compression {0:?} (none, zstd, gzip)")]
-    UnknownCompression(String),
-    /// The frames the spec describes cannot be built.
-    #[error(transparent)]
-    Frame(#[from] FrameError),
-    /// Creating or writing a named output file failed.
-    #[error("{}: {source}", path.display())]
-    File {
-        /// The file.
-        path: std::path::PathBuf,
-        /// What the operating system said.
-        source: std::io::Error,
-    },
-    /// Writing a capture failed.
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// Writing the ground truth failed.
-    #[error("{0}")]
-    Parquet(#[from] parquet::errors::ParquetError),
-    /// A ground-truth batch did not fit its schema (a bug).
-    #[error("{0}")]
-    Batch(#[from] arrow_schema::ArrowError),
 }
 
 /// A POST departure waiting for its turn in time order.

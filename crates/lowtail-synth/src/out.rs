@@ -9,7 +9,7 @@ use lowtail_capture::write::{
 };
 use lowtail_capture::LinkType;
 
-use crate::model::SynthError;
+use crate::error::SynthError;
 
 /// Where the bytes go: plain, zstd or gzip.
 pub(crate) enum Sink {

@@ -12,7 +12,7 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +83,9 @@ class CampaignResult:
         }
 
 
-def _pair_entry(pair: Pair, analysis_id: int, worker: str | None, figures: dict[str, Any], resumed: bool) -> dict:
+def _pair_entry(
+    pair: Pair, analysis_id: int, worker: str | None, figures: Mapping[str, Any], resumed: bool
+) -> dict[str, Any]:
     return {
         "name": pair.name,
         "pre": pair.pre,
@@ -237,7 +239,7 @@ class _Campaign:
                 for w in sorted(seen)
             ]
 
-    def _scheduler_lost(self, client: Any, pending: set) -> bool:
+    def _scheduler_lost(self, client: Any, pending: set[Any]) -> bool:
         """The client has been without its scheduler for longer than the grace period."""
         if client.status == "running" and not any(f.status == "lost" for f in pending):
             self.lost_since = None
@@ -247,7 +249,7 @@ class _Campaign:
         return time.monotonic() - self.lost_since > SCHEDULER_GRACE_S
 
     @staticmethod
-    def _release(futures: dict) -> None:
+    def _release(futures: dict[Any, Any]) -> None:
         for fut in futures:
             try:
                 fut.release()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.errors import Failure, UserError
 
 
@@ -30,7 +30,7 @@ class PairOutcome:
 
     key: str
     worker: str
-    doc: dict[str, Any] | None = None
+    doc: AnalysisDocument | None = None
     error: str | None = None
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -21,6 +21,9 @@ from rich.text import Text
 
 from lowtail.cli._output import note, out
 from lowtail.units import format_count, format_minutes, format_ns, format_rate
+
+if TYPE_CHECKING:
+    from lowtail.experiment.runner import StoredRun
 
 
 class ViewMode(Enum):
@@ -53,7 +56,7 @@ _GUESSED_OVERHEAD_S = 2.5
 class SweepView:
     """The sweep's state, updated by the runner's progress callbacks and drawn by rich."""
 
-    def __init__(self, exp: Any, on_stored: Callable[[dict[str, Any]], Stored]):
+    def __init__(self, exp: Any, on_stored: Callable[[StoredRun], Stored]):
         self.exp = exp
         self.warmup_s = exp.warmup_ns / 1e9
         self.on_stored = on_stored
@@ -83,7 +86,7 @@ class SweepView:
         """The programs' latest running figures."""
         self.sample = sample
 
-    def done(self, i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
+    def done(self, i: int, n: int, combo: Any, run: StoredRun) -> None:
         """A run is stored: its row joins the table."""
         self.overheads.append(time.monotonic() - self.run_started - self.traffic_s(combo))
         stored = self.on_stored(run)
@@ -95,7 +98,7 @@ class SweepView:
     def traffic_s(self, combo: Any) -> float:
         """Seconds of traffic in a run of `combo`: warm-up and measured time (its own with
         duration = "auto")."""
-        return (self.exp.warmup_ns + self.exp.measured_ns(combo.traffic)) / 1e9
+        return float(self.exp.warmup_ns + self.exp.measured_ns(combo.traffic)) / 1e9
 
     def eta_s(self) -> float:
         """Seconds until the sweep ends: each run left, its traffic time plus the mean time
@@ -151,7 +154,7 @@ class SweepView:
 
 
 @contextmanager
-def sweep_progress(mode: ViewMode, exp: Any, on_stored: Callable[[dict[str, Any]], Stored]) -> Iterator[Any]:
+def sweep_progress(mode: ViewMode, exp: Any, on_stored: Callable[[StoredRun], Stored]) -> Iterator[Any]:
     """The runner's `Progress` for a sweep of `exp`, drawing the live view (LIVE), logging a
     line per stored run (LOG) or saying nothing (QUIET)."""
     from lowtail.experiment.runner import Progress
@@ -162,7 +165,7 @@ def sweep_progress(mode: ViewMode, exp: Any, on_stored: Callable[[dict[str, Any]
     view = SweepView(exp, on_stored)
     if mode is ViewMode.LOG:
 
-        def logged(i: int, n: int, combo: Any, run: dict[str, Any]) -> None:
+        def logged(i: int, n: int, combo: Any, run: StoredRun) -> None:
             view.done(i, n, combo, run)
             note(f"[{i + 1}/{n}] {view.last_line}")
 

@@ -3,6 +3,7 @@ column fitting every wide table of runs or configurations uses within a terminal
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +13,7 @@ from lowtail import percentiles
 from lowtail.units import format_ns, format_share
 
 
-def analysis_tables(a: dict[str, Any]) -> list[Table]:
+def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
     counts = Table(title="packets", title_justify="left", show_header=True, box=None, pad_edge=False)
     for col in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative"):
         counts.add_column(col, justify="right")
@@ -43,7 +44,7 @@ def analysis_tables(a: dict[str, Any]) -> list[Table]:
     return tables
 
 
-def header_line(a: dict[str, Any]) -> str:
+def header_line(a: Mapping[str, Any]) -> str:
     dur = a.get("duration_ns") or 0
     rate = a["sent"] / (dur / 1e9) if dur > 0 else 0.0
     parts = [

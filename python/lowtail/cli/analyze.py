@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 
 from lowtail import series, signals
-from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
@@ -106,7 +106,10 @@ def analyze(
     not_stored: Failure | None = None
     if store:
         # Models read a stored series as Parquet: a CSV export is not one.
-        stored = a if export is None or export.suffix.lower() == ".parquet" else {**a, "export_path": None}
+        stored = a
+        if export is not None and export.suffix.lower() != ".parquet":
+            stored = a.copy()
+            stored["export_path"] = None
         try:
             a["analysis_id"] = _store(stored, db, options, label)
         except DatabaseBusy as e:  # the figures are still printed: they are the result
@@ -121,7 +124,7 @@ def analyze(
     if json_out:
         if not_stored_message:
             # One document on stdout: the figures, and the error beside them.
-            a |= {"error": not_stored_message, "exit_code": Failure.exit_code}
+            a["error"], a["exit_code"] = not_stored_message, Failure.exit_code
         print_json(a)
     else:
         note(header_line(a))
@@ -140,7 +143,7 @@ def analyze(
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
 
 
-def _store(a: dict, db: Path, options: AnalyzeOptions, label: str | None) -> int:
+def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> int:
     """Store the analysis. A stop signal while it is written waits for the commit, and the
     command then says whether the analysis was stored."""
     from lowtail.store import open_store

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -19,6 +20,9 @@ from lowtail.cli.analyze import DEFAULTS, IdFormat
 from lowtail.errors import Interrupted, UserError
 from lowtail.units import parse_duration_ns
 
+if TYPE_CHECKING:
+    from lowtail.campaign.runner import Progress as CampaignProgress
+
 campaign_app = typer.Typer(
     help="Campaigns: many capture pairs analysed in parallel on a Dask cluster.", no_args_is_help=True
 )
@@ -26,7 +30,7 @@ app.add_typer(campaign_app, name="campaign")
 
 
 @contextmanager
-def _progress_bar(enabled: bool) -> Iterator:
+def _progress_bar(enabled: bool) -> Iterator[Callable[[CampaignProgress], None] | None]:
     """A callback(Progress) that shows pairs done, packets/s over the cluster and the ETA on a
     terminal; a no-op when stderr is piped."""
     if not (enabled and err.is_terminal):
@@ -45,7 +49,7 @@ def _progress_bar(enabled: bool) -> Iterator:
     ) as bar:
         task = bar.add_task("pairs", total=None, rate="", eta="")
 
-        def update(p) -> None:
+        def update(p: CampaignProgress) -> None:
             eta = "" if p.eta_s is None else f"ETA {p.eta_s:,.0f} s"
             bar.update(task, completed=p.done, total=p.total, rate=f"{p.packets_per_s:,.0f} packets/s", eta=eta)
 

@@ -5,7 +5,7 @@ comparison list/report`: the stored comparisons."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Group
@@ -18,6 +18,9 @@ from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.selection import HELP as SELECTION_HELP
 from lowtail.virtualization import TCG_WARNING
+
+if TYPE_CHECKING:
+    from lowtail.documents import ComparisonDocument
 
 comparison_app = typer.Typer(help="Stored comparisons: list them, write their page.", no_args_is_help=True)
 app.add_typer(comparison_app, name="comparison")
@@ -33,15 +36,17 @@ app.add_typer(comparison_app, name="comparison")
 def compare(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
     by: str | None = typer.Option(
-        None, "--by", help="Axes that make a configuration, comma-separated [default: those that vary among the runs]."
+        None,
+        "--by",
+        help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
     ),
     budget: str | None = typer.Option(
         None, help="Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
     ),
-    percentile: float | None = typer.Option(
+    percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
     ),
-    confidence: float = typer.Option(95.0, help="Confidence level of the percentiles' intervals, in percent."),
+    confidence: str = typer.Option("95", help="Confidence level of the percentiles' intervals: 95, 95% or 0.95."),
     evt: bool = typer.Option(False, "--evt", help="Fit (and store) the EVT model of runs that have none yet."),
     floor: int | None = typer.Option(
         None, help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
@@ -54,12 +59,11 @@ def compare(
     """`lowtail compare`."""
     from lowtail.compare.comparison import CompareOptions, compare_and_store
     from lowtail.store import open_store
+    from lowtail.verdict import VerdictRequest
 
     opts = CompareOptions(
         by=[a.strip() for a in by.split(",") if a.strip()] if by else None,
-        budget=budget,
-        percentile=percentile,
-        level=confidence / 100.0,
+        verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
         evt=evt,
         floor=floor,
         label=label,
@@ -69,7 +73,7 @@ def compare(
     if output is not None:
         from lowtail.report.compare import write_comparison_report
 
-        write_comparison_report(db, doc["comparison_id"], output)
+        write_comparison_report(db, doc["comparison_id"] or "latest", output)
     if json_out:
         print_json(doc)
     else:
@@ -83,7 +87,7 @@ def compare(
     raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)
 
 
-def comparison_view(doc: dict[str, Any], width: int = 80) -> Group:
+def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     """The comparison as the terminal shows it: the Table II-style table within `width`
     columns, why each configuration that did not plainly pass was judged so, the
     differences these runs resolve (and those they cannot), EVT over runs and latency
@@ -96,7 +100,8 @@ def comparison_view(doc: dict[str, Any], width: int = 80) -> Group:
         for i, h in enumerate(header)
     ]
     columns[-1].figure = False  # the verdict reads as words
-    verdict = doc["verdict"]["text"] if doc.get("verdict") else "each configuration against its runs' own budget"
+    budget = doc["verdict"]
+    verdict = budget["text"] if budget else "each configuration against its runs' own budget"
     by = ", ".join(a["name"] for a in doc["axes"]) or "nothing (one configuration)"
     fitted = fit_columns(columns, width)
     parts: list[Any] = [
@@ -126,8 +131,8 @@ def comparison_view(doc: dict[str, Any], width: int = 80) -> Group:
     return Group(*parts)
 
 
-def _floor_line(doc: dict[str, Any]) -> str:
-    floors = [c["floor"] for c in doc["configurations"] if c.get("floor")]
+def _floor_line(doc: ComparisonDocument) -> str:
+    floors = [c["floor"] for c in doc["configurations"] if c["floor"] is not None]
     if not floors:
         return "no floor: no calibration run of the same traffic (`lowtail calibrate`, or --floor ID)"
     runs = sorted({r for f in floors for r in f["runs"]})
@@ -143,7 +148,7 @@ def _floor_line(doc: dict[str, Any]) -> str:
 _MAX_UNRESOLVED_SHOWN = 8
 
 
-def _differences(doc: dict[str, Any]) -> list[Text]:
+def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail import percentiles
     from lowtail.compare.differences import UNBOUNDED
 

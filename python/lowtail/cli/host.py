@@ -5,6 +5,7 @@ changed at run time (and change it back)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -13,6 +14,10 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
+
+if TYPE_CHECKING:
+    from lowtail.host.facts import Host
+    from lowtail.host.plan import CorePlan
 
 host_app = typer.Typer(
     help="Audit and tune a Linux host for low latency (the URLLC studies' boot parameters and "
@@ -34,7 +39,7 @@ _JSON = typer.Option(False, "--json", help="Print one JSON document instead of t
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "red bold", "skip": "dim"}
 
 
-def _host_and_plan(sysroot: Path | None, housekeeping: str | None, isolated: str | None):
+def _host_and_plan(sysroot: Path | None, housekeeping: str | None, isolated: str | None) -> tuple[Host, CorePlan]:
     from lowtail.host.facts import Host
     from lowtail.host.plan import resolve_plan
     from lowtail.host.sysroot import SysRoot
@@ -90,7 +95,7 @@ def audit(
         raise typer.Exit(EXIT_VERDICT_FAILED)
 
 
-def _print_audit(doc: dict, why: bool) -> None:
+def _print_audit(doc: dict[str, Any], why: bool) -> None:
     s = doc["summary"]
     plan = doc["plan"]
     from lowtail.host.sysroot import format_cpulist

@@ -5,6 +5,7 @@ lowtail's own."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
@@ -13,6 +14,9 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
 from lowtail.cli.run import run_json, runs_table
+
+if TYPE_CHECKING:
+    from lowtail.experiment.external import Pair
 
 
 @app.command(
@@ -34,22 +38,21 @@ def import_captures(
 ) -> None:
     """`lowtail import-captures`."""
     from lowtail.experiment.external import import_campaign, load_spec
-    from lowtail.store import open_store
+    from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
     from lowtail.verdict import stored_verdict
 
     import_spec = load_spec(spec)
-    data_dir = data_dir or db.resolve().parent / "lowtail-data"
+    data_dir = data_dir or default_data_dir(db)
 
-    def progress(i: int, n: int, pair) -> None:
+    def progress(i: int, n: int, pair: Pair) -> None:
         if err.is_terminal and not json_out:
             err.print(f"analysing pair {i + 1} of {n}: {pair.label}", end="\r", markup=False)
 
     with open_store(db) as store:
         result = import_campaign(store, directory, import_spec, data_dir, fresh=fresh, on_pair=progress)
-        experiment = runstore.experiment(store, result.experiment_id)
-        rows = runstore.runs(store, result.experiment_id)
-        floors = runstore.calibration_floor(store, result.experiment_id)
+        view = runstore.experiment_runs(store, result.experiment_id)
+    experiment, rows, floors = view.experiment, view.runs, view.floor
     verdict = stored_verdict(experiment["spec"])
     if json_out:
         print_json(

@@ -1,24 +1,28 @@
 """`lowtail model ...`: overload (R_max), the knee of a sweep, the EVT tail model,
-interrupt aliasing, and the discrete-event device simulation."""
+interrupt aliasing, and the discrete-event device simulation. Each command reads its options,
+calls the model's `*_and_store` (models/) and shows the result: the orchestration is the
+library's, shared with `lowtail.open()`'s Database."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from rich.table import Table
 
-from lowtail import percentiles, series
+from lowtail import series
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.errors import UserError
 from lowtail.percentiles import quantile_of_percent
-from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate, parse_duration_ns
+from lowtail.units import parse_duration_ns
+
+if TYPE_CHECKING:
+    from lowtail.store.db import Store
 
 model_app = typer.Typer(
     help="Predict overload, model the latency tail (EVT), simulate interrupt aliasing and "
@@ -34,7 +38,7 @@ PLOT_HELP = "Write the plot to this PNG file."
 
 
 @contextmanager
-def _store(db: Path, needed: bool = True) -> Iterator[Any]:
+def _store(db: Path, needed: bool = True) -> Iterator[Store | None]:
     """The database, opened for writing (models store their results), or None when
     neither reading nor storing needs it."""
     if not needed:
@@ -46,30 +50,29 @@ def _store(db: Path, needed: bool = True) -> Iterator[Any]:
         yield s
 
 
-def _save(store: Any, kind: str, inputs: dict[str, Any], result: dict[str, Any], **keys: Any) -> int | None:
-    if store is None:
-        return None
-    from lowtail.store.models import save_model
-
-    return save_model(store, kind, inputs, result, **keys)
+# A model's document: each command's is its own TypedDict (lowtail.documents).
+Doc = TypeVar("Doc", bound=Mapping[str, Any])
 
 
-def _plot(fig_fn, doc: dict[str, Any], path: Path | None) -> None:
+def _plot(figure: Callable[[Doc], Any], doc: Doc, path: Path | None) -> None:
     if path is None:
         return
     from lowtail.report.models import save_figure
 
     if path.suffix.lower() != ".png":
         raise UserError(f"--plot {path}: the file name must end in .png")
-    save_figure(fig_fn(doc), path)
+    save_figure(figure(doc), path)
     note(f"wrote {path}")
 
 
 def _finish(
-    doc: dict[str, Any], json_out: bool, render, stored_id: int | None, db: Path, not_credible: list[str] = ()
+    doc: Doc,
+    json_out: bool,
+    render: Callable[[Doc], None],
+    db: Path,
+    not_credible: Sequence[str] = (),
 ) -> None:
-    if stored_id is not None:
-        doc["model_id"] = stored_id
+    stored_id = doc.get("model_id")
     if json_out:
         print_json(doc)
     else:
@@ -84,16 +87,11 @@ def _finish(
     raise typer.Exit(EXIT_OK)
 
 
-def _table(title: str, header: list[str], rows: list[list[str]]) -> Table:
-    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for i, h in enumerate(header):
-        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
-    for r in rows:
-        t.add_row(*r)
-    return t
+def _ns(text: str | None, unit: str) -> int | None:
+    return None if text is None else parse_duration_ns(text, unit)
 
 
-# -- overload ----------------------------------------------------------------------------
+# -- overload --------------------------------------------------------------------------
 
 
 @model_app.command(
@@ -134,48 +132,20 @@ def overload(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model overload`: R_max from two medians and the interrupt load."""
-    from lowtail.models.overload import overload_of_runs, parse_interrupt, read_interrupt_profile
+    from lowtail.cli._model_render import overload_lines
+    from lowtail.models.overload import OverloadOptions, overload_and_store, parse_interrupt, read_interrupt_profile
     from lowtail.report.models import overload_figure
 
-    if (t_transfer is None) == (baseline_run is None):
-        raise UserError("give the bare forwarder's median as --t-transfer or --baseline-run (one of them)")
-    if (t_e2e is None) == (app_run is None):
-        raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
-    if statistic not in ("p50", "min"):
-        raise UserError(f"--statistic {statistic!r}: p50 or min")
     irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
-    with _store(db, store or baseline_run is not None or app_run is not None) as s:
-        doc, keys = overload_of_runs(
-            s,
-            parse_duration_ns(t_transfer, "us") if t_transfer else None,
-            parse_duration_ns(t_e2e, "us") if t_e2e else None,
-            baseline_run,
-            app_run,
-            statistic,
-            irqs,
-        )
-        inputs = {
-            "t_transfer": t_transfer,
-            "t_e2e": t_e2e,
-            "baseline_run": baseline_run,
-            "app_run": app_run,
-            "statistic": statistic,
-            "irq": irq,
-            "irq_profile": str(irq_profile) if irq_profile else None,
-            "irq_cpu": irq_cpu,
-        }
-        stored = _save(s if store else None, "overload", inputs, doc, label=label, **keys)
+    opts = OverloadOptions(_ns(t_transfer, "us"), _ns(t_e2e, "us"), baseline_run, app_run, statistic, tuple(irqs))
+    opts.check()
+    with _store(db, store or opts.reads_runs) as s:
+        doc = overload_and_store(s, opts, save=store, label=label)
     _plot(overload_figure, doc, plot)
-
-    def render(d: dict[str, Any]) -> None:
-        from lowtail.report.tables import overload_table
-
-        out.print(_table("overload model", *overload_table(d)))
-
-    _finish(doc, json_out, render, stored, db)
+    _finish(doc, json_out, overload_lines, db)
 
 
-# -- knee --------------------------------------------------------------------------------
+# -- knee ------------------------------------------------------------------------------
 
 
 @model_app.command(
@@ -206,53 +176,32 @@ def knee(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model knee`: the first overloaded rate of a stored sweep, per DuT."""
-    from lowtail.models.knee import sweep_knees
-    from lowtail.report.models import latency_vs_rate_figure
+    from lowtail.cli._model_render import knee_lines
+    from lowtail.models.knee import KneeOptions, knee_and_store
+    from lowtail.report.models import latency_vs_rate_figure, write_knee_report
 
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store): reports show stored results")
-    from lowtail.store import runs as runstore
-
     with _store(db) as s:
-        if experiment_ref == "latest":
-            experiment = runstore.latest_swept_experiment(s)
-        else:
-            experiment = runstore.experiment(s, experiment_ref)["experiment_id"]
-        docs = sweep_knees(s, experiment, dut, loss_limit, growth, r_max, save=store)
-    if plot:
-        for doc in docs:
-            target = plot if len(docs) == 1 else plot.with_name(f"{plot.stem}-{doc['dut']}{plot.suffix}")
-            _plot(lambda d: latency_vs_rate_figure(d, f"{d['dut']}: latency versus rate"), doc, target)
-    if report:
-        from lowtail.report.models import knee_section
-        from lowtail.report.page import Page
-        from lowtail.store import open_store
-
-        with open_store(db, read_only=True) as s:
-            page = Page(title=f"lowtail — rate sweep of experiment {experiment}")
-            knee_section(page, s, experiment, dut)
-        note(f"wrote {page.write(report)}")
-    if json_out:
-        print_json(docs)
-        return
-    from lowtail.report.tables import knee_table
-
-    for doc in docs:
-        out.print(_table(f"{doc['dut']} (experiment {experiment})", *knee_table(doc)))
-        line = (
-            f"knee: {format_rate(doc['knee_pps'])} (last rate without overload: "
-            f"{format_rate(doc['last_ok_pps']) if doc['last_ok_pps'] else '–'})"
-            if doc["knee_pps"] is not None
-            else "no overloaded rate in this sweep"
+        assert s is not None
+        knees = knee_and_store(s, KneeOptions(experiment_ref, dut, loss_limit, growth, r_max), save=store)
+    for doc in knees.documents:
+        one = (
+            plot
+            if plot is None or len(knees.documents) == 1
+            else plot.with_name(f"{plot.stem}-{doc['dut']}{plot.suffix}")
         )
-        if doc["r_max_pps"] is not None:
-            line += f"; predicted R_max {format_rate(doc['r_max_pps'])}"
-        out.print(line)
-        if doc.get("model_id") is not None:
-            note(f"stored as model {doc['model_id']} in {db}")
+        _plot(lambda d: latency_vs_rate_figure(d, f"{d['dut']}: latency versus rate"), doc, one)
+    if report:
+        note(f"wrote {write_knee_report(db, knees.experiment_id, dut, report)}")
+    if json_out:
+        print_json(knees.documents)
+        return
+    for doc in knees.documents:
+        knee_lines(doc, db)
 
 
-# -- evt ---------------------------------------------------------------------------------
+# -- evt -------------------------------------------------------------------------------
 
 
 @model_app.command(
@@ -285,9 +234,9 @@ def evt(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model evt`: the extreme-value model of a series' tail."""
-    from lowtail.models.evt import EvtOptions, evt_of_source, parse_thresholds
+    from lowtail.cli._model_render import evt_tables
+    from lowtail.models.evt import EvtOptions, evt_and_store, parse_thresholds
     from lowtail.report.models import evt_figure
-    from lowtail.store.models import series_source
 
     try:
         fit_quantile = quantile_of_percent(fit_fraction)
@@ -301,87 +250,13 @@ def evt(
         confidence=confidence / 100.0,
         decluster_packets=decluster,
     )
-    is_file = Path(input).exists()
-    with _store(db, store or not is_file) as s:
-        src = series_source(s, input)
-        with byte_progress("reading the series") as progress:
-            doc = evt_of_source(src, opts, rate_pps=rate, on_progress=progress)
-        inputs = {"input": input, "series": src.path, **doc["options"], "rate": rate}
-        stored = _save(
-            s if store else None,
-            "evt",
-            inputs,
-            doc,
-            label=label,
-            run_id=src.run_id,
-            analysis_id=src.analysis_id,
-            source=src.label,
-        )
+    with _store(db, store or not Path(input).exists()) as s, byte_progress("reading the series") as progress:
+        doc = evt_and_store(s, input, opts, rate_pps=rate, save=store, label=label, on_progress=progress)
     _plot(evt_figure, doc, plot)
-
-    def render(d: dict[str, Any]) -> None:
-        note(
-            f"{d['source']}: {d['samples']:,} samples, fit on the first {d['fit_samples']:,}, "
-            f"validated on the last {d['validation_samples']:,}"
-        )
-        rows = [
-            [
-                f"{t['percentile']:g} %",
-                format_ns(t["threshold_ns"]),
-                f"{t['exceedances']:,}",
-                format_ns(t["sigma_ns"], 1) if t["sigma_ns"] is not None else "–",
-                f"{t['xi']:.3f}" if t["xi"] is not None else "–",
-                f"{t['xi_ci'][0]:.3f}…{t['xi_ci'][1]:.3f}" if t["xi_ci"] else "–",
-                f"{t['js_divergence']:.4g}" if t["js_divergence"] is not None else "–",
-                "◀" if t["percentile"] == d["threshold_percentile"] else "",
-            ]
-            for t in d["thresholds"]
-        ]
-        out.print(
-            _table(
-                "thresholds (◀ chosen: lowest Jensen–Shannon divergence)",
-                ["threshold", "value", "exceedances", "σ", "ξ", f"ξ {d['confidence'] * 100:g} %", "JS", ""],
-                rows,
-            )
-        )
-        for t in d["thresholds"]:
-            if t["note"]:
-                out.print(f"  {t['percentile']:g} %: {t['note']}")
-        tail = "bounded (ξ < 0): upper end " + format_ns(d["endpoint_ns"]) if d["bounded"] else "unbounded (ξ ≥ 0)"
-        out.print(f"tail: {tail}")
-        levels = [
-            [
-                f"{int(float(m)):,} packets",
-                format_ns(r["level_ns"]) if r["level_ns"] is not None else "below threshold",
-                format_ns_interval(r["ci_ns"]),
-            ]
-            for m, r in d["return_levels"].items()
-        ]
-        levels += [
-            [
-                f"{name} at {format_rate(d['rate_pps'])}",
-                format_ns(h["level_ns"]) if h["level_ns"] is not None else "–",
-                format_ns_interval(h["ci_ns"]),
-            ]
-            for name, h in d["horizons"].items()
-        ]
-        out.print(_table("return levels", ["period", "level", "interval"], levels))
-        v = d["validation"]
-        out.print(
-            f"validation: {v['exceedances']} exceedance event(s) ({v['exceedance_samples']} packets) of "
-            f"{format_ns(v['return_level_ns'])}, the level for {v['samples']:,} packets (expected: 1)"
-        )
-        st = d["stationarity"]
-        out.print(
-            f"stationarity: ADF p = {format_p_value(st['adf_p'])}, "
-            f"KPSS p = {format_p_value(st['kpss_p'], st.get('kpss_p_bound'))}"
-            f" → {st['verdict']} ({st['series']})"
-        )
-
-    _finish(doc, json_out, render, stored, db, not_credible=doc.get("warnings", []))
+    _finish(doc, json_out, evt_tables, db, not_credible=doc.get("warnings", []))
 
 
-# -- aliasing ----------------------------------------------------------------------------
+# -- aliasing --------------------------------------------------------------------------
 
 
 @model_app.command(
@@ -414,10 +289,11 @@ def aliasing(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model aliasing`: the worst-N pattern of interrupts against constant-rate traffic."""
-    from lowtail.models import aliasing as al
+    from lowtail.cli._model_render import aliasing_lines
+    from lowtail.models.aliasing import AliasingOptions, AliasingSpec, aliasing_and_store
     from lowtail.report.models import aliasing_figure
 
-    spec = al.AliasingSpec(
+    spec = AliasingSpec(
         irq_rate_hz=irq_rate,
         irq_durations_ns=[float(parse_duration_ns(d, "us")) for d in irq_durations.split(",") if d.strip()],
         service_ns=float(parse_duration_ns(service, "ns")),
@@ -425,55 +301,22 @@ def aliasing(
         worst=worst,
         jitter_ns=float(parse_duration_ns(jitter, "ns")),
     )
+    opts = AliasingOptions(
+        spec,
+        run,
+        fit,
+        max_ppm,
+        rate_pps=rate,
+        duration_s=parse_duration_ns(duration) / 1e9 if duration is not None else None,
+        base_latency_ns=float(parse_duration_ns(base_latency, "us")) if base_latency is not None else None,
+    )
     with _store(db, store or run is not None) as s:
-        measured, keys = None, {}
-        if run is not None:
-            measured, keys = al.measured_worst(s, run)
-            al.with_measurement(spec, measured)
-        if rate is not None:
-            spec.rate_pps = rate
-        if duration is not None:
-            spec.duration_s = parse_duration_ns(duration) / 1e9
-        if base_latency is not None:
-            spec.base_latency_ns = float(parse_duration_ns(base_latency, "us"))
-        doc = al.aliasing_model(spec, measured, fit, max_ppm)
-        stored = _save(
-            s if store else None,
-            "aliasing",
-            {"irq_rate": irq_rate, "irq_durations": irq_durations, "run": run, "fit": fit},
-            doc,
-            source=keys.get("source"),
-            run_id=keys.get("run_id"),
-            analysis_id=keys.get("analysis_id"),
-        )
+        doc = aliasing_and_store(s, opts, save=store)
     _plot(aliasing_figure, doc, plot)
-
-    def render(d: dict[str, Any]) -> None:
-        m = d["model"]
-        period = (
-            "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
-        )
-        out.print(
-            f"{m['spec']['rate_pps']:,.6g} pps traffic against {m['spec']['irq_rate_hz']:.6f} Hz interrupts "
-            f"of {', '.join(format_ns(x) for x in m['spec']['irq_durations_ns'])}: beat {m['beat_hz']:.6g} Hz "
-            f"(harmonic {m['harmonic']}), pattern period {period}; "
-            f"{m['packets_delayed']:,} of {m['packets']:,} packets delayed"
-            + ("; undersampled: the regular lines appear" if m["undersampled"] else "")
-        )
-        if d["fit"]:
-            f = d["fit"]
-            out.print(
-                f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm"
-                + (", locked to the traffic" if f.get("locked") else "")
-                + f"), first at "
-                f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
-                f"{f['delayed_packets']} delayed packets"
-            )
-
-    _finish(doc, json_out, render, stored, db)
+    _finish(doc, json_out, aliasing_lines, db)
 
 
-# -- simulate ----------------------------------------------------------------------------
+# -- simulate --------------------------------------------------------------------------
 
 
 @model_app.command(
@@ -531,6 +374,7 @@ def simulate(
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model simulate`: the discrete-event model of a device, optionally against a run."""
+    from lowtail.cli._model_render import simulate_tables
     from lowtail.models import simulate as sim
     from lowtail.report.models import simulate_figure
 
@@ -539,113 +383,38 @@ def simulate(
         return
     if arrivals not in ("cbr", "poisson"):
         raise UserError(f"--arrivals {arrivals!r}: cbr or poisson")
-    if export is not None:
-        series.check_export_path(export)
     base: dict[str, Any] = {}
     if spec_file:
         try:
             base = json.loads(spec_file.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise UserError(f"--spec {spec_file}: cannot read it as JSON ({e})") from None
-    base.update(
-        arrivals=arrivals,
-        burst_gap_ns=float(parse_duration_ns(burst_gap, "ns")),
-        seed=seed,
-        batch_overhead_ns=float(parse_duration_ns(batch_overhead, "ns")),
-        queue_capacity=queue,
-    )
+    base.update(arrivals=arrivals, burst_gap_ns=float(parse_duration_ns(burst_gap, "ns")), seed=seed)
+    base.update(batch_overhead_ns=float(parse_duration_ns(batch_overhead, "ns")), queue_capacity=queue)
     if not spec_file or service != "2us":
         base["service"] = sim.parse_service(service)
     if irq:
         base["interrupts"] = [sim.parse_irq(i) for i in irq]
     if base_latency is not None:
         base["base_latency_ns"] = parse_duration_ns(base_latency, "us")
-
-    measured_run = None
+    opts = sim.SimulateOptions(
+        base,
+        tuple(float(r) for r in sim.int_list(rate, "--rate")) if rate else None,
+        tuple(sim.int_list(burst, "--burst")) if burst else None,
+        tuple(sim.int_list(batch, "--batch")) if batch else None,
+        _ns(duration, "s"),
+        packets,
+        run,
+        float(parse_duration_ns(overhead, "ns")),
+        baseline_run,
+        export,
+    )
     with _store(db, store or run is not None) as s:
-        if run is not None:
-            measured_run, for_run = sim.spec_of_stored_run(
-                s, run, float(parse_duration_ns(overhead, "ns")), packets, seed, baseline_run
-            )
-            base.update(for_run)
-        rates = [float(r) for r in sim.int_list(rate, "--rate")] if rate else [base.get("rate_pps", 10_000.0)]
-        bursts = sim.int_list(burst, "--burst") if burst else [base.get("burst", 1)]
-        batches = sim.int_list(batch, "--batch") if batch else [base.get("batch", 1)]
-        cases = sim.simulate_cases(
-            base,
-            rates,
-            bursts,
-            batches,
-            parse_duration_ns(duration) if duration is not None else None,
-            packets,
-            measured_run,
-            series.parquet_path_for(export) if export else None,
-        )
-        if export is not None:
-            series.finish_export(export)
-            note(f"wrote {export}")
-        doc: dict[str, Any] = {"cases": cases, "comparison": None, "partial": False}
-        keys = {}
-        if measured_run is not None:
-            doc["comparison"] = sim.comparison(run, measured_run, cases, baseline_run)
-            keys = {
-                "run_id": run,
-                "analysis_id": measured_run["analysis_id"],
-                "experiment_id": measured_run["experiment_id"],
-                "dut_name": measured_run["dut_name"],
-                "source": f"run {run}",
-            }
-        inputs = {
-            "base": base,
-            "rates": rates,
-            "bursts": bursts,
-            "batches": batches,
-            "run": run,
-            "baseline_run": baseline_run,
-            "overhead": overhead,
-        }
-        stored = _save(s if store else None, "simulate", inputs, doc, label=label, **keys)
+        doc = sim.simulate_and_store(s, opts, save=store, label=label)
+    if export is not None:
+        note(f"wrote {export}")
     _plot(simulate_figure, doc, plot)
-
-    def render(d: dict[str, Any]) -> None:
-        from lowtail.report.tables import comparison_table
-
-        figures = percentiles.labelled("min", "p50", "p99", "p99_999", "max")
-        rows = []
-        for c in d["cases"]:
-            res, lat = c["result"], c["result"]["latency_ns"] or {}
-            rows.append(
-                [
-                    c["label"],
-                    format_percent(res["loss"]),
-                    format_percent(res["utilisation"] or 0, ".1f"),
-                    *(format_ns(lat.get(k), 1) for k, _ in figures),
-                ]
-            )
-        out.print(
-            _table(
-                f"predicted ({d['cases'][0]['result']['offered']:,} packets per case)",
-                ["case", "loss", "core busy", *(label for _, label in figures)],
-                rows,
-            )
-        )
-        comp = d["comparison"]
-        if comp:
-            out.print(
-                _table(
-                    f"run {comp['run_id']} ({comp['dut']}, {format_rate(comp['rate_pps'])}, work "
-                    f"{format_ns(comp['work_ns'])}, batch {comp['batch']}): base latency "
-                    f"{format_ns(comp['base_latency_ns'])} ({comp['base_latency_source']})",
-                    *comparison_table(comp),
-                )
-            )
-            ml = comp["measured_loss"]
-            out.print(
-                f"loss: measured {'–' if ml is None else format_percent(ml)}, "
-                f"predicted {format_percent(comp['predicted_loss'])}"
-            )
-
-    _finish(doc, json_out, render, stored, db)
+    _finish(doc, json_out, simulate_tables, db)
 
 
 # -- stored results ------------------------------------------------------------------------
@@ -667,8 +436,10 @@ def list_(
     if json_out:
         print_json([{k: v for k, v in r.items() if k != "result"} for r in rows])
         return
+    from lowtail.cli._model_render import table
+
     out.print(
-        _table(
+        table(
             "model results",
             ["id", "created", "kind", "source", "label", "partial"],
             [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.markup import escape
@@ -48,18 +49,12 @@ def noise(
 ) -> None:
     """`lowtail noise`."""
     from lowtail.errors import UserError
-    from lowtail.host.facts import Host
-    from lowtail.host.noise import NoiseOptions, run_noise
-    from lowtail.host.plan import resolve_plan
-    from lowtail.host.sysroot import SysRoot, parse_cpulist
+    from lowtail.host.noise import NoiseOptions, default_cpus, noise_and_store
+    from lowtail.host.sysroot import parse_cpulist
 
-    if cpus is None:
-        chosen = list(resolve_plan(Host(SysRoot("/"))).isolated)
-    else:
-        chosen = parse_cpulist(cpus, "--cpus")
+    chosen = parse_cpulist(cpus, "--cpus") if cpus is not None else default_cpus()
     duration_ns = parse_duration_ns(duration)
     threshold_ns = parse_duration_ns(threshold, default_unit="us")
-    interval_ns = parse_duration_ns(sample_interval)
     if duration_ns <= 0:
         raise UserError(f"--duration {duration}: must be positive")
     if report and not store:
@@ -69,7 +64,7 @@ def noise(
         duration_ns=duration_ns,
         threshold_ns=threshold_ns,
         interrupts=interrupts,
-        sample_interval_ns=interval_ns or None,
+        sample_interval_ns=parse_duration_ns(sample_interval) or None,
         housekeeping_cpu=housekeeping,
         top=top,
         fifo=fifo,
@@ -79,13 +74,7 @@ def noise(
             f"probing CPU {cpus or ','.join(map(str, chosen))} for {format_ns(duration_ns)} "
             f"(gaps above {format_ns(threshold_ns)})…"
         )
-    result = run_noise(opts, warn=warn)
-    if store:
-        from lowtail.store import open_store
-        from lowtail.store.host import save_noise_run
-
-        with open_store(db) as s:
-            result["noise_run_id"] = save_noise_run(s, result, label=label)
+    result = noise_and_store(opts, db, save=store, label=label, warn=warn)
     if report:
         from lowtail.report.interrupts import write_noise_report
 
@@ -98,48 +87,33 @@ def noise(
         note(f"stored as noise run {result['noise_run_id']} in {db}")
 
 
-def _print_noise(r: dict) -> None:
-    from lowtail.host.energy import describe
+def _table(title: str, table: tuple[list[str], list[list[str]]], left: int = 0) -> Table:
+    header, rows = table
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for i, col in enumerate(header):
+        t.add_column(col, justify="left" if i < left else "right")
+    for row in rows:
+        t.add_row(*map(escape, row))
+    return t
 
-    t = Table(title="gaps (exact nearest rank over the gaps)", title_justify="left", box=None, pad_edge=False)
-    for col in ("cpu", "gaps", "rate", "lost time", "p50", "p99", "max", "loop"):
-        t.add_column(col, justify="right")
-    for c in r["cores"]:
-        t.add_row(
-            str(c["cpu"]),
-            f"{c['gaps']:,}",
-            f"{c['rate_hz']:,.1f} /s",
-            format_ns_per_s(c["noise_ns_per_s"]),
-            format_ns(c["p50_ns"]),
-            format_ns(c["p99_ns"]),
-            format_ns(c["max_ns"]),
-            format_ns(c["min_loop_ns"]),
-        )
-    out.print(t)
+
+def _print_noise(r: dict[str, Any]) -> None:
+    from lowtail.host.energy import describe
+    from lowtail.report.tables import interrupt_profile_table, noise_table
+
+    out.print(_table("gaps (exact nearest rank over the gaps)", noise_table(r["cores"])))
     for c in r["cores"]:
         if c["interrupts"] is None:
             continue
         a = c["attribution"]
-        t = Table(
-            title=f"CPU {c['cpu']} interrupts ({a['method']}; explains "
-            f"{100 * a['explained_share']:.0f} % of the time in gaps under 1 ms)",
-            title_justify="left",
-            box=None,
-            pad_edge=False,
+        title = (
+            f"CPU {c['cpu']} interrupts ({a['method']}; explains "
+            f"{100 * a['explained_share']:.0f} % of the time in gaps under 1 ms)"
         )
-        for col in ("kind", "what", "count", "rate", "typical duration"):
-            t.add_column(col, justify="left" if col in ("kind", "what") else "right")
-        for kind, v in c["interrupts"].items():
-            t.add_row(
-                escape(kind),
-                escape(v["description"]),
-                f"{v['count']:,}",
-                f"{v['rate_hz']:,.1f} Hz",
-                format_ns(v["typical_ns"]),
-            )
+        profile = interrupt_profile_table(c["interrupts"].items())
         if not c["interrupts"]:
-            t.add_row("–", "no interrupts on this core while probed", "0", "", "")
-        out.print(t)
+            profile[1].append(["–", "no interrupts on this core while probed", "0", "", ""])
+        out.print(_table(title, profile, left=2))
         out.print(
             f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
             f"(measured lost time {format_ns_per_s(c['noise_ns_per_s'])})"

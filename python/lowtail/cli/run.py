@@ -4,9 +4,9 @@ experiments on a software testbed, their storage and their report."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Group
@@ -24,6 +24,10 @@ from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
+if TYPE_CHECKING:
+    from lowtail.experiment.runner import StoredRun
+    from lowtail.store.runs import Floor
+
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
@@ -31,23 +35,21 @@ _CALIBRATION_HELP = "Read the runs against the calibration runs of this stored e
 _DATA_HELP = "Where captures and matched series go [default: lowtail-data beside the database]."
 
 
-def _stored_runs_view(store: Any, exp: Any) -> Callable[[dict[str, Any]], Stored]:
+def _stored_runs_view(store: Any, exp: Any) -> Callable[[StoredRun], Stored]:
     """What the live view shows once a run is stored: the table of the experiment's runs
     so far (the final table's rows, as they come) and a line about the run."""
     from lowtail.store import runs as runstore
 
-    def on_stored(run: dict[str, Any]) -> Stored:
-        eid = run["experiment_id"]
-        rows = runstore.runs(store, eid)
-        floors = runstore.calibration_floor(store, eid)
-        table = runs_table(runstore.experiment(store, eid), rows, floors, exp.verdict)
-        row = next((r for r in rows if r["run_id"] == run["run_id"]), None)
-        return Stored(table, _run_line(row, exp.verdict) if row else f"run {run['run_id']} stored")
+    def on_stored(run: StoredRun) -> Stored:
+        view = runstore.experiment_runs(store, run.record.experiment_id)
+        table = runs_table(view.experiment, view.runs, view.floor, exp.verdict)
+        row = next((r for r in view.runs if r["run_id"] == run.run_id), None)
+        return Stored(table, _run_line(row, exp.verdict) if row else f"run {run.run_id} stored")
 
     return on_stored
 
 
-def _run_line(r: dict[str, Any], verdict: Any) -> str:
+def _run_line(r: Mapping[str, Any], verdict: Any) -> str:
     """One stored run in a line: "kernel @ 20 kpps: PASS · lost 0 · p99.999 45.210 µs (run 17)"."""
     lat = ((r.get("figures") if isinstance(r.get("figures"), dict) else None) or {}).get("latency_ns") or {}
     judged = percentiles.by_key(verdict.key)
@@ -57,7 +59,7 @@ def _run_line(r: dict[str, Any], verdict: Any) -> str:
     )
 
 
-def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
+def dut_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Any) -> list[str]:
     """The experiment's answer, one line per DuT configuration (its name and its values on
     the axes that vary, such as a guest kernel or a rule count): PASS when every rate
     passed, else what each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
@@ -96,36 +98,23 @@ def dut_verdict_lines(rows: list[dict[str, Any]], verdict: Any) -> list[str]:
     return lines
 
 
-def _remove_leftovers() -> None:
-    """What killed runs left in the kernel (their owner is dead) goes before a run starts:
-    their real-time programs and cgroups would spoil its measurements."""
-    from lowtail.errors import Failure
-    from lowtail.testbed.registry import remove_leftovers
-
-    try:
-        for left in remove_leftovers():
-            note(f"removed what a killed run left: {left.summary()}")
-    except Failure as e:
-        warn(f"could not remove what a killed run left ({e}); `lowtail testbed show` lists it")
-
-
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
-    from lowtail.experiment.runner import check_can_run, run_experiment
+    from lowtail.experiment.runner import sweep_and_store
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
-    from lowtail.testbed.sessions import open_session
 
-    data_dir = data_dir or default_data_dir(db)
-    with open_session(exp.testbed, log=note) as session:
-        # Before anything is opened or made: privileges, programs, hosts and interfaces, DPDK, guest images.
-        check_can_run(exp, session, log=note)
-        _remove_leftovers()
-        with open_store(db) as store:
-            with sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)) as progress:
-                result = run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
-            experiment = runstore.experiment(store, result.experiment_id)
-            rows = runstore.runs(store, result.experiment_id)
-            floors = runstore.calibration_floor(store, result.experiment_id)
+    result = sweep_and_store(
+        exp,
+        db,
+        data_dir or default_data_dir(db),
+        fresh=fresh,
+        watch=lambda store: sweep_progress(view_mode(json_out), exp, _stored_runs_view(store, exp)),
+        log=note,
+        warn=warn,
+    )
+    with open_store(db, read_only=True) as store:
+        view = runstore.experiment_runs(store, result.experiment_id)
+    experiment, rows, floors = view.experiment, view.runs, view.floor
     if result.resumed_runs:
         note(
             f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
@@ -170,7 +159,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
 
 
-def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any]:
+def run_json(r: Mapping[str, Any], floors: Floor, verdict: Verdict) -> dict[str, Any]:
     """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
     with its verdict."""
     from lowtail.store.db import LATENCY_FIGURES, latency_column
@@ -216,7 +205,7 @@ def run_json(r: dict[str, Any], floors: dict, verdict: Verdict) -> dict[str, Any
     }
 
 
-def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+def _axes_beside_dut(rows: Sequence[Mapping[str, Any]]) -> list[axes.Axis]:
     """The axes that vary among the runs, each a column after the DuT's name: all but the
     name, the kind (the name's), the rate (always a column) and virtualization (marked)."""
     own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
@@ -224,7 +213,7 @@ def _axes_beside_dut(rows: list[dict[str, Any]]) -> list[axes.Axis]:
 
 
 def runs_table(
-    experiment: dict[str, Any], rows: list[dict[str, Any]], floors: dict, verdict: Verdict, width: int = 80
+    experiment: dict[str, Any], rows: Sequence[Mapping[str, Any]], floors: Floor, verdict: Verdict, width: int = 80
 ) -> Group:
     """The runs of an experiment as `lowtail run` prints them: every axis that varies among
     them, the median and the judged percentile beside the floor at it, the verdict; under
@@ -235,7 +224,7 @@ def runs_table(
     judged = verdict.judged
     median = percentiles.by_key("p50")
 
-    def floor_of(r: dict[str, Any]) -> str:
+    def floor_of(r: Mapping[str, Any]) -> str:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
         return "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)])
 
@@ -377,6 +366,9 @@ def experiment_report(
     budget: str | None = typer.Option(
         None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
     ),
+    percentile: str | None = typer.Option(
+        None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
+    ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
     ),
@@ -384,8 +376,10 @@ def experiment_report(
 ) -> None:
     """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
+    from lowtail.verdict import VerdictRequest
 
-    path = write_experiment_report(db, experiment, output, budget=budget, calibration=calibration)
+    request = VerdictRequest.parse(budget, percentile)
+    path = write_experiment_report(db, experiment, output, request=request, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -17,7 +18,7 @@ from lowtail.units import format_rate
 DEFAULTS = json.loads(_native.synth_defaults())
 
 
-def _parse_value(raw: str):
+def _parse_value(raw: str) -> Any:
     try:
         return json.loads(raw)
     except json.JSONDecodeError:
@@ -56,21 +57,22 @@ def synth(
         return
     if pre is None or post is None:
         raise UserError("synth needs PRE and POST file names (or --show-model)")
-    spec: dict = {}
+    spec: dict[str, Any] = {}
     for item in set_:
         key, sep, value = item.partition("=")
         if not sep or key not in defaults:
             raise UserError(f"--set {item!r}: expected key=value with a key from --show-model")
         spec[key] = _parse_value(value)
-    for key, value in (
+    given: tuple[tuple[str, object], ...] = (
         ("packets", packets),
         ("rate_pps", rate),
         ("format", format),
         ("compression", compression),
         ("seed", seed),
-    ):
-        if value is not None:
-            spec[key] = value
+    )
+    for name, chosen in given:
+        if chosen is not None:
+            spec[name] = chosen
     try:
         summary = json.loads(_native.synth_pair(str(pre), str(post), json.dumps(spec), str(truth) if truth else None))
     except _native.LowtailError as e:

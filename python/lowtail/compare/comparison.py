@@ -7,7 +7,7 @@ page draws; `compare_and_store` stores both."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,13 +16,14 @@ from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
 from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_series
+from lowtail.documents import BudgetDocument, ComparisonDocument, ConfigurationDocument, RunRow
 from lowtail.errors import UserError
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
 from lowtail.store import runs as runstore
 from lowtail.store.comparisons import CurvePoint, Member
 from lowtail.store.db import Store, latency_column
-from lowtail.verdict import Judgement, Status, Verdict, VerdictSettingError, parse_verdict
+from lowtail.verdict import Judgement, Status, Verdict, VerdictRequest, VerdictSettingError, parse_verdict
 
 # The percentiles of every configuration's figures (with the judged one, and max).
 COMPARED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
@@ -35,19 +36,33 @@ class CompareOptions:
     """What `lowtail compare` takes besides the selection."""
 
     by: list[str] | None = None  # axis names; None: the axes that vary among the runs
-    budget: str | None = None  # judge every configuration against this bound ("350us")
-    percentile: float | None = None  # ... at this percentile (99.99)
-    level: float = DEFAULT_LEVEL  # confidence level of the intervals
+    # The budget every configuration is judged against, over the runs' own (none given:
+    # each its own), and the confidence level of the intervals.
+    verdict: VerdictRequest = field(default_factory=VerdictRequest)
     evt: bool = False  # fit (and store) the EVT models runs do not have yet
     floor: int | None = None  # the experiment whose calibration runs are every floor
     label: str | None = None
+
+    @property
+    def level(self) -> float:
+        """The confidence level of the intervals (a fraction)."""
+        return self.verdict.confidence if self.verdict.confidence is not None else DEFAULT_LEVEL
+
+
+@dataclass
+class _Drawn:
+    """What the page draws of a comparison, gathered configuration by configuration."""
+
+    curves: list[CurvePoint] = field(default_factory=list)
+    cdf: list[tuple[int, float, int]] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
 
 
 @dataclass
 class Comparison:
     """The document and what the page draws (see store.comparisons)."""
 
-    document: dict[str, Any]
+    document: ComparisonDocument
     curves: list[CurvePoint] = field(default_factory=list)
     cdf: list[tuple[int, float, int]] = field(default_factory=list)
     members: list[Member] = field(default_factory=list)
@@ -55,7 +70,7 @@ class Comparison:
 
 def compare_and_store(
     store: Store, words: list[str], opts: CompareOptions, on_progress: Progress | None = None
-) -> dict[str, Any]:
+) -> ComparisonDocument:
     """`compare`, stored; returns the document with its `comparison_id`."""
     c = compare(store, words, opts, on_progress)
     comparestore.save_comparison(
@@ -79,11 +94,11 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         runstore.check_calibration(store, opts.floor)
     notes: list[str] = []
     verdicts, common = _verdicts(store, duts, opts, notes)
-    groups: dict[tuple, list[dict[str, Any]]] = {}
+    groups: dict[tuple[Any, ...], list[RunRow]] = {}
     for r in duts:
         groups.setdefault(axes.value_key(r, by), []).append(r)
     notes += _pooled_axes(groups.values(), by)
-    out = Comparison({})
+    out = _Drawn()
     counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
     floors = _Floors(store, opts.floor, counter)
     configurations = []
@@ -93,7 +108,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     resolved, unresolved = diffs.differences(configurations)
     evt = _evt(store, configurations, opts.evt, notes)
     partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
-    out.document = {
+    document: ComparisonDocument = {
         "comparison_id": None,
         "selection": list(words),
         "by": [a.name for a in by],
@@ -110,12 +125,12 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
         # Runs of a VM under QEMU's emulator: their latencies are an emulator's (see virtualization.py).
-        "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg"],
+        "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg" and r["run_id"] is not None],
     }
-    return out
+    return Comparison(document, out.curves, out.cdf, out.members)
 
 
-def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) -> list[str]:
+def _pooled_axes(groups: Iterable[Sequence[Mapping[str, Any]]], by: list[axes.Axis]) -> list[str]:
     """What a `--by` leaving out a varying axis pools: runs that differ on it are taken as
     repetitions of one configuration, which the reader should know."""
     chosen = {a.name for a in by}
@@ -142,23 +157,16 @@ def _pooled_axes(groups: Iterable[list[dict[str, Any]]], by: list[axes.Axis]) ->
 
 
 def _verdicts(
-    store: Store, runs: list[dict[str, Any]], opts: CompareOptions, notes: list[str]
+    store: Store, runs: Sequence[Mapping[str, Any]], opts: CompareOptions, notes: list[str]
 ) -> tuple[dict[int | None, Verdict], Verdict | None]:
     """The budget of each experiment (None: plain analyses) and the one all share (None
     when they differ): the one given on the command line, else each experiment's own."""
     eids = sorted({r["experiment_id"] for r in runs if r["experiment_id"] is not None})
-    stored = {eid: _parsed(table) for eid, table in runstore.verdict_settings(store, eids).items()}
-    if opts.budget is not None or opts.percentile is not None:
-        base = next(iter(stored.values()), Verdict())
-        table = {"percentile": opts.percentile if opts.percentile is not None else base.percentile}
-        table |= {
-            "budget": opts.budget if opts.budget is not None else f"{base.budget_ns}ns",
-            "max_loss": base.max_loss,
-        }
-        try:
-            given = parse_verdict(table)
-        except VerdictSettingError as e:
-            raise UserError(f"--{e.key}: {e}") from None
+    stored: dict[int | None, Verdict] = {
+        eid: _parsed(table) for eid, table in runstore.verdict_settings(store, eids).items()
+    }
+    if opts.verdict.given:
+        given = opts.verdict.over(next(iter(stored.values()), Verdict()))
         other = [eid for eid, v in stored.items() if v != given]
         if other:
             notes.append(
@@ -187,7 +195,7 @@ def _parsed(table: dict[str, Any]) -> Verdict:
 
 
 def _configuration_verdict(
-    members: list[dict[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None, notes: list[str]
+    members: Sequence[Mapping[str, Any]], verdicts: dict[int | None, Verdict], common: Verdict | None, notes: list[str]
 ) -> Verdict:
     if common is not None:
         return common
@@ -201,9 +209,9 @@ def _configuration_verdict(
     return first
 
 
-def _verdict_doc(v: Verdict) -> dict[str, Any]:
+def _verdict_doc(v: Verdict) -> BudgetDocument:
     return {
-        "percentile": v.percentile,
+        "percentile": v.percentile.percent,
         "key": v.key,
         "budget_ns": v.budget_ns,
         "max_loss": v.max_loss,
@@ -232,7 +240,7 @@ def _figure_keys(verdict: Verdict) -> list[str]:
     return [k for k in percentiles.KEYS if k in wanted]
 
 
-def _stored_figures(run: dict[str, Any], keys: list[str]) -> dict[str, Any]:
+def _stored_figures(run: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
     """A run's figures as its analysis stored them (when its series cannot be read)."""
     return {k: run.get(latency_column(k)) for k in [*keys, "max"]} | {
         "samples": ((run.get("figures") or {}).get("latency_ns") or {}).get("samples") or 0
@@ -242,14 +250,14 @@ def _stored_figures(run: dict[str, Any], keys: list[str]) -> dict[str, Any]:
 def _configuration(
     store: Store,
     index: int,
-    members: list[dict[str, Any]],
+    members: Sequence[Mapping[str, Any]],
     by: list[axes.Axis],
     verdict: Verdict,
     level: float,
     floors: _Floors,
     counter: _Counter,
-    out: Comparison,
-) -> dict[str, Any]:
+    out: _Drawn,
+) -> ConfigurationDocument:
     keys = _figure_keys(verdict)
     valid = [r for r in members if r["valid"] and r.get("analysis_id") is not None]
     invalid = [r for r in members if r not in valid]
@@ -292,10 +300,10 @@ def _configuration(
         judgement = Judgement(Status.INVALID, f"no run to trust: {reasons}")
     else:
         judgement = verdict.judge_figures(
-            latency["samples"] if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
+            (latency["samples"] or 0) if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
         )
     floor = floors.of(valid, keys)
-    doc = {
+    doc: ConfigurationDocument = {
         "index": index,
         "label": label,
         "key": key,
@@ -308,7 +316,7 @@ def _configuration(
         "lost": lost,
         "loss_ratio": lost / sent if sent else None,
         "latency_ns": latency,
-        "intervals": {k: pool.interval(k, level) for k in keys} if latency else None,
+        "intervals": {k: pool.interval(k, level) for k in keys} if latency and pool is not None else None,
         "spread": _spread(per_run, [*keys, "max"]),
         "per_run": per_run,
         "worst_repetition": _worst(per_run, verdict.key),
@@ -337,13 +345,13 @@ def _configuration(
     return doc
 
 
-def _name(run: dict[str, Any]) -> str:
+def _name(run: Mapping[str, Any]) -> str:
     return f"run {run['run_id']}" if run["run_id"] is not None else f"analysis {run['analysis_id']}"
 
 
 def _spread(per_run: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, int | None]]:
     """Each figure's min and max over the repetitions."""
-    out = {}
+    out: dict[str, dict[str, int | None]] = {}
     for k in keys:
         values = [p["latency_ns"].get(k) for p in per_run if p["latency_ns"].get(k) is not None]
         out[k] = {"min": min(values), "max": max(values)} if values else {"min": None, "max": None}
@@ -357,7 +365,8 @@ def _worst(per_run: list[dict[str, Any]], key: str) -> int | None:
     if not ranked:
         return None
     worst = max(ranked, key=lambda p: (p["latency_ns"][key], p["latency_ns"].get("max") or 0))
-    return worst["run_id"] if worst["run_id"] is not None else worst["analysis_id"]
+    found = worst["run_id"] if worst["run_id"] is not None else worst["analysis_id"]
+    return None if found is None else int(found)
 
 
 # -- floors -----------------------------------------------------------------------------------
@@ -379,8 +388,8 @@ class _Floors:
         self.store, self.source, self.counter = store, source, counter
         self.cache: dict[tuple[int, ...], _Floor | None] = {}
 
-    def of(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
-        calibration: dict[int, dict[str, Any]] = {}
+    def of(self, runs: Sequence[Mapping[str, Any]], keys: list[str]) -> _Floor | None:
+        calibration: dict[int, RunRow] = {}
         for r in runs:
             if r["experiment_id"] is None or r["calibration"]:
                 continue
@@ -388,7 +397,8 @@ class _Floors:
                 self.source if self.source is not None else runstore.calibration_source(self.store, r["experiment_id"])
             )
             for c in runstore.calibration_runs(self.store, source, r["rate_pps"], r["frame_size"], r["burst"]):
-                calibration[c["run_id"]] = c
+                if c["run_id"] is not None:  # calibration runs are stored runs
+                    calibration[c["run_id"]] = c
         if not calibration:
             return None
         ids = tuple(sorted(calibration))
@@ -396,7 +406,7 @@ class _Floors:
             self.cache[ids] = self._read([calibration[i] for i in ids], keys)
         return self.cache[ids]
 
-    def _read(self, runs: list[dict[str, Any]], keys: list[str]) -> _Floor | None:
+    def _read(self, runs: Sequence[Mapping[str, Any]], keys: list[str]) -> _Floor | None:
         dists, per_run = [], []
         for r in runs:
             try:
@@ -409,7 +419,8 @@ class _Floors:
         pool = pooled(dists)
         spread = _spread(per_run, [*keys, "max"])
         for s in spread.values():
-            s["width_ns"] = s["max"] - s["min"] if len(per_run) > 1 and s["min"] is not None else None
+            lo, hi = s["min"], s["max"]
+            s["width_ns"] = hi - lo if len(per_run) > 1 and lo is not None and hi is not None else None
         document = {
             "runs": [r["run_id"] for r in runs],
             "experiments": sorted({r["experiment_id"] for r in runs}),
@@ -421,7 +432,7 @@ class _Floors:
         return _Floor(pool, document)
 
 
-def _floor_text(runs: list[dict[str, Any]]) -> str:
+def _floor_text(runs: Sequence[Mapping[str, Any]]) -> str:
     eids = sorted({r["experiment_id"] for r in runs})
     which = ", ".join(map(str, eids))
     return (
@@ -433,7 +444,9 @@ def _floor_text(runs: list[dict[str, Any]]) -> str:
 # -- EVT and rates ----------------------------------------------------------------------------
 
 
-def _evt(store: Store, configurations: list[dict[str, Any]], fit: bool, notes: list[str]) -> list[dict[str, Any]]:
+def _evt(
+    store: Store, configurations: list[ConfigurationDocument], fit: bool, notes: list[str]
+) -> list[dict[str, Any]]:
     run_ids = [r for c in configurations for r in c["runs"]]
     models, missing = evt_runs.run_models(store, run_ids, fit)
     if not models:
@@ -447,13 +460,16 @@ def _evt(store: Store, configurations: list[dict[str, Any]], fit: bool, notes: l
 
 
 def _rates(
-    store: Store, configurations: list[dict[str, Any]], groups: list[list[dict[str, Any]]], by: list[axes.Axis]
+    store: Store,
+    configurations: list[ConfigurationDocument],
+    groups: Sequence[Sequence[Mapping[str, Any]]],
+    by: list[axes.Axis],
 ) -> list[dict[str, Any]]:
     """Latency against rate: one series per configuration without its rate (the DuT and
     whatever else makes it), one point per configuration whose runs share a rate, and the
     knee and predicted R_max each series' sweeps have stored (`lowtail model knee`)."""
     others = [a for a in by if a.name != axes.RATE]
-    series: dict[tuple, dict[str, Any]] = {}
+    series: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c, members in zip(configurations, groups):
         rates = {r["rate_pps"] for r in members}
         if not c["latency_ns"] or len(rates) != 1:

@@ -10,6 +10,7 @@ is "not resolvable with these runs", with the first reason that applies."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +37,7 @@ class Side:
     floor_width_ns: int | None
 
 
-def side(configuration: dict[str, Any], key: str) -> Side:
+def side(configuration: Mapping[str, Any], key: str) -> Side:
     """A configuration of a comparison document at percentile `key`."""
     floor = configuration.get("floor") or {}
     return Side(
@@ -130,16 +131,19 @@ def _span(lo: int, hi: int) -> str:
     return f"{format_ns(lo, 1)}–{format_ns(hi, 1)}"
 
 
-def _differing(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
     """The axes on which two configurations differ: a pair that differs on one only
     isolates its effect."""
     return [name for name in a["key"] if a["key"].get(name) != b["key"].get(name)]
 
 
-def differences(configurations: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def differences(
+    configurations: Sequence[Mapping[str, Any]],
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Every pair of configurations at every tail percentile: (the resolved differences,
     the pairs not resolvable with these runs), in configuration and percentile order."""
-    resolved, unresolved = [], []
+    resolved: list[dict[str, Any]] = []
+    unresolved: list[dict[str, Any]] = []
     judged = [c for c in configurations if c.get("latency_ns")]
     for i, a in enumerate(judged):
         for b in judged[i + 1 :]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from lowtail.documents import ConfigurationDocument
 from lowtail.errors import UserError
 from lowtail.store import models as modelstore
 from lowtail.store.db import Store
@@ -52,7 +53,7 @@ def _fit(store: Store, run_id: int) -> dict[str, Any]:
 
 
 def table_row(
-    configuration: dict[str, Any], models: dict[int, dict[str, Any]], missing: dict[int, str]
+    configuration: ConfigurationDocument, models: dict[int, dict[str, Any]], missing: dict[int, str]
 ) -> dict[str, Any]:
     """One configuration's row: repetitions, models, share bounded, mean validation
     exceedances (expected: 1), mean ξ, and the runs without a model and why."""

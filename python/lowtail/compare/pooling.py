@@ -35,7 +35,8 @@ class Distribution:
     def figures(self, keys: Iterable[str]) -> dict[str, int | None]:
         """Nearest-rank values at these figures ("p99_9", "min", "max"), and `samples`."""
         keys = list(keys)
-        values = self.hist.quantiles([percentiles.quantile_of_key(k) for k in keys]) or [None] * len(keys)
+        found = self.hist.quantiles([percentiles.quantile_of_key(k) for k in keys])
+        values: list[int | None] = list(found) if found else [None] * len(keys)
         return {**dict(zip(keys, values)), "samples": self.samples}
 
     def interval(self, key: str, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
@@ -74,7 +75,7 @@ def read_series(path: str | Path, on_batch: Callable[[int], None] | None = None)
     """The distribution of a matched series file, streamed; `on_batch(rows)` after each batch."""
     d = Distribution()
     for latencies in series.iter_latencies(path):
-        d.hist.record(latencies)
+        d.hist.record(latencies)  # type: ignore[arg-type]  # an int64 array is a buffer
         if on_batch:
             on_batch(len(latencies))
     return d

@@ -35,31 +35,28 @@ import json
 import re
 import sys
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lowtail import __version__
-from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
+from lowtail.store import records
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
-from lowtail.units import parse_duration_ns, parse_rate_pps
+from lowtail.store.records import RunRecord
+from lowtail.units import parse_duration_ns
 from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
 from lowtail.verdict import VerdictSettingError, parse_verdict
 
 SIDE = "side"
-# Axes that are columns of a run; every other axis is one of its DuT options.
-_INT_AXES = ("repetition", "frame_size", "burst")
-_COLUMN_AXES = ("dut", "kind", "rate", "containment", *_INT_AXES)
 _COMPRESSED = re.compile(r"\.(zst|zstd|gz)$")
 _AXIS_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-# What a placeholder matches: numbers for the numeric axes, else up to the next literal text.
-_AXIS_PATTERN = {"rate": r"[0-9]*\.?[0-9]+[kKmMgG]?", **{a: r"[0-9]+" for a in _INT_AXES}}
 # `lowtail analyze`'s options by their [analysis] names (durations as people write them).
 _ANALYSIS_KEYS = {
     "id_format": "id_format",
@@ -88,7 +85,7 @@ class ImportSpec:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
 
     @property
-    def regex(self) -> re.Pattern:
+    def regex(self) -> re.Pattern[str]:
         """The pattern as a regular expression over a path relative to the directory."""
         parts, seen, last = [], set(), 0
         for m in _PLACEHOLDER.finditer(self.pattern):
@@ -97,7 +94,9 @@ class ImportSpec:
             if axis == SIDE:
                 body = "|".join(re.escape(s) for s in sorted(self.sides, key=len, reverse=True))
             else:
-                body = _AXIS_PATTERN.get(axis, r"[^/]+?")
+                # Numbers for the numeric axes (the store declares each), else up to the next literal text.
+                declared = records.axis_named(axis)
+                body = declared.pattern if declared is not None and declared.imported else r"[^/]+?"
             parts.append(f"(?P<{axis}>{body})")
             seen.add(axis)
             last = m.end()
@@ -185,13 +184,10 @@ def parse_spec(doc: dict[str, Any], source: str) -> ImportSpec:
 
 
 def _axis_value(axis: str, value: Any) -> Any:
-    if axis == "rate":
-        return parse_rate_pps(value)
-    if axis in _INT_AXES:
-        if isinstance(value, bool) or not str(value).isdigit():
-            raise UserError(f"{axis} must be a whole number, not {value!r}")
-        return int(value)
-    return value
+    """A value of an axis as the run stores it: the declared axes that are columns of an
+    imported run parse theirs (`rate` 50k, whole numbers); any other is kept as given."""
+    declared = records.axis_named(axis)
+    return declared.parse(value) if declared is not None and declared.imported else value
 
 
 # -- finding the pairs ---------------------------------------------------------------------------
@@ -230,7 +226,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
     if not directory.is_dir():
         raise UserError(f"{directory}: no such directory")
     regex = spec.regex
-    halves: dict[tuple, dict[str, list[Path]]] = {}
+    halves: dict[tuple[tuple[str, Any], ...], dict[str, list[Path]]] = {}
     campaign = Campaign()
     for path in sorted(p for p in directory.rglob("*") if p.is_file()):
         relative = path.relative_to(directory).as_posix()
@@ -242,7 +238,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
         values = {axis: _axis_value(axis, v) for axis, v in m.groupdict().items() if axis != SIDE}
         side = spec.sides[m.group(SIDE)]
         halves.setdefault(tuple(sorted(values.items())), {}).setdefault(side, []).append(path)
-    for values, sides in halves.items():
+    for key, sides in halves.items():
         names = {side: ", ".join(p.relative_to(directory).as_posix() for p in paths) for side, paths in sides.items()}
         if any(len(paths) > 1 for paths in sides.values()):
             campaign.unpaired.append(f"{'; '.join(names.values())}: more than one file for the same side of one pair")
@@ -251,14 +247,14 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
             missing = "POST" if have == "pre" else "PRE"
             campaign.unpaired.append(f"{names[have]}: no {missing} capture to pair it with")
         else:
-            campaign.pairs.append(Pair(dict(values) | spec.axes, sides["pre"][0], sides["post"][0]))
+            campaign.pairs.append(Pair(dict(key) | spec.axes, sides["pre"][0], sides["post"][0]))
     return campaign
 
 
 # -- one pair: analysed, then stored -------------------------------------------------------------
 
 
-def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[dict[str, Any], dict[str, Any]]:
+def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[AnalysisDocument, dict[str, Any]]:
     """The analysis of one pair (its matched series written to `series`) and the options it
     used. Raises UserError for an unreadable capture, Failure when it holds nothing to
     measure, Interrupted on Ctrl-C: runs wherever the captures are."""
@@ -266,46 +262,44 @@ def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[dic
     return analyze_pair(pair.pre, pair.post, options), options.to_dict()
 
 
-def run_row(pair: Pair, analysis: dict[str, Any], experiment_id: int, experiment_name: str) -> dict[str, Any]:
-    """The run an analysed pair becomes, with the columns lowtail's own runs have."""
+def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, experiment_name: str) -> RunRecord:
+    """The run an analysed pair becomes, with the columns lowtail's own runs have: each axis
+    the store declares as a column of an imported run from the pair's value (or its default),
+    every other axis one of the run's DuT options."""
     axes = pair.axes
-    rate = axes.get("rate")
-    derived = rate is None
+    columns = {
+        a.column: a.imported(axes.get(a.name, a.import_default))
+        for a in records.IMPORTED_AXES
+        if a.imported is not None and (a.name in axes or a.import_default is not None)
+    }
+    derived = "rate" not in axes
     if derived:
         # Not given: the rate the PRE capture shows.
         span = analysis.get("duration_ns") or 0
-        rate = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else 0
+        columns["rate_pps"] = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else 0
     start = analysis.get("start_ts_ns") or 0
-    options = {k: v for k, v in axes.items() if k not in _COLUMN_AXES}
-    return {
-        "label": f"{experiment_name}: {pair.label}",
-        "experiment_id": experiment_id,
-        "combination_key": pair.key,
-        "dut_name": str(axes.get("dut", "external")),
-        "dut_kind": str(axes.get("kind", "external")),
-        "dut_config": options,
-        "calibration": False,
-        "rate_pps": rate,
-        "frame_size": axes.get("frame_size", 0),  # 0: not given
-        "burst": axes.get("burst", 1),
-        "repetition": axes.get("repetition", 0),
-        "duration_ns": analysis.get("duration_ns") or 0,
-        "warmup_ns": analysis.get("trim_ns") or 0,
-        "started_at": datetime.fromtimestamp(start / 1e9),
-        "finished_at": datetime.fromtimestamp((start + (analysis.get("duration_ns") or 0)) / 1e9),
-        "series_path": analysis.get("export_path"),
-        "valid": not analysis.get("partial", False),
-        "invalid_reasons": [f"the analysis is partial: {'; '.join(analysis.get('warnings', []))}"]
+    imported = {a.name for a in records.IMPORTED_AXES}
+    return RunRecord(
+        **columns,
+        label=f"{experiment_name}: {pair.label}",
+        experiment_id=experiment_id,
+        combination_key=pair.key,
+        dut_config={k: v for k, v in axes.items() if k not in imported},
+        calibration=False,
+        duration_ns=analysis.get("duration_ns") or 0,
+        warmup_ns=analysis.get("trim_ns") or 0,
+        started_at=datetime.fromtimestamp(start / 1e9),
+        finished_at=datetime.fromtimestamp((start + (analysis.get("duration_ns") or 0)) / 1e9),
+        series_path=analysis.get("export_path"),
+        valid=not analysis.get("partial", False),
+        invalid_reasons=[f"the analysis is partial: {'; '.join(analysis.get('warnings', []))}"]
         if analysis.get("partial")
         else [],
-        "generator": {},
-        "capture": {},
-        "containment": {"mode": str(axes.get("containment", "unknown"))},
-        "dut_stats": {},
-        "capture_paths": [str(pair.pre.resolve()), str(pair.post.resolve())],
-        "traffic": {"rate_measured": derived},
-        "testbed": {"kind": "imported", "axes": axes, "pre": str(pair.pre.resolve()), "post": str(pair.post.resolve())},
-    }
+        dut_stats={},
+        capture_paths=[str(pair.pre.resolve()), str(pair.post.resolve())],
+        traffic={"rate_measured": derived},
+        testbed={"kind": "imported", "axes": axes, "pre": str(pair.pre.resolve()), "post": str(pair.post.resolve())},
+    )
 
 
 def store_pair(
@@ -313,11 +307,11 @@ def store_pair(
     experiment_id: int,
     experiment_name: str,
     pair: Pair,
-    analysis: dict[str, Any],
+    analysis: AnalysisDocument,
     options: dict[str, Any],
 ) -> int:
     """Store an analysed pair as a run of the experiment (run and analysis in one transaction)."""
-    return runstore.save_run(store, run_row(pair, analysis, experiment_id, experiment_name), analysis, options)
+    return runstore.save_run(store, run_record(pair, analysis, experiment_id, experiment_name), analysis, options)
 
 
 # -- the whole campaign --------------------------------------------------------------------------

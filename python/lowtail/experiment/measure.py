@@ -24,10 +24,11 @@ from typing import Any
 from lowtail import _native, clocks
 from lowtail.errors import Failure
 from lowtail.experiment.live import LiveFeed, LiveSample
-from lowtail.experiment.spec import Combination, Experiment, Trust
+from lowtail.experiment.spec import Combination, Experiment, Traffic, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
+from lowtail.testbed.duts import Dut
 from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
@@ -126,7 +127,7 @@ def measure(
     return outcome
 
 
-def _wait_until_forwarding(tb: Testbed, dut) -> None:
+def _wait_until_forwarding(tb: Testbed, dut: Dut) -> None:
     took = tb.wait_until_forwarding(dut.ready_timeout_s, still_starting=lambda: dut.failure() is None)
     if took is None:
         raise DutFailed(
@@ -151,20 +152,21 @@ class _Capture:
     clock_end: tuple[int, int] | None = None
 
     def died(self) -> bool:
-        return self.program.died()
+        return bool(self.program.died())
 
     def exit_message(self) -> str:
-        return self.program.exit_message()
+        return str(self.program.exit_message())
 
     def log_tail(self, lines: int) -> str:
-        return self.program.log_tail(lines)
+        return str(self.program.log_tail(lines))
 
     @property
     def name(self) -> str:
-        return self.program.name
+        return str(self.program.name)
 
     def returncode(self) -> int | None:
-        return self.program.returncode()
+        code = self.program.returncode()
+        return None if code is None else int(code)
 
 
 def _clock_reading() -> tuple[int, int]:
@@ -263,13 +265,59 @@ def _merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def generator_argv(
+    binary: str,
+    interface: str,
+    traffic: Traffic,
+    count: int,
+    src_mac: str,
+    dst_mac: str,
+    plan: CoreRoles,
+    isolated: set[int] | None,
+    stats: str,
+) -> list[str]:
+    """lowtail-gen's command line for `count` frames of `traffic` from `interface`, pinned
+    and scheduled as the core plan says on a host whose isolated cores are `isolated`: the
+    one place it is written (a run, and bench/testbed_loop.py's testbed loop)."""
+    return [
+        binary,
+        "--iface",
+        interface,
+        "--rate",
+        str(traffic.rate_pps),
+        "--count",
+        str(count),
+        "--frame-size",
+        str(traffic.frame_size),
+        "--burst",
+        str(traffic.burst),
+        "--udp-dst-port",
+        str(traffic.udp_dst_port),
+        "--flows",
+        str(traffic.flows),
+        "--src-mac",
+        src_mac,
+        "--dst-mac",
+        dst_mac,
+        "--src-ip",
+        SRC_IP,
+        "--dst-ip",
+        DST_IP,
+        "--cpu",
+        str(plan.generator),
+        *plan.generator_scheduling(isolated),
+        "--stats-json",
+        stats,
+    ]
+
+
 def _send(
     exp: Experiment,
     combo: Combination,
     tb: Testbed,
     plan: CoreRoles,
     run_dir: Path,
-    dut,
+    dut: Dut,
     outcome: Outcome,
     captures: list[_Capture],
     on_live: Callable[[LiveSample], None],
@@ -277,36 +325,17 @@ def _send(
     t = combo.traffic
     site = tb.generator.site
     stats = site.path("generator.json")
-    argv = [
+    argv = generator_argv(
         site.binary("lowtail-gen"),
-        "--iface",
         tb.generator.interface,
-        "--rate",
-        str(t.rate_pps),
-        "--count",
-        str(outcome.frames_planned),
-        "--frame-size",
-        str(t.frame_size),
-        "--burst",
-        str(t.burst),
-        "--udp-dst-port",
-        str(t.udp_dst_port),
-        "--flows",
-        str(t.flows),
-        "--src-mac",
+        t,
+        outcome.frames_planned,
         tb.generator.mac,
-        "--dst-mac",
         tb.dst_mac,
-        "--src-ip",
-        SRC_IP,
-        "--dst-ip",
-        DST_IP,
-        "--cpu",
-        str(plan.generator),
-        *plan.generator_scheduling(site.isolated_cpus()),
-        "--stats-json",
+        plan,
+        site.isolated_cpus(),
         stats,
-    ]
+    )
     # The running figures are read here: only from programs on this host.
     feed = None
     if site.local:

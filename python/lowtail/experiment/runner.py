@@ -10,11 +10,12 @@ from __future__ import annotations
 import errno
 import shutil
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.binaries import find_binary
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
@@ -23,11 +24,12 @@ from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.explain.run import explain_run
 from lowtail.models.knee import store_sweep_knees
-from lowtail.store import datadir
+from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
+from lowtail.store.records import RunRecord
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.kinds import KINDS, make_dut
 from lowtail.testbed.sessions import Session, open_session
@@ -39,6 +41,14 @@ _SERIES_ROW_BYTES = 32
 _DISK_MARGIN_BYTES = 64 << 20
 
 
+@dataclass(frozen=True)
+class StoredRun:
+    """A run the sweep has just stored: its record and its id."""
+
+    record: RunRecord
+    run_id: int
+
+
 @dataclass
 class Progress:
     """What the runner tells its caller: the runs it is about to measure, a run started, its
@@ -48,7 +58,7 @@ class Progress:
     on_plan: Callable[[list[Combination]], None] = lambda combos: None
     on_start: Callable[[int, int, Combination], None] = lambda i, n, c: None
     on_live: Callable[[LiveSample], None] = lambda sample: None
-    on_done: Callable[[int, int, Combination, dict[str, Any]], None] = lambda i, n, c, r: None
+    on_done: Callable[[int, int, Combination, StoredRun], None] = lambda i, n, c, r: None
 
 
 @dataclass
@@ -56,6 +66,38 @@ class SweepResult:
     experiment_id: int
     resumed_runs: int
     new_runs: int
+
+
+def sweep_and_store(
+    exp: Experiment,
+    db: DbPath,
+    data_dir: Path,
+    *,
+    fresh: bool = False,
+    watch: Callable[[Store], AbstractContextManager[Progress]] | None = None,
+    log: Callable[[str], None] = lambda message: None,
+    warn: Callable[[str], None] = lambda message: None,
+) -> SweepResult:
+    """`lowtail run`: the experiment's testbed session opened and everything it needs checked
+    before anything is made, what killed runs left removed, then `run_experiment` into the
+    database at `db`; `watch(store)` gives the progress callbacks for the sweep's duration."""
+    with open_session(exp.testbed, log=log) as session:
+        check_can_run(exp, session, log=log)
+        _remove_leftovers(log, warn)
+        with open_store(db) as store, watch(store) if watch else nullcontext(Progress()) as progress:
+            return run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
+
+
+def _remove_leftovers(log: Callable[[str], None], warn: Callable[[str], None]) -> None:
+    """What killed runs left in the kernel (their owner is dead) goes before a run starts:
+    their real-time programs and cgroups would spoil its measurements."""
+    from lowtail.testbed.registry import remove_leftovers
+
+    try:
+        for left in remove_leftovers():
+            log(f"removed what a killed run left: {left.summary()}")
+    except Failure as e:
+        warn(f"could not remove what a killed run left ({e}); `lowtail testbed show` lists it")
 
 
 def check_can_run(exp: Experiment, session: Session, log: Callable[[str], None] = lambda message: None) -> None:
@@ -92,22 +134,13 @@ def run_experiment(
     plan = session.plan(exp.cores)
     if exp.calibration is not None:
         runstore.check_calibration(store, exp.calibration)
-    existing = None if fresh else runstore.resumable_experiment(store, exp.spec_hash)
-    if existing:
-        eid = existing["experiment_id"]
-        data_dir = Path(existing["data_dir"]) if existing["data_dir"] else datadir.experiment_dir(store, data_dir, eid)
-        _claim_resumed(store, data_dir, eid)
-        runstore.set_status(store, eid, "running")
-    else:
-        host = host_metadata(plan) | {"testbed": exp.testbed.kind}
-        if session.hosts():
-            host["roles"] = session.hosts()
-        # One transaction: a data directory that is not ours leaves no experiment behind.
-        with store.transaction():
-            eid = runstore.create_experiment(store, exp.name, exp.as_json(), exp.spec_hash, host, "")
-            data_dir = datadir.experiment_dir(store, data_dir, eid)
-            datadir.claim(store, data_dir, runstore.experiment(store, eid))
-            runstore.set_data_dir(store, eid, str(data_dir.resolve()))
+
+    def host() -> dict[str, Any]:
+        found = host_metadata(plan) | {"testbed": exp.testbed.kind}
+        return found | ({"roles": session.hosts()} if session.hosts() else {})
+
+    target = datadir.create_or_resume(store, data_dir, exp.name, exp.as_json(), exp.spec_hash, host, fresh)
+    eid, data_dir = target.experiment_id, target.folder
     if exp.calibration is not None:
         runstore.set_calibration(store, eid, exp.calibration)
     done = runstore.done_keys(store, eid)
@@ -137,22 +170,6 @@ def run_experiment(
     runstore.set_status(store, eid, "finished")
     store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
-
-
-def _claim_resumed(store: Store, data_dir: Path, eid: int) -> None:
-    """Check that a resumed experiment's folder is still its own. One written by an older
-    lowtail has no identity file: it is adopted only when every stored run's series still
-    matches its analysis (another database's experiment may have rewritten it)."""
-    experiment = runstore.experiment(store, eid)
-    adopt = datadir.read_identity(data_dir) is None
-    if adopt:
-        for r in runstore.runs(store, eid):
-            if r["series_path"] and Path(r["series_path"]).exists():
-                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
-                problem = datadir.series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
-                if problem:
-                    raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
-    datadir.claim(store, data_dir, experiment, adopt=adopt)
 
 
 def is_disk_full(e: BaseException | None) -> bool:
@@ -193,7 +210,7 @@ def _run_one(
     data_dir: Path,
     session: Session,
     on_live: Callable[[LiveSample], None],
-) -> dict[str, Any]:
+) -> StoredRun:
     store.release()  # the database is free for other commands (`lowtail list`) while the run measures
     t = combo.traffic
     run_dir = data_dir / f"{index:04d}-{combo.dut.name}-{t.rate_pps}pps-{t.frame_size}B-b{t.burst}-r{combo.repetition}"
@@ -211,60 +228,60 @@ def _run_one(
         for p in captures:
             Path(p).unlink()
         captures = []
-    row = {
-        "label": f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps"
+    record = RunRecord(
+        label=f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps"
         + (f" #{combo.repetition}" if exp.repetitions > 1 else ""),
-        "experiment_id": eid,
-        "combination_key": combo.key,
-        "dut_name": combo.dut.name,
-        "dut_kind": combo.dut.kind,
-        "dut_config": combo.dut.options,
-        "calibration": combo.dut.calibration,
-        "rate_pps": t.rate_pps,
-        "frame_size": t.frame_size,
-        "burst": t.burst,
-        "repetition": combo.repetition,
-        "duration_ns": exp.measured_ns(t),
-        "warmup_ns": exp.warmup_ns,
-        "started_at": outcome.started_at,
-        "finished_at": outcome.finished_at,
-        "series_path": analysis.get("export_path") if analysis else None,
-        "valid": not outcome.invalid_reasons,
-        "invalid_reasons": outcome.invalid_reasons,
-        "degraded_reasons": outcome.degraded_reasons,
-        "generator": outcome.generator,
-        "capture": outcome.capture,
-        "containment": outcome.containment,
-        "virtualization": outcome.virtualization,
-        "testbed": outcome.testbed,
-        "energy": outcome.energy,
-        "dut_stats": outcome.dut_stats,
-        "capture_paths": captures,
-        "traffic": {
+        experiment_id=eid,
+        combination_key=combo.key,
+        dut_name=combo.dut.name,
+        dut_kind=combo.dut.kind,
+        dut_config=combo.dut.options,
+        calibration=combo.dut.calibration,
+        rate_pps=t.rate_pps,
+        frame_size=t.frame_size,
+        burst=t.burst,
+        repetition=combo.repetition,
+        duration_ns=exp.measured_ns(t),
+        warmup_ns=exp.warmup_ns,
+        started_at=outcome.started_at,
+        finished_at=outcome.finished_at,
+        series_path=analysis.get("export_path") if analysis else None,
+        valid=not outcome.invalid_reasons,
+        invalid_reasons=outcome.invalid_reasons,
+        degraded_reasons=outcome.degraded_reasons,
+        generator=outcome.generator,
+        capture=outcome.capture,
+        containment=outcome.containment,
+        virtualization=outcome.virtualization,
+        testbed=outcome.testbed,
+        energy=outcome.energy,
+        dut_stats=outcome.dut_stats,
+        capture_paths=captures,
+        traffic={
             "flows": t.flows,
             "udp_dst_port": t.udp_dst_port,
             "frames_planned": outcome.frames_planned,
             "core_plan": plan.as_dict(),
         },
-    }
+    )
     with store.transaction():
-        run_id = runstore.save_run(store, row, analysis, options)
+        run_id = runstore.save_run(store, record, analysis, options)
         _save_interrupts(store, run_id, outcome)
         if outcome.trace is not None:
             save_run_trace(store, run_id, outcome.trace)
     if analysis is not None and analysis.get("export_path"):
         explain_run(store, run_id)  # the causes of its tail, stored for the report and `compare`
-    return row | {"run_id": run_id, "analysis": analysis}
+    return StoredRun(record, run_id)
 
 
 def _analyze(
     exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
-) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+) -> tuple[AnalysisDocument | None, dict[str, Any]]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
     options = analyze_options(
         trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"
     )
-    if outcome.pre is None or not outcome.pre.exists():
+    if outcome.pre is None or outcome.post is None or not outcome.pre.exists():
         return None, options.to_dict()
     try:
         return analyze_pair(outcome.pre, outcome.post, options), options.to_dict()

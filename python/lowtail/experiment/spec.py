@@ -277,7 +277,7 @@ def parse(text: str, source: str) -> Experiment:
             raise w.error(f"{key} must be at least {minimum_ns / 1e9:g} s", "experiment", key)
         return ns
 
-    def number(table: dict, section: str, key: str, default: Any, lo: int, hi: int, many: bool) -> list[int]:
+    def number(table: dict[str, Any], section: str, key: str, default: Any, lo: int, hi: int, many: bool) -> list[int]:
         value = table.get(key, default)
         values = value if isinstance(value, list) else [value]
         if not many and isinstance(value, list):
@@ -445,7 +445,7 @@ def _dut_interfaces(
         raise w.error(f"DuT {name!r}: {e}", "dut", "interfaces", index) from None
 
 
-def _parse_cores(table: dict, w: _Where, check_here: bool = True) -> dict[str, Any]:
+def _parse_cores(table: dict[str, Any], w: _Where, check_here: bool = True) -> dict[str, Any]:
     from lowtail.testbed.cores import CoreRoles
 
     available = set(CoreRoles.available()) if check_here else None
@@ -466,14 +466,14 @@ def _parse_cores(table: dict, w: _Where, check_here: bool = True) -> dict[str, A
     return cores
 
 
-def _parse_verdict(table: dict, w: _Where) -> Verdict:
+def _parse_verdict(table: dict[str, Any], w: _Where) -> Verdict:
     try:
         return parse_verdict(table)
     except VerdictSettingError as e:
         raise w.error(str(e), "verdict", e.key) from None
 
 
-def _parse_trust(table: dict, w: _Where) -> Trust:
+def _parse_trust(table: dict[str, Any], w: _Where) -> Trust:
     values = {}
     for key, field_name in (("max_stall", "max_stall_ns"), ("max_pacing_p99", "max_pacing_p99_ns")):
         if key in table:

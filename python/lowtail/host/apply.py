@@ -19,6 +19,7 @@ import json
 import os
 import re
 import socket
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -88,8 +89,8 @@ def normalized(compare: str, text: str | None) -> Any:
 def _takes_effect(ch: Change, current: str | None) -> bool:
     """Does the file now hold what apply wrote?"""
     if ch.compare == "controllers":
-        return normalized("controllers", ch.written) <= (normalized("controllers", current) or frozenset())
-    return normalized(ch.compare, current) == normalized(ch.compare, ch.written)
+        return bool(normalized("controllers", ch.written) <= (normalized("controllers", current) or frozenset()))
+    return bool(normalized(ch.compare, current) == normalized(ch.compare, ch.written))
 
 
 # -- what to change ---------------------------------------------------------------------------
@@ -104,7 +105,7 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
     if cpuset:
         changes += _cpuset_changes(host, plan, cpuset)
 
-    def sysctl(name: str, value: str, keep=lambda v: False) -> None:
+    def sysctl(name: str, value: str, keep: Callable[[str], bool] = lambda v: False) -> None:
         rel = "proc/sys/" + name.replace(".", "/")
         cur = root.read(rel)
         if cur is not None and cur != value and not keep(cur):
@@ -354,8 +355,8 @@ def _restored(root: SysRoot, ch: Change) -> bool:
     now = root.read(ch.path)
     if ch.compare == "controllers":  # only the controllers apply switched count
         switched = normalized("controllers", ch.written)
-        return normalized("controllers", now) & switched == normalized("controllers", ch.before) & switched
-    return normalized(ch.compare, now) == normalized(ch.compare, ch.before)
+        return bool(normalized("controllers", now) & switched == normalized("controllers", ch.before) & switched)
+    return bool(normalized(ch.compare, now) == normalized(ch.compare, ch.before))
 
 
 def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change], state: str) -> None:
@@ -385,7 +386,7 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
 # -- undo -----------------------------------------------------------------------------------
 
 
-def load_undo(path: Path) -> dict:
+def load_undo(path: Path) -> dict[str, Any]:
     """The undo file `apply` wrote, checked: a clear error when it is missing, already
     used or not one."""
     path = Path(path)
@@ -425,7 +426,7 @@ def _cpuset_path(base: str | None, kind: str, rel: str) -> bool:
     return name in CPUSET_FILES and parent == base and CPUSET_NAME.fullmatch(cpuset) is not None
 
 
-def _checked_changes(path: Path, root: SysRoot, doc: dict) -> list[Change]:
+def _checked_changes(path: Path, root: SysRoot, doc: dict[str, Any]) -> list[Change]:
     """The undo file's changes, each checked to be one apply makes: a known kind of setting,
     inside the root. One that is not refuses the whole file (an undo file is input)."""
     entries = doc.get("changes")

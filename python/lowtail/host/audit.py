@@ -7,8 +7,9 @@ was observed, why it matters — the effect in the URLLC studies — and the exa
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from lowtail.host.facts import Host, split_isolcpus
 from lowtail.host.plan import CorePlan
@@ -28,18 +29,21 @@ class Check:
     why: str
     remedy: str
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
 CheckFn = Callable[[Host, CorePlan], Check]
+# What a check's own function returns: (status, observed, expected, remedy).
+Outcome = tuple[str, str, str, str]
+CheckBody = Callable[[Host, CorePlan], Outcome]
 CHECKS: list[tuple[str, CheckFn]] = []
 
 
-def check(check_id: str, title: str, category: str, why: str):
+def check(check_id: str, title: str, category: str, why: str) -> Callable[[CheckBody], CheckFn]:
     """Register a check; the function returns (status, observed, expected, remedy)."""
 
-    def register(fn: Callable[[Host, CorePlan], tuple[str, str, str, str]]) -> CheckFn:
+    def register(fn: CheckBody) -> CheckFn:
         def run(host: Host, plan: CorePlan) -> Check:
             status, observed, expected, remedy = fn(host, plan)
             return Check(check_id, title, category, status, observed, expected, why, remedy if status != PASS else "")
@@ -50,7 +54,7 @@ def check(check_id: str, title: str, category: str, why: str):
     return register
 
 
-def _cl(cpus) -> str:
+def _cl(cpus: Iterable[int] | None) -> str:
     return format_cpulist(cpus) if cpus else "none"
 
 
@@ -93,7 +97,7 @@ def _cpulist_param(host: Host, plan: CorePlan, name: str, miss_status: str) -> t
     "Other tasks scheduled on the DuT core preempt it for whole time slices, and the DuT can be "
     "migrated; the URLLC studies isolate the packet-processing cores (JNSM 2023, Table 1; Commun. Mag. 2020, guideline vi).",
 )
-def _isolcpus(host, plan):
+def _isolcpus(host: Host, plan: CorePlan) -> Outcome:
     status = _cpulist_param(host, plan, "isolcpus", FAIL)
     if status[0] == PASS:
         flags, _ = split_isolcpus(host.params["isolcpus"] or "")
@@ -116,7 +120,7 @@ def _isolcpus(host, plan):
     "and, against constant-rate traffic, draws the aliasing patterns of Commun. Mag. 2020, §V-B and NOMS 2020, §V-C; "
     "nohz_full stops the tick on a core running a single task (JNSM 2023, Table 1).",
 )
-def _nohz_full(host, plan):
+def _nohz_full(host: Host, plan: CorePlan) -> Outcome:
     return _cpulist_param(host, plan, "nohz_full", FAIL)
 
 
@@ -127,7 +131,7 @@ def _nohz_full(host, plan):
     "RCU callbacks otherwise run in softirq context on the core that queued them; rcu_nocbs moves them "
     "to kernel threads on housekeeping cores (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2; NOMS 2020, §III-d).",
 )
-def _rcu_nocbs(host, plan):
+def _rcu_nocbs(host: Host, plan: CorePlan) -> Outcome:
     return _cpulist_param(host, plan, "rcu_nocbs", FAIL)
 
 
@@ -138,7 +142,7 @@ def _rcu_nocbs(host, plan):
     "Without polling, the DuT core wakes the offloaded RCU threads itself; rcu_nocb_poll lets them poll from "
     "housekeeping cores (JNSM 2023, Table 1 and Perf. Eval. 2024, Table 2, which spell it rcu_nocbs_poll — a name the kernel ignores).",
 )
-def _rcu_nocb_poll(host, plan):
+def _rcu_nocb_poll(host: Host, plan: CorePlan) -> Outcome:
     if "rcu_nocb_poll" in host.params:
         return PASS, "rcu_nocb_poll", "rcu_nocb_poll", ""
     if "rcu_nocbs_poll" in host.params:
@@ -158,7 +162,7 @@ def _rcu_nocb_poll(host, plan):
     "Device interrupts (NIC queues, disks) preempt whichever core handles them; irqaffinity keeps them on the "
     "housekeeping cores from boot on (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2; Commun. Mag. 2020, §III-a).",
 )
-def _irqaffinity(host, plan):
+def _irqaffinity(host: Host, plan: CorePlan) -> Outcome:
     expected = f"irqaffinity={_cl(plan.housekeeping)}"
     got = host.param_cpus("irqaffinity")
     if got is None:
@@ -174,8 +178,8 @@ def _irqaffinity(host, plan):
     return PASS, _observed_param(host, "irqaffinity"), expected, ""
 
 
-def _flag_check(name: str, value: str | None, expected_text: str | None = None):
-    def fn(host, plan):
+def _flag_check(name: str, value: str | None, expected_text: str | None = None) -> CheckBody:
+    def fn(host: Host, plan: CorePlan) -> Outcome:
         want = expected_text or (name if value is None else f"{name}={value}")
         if name in host.params and (value is None or host.params[name] == value):
             return PASS, _observed_param(host, name), want, ""
@@ -193,10 +197,10 @@ check(
 )(_flag_check("idle", "poll"))
 
 
-def _intel_only(name: str, value: str):
+def _intel_only(name: str, value: str) -> CheckBody:
     base = _flag_check(name, value)
 
-    def fn(host, plan):
+    def fn(host: Host, plan: CorePlan) -> Outcome:
         if host.vendor != "GenuineIntel":
             return SKIP, f"CPU vendor {host.vendor}: {name} has no effect", f"{name}={value}", ""
         return base(host, plan)
@@ -249,7 +253,7 @@ check(
     "boot",
     "The hard-lockup watchdog raises a perf-counter NMI on every core periodically (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2).",
 )
-def _nmi_watchdog(host, plan):
+def _nmi_watchdog(host: Host, plan: CorePlan) -> Outcome:
     runtime = host.sysctl("kernel.nmi_watchdog")
     if host.params.get("nmi_watchdog") == "0":
         return PASS, "nmi_watchdog=0", "nmi_watchdog=0", ""
@@ -280,7 +284,7 @@ check(
     "The soft-lockup detector runs a per-core watchdog and logs backtraces of long-running tasks — a polling "
     "DuT looks like one (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2).",
 )
-def _nosoftlockup(host, plan):
+def _nosoftlockup(host: Host, plan: CorePlan) -> Outcome:
     if "nosoftlockup" in host.params:
         return PASS, "nosoftlockup", "nosoftlockup", ""
     soft, watchdog = host.sysctl("kernel.soft_watchdog"), host.sysctl("kernel.watchdog")
@@ -297,7 +301,7 @@ def _nosoftlockup(host, plan):
     "Hyper-threads of one core share its functional units: work on the sibling slows the DuT (JNSM 2023, §2; NOMS 2020, §III-c); "
     "the URLLC studies disable SMT (Perf. Eval. 2024, Table 2 nosmt; Commun. Mag. 2020, guideline iii).",
 )
-def _smt(host, plan):
+def _smt(host: Host, plan: CorePlan) -> Outcome:
     active = host.root.read("sys/devices/system/cpu/smt/active")
     control = host.root.read("sys/devices/system/cpu/smt/control")
     shared = {c: s for c in plan.isolated for s in host.siblings(c) if s != c}
@@ -323,7 +327,7 @@ def _smt(host, plan):
     "Leaving a sleep state costs its exit latency, 1-40 µs on Intel CPUs (NOMS 2020, §III-c; Commun. Mag. 2020, §III-b), on the "
     "first packet after an idle moment; the URLLC studies keep cores in their most reactive state (JNSM 2023, §4.1).",
 )
-def _cstates(host, plan):
+def _cstates(host: Host, plan: CorePlan) -> Outcome:
     driver = host.root.read("sys/devices/system/cpu/cpuidle/current_driver")
     if host.params.get("idle") == "poll":
         return PASS, f"idle=poll (idle driver {driver or 'none'})", "no state deeper than polling", ""
@@ -355,7 +359,7 @@ def _cstates(host, plan):
     "Frequency scaling lowers the clock of a lightly loaded core and raises it late; disabling it improves "
     "latency beyond p99.99 by about 10 µs (JNSM 2023, §4.1; Perf. Eval. 2024, §3).",
 )
-def _cpufreq(host, plan):
+def _cpufreq(host: Host, plan: CorePlan) -> Outcome:
     seen = {c: host.cpufreq(c) for c in plan.isolated}
     if all(d is None and g is None for d, g in seen.values()):
         where = "a virtual machine: the hypervisor sets it" if host.virtual_machine else "no cpufreq driver"
@@ -387,7 +391,7 @@ def _cpufreq(host, plan):
     "Compaction and khugepaged remap memory, and every remap flushes the TLBs of all cores the process runs "
     "on: the TLB shootdowns behind the up-to-635 µs spikes of JNSM 2023, §6 and the spikes of Perf. Eval. 2024, §5.",
 )
-def _thp(host, plan):
+def _thp(host: Host, plan: CorePlan) -> Outcome:
     enabled = host.selected("sys/kernel/mm/transparent_hugepage/enabled")
     defrag = host.selected("sys/kernel/mm/transparent_hugepage/defrag")
     if enabled is None:
@@ -411,7 +415,7 @@ def _thp(host, plan):
     "KSM scans and merges pages in the background, remapping them: TLB shootdowns on the DuT cores "
     "(JNSM 2023, §6, after Rigtorp).",
 )
-def _ksm(host, plan):
+def _ksm(host: Host, plan: CorePlan) -> Outcome:
     run = host.root.read("sys/kernel/mm/ksm/run")
     if run is None:
         return PASS, "no KSM in this kernel", "run = 0", ""
@@ -426,7 +430,7 @@ def _ksm(host, plan):
     "runtime",
     "Every stat_interval seconds (default 1) a vmstat work item runs on every core; the URLLC studies set 3600 s (JNSM 2023, §4.1).",
 )
-def _vm_stat_interval(host, plan):
+def _vm_stat_interval(host: Host, plan: CorePlan) -> Outcome:
     value = host.sysctl("vm.stat_interval")
     if value is None:
         return SKIP, "vm.stat_interval not readable", "3600", ""
@@ -447,7 +451,7 @@ def _vm_stat_interval(host, plan):
     "real-time tuning turns it off (not in the URLLC studies' tables; it removes another source of the interrupts "
     "they trace spikes to).",
 )
-def _timer_migration(host, plan):
+def _timer_migration(host: Host, plan: CorePlan) -> Outcome:
     value = host.sysctl("kernel.timer_migration")
     if value is None:
         return SKIP, "kernel.timer_migration not present", "0", ""
@@ -463,7 +467,7 @@ def _timer_migration(host, plan):
     "A device interrupt handled on the DuT core preempts the packet processing (Commun. Mag. 2020, §III-a; NOMS 2020, §III-b); every "
     "IRQ should be confined to housekeeping cores.",
 )
-def _irq_affinity(host, plan):
+def _irq_affinity(host: Host, plan: CorePlan) -> Outcome:
     iso = set(plan.isolated)
     irqs = host.irqs
     if not irqs:
@@ -514,7 +518,7 @@ def _irq_affinity(host, plan):
     "runtime",
     "irqbalance rewrites IRQ affinities every few seconds and undoes irqaffinity and `lowtail host apply`.",
 )
-def _irqbalance(host, plan):
+def _irqbalance(host: Host, plan: CorePlan) -> Outcome:
     if "irqbalance" in host.processes:
         return (
             FAIL,
@@ -533,7 +537,7 @@ def _irqbalance(host, plan):
     "A boot parameter the kernel does not act on gives false confidence: JNSM 2023, §4.1 found nohz_full silently "
     "ignored by Debian's kernels, built without CONFIG_NO_HZ_FULL.",
 )
-def _isolation_in_effect(host, plan):
+def _isolation_in_effect(host: Host, plan: CorePlan) -> Outcome:
     problems, seen = [], []
     asked_iso = host.param_cpus("isolcpus")
     if asked_iso:
@@ -578,7 +582,7 @@ def _isolation_in_effect(host, plan):
     "The RT kernel bounded the tail: maximum 110-140 µs against 510-1000 µs for vanilla and nohz kernels "
     "(Perf. Eval. 2024, §5), and no 600 µs TLB-shootdown spikes (JNSM 2023, §6); Commun. Mag. 2020, guideline v.",
 )
-def _kernel_rt(host, plan):
+def _kernel_rt(host: Host, plan: CorePlan) -> Outcome:
     cfg = host.kernel_config or {}
     model = next(
         (
@@ -606,7 +610,7 @@ def _kernel_rt(host, plan):
     "nohz_full only works in a kernel built with CONFIG_NO_HZ_FULL (and CONFIG_RCU_NOCB_CPU for rcu_nocbs); "
     "Debian's vanilla and RT kernels are not (JNSM 2023, §4.1).",
 )
-def _nohz_full_support(host, plan):
+def _nohz_full_support(host: Host, plan: CorePlan) -> Outcome:
     cfg = host.kernel_config
     if cfg is None:
         if host.nohz_full_in_effect is not None:
@@ -636,7 +640,7 @@ def _nohz_full_support(host, plan):
     "Timestamps are taken all the time (by the DuT, the kernel, lowtail); tsc (or kvm-clock in a VM) is read in "
     "user space in nanoseconds, hpet and acpi_pm cost microseconds per read. The URLLC studies rely on the TSC (JNSM 2023, Table 1).",
 )
-def _clocksource(host, plan):
+def _clocksource(host: Host, plan: CorePlan) -> Outcome:
     cs = host.root.read("sys/devices/system/clocksource/clocksource0/current_clocksource")
     if cs is None:
         return SKIP, "clocksource not readable", "tsc", ""
@@ -658,7 +662,7 @@ def _clocksource(host, plan):
     "A cgroup v2 cpuset partition can give the DuT's container cores nothing else runs on — the URLLC studies' container "
     "configuration (Perf. Eval. 2024, §3: reserving cores exclusively, no load balancing).",
 )
-def _cgroup_version(host, plan):
+def _cgroup_version(host: Host, plan: CorePlan) -> Outcome:
     layout = host.cgroup_layout
     if layout == "v2":
         return PASS, "cgroup v2 (unified)", "cgroup v2", ""
@@ -684,7 +688,7 @@ def _cgroup_version(host, plan):
     "A NIC on another socket means every packet crosses the interconnect; pin the NF to cores of the NIC's node "
     "(Commun. Mag. 2020, §III-b).",
 )
-def _nic_numa(host, plan):
+def _nic_numa(host: Host, plan: CorePlan) -> Outcome:
     nodes = host.numa_nodes
     nics = host.nics
     if not nics:
@@ -699,7 +703,7 @@ def _nic_numa(host, plan):
             FAIL,
             f"{desc}; DuT cores on node {_cl(dut_nodes)}",
             "same node",
-            f"choose DuT cores on node {far[0].numa_node} (its CPUs: {_cl(nodes.get(far[0].numa_node, ()))}) "
+            f"choose DuT cores on node {far[0].numa_node} (its CPUs: {_cl(nodes.get(far[0].numa_node, ()) if far[0].numa_node is not None else ())}) "
             f"or move the NIC to a slot of node {_cl(dut_nodes)}",
         )
     return PASS, f"{desc}; DuT cores on node {_cl(dut_nodes)}", "same node", ""
@@ -712,7 +716,7 @@ def _nic_numa(host, plan):
     "The last-level cache is shared: other cores evict the DuT's lines. Intel CAT partitions it (Commun. Mag. 2020, §III-b and "
     "guideline iv; JNSM 2023, §4.1).",
 )
-def _resctrl(host, plan):
+def _resctrl(host: Host, plan: CorePlan) -> Outcome:
     flags = host.cpu_flags
     capable = bool(flags & {"cat_l3", "cat_l2", "rdt_a"})
     mounted = host.root.exists("sys/fs/resctrl/info")
@@ -743,7 +747,7 @@ def run_audit(host: Host, plan: CorePlan, only: set[str] | None = None) -> list[
     return [fn(host, plan) for cid, fn in CHECKS if only is None or cid in only]
 
 
-def score(checks: list[Check]) -> dict:
+def score(checks: list[Check]) -> dict[str, Any]:
     """Share of applicable checks passed, a warning counting half: 100 is a host tuned as
     the URLLC studies tune theirs."""
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
@@ -759,7 +763,7 @@ def score(checks: list[Check]) -> dict:
     }
 
 
-def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> dict:
+def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> dict[str, Any]:
     """What `lowtail host audit --json` prints and the database stores."""
     return {
         "host": socket.gethostname() if host.root.live else str(host.root.root),

@@ -200,6 +200,7 @@ class InterruptSampler:
 
     def _record(self, t: int, table: InterruptTable) -> None:
         prev_t = self.sample_times_ns[-1]
+        assert self.last is not None  # the first sample is taken before any is recorded
         for (cpu, kind), d in diff(self.last, table).items():
             self.samples.append(InterruptSample(t, cpu, kind, d, t - prev_t))
         self.sample_times_ns.append(t)

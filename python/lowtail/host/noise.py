@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from lowtail.host.energy import EnergyMeter
 from lowtail.host.facts import Host
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts
 from lowtail.host.sysroot import SysRoot, format_cpulist
+
+if TYPE_CHECKING:
+    from lowtail.store import DbPath
 
 # A kind counts as steady (a clock: LOC, IWI) when its count per interval varies this little;
 # steady kinds cannot be told apart by regression and share one duration.
@@ -80,10 +83,10 @@ def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) 
     with tempfile.TemporaryDirectory(prefix="lowtail-noise-") as tmp:
         cmd = [
             str(binary),
-            "--cpus",
+            "--cpu",
             format_cpulist(opts.cpus),
-            "--duration-ns",
-            str(opts.duration_ns),
+            "--duration",
+            f"{opts.duration_ns}ns",
             "--threshold-ns",
             str(opts.threshold_ns),
             "--top",
@@ -96,7 +99,7 @@ def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) 
         if housekeeping is not None:
             cmd += ["--main-cpu", str(housekeeping)]
         if opts.fifo is not None:
-            cmd += ["--fifo", str(opts.fifo)]
+            cmd += ["--rt-priority", str(opts.fifo)]
         energy = EnergyMeter().start()
         if opts.interrupts and opts.sample_interval_ns:
             sampler = InterruptSampler(opts.sample_interval_ns / 1e9, housekeeping).start()
@@ -129,13 +132,13 @@ def _read_gaps(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_result(
-    probe: dict,
+    probe: dict[str, Any],
     gaps: dict[int, tuple[np.ndarray, np.ndarray]],
     samples: list[InterruptSample],
     sampler: InterruptSampler | None,
     opts: NoiseOptions,
     housekeeping: int | None,
-    energy: dict,
+    energy: dict[str, Any],
     host: Host,
 ) -> dict[str, Any]:
     """The noise document from the probe's output, its gaps and the interrupt samples:
@@ -171,7 +174,7 @@ def build_result(
                 "largest",
             )
         }
-        if before is not None:
+        if before is not None and after is not None:
             per_kind = exclusive({kind: n for (c, kind), n in counts.items() if c == cpu})
             intervals = _intervals(samples, sampler, cpu, core["start_ns"], core["start_ns"] + core["duration_ns"])
             t, lengths = gaps[cpu]
@@ -287,7 +290,12 @@ def attribute(
     }
 
 
-def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
+def _regress(
+    gap_t: np.ndarray,
+    gap_len: np.ndarray,
+    counts: dict[str, int],
+    intervals: list[tuple[int, int, dict[str, int]]],
+) -> dict[str, Any] | None:
     from scipy.optimize import nnls
 
     kinds = sorted(counts)
@@ -321,3 +329,31 @@ def _regress(gap_t, gap_len, counts, intervals) -> dict[str, Any] | None:
         "intervals": len(intervals),
         "explained_share": min(1.0, fitted / total) if total else 0.0,
     }
+
+
+def default_cpus() -> list[int]:
+    """The cores to probe when none are named: the isolated ones of this host's core plan
+    (isolcpus of the boot command line, else every CPU but the first)."""
+    from lowtail.host.plan import resolve_plan
+
+    return list(resolve_plan(Host(SysRoot("/"))).isolated)
+
+
+def noise_and_store(
+    opts: NoiseOptions,
+    db: DbPath,
+    *,
+    save: bool = True,
+    label: str | None = None,
+    warn: Callable[[str], None] = lambda m: None,
+) -> dict[str, Any]:
+    """The noise probe of `opts` (`run_noise`), stored in the database at `db` when `save`
+    (opened only once the probe is over); the document then carries its `noise_run_id`."""
+    result = run_noise(opts, warn=warn)
+    if save:
+        from lowtail.store import open_store
+        from lowtail.store.host import save_noise_run
+
+        with open_store(db) as s:
+            result["noise_run_id"] = save_noise_run(s, result, label=label)
+    return result

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.host.facts import Host
@@ -22,7 +23,7 @@ class CorePlan:
     isolated: tuple[int, ...]
     source: str  # where the plan came from, for messages
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"housekeeping": list(self.housekeeping), "isolated": list(self.isolated), "source": self.source}
 
     def __str__(self) -> str:
@@ -45,13 +46,14 @@ def resolve_plan(host: Host, housekeeping: str | None = None, isolated: str | No
         else:
             iso, source = present - {min(present)}, "default"
     for name, cpus in (("--housekeeping", hk), ("--isolated", iso)):
-        missing = sorted((cpus or set()) - present)
+        missing = sorted(set(cpus or ()) - present)
         if missing:
             raise UserError(
                 f"{name}: CPU {format_cpulist(missing)} does not exist on {host.root} "
                 f"(its CPUs are {format_cpulist(present)})"
             )
     if hk is None:
+        assert iso is not None  # both missing took the branch above
         hk = present - iso
     if iso is None:
         iso = present - hk
@@ -114,7 +116,7 @@ def boot_params(plan: CorePlan, vendor: str) -> list[BootParam]:
 _HOST_ONLY = {"nosmt", "intel_idle.max_cstate", "intel_pstate"}
 
 
-def guest_cmdline(vcpus: int) -> dict:
+def guest_cmdline(vcpus: int) -> dict[str, Any]:
     """The same latency-optimised parameters for a VM DuT's guest kernel with `vcpus`
     virtual CPUs: vCPU 0 for housekeeping, the others isolated (lowtail-fwd runs on the
     last); what the experiment file's `guest_cmdline` takes."""
@@ -161,7 +163,7 @@ def grub_base(host: Host) -> tuple[list[str], str]:
     return words, "proc/cmdline"
 
 
-def kernel_cmdline(host: Host, plan: CorePlan) -> dict:
+def kernel_cmdline(host: Host, plan: CorePlan) -> dict[str, Any]:
     """The plan's parameters, and the GRUB line that keeps everything else the host has."""
     params = boot_params(plan, host.vendor)
     ours = {p.name.replace("-", "_") for p in params}

@@ -10,6 +10,7 @@ import json
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from lowtail import __version__
 from lowtail.errors import UserError
@@ -22,7 +23,7 @@ from lowtail.host.sysroot import SysRoot
 MANIFEST = "lowtail-snapshot.json"
 
 
-def write_snapshot(dest: Path, source: str | Path | None = None) -> dict:
+def write_snapshot(dest: Path, source: str | Path | None = None) -> dict[str, Any]:
     """Copy into `dest` every /proc and /sys file an audit of the host reads (a sysroot to
     audit elsewhere with --sysroot); returns what was written."""
     dest = Path(dest)

@@ -8,6 +8,7 @@ runs the audit on the live host and copies exactly those files."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 from lowtail.errors import UserError
@@ -131,9 +132,10 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
     return sorted(cpus)
 
 
-def format_cpulist(cpus: list[int] | set[int] | tuple[int, ...]) -> str:
+def format_cpulist(cpus: Iterable[int]) -> str:
     """[0, 1, 2, 5] → "0-2,5" (what the kernel writes and accepts)."""
-    out, run = [], []
+    out: list[str] = []
+    run: list[int] = []
     for c in sorted(set(cpus)):
         if run and c == run[-1] + 1:
             run.append(c)
@@ -152,7 +154,7 @@ def cpumask_to_cpus(mask: str) -> list[int]:
     return [i for i in range(value.bit_length()) if value >> i & 1]
 
 
-def cpus_to_cpumask(cpus: list[int] | set[int]) -> str:
+def cpus_to_cpumask(cpus: Iterable[int]) -> str:
     """CPUs as a hex cpumask, as /proc/irq/*/smp_affinity takes it."""
     value = 0
     for c in cpus:

@@ -14,6 +14,7 @@ which is why restarting the load generator (a few ppm of rate) changes the pictu
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -22,10 +23,12 @@ from typing import Any
 import numpy as np
 
 from lowtail import series
+from lowtail.documents import AliasingDocument
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store
+from lowtail.store.models import save_model
 from lowtail.store.runs import run_figures
 
 _CHUNK = 1 << 20
@@ -183,6 +186,7 @@ def fit_interrupt_clock(
                 rank = err - (_LOCKED_PREFERENCE_NS if fixed is not None else 0.0)
                 if best is None or rank < best[0]:
                     best = (rank, err, trial, fixed is not None)
+    assert best is not None  # at least one trial is made
     _, err, fitted, locked = best
     # Report the first interrupt after the first packet: moving the phase back by j
     # periods renumbers the interrupts, so the duration cycle moves with it.
@@ -302,7 +306,7 @@ def with_measurement(spec: AliasingSpec, measured: dict[str, Any]) -> None:
 
 def aliasing_model(
     spec: AliasingSpec, measured: dict[str, Any] | None = None, fit: bool = True, max_ppm: float = 500.0
-) -> dict[str, Any]:
+) -> AliasingDocument:
     """The aliasing pattern of `spec`; with a measurement and `fit`, the interrupt clock is
     first fitted to its delayed packets (and `spec` takes the fitted frequency and phase).
     The document `lowtail model aliasing --json` prints."""
@@ -313,3 +317,58 @@ def aliasing_model(
         spec.irq_rate_hz, spec.irq_phase_ns = fitted["irq_rate_hz"], fitted["irq_phase_ns"]
         spec.duration_offset = fitted["duration_offset"]
     return {"model": simulate(spec), "fit": fitted, "measured": measured, "partial": False}
+
+
+@dataclass(frozen=True)
+class AliasingOptions:
+    """The pattern to simulate: the interrupts, the packet's service and the traffic of
+    `spec`; with `run` (12, run:12, analysis:7) the traffic's rate, span and median come from
+    that stored run (unless given here) and, with `fit`, the interrupt clock is fitted to it
+    within ± `max_ppm`."""
+
+    spec: AliasingSpec = field(default_factory=AliasingSpec)
+    run: str | None = None
+    fit: bool = True
+    max_ppm: float = 500.0
+    rate_pps: float | None = None
+    duration_s: float | None = None
+    base_latency_ns: float | None = None
+
+
+def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool = True) -> AliasingDocument:
+    """The aliasing model of `opts` (`aliasing_model`, against its run when it names one),
+    stored as an `aliasing` model result when `save` (the document then carries its `model_id`)."""
+    spec = dataclasses.replace(opts.spec, irq_durations_ns=list(opts.spec.irq_durations_ns))
+    measured: dict[str, Any] | None = None
+    keys: dict[str, Any] = {}
+    if opts.run is not None:
+        if store is None:
+            raise UserError("--run needs the database (--db)")
+        measured, keys = measured_worst(store, opts.run)
+        with_measurement(spec, measured)
+    if opts.rate_pps is not None:
+        spec.rate_pps = opts.rate_pps
+    if opts.duration_s is not None:
+        spec.duration_s = opts.duration_s
+    if opts.base_latency_ns is not None:
+        spec.base_latency_ns = opts.base_latency_ns
+    doc = aliasing_model(spec, measured, opts.fit, opts.max_ppm)
+    if save:
+        if store is None:
+            raise UserError("storing the model needs the database (--db)")
+        inputs = {
+            "irq_rate_hz": opts.spec.irq_rate_hz,
+            "irq_durations_ns": opts.spec.irq_durations_ns,
+            "run": opts.run,
+            "fit": opts.fit,
+        }
+        doc["model_id"] = save_model(
+            store,
+            "aliasing",
+            inputs,
+            doc,
+            source=keys.get("source"),
+            run_id=keys.get("run_id"),
+            analysis_id=keys.get("analysis_id"),
+        )
+    return doc

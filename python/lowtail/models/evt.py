@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -28,9 +28,11 @@ from typing import Any
 import numpy as np
 
 from lowtail import percentiles, series
+from lowtail.documents import EvtDocument
 from lowtail.errors import Failure, UserError
 from lowtail.models import gpd
-from lowtail.store.models import SeriesSource
+from lowtail.store.db import Store
+from lowtail.store.models import SeriesSource, save_model, series_source
 from lowtail.units import format_ns
 
 # Quantiles are exact (Fractions): a threshold is a rank, and a float ranks one too high
@@ -103,25 +105,8 @@ class SeriesInfo:
 def open_series(path: str | Path) -> tuple[Any, SeriesInfo]:
     """A Parquet file with the PRE times and latencies of a matched series (what
     `lowtail analyze --export` writes)."""
-    import pyarrow.parquet as pq
-
-    path = Path(path)
-    if not path.exists():
-        raise UserError(f"{path}: no such file")
-    try:
-        # No pre-buffering (it holds hundreds of MB of column chunks ahead of the reader) and
-        # buffered reads within a column chunk: memory stays at a few batches.
-        pf = pq.ParquetFile(path, pre_buffer=False, buffer_size=1 << 20)
-    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
-        raise UserError(f"{path}: not a Parquet file ({str(e).splitlines()[0]})") from None
-    names = set(pf.schema_arrow.names)
-    missing = [c for c in (series.PRE_TS, series.LATENCY) if c not in names]
-    if missing:
-        raise UserError(
-            f"{path}: no column {', '.join(missing)} (expected the matched series that "
-            f"`lowtail analyze --export` writes: {series.columns_text()})"
-        )
-    return pf, SeriesInfo(str(path), pf.metadata.num_rows)
+    pf = series.open_series(path, (series.PRE_TS, series.LATENCY))
+    return pf, SeriesInfo(str(Path(path)), pf.metadata.num_rows)
 
 
 def iter_series(pf: Any, info: SeriesInfo) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
@@ -284,7 +269,7 @@ def return_level(m: float, u: float, zeta: float, sigma: float, xi: float) -> fl
     mz = max(mz, 1.0)
     if abs(xi) < 1e-9:
         return u + sigma * math.log(mz)
-    return u + sigma / xi * (mz**xi - 1.0)
+    return float(u + sigma / xi * (mz**xi - 1.0))
 
 
 def _return_level_se(m: float, zeta: float, n_fit: int, fit: gpd.GpdFit) -> float | None:
@@ -349,7 +334,7 @@ def evt_model(
     opts: EvtOptions | None = None,
     rate_pps: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     """Fit, choose, extrapolate and validate; returns the document `lowtail model evt --json` prints."""
     from scipy import stats as sstats
 
@@ -389,12 +374,13 @@ def evt_model(
             counter = ExceedanceCounter(model["_levels"], opts.decluster_packets)
             val_top = TopValues(min(1_000_000, 4 * model["exceedances"] + 100))
         if cut < len(values):
+            assert counter is not None and val_top is not None  # made once the fit part was read
             counter.add(row + cut - n_fit, values[cut:])
             val_top.add(values[cut:])
         if on_progress:
             on_progress(row + len(values), n)
     assert model is not None and counter is not None and val_top is not None
-    span_ns = (last_time - first_time) if first_time is not None else 0
+    span_ns = (last_time - first_time) if first_time is not None and last_time is not None else 0
     measured_rate = (n - 1) / (span_ns / 1e9) if span_ns > 0 else None
     return _document(
         info,
@@ -417,7 +403,7 @@ def evt_of_source(
     opts: EvtOptions | None = None,
     rate_pps: float | None = None,
     on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     """`evt_model` of a series found by `series_source`, named after it, and partial when
     the analysis it comes from is."""
     doc = evt_model(src.path, opts, rate_pps=rate_pps, on_progress=on_progress)
@@ -425,6 +411,31 @@ def evt_of_source(
     if src.partial:
         doc["partial"] = True
         doc["partial_reasons"].append("the analysis the series comes from is partial")
+    return doc
+
+
+def evt_and_store(
+    store: Store | None,
+    source: str,
+    opts: EvtOptions | None = None,
+    *,
+    rate_pps: float | None = None,
+    save: bool = True,
+    label: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> EvtDocument:
+    """The EVT model of `source` — a Parquet series file, a run id (12, run:12) or
+    analysis:ID (`series_source`; a stored one needs `store`) — stored as an `evt` model
+    result linked to its run or analysis when `save` (the document then carries its `model_id`)."""
+    src = series_source(store, source)
+    doc = evt_of_source(src, opts, rate_pps=rate_pps, on_progress=on_progress)
+    if save:
+        if store is None:
+            raise UserError("storing the model needs the database (--db)")
+        inputs = {"input": source, "series": src.path, **doc["options"], "rate": rate_pps}
+        doc["model_id"] = save_model(
+            store, "evt", inputs, doc, label=label, run_id=src.run_id, analysis_id=src.analysis_id, source=src.label
+        )
     return doc
 
 
@@ -442,6 +453,7 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
         raise Failure(f"the GPD fit did not converge at any threshold ({reasons})")
     chosen = min(usable, key=lambda f: (f.js_divergence, f.percentile))
     zeta = chosen.exceedances / n_fit
+    assert chosen.sigma_ns is not None and chosen.xi is not None  # a usable fit has both
     levels = [return_level(n_val, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
     levels += [
         return_level(n_val / 10, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
@@ -519,7 +531,7 @@ def _document(
     measured_rate: float | None,
     fit_end_time: int | None,
     first_time: int | None,
-) -> dict[str, Any]:
+) -> EvtDocument:
     chosen: ThresholdFit = model["chosen"]
     fit: gpd.GpdFit = chosen.fit
     top_fit_max = model.get("_top_max")
@@ -566,7 +578,7 @@ def _document(
         partial_reasons.append("the information matrix is singular: no confidence intervals")
     if stationarity["adf_p"] is None:
         partial_reasons.append("stationarity not tested: " + stationarity["note"])
-    doc = {
+    doc: EvtDocument = {
         "input": info.path,
         "samples": n,
         "fit_samples": n_fit,
@@ -602,6 +614,8 @@ def _document(
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
         "options": {k: _jsonable(v) for k, v in asdict(opts).items()},
+        "warnings": [],
+        "credible": True,
     }
     observed = max(int(top_fit_max or 0), int(validation["max_ns"] or 0))
     doc["warnings"] = credibility_warnings(doc, observed)
@@ -613,7 +627,7 @@ def _document(
 FAR_BEYOND_OBSERVED = 100
 
 
-def credibility_warnings(doc: dict[str, Any], observed_max_ns: int) -> list[str]:
+def credibility_warnings(doc: Mapping[str, Any], observed_max_ns: int) -> list[str]:
     """Why a fitted tail model is not to be believed, in words (empty: nothing found):
     ξ ≥ 1 (the fitted tail has no finite mean) or ξ ≥ 0.5 (no finite variance: the Wald
     intervals of its return levels mean little), intervals that reach below zero latency,
@@ -693,6 +707,7 @@ def _plot_data(
     curve = []
     for m in periods:
         x = return_level(m, u, zeta, fit.sigma, fit.xi)
+        assert x is not None  # m ≥ 1/ζ: at least one exceedance on average
         se = _return_level_se(m, zeta, n_fit, fit)
         curve.append([float(m), x, None if se is None else x - z * se, None if se is None else x + z * se])
     # QQ: empirical exceedances against model quantiles at plotting positions i/(n+1).

@@ -143,10 +143,13 @@ def _regularity_note(xi: float) -> str:
     return ""
 
 
-def _covariance(y: np.ndarray, sigma: float, xi: float):
+def _covariance(y: np.ndarray, sigma: float, xi: float) -> tuple[tuple[float, float], tuple[float, float]] | None:
     """Inverse of the observed information, by central differences of the log-likelihood."""
     hs, hx = 1e-4 * sigma, 1e-4
-    f = lambda s, x: log_likelihood(y, s, x)  # noqa: E731
+
+    def f(s: float, x: float) -> float:
+        return log_likelihood(y, s, x)
+
     f0 = f(sigma, xi)
     fss = (f(sigma + hs, xi) - 2 * f0 + f(sigma - hs, xi)) / hs**2
     fxx = (f(sigma, xi + hx) - 2 * f0 + f(sigma, xi - hx)) / hx**2
@@ -164,13 +167,13 @@ def quantile(p: np.ndarray | float, sigma: float, xi: float) -> np.ndarray:
     """Exceedance y with F(y) = p."""
     p = np.asarray(p, dtype=np.float64)
     if abs(xi) < _XI_ZERO:
-        return -sigma * np.log1p(-p)
-    return sigma / xi * (np.power(1.0 - p, -xi) - 1.0)
+        return np.asarray(-sigma * np.log1p(-p))
+    return np.asarray(sigma / xi * (np.power(1.0 - p, -xi) - 1.0))
 
 
 def cdf(y: np.ndarray, sigma: float, xi: float) -> np.ndarray:
     """The GPD(σ, ξ) distribution function at `y`."""
-    return stats.genpareto.cdf(y, xi, loc=0.0, scale=sigma)
+    return np.asarray(stats.genpareto.cdf(y, xi, loc=0.0, scale=sigma))
 
 
 def sample(n: int, sigma: float, xi: float, rng: np.random.Generator) -> np.ndarray:

@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
+from lowtail.documents import KneeDocument
 from lowtail.errors import UserError
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, save_model, sweep_points
+from lowtail.store.runs import experiment as experiment_of
+from lowtail.store.runs import latest_swept_experiment
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class SweepPoint:
         return self.lost / self.sent if self.sent else 1.0
 
 
-def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_limit: float = 10.0) -> dict[str, Any]:
+def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_limit: float = 10.0) -> KneeDocument:
     """Per rate, the worst of its runs and whether it is overloaded (and why); the knee is
     the first overloaded rate, `last_ok_pps` the last rate before it that is not."""
     by_rate: dict[float, list[SweepPoint]] = defaultdict(list)
@@ -111,7 +113,7 @@ def sweep_knees(
     *,
     save: bool = True,
     min_rates: int = 1,
-) -> list[dict[str, Any]]:
+) -> list[KneeDocument]:
     """The knee of each DuT's sweep in a stored experiment (DuTs swept over fewer than
     `min_rates` rates are left out), with the predicted R_max beside it: `r_max`, else the
     latest stored overload model of that experiment and DuT. Stored as `knee` model results
@@ -123,11 +125,11 @@ def sweep_knees(
         if len({p.rate_pps for p in points}) < min_rates:
             continue
         doc = find_knee(points, loss_limit_percent / 100.0, growth_limit)
-        doc.update(experiment_id=experiment_id, dut=name, r_max_pps=r_max, r_max_model_id=None)
+        doc["experiment_id"], doc["dut"], doc["r_max_pps"], doc["r_max_model_id"] = experiment_id, name, r_max, None
         if r_max is None:
             overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=name)
             if overload:
-                doc.update(r_max_pps=overload["result"]["r_max_pps"], r_max_model_id=overload["model_id"])
+                doc["r_max_pps"], doc["r_max_model_id"] = overload["result"]["r_max_pps"], overload["model_id"]
         if save:
             doc["model_id"] = save_model(
                 store,
@@ -140,6 +142,36 @@ def sweep_knees(
             )
         docs.append(doc)
     return docs
+
+
+@dataclass(frozen=True)
+class KneeOptions:
+    """Which stored sweep, and when a rate counts as overloaded."""
+
+    experiment: int | str = "latest"  # an id, or the newest experiment with a valid run of a DuT
+    dut: str | None = None  # one DuT of it [default: each]
+    loss_limit_percent: float = 1.0  # loss above this is overload
+    growth: float = 10.0  # ... and so is a p99 above this multiple of the lowest rate's
+    r_max: float | None = None  # the predicted R_max [default: the latest stored overload model]
+
+
+@dataclass(frozen=True)
+class Knees:
+    """The knees of one experiment's sweeps: one document per DuT."""
+
+    experiment_id: int
+    documents: list[KneeDocument]
+
+
+def knee_and_store(store: Store, opts: KneeOptions, *, save: bool = True) -> Knees:
+    """The knee of each DuT's sweep in the experiment `opts` names (`sweep_knees`), stored
+    as `knee` model results when `save` (each document then carries its `model_id`)."""
+    if opts.experiment == "latest":
+        experiment = latest_swept_experiment(store)
+    else:
+        experiment = int(experiment_of(store, opts.experiment)["experiment_id"])
+    docs = sweep_knees(store, experiment, opts.dut, opts.loss_limit_percent, opts.growth, opts.r_max, save=save)
+    return Knees(experiment, docs)
 
 
 def store_sweep_knees(store: Store, experiment_id: int) -> None:

@@ -15,8 +15,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from lowtail.documents import OverloadDocument
 from lowtail.errors import UserError
 from lowtail.store.db import Store
+from lowtail.store.models import save_model
 from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import parse_duration_ns
 
@@ -55,7 +57,7 @@ def parse_interrupt(text: str) -> InterruptLoad:
     return InterruptLoad(rate, duration, m.group("kind") or "")
 
 
-def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[InterruptLoad]) -> dict[str, Any]:
+def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[InterruptLoad]) -> OverloadDocument:
     """R_max and the figures behind it. t_transfer_ns is the bare forwarder's median
     (the URLLC studies' 2·t_transfer), t_e2e_ns the application's median."""
     irqs = list(interrupts)
@@ -133,6 +135,64 @@ def _noise_profile(path: Path, cores: list[Any], cpu: int | None) -> list[Interr
     return loads
 
 
+# The statistics a stored run's median may be taken as: the URLLC studies' median, or the
+# minimum (the uncontended path, when a busy host queues even the lowest rate).
+STATISTICS = ("p50", "min")
+
+
+@dataclass(frozen=True)
+class OverloadOptions:
+    """What the overload model is computed from: each median given (ns) or taken from a
+    stored run, and the interrupt loads on the core."""
+
+    t_transfer_ns: int | None = None  # the bare forwarder's median (2·t_transfer)
+    t_e2e_ns: int | None = None  # the application's median
+    baseline_run: int | None = None  # ... or the bare forwarder's stored run
+    app_run: int | None = None  # ... or the application's (the result is linked to its experiment and DuT)
+    statistic: str = "p50"  # of a stored run: p50 or min
+    interrupts: tuple[InterruptLoad, ...] = ()
+
+    def check(self) -> None:
+        """UserError unless each median has exactly one source and the statistic is known."""
+        if (self.t_transfer_ns is None) == (self.baseline_run is None):
+            raise UserError("give the bare forwarder's median as --t-transfer or --baseline-run (one of them)")
+        if (self.t_e2e_ns is None) == (self.app_run is None):
+            raise UserError("give the application's median as --t-e2e or --app-run (one of them)")
+        if self.statistic not in STATISTICS:
+            raise UserError(f"--statistic {self.statistic!r}: {' or '.join(STATISTICS)}")
+
+    @property
+    def reads_runs(self) -> bool:
+        """Whether a median comes from a stored run (the database is then needed)."""
+        return self.baseline_run is not None or self.app_run is not None
+
+
+def overload_and_store(
+    store: Store | None, opts: OverloadOptions, *, save: bool = True, label: str | None = None
+) -> OverloadDocument:
+    """The overload model of `opts` (`overload_of_runs`), stored as an `overload` model
+    result when `save` (the document then carries its `model_id`)."""
+    opts.check()
+    doc, keys = overload_of_runs(
+        store, opts.t_transfer_ns, opts.t_e2e_ns, opts.baseline_run, opts.app_run, opts.statistic, opts.interrupts
+    )
+    if save:
+        doc["model_id"] = save_model(_needs(store), "overload", asdict(opts), doc, label=label, **keys)
+    return doc
+
+
+def _needs(store: Store | None) -> Store:
+    if store is None:
+        raise UserError("a stored run needs the database (--db)")
+    return store
+
+
+def _given(value: int | None, options: str) -> int:
+    if value is None:
+        raise UserError(f"give {options}")
+    return value
+
+
 def overload_of_runs(
     store: Store | None,
     t_transfer_ns: int | None,
@@ -141,15 +201,19 @@ def overload_of_runs(
     app_run: int | None,
     statistic: str,
     interrupts: Iterable[InterruptLoad],
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[OverloadDocument, dict[str, Any]]:
     """The overload model with each median given, or taken from a stored run (its
     `statistic`: p50, or min for the uncontended path). Returns the document and, when the
     application's median comes from a run, the experiment, DuT and run to link it to."""
     keys: dict[str, Any] = {}
-    base = t_transfer_ns if t_transfer_ns is not None else run_latency(store, baseline_run, statistic)
+    if t_transfer_ns is not None:
+        base = t_transfer_ns
+    else:
+        base = run_latency(_needs(store), _given(baseline_run, "--t-transfer or --baseline-run"), statistic)
     if t_e2e_ns is not None:
         e2e = t_e2e_ns
     else:
+        store, app_run = _needs(store), _given(app_run, "--t-e2e or --app-run")
         e2e = run_latency(store, app_run, statistic)
         run = run_figures(store, app_run)
         keys = {"experiment_id": run["experiment_id"], "dut_name": run["dut_name"], "run_id": app_run}

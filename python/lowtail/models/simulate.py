@@ -8,7 +8,7 @@ import itertools
 import json
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -16,8 +16,10 @@ from typing import Any
 import numpy as np
 
 from lowtail import _native, percentiles, series
-from lowtail.errors import UserError
+from lowtail.documents import SimulateDocument
+from lowtail.errors import Failure, UserError
 from lowtail.store.db import Store, latency_column
+from lowtail.store.models import save_model
 from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import format_rate, parse_duration_ns
 
@@ -26,7 +28,8 @@ _DROPPED = np.iinfo(np.int64).min
 
 def defaults() -> dict[str, Any]:
     """The device model's fields and their defaults, from lowtail-sim."""
-    return json.loads(_native.simulate_defaults())
+    found: dict[str, Any] = json.loads(_native.simulate_defaults())
+    return found
 
 
 @dataclass
@@ -38,11 +41,11 @@ class Outcome:
 
     @property
     def delivered(self) -> np.ndarray:
-        return self.departure_ns != _DROPPED
+        return np.asarray(self.departure_ns != _DROPPED)
 
     def latencies(self) -> np.ndarray:
         ok = self.delivered
-        return self.departure_ns[ok] - self.arrival_ns[ok]
+        return np.asarray(self.departure_ns[ok] - self.arrival_ns[ok])
 
 
 def run(spec: dict[str, Any]) -> Outcome:
@@ -257,7 +260,10 @@ def simulate_cases(
         outcome = run(spec)
         fitted_base = None
         if measured_run is not None and "base_latency_ns" not in base:
-            fitted_base = int(measured_run["lat_p50_ns"]) - latency_figures(outcome.latencies())["p50"]
+            simulated = latency_figures(outcome.latencies())
+            if simulated is None:
+                raise Failure("the model delivered no packet: there is no median to fit the base latency at")
+            fitted_base = int(measured_run["lat_p50_ns"]) - simulated["p50"]
             spec["base_latency_ns"] = fitted_base
             outcome = run(spec)
         label_parts = [
@@ -305,3 +311,82 @@ def comparison(
         "predicted_loss": first["loss"],
         "rows": compare(measured, first["latency_ns"]),
     }
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    """The device model to simulate and the cases to sweep: `base` holds the model's fields
+    (`defaults()` lists them) over lowtail-sim's defaults; each of `rates`, `bursts` and
+    `batches` left None takes the base's (or the run's) value. With `run`, a stored
+    lowtail-fwd run is simulated (its rate, burst, work_ns and batch) and compared with
+    what was measured; `export` gets the first case's series (.parquet or .csv)."""
+
+    base: dict[str, Any] = field(default_factory=dict)
+    rates: tuple[float, ...] | None = None
+    bursts: tuple[int, ...] | None = None
+    batches: tuple[int, ...] | None = None
+    duration_ns: int | None = None  # simulated time per case (else `packets`, else the spec's)
+    packets: int | None = None
+    run: int | None = None
+    overhead_ns: float = 0.0  # with `run`: the forwarder's per-packet cost besides work_ns
+    baseline_run: int | None = None  # with `run`: the base latency from this run's median
+    export: Path | None = None
+
+
+def simulate_and_store(
+    store: Store | None, opts: SimulateOptions, *, save: bool = True, label: str | None = None
+) -> SimulateDocument:
+    """Every case of `opts` simulated (`simulate_cases`), the first compared with its run
+    when it names one, stored as a `simulate` model result when `save` (the document then
+    carries its `model_id`)."""
+    if opts.export is not None:
+        series.check_export_path(opts.export)
+    base = dict(opts.base)
+    measured_run = None
+    if opts.run is not None:
+        if store is None:
+            raise UserError("--run needs the database (--db)")
+        measured_run, for_run = spec_of_stored_run(
+            store, opts.run, opts.overhead_ns, opts.packets, int(base.get("seed", 1)), opts.baseline_run
+        )
+        base.update(for_run)
+    rates = list(opts.rates) if opts.rates else [float(base.get("rate_pps", 10_000.0))]
+    bursts = list(opts.bursts) if opts.bursts else [int(base.get("burst", 1))]
+    batches = list(opts.batches) if opts.batches else [int(base.get("batch", 1))]
+    cases = simulate_cases(
+        base,
+        rates,
+        bursts,
+        batches,
+        opts.duration_ns,
+        opts.packets,
+        measured_run,
+        series.parquet_path_for(opts.export) if opts.export else None,
+    )
+    if opts.export is not None:
+        series.finish_export(opts.export)
+    doc: SimulateDocument = {"cases": cases, "comparison": None, "partial": False}
+    keys: dict[str, Any] = {}
+    if measured_run is not None and opts.run is not None:
+        doc["comparison"] = comparison(opts.run, measured_run, cases, opts.baseline_run)
+        keys = {
+            "run_id": opts.run,
+            "analysis_id": measured_run["analysis_id"],
+            "experiment_id": measured_run["experiment_id"],
+            "dut_name": measured_run["dut_name"],
+            "source": f"run {opts.run}",
+        }
+    if save:
+        if store is None:
+            raise UserError("storing the model needs the database (--db)")
+        inputs = {
+            "base": base,
+            "rates": rates,
+            "bursts": bursts,
+            "batches": batches,
+            "run": opts.run,
+            "baseline_run": opts.baseline_run,
+            "overhead_ns": opts.overhead_ns,
+        }
+        doc["model_id"] = save_model(store, "simulate", inputs, doc, label=label, **keys)
+    return doc

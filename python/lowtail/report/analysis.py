@@ -8,7 +8,7 @@ from typing import Any
 from lowtail import percentiles
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store.analyses import analysis
 from lowtail.units import format_ns
 
@@ -90,7 +90,7 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     )
 
 
-def write_analysis_report(db: str | Path, analysis_id: int | str, output: str | Path | None = None) -> Path:
+def write_analysis_report(db: DbPath, analysis_id: int | str, output: str | Path | None = None) -> Path:
     """The report of one stored analysis (an id, or 'latest') as one HTML file, by default
     lowtail-report-<id>.html (the id the analysis has, 'latest' resolved)."""
     with open_store(db, read_only=True) as s:

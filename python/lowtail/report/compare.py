@@ -23,7 +23,7 @@ from lowtail.report import plots
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_ns_range, format_percent, format_rate
@@ -55,7 +55,7 @@ class Drawn:
 
 
 def _status(c: dict[str, Any]) -> str:
-    return (c.get("verdict") or {}).get("status", Status.INCONCLUSIVE.value)
+    return str((c.get("verdict") or {}).get("status", Status.INCONCLUSIVE.value))
 
 
 def _css(c: dict[str, Any]) -> str:
@@ -70,7 +70,7 @@ def _budget_ns(doc: dict[str, Any]) -> int | None:
 
 def _judged_key(doc: dict[str, Any]) -> str:
     keys = {(c.get("verdict") or {}).get("percentile") for c in doc["configurations"]} - {None, ""}
-    return (doc.get("verdict") or {}).get("key") or (keys.pop() if len(keys) == 1 else Verdict().key)
+    return str((doc.get("verdict") or {}).get("key") or (keys.pop() if len(keys) == 1 else Verdict().key))
 
 
 def _margin(c: dict[str, Any]) -> str:
@@ -211,7 +211,7 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
         for c in configs
         if (c.get("verdict") or {}).get("reason")
     )
-    floors = sorted({(c.get("floor") or {}).get("text") for c in configs} - {None})
+    floors = sorted({str(text) for c in configs if (text := (c.get("floor") or {}).get("text")) is not None})
     page.add(
         "Configurations",
         "<p class='meta'>Pooled exact percentiles; under each, its lowest–highest over the repetitions; hover "
@@ -224,7 +224,7 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
 
 
 def _difference_text(d: dict[str, Any]) -> str:
-    return d["text"] + (f" ({d['note']})" if d.get("note") else "")
+    return str(d["text"]) + (f" ({d['note']})" if d.get("note") else "")
 
 
 def _differences(doc: dict[str, Any]) -> str:
@@ -474,7 +474,7 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
     return page
 
 
-def write_comparison_report(db: str | Path, comparison_id: int | str, path: str | Path) -> Path:
+def write_comparison_report(db: DbPath, comparison_id: int | str, path: str | Path) -> Path:
     """Write the page of stored comparison `comparison_id` (an id, or 'latest') of database
     `db` to `path`; returns the path written."""
     from lowtail.store import comparisons as comparestore  # the stored comparison (lowtail compare)

@@ -4,6 +4,8 @@ worst-event scatter. Built only from the database."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
@@ -13,13 +15,13 @@ from lowtail.report import plots
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import percentile_curve, worst_events
 from lowtail.store.db import Store, latency_column
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
-from lowtail.verdict import Verdict, stored_verdict
+from lowtail.verdict import Verdict, VerdictRequest, stored_verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
 
 # The latency figures of a run's facts, and the fewer of the summary table; both add the
@@ -43,7 +45,7 @@ _VERDICT_CLASS = {
 }
 
 
-def verdict_of(run: dict[str, Any], verdict: Verdict) -> tuple[str, str]:
+def verdict_of(run: Mapping[str, Any], verdict: Verdict) -> tuple[str, str]:
     """(label, css class) of one run against the budget."""
     judgement = verdict.judge(run)
     return judgement.label, verdict_class(judgement)
@@ -66,8 +68,8 @@ def verdict_class(judgement: verdicts.Judgement) -> str:
 def summary_section(
     page: Page,
     experiment: dict[str, Any],
-    rows: list[dict[str, Any]],
-    floors: dict,
+    rows: Sequence[Mapping[str, Any]],
+    floors: runstore.Floor,
     verdict: Verdict,
     floor_source: int | None = None,
 ) -> None:
@@ -120,7 +122,7 @@ def summary_section(
     )
 
 
-def _banners(page: Page, rows: list[dict[str, Any]], verdict: Verdict) -> None:
+def _banners(page: Page, rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> None:
     """What a reader must know before any figure: an emulator's latencies, runs whose
     traffic was not what was asked for, runs that cannot be trusted or cannot decide."""
     if any_emulated(rows):
@@ -143,12 +145,12 @@ def _banners(page: Page, rows: list[dict[str, Any]], verdict: Verdict) -> None:
         )
 
 
-def _dut_label(r: dict[str, Any]) -> str:
+def _dut_label(r: Mapping[str, Any]) -> str:
     label = r["dut_name"] if r["dut_name"] == r["dut_kind"] else f"{r['dut_name']} ({r['dut_kind']})"
     return clocks.marked(marked(label, r.get("virtualization")), r.get("testbed"))
 
 
-def _floor_text(experiment_id: int, floors: dict, source: int | None) -> str:
+def _floor_text(experiment_id: int, floors: runstore.Floor, source: int | None) -> str:
     """Where the floor column comes from, or why there is none."""
     if not floors:
         return (
@@ -162,20 +164,20 @@ def _floor_text(experiment_id: int, floors: dict, source: int | None) -> str:
     )
 
 
-def varying_axes(rows: list[dict[str, Any]]) -> list[axes.Axis]:
+def varying_axes(rows: Sequence[Mapping[str, Any]]) -> list[axes.Axis]:
     """The axes that vary among the runs, each shown as a column: all but the DuT's name and
     kind (its label), the rate (always a column) and virtualization (marked on the label)."""
     own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
     return [a for a in axes.varying(rows) if a.name not in own]
 
 
-def _run_title(r: dict[str, Any], shown: list[axes.Axis]) -> str:
+def _run_title(r: Mapping[str, Any], shown: list[axes.Axis]) -> str:
     """ "fwd (lowtail-fwd) @ 10 kpps, 64 B · burst 16": the run among the others."""
     others = axes.describe(r, [a for a in shown if a.name != "frame_size"])
     return f"{_dut_label(r)} @ {format_rate(r['rate_pps'])}, {r['frame_size']} B" + (f" · {others}" if others else "")
 
 
-def _invalid_list(rows: list[dict[str, Any]]) -> str:
+def _invalid_list(rows: Sequence[Mapping[str, Any]]) -> str:
     shown = varying_axes(rows)
     items = [
         f"<li>run {r['run_id']}, {esc(_run_title(r, shown))}: {esc('; '.join(r['invalid_reasons']))}</li>"
@@ -185,7 +187,7 @@ def _invalid_list(rows: list[dict[str, Any]]) -> str:
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
-def _options_text(options: dict[str, Any], leave_out: set[str | None] = frozenset()) -> str:
+def _options_text(options: dict[str, Any], leave_out: AbstractSet[str | None] = frozenset()) -> str:
     shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}
     return ", ".join(f"{k}={v}" for k, v in shown.items()) or "–"
 
@@ -234,10 +236,10 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
 def run_section(
     page: Page,
     store: Store,
-    r: dict[str, Any],
+    r: Mapping[str, Any],
     floor: dict[str, Any] | None,
     verdict: Verdict,
-    shown: list[axes.Axis] = (),
+    shown: Sequence[axes.Axis] = (),
 ) -> None:
     """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst
     events; its heading names its values on the `shown` axes (those that vary)."""
@@ -429,16 +431,16 @@ def _flat(d: Any, prefix: str = "") -> str:
 
 
 def write_experiment_report(
-    db: str | Path,
+    db: DbPath,
     experiment_id: int | str,
     output: str | Path | None,
     verdict: Verdict | None = None,
-    budget: str | None = None,
+    request: VerdictRequest | None = None,
     calibration: int | None = None,
 ) -> Path:
     """The report of a stored experiment (an id, or 'latest'), judged by `verdict`, else by
-    the experiment file's verdict with an optional `budget`; its floor is the calibration of
-    experiment `calibration`, else the one it names, else its own."""
+    the experiment file's verdict with what `request` asks for over it; its floor is the
+    calibration of experiment `calibration`, else the one it names, else its own."""
     with open_store(db, read_only=True) as store:
         experiment = runstore.experiment(store, experiment_id)
         eid = experiment["experiment_id"]
@@ -447,7 +449,7 @@ def write_experiment_report(
             runstore.check_calibration(store, calibration)
         source = calibration if calibration is not None else runstore.calibration_source(store, eid)
         floors = runstore.calibration_floor(store, eid, source)
-        verdict = verdict or stored_verdict(experiment["spec"], budget)
+        verdict = verdict or stored_verdict(experiment["spec"], request)
         page = Page(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
@@ -459,18 +461,20 @@ def write_experiment_report(
         shown = varying_axes(rows)
         for r in rows:
             run_section(page, store, r, floors.get((r["rate_pps"], r["frame_size"], r["burst"])), verdict, shown)
-            budget = None if r["calibration"] else verdict.budget_ns
-            if run_interrupts(store, r["run_id"]):
+            run_budget = None if r["calibration"] else verdict.budget_ns
+            rid = r["run_id"]
+            assert rid is not None  # an experiment's runs are stored runs
+            if run_interrupts(store, rid):
                 interrupt_timeline_section(
-                    page, store, r["run_id"], budget_ns=budget, heading=f"Run {r['run_id']}: interrupts", level=3
+                    page, store, rid, budget_ns=run_budget, heading=f"Run {rid}: interrupts", level=3
                 )
-            if run_interrupts(store, r["run_id"], source="guest"):
+            if run_interrupts(store, rid, source="guest"):
                 interrupt_timeline_section(
                     page,
                     store,
-                    r["run_id"],
+                    rid,
                     source="guest",
-                    budget_ns=budget,
+                    budget_ns=run_budget,
                     heading=f"Run {r['run_id']}: guest interrupts",
                     level=3,
                 )

@@ -15,7 +15,7 @@ explicit ticks labelled "10 µs", "2.5 ms" (plotly's own labels would read "10k"
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import plotly.graph_objects as go
@@ -100,7 +100,11 @@ def log_ticks(lo: float, hi: float) -> tuple[list[float], list[float]]:
     return major, minor
 
 
-_TICK_TEXT = {"duration": format_ns_tick, "count": format_count_tick, "rate": format_rate_tick}
+_TICK_TEXT: dict[str, Callable[[float], str]] = {
+    "duration": format_ns_tick,
+    "count": format_count_tick,
+    "rate": format_rate_tick,
+}
 
 
 def _distinct_labels(ticks: list[float], kind: str) -> list[str]:
@@ -170,7 +174,12 @@ def time_axis(title: str = "time since the first packet") -> dict[str, Any]:
 
 
 def new_figure(
-    title: str, height: int = 420, rows: int = 1, cols: int = 1, subplot_titles: Sequence[str] | None = None, **grid
+    title: str,
+    height: int = 420,
+    rows: int = 1,
+    cols: int = 1,
+    subplot_titles: Sequence[str] | None = None,
+    **grid: Any,
 ) -> go.Figure:
     """An empty figure with the house layout: the title, a white background, the legend
     under the plot (it never covers data), hover showing every series at the pointer's x."""

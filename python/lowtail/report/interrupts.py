@@ -6,6 +6,7 @@ coincide with the spikes, as its stored explanation says), and the figures of a
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 from datetime import UTC
 from pathlib import Path
 
@@ -16,13 +17,14 @@ from lowtail.host.interrupts import KIND_NAMES
 from lowtail.report import figure as tk
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
-from lowtail.store import open_store
+from lowtail.report.tables import interrupt_profile_table, noise_table
+from lowtail.store import DbPath, open_store
 from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
 from lowtail.store.explain import explanation
 from lowtail.store.host import noise_run, run_interrupts
 from lowtail.store.runs import run_figures
-from lowtail.units import format_count, format_ns, format_ns_per_s
+from lowtail.units import format_count, format_ns
 
 
 def interrupt_timeline_section(
@@ -100,7 +102,14 @@ def interrupt_timeline_section(
     )
 
 
-def _timeline_figure(worst, samples, cpus, start_ns, spikes, budget_ns: int | None = None):
+def _timeline_figure(
+    worst: list[tuple[int, int]],
+    samples: list[tuple[int, int, str, int, int]],
+    cpus: Collection[int] | None,
+    start_ns: int,
+    spikes: list[int],
+    budget_ns: int | None = None,
+) -> go.Figure:
     """Worst latencies (top) over interrupt increments per sampling interval (bottom), on
     one time axis; the largest spikes marked across both."""
     fig = tk.new_figure(
@@ -172,23 +181,7 @@ def _timeline_figure(worst, samples, cpus, start_ns, spikes, budget_ns: int | No
 def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") -> None:
     """A stored noise probe: per core its gaps, interrupt profile and largest gaps."""
     r = noise_run(store, noise_run_id)
-    head = table_html(
-        ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "d_Σ (interrupts)"],
-        [
-            [
-                c["cpu"],
-                f"{c['gaps']:,}",
-                f"{c['rate_hz']:,.1f} /s",
-                format_ns_per_s(c["noise_ns_per_s"]),
-                format_ns(c["p50_ns"]),
-                format_ns(c["p99_ns"]),
-                format_ns(c["p99_9_ns"]),
-                format_ns(c["max_ns"]),
-                format_ns_per_s(c["d_sum_ns_per_s"]),
-            ]
-            for c in r["cores"]
-        ],
-    )
+    head = table_html(*noise_table(r["cores"]))
     sampled = (
         f"sampled every {format_ns(r['sample_interval_ns'])}"
         if r["sample_interval_ns"]
@@ -203,13 +196,7 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
     for c in r["cores"]:
         fig = plots.histogram_plot(c["histogram"], f"CPU {c['cpu']}: gap durations", "gap", "gaps")
         a = c["attribution"] or {}
-        profile = table_html(
-            ["kind", "what", "count", "rate", "typical duration"],
-            [
-                [p["kind"], p["description"], f"{p['count']:,}", f"{p['rate_hz']:,.1f} Hz", format_ns(p["typical_ns"])]
-                for p in c["interrupts"]
-            ],
-        )
+        profile = table_html(*interrupt_profile_table((p["kind"], p) for p in c["interrupts"]))
         largest = table_html(
             ["time (UTC)", "gap"], [[_utc(t), format_ns(g)] for t, g in sorted(c["largest"], key=lambda x: -x[1])[:10]]
         )
@@ -235,7 +222,7 @@ def _utc(t_ns: int) -> str:
     return datetime.fromtimestamp(t_ns / 1e9, tz=UTC).strftime("%H:%M:%S.%f")
 
 
-def write_noise_report(db: str | Path, noise_run_id: int | str, output: str | Path) -> Path:
+def write_noise_report(db: DbPath, noise_run_id: int | str, output: str | Path) -> Path:
     """The report of one stored noise probe (an id, or 'latest') as one HTML file."""
     with open_store(db, read_only=True) as s:
         page = Page(title="lowtail noise probe", subtitle=str(db))

@@ -7,7 +7,7 @@ Figure functions take the document a model command prints (and stores), so the c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.report.png import write_png
 from lowtail.report.tables import comparison_table, knee_table, overload_table
-from lowtail.store import open_store
+from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, model_result, sweep_points
 from lowtail.units import format_count, format_ns, format_ns_interval, format_p_value, format_rate
@@ -28,7 +28,9 @@ from lowtail.units import format_count, format_ns, format_ns_interval, format_p_
 # -- figures -----------------------------------------------------------------------------
 
 
-def _return_level_traces(fig: go.Figure, doc: dict[str, Any], row: int | None = None, col: int | None = None) -> None:
+def _return_level_traces(
+    fig: go.Figure, doc: Mapping[str, Any], row: int | None = None, col: int | None = None
+) -> None:
     """The GPD return levels with their interval, both parts' empirical tails, the upper
     end, the validation level and the horizons."""
     p = doc["plot"]
@@ -116,14 +118,14 @@ def _return_level_traces(fig: go.Figure, doc: dict[str, Any], row: int | None = 
     fig.update_yaxes(**tk.latency_axis([x for x in levels if x and x > 0]), **at)
 
 
-def _not_credible(doc: dict[str, Any]) -> str:
+def _not_credible(doc: Mapping[str, Any]) -> str:
     """Why a tail model is not to be believed, when its result says so; else ""."""
     if doc.get("credible", True) is not False:
         return ""
     return "NOT CREDIBLE: " + "; ".join(doc.get("warnings") or ["see the model's warnings"])
 
 
-def return_level_figure(doc: dict[str, Any]) -> go.Figure:
+def return_level_figure(doc: Mapping[str, Any]) -> go.Figure:
     """Return levels of a tail model with the empirical tails of its fit and validation parts."""
     fig = tk.new_figure(f"Return levels (threshold {doc['threshold_percentile']:g} %, ξ = {doc['xi']:.3f})", height=460)
     _return_level_traces(fig, doc)
@@ -131,7 +133,7 @@ def return_level_figure(doc: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def _credibility_note(fig: go.Figure, doc: dict[str, Any]) -> None:
+def _credibility_note(fig: go.Figure, doc: Mapping[str, Any]) -> None:
     said = _not_credible(doc)
     if said:
         fig.add_annotation(
@@ -146,7 +148,7 @@ def _credibility_note(fig: go.Figure, doc: dict[str, Any]) -> None:
         )
 
 
-def _qq_traces(fig: go.Figure, doc: dict[str, Any], row: int | None = None, col: int | None = None) -> None:
+def _qq_traces(fig: go.Figure, doc: Mapping[str, Any], row: int | None = None, col: int | None = None) -> None:
     at = dict(row=row, col=col) if row else {}
     qq = doc["plot"]["qq"]
     xs, ys = [a for a, _ in qq], [b for _, b in qq]
@@ -178,14 +180,14 @@ def _qq_traces(fig: go.Figure, doc: dict[str, Any], row: int | None = None, col:
     fig.update_yaxes(**tk.latency_axis(xs + ys, log=False, title="measured exceedance"), **at)
 
 
-def qq_figure(doc: dict[str, Any]) -> go.Figure:
+def qq_figure(doc: Mapping[str, Any]) -> go.Figure:
     """The quantile–quantile plot of a tail model's threshold."""
     fig = tk.new_figure(f"Quantile–quantile, {doc['exceedances']:,} exceedances of the fit part", height=440)
     _qq_traces(fig, doc)
     return fig
 
 
-def evt_figure(doc: dict[str, Any]) -> go.Figure:
+def evt_figure(doc: Mapping[str, Any]) -> go.Figure:
     """Return levels and the quantile–quantile plot of a tail model, side by side."""
     fig = tk.new_figure(
         f"Tail model: threshold {doc['threshold_percentile']:g} %, ξ = {doc['xi']:.3f}",
@@ -201,7 +203,7 @@ def evt_figure(doc: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def knee_sweep(knee: dict[str, Any], label: str) -> plots.Sweep:
+def knee_sweep(knee: Mapping[str, Any], label: str) -> plots.Sweep:
     """A stored knee result as one DuT's sweep for the latency-versus-rate plot."""
     return plots.Sweep(
         label,
@@ -215,12 +217,14 @@ def knee_sweep(knee: dict[str, Any], label: str) -> plots.Sweep:
 _SWEEP_FIGURES = ("p50", "p99", "p99_999", "max")
 
 
-def latency_vs_rate_figure(knee: dict[str, Any], title: str = "Latency versus packet rate", budget_ns=None):
+def latency_vs_rate_figure(
+    knee: Mapping[str, Any], title: str = "Latency versus packet rate", budget_ns: int | None = None
+) -> go.Figure:
     """Percentiles per offered rate with the measured knee and the predicted R_max."""
     return plots.latency_vs_rate_plot([knee_sweep(knee, knee.get("dut") or "DuT")], title, budget_ns)
 
 
-def overload_figure(doc: dict[str, Any]) -> go.Figure:
+def overload_figure(doc: Mapping[str, Any]) -> go.Figure:
     """CPU time per second against the packet rate: interrupts first, then t_CPU per packet;
     where the line reaches one second is R_max."""
     fig = tk.new_figure(f"Overload model: t_CPU = {format_ns(doc['t_cpu_ns'])} per packet")
@@ -246,7 +250,7 @@ def overload_figure(doc: dict[str, Any]) -> go.Figure:
     return fig
 
 
-def aliasing_figure(doc: dict[str, Any]) -> go.Figure:
+def aliasing_figure(doc: Mapping[str, Any]) -> go.Figure:
     """The aliasing model's worst events, over the measured ones when there are some."""
     model = [(t, v) for t, v in doc["model"]["worst"]]
     measured = doc.get("measured")
@@ -261,7 +265,7 @@ def aliasing_figure(doc: dict[str, Any]) -> go.Figure:
     return plots.worst_scatter(model, title, start_ns=0.0)
 
 
-def simulate_figure(doc: dict[str, Any]) -> go.Figure:
+def simulate_figure(doc: Mapping[str, Any]) -> go.Figure:
     """The CDF of predicted latency per case: batches show as steep steps and flat runs
     (NOMS 2020, Fig. 5). With a measured run, its percentiles are drawn over it."""
     fig = plots.cdf_plot(
@@ -474,7 +478,15 @@ def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
     page.add(f"Device simulation (model {row['model_id']})", html + figure_html(simulate_figure(doc)))
 
 
-def write_model_report(db: str | Path, model_id: int | str, output: str | Path) -> Path:
+def write_knee_report(db: DbPath, experiment_id: int, dut_name: str | None, output: str | Path) -> Path:
+    """A page of an experiment's rate sweep: its stored knees (`lowtail model knee --report`)."""
+    with open_store(db, read_only=True) as s:
+        page = Page(title=f"lowtail — rate sweep of experiment {experiment_id}")
+        knee_section(page, s, experiment_id, dut_name)
+    return page.write(Path(output))
+
+
+def write_model_report(db: DbPath, model_id: int | str, output: str | Path) -> Path:
     """A page for one stored model result."""
     with open_store(db, read_only=True) as s:
         row = model_result(s, model_id)
@@ -493,7 +505,7 @@ def write_model_report(db: str | Path, model_id: int | str, output: str | Path) 
     return page.write(Path(output))
 
 
-def save_figure(fig, path: str | Path) -> Path:
+def save_figure(fig: go.Figure, path: str | Path) -> Path:
     """Write a figure as PNG (the `--plot` of the model commands)."""
     return write_png(fig, path)
 

@@ -8,13 +8,18 @@ from __future__ import annotations
 import html
 import itertools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lowtail import __version__
 from lowtail.files import write_result
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, Segoe UI, sans-serif; margin: 1.5em auto; max-width: 1480px;
@@ -66,10 +71,10 @@ def plotly_bundle() -> str:
     """plotly's JavaScript bundle, as the Python package ships it (read once per process)."""
     from plotly.offline import get_plotlyjs
 
-    return get_plotlyjs()
+    return str(get_plotlyjs())
 
 
-def figure_html(fig, caption: str = "") -> str:
+def figure_html(fig: go.Figure, caption: str = "") -> str:
     """A plotly figure embedded in the page: a div, its JSON, and a caption."""
     n = next(_plot_ids)
     spec = fig.to_json(validate=False).replace("</", "<\\/")
@@ -97,7 +102,7 @@ class Cell:
         return f"<td{attrs}>{body}</td>"
 
 
-def table_html(header: list[object], rows: list[list[object]], css: str = "") -> str:
+def table_html(header: Sequence[object], rows: Sequence[Sequence[object]], css: str = "") -> str:
     """An HTML table of a header and rows; a cell (or heading) is text (escaped) or a `Cell`."""
     head = "".join(
         f"<th class='{h.css}'>{h.text if h.html else esc(h.text)}</th>" if isinstance(h, Cell) else f"<th>{esc(h)}</th>"

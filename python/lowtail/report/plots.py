@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import plotly.graph_objects as go
 
@@ -54,8 +55,9 @@ def hdr_percentile_plot(
     """Latency against percentile, x = 1/(1−p) on a log axis ticked 0 %, 90 %, 99 % …:
     one step curve per series, its repetitions' band, its floor dashed, the budget line."""
     fig = tk.new_figure(title, height=height)
-    top_x, values = 10.0, [] if budget_ns is None else [budget_ns]
-    floors_drawn: set[tuple] = set()
+    top_x = 10.0
+    values: list[float] = [] if budget_ns is None else [budget_ns]
+    floors_drawn: set[tuple[Any, ...]] = set()
     for i, curve in enumerate(curves):
         colour = tk.colour(i)
         if curve.band:
@@ -139,7 +141,7 @@ def cdf_plot(
     """The cumulative share of packets against latency, one step curve per series (NOMS 2020,
     Fig. 5: batches show as steep steps and flat runs). series: (label, [(ns, share)])."""
     fig = tk.new_figure(title)
-    values = [] if budget_ns is None else [budget_ns]
+    values: list[float | None] = [] if budget_ns is None else [budget_ns]
     for i, (label, cdf) in enumerate(series):
         pts = [(v, c) for v, c in cdf if v is not None]
         if not pts:
@@ -171,7 +173,9 @@ def cdf_plot(
     return fig
 
 
-def _worst_trace(points: Sequence[tuple[float, float]], start_ns: float, name: str, colour: str, size: int = 5):
+def _worst_trace(
+    points: Sequence[tuple[float, float]], start_ns: float, name: str, colour: str, size: int = 5
+) -> go.Scatter:
     return go.Scatter(
         x=[(t - start_ns) / 1e9 for t, _ in points],
         y=[v for _, v in points],
@@ -279,7 +283,8 @@ def histogram_plot(
             hovertemplate=tk.hover(f"%{{customdata[0]}} … %{{customdata[1]}}: %{{customdata[2]}} {counted}"),
         )
     )
-    lo_all, hi_all = min(lo for lo, _, _ in bins), max(hi for _, hi, _ in bins)
+    lo_all: float = min(lo for lo, _, _ in bins)
+    hi_all: float = max(hi for _, hi, _ in bins)
     log_x = lo_all > 0 and hi_all / lo_all > 100
     if hi_all - lo_all < 0.1 * hi_all:  # one narrow peak (a constant gap): show it among its neighbours
         centre = (lo_all + hi_all) / 2
@@ -350,7 +355,7 @@ def latency_vs_rate_plot(
     """Latency percentiles per offered rate, one colour per DuT and one dash per percentile;
     overloaded rates circled; each DuT's measured knee (solid) and predicted R_max (dashed)."""
     fig = tk.new_figure(title, height=460)
-    values = [] if budget_ns is None else [budget_ns]
+    values: list[float | None] = [] if budget_ns is None else [budget_ns]
     rates: list[float] = []
     single = len(sweeps) == 1
     for i, sweep in enumerate(sweeps):

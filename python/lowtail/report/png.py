@@ -10,11 +10,15 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 from lowtail.files import write_atomically
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
+    from matplotlib.axes import Axes
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -46,14 +50,14 @@ def _panels(layout: dict[str, Any], refs: set[tuple[str, str]]) -> dict[tuple[st
     """Where each (x axis, y axis) pair goes in a grid, from the axes' domains."""
 
     def domain(key: str) -> float:
-        return (layout.get(key) or {}).get("domain", [0, 1])[0]
+        return float((layout.get(key) or {}).get("domain", [0, 1])[0])
 
     cols = sorted({round(domain(x), 3) for x, _ in refs})
     rows = sorted({round(domain(y), 3) for _, y in refs}, reverse=True)
     return {(x, y): (rows.index(round(domain(y), 3)), cols.index(round(domain(x), 3))) for x, y in refs}
 
 
-def _draw_trace(ax, t: dict[str, Any], previous_y: list[float] | None) -> list[float]:
+def _draw_trace(ax: Axes, t: dict[str, Any], previous_y: list[float] | None) -> list[float]:
     kind = t.get("type", "scatter")
     x, y = _numbers(t.get("x")), _numbers(t.get("y"))
     name = t.get("name") if t.get("showlegend", True) is not False else None
@@ -102,9 +106,11 @@ def _draw_trace(ax, t: dict[str, Any], previous_y: list[float] | None) -> list[f
     return y
 
 
-def _draw_shape(ax, s: dict[str, Any]) -> None:
+def _draw_shape(ax: Axes, s: dict[str, Any]) -> None:
     line = s.get("line") or {}
-    style = dict(color=line.get("color"), linestyle=_DASH.get(line.get("dash")), linewidth=line.get("width") or 1.2)
+    style: dict[str, Any] = dict(
+        color=line.get("color"), linestyle=_DASH.get(line.get("dash")), linewidth=line.get("width") or 1.2
+    )
     label = s.get("name") if s.get("showlegend") else None
     if str(s.get("xref", "")).endswith(("domain", "paper")):
         ax.axhline(s["y0"], label=label, **style)
@@ -112,7 +118,7 @@ def _draw_shape(ax, s: dict[str, Any]) -> None:
         ax.axvline(s["x0"], label=label, **style)
 
 
-def _style_axis(ax, which: str, a: dict[str, Any]) -> None:
+def _style_axis(ax: Axes, which: str, a: dict[str, Any]) -> None:
     set_scale, set_lim, set_ticks, set_label = (
         (ax.set_xscale, ax.set_xlim, ax.set_xticks, ax.set_xlabel)
         if which == "x"
@@ -139,7 +145,7 @@ def _style_axis(ax, which: str, a: dict[str, Any]) -> None:
         set_label(title)
 
 
-def write_png(fig, path: str | Path) -> Path:
+def write_png(fig: go.Figure, path: str | Path) -> Path:
     """Draw a toolkit figure into a PNG file (replaced atomically)."""
     spec = fig.to_plotly_json()
     layout, traces = spec["layout"], spec["data"]

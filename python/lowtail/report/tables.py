@@ -3,17 +3,18 @@ and the HTML reports show the same ones, built here once."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from lowtail import percentiles
-from lowtail.units import format_ns, format_percent, format_rate
+from lowtail.units import format_ns, format_ns_per_s, format_percent, format_rate
 
 Table = tuple[list[str], list[list[str]]]
 
 _KNEE_FIGURES = ("p50", "p99", "p99_999")
 
 
-def knee_table(knee: dict[str, Any]) -> Table:
+def knee_table(knee: Mapping[str, Any]) -> Table:
     """Per offered rate: loss, percentiles and whether the DuT was overloaded (and why)."""
     header = ["rate", "loss", *(percentiles.label(k) for k in _KNEE_FIGURES), "state"]
     rows = [
@@ -28,7 +29,7 @@ def knee_table(knee: dict[str, Any]) -> Table:
     return header, rows
 
 
-def overload_table(doc: dict[str, Any]) -> Table:
+def overload_table(doc: Mapping[str, Any]) -> Table:
     """The overload model's figures: both medians, t_CPU, d_Σ and R_max."""
     return (
         ["2·t_transfer", "t_e2e", "t_CPU", "d_Σ per s", "R_max"],
@@ -44,7 +45,7 @@ def overload_table(doc: dict[str, Any]) -> Table:
     )
 
 
-def comparison_table(comparison: dict[str, Any]) -> Table:
+def comparison_table(comparison: Mapping[str, Any]) -> Table:
     """A simulation against a measured run, percentile by percentile."""
     return (
         ["percentile", "measured", "predicted", "difference", "ratio"],
@@ -69,7 +70,7 @@ _COMPARISON_OPTIONAL = {"max": 6, "p99_9": 5, "p99": 4, "p99_99": 3, "p99_999": 
 NOT_RESOLVABLE_MARK = "*"
 
 
-def configurations_table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]], dict[str, int]]:
+def configurations_table(doc: Mapping[str, Any]) -> tuple[list[str], list[list[str]], dict[str, int]]:
     """NOMS 2020's Table II, of a comparison: per configuration its axis values, repetitions,
     loss, pooled percentiles (marked where the packets cannot bound them), maximum, the
     floor at the judged percentile and the verdict. Returns (header, rows, {heading:
@@ -106,7 +107,7 @@ def configurations_table(doc: dict[str, Any]) -> tuple[list[str], list[list[str]
 _COMPARED_KEYS = ("p50", "p99", "p99_9", "p99_99", "p99_999")
 
 
-def _judged_keys(doc: dict[str, Any]) -> list[str]:
+def _judged_keys(doc: Mapping[str, Any]) -> list[str]:
     found = []
     for c in doc["configurations"]:
         key = c["verdict"].get("percentile")
@@ -115,17 +116,17 @@ def _judged_keys(doc: dict[str, Any]) -> list[str]:
     return found or ([doc["verdict"]["key"]] if doc.get("verdict") else [])
 
 
-def _axis_text(c: dict[str, Any], axis: dict[str, str], by_nothing: bool) -> str:
-    return c["label"] if by_nothing else c["key_text"].get(axis["name"], "–")
+def _axis_text(c: Mapping[str, Any], axis: dict[str, str], by_nothing: bool) -> str:
+    return str(c["label"] if by_nothing else c["key_text"].get(axis["name"], "–"))
 
 
-def _loss(c: dict[str, Any]) -> str:
+def _loss(c: Mapping[str, Any]) -> str:
     if not c["sent"]:
         return "–"
     return "0" if not c["lost"] else format_percent(c["lost"] / c["sent"], ".2g")
 
 
-def not_resolvable_note(doc: dict[str, Any], shown: set[str] | None = None) -> str | None:
+def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -> str | None:
     """The footnote of the mark: which percentiles these packets cannot bound, and how
     many packets would (None when every shown one is bounded). `shown`: the headings of the
     percentile columns a narrow table kept (all when None)."""
@@ -146,7 +147,7 @@ def not_resolvable_note(doc: dict[str, Any], shown: set[str] | None = None) -> s
     )
 
 
-def evt_table(doc: dict[str, Any]) -> Table:
+def evt_table(doc: Mapping[str, Any]) -> Table:
     """EVT over runs (Perf. Eval. 2024, Tables 4–5): per configuration its models,
     the share bounded and the mean validation exceedances (1 expected)."""
     header = ["configuration", "reps", "models", "bounded", "exceedances", "mean ξ"]
@@ -164,7 +165,7 @@ def evt_table(doc: dict[str, Any]) -> Table:
     return header, rows
 
 
-def rates_table(doc: dict[str, Any]) -> Table:
+def rates_table(doc: Mapping[str, Any]) -> Table:
     """Latency against rate: per series (a configuration without its rate) each rate's loss
     and judged percentile, and the knee and predicted R_max its sweeps stored."""
     key = doc["verdict"]["key"] if doc.get("verdict") else "p99_999"
@@ -193,4 +194,39 @@ def rates_table(doc: dict[str, Any]) -> Table:
                     r_max if i == 0 else "",
                 ]
             )
+    return header, rows
+
+
+# -- the noise probe (`lowtail noise` in the terminal, and its page) ----------------------------
+
+
+def noise_table(cores: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+    """Per probed core: its gaps (exact nearest rank over them), the time they took, the
+    shortest loop and d_Σ, the interrupts' share of it."""
+    header = ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "loop", "d_Σ (interrupts)"]
+    rows = [
+        [
+            str(c["cpu"]),
+            f"{c['gaps']:,}",
+            f"{c['rate_hz']:,.1f} /s",
+            format_ns_per_s(c["noise_ns_per_s"]),
+            format_ns(c["p50_ns"]),
+            format_ns(c["p99_ns"]),
+            format_ns(c["p99_9_ns"]),
+            format_ns(c["max_ns"]),
+            format_ns(c["min_loop_ns"]),
+            format_ns_per_s(c["d_sum_ns_per_s"]) if c.get("d_sum_ns_per_s") is not None else "–",
+        ]
+        for c in cores
+    ]
+    return header, rows
+
+
+def interrupt_profile_table(profile: Iterable[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+    """A core's interrupt profile, one row per (kind, {description, count, rate_hz, typical_ns})."""
+    header = ["kind", "what", "count", "rate", "typical duration"]
+    rows = [
+        [kind, v["description"], f"{v['count']:,}", f"{v['rate_hz']:,.1f} Hz", format_ns(v["typical_ns"])]
+        for kind, v in profile
+    ]
     return header, rows

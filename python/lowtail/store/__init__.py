@@ -23,15 +23,21 @@ if TYPE_CHECKING:
 DEFAULT_DB = Path("lowtail.duckdb")
 DB_ENV = "LOWTAIL_DB"
 
+# Where a results database is, wherever one is named (the library, the Python API; the
+# command line's one `--db` option gives a Path): a path, or None for the default.
+DbPath = str | os.PathLike[str] | None
+
 __all__ = [
     "DB_ENV",
     "DEFAULT_DB",
+    "DbPath",
     "DamagedDatabase",
     "DatabaseBusy",
     "Store",
     "default_data_dir",
     "default_db",
     "open_store",
+    "resolve_db",
 ]
 
 
@@ -44,18 +50,23 @@ def default_db() -> Path:
     return Path(os.environ.get(DB_ENV) or DEFAULT_DB)
 
 
-def default_data_dir(db: str | Path | None) -> Path:
+def resolve_db(db: DbPath) -> Path:
+    """The database `db` names: the path given, else the default (`default_db()`)."""
+    return Path(db) if db is not None else default_db()
+
+
+def default_data_dir(db: DbPath) -> Path:
     """Where a database's captures and matched series go unless told otherwise: the folder
     lowtail-data beside it (experiments in experiment-<id>, imported bundles in
     import-<bundle>-…)."""
-    return Path(db or DEFAULT_DB).resolve().parent / "lowtail-data"
+    return resolve_db(db).resolve().parent / "lowtail-data"
 
 
-def open_store(path: str | Path | None, read_only: bool = False) -> Store:
+def open_store(path: DbPath, read_only: bool = False) -> Store:
     """The database at `path` (None: the default, `default_db()`)."""
     from lowtail.store.db import Store
 
-    return Store(path or default_db(), read_only=read_only)
+    return Store(resolve_db(path), read_only=read_only)
 
 
 def __getattr__(name: str) -> Any:

@@ -6,20 +6,24 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail import __version__
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
+
+if TYPE_CHECKING:
+    from lowtail.documents import AnalysisDocument
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
 
 
-def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], label: str | None = None) -> int:
+def save_analysis(store: Store, a: AnalysisDocument, options: dict[str, Any], label: str | None = None) -> int:
     """Store one analysis document (as `lowtail analyze --json` prints it)."""
     lat = a.get("latency_ns") or {}
-    inputs = {side: {k: v for k, v in a[side].items() if k != "per_second"} for side in SIDES}
+    sides = {"pre": a["pre"], "post": a["post"]}
+    inputs = {side: {k: v for k, v in read.items() if k != "per_second"} for side, read in sides.items()}
     figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES}
     row = {
         "lowtail_version": __version__,
@@ -52,7 +56,7 @@ def save_analysis(store: Store, a: dict[str, Any], options: dict[str, Any], labe
             list(row.values()),
         ).fetchone()
         _save_bulk(store, analysis_id, a)
-    return analysis_id
+    return int(analysis_id)
 
 
 def _column(values: list[Any]) -> str:
@@ -67,7 +71,7 @@ def _unnest(sql_type: str) -> str:
     return f"unnest(from_json(?, '[\"{sql_type}\"]'))"
 
 
-def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
+def _save_bulk(store: Store, analysis_id: int, a: AnalysisDocument) -> None:
     rows = a["percentiles"]
     store.con.execute(
         f"INSERT INTO analysis_percentiles SELECT ?, {_unnest('DOUBLE')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
@@ -78,8 +82,12 @@ def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
             _column([r["total_count"] for r in rows]),
         ],
     )
-    for kind in HISTOGRAM_KINDS:
-        bins = a[f"{kind}_histogram"]
+    histograms = {
+        "latency": a["latency_histogram"],
+        "jitter_pre": a["jitter_pre_histogram"],
+        "jitter_post": a["jitter_post_histogram"],
+    }
+    for kind, bins in histograms.items():
         store.con.execute(
             f"INSERT INTO analysis_histograms SELECT ?, ?, {_unnest('BIGINT')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
             [
@@ -100,8 +108,8 @@ def _save_bulk(store: Store, analysis_id: int, a: dict[str, Any]) -> None:
             _column([w["id"] for w in worst]),
         ],
     )
-    for side in SIDES:
-        counts = a[side]["per_second"]
+    for side, read in (("pre", a["pre"]), ("post", a["post"])):
+        counts = read["per_second"]
         store.con.execute(
             f"INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), {_unnest('BIGINT')}",
             [analysis_id, side, len(counts), _column(counts)],

@@ -4,10 +4,13 @@ stored (with their analysis) or failed, so that a campaign resumes where it stop
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store, rows_as_dicts
+
+if TYPE_CHECKING:
+    from lowtail.documents import AnalysisDocument
 
 CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
 
@@ -20,13 +23,13 @@ def open_campaign(store: Store, campaign_key: str, source: str, options: dict[st
         ).fetchone()
         if found:
             store.con.execute("UPDATE campaigns SET status = 'running' WHERE campaign_id = ?", [found[0]])
-            return found[0]
+            return int(found[0])
         (campaign_id,) = store.con.execute(
             "INSERT INTO campaigns (campaign_key, source, options, status) VALUES (?, ?, ?, 'running') "
             "RETURNING campaign_id",
             [campaign_key, source, json.dumps(options)],
         ).fetchone()
-        return campaign_id
+        return int(campaign_id)
 
 
 def stored_pairs(store: Store, pair_keys: list[str]) -> dict[str, dict[str, Any]]:
@@ -53,7 +56,7 @@ def save_pair(
     store: Store,
     campaign_id: int,
     pair: dict[str, Any],
-    doc: dict[str, Any],
+    doc: AnalysisDocument,
     options: dict[str, Any],
     worker: str | None,
 ) -> tuple[int, bool]:

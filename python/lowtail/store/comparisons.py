@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail import __version__
 from lowtail.errors import UserError
 from lowtail.store.db import Store, newest_id, row_as_dict, rows_as_dicts
+
+if TYPE_CHECKING:
+    from lowtail.documents import ComparisonDocument
 
 # The sources of a comparison's percentile curves.
 POOLED, REPETITION, FLOOR = "pooled", "repetition", "floor"
@@ -43,7 +46,7 @@ class Member:
 
 def save_comparison(
     store: Store,
-    document: dict[str, Any],
+    document: ComparisonDocument,
     selection: list[str],
     by: list[str],
     curves: Iterable[CurvePoint],
@@ -56,7 +59,7 @@ def save_comparison(
     analyses, in one transaction; returns its id."""
     curves, cdf = list(curves), list(cdf)
     with store.transaction():
-        (cid,) = store.con.execute("SELECT nextval('comparison_id_seq')").fetchone()
+        cid = int(store.con.execute("SELECT nextval('comparison_id_seq')").fetchone()[0])
         document["comparison_id"] = cid
         store.con.execute(
             "INSERT INTO comparisons (comparison_id, lowtail_version, label, selection, by_axes, document, partial) "
@@ -98,9 +101,10 @@ def save_comparison(
 def comparison(store: Store, comparison_id: int | str) -> dict[str, Any]:
     """One stored comparison (an id, or 'latest'): its row, `document` decoded."""
     if comparison_id == "latest":
-        comparison_id = newest_id(store, "comparisons", "comparison_id")
-        if comparison_id is None:
+        newest = newest_id(store, "comparisons", "comparison_id")
+        if newest is None:
             raise UserError(f"{store.path}: holds no comparisons yet (run `lowtail compare`)")
+        comparison_id = newest
     try:
         cid = int(comparison_id)
     except ValueError:

@@ -17,10 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lowtail.errors import UserError
+from lowtail.store import runs
 from lowtail.store.db import Store
 
 IDENTITY_FILE = "lowtail-data.json"
@@ -28,7 +31,9 @@ IDENTITY_FILE = "lowtail-data.json"
 
 def experiment_dir(store: Store, root: Path, experiment_id: int) -> Path:
     """Where a new experiment's runs go: `<root>/experiment-<id>-<database id prefix>`."""
-    return Path(root) / f"experiment-{experiment_id}-{store.database_id[:8]}"
+    identity = store.database_id
+    assert identity is not None, "a database opened for writing has its identity"
+    return Path(root) / f"experiment-{experiment_id}-{identity[:8]}"
 
 
 def _identity(store: Store, experiment: dict[str, Any]) -> dict[str, Any]:
@@ -43,7 +48,8 @@ def _identity(store: Store, experiment: dict[str, Any]) -> dict[str, Any]:
 def read_identity(folder: Path) -> dict[str, Any] | None:
     """The identity file of an experiment's folder; None when there is none (or unreadable)."""
     try:
-        return json.loads((Path(folder) / IDENTITY_FILE).read_text())
+        found: dict[str, Any] = json.loads((Path(folder) / IDENTITY_FILE).read_text())
+        return found
     except (OSError, ValueError):
         return None
 
@@ -105,15 +111,61 @@ def series_problem(
 
 def _latency_summary(path: Path) -> tuple[int, int | None, int | None]:
     """Rows and least/greatest latency of a matched series, from its Parquet footer."""
-    import pyarrow.parquet as pq
+    from lowtail.series import LATENCY, column_range
 
-    from lowtail.series import LATENCY
+    return column_range(path, LATENCY)
 
-    meta = pq.ParquetFile(path).metadata
-    if LATENCY not in meta.schema.names:
-        return meta.num_rows, None, None
-    col = meta.schema.names.index(LATENCY)
-    stats = [meta.row_group(i).column(col).statistics for i in range(meta.num_row_groups)]
-    if not stats or not all(st is not None and st.has_min_max for st in stats):
-        return meta.num_rows, None, None
-    return meta.num_rows, min(st.min for st in stats), max(st.max for st in stats)
+
+@dataclass(frozen=True)
+class ExperimentFolder:
+    """The experiment a sweep writes into, and its folder (claimed)."""
+
+    experiment_id: int
+    folder: Path
+    resumed: bool
+
+
+def create_or_resume(
+    store: Store,
+    root: Path,
+    name: str,
+    spec: dict[str, Any],
+    spec_hash: str,
+    host: Callable[[], dict[str, Any]],
+    fresh: bool = False,
+) -> ExperimentFolder:
+    """The experiment a sweep of this file writes into, with its folder under `root` claimed:
+    the latest unfinished one of the same file (`spec_hash`) resumed unless `fresh` — its
+    folder checked to be still its own, one an older lowtail wrote (no identity file) adopted
+    only when every stored run's series still matches its analysis — else a new one (`host()`
+    its metadata), created in the transaction that claims its folder, so that a folder that is
+    not ours leaves no experiment behind. UserError names a folder that cannot be used."""
+    existing = None if fresh else runs.resumable_experiment(store, spec_hash)
+    if existing:
+        eid = int(existing["experiment_id"])
+        folder = Path(existing["data_dir"]) if existing["data_dir"] else experiment_dir(store, root, eid)
+        _claim_resumed(store, folder, eid)
+        runs.set_status(store, eid, "running")
+        return ExperimentFolder(eid, folder, resumed=True)
+    with store.transaction():
+        eid = runs.create_experiment(store, name, spec, spec_hash, host(), "")
+        folder = experiment_dir(store, root, eid)
+        claim(store, folder, runs.experiment(store, eid))
+        runs.set_data_dir(store, eid, str(folder.resolve()))
+    return ExperimentFolder(eid, folder, resumed=False)
+
+
+def _claim_resumed(store: Store, folder: Path, eid: int) -> None:
+    """Check that a resumed experiment's folder is still its own. One written by an older
+    lowtail has no identity file: it is adopted only when every stored run's series still
+    matches its analysis (another database's experiment may have rewritten it)."""
+    experiment = runs.experiment(store, eid)
+    adopt = read_identity(folder) is None
+    if adopt:
+        for r in runs.runs(store, eid):
+            if r["series_path"] and Path(r["series_path"]).exists():
+                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
+                problem = series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
+                if problem:
+                    raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
+    claim(store, folder, experiment, adopt=adopt)

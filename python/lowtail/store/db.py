@@ -34,8 +34,8 @@ with signals.held():
     # DuckDB's native module builds its enums in Python code that C++ calls (nanobind): a
     # KeyboardInterrupt raised in there cannot unwind and aborts the process (SIGABRT, no
     # word). A stop signal while it loads is raised once it has loaded. Every other module
-    # takes DuckDB from here.
-    import duckdb
+    # takes DuckDB from here (hence the explicit re-export).
+    import duckdb as duckdb
 
 # How long a command waits for another process to let go of the database. A writer holds it
 # for one transaction (milliseconds to a second), a reader for one query: a minute covers a
@@ -109,7 +109,7 @@ class Store:
         self.read_only = read_only
         self.damage: str | None = None  # why the file is damaged, when it is
         self._tx_depth = 0
-        self._con: Any = None
+        self._con: _Connection | None = None
         # The file, read by lowtail itself (its header), open for as long as DuckDB's
         # connection: closing any descriptor of a file drops every POSIX lock the process
         # holds on it, DuckDB's lock included, and another process would then open the
@@ -125,10 +125,11 @@ class Store:
     # -- the connection ----------------------------------------------------------------------------
 
     @property
-    def con(self) -> Any:
+    def con(self) -> _Connection:
         """The DuckDB connection, opened again after `release`."""
         if self._con is None:
             self._open()
+        assert self._con is not None
         return self._con
 
     def release(self) -> None:
@@ -171,8 +172,9 @@ class Store:
     def _apply_schema(self) -> None:
         """Give the database the schema files it lacks (all of them when it is new, or made
         before it kept their list), and its identity when it has none."""
+        con = self.con
         try:
-            applied = {name for (name,) in self._con.execute("SELECT name FROM schema_files").fetchall()}
+            applied = {name for (name,) in con.execute("SELECT name FROM schema_files").fetchall()}
         except duckdb.CatalogException:
             applied = set()
         missing = [(name, sql) for name, sql in _schema_files() if name not in applied]
@@ -182,14 +184,14 @@ class Store:
         try:
             with self.transaction():
                 for _, sql in missing:
-                    self._con.execute(sql)
-                self._con.execute(
+                    con.execute(sql)
+                con.execute(
                     "INSERT INTO schema_files (name) SELECT unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING",
                     [[name for name, _ in missing]],
                 )
                 # The database's identity, given once (see store/datadir.py).
-                if self._con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
-                    self._con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
+                if con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
+                    con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
         finally:
             self._making_schema = False
 
@@ -371,7 +373,8 @@ class _Connection:
         return self._call("fetchone")
 
     def fetchall(self) -> list[Any]:
-        return self._call("fetchall")
+        rows: list[Any] = self._call("fetchall")
+        return rows
 
     @property
     def description(self) -> Any:
@@ -416,7 +419,7 @@ def row_as_dict(cur: Any) -> dict[str, Any] | None:
 def newest_id(store: Store, table: str, id_column: str) -> int | None:
     """The highest id of a table (what 'latest' means); None when it is empty."""
     (found,) = store.con.execute(f"SELECT max({id_column}) FROM {table}").fetchone()
-    return found
+    return None if found is None else int(found)
 
 
 def stored_id(store: Store, ident: int | str, table: str, id_column: str, what: str, hint: str) -> int:

@@ -42,7 +42,7 @@ def save_audit(store: Store, doc: dict[str, Any]) -> int:
                 for i, c in enumerate(doc["checks"])
             ],
         )
-    return audit_id
+    return int(audit_id)
 
 
 def save_noise_run(store: Store, result: dict[str, Any], label: str | None = None) -> int:
@@ -105,7 +105,7 @@ def save_noise_run(store: Store, result: dict[str, Any], label: str | None = Non
                     for kind, v in (c.get("interrupts") or {}).items()
                 ],
             )
-    return rid
+    return int(rid)
 
 
 def save_run_interrupts(store: Store, run_id: int, samples: Iterable[Any], source: str = "host") -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ def save_model(
     store: Store,
     kind: str,
     inputs: dict[str, Any],
-    result: dict[str, Any],
+    result: Mapping[str, Any],
     *,
     label: str | None = None,
     experiment_id: int | None = None,
@@ -48,7 +49,7 @@ def save_model(
                 bool(result.get("partial")),
             ],
         ).fetchone()
-    return model_id
+    return int(model_id)
 
 
 def _plain(value: Any) -> Any:
@@ -174,6 +175,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         )
     if not Path(src.path).exists():
         raise UserError(f"{text}: its series {src.path} is gone")
+    assert src.analysis_id is not None  # both kinds above have one
     problem = series_problem(store, src.path, *latency_summary(store, src.analysis_id))
     if problem:
         raise UserError(f"{text}: {problem}")

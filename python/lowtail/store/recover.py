@@ -85,7 +85,7 @@ def _copy_table(store: Store, table: str) -> TableCopy:
                 f'INSERT INTO "{table}" ({names}) SELECT {names} FROM damaged."{table}" WHERE rowid >= ? AND rowid < ?',
                 [start, end],
             ).fetchone()
-            return inserted
+            return int(inserted)
         except duckdb.Error:
             if end - start <= _SMALLEST_RANGE:
                 return 0

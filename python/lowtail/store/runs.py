@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from lowtail.errors import UserError
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict, rows_as_dicts, stored_id
+from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
-_JSON_RUN_COLUMNS = (
-    "dut_config",
-    "invalid_reasons",
-    "degraded_reasons",
-    "generator",
-    "capture",
-    "containment",
-    "energy",
-    "traffic",
-    "dut_stats",
-    "capture_paths",
-    "testbed",
-)
+if TYPE_CHECKING:
+    from lowtail.documents import AnalysisDocument, RunRow
 
-
-# What a run row carries of its experiment's host: the configuration axes `kernel` and `host`.
-_HOST_AXES = "json_extract_string(e.host, '$.kernel') AS kernel, json_extract_string(e.host, '$.hostname') AS hostname"
+# The calibration runs an experiment's runs are read against, by their traffic:
+# (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
+Floor = dict[tuple[int, int | None, int | None], dict[str, Any]]
 
 
 def create_experiment(
@@ -38,7 +30,7 @@ def create_experiment(
             "RETURNING experiment_id",
             [name, json.dumps(spec, default=str), spec_hash, json.dumps(host), data_dir],
         ).fetchone()
-    return eid
+    return int(eid)
 
 
 def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
@@ -88,25 +80,29 @@ def done_keys(store: Store, experiment_id: int) -> set[str]:
 
 
 def save_run(
-    store: Store, run: dict[str, Any], analysis: dict[str, Any] | None, analysis_options: dict[str, Any]
+    store: Store,
+    run: RunRecord | Mapping[str, Any],
+    analysis: AnalysisDocument | None,
+    analysis_options: dict[str, Any],
 ) -> int:
-    """Store a run and its analysis together (one transaction: both or neither)."""
+    """Store a run and its analysis together (one transaction: both or neither). A mapping
+    of RunRecord's fields is read into one first."""
+    record = run if isinstance(run, RunRecord) else RunRecord.of(run)
     with store.transaction():
-        analysis_id = save_analysis(store, analysis, options=analysis_options, label=run["label"]) if analysis else None
-        row = {k: v for k, v in run.items() if k != "label"} | {"analysis_id": analysis_id}
-        for k in _JSON_RUN_COLUMNS:
-            if k in row:
-                row[k] = json.dumps(row[k], default=str)
+        analysis_id = save_analysis(store, analysis, options=analysis_options, label=record.label) if analysis else None
+        row = record.columns() | {"analysis_id": analysis_id}
+        for k in JSON_COLUMNS:
+            row[k] = None if row[k] is None else json.dumps(row[k], default=str)
         cols = list(row)
         (run_id,) = store.con.execute(
             f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING run_id",
             [row[c] for c in cols],
         ).fetchone()
-    return run_id
+    return int(run_id)
 
 
-def _decode(run: dict[str, Any]) -> dict[str, Any]:
-    for k in _JSON_RUN_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
+def _decode(run: dict[str, Any]) -> Any:
+    for k in JSON_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
         if isinstance(run.get(k), str):
             run[k] = json.loads(run[k])
     if "degraded_reasons" in run and run["degraded_reasons"] is None:
@@ -121,7 +117,8 @@ def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
     )
     found = row_as_dict(store.con.execute("SELECT * FROM experiments WHERE experiment_id = ?", [eid]))
     assert found is not None
-    return _decode(found)
+    decoded: dict[str, Any] = _decode(found)
+    return decoded
 
 
 def latest_swept_experiment(store: Store) -> int:
@@ -132,16 +129,16 @@ def latest_swept_experiment(store: Store) -> int:
     ).fetchone()
     if found is None:
         raise UserError(f"{store.path}: holds no experiment with a valid run of a DuT yet (run `lowtail run`)")
-    return found
+    return int(found)
 
 
 _RUNS_WITH_FIGURES = f"""SELECT r.* EXCLUDE (series_path), a.sent, a.received, a.lost, a.duplicates, a.reordered, {latency_columns("a")},
                   a.partial, a.warnings, a.figures, a.start_ts_ns, coalesce(r.series_path, a.series_path) AS series_path,
-                  {_HOST_AXES}
+                  {derived_columns_sql()}
            FROM runs r JOIN experiments e USING (experiment_id) LEFT JOIN analyses a USING (analysis_id)"""
 
 
-def runs(store: Store, experiment_id: int) -> list[dict[str, Any]]:
+def runs(store: Store, experiment_id: int) -> list[RunRow]:
     """The experiment's runs with their headline figures and their host's kernel and name,
     in the order they ran."""
     return [
@@ -157,7 +154,7 @@ def select_runs(
     experiment_ids: list[int] | None = None,
     run_ids: list[int] | None = None,
     analysis_ids: list[int] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[RunRow]:
     """Runs as `runs` returns them: those of these experiments, with these ids, or with
     these analyses (the union), in id order; every stored run when none is given."""
     wanted = [("r.experiment_id", experiment_ids), ("r.run_id", run_ids), ("r.analysis_id", analysis_ids)]
@@ -194,7 +191,7 @@ def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[
     return {eid: json.loads(v) if v else {} for eid, v in rows}
 
 
-def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, burst: int) -> list[dict[str, Any]]:
+def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, burst: int) -> list[RunRow]:
     """Every valid analysed calibration run of experiment `source` with this traffic (its
     repetitions), as `runs` returns them: the floor of a configuration and its spread."""
     return [
@@ -208,6 +205,22 @@ def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, 
             )
         )
     ]
+
+
+@dataclass(frozen=True)
+class ExperimentRuns:
+    """A stored experiment with its runs (as `runs` returns them) and the floor they are read against."""
+
+    experiment: dict[str, Any]
+    runs: list[RunRow]
+    floor: Floor
+
+
+def experiment_runs(store: Store, experiment_id: int) -> ExperimentRuns:
+    """The experiment, its runs and its calibration floor: what a table of its runs shows."""
+    return ExperimentRuns(
+        experiment(store, experiment_id), runs(store, experiment_id), calibration_floor(store, experiment_id)
+    )
 
 
 def run_figures(store: Store, run_id: int) -> dict[str, Any]:
@@ -269,9 +282,7 @@ def calibration_source(store: Store, experiment_id: int) -> int:
     return found[0] if found and found[0] is not None else experiment_id
 
 
-def calibration_floor(
-    store: Store, experiment_id: int, source: int | None = None
-) -> dict[tuple[int, int, int], dict[str, Any]]:
+def calibration_floor(store: Store, experiment_id: int, source: int | None = None) -> Floor:
     """Per (rate, frame size, burst): the calibration run to read the experiment's results
     against (with every headline latency column), from `source`, else the experiment it
     names (`set_calibration`), else its own — never another experiment's by chance. Empty

@@ -40,23 +40,31 @@ def format_cpu_list(cpus: list[int] | set[int]) -> str:
     return ",".join(str(c) for c in sorted(cpus))
 
 
-def cpuset_hierarchy() -> CpusetHierarchy | None:
-    """Where cpusets can be made on this host, preferring cgroup v2."""
+def controller_mount(controller: str, mounts: str | None = None) -> tuple[int, Path] | None:
+    """Where a cgroup controller is mounted: (2, the unified hierarchy) when cgroup v2 offers
+    it, else (1, its v1 hierarchy), else None. `mounts` is /proc/self/mounts' text."""
+    mounts = Path("/proc/self/mounts").read_text() if mounts is None else mounts
     v1 = None
-    for line in Path("/proc/self/mounts").read_text().splitlines():
+    for line in mounts.splitlines():
         fields = line.split()
         if len(fields) < 4:
             continue
         mount_point, fstype, options = Path(fields[1]), fields[2], fields[3].split(",")
         if fstype == "cgroup2":
             try:
-                if "cpuset" in (mount_point / "cgroup.controllers").read_text().split():
-                    return CpusetHierarchy(2, mount_point)
+                if controller in (mount_point / "cgroup.controllers").read_text().split():
+                    return 2, mount_point
             except OSError:
                 continue
-        elif fstype == "cgroup" and "cpuset" in options:
-            v1 = CpusetHierarchy(1, mount_point)
-    return v1
+        elif fstype == "cgroup" and controller in options:
+            v1 = mount_point
+    return None if v1 is None else (1, v1)
+
+
+def cpuset_hierarchy() -> CpusetHierarchy | None:
+    """Where cpusets can be made on this host, preferring cgroup v2."""
+    found = controller_mount("cpuset")
+    return None if found is None else CpusetHierarchy(*found)
 
 
 @dataclass(frozen=True)
@@ -72,24 +80,14 @@ class MemoryHierarchy:
 
 def memory_hierarchy(mounts: str | None = None, own: str | None = None) -> MemoryHierarchy | None:
     """The memory controller's hierarchy, preferring cgroup v2 (as `cpuset_hierarchy`)."""
-    mounts = Path("/proc/self/mounts").read_text() if mounts is None else mounts
     own = Path("/proc/self/cgroup").read_text() if own is None else own
-    v1 = None
-    for line in mounts.splitlines():
-        fields = line.split()
-        if len(fields) < 4:
-            continue
-        mount_point, fstype, options = Path(fields[1]), fields[2], fields[3].split(",")
-        if fstype == "cgroup2":
-            try:
-                if "memory" in (mount_point / "cgroup.controllers").read_text().split():
-                    return MemoryHierarchy(2, mount_point, mount_point)
-            except OSError:
-                continue
-        elif fstype == "cgroup" and "memory" in options:
-            v1 = mount_point
-    if v1 is None:
+    found = controller_mount("memory", mounts)
+    if found is None:
         return None
+    version, root = found
+    if version == 2:
+        return MemoryHierarchy(2, root, root)
+    v1 = root
     for line in own.splitlines():
         _, controllers, path = line.split(":", 2)
         if "memory" in controllers.split(","):

@@ -45,6 +45,7 @@ class CoreRoles:
     @classmethod
     def for_cpus(cls, cpus: list[int], overrides: dict[str, Any] | None = None) -> CoreRoles:
         """The same plan for a host whose usable cores are `cpus` (another host's)."""
+        plan: dict[str, Any]
         if len(cpus) >= 4:
             plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
         elif len(cpus) == 3:

@@ -16,6 +16,7 @@ commands where the DuT is (a namespace, this host, another host) and undoes them
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import shutil
@@ -143,7 +144,7 @@ class Dut:
                 except ValueError as e:
                     raise ValueError(f"option {key!r} {e}") from None
             axes.append((key, checked))
-        configs = [{}]
+        configs: list[dict[str, Any]] = [{}]
         for key, values in axes:
             configs = [c | {key: v} for c in configs for v in values]
         return [cls.validate({k: opt.default for k, opt in cls.options.items()} | c) for c in configs]
@@ -329,21 +330,30 @@ class Bridge(Dut):
         tb.dut_run(["ip", "link", "set", bridge, "up"], what="bringing the bridge up")
 
 
+# lowtail-fwd's own options, declared once: the forwarder on a host (`LowtailFwd`) and
+# inside a VM guest (`vm.dut.VirtualMachine`, as `guest_options`).
+FORWARDER_OPTIONS = {
+    "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
+    "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
+    "spin_us": Option(
+        "int",
+        None,
+        help="busy-poll this long after the last packet, then sleep until the "
+        "next [default: never sleep on an isolated core of its own, "
+        "10 µs elsewhere]",
+    ),
+}
+
+
+def guest_options(options: dict[str, Option]) -> dict[str, Option]:
+    """Options of a program inside a VM guest, their help saying so."""
+    return {name: dataclasses.replace(o, help=f"lowtail-fwd in the guest: {o.help}") for name, o in options.items()}
+
+
 class LowtailFwd(Dut):
     kind = "lowtail-fwd"
     testbeds = ALL_TESTBEDS
-    options = {
-        "work_ns": Option("int", 0, help="synthetic per-packet work, in nanoseconds"),
-        "batch": Option("int", 1, minimum=1, help="packets held until the whole batch is processed"),
-        "spin_us": Option(
-            "int",
-            None,
-            help="busy-poll this long after the last packet, then sleep until the "
-            "next [default: never sleep on an isolated core of its own, "
-            "10 µs elsewhere]",
-        ),
-        **PROCESS_OPTIONS,
-    }
+    options = {**FORWARDER_OPTIONS, **PROCESS_OPTIONS}
     # Measured on the 2-vCPU VM, work_ns 2000, batch 1, sharing core 0 with the timestamper:
     # sleeping after 10 µs without frames gave p50 11 µs at 50 kpps and ~20 µs at 10 kpps
     # (a wake-up from another core costs ~15 µs here), where never sleeping gave 1.6-3.8 ms
@@ -356,7 +366,7 @@ class LowtailFwd(Dut):
         real-time task that never sleeps on any other core is throttled by the kernel in
         50 ms pieces as soon as an ordinary task waits for that core."""
         if self.config.get("spin_us") is not None:
-            return self.config["spin_us"]
+            return int(self.config["spin_us"])
         core = self._cores(plan)[0]
         if isolated is None:
             isolated = isolated_cpus()
@@ -526,7 +536,7 @@ class Custom(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return self.config["ready_timeout"] / 1e9
+        return float(self.config["ready_timeout"]) / 1e9
 
     def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.testbed.probe import wait_forwarding
@@ -138,7 +139,9 @@ class InterfacesTestbed(Testbed):
         # The host's namespace: the testbed's tag keeps the name its own.
         return f"lt{prefix}{self.tag[-4:]}"
 
-    def wait_until_forwarding(self, timeout_s: float, still_starting=lambda: True) -> float | None:
+    def wait_until_forwarding(
+        self, timeout_s: float, still_starting: Callable[[], bool] = lambda: True
+    ) -> float | None:
         if not self.wiring.probe:
             # A DuT that drops the probe's frames (a router): give it the settle time instead.
             return self.wiring.settle_ns / 1e9 if _sleep_unless(self.wiring.settle_ns, still_starting) else None
@@ -146,7 +149,7 @@ class InterfacesTestbed(Testbed):
             None, self.wiring.generator, self.wiring.post, self.generator.mac, self.dst_mac, timeout_s, still_starting
         )
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "generator": self.generator.describe(),

@@ -22,7 +22,7 @@ from typing import Any
 from lowtail.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts import PROCESS_OPTIONS, Dut, Option
-from lowtail.testbed.process import make_realtime
+from lowtail.testbed.process import Program, make_realtime
 from lowtail.testbed.system import sh, tool
 from lowtail.testbed.topology import Testbed
 
@@ -116,7 +116,7 @@ class OpenVSwitch(Dut):
         pid = self.containment.get("namespaces", {}).get("contained_pid") or self.program.pid
         self.containment["scheduling"] = make_realtime(pid, DUT_RT_PRIORITY)
 
-    def _wait_socket(self, path: Path, program, timeout_s: float = 15.0) -> None:
+    def _wait_socket(self, path: Path, program: Program, timeout_s: float = 15.0) -> None:
         deadline = time.monotonic() + timeout_s
         while not path.exists():
             if not program.running():
@@ -125,7 +125,7 @@ class OpenVSwitch(Dut):
                 raise Failure(f"ovsdb-server did not open {path} within {timeout_s:g} s")
             time.sleep(0.02)
 
-    def vsctl(self, *args: str) -> subprocess.CompletedProcess:
+    def vsctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return sh(
             _ovs("ovs-vsctl"),
             f"--db=unix:{self.dir / 'db.sock'}",
@@ -134,7 +134,7 @@ class OpenVSwitch(Dut):
             what=f"DuT {self.name}: ovs-vsctl {' '.join(args)}",
         )
 
-    def ofctl(self, *args: str) -> subprocess.CompletedProcess:
+    def ofctl(self, *args: str) -> subprocess.CompletedProcess[str]:
         return sh(
             _ovs("ovs-ofctl"),
             args[0],

@@ -13,6 +13,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 
 ETH_P_PROBE = 0x88B5
 _CLONE_NEWNET = 0x40000000
@@ -65,7 +66,7 @@ def wait_forwarding(
     src_mac: str,
     dst_mac: str,
     timeout_s: float,
-    still_starting=lambda: True,
+    still_starting: Callable[[], bool] = lambda: True,
 ) -> float | None:
     """Send a probe frame every 50 ms until one comes back; seconds it took, or None when
     none came back within `timeout_s` (or `still_starting()` turned false: the DuT died)."""

@@ -35,7 +35,7 @@ class ProcessHandle:
     client on another host (`hosts.remote.RemoteProgram`): `popen` is the local process,
     `log` its output file, `stop_signal` set once it was asked to stop."""
 
-    popen: subprocess.Popen
+    popen: subprocess.Popen[bytes]
     log: Path
     stop_signal: Any = None
 
@@ -117,7 +117,8 @@ class Program(ProcessHandle):
         if self.stats_path is None or not self.stats_path.exists():
             return None
         try:
-            return json.loads(self.stats_path.read_text())
+            found: dict[str, Any] = json.loads(self.stats_path.read_text())
+            return found
         except ValueError:
             return None
 

@@ -195,8 +195,8 @@ def testbeds_on_host() -> dict[str, dict[str, Any]]:
         m = NETNS_PATTERN.match(name)
         if m:
             entry(m.group(1))["netns"].append(name)
-    for tag, path in tagged_cgroups():
-        entry(tag)["cgroups"].append(path)
+    for tag, cgroup in tagged_cgroups():
+        entry(tag)["cgroups"].append(cgroup)
     for tag, e in found.items():
         reg = e["registry"]
         # Without a state file only the pid in the name is known; a live pid is given the

@@ -8,6 +8,7 @@ plan, the hosts' metadata, and a fresh testbed for each run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,7 +41,9 @@ class Session(Protocol):
         """A Failure when a host that writes captures has not `need_bytes` free."""
         ...
 
-    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> AbstractContextManager:
+    def testbed(
+        self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None
+    ) -> AbstractContextManager[Testbed]:
         """A fresh testbed for one run (a context manager)."""
         ...
 
@@ -78,7 +81,7 @@ class LocalSession:
         return Testbed(run_dir, wire=wire)
 
 
-def open_session(wiring: Wiring, log=lambda message: None) -> Any:
+def open_session(wiring: Wiring, log: Callable[[str], None] = lambda message: None) -> Any:
     """The session of a wiring (a context manager); `log` says what slow work is being done."""
     if isinstance(wiring, Hosts):
         from lowtail.testbed.hosts.session import HostsSession

@@ -50,7 +50,7 @@ def require_privileges(action: str) -> None:
         )
 
 
-def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess:
+def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a short system command; a failure becomes one readable line."""
     try:
         done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
@@ -68,12 +68,12 @@ def local_argv(argv: list[str]) -> list[str]:
     return [tool(argv[0]), *argv[1:]] if argv and argv[0] in ("ip", "tc") else list(argv)
 
 
-def ip(*args: str, what: str, check: bool = True) -> subprocess.CompletedProcess:
+def ip(*args: str, what: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run `ip` with these arguments; `what` says what for in its error."""
     return sh(tool("ip"), *args, what=what, check=check)
 
 
-def tc(*args: str, what: str) -> subprocess.CompletedProcess:
+def tc(*args: str, what: str) -> subprocess.CompletedProcess[str]:
     """Run `tc` with these arguments; `what` says what for in its error."""
     return sh(tool("tc"), *args, what=what)
 

@@ -21,7 +21,9 @@ user's wiring.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from lowtail import signals
 from lowtail.errors import Failure
@@ -105,13 +107,15 @@ class Testbed:
         """The isolated cores where the DuT runs (None: this host's)."""
         return None
 
-    def wait_until_forwarding(self, timeout_s: float, still_starting=lambda: True) -> float | None:
+    def wait_until_forwarding(
+        self, timeout_s: float, still_starting: Callable[[], bool] = lambda: True
+    ) -> float | None:
         """Probe frames until one comes back through the DuT: seconds it took, or None."""
         return wait_forwarding(
             self.lg_ns, self.tx, self.rx, self.macs[self.tx], self.macs[self.rx], timeout_s, still_starting
         )
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """The testbed as stored with a run."""
         return {"kind": self.kind}
 
@@ -193,8 +197,11 @@ class Testbed:
     def namespaces(self) -> list[str]:
         return [self.lg_ns] + ([self.dut_ns] if self.dut_ns else [])
 
-    def link(self, ns: str, dev: str) -> dict:
-        return json.loads(ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout)[0]
+    def link(self, ns: str, dev: str) -> dict[str, Any]:
+        found: dict[str, Any] = json.loads(
+            ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout
+        )[0]
+        return found
 
     def close(self) -> None:
         """Remove everything this testbed made; safe to call twice."""
@@ -259,7 +266,7 @@ class Testbed:
             self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
-    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict]:
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict[str, Any]]:
         """The cgroups of a container DuT (exclusive cpuset, memory reservation) and what
         was applied; each is in the registry before it exists."""
         return create_container_cgroups(

@@ -137,7 +137,7 @@ def parse(table: Any, base: Path) -> Wiring:
     return _hosts(table, base)
 
 
-def _only(table: dict, name: str, allowed: set[str]) -> None:
+def _only(table: dict[str, Any], name: str, allowed: set[str]) -> None:
     for key in table:
         if key not in allowed:
             raise WiringError(f"unknown key {key!r} in [{name}] (known: {', '.join(sorted(allowed))})", name, key)
@@ -152,13 +152,13 @@ def interface_name(value: Any, table: str, key: str) -> str:
     return value
 
 
-def _required(table: dict, name: str, key: str) -> Any:
+def _required(table: dict[str, Any], name: str, key: str) -> Any:
     if key not in table:
         raise WiringError(f"[{name}] needs `{key}`", name, None)
     return table[key]
 
 
-def _duration(table: dict, name: str, key: str, default_ns: int) -> int:
+def _duration(table: dict[str, Any], name: str, key: str, default_ns: int) -> int:
     if key not in table:
         return default_ns
     try:
@@ -167,14 +167,14 @@ def _duration(table: dict, name: str, key: str, default_ns: int) -> int:
         raise WiringError(f"{key}: {e}", name, key) from None
 
 
-def _mac(table: dict, name: str) -> str | None:
+def _mac(table: dict[str, Any], name: str) -> str | None:
     mac = table.get("dst_mac")
     if mac is not None and (not isinstance(mac, str) or not _MAC.match(mac)):
         raise WiringError(f"dst_mac must be a MAC address like 02:00:00:00:00:01, not {mac!r}", name, "dst_mac")
     return mac
 
 
-def _interfaces(table: dict) -> Interfaces:
+def _interfaces(table: dict[str, Any]) -> Interfaces:
     _only(table, "testbed", {"kind", "generator", "pre", "post", "dst_mac", "probe", "settle"})
     points = {
         key: interface_name(_required(table, "testbed", key), "testbed", key) for key in ("generator", "pre", "post")
@@ -196,13 +196,13 @@ _ROLE_KEYS = {
 }
 
 
-def _hosts(table: dict, base: Path) -> Hosts:
+def _hosts(table: dict[str, Any], base: Path) -> Hosts:
     _only(
         table,
         "testbed",
         {"kind", "identity", "known_hosts", "ssh_config", "connect_timeout", "settle", "dst_mac", *_ROLE_KEYS},
     )
-    roles: dict[str, dict] = {}
+    roles: dict[str, dict[str, Any]] = {}
     for role, keys in _ROLE_KEYS.items():
         name = f"testbed.{role}"
         value = table.get(role)
@@ -255,7 +255,7 @@ def _hosts(table: dict, base: Path) -> Hosts:
     )
 
 
-def _file(table: dict, key: str, base: Path, must_exist: bool = True) -> str | None:
+def _file(table: dict[str, Any], key: str, base: Path, must_exist: bool = True) -> str | None:
     value = table.get(key)
     if value is None:
         return None

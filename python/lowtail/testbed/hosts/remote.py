@@ -19,8 +19,9 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from lowtail.errors import Failure
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
@@ -75,7 +76,7 @@ class RemoteProgram(ProcessHandle):
         log: Path,
         heartbeat: Heartbeat,
         stats: str | None = None,
-        undo: list[list[str]] = (),
+        undo: Sequence[list[str]] = (),
         prelude: str | None = None,
     ):
         self.name = name
@@ -96,11 +97,9 @@ class RemoteProgram(ProcessHandle):
             leash += ["--undo", shlex.join(command)]
         if stats:
             leash += ["--stats", stats]
-        command = "exec " + shlex.join(leash + (["--", *argv] if argv else []))
+        shell = "exec " + shlex.join(leash + (["--", *argv] if argv else []))
         with open(log, "ab") as err:
-            self.popen = host.popen(
-                f"{prelude} && {command}" if prelude else command, stdout=subprocess.PIPE, stderr=err
-            )
+            self.popen = host.popen(f"{prelude} && {shell}" if prelude else shell, stdout=subprocess.PIPE, stderr=err)
         self._reader = threading.Thread(target=self._read, name=f"lowtail-{name}", daemon=True)
         self._reader.start()
         heartbeat.add(self)
@@ -196,12 +195,22 @@ class RemoteProgram(ProcessHandle):
         return False
 
 
+class RunOnHosts(Protocol):
+    """What a site needs of its run's testbed (`hosts.session.HostsTestbed`): the run's
+    local folder, the heartbeat its programs share, and the registry that stops them."""
+
+    work_dir: Path
+    heartbeat: Heartbeat
+
+    def adopt(self, program: RemoteProgram) -> RemoteProgram: ...
+
+
 class RemoteSite:
     """A host as a run's site: lowtail's programs in `bindir`, the run's files in `run_dir`."""
 
     local = False
 
-    def __init__(self, host: SshHost, facts: dict[str, Any], bindir: str, run_dir: str, testbed: Any):
+    def __init__(self, host: SshHost, facts: dict[str, Any], bindir: str, run_dir: str, testbed: RunOnHosts):
         self.host = host
         self.facts = facts
         self.bindir = bindir

@@ -16,6 +16,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,7 @@ PROGRAMS = ("lowtail-gen", "lowtail-cap", "lowtail-fwd", "lowtail-leash")
 class HostsSession:
     """The sweep's connections to its hosts, their facts and lowtail's programs on them."""
 
-    def __init__(self, wiring: Hosts, log=lambda message: None):
+    def __init__(self, wiring: Hosts, log: Callable[[str], None] = lambda message: None):
         self.wiring = wiring
         self.log = log
         self.connections: dict[str, SshHost] = {}
@@ -278,7 +279,7 @@ def _each(work: Any, items: list[Any]) -> list[Any]:
         futures = [pool.submit(work, item) for item in items]
     for f in futures:
         if f.exception() is not None:
-            raise f.exception()  # type: ignore[misc]
+            raise f.exception()
     return [f.result() for f in futures]
 
 
@@ -372,7 +373,7 @@ class HostsTestbed(Testbed):
     def dut_isolated_cpus(self) -> set[int] | None:
         return self.dut_site.isolated_cpus()
 
-    def spawn(
+    def spawn(  # type: ignore[override]
         self,
         name: str,
         ns: str | None,
@@ -381,7 +382,7 @@ class HostsTestbed(Testbed):
         cpus: list[int] | None = None,
         cgroup: Any = None,
         container: bool = False,
-    ) -> RemoteProgram:  # type: ignore[override]
+    ) -> RemoteProgram:
         """The DuT's program, on the DuT's host."""
         if cgroup is not None or container:
             raise UserError("containment on another host is not supported (only bare)")
@@ -389,7 +390,9 @@ class HostsTestbed(Testbed):
             argv = ["taskset", "-c", ",".join(map(str, cpus)), *argv]
         return self.dut_site.spawn(name, argv, stats=str(stats) if stats else None)
 
-    def wait_until_forwarding(self, timeout_s: float, still_starting=lambda: True) -> float | None:
+    def wait_until_forwarding(
+        self, timeout_s: float, still_starting: Callable[[], bool] = lambda: True
+    ) -> float | None:
         """No probe reaches across hosts: the DuT gets the settle time, and fails the run if it
         stops meanwhile (one that forwards nothing shows as loss)."""
         import time
@@ -401,7 +404,7 @@ class HostsTestbed(Testbed):
             time.sleep(0.05)
         return self.wiring.settle_ns / 1e9
 
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "generator": self.generator.describe(),

@@ -76,7 +76,7 @@ class SshHost:
         self.options = options
         self.control_socket = control_socket
         self.log = log
-        self.master: subprocess.Popen | None = None
+        self.master: subprocess.Popen[bytes] | None = None
 
     @property
     def label(self) -> str:
@@ -163,7 +163,7 @@ class SshHost:
 
     def run(
         self, command: str, what: str, stdin: IO[bytes] | None = None, check: bool = True, timeout: float = 120
-    ) -> subprocess.CompletedProcess:
+    ) -> subprocess.CompletedProcess[bytes]:
         """Run a short shell command there; a failure becomes one line saying `what` failed,
         a dropped connection `ConnectionLost`."""
         self.require_alive()
@@ -182,7 +182,7 @@ class SshHost:
             raise Failure(f"host {self.label}: {what}: {last_line(done.stderr) or f'exit code {done.returncode}'}")
         return done
 
-    def popen(self, command: str, stdout: Any, stderr: Any) -> subprocess.Popen:
+    def popen(self, command: str, stdout: Any, stderr: Any) -> subprocess.Popen[bytes]:
         """Start a long-running shell command there, its stdin a pipe from here."""
         self.require_alive()
         return subprocess.Popen(

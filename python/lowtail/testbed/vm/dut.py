@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +27,11 @@ from lowtail.errors import Failure, UserError
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
-from lowtail.testbed.duts import Dut, LowtailFwd, Option, mirred_redirect
+from lowtail.testbed.duts import FORWARDER_OPTIONS, Dut, LowtailFwd, Option, guest_options, mirred_redirect
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.system import ip
 from lowtail.testbed.topology import Testbed
-from lowtail.testbed.vm.image import build_image, cache_dir, check_image_tools
+from lowtail.testbed.vm.image import GuestImage, build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
     GUEST_BASE_CMDLINE,
@@ -68,14 +69,7 @@ class VirtualMachine(Dut):
             choices=GUEST_FORWARDERS,
             help="what forwards inside the guest: tc mirred, a bridge, or lowtail-fwd",
         ),
-        "work_ns": Option("int", 0, help="lowtail-fwd in the guest: synthetic per-packet work, in nanoseconds"),
-        "batch": Option("int", 1, minimum=1, help="lowtail-fwd in the guest: packets per batch"),
-        "spin_us": Option(
-            "int",
-            None,
-            help="lowtail-fwd in the guest: busy-poll this long before sleeping [default: never sleep on a "
-            "vCPU isolcpus isolates in the guest, 10 µs elsewhere]",
-        ),
+        **guest_options(FORWARDER_OPTIONS),
         "guest_cmdline": Option(
             "text", "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
         ),
@@ -113,7 +107,7 @@ class VirtualMachine(Dut):
             raise UserError("a VM DuT needs /dev/net/tun (the tun driver) for its tap devices")
 
     @classmethod
-    def prepare(cls, config: dict[str, Any], log) -> None:
+    def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
         """Build (or find) the guest image and learn the acceleration before the sweep."""
         image = build_image(config["guest_kernel"], progress=log)
         if config["accel"] == "auto":
@@ -121,9 +115,9 @@ class VirtualMachine(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return self.config["ready_timeout"] / 1e9
+        return float(self.config["ready_timeout"]) / 1e9
 
-    def _acceleration(self, image) -> Acceleration:
+    def _acceleration(self, image: GuestImage) -> Acceleration:
         if self.config["accel"] == "auto":
             return probe_acceleration(image.kernel, image.initrd, cache_dir(), lambda message: None)
         return Acceleration(self.config["accel"], "chosen in the experiment file")
@@ -132,7 +126,7 @@ class VirtualMachine(Dut):
         """lowtail-fwd's busy-poll time in the guest, by the host forwarder's rule: never
         sleep only on a vCPU of its own that the guest's scheduler keeps free (isolcpus)."""
         if self.config["spin_us"] is not None:
-            return self.config["spin_us"]
+            return int(self.config["spin_us"])
         fwd_vcpu = self.config["vcpus"] - 1
         isolated: set[int] = set()
         for param in self.config["guest_cmdline"].split():
@@ -167,7 +161,8 @@ class VirtualMachine(Dut):
         sockets = Path("/run/lowtail") / tb.tag  # short: unix socket paths are limited to 107 bytes
         tb.own_path(sockets)
         sockets.mkdir(parents=True, exist_ok=True)
-        macs = tuple("52:54:00:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3)) for _ in range(2))
+        mac_in, mac_out = ("52:54:00:" + ":".join(f"{b:02x}" for b in secrets.token_bytes(3)) for _ in range(2))
+        macs = (mac_in, mac_out)
         vcpu_cores = self._cores(plan)
         emulator = emulator_cores(plan, vcpu_cores)
         argv = qemu_argv(

@@ -70,7 +70,7 @@ class GuestImage:
 
     @property
     def kernel_release(self) -> str:
-        return self.info["kernel"]["release"]
+        return str(self.info["kernel"]["release"])
 
 
 @contextmanager
@@ -180,10 +180,11 @@ def _decompress_payload(vmlinuz: bytes) -> bytes | None:
     import io
     import lzma
 
-    for magic, decompress in (
+    decompressors: tuple[tuple[bytes, Callable[[bytes], bytes]], ...] = (
         (b"\xfd7zXZ\x00", lambda b: lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(b)),
         (b"\x1f\x8b\x08\x00", lambda b: gzip.GzipFile(fileobj=io.BytesIO(b)).read()),
-    ):
+    )
+    for magic, decompress in decompressors:
         at = vmlinuz.find(magic)
         while at >= 0:
             try:

@@ -16,7 +16,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -224,7 +224,8 @@ class Qmp:
         line = self.reader.readline()
         if not line:
             raise Failure("QEMU closed its QMP connection")
-        return json.loads(line)
+        answer: dict[str, Any] = json.loads(line)
+        return answer
 
     def execute(self, command: str, **arguments: Any) -> Any:
         doc: dict[str, Any] = {"execute": command}
@@ -304,7 +305,7 @@ class GuestChannel:
         except OSError:
             pass  # QEMU went away: whatever was said before is kept
 
-    def _handle(self, lines) -> None:
+    def _handle(self, lines: Iterable[str]) -> None:
         table: list[str] | None = None
         last = None
         last_t = None

@@ -9,12 +9,13 @@ use lowtail_stats::ExactHistogram;
 use serde_json::json;
 
 use lowtail_net::clock::{monotonic_ns, spin_until};
-use lowtail_net::error::{exit_with, Fatal, EXIT_OK};
 use lowtail_net::netns::IfaceRef;
 use lowtail_net::ring::{FrameRing, RxFrame};
+use lowtail_net::signal;
 use lowtail_net::socket::PacketSocket;
-use lowtail_net::summary::{fmt_ns, summarize, write_json};
-use lowtail_net::{cpu, signal};
+use lowtail_net::summary::{fmt_ns, summarize};
+use lowtail_program::flags::{Placement, StatsJson};
+use lowtail_program::{say, Exit, Fatal};
 
 /// Forward frames unchanged from one interface to another, busy-polling, with
 /// synthetic per-packet work and batch release: a controllable stand-in for an IPS.
@@ -36,10 +37,14 @@ use lowtail_net::{cpu, signal};
 /// (ring overflow, send errors, oversized frames), batch sizes, busy fraction. Prints
 /// "ready" on stdout (and creates --ready-file) once forwarding.
 ///
+/// Scheduling: under --rt-priority ordinary tasks do not preempt it, and a busy-polling
+/// forwarder then leaves everything else on its core only what the kernel lends (50 ms
+/// per second): a timestamper sharing the core then needs a higher priority.
+///
 /// Exit codes: 0 stopped cleanly; 2 bad arguments or set-up (no such interface, not
 /// root, bad core); 1 other failures.
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-fwd", version = lowtail_version::LONG_VERSION, verbatim_doc_comment)]
+#[command(verbatim_doc_comment)]
 struct Args {
     /// Interface frames arrive on: NAME or NAME@NETNS.
     #[arg(long = "in", value_name = "IF[@NETNS]")]
@@ -56,9 +61,8 @@ struct Args {
     /// Receive ring size in frames (the forwarder's queue: where overload drops happen).
     #[arg(long, default_value_t = 4096, value_name = "FRAMES")]
     rx_ring: usize,
-    /// Pin the forwarder to this core.
-    #[arg(long, value_name = "CORE")]
-    cpu: Option<usize>,
+    #[command(flatten)]
+    placement: Placement,
     /// Busy-poll this long after the last frame, then sleep in poll() until the next
     /// one (0: sleep at once). Default: never sleep.
     #[arg(long, value_name = "US")]
@@ -69,22 +73,14 @@ struct Args {
     /// Create this file once forwarding (for orchestrators).
     #[arg(long, value_name = "FILE")]
     ready_file: Option<PathBuf>,
-    /// Write the statistics as JSON to this file.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
-    /// Run under SCHED_FIFO at this priority (1-99) so that ordinary tasks do not
-    /// preempt it. A busy-polling forwarder at real-time priority leaves everything else
-    /// on its core only what the kernel lends (50 ms per second): a timestamper sharing
-    /// the core then needs a higher priority.
-    #[arg(long, value_name = "PRIO")]
-    rt_priority: Option<i32>,
+    #[command(flatten)]
+    stats_json: StatsJson,
 }
 
 const PROGRAM: &str = "lowtail-fwd";
 
 fn main() {
-    let args = Args::parse();
-    exit_with(PROGRAM, || run(args))
+    lowtail_program::run(PROGRAM, run)
 }
 
 /// What the forwarder counted.
@@ -256,7 +252,7 @@ impl Sender {
 /// The largest batch: one sendmmsg sends at most this many frames (the kernel's UIO_MAXIOV).
 const MAX_BATCH: usize = 1024;
 
-fn run(args: Args) -> Result<i32, Fatal> {
+fn run(args: Args) -> Result<Exit, Fatal> {
     signal::install();
     if args.batch == 0 {
         return Err(Fatal::usage("--batch must be at least 1"));
@@ -278,13 +274,10 @@ fn run(args: Args) -> Result<i32, Fatal> {
     tx.grow_send_buffer(16 << 20);
     tx.bind_send_only()?;
     let mut sender = Sender::new(tx, args.batch);
-    if let Some(core) = args.cpu {
-        cpu::pin_to(core)?;
-    }
-    let scheduling = cpu::apply_priority(PROGRAM, args.rt_priority, None)?;
+    let scheduling = args.placement.apply(PROGRAM, None)?;
     rx.bind_all()?;
     if let Some(path) = &args.ready_file {
-        std::fs::write(path, b"ready\n").map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
+        std::fs::write(path, b"ready\n").map_err(|e| Fatal::create(path, e))?;
     }
     {
         let mut out = std::io::stdout().lock();
@@ -308,8 +301,8 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "work_ns": args.work_ns,
         "batch": args.batch,
         "rx_ring_frames": ring.len(),
-        "cpu": args.cpu,
-        "scheduling": scheduling,
+        "cpu": args.placement.cpu,
+        "scheduling": scheduling.to_string(),
         "received": c.received,
         "forwarded": c.forwarded,
         "dropped": dropped,
@@ -323,10 +316,8 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "duration_ns": elapsed,
         "stopped_by": signal::received(),
     });
-    if let Some(path) = &args.stats_json {
-        write_json(path, &doc)?;
-    }
-    lowtail_net::say!(
+    args.stats_json.write(&doc)?;
+    say!(
         "lowtail-fwd: received {}, forwarded {}, dropped {} ({} ring overflow, {} send errors) in {} batches over {}",
         c.received,
         c.forwarded,
@@ -336,5 +327,5 @@ fn run(args: Args) -> Result<i32, Fatal> {
         c.batches,
         fmt_ns(elapsed)
     );
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }

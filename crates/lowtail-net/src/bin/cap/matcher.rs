@@ -12,16 +12,10 @@
 //! `horizon` after it was seen counts as lost; the cursor that judges them moves over
 //! each id once.
 
-use std::fs::File;
-use std::io::Write;
-use std::path::Path;
-
 use lowtail_capture::LinkType;
 use lowtail_frame::{extract_id, Extracted, IdSpec};
 use lowtail_stats::HdrRecorder;
 use serde_json::json;
-
-use crate::error::Fatal;
 
 /// Slots of the id table (a power of two). Allocated zeroed, so only the slots a run
 /// uses are ever touched.
@@ -169,29 +163,6 @@ impl LiveMatcher {
         });
         self.interval.clear();
         doc
-    }
-}
-
-/// A file of JSON lines, one written (whole, in one call) per `write`.
-pub struct JsonLines {
-    file: File,
-    path: std::path::PathBuf,
-}
-
-impl JsonLines {
-    /// Create (or truncate) `path`.
-    pub fn create(path: &Path) -> Result<JsonLines, Fatal> {
-        let file = File::create(path).map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
-        Ok(JsonLines { file, path: path.to_path_buf() })
-    }
-
-    /// Append one line. A reader never sees half a line unless the disk is full.
-    pub fn write(&mut self, value: &serde_json::Value) -> Result<(), Fatal> {
-        let mut line = value.to_string();
-        line.push('\n');
-        self.file
-            .write_all(line.as_bytes())
-            .map_err(|e| Fatal::failure(format!("writing {}: {e}", self.path.display())))
     }
 }
 

@@ -8,18 +8,24 @@ use clap::{Parser, ValueEnum};
 use serde_json::json;
 
 use lowtail_frame::IdSpec;
-use lowtail_net::cli::parse_duration;
 use lowtail_net::clock::monotonic_ns;
 use lowtail_net::counters::{dev_counters, softnet_dropped, DevCounters};
-use lowtail_net::error::{exit_with, Fatal, EXIT_DEGRADED, EXIT_OK};
-use lowtail_net::live::{self, JsonLines, LiveMatcher};
 use lowtail_net::netns::IfaceRef;
-use lowtail_net::pcapout::CaptureFile;
 use lowtail_net::ring::{BlockRing, RxFrame, Stamp};
+use lowtail_net::signal;
 use lowtail_net::socket::PacketSocket;
-use lowtail_net::summary::write_json;
-use lowtail_net::tstamp::{enable_hardware_rx, ts_info, HwStamping};
-use lowtail_net::{cpu, signal};
+use lowtail_program::args::parse_duration;
+use lowtail_program::flags::{LiveJson, Placement, StatsJson};
+use lowtail_program::output::JsonLines;
+use lowtail_program::{say, Exit, Fatal};
+
+mod matcher;
+mod pcapout;
+mod tstamp;
+
+use matcher::LiveMatcher;
+use pcapout::CaptureFile;
+use tstamp::{enable_hardware_rx, ts_info, HwStamping};
 
 /// Capture frames on one or more interfaces with nanosecond timestamps, into pcap files.
 ///
@@ -45,11 +51,15 @@ use lowtail_net::{cpu, signal};
 /// (no copy after --live-horizon), and the running p99 and maximum latency (an HDR
 /// histogram's, three significant digits; `lowtail analyze` gives the exact figures).
 ///
+/// Scheduling: --rt-priority lets it drain its rings as soon as the kernel hands a block
+/// over; it needs one above the other's when a busy-polling real-time program shares its
+/// core.
+///
 /// Exit codes: 0 complete; 3 finished but frames were dropped; 2 bad arguments or
 /// set-up (no such interface, not root, hardware timestamps unavailable); 1 other
 /// failures (disk full, ...).
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-cap", version = lowtail_version::LONG_VERSION, verbatim_doc_comment)]
+#[command(verbatim_doc_comment)]
 struct Args {
     /// Interface to capture on (repeat for several): NAME or NAME@NETNS.
     #[arg(long, value_name = "IF[@NETNS]", required = true)]
@@ -57,9 +67,8 @@ struct Args {
     /// Output pcap file for the interface in the same position (repeat as often as --iface).
     #[arg(long, value_name = "FILE.pcap", required = true)]
     out: Vec<PathBuf>,
-    /// Pin the capture thread to this core.
-    #[arg(long, value_name = "CORE")]
-    cpu: Option<usize>,
+    #[command(flatten)]
+    placement: Placement,
     /// Bytes kept of each frame (the id of lowtail's frames is within the first 50).
     #[arg(long, default_value_t = 128, value_name = "BYTES")]
     snaplen: u32,
@@ -82,18 +91,10 @@ struct Args {
     /// Create this file once capturing (for orchestrators).
     #[arg(long, value_name = "FILE")]
     ready_file: Option<PathBuf>,
-    /// Write the statistics as JSON to this file.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
-    /// Run under SCHED_FIFO at this priority (1-99): it then drains its rings as soon as
-    /// the kernel hands a block over. Needed (above the other's) when a busy-polling
-    /// real-time program shares its core.
-    #[arg(long, value_name = "PRIO")]
-    rt_priority: Option<i32>,
-    /// Append a line of running figures (JSON) to this file every second; needs exactly
-    /// two interfaces: where frames enter the device, then where they leave it.
-    #[arg(long, value_name = "FILE")]
-    live_json: Option<PathBuf>,
+    #[command(flatten)]
+    stats_json: StatsJson,
+    #[command(flatten)]
+    live_json: LiveJson,
     /// Only frames to this UDP port carry ids (for --live-json).
     #[arg(long, value_name = "PORT")]
     live_udp_port: Option<u16>,
@@ -243,7 +244,7 @@ impl Side {
 
     /// Drain every block the kernel has handed over, showing each frame to `live` as
     /// captured on `side`; returns whether there were any.
-    fn drain(&mut self, mut live: Option<(&mut LiveMatcher, live::Side)>) -> bool {
+    fn drain(&mut self, mut live: Option<(&mut LiveMatcher, matcher::Side)>) -> bool {
         let mut any = false;
         let (tally, file, scratch, only_out) =
             (&mut self.tally, &mut self.file, &mut self.scratch, self.keep_outgoing_only);
@@ -318,11 +319,10 @@ impl Side {
 const PROGRAM: &str = "lowtail-cap";
 
 fn main() {
-    let args = Args::parse();
-    exit_with(PROGRAM, || run(args))
+    lowtail_program::run(PROGRAM, run)
 }
 
-fn run(args: Args) -> Result<i32, Fatal> {
+fn run(args: Args) -> Result<Exit, Fatal> {
     signal::install();
     if args.iface.len() != args.out.len() {
         return Err(Fatal::usage(format!(
@@ -334,28 +334,21 @@ fn run(args: Args) -> Result<i32, Fatal> {
     if args.snaplen < 64 {
         return Err(Fatal::usage("--snaplen must be at least 64 bytes"));
     }
-    if args.live_json.is_some() && args.iface.len() != 2 {
+    if args.live_json.path().is_some() && args.iface.len() != 2 {
         return Err(Fatal::usage(format!(
             "--live-json needs exactly two interfaces (where frames enter the device, then where they leave), not {}",
             args.iface.len()
         )));
     }
-    let mut live = match &args.live_json {
-        Some(path) => {
-            let spec = IdSpec { udp_dst_port: args.live_udp_port, ..IdSpec::default() };
-            let matcher = LiveMatcher::new(spec, args.live_horizon.as_nanos() as i64);
-            Some(Live { matcher, out: JsonLines::create(path)? })
-        }
-        None => None,
-    };
+    let mut live = args.live_json.create()?.map(|out| {
+        let spec = IdSpec { udp_dst_port: args.live_udp_port, ..IdSpec::default() };
+        Live { matcher: LiveMatcher::new(spec, args.live_horizon.as_nanos() as i64), out }
+    });
     let mut sides = Vec::new();
     for (iface, out) in args.iface.iter().zip(&args.out) {
         sides.push(Side::open(iface, out, &args)?);
     }
-    if let Some(core) = args.cpu {
-        cpu::pin_to(core)?;
-    }
-    let scheduling = cpu::apply_priority(PROGRAM, args.rt_priority, None)?;
+    let scheduling = args.placement.apply(PROGRAM, None)?;
     let softnet_before = softnet_dropped();
     for side in &mut sides {
         side.counters_before = dev_counters(&side.iface);
@@ -393,27 +386,25 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "host_backlog_drops": softnet,
         "snaplen": args.snaplen,
         "timestamps_requested": format!("{:?}", args.timestamps).to_lowercase(),
-        "cpu": args.cpu,
-        "scheduling": scheduling,
+        "cpu": args.placement.cpu,
+        "scheduling": scheduling.to_string(),
         "duration_ns": elapsed,
         "stopped_by": stopped_by,
     });
-    if let Some(path) = &args.stats_json {
-        write_json(path, &doc)?;
-    }
+    args.stats_json.write(&doc)?;
     let per_side: Vec<String> = sides
         .iter()
         .map(|s| format!("{} {} frames ({}, {} dropped)", s.iface, s.tally.frames, s.observed_source(), s.kernel_drops))
         .collect();
-    lowtail_net::say!("lowtail-cap: {}", per_side.join("; "));
+    say!("lowtail-cap: {}", per_side.join("; "));
     if let Some(e) = failure {
         return Err(e);
     }
     if drops > 0 {
-        lowtail_net::say!("lowtail-cap: the kernel dropped {drops} frames: the capture is incomplete (use a bigger --ring-mb or a dedicated --cpu)");
-        return Ok(EXIT_DEGRADED);
+        say!("lowtail-cap: the kernel dropped {drops} frames: the capture is incomplete (use a bigger --ring-mb or a dedicated --cpu)");
+        return Ok(Exit::Degraded);
     }
-    Ok(EXIT_OK)
+    Ok(Exit::Ok)
 }
 
 /// The running figures of --live-json: the matcher and the file of its lines.
@@ -426,7 +417,7 @@ struct Live {
 fn drain_all(sides: &mut [Side], mut live: Option<&mut Live>) -> bool {
     let mut any = false;
     for (i, side) in sides.iter_mut().enumerate() {
-        let role = if i == 0 { live::Side::Pre } else { live::Side::Post };
+        let role = if i == 0 { matcher::Side::Pre } else { matcher::Side::Post };
         any |= side.drain(live.as_deref_mut().map(|l| (&mut l.matcher, role)));
     }
     any
@@ -492,7 +483,7 @@ fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) {
 
 fn announce_ready(args: &Args) -> Result<(), Fatal> {
     if let Some(path) = &args.ready_file {
-        std::fs::write(path, b"ready\n").map_err(|e| Fatal::usage(format!("cannot create {}: {e}", path.display())))?;
+        std::fs::write(path, b"ready\n").map_err(|e| Fatal::create(path, e))?;
     }
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "ready");

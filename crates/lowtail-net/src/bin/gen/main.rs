@@ -1,24 +1,30 @@
 //! lowtail-gen: constant-rate test traffic with precise pacing.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use lowtail_frame::{FrameTemplate, IdSpec, TemplateSpec, Vlan, MIN_FRAME_SIZE};
 use serde_json::json;
 
-use lowtail_net::cli::{parse_duration, parse_mac};
 use lowtail_net::clock::{monotonic_ns, realtime_ns, Monotonic};
 use lowtail_net::counters::dev_counters;
-use lowtail_net::error::{exit_with, Fatal, EXIT_DEGRADED, EXIT_INTERRUPTED, EXIT_OK};
-use lowtail_net::live::JsonLines;
 use lowtail_net::netns::IfaceRef;
-use lowtail_net::pacing::{pace, verdict, Pacing, Plan, SecondReport, Verdict};
+use lowtail_net::signal;
 use lowtail_net::socket::PacketSocket;
-use lowtail_net::summary::{fmt_ns, fmt_rate, log_bins, summarize, write_json, Summary};
-use lowtail_net::tx::{Frames, SocketSink, TxMethod};
-use lowtail_net::{cpu, signal};
+use lowtail_net::summary::{fmt_ns, fmt_rate, log_bins, summarize, Summary};
+use lowtail_program::args::parse_duration;
+use lowtail_program::flags::{LiveJson, Placement, StatsJson};
+use lowtail_program::output::JsonLines;
+use lowtail_program::{say, Exit, Fatal};
+
+mod cpu_wait;
+mod pacing;
+mod tx;
+
+use cpu_wait::CpuWait;
+use pacing::{pace, verdict, Pacing, Plan, SecondReport, Verdict};
+use tx::{Frames, SocketSink, TxMethod};
 
 /// Send UDP test frames at a constant rate, each carrying a 64-bit sequence id.
 ///
@@ -35,11 +41,15 @@ use lowtail_net::{cpu, signal};
 /// that left late, and the largest pacing error of that second (written by a thread
 /// off the pacing core).
 ///
+/// Scheduling: pinned with --cpu on a host with more than one core (the generator owns
+/// its core) it runs under SCHED_FIFO 40 unless --rt-priority says otherwise (0: ordinary
+/// scheduling) or --nice is given; unpinned, ordinary scheduling.
+///
 /// Exit codes: 0 done and kept up; 2 bad arguments or set-up (no such interface, not
 /// root, bad core); 3 done but the rate was not held or frames were refused (the
 /// statistics say which); 130 stopped by SIGINT/SIGTERM; 1 other failures.
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-gen", version = lowtail_version::LONG_VERSION, verbatim_doc_comment)]
+#[command(verbatim_doc_comment)]
 struct Args {
     /// Interface to send on: NAME, or NAME@NETNS for one in a network namespace
     /// (a name under /run/netns or a path such as /proc/PID/ns/net).
@@ -84,24 +94,10 @@ struct Args {
     /// Sequence id of the first frame.
     #[arg(long, default_value_t = 0, value_name = "ID")]
     first_id: u64,
-    /// Pin the generator to this core.
-    #[arg(long, value_name = "CORE")]
-    cpu: Option<usize>,
-    /// Write the statistics as JSON to this file.
-    #[arg(long, value_name = "FILE")]
-    stats_json: Option<PathBuf>,
-    /// SCHED_FIFO priority (1-99), so that ordinary tasks do not preempt the pacing loop
-    /// (the kernel still lends them up to 50 ms per second of a core they share with
-    /// it). Default: 40 when pinned with --cpu on a host with more than one core (the
-    /// generator owns its core), ordinary scheduling otherwise; 0 turns it off.
-    #[arg(long, value_name = "PRIO")]
-    rt_priority: Option<i32>,
-    /// Run under ordinary scheduling at this nice value (-20 to 19) instead of the
-    /// default real-time priority. At -20 the generator keeps almost all of a core other
-    /// tasks also use, and loses it only in short time slices, not in the 50 ms pieces
-    /// real-time throttling lends them.
-    #[arg(long, value_name = "N", allow_hyphen_values = true)]
-    nice: Option<i32>,
+    #[command(flatten)]
+    placement: Placement,
+    #[command(flatten)]
+    stats_json: StatsJson,
     /// How frames reach the kernel: copy (send/sendmmsg) or ring (TPACKET_V2 transmit ring).
     #[arg(long, value_enum, default_value_t = TxArg::Copy)]
     tx: TxArg,
@@ -112,9 +108,8 @@ struct Args {
     /// Start sending this long after set-up (lets the pinned thread settle).
     #[arg(long, default_value = "1ms", value_parser = parse_duration, value_name = "SECS")]
     start_delay: Duration,
-    /// Append a line of running figures (JSON) to this file every second.
-    #[arg(long, value_name = "FILE")]
-    live_json: Option<PathBuf>,
+    #[command(flatten)]
+    live_json: LiveJson,
 }
 
 /// Below the kernel's own real-time threads (50 for threaded interrupts, 99 for
@@ -127,9 +122,10 @@ enum TxArg {
     Ring,
 }
 
+const PROGRAM: &str = "lowtail-gen";
+
 fn main() {
-    let args = Args::parse();
-    exit_with("lowtail-gen", || run(args))
+    lowtail_program::run(PROGRAM, run)
 }
 
 fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
@@ -166,28 +162,15 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
         .collect()
 }
 
-fn run(args: Args) -> Result<i32, Fatal> {
+fn run(args: Args) -> Result<Exit, Fatal> {
     signal::install();
     let (plan, mut sink) = prepare(&args)?;
     // Started before pinning: the writer thread keeps the process's cores and ordinary
     // scheduling, off the pacing core.
-    let live = args.live_json.as_deref().map(|path| LiveWriter::start(path, plan.frames)).transpose()?;
-    // Judged before pinning, which leaves one allowed core.
-    let owns_a_core = args.cpu.is_some() && cpu::allowed_cpus().len() > 1;
-    if let Some(core) = args.cpu {
-        cpu::pin_to(core)?;
-    }
-    let default_rt = (owns_a_core && args.nice.is_none()).then_some(DEFAULT_RT_PRIORITY);
-    let mut scheduling = cpu::apply_priority("lowtail-gen", args.rt_priority, default_rt)?;
-    if let Some(n) = args.nice {
-        if scheduling != "SCHED_OTHER" {
-            return Err(Fatal::usage("--nice applies to ordinary scheduling: leave out --rt-priority or give 0"));
-        }
-        cpu::set_nice(n)?;
-        scheduling = format!("SCHED_OTHER nice {n}");
-    }
+    let live = args.live_json.create()?.map(|lines| LiveWriter::start(lines, plan.frames));
+    let scheduling = args.placement.apply(PROGRAM, Some(DEFAULT_RT_PRIORITY))?;
     let counters_before = dev_counters(&args.iface);
-    let cpu_wait_before = cpu::CpuWait::now();
+    let cpu_wait_before = CpuWait::now();
     let start = monotonic_ns() + args.start_delay.as_nanos() as i64;
     let clock_offset = realtime_ns() - monotonic_ns();
     let each_second = |r: SecondReport| {
@@ -203,7 +186,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         (Some(after), Some(before)) => Some(after.since(&before)),
         _ => None,
     };
-    let cpu_wait = cpu::CpuWait::now().zip(cpu_wait_before).map(|(after, before)| after.since(&before));
+    let cpu_wait = CpuWait::now().zip(cpu_wait_before).map(|(after, before)| after.since(&before));
     let v = verdict(&plan, &pacing);
     // Time the generator was runnable but off its core: what made it late, beyond
     // interrupts (which show only in the pacing error).
@@ -227,8 +210,8 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "udp_dst_port": args.udp_dst_port,
         "tx_method": sink.method().name(),
         "qdisc_bypass": args.qdisc_bypass,
-        "cpu": args.cpu,
-        "scheduling": scheduling,
+        "cpu": args.placement.cpu,
+        "scheduling": scheduling.to_string(),
         "planned": plan.frames,
         "attempted": pacing.attempted,
         "sent": pacing.sent,
@@ -257,9 +240,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         "iface_counters": counters,
         "cpu_wait": cpu_wait_json,
     });
-    if let Some(path) = &args.stats_json {
-        write_json(path, &doc)?;
-    }
+    args.stats_json.write(&doc)?;
     Ok(report(&args, &plan, &pacing, &v, lateness.as_ref(), &sink))
 }
 
@@ -271,8 +252,7 @@ struct LiveWriter {
 }
 
 impl LiveWriter {
-    fn start(path: &std::path::Path, planned: u64) -> Result<LiveWriter, Fatal> {
-        let mut out = JsonLines::create(path)?;
+    fn start(mut out: JsonLines, planned: u64) -> LiveWriter {
         let (tx, rx) = std::sync::mpsc::channel::<SecondReport>();
         let thread = std::thread::spawn(move || {
             for r in rx {
@@ -288,7 +268,7 @@ impl LiveWriter {
                 }));
             }
         });
-        Ok(LiveWriter { tx, thread })
+        LiveWriter { tx, thread }
     }
 
     fn send(&self, r: SecondReport) {
@@ -336,7 +316,7 @@ fn report(
     v: &Verdict,
     lateness: Option<&Summary>,
     sink: &SocketSink,
-) -> i32 {
+) -> Exit {
     let pacing_error = match lateness {
         Some(s) => {
             format!("p50 {}, p99 {}, p99.9 {}, max {}", fmt_ns(s.p50), fmt_ns(s.p99), fmt_ns(s.p99_9), fmt_ns(s.max))
@@ -344,7 +324,7 @@ fn report(
         None => "no samples".into(),
     };
     let send_errors = sink.send_errors();
-    lowtail_net::say!(
+    say!(
         "lowtail-gen: sent {} of {} frames at {} (target {}{}); pacing error {}; {} send errors",
         pacing.sent,
         plan.frames,
@@ -355,28 +335,57 @@ fn report(
         send_errors
     );
     if pacing.interrupted {
-        lowtail_net::say!(
-            "lowtail-gen: stopped by {} after {} frames",
-            signal::received().unwrap_or("a signal"),
-            pacing.attempted
-        );
-        return EXIT_INTERRUPTED;
+        say!("lowtail-gen: stopped by {} after {} frames", signal::received().unwrap_or("a signal"), pacing.attempted);
+        return Exit::Interrupted;
     }
     if !v.kept_up {
-        lowtail_net::say!(
+        say!(
             "lowtail-gen: could not keep up with {}: achieved {}, {} behind at the end (the run is not at the planned rate)",
             fmt_rate(args.rate as f64),
             fmt_rate(v.achieved_rate_pps),
             fmt_ns(pacing.final_lag_ns)
         );
-        return EXIT_DEGRADED;
+        return Exit::Degraded;
     }
     if send_errors > 0 {
-        lowtail_net::say!(
-            "lowtail-gen: the kernel refused {send_errors} frames ({})",
-            sink.first_error().unwrap_or_default()
-        );
-        return EXIT_DEGRADED;
+        say!("lowtail-gen: the kernel refused {send_errors} frames ({})", sink.first_error().unwrap_or_default());
+        return Exit::Degraded;
     }
-    EXIT_OK
+    Exit::Ok
+}
+
+/// Why a MAC address argument does not parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum MacError {
+    /// Not six parts.
+    #[error("`{0}` is not a MAC address (like 02:00:00:00:00:01)")]
+    Parts(String),
+    /// A part that is not a hex byte.
+    #[error("`{0}` is not a MAC address")]
+    Byte(String),
+}
+
+/// "02:00:00:00:00:01".
+fn parse_mac(s: &str) -> Result<[u8; 6], MacError> {
+    let parts: Vec<&str> = s.split([':', '-']).collect();
+    let mut mac = [0u8; 6];
+    if parts.len() != 6 {
+        return Err(MacError::Parts(s.to_string()));
+    }
+    for (byte, part) in mac.iter_mut().zip(parts) {
+        *byte = u8::from_str_radix(part, 16).map_err(|_| MacError::Byte(s.to_string()))?;
+    }
+    Ok(mac)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_addresses() {
+        assert_eq!(parse_mac("02:00:00:00:00:0a").unwrap(), [2, 0, 0, 0, 0, 10]);
+        assert_eq!(parse_mac("02:00:00:00:00"), Err(MacError::Parts("02:00:00:00:00".into())));
+        assert_eq!(parse_mac("zz:00:00:00:00:00"), Err(MacError::Byte("zz:00:00:00:00:00".into())));
+    }
 }

@@ -14,10 +14,10 @@ use std::mem::zeroed;
 
 use lowtail_frame::FrameTemplate;
 
-use crate::error::Fatal;
 use crate::pacing::BurstSink;
-use crate::ring::{FrameRing, TxSlot};
-use crate::socket::PacketSocket;
+use lowtail_net::ring::{FrameRing, TxSlot};
+use lowtail_net::socket::PacketSocket;
+use lowtail_program::Fatal;
 
 /// Frame number `k` of the run: flow `k mod flows`, sequence id `first_id + k`.
 pub struct Frames {
@@ -90,7 +90,7 @@ impl SendErrors {
         self.first_errno.get_or_insert(errno);
         self.in_a_row += frames;
         if self.in_a_row >= GIVE_UP_AFTER {
-            return Err(Fatal::failure(format!(
+            return Err(Fatal::failed(format!(
                 "sending on {iface} failed {} times in a row: {}",
                 self.in_a_row,
                 io::Error::from_raw_os_error(errno)

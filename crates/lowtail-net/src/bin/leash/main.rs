@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 
-use lowtail_net::cli::parse_duration;
 use lowtail_net::clock::{monotonic_ns, realtime_ns};
-use lowtail_net::error::{exit_with, Fatal, EXIT_OK};
 use lowtail_net::signal;
+use lowtail_program::args::parse_duration;
+use lowtail_program::{Exit, Fatal};
 
 /// Run one testbed role for a controller that may go away: on another host (started over
 /// SSH) or as a keeper of set-up that must be undone.
@@ -41,7 +41,7 @@ use lowtail_net::signal;
 /// Exit code: PROGRAM's (128 + N if a signal N ended it); 0 for a keeper; 2 when PROGRAM
 /// cannot be started.
 #[derive(Parser, Debug)]
-#[command(name = "lowtail-leash", version, verbatim_doc_comment)]
+#[command(verbatim_doc_comment)]
 struct Args {
     /// The controller is lost when no line came on stdin for this long: 10s, 500ms.
     #[arg(long, value_name = "SECS", value_parser = parse_duration)]
@@ -67,8 +67,7 @@ const PROGRAM: &str = "lowtail-leash";
 const KILL_AFTER_TERM: Duration = Duration::from_secs(2);
 
 fn main() {
-    let args = Args::parse();
-    exit_with(PROGRAM, || run(args))
+    lowtail_program::run(PROGRAM, run)
 }
 
 /// Why the role ends.
@@ -93,7 +92,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
     let mut leash = Leash::new(args.heartbeat_timeout);
     let end = loop {
         if let Some(c) = child.as_mut() {
-            if c.try_wait().map_err(|e| Fatal::failure(format!("waiting for the program: {e}")))?.is_some() {
+            if c.try_wait().map_err(|e| Fatal::failed(format!("waiting for the program: {e}")))?.is_some() {
                 break End::Exited;
             }
         }
@@ -118,7 +117,7 @@ fn run(args: Args) -> Result<i32, Fatal> {
         // JSON outside its strings may hold newlines (inside them they are escaped): one line.
         say(&format!("stats {}", doc.trim().replace(['\n', '\r'], " ")));
     }
-    let code = status.map_or(EXIT_OK, exit_code);
+    let code = status.map_or(Exit::Ok.code(), exit_code);
     say(&format!("exit {code} {}", clocks()));
     Ok(code)
 }
@@ -139,7 +138,7 @@ fn spawn(program: &str, args: &[String], log: Option<&PathBuf>) -> Result<Child,
             .create(true)
             .append(true)
             .open(path)
-            .map_err(|e| Fatal::failure(format!("opening the log {}: {e}", path.display())))?;
+            .map_err(|e| Fatal::failed(format!("opening the log {}: {e}", path.display())))?;
         command.stderr(file);
     }
     // SAFETY: setpgid and prctl are async-signal-safe; nothing else runs between fork and exec.

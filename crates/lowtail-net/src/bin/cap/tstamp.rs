@@ -8,7 +8,7 @@
 use std::io;
 use std::mem::zeroed;
 
-use crate::socket::{ifreq, ioctl, PacketSocket};
+use lowtail_net::socket::{ifreq, ioctl, PacketSocket};
 
 const ETHTOOL_GET_TS_INFO: u32 = 0x41;
 

@@ -1,4 +1,5 @@
-//! Argument types the three programs share.
+//! Argument types people write, parsed the same way by every program: durations and
+//! lists of CPUs.
 
 use std::time::Duration;
 
@@ -42,28 +43,50 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-/// Why a MAC address argument does not parse.
+/// Why a CPU list does not parse.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum MacError {
-    /// Not six parts.
-    #[error("`{0}` is not a MAC address (like 02:00:00:00:00:01)")]
-    Parts(String),
-    /// A part that is not a hex byte.
-    #[error("`{0}` is not a MAC address")]
-    Byte(String),
+pub enum CpuListError {
+    /// A part that is not a number.
+    #[error("{part:?} in {text:?} is not a CPU number")]
+    NotACpu {
+        /// The part.
+        part: String,
+        /// The whole list.
+        text: String,
+    },
+    /// "5-3".
+    #[error("CPU range {0:?} runs backwards")]
+    Backwards(String),
+    /// Nothing but commas and spaces.
+    #[error("no CPUs in {0:?}")]
+    Empty(String),
 }
 
-/// "02:00:00:00:00:01".
-pub fn parse_mac(s: &str) -> Result<[u8; 6], MacError> {
-    let parts: Vec<&str> = s.split([':', '-']).collect();
-    let mut mac = [0u8; 6];
-    if parts.len() != 6 {
-        return Err(MacError::Parts(s.to_string()));
+/// "1-3,5" → [1, 2, 3, 5] (the kernel's cpulist format, as in /sys/devices/system/cpu/online),
+/// sorted and without repeats.
+pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
+    let mut cpus = Vec::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let num = |s: &str| {
+            s.trim().parse::<usize>().map_err(|_| CpuListError::NotACpu { part: s.to_string(), text: text.to_string() })
+        };
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b) = (num(a)?, num(b)?);
+                if a > b {
+                    return Err(CpuListError::Backwards(part.to_string()));
+                }
+                cpus.extend(a..=b);
+            }
+            None => cpus.push(num(part)?),
+        }
     }
-    for (byte, part) in mac.iter_mut().zip(parts) {
-        *byte = u8::from_str_radix(part, 16).map_err(|_| MacError::Byte(s.to_string()))?;
+    if cpus.is_empty() {
+        return Err(CpuListError::Empty(text.to_string()));
     }
-    Ok(mac)
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
 }
 
 #[cfg(test)]
@@ -76,6 +99,7 @@ mod tests {
         assert_eq!(parse_duration("2.5s").unwrap(), Duration::from_millis(2500));
         assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
         assert_eq!(parse_duration("250µs").unwrap(), Duration::from_micros(250));
+        assert_eq!(parse_duration("5000000000ns").unwrap(), Duration::from_secs(5));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(
             parse_duration("5 parsecs"),
@@ -85,9 +109,13 @@ mod tests {
     }
 
     #[test]
-    fn mac_addresses() {
-        assert_eq!(parse_mac("02:00:00:00:00:0a").unwrap(), [2, 0, 0, 0, 0, 10]);
-        assert_eq!(parse_mac("02:00:00:00:00"), Err(MacError::Parts("02:00:00:00:00".into())));
-        assert_eq!(parse_mac("zz:00:00:00:00:00"), Err(MacError::Byte("zz:00:00:00:00:00".into())));
+    fn cpu_lists_parse_like_the_kernel_writes_them() {
+        assert_eq!(parse_cpu_list("0").unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("1-3,5").unwrap(), vec![1, 2, 3, 5]);
+        assert_eq!(parse_cpu_list("3,1-2,2").unwrap(), vec![1, 2, 3]);
+        assert_eq!(parse_cpu_list("3-1"), Err(CpuListError::Backwards("3-1".into())));
+        assert!(parse_cpu_list("3-1").unwrap_err().to_string().contains("backwards"));
+        assert!(parse_cpu_list("a").is_err());
+        assert!(parse_cpu_list("").is_err());
     }
 }

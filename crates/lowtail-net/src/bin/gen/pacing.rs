@@ -11,8 +11,8 @@
 
 use lowtail_stats::ExactHistogram;
 
-use crate::clock::Clock;
-use crate::error::Fatal;
+use lowtail_net::clock::Clock;
+use lowtail_program::Fatal;
 
 const NS_PER_S: u128 = 1_000_000_000;
 
@@ -116,8 +116,6 @@ pub struct Pacing {
     pub inter_departure: ExactHistogram,
     /// How long handing each burst to the kernel took.
     pub send_call: ExactHistogram,
-    /// When the run began (the clock's time line).
-    pub start_ns: i64,
     /// Bursts sent.
     pub bursts: u64,
     /// Frames handed to the kernel, accepted or not.
@@ -177,7 +175,6 @@ pub fn pace<C: Clock, S: BurstSink>(
         lateness: ExactHistogram::new(),
         inter_departure: ExactHistogram::new(),
         send_call: ExactHistogram::new(),
-        start_ns,
         bursts: 0,
         attempted: 0,
         sent: 0,

@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use lowtail_capture::write::{Endian, PcapWriter};
 use lowtail_capture::LinkType;
 
-use crate::error::Fatal;
+use lowtail_program::Fatal;
 
 const CHUNK: usize = 1 << 20;
 /// Chunks queued for the writer at most (64 MiB per file).
@@ -42,7 +42,7 @@ impl CaptureFile {
         let writer = std::thread::Builder::new()
             .name("pcap-writer".into())
             .spawn(move || write_chunks(file, zstd, full_rx, empty_tx))
-            .map_err(|e| Fatal::failure(format!("starting a writer thread: {e}")))?;
+            .map_err(|e| Fatal::failed(format!("starting a writer thread: {e}")))?;
         let sink = ChunkSink { buf: Vec::with_capacity(CHUNK), full: Some(full_tx), empty: empty_rx };
         let pcap = PcapWriter::new(sink, LinkType::Ethernet, true, Endian::Little, snaplen)
             .map_err(|e| Fatal::write(format_args!("writing {}", path.display()), &e))?;

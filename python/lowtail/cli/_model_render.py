@@ -1,0 +1,168 @@
+"""The model commands' results in the terminal (`lowtail model ...` without --json): the
+same tables the reports show (report/tables.py) where there are some, and the EVT,
+aliasing and simulation summaries."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rich.table import Table
+
+from lowtail import percentiles
+from lowtail.cli._output import note, out
+from lowtail.report.tables import comparison_table, knee_table, overload_table
+from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
+
+
+def table(title: str, header: list[str], rows: list[list[str]]) -> Table:
+    """A plain terminal table: the first column left-aligned, the figures right-aligned."""
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    for i, h in enumerate(header):
+        t.add_column(h, justify="left" if i == 0 else "right", no_wrap=i == 0)
+    for r in rows:
+        t.add_row(*r)
+    return t
+
+
+def overload_lines(d: Mapping[str, Any]) -> None:
+    """The overload model's table."""
+    out.print(table("overload model", *overload_table(d)))
+
+
+def knee_lines(doc: Mapping[str, Any], db: object) -> None:
+    """One DuT's sweep: its table and its knee beside the predicted R_max."""
+    out.print(table(f"{doc['dut']} (experiment {doc['experiment_id']})", *knee_table(doc)))
+    line = (
+        f"knee: {format_rate(doc['knee_pps'])} (last rate without overload: "
+        f"{format_rate(doc['last_ok_pps']) if doc['last_ok_pps'] else '–'})"
+        if doc["knee_pps"] is not None
+        else "no overloaded rate in this sweep"
+    )
+    if doc["r_max_pps"] is not None:
+        line += f"; predicted R_max {format_rate(doc['r_max_pps'])}"
+    out.print(line)
+    if doc.get("model_id") is not None:
+        note(f"stored as model {doc['model_id']} in {db}")
+
+
+def evt_tables(d: Mapping[str, Any]) -> None:
+    """The EVT model's thresholds, tail, return levels, validation and stationarity."""
+    note(
+        f"{d['source']}: {d['samples']:,} samples, fit on the first {d['fit_samples']:,}, "
+        f"validated on the last {d['validation_samples']:,}"
+    )
+    rows = [
+        [
+            f"{t['percentile']:g} %",
+            format_ns(t["threshold_ns"]),
+            f"{t['exceedances']:,}",
+            format_ns(t["sigma_ns"], 1) if t["sigma_ns"] is not None else "–",
+            f"{t['xi']:.3f}" if t["xi"] is not None else "–",
+            f"{t['xi_ci'][0]:.3f}…{t['xi_ci'][1]:.3f}" if t["xi_ci"] else "–",
+            f"{t['js_divergence']:.4g}" if t["js_divergence"] is not None else "–",
+            "◀" if t["percentile"] == d["threshold_percentile"] else "",
+        ]
+        for t in d["thresholds"]
+    ]
+    out.print(
+        table(
+            "thresholds (◀ chosen: lowest Jensen–Shannon divergence)",
+            ["threshold", "value", "exceedances", "σ", "ξ", f"ξ {d['confidence'] * 100:g} %", "JS", ""],
+            rows,
+        )
+    )
+    for t in d["thresholds"]:
+        if t["note"]:
+            out.print(f"  {t['percentile']:g} %: {t['note']}")
+    tail = "bounded (ξ < 0): upper end " + format_ns(d["endpoint_ns"]) if d["bounded"] else "unbounded (ξ ≥ 0)"
+    out.print(f"tail: {tail}")
+    levels = [
+        [
+            f"{int(float(m)):,} packets",
+            format_ns(r["level_ns"]) if r["level_ns"] is not None else "below threshold",
+            format_ns_interval(r["ci_ns"]),
+        ]
+        for m, r in d["return_levels"].items()
+    ]
+    levels += [
+        [
+            f"{name} at {format_rate(d['rate_pps'])}",
+            format_ns(h["level_ns"]) if h["level_ns"] is not None else "–",
+            format_ns_interval(h["ci_ns"]),
+        ]
+        for name, h in d["horizons"].items()
+    ]
+    out.print(table("return levels", ["period", "level", "interval"], levels))
+    v = d["validation"]
+    out.print(
+        f"validation: {v['exceedances']} exceedance event(s) ({v['exceedance_samples']} packets) of "
+        f"{format_ns(v['return_level_ns'])}, the level for {v['samples']:,} packets (expected: 1)"
+    )
+    st = d["stationarity"]
+    out.print(
+        f"stationarity: ADF p = {format_p_value(st['adf_p'])}, "
+        f"KPSS p = {format_p_value(st['kpss_p'], st.get('kpss_p_bound'))}"
+        f" → {st['verdict']} ({st['series']})"
+    )
+
+
+def aliasing_lines(d: Mapping[str, Any]) -> None:
+    """The aliasing pattern and, against a run, the fitted interrupt clock."""
+    m = d["model"]
+    period = "∞ (the phase stands still)" if m["pattern_period_s"] is None else format_ns(m["pattern_period_s"] * 1e9)
+    out.print(
+        f"{m['spec']['rate_pps']:,.6g} pps traffic against {m['spec']['irq_rate_hz']:.6f} Hz interrupts "
+        f"of {', '.join(format_ns(x) for x in m['spec']['irq_durations_ns'])}: beat {m['beat_hz']:.6g} Hz "
+        f"(harmonic {m['harmonic']}), pattern period {period}; "
+        f"{m['packets_delayed']:,} of {m['packets']:,} packets delayed"
+        + ("; undersampled: the regular lines appear" if m["undersampled"] else "")
+    )
+    if d["fit"]:
+        f = d["fit"]
+        out.print(
+            f"fitted interrupt clock: {f['irq_rate_hz']:.6f} Hz ({f['offset_ppm']:+.2f} ppm"
+            + (", locked to the traffic" if f.get("locked") else "")
+            + f"), first at "
+            f"{format_ns(f['irq_phase_ns'])}, median error {format_ns(f['median_error_ns'])} over "
+            f"{f['delayed_packets']} delayed packets"
+        )
+
+
+def simulate_tables(d: Mapping[str, Any]) -> None:
+    """The predicted figures of each case and, against a run, the comparison."""
+
+    figures = percentiles.labelled("min", "p50", "p99", "p99_999", "max")
+    rows = []
+    for c in d["cases"]:
+        res, lat = c["result"], c["result"]["latency_ns"] or {}
+        rows.append(
+            [
+                c["label"],
+                format_percent(res["loss"]),
+                format_percent(res["utilisation"] or 0, ".1f"),
+                *(format_ns(lat.get(k), 1) for k, _ in figures),
+            ]
+        )
+    out.print(
+        table(
+            f"predicted ({d['cases'][0]['result']['offered']:,} packets per case)",
+            ["case", "loss", "core busy", *(label for _, label in figures)],
+            rows,
+        )
+    )
+    comp = d["comparison"]
+    if comp:
+        out.print(
+            table(
+                f"run {comp['run_id']} ({comp['dut']}, {format_rate(comp['rate_pps'])}, work "
+                f"{format_ns(comp['work_ns'])}, batch {comp['batch']}): base latency "
+                f"{format_ns(comp['base_latency_ns'])} ({comp['base_latency_source']})",
+                *comparison_table(comp),
+            )
+        )
+        ml = comp["measured_loss"]
+        out.print(
+            f"loss: measured {'–' if ml is None else format_percent(ml)}, "
+            f"predicted {format_percent(comp['predicted_loss'])}"
+        )

@@ -1,0 +1,256 @@
+"""A run as the store keeps it, and the configuration axes of a run, each declared once
+beside the column that holds it.
+
+`RunRecord` is one row of the `runs` table (002_runs.sql and the files that added columns):
+the experiment runner, the importer of external captures and a plain analysis selected as
+a run all build their runs through it, so a column has one owner.
+
+`RUN_AXES` declares every configuration axis of a run once: its name (as `compare --by`,
+filters and import-spec patterns take it), the run-row key that holds it (a column, or a
+derived one joined from the experiment's host), how it is read, parsed from text and shown,
+and what an imported run or a plain analysis holds for it. `axes.py` (tables, `--by`,
+filters), `selection.py` (plain analyses as runs) and `experiment/external.py` (import
+specs) read these declarations: adding an axis is a column here (and its schema file) plus
+the code that measures it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, cast
+
+from lowtail.errors import UserError
+from lowtail.units import format_rate, parse_rate_pps
+
+if TYPE_CHECKING:
+    from lowtail.documents import RunRow
+
+# Columns stored as JSON text (decoded again when read).
+JSON_COLUMNS = (
+    "dut_config",
+    "invalid_reasons",
+    "degraded_reasons",
+    "generator",
+    "capture",
+    "containment",
+    "energy",
+    "traffic",
+    "dut_stats",
+    "capture_paths",
+    "testbed",
+)
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run as stored: what was configured, what was measured around the captures (the
+    figures are its analysis, stored beside it), and whether it can be trusted."""
+
+    experiment_id: int
+    combination_key: str  # stable per configuration and repetition: resuming skips stored keys
+    dut_name: str
+    dut_kind: str
+    rate_pps: int
+    frame_size: int
+    burst: int
+    repetition: int
+    duration_ns: int
+    warmup_ns: int
+    started_at: datetime
+    finished_at: datetime | None
+    valid: bool
+    dut_config: dict[str, Any] = field(default_factory=dict)
+    calibration: bool = False
+    series_path: str | None = None
+    invalid_reasons: list[str] = field(default_factory=list)
+    degraded_reasons: list[str] = field(default_factory=list)
+    generator: dict[str, Any] = field(default_factory=dict)
+    capture: dict[str, Any] = field(default_factory=dict)
+    containment: dict[str, Any] = field(default_factory=dict)
+    virtualization: str | None = None
+    testbed: dict[str, Any] | None = None
+    energy: dict[str, Any] | None = None
+    dut_stats: dict[str, Any] | None = None
+    capture_paths: list[str] = field(default_factory=list)
+    traffic: dict[str, Any] = field(default_factory=dict)
+    # Not a column: the label its analysis is stored with.
+    label: str = ""
+
+    @classmethod
+    def of(cls, row: Mapping[str, Any]) -> RunRecord:
+        """A record from a mapping of the same fields (a TypeError names a field it does not have)."""
+        return cls(**row)
+
+    def columns(self) -> dict[str, Any]:
+        """The record as the `runs` columns it fills (JSON columns still as Python values)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "label"}
+
+
+# -- the configuration axes ------------------------------------------------------------------
+
+
+def show_value(value: Any) -> str:
+    """An axis value as tables show it ("–" for none, lists comma-separated)."""
+    if value is None:
+        return "–"
+    if isinstance(value, list):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _whole(name: str) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool) or not str(value).isdigit():
+            raise UserError(f"{name} must be a whole number, not {value!r}")
+        return int(value)
+
+    return parse
+
+
+def _as_given(value: Any) -> Any:
+    return value
+
+
+def _containment(row: Mapping[str, Any]) -> Any:
+    return (row.get("containment") or {}).get("mode", "bare")
+
+
+def _flows(row: Mapping[str, Any]) -> Any:
+    return (row.get("traffic") or {}).get("flows", 1)
+
+
+@dataclass(frozen=True)
+class RunAxis:
+    """One configuration axis of a run, declared beside the run-row key that holds it."""
+
+    name: str  # as `compare --by`, filters and import-spec patterns name it
+    label: str  # the heading of its column in tables
+    column: str  # the run-row key that holds it: a runs column, or a derived one (`sql`)
+    read: Callable[[Mapping[str, Any]], Any] | None = None  # its value in a run row [default: row[column]]
+    show: Callable[[Any], str] = show_value
+    parse: Callable[[Any], Any] = _as_given  # a value as typed: import specs, file names
+    numeric: bool = False  # filters compare numbers (`rate=50k`, `burst=16`) through `parse`
+    pattern: str = r"[^/]+?"  # what it matches in an import spec's file-name pattern
+    sql: str | None = None  # a derived column's expression in the runs query (`e`: its experiment)
+    # An imported pair's value for the column (None: not a column of an imported run; an
+    # imported value of this axis is one of its DuT options), and the value when not given.
+    imported: Callable[[Any], Any] | None = None
+    import_default: Any = None
+    absent: Any = None  # the run-row value of a plain analysis, which has no run
+    self_evident: bool = False  # its shown value names itself: labels leave the heading out
+    of_the_dut: bool = False  # describes the DuT: left out where the DuT's name tells it
+
+    def value(self, row: Mapping[str, Any]) -> Any:
+        """The axis's value in a run row."""
+        return self.read(row) if self.read is not None else row.get(self.column)
+
+    def number(self, text: str) -> float:
+        """A typed number for a numeric filter (UserError when it is none)."""
+        try:
+            return float(self.parse(text))
+        except (UserError, ValueError, TypeError):
+            raise UserError(f"{text!r} is not a number") from None
+
+
+def _frame(value: Any) -> str:
+    return "–" if value is None else f"{value} B"
+
+
+def _virtualization(value: Any) -> str:
+    return str(value or "none").upper()
+
+
+# In table order. DuT options (dut_config) are axes too, placed after the first two.
+RUN_AXES: tuple[RunAxis, ...] = (
+    RunAxis("dut", "DuT", "dut_name", imported=str, import_default="external", self_evident=True),
+    RunAxis("kind", "kind", "dut_kind", imported=str, import_default="external", self_evident=True, of_the_dut=True),
+    RunAxis(
+        "containment",
+        "containment",
+        "containment",
+        read=_containment,
+        imported=lambda v: {"mode": str(v)},
+        import_default="unknown",
+        absent={},
+        self_evident=True,
+    ),
+    RunAxis(
+        "virtualization", "virtualization", "virtualization", show=_virtualization, self_evident=True, of_the_dut=True
+    ),
+    RunAxis(
+        "rate",
+        "rate",
+        "rate_pps",
+        show=format_rate,
+        parse=parse_rate_pps,
+        numeric=True,
+        pattern=r"[0-9]*\.?[0-9]+[kKmMgG]?",
+        imported=int,  # not given: measured from the captures (`experiment/external.py`)
+        self_evident=True,
+    ),
+    RunAxis(
+        "frame_size",
+        "frame",
+        "frame_size",
+        show=_frame,
+        parse=_whole("frame_size"),
+        numeric=True,
+        pattern="[0-9]+",
+        imported=int,
+        import_default=0,  # not known
+        self_evident=True,
+    ),
+    RunAxis(
+        "burst", "burst", "burst", parse=_whole("burst"), numeric=True, pattern="[0-9]+", imported=int, import_default=1
+    ),
+    RunAxis("flows", "flows", "traffic", read=_flows, parse=_whole("flows"), numeric=True, absent={}),
+    RunAxis("kernel", "kernel", "kernel", sql="json_extract_string(e.host, '$.kernel')", self_evident=True),
+    RunAxis("host", "host", "hostname", sql="json_extract_string(e.host, '$.hostname')", self_evident=True),
+)
+# Which of several identical runs a run was: not a configuration axis.
+REPETITION_AXIS = RunAxis(
+    "repetition", "rep.", "repetition", parse=_whole("repetition"), numeric=True, pattern="[0-9]+", imported=int,
+    import_default=0, absent=0,
+)  # fmt: skip
+# The experiment a run belongs to: for `--by experiment` and `experiment=3`, never part of a
+# configuration by default (runs of several experiments pool as repetitions).
+EXPERIMENT_AXIS = RunAxis("experiment", "experiment", "experiment_id", parse=_whole("experiment"), numeric=True)
+
+ALL_AXES: tuple[RunAxis, ...] = (*RUN_AXES, REPETITION_AXIS, EXPERIMENT_AXIS)
+# The axes an import spec fills columns of (the others become DuT options).
+IMPORTED_AXES: tuple[RunAxis, ...] = tuple(a for a in ALL_AXES if a.imported is not None)
+DERIVED_AXES: tuple[RunAxis, ...] = tuple(a for a in ALL_AXES if a.sql is not None)
+
+
+def axis_named(name: str) -> RunAxis | None:
+    """The declared axis called `name` (DuT options are not declared: they are the run's own)."""
+    return next((a for a in ALL_AXES if a.name == name), None)
+
+
+def derived_columns_sql() -> str:
+    """The derived axis columns of the runs query: `expression AS column`, comma-separated."""
+    return ", ".join(f"{a.sql} AS {a.column}" for a in DERIVED_AXES)
+
+
+def analysis_as_run(analysis: Mapping[str, Any]) -> RunRow:
+    """A plain analysis (`lowtail analyze`, no run) as a run row, with every axis column at its
+    absent value: no experiment, no DuT settings, its own label as DuT and its rate as measured."""
+    seconds = (analysis.get("duration_ns") or 0) / 1e9
+    rate = round(analysis["sent"] / seconds) if seconds > 0 else 0
+    row: dict[str, Any] = {
+        **analysis,
+        **{a.column: a.absent for a in ALL_AXES},
+        "run_id": None,
+        "dut_name": analysis.get("label") or f"analysis {analysis['analysis_id']}",
+        "dut_kind": "analysis",
+        "dut_config": {},
+        "calibration": False,
+        "valid": True,
+        "invalid_reasons": [],
+        "rate_pps": rate,
+    }
+    # An analysis row has the run row's figure columns; the run's own ones are set above.
+    return cast("RunRow", row)
