@@ -88,7 +88,9 @@ def test_models_write_to_the_store_and_never_draw():
 def test_explanations_and_traces_are_computed_and_stored_never_drawn():
     """`lowtail explain` reads stored runs, their series and traces, and stores what it
     concludes; the report shows it. Recording a trace knows nothing of the analysis."""
-    assert _reaching("lowtail.explain", ("lowtail.report", "lowtail.cli", "lowtail.experiment", "lowtail.testbed")) == []
+    assert (
+        _reaching("lowtail.explain", ("lowtail.report", "lowtail.cli", "lowtail.experiment", "lowtail.testbed")) == []
+    )
     assert _reaching("lowtail.trace", ("lowtail.report", "lowtail.cli", "lowtail.explain", "lowtail.store")) == []
 
 

@@ -27,14 +27,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from lowtail.documents import CauseDoc, ExplainDocument, Tail
 from lowtail.explain import packets as pk
 from lowtail.explain.cores import Suspect, restricted, shifted_windows, suspects, task_label, waiting
-from lowtail.host.remedies import RemedyDoc, remedy_for
+from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
 from lowtail.units import format_ns, format_rate
 
@@ -43,37 +44,6 @@ CAUSE_FLOOR = 0.05
 MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall")
 ROLES = ("dut", "generator", "timestamper", "host")
 EVIDENCE_EVENTS = 5
-
-
-class Tail(TypedDict):
-    threshold_ns: int
-    packets: int
-    rule: str
-
-
-class CauseDoc(TypedDict):
-    """One cause as `lowtail explain --json` gives it."""
-
-    kind: str
-    role: str
-    cpu: int | None
-    share: float
-    added_ns: int
-    evidence: dict[str, Any]
-    remedy: RemedyDoc
-
-
-class ExplainDocument(TypedDict, total=False):
-    """What `lowtail explain --json` prints and the store keeps."""
-
-    run: int
-    tail: Tail
-    causes: list[CauseDoc]
-    unexplained_share: float
-    headline: str | None
-    trace: dict[str, Any]
-    notes: list[str]
-    partial: bool
 
 
 @dataclass
@@ -141,15 +111,15 @@ def explain(
     """The causes of a run's tail (see the module's docstring)."""
     doc = ExplainDocument(run=facts.run_id, notes=list(facts.notes), partial=False)
     if len(p) == 0:
-        doc.update(tail=Tail(threshold_ns=0, packets=0, rule="no packets"), causes=[], unexplained_share=0.0)
-        doc["headline"] = None
+        doc["tail"] = Tail(threshold_ns=0, packets=0, rule="no packets")
+        doc["causes"], doc["unexplained_share"], doc["headline"] = [], 0.0, None
         return doc
     tail = tail_threshold(p, facts, above)
     in_tail = p.latency_ns > tail["threshold_ns"]
     tail["packets"] = int(in_tail.sum())
     doc["tail"] = tail
     if not in_tail.any():
-        doc.update(causes=[], unexplained_share=0.0, headline=None)
+        doc["causes"], doc["unexplained_share"], doc["headline"] = [], 0.0, None
         return doc
     median = p.percentile(Fraction(1, 2))
     excess = np.maximum(1, p.latency_ns[in_tail] - median)

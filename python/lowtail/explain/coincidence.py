@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from lowtail.host.interrupts import KIND_NAMES
@@ -54,7 +54,7 @@ def coincidence(
         return ends[i] if i < len(ends) and ends[i] - interval < t else None
 
     spike_ends = [interval_end(t) for t in spike_times_ns]
-    out = []
+    out: list[dict[str, Any]] = []
     for kind, per_t in by_kind.items():
         hits = sum(e is not None and e in per_t for e in spike_ends)
         out.append(
@@ -92,7 +92,7 @@ def verdicts(rows: list[dict[str, Any]], cpus_text: str) -> list[str]:
     return said or ["No interrupt kind coincides with the spikes more often than it occurs anyway."]
 
 
-def run_cpus(run: dict[str, Any]) -> tuple[set[int] | None, str]:
+def run_cpus(run: Mapping[str, Any]) -> tuple[set[int] | None, str]:
     """The DuT cores of a run, from its containment or configuration when recorded."""
     for doc in (run["containment"], run["dut_config"]):
         for key in ("cpus", "cores", "dut_cpus"):

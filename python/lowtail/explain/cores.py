@@ -51,7 +51,8 @@ class Suspect:
         """Time this suspect held the core inside each window [a, b)."""
         if self.start.size == 0:
             return np.zeros(a.shape, dtype=np.int64)
-        return self._busy_before(b) - self._busy_before(a)
+        busy: np.ndarray = self._busy_before(b) - self._busy_before(a)
+        return busy
 
     def largest_in(self, a: int, b: int) -> int | None:
         """The index of the interval that took most of the window [a, b)."""
@@ -81,7 +82,7 @@ def suspects(
     """The suspects on these cores: every task but the core's role's own and the idle
     task, every interrupt vector, IRQ, softirq and VM exit reason."""
     cols = {name: intervals.column(name).to_numpy(zero_copy_only=False) for name in intervals.column_names}
-    out = []
+    out: list[Suspect] = []
     if intervals.num_rows == 0:
         return out
     keys = np.char.add(np.char.add(cols["kind"].astype(str), "\x1f"), cols["name"].astype(str))
@@ -163,8 +164,11 @@ def waiting(intervals: pa.Table, cpu: int, pids: set[int], comms: set[str]) -> t
         return None
     wakeups = np.sort(cols["start_ns"][np.flatnonzero(own & (cols["kind"] == "wakeup"))])
     runs = runs[np.argsort(cols["start_ns"][runs], kind="stable")]
-    starts, ends = [], []
-    previous_end, previous_state = None, ""
+    starts: list[int] = []
+    ends: list[int] = []
+    previous_end: int | None = None
+    previous_state = ""
+    since: int | None
     for r in runs:
         began = int(cols["start_ns"][r])
         if previous_end is not None and previous_state == "R":

@@ -103,7 +103,8 @@ def lateness(p: Packets, rate_pps: float, burst: int) -> np.ndarray:
         envelope += float(np.min(rel - envelope))
     else:
         envelope = np.full(len(p), float(rel.min()))
-    return np.maximum(0, rel - envelope).astype(np.int64)
+    late: np.ndarray = np.maximum(0, rel - envelope).astype(np.int64)
+    return late
 
 
 def backlog(p: Packets) -> np.ndarray:

@@ -9,6 +9,7 @@ RUN` explains it again (with `--above`, against another threshold).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -17,8 +18,9 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from lowtail import verdict as verdicts
+from lowtail.documents import ExplainDocument
 from lowtail.errors import UserError
-from lowtail.explain.analysis import ExplainDocument, RunFacts, explain
+from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.packets import Packets
 from lowtail.store import runs as runstore
@@ -56,7 +58,7 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
         )
     doc = explain(packets, facts, intervals, coverage, above)
     doc["trace"] = trace_summary
-    doc["interrupt_coincidence"] = _coincidence(store, run)  # type: ignore[typeddict-unknown-key]
+    doc["interrupt_coincidence"] = _coincidence(store, run)
     with store.transaction():
         save_explanation(store, dict(doc))
     return doc
@@ -86,7 +88,7 @@ def _trace(trace: dict[str, Any]) -> tuple[Any, dict[int, tuple[int | None, int 
     return intervals, coverage, summary
 
 
-def _facts(store: Store, run: dict[str, Any], trace: dict[str, Any]) -> RunFacts:
+def _facts(store: Store, run: Mapping[str, Any], trace: dict[str, Any]) -> RunFacts:
     experiment = runstore.experiment(store, run["experiment_id"])
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
@@ -105,7 +107,7 @@ def _facts(store: Store, run: dict[str, Any], trace: dict[str, Any]) -> RunFacts
     )
 
 
-def _roles_from_plan(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """The roles' cores from the run's stored core plan (a run recorded without a trace)."""
     plan = (run.get("traffic") or {}).get("core_plan") or {}
     if not plan:
@@ -118,7 +120,7 @@ def _roles_from_plan(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _coincidence(store: Store, run: dict[str, Any]) -> dict[str, Any]:
+def _coincidence(store: Store, run: Mapping[str, Any]) -> dict[str, Any]:
     """Which sampled interrupt kinds coincide with the run's largest latencies, per source."""
     out: dict[str, Any] = {}
     worst = [] if run["analysis_id"] is None else worst_events(store, run["analysis_id"])

@@ -11,7 +11,8 @@ purpose or a source is written once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypedDict
+
+from lowtail.documents import RemedyDoc
 
 T1, T2 = "JNSM 2023, Table 1", "Perf. Eval. 2024, Table 2"
 BOTH = f"{T1}; {T2}"
@@ -43,15 +44,6 @@ BOOT_PARAMETERS: dict[str, BootParameterFacts] = {
     "nosoftlockup": BootParameterFacts("no soft-lockup detector and its backtraces", BOTH),
     "nosmt": BootParameterFacts("no hyper-threads sharing a core with the DuT", T2),
 }
-
-
-class RemedyDoc(TypedDict):
-    """A remedy as `lowtail explain --json` gives it."""
-
-    id: str
-    action: str
-    boot_parameters: list[str]
-    source: str
 
 
 @dataclass(frozen=True)

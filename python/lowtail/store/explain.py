@@ -8,6 +8,7 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
+from lowtail.documents import ExplainDocument
 from lowtail.store.db import Store
 
 
@@ -64,10 +65,13 @@ def save_explanation(store: Store, document: dict[str, Any]) -> None:
             )
 
 
-def explanation(store: Store, run_id: int) -> dict[str, Any] | None:
+def explanation(store: Store, run_id: int) -> ExplainDocument | None:
     """A run's stored explanation document, None when it was never explained."""
     row = store.con.execute("SELECT document FROM run_explanations WHERE run_id = ?", [run_id]).fetchone()
-    return json.loads(row[0]) if row else None
+    if row is None:
+        return None
+    document: ExplainDocument = json.loads(row[0])
+    return document
 
 
 def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
@@ -86,6 +90,17 @@ def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[dict[str, 
             {"rank": rank, "kind": kind, "role": role, "cpu": cpu, "share": share, "added_ns": added_ns, "what": what}
         )
     return out
+
+
+def explained_runs(store: Store, run_ids: Iterable[int]) -> set[int]:
+    """Which of these runs have a stored explanation."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return set()
+    rows = store.con.execute(
+        "SELECT run_id FROM run_explanations WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+    ).fetchall()
+    return {r for (r,) in rows}
 
 
 def headlines(store: Store, run_ids: Iterable[int]) -> dict[int, str]:

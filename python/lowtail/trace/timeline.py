@@ -42,19 +42,18 @@ SOFTIRQ_NAMES = ("HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLE
 MAX_SLEW_PPM = 500
 TLB_REMOTE_SHOOTDOWN = 1
 
-SCHEMA = pa.schema(
-    [
-        ("cpu", pa.int16()),
-        ("start_ns", pa.int64()),
-        ("end_ns", pa.int64()),
-        ("kind", pa.string()),
-        ("name", pa.string()),
-        ("pid", pa.int32()),
-        ("prio", pa.int16()),
-        ("state", pa.string()),
-        ("detail", pa.string()),
-    ]
-)
+_FIELDS: list[pa.Field[Any]] = [
+    pa.field("cpu", pa.int16()),
+    pa.field("start_ns", pa.int64()),
+    pa.field("end_ns", pa.int64()),
+    pa.field("kind", pa.string()),
+    pa.field("name", pa.string()),
+    pa.field("pid", pa.int32()),
+    pa.field("prio", pa.int16()),
+    pa.field("state", pa.string()),
+    pa.field("detail", pa.string()),
+]
+SCHEMA = pa.schema(_FIELDS)
 _METADATA_KEY = b"lowtail.trace"
 
 
@@ -71,7 +70,8 @@ class ClockMapping:
     def to_realtime(self, mono: np.ndarray) -> np.ndarray:
         span = max(1, self.mono_end_ns - self.mono_start_ns)
         drift = self.offset_end_ns - self.offset_start_ns
-        return mono + self.offset_start_ns + ((mono - self.mono_start_ns) * drift) // span
+        realtime: np.ndarray = mono + self.offset_start_ns + ((mono - self.mono_start_ns) * drift) // span
+        return realtime
 
     @property
     def change_ns(self) -> int:
@@ -227,7 +227,7 @@ def build(recording: TraceRecording) -> tuple[pa.Table, TraceInfo]:
     clock = clock_mapping(recording.sync, markers)
     rows = [r for b in builders.values() for r in b.rows]
     rows.sort(key=lambda r: (r[1], r[0]))
-    columns = list(zip(*rows)) if rows else [[] for _ in SCHEMA]
+    columns: list[tuple[Any, ...]] = list(zip(*rows)) if rows else [() for _ in SCHEMA]
     table = pa.table(
         {
             "cpu": pa.array(columns[0], pa.int16()),

@@ -180,7 +180,7 @@ def cpumask(cpus: list[int]) -> str:
     for c in cpus:
         mask |= 1 << c
     text = f"{mask:x}"
-    groups = []
+    groups: list[str] = []
     while text:
         groups.insert(0, text[-8:])
         text = text[:-8]
