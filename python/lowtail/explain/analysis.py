@@ -41,6 +41,8 @@ from lowtail.units import format_ns, format_rate
 
 # A cause is named only when it explains at least this share of the tail packets.
 CAUSE_FLOOR = 0.05
+# ... and only when it explains at least this many times the tail packets it would by chance.
+MIN_LIFT = 1.5
 MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall")
 ROLES = ("dut", "generator", "timestamper", "host")
 EVIDENCE_EVENTS = 5
@@ -86,7 +88,14 @@ class _Candidate:
         if self.expected is None:
             return n >= CAUSE_FLOOR * excess.size
         margin = max(2.0, 3.0 * math.sqrt(self.expected))
-        return n >= self.expected + margin and (n - self.expected) >= CAUSE_FLOOR * excess.size
+        # Beyond chance by a margin, and markedly more often than chance: with many tail
+        # packets a feature nearly every packet has (a generator late all run long on a busy
+        # host) clears the margin while saying nothing about which packets are the tail.
+        return (
+            n >= self.expected + margin
+            and n >= MIN_LIFT * self.expected
+            and (n - self.expected) >= CAUSE_FLOOR * excess.size
+        )
 
 
 def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None) -> Tail:
