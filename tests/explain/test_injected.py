@@ -141,3 +141,28 @@ def test_nothing_injected_invents_no_cause(tmp_path):
     assert 0 <= doc["unexplained_share"] <= 1
     assert abs(doc["unexplained_share"] + sum(c["share"] for c in doc["causes"]) - 1) < 0.01
     assert os.path.exists(doc["trace"]["path"])
+
+
+def test_every_surface_reads_the_stored_explanation(tmp_path):
+    """One run explained, then read by the Python API, `compare --json`'s causes column and
+    the experiment's page — each the stored explanation, none working it out again."""
+    import lowtail
+
+    doc = run_and_explain(tmp_path, "surfaces", "work_ns = 0", 10_000, duration="1s")
+    db = tmp_path / "surfaces.duckdb"
+    again = lowtail.open(db).explain(doc["run"])
+    assert again["run"] == doc["run"] and again["tail"]["packets"] == doc["tail"]["packets"]
+    assert [c["kind"] for c in again["causes"]] == [c["kind"] for c in doc["causes"]]
+    done = subprocess.run([*LOWTAIL, "compare", "latest", "--json", "--db", str(db)], capture_output=True, text=True)
+    assert done.returncode in (0, 3), done.stderr
+    causes = json.loads(done.stdout)["causes"]
+    assert [c["explained_runs"] for c in causes] == [1]
+    assert [k["kind"] for k in causes[0]["causes"]] == [c["kind"] for c in doc["causes"]][:3]
+    page = tmp_path / "page.html"
+    done = subprocess.run(
+        [*LOWTAIL, "experiment", "report", "latest", "--db", str(db), "-o", str(page)], capture_output=True, text=True
+    )
+    assert done.returncode in (0, 3), done.stderr
+    html = page.read_text()
+    assert f"Run {doc['run']}: causes of the tail" in html
+    assert f"{doc['tail']['packets']:,} tail packets" in html
