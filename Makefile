@@ -115,6 +115,7 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	@scripts/ensure-apt.sh $(APT_BENCH)
 	$(PY) bench/analyze_vs_postgres.py
 	$(PY) bench/testbed_loop.py
+	$(PY) bench/trace_overhead.py
 
 # Not part of `make test`: SOAK_MINUTES (default 12) and SOAK_SEED, as root.
 soak: build ## faults at random moments (signals in sweeps, concurrent writers, full disks, damaged databases), ending in a table
