@@ -6,7 +6,9 @@ Areas: stop signals at random moments of a sweep (single and double SIGINT to th
 group, SIGTERM, SIGHUP, kill -9; every DuT kind installed here), stop signals during
 `analyze` and `host apply`, edited undo files, concurrent writers with a reader, a full
 disk (a small tmpfs) for every output, damaged databases, mutated captures, ordinary
-mistakes, and quickly failing analyses (the interpreter-exit race). After each case it
+mistakes, quickly failing analyses (the interpreter-exit race), and untrusted input
+(scripts/soak_inputs.py): hostile bundles, outputs that name special files, hostile
+experiment files and import specs. After each case it
 counts what was left behind: namespaces, cgroups, processes, /run/lowtail state, taps
 (inside the namespaces), partial or 0-byte files, settings changed without an undo file.
 
@@ -40,6 +42,7 @@ sys.path.insert(0, str(ROOT / "tests" / "testbed"))
 
 from tb_helpers import command_lines  # noqa: E402
 
+import soak_inputs  # noqa: E402
 from host_fixtures import make_sysroot  # noqa: E402
 from lowtail.testbed.kinds import KINDS  # noqa: E402
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups  # noqa: E402
@@ -662,6 +665,15 @@ def quick_failures(rng: random.Random, work: Path, until: float) -> None:
         judge(area, rc, err, (1,), "--trim 100")
 
 
+def _inputs(area: Callable[..., None]) -> Callable[[random.Random, Path, float], None]:
+    """An area of soak_inputs with this soak's runner, judge and tally."""
+
+    def soak(rng: random.Random, work: Path, until: float) -> None:
+        area(rng, work, until, run, judge, lambda name, column, note: TALLIES[name].bad(column, note))
+
+    return soak
+
+
 AREAS: list[tuple[str, Callable[[random.Random, Path, float], None], float]] = [
     ("sweep signals", sweep_signals, 0.42),
     ("analyze signals", analyze_signals, 0.09),
@@ -673,6 +685,9 @@ AREAS: list[tuple[str, Callable[[random.Random, Path, float], None], float]] = [
     ("mutated captures", mutated_captures, 0.08),
     ("ordinary mistakes", mistakes, 0.04),
     ("quick failures (exit race)", quick_failures, 0.04),
+    ("hostile bundles", _inputs(soak_inputs.bundles), 0.06),
+    ("special-file outputs", _inputs(soak_inputs.special_files), 0.03),
+    ("hostile specs", _inputs(soak_inputs.specs), 0.04),
 ]
 
 

@@ -40,11 +40,21 @@ CANCELLED = "interrupted: analysis cancelled, nothing stored"
 
 
 def analyze_options(**options: Any) -> AnalyzeOptions:
-    """`AnalyzeOptions(**options)`; a value out of range is a UserError."""
+    """`AnalyzeOptions(**options)`; a value out of range is a UserError (one too large for
+    the native option's integer type too, named by its option)."""
     try:
         return AnalyzeOptions(**options)
     except _native.OptionsError as e:
         raise UserError(str(e)) from e
+    except OverflowError:
+        for name, value in options.items():
+            try:
+                AnalyzeOptions(**{name: value})
+            except OverflowError:
+                raise UserError(f"--{name.replace('_', '-')} must be a smaller number, not {value}") from None
+            except _native.OptionsError:
+                pass
+        raise
 
 
 def lowtail_error(e: _native.LowtailError) -> Exception:

@@ -4,36 +4,109 @@ so that experiments from two hosts, two kernels or two colleagues compare in one
 A bundle is one tar file:
 
     manifest.json                what it is: format and version, the lowtail that wrote it,
-                                 its origin (host, database), its tables and files with
-                                 their SHA-256 checksums, and its id
+                                 its origin (host, database), its tables (rows and columns)
+                                 and files (SHA-256 and size), and its id
     rows/<table>.parquet         the stored rows (store.bundles.TABLES), as DuckDB holds them
     series/analysis-<id>.parquet each analysis's matched series, as the analysis wrote it
 
 Its id is the SHA-256 over its files' names and checksums: importing the same bundle twice
-adds nothing the second time. A bundle of a newer format, or with columns this lowtail's
-tables do not have, is refused, as is one whose files do not match their checksums; the
-database and its data directory are left as they were."""
+adds nothing the second time. Rows are known by their content too (store.bundles: the same
+runs arriving in another bundle, re-exported by a second lab, are recognised and not added
+again).
+
+A bundle is untrusted input, checked before anything is written: the manifest against its
+schema (`Manifest`: types, ranges, names) before any member is read; every member a regular
+file that the manifest lists, of the declared size, within the limits and the free space,
+before extraction (sparse members, links, devices and names outside the layout are refused);
+extracted into a staging folder of the database's data directory that a killed import's next
+one removes; rows checked (types, uniqueness, references, counts within the manifest's and
+the limits) before the first write. Every refusal is one line naming the member and the rule
+(exit 2); the database and its data directory are left as they were."""
 
 from __future__ import annotations
 
 import hashlib
 import io
 import json
+import os
+import re
 import shutil
 import socket
+import stat
 import tarfile
 import tempfile
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Annotated, Any, Literal
 
-from lowtail import __version__
-from lowtail.errors import UserError
+import msgspec
+
+from lowtail import __version__, files, schema
+from lowtail.errors import DiskFull, UserError
 
 FORMAT = "lowtail-bundle"
 # Version 1: the layout above. A reader refuses bundles of a later version.
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+
+# Limits a bundle must keep (far beyond any real export; a bundle past them is refused before
+# its members are read).
+MAX_MANIFEST_BYTES = 64 << 20
+MAX_MEMBERS = 200_000
+MAX_ROWS_FILE_BYTES = 4 << 30
+MAX_SERIES_FILE_BYTES = 1 << 40
+# Free space left on the data directory's disk after the bundle's files are unpacked.
+DISK_MARGIN_BYTES = 64 << 20
+
+_SERIES_NAME = re.compile(r"^series/analysis-([1-9][0-9]{0,17})\.parquet$")
+_Sha256 = Annotated[str, schema.rule("must be a SHA-256 (64 lowercase hex digits)", pattern="^[0-9a-f]{64}$")]
+_Short = Annotated[str, schema.rule("must be a string of at most 4,096 characters", max_length=4096)]
+
+
+class FileEntry(msgspec.Struct, forbid_unknown_fields=True):
+    """A member of the bundle: its checksum and size."""
+
+    sha256: _Sha256
+    bytes: Annotated[int, schema.rule("must be a size in bytes", ge=0, le=MAX_SERIES_FILE_BYTES)]
+
+
+class TableEntry(msgspec.Struct, forbid_unknown_fields=True):
+    """A table's rows in the bundle: how many, and their columns."""
+
+    rows: Annotated[int, schema.rule("must be a count of rows", ge=0, le=schema.INT64_MAX)]
+    columns: Annotated[
+        list[Annotated[str, schema.rule("must be a column name", pattern="^[a-z_][a-z0-9_]{0,62}$")]],
+        schema.rule("must be a list of at most 1,000 column names", max_length=1000),
+    ]
+
+
+class Origin(msgspec.Struct, forbid_unknown_fields=True):
+    """Where the bundle was written: the host and the database."""
+
+    host: _Short
+    database: _Short
+
+
+class Manifest(msgspec.Struct, forbid_unknown_fields=True):
+    """manifest.json of format version 1."""
+
+    format: Literal["lowtail-bundle"]
+    format_version: Annotated[int, schema.rule(f"must be {FORMAT_VERSION}", ge=1, le=FORMAT_VERSION)]
+    lowtail_version: Annotated[str, schema.rule("must be a version", max_length=100)]
+    created_at: Annotated[str, schema.rule("must be a time", max_length=64)]
+    origin: Origin
+    bundle_id: _Sha256
+    tables: dict[str, TableEntry]
+    files: Annotated[
+        dict[str, FileEntry],
+        schema.rule(f"must be a table of at most {MAX_MEMBERS:,} files (name: sha256, bytes)", max_length=MAX_MEMBERS),
+    ]
+    selection: Annotated[list[_Short], schema.rule("must be a list of words", max_length=10_000)] = []
+    series_missing: Annotated[
+        list[Annotated[int, schema.rule("must be analysis ids", ge=0, le=schema.INT64_MAX)]],
+        schema.rule("must be a list of analysis ids", max_length=MAX_MEMBERS),
+    ] = []
 
 
 def _sha256(path: Path) -> str:
@@ -57,58 +130,67 @@ def bundle_id(files: dict[str, dict[str, Any]]) -> str:
 
 def export_bundle(db: str | Path, words: list[str], output: str | Path) -> dict[str, Any]:
     """Write the runs a selection names (see lowtail.selection), with everything a
-    comparison elsewhere needs, to the bundle `output`; returns its manifest."""
+    comparison elsewhere needs, to the bundle `output`; returns its manifest. The bundle is
+    written whole or not at all, as a regular file (files.write_atomically)."""
+    output = files.check_output(Path(output), "export")
+    try:
+        with tempfile.TemporaryDirectory(prefix=".lowtail-bundle-", dir=output.resolve().parent) as tmp:
+            return _export_into(db, words, output, Path(tmp))
+    except OSError as e:  # the staging folder beside the output: name the output, not a temporary path
+        raise files.os_error(e, output, "export") from None
+
+
+def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from lowtail import selection
     from lowtail.store import bundles as bundlestore
     from lowtail.store import open_store
 
-    output = Path(output)
-    with tempfile.TemporaryDirectory(prefix=".lowtail-bundle-", dir=output.resolve().parent) as tmp:
-        folder = Path(tmp)
-        (folder / "rows").mkdir()
-        (folder / "series").mkdir()
-        with open_store(db, read_only=True) as store:
-            chosen = selection.select(store, words)
-            run_ids = [r["run_id"] for r in chosen if r["run_id"] is not None]
-            plain = [r["analysis_id"] for r in chosen if r["run_id"] is None and r["analysis_id"] is not None]
-            tables = bundlestore.rows_to_export(store, run_ids, plain)
-        files: dict[str, dict[str, Any]] = {}
-        counts = {}
-        for table, rows in tables.items():
-            name = f"rows/{table}.parquet"
-            pq.write_table(rows, folder / name)
-            counts[table] = rows.num_rows
-        missing = []
-        analyses = tables["analyses"].to_pylist()
-        for a in analyses:
-            source = a.get("series_path")
-            if not source or not Path(source).exists():
-                missing.append(a["analysis_id"])
-                continue
-            shutil.copyfile(source, folder / f"series/analysis-{a['analysis_id']}.parquet")
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            rel = path.relative_to(folder).as_posix()
-            files[rel] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
-        manifest = {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "lowtail_version": __version__,
-            "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "origin": {"host": socket.gethostname(), "database": str(Path(db).resolve())},
-            "selection": list(words),
-            "bundle_id": bundle_id(files),
-            "tables": {t: {"rows": counts[t], "columns": tables[t].column_names} for t in tables},
-            "files": files,
-            "series_missing": missing,
-        }
-        partial = output.with_name(f".{output.name}.partial")
-        with tarfile.open(partial, "w") as tar:
+    (folder / "rows").mkdir()
+    (folder / "series").mkdir()
+    with open_store(db, read_only=True) as store:
+        chosen = selection.select(store, words)
+        run_ids = [r["run_id"] for r in chosen if r["run_id"] is not None]
+        plain = [r["analysis_id"] for r in chosen if r["run_id"] is None and r["analysis_id"] is not None]
+        tables = bundlestore.rows_to_export(store, run_ids, plain)
+    listed: dict[str, dict[str, Any]] = {}
+    counts = {}
+    for table, rows in tables.items():
+        name = f"rows/{table}.parquet"
+        pq.write_table(rows, folder / name)
+        counts[table] = rows.num_rows
+    missing = []
+    analyses = tables["analyses"].to_pylist()
+    for a in analyses:
+        source = a.get("series_path")
+        if not source or not Path(source).is_file():
+            missing.append(a["analysis_id"])
+            continue
+        shutil.copyfile(source, folder / f"series/analysis-{a['analysis_id']}.parquet")
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        rel = path.relative_to(folder).as_posix()
+        listed[rel] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "lowtail_version": __version__,
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "origin": {"host": socket.gethostname(), "database": str(Path(db).resolve())},
+        "selection": list(words),
+        "bundle_id": bundle_id(listed),
+        "tables": {t: {"rows": counts[t], "columns": tables[t].column_names} for t in tables},
+        "files": listed,
+        "series_missing": missing,
+    }
+
+    def write(tmp: Path) -> None:
+        with tarfile.open(tmp, "w") as tar:
             _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode())
-            for rel in sorted(files):
+            for rel in sorted(listed):
                 tar.add(folder / rel, arcname=rel, recursive=False)
-        partial.replace(output)
+
+    files.write_atomically(output, write, "export")
     return manifest
 
 
@@ -122,111 +204,323 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 # -- import -----------------------------------------------------------------------------------
 
 
+class BundleError(UserError):
+    """A bundle refused: which member broke which rule (None: the bundle as a whole)."""
+
+    def __init__(self, path: Path, rule: str, member: str | None = None) -> None:
+        self.member = member
+        self.rule = rule
+        super().__init__(f"{path}: damaged bundle: {member + ': ' if member else ''}{rule}")
+
+
 def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None = None) -> dict[str, Any]:
     """Add the runs of bundle `path` to database `db` under new ids, their series under
-    `data_dir` (default: the database's data directory). Returns what was imported (or,
-    for a bundle imported before, what it was imported as, with `already: true`)."""
-    import pyarrow.parquet as pq
-
-    from lowtail.store import bundles as bundlestore
-    from lowtail.store import default_data_dir, open_store
+    `data_dir` (default: the database's data directory). Returns what was imported (or, for
+    a bundle whose every row is here already, what it was imported as, with `already: true`)."""
+    from lowtail.store import datadir, default_data_dir, open_store
 
     path = Path(path)
-    if not path.exists():
+    if not path.exists():  # before anything is made: a mistyped name leaves nothing behind
         raise UserError(f"{path}: no such bundle")
-    with tempfile.TemporaryDirectory(prefix=".lowtail-import-") as tmp:
-        folder = Path(tmp)
-        manifest = _unpack(path, folder)
-        tables = {}
-        for table, _ in bundlestore.TABLES:
-            if table not in manifest["tables"]:
-                raise UserError(f"{path}: damaged bundle: it has no {table} rows")
-            tables[table] = pq.read_table(folder / f"rows/{table}.parquet")
-        with open_store(db) as store:
-            before = bundlestore.imported(store, manifest["bundle_id"])
-            if before is not None:
-                return {"already": True, "bundle_id": manifest["bundle_id"], **before}
-            _check_columns(store, tables, manifest, path)
-            root = Path(data_dir) if data_dir else default_data_dir(db)
-            root.mkdir(parents=True, exist_ok=True)
-            target = Path(tempfile.mkdtemp(prefix=f"import-{manifest['bundle_id'][:12]}-", dir=root))
-            try:
-                series = {}
-                for rel in manifest["files"]:
-                    if rel.startswith("series/"):
-                        old = int(rel.removeprefix("series/analysis-").removesuffix(".parquet"))
-                        shutil.copyfile(folder / rel, target / Path(rel).name)
-                        series[old] = str((target / Path(rel).name).resolve())
-                origin = manifest["origin"] | {
-                    "bundle_id": manifest["bundle_id"],
-                    "lowtail_version": manifest["lowtail_version"],
-                    "exported_at": manifest["created_at"],
-                }
-                done = bundlestore.import_rows(
-                    store, tables, manifest["bundle_id"], origin, manifest, str(target.resolve()), series
-                )
-            except BaseException:
-                shutil.rmtree(target, ignore_errors=True)
-                raise
-    return {"already": False, "bundle_id": manifest["bundle_id"], "data_dir": str(target), "origin": origin, **done}
+    kind = files.special_kind(path)
+    if kind is not None and kind != "a FIFO":
+        raise UserError(f"{path}: is {kind}, not a bundle")
+    root = Path(data_dir) if data_dir else default_data_dir(db)
+    with open_store(db) as store:
+        # What killed imports into this database left: gone before this one starts.
+        datadir.clean_import_leftovers(store, root)
+        staging = datadir.import_folder(store, root, datadir.IMPORT_STAGING_PREFIX)
+        try:
+            return _import_staged(store, path, root, staging)
+        except OSError as e:
+            raise files.os_error(e, path, "import") from None
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
 
-def _unpack(path: Path, folder: Path) -> dict[str, Any]:
-    """Read the manifest, refuse a bundle of a later format, extract the files it lists
-    (nothing else) and check every checksum."""
+def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[str, Any]:
+    from lowtail.store import bundles as bundlestore
+    from lowtail.store import datadir
+
+    with _open_bundle(path, staging) as source:
+        manifest, tables = _unpack(path, source, staging, _newer_columns(store, path))
     try:
-        with tarfile.open(path, "r:") as tar:
-            try:
-                manifest = json.loads(tar.extractfile(MANIFEST).read())  # type: ignore[union-attr]
-            except (KeyError, AttributeError, json.JSONDecodeError):
-                raise UserError(f"{path}: not a lowtail bundle (no readable {MANIFEST})") from None
-            _check_manifest(manifest, path)
-            members = {m.name: m for m in tar.getmembers()}
-            for rel in manifest["files"]:
-                member = members.get(rel)
-                if member is None or not member.isfile() or ".." in Path(rel).parts or Path(rel).is_absolute():
-                    raise UserError(f"{path}: damaged bundle: {rel} is missing")
-                target = folder / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with tar.extractfile(member) as src, target.open("wb") as dst:  # type: ignore[union-attr]
-                    shutil.copyfileobj(src, dst)
-    except (tarfile.TarError, EOFError, OSError) as e:
-        raise UserError(f"{path}: not a readable lowtail bundle ({str(e).splitlines()[0]})") from None
-    for rel, meta in manifest["files"].items():
-        if _sha256(folder / rel) != meta["sha256"]:
-            raise UserError(f"{path}: damaged bundle: {rel} does not match its checksum")
-    if bundle_id(manifest["files"]) != manifest["bundle_id"]:
-        raise UserError(f"{path}: damaged bundle: its id does not match its files")
-    return cast(dict[str, Any], manifest)
+        bundlestore.check_rows(store, tables, _series_ids(manifest))
+    except bundlestore.RowsRefused as e:
+        raise BundleError(path, e.rule, e.member) from None
+    before = bundlestore.imported(store, manifest.bundle_id)
+    if before is not None:
+        return {"already": True, "bundle_id": manifest.bundle_id, **before}
+    known = bundlestore.known_content(store, tables)
+    if known.everything:
+        # Every row came here before, by another bundle (a re-export) or measured here.
+        return {"already": True, "bundle_id": manifest.bundle_id, "import_id": None, **known.as_result()}
+    target = datadir.import_folder(store, root, f"{datadir.IMPORT_FOLDER_PREFIX}{manifest.bundle_id[:12]}-")
+    try:
+        series = {}
+        for rel in manifest.files:
+            m = _SERIES_NAME.match(rel)
+            if m:
+                old = int(m.group(1))
+                if old in known.of("analyses"):
+                    continue  # here already, with its own series
+                os.replace(staging / rel, target / Path(rel).name)
+                series[old] = str((target / Path(rel).name).resolve())
+        origin = msgspec.structs.asdict(manifest.origin) | {
+            "bundle_id": manifest.bundle_id,
+            "lowtail_version": manifest.lowtail_version,
+            "exported_at": manifest.created_at,
+        }
+        done = bundlestore.import_rows(
+            store,
+            tables,
+            manifest.bundle_id,
+            origin,
+            msgspec.to_builtins(manifest),
+            str(target.resolve()),
+            series,
+            known,
+        )
+        datadir.release_import_folder(target)
+    except BaseException:
+        shutil.rmtree(target, ignore_errors=True)
+        raise
+    return {"already": False, "bundle_id": manifest.bundle_id, "data_dir": str(target), "origin": origin, **done}
 
 
-def _check_manifest(manifest: Any, path: Path) -> None:
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+def _series_ids(manifest: Manifest) -> set[int]:
+    return {int(m.group(1)) for rel in manifest.files if (m := _SERIES_NAME.match(rel))}
+
+
+class _open_bundle:  # noqa: N801 — a context manager read like a function
+    """The bundle as a seekable file: a regular file as it is; a FIFO (a writer waited for,
+    as for an input) copied into the staging folder, up to the free space; anything else
+    refused without reading a byte."""
+
+    def __init__(self, path: Path, staging: Path) -> None:
+        self.path = path
+        self.staging = staging
+        self.file: IO[bytes] | None = None
+
+    def __enter__(self) -> IO[bytes]:
+        try:
+            mode = os.stat(self.path).st_mode
+        except FileNotFoundError:
+            raise UserError(f"{self.path}: no such bundle") from None
+        kind = files.special_kind(self.path)
+        if stat.S_ISFIFO(mode):
+            copy = self.staging / "bundle.tar"
+            limit = shutil.disk_usage(self.staging).free - DISK_MARGIN_BYTES
+            files.copy_input(self.path, copy, "bundle", limit)
+            self.file = copy.open("rb")
+        elif kind is not None:
+            raise UserError(f"{self.path}: is {kind}, not a bundle")
+        else:
+            self.file = self.path.open("rb")
+        return self.file
+
+    def __exit__(self, *exc: object) -> None:
+        if self.file is not None:
+            self.file.close()
+
+
+def _read_manifest(path: Path, tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> Manifest:
+    """The manifest (the bundle's first member), refused unless it is what format version 1
+    says; a later version is named as such."""
+    if first is None or first.name != MANIFEST or not first.isreg():
+        raise UserError(f"{path}: not a lowtail bundle (no {MANIFEST} first)")
+    if first.size > MAX_MANIFEST_BYTES:
+        raise BundleError(path, f"is {first.size:,} bytes, more than {MAX_MANIFEST_BYTES:,}", MANIFEST)
+    data = tar.extractfile(first).read()  # type: ignore[union-attr]
+    source = f"{path}: {MANIFEST}"
+    try:
+        raw = schema.load_json(data, source, MAX_MANIFEST_BYTES)
+    except schema.InputError as e:
+        raise BundleError(path, e.reason, MANIFEST) from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
         raise UserError(f"{path}: not a lowtail bundle")
-    version = manifest.get("format_version")
-    if not isinstance(version, int):
-        raise UserError(f"{path}: damaged bundle: no format version")
-    if version > FORMAT_VERSION:
+    version = raw.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
         raise UserError(
-            f"{path}: written by lowtail {manifest.get('lowtail_version', '?')} in bundle format {version}; "
+            f"{path}: written by lowtail {str(raw.get('lowtail_version', '?'))[:40]} in bundle format {version}; "
             f"this lowtail ({__version__}) reads format {FORMAT_VERSION}: upgrade lowtail to import it"
         )
-    for key in ("bundle_id", "files", "tables", "origin", "created_at", "lowtail_version"):
-        if key not in manifest:
-            raise UserError(f"{path}: damaged bundle: its manifest has no {key}")
+    try:
+        manifest: Manifest = schema.convert(raw, Manifest, source)
+    except schema.InputError as e:
+        raise BundleError(path, e.reason, MANIFEST) from None
+    _check_layout(path, manifest)
+    return manifest
 
 
-def _check_columns(store: Any, tables: dict[str, Any], manifest: dict[str, Any], path: Path) -> None:
-    """A bundle whose rows have columns this database's tables lack was written by a newer
-    lowtail: importing it would lose them."""
+def _check_layout(path: Path, manifest: Manifest) -> None:
+    """Every file a name of the layout; every table one a bundle carries, with its file."""
+    from lowtail.store.bundles import TABLES
+
+    names = {table for table, _ in TABLES}
+    for table in manifest.tables:
+        if table not in names:
+            raise BundleError(path, f"lists a table {table!r} lowtail's bundles do not carry", MANIFEST)
+    for table in names:
+        if table not in manifest.tables:
+            raise BundleError(path, f"has no {table} rows", MANIFEST)
+        if f"rows/{table}.parquet" not in manifest.files:
+            raise BundleError(path, f"lists table {table} without its file rows/{table}.parquet", MANIFEST)
+    for rel in manifest.files:
+        if not (_SERIES_NAME.match(rel) or rel.removeprefix("rows/").removesuffix(".parquet") in names):
+            raise BundleError(
+                path,
+                f"lists {rel!r}, which is no file of a bundle (rows/<table>.parquet, series/analysis-<id>.parquet)",
+                MANIFEST,
+            )
+    if bundle_id({k: {"sha256": v.sha256} for k, v in manifest.files.items()}) != manifest.bundle_id:
+        raise BundleError(path, "its id does not match its files", MANIFEST)
+
+
+def _members(path: Path, tar: tarfile.TarFile, manifest: Manifest) -> dict[str, tarfile.TarInfo]:
+    """The members the manifest lists, each a regular file of its declared size (tar
+    headers only: nothing is read yet)."""
+    found: dict[str, tarfile.TarInfo] = {}
+    while (member := tar.next()) is not None:
+        if len(found) >= MAX_MEMBERS:
+            raise BundleError(path, f"holds more than {MAX_MEMBERS:,} members")
+        name = member.name
+        if name not in manifest.files:
+            raise BundleError(path, "is not in the manifest (a bundle holds only the files it lists)", _shown(name))
+        if name in found:
+            raise BundleError(path, "appears twice", name)
+        if not member.isreg():
+            raise BundleError(path, f"is {_member_kind(member)}; a bundle holds only regular files", name)
+        if member.issparse() or any(k.startswith("GNU.sparse") for k in member.pax_headers):
+            raise BundleError(path, "is a sparse file; a bundle holds only plain files", name)
+        declared = manifest.files[name].bytes
+        if member.size != declared:
+            raise BundleError(path, f"is {member.size:,} bytes, the manifest says {declared:,}", name)
+        limit = MAX_SERIES_FILE_BYTES if name.startswith("series/") else MAX_ROWS_FILE_BYTES
+        if member.size > limit:
+            raise BundleError(path, f"is {member.size:,} bytes, more than {limit:,}", name)
+        found[name] = member
+    for name in manifest.files:
+        if name not in found:
+            raise BundleError(path, "is missing", name)
+    return found
+
+
+def _member_kind(member: tarfile.TarInfo) -> str:
+    if member.issym():
+        return f"a symbolic link (to {_shown(member.linkname)})"
+    if member.islnk():
+        return f"a hard link (to {_shown(member.linkname)})"
+    if member.isdir():
+        return "a directory"
+    if member.ischr() or member.isblk():
+        return "a device"
+    if member.isfifo():
+        return "a FIFO"
+    return f"a member of type {member.type!r}"
+
+
+def _shown(name: str) -> str:
+    return name if len(name) <= 120 and name.isprintable() else repr(name[:100]) + "…"
+
+
+def _newer_columns(store: Any, path: Path) -> Callable[[Manifest], None]:
+    """A check of the manifest's columns against this database's: a bundle whose rows have
+    columns its tables lack was written by a newer lowtail, and importing it would lose them."""
     from lowtail.store import bundles as bundlestore
 
-    unknown = []
-    for table, rows in tables.items():
-        known = set(bundlestore.table_columns(store, table))
-        unknown += [f"{table}.{column}" for column in rows.column_names if column not in known]
-    if unknown:
+    def check(manifest: Manifest) -> None:
+        unknown = []
+        for table, entry in manifest.tables.items():
+            known = set(bundlestore.table_columns(store, table))
+            unknown += [f"{table}.{column}" for column in entry.columns if column not in known]
+        if unknown:
+            raise UserError(
+                f"{path}: written by a newer lowtail ({manifest.lowtail_version}): its rows have columns "
+                f"this one does not know ({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}); upgrade lowtail"
+            )
+
+    return check
+
+
+def _unpack(
+    path: Path, source: IO[bytes], staging: Path, check_columns: Callable[[Manifest], None]
+) -> tuple[Manifest, dict[str, Any]]:
+    """Check the manifest, then every member's header, the total against the free space, and
+    only then extract (each file checked against its checksum as it is written) and read the
+    rows (their counts from the Parquet footers first)."""
+    try:
+        with tarfile.open(fileobj=source, mode="r:") as tar:
+            manifest = _read_manifest(path, tar, tar.next())
+            check_columns(manifest)
+            members = _members(path, tar, manifest)
+            total = sum(m.size for m in members.values())
+            free = shutil.disk_usage(staging).free
+            if total + DISK_MARGIN_BYTES > free:
+                raise DiskFull(
+                    f"{path}: its files are {total:,} bytes and the data directory's disk has {free:,} free "
+                    f"(with {DISK_MARGIN_BYTES >> 20} MiB to spare): free some space or give --data-dir"
+                )
+            for name, member in members.items():
+                _extract(path, tar, member, staging / name, manifest.files[name].sha256)
+    except (tarfile.TarError, EOFError) as e:
         raise UserError(
-            f"{path}: written by a newer lowtail ({manifest['lowtail_version']}): its rows have columns "
-            f"this one does not know ({', '.join(unknown[:5])}{', …' if len(unknown) > 5 else ''}); upgrade lowtail"
-        )
+            f"{path}: not a readable lowtail bundle ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
+        ) from None
+    return manifest, _read_rows(path, staging, manifest)
+
+
+def _extract(path: Path, tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path, sha256: str) -> None:
+    """One member to `target`: exactly its declared bytes, its checksum computed on the way."""
+    src = tar.extractfile(member)
+    if src is None:
+        raise BundleError(path, "cannot be read", member.name)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    left = member.size
+    with src, target.open("xb") as dst:
+        while left > 0:
+            chunk = src.read(min(left, 1 << 20))
+            if not chunk:
+                raise UserError(f"{path}: not a readable lowtail bundle ({member.name} is cut short)")
+            h.update(chunk)
+            dst.write(chunk)
+            left -= len(chunk)
+    if h.hexdigest() != sha256:
+        raise BundleError(path, "does not match its checksum", member.name)
+
+
+def _read_rows(path: Path, staging: Path, manifest: Manifest) -> dict[str, Any]:
+    """Each table's rows: the footer's count must be the manifest's and within the limits
+    before the rows are read."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lowtail.store.bundles import TABLES, row_limit
+
+    declared_counts = {table: entry.rows for table, entry in manifest.tables.items()}
+    tables = {}
+    for table, _ in TABLES:
+        member = f"rows/{table}.parquet"
+        declared = manifest.tables[table].rows
+        try:
+            rows = pq.ParquetFile(staging / member).metadata.num_rows
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise BundleError(path, f"is not a Parquet file ({_first_line(e)})", member) from None
+        if rows != declared:
+            raise BundleError(path, f"holds {rows:,} rows, the manifest says {declared:,}", member)
+        limit = row_limit(table, declared_counts)
+        if rows > limit:
+            raise BundleError(path, f"holds {rows:,} rows, more than a bundle of these may carry ({limit:,})", member)
+        try:
+            tables[table] = pq.read_table(staging / member)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise BundleError(path, f"is not a readable Parquet file ({_first_line(e)})", member) from None
+        if tables[table].column_names != manifest.tables[table].columns:
+            raise BundleError(path, "has other columns than the manifest lists", member)
+    return tables
+
+
+def _first_line(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:200] if lines else type(e).__name__

@@ -30,7 +30,7 @@ HELP = (
     "none is given); each filter keeps the runs that match it."
 )
 
-_ID = re.compile(r"^(?:(experiment|run|analysis):)?(\d+)$")
+_ID = re.compile(r"^(?:(experiment|run|analysis):)?([0-9]+)$")  # ASCII: \d takes "١٢" too
 _FILTER = re.compile(r"^([A-Za-z_][A-Za-z0-9_.-]*)\s*(" + "|".join(map(re.escape, axes.OPERATORS)) + r")\s*(.*)$")
 
 

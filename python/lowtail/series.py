@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lowtail import files
 from lowtail._native import SERIES_COLUMNS
 from lowtail.errors import UserError
 
@@ -43,6 +44,7 @@ def check_export_path(path: Path, option: str = "--export") -> None:
     """A UserError unless `path` names a format a series can be exported to."""
     if path.suffix.lower() not in EXPORT_FORMATS:
         raise UserError(f"{option} {path}: the file name must end in .parquet or .csv")
+    files.check_output(path, option)
 
 
 def parquet_path_for(path: Path) -> Path:

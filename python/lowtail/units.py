@@ -48,14 +48,25 @@ _RATE = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgG]?)\s*(
 _RATE_SCALE = {"": 1, "k": 1_000, "m": 1_000_000, "g": 1_000_000_000}
 
 
+# The highest rate lowtail takes: far above any link (a 1.6 Tb/s link carries 2.4 Gpps).
+MAX_RATE_PPS = 10**12
+
+
 def parse_rate_pps(text: str | int | float) -> int:
-    """'50000', '50k', '50kpps', '1.5M', '2e5' -> packets per second (whole packets)."""
-    if isinstance(text, (int, float)) and not isinstance(text, bool):
-        return round(text)
-    m = _RATE.match(str(text))
-    if not m:
-        raise UserError(f"cannot read {text!r} as a rate (examples: 50000, 50k, 50kpps, 1.5M packets per second)")
-    return round(float(m.group(1)) * _RATE_SCALE[m.group(2).lower()])
+    """'50000', '50k', '50kpps', '1.5M', '2e5' -> packets per second (whole packets, 0 to
+    MAX_RATE_PPS); ASCII digits only ("²" is no number here)."""
+    if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+        raise UserError(f"cannot read {text!r} as a rate (a number of packets per second)")
+    if isinstance(text, (int, float)):
+        value = float(text)
+    else:
+        m = _RATE.match(text)  # [0-9]: ASCII digits only
+        if not m:
+            raise UserError(f"cannot read {text!r} as a rate (examples: 50000, 50k, 50kpps, 1.5M packets per second)")
+        value = float(m.group(1)) * _RATE_SCALE[m.group(2).lower()]
+    if not (math.isfinite(value) and 0 <= value <= MAX_RATE_PPS):
+        raise UserError(f"{text}: not a rate lowtail takes (0 to {MAX_RATE_PPS:.0e} packets per second)")
+    return round(value)
 
 
 def format_ns(ns: float | int | None, digits: int = 3) -> str:

@@ -22,18 +22,30 @@ from __future__ import annotations
 
 import enum
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Annotated, Any
 
-from lowtail import percentiles
+import msgspec
+
+from lowtail import percentiles, schema
 from lowtail.documents import JudgementDocument
 from lowtail.errors import UserError
 from lowtail.units import format_count, format_ns, parse_duration_ns
 
 # The keys of an experiment file's [verdict] table.
 SETTINGS = ("percentile", "budget", "max_loss")
+
+
+class VerdictTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """The types of a [verdict] table (an experiment file's, an import spec's), checked by
+    `lowtail.schema` before `parse_verdict` reads the values."""
+
+    percentile: Annotated[int | float, schema.rule("must be a percentile such as 99.999")] | None = None
+    budget: Annotated[str | int | float, schema.rule("must be a duration such as 350us or 1ms")] | None = None
+    max_loss: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
 
 
 class Status(enum.Enum):
@@ -318,8 +330,12 @@ def parse_confidence(value: str | float) -> float:
     a fraction already. VerdictSettingError unless it lies strictly between 0 and 1."""
     text = str(value).strip()
     percent = text.endswith("%")
+    digits = text.removesuffix("%").strip()
+    # ASCII only: float() would read "١٢" (Arabic-Indic digits) as 12.
+    if not isinstance(value, (int, float)) and not re.fullmatch(r"[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?", digits):
+        raise VerdictSettingError(f"{value!r} is not a confidence level (95, 95% or 0.95)", "confidence")
     try:
-        number = float(text.removesuffix("%").strip())
+        number = float(digits)
     except ValueError:
         raise VerdictSettingError(f"{value!r} is not a confidence level (95, 95% or 0.95)", "confidence") from None
     level = number / 100 if percent or number > 1 else number

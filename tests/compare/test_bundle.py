@@ -176,6 +176,7 @@ def _with_a_column_from_the_future(bundle):
         if name == "manifest.json":
             manifest = json.loads(data)
             manifest["files"]["rows/runs.parquet"] = {"sha256": hashlib.sha256(runs).hexdigest(), "bytes": len(runs)}
+            manifest["tables"]["runs"]["columns"].append("future_column")
             manifest |= {"bundle_id": bundle_id(manifest["files"]), "lowtail_version": "9.1.0"}
             return json.dumps(manifest).encode()
         return data

@@ -183,3 +183,47 @@ def test_a_short_analysis_shows_its_packet_rate(browser, pages):
     )
     assert bars and all(len(b) == 1 for b in bars)
     assert all(9_000 < b[0] < 11_000 for b in bars)  # packets over the part of the second covered
+
+
+@pytest.fixture(scope="module")
+def one_configuration(tmp_path_factory):
+    """`lowtail compare … -o page.html` of one configuration, its DuT named with plotly markup
+    (an imported run's name: import-captures and bundles carry any name)."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+    from compare_support import experiment as stored_experiment
+    from compare_support import store_run
+
+    from lowtail.store import open_store
+
+    tmp = tmp_path_factory.mktemp("one")
+    db = tmp / "one.duckdb"
+    with open_store(db) as store:
+        eid = stored_experiment(store, "one")
+        for rep in range(2):
+            store_run(store, tmp, eid, "<b>fw</b>", repetition=rep, seed=rep + 1)
+    page = tmp / "cmp.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "lowtail", "compare", "1", "--budget", "350us", "-o", str(page), "--db", str(db)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr  # before: exit 70, "must first use make_subplots"
+    return page
+
+
+def test_a_comparison_of_one_configuration_is_drawn_and_names_are_text(browser, one_configuration):
+    """Before: `compare … -o page.html` of one configuration was exit 70 (the README's own
+    example), and a DuT name drew as plotly markup (bold) in titles and legends."""
+    _check_page(browser, one_configuration, expected_plots=3)
+    shown = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.lt-plot-area svg text')).map(t => t.textContent).join('|')"
+    )
+    assert "<b>fw</b>" in shown, shown[:500]
+    bold = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.lt-plot-area svg text tspan'))"
+        ".filter(t => (t.getAttribute('style') || '').includes('bold')).length"
+    )
+    assert bold == 0

@@ -16,13 +16,13 @@ from tb_helpers import needs_dpdk, needs_root, resources_of
 
 from lowtail.errors import Failure
 from lowtail.host.sysroot import parse_cpulist
+from lowtail.processes import is_alive
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import DpdkTestpmd, parse_testpmd_totals
 from lowtail.testbed.kinds import make_dut
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
-from lowtail.testbed.system import is_alive
 from lowtail.testbed.topology import Testbed as SoftTestbed
 
 pytestmark = [needs_root, pytest.mark.root]

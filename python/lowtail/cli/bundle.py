@@ -69,7 +69,12 @@ def import_(
         print_json(done)
         return
     experiments = ", ".join(map(str, done["experiments"]))
-    if done["already"]:
+    if done["already"] and done["import_id"] is None:
+        note(
+            f"every run of {bundle} is in this database already (experiment{'s' if len(done['experiments']) > 1 else ''} "
+            f"{experiments}; brought by another bundle or measured here): nothing added"
+        )
+    elif done["already"]:
         note(
             f"{bundle} was imported before (import {done['import_id']}, {done['imported_at']:%Y-%m-%d %H:%M}) "
             f"as experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}: nothing added"

@@ -58,8 +58,12 @@ def compare(
 ) -> None:
     """`lowtail compare`."""
     from lowtail.compare.comparison import CompareOptions, compare_and_store
+    from lowtail.files import check_output
     from lowtail.store import open_store
     from lowtail.verdict import VerdictRequest
+
+    if output is not None:  # before anything is computed or stored
+        check_output(output, "--output")
 
     opts = CompareOptions(
         by=[a.strip() for a in by.split(",") if a.strip()] if by else None,

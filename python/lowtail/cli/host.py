@@ -134,6 +134,8 @@ def plan(
     guest_vcpus: int | None = typer.Option(
         None,
         "--guest-vcpus",
+        min=1,
+        max=4096,  # Linux's largest NR_CPUS a guest would have; a larger number is a typo
         help="Instead: the guest_cmdline of a VM DuT with this many vCPUs (vCPU 0 housekeeping, the others isolated).",
     ),
 ) -> None:

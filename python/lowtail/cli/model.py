@@ -423,7 +423,7 @@ def simulate(
 @model_app.command("list", help="List stored model results, newest first.")
 def list_(
     kind: str | None = typer.Option(None, help="Only this kind: overload, knee, evt, aliasing, simulate."),
-    limit: int = typer.Option(50, min=1, help="How many to show."),
+    limit: int = typer.Option(50, min=1, max=1_000_000, help="How many to show."),
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:

@@ -40,7 +40,9 @@ def noise(
         None, help="CPU for the sampler and the probe's main thread [default: the first CPU not probed]."
     ),
     fifo: int | None = typer.Option(None, min=1, max=99, help="Run the probe under SCHED_FIFO at this priority."),
-    top: int = typer.Option(20, min=0, help="How many of the largest gaps to keep per core, with their times."),
+    top: int = typer.Option(
+        20, min=0, max=1_000_000, help="How many of the largest gaps to keep per core, with their times."
+    ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for this probe in the database."),

@@ -103,6 +103,10 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
 
+    if report is not None:  # a sweep is long: a report it could not write is said before it starts
+        from lowtail.files import check_output
+
+        check_output(report, "--report")
     result = sweep_and_store(
         exp,
         db,

@@ -8,7 +8,7 @@ from typing import Any
 
 import typer
 
-from lowtail import _native
+from lowtail import _native, files, schema
 from lowtail.cli._app import app
 from lowtail.cli._output import note, print_json
 from lowtail.errors import UserError
@@ -16,6 +16,13 @@ from lowtail.units import format_rate
 
 # The model's defaults, from the native generator (their one owner): the help shows them.
 DEFAULTS = json.loads(_native.synth_defaults())
+
+
+def _option_name(path: tuple[str | int, ...]) -> str:
+    """A model field as the command line sets it: `--rate`, or `--set loss`."""
+    flags = {"rate_pps": "--rate", "packets": "--packets", "seed": "--seed"}
+    key = str(path[0]) if path else ""
+    return flags.get(key, f"--set {key}")
 
 
 def _parse_value(raw: str) -> Any:
@@ -73,6 +80,12 @@ def synth(
     for name, chosen in given:
         if chosen is not None:
             spec[name] = chosen
+    # The model's values go to the native generator as JSON: a number JSON cannot say (inf,
+    # nan) or one too large for 64 bits is refused here, by name.
+    schema.check_shape(spec, "synth", names=_option_name)
+    for what, path in (("PRE", pre), ("POST", post), ("--truth", truth)):
+        if path is not None:
+            files.check_output(path, what)
     try:
         summary = json.loads(_native.synth_pair(str(pre), str(post), json.dumps(spec), str(truth) if truth else None))
     except _native.LowtailError as e:

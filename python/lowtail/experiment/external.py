@@ -34,14 +34,15 @@ import hashlib
 import json
 import re
 import sys
-import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from lowtail import __version__
+import msgspec
+
+from lowtail import __version__, files, schema
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
@@ -50,8 +51,7 @@ from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.records import RunRecord
 from lowtail.units import parse_duration_ns
-from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
-from lowtail.verdict import VerdictSettingError, parse_verdict
+from lowtail.verdict import VerdictSettingError, VerdictTable, parse_verdict
 
 SIDE = "side"
 _COMPRESSED = re.compile(r"\.(zst|zstd|gz)$")
@@ -104,88 +104,123 @@ class ImportSpec:
         return re.compile("".join(parts))
 
 
+_Text = Annotated[str, schema.rule("must be a non-empty string", min_length=1, max_length=1000)]
+_AxisValue = Annotated[str | int | float | bool, schema.rule("must be a string, number or boolean")]
+
+
+class _ImportTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    pattern: Annotated[
+        str, schema.rule('needs a file-name pattern, e.g. "{dut}-{rate}pps-r{repetition}-{side}.pcap"', min_length=1)
+    ]
+    name: _Text | None = None
+    pre: _Text = "pre"
+    post: _Text = "post"
+
+
+class _AnalysisTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """`lowtail analyze`'s options by their [analysis] names; the native options check ranges."""
+
+    id_format: _Text | None = None
+    id_offset: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
+    id_width: Annotated[int, schema.rule("must be 4 or 8", ge=0, le=64)] | None = None
+    id_endian: _Text | None = None
+    udp_port: Annotated[int, schema.rule("must be a port from 0 to 65,535", ge=0, le=65_535)] | None = None
+    moonsniff_records: Annotated[bool, schema.rule("must be true or false")] | None = None
+    trim: Annotated[str | int | float, schema.rule("must be a duration such as 1s")] | None = None
+    max_latency: Annotated[str | int | float, schema.rule("must be a duration such as 10s")] | None = None
+    worst: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
+    histogram_bins: Annotated[int, schema.rule("must be a whole number ≥ 1", ge=1, le=schema.INT64_MAX)] | None = None
+
+
+class _SpecFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    # Optional here so that a spec without it gets the example, not msgspec's words.
+    import_: _ImportTable | None = msgspec.field(default=None, name="import")
+    axes: dict[str, Any] = msgspec.field(default_factory=dict)  # each value converted on its own
+    analysis: _AnalysisTable = msgspec.field(default_factory=_AnalysisTable)
+    verdict: VerdictTable = msgspec.field(default_factory=VerdictTable)
+
+
+_SPEC_SECTIONS = ("import", "axes", "analysis", "verdict")
+
+
+def _spec_name(path: schema.Path) -> str:
+    keys = [str(p) for p in path if isinstance(p, str)]
+    if len(path) == 1:
+        return f"[{path[0]}]"
+    return f"[{keys[0]}] {'.'.join(keys[1:])}" if len(keys) > 1 else "(the spec)"
+
+
 def load_spec(path: Path) -> ImportSpec:
-    """Read an import spec; a UserError names the file and what is wrong."""
-    try:
-        doc = tomllib.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such import spec") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read the import spec ({e})") from None
-    except tomllib.TOMLDecodeError as e:
-        raise UserError(f"{path}: not valid TOML: {e}") from None
-    return parse_spec(doc, str(path))
+    """Read an import spec; a UserError names the file, the line and what is wrong."""
+    data = files.read_input(path, "import spec", schema.MAX_TEXT_BYTES)
+    text = schema.decode_text(data, str(path))
+    return parse_spec(schema.load_toml(text, str(path)), str(path), schema.TomlLines(text).line)
 
 
-def parse_spec(doc: dict[str, Any], source: str) -> ImportSpec:
-    """An import spec from its TOML document; `source` names it in errors."""
+def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None = None) -> ImportSpec:
+    """An import spec from its TOML document; `source` names it in errors, `locate` finds a
+    field's line."""
 
-    def bad(message: str) -> UserError:
-        return UserError(f"{source}: {message}")
+    def bad(message: str, *path: str | int) -> UserError:
+        return schema.InputError(source, message, locate(path) if locate and path else None, path)
 
     for section in doc:
-        if section not in ("import", "axes", "analysis", "verdict"):
-            raise bad(f"unknown section [{section}] (known: [import], [axes], [analysis], [verdict])")
-    table = doc.get("import", {})
-    for key in table:
-        if key not in ("name", "pattern", "pre", "post"):
-            raise bad(f"unknown key {key!r} in [import] (known: name, pattern, pre, post)")
-    pattern = table.get("pattern")
-    if not isinstance(pattern, str) or not pattern:
+        if section not in _SPEC_SECTIONS:
+            raise bad(f"unknown section [{section}] (known: [import], [axes], [analysis], [verdict])", section)
+    tables: _SpecFile = schema.convert(doc, _SpecFile, source, locate, names=_spec_name)
+    table = tables.import_
+    if table is None:
         raise bad('[import] needs `pattern`, e.g. pattern = "{dut}-{rate}pps-r{repetition}-{side}.pcap"')
+    pattern = table.pattern
     axes_in_pattern = _PLACEHOLDER.findall(pattern)
     for axis in axes_in_pattern:
         if not _AXIS_NAME.match(axis):
-            raise bad(f"pattern: {{{axis}}} is not an axis name (letters, digits and _)")
+            raise bad(f"pattern: {{{axis}}} is not an axis name (letters, digits and _)", "import", "pattern")
     if SIDE not in axes_in_pattern:
-        raise bad("pattern: needs {side}, the part of a file name that tells PRE from POST")
+        raise bad("pattern: needs {side}, the part of a file name that tells PRE from POST", "import", "pattern")
     repeated = {a for a in axes_in_pattern if axes_in_pattern.count(a) > 1}
     if repeated:
-        raise bad(f"pattern: {{{sorted(repeated)[0]}}} appears twice")
-    sides = {table.get("pre", "pre"): "pre", table.get("post", "post"): "post"}
-    if len(sides) != 2 or not all(isinstance(s, str) and s for s in sides):
-        raise bad("[import] pre and post must be two different non-empty names")
-    name = table.get("name")
-    if name is not None and (not isinstance(name, str) or not name.strip()):
-        raise bad("[import] name must be a non-empty string")
-    axes = doc.get("axes", {})
-    for axis, value in axes.items():
+        raise bad(f"pattern: {{{sorted(repeated)[0]}}} appears twice", "import", "pattern")
+    sides = {table.pre: "pre", table.post: "post"}
+    if len(sides) != 2:
+        raise bad("[import] pre and post must be two different non-empty names", "import", "post")
+    if table.name is not None and not table.name.strip():
+        raise bad("[import] name must be a non-empty string", "import", "name")
+    axes: dict[str, Any] = {}
+    for axis, value in tables.axes.items():
         if not _AXIS_NAME.match(axis) or axis == SIDE:
-            raise bad(f"[axes] {axis!r} is not an axis name")
+            raise bad(f"[axes] {axis!r} is not an axis name", "axes", axis)
         if axis in axes_in_pattern:
-            raise bad(f"[axes] {axis} is also in the pattern: give it in one place")
-        if not isinstance(value, (str, int, float, bool)):
-            raise bad(f"[axes] {axis} must be a string, number or boolean")
+            raise bad(f"[axes] {axis} is also in the pattern: give it in one place", "axes", axis)
+        value = schema.convert(value, _AxisValue, source, locate, ("axes", axis), _spec_name)
         try:
             axes[axis] = _axis_value(axis, value)
         except UserError as e:
-            raise bad(f"[axes] {axis}: {e}") from None
+            raise bad(f"[axes] {axis}: {e}", "axes", axis) from None
     analysis = {}
-    for key, value in doc.get("analysis", {}).items():
-        if key not in _ANALYSIS_KEYS:
-            raise bad(f"unknown key {key!r} in [analysis] (known: {', '.join(_ANALYSIS_KEYS)})")
+    for key, value in msgspec.structs.asdict(tables.analysis).items():
+        if value is None:
+            continue
         try:
             analysis[_ANALYSIS_KEYS[key]] = parse_duration_ns(value) if key in ("trim", "max_latency") else value
         except UserError as e:
-            raise bad(f"[analysis] {key}: {e}") from None
+            raise bad(f"[analysis] {key}: {e}", "analysis", key) from None
     try:
         analyze_options(**analysis)  # out-of-range values: one error now, not one per pair
     except UserError as e:
-        raise bad(f"[analysis] {e}") from None
-    verdict = doc.get("verdict", {})
-    for key in verdict:
-        if key not in VERDICT_SETTINGS:
-            raise bad(f"unknown key {key!r} in [verdict]")
+        raise bad(f"[analysis] {e}", "analysis") from None
     try:
-        parse_verdict(verdict)
+        parse_verdict(doc.get("verdict", {}))
     except VerdictSettingError as e:
-        raise bad(f"[verdict] {e}") from None
-    return ImportSpec(source, name.strip() if name else None, pattern, sides, axes, analysis, raw=doc)
+        raise bad(f"[verdict] {e}", "verdict", e.key) from None
+    name = table.name.strip() if table.name else None
+    return ImportSpec(source, name, pattern, sides, axes, analysis, raw=doc)
 
 
 def _axis_value(axis: str, value: Any) -> Any:
     """A value of an axis as the run stores it: the declared axes that are columns of an
-    imported run parse theirs (`rate` 50k, whole numbers); any other is kept as given."""
+    imported run parse theirs (`rate` 50k, whole numbers: ASCII digits, in range); any other
+    is kept as given."""
     declared = records.axis_named(axis)
     return declared.parse(value) if declared is not None and declared.imported else value
 

@@ -18,42 +18,25 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import math
 import re
-import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+import msgspec
+
+from lowtail import files, schema
 from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed import wiring
 from lowtail.testbed.kinds import KINDS
 from lowtail.units import parse_duration_ns
-from lowtail.verdict import SETTINGS as VERDICT_SETTINGS
-from lowtail.verdict import Verdict, VerdictSettingError, parse_verdict
+from lowtail.verdict import Verdict, VerdictSettingError, VerdictTable, parse_verdict
 
 DEFAULT_NAME = "default.toml"
 
-_SECTIONS = {
-    "experiment": {
-        "name",
-        "duration",
-        "warmup",
-        "repetitions",
-        "calibrate",
-        "calibration",
-        "keep_captures",
-        "drain",
-        "trace",
-    },
-    "traffic": {"rates", "frame_size", "burst", "flows", "udp_dst_port"},
-    "cores": {"generator", "capture", "housekeeping", "dut"},
-    "verdict": set(VERDICT_SETTINGS),
-    "trust": {"max_stall", "max_pacing_p99"},
-    "testbed": None,  # checked by testbed/wiring.py
-    "dut": None,  # checked by the kind
-}
 # Frame sizes on the wire, FCS included (RFC 2544): the frame crate's definition.
 MIN_FRAME, MAX_FRAME = FRAME_SIZES
 # `duration = "auto"`: each run measures long enough for the verdict's percentile at its own
@@ -197,126 +180,168 @@ def load(path: Path | None) -> Experiment:
     """Read an experiment file (None: the embedded default experiment)."""
     if path is None:
         return parse(default_text(), f"(embedded {DEFAULT_NAME})")
-    try:
-        text = Path(path).read_text()
-    except FileNotFoundError:
-        raise UserError(f"{path}: no such experiment file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"{path}: cannot read the experiment file ({e})") from None
-    return parse(text, str(path))
+    data = files.read_input(path, "experiment file", schema.MAX_TEXT_BYTES)
+    return parse(schema.decode_text(data, str(path)), str(path))
+
+
+def _name(path: schema.Path) -> str:
+    """A field as the experiment file's messages name it: `[traffic]` for a table, the key
+    (`frame_size`) for a key of a table, with what lies under it (`testbed.loadgen.ssh`)."""
+    keys = [p for p in path if isinstance(p, str)]
+    if len(path) == 1:
+        return f"[{path[0]}]"
+    if len(keys) <= 2:
+        return keys[-1] if keys else "(the file)"
+    return ".".join(keys[1:])
 
 
 class _Where:
     """Turns a problem with a key into a message naming the file and the key's line."""
 
     def __init__(self, text: str, source: str):
-        self.lines = text.splitlines()
+        self.lines = schema.TomlLines(text)
         self.source = source
 
     def line_of(self, section: str, key: str | None, index: int = 0) -> int | None:
         """Line of `key` in the `index`-th `[section]`/`[[section]]` table (best effort)."""
-        header = re.compile(rf"^\s*\[\[?\s*{re.escape(section)}\s*\]\]?\s*(#.*)?$")
-        seen, inside = -1, False
-        for number, line in enumerate(self.lines, 1):
-            if re.match(r"^\s*\[", line):
-                inside = bool(header.match(line))
-                if inside:
-                    seen += 1
-                    if key is None and seen == index:
-                        return number
-                continue
-            if inside and seen == index and key is not None and re.match(rf"^\s*\"?{re.escape(key)}\"?\s*=", line):
-                return number
-        return None
+        tables: list[str | int] = list(section.split("."))
+        path: schema.Path = (tables[0], index, *tables[1:]) if index else tuple(tables)
+        return self.lines.line((*path, key) if key is not None else path)
 
     def error(self, message: str, section: str, key: str | None = None, index: int = 0) -> UserError:
         line = self.line_of(section, key, index)
-        where = f"{self.source} line {line}" if line else self.source
-        return UserError(f"{where}: {message}")
+        return schema.InputError(self.source, message, line, (section, *([key] if key else [])))
+
+    def convert(self, doc: Any, type_: Any, prefix: schema.Path = ()) -> Any:
+        """`doc` (found at `prefix` in the file) as `type_`, or the error at its line."""
+        return schema.convert(doc, type_, self.source, self.lines.line, prefix, _name)
+
+
+# -- the file's tables as types (msgspec: strict, unknown keys refused, ranges) ----------------
+
+
+# A sweep's list may not be empty; its items say their own rule.
+_NOT_EMPTY = schema.rule(": an empty list sweeps over nothing", min_length=1)
+MAX_RATE = 100_000_000
+MAX_RUNS = 100_000  # runs one file may declare: more is a typo (or an attack), not a sweep
+_Rate = Annotated[int, schema.rule("must be whole numbers from 1 to 100,000,000", ge=1, le=MAX_RATE)]
+_FrameSize = Annotated[
+    int, schema.rule(f"must be whole numbers from {MIN_FRAME:,} to {MAX_FRAME:,}", ge=MIN_FRAME, le=MAX_FRAME)
+]
+_Burst = Annotated[int, schema.rule("must be whole numbers from 1 to 1,000,000", ge=1, le=1_000_000)]
+_Flows = Annotated[int, schema.rule("must be whole numbers from 1 to 65,535", ge=1, le=65_535)]
+_Port = Annotated[int, schema.rule("must be a whole number from 1 to 65,535", ge=1, le=65_535)]
+_Repetitions = Annotated[int, schema.rule("must be a whole number from 1 to 1,000,000", ge=1, le=1_000_000)]
+_Duration = Annotated[str | int | float, schema.rule("must be a duration such as 5s, 250ms or 800us")]
+_Flag = Annotated[bool, schema.rule("must be true or false")]
+_ExperimentId = Annotated[
+    int, schema.rule("must be an experiment id whose calibration runs are the floor", ge=1, le=schema.INT64_MAX)
+]
+_Name = Annotated[str, schema.rule("must be a non-empty string", min_length=1, max_length=200)]
+
+
+class _ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    name: _Name | None = None
+    duration: _Duration = AUTO_DURATION
+    warmup: _Duration = "1s"
+    drain: _Duration = "200ms"
+    repetitions: _Repetitions = 1
+    calibrate: _Flag | None = None
+    calibration: _ExperimentId | None = None
+    keep_captures: _Flag = True
+    trace: _Flag = True
+
+
+class _TrafficTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    rates: _Rate | Annotated[list[_Rate], _NOT_EMPTY]
+    frame_size: _FrameSize | Annotated[list[_FrameSize], _NOT_EMPTY] = 64
+    burst: _Burst | Annotated[list[_Burst], _NOT_EMPTY] = 1
+    flows: _Flows | Annotated[list[_Flows], _NOT_EMPTY] = 1
+    udp_dst_port: _Port = 53
+
+
+_Core = Annotated[int, schema.rule("must be a core number", ge=0, le=65_535)]
+
+
+class _CoresTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    generator: _Core | None = None
+    capture: _Core | None = None
+    housekeeping: _Core | None = None
+    dut: Annotated[list[_Core], schema.rule("takes a list of cores, e.g. dut = [1]")] | None = None
+
+
+class _TrustTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    max_stall: _Duration | None = None
+    max_pacing_p99: _Duration | None = None
+
+
+class _ExperimentFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    experiment: _ExperimentTable = msgspec.field(default_factory=_ExperimentTable)
+    traffic: Annotated[dict[str, Any], schema.rule("must be a table")] = msgspec.field(default_factory=dict)
+    cores: _CoresTable = msgspec.field(default_factory=_CoresTable)
+    verdict: VerdictTable = msgspec.field(default_factory=VerdictTable)
+    trust: _TrustTable = msgspec.field(default_factory=_TrustTable)
+    testbed: Annotated[dict[str, Any], schema.rule("must be a table")] | None = None  # testbed/wiring.py
+    dut: Annotated[list[dict[str, Any]], schema.rule(": DuTs are declared as [[dut]] tables (double brackets)")] = (
+        msgspec.field(default_factory=list)
+    )  # checked by each kind
+
+
+_SECTIONS = _ExperimentFile.__struct_fields__
+
+
+def _sweep(value: int | list[int]) -> list[int]:
+    return value if isinstance(value, list) else [value]
 
 
 def parse(text: str, source: str) -> Experiment:
     """An experiment from the text of its TOML file; `source` names the file in errors."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        # tomllib says "... (at line 7, column 12)": lead with the place, as compilers do.
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        reason = re.sub(r"\s*\(at (line \d+, column \d+|end of document)\)", "", str(e))
-        if m:
-            where = f"{source} line {m.group(1)}, column {m.group(2)}"
-        elif "end of document" in str(e):
-            where = f"{source} line {len(text.splitlines()) or 1} (end of file)"
-        else:
-            where = source
-        raise UserError(f"{where}: not valid TOML: {reason}") from None
+    doc = schema.load_toml(text, source)
     w = _Where(text, source)
-    for section, value in doc.items():
+    for section in doc:
         if section not in _SECTIONS:
-            raise w.error(
-                f"unknown section [{section}] (known: {', '.join('[' + s + ']' for s in _SECTIONS)})", section
-            )
-        allowed = _SECTIONS[section]
-        if allowed is not None:
-            if not isinstance(value, dict):
-                raise w.error(f"[{section}] must be a table", section)
-            for key in value:
-                if key not in allowed:
-                    raise w.error(
-                        f"unknown key {key!r} in [{section}] (known: {', '.join(sorted(allowed))})", section, key
-                    )
-    exp = doc.get("experiment", {})
-    traffic = doc.get("traffic", {})
+            known = ", ".join("[" + s + "]" for s in _SECTIONS)
+            import difflib  # only when a section is mistyped
 
-    def duration(key: str, default: str, minimum_ns: int) -> int:
+            close = difflib.get_close_matches(section, list(_SECTIONS), n=1)
+            hint = f"did you mean [{close[0]}]? " if close else ""
+            raise w.error(f"unknown section [{section}] ({hint}known: {known})", section)
+    if isinstance(doc.get("dut"), dict):
+        raise w.error("DuTs are declared as [[dut]] tables (double brackets)", "dut")
+    tables: _ExperimentFile = w.convert(doc, _ExperimentFile)
+    exp = tables.experiment
+    try:
+        traffic: _TrafficTable = w.convert(tables.traffic, _TrafficTable, ("traffic",))
+    except schema.InputError as e:
+        if e.path == ("traffic",) and e.reason.endswith("needs `rates`"):
+            raise w.error(
+                "[traffic] needs `rates`, e.g. rates = [10000, 50000] (packets per second)", "traffic"
+            ) from None
+        raise
+
+    def duration(key: str, value: str | int | float, minimum_ns: int) -> int:
         try:
-            ns = parse_duration_ns(exp.get(key, default))
+            ns = parse_duration_ns(value)
         except UserError as e:
             raise w.error(f"{key}: {e}", "experiment", key) from None
         if ns < minimum_ns:
             raise w.error(f"{key} must be at least {minimum_ns / 1e9:g} s", "experiment", key)
         return ns
 
-    def number(table: dict[str, Any], section: str, key: str, default: Any, lo: int, hi: int, many: bool) -> list[int]:
-        value = table.get(key, default)
-        values = value if isinstance(value, list) else [value]
-        if not many and isinstance(value, list):
-            raise w.error(f"{key} takes one value, not a list", section, key)
-        if not values:
-            raise w.error(f"{key}: an empty list sweeps over nothing", section, key)
-        for v in values:
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise w.error(f"{key} must be whole numbers from {lo:,} to {hi:,}, not {v!r}", section, key)
-        return values
-
-    name = exp.get("name", Path(source).stem if not source.startswith("(") else "default")
-    if not isinstance(name, str) or not name.strip():
+    name = exp.name if exp.name is not None else (Path(source).stem if not source.startswith("(") else "default")
+    if not name.strip():
         raise w.error("name must be a non-empty string", "experiment", "name")
-    if "rates" not in traffic:
-        raise w.error("[traffic] needs `rates`, e.g. rates = [10000, 50000] (packets per second)", "traffic")
-    rates = number(traffic, "traffic", "rates", None, 1, 100_000_000, many=True)
-    frames = number(traffic, "traffic", "frame_size", 64, MIN_FRAME, MAX_FRAME, many=True)
-    bursts = number(traffic, "traffic", "burst", 1, 1, 1_000_000, many=True)
-    flows = number(traffic, "traffic", "flows", 1, 1, 65_535, many=True)
-    (port,) = number(traffic, "traffic", "udp_dst_port", 53, 1, 65_535, many=False)
-    points = [Traffic(r, f, b, n, port) for r, f, b, n in itertools.product(rates, frames, bursts, flows)]
-    (repetitions,) = number(exp, "experiment", "repetitions", 1, 1, 1_000_000, many=False)
-    for key in ("calibrate", "keep_captures", "trace"):
-        if not isinstance(exp.get(key, True), bool):
-            raise w.error(f"{key} must be true or false", "experiment", key)
-
-    calibration = exp.get("calibration")
-    if calibration is not None and (
-        isinstance(calibration, bool) or not isinstance(calibration, int) or calibration < 1
-    ):
+    sweep = [_sweep(v) for v in (traffic.rates, traffic.frame_size, traffic.burst, traffic.flows)]
+    if math.prod(map(len, sweep)) > MAX_RUNS:  # counted before the points are built
         raise w.error(
-            f"calibration must be an experiment id whose calibration runs are the floor (got {calibration!r})",
-            "experiment",
-            "calibration",
+            f"[traffic] sweeps over {math.prod(map(len, sweep)):,} traffic points; lowtail runs at most {MAX_RUNS:,} "
+            f"from one file",
+            "traffic",
         )
+    points = [Traffic(r, f, b, n, traffic.udp_dst_port) for r, f, b, n in itertools.product(*sweep)]
     testbed = _parse_testbed(doc.get("testbed"), w)
     # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed.
-    calibrate = exp.get("calibrate", testbed.kind == "namespaces")
+    calibrate = exp.calibrate if exp.calibrate is not None else testbed.kind == "namespaces"
     if calibrate and testbed.kind != "namespaces":
         raise w.error(
             f"calibrate = true needs a wire in the DuT's place, which lowtail makes only on a namespaces testbed "
@@ -325,22 +350,27 @@ def parse(text: str, source: str) -> Experiment:
             "experiment",
             "calibrate",
         )
-    duts = _parse_duts(doc.get("dut", []), w, testbed)
+    duts = _parse_duts(tables.dut, w, testbed)
     if not duts and not calibrate:
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
+    runs = len(points) * (len(duts) + calibrate) * exp.repetitions
+    if runs > MAX_RUNS:
+        raise w.error(
+            f"the file declares {runs:,} runs (traffic points × DuT configurations × repetitions); "
+            f"lowtail runs at most {MAX_RUNS:,} from one file",
+            "experiment",
+        )
     return Experiment(
         name=name.strip(),
         source=source,
-        duration_ns=None
-        if exp.get("duration", AUTO_DURATION) == AUTO_DURATION
-        else duration("duration", AUTO_DURATION, MIN_DURATION_NS),
-        warmup_ns=duration("warmup", "1s", 0),
-        drain_ns=duration("drain", "200ms", 0),
-        repetitions=repetitions,
+        duration_ns=None if exp.duration == AUTO_DURATION else duration("duration", exp.duration, MIN_DURATION_NS),
+        warmup_ns=duration("warmup", exp.warmup, 0),
+        drain_ns=duration("drain", exp.drain, 0),
+        repetitions=exp.repetitions,
         calibrate=calibrate,
-        calibration=calibration,
-        keep_captures=exp.get("keep_captures", True),
-        trace=exp.get("trace", True),
+        calibration=exp.calibration,
+        keep_captures=exp.keep_captures,
+        trace=exp.trace,
         traffic=points,
         duts=duts,
         # A hosts testbed's cores are the remote hosts': checked once they are reached.
@@ -367,6 +397,17 @@ def _parse_duts(tables: Any, w: _Where, testbed: wiring.Wiring) -> list[DutConfi
     names: set[str] = set()
     for index, table in enumerate(tables):
         table = dict(table)
+        # Each list where one value is expected sweeps over its values: their product is the
+        # number of configurations, counted before the kind builds them.
+        product = math.prod(len(v) for v in table.values() if isinstance(v, list) and v)
+        if product > MAX_RUNS:
+            raise w.error(
+                f"[[dut]] {index + 1} sweeps over {product:,} configurations; lowtail runs at most {MAX_RUNS:,} "
+                f"from one file",
+                "dut",
+                None,
+                index,
+            )
         name, kind = table.pop("name", None), table.pop("kind", None)
         if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}", name):
             raise w.error(
@@ -383,7 +424,7 @@ def _parse_duts(tables: Any, w: _Where, testbed: wiring.Wiring) -> list[DutConfi
                 index,
             )
         names.add(name)
-        if kind not in KINDS:
+        if not isinstance(kind, str) or kind not in KINDS:
             raise w.error(
                 f"DuT {name!r}: unknown kind {kind!r} (known: {', '.join(KINDS)})",
                 "dut",

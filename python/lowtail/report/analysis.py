@@ -9,7 +9,7 @@ from lowtail import percentiles
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.store import DbPath, open_store
-from lowtail.store.analyses import analysis
+from lowtail.store.analyses import PAGE_ROWS, analysis
 from lowtail.units import format_ns
 
 
@@ -94,7 +94,7 @@ def write_analysis_report(db: DbPath, analysis_id: int | str, output: str | Path
     """The report of one stored analysis (an id, or 'latest') as one HTML file, by default
     lowtail-report-<id>.html (the id the analysis has, 'latest' resolved)."""
     with open_store(db, read_only=True) as s:
-        doc = analysis(s, analysis_id)
+        doc = analysis(s, analysis_id, PAGE_ROWS)
     page = Page(
         title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
         subtitle=f"{doc['pre_path']} → {doc['post_path']}",

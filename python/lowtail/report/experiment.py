@@ -18,7 +18,7 @@ from lowtail.report.models import knee_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
-from lowtail.store.analyses import percentile_curve, worst_events
+from lowtail.store.analyses import PAGE_ROWS, percentile_curve, worst_events
 from lowtail.store.db import Store, latency_column
 from lowtail.store.host import run_interrupts
 from lowtail.units import format_count, format_ns, format_rate
@@ -319,7 +319,7 @@ def run_section(
             ),
             caption,
         )
-        worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"])]
+        worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"], PAGE_ROWS)]
         start = (r.get("figures") or {}).get("start_ts_ns") or 0
         body += figure_html(
             plots.worst_scatter(worst, f"{len(worst):,} worst latencies over time", start_ns=start, budget_ns=budget),

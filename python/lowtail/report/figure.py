@@ -183,7 +183,8 @@ def new_figure(
 ) -> go.Figure:
     """An empty figure with the house layout: the title, a white background, the legend
     under the plot (it never covers data), hover showing every series at the pointer's x."""
-    if rows * cols > 1:
+    if rows * cols > 1 or subplot_titles or grid:
+        # A grid of one panel is still a grid: its traces are added by row and column.
         fig = make_subplots(rows=rows, cols=cols, subplot_titles=subplot_titles, **grid)
     else:
         fig = go.Figure()

@@ -19,7 +19,7 @@ from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
 from lowtail.report.tables import interrupt_profile_table, noise_table
 from lowtail.store import DbPath, open_store
-from lowtail.store.analyses import worst_events
+from lowtail.store.analyses import PAGE_ROWS, worst_events
 from lowtail.store.db import Store
 from lowtail.store.explain import explanation
 from lowtail.store.host import noise_run, run_interrupts
@@ -49,7 +49,7 @@ def interrupt_timeline_section(
     stored = (explanation(store, run_id) or {}).get("interrupt_coincidence", {}).get(source)
     worst = []
     if run["analysis_id"] is not None:
-        worst = [(t, v) for t, v, _ in worst_events(store, run["analysis_id"])]
+        worst = [(t, v) for t, v, _ in worst_events(store, run["analysis_id"], PAGE_ROWS)]
     start = run["start_ts_ns"] or min(s[0] - s[4] for s in samples)
     interval = sorted(s[4] for s in samples)[len(samples) // 2]
     where = (

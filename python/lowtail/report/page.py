@@ -74,10 +74,30 @@ def plotly_bundle() -> str:
     return str(get_plotlyjs())
 
 
+# Strings plotly draws as its own markup on purpose: the hover templates ("<extra>").
+_MARKUP_KEYS = frozenset({"hovertemplate", "texttemplate"})
+
+
+def _as_text(spec: object, key: str = "") -> object:
+    """A figure's strings as plain text: plotly draws <b>, <br>, <a href> … in titles, legend
+    entries and labels, so a DuT named "<b>fw</b>" would be drawn bold. Entities (&lt;) are
+    what plotly shows as the characters; its own hover templates keep their markup."""
+    if isinstance(spec, str):
+        return spec if key in _MARKUP_KEYS else html.escape(spec, quote=False)
+    if isinstance(spec, dict):
+        return {k: _as_text(v, k) for k, v in spec.items()}
+    if isinstance(spec, (list, tuple)):
+        return [_as_text(v, key) for v in spec]
+    return spec
+
+
 def figure_html(fig: go.Figure, caption: str = "") -> str:
-    """A plotly figure embedded in the page: a div, its JSON, and a caption."""
+    """A plotly figure embedded in the page: a div, its JSON (every string drawn as plain
+    text), and a caption."""
+    import plotly.io as pio
+
     n = next(_plot_ids)
-    spec = fig.to_json(validate=False).replace("</", "<\\/")
+    spec = pio.to_json(_as_text(fig.to_plotly_json()), validate=False).replace("</", "<\\/")
     cap = f"<figcaption>{esc(caption)}</figcaption>" if caption else ""
     return (
         f"<figure><div class='lt-plot-area' id='lt-plot-{n}'></div>"

@@ -126,16 +126,22 @@ def latency_summary(store: Store, analysis_id: int) -> tuple[int | None, int | N
     return found if found is not None else (None, None, None)
 
 
-def analysis(store: Store, analysis_id: int | str) -> dict[str, Any]:
+# The most rows of one analysis's HDR distribution and worst events a page reads: a page draws
+# them as points, and a bundle may carry a million worst events per analysis.
+PAGE_ROWS = 10_000
+
+
+def analysis(store: Store, analysis_id: int | str, most: int | None = None) -> dict[str, Any]:
     """One stored analysis (an id, or 'latest'): its row plus the bulky tables, as plain
-    Python values."""
+    Python values; `most` bounds the HDR rows and worst events read (see `percentile_rows`,
+    `worst_events`)."""
     aid = stored_id(store, analysis_id, "analyses", "analysis_id", "analyses", "see `lowtail list`")
     doc = row_as_dict(store.con.execute("SELECT * FROM analyses WHERE analysis_id = ?", [aid]))
     assert doc is not None
     for key in ("options", "warnings", "inputs", "figures"):
         doc[key] = json.loads(doc[key])
     aid = doc["analysis_id"]
-    doc["percentiles"] = percentile_rows(store, aid)
+    doc["percentiles"] = percentile_rows(store, aid, most)
     doc["histograms"] = {
         kind: store.con.execute(
             "SELECT lo_ns, hi_ns, count FROM analysis_histograms WHERE analysis_id = ? AND kind = ? ORDER BY lo_ns",
@@ -143,7 +149,7 @@ def analysis(store: Store, analysis_id: int | str) -> dict[str, Any]:
         ).fetchall()
         for kind in HISTOGRAM_KINDS
     }
-    doc["worst"] = worst_events(store, aid)
+    doc["worst"] = worst_events(store, aid, most)
     doc["rates"] = {
         side: [
             c
@@ -156,27 +162,40 @@ def analysis(store: Store, analysis_id: int | str) -> dict[str, Any]:
     return doc
 
 
-def percentile_rows(store: Store, analysis_id: int) -> list[tuple[float, int, int]]:
-    """(percentile in 0..1, value_ns, total_count) of an analysis's HDR distribution."""
+def percentile_rows(store: Store, analysis_id: int, most: int | None = None) -> list[tuple[float, int, int]]:
+    """(percentile in 0..1, value_ns, total_count) of an analysis's HDR distribution; with
+    `most`, at most about that many rows, evenly thinned, the first and last always kept."""
+    if most is None:
+        return store.con.execute(
+            "SELECT percentile, value_ns, total_count FROM analysis_percentiles "
+            "WHERE analysis_id = ? ORDER BY percentile, value_ns",
+            [analysis_id],
+        ).fetchall()
     return store.con.execute(
-        "SELECT percentile, value_ns, total_count FROM analysis_percentiles "
-        "WHERE analysis_id = ? ORDER BY percentile, value_ns",
-        [analysis_id],
+        """SELECT percentile, value_ns, total_count FROM (
+               SELECT *, row_number() OVER (ORDER BY percentile, value_ns) AS k, count(*) OVER () AS n
+               FROM analysis_percentiles WHERE analysis_id = ?)
+           WHERE n <= ? OR k = 1 OR k = n OR k % ceil(n / ?) = 0
+           ORDER BY percentile, value_ns""",
+        [analysis_id, most, most],
     ).fetchall()
 
 
-def percentile_curve(store: Store, analysis_id: int | None) -> list[tuple[float, int]]:
-    """(percentile in 0..1, value_ns) of an analysis's HDR distribution; empty without one."""
+def percentile_curve(store: Store, analysis_id: int | None, most: int | None = PAGE_ROWS) -> list[tuple[float, int]]:
+    """(percentile in 0..1, value_ns) of an analysis's HDR distribution (at most about `most`
+    points); empty without one."""
     if analysis_id is None:
         return []
-    return [(p, v) for p, v, _ in percentile_rows(store, analysis_id)]
+    return [(p, v) for p, v, _ in percentile_rows(store, analysis_id, most)]
 
 
-def worst_events(store: Store, analysis_id: int) -> list[tuple[int, int, int]]:
-    """(pre_ts_ns, latency_ns, packet_id) of an analysis's worst events, in time order."""
+def worst_events(store: Store, analysis_id: int, most: int | None = None) -> list[tuple[int, int, int]]:
+    """(pre_ts_ns, latency_ns, packet_id) of an analysis's worst events, in time order; with
+    `most`, only the `most` largest latencies."""
     return store.con.execute(
-        "SELECT pre_ts_ns, latency_ns, packet_id FROM analysis_worst WHERE analysis_id = ? ORDER BY pre_ts_ns",
-        [analysis_id],
+        "SELECT pre_ts_ns, latency_ns, packet_id FROM (SELECT * FROM analysis_worst WHERE analysis_id = ? "
+        "ORDER BY latency_ns DESC, pre_ts_ns LIMIT ?) ORDER BY pre_ts_ns",
+        [analysis_id, most if most is not None else 2**62],
     ).fetchall()
 
 

@@ -5,11 +5,20 @@ adding a bundle's rows to this database under new ids, with their origin recorde
 Which rows travel: the runs named and the calibration runs their floors come from, their
 experiments (file, host), their analyses with every bulky table, their interrupt samples,
 and the model results computed from them. The files themselves (Parquet, the manifest)
-are `lowtail.bundle`'s business."""
+are `lowtail.bundle`'s business.
+
+A bundle's rows are untrusted: `check_rows` refuses, before the first write, columns of
+another type than this database's, empty values where none may be, ids twice, rows that
+name an experiment, analysis or run the bundle does not carry, and more rows per analysis
+or run than lowtail ever stores (`RowsRefused`, naming the member and the rule). Rows are
+also known by their content (`CONTENT`: what survives an import unchanged, never an id or a
+path), so runs that come back through another lab's bundle are recognised (`known_content`)
+and not added twice."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 from lowtail.store.db import Store, rows_as_dicts
@@ -27,6 +36,63 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("run_interrupts", "run_id"),
     ("model_results", "model_id"),
 )
+# The most rows a bundle may carry per table, and per analysis or run of the bulky ones
+# (what lowtail itself stores: at most 10^6 worst events, 10^4 bins of three histograms, an
+# .hgrm of a few thousand rows, a rate per second for 23 days, interrupt samples of a long run).
+MAX_ROWS: dict[str, int] = {
+    "experiments": 10_000,
+    "analyses": 100_000,
+    "runs": 100_000,
+    "model_results": 100_000,
+    "analysis_percentiles": 20_000_000,
+    "analysis_histograms": 20_000_000,
+    "analysis_worst": 20_000_000,
+    "analysis_rates": 20_000_000,
+    "run_interrupts": 20_000_000,
+}
+PER_PARENT: dict[str, tuple[str, int]] = {
+    "analysis_percentiles": ("analyses", 100_000),
+    "analysis_histograms": ("analyses", 30_000),
+    "analysis_worst": ("analyses", 1_000_000),
+    "analysis_rates": ("analyses", 4_000_000),
+    "run_interrupts": ("runs", 10_000_000),
+}
+# What makes two rows of a bulky table the same row (a bundle that repeats one is refused).
+_NATURAL_KEYS: dict[str, tuple[str, ...]] = {
+    "analysis_histograms": ("analysis_id", "kind", "lo_ns"),
+    "analysis_rates": ("analysis_id", "side", "second"),
+    "analysis_worst": ("analysis_id", "pre_ts_ns", "latency_ns", "packet_id"),
+    "run_interrupts": ("run_id", "source", "t_ns", "cpu", "kind"),
+}
+# Which ids a row names, and the table that must carry them (None allowed where the column is).
+_REFERENCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
+    "runs": (("experiment_id", "experiments", False), ("analysis_id", "analyses", True)),
+    "analysis_percentiles": (("analysis_id", "analyses", False),),
+    "analysis_histograms": (("analysis_id", "analyses", False),),
+    "analysis_worst": (("analysis_id", "analyses", False),),
+    "analysis_rates": (("analysis_id", "analyses", False),),
+    "run_interrupts": (("run_id", "runs", False),),
+}
+
+
+def row_limit(table: str, counts: dict[str, int]) -> int:
+    """The most rows of `table` a bundle whose tables hold `counts` rows may carry."""
+    limit = MAX_ROWS[table]
+    if table in PER_PARENT:
+        parent, per = PER_PARENT[table]
+        limit = min(limit, per * counts.get(parent, 0))
+    return limit
+
+
+class RowsRefused(Exception):
+    """A bundle's rows break a rule: `member` (rows/<table>.parquet) and the rule in words."""
+
+    def __init__(self, member: str, rule: str) -> None:
+        super().__init__(f"{member}: {rule}")
+        self.member = member
+        self.rule = rule
+
+
 # The id sequences of the tables whose rows get new ids, and the kind `import_ids` names.
 _NEW_IDS = {
     "experiments": ("experiment_id", "experiment_id_seq", "experiment"),
@@ -94,6 +160,241 @@ def table_columns(store: Store, table: str) -> list[str]:
     ]
 
 
+def column_types(store: Store, table: str) -> dict[str, tuple[str, bool]]:
+    """This database's columns of `table`: name → (type, nullable)."""
+    return {
+        name: (kind, nullable == "YES")
+        for name, kind, nullable in store.con.execute(
+            "SELECT column_name, data_type, is_nullable FROM information_schema.columns "
+            "WHERE table_name = ? AND table_schema = 'main' ORDER BY ordinal_position",
+            [table],
+        ).fetchall()
+    }
+
+
+def _compatible(db_type: str, arrow_type: Any) -> bool:
+    """Whether a bundle's column of `arrow_type` holds values of the database's `db_type`
+    without conversion (a string is no id, a 64-bit number no INTEGER)."""
+    import pyarrow as pa
+    import pyarrow.types as pt
+
+    if pt.is_null(arrow_type):
+        return True
+    if db_type == "BIGINT":
+        return bool(pt.is_signed_integer(arrow_type) or arrow_type in (pa.uint8(), pa.uint16(), pa.uint32()))
+    if db_type == "INTEGER":
+        return arrow_type in (pa.int8(), pa.int16(), pa.int32(), pa.uint8(), pa.uint16())
+    if db_type == "UBIGINT":
+        return bool(pt.is_unsigned_integer(arrow_type))
+    if db_type == "DOUBLE":
+        return bool(pt.is_floating(arrow_type))
+    if db_type == "BOOLEAN":
+        return bool(pt.is_boolean(arrow_type))
+    if db_type in ("VARCHAR", "JSON"):
+        return bool(pt.is_string(arrow_type) or pt.is_large_string(arrow_type))
+    if db_type.startswith("TIMESTAMP"):
+        return bool(pt.is_timestamp(arrow_type) and arrow_type.tz is None)
+    return False
+
+
+def check_rows(store: Store, tables: dict[str, Any], series_ids: set[int]) -> None:
+    """Refuse (RowsRefused) a bundle's rows that this database could not take whole: every
+    rule is checked before the first write, so that a refused bundle changes nothing."""
+    counts = {table: rows.num_rows for table, rows in tables.items()}
+    for table, _ in TABLES:
+        member = f"rows/{table}.parquet"
+        if counts[table] > row_limit(table, counts):
+            raise RowsRefused(
+                member,
+                f"holds {counts[table]:,} rows, more than a bundle of these may carry ({row_limit(table, counts):,})",
+            )
+        _check_types(store, table, tables[table], member)
+    con = store.con
+    names = {f"check_{table}": tables[table] for table, _ in TABLES}
+    for name, arrow in names.items():
+        con.register(name, arrow)
+    try:
+        _check_json(store, tables)
+        for table, key in TABLES:
+            if table in _NEW_IDS:
+                _unique(store, table, (key,), "id")
+            if table in _NATURAL_KEYS:
+                _unique(store, table, _NATURAL_KEYS[table], "row")
+            for column, target, nullable in _REFERENCES.get(table, ()):
+                _references(store, table, column, target, dict(TABLES)[target], nullable)
+            if table in PER_PARENT:
+                column = "analysis_id" if PER_PARENT[table][0] == "analyses" else "run_id"
+                (most,) = con.execute(
+                    f"SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM check_{table} GROUP BY {column})"
+                ).fetchall()[0]
+                if most > PER_PARENT[table][1]:
+                    raise RowsRefused(
+                        f"rows/{table}.parquet",
+                        f"holds {most:,} rows for one {column.removesuffix('_id')}, more than lowtail stores "
+                        f"({PER_PARENT[table][1]:,})",
+                    )
+        analyses = {a for (a,) in con.execute("SELECT analysis_id FROM check_analyses").fetchall()}
+        stray = sorted(series_ids - analyses)
+        if stray:
+            raise RowsRefused(f"series/analysis-{stray[0]}.parquet", "is the series of no analysis in the bundle")
+    finally:
+        for name in names:
+            con.unregister(name)
+
+
+def _check_types(store: Store, table: str, rows: Any, member: str) -> None:
+    known = column_types(store, table)
+    for column in rows.column_names:
+        if column not in known:
+            raise RowsRefused(member, f"has a column {column!r} this database's {table} lacks")
+        db_type, nullable = known[column]
+        arrow_type = rows.schema.field(column).type
+        if not _compatible(db_type, arrow_type):
+            raise RowsRefused(member, f"column {column} holds {arrow_type}, not {db_type}")
+        if not nullable and rows.column(column).null_count:
+            raise RowsRefused(member, f"column {column} has empty values, which {table}.{column} may not")
+    for column, (_, nullable) in known.items():
+        if not nullable and column not in rows.column_names:
+            raise RowsRefused(member, f"has no column {column}, which {table} needs")
+
+
+def _check_json(store: Store, tables: dict[str, Any]) -> None:
+    for table, _ in TABLES:
+        for column, (db_type, _) in column_types(store, table).items():
+            if db_type == "JSON" and column in tables[table].column_names:
+                (bad,) = store.con.execute(
+                    f"SELECT count(*) FROM check_{table} WHERE {column} IS NOT NULL AND NOT json_valid({column})"
+                ).fetchall()[0]
+                if bad:
+                    raise RowsRefused(
+                        f"rows/{table}.parquet", f"column {column} holds {bad:,} values that are not JSON"
+                    )
+
+
+def _unique(store: Store, table: str, key: tuple[str, ...], what: str) -> None:
+    columns = ", ".join(key)
+    found = next(
+        iter(
+            store.con.execute(
+                f"SELECT {columns}, count(*) FROM check_{table} GROUP BY ALL HAVING count(*) > 1 ORDER BY ALL LIMIT 1"
+            ).fetchall()
+        ),
+        None,
+    )
+    if found:
+        shown = ", ".join(f"{k} {v}" for k, v in zip(key, found[:-1]))
+        raise RowsRefused(f"rows/{table}.parquet", f"holds the {what} {shown} {found[-1]:,} times")
+
+
+def _references(store: Store, table: str, column: str, target: str, target_key: str, nullable: bool) -> None:
+    found = next(
+        iter(
+            store.con.execute(
+                f"SELECT {column} FROM check_{table} WHERE {column} IS NOT NULL "
+                f"AND {column} NOT IN (SELECT {target_key} FROM check_{target}) ORDER BY 1 LIMIT 1"
+            ).fetchall()
+        ),
+        None,
+    )
+    if found:
+        raise RowsRefused(
+            f"rows/{table}.parquet", f"names {column.removesuffix('_id')} {found[0]}, which the bundle does not carry"
+        )
+    if not nullable:
+        (empty,) = store.con.execute(f"SELECT count(*) FROM check_{table} WHERE {column} IS NULL").fetchall()[0]
+        if empty:
+            raise RowsRefused(f"rows/{table}.parquet", f"has rows without {column}")
+
+
+# -- content identity ------------------------------------------------------------------------------
+
+
+# What a row is, whatever its ids and paths: the columns an import keeps as they are. A run
+# exported by lab A, imported by lab B and exported again from there has the same content.
+def _text(*columns: str) -> str:
+    parts = ", ".join(f"coalesce(CAST({c} AS VARCHAR), '\x00')" for c in columns)
+    return f"sha256(concat_ws('\x1f', {parts}))"
+
+
+CONTENT: dict[str, str] = {
+    "experiments": _text("name", "created_at", "spec_hash", "host"),
+    "analyses": _text(
+        "created_at",
+        "pre_path",
+        "post_path",
+        "options",
+        "sent",
+        "received",
+        "lost",
+        "duplicates",
+        "reordered",
+        "start_ts_ns",
+        "duration_ns",
+        "trim_ns",
+        "lat_min_ns",
+        "lat_p50_ns",
+        "lat_p99_9999_ns",
+        "lat_max_ns",
+    ),
+    "runs": _text(
+        "combination_key",
+        "dut_name",
+        "dut_kind",
+        "dut_config",
+        "calibration",
+        "rate_pps",
+        "frame_size",
+        "burst",
+        "repetition",
+        "started_at",
+        "finished_at",
+        "duration_ns",
+    ),
+    "model_results": _text("kind", "created_at", "label", "inputs", "result"),
+}
+
+
+@dataclass
+class KnownContent:
+    """The bundle's rows this database holds already: old id → the id here."""
+
+    ids: dict[str, dict[int, int]] = field(default_factory=dict)
+    everything: bool = False
+
+    def of(self, table: str) -> dict[int, int]:
+        """Old id → id here, for one table."""
+        return self.ids.get(table, {})
+
+    def as_result(self) -> dict[str, list[int]]:
+        """The ids here, as an import's result lists them."""
+        return {
+            "experiments": sorted(set(self.of("experiments").values())),
+            "runs": sorted(set(self.of("runs").values())),
+            "analyses": sorted(set(self.of("analyses").values())),
+            "models": sorted(set(self.of("model_results").values())),
+        }
+
+
+def known_content(store: Store, tables: dict[str, Any]) -> KnownContent:
+    """Which of the bundle's experiments, analyses, runs and model results this database holds
+    already, by content (CONTENT): what another bundle brought, or what was measured here."""
+    con = store.con
+    known = KnownContent()
+    for table, content in CONTENT.items():
+        key = _NEW_IDS[table][0]
+        con.register("content_bundle", tables[table])
+        try:
+            found = con.execute(
+                f"SELECT b.{key}, min(l.{key}) FROM (SELECT {key}, {content} AS c FROM content_bundle) b "
+                f"JOIN (SELECT {key}, {content} AS c FROM {table}) l ON b.c = l.c GROUP BY b.{key}"
+            ).fetchall()
+        finally:
+            con.unregister("content_bundle")
+        known.ids[table] = {old: here for old, here in found}
+    known.everything = all(len(known.of(t)) == tables[t].num_rows for t in CONTENT)
+    return known
+
+
 def imported(store: Store, bundle_id: str) -> dict[str, Any] | None:
     """The import of this bundle, if it was imported before: its id, when, and the new ids
     of its experiments and runs."""
@@ -123,15 +424,25 @@ def import_rows(
     manifest: dict[str, Any],
     data_dir: str,
     series_paths: dict[int, str],
+    known: KnownContent | None = None,
 ) -> dict[str, Any]:
     """Add a bundle's rows (Arrow tables by name) under new ids, in one transaction: ids
     remapped wherever a row names another, each experiment's origin recorded, its data
     directory and its runs' series paths (`series_paths`: old analysis id → file) set to
-    where the files now are, captures not carried left out. Returns the import's id and the
-    new ids."""
+    where the files now are, captures not carried left out. Rows this database holds already
+    (`known`, by content) are not added again: what names them names the rows here. Returns
+    the import's id and the new ids."""
+    import pyarrow as pa
+
+    known = known or KnownContent()
     con = store.con
     views = {f"bundle_{table}": _with_all_columns(store, table, tables[table]) for table, _ in TABLES}
     views["bundle_series"] = _series_table(series_paths)
+    for table in _NEW_IDS:
+        pairs = known.of(table)
+        views[f"known_{table}"] = pa.table(
+            {"old_id": pa.array(list(pairs), pa.int64()), "new_id": pa.array(list(pairs.values()), pa.int64())}
+        )
     for name, arrow in views.items():
         con.register(name, arrow)
     try:
@@ -146,9 +457,18 @@ def import_rows(
             for table in _NEW_IDS:
                 con.execute(f"DROP TABLE map_{table}")
     finally:
-        for name in views:
-            con.unregister(name)
+        _unregister(store, views)
     return {"import_id": import_id, **_new_ids(store, import_id)}
+
+
+def _unregister(store: Store, names: dict[str, Any]) -> None:
+    """Drop the views of a bundle; after a failure that closed the connection (a full disk)
+    there is nothing to drop, and the failure is what the user must hear."""
+    for name in names:
+        try:
+            store.con.unregister(name)
+        except Exception:  # noqa: BLE001 — the connection went with the failure being raised
+            return
 
 
 def _with_all_columns(store: Store, table: str, arrow: Any) -> Any:
@@ -176,9 +496,11 @@ def _map_ids(store: Store, import_id: int) -> None:
     for table, (column, sequence, kind) in _NEW_IDS.items():
         store.con.execute(
             f"CREATE TEMP TABLE map_{table} AS SELECT {column} AS old_id, nextval('{sequence}') AS new_id "
-            f"FROM bundle_{table} ORDER BY {column}"
+            f"FROM bundle_{table} WHERE {column} NOT IN (SELECT old_id FROM known_{table}) ORDER BY {column}"
         )
         store.con.execute(f"INSERT INTO import_ids SELECT ?, ?, old_id, new_id FROM map_{table}", [import_id, kind])
+        # Rows held here already: what names them names the rows here.
+        store.con.execute(f"INSERT INTO map_{table} SELECT old_id, new_id FROM known_{table}")
 
 
 def _new(table: str, column: str, alias: str) -> str:
@@ -194,19 +516,19 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 {_new("experiments", "calibration_experiment_id", "b")} AS calibration_experiment_id,
                 ? AS data_dir,
                 json_merge_patch(?::JSON, json_object('experiment_id', b.experiment_id, 'previous', b.origin)) AS origin)
-            FROM bundle_experiments b""",
+            FROM bundle_experiments b WHERE b.experiment_id NOT IN (SELECT old_id FROM known_experiments)""",
         [data_dir, json.dumps(origin | {"import_id": import_id})],
     )
     con.execute(
         f"""INSERT INTO analyses BY NAME SELECT * REPLACE (
                 {_new("analyses", "analysis_id", "b")} AS analysis_id,
                 (SELECT path FROM bundle_series s WHERE s.old_id = b.analysis_id) AS series_path)
-            FROM bundle_analyses b"""
+            FROM bundle_analyses b WHERE b.analysis_id NOT IN (SELECT old_id FROM known_analyses)"""
     )
     for table in ("analysis_percentiles", "analysis_histograms", "analysis_worst", "analysis_rates"):
         con.execute(
             f"INSERT INTO {table} BY NAME SELECT * REPLACE ({_new('analyses', 'analysis_id', 'b')} AS analysis_id) "
-            f"FROM bundle_{table} b"
+            f"FROM bundle_{table} b WHERE b.analysis_id NOT IN (SELECT old_id FROM known_analyses)"
         )
     con.execute(
         f"""INSERT INTO runs BY NAME SELECT * REPLACE (
@@ -215,11 +537,11 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 {_new("analyses", "analysis_id", "b")} AS analysis_id,
                 (SELECT path FROM bundle_series s WHERE s.old_id = b.analysis_id) AS series_path,
                 '[]' AS capture_paths)
-            FROM bundle_runs b"""
+            FROM bundle_runs b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"""
     )
     con.execute(
         f"INSERT INTO run_interrupts BY NAME SELECT * REPLACE ({_new('runs', 'run_id', 'b')} AS run_id) "
-        f"FROM bundle_run_interrupts b"
+        f"FROM bundle_run_interrupts b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     )
     con.execute(
         f"""INSERT INTO model_results BY NAME SELECT * REPLACE (
@@ -227,5 +549,5 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 {_new("experiments", "experiment_id", "b")} AS experiment_id,
                 {_new("runs", "run_id", "b")} AS run_id,
                 {_new("analyses", "analysis_id", "b")} AS analysis_id)
-            FROM bundle_model_results b"""
+            FROM bundle_model_results b WHERE b.model_id NOT IN (SELECT old_id FROM known_model_results)"""
     )

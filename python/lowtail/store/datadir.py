@@ -169,3 +169,70 @@ def _claim_resumed(store: Store, folder: Path, eid: int) -> None:
                 if problem:
                     raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
     claim(store, folder, experiment, adopt=adopt)
+
+
+# -- imports in progress, and what killed ones left ------------------------------------------------
+
+# A bundle is unpacked into a staging folder of the data directory, its series then moved into
+# the import's folder; both carry their owner (pid and start time, the database) until the
+# import is committed, so that the next import removes what a killed one left and never what
+# a live one is writing.
+IMPORT_STAGING_PREFIX = ".lowtail-import-"
+IMPORT_FOLDER_PREFIX = "import-"
+IMPORT_OWNER_FILE = ".lowtail-import-owner.json"
+
+
+def import_folder(store: Store, root: Path, prefix: str) -> Path:
+    """A new folder `<root>/<prefix>XXXX` owned by this process's import into `store`."""
+    import tempfile
+
+    from lowtail.processes import this_process
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
+    pid, start = this_process()
+    owner = {"pid": pid, "start_time": start, "database_id": store.database_id, "database": str(store.path.resolve())}
+    (folder / IMPORT_OWNER_FILE).write_text(json.dumps(owner) + "\n")
+    return folder
+
+
+def release_import_folder(folder: Path) -> None:
+    """The import that made `folder` is committed: the folder is its database's now."""
+    (Path(folder) / IMPORT_OWNER_FILE).unlink(missing_ok=True)
+
+
+def clean_import_leftovers(store: Store, root: Path) -> list[Path]:
+    """Remove the staging and import folders in `root` that imports into this database left
+    when they were killed (their owner is dead and no import of the database names them);
+    returns what was removed. Another database's leftovers are its own next import's to
+    remove; a live import's folders are never touched."""
+    import shutil
+
+    from lowtail.processes import is_alive
+
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    referenced = {str(Path(d).resolve()) for (d,) in store.con.execute("SELECT data_dir FROM imports").fetchall()}
+    removed = []
+    for folder in sorted([*root.glob(f"{IMPORT_STAGING_PREFIX}*"), *root.glob(f"{IMPORT_FOLDER_PREFIX}*")]):
+        owner = _import_owner(folder)
+        if owner is None or owner.get("database_id") != store.database_id:
+            continue
+        if is_alive(int(owner.get("pid", 0)), owner.get("start_time")):
+            continue
+        if str(folder.resolve()) in referenced:  # killed after its commit: the database's now
+            release_import_folder(folder)
+            continue
+        shutil.rmtree(folder, ignore_errors=True)
+        removed.append(folder)
+    return removed
+
+
+def _import_owner(folder: Path) -> dict[str, Any] | None:
+    try:
+        found = json.loads((folder / IMPORT_OWNER_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None

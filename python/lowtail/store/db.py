@@ -422,6 +422,19 @@ def newest_id(store: Store, table: str, id_column: str) -> int | None:
     return None if found is None else int(found)
 
 
+def as_id(ident: int | str) -> int | None:
+    """A stored row's id as typed: ASCII digits (int() would also read "١٢" and "1_000", and
+    "²" passes str.isdigit() but not int()) within 64 bits; None when it is none."""
+    if isinstance(ident, bool):
+        return None
+    if isinstance(ident, int):
+        return ident if 0 <= ident <= 2**63 - 1 else None
+    if not re.fullmatch(r"[0-9]{1,19}", ident):
+        return None
+    number = int(ident)
+    return number if number <= 2**63 - 1 else None
+
+
 def stored_id(store: Store, ident: int | str, table: str, id_column: str, what: str, hint: str) -> int:
     """The id a user named: a number, or 'latest' (the newest row). Anything else, or a
     number that names no row, is a UserError saying so (`what`: "analysis"; `hint`: the
@@ -431,10 +444,9 @@ def stored_id(store: Store, ident: int | str, table: str, id_column: str, what: 
         if found is None:
             raise UserError(f"{store.path}: holds no {what} yet ({hint})")
         return found
-    try:
-        number = int(ident)
-    except ValueError:
-        raise UserError(f"{ident!r} is not an id: a whole number, or 'latest' ({hint})") from None
+    number = as_id(ident)
+    if number is None:
+        raise UserError(f"{ident!r} is not an id: a whole number, or 'latest' ({hint})")
     if store.con.execute(f"SELECT 1 FROM {table} WHERE {id_column} = ?", [number]).fetchone() is None:
         raise UserError(f"{store.path}: none of its {what} has id {number} ({hint})")
     return number

@@ -12,7 +12,7 @@ from lowtail import __version__
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis, latency_summary
 from lowtail.store.datadir import series_problem
-from lowtail.store.db import Store, rows_as_dicts, stored_id
+from lowtail.store.db import Store, as_id, rows_as_dicts, stored_id
 from lowtail.store.runs import run_figures
 
 
@@ -145,9 +145,9 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
     kind, _, ident = text.partition(":")
     if not ident and Path(text).exists():
         return SeriesSource(path=text, label=text)
-    if not ident and text.isdigit():
+    if not ident and as_id(text) is not None:
         kind, ident = "run", text
-    if kind not in ("run", "analysis") or not ident.isdigit():
+    if kind not in ("run", "analysis") or as_id(ident) is None:
         if text.endswith(".parquet"):
             raise UserError(f"{text}: no such file")
         raise UserError(f"{text!r}: give a Parquet series file, a run id (run:12 or 12) or an analysis id (analysis:7)")

@@ -17,6 +17,7 @@ the code that measures it.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -101,13 +102,17 @@ def show_value(value: Any) -> str:
     return str(value)
 
 
-def _whole(name: str) -> Callable[[Any], int]:
-    def parse(value: Any) -> int:
-        if isinstance(value, bool) or not str(value).isdigit():
-            raise UserError(f"{name} must be a whole number, not {value!r}")
-        return int(value)
+# The largest whole-number axis value (frame size, burst, flows, repetition: 32-bit columns).
+WHOLE_AXIS_MAX = 2**31 - 1
 
-    return parse
+
+def _whole(value: Any) -> int:
+    """A whole-number axis value as typed (a file name's, an import spec's, a filter's)."""
+    # [0-9]: ASCII digits; "²".isdigit() is true, and int("²") fails.
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not re.fullmatch(r"[0-9]{1,10}", text) or int(text) > WHOLE_AXIS_MAX:
+        raise UserError(f"must be a whole number from 0 to {WHOLE_AXIS_MAX:,}, not {value!r}")
+    return int(text)
 
 
 def _as_given(value: Any) -> Any:
@@ -196,28 +201,26 @@ RUN_AXES: tuple[RunAxis, ...] = (
         "frame",
         "frame_size",
         show=_frame,
-        parse=_whole("frame_size"),
+        parse=_whole,
         numeric=True,
         pattern="[0-9]+",
         imported=int,
         import_default=0,  # not known
         self_evident=True,
     ),
-    RunAxis(
-        "burst", "burst", "burst", parse=_whole("burst"), numeric=True, pattern="[0-9]+", imported=int, import_default=1
-    ),
-    RunAxis("flows", "flows", "traffic", read=_flows, parse=_whole("flows"), numeric=True, absent={}),
+    RunAxis("burst", "burst", "burst", parse=_whole, numeric=True, pattern="[0-9]+", imported=int, import_default=1),
+    RunAxis("flows", "flows", "traffic", read=_flows, parse=_whole, numeric=True, absent={}),
     RunAxis("kernel", "kernel", "kernel", sql="json_extract_string(e.host, '$.kernel')", self_evident=True),
     RunAxis("host", "host", "hostname", sql="json_extract_string(e.host, '$.hostname')", self_evident=True),
 )
 # Which of several identical runs a run was: not a configuration axis.
 REPETITION_AXIS = RunAxis(
-    "repetition", "rep.", "repetition", parse=_whole("repetition"), numeric=True, pattern="[0-9]+", imported=int,
+    "repetition", "rep.", "repetition", parse=_whole, numeric=True, pattern="[0-9]+", imported=int,
     import_default=0, absent=0,
 )  # fmt: skip
 # The experiment a run belongs to: for `--by experiment` and `experiment=3`, never part of a
 # configuration by default (runs of several experiments pool as repetitions).
-EXPERIMENT_AXIS = RunAxis("experiment", "experiment", "experiment_id", parse=_whole("experiment"), numeric=True)
+EXPERIMENT_AXIS = RunAxis("experiment", "experiment", "experiment_id", parse=_whole, numeric=True)
 
 ALL_AXES: tuple[RunAxis, ...] = (*RUN_AXES, REPETITION_AXIS, EXPERIMENT_AXIS)
 # The axes an import spec fills columns of (the others become DuT options).

@@ -34,7 +34,8 @@ def create_experiment(
 
 
 def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
-    """The latest unfinished experiment of the same file, if any: resuming continues it."""
+    """The latest unfinished experiment of the same file measured in this database, if any:
+    resuming continues it (an imported one, however unfinished, is another lab's)."""
     found = latest_experiment(store, spec_hash)
     if found is None or found["status"] == "finished":
         return None
@@ -42,10 +43,12 @@ def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
 
 
 def latest_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
-    """The latest experiment of the same file (or imported campaign), whatever its status."""
+    """The latest experiment of the same file (or campaign of `import-captures`) measured in
+    this database, whatever its status: never one a bundle brought (`origin`), which a local
+    run must not resume or write into."""
     return row_as_dict(
         store.con.execute(
-            "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? "
+            "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? AND origin IS NULL "
             "ORDER BY experiment_id DESC LIMIT 1",
             [spec_hash],
         )

@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import signals
+from lowtail.processes import is_alive, process_start_time
 from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
-from lowtail.testbed.system import ip, is_alive, local_argv, process_start_time, sh, tool
+from lowtail.testbed.system import ip, local_argv, sh, tool
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
 TAG_PATTERN = re.compile(r"^lt(\d+)x([0-9a-f]{4})$")

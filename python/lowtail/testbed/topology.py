@@ -27,13 +27,14 @@ from typing import Any
 
 from lowtail import signals
 from lowtail.errors import Failure
+from lowtail.processes import process_start_time
 from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups, namespace_argv
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
 from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
 from lowtail.testbed.sites import LocalSite, Point
-from lowtail.testbed.system import ip, local_argv, process_start_time, require_privileges, sh, tool
+from lowtail.testbed.system import ip, local_argv, require_privileges, sh, tool
 
 
 class Testbed:

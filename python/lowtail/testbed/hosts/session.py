@@ -24,13 +24,14 @@ from typing import Any
 from lowtail import __version__
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, UserError
+from lowtail.processes import process_start_time
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.hosts import facts as hostfacts
 from lowtail.testbed.hosts.remote import Heartbeat, RemoteProgram, RemoteSite
 from lowtail.testbed.hosts.ssh import SshHost, last_line
 from lowtail.testbed.registry import OwnedProcess, Registry, new_tag
 from lowtail.testbed.sites import Point
-from lowtail.testbed.system import process_start_time, tool
+from lowtail.testbed.system import tool
 from lowtail.testbed.topology import Testbed
 from lowtail.testbed.wiring import Hosts
 

@@ -1,0 +1,85 @@
+"""Results are written only as regular files (issue 21, item 4): an output that names a
+character device, a FIFO, a socket or a directory is refused in one line (exit 2) and left as
+it was, for every command that writes one. Before, `report latest -o n1`, `experiment report`,
+`compare`, `export` and `synth` each turned `mknod n1 c 1 3` (the numbers of /dev/null) or a
+FIFO into a regular file, exit 0 — as root, `-o /dev/null` replaced the system's."""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from analyze_support import run_cli
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+from compare_support import experiment, store_run  # noqa: E402
+
+from lowtail.store import open_store  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory):
+    """A database with one experiment of two runs, and a capture pair."""
+    tmp = tmp_path_factory.mktemp("stored")
+    db = tmp / "s.duckdb"
+    with open_store(db) as store:
+        eid = experiment(store, "one")
+        store_run(store, tmp, eid, "wire", "wire", base_latency_ns=3_000, seed=1)
+        store_run(store, tmp, eid, "fwd", seed=2)
+    return db, tmp / "e1-fwd-bare-10000-r0-__-pre.pcap", tmp / "e1-fwd-bare-10000-r0-__-post.pcap"
+
+
+def special(path: Path, kind: str) -> None:
+    if kind == "device":
+        os.mknod(path, 0o644 | stat.S_IFCHR, os.makedev(1, 3))
+    elif kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(path))
+        s.close()
+    else:
+        path.mkdir()
+
+
+COMMANDS = {
+    "report": ["report", "latest", "-o", "{out}", "--db", "{db}"],
+    "experiment report": ["experiment", "report", "1", "-o", "{out}", "--db", "{db}"],
+    "compare": ["compare", "1", "-o", "{out}", "--db", "{db}"],
+    "export": ["export", "1", "-o", "{out}", "--db", "{db}"],
+    "synth PRE": ["synth", "{out}", "post.pcap", "--packets", "100"],
+    "synth --truth": ["synth", "pre.pcap", "post.pcap", "--packets", "100", "--truth", "{out}"],
+    "analyze --hgrm": ["analyze", "{pre}", "{post}", "--trim", "0", "--no-store", "--hgrm", "{out}"],
+    "analyze --export": ["analyze", "{pre}", "{post}", "--trim", "0", "--no-store", "--export", "{out}.parquet"],
+    "analyze --report": ["analyze", "{pre}", "{post}", "--trim", "0", "--db", "{db}", "--report", "{out}"],
+    "model --plot": ["model", "simulate", "--service", "15us", "--no-store", "--plot", "{out}.png"],
+}
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mknod needs root")
+@pytest.mark.parametrize(
+    "command, kind",
+    [(c, k) for c in COMMANDS for k in ("device", "fifo")]
+    + [(c, k) for c in ("report", "export") for k in ("socket", "directory")],
+)
+def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_was(stored, tmp_path, command, kind):
+    db, pre, post = stored
+    out = tmp_path / "n1"
+    args = [a.format(out=out, db=db, pre=pre, post=post) for a in COMMANDS[command]]
+    target = Path(next(a for a in args if a.startswith(str(out))))
+    special(target, kind)
+    before = os.stat(target)
+    done = run_cli(*args, cwd=tmp_path)  # in this process: the start-up is most of each case
+    assert "Traceback" not in done.stderr
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and str(target.name) in lines[0], done.stderr
+    after = os.stat(target)
+    assert (stat.S_IFMT(after.st_mode), after.st_ino) == (stat.S_IFMT(before.st_mode), before.st_ino)
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+    if command.startswith("synth"):
+        assert not (tmp_path / "post.pcap").exists() and not (tmp_path / "pre.pcap").exists()
