@@ -10,8 +10,12 @@ STAMPS  := .build
 # qemu-system-x86 + busybox-static: the VM DuT and its guest (kernels come from Debian's
 # archive at run time: `lowtail vm build`); nftables, openvswitch-switch: those DuT kinds.
 # openssh-client: the hosts testbed reaches its hosts with ssh.
+# suricata: the IPS DuT kind (and the VM guest's IPS); Suricata 7 is in the release's backports
+# suite: APT_BACKPORTS are the only packages taken from there (pinned; scripts/ensure-apt.sh).
+# Debian's package would start its own suricata service where no policy-rc.d forbids it.
 APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-static nftables openvswitch-switch \
-               openssh-client
+               openssh-client suricata
+APT_BACKPORTS := suricata libhtp2
 # openssh-server: the hosts testbed's tests start real sshd in network namespaces (note that
 # Debian starts its own ssh service when the package is installed, unless policy-rc.d forbids);
 # tcpdump: the external timestamper of the import tests.
@@ -35,7 +39,7 @@ $(STAMPS):
 
 $(STAMPS)/apt: scripts/ensure-apt.sh Makefile | $(STAMPS)
 	@$(PHASE) $(STAMPS)/apt.log "[1/4] Debian packages: checking (and installing what is missing)" \
-	  "a second when present; a first install downloads ~300 MB: minutes" -- scripts/ensure-apt.sh $(APT_RUNTIME)
+	  "a second when present; a first install downloads ~300 MB: minutes" -- scripts/ensure-apt.sh --backports "$(APT_BACKPORTS)" $(APT_RUNTIME)
 	@touch $@
 
 $(STAMPS)/apt-test: scripts/ensure-apt.sh Makefile | $(STAMPS)
@@ -116,6 +120,7 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	$(PY) bench/analyze_vs_postgres.py
 	$(PY) bench/testbed_loop.py
 	$(PY) bench/trace_overhead.py
+	$(PY) bench/ips_rules.py
 
 # Not part of `make test`: SOAK_MINUTES (default 12) and SOAK_SEED, as root.
 soak: build ## faults at random moments (signals in sweeps, concurrent writers, full disks, damaged databases), ending in a table

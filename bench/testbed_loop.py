@@ -43,7 +43,7 @@ from lowtail.testbed.cores import CoreRoles, isolated_cpus
 from lowtail.testbed.duts import KernelMirred
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.system import require_privileges, tool
-from lowtail.testbed.topology import Testbed
+from lowtail.testbed.topology import NamespacesTestbed
 
 # Time between the last frame sent and stopping the timestampers: tcpdump hands frames
 # over in ring blocks that wait up to its 1 s buffer timeout, lost when it is stopped.
@@ -87,7 +87,7 @@ def reached(achieved_pps: float, rate: int) -> bool:
 # -- lowtail ---------------------------------------------------------------------------------------
 
 
-def lowtail_trial(tb: Testbed, plan: CoreRoles, rate: int, seconds: float, work: Path) -> Trial:
+def lowtail_trial(tb: NamespacesTestbed, plan: CoreRoles, rate: int, seconds: float, work: Path) -> Trial:
     import json
 
     pre, post = work / "lt-pre.pcap", work / "lt-post.pcap"
@@ -183,7 +183,7 @@ def test_frames_pcap(path: Path, frames: int, src_mac: str, dst_mac: str) -> Non
 
 
 def baseline_trial(
-    tb: Testbed, plan: CoreRoles, rate: int, seconds: float, work: Path, frames: Path, frames_in_file: int
+    tb: NamespacesTestbed, plan: CoreRoles, rate: int, seconds: float, work: Path, frames: Path, frames_in_file: int
 ) -> Trial:
     pre, post = work / "bl-pre.pcap", work / "bl-post.pcap"
     tcpdump, taskset = tool("tcpdump", "tcpdump"), tool("taskset", "util-linux")
@@ -348,7 +348,7 @@ def main() -> None:
         + (" (busy machine: figures are noisy)" if load > 1.0 else ""),
         flush=True,
     )
-    with tempfile.TemporaryDirectory(prefix="lowtail-bench-") as tmp, Testbed(Path(tmp) / "tb") as tb:
+    with tempfile.TemporaryDirectory(prefix="lowtail-bench-") as tmp, NamespacesTestbed(Path(tmp) / "tb") as tb:
         work = Path(tmp)
         dut = KernelMirred("kernel", {})
         dut.start(tb, plan)

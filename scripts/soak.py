@@ -44,7 +44,7 @@ from tb_helpers import command_lines  # noqa: E402
 
 import soak_inputs  # noqa: E402
 from host_fixtures import make_sysroot  # noqa: E402
-from lowtail.testbed.kinds import KINDS  # noqa: E402
+from lowtail.testbed.duts import KINDS  # noqa: E402
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups  # noqa: E402
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]

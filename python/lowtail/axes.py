@@ -226,4 +226,6 @@ def describe(run: Mapping[str, Any], axes: Iterable[Axis]) -> str:
 
 
 def _hashable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
     return tuple(value) if isinstance(value, list) else value

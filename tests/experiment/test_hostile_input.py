@@ -330,6 +330,9 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["model", "aliasing", "--run", "²", *DB], "give a run id (12 or run:12)"),
         (["compare", "١٢", *DB], "cannot read '١٢' as a selection"),
         (["report", "١٢", *DB], "'١٢' is not an id"),
+        (["synth", "p.pcap", "q.pcap", "--packets", "١٢٠"], "'١٢٠' is not a number written in ASCII digits"),
+        (["synth", "p.pcap", "q.pcap", "--packets", "1_0"], "'1_0' is not a number written in ASCII digits"),
+        (["model", "simulate", "--rate", "٥٠٠٠", *DB], "--rate '٥٠٠٠': expected a number or a comma-separated list"),
     ],
 )
 def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):
@@ -338,6 +341,7 @@ def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, need
     (DuckDB's INT128 cast); noise --top was exit 1 after the probe had run; "١٢"
     (Arabic-Indic digits) was read as 12 % and as experiment or analysis 12; "²" (which
     str.isdigit() takes and int() does not) was exit 70 as a run id. A NaN rate was refused
-    before too: it pins the finite rule beside the packet cap."""
+    before too: it pins the finite rule beside the packet cap. Every int/float option read
+    "١٢٠" as 120 and "1_0" as 10 (synth wrote 120 packets): now one check for all of them."""
     done = lowtail(typed_values, *args)
     assert needle in one_line(done)

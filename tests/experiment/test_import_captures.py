@@ -180,12 +180,12 @@ def test_pairs_made_by_tcpdump_on_a_veth_testbed(tmp_path):
     """tcpdump plays the external timestamper on lowtail's veth testbed (kernel-mirred in
     the DuT namespace), lowtail-gen the external generator."""
     from lowtail.binaries import find_binary
-    from lowtail.testbed.duts import mirred_redirect
-    from lowtail.testbed.topology import Testbed
+    from lowtail.testbed.duts.kernel_mirred import mirred_redirect
+    from lowtail.testbed.topology import NamespacesTestbed
 
     root = tmp_path / "tcpdump"
     root.mkdir()
-    with Testbed(tmp_path / "tb") as tb:
+    with NamespacesTestbed(tmp_path / "tb") as tb:
         mirred_redirect(tb.dut_ns, tb.dut_in, tb.dut_out)
         dumps = []
         for side, iface in (("pre", tb.tx), ("post", tb.rx)):

@@ -259,7 +259,7 @@ def _netns_pids(namespace: str) -> list[str]:
 
 
 def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(tmp_path):
-    from lowtail.testbed.topology import Testbed as SoftTestbed
+    from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 
     toml = experiment(tmp_path, '[[dut]]\nname = "f"\nkind = "lowtail-fwd"\n', duration="20s")
     with SoftTestbed(tmp_path / "live") as live:

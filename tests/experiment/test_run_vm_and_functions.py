@@ -31,7 +31,7 @@ from test_run import (  # noqa: E402
 )
 
 from lowtail.errors import UserError  # noqa: E402
-from lowtail.testbed.kinds import KINDS  # noqa: E402
+from lowtail.testbed.duts import KINDS  # noqa: E402
 
 pytestmark = [needs_root, needs_programs, pytest.mark.root]
 

@@ -132,7 +132,7 @@ def test_a_fixed_duration_applies_to_every_rate():
         ("[traffic]\nrates = [1000,\n", "exp.toml line 2 (end of file): not valid TOML"),
         (
             '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "nope"\n',
-            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom, nftables, ovs, vm, external)",
+            "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom, nftables, ovs, suricata, vm, external)",
         ),
         (
             '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nwrk_ns = 5\n',

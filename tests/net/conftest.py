@@ -19,7 +19,7 @@ import pytest
 
 from lowtail.binaries import find_binary
 from lowtail.testbed.system import missing_capabilities
-from lowtail.testbed.topology import Testbed
+from lowtail.testbed.topology import NamespacesTestbed
 
 pytestmark = [pytest.mark.root]
 
@@ -32,7 +32,7 @@ def _needs_root() -> None:
 class Bed:
     """A testbed and the `IF@NETNS` names the native programs take for its interfaces."""
 
-    def __init__(self, tb: Testbed):
+    def __init__(self, tb: NamespacesTestbed):
         self.tb = tb
         self.tx = f"{tb.tx}@{tb.lg_ns}"
         self.rx = f"{tb.rx}@{tb.lg_ns}"
@@ -44,14 +44,14 @@ class Bed:
 @pytest.fixture
 def wire(tmp_path):
     _needs_root()
-    with Testbed(tmp_path / "testbed", wire=True) as tb:
+    with NamespacesTestbed(tmp_path / "testbed", wire=True) as tb:
         yield Bed(tb)
 
 
 @pytest.fixture
 def looped(tmp_path):
     _needs_root()
-    with Testbed(tmp_path / "testbed") as tb:
+    with NamespacesTestbed(tmp_path / "testbed") as tb:
         yield Bed(tb)
 
 

@@ -31,10 +31,19 @@ def start(tmp_path: Path, *args: str, program: list[str] | None = None) -> subpr
     return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def child_pid(leash: subprocess.Popen) -> int:
-    line = leash.stdout.readline().split()
-    assert line[:2] == ["@leash", "started"], line
-    return int(line[2])
+def child_pid(leash: subprocess.Popen, before: list[str] | None = None) -> int:
+    """The program's pid from the leash's started line. The program shares the leash's
+    stdout and may print before the leash does (as the controller's reader allows): such
+    lines go to `before`."""
+    while True:
+        line = leash.stdout.readline()
+        words = line.split()
+        if words[:1] == ["@leash"]:
+            assert words[1] == "started", line
+            return int(words[2])
+        assert line, "the leash ended before it said it started"
+        if before is not None:
+            before.append(line.strip())
 
 
 def gone(pid: int, timeout: float = 10.0) -> bool:
@@ -53,8 +62,9 @@ def test_stop_interrupts_the_program_runs_undo_and_reports_clocks_and_statistics
     # The program writes its statistics when interrupted, as the native programs do.
     script = f'trap \'echo {{"\\"sent\\"": 7}} > {stats}; exit 0\' INT; echo ready; while :; do sleep 0.05; done'
     leash = start(tmp_path, "--stats", str(stats), program=["sh", "-c", script])
-    pid = child_pid(leash)
-    assert leash.stdout.readline().strip() == "ready"
+    before: list[str] = []
+    pid = child_pid(leash, before)
+    assert (before or [leash.stdout.readline().strip()]) == ["ready"]
     leash.stdin.write("\n")  # a heartbeat changes nothing
     leash.stdin.write("stop\n")
     leash.stdin.flush()

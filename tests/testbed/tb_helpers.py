@@ -62,7 +62,15 @@ def programs_under(directory: Path) -> list[tuple[int, str]]:
     """(pid, command line) of every process whose command line names a path under
     `directory`: the generator, timestamper and forwarder of a run whose data is there
     (their statistics and captures go to its run directories)."""
-    return [(pid, cmd) for pid, cmd in command_lines() if str(directory) in cmd and "pytest" not in cmd]
+    return [(pid, cmd) for pid, cmd in command_lines() if str(directory) in cmd and not _runs_pytest(cmd)]
+
+
+def _runs_pytest(cmd: str) -> bool:
+    """A pytest process (xdist's workers, a pytest inside a test): not a program of a run.
+    Judged by the program it runs, not by the text "pytest" anywhere: pytest's own tmp_path
+    (/tmp/pytest-of-root/…) is in every command line a run under it starts."""
+    words = cmd.split()[:3]
+    return any(Path(w).name in ("pytest", "py.test") for w in words) or "-m pytest" in " ".join(words)
 
 
 def processes_in_netns_of(pid: int) -> list[int]:

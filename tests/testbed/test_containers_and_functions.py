@@ -17,10 +17,10 @@ from lowtail.testbed import containment
 from lowtail.testbed.container import create_container_cgroups
 from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.kinds import KINDS, make_dut
-from lowtail.testbed.nft import generate_ruleset
+from lowtail.testbed.duts import KINDS, make_dut
+from lowtail.testbed.duts.nftables import generate_ruleset
 from lowtail.testbed.probe import wait_forwarding
-from lowtail.testbed.topology import Testbed as SoftTestbed
+from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 
 PLAN = CoreRoles.for_host()
 

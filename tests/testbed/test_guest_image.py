@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from lowtail.errors import Failure
-from lowtail.testbed.kinds import KINDS
+from lowtail.testbed.duts import KINDS
+from lowtail.testbed.duts.vm import VirtualMachine
 from lowtail.testbed.vm.cpio import CpioWriter
-from lowtail.testbed.vm.dut import VirtualMachine
 from lowtail.testbed.vm.kmod import load_order
 
 busybox = shutil.which("busybox", path="/usr/bin:/bin")

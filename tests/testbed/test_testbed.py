@@ -19,11 +19,11 @@ from lowtail.host.sysroot import parse_cpulist
 from lowtail.processes import is_alive
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import DpdkTestpmd, parse_testpmd_totals
-from lowtail.testbed.kinds import make_dut
+from lowtail.testbed.duts import make_dut
+from lowtail.testbed.duts.testpmd import DpdkTestpmd, parse_testpmd_totals
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
-from lowtail.testbed.topology import Testbed as SoftTestbed
+from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 
 pytestmark = [needs_root, pytest.mark.root]
 
@@ -178,8 +178,8 @@ _ORPHAN = """
 import sys, time
 from pathlib import Path
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.kinds import make_dut
-from lowtail.testbed.topology import Testbed as SoftTestbed
+from lowtail.testbed.duts import make_dut
+from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 tb = SoftTestbed(Path(sys.argv[1])).__enter__()
 dut = make_dut("custom", "x", {"command": "sleep 300", "setup": [], "ready_timeout": 10**9,
                                "containment": "container", "cpus": [CoreRoles.available()[0]]})

@@ -13,10 +13,10 @@ from tb_helpers import needs_root, resources_of, tagged_processes
 from lowtail.errors import UserError
 from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.kinds import KINDS, make_dut
+from lowtail.testbed.duts import KINDS, make_dut
+from lowtail.testbed.duts.vm import emulator_cores
 from lowtail.testbed.probe import wait_forwarding
-from lowtail.testbed.topology import Testbed as SoftTestbed
-from lowtail.testbed.vm.dut import emulator_cores
+from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 
 
 def _vm_unavailable() -> str | None:

@@ -9,9 +9,11 @@ import sys
 from collections.abc import Sequence
 
 import click
+import typer
 
 from lowtail import signals
 from lowtail.cli._app import app
+from lowtail.cli._numbers import ascii_numbers_only
 from lowtail.cli._output import EXIT_BUG, fail, wants_json
 from lowtail.cli.completion import REQUEST_VARIABLE
 from lowtail.errors import Failure, Interrupted, UserError
@@ -79,7 +81,8 @@ def main(argv: list[str] | None = None) -> None:
         prepare()
     with signals.stop_on_signals(until_exit=argv is None):  # until the last line is printed
         try:
-            code = app(args=argv, prog_name="lowtail", standalone_mode=False)
+            command = ascii_numbers_only(typer.main.get_command(app))
+            code = command.main(args=argv, prog_name="lowtail", standalone_mode=False)
         except click.UsageError as e:
             if isinstance(e, click.exceptions.NoArgsIsHelpError):
                 e.show()

@@ -285,6 +285,11 @@ def run(
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(False, help="Start a new experiment even if an unfinished one of this file exists."),
     print_default: bool = typer.Option(False, help="Print the embedded default experiment file and exit."),
+    print_example: str | None = typer.Option(
+        None,
+        metavar="NAME",
+        help="Print an example experiment file and exit: ips (the 5G QoS study's Suricata IPS experiment).",
+    ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
     ),
@@ -295,6 +300,9 @@ def run(
 
     if print_default:
         out.file.write(spec.default_text())
+        return
+    if print_example is not None:
+        out.file.write(spec.example_text(print_example))
         return
     exp = spec.load(file)
     if calibration is not None:

@@ -28,11 +28,11 @@ from lowtail.experiment.spec import Combination, Experiment, Traffic, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
-from lowtail.testbed.duts import Dut
-from lowtail.testbed.kinds import make_dut
+from lowtail.testbed.duts import make_dut
+from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
-from lowtail.testbed.topology import Testbed
+from lowtail.testbed.topology import NamespacesTestbed
 from lowtail.trace.run import start_run_trace
 from lowtail.units import format_ns
 
@@ -97,8 +97,6 @@ def measure(
         try:
             dut.start(tb, plan)
             outcome.degraded_reasons += dut.core_plan_warnings(plan)
-            outcome.containment = dut.containment
-            outcome.virtualization = dut.virtualization
             _wait_until_forwarding(tb, dut)
             captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
             # Its instance is in the testbed's registry: however the run ends, it goes with the testbed.
@@ -110,7 +108,7 @@ def measure(
             outcome.trace = dict(tracer.stop(tb, run_dir))
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
-            outcome.dut_stats = dut.stop()
+            _record_dut(outcome, dut.facts(dut.stop(), frames_sent=None))
             outcome.finished_at = datetime.now()
             return outcome
         for capture in captures:
@@ -119,7 +117,7 @@ def measure(
                     _disk_full_or(capture, f"the timestamper stopped during the run: {capture.exit_message()}")
                 )
         _finish_capture(tb, captures, run_dir, outcome)
-        outcome.dut_stats = dut.stop()
+        _record_dut(outcome, dut.facts(dut.stop(), frames_sent=int(outcome.generator.get("sent") or 0)))
         if outcome.traffic_window_ns:
             outcome.guest_interrupts = dut.guest_interrupts(*outcome.traffic_window_ns)
         judge_outcome(outcome, exp.trust)
@@ -127,7 +125,15 @@ def measure(
     return outcome
 
 
-def _wait_until_forwarding(tb: Testbed, dut: Dut) -> None:
+def _record_dut(outcome: Outcome, facts: DutFacts) -> None:
+    """What the run keeps of its DuT, all of it from `Dut.facts` (the one place a kind declares it)."""
+    outcome.dut_stats = facts["statistics"]
+    outcome.containment = facts["containment"]
+    outcome.virtualization = facts["virtualization"]
+    outcome.invalid_reasons += facts["invalid_reasons"]
+
+
+def _wait_until_forwarding(tb: NamespacesTestbed, dut: Dut) -> None:
     took = tb.wait_until_forwarding(dut.ready_timeout_s, still_starting=lambda: dut.failure() is None)
     if took is None:
         raise DutFailed(
@@ -173,7 +179,9 @@ def _clock_reading() -> tuple[int, int]:
     return time.clock_gettime_ns(time.CLOCK_REALTIME), time.clock_gettime_ns(time.CLOCK_MONOTONIC)
 
 
-def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome, udp_port: int) -> list[_Capture]:
+def _start_capture(
+    tb: NamespacesTestbed, plan: CoreRoles, run_dir: Path, outcome: Outcome, udp_port: int
+) -> list[_Capture]:
     """The timestamper: one process stamping PRE and POST where they are at one site (one
     clock), else one process per side; the one process on this host also writes its
     running figures (it matches PRE and POST as it captures)."""
@@ -212,7 +220,7 @@ def _start_capture(tb: Testbed, plan: CoreRoles, run_dir: Path, outcome: Outcome
     return captures
 
 
-def _finish_capture(tb: Testbed, captures: list[_Capture], run_dir: Path, outcome: Outcome) -> None:
+def _finish_capture(tb: NamespacesTestbed, captures: list[_Capture], run_dir: Path, outcome: Outcome) -> None:
     """Stop the timestampers, bring their captures here, and record their statistics, the
     clock of each side and whether a clock was stepped during the run."""
     docs, sides = [], {}
@@ -314,7 +322,7 @@ def generator_argv(
 def _send(
     exp: Experiment,
     combo: Combination,
-    tb: Testbed,
+    tb: NamespacesTestbed,
     plan: CoreRoles,
     run_dir: Path,
     dut: Dut,

@@ -31,7 +31,7 @@ from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.kinds import KINDS, make_dut
+from lowtail.testbed.duts import KINDS, make_dut
 from lowtail.testbed.sessions import Session, open_session
 
 # Bytes a captured frame takes on disk at most (record header + snapped frame), per side,

@@ -31,7 +31,7 @@ from lowtail import files, schema
 from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed import wiring
-from lowtail.testbed.kinds import KINDS
+from lowtail.testbed.duts import KINDS
 from lowtail.units import parse_duration_ns
 from lowtail.verdict import Verdict, VerdictSettingError, VerdictTable, parse_verdict
 
@@ -174,6 +174,19 @@ class Experiment:
 def default_text() -> str:
     """The embedded default experiment file (default.toml, packaged beside this module)."""
     return resources.files("lowtail.experiment").joinpath(DEFAULT_NAME).read_text()
+
+
+def example_names() -> list[str]:
+    """The example experiment files packaged in experiment/examples/ (`--print-example NAME`)."""
+    folder = resources.files("lowtail.experiment").joinpath("examples")
+    return sorted(p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml"))
+
+
+def example_text(name: str) -> str:
+    """An example experiment file; UserError naming the examples there are."""
+    if name not in example_names():
+        raise UserError(f"no example {name!r} (examples: {', '.join(example_names())})")
+    return resources.files("lowtail.experiment").joinpath("examples", f"{name}.toml").read_text()
 
 
 def load(path: Path | None) -> Experiment:

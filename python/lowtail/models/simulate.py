@@ -167,10 +167,17 @@ def parse_irq(text: str) -> dict[str, Any]:
     }
 
 
+def _ascii_number(text: str) -> bool:
+    if not text.strip().isascii() or "_" in text:
+        raise ValueError(text)
+    return True
+
+
 def int_list(text: str, what: str) -> list[int]:
     """A number or a comma-separated list of positive numbers (`what` names the option)."""
     try:
-        values = [int(float(v)) for v in text.split(",") if v.strip()]
+        # float() alone would read other scripts' digits ("٥٠٠٠") and "1_0"
+        values = [int(float(v)) for v in text.split(",") if v.strip() and _ascii_number(v)]
     except ValueError:
         raise UserError(f"{what} {text!r}: expected a number or a comma-separated list") from None
     if not values or min(values) <= 0:

@@ -392,6 +392,19 @@ def dut_summary(stats: dict[str, Any]) -> str:
         if "cpu" in stats:
             parts.append(f"core {stats['cpu']}")
         return ", ".join(parts)
+    if isinstance(stats.get("suricata"), dict):  # the Suricata IPS: its own counters first
+        s = stats["suricata"]
+        parts = [
+            f"rules {stats.get('rules')} ({stats.get('action')}), {s.get('rules_loaded', 0):,} loaded",
+            f"decoded {s.get('packets', 0):,}",
+            f"kernel drops {s.get('kernel_drops', 0):,}",
+            f"alerts {s.get('alerts', 0):,}",
+            f"blocked {s.get('blocked', 0):,}",
+        ]
+        events = s.get("decoder_events") or {}
+        if events:
+            parts.append(f"decoder events {sum(events.values()):,} ({', '.join(sorted(events))})")
+        return ", ".join(parts)
     return _flat(stats)
 
 

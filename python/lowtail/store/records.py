@@ -99,6 +99,9 @@ def show_value(value: Any) -> str:
         return "–"
     if isinstance(value, list):
         return ",".join(map(str, value))
+    if isinstance(value, dict) and {"path", "sha256"} <= set(value):
+        # A rule set from a file (nftables, suricata `rules`): its name and content hash.
+        return f"{str(value['path']).rsplit('/', 1)[-1]} (sha {str(value['sha256'])[:8]})"
     return str(value)
 
 

@@ -104,6 +104,18 @@ class CoreRoles:
         return sorted(os.sched_getaffinity(0))
 
 
+def housekeeping_cores(plan: CoreRoles, dut_cores: list[int], available: list[int] | None = None) -> list[int]:
+    """Where a DuT's threads other than its forwarding ones go (a VM's emulator threads, an
+    IPS's management threads): the housekeeping core if it is not a DuT core, else any other
+    core but the generator's; on a host with no such core they share the DuT's cores (the
+    run records that)."""
+    if plan.housekeeping not in dut_cores:
+        return [plan.housekeeping]
+    available = CoreRoles.available() if available is None else available
+    others = [c for c in available if c not in dut_cores and c != plan.generator]
+    return others or list(dut_cores)
+
+
 def isolated_cpus() -> set[int]:
     """The cores the kernel isolates from the scheduler (isolcpus), as it reports them."""
     return set(Host(SysRoot("/")).isolated_in_effect)

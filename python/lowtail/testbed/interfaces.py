@@ -25,7 +25,7 @@ from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry
 from lowtail.testbed.sites import Point
 from lowtail.testbed.system import local_argv, require_privileges, sh
-from lowtail.testbed.topology import Testbed
+from lowtail.testbed.topology import NamespacesTestbed
 from lowtail.testbed.wiring import Interfaces
 
 _IFF_UP = 0x1
@@ -87,7 +87,7 @@ def mac_of(name: str) -> str:
     return (_sysfs(name)("address") or "").strip()
 
 
-class InterfacesTestbed(Testbed):
+class InterfacesTestbed(NamespacesTestbed):
     """The user's interfaces as a run's testbed: no namespaces, the DuT's set-up undone after."""
 
     kind = "interfaces"

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.interfaces import InterfacesTestbed, check_interfaces
 from lowtail.testbed.system import require_privileges
-from lowtail.testbed.topology import Testbed
+from lowtail.testbed.topology import NamespacesTestbed
 from lowtail.testbed.wiring import Hosts, Interfaces, Namespaces, Wiring
 
 
@@ -43,7 +43,7 @@ class Session(Protocol):
 
     def testbed(
         self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None
-    ) -> AbstractContextManager[Testbed]:
+    ) -> AbstractContextManager[NamespacesTestbed]:
         """A fresh testbed for one run (a context manager)."""
         ...
 
@@ -75,10 +75,10 @@ class LocalSession:
     def check_disk(self, need_bytes: int) -> None:
         pass
 
-    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> Testbed:
+    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> NamespacesTestbed:
         if isinstance(self.wiring, Interfaces):
             return InterfacesTestbed(run_dir, self.wiring, dut_interfaces)
-        return Testbed(run_dir, wire=wire)
+        return NamespacesTestbed(run_dir, wire=wire)
 
 
 def open_session(wiring: Wiring, log: Callable[[str], None] = lambda message: None) -> Any:

@@ -37,7 +37,7 @@ from lowtail.testbed.sites import LocalSite, Point
 from lowtail.testbed.system import ip, local_argv, require_privileges, sh, tool
 
 
-class Testbed:
+class NamespacesTestbed:
     kind = "namespaces"
     tx = "lg0"
     rx = "lg1"
@@ -122,7 +122,7 @@ class Testbed:
 
     # -- life cycle ----------------------------------------------------------------------------
 
-    def __enter__(self) -> Testbed:
+    def __enter__(self) -> NamespacesTestbed:
         require_privileges("a testbed")
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.registry = Registry.for_this_process(self.tag)
@@ -240,7 +240,7 @@ class Testbed:
     def spawn(
         self,
         name: str,
-        ns: str,
+        ns: str | None,
         argv: list[str],
         stats: Path | None = None,
         cpus: list[int] | None = None,

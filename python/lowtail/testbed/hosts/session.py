@@ -32,7 +32,7 @@ from lowtail.testbed.hosts.ssh import SshHost, last_line
 from lowtail.testbed.registry import OwnedProcess, Registry, new_tag
 from lowtail.testbed.sites import Point
 from lowtail.testbed.system import tool
-from lowtail.testbed.topology import Testbed
+from lowtail.testbed.topology import NamespacesTestbed
 from lowtail.testbed.wiring import Hosts
 
 # The native programs a host may run: its roles' and the leash that holds them.
@@ -284,7 +284,7 @@ def _each(work: Any, items: list[Any]) -> list[Any]:
     return [f.result() for f in futures]
 
 
-class HostsTestbed(Testbed):
+class HostsTestbed(NamespacesTestbed):
     """One run's testbed on the session's hosts: a directory on each, held by a keeper."""
 
     kind = "hosts"

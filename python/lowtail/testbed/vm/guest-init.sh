@@ -68,6 +68,7 @@ for i in "$IN" "$OUT"; do
 done
 
 FWD=
+IPS=
 case "$(arg fwd)" in
 mirred)
 	/usr/sbin/tc qdisc add dev "$IN" ingress || fail "tc: cannot add the ingress qdisc"
@@ -91,6 +92,24 @@ lowtail-fwd)
 		usleep 25000
 	done
 	[ -e /tmp/fwd.ready ] || fail "lowtail-fwd did not start within 10 s"
+	;;
+suricata)
+	# The IPS: configuration, rules and program are in the image (duts/suricata.py, guest_layer).
+	mkdir -p /tmp/suricata
+	sed -e "s/@IN@/$IN/g" -e "s/@OUT@/$OUT/g" /etc/lowtail/suricata/suricata.yaml > /tmp/suricata/suricata.yaml
+	/usr/bin/suricata -c /tmp/suricata/suricata.yaml --af-packet -k none > /tmp/suricata/console.log 2>&1 &
+	FWD=$!
+	IPS=1
+	for _ in $(seq 3600); do
+		grep -q "Engine started" /tmp/suricata/console.log && break
+		kill -0 "$FWD" 2> /dev/null || fail "suricata: $(grep -m 1 '^E:' /tmp/suricata/console.log || tail -n 1 /tmp/suricata/console.log)"
+		usleep 50000
+	done
+	grep -q "Engine started" /tmp/suricata/console.log || fail "suricata did not start within 180 s"
+	# Its workers real-time, as the host's IPS runs them; they sleep in poll() without frames.
+	for t in /proc/"$FWD"/task/*; do
+		case "$(cat "$t/comm")" in W#*) /usr/bin/chrt -f -p "$(arg rt_priority)" "${t##*/}" > /dev/null 2>&1 ;; esac
+	done
 	;;
 *) fail "unknown forwarder $(arg fwd)" ;;
 esac
@@ -121,7 +140,12 @@ done
 [ -n "$SAMPLER" ] && kill "$SAMPLER" && wait "$SAMPLER" 2> /dev/null
 
 counter() { cat "/sys/class/net/$1/statistics/$2"; }
-if [ -n "$FWD" ]; then
+if [ -n "$IPS" ]; then
+	# Suricata writes its final statistics as it exits: the last eve stats record.
+	kill -INT "$FWD"
+	wait "$FWD"
+	echo "@stats {\"program\": \"suricata\", \"eve\": $(tail -n 1 /tmp/suricata/suricata-stats.json)}" >&3
+elif [ -n "$FWD" ]; then
 	kill -INT "$FWD"
 	wait "$FWD"
 	echo "@stats $(tr -d '\n' < /tmp/fwd.json)" >&3

@@ -52,6 +52,19 @@ IMAGE_FORMAT = 1
 Progress = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class ImageLayer:
+    """What a guest needs beyond the forwarders every image holds, when an experiment asks
+    for it (the Suricata IPS: its program, libraries, configuration and rule set): programs
+    (guest path → host file; their libraries come along, as `ldd` lists them) and data files
+    (guest path → content). `name` tells layers apart in the cache: images of one kernel
+    with another layer (another rule set) are kept, older ones of the same layer pruned."""
+
+    name: str
+    programs: dict[str, Path]
+    data: dict[str, bytes]
+
+
 def cache_dir() -> Path:
     """Where guest kernels and images are kept: $LOWTAIL_CACHE_DIR, else the XDG cache."""
     if os.environ.get("LOWTAIL_CACHE_DIR"):
@@ -114,10 +127,11 @@ def _busybox() -> Path:
     return Path(path)
 
 
-def _image_files() -> dict[str, Path]:
-    """Guest path → host file: busybox, the programs and every library they need."""
+def _image_files(layer: ImageLayer | None = None) -> dict[str, Path]:
+    """Guest path → host file: busybox, the programs (the layer's too) and every library they need."""
     files: dict[str, Path] = {}
-    for guest_path, host_path in {"bin/busybox": _busybox(), **_guest_programs()}.items():
+    programs = {"bin/busybox": _busybox(), **_guest_programs(), **(layer.programs if layer else {})}
+    for guest_path, host_path in programs.items():
         files[guest_path] = host_path
         for lib in shared_libraries(host_path):
             files[str(lib).lstrip("/")] = lib
@@ -136,7 +150,7 @@ def _digest(path: Path) -> str:
     return h.hexdigest()
 
 
-def image_key(kernel: GuestKernel, files: dict[str, Path]) -> str:
+def image_key(kernel: GuestKernel, files: dict[str, Path], data: dict[str, bytes] | None = None) -> str:
     """The hash of everything that goes into an image: same inputs, same image."""
     doc = {
         "format": IMAGE_FORMAT,
@@ -144,6 +158,7 @@ def image_key(kernel: GuestKernel, files: dict[str, Path]) -> str:
         "modules": GUEST_MODULES,
         "init": hashlib.sha256(_init_script()).hexdigest(),
         "files": {guest: _digest(host) for guest, host in sorted(files.items())},
+        **({"data": {guest: hashlib.sha256(b).hexdigest() for guest, b in sorted(data.items())}} if data else {}),
     }
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
@@ -153,7 +168,9 @@ def _busybox_applets(busybox: Path) -> list[str]:
     return done.stdout.split()
 
 
-def _write_initramfs(path: Path, kernel: GuestKernel, files: dict[str, Path]) -> list[str]:
+def _write_initramfs(
+    path: Path, kernel: GuestKernel, files: dict[str, Path], data: dict[str, bytes] | None = None
+) -> list[str]:
     """The initramfs; returns the modules in the order the guest loads them."""
     order = load_order(list(GUEST_MODULES), kernel.depends, set(kernel.builtin))
     with open(path, "wb") as f:
@@ -164,6 +181,8 @@ def _write_initramfs(path: Path, kernel: GuestKernel, files: dict[str, Path]) ->
         w.file("init", _init_script(), 0o755)
         for guest_path, host_path in sorted(files.items()):
             w.host_file(guest_path, host_path)
+        for guest_path, content in sorted((data or {}).items()):
+            w.file(guest_path, content, 0o644)
         for applet in _busybox_applets(files["bin/busybox"]):
             if applet != "busybox" and f"usr/sbin/{applet}" not in files:
                 w.symlink(f"bin/{applet}", "busybox")
@@ -231,19 +250,23 @@ def _boot_kernel(vmlinuz: Path, directory: Path) -> Path:
 
 # Images this process has already found: a sweep starts many VMs of the same kernel, and
 # asking apt each time costs a second of CPU.
-_FOUND: dict[tuple[str, Path], GuestImage] = {}
+_FOUND: dict[tuple[str, Path, tuple[str, str] | None], GuestImage] = {}
 
 
-def build_image(choice: str, progress: Progress = lambda message: None, cache: Path | None = None) -> GuestImage:
-    """The guest image for `guest_kernel = choice`, from the cache or built now."""
+def build_image(
+    choice: str, progress: Progress = lambda message: None, cache: Path | None = None, layer: ImageLayer | None = None
+) -> GuestImage:
+    """The guest image for `guest_kernel = choice` (with `layer`'s files), from the cache or built now."""
     cache = cache or cache_dir()
-    found = _FOUND.get((choice, cache))
+    layer_id = (layer.name, hashlib.sha256(repr(sorted(layer.data.items())).encode()).hexdigest()) if layer else None
+    found = _FOUND.get((choice, cache, layer_id))
     if found is not None and found.initrd.exists():
         return found
     with _locked(cache):
         kernel = guest_kernel(choice, cache, progress)
-        files = _image_files()
-        key = image_key(kernel, files)
+        files = _image_files(layer)
+        data = layer.data if layer else {}
+        key = image_key(kernel, files, data)
         target = cache / "images" / key
         if not (target / "image.json").exists():
             progress(f"building the guest image for kernel {kernel.release}")
@@ -252,14 +275,15 @@ def build_image(choice: str, progress: Progress = lambda message: None, cache: P
             tmp.mkdir(parents=True)
             try:
                 boot = _boot_kernel(kernel.vmlinuz, tmp)
-                order = _write_initramfs(tmp / "initrd.cpio", kernel, files)
+                order = _write_initramfs(tmp / "initrd.cpio", kernel, files, data)
                 info = {
                     "key": key,
                     "boot_kernel": boot.name,
                     "kernel": kernel.describe(),
                     "kernel_identity": kernel.identity,
                     "modules": order,
-                    "programs": {p: str(files[p]) for p in _guest_programs()},
+                    "programs": {p: str(files[p]) for p in [*_guest_programs(), *(layer.programs if layer else {})]},
+                    "layer": layer.name if layer else None,
                     "size_bytes": (tmp / "initrd.cpio").stat().st_size,
                 }
                 (tmp / "image.json").write_text(json.dumps(info, indent=1))
@@ -268,20 +292,21 @@ def build_image(choice: str, progress: Progress = lambda message: None, cache: P
             except BaseException:
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
-            _prune(cache / "images", keep=key, kernel=kernel.identity)
+            _prune(cache / "images", keep=key, kernel=kernel.identity, layer=layer.name if layer else None)
         info = json.loads((target / "image.json").read_text())
     image = GuestImage(key, target, target / info["boot_kernel"], target / "initrd.cpio", info)
-    _FOUND[(choice, cache)] = image
+    _FOUND[(choice, cache, layer_id)] = image
     return image
 
 
-def _prune(images: Path, keep: str, kernel: str) -> None:
-    """Older images of the same kernel (a rebuilt forwarder, a new lowtail): never used again."""
+def _prune(images: Path, keep: str, kernel: str, layer: str | None = None) -> None:
+    """Older images of the same kernel and layer (a rebuilt forwarder, a new lowtail): never used again."""
     for other in images.iterdir():
         if other.name == keep or ".partial-" in other.name:
             continue
         try:
-            same_kernel = json.loads((other / "image.json").read_text()).get("kernel_identity") == kernel
+            info = json.loads((other / "image.json").read_text())
+            same_kernel = info.get("kernel_identity") == kernel and info.get("layer") == layer
         except (OSError, ValueError):
             continue
         if same_kernel:

@@ -29,9 +29,10 @@ from typing import Any
 
 from lowtail.errors import Failure, UserError
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import Bridge, Option
+from lowtail.testbed.duts.bridge import Bridge
+from lowtail.testbed.duts.options import NO_RULES, ChoiceOption, IntOption, RuleSet, RulesOption, StrOption
+from lowtail.testbed.protocol import Testbed
 from lowtail.testbed.system import sh, tool
-from lowtail.testbed.topology import Testbed
 
 RULE_KINDS = ("ports", "set", "match")
 TABLE = "lowtail"
@@ -48,18 +49,20 @@ def _nft() -> str:
 class Nftables(Bridge):
     kind = "nftables"
     options = {
-        "rules": Option("int", 1, help="how many rules to generate (rule_kind says which)"),
-        "rule_kind": Option(
-            "choice",
+        "rules": RulesOption(
+            1,
+            named=(NO_RULES,),
+            help='how many rules to generate (rule_kind says which), "none", or an nftables ruleset file '
+            "(bridge family, forward hook; copied into the run's data)",
+        ),
+        "rule_kind": ChoiceOption(
             "ports",
             choices=RULE_KINDS,
             help="ports (N non-matching port rules), set (one rule over a set of N addresses) or "
             "match (N rules matching the traffic's UDP port)",
         ),
-        "port": Option("int", 53, minimum=1, help="the traffic's UDP destination port, as [traffic] udp_dst_port"),
-        "ruleset": Option(
-            "str", None, help="an nftables ruleset file to load instead of generated rules (bridge family, forward)"
-        ),
+        "port": IntOption(53, minimum=1, help="the traffic's UDP destination port, as [traffic] udp_dst_port"),
+        "ruleset": StrOption(None, help="an older spelling of rules = FILE (not copied into the run's data)"),
     }
 
     @classmethod
@@ -76,11 +79,14 @@ class Nftables(Bridge):
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         super().start(tb, plan)  # the bridge
+        rules = RuleSet.of(self.config["rules"])
         if self.config["ruleset"]:
             path = Path(self.config["ruleset"]).expanduser().resolve()
+        elif rules.path is not None:
+            path = rules.copy_into(tb.work_dir)
         else:
             path = tb.work_dir / "ruleset.nft"
-            path.write_text(generate_ruleset(self.config["rules"], self.config["rule_kind"], self.config["port"]))
+            path.write_text(generate_ruleset(rules.count or 0, self.config["rule_kind"], self.config["port"]))
         t0 = time.monotonic()
         sh(
             tool("ip"),
@@ -98,7 +104,7 @@ class Nftables(Bridge):
 
     def stop(self) -> dict[str, Any]:
         stats: dict[str, Any] = {"ruleset_load_s": round(self.load_s, 3)}
-        if not self.config["ruleset"]:
+        if not self.config["ruleset"] and not isinstance(self.config["rules"], dict):
             stats |= {"rules": self.config["rules"], "rule_kind": self.config["rule_kind"]}
             passed = _counter(self.ns, "passed")
             if passed is not None:

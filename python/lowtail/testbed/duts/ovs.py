@@ -21,10 +21,11 @@ from typing import Any
 
 from lowtail.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
-from lowtail.testbed.duts import PROCESS_OPTIONS, Dut, Option
+from lowtail.testbed.duts.base import Dut
+from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption
 from lowtail.testbed.process import Program, make_realtime
+from lowtail.testbed.protocol import Testbed
 from lowtail.testbed.system import sh, tool
-from lowtail.testbed.topology import Testbed
 
 PACKAGE = "openvswitch-switch"
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
@@ -39,8 +40,8 @@ class OpenVSwitch(Dut):
     kind = "ovs"
     ready_timeout_s = 30.0
     options = {
-        "flows": Option(
-            "commands", [], help="OpenFlow flows (ovs-ofctl add-flow syntax) [default: in_port=in0,actions=output:out0]"
+        "flows": CommandsOption(
+            [], help="OpenFlow flows (ovs-ofctl add-flow syntax) [default: in_port=in0,actions=output:out0]"
         ),
         **PROCESS_OPTIONS,
     }

@@ -26,12 +26,25 @@ from typing import Any
 from lowtail.errors import Failure, UserError
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
-from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
-from lowtail.testbed.duts import FORWARDER_OPTIONS, Dut, LowtailFwd, Option, guest_options, mirred_redirect
+from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
+from lowtail.testbed.duts.base import Dut
+from lowtail.testbed.duts.kernel_mirred import mirred_redirect
+from lowtail.testbed.duts.lowtail_fwd import FORWARDER_OPTIONS, LowtailFwd, guest_options
+from lowtail.testbed.duts.options import (
+    BoolOption,
+    ChoiceOption,
+    CpusOption,
+    DurationOption,
+    IntOption,
+    StrOption,
+    TextOption,
+)
+from lowtail.testbed.duts.suricata import GUEST_MEMORY_MIB, Suricata, from_guest, guest_layer
+from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_reasons
 from lowtail.testbed.process import make_realtime
+from lowtail.testbed.protocol import Testbed
 from lowtail.testbed.system import ip
-from lowtail.testbed.topology import Testbed
-from lowtail.testbed.vm.image import GuestImage, build_image, cache_dir, check_image_tools
+from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
     GUEST_BASE_CMDLINE,
@@ -46,7 +59,10 @@ from lowtail.testbed.vm.qemu import (
     vcpu_threads,
 )
 
-GUEST_FORWARDERS = ("mirred", "bridge", "lowtail-fwd")
+GUEST_FORWARDERS = ("mirred", "bridge", "lowtail-fwd", "suricata")
+# The options of the Suricata IPS, the same objects as the suricata kind's: in a guest it
+# takes the same rule sets and actions. Left out of other forwarders' configurations.
+IPS_OPTIONS = ("rules", "action", "port")
 TAP_IN, TAP_OUT = "vm-in", "vm-out"
 # How long a guest may take from `cont` to saying it forwards. TCG boots Debian's kernel in
 # about 10 s on an idle core; a host shared with other work takes several times that.
@@ -58,35 +74,36 @@ STOP_TIMEOUT_S = 30.0
 class VirtualMachine(Dut):
     kind = "vm"
     options = {
-        "guest_kernel": Option(
-            "str",
+        "guest_kernel": StrOption(
             "vanilla",
             help="vanilla (Debian's linux-image-amd64), rt (linux-image-rt-amd64: PREEMPT_RT) or a vmlinuz file",
         ),
-        "guest_forwarder": Option(
-            "choice",
+        "guest_forwarder": ChoiceOption(
             "mirred",
             choices=GUEST_FORWARDERS,
-            help="what forwards inside the guest: tc mirred, a bridge, or lowtail-fwd",
+            help="what forwards inside the guest: tc mirred, a bridge, lowtail-fwd, or the Suricata IPS (rules, "
+            "action and port as the suricata kind's)",
         ),
+        **{name: Suricata.options[name] for name in IPS_OPTIONS},
         **guest_options(FORWARDER_OPTIONS),
-        "guest_cmdline": Option(
-            "text", "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
+        "guest_cmdline": TextOption(
+            "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
         ),
-        "vcpus": Option("int", 1, minimum=1, help="virtual CPUs; lowtail-fwd runs on the last one"),
-        "memory": Option("int", 256, minimum=64, help="guest memory, MiB"),
-        "cpus": Option("cpus", None, help="host cores for the vCPU threads, in turn [default: the plan's DuT cores]"),
-        "accel": Option(
-            "choice", "auto", choices=("auto", "kvm", "tcg"), help="KVM or TCG (auto: KVM if a guest boots under it)"
+        "vcpus": IntOption(1, minimum=1, help="virtual CPUs; lowtail-fwd runs on the last one"),
+        "memory": IntOption(256, minimum=64, help="guest memory, MiB"),
+        "cpus": CpusOption(None, help="host cores for the vCPU threads, in turn [default: the plan's DuT cores]"),
+        "accel": ChoiceOption(
+            "auto", choices=("auto", "kvm", "tcg"), help="KVM or TCG (auto: KVM if a guest boots under it)"
         ),
-        "guest_interrupts": Option("bool", True, help="sample the guest's /proc/interrupts (every 100 ms)"),
-        "ready_timeout": Option("duration", BOOT_TIMEOUT_NS, help="how long the guest may take to boot and forward"),
+        "guest_interrupts": BoolOption(True, help="sample the guest's /proc/interrupts (every 100 ms)"),
+        "ready_timeout": DurationOption(BOOT_TIMEOUT_NS, help="how long the guest may take to boot and forward"),
     }
 
     def __init__(self, name: str, config: dict[str, Any]):
         super().__init__(name, config)
         self.channel: GuestChannel | None = None
         self.acceleration: Acceleration | None = None
+        self.ips_rules: dict[str, Any] = {}
 
     @classmethod
     def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
@@ -97,6 +114,17 @@ class VirtualMachine(Dut):
             )
         if "lowtail." in config["guest_cmdline"]:
             raise ValueError("option 'guest_cmdline' must not set lowtail.* parameters: the run sets them")
+        if config["guest_forwarder"] == "suricata":
+            if config["memory"] < GUEST_MEMORY_MIB:
+                raise ValueError(
+                    f"a guest running Suricata needs memory ≥ {GUEST_MEMORY_MIB} (MiB): the program, its libraries "
+                    f"and its flow tables live in the guest's RAM; set memory = {GUEST_MEMORY_MIB}"
+                )
+            return Suricata.validate(config)
+        for name in IPS_OPTIONS:
+            # Not the IPS: its options would only change the stored configuration's key.
+            if config.pop(name) != Suricata.options[name].default:
+                raise ValueError(f'option {name!r} is the Suricata IPS\'s: it needs guest_forwarder = "suricata"')
         return config
 
     @classmethod
@@ -108,14 +136,25 @@ class VirtualMachine(Dut):
 
     @classmethod
     def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
-        """Build (or find) the guest image and learn the acceleration before the sweep."""
-        image = build_image(config["guest_kernel"], progress=log)
+        """Build (or find) the guest image and learn the acceleration before the sweep (and
+        check a guest IPS's rule set as the bare one's is)."""
+        if config["guest_forwarder"] == "suricata":
+            Suricata.prepare(config, log)
+        image = build_image(config["guest_kernel"], progress=log, layer=cls._layer(config)[0])
         if config["accel"] == "auto":
             probe_acceleration(image.kernel, image.initrd, cache_dir(), log)
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
         return float(self.config["ready_timeout"]) / 1e9
+
+    @classmethod
+    def _layer(cls, config: dict[str, Any]) -> tuple[ImageLayer | None, dict[str, Any]]:
+        """The guest image's Suricata layer (and what a run records of its rules), if the
+        guest runs the IPS: its workers on the forwarding vCPU, the rest on vCPU 0."""
+        if config["guest_forwarder"] != "suricata":
+            return None, {}
+        return guest_layer(config, worker_cpu=config["vcpus"] - 1, management_cpu=0)
 
     def _acceleration(self, image: GuestImage) -> Acceleration:
         if self.config["accel"] == "auto":
@@ -155,7 +194,8 @@ class VirtualMachine(Dut):
         return f"{GUEST_BASE_CMDLINE} {ours} {c['guest_cmdline']}".strip()
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
-        image = build_image(self.config["guest_kernel"])
+        layer, self.ips_rules = self._layer(self.config)
+        image = build_image(self.config["guest_kernel"], layer=layer)
         self.acceleration = self._acceleration(image)
         self.virtualization = self.acceleration.name
         sockets = Path("/run/lowtail") / tb.tag  # short: unix socket paths are limited to 107 bytes
@@ -269,22 +309,23 @@ class VirtualMachine(Dut):
             self.program.stop()
         if self.channel is not None:
             self.channel.close()
+            if stats.get("program") == "suricata":
+                stats = from_guest(stats, self.config["action"], self.ips_rules)
             stats = stats | {"guest_interrupt_tables": self.channel.tables}
         return stats
+
+    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+        if self.config["guest_forwarder"] != "suricata":
+            return []
+        return suricata_invalid_reasons(statistics.get("suricata"), frames_sent)
 
     def guest_interrupts(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
         return self.channel.samples_between(start_ns, end_ns) if self.channel else []
 
 
 def emulator_cores(plan: CoreRoles, vcpu_cores: list[int], available: list[int] | None = None) -> list[int]:
-    """Where QEMU's threads other than the vCPUs go: the housekeeping core if it is not a
-    vCPU core, else any other core but the generator's; on a host with no such core they
-    share the vCPU cores (the run records that)."""
-    if plan.housekeeping not in vcpu_cores:
-        return [plan.housekeeping]
-    available = CoreRoles.available() if available is None else available
-    others = [c for c in available if c not in vcpu_cores and c != plan.generator]
-    return others or list(vcpu_cores)
+    """Where QEMU's threads other than the vCPUs go (`cores.housekeeping_cores`)."""
+    return housekeeping_cores(plan, vcpu_cores, available)
 
 
 def _tail(path: Path, lines: int = 2) -> str:

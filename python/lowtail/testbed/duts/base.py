@@ -1,0 +1,202 @@
+"""The base of every DuT kind (`Dut`) and the calibration's no-DuT (`Wire`). A DuT sets
+itself up between the testbed's `dut_in` (traffic arrives) and `dut_out` (traffic leaves) —
+in0 and out0 of the DuT namespace, or the interfaces a DuT names on real wiring — says
+whether it has crashed, and hands back its own statistics when stopped. Kinds that run on
+real wiring set themselves up through the testbed (`dut_run`, `dut_binary`, `dut_path`),
+which runs the commands where the DuT is (a namespace, this host, another host) and undoes
+them after. What a DuT may ask of a testbed is `lowtail.testbed.protocol.Testbed`.
+
+What a run stores of its DuT goes through one place, `Dut.facts()`: the DuT's own
+statistics, how it was contained, the virtualization, the files it ran with (a generated
+configuration, a copied rules file) and the reasons its own counters make the run invalid.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar, TypedDict
+
+from lowtail.errors import UserError
+from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
+from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
+from lowtail.testbed.duts.options import Option
+from lowtail.testbed.process import Program
+from lowtail.testbed.protocol import Testbed
+
+
+class DutFacts(TypedDict):
+    """What a run stores of its DuT (runs.dut_stats, containment, virtualization, the
+    reasons the DuT's own counters give to distrust the run)."""
+
+    statistics: dict[str, Any]
+    containment: dict[str, Any]
+    virtualization: str | None
+    invalid_reasons: list[str]
+
+
+ALL_TESTBEDS = ("namespaces", "interfaces", "hosts")
+
+
+class Dut:
+    kind: ClassVar[str]
+    options: ClassVar[dict[str, Option]] = {}
+    # The testbed kinds (testbed/wiring.py) this DuT can be set up on.
+    testbeds: ClassVar[tuple[str, ...]] = ("namespaces",)
+    ready_timeout_s: float = 10.0
+    # kvm | tcg for a DuT that is a virtual machine (set when it starts), None otherwise.
+    virtualization: str | None = None
+
+    def __init__(self, name: str, config: dict[str, Any]):
+        self.name = name
+        self.config = config
+        self.program: Program | None = None
+        self.containment: dict[str, Any] = {"mode": "bare"}
+
+    @classmethod
+    def expand(cls, raw: dict[str, Any]) -> list[dict[str, Any]]:
+        """The configurations a `[[dut]]` table stands for: a list where one value is
+        expected sweeps over its values (lists of lists for list-valued options).
+        ValueError names an unknown option or a bad value."""
+        axes = []
+        for key, value in raw.items():
+            opt = cls.options.get(key)
+            if opt is None:
+                known = ", ".join(cls.options) or "none: it runs inside the kernel"
+                raise ValueError(f"unknown option {key!r} for kind {cls.kind} (its options: {known})")
+            sweep = isinstance(value, list) and (
+                not opt.list_valued or bool(value and all(isinstance(v, list) for v in value))
+            )
+            points = value if sweep else [value]
+            if not points:
+                raise ValueError(f"option {key!r}: an empty list sweeps over nothing")
+            checked = []
+            for v in points:
+                try:
+                    checked.append(opt.check(v))
+                except ValueError as e:
+                    raise ValueError(f"option {key!r} {e}") from None
+            axes.append((key, checked))
+        configs: list[dict[str, Any]] = [{}]
+        for key, values in axes:
+            configs = [c | {key: v} for c in configs for v in values]
+        return [cls.validate({k: opt.default for k, opt in cls.options.items()} | c) for c in configs]
+
+    @classmethod
+    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """Check one complete configuration (defaults filled in)."""
+        return config
+
+    @classmethod
+    def check_available(cls) -> None:
+        """UserError when what this kind needs is not installed."""
+
+    @classmethod
+    def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
+        """Slow one-time work for a configuration (building a guest image), done before the
+        sweep starts; `log` says what is being done."""
+
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
+        raise NotImplementedError
+
+    def failure(self) -> str | None:
+        """Why the DuT is no longer forwarding, when its process ended by itself."""
+        if self.program is not None and self.program.died():
+            return f"the DuT {self.name} ({self.kind}): {self.program.exit_message()}"
+        return None
+
+    def stop(self) -> dict[str, Any]:
+        """Stop the DuT; its own statistics (empty when it keeps none)."""
+        if self.program is None:
+            return {}
+        self.program.stop()
+        return self.program.statistics() or {}
+
+    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+        """Why the DuT's own counters (`statistics`, what `stop` returned) make the run
+        untrustworthy, given the frames the generator sent: none for a DuT that keeps none."""
+        return []
+
+    def facts(self, statistics: dict[str, Any], frames_sent: int | None) -> DutFacts:
+        """What the run stores of this DuT once it stopped (see the module's docstring);
+        `frames_sent` is None when no traffic was sent (the DuT never got ready)."""
+        return DutFacts(
+            statistics=statistics,
+            containment=self.containment,
+            virtualization=self.virtualization,
+            invalid_reasons=[] if frames_sent is None else self.invalid_reasons(statistics, frames_sent),
+        )
+
+    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[Any]:
+        """Interrupt samples from inside the DuT (a VM's guest) in a time window, if it has any."""
+        return []
+
+    # -- the core plan -------------------------------------------------------------------------
+
+    def busy_polls(self, plan: CoreRoles, isolated: set[int] | None = None) -> bool:
+        """Whether the DuT's program polls without ever sleeping on these cores."""
+        return False
+
+    def check_plan(self, plan: CoreRoles, isolated: set[int] | None = None) -> None:
+        """UserError for a core plan that defeats the measurement: a DuT that never sleeps
+        on the generator's core (each would take the core from the other: neither the
+        offered traffic nor the DuT would be what is measured)."""
+        cores = self._cores(plan)
+        if self.busy_polls(plan, isolated) and plan.generator in cores and len(CoreRoles.available()) > 1:
+            raise UserError(
+                f"DuT {self.name} ({self.kind}) busy-polls and would run on core {plan.generator}, the "
+                f"generator's: each would take the core from the other; give it other cores (cpus = [...]) "
+                f"or move the generator ([cores] generator = ...)"
+            )
+
+    def core_plan_warnings(self, plan: CoreRoles, isolated: set[int] | None = None) -> list[str]:
+        """What the plan does to the measurement, stored with the run: a DuT that never
+        sleeps on a core the testbed's own programs use."""
+        if not self.busy_polls(plan, isolated):
+            return []
+        warnings = []
+        for core in self._cores(plan):
+            roles = plan.roles_on(core)
+            if roles:
+                warnings.append(
+                    f"core plan: {self.kind} busy-polls on core {core}, which {' and '.join(roles)} also "
+                    f"use{'' if len(roles) > 1 else 's'} ({len(CoreRoles.available())} cores available): it runs "
+                    f"at nice {BUSY_WAIT_NICE} and its latencies include the slices they take"
+                )
+        return warnings
+
+    # -- helpers for DuTs that run a process ----------------------------------------------------
+
+    def _cores(self, plan: CoreRoles) -> list[int]:
+        return self.config.get("cpus") or plan.dut
+
+    def _spawn(
+        self, tb: Testbed, plan: CoreRoles, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
+    ) -> Program:
+        cores = self._cores(plan)
+        if self.config.get("containment") == "container":
+            reservation = self.config.get("memory_reservation", DEFAULT_MEMORY_RESERVATION_MIB)
+            cgroups, applied = tb.container_cgroups(cores, reservation << 20)
+            self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, stats=stats, cgroup=cgroups, container=True)
+            self.containment = {
+                "mode": "container",
+                "cpus": cores,
+                "cgroup": str(cgroups[0]),
+                **applied,
+                "namespaces": recorded_namespaces(self.program.pid),
+            }
+            return self.program
+        self.containment = {"mode": "bare", "cpus": cores if pin_with_taskset else None}
+        self.program = tb.spawn(
+            f"dut-{self.name}", tb.dut_ns, argv, stats=stats, cpus=cores if pin_with_taskset else None
+        )
+        return self.program
+
+
+class Wire(Dut):
+    """Calibration: no DuT at all."""
+
+    kind = "wire"
+
+    def start(self, tb: Testbed, plan: CoreRoles) -> None:
+        assert tb.wire

@@ -1,0 +1,220 @@
+"""The options a DuT kind accepts in the experiment file, one type per kind of value. A kind
+declares its options as a dict of these (`Dut.options`); each type checks and normalises a
+value (ValueError with a readable reason otherwise), and options shared by several kinds are
+one object reused, not a branch repeated: `PROCESS_OPTIONS` (how a DuT process is contained
+and pinned) and `RULES` (a rule set: nftables and Suricata).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from lowtail.errors import UserError
+from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB
+from lowtail.testbed.containment import MODES
+from lowtail.units import parse_duration_ns
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: its default and help; `check` turns a value of the file into the one a
+    configuration holds. `list_valued`: a list is one value (a sweep is a list of lists)."""
+
+    default: Any = None
+    help: str = ""
+    list_valued: bool = field(default=False, init=False)
+
+    def check(self, value: Any) -> Any:
+        return value
+
+
+@dataclass(frozen=True)
+class IntOption(Option):
+    minimum: int = 0
+
+    def check(self, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
+            raise ValueError(f"must be a whole number ≥ {self.minimum}, not {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class StrOption(Option):
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"must be a non-empty string, not {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class TextOption(Option):
+    """A string that may be empty (stripped)."""
+
+    def check(self, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError(f"must be a string, not {value!r}")
+        return value.strip()
+
+
+@dataclass(frozen=True)
+class BoolOption(Option):
+    def check(self, value: Any) -> bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"must be true or false, not {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class ChoiceOption(Option):
+    choices: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> str:
+        if value not in self.choices:
+            raise ValueError(f"must be one of {', '.join(self.choices)}, not {value!r}")
+        return str(value)
+
+
+@dataclass(frozen=True)
+class CpusOption(Option):
+    list_valued: bool = field(default=True, init=False)
+
+    def check(self, value: Any) -> list[int]:
+        if not (isinstance(value, list) and value and all(isinstance(c, int) and c >= 0 for c in value)):
+            raise ValueError(f"must be a list of core numbers such as [1] or [2, 3], not {value!r}")
+        return sorted(set(value))
+
+
+@dataclass(frozen=True)
+class DurationOption(Option):
+    """A duration ("10s", "500ms", or nanoseconds), held in nanoseconds."""
+
+    def check(self, value: Any) -> int:
+        try:
+            return parse_duration_ns(value)
+        except UserError as e:
+            raise ValueError(str(e)) from None
+
+
+@dataclass(frozen=True)
+class CommandsOption(Option):
+    list_valued: bool = field(default=True, init=False)
+
+    def check(self, value: Any) -> list[str]:
+        if not (isinstance(value, list) and all(isinstance(c, str) and c.strip() for c in value)):
+            raise ValueError(f"must be a list of command strings, not {value!r}")
+        return value
+
+
+# -- rule sets ----------------------------------------------------------------------------------
+
+# What `rules` may name besides a number of generated rules and a file.
+NO_RULES, DEFAULT_RULES = "none", "default"
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A rule set as a configuration holds it: `count` generated rules, the kind's own
+    `default` set, `none`, or a user's `path` (with the SHA-256 of its content, so that a run
+    records which file it measured and two different files are two configurations)."""
+
+    count: int | None = None
+    named: str | None = None  # none | default
+    path: str | None = None
+    sha256: str | None = None
+
+    def as_value(self) -> int | str | dict[str, str]:
+        """What the configuration (and the run's stored DuT options) hold: the number, the
+        word, or the file and its hash."""
+        if self.count is not None:
+            return self.count
+        if self.named is not None:
+            return self.named
+        assert self.path is not None and self.sha256 is not None
+        return {"path": self.path, "sha256": self.sha256}
+
+    @classmethod
+    def of(cls, value: int | str | dict[str, str]) -> RuleSet:
+        """The rule set a configuration's value stands for (`as_value` read back)."""
+        if isinstance(value, int):
+            return cls(count=value)
+        if isinstance(value, dict):
+            return cls(path=value["path"], sha256=value["sha256"])
+        return cls(named=value)
+
+    def label(self) -> str:
+        """In words: "none", "default", "1,000 rules", "mine.rules (sha 1a2b3c4d)"."""
+        if self.count is not None:
+            return f"{self.count:,} rule{'' if self.count == 1 else 's'}"
+        if self.named is not None:
+            return self.named
+        return f"{Path(self.path or '').name} (sha {(self.sha256 or '')[:8]})"
+
+    def copy_into(self, directory: Path) -> Path:
+        """The user's rules file copied into a run's directory (its data keeps what was
+        measured); UserError when the file changed since the experiment file was read."""
+        assert self.path is not None
+        source = Path(self.path)
+        try:
+            content = source.read_bytes()
+        except OSError as e:
+            raise UserError(f"cannot read the rules file {source}: {e.strerror}") from None
+        if hashlib.sha256(content).hexdigest() != self.sha256:
+            raise UserError(
+                f"the rules file {source} changed since the experiment file was read (its SHA-256 differs): "
+                f"run the experiment again to measure the new rules as a configuration of their own"
+            )
+        target = directory / f"rules-{self.sha256[:12]}{source.suffix or '.rules'}"
+        target.write_bytes(content)
+        return target
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's content, in hex."""
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@dataclass(frozen=True)
+class RulesOption(Option):
+    """`rules`: a number of generated rules, a word (`named`: those the kind knows, such as
+    "none" and "default"), or a path to a rules file, read and hashed when the file is read
+    (a file that changes between two runs of a sweep is still the one the first run
+    measured: the kind copies it into each run's data and checks the hash)."""
+
+    named: tuple[str, ...] = ()
+
+    def check(self, value: Any) -> int | str | dict[str, str]:
+        if isinstance(value, bool):
+            raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError(f"must be a number of rules ≥ 0, not {value}")
+            return value
+        if isinstance(value, dict) and set(value) == {"path", "sha256"}:  # a stored configuration again
+            return {"path": str(value["path"]), "sha256": str(value["sha256"])}
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
+        if value in self.named:
+            return value
+        path = Path(value).expanduser()
+        if not path.is_file():
+            raise ValueError(f"must be a number of rules, {self._words()} or a rules file; there is no file {value!r}")
+        resolved = path.resolve()
+        return RuleSet(path=str(resolved), sha256=file_sha256(resolved)).as_value()
+
+    def _words(self) -> str:
+        return " or ".join(f'"{w}"' for w in self.named) if self.named else "a word"
+
+
+PROCESS_OPTIONS: dict[str, Option] = {
+    "containment": ChoiceOption(
+        "bare",
+        help="bare (an ordinary process) or container (own PID, mount and UTS namespaces, an exclusive "
+        "cpuset, reserved memory)",
+        choices=MODES,
+    ),
+    "cpus": CpusOption(None, help="cores the DuT runs on [default: the core plan's DuT cores]"),
+    "memory_reservation": IntOption(DEFAULT_MEMORY_RESERVATION_MIB, help="container: memory reserved for the DuT, MiB"),
+}

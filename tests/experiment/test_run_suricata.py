@@ -1,0 +1,216 @@
+"""`lowtail run` with the Suricata IPS DuT, as a user runs it: Debian's Suricata 7 inline
+in AF_PACKET IPS mode between the DuT namespace's veths, as a forwarder and as a filter,
+alerting and dropping, bare and in a container; a rules file Suricata refuses; nothing of
+Suricata left after a run or a double Ctrl-C.
+
+The traffic's UDP payload is lowtail's 64-bit big-endian sequence id followed by zeros, so
+a rule that looks for a zero byte at payload offset 7 matches exactly the frames whose id is
+a multiple of 256: what the alerts and drops must count is known from the ids sent."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
+from tb_helpers import programs_under, resources_of  # noqa: E402
+from test_run import (  # noqa: E402
+    experiment,
+    lowtail,
+    needs_programs,
+    needs_root,
+    run_dirs,
+    run_json,
+    trusted,
+    wait_for,
+)
+
+from lowtail.errors import UserError  # noqa: E402
+from lowtail.testbed.duts import KINDS  # noqa: E402
+
+
+def _suricata_missing() -> str | None:
+    try:
+        KINDS["suricata"].check_available()
+    except UserError as e:
+        return str(e)
+    return None
+
+
+needs_suricata = pytest.mark.skipif(_suricata_missing() is not None, reason=f"{_suricata_missing()}")
+pytestmark = [needs_root, needs_programs, needs_suricata, pytest.mark.root]
+RATE = 10_000
+# Matches the frames whose id's last byte is zero (payload offset 7), and nothing else.
+LOW_BYTE_ZERO = (
+    'alert udp any any -> any 53 (msg:"lowtail test: id a multiple of 256"; content:"|00 00 00 00|"; depth:4; '
+    'content:"|00|"; offset:7; depth:1; sid:1000001; rev:1;)\n'
+)
+
+
+def _as_at_a_terminal() -> None:
+    """Ctrl-C delivered as a terminal delivers it, to a process group of the run's own."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.setpgid(0, 0)
+
+
+def start(tmp_path: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "lowtail", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_as_at_a_terminal,
+    )
+
+
+def _multiples_of_256(first: int, last: int) -> int:
+    """How many ids from `first` to `last` the low-byte rule matches."""
+    return last // 256 - (first - 1) // 256
+
+
+def _series_ids(run: dict) -> list[int]:
+    """The ids of the run's matched packets, from its series beside Suricata's folder."""
+    directory = Path(run["containment"]["config"]).parents[1]
+    return pq.read_table(directory / "series.parquet", columns=["id"]).column("id").to_pylist()
+
+
+@pytest.mark.slow
+def test_suricata_forwards_filters_alerts_and_drops_what_its_rules_say(tmp_path):
+    (tmp_path / "low-byte.rules").write_text(LOW_BYTE_ZERO)
+    duts = """
+[[dut]]
+name = "forwarder"
+kind = "suricata"
+rules = "none"
+[[dut]]
+name = "filter"
+kind = "suricata"
+rules = 1000
+[[dut]]
+name = "alert"
+kind = "suricata"
+rules = "low-byte.rules"
+[[dut]]
+name = "drop"
+kind = "suricata"
+rules = "low-byte.rules"
+action = "drop"
+[[dut]]
+name = "contained"
+kind = "suricata"
+rules = "default"
+containment = "container"
+"""
+    toml = experiment(tmp_path, duts, rates=(RATE,), duration="2s")
+    done, runs = run_json(tmp_path, toml)
+    assert done.returncode in (0, 3), done.stderr
+    by_name = {r["dut"]: r for r in runs}
+    assert list(by_name) == ["forwarder", "filter", "alert", "drop", "contained"], done.stderr
+    fwd, flt, alert, drop, contained = by_name.values()
+    for run in (fwd, flt, alert, contained):
+        assert trusted(run), f"{run['dut']}: {run['invalid_reasons']}"
+        assert run["lost"] == 0 and run["received"] == run["sent"] > 0, run["dut"]
+    for run in runs:
+        counted = run["dut_stats"]["suricata"]
+        gen = run["generator"]
+        assert counted["kernel_drops"] == 0 and counted["udp"] == gen["sent"], run["dut"]
+        assert run["containment"]["scheduling"].startswith("workers SCHED_FIFO")
+        assert Path(run["containment"]["config"]).name == "suricata.yaml"
+    # Alerts: exactly the frames the rule matches, and none where no rule matches.
+    gen = alert["generator"]
+    expected = _multiples_of_256(gen["first_id"], gen["last_id"])
+    assert alert["dut_stats"]["suricata"]["alerts"] == expected > 0
+    assert alert["dut_stats"]["sha256"] == alert["dut_config"]["rules"]["sha256"]
+    for run in (fwd, flt):
+        assert run["dut_stats"]["suricata"]["alerts"] == 0, run["dut"]
+    assert flt["dut_stats"]["suricata"]["rules_loaded"] == 1000
+    assert contained["dut_stats"]["suricata"]["rules_loaded"] > 100  # Debian's event rules
+    # The rule cost shows: the filter's median above the forwarder's, measured side by side.
+    assert flt["latency_ns"]["p50"] > fwd["latency_ns"]["p50"], (flt["latency_ns"], fwd["latency_ns"])
+    # Drop: the matching frames, and only those, are gone.
+    gen = drop["generator"]
+    assert drop["dut_stats"]["suricata"]["blocked"] == _multiples_of_256(gen["first_id"], gen["last_id"])
+    ids = _series_ids(drop)
+    assert ids and not [i for i in ids if i % 256 == 0]
+    assert abs(drop["lost"] - _multiples_of_256(min(ids), max(ids))) <= 1 and drop["received"] == len(ids)
+    # The container: Suricata is PID 1 of its own namespaces, in an exclusive cpuset.
+    c = contained["containment"]
+    assert c["mode"] == "container" and c["cpuset"]["exclusive"]
+    assert sorted(c["namespaces"]["own"]) == ["mnt", "net", "pid", "uts"]
+    assert resources_of(done.pid) == [] and programs_under(tmp_path) == []
+
+
+def test_a_rules_file_suricata_refuses_is_one_clear_error_before_any_traffic(tmp_path):
+    (tmp_path / "broken.rules").write_text(
+        LOW_BYTE_ZERO + 'alert udp any any -> any 53 (msg:"x"; content:"abc; sid:2;)\n'
+    )
+    toml = experiment(tmp_path, '[[dut]]\nname = "ips"\nkind = "suricata"\nrules = "broken.rules"\n')
+    done = lowtail(tmp_path, "run", str(toml), "--db", str(tmp_path / "t.duckdb"))
+    assert done.returncode == 2, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("lowtail: ")]
+    assert len(errors) == 1 and "Suricata refuses the rule set" in errors[0], done.stderr
+    assert "broken.rules at line 2" in errors[0] and "Traceback" not in done.stderr
+    assert run_dirs(tmp_path) == []  # no run began
+    missing = lowtail(
+        tmp_path, "run", str(experiment(tmp_path, '[[dut]]\nname = "i"\nkind = "suricata"\nrules = "no.rules"\n'))
+    )
+    assert missing.returncode == 2 and "no file 'no.rules'" in missing.stderr
+
+
+def _vm_missing() -> str | None:
+    try:
+        KINDS["vm"].check_available()
+    except UserError as e:
+        return str(e)
+    return None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_vm_missing() is not None, reason=f"no VM DuT here: {_vm_missing()}")
+def test_the_same_ips_inside_a_vm_guest_counts_the_same_alerts(tmp_path):
+    """The guest image gains Suricata, its libraries and the rule set (TCG here: 2 kpps, what
+    an emulated guest forwards without loss on this shared host)."""
+    (tmp_path / "low-byte.rules").write_text(LOW_BYTE_ZERO)
+    duts = (
+        '[[dut]]\nname = "ips-vm"\nkind = "vm"\nguest_forwarder = "suricata"\nmemory = 512\nrules = "low-byte.rules"\n'
+    )
+    done, runs = run_json(tmp_path, experiment(tmp_path, duts, rates=(2000,), duration="2s"))
+    assert done.returncode in (0, 3), done.stderr
+    (run,) = runs
+    assert trusted(run), run["invalid_reasons"]
+    assert run["lost"] == 0 and run["received"] == run["sent"] > 0
+    assert run["containment"]["mode"] == "vm" and run["virtualization"] in ("kvm", "tcg")
+    counted, gen = run["dut_stats"]["suricata"], run["generator"]
+    assert counted["udp"] == gen["sent"] and counted["kernel_drops"] == 0
+    assert counted["alerts"] == _multiples_of_256(gen["first_id"], gen["last_id"]) > 0
+    assert run["dut_stats"]["sha256"] == run["dut_config"]["rules"]["sha256"]
+    assert resources_of(done.pid) == []
+
+
+@pytest.mark.slow
+def test_a_double_ctrl_c_leaves_nothing_of_suricata(tmp_path):
+    toml = experiment(
+        tmp_path, '[[dut]]\nname = "ips"\nkind = "suricata"\nrules = 100\n', rates=(RATE,), duration="30s"
+    )
+    proc = start(tmp_path, "run", str(toml), "--db", str(tmp_path / "t.duckdb"))
+    wait_for(lambda: (d := run_dirs(tmp_path)) and (d[0] / "generator.log").exists(), timeout=120)
+    assert [cmd for _, cmd in programs_under(tmp_path) if "suricata" in cmd]
+    os.killpg(proc.pid, signal.SIGINT)
+    time.sleep(0.3)
+    try:
+        os.killpg(proc.pid, signal.SIGINT)
+    except ProcessLookupError:
+        pass
+    _, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert resources_of(proc.pid) == [] and programs_under(tmp_path) == []
