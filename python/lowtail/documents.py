@@ -325,6 +325,26 @@ class ConfigurationDocument(TypedDict):
     partial_reasons: list[str]
 
 
+class CauseSummary(TypedDict):
+    """One cause of a configuration's tail, over its explained runs."""
+
+    kind: str
+    role: str
+    what: str | None
+    share: float  # its mean share of the tail packets over the configuration's runs (0 where absent)
+    runs: int  # how many of the runs name it
+
+
+class ConfigurationCauses(TypedDict):
+    """The stored explanations of a configuration's runs: `compare`'s causes column."""
+
+    index: int
+    label: str
+    explained_runs: int
+    causes: list[CauseSummary]
+    headline: str | None
+
+
 class ComparisonDocument(TypedDict):
     """A comparison of stored runs, as `lowtail compare --json` prints it and the store keeps it."""
 
@@ -341,6 +361,7 @@ class ComparisonDocument(TypedDict):
     evt: list[dict[str, Any]]
     rates: list[dict[str, Any]]
     left_out: list[dict[str, Any]]
+    causes: NotRequired[list[ConfigurationCauses]]
     notes: list[str]
     partial: bool
     partial_reasons: list[str]
@@ -717,3 +738,49 @@ class CampaignDocument(TypedDict):
     pairs: list[CampaignPairEntry]
     failed: list[CampaignFailure]
     workers: list[CampaignWorker]
+
+
+# -- an explanation (`lowtail explain --json`, stored by store/explain.py) --------------------
+
+
+class RemedyDoc(TypedDict):
+    """A remedy as `lowtail explain --json` gives it."""
+
+    id: str
+    action: str
+    boot_parameters: list[str]
+    source: str
+
+
+class Tail(TypedDict):
+    """The packets counted as the tail: those above threshold_ns, chosen by rule."""
+
+    threshold_ns: int
+    packets: int
+    rule: str
+
+
+class CauseDoc(TypedDict):
+    """One cause as `lowtail explain --json` gives it."""
+
+    kind: str
+    role: str
+    cpu: int | None
+    share: float
+    added_ns: int
+    evidence: dict[str, Any]
+    remedy: RemedyDoc
+
+
+class ExplainDocument(TypedDict, total=False):
+    """What `lowtail explain --json` prints and the store keeps."""
+
+    run: int
+    tail: Tail
+    causes: list[CauseDoc]
+    unexplained_share: float
+    headline: str | None
+    trace: dict[str, Any]
+    interrupt_coincidence: dict[str, Any]
+    notes: list[str]
+    partial: bool

@@ -29,6 +29,7 @@ COMMAND_MODULES: dict[str, str] = {
     "campaign": "campaign",
     "certify": "certify",
     "compare": "compare",
+    "explain": "explain",
     "comparison": "compare",
     "completion": "completion",
     "list": "db",

@@ -100,7 +100,14 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     columns, why each configuration that did not plainly pass was judged so, the
     differences these runs resolve (and those they cannot), EVT over runs and latency
     against rate where stored, and the notes."""
-    from lowtail.report.tables import configurations_table, evt_table, not_resolvable_note, rates_table
+    from lowtail.report.tables import (
+        cause_headline,
+        causes_table,
+        configurations_table,
+        evt_table,
+        not_resolvable_note,
+        rates_table,
+    )
 
     header, rows, optional = configurations_table(doc)
     columns = [
@@ -112,7 +119,9 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     verdict = budget["text"] if budget else "each configuration against its runs' own budget"
     by = ", ".join(a["name"] for a in doc["axes"]) or "nothing (one configuration)"
     fitted = fit_columns(columns, width)
-    parts: list[Any] = [
+    headline = cause_headline(doc)
+    parts: list[Any] = [Text(headline)] if headline else []
+    parts += [
         columns_table(
             f"comparison {doc['comparison_id']} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
             fitted,
@@ -133,6 +142,8 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     parts += _differences(doc)
     if doc["evt"]:
         parts.append(_plain_table("EVT over runs (validation exceedances: 1 expected)", *evt_table(doc)))
+    if any(c["explained_runs"] for c in doc.get("causes") or []):
+        parts.append(_plain_table("causes of the tail (lowtail explain)", *causes_table(doc)))
     if any(len(s["points"]) > 1 or s["knees"] for s in doc["rates"]):
         parts.append(_plain_table("latency against rate", *rates_table(doc)))
     parts += [Text(n) for n in doc["notes"]]

@@ -16,7 +16,14 @@ from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
 from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_run
-from lowtail.documents import BudgetDocument, ComparisonDocument, ConfigurationDocument, RunRow
+from lowtail.documents import (
+    BudgetDocument,
+    CauseSummary,
+    ComparisonDocument,
+    ConfigurationCauses,
+    ConfigurationDocument,
+    RunRow,
+)
 from lowtail.errors import UserError
 from lowtail.store import analyses as analysisstore
 from lowtail.store import comparisons as comparestore
@@ -126,6 +133,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "evt": evt,
         "rates": _rates(store, configurations, list(groups.values()), by),
         "left_out": [{"run_id": r["run_id"], "why": "calibration run: a floor, not a configuration"} for r in left_out],
+        "causes": configuration_causes(store, configurations),
         "notes": notes,
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
@@ -572,3 +580,40 @@ def _rates(
                 )
         del entry["_runs"]
     return list(series.values())
+
+
+CAUSES_SHOWN = 3  # causes per configuration in `compare`'s causes column
+
+
+def configuration_causes(store: Store, configurations: Sequence[ConfigurationDocument]) -> list[ConfigurationCauses]:
+    """Each configuration's causes of the tail, from its runs' stored explanations
+    (`lowtail explain`): a cause's share is its mean share over the explained runs (0 in a
+    run that does not name it), the first few kept; the headline when the host could not
+    measure what was asked in one of them."""
+    from lowtail.store.explain import causes_of, explained_runs, headlines
+
+    run_ids = [r for c in configurations for r in c["runs"]]
+    stored, said, done = causes_of(store, run_ids), headlines(store, run_ids), explained_runs(store, run_ids)
+    out: list[ConfigurationCauses] = []
+    for c in configurations:
+        explained = [r for r in c["runs"] if r in done]
+        totals: dict[tuple[str, str, str | None], list[float]] = {}
+        for r in explained:
+            for cause in stored.get(r, []):
+                totals.setdefault((cause["kind"], cause["role"], cause["what"]), []).append(cause["share"])
+        summaries = [
+            CauseSummary(kind=k, role=role, what=what, share=sum(v) / len(explained), runs=len(v))
+            for (k, role, what), v in totals.items()
+        ]
+        summaries.sort(key=lambda s: (-s["share"], s["kind"]))
+        headline = next((said[r] for r in c["runs"] if r in said), None)
+        out.append(
+            ConfigurationCauses(
+                index=c["index"],
+                label=c["label"],
+                explained_runs=len(explained),
+                causes=summaries[:CAUSES_SHOWN],
+                headline=headline,
+            )
+        )
+    return out

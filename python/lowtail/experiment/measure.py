@@ -34,6 +34,7 @@ from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import NamespacesTestbed
+from lowtail.trace.run import start_run_trace
 from lowtail.units import format_ns
 
 # RFC 2544's benchmarking range: never a real host's address.
@@ -71,6 +72,7 @@ class Outcome:
     frames_planned: int = 0
     # Set as soon as the testbed is built (a run whose testbed fails is not stored).
     testbed: TestbedDocument = field(default_factory=lambda: TestbedDocument(kind=""))
+    trace: dict[str, Any] | None = None  # the kernel trace of the roles' cores (trace/run.py's TraceDocument)
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -99,8 +101,13 @@ def measure(
             outcome.degraded_reasons += dut.core_plan_warnings(plan)
             _wait_until_forwarding(tb, dut)
             captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
+            # Its instance is in the testbed's registry: however the run ends, it goes with the testbed.
+            tracer = start_run_trace(
+                tb, plan, dut, exp.traffic_ns(combo.traffic) / 1e9, combo.traffic.rate_pps, enabled=exp.trace
+            )
             _send(exp, combo, tb, plan, run_dir, dut, outcome, captures, on_live)
             time.sleep(exp.drain_ns / 1e9)
+            outcome.trace = dict(tracer.stop(tb, run_dir))
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
             _record_dut(outcome, dut.facts(dut.stop(), frames_sent=None))

@@ -22,11 +22,13 @@ from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.explain.run import explain_run
 from lowtail.measurement_documents import HostMetadata
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store, is_out_of_space
+from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
 from lowtail.testbed.cores import CoreRoles
@@ -270,6 +272,10 @@ def _run_one(
     with store.transaction():
         run_id = runstore.save_run(store, record, analysis, options)
         _save_interrupts(store, run_id, outcome)
+        if outcome.trace is not None:
+            save_run_trace(store, run_id, outcome.trace)
+    if analysis is not None and analysis.get("export_path"):
+        explain_run(store, run_id)  # the causes of its tail, stored for the report and `compare`
     return StoredRun(record, run_id)
 
 

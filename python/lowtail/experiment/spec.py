@@ -1,6 +1,7 @@
 """The experiment file: a TOML document whose lists span a sweep.
 
-    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures
+    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures,
+                  trace (the kernel trace of the roles' cores that `lowtail explain` reads; default true)
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
@@ -142,6 +143,8 @@ class Experiment:
     trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     testbed: wiring.Wiring = field(default_factory=wiring.Namespaces)
+    # Record the kernel trace of the roles' cores during each run (trace/run.py).
+    trace: bool = True
 
     def measured_ns(self, traffic: Traffic) -> int:
         """The measured time (after the warm-up) of a run at this traffic point: the file's
@@ -262,6 +265,7 @@ class _ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     calibrate: _Flag | None = None
     calibration: _ExperimentId | None = None
     keep_captures: _Flag = True
+    trace: _Flag = True
 
 
 class _TrafficTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -382,6 +386,7 @@ def parse(text: str, source: str) -> Experiment:
         calibrate=calibrate,
         calibration=exp.calibration,
         keep_captures=exp.keep_captures,
+        trace=exp.trace,
         traffic=points,
         duts=duts,
         # A hosts testbed's cores are the remote hosts': checked once they are reached.

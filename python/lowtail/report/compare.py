@@ -23,6 +23,7 @@ from lowtail.report import plots
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
+from lowtail.report.tables import cause_headline, causes_table
 from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
@@ -436,6 +437,9 @@ def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
 
 def _banners(page: Page, doc: dict[str, Any]) -> None:
     configs = doc["configurations"]
+    headline = cause_headline(doc)
+    if headline:
+        page.banner(headline, "warn")
     if doc.get("emulated_runs") or any(str(v).lower() == "tcg" for c in configs for v in (c.get("key") or {}).values()):
         page.banner(TCG_WARNING)
     if doc.get("partial"):
@@ -479,6 +483,13 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
     worst_section(page, doc, drawn)
     rate_section(page, doc)
     evt_section(page, doc)
+    if any(c["explained_runs"] for c in doc.get("causes") or []):
+        page.add(
+            "Causes of the tail",
+            "<p class='meta'>From each run's stored explanation "
+            "(<code>lowtail explain</code>); a cause's share is its mean share of the tail packets over the "
+            "configuration's runs.</p>" + table_html(*causes_table(doc)),
+        )
     if store is not None:
         interrupts_section(page, store, doc)
     notes = [*(doc.get("notes") or []), *_left_out(doc)]

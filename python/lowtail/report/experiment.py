@@ -12,6 +12,7 @@ from typing import Any
 from lowtail import axes, clocks, percentiles
 from lowtail import verdict as verdicts
 from lowtail.report import plots
+from lowtail.report.explain import explain_section, headline_banner
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
@@ -467,6 +468,7 @@ def write_experiment_report(
             title=f"lowtail experiment {eid} — {experiment['name']}",
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
+        headline_banner(page, store, [r["run_id"] for r in rows if r["run_id"] is not None])
         _banners(page, rows, verdict)
         summary_section(page, experiment, rows, floors, verdict, source)
         knee_section(page, store, eid, budget_ns=verdict.budget_ns)
@@ -477,6 +479,7 @@ def write_experiment_report(
             run_budget = None if r["calibration"] else verdict.budget_ns
             rid = r["run_id"]
             assert rid is not None  # an experiment's runs are stored runs
+            explain_section(page, store, rid)
             if run_interrupts(store, rid):
                 interrupt_timeline_section(
                     page, store, rid, budget_ns=run_budget, heading=f"Run {rid}: interrupts", level=3

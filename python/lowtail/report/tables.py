@@ -178,6 +178,32 @@ def evt_table(doc: Mapping[str, Any]) -> Table:
     return header, rows
 
 
+def causes_table(doc: Mapping[str, Any]) -> Table:
+    """`compare`'s causes column: per configuration the causes of its tail that its runs'
+    stored explanations name (`lowtail explain`), with their mean share of the tail."""
+    header = ["configuration", "explained runs", "causes of the tail (share of its packets)"]
+    rows = [
+        [
+            c["label"],
+            str(c["explained_runs"]),
+            "; ".join(
+                f"{k['kind'].replace('_', ' ')} on the {k['role']}"
+                + (f" ({k['what']})" if k["what"] else "")
+                + f" {format_percent(k['share'])}"
+                for k in c["causes"]
+            )
+            or ("none above the floor" if c["explained_runs"] else "not explained yet"),
+        ]
+        for c in doc.get("causes") or []
+    ]
+    return header, rows
+
+
+def cause_headline(doc: Mapping[str, Any]) -> str | None:
+    """The first stored headline of a comparison's runs: the host could not measure what was asked."""
+    return next((c["headline"] for c in doc.get("causes") or [] if c["headline"]), None)
+
+
 def rates_table(doc: Mapping[str, Any]) -> Table:
     """Latency against rate: per series (a configuration without its rate) each rate's loss
     and judged percentile, and the knee and predicted R_max its sweeps stored."""
