@@ -110,3 +110,19 @@ def test_worst_events_panels_fill_their_rows():
         xs = {tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("xaxis")}
         ys = {tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}
         assert (len(ys), len(xs)) == grid
+
+
+def test_the_inconclusive_note_names_a_percentile_no_packet_count_bounds():
+    """A percentile whose series wanders between time blocks has no packet count that
+    bounds it (packets_needed None): the note says so beside the others. Before: exit 70
+    (sorting None among the counts) in `compare` of an experiment with such a run."""
+    from lowtail.report.tables import not_resolvable_note
+
+    def interval(needed):
+        return {"resolvable": False, "packets_needed": needed}
+
+    doc = {"level": 0.95, "configurations": [{"intervals": {"p50": interval(None), "p99_9": interval(3_304_777)}}]}
+    note = not_resolvable_note(doc)
+    assert note is not None
+    assert "p99.9 takes 3,304,777" in note
+    assert "p50 wanders between time blocks" in note

@@ -172,16 +172,42 @@ class Store:
         if not self._schema_ready:
             self._apply_schema()
             self._schema_ready = True
+        elif self.read_only and self.damage is None and self._missing_schema():
+            self._upgrade_then_read()
+
+    def _missing_schema(self) -> list[tuple[str, str]]:
+        """The schema files this database lacks (a database made by an older lowtail)."""
+        try:
+            applied = {name for (name,) in self.con.execute("SELECT name FROM schema_files").fetchall()}
+        except duckdb.CatalogException:
+            applied = set()
+        return [(name, sql) for name, sql in _schema_files() if name not in applied]
+
+    def _upgrade_then_read(self) -> None:
+        """A reader of a database an older lowtail made: the readers query every table of
+        this version, so the missing schema files are applied first (one short write, as any
+        writing command would do), then the database is opened for reading again."""
+        self.close()
+        self.read_only = False
+        try:
+            self._con = _Connection(self, self._connect())
+            self._apply_schema()
+        except PermissionError as e:
+            raise UserError(
+                f"{self.path} was made by an older lowtail and needs its tables added once: "
+                f"open it with write access (`lowtail list --db {self.path}` as its owner) ({e.strerror})"
+            ) from None
+        finally:
+            self.close()
+            self.read_only = True
+        self._con = _Connection(self, self._connect())
+        self._check_whole()
 
     def _apply_schema(self) -> None:
         """Give the database the schema files it lacks (all of them when it is new, or made
         before it kept their list), and its identity when it has none."""
         con = self.con
-        try:
-            applied = {name for (name,) in con.execute("SELECT name FROM schema_files").fetchall()}
-        except duckdb.CatalogException:
-            applied = set()
-        missing = [(name, sql) for name, sql in _schema_files() if name not in applied]
+        missing = self._missing_schema()
         if not missing:
             return
         self._making_schema = True
