@@ -121,6 +121,7 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	@scripts/ensure-apt.sh $(APT_BENCH)
 	$(PY) bench/analyze_vs_postgres.py
 	$(PY) bench/testbed_loop.py
+	$(PY) bench/trace_overhead.py
 	$(PY) bench/ips_rules.py
 
 # Not part of `make test`: SOAK_MINUTES (default 12) and SOAK_SEED, as root.

@@ -85,6 +85,15 @@ def test_models_write_to_the_store_and_never_draw():
     assert _reaching("lowtail.models", ("lowtail.report", "lowtail.experiment")) == []
 
 
+def test_explanations_and_traces_are_computed_and_stored_never_drawn():
+    """`lowtail explain` reads stored runs, their series and traces, and stores what it
+    concludes; the report shows it. Recording a trace knows nothing of the analysis."""
+    assert (
+        _reaching("lowtail.explain", ("lowtail.report", "lowtail.cli", "lowtail.experiment", "lowtail.testbed")) == []
+    )
+    assert _reaching("lowtail.trace", ("lowtail.report", "lowtail.cli", "lowtail.explain", "lowtail.store")) == []
+
+
 def test_no_import_cycles():
     cycles, index, low, stack, on_stack = [], {}, {}, [], set()
 

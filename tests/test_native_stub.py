@@ -25,3 +25,15 @@ def test_stub_matches_the_native_module(tmp_path):
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues found" in done.stdout
+
+
+def test_the_options_document_names_what_the_native_options_give():
+    # stubtest checks signatures, not what a method returns: the stub types
+    # AnalyzeOptions.to_dict() as documents.AnalyzeOptionsDocument, which the store and the
+    # campaign read by key, so the keys the built module gives are pinned here.
+    from lowtail import _native
+    from lowtail.documents import AnalyzeOptionsDocument
+
+    given = _native.AnalyzeOptions(export="series.parquet").to_dict()
+    assert set(given) == AnalyzeOptionsDocument.__required_keys__ | AnalyzeOptionsDocument.__optional_keys__
+    assert given["export"] == "series.parquet"

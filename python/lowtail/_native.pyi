@@ -8,6 +8,8 @@ from typing import Self, final
 
 from typing_extensions import Buffer
 
+from lowtail.documents import AnalyzeOptionsDocument
+
 __all__ = [
     "LowtailError",
     "OptionsError",
@@ -29,6 +31,7 @@ __all__ = [
     "OutputError",
     "ExportError",
     "CancelledError",
+    "SummaryError",
     "InternalError",
     "__version__",
     "BUILD_COMMIT",
@@ -42,6 +45,10 @@ __all__ = [
     "simulate_defaults",
     "nearest_rank",
     "ExactHistogram",
+    "SeriesSummary",
+    "SUMMARY_FIRST_BLOCK_NS",
+    "SUMMARY_MAX_BLOCKS",
+    "SUMMARY_FORMAT",
     "HEADLINE_PERCENTILES",
     "PROGRAM_EXIT_CODES",
     "SERIES_COLUMNS",
@@ -121,6 +128,9 @@ class ExportError(OutputError):
 class CancelledError(LowtailError):
     """The analysis was cancelled."""
 
+class SummaryError(LowtailError):
+    """Stored bytes that are not a latency summary (damaged, or of a later format)."""
+
 class InternalError(LowtailError):
     """A bug in the native code (a thread panicked)."""
 
@@ -169,7 +179,7 @@ class AnalyzeOptions:
     def histogram_bins(self) -> int: ...
     @property
     def export(self) -> str | None: ...
-    def to_dict(self) -> dict[str, str | int | bool | None]:
+    def to_dict(self) -> AnalyzeOptionsDocument:
         """Every option by name, as the database stores them."""
 
 @final
@@ -180,7 +190,12 @@ class Analyzer:
         cls, pre: str | os.PathLike[str], post: str | os.PathLike[str], options: AnalyzeOptions | None = None
     ) -> Self: ...
     def run(self) -> str:
-        """Run the analysis; returns the figures as JSON."""
+        """Run the analysis; returns the figures as JSON (`take_summary` then gives the
+        latencies' summary)."""
+
+    def take_summary(self) -> SeriesSummary | None:
+        """The exact distribution and time blocks of the last run's latencies (once; None
+        before a run finished)."""
 
     def progress(self) -> tuple[int, int]:
         """(bytes read, bytes in total) over both files."""
@@ -237,6 +252,60 @@ class ExactHistogram:
 
     def memory_bytes(self) -> int:
         """Approximate heap use in bytes."""
+
+    def count_at_most(self, value: int) -> int:
+        """Samples at or below `value`: its rank from below (0 when every sample is above it)."""
+
+@final
+class SeriesSummary:
+    """A run's latencies as the statistics need them, without the series: the exact
+    distribution (`histogram`) and the packets of each time block of PRE time by coarse
+    latency bucket (exact below 256 ns, at most 1/128 of a value wide above). Blocks start
+    SUMMARY_FIRST_BLOCK_NS wide and double, merging pairs, to stay within SUMMARY_MAX_BLOCKS."""
+
+    def __new__(cls) -> Self: ...
+    def record(self, pre_ts_ns: Buffer, latency_ns: Buffer) -> None:
+        """Count packets in PRE order: two int64 buffers of one length; ValueError otherwise."""
+
+    @property
+    def histogram(self) -> ExactHistogram:
+        """The exact distribution of every packet counted (shared, not a copy)."""
+
+    @property
+    def count(self) -> int:
+        """Packets counted."""
+
+    @property
+    def origin_ns(self) -> int | None:
+        """The first packet's PRE timestamp (None when empty)."""
+
+    @property
+    def block_width_ns(self) -> int:
+        """The width of every time block."""
+
+    def block_packets(self) -> list[int]:
+        """Packets in each time block, in time order."""
+
+    def blocks_above(self, value: int) -> list[int]:
+        """Packets in each time block whose latency lies in a bucket above `value`'s."""
+
+    def to_bytes(self) -> bytes:
+        """The summary as stored (compressed)."""
+
+    @staticmethod
+    def from_bytes(data: bytes) -> SeriesSummary:
+        """A summary from `to_bytes()`'s output; SummaryError for bytes that are not one."""
+
+    def __reduce__(self) -> tuple[object, tuple[bytes]]: ...
+
+SUMMARY_FIRST_BLOCK_NS: int
+"""The width of a summary's first time blocks (1 ms)."""
+
+SUMMARY_MAX_BLOCKS: int
+"""The most time blocks a summary keeps (64): it ends with between half and all of them."""
+
+SUMMARY_FORMAT: int
+"""The format version `SeriesSummary.to_bytes` writes."""
 
 # -- synthetic pairs and the device model -----------------------------------------------
 

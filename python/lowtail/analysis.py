@@ -19,6 +19,7 @@ from typing import Any
 
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
+from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document
 from lowtail.documents import AnalysisDocument, CaptureSide
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.files import DISK_FULL, os_error
@@ -92,8 +93,12 @@ def analyze_pair(
     options: AnalyzeOptions | None = None,
     on_progress: ProgressCallback | None = None,
     while_waiting: Callable[[], object] | None = None,
+    confidence: float = DEFAULT_LEVEL,
 ) -> AnalysisDocument:
-    """Run one analysis; returns the figures (see `lowtail analyze --json`).
+    """Run one analysis; returns the figures (see `lowtail analyze --json`) with every
+    headline percentile's interval and one-sided bounds at `confidence` (`intervals`, see
+    `compare.intervals.bounds_document`), and the latencies' summary under `summary`
+    (what storing keeps for pooling; not part of the printed document).
 
     `while_waiting` runs on this thread once the native analysis has started (its threads
     do not need the interpreter): what the caller needs next, such as importing the store,
@@ -138,4 +143,10 @@ def analyze_pair(
         error = outcome["error"]
         raise lowtail_error(error) from error
     doc: AnalysisDocument = json.loads(outcome["json"])
+    summary = analyzer.take_summary()
+    doc["summary"] = summary
+    has_latencies = summary is not None and summary.count > 0
+    doc["intervals"] = (
+        bounds_document(Evidence([summary]), confidence=confidence) if summary and has_latencies else None
+    )
     return doc

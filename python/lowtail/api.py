@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         AliasingDocument,
         ComparisonDocument,
         EvtDocument,
+        ExplainDocument,
         OverloadDocument,
         RunRow,
         SimulateDocument,
@@ -250,6 +251,18 @@ class Database:
             if store:
                 comparestore.save_comparison(s, c.document, words, c.document["by"], c.curves, c.cdf, c.members, label)
         return Comparison(c.document, _curves_frame(c.curves), _cdf_frame(c.cdf))
+
+    def explain(self, run: int | str = "latest", above: str | None = None) -> ExplainDocument:
+        """Why a stored run's tail is what it is, as `lowtail explain RUN --json` prints it:
+        the tail packets (above the budget when the run fails it, else above p99.9; `above`
+        a percentile "p99" or a latency "500us"), the causes ranked with evidence and remedy,
+        the unexplained share. Explained again and stored, as the command does."""
+        from lowtail.explain.run import explain_run, latency_above
+        from lowtail.store.explain import run_id_of
+
+        threshold = latency_above(above) if above is not None else None
+        with self._store(write=True) as s:
+            return explain_run(s, run_id_of(s, str(run)), threshold)
 
     # -- models: the calls `lowtail model ...` makes, each result stored unless store=False --------
 

@@ -17,7 +17,10 @@ Shared by the testbed (which records) and the report (which reads), so neither n
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowtail.measurement_documents import ClockJudgement, ClockSide, TimeSources
 
 # Said wherever runs whose PRE and POST came from different clocks are shown.
 TWO_CLOCKS_WARNING = (
@@ -30,8 +33,13 @@ _READING_SLACK_NS = 1_000_000
 
 
 def clock_side(
-    host: str, boot_id: str | None, interface: str, capture_entry: dict[str, Any], process: str, ptp: Any = None
-) -> dict[str, Any]:
+    host: str,
+    boot_id: str | None,
+    interface: str,
+    capture_entry: Mapping[str, Any],
+    process: str,
+    ptp: TimeSources | None = None,
+) -> ClockSide:
     """One side's clock: where it was stamped (`process` tells timestamper processes apart)
     and how, from the timestamper's statistics for that interface."""
     return {
@@ -45,7 +53,7 @@ def clock_side(
     }
 
 
-def judge(pre: dict[str, Any], post: dict[str, Any]) -> dict[str, Any]:
+def judge(pre: ClockSide, post: ClockSide) -> ClockJudgement:
     """Whether PRE and POST read one clock, and why (in words), with both sides recorded."""
     sources = {pre.get("timestamp_source"), post.get("timestamp_source")}
     same_kernel = pre.get("boot_id") is not None and pre.get("boot_id") == post.get("boot_id")
@@ -68,7 +76,7 @@ def judge(pre: dict[str, Any], post: dict[str, Any]) -> dict[str, Any]:
     return {"same": same, "why": why, "pre": pre, "post": post}
 
 
-def _source(side: dict[str, Any]) -> str:
+def _source(side: ClockSide) -> str:
     source = side.get("timestamp_source") or "unknown"
     phc = f" (PHC {side['phc_index']})" if side.get("phc_index") is not None and source == "hardware" else ""
     return f"{source} timestamps{phc} on {side.get('host')} {side.get('interface')}"
@@ -86,13 +94,13 @@ def stepped(start: tuple[int, int], end: tuple[int, int]) -> bool:
     return abs(clock_step_ns(start, end)) > elapsed * _SLEW_PPM // 1_000_000 + _READING_SLACK_NS
 
 
-def two_clocks(testbed: dict[str, Any] | None) -> bool:
+def two_clocks(testbed: Mapping[str, Any] | None) -> bool:
     """Whether a stored run's PRE and POST were stamped with different clocks."""
     clocks = (testbed or {}).get("clocks") or {}
     return clocks.get("same") is False
 
 
-def marked(label: str, testbed: dict[str, Any] | None) -> str:
+def marked(label: str, testbed: Mapping[str, Any] | None) -> str:
     """A DuT's label with "[2 clocks]" when its run's sides used different clocks."""
     return f"{label} [2 clocks]" if two_clocks(testbed) else label
 

@@ -1,7 +1,8 @@
 """The JSON documents that cross stages, typed once: what an analysis returns, what a
 comparison and its verdicts are. Each is printed by `--json`, stored as JSON and read back,
 so a `TypedDict` types it at no cost at run time and with no change to its shape; they live
-here, at the bottom of the layering (this module imports nothing of lowtail), so that the
+here, at the bottom of the layering (this module imports only `measurement_documents`, the
+documents of what was measured around the captures), so that the
 stage that makes a document, the store that keeps it and the report and the Python API that
 read it back name the same type. Records, options and requests inside the program are
 frozen dataclasses beside their owner instead (`store.records.RunRecord`,
@@ -12,9 +13,59 @@ native analysis's list (`percentiles.KEYS`), not from a fixed set of names."""
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict
+from typing import Any, NotRequired, Required, TypedDict
+
+from lowtail.measurement_documents import (
+    CaptureStatistics,
+    EnergyReading,
+    GeneratorStatistics,
+    HistogramBin,
+    TestbedDocument,
+    TrafficDocument,
+)
 
 # -- an analysis (`lowtail analyze --json`, stored by store/analyses.py) ----------------------
+
+
+class AnalyzeOptionsDocument(TypedDict):
+    """The options an analysis ran with, as the native `AnalyzeOptions.to_dict()` gives them
+    and the store keeps them beside the analysis (and a campaign beside its pairs)."""
+
+    id_format: str
+    id_offset: int
+    id_width: int
+    id_endian: str
+    udp_port: int | None
+    moonsniff_records: bool
+    trim_ns: int
+    max_latency_ns: int
+    worst: int
+    histogram_bins: int
+    # Where the matched series went; a campaign's options leave it out (each pair's series
+    # has its own path, and the path is no part of what makes a pair the same pair).
+    export: NotRequired[str | None]
+
+
+# A distribution's figures by name ("min", "mean", "stddev", "p50", …, "p99_9999", "max",
+# "samples"): a mapping, as its percentile keys come from the native analysis's list; a
+# figure is None when nothing was matched.
+LatencyFigures = dict[str, float | None]
+
+
+class PercentileRow(TypedDict):
+    """One row of the latency's percentile distribution (HdrHistogram's iteration)."""
+
+    value_ns: int
+    percentile: float
+    total_count: int
+
+
+class WorstPacket(TypedDict):
+    """One of the slowest packets: its latency, when it was sent, its id."""
+
+    latency_ns: int
+    pre_ts_ns: int
+    id: int
 
 
 class CaptureSide(TypedDict):
@@ -33,7 +84,37 @@ class CaptureSide(TypedDict):
     first_ts_ns: int | None
     last_ts_ns: int | None
     backwards: int
-    per_second: list[Any]
+    per_second: list[int]  # frames in each second from the first
+
+
+class IntervalDoc(TypedDict):
+    """A percentile's interval (`compare.intervals.PercentileInterval`) as stored (analysis figures, comparison documents)."""
+
+    value_ns: int | None
+    lower_ns: int | None
+    upper_ns: int | None
+    lower_rank: int
+    upper_rank: int
+    resolvable: bool
+    dispersion: float | None
+    blocks: int
+    packets_needed: int | None
+    why: str | None
+
+
+class BoundsDoc(TypedDict):
+    """Every headline percentile of some packets with its two-sided interval and its
+    one-sided bounds (what a verdict judges), the dispersion each allows for, and the
+    exceedance ladder: the `intervals` of an analysis document and of a configuration."""
+
+    level: float
+    confidence: float
+    samples: int
+    blocks: int
+    block_ns: int | None
+    percentiles: dict[str, IntervalDoc]
+    bounds: dict[str, IntervalDoc]
+    above: list[list[int]]
 
 
 class AnalysisDocument(TypedDict):
@@ -56,13 +137,13 @@ class AnalysisDocument(TypedDict):
     horizon_ns: int
     start_ts_ns: int | None
     duration_ns: int | None
-    latency_ns: dict[str, Any] | None
-    percentiles: list[Any]
+    latency_ns: LatencyFigures | None
+    percentiles: list[PercentileRow]
     hgrm: str
-    latency_histogram: list[Any]
-    jitter_pre_histogram: list[Any]
-    jitter_post_histogram: list[Any]
-    worst: list[Any]
+    latency_histogram: list[HistogramBin]
+    jitter_pre_histogram: list[HistogramBin]
+    jitter_post_histogram: list[HistogramBin]
+    worst: list[WorstPacket]
     pre: CaptureSide
     post: CaptureSide
     warnings: list[str]
@@ -70,6 +151,14 @@ class AnalysisDocument(TypedDict):
     export_path: str | None
     export_rows: int
     elapsed_s: float
+    # Each headline percentile's interval and one-sided bounds (`compare.intervals.
+    # bounds_document`), None without latencies; the summary the statistics pool (a native
+    # `SeriesSummary`, stored as bytes, never printed).
+    intervals: NotRequired[BoundsDoc | None]
+    summary: NotRequired[Any]
+    # `analyze --rate`: the rate the traffic was configured at; `analyze --budget`: its verdict.
+    nominal_rate_pps: NotRequired[float]
+    verdict: NotRequired[JudgementDocument]
     analysis_id: NotRequired[int]  # once stored
     # What `lowtail analyze --json` adds beside the figures: the page it wrote, and the error
     # of an analysis it could not store (with its exit code).
@@ -78,6 +167,34 @@ class AnalysisDocument(TypedDict):
     exit_code: NotRequired[int]
     # How many worst events the analysis kept (stored) when the printout carries fewer.
     worst_kept: NotRequired[int]
+
+
+class StoredFigures(TypedDict, total=False):
+    """An analysis's figures as the store keeps them (`analyses.figures`): the document
+    without its bulky parts (kept in tables) and its capture sides. `total=False`: analyses
+    stored by older versions lack the newer figures."""
+
+    sent: int
+    received: int
+    lost: int
+    duplicates: int
+    reordered: int
+    foreign: int
+    negative: int
+    unmatched: int
+    pre_duplicates: int
+    trimmed_pre: int
+    trimmed_post: int
+    trim_ns: int
+    horizon_ns: int
+    start_ts_ns: int | None
+    duration_ns: int | None
+    latency_ns: LatencyFigures | None
+    warnings: list[str]
+    partial: bool
+    export_path: str | None
+    export_rows: int
+    elapsed_s: float
 
 
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
@@ -95,6 +212,8 @@ class RunRow(TypedDict, total=False):
     combination_key: str
     dut_name: str
     dut_kind: str
+    # The DuT kind's own options and what it measured and how it was contained: open maps,
+    # each DuT kind's (testbed/duts) with its own keys.
     dut_config: dict[str, Any]
     calibration: bool
     rate_pps: int
@@ -110,15 +229,15 @@ class RunRow(TypedDict, total=False):
     valid: bool
     invalid_reasons: list[str]
     degraded_reasons: list[str]
-    generator: dict[str, Any]
-    capture: dict[str, Any]
+    generator: GeneratorStatistics
+    capture: CaptureStatistics
     containment: dict[str, Any]
     virtualization: str | None
-    testbed: dict[str, Any] | None
-    energy: dict[str, Any] | None
+    testbed: TestbedDocument | None
+    energy: EnergyReading | None
     dut_stats: dict[str, Any] | None
     capture_paths: list[str]
-    traffic: dict[str, Any]
+    traffic: TrafficDocument
     sent: int | None
     received: int | None
     lost: int | None
@@ -126,7 +245,7 @@ class RunRow(TypedDict, total=False):
     reordered: int | None
     partial: bool | None
     warnings: list[str] | None
-    figures: dict[str, Any] | None
+    figures: StoredFigures | None
     start_ts_ns: int | None
     lat_min_ns: int | None
     lat_mean_ns: float | None
@@ -161,7 +280,14 @@ class JudgementDocument(TypedDict):
     lost: int | None
     max_loss: int | None
     degraded: list[str]
-    budget: NotRequired[str]  # a comparison's configuration: the budget in words
+    # The confidence of the judged one-sided bounds, and the bounds (None: not bounded there).
+    confidence: float | None
+    lower_ns: int | None
+    upper_ns: int | None
+    # Inconclusive: about how many more packets would decide it, and how long they take.
+    more_packets: int | None
+    more_seconds: float | None
+    budget: NotRequired[str]  # the budget in words (a comparison's configuration, analyze --budget)
 
 
 class BudgetDocument(TypedDict):
@@ -189,7 +315,7 @@ class ConfigurationDocument(TypedDict):
     lost: int
     loss_ratio: float | None
     latency_ns: dict[str, int | None] | None  # figure → pooled nearest-rank value, and samples
-    intervals: dict[str, dict[str, Any]] | None
+    intervals: dict[str, IntervalDoc] | None
     spread: dict[str, dict[str, int | None]]
     per_run: list[dict[str, Any]]
     worst_repetition: int | None
@@ -197,7 +323,28 @@ class ConfigurationDocument(TypedDict):
     floor: dict[str, Any] | None
     invalid_runs: list[dict[str, Any]]
     degraded: list[str]
+    emulated: bool  # a run under QEMU's emulator (TCG): never the basis of a called difference
     partial_reasons: list[str]
+
+
+class CauseSummary(TypedDict):
+    """One cause of a configuration's tail, over its explained runs."""
+
+    kind: str
+    role: str
+    what: str | None
+    share: float  # its mean share of the tail packets over the configuration's runs (0 where absent)
+    runs: int  # how many of the runs name it
+
+
+class ConfigurationCauses(TypedDict):
+    """The stored explanations of a configuration's runs: `compare`'s causes column."""
+
+    index: int
+    label: str
+    explained_runs: int
+    causes: list[CauseSummary]
+    headline: str | None
 
 
 class ComparisonDocument(TypedDict):
@@ -212,16 +359,67 @@ class ComparisonDocument(TypedDict):
     configurations: list[ConfigurationDocument]
     differences: list[dict[str, Any]]
     not_resolvable: list[dict[str, Any]]
+    difference_family: dict[str, Any]  # how many comparisons, at what level, by which procedure
     evt: list[dict[str, Any]]
     rates: list[dict[str, Any]]
     left_out: list[dict[str, Any]]
+    causes: NotRequired[list[ConfigurationCauses]]
     notes: list[str]
     partial: bool
     partial_reasons: list[str]
     emulated_runs: list[int]
 
 
+# -- a qualification record (`lowtail certify --json`) ------------------------------------------
+
+
+class CertifiedConfiguration(TypedDict):
+    """One configuration as a qualification record states it."""
+
+    label: str
+    configuration: dict[str, str]  # axis → value as shown
+    runs: list[int]
+    analyses: list[int]
+    repetitions: int
+    packets: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    percentile: str  # the judged percentile's key
+    value_ns: int | None
+    interval: IntervalDoc | None  # its two-sided interval at the record's level
+    verdict: JudgementDocument
+    floor_ns: int | None  # the floor's value at the judged percentile
+    degraded: list[str]
+    emulated: bool
+    invalid_runs: list[dict[str, Any]]
+    hosts: list[dict[str, Any]]  # each experiment's host fingerprint (kernel, CPU, command line, …)
+    data: list[dict[str, Any]]  # each analysis's captures (path, bytes, frames), when and by which lowtail
+
+
+class CertificateDocument(TypedDict):
+    """A qualification record: the configurations of a selection, judged, with what they rest on."""
+
+    lowtail_version: str
+    created_at: str
+    selection: list[str]
+    comparison_id: int | None
+    level: float
+    configurations: list[CertifiedConfiguration]
+    notes: list[str]
+    partial: bool
+    partial_reasons: list[str]
+
+
 # -- model results (`lowtail model CMD --json`, stored by store/models.py) -----------------------
+
+
+class InterruptLoadDocument(TypedDict):
+    """An interrupt kind hitting the processing core (`models.overload.InterruptLoad`)."""
+
+    rate_hz: float
+    duration_ns: float
+    kind: str
 
 
 class OverloadDocument(TypedDict):
@@ -233,9 +431,31 @@ class OverloadDocument(TypedDict):
     d_sum_ns_per_s: float
     interrupt_share: float
     r_max_pps: float
-    interrupts: list[dict[str, Any]]  # rate_hz, duration_ns, kind
+    interrupts: list[InterruptLoadDocument]
     statistic: NotRequired[str | None]  # of the stored runs the medians came from
     model_id: NotRequired[int]  # once stored
+
+
+class KneeRate(TypedDict):
+    """One rate of a sweep: the worst of its runs, whether it is overloaded, and why."""
+
+    rate_pps: float
+    runs: list[int | None]
+    loss: float
+    p50_ns: int | None
+    p99_ns: int | None
+    p99_999_ns: int | None
+    max_ns: int | None
+    overloaded: bool
+    reasons: list[str]
+
+
+class KneeCriteria(TypedDict):
+    """When a rate is overloaded: its loss over `loss_limit`, or its p99 over `growth_limit`
+    times the lowest rate's."""
+
+    loss_limit: float
+    growth_limit: float
 
 
 class KneeDocument(TypedDict):
@@ -244,8 +464,8 @@ class KneeDocument(TypedDict):
     knee_pps: float | None
     last_ok_pps: float | None
     reference_p99_ns: NotRequired[int | None]
-    rates: list[dict[str, Any]]  # per rate: the worst of its runs, overloaded and why
-    criteria: dict[str, float]
+    rates: list[KneeRate]
+    criteria: KneeCriteria
     experiment_id: NotRequired[int]
     dut: NotRequired[str]
     r_max_pps: NotRequired[float | None]
@@ -297,21 +517,275 @@ class EvtDocument(TypedDict):
     model_id: NotRequired[int]
 
 
+class AliasingSpecDocument(TypedDict):
+    """The aliasing model's parameters (`models.aliasing.AliasingSpec`, as JSON)."""
+
+    rate_pps: float
+    irq_rate_hz: float
+    irq_durations_ns: list[float]
+    duration_s: float
+    base_latency_ns: float
+    service_ns: float
+    irq_phase_ns: float
+    duration_offset: int
+    worst: int
+    jitter_ns: float
+    seed: int
+
+
+class Beat(TypedDict):
+    """The beat between the traffic and the nearest harmonic of the interrupt clock."""
+
+    harmonic: int
+    beat_hz: float
+    pattern_period_s: float | None  # None when the clocks are locked (no beat)
+
+
+class AliasingPattern(Beat):
+    """The worst events ([time since the first packet ns, latency ns]) the model predicts."""
+
+    spec: AliasingSpecDocument
+    packets: int
+    packets_delayed: int
+    undersampled: bool  # packets further apart than an interrupt lasts
+    worst: list[list[float]]
+
+
+class InterruptClockFit(TypedDict):
+    """The interrupt clock, in the capture's clock, that explains a run's delayed packets."""
+
+    irq_rate_hz: float
+    offset_ppm: float
+    irq_phase_ns: float
+    duration_offset: int
+    median_error_ns: float
+    locked: bool  # the period an exact multiple of the packet spacing
+    delayed_packets: int
+    rayleigh: float
+    # Said when the fitted clock misses the delayed packets by more than half the shortest
+    # interrupt (median): those delays are not the periodic interrupt described.
+    warning: NotRequired[str | None]
+
+
+class AliasingMeasurement(TypedDict):
+    """A stored run's worst events ([ns since its first packet, latency ns]), rate, span and median."""
+
+    worst: list[list[float]]
+    rate_pps: float
+    duration_ns: int
+    base_latency_ns: float
+    analysis_id: int
+
+
 class AliasingDocument(TypedDict):
     """Interrupts against constant-rate traffic (`models/aliasing.py`): the simulated
     pattern, and against a run the fitted interrupt clock and the measurement."""
 
-    model: dict[str, Any]
-    fit: dict[str, Any] | None
-    measured: dict[str, Any] | None
+    model: AliasingPattern
+    fit: InterruptClockFit | None
+    measured: AliasingMeasurement | None
     partial: bool
     model_id: NotRequired[int]
+
+
+class ServiceTime(TypedDict, total=False):
+    """How long one packet's work takes in the device model: a `kind` and that kind's
+    parameters (constant: ns; exponential: mean_ns; uniform: min_ns, max_ns; normal: mean_ns,
+    sd_ns; lognormal: median_ns, sigma). lowtail-sim checks that a kind has its own."""
+
+    kind: Required[str]
+    ns: float
+    mean_ns: float
+    min_ns: float
+    max_ns: float
+    sd_ns: float
+    median_ns: float
+    sigma: float
+
+
+class InterruptSource(TypedDict):
+    """Interrupts of the device model: a rate, the durations it cycles through, periodic or
+    Poisson, and when the first comes."""
+
+    rate_hz: float
+    durations_ns: list[int]
+    poisson: bool
+    phase_ns: int
+
+
+class DeviceSpec(TypedDict, total=False):
+    """The device model's fields (lowtail-sim; `models.simulate.defaults()` gives each its
+    default): a spec names those it sets, lowtail-sim fills the others."""
+
+    packets: int
+    rate_pps: float
+    arrivals: str  # cbr | poisson
+    burst: int
+    burst_gap_ns: float
+    service: ServiceTime
+    batch_overhead_ns: float
+    batch: int
+    queue_capacity: int  # 0: unbounded
+    base_latency_ns: int
+    interrupts: list[InterruptSource]
+    seed: int
+
+
+class CasePrediction(TypedDict):
+    """What one simulated case predicts: loss, batches, how busy the core was, throughput,
+    the exact latency figures and the CDF's steps ([latency_ns, fraction ≤ it]) to plot."""
+
+    offered: int
+    delivered: int
+    dropped: int
+    loss: float
+    batches: int
+    mean_batch: float
+    utilisation: float | None
+    throughput_pps: float | None
+    latency_ns: LatencyFigures | None
+    cdf: list[list[float]]
+
+
+class SimulateCase(TypedDict):
+    """One case of a sweep: the spec simulated (lowtail-sim's, defaults filled) and its prediction."""
+
+    label: str
+    spec: DeviceSpec
+    base_latency_fitted: bool  # the base latency was fitted at the measured run's median
+    result: CasePrediction
+
+
+class PredictionRow(TypedDict):
+    """One figure of a run against the model's prediction."""
+
+    percentile: str  # the figure's key: "p50", "max", …
+    measured_ns: float | None
+    predicted_ns: float | None
+    difference_ns: float | None
+    ratio: float | None
+
+
+class SimulateComparison(TypedDict):
+    """The first case against the stored lowtail-fwd run it simulates."""
+
+    run_id: int
+    dut: str
+    rate_pps: int
+    work_ns: float | None
+    batch: int
+    base_latency_ns: int
+    base_latency_source: str
+    measured_loss: float | None
+    predicted_loss: float
+    rows: list[PredictionRow]
 
 
 class SimulateDocument(TypedDict):
     """The device model's cases (`models/simulate.py`), the first against a run when one was named."""
 
-    cases: list[dict[str, Any]]
-    comparison: dict[str, Any] | None
+    cases: list[SimulateCase]
+    comparison: SimulateComparison | None
     partial: bool
     model_id: NotRequired[int]
+
+
+# -- a campaign (`lowtail campaign analyze --json`, stored by store/campaigns.py) ----------------
+
+
+class CapturePair(TypedDict):
+    """One PRE/POST pair of a campaign by name, or a capture without its partner (the missing
+    side None); `key` is its identity (both files and the analysis options)."""
+
+    name: str
+    pre: str | None
+    post: str | None
+    key: str
+
+
+class CampaignPairEntry(TypedDict):
+    """A pair of a campaign stored with its analysis (now, or by an earlier run: resumed)."""
+
+    name: str
+    pre: str | None
+    post: str | None
+    analysis_id: int
+    sent: int
+    lost: int
+    latency_ns: LatencyFigures | None
+    partial: bool
+    series: str | None
+    worker: str | None
+    resumed: bool
+
+
+class CampaignFailure(CapturePair):
+    """A pair that could not be analysed, and why (the worker None when none was given it)."""
+
+    error: str | None
+    worker: str | None
+
+
+class CampaignWorker(TypedDict):
+    """A Dask worker of a campaign: how many pairs it analysed, and whether it was lost."""
+
+    address: str
+    pairs: int
+    lost: bool
+
+
+class CampaignDocument(TypedDict):
+    """What `lowtail campaign analyze --json` prints."""
+
+    campaign_id: int
+    partial: bool
+    stopped: str | None
+    pairs: list[CampaignPairEntry]
+    failed: list[CampaignFailure]
+    workers: list[CampaignWorker]
+
+
+# -- an explanation (`lowtail explain --json`, stored by store/explain.py) --------------------
+
+
+class RemedyDoc(TypedDict):
+    """A remedy as `lowtail explain --json` gives it."""
+
+    id: str
+    action: str
+    boot_parameters: list[str]
+    source: str
+
+
+class Tail(TypedDict):
+    """The packets counted as the tail: those above threshold_ns, chosen by rule."""
+
+    threshold_ns: int
+    packets: int
+    rule: str
+
+
+class CauseDoc(TypedDict):
+    """One cause as `lowtail explain --json` gives it."""
+
+    kind: str
+    role: str
+    cpu: int | None
+    share: float
+    added_ns: int
+    evidence: dict[str, Any]
+    remedy: RemedyDoc
+
+
+class ExplainDocument(TypedDict, total=False):
+    """What `lowtail explain --json` prints and the store keeps."""
+
+    run: int
+    tail: Tail
+    causes: list[CauseDoc]
+    unexplained_share: float
+    headline: str | None
+    trace: dict[str, Any]
+    interrupt_coincidence: dict[str, Any]
+    notes: list[str]
+    partial: bool

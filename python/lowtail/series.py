@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail import files
+from lowtail import _native, files
 from lowtail._native import SERIES_COLUMNS
 from lowtail.errors import UserError
 
@@ -17,9 +17,16 @@ if TYPE_CHECKING:
     import numpy as np
     import pyarrow.parquet as pq
 
+    from lowtail._native import SeriesSummary
+
 COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
 # The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
 ID, PRE_TS, POST_TS, LATENCY = COLUMNS
+
+# What stands in for the series where the statistics need no more: its latencies' exact
+# distribution and time blocks (`_native.SeriesSummary`). An analysis document carries it
+# under "summary" (never printed; stored as its bytes, in this format).
+SUMMARY_FORMAT: int = _native.SUMMARY_FORMAT
 
 
 def arrow_schema() -> Any:
@@ -141,14 +148,34 @@ def open_series(path: str | Path, columns: tuple[str, ...], gone: str = "no such
 _STREAM_ROWS = 1 << 20
 
 
+def summary_of(path: str | Path) -> SeriesSummary:
+    """The `SeriesSummary` of a series file (streamed in batches; the same summary its
+    analysis made, for series stored before analyses kept one). UserError when the file is
+    missing or is not a series."""
+    from lowtail._native import SeriesSummary
+
+    summary = SeriesSummary()
+    for pre_ts, latencies in _iter_columns(path, (PRE_TS, LATENCY), "the matched series is gone"):
+        summary.record(pre_ts, latencies)  # type: ignore[arg-type]  # an int64 array is a buffer
+    return summary
+
+
 def iter_latencies(path: str | Path) -> Iterator[np.ndarray]:
     """The latencies of a series file as int64 NumPy arrays, one batch at a time (memory
     stays at one batch). UserError when the file is missing or is not a series."""
+    for (latencies,) in _iter_columns(path, (LATENCY,), "the matched series is gone"):
+        yield latencies
+
+
+def _iter_columns(path: str | Path, names: tuple[str, ...], gone: str) -> Iterator[tuple[np.ndarray, ...]]:
+    """These columns of a series file as int64 NumPy arrays, one batch at a time."""
     import numpy as np
 
-    pf = open_series(path, (LATENCY,), gone="the matched series is gone")
-    for batch in pf.iter_batches(batch_size=_STREAM_ROWS, columns=[LATENCY], use_threads=False):
-        column = batch.column(0)
-        if column.null_count:
-            raise UserError(f"{path}: {LATENCY} has empty rows")
-        yield np.ascontiguousarray(column.to_numpy(zero_copy_only=False), dtype=np.int64)
+    pf = open_series(path, names, gone=gone)
+    for batch in pf.iter_batches(batch_size=_STREAM_ROWS, columns=list(names), use_threads=False):
+        out = []
+        for name, column in zip(names, batch.columns):
+            if column.null_count:
+                raise UserError(f"{path}: {name} has empty rows")
+            out.append(np.ascontiguousarray(column.to_numpy(zero_copy_only=False), dtype=np.int64))
+        yield tuple(out)

@@ -1,20 +1,22 @@
 """The URLLC verdict: a budget (a percentile of latency under a bound, at most so many
-packets lost), read from an experiment file's [verdict] table, and a run judged against it.
+packets lost, judged at a confidence), read from an experiment file's [verdict] table, and
+a run — or a configuration's pooled runs, or a plain analysis — judged against it.
 
-The experiment file, `lowtail run`'s table, the experiment report and comparisons all use
-this one definition, so a run passes or fails the same way wherever it is shown.
-
-How a run is judged, in this order:
+`lowtail run`'s table, the experiment report, comparisons, `analyze --budget`, the
+qualification record and the Python API all use this one rule, so a run passes or fails
+the same way wherever it is shown. It judges the one-sided confidence bounds every
+analysis stores with its figures (`intervals.bounds`, at the verdict's confidence; see
+`compare.intervals`, which allows for clustered packets), in this order:
 
 - a calibration run is the floor, not judged; a run its instruments distrust is INVALID;
 - more packets lost than the budget allows: FAIL (loss);
-- the run's nearest-rank p-quantile at or above the bound: FAIL (latency), whatever the
-  number of packets. With fewer packets than 1/(1−p) that quantile is their maximum (rank
-  ⌈p·n⌉ = n), so one packet at the bound already breaks a budget no run of that size can
-  show to be kept;
-- otherwise, fewer packets than 1/(1−p): inconclusive (none reached the bound, but too few
-  were seen to show the percentile under it);
-- otherwise PASS.
+- the percentile's lower bound at or above the budget: FAIL (latency) — with that
+  confidence, the percentile breaks the budget;
+- its upper bound under the budget: PASS — with that confidence, it keeps it. With no
+  packet above the budget, 99.999 % needs about 300,000 independent packets for that
+  at 95 % (more when they cluster);
+- otherwise inconclusive, with about how many packets more (and how long at the run's
+  rate) would decide it, if the share of packets over the budget stays as measured.
 
 Every judgement carries the reason a person reads and the figures it used."""
 
@@ -25,18 +27,20 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from fractions import Fraction
 from typing import Annotated, Any
 
 import msgspec
 
+from lowtail import confidence as bounds
 from lowtail import percentiles, schema
 from lowtail.documents import JudgementDocument
 from lowtail.errors import UserError
-from lowtail.units import format_count, format_ns, parse_duration_ns
+from lowtail.units import format_count, format_ns, format_percent, format_rate, parse_duration_ns
 
 # The keys of an experiment file's [verdict] table.
-SETTINGS = ("percentile", "budget", "max_loss")
+SETTINGS = ("percentile", "budget", "max_loss", "confidence")
+# The confidence of a verdict unless the file says otherwise: its bounds are one-sided at it.
+DEFAULT_CONFIDENCE = 0.95
 
 
 class VerdictTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -46,6 +50,9 @@ class VerdictTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     percentile: Annotated[int | float, schema.rule("must be a percentile such as 99.999")] | None = None
     budget: Annotated[str | int | float, schema.rule("must be a duration such as 350us or 1ms")] | None = None
     max_loss: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
+    confidence: Annotated[int | float | str, schema.rule("must be a confidence such as 95, '95%' or 0.95")] | None = (
+        None
+    )
 
 
 class Status(enum.Enum):
@@ -91,6 +98,13 @@ class Judgement:
     # Why the run's traffic or set-up was not what the file asked for (stored with the
     # run): the verdict stands, marked as one that must be read with that in mind.
     degraded: tuple[str, ...] = ()
+    confidence: float | None = None
+    # The judged percentile's one-sided bounds at that confidence (None: not bounded there).
+    lower_ns: int | None = None
+    upper_ns: int | None = None
+    # Inconclusive: packets beyond `samples` that would decide it, and how long they take.
+    more_packets: int | None = None
+    more_seconds: float | None = None
 
     @property
     def label(self) -> str:
@@ -119,6 +133,11 @@ class Judgement:
             "lost": self.lost,
             "max_loss": self.max_loss,
             "degraded": list(self.degraded),
+            "confidence": self.confidence,
+            "lower_ns": self.lower_ns,
+            "upper_ns": self.upper_ns,
+            "more_packets": self.more_packets,
+            "more_seconds": self.more_seconds,
         }
 
 
@@ -128,13 +147,15 @@ DEFAULT_PERCENTILE = percentiles.by_key("p99_999")
 
 @dataclass(frozen=True)
 class Verdict:
-    """The URLLC budget: the `percentile` of latency under `budget_ns`, at most `max_loss`
-    lost. The percentile is a headline one, exact (a percent given as a number, 99.99, is
-    read as the headline percentile it names; ValueError for any other)."""
+    """The URLLC budget: the `percentile` of latency under `budget_ns` with `confidence`
+    (a fraction: the verdict judges one-sided bounds at it), at most `max_loss` lost. The
+    percentile is a headline one, exact (a percent given as a number, 99.99, is read as the
+    headline percentile it names; ValueError for any other)."""
 
     percentile: percentiles.Percentile = DEFAULT_PERCENTILE
     budget_ns: int = 1_000_000
     max_loss: int = 0
+    confidence: float = DEFAULT_CONFIDENCE
 
     def __post_init__(self) -> None:
         if not isinstance(self.percentile, percentiles.Percentile):
@@ -151,10 +172,15 @@ class Verdict:
         return self.percentile.key
 
     @property
+    def tail(self) -> float:
+        """The error a verdict allows on each side: 1 − confidence."""
+        return 1.0 - self.confidence
+
+    @property
     def packets_needed(self) -> int:
-        """The fewest packets whose nearest-rank percentile is not their maximum: ⌈p·n⌉ < n
-        exactly when n ≥ 1/(1−p) (computed from the percent's digits, exactly)."""
-        return math.ceil(1 / (1 - Fraction(self.judged.digits) / 100))
+        """The fewest independent packets that can PASS: their largest is then the upper
+        bound of the percentile at the verdict's confidence (299,572 for 99.999 % at 95 %)."""
+        return bounds.packets_to_bound(self.judged.quantile, self.tail)
 
     def judge(self, run: Mapping[str, Any]) -> Judgement:
         """A stored run (with its analysis figures) against the budget."""
@@ -165,17 +191,35 @@ class Verdict:
             return Judgement(Status.INVALID, f"not to be trusted: {reasons}", degraded=degraded)
         if run["calibration"]:
             return Judgement(Status.FLOOR, "calibration: the same traffic over a plain wire, the testbed's floor")
-        lat = (run.get("figures") or {}).get("latency_ns") or {}
+        figures = run.get("figures") or {}
+        lat = figures.get("latency_ns") or {}
         return self.judge_figures(
-            int(lat.get("samples") or 0), lat.get(self.key), run.get("lost"), run.get("sent"), degraded
+            int(lat.get("samples") or 0),
+            lat.get(self.key),
+            run.get("lost"),
+            run.get("sent"),
+            degraded,
+            figures.get("intervals"),
+            run.get("rate_pps"),
         )
 
     def judge_figures(
-        self, samples: int, value: int | None, lost: int | None, sent: int | None, degraded: tuple[str, ...] = ()
+        self,
+        samples: int,
+        value: int | None,
+        lost: int | None,
+        sent: int | None,
+        degraded: tuple[str, ...] = (),
+        intervals: Mapping[str, Any] | None = None,
+        rate_pps: float | None = None,
     ) -> Judgement:
         """Measured figures against the budget: `samples` latencies whose nearest-rank value
-        at the judged percentile is `value`, `lost` of `sent` packets lost. What a run is
+        at the judged percentile is `value`, `lost` of `sent` packets lost, and the bounds
+        document of those latencies (`compare.intervals.bounds_document`). What a run is
         judged by, and a comparison's configuration by its pooled repetitions."""
+        stored = (intervals or {}).get("bounds", {}).get(self.key) if intervals else None
+        same_confidence = intervals is not None and math.isclose(intervals.get("confidence", 0.0), self.confidence)
+        bound = stored if same_confidence else None
         figures: dict[str, Any] = dict(
             percentile=self.percentile,
             value_ns=value,
@@ -185,8 +229,11 @@ class Verdict:
             lost=lost,
             max_loss=self.max_loss,
             degraded=degraded,
+            confidence=self.confidence,
+            lower_ns=(bound or {}).get("lower_ns"),
+            upper_ns=(bound or {}).get("upper_ns"),
         )
-        name, bound = self.judged.label, format_ns(self.budget_ns)
+        name, limit, sure = self.judged.label, format_ns(self.budget_ns), format_percent(self.confidence, "g")
         if lost is not None and lost > self.max_loss:
             allowed = "none" if self.max_loss == 0 else f"at most {self.max_loss:,}"
             return Judgement(
@@ -197,38 +244,107 @@ class Verdict:
             )
         if samples == 0 or value is None:
             return Judgement(Status.INCONCLUSIVE, "no packet arrived: no latency to judge", **figures)
-        if value >= self.budget_ns:
-            few = (
-                f"; with fewer than {self.packets_needed:,} packets the {name} is their maximum"
-                if samples < self.packets_needed
-                else ""
+        if bound is None:
+            return Judgement(
+                Status.INCONCLUSIVE,
+                f"no confidence bounds at {sure} were stored with these figures (analysed by an earlier lowtail, "
+                f"or at another confidence): `lowtail compare` computes them again from the stored latencies",
+                **figures,
             )
+        lower, upper = bound.get("lower_ns"), bound.get("upper_ns")
+        loss = "no loss" if not lost else f"{lost:,} lost"
+        if lower is not None and lower >= self.budget_ns:
             return Judgement(
                 Status.FAIL,
-                f"{name} is {format_ns(value)}, not under {bound} ({samples:,} packets{few})",
+                f"{name} is at least {format_ns(lower)} with {sure} confidence, not under {limit} "
+                f"({format_ns(value)} measured, {samples:,} packets)",
                 Cause.LATENCY,
                 **figures,
             )
-        if samples < self.packets_needed:
+        if upper is not None and upper < self.budget_ns:
             return Judgement(
-                Status.INCONCLUSIVE,
-                f"{samples:,} packets; {name} needs {self.packets_needed:,}, and none reached {bound} "
-                f"(max {format_ns(value)})",
+                Status.PASS,
+                f"{name} is at most {format_ns(upper)} with {sure} confidence, under {limit} "
+                f"({format_ns(value)} measured, {samples:,} packets, {loss})",
                 **figures,
             )
-        loss = "no loss" if not lost else f"{lost:,} lost"
+        return self._inconclusive(samples, value, bound, intervals or {}, rate_pps, figures)
+
+    def _inconclusive(
+        self,
+        samples: int,
+        value: int,
+        bound: Mapping[str, Any],
+        intervals: Mapping[str, Any],
+        rate_pps: float | None,
+        figures: dict[str, Any],
+    ) -> Judgement:
+        """Neither bound decides: what is known, and about how many packets more would decide."""
+        name, limit, sure = self.judged.label, format_ns(self.budget_ns), format_percent(self.confidence, "g")
+        upper = bound.get("upper_ns")
+        known = (
+            f"{name} is {format_ns(value)}, at most {format_ns(upper)} with {sure} confidence"
+            if upper is not None
+            else f"{name} is {format_ns(value)}, not bounded from above at {sure} confidence by {samples:,} packets"
+        )
+        dispersion = bound.get("dispersion")
+        if dispersion is None:  # the series wanders: more of one run does not help
+            why = bound.get("why") or "the latency wanders more slowly than one run can show"
+            return Judgement(Status.INCONCLUSIVE, f"{known}; {why}", **figures)
+        share = share_at_or_above(intervals.get("above") or [], samples, self.budget_ns)
+        q = self.judged.quantile
+        total = (
+            bounds.packets_to_pass(q, share, dispersion, self.tail)
+            if value < self.budget_ns
+            else bounds.packets_to_fail(q, share, dispersion, self.tail)
+        )
+        if total is None:
+            return Judgement(
+                Status.INCONCLUSIVE,
+                f"{known}; {format_percent(share, '.3g')} of the packets reach {limit}, as the budget allows "
+                f"exactly: no number of packets will decide it",
+                **figures,
+            )
+        more = max(0, total - samples)
+        seconds = more / rate_pps if rate_pps else None
+        at = f" ({_seconds(seconds)} at {format_rate(rate_pps)})" if seconds is not None and rate_pps else ""
+        clustered = f", their clustering as measured (D = {dispersion:.1f})" if dispersion > 1.05 else ""
         return Judgement(
-            Status.PASS, f"{name} is {format_ns(value)}, under {bound} ({samples:,} packets, {loss})", **figures
+            Status.INCONCLUSIVE,
+            f"{known}, budget {limit}: about {more:,} more packets{at} would decide it, if the share over "
+            f"the budget stays as measured{clustered}",
+            **figures | {"more_packets": more, "more_seconds": seconds},
         )
 
-    def why_inconclusive(self) -> str:
-        """Why a run is inconclusive, in a few words: "under 100,000 packets after the warm-up"."""
-        return f"under {self.packets_needed:,} packets after the warm-up"
-
     def describe(self) -> str:
-        """The budget in words: "99.999th percentile under 1.000 ms, no loss"."""
+        """The budget in words: "99.999th percentile under 1.000 ms (95 % confidence), no loss"."""
         loss = "no loss" if self.max_loss == 0 else f"at most {self.max_loss} lost"
-        return f"{self.percentile.digits}th percentile under {format_ns(self.budget_ns)}, {loss}"
+        sure = format_percent(self.confidence, "g")
+        return f"{self.percentile.digits}th percentile under {format_ns(self.budget_ns)} ({sure} confidence), {loss}"
+
+
+def _seconds(seconds: float) -> str:
+    """A duration of measuring in seconds as people read it ("3.2 s", "2 min 05 s")."""
+    from lowtail.units import format_minutes
+
+    return f"{seconds:.1f} s" if seconds < 60 else format_minutes(seconds)
+
+
+def share_at_or_above(ladder: list[list[int]], samples: int, budget_ns: int) -> float:
+    """About what share of the packets reach `budget_ns`, from a bounds document's
+    exceedance ladder ([value, packets above it], ascending): exact at the ladder's values,
+    interpolated between them (they are ~1.25× apart in packets)."""
+    if not ladder or samples <= 0:
+        return 0.0
+    below = budget_ns - 1  # packets at or above the budget are those above budget − 1
+    if below >= ladder[-1][0]:
+        return 0.0
+    if below < ladder[0][0]:
+        return ladder[0][1] / samples
+    for (v0, c0), (v1, c1) in zip(ladder, ladder[1:]):
+        if v0 <= below < v1:
+            return (c0 - (c0 - c1) * (below - v0) / (v1 - v0)) / samples
+    return 0.0
 
 
 # -- reading a budget: an experiment file's [verdict], or a request over the stored one ----------
@@ -276,6 +392,7 @@ def parse_verdict(table: dict[str, Any]) -> Verdict:
         _percentile_setting(table.get("percentile", DEFAULT_PERCENTILE.digits)),
         _budget_setting(table.get("budget", "1ms")),
         _max_loss_setting(table.get("max_loss", Verdict.max_loss)),
+        parse_confidence(table.get("confidence", DEFAULT_CONFIDENCE)),
     )
 
 
@@ -284,7 +401,7 @@ class VerdictRequest:
     """A verdict asked for, as one unit, by the command line (`--budget`, `--percentile`,
     `--max-loss`, `--confidence`), the Python API and the pages: each part given replaces
     the stored budget's (an experiment file's [verdict], else the default); `confidence` is
-    the level of the intervals it is read with, a fraction (0.95)."""
+    the level of the verdict's bounds and of the intervals shown with it, a fraction (0.95)."""
 
     budget_ns: int | None = None
     percentile: percentiles.Percentile | None = None
@@ -322,6 +439,7 @@ class VerdictRequest:
             self.percentile if self.percentile is not None else stored.percentile,
             self.budget_ns if self.budget_ns is not None else stored.budget_ns,
             self.max_loss if self.max_loss is not None else stored.max_loss,
+            self.confidence if self.confidence is not None else stored.confidence,
         )
 
 
@@ -339,8 +457,9 @@ def parse_confidence(value: str | float) -> float:
     except ValueError:
         raise VerdictSettingError(f"{value!r} is not a confidence level (95, 95% or 0.95)", "confidence") from None
     level = number / 100 if percent or number > 1 else number
-    if not 0.0 < level < 1.0:
-        raise VerdictSettingError(f"a confidence level lies between 0 and 100 % (got {value!r})", "confidence")
+    # Under 50 % a one-sided lower bound would lie above the upper one: no verdict reads so.
+    if isinstance(value, bool) or not 0.5 <= level < 1.0:
+        raise VerdictSettingError(f"a confidence level lies between 50 and 100 % (got {value!r})", "confidence")
     return level
 
 

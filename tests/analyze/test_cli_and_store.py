@@ -265,3 +265,20 @@ def test_synth_replaces_both_files_when_it_succeeds(tmp_path):
     assert run_cli("synth", pre, post, "--packets", "200", "--truth", truth).returncode == 0
     assert len(pre.read_bytes()) > len(first) and truth.stat().st_size > 0
     assert sorted(f.name for f in tmp_path.iterdir()) == ["p.pcap", "q.pcap", "t.parquet"]
+
+
+def test_percentiles_the_packets_cannot_support_are_printed_as_such(tmp_path):
+    """Issue 22: `analyze` of 100,000 packets printed p99.9999 (which is the maximum) and
+    p99.999 without a caveat. Now the first reads "max, not resolved" and the second "not
+    resolved"; `--budget` at 99.999 % is not PASS, and --rate is what it was sent at."""
+    pair = synth(tmp_path, packets=100_000, rate_pps=100_000.0, base_latency_ns=10_000, jitter_ns=500.0, seed=3)
+    r = run_cli(
+        "analyze", pair.pre, pair.post, "--trim", "0", "--no-store", "--rate", "100k", "--budget", "1ms",
+        "--percentile", "99.999",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    rows = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("99.99")}
+    assert rows["99.9999"].rstrip().endswith("max, not resolved"), rows
+    assert rows["99.999"].rstrip().endswith("not resolved") and "max," not in rows["99.999"], rows
+    assert "sent at 100 kpps" in r.stderr and "(measured)" not in r.stderr  # the header: a note
+    assert "verdict: inconclusive" in r.stdout  # 100,000 packets cannot show p99.999 under any budget

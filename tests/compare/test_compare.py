@@ -137,53 +137,55 @@ def test_verdicts_use_the_stored_budget_and_the_floor_is_the_calibration(compare
     assert configs["fast · bare"]["floor"]["latency_ns"]["p99_9"] < configs["fast · bare"]["latency_ns"]["p99_9"]
 
 
-def test_differences_are_resolved_only_beyond_intervals_and_repetitions(compared):
-    resolved = {(d["lower"], d["higher"], d["percentile"]) for d in compared["differences"]}
-    assert ("fast · bare", "slow · bare", "p99_9") in resolved
-    text = next(
-        d["text"] for d in compared["differences"] if d["higher"] == "slow · bare" and d["percentile"] == "p99_9"
-    )
-    assert (
-        text.startswith("fast · bare is lower than slow · bare at p99.9 by ") and "(intervals do not overlap)" in text
-    )
-    # Built not to differ: fast and its twin share a distribution.
+def test_differences_are_called_only_beyond_run_to_run_variation_with_their_effect_size(compared):
+    called = {(d["lower"], d["higher"], d["percentile"]) for d in compared["differences"]}
+    assert ("fast · bare", "slow · bare", "p99_9") in called and ("fast · bare", "slow · bare", "p50") in called
+    d = next(d for d in compared["differences"] if d["higher"] == "slow · bare" and d["percentile"] == "p99_9")
+    assert d["text"].startswith("fast · bare is lower than slow · bare at p99.9 by ")
+    assert d["ratio_lower"] <= d["ratio"] <= d["ratio_upper"] and d["repetitions"] == [3, 3] and d["df"] == 4
+    family = compared["difference_family"]
+    assert family["procedure"] == "Holm" and f"Holm over {family['comparisons']} comparisons" in d["text"]
+    # Built not to differ: fast and its twin share a distribution; judged at every headline
+    # percentile the repetitions bound, called at none.
     twins = [d for d in compared["not_resolvable"] if {d["a"], d["b"]} == {"fast · bare", "twin · bare"}]
-    assert {d["percentile"] for d in twins} == {"p99_9", "p99_99", "p99_999"}
-    assert all("not resolvable with these runs" in d["text"] for d in twins)
+    assert {d["percentile"] for d in twins} == {"p50", "p99", "p99_9", "p99_99", "p99_999"}
+    assert all(d["text"].startswith("fast · bare and twin · bare at p") and "not called" in d["text"] for d in twins)
     assert not any({d["lower"], d["higher"]} == {"fast · bare", "twin · bare"} for d in compared["differences"])
-    # p99.999 is beyond what 90,000 packets bound: never resolved.
+    # p99.999 is beyond what 30,000 packets of a repetition bound: never called.
     assert all(d["percentile"] != "p99_999" for d in compared["differences"])
+    assert all(d["reason"] == diffs.UNBOUNDED for d in compared["not_resolvable"] if d["percentile"] == "p99_999")
 
 
-def _side(value, lo, hi, spread=(None, None), floor=None, reps=3):
+def _side(values, label="a", degraded=False, emulated=False, bounded=True):
     return diffs.Side(
-        label=f"c{value}",
-        value_ns=value,
-        interval={"lower_ns": lo, "upper_ns": hi, "resolvable": True, "packets_needed": 1},
-        spread={
-            "min": spread[0] if spread[0] is not None else value,
-            "max": spread[1] if spread[1] is not None else value,
-        },
-        repetitions=reps,
-        samples=100_000,
-        floor_width_ns=floor,
+        label=label,
+        values=list(values),
+        bounded=[bounded] * len(values),
+        pooled_ns=int(np.median(values)),
+        degraded=degraded,
+        emulated=emulated,
     )
 
 
-def test_the_difference_verdict_on_pairs_built_to_differ_and_not():
-    apart = diffs.judge(_side(100, 90, 110), _side(200, 190, 210), "p99_9")
-    assert apart["resolved"] and apart["difference_ns"] == 100 and apart["lower"] == "c100"
-    overlapping = diffs.judge(_side(100, 90, 150), _side(200, 140, 210), "p99_9")
-    assert not overlapping["resolved"] and "intervals overlap" in overlapping["why"]
-    runs_overlap = diffs.judge(_side(100, 90, 110, spread=(80, 205)), _side(200, 190, 210), "p99_9")
-    assert not runs_overlap["resolved"] and "repetitions overlap" in runs_overlap["why"]
-    under_floor = diffs.judge(_side(100, 90, 110, floor=150), _side(200, 190, 210), "p99_9")
-    assert not under_floor["resolved"] and "floor's own spread" in under_floor["why"]
-    unbounded = _side(200, 190, None)
-    unbounded.interval["resolvable"] = False
-    assert "do not bound" in diffs.judge(_side(100, 90, 110), unbounded, "p99_9")["why"]
-    single = diffs.judge(_side(100, 90, 110, reps=1), _side(200, 190, 210), "p99_9")
-    assert single["resolved"] and "run-to-run variation not measured" in single["note"]
+def test_the_difference_test_is_students_t_on_log_repetitions_and_holm_over_the_family():
+    from scipy.stats import ttest_ind
+
+    a, b = [100, 104, 97], [130, 125, 141]
+    t = diffs.t_test([np.log(v) for v in a], [np.log(v) for v in b], 0.95)
+    assert t.p_value == pytest.approx(ttest_ind(np.log(b), np.log(a)).pvalue, rel=1e-9) and t.df == 4
+    assert t.lower < t.ratio < t.upper and t.ratio == pytest.approx(np.exp(np.log(b).mean() - np.log(a).mean()))
+    # Holm: the smallest p against α/m, the next against α/(m−1), stopping at the first kept.
+    assert diffs.holm([0.01, 0.04, 0.03, 0.5], 0.05) == [True, False, False, False]
+    assert diffs.holm([0.01, 0.016, 0.024, 0.049], 0.05) == [True, True, True, True]
+    judged = diffs.judge(_side(a), _side(b, "b"), "p99_9", 0.95)
+    assert judged["reason"] == diffs.NOT_SIGNIFICANT and judged["p_value"] == t.p_value  # called by the family
+    # Never called, whatever the test: degraded runs, emulated against native, one repetition,
+    # a repetition that does not bound the percentile.
+    assert diffs.judge(_side(a), _side(b, "b", degraded=True), "p99_9", 0.95)["reason"] == diffs.DEGRADED
+    emulated = diffs.judge(_side(a), _side(b, "b", emulated=True), "p99_9", 0.95)
+    assert emulated["reason"] == diffs.EMULATED and "QEMU's emulator" in emulated["why"]
+    assert diffs.judge(_side(a[:1]), _side(b, "b"), "p99_9", 0.95)["reason"] == diffs.FEW_REPETITIONS
+    assert diffs.judge(_side(a), _side(b, "b", bounded=False), "p99_9", 0.95)["reason"] == diffs.UNBOUNDED
 
 
 def test_what_the_page_reads_is_stored(compared, stored, tmp_path):
@@ -207,7 +209,7 @@ def test_what_the_page_reads_is_stored(compared, stored, tmp_path):
     page = lowtail("comparison", "report", cid, "-o", tmp_path / "c.html", db=db)
     assert page.returncode == 0, page.stderr
     html = (tmp_path / "c.html").read_text()
-    assert "fast · container" in html and "not resolvable with these runs" in html
+    assert "fast · container" in html and "Not called" in html
 
 
 def test_the_table_reads_in_80_columns(compared):
@@ -281,17 +283,25 @@ def test_runs_stored_with_different_budgets_are_said_and_judged_against_the_one_
     assert any("judged against the one given" in n for n in given["notes"])
 
 
-def test_a_lost_series_makes_the_comparison_partial(tmp_path):
+def test_a_lost_series_pools_from_the_stored_summary_and_a_run_without_either_is_left_out(tmp_path):
     db = tmp_path / "p.duckdb"
     with open_store(db) as store:
         eid = experiment(store, "e")
         ids = [store_run(store, tmp_path, eid, "a", repetition=r, seed=r) for r in range(2)]
         gone = runstore.run_figures(store, ids[0])["series_path"]
     Path(gone).unlink()
+    whole = lowtail("compare", eid, "--json", db=db)
+    assert whole.returncode == 0, whole.stderr
+    c = json.loads(whole.stdout)["configurations"][0]
+    assert c["latency_ns"]["samples"] == c["sent"]  # both runs pooled: the summary stands for the series
+    with open_store(db) as store:
+        aid = runstore.run_figures(store, ids[0])["analysis_id"]
+        store.con.execute("DELETE FROM analysis_summaries WHERE analysis_id = ?", [aid])
     done = lowtail("compare", eid, "--json", db=db)
     assert done.returncode == 3, done.stderr
     doc = json.loads(done.stdout)
     assert doc["partial"] and f"run {ids[0]} left out of the pooled figures" in doc["partial_reasons"][0]
+    assert "the matched series is gone" in doc["partial_reasons"][0]
     c = doc["configurations"][0]
     assert c["repetitions"] == 2 and c["latency_ns"]["samples"] < c["sent"]  # pooled over one run only
 

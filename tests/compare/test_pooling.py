@@ -88,3 +88,23 @@ def test_pooled_percentiles_equal_a_sort_of_all_packets(tmp_path):
     iv = pool.interval("p99_9")
     assert iv["resolvable"] and iv["lower_ns"] <= figures["p99_9"] <= iv["upper_ns"]
     assert (iv["lower_ns"], iv["upper_ns"]) == (everything[iv["lower_rank"] - 1], everything[iv["upper_rank"] - 1])
+
+
+def test_plain_analyses_are_configurations_by_their_configured_rate_never_a_measured_one(tmp_path):
+    """Issue 22: plain analyses took sent/duration as their rate, so repetitions of slightly
+    different length became separate configurations, both printed as "10 kpps"."""
+    from lowtail.compare.comparison import CompareOptions, compare
+    from lowtail.store import open_store
+    from lowtail.store.analyses import save_analysis
+
+    with open_store(tmp_path / "t.duckdb") as store:
+        ids = []
+        for i, packets in enumerate((5_000, 5_003, 5_001)):
+            doc, options = analysed(tmp_path, f"r{i}", packets=packets, seed=i + 1)
+            if i == 2:
+                doc["nominal_rate_pps"] = 20_000.0  # `analyze --rate 20k`: configured otherwise
+            ids.append(save_analysis(store, doc, options, label="fwd"))
+        result = compare(store, [f"analysis:{i}" for i in ids], CompareOptions()).document
+    configurations = {c["label"]: c["repetitions"] for c in result["configurations"]}
+    assert sorted(configurations.values()) == [1, 2], configurations
+    assert any("20 kpps" in label for label in configurations), configurations

@@ -228,3 +228,23 @@ def test_pairs_made_by_tcpdump_on_a_veth_testbed(tmp_path):
     assert (run["dut"], run["rate_pps"]) == ("mirred", 5000)
     assert run["sent"] == 3000 and run["lost"] <= 30
     assert 0 < run["latency_ns"]["min"] <= run["latency_ns"]["p50"] <= run["latency_ns"]["max"]
+
+
+def test_repetitions_without_a_rate_in_their_names_are_one_configuration(tmp_path):
+    """Issue 22: without {rate}, an import took each pair's measured rate as its axis, so
+    repetitions of 2,000 and 2,003 packets became two configurations. The rate is now "not
+    given" and they are repetitions of one; the measured rate stays with the run's traffic."""
+    root = tmp_path / "campaign"
+    for rep, packets in ((0, "2000"), (1, "2003")):
+        pre, post = root / f"fwd-r{rep}-in.pcap", root / f"fwd-r{rep}-out.pcap"
+        synth(pre, post, 10_000, rep + 1, "--packets", packets)
+    (tmp_path / "spec.toml").write_text(
+        '[import]\npattern = "{dut}-r{repetition}-{side}.pcap"\npre = "in"\npost = "out"\n[analysis]\ntrim = "0s"\n'
+    )
+    done = lowtail(tmp_path, "import-captures", str(root), "--spec", "spec.toml", "--db", "t.duckdb", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {r["rate_pps"] for r in json.loads(done.stdout)["runs"]} == {0}
+    compared = lowtail(tmp_path, "compare", "latest", "--db", "t.duckdb", "--json")
+    assert compared.returncode in (0, 3), compared.stderr
+    (configuration,) = json.loads(compared.stdout)["configurations"]
+    assert configuration["repetitions"] == 2 and "kpps" not in configuration["label"]

@@ -95,9 +95,10 @@ def test_every_run_of_the_default_has_enough_packets_for_its_verdict_and_the_swe
     for point in exp.traffic:
         measured = point.rate_pps * exp.measured_ns(point) // 1_000_000_000
         assert measured >= exp.verdict.packets_needed, (point.rate_pps, measured, exp.verdict.packets_needed)
-    # `make run` must stay well under ten minutes: traffic alone, before set-up and analysis.
+    # `make run` must stay well under ten minutes: traffic alone, before set-up and analysis
+    # (runs that can PASS at 99.999 % with 95 % confidence take ~480,000 packets each).
     traffic_s = sum(exp.traffic_ns(c.traffic) for c in exp.combinations()) / 1e9
-    assert traffic_s <= 90, traffic_s
+    assert traffic_s <= 150, traffic_s
 
 
 def test_auto_duration_is_enough_for_the_judged_percentile_at_each_rate_and_no_more():
@@ -107,7 +108,7 @@ def test_auto_duration_is_enough_for_the_judged_percentile_at_each_rate_and_no_m
         "exp.toml",
     )
     needed = exp.verdict.packets_needed
-    assert needed == 10_000
+    assert needed == 29_956  # ln 0.05 / ln 0.9999: the largest of that many bounds p99.99 at 95 %
     for point in exp.traffic:
         ns = exp.measured_ns(point)
         packets = point.rate_pps * ns / 1e9
@@ -116,8 +117,8 @@ def test_auto_duration_is_enough_for_the_judged_percentile_at_each_rate_and_no_m
         assert (
             ns == spec.MIN_DURATION_NS or packets < needed * spec.AUTO_MARGIN + point.rate_pps * spec.AUTO_STEP_NS / 1e9
         )
-    assert exp.measured_ns(exp.traffic[0]) == 11 * 10**9  # 10,000 packets + 10 % at 1 kpps
-    assert exp.measured_ns(exp.traffic[-1]) == spec.MIN_DURATION_NS  # 3 Mpps: a floor, not 4 ms
+    assert exp.measured_ns(exp.traffic[0]) == 48 * 10**9  # 29,956 packets + 60 % at 1 kpps, to 0.1 s
+    assert exp.measured_ns(exp.traffic[-1]) == spec.MIN_DURATION_NS  # 3 Mpps: a floor, not 16 ms
 
 
 def test_a_fixed_duration_applies_to_every_rate():

@@ -150,7 +150,7 @@ def test_a_failed_write_leaves_neither_run_nor_analysis(tmp_path):
 def test_the_report_has_verdicts_floor_plots_and_host(stored, tmp_path):
     db, eid, ids = stored
     html = write_experiment_report(db, "latest", tmp_path / "r.html").read_text()
-    assert "99th percentile under 100.000 µs, no loss" in html  # the stored file's verdict settings
+    assert "99th percentile under 100.000 µs (95 % confidence), no loss" in html  # the stored file's verdict settings
     assert "2 of 3 runs pass" not in html and "1 of 3 runs pass" in html
     assert html.count("class='lt-plot-spec'") == 2 * 4  # an HDR plot and a worst-event scatter per run
     assert html.count("wire (calibration run 1)") == 3  # the floor curve beside each DuT run's, in its legend
@@ -173,7 +173,7 @@ def test_experiment_report_takes_the_percentile_too(stored, tmp_path):
         text=True,
     )
     assert done.returncode == 0, done.stderr
-    assert "99.99th percentile under 100.000 µs, no loss" in out.read_text()
+    assert "99.99th percentile under 100.000 µs (95 % confidence), no loss" in out.read_text()
     bad = subprocess.run(
         [sys.executable, "-m", "lowtail", "experiment", "report", str(eid), "--percentile", "99.95"],
         env={**os.environ, "LOWTAIL_DB": str(db)},

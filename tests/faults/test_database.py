@@ -360,3 +360,25 @@ def test_opening_gives_a_database_only_the_schema_files_it_lacks(tmp_path):
     with open_store(db) as s:
         assert s.database_id == identity
     assert "import_ids" in tables() and listed() == every
+
+
+def test_a_reader_of_an_older_database_gives_it_the_tables_of_this_version(tmp_path):
+    """Readers (reports, list, compare) open the database read-only and query every table
+    of this version: a database an older lowtail made (here: before the explanations'
+    tables) is given its missing schema files once, then read. Before: `experiment report`
+    on an experiment stored before explain existed was exit 70 ("Table with name
+    run_explanations does not exist")."""
+    from lowtail.store import open_store
+
+    db = tmp_path / "older.duckdb"
+    with open_store(db):
+        pass
+    for table in ("run_causes", "run_explanations", "run_traces"):  # as an older lowtail left it
+        _query(db, f"DROP TABLE {table}")
+    _query(db, "DELETE FROM schema_files WHERE name LIKE '017_%'")
+    with open_store(db, read_only=True) as s:
+        assert s.read_only
+        assert s.con.execute("SELECT count(*) FROM run_explanations").fetchone() == (0,)
+    assert any(n.startswith("017_") for (n,) in _query(db, "SELECT name FROM schema_files"))
+    done = run_cli("list", "--db", db, "--json")
+    assert done.returncode == 0, done.stderr

@@ -3,6 +3,8 @@ the beat frequency predicts, and the overlay on a real (synthetic-capture) run."
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from model_helpers import add_experiment, add_run, synth_and_analyze
@@ -26,6 +28,15 @@ def test_pattern_repeats_with_the_beat_period(rate, period_s):
     hits = w[w[:, 1] > spec.base_latency_ns]
     starts = _episodes(hits[:, 0] / 1e9)
     assert np.median(np.diff(starts)) == pytest.approx(period_s, rel=0.01)
+
+
+def test_the_stored_spec_is_every_parameter_of_the_model():
+    # AliasingSpec.as_document writes its fields out for the typed document: one left out
+    # (or a field added to the spec and not to the document) would be lost from stored results.
+    spec = al.AliasingSpec(rate_pps=10_001.0, irq_durations_ns=[4_000.0], service_ns=700.0, jitter_ns=5.0, seed=3)
+    assert al.simulate(dataclasses.replace(spec, duration_s=0.1))["spec"] == dataclasses.asdict(
+        dataclasses.replace(spec, duration_s=0.1)
+    )
 
 
 def test_the_papers_parameters_give_two_regular_sawtooth_lines():

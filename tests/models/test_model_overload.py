@@ -374,3 +374,21 @@ def test_cli_overload_bad_profiles_are_one_line(cli, db, tmp_path, content, mess
     profile.write_text(content)
     r = cli("model", "overload", "--t-transfer", "3.1us", "--t-e2e", "14.5us", "--no-store", "--irq-profile", profile)
     assert r.code == 2 and message in r.err and len(r.err.strip().splitlines()) == 1, r.err
+
+
+def test_cli_knee_keeps_each_configuration_of_a_dut_its_own_sweep(cli, db, store_at):
+    """Issue 22: `model knee` grouped runs by DuT name only, so a vanilla-guest and an
+    rt-guest sweep of one VM DuT became one (p50 from one, p99.999 from the other)."""
+    with store_at() as s:
+        eid = add_experiment(s)
+        for guest, p99 in (("vanilla", 40_000), ("rt", 9_000)):
+            for rate in (10_000, 20_000):
+                aid = add_analysis(s, sent=100_000, lost=0, p50=5_000, p99=p99, p99_999=p99 * 2)
+                add_run(s, eid, dut_name="vm", dut_config={"guest_kernel": guest}, rate_pps=rate, analysis_id=aid)
+    r = cli("model", "knee", eid, "--db", db, "--json", "--no-store")
+    assert r.code == 0, r.err
+    docs = {doc["dut"]: doc for doc in r.json()}
+    assert set(docs) == {"vm · guest_kernel vanilla", "vm · guest_kernel rt"}, set(docs)
+    for name, doc in docs.items():
+        # Each sweep holds its own two rates, one run each.
+        assert [row["rate_pps"] for row in doc["rates"]] == [10_000, 20_000], (name, doc["rates"])

@@ -15,6 +15,7 @@ import numpy as np
 
 from lowtail import _native, percentiles
 from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.compare.intervals import Evidence, bounds_document
 from lowtail.report.compare import Drawn
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
@@ -141,15 +142,16 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
         per_rep = [_figures(r, keys) for r in reps]
         run_ids = [index * 3 + i + 1 for i in range(3)]
         worst = max(range(3), key=lambda i: per_rep[i]["p99_99"])
-        judgement = verdict.judge(
-            {
-                "calibration": False,
-                "valid": True,
-                "analysis_id": 1,
-                "lost": 0,
-                "sent": len(pooled),
-                "figures": {"latency_ns": {**figures, "p99_99": round(figures["p99_99"])}},
-            }
+        # Judged as a stored run is: on the one-sided bounds of its packets (a packet every
+        # 100 µs, time blocks as an analysis keeps them).
+        summary = _native.SeriesSummary()
+        summary.record(np.arange(len(pooled), dtype=np.int64) * 100_000, pooled.astype(np.int64))
+        judgement = verdict.judge_figures(
+            len(pooled),
+            round(figures[verdict.key]),
+            0,
+            len(pooled),
+            intervals=bounds_document(Evidence([summary]), [verdict.key], confidence=verdict.confidence),
         )
         label = f"{dut} · {containment} · {format_rate(rate)}"
         configurations.append(

@@ -17,9 +17,13 @@ import pytest
 from PIL import Image
 from report_fixtures import comparison_document, experiment, short_analysis
 
+from lowtail.compare.certificate import certify_and_store
+from lowtail.compare.comparison import CompareOptions
 from lowtail.report.analysis import write_analysis_report
+from lowtail.report.certificate import write_certificate
 from lowtail.report.compare import comparison_page
 from lowtail.report.experiment import write_experiment_report
+from lowtail.store import open_store
 
 pytestmark = pytest.mark.slow
 
@@ -62,7 +66,16 @@ def pages(tmp_path_factory):
     edb, eid = experiment(tmp)
     experiment_page = write_experiment_report(edb, eid, tmp / "experiment.html")
     compare = comparison_page(*comparison_document()).write(tmp / "compare.html")
-    return {"analysis": analysis, "experiment": experiment_page, "compare": compare}
+    with open_store(edb) as store:
+        record = certify_and_store(store, [str(eid)], CompareOptions())
+    certificate = write_certificate(record, tmp / "certificate.html")
+    return {
+        "analysis": analysis,
+        "experiment": experiment_page,
+        "compare": compare,
+        "certificate": certificate,
+        "record": record,
+    }
 
 
 # Per plot: its traces with points, whether plotly drew it, and the rectangles of its plot
@@ -185,7 +198,7 @@ def test_a_short_analysis_shows_its_packet_rate(browser, pages):
     assert all(9_000 < b[0] < 11_000 for b in bars)  # packets over the part of the second covered
 
 
-@pytest.mark.parametrize("page", ["analysis", "experiment", "compare"])
+@pytest.mark.parametrize("page", ["analysis", "experiment", "compare", "certificate"])
 def test_the_first_screen_holds_the_verdicts(browser, pages, page, tmp_path):
     """A laptop's first screen (1366 × 768) of each page holds its verdict cards, whole,
     before any banner, the contents or a section (the experiment page opened with a wall of
@@ -215,6 +228,29 @@ def test_the_first_screen_holds_the_verdicts(browser, pages, page, tmp_path):
         browser.save_screenshot(str(shots / f"{page}-first-screen.png"))
     finally:
         browser.set_window_size(WIDTH, 1000)
+
+
+def test_the_qualification_record_reads_in_the_browser(browser, pages):
+    """`lowtail certify`'s page: no console error, its contents resolve, it fits 1400 px,
+    and each card shows the verdict of its configuration as the record states it (its
+    status; the cause is in the card's details)."""
+    browser.get_log("browser")
+    browser.get(pages["certificate"].as_uri())
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    links = browser.execute_script(
+        "return Array.from(document.querySelectorAll('nav.toc a')).map(a => a.getAttribute('href').slice(1))"
+    )
+    assert links and all(browser.execute_script("return !!document.getElementById(arguments[0])", i) for i in links)
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= WIDTH
+    cards = browser.execute_script(
+        "return Array.from(document.querySelectorAll('.lt-card')).map(c => "
+        "[c.querySelector('.name').innerText, c.querySelector('.status').innerText])"
+    )
+    expected = [[c["label"], c["verdict"]["status"]] for c in pages["record"]["configurations"]]
+    assert [[n.strip(), s.strip()] for n, s in cards] == expected
+    if SCREENSHOTS:
+        _full_screenshot(browser, Path(SCREENSHOTS) / "certificate.png")
 
 
 @pytest.fixture(scope="module")

@@ -152,3 +152,19 @@ def test_the_knee_table_says_overload_not_ok():
         {"rates": [{"rate_pps": 1e4, "loss": 0.0, "p50_ns": 1, "p99_ns": 2, "p99_999_ns": 3, "overloaded": False}]}
     )
     assert header[-1] == "overload" and rows[0][-1] == "not overloaded"
+
+
+def test_the_inconclusive_note_names_a_percentile_no_packet_count_bounds():
+    """A percentile whose series wanders between time blocks has no packet count that
+    bounds it (packets_needed None): the note says so beside the others. Before: exit 70
+    (sorting None among the counts) in `compare` of an experiment with such a run."""
+    from lowtail.report.tables import not_resolvable_note
+
+    def interval(needed):
+        return {"resolvable": False, "packets_needed": needed}
+
+    doc = {"level": 0.95, "configurations": [{"intervals": {"p50": interval(None), "p99_9": interval(3_304_777)}}]}
+    note = not_resolvable_note(doc)
+    assert note is not None
+    assert "p99.9 takes 3,304,777" in note
+    assert "p50 wanders between time blocks" in note

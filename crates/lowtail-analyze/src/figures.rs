@@ -4,7 +4,7 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use lowtail_stats::hgrm::PercentileRow;
-use lowtail_stats::{Bin, WorstEvent, HEADLINE_PERCENTILES};
+use lowtail_stats::{Bin, SeriesSummary, WorstEvent, HEADLINE_PERCENTILES};
 
 /// Latency figures in integer nanoseconds (mean and stddev as floats). Serialised as
 /// min, mean, stddev, each headline percentile under its key (p50 … p99_9999), max, samples.
@@ -148,6 +148,10 @@ pub struct Analysis {
     pub export_rows: u64,
     /// Wall time of the analysis.
     pub elapsed_s: f64,
+    /// The latencies' exact distribution and time blocks: what pooling and confidence
+    /// intervals need of the series, in a few hundred kilobytes (not in the JSON document).
+    #[serde(skip)]
+    pub summary: SeriesSummary,
 }
 
 impl Analysis {

@@ -9,7 +9,9 @@ use std::time::Instant;
 use lowtail_capture::Progress;
 use lowtail_match::suggest::explain;
 use lowtail_match::{Counters, MatchSink, Matched, Matcher, Outcome, Unwrapper};
-use lowtail_stats::{auto_bins, ExactHistogram, HdrRecorder, Quantile, WorstN, HEADLINE_PERCENTILES};
+use lowtail_stats::{
+    auto_bins, ExactHistogram, HdrRecorder, Quantile, SeriesSummary, TimeBlocks, WorstN, HEADLINE_PERCENTILES,
+};
 
 use crate::error::{AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
@@ -34,6 +36,8 @@ const WRAP_BIAS: u64 = 1 << 32;
 /// Receives matched packets in PRE order and turns them into figures.
 struct FigureSink {
     exact: ExactHistogram,
+    /// The same latencies by time block (with `exact`, the run's summary).
+    blocks: TimeBlocks,
     /// How early each packet with a negative latency arrived (its latency negated).
     early: ExactHistogram,
     worst: WorstN,
@@ -54,6 +58,7 @@ impl MatchSink for FigureSink {
         let latency = m.post_ts.saturating_sub(m.pre_ts);
         let id = m.id.wrapping_sub(self.id_bias);
         self.exact.record(latency);
+        self.blocks.record(m.pre_ts, latency);
         self.worst.offer(latency, m.pre_ts, id);
         if let Some(w) = self.export.as_mut() {
             if let Err(e) = w.push(id, m.pre_ts, m.post_ts) {
@@ -189,6 +194,7 @@ pub fn analyze_pair(
     let wraps = pre_reader.wraps || post_reader.wraps;
     let sink = FigureSink {
         exact: ExactHistogram::new(),
+        blocks: TimeBlocks::new(),
         early: ExactHistogram::new(),
         worst: WorstN::new(options.worst),
         id_bias: if wraps { WRAP_BIAS } else { 0 },
@@ -266,6 +272,7 @@ pub fn analyze_pair(
         (Some(s), Some(l)) => l.saturating_sub(s).saturating_sub(options.trim_ns).max(0),
         _ => 0,
     };
+    let latency_histogram = auto_bins(&mut sink.exact, options.histogram_bins);
     Ok(Analysis {
         sent: counters.sent,
         received: counters.received,
@@ -285,7 +292,7 @@ pub fn analyze_pair(
         latency_ns: latency,
         percentiles: hdr.rows(5),
         hgrm: hdr.hgrm(5, 1000.0),
-        latency_histogram: auto_bins(&mut sink.exact, options.histogram_bins),
+        latency_histogram,
         jitter_pre_histogram: auto_bins(&mut pre_jitter, options.histogram_bins),
         jitter_post_histogram: auto_bins(&mut post_jitter, options.histogram_bins),
         worst: sink.worst.into_time_order(),
@@ -296,6 +303,7 @@ pub fn analyze_pair(
         export_path: options.export.as_ref().map(|p| p.display().to_string()),
         export_rows,
         elapsed_s: started.elapsed().as_secs_f64(),
+        summary: SeriesSummary { exact: sink.exact, blocks: sink.blocks },
     })
 }
 

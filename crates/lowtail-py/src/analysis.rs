@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -10,6 +11,8 @@ use lowtail_analyze::{analyze_pair, AnalyzeOptions, Control, OptionsError};
 use lowtail_frame::{Endian, IdFormat};
 
 use crate::errors::{analyze_error, options_error};
+use crate::stats::PySeriesSummary;
+use lowtail_stats::SeriesSummary;
 
 /// How to find packet ids and what to compute: `lowtail analyze`'s options under the
 /// names of lowtail_analyze::AnalyzeOptions, its defaults and its check. Keyword
@@ -173,6 +176,8 @@ struct Analyzer {
     options: AnalyzeOptions,
     control: Control,
     total_bytes: u64,
+    /// The last run's latency summary, until `take_summary` takes it.
+    summary: Mutex<Option<SeriesSummary>>,
 }
 
 #[pymethods]
@@ -183,13 +188,24 @@ impl Analyzer {
         let options = options.map(|o| o.get().0.clone()).unwrap_or_default();
         let size = |p: &PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let total_bytes = size(&pre) + size(&post);
-        Analyzer { pre, post, options, control: Control::default(), total_bytes }
+        Analyzer { pre, post, options, control: Control::default(), total_bytes, summary: Mutex::new(None) }
     }
 
-    /// Run the analysis; returns the figures as JSON.
+    /// Run the analysis; returns the figures as JSON (`take_summary` then gives the
+    /// latencies' summary).
     fn run(&self, py: Python<'_>) -> PyResult<String> {
         let result = py.detach(|| analyze_pair(&self.pre, &self.post, &self.options, &self.control));
-        result.map(|a| a.to_json()).map_err(|e| analyze_error(&e))
+        let mut analysis = result.map_err(|e| analyze_error(&e))?;
+        let json = analysis.to_json();
+        *self.summary.lock().expect("summary lock") = Some(std::mem::take(&mut analysis.summary));
+        Ok(json)
+    }
+
+    /// The exact distribution and time blocks of the last run's latencies (once; None
+    /// before a run finished).
+    fn take_summary(&self, py: Python<'_>) -> PyResult<Option<PySeriesSummary>> {
+        let taken = self.summary.lock().expect("summary lock").take();
+        taken.map(|s| PySeriesSummary::wrap(py, s)).transpose()
     }
 
     /// (bytes read, bytes in total) over both files.

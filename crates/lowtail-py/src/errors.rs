@@ -46,6 +46,7 @@ exception_classes! {
     OutputError(LowtailError): "An output file could not be written.";
     ExportError(OutputError): "The matched series could not be written.";
     CancelledError(LowtailError): "The analysis was cancelled.";
+    SummaryError(LowtailError): "Stored bytes that are not a latency summary (damaged, or of a later format).";
     InternalError(LowtailError): "A bug in the native code (a thread panicked).";
 }
 
@@ -133,4 +134,9 @@ pub fn sim_error(e: &SimError) -> PyErr {
 /// A spec that is not valid JSON for its type.
 pub fn spec_json_error(what: &str, e: serde_json::Error) -> PyErr {
     SpecError::new_err(format!("bad {what} spec: {e}"))
+}
+
+/// The Python exception of bytes that are not a latency summary.
+pub fn summary_error(e: &lowtail_stats::SummaryError) -> PyErr {
+    raise::<SummaryError>(e)
 }

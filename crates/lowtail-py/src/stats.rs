@@ -6,10 +6,13 @@
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyFloat, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyFloat, PyTuple};
 
 use lowtail_analyze::SERIES_COLUMNS;
-use lowtail_stats::{ExactHistogram, Quantile, HEADLINE_PERCENTILES};
+use lowtail_stats::summary::{FIRST_WIDTH_NS, FORMAT, MAX_BLOCKS};
+use lowtail_stats::{ExactHistogram, Quantile, SeriesSummary, TimeBlocks, HEADLINE_PERCENTILES};
+
+use crate::errors::summary_error;
 
 /// A quantile as Python holds it exactly: a `fractions.Fraction`.
 fn to_fraction(py: Python<'_>, q: Quantile) -> PyResult<Bound<'_, PyAny>> {
@@ -104,10 +107,125 @@ impl PyExactHistogram {
     fn memory_bytes(&self) -> usize {
         self.0.memory_bytes()
     }
+
+    /// Samples at or below `value`: its rank from below (0 when every sample is above it).
+    fn count_at_most(&mut self, value: i64) -> u64 {
+        self.0.iter().take_while(|&(v, _)| v <= value).map(|(_, c)| c).sum()
+    }
+}
+
+/// A run's latencies as the statistics need them, without the series: the exact
+/// distribution (`histogram`, an `ExactHistogram`) and the packets of each time block of
+/// PRE time by coarse latency bucket (see lowtail_stats::summary). Stored as `to_bytes()`;
+/// `from_bytes` checks everything and raises `SummaryError` for bytes that are not one.
+#[pyclass(module = "lowtail._native", name = "SeriesSummary")]
+pub struct PySeriesSummary {
+    histogram: Py<PyExactHistogram>,
+    blocks: TimeBlocks,
+}
+
+impl PySeriesSummary {
+    pub fn wrap(py: Python<'_>, summary: SeriesSummary) -> PyResult<Self> {
+        Ok(PySeriesSummary { histogram: Py::new(py, PyExactHistogram(summary.exact))?, blocks: summary.blocks })
+    }
+}
+
+#[pymethods]
+impl PySeriesSummary {
+    #[new]
+    fn new(py: Python<'_>) -> PyResult<Self> {
+        Self::wrap(py, SeriesSummary::new())
+    }
+
+    /// Count packets in PRE order: their PRE timestamps and latencies, two buffers of
+    /// 64-bit integers of one length (NumPy int64 arrays).
+    fn record(&mut self, py: Python<'_>, pre_ts_ns: PyBuffer<i64>, latency_ns: PyBuffer<i64>) -> PyResult<()> {
+        let (ts, lat) = (pre_ts_ns.to_vec(py)?, latency_ns.to_vec(py)?);
+        if ts.len() != lat.len() {
+            return Err(PyValueError::new_err(format!(
+                "{} timestamps and {} latencies: one of each per packet",
+                ts.len(),
+                lat.len()
+            )));
+        }
+        let mut hist = self.histogram.borrow_mut(py);
+        let (h, blocks) = (&mut hist.0, &mut self.blocks);
+        py.detach(|| {
+            for (&t, &v) in ts.iter().zip(&lat) {
+                h.record(v);
+                blocks.record(t, v);
+            }
+        });
+        Ok(())
+    }
+
+    /// The exact distribution of every packet counted.
+    #[getter]
+    fn histogram(&self, py: Python<'_>) -> Py<PyExactHistogram> {
+        self.histogram.clone_ref(py)
+    }
+
+    /// Packets counted.
+    #[getter]
+    fn count(&self, py: Python<'_>) -> u64 {
+        self.histogram.borrow(py).0.count()
+    }
+
+    /// The first packet's PRE timestamp (None when empty).
+    #[getter]
+    fn origin_ns(&self) -> Option<i64> {
+        self.blocks.origin_ns()
+    }
+
+    /// The width of every time block.
+    #[getter]
+    fn block_width_ns(&self) -> i64 {
+        self.blocks.width_ns()
+    }
+
+    /// Packets in each time block, in time order.
+    fn block_packets(&self) -> Vec<u64> {
+        self.blocks.blocks().iter().map(|b| b.packets).collect()
+    }
+
+    /// Packets in each time block whose latency lies in a bucket above `value`'s (buckets
+    /// are exact below 256 ns and at most 1/128 of their value wide above).
+    fn blocks_above(&self, value: i64) -> Vec<u64> {
+        self.blocks.blocks().iter().map(|b| b.above(value)).collect()
+    }
+
+    /// The summary as stored (compressed; a few hundred kB for millions of packets).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let mut hist = self.histogram.borrow_mut(py);
+        let mut summary = SeriesSummary { exact: std::mem::take(&mut hist.0), blocks: self.blocks.clone() };
+        let bytes = py.detach(|| summary.to_bytes());
+        hist.0 = summary.exact;
+        PyBytes::new(py, &bytes)
+    }
+
+    /// A summary from `to_bytes()`'s output; SummaryError for bytes that are not one.
+    #[staticmethod]
+    fn from_bytes(py: Python<'_>, data: &[u8]) -> PyResult<Self> {
+        let summary = py.detach(|| SeriesSummary::from_bytes(data)).map_err(|e| summary_error(&e))?;
+        Self::wrap(py, summary)
+    }
+
+    /// Pickled as its bytes (a campaign's workers send summaries to the coordinator).
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let py = slf.py();
+        let from_bytes = py.get_type::<PySeriesSummary>().getattr("from_bytes")?;
+        Ok((from_bytes, (slf.borrow().to_bytes(py),)))
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyExactHistogram>()?;
+    m.add_class::<PySeriesSummary>()?;
+    // How the time blocks of a summary are made: the first width and the most blocks.
+    m.add("SUMMARY_FIRST_BLOCK_NS", FIRST_WIDTH_NS)?;
+    m.add("SUMMARY_MAX_BLOCKS", MAX_BLOCKS)?;
+    // The format version `SeriesSummary.to_bytes` writes.
+    m.add("SUMMARY_FORMAT", FORMAT)?;
     m.add_function(wrap_pyfunction!(nearest_rank, m)?)?;
     // ((key, Fraction), ...): p50 … p99_9999, the percentiles every summary reports, exact.
     let headline = HEADLINE_PERCENTILES

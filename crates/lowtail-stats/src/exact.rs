@@ -125,6 +125,26 @@ impl ExactHistogram {
         self.spill_sorted = false;
     }
 
+    /// How many samples `record_n(v, n)` would keep one by one (outside the counter
+    /// pages): what a reader of untrusted counts checks before it records them.
+    pub(crate) fn spill_if_recorded(&self, v: i64, n: u64) -> u64 {
+        if !(0..DENSE_LIMIT).contains(&v) || n > u64::from(u32::MAX) {
+            return n;
+        }
+        let p = (v >> PAGE_BITS) as usize;
+        match self.pages.get(p) {
+            Some(Some(slots)) => u64::from(slots[(v as usize) & (PAGE_LEN - 1)].checked_add(n as u32).is_none()) * n,
+            _ => {
+                let hits = self.spilled_hits.get(p).copied().unwrap_or(0).saturating_add(n as u32);
+                if hits >= PAGE_THRESHOLD && self.dense_pages < PAGE_BUDGET {
+                    0
+                } else {
+                    n
+                }
+            }
+        }
+    }
+
     /// Add every sample of `other`: the histogram of the two sample sets together, exactly.
     pub fn merge(&mut self, other: &mut ExactHistogram) {
         for (v, c) in other.iter() {

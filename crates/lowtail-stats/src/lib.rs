@@ -12,6 +12,7 @@ pub mod exact;
 pub mod hgrm;
 pub mod rank;
 pub mod rates;
+pub mod summary;
 pub mod worst;
 
 pub use bins::{auto_bins, Bin};
@@ -19,6 +20,7 @@ pub use exact::ExactHistogram;
 pub use hgrm::HdrRecorder;
 pub use rank::{nearest_rank, Quantile, QuantileError};
 pub use rates::PerSecond;
+pub use summary::{SeriesSummary, SummaryError, TimeBlocks};
 pub use worst::{WorstEvent, WorstN};
 
 /// The percentiles every summary reports, with their JSON keys, held exactly.

@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from lowtail.campaign import DEFAULT_PATTERN
+from lowtail.campaign import DEFAULT_PATTERN, CampaignOptions
 from lowtail.errors import UserError
+
+if TYPE_CHECKING:
+    from lowtail.documents import AnalyzeOptionsDocument, CapturePair
 
 SIDES = ("pre", "post")
 
@@ -29,9 +32,9 @@ class Pair:
         """Both captures are there."""
         return self.pre is not None and self.post is not None
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CapturePair:
         """The pair as the store and --json take it."""
-        return asdict(self)
+        return {"name": self.name, "pre": self.pre, "post": self.post, "key": self.key}
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:
@@ -48,9 +51,9 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
     return compiled
 
 
-def _identity(pre: str | None, post: str | None, options: dict[str, Any]) -> str:
+def _identity(pre: str | None, post: str | None, options: AnalyzeOptionsDocument) -> str:
     """What makes a pair the same pair: both files (path, size, mtime) and the options."""
-    parts: list[Any] = []
+    parts: list[object] = []
     for path in (pre, post):
         if path is None:
             parts.append(None)
@@ -64,7 +67,7 @@ def _identity(pre: str | None, post: str | None, options: dict[str, Any]) -> str
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def find_pairs(directory: Path, pattern: str, options: dict[str, Any]) -> list[Pair]:
+def find_pairs(directory: Path, pattern: str, options: AnalyzeOptionsDocument) -> list[Pair]:
     """The pairs of `directory` by name (sorted by name); captures without their partner
     come back as incomplete pairs, so that the campaign can say which."""
     if not directory.is_dir():
@@ -85,7 +88,7 @@ def find_pairs(directory: Path, pattern: str, options: dict[str, Any]) -> list[P
     return [pairs_of(name, s.get("pre"), s.get("post"), options) for name, s in sorted(sides.items())]
 
 
-def pairs_of(name: str, pre: str | None, post: str | None, options: dict[str, Any]) -> Pair:
+def pairs_of(name: str, pre: str | None, post: str | None, options: AnalyzeOptionsDocument) -> Pair:
     """A pair with its identity."""
     return Pair(name=name, pre=pre, post=post, key=_identity(pre, post, options))
 
@@ -96,6 +99,8 @@ def name_of(pre: str) -> str:
     return m.group("name") if m else Path(pre).stem
 
 
-def campaign_key(source: str, pattern: str, options: dict[str, Any]) -> str:
-    """What makes a campaign the same campaign: its source, pattern and options."""
-    return hashlib.sha256(json.dumps([source, pattern, options], sort_keys=True).encode()).hexdigest()[:32]
+def campaign_key(options: CampaignOptions) -> str:
+    """What makes a campaign the same campaign: its source, pattern and analysis options
+    (not where it runs or where its series go)."""
+    parts = [options.source, options.pattern, options.analysis]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]

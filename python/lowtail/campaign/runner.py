@@ -12,19 +12,27 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail.campaign.pairs import Pair
+from lowtail.campaign import CampaignOptions
+from lowtail.campaign.pairs import Pair, campaign_key
 from lowtail.campaign.work import PairOutcome, PairTask, analyze_task
 from lowtail.errors import UserError
+from lowtail.store import DbPath, open_store
 from lowtail.store import campaigns as stored
-from lowtail.store import open_store
 
 if TYPE_CHECKING:
+    from lowtail.documents import (
+        AnalysisDocument,
+        CampaignDocument,
+        CampaignFailure,
+        CampaignPairEntry,
+        CampaignWorker,
+    )
+    from lowtail.store.campaigns import StoredPair
     from lowtail.store.db import Store
 
 # How long the coordinator waits for a lost scheduler to come back before it stops.
@@ -60,9 +68,9 @@ class CampaignResult:
     """What `campaign analyze --json` prints."""
 
     campaign_id: int
-    pairs: list[dict[str, Any]] = field(default_factory=list)
-    failed: list[dict[str, Any]] = field(default_factory=list)
-    workers: list[dict[str, Any]] = field(default_factory=list)
+    pairs: list[CampaignPairEntry] = field(default_factory=list)
+    failed: list[CampaignFailure] = field(default_factory=list)
+    workers: list[CampaignWorker] = field(default_factory=list)
     stopped: str | None = None  # why the campaign stopped before its end
     interrupted: bool = False  # by the user (Ctrl-C), rather than by a lost scheduler
 
@@ -71,7 +79,7 @@ class CampaignResult:
         """Some pair failed or is partial itself, or the campaign stopped early."""
         return bool(self.failed or self.stopped or any(p["partial"] for p in self.pairs))
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CampaignDocument:
         """The --json document."""
         return {
             "campaign_id": self.campaign_id,
@@ -84,8 +92,8 @@ class CampaignResult:
 
 
 def _pair_entry(
-    pair: Pair, analysis_id: int, worker: str | None, figures: Mapping[str, Any], resumed: bool
-) -> dict[str, Any]:
+    pair: Pair, analysis_id: int, worker: str | None, figures: AnalysisDocument | StoredPair, resumed: bool
+) -> CampaignPairEntry:
     return {
         "name": pair.name,
         "pre": pair.pre,
@@ -94,8 +102,8 @@ def _pair_entry(
         "sent": figures["sent"],
         "lost": figures["lost"],
         "latency_ns": figures["latency_ns"],
-        "partial": bool(figures.get("partial", False)),
-        "series": figures.get("export_path"),
+        "partial": bool(figures["partial"]),
+        "series": figures["export_path"],
         "worker": worker,
         "resumed": resumed,
     }
@@ -152,7 +160,9 @@ def _worker_addresses(client: Any) -> list[str]:
 class _Campaign:
     """One run of a campaign against one cluster."""
 
-    def __init__(self, store: Store, campaign_id: int, options: dict[str, Any], on_progress: ProgressCallback | None):
+    def __init__(
+        self, store: Store, campaign_id: int, options: CampaignOptions, on_progress: ProgressCallback | None
+    ) -> None:
         self.store = store
         self.options = options
         self.result = CampaignResult(campaign_id)
@@ -175,7 +185,7 @@ class _Campaign:
             self.result.failed.append({**pair.as_dict(), "error": outcome.error, "worker": outcome.worker})
         else:
             analysis_id, _ = stored.save_pair(
-                self.store, self.result.campaign_id, pair.as_dict(), outcome.doc, self.options, outcome.worker
+                self.store, self.result.campaign_id, pair.as_dict(), outcome.doc, self.options.analysis, outcome.worker
             )
             self.result.pairs.append(_pair_entry(pair, analysis_id, outcome.worker, outcome.doc, resumed=False))
             self.packets += outcome.doc["sent"] + outcome.doc["received"]
@@ -189,7 +199,7 @@ class _Campaign:
         self.done += 1
         self.progress()
 
-    def run(self, client: Any, todo: list[Pair], series_dir: Path | None) -> None:
+    def run(self, client: Any, todo: list[Pair]) -> None:
         from distributed import wait
         from distributed.client import FuturesCancelledError  # a CancelledError
 
@@ -198,8 +208,9 @@ class _Campaign:
         futures = {}
         for pair in todo:
             assert pair.pre is not None and pair.post is not None
+            series_dir = self.options.series_dir
             series = str(series_dir / f"{pair.name}-series.parquet") if series_dir else None
-            task = PairTask(pair.name, pair.pre, pair.post, pair.key, self.options, series)
+            task = PairTask(pair.name, pair.pre, pair.post, pair.key, self.options.analysis, series)
             futures[client.submit(analyze_task, task, key=f"lowtail-pair-{pair.key}", pure=False)] = pair
         pending = set(futures)
         self.progress()
@@ -270,33 +281,20 @@ class _Campaign:
 
 
 def run_campaign(
-    db: Path,
-    campaign_key: str,
-    source: str,
+    db: DbPath,
     pairs: list[Pair],
-    options: dict[str, Any],
-    scheduler: str | None,
-    series_dir: Path | None,
+    options: CampaignOptions,
     on_progress: ProgressCallback | None = None,
 ) -> CampaignResult:
-    """Analyse every complete pair not stored yet on the cluster at `scheduler` (None: a local
-    cluster of this machine's cores) and store it; incomplete pairs are failures. Returns
-    what `campaign analyze --json` prints."""
+    """Analyse every complete pair not stored yet on the cluster at `options.scheduler` (None:
+    a local cluster of this machine's cores) and store it; incomplete pairs are failures.
+    Returns what `campaign analyze --json` prints."""
     with open_store(db) as s:
-        return _run(s, campaign_key, source, pairs, options, scheduler, series_dir, on_progress)
+        return _run(s, pairs, options, on_progress)
 
 
-def _run(
-    s: Store,
-    campaign_key: str,
-    source: str,
-    pairs: list[Pair],
-    options: dict[str, Any],
-    scheduler: str | None,
-    series_dir: Path | None,
-    on_progress: ProgressCallback | None,
-) -> CampaignResult:
-    campaign_id = stored.open_campaign(s, campaign_key, source, options)
+def _run(s: Store, pairs: list[Pair], options: CampaignOptions, on_progress: ProgressCallback | None) -> CampaignResult:
+    campaign_id = stored.open_campaign(s, campaign_key(options), options.source, options.analysis)
     already = stored.stored_pairs(s, [p.key for p in pairs])
     campaign = _Campaign(s, campaign_id, options, on_progress)
     todo = []
@@ -311,9 +309,9 @@ def _run(
             todo.append(pair)
     campaign.total = campaign.done = len(pairs) - len(todo)
     if todo:
-        client = _connect(scheduler)
+        client = _connect(options.scheduler)
         try:
-            campaign.run(client, todo, series_dir)
+            campaign.run(client, todo)
         finally:
             _close(client)
     result = campaign.result

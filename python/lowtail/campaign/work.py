@@ -6,10 +6,13 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.errors import Failure, UserError
+
+if TYPE_CHECKING:
+    from lowtail.documents import AnalyzeOptionsDocument
 
 
 @dataclass
@@ -20,7 +23,7 @@ class PairTask:
     pre: str
     post: str
     key: str
-    options: dict[str, Any]
+    options: AnalyzeOptionsDocument  # without an export path: `series` is this pair's
     series: str | None
 
 
@@ -47,12 +50,10 @@ def analyze_task(task: PairTask) -> PairOutcome:
     """Analyse one pair where this worker runs. Bad captures are an outcome with an error
     (retrying them elsewhere would fail the same way); only a lost worker makes Dask retry."""
     worker = _worker_address()
-    options = dict(task.options)
     if task.series:
         Path(task.series).parent.mkdir(parents=True, exist_ok=True)
-        options["export"] = task.series
     try:
-        doc = analyze_pair(task.pre, task.post, analyze_options(**options))
+        doc = analyze_pair(task.pre, task.post, analyze_options(**task.options, export=task.series or None))
     except (UserError, Failure) as e:
         return PairOutcome(key=task.key, worker=worker, error=str(e))
     return PairOutcome(key=task.key, worker=worker, doc=doc)

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from lowtail import percentiles
 from lowtail.cli._output import note, out, warn
-from lowtail.report.tables import comparison_table, knee_table, overload_table
+from lowtail.report.tables import comparison_table, evt_tail_text, knee_table, overload_table
 from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
 
 
@@ -75,7 +75,7 @@ def evt_tables(d: Mapping[str, Any]) -> None:
     for t in d["thresholds"]:
         if t["note"]:
             out.print(f"  {t['percentile']:g} %: {t['note']}")
-    tail = "bounded (ξ < 0): upper end " + format_ns(d["endpoint_ns"]) if d["bounded"] else "unbounded (ξ ≥ 0)"
+    tail = evt_tail_text(d)
     out.print(f"tail: {tail}")
     levels = [
         [

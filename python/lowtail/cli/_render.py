@@ -10,7 +10,22 @@ from typing import Any
 from rich.table import Table
 
 from lowtail import percentiles
-from lowtail.units import format_ns, format_rate, format_share
+from lowtail.units import format_ns, format_ns_range, format_percent, format_rate, format_share
+
+# What a percentile its packets cannot bound reads as, beside its value.
+NOT_RESOLVED = "not resolved"
+MAX_NOT_RESOLVED = "max, not resolved"
+
+
+def interval_text(value: int | None, interval: dict[str, Any] | None, maximum: int | None) -> str:
+    """A percentile's interval as tables show it: "16.015–16.078 µs", or why there is none:
+    "max, not resolved" where the percentile is the packets' largest (p99.9999 of 100,000
+    packets), "not resolved" where they do not bound it."""
+    if not interval:
+        return ""
+    if interval.get("resolvable"):
+        return format_ns_range(interval["lower_ns"], interval["upper_ns"])
+    return MAX_NOT_RESOLVED if value is not None and value == maximum else NOT_RESOLVED
 
 
 def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
@@ -36,24 +51,38 @@ def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
         )
         t.add_column("percentile", justify="left")
         t.add_column("latency", justify="right")
+        intervals = a.get("intervals") or {}
+        shown = intervals.get("percentiles") or {}
+        t.add_column("interval", justify="right")
+        level = f"{format_percent(intervals['level'], 'g')} interval" if intervals else ""
+        t.add_row("", "", level)
         for key, label in percentiles.labelled():
-            t.add_row(label, format_ns(lat[key]))
-        t.add_row("mean", format_ns(lat["mean"]))
-        t.add_row("stddev", format_ns(lat["stddev"]))
+            t.add_row(label, format_ns(lat[key]), interval_text(lat[key], shown.get(key), lat["max"]))
+        t.add_row("mean", format_ns(lat["mean"]), "")
+        t.add_row("stddev", format_ns(lat["stddev"]), "")
         tables.append(t)
     return tables
 
 
+def measured_rate(a: Mapping[str, Any]) -> float | None:
+    """The rate an analysis's PRE capture shows (packets over the time they span): a
+    measurement, never a configuration."""
+    dur = a.get("duration_ns") or 0
+    return (a["sent"] - 1) / (dur / 1e9) if dur > 0 and a["sent"] > 1 else None
+
+
 def header_line(a: Mapping[str, Any]) -> str:
     dur = a.get("duration_ns") or 0
-    rate = a["sent"] / (dur / 1e9) if dur > 0 else 0.0
     parts = [
         f"{a['pre']['path']} → {a['post']['path']}",
         f"trim {format_ns(a['trim_ns'])}",
         f"{format_ns(dur)} analysed",
     ]
-    if rate:
-        parts.append(f"{format_rate(rate)} sent")
+    measured = measured_rate(a)
+    if a.get("nominal_rate_pps"):
+        parts.append(f"sent at {format_rate(a['nominal_rate_pps'])}")
+    elif measured:
+        parts.append(f"sent at {format_rate(measured)} (measured)")
     if a.get("partial"):
         parts.append("PARTIAL")
     return " · ".join(parts)

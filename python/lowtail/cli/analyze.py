@@ -13,11 +13,12 @@ from lowtail.analysis import SHOWN_WORST, AnalysisDocument, AnalyzeOptions, anal
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
-from lowtail.cli._render import analysis_tables, header_line
+from lowtail.cli._render import analysis_tables, header_line, measured_rate
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import write_result
 from lowtail.store import DatabaseBusy
-from lowtail.units import parse_duration_ns
+from lowtail.units import parse_duration_ns, parse_rate_pps
+from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict, VerdictRequest
 
 # Defaults shown and used here are the native options' own.
 DEFAULTS = AnalyzeOptions()
@@ -80,8 +81,25 @@ def analyze(
         None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
     ),
     hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
+    rate: str | None = typer.Option(
+        None, help="The rate the traffic was sent at, e.g. 100k: its configuration (a measured rate is not one)."
+    ),
+    budget: str | None = typer.Option(
+        None, help="Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
+    ),
+    percentile: str = typer.Option("99.999", help="...at this percentile (with --budget)."),
+    max_loss: int = typer.Option(0, min=0, help="...with at most this many packets lost (with --budget)."),
+    confidence: str = typer.Option(
+        "95", help="...with this confidence: the one-sided bound judged (with --budget): 95, 95% or 0.95."
+    ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the analysis in the database."),
+    keep_series: bool = typer.Option(
+        True,
+        "--series/--no-series",
+        help="Store the latencies' summary (exact distribution and time blocks, a few hundred kB) that "
+        "`lowtail compare` pools and bounds; --no-series keeps only the figures.",
+    ),
     label: str | None = typer.Option(None, help="A name for this analysis in the database."),
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
@@ -91,6 +109,10 @@ def analyze(
         series.check_export_path(export)
     if report and not store:
         raise UserError("--report needs the analysis stored (drop --no-store)")
+    verdict = _verdict(budget, percentile, max_loss, confidence)
+    nominal = parse_rate_pps(rate) if rate is not None else None
+    if nominal is not None and nominal <= 0:
+        raise UserError(f"--rate {rate}: a rate above zero, e.g. 100k")
     options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
@@ -104,7 +126,29 @@ def analyze(
         export=series.parquet_path_for(export) if export else None,
     )
     with byte_progress("analysing") as progress:
-        a = analyze_pair(pre, post, options, on_progress=progress, while_waiting=_import_store if store else None)
+        a = analyze_pair(
+            pre,
+            post,
+            options,
+            on_progress=progress,
+            while_waiting=_import_store if store else None,
+            confidence=verdict.confidence if verdict else DEFAULT_CONFIDENCE,
+        )
+    if not keep_series:
+        a["summary"] = None
+    if nominal is not None:
+        a["nominal_rate_pps"] = nominal
+    if verdict is not None:
+        figures = a.get("latency_ns") or {}
+        judged = figures.get(verdict.key)
+        a["verdict"] = verdict.judge_figures(
+            int(figures.get("samples") or 0),
+            None if judged is None else int(judged),
+            a["lost"],
+            a["sent"],
+            intervals=a.get("intervals"),
+            rate_pps=nominal or measured_rate(a),
+        ).as_dict() | {"budget": verdict.describe()}
     if export:
         series.finish_export(export)
         a["export_path"] = str(export)
@@ -128,6 +172,7 @@ def analyze(
     for w in a["warnings"]:
         warn(w)
     not_stored_message = f"the analysis printed above was not stored: {not_stored}" if not_stored else None
+    a.pop("summary", None)  # stored as it is; not a figure to print
     if json_out:
         if not_stored_message:
             # One document on stdout: the figures, and the error beside them.
@@ -137,6 +182,9 @@ def analyze(
         note(header_line(a))
         for table in analysis_tables(a):
             out.print(table)
+        if a.get("verdict"):
+            v = a["verdict"]
+            out.print(f"verdict: {v['label']} · {v['budget']} · {v['reason']}", soft_wrap=True)
         if store and not_stored is None:
             note(f"stored as analysis {a['analysis_id']} in {db}")
         if export:
@@ -148,6 +196,14 @@ def analyze(
     if not_stored_message:
         fail(not_stored_message, Failure.exit_code, json_doc=False)
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
+
+
+def _verdict(budget: str | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
+    """The budget --budget, --percentile, --max-loss and --confidence ask for (None without
+    --budget): the request over the default budget, as `compare` reads one over the stored."""
+    if budget is None:
+        return None
+    return VerdictRequest.parse(budget, percentile, max_loss, confidence).over(Verdict())
 
 
 def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> int:

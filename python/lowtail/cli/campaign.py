@@ -98,7 +98,8 @@ def campaign_analyze(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (pairs, failed, workers)."),
 ) -> None:
     """`lowtail campaign analyze`."""
-    from lowtail.campaign.pairs import campaign_key, find_pairs, name_of, pairs_of
+    from lowtail.campaign import CampaignOptions
+    from lowtail.campaign.pairs import find_pairs, name_of, pairs_of
 
     if (directory is None) == (not from_db):
         raise UserError("campaign analyze needs a DIR or --from-db (one of them)")
@@ -126,17 +127,9 @@ def campaign_analyze(
             raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
     from lowtail.campaign.runner import run_campaign
 
+    campaign = CampaignOptions(source, pattern, options, scheduler, (series_dir or directory) if series else None)
     with _progress_bar(not json_out) as progress:
-        result = run_campaign(
-            db,
-            campaign_key(source, pattern, options),
-            source,
-            pairs,
-            options,
-            scheduler,
-            (series_dir or directory) if series else None,
-            on_progress=progress,
-        )
+        result = run_campaign(db, pairs, campaign, on_progress=progress)
     for f in result.failed:
         warn(f"{f['name']}: {f['error']}")
     if result.stopped:

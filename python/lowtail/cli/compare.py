@@ -46,7 +46,11 @@ def compare(
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
     ),
-    confidence: str = typer.Option("95", help="Confidence level of the percentiles' intervals: 95, 95% or 0.95."),
+    confidence: str | None = typer.Option(
+        None,
+        help="Confidence level of the intervals, verdicts and differences: 95, 95% or 0.95 "
+        "[default: the runs' own verdict's, else 95].",
+    ),
     evt: bool = typer.Option(False, "--evt", help="Fit (and store) the EVT model of runs that have none yet."),
     floor: int | None = typer.Option(
         None, help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
@@ -96,7 +100,14 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     columns, why each configuration that did not plainly pass was judged so, the
     differences these runs resolve (and those they cannot), EVT over runs and latency
     against rate where stored, and the notes."""
-    from lowtail.report.tables import configurations_table, evt_table, not_resolvable_note, rates_table
+    from lowtail.report.tables import (
+        cause_headline,
+        causes_table,
+        configurations_table,
+        evt_table,
+        not_resolvable_note,
+        rates_table,
+    )
 
     header, rows, optional = configurations_table(doc)
     columns = [
@@ -108,7 +119,9 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     verdict = budget["text"] if budget else "each configuration against its runs' own budget"
     by = ", ".join(a["name"] for a in doc["axes"]) or "nothing (one configuration)"
     fitted = fit_columns(columns, width)
-    parts: list[Any] = [
+    headline = cause_headline(doc)
+    parts: list[Any] = [Text(headline)] if headline else []
+    parts += [
         columns_table(
             f"comparison {doc['comparison_id']} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
             fitted,
@@ -129,6 +142,8 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     parts += _differences(doc)
     if doc["evt"]:
         parts.append(_plain_table("EVT over runs (validation exceedances: 1 expected)", *evt_table(doc)))
+    if any(c["explained_runs"] for c in doc.get("causes") or []):
+        parts.append(_plain_table("causes of the tail (lowtail explain)", *causes_table(doc)))
     if any(len(s["points"]) > 1 or s["knees"] for s in doc["rates"]):
         parts.append(_plain_table("latency against rate", *rates_table(doc)))
     parts += [Text(n) for n in doc["notes"]]
@@ -154,10 +169,10 @@ _MAX_UNRESOLVED_SHOWN = 8
 
 def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail import percentiles
-    from lowtail.compare.differences import UNBOUNDED
+    from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
     from lowtail.report.tables import by_size, shared_notes
 
-    level = f"{100 * doc['level']:g} %"
+    family = doc.get("difference_family") or {}
     lines = []
     if doc["differences"]:
         # Many configurations: the pairs that differ on one axis isolate an effect; the
@@ -166,40 +181,46 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
         shown = by_size(doc["differences"])
         if len(shown) > _MAX_UNRESOLVED_SHOWN:
             shown = [d for d in shown if len(d["axes_differing"]) <= 1][:_MAX_UNRESOLVED_SHOWN]
-        lines.append(Text(f"differences beyond the {level} intervals and the run-to-run spread, largest first:"))
+        lines.append(
+            Text(
+                f"differences beyond run-to-run variation ({family.get('comparisons', 0)} comparisons, "
+                f"{100 * (1 - doc['level']):g} % chance of any false call, Holm), largest first:"
+            )
+        )
         lines += [Text("  " + d["text"]) for d in shown]
         if len(shown) < len(doc["differences"]):
             lines.append(
                 Text(f"  … and {len(doc['differences']) - len(shown)} smaller or across several axes (--json)")
             )
         lines += [Text(f"  ({note})") for note in shared_notes(doc["differences"])]
-    unresolved = [d for d in doc["not_resolvable"] if d["reason"] != UNBOUNDED]
+    elif family.get("comparisons"):
+        lines.append(Text(f"no difference beyond run-to-run variation ({family['comparisons']} comparisons, Holm)"))
+    # Pairs not called because a repetition's packets do not bound the percentile, or a
+    # configuration has one repetition, are said once (per percentile, or in a note).
+    unresolved = [d for d in doc["not_resolvable"] if d["reason"] not in (UNBOUNDED, FEW_REPETITIONS)]
     if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
         unresolved.sort(key=lambda d: len(d["axes_differing"]) > 1)
     if unresolved:
-        lines.append(Text(f"not resolvable with these runs ({len(unresolved)}):"))
+        lines.append(Text(f"not called ({len(unresolved)}):"))
         lines += [
             Text(f"  {d['a']} and {d['b']} at {percentiles.by_key(d['percentile']).short}: {d['why']}")
             for d in unresolved[:_MAX_UNRESOLVED_SHOWN]
         ]
         if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
             lines.append(Text(f"  … and {len(unresolved) - _MAX_UNRESOLVED_SHOWN} more (--json)"))
-    # Pairs left unresolved because a configuration's packets do not bound the percentile:
-    # one line per percentile, naming those configurations.
     unbounded: dict[str, set[str]] = {}
-    for c in doc["configurations"]:
-        for key, iv in (c.get("intervals") or {}).items():
-            if (
-                key in {d["percentile"] for d in doc["not_resolvable"] if d["reason"] == UNBOUNDED}
-                and not iv["resolvable"]
-            ):
-                unbounded.setdefault(key, set()).add(c["label"])
+    for d in doc["not_resolvable"]:
+        if d["reason"] == UNBOUNDED:
+            unbounded.setdefault(d["percentile"], set()).update(
+                c["label"]
+                for c in doc["configurations"]
+                if c["index"] in (d["a_index"], d["b_index"])
+                and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
+            )
     for key, labels in unbounded.items():
         p = percentiles.by_key(key)
         lines.append(
-            Text(
-                f"{p.short}: not resolvable with these runs for {', '.join(sorted(labels))}: too few packets to bound it"
-            )
+            Text(f"{p.short}: not judged for {', '.join(sorted(labels))}: a repetition has too few packets to bound it")
         )
     return lines
 

@@ -22,6 +22,7 @@ from lowtail.percentiles import quantile_of_percent
 from lowtail.units import parse_duration_ns
 
 if TYPE_CHECKING:
+    from lowtail.documents import DeviceSpec
     from lowtail.store.db import Store
 
 model_app = typer.Typer(
@@ -385,14 +386,14 @@ def simulate(
         return
     if arrivals not in ("cbr", "poisson"):
         raise UserError(f"--arrivals {arrivals!r}: cbr or poisson")
-    base: dict[str, Any] = {}
+    base: DeviceSpec = {}
     if spec_file:
         try:
             base = json.loads(spec_file.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise UserError(f"--spec {spec_file}: cannot read it as JSON ({e})") from None
-    base.update(arrivals=arrivals, burst_gap_ns=float(parse_duration_ns(burst_gap, "ns")), seed=seed)
-    base.update(batch_overhead_ns=float(parse_duration_ns(batch_overhead, "ns")), queue_capacity=queue)
+    base.update({"arrivals": arrivals, "burst_gap_ns": float(parse_duration_ns(burst_gap, "ns")), "seed": seed})
+    base.update({"batch_overhead_ns": float(parse_duration_ns(batch_overhead, "ns")), "queue_capacity": queue})
     if not spec_file or service != "2us":
         base["service"] = sim.parse_service(service)
     if irq:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -14,6 +14,9 @@ from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
 from lowtail.units import format_ns, format_ns_per_s, parse_duration_ns
+
+if TYPE_CHECKING:
+    from lowtail.measurement_documents import NoiseDocument
 
 
 @app.command(
@@ -99,7 +102,7 @@ def _table(title: str, table: tuple[list[str], list[list[str]]], left: int = 0) 
     return t
 
 
-def _print_noise(r: dict[str, Any]) -> None:
+def _print_noise(r: NoiseDocument) -> None:
     from lowtail.host.energy import describe
     from lowtail.report.tables import interrupt_profile_table, noise_table
 

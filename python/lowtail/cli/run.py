@@ -92,7 +92,7 @@ def dut_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Any) -> list[s
             summary = f"PASS at every rate ({', '.join(dict.fromkeys(rate for _, rate in judged))})"
         else:
             summary = "; ".join(
-                f"{label}{f' ({verdict.why_inconclusive()})' if label in inconclusive else ''} at {', '.join(rates)}"
+                f"{label}{' (more packets would decide)' if label in inconclusive else ''} at {', '.join(rates)}"
                 for label, rates in outcomes.items()
             )
         lines.append(f"{name:<{width}}  {summary}")

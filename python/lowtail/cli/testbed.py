@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import typer
 from rich.table import Table
 
@@ -14,20 +16,31 @@ testbed_app = typer.Typer(
 app.add_typer(testbed_app, name="testbed")
 
 
+class ShownTestbed(TypedDict):
+    """One testbed as `testbed show --json` prints it."""
+
+    tag: str
+    owner_pid: int
+    alive: bool
+    netns: list[str]
+    cgroups: list[str]
+    state_file: str | None
+
+
 @testbed_app.command(help="List lowtail testbeds on this host: running ones and leftovers of killed runs.")
 def show(json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """`lowtail testbed show`."""
     from lowtail.testbed.registry import tag_owner, testbeds_on_host
 
     found = testbeds_on_host()
-    rows = [
+    rows: list[ShownTestbed] = [
         {
             "tag": tag,
             "owner_pid": tag_owner(tag),
-            "alive": e["alive"],
-            "netns": e["netns"],
-            "cgroups": e["cgroups"],
-            "state_file": str(e["registry"].file) if e["registry"] else None,
+            "alive": e.alive,
+            "netns": e.netns,
+            "cgroups": e.cgroups,
+            "state_file": str(e.registry.file) if e.registry else None,
         }
         for tag, e in sorted(found.items())
     ]

@@ -15,9 +15,17 @@ from lowtail import axes, percentiles, selection
 from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
-from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_series
-from lowtail.documents import BudgetDocument, ComparisonDocument, ConfigurationDocument, RunRow
+from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_run
+from lowtail.documents import (
+    BudgetDocument,
+    CauseSummary,
+    ComparisonDocument,
+    ConfigurationCauses,
+    ConfigurationDocument,
+    RunRow,
+)
 from lowtail.errors import UserError
+from lowtail.store import analyses as analysisstore
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
 from lowtail.store import runs as runstore
@@ -101,16 +109,19 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     out = _Drawn()
     counter = _Counter(sum(int(r.get("received") or 0) for r in duts), on_progress)
     floors = _Floors(store, opts.floor, counter)
+    summaries = analysisstore.summary_bytes(store, [aid for r in duts if (aid := r.get("analysis_id")) is not None])
     configurations = []
     mixed: list[str] = []
     for index, members in enumerate(groups.values()):
         verdict, mixes = _configuration_verdict(members, verdicts, common)
-        configurations.append(_configuration(store, index, members, by, verdict, opts.level, floors, counter, out))
+        reader = _Reader(summaries, counter)
+        configurations.append(_configuration(index, members, by, verdict, opts.level, floors, reader, out))
         if mixes:
             mixed.append(configurations[-1]["label"])
     if common is None and len(set(verdicts.values())) > 1:
         notes.append(_budgets_note(verdicts, mixed))
-    resolved, unresolved = diffs.differences(configurations)
+    resolved, unresolved, family = diffs.differences(configurations, opts.level)
+    notes += _few_repetitions(configurations)
     evt = _evt(store, configurations, opts.evt, notes)
     partial_reasons = [f"{c['label']}: {why}" for c in configurations for why in c["partial_reasons"]]
     document: ComparisonDocument = {
@@ -123,9 +134,11 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "configurations": configurations,
         "differences": resolved,
         "not_resolvable": unresolved,
+        "difference_family": family,
         "evt": evt,
         "rates": _rates(store, configurations, list(groups.values()), by),
         "left_out": [{"run_id": r["run_id"], "why": "calibration run: a floor, not a configuration"} for r in left_out],
+        "causes": configuration_causes(store, configurations),
         "notes": notes,
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
@@ -133,6 +146,17 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg" and r["run_id"] is not None],
     }
     return Comparison(document, out.curves, out.cdf, out.members)
+
+
+def _few_repetitions(configurations: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One note for the configurations whose run-to-run variation is not measured."""
+    single = [c["label"] for c in configurations if c.get("latency_ns") and c["repetitions"] < 2]
+    if not single or len(configurations) < 2:
+        return []
+    return [
+        f"one repetition of {', '.join(single)}: run-to-run variation is not measured, so no difference "
+        f"involving {'it' if len(single) == 1 else 'them'} is called (`repetitions = 3` in the experiment file)"
+    ]
 
 
 def _pooled_axes(groups: Iterable[Sequence[Mapping[str, Any]]], by: list[axes.Axis]) -> list[str]:
@@ -258,15 +282,25 @@ def _stored_figures(run: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
     }
 
 
+class _Reader:
+    """Runs' distributions from their stored summaries (else their series), counted for
+    the progress bar."""
+
+    def __init__(self, summaries: dict[int, bytes], counter: _Counter):
+        self.summaries, self.counter = summaries, counter
+
+    def __call__(self, run: Mapping[str, Any]) -> Distribution:
+        return read_run(self.summaries.get(run["analysis_id"]), run.get("series_path"), self.counter)
+
+
 def _configuration(
-    store: Store,
     index: int,
     members: Sequence[Mapping[str, Any]],
     by: list[axes.Axis],
     verdict: Verdict,
     level: float,
     floors: _Floors,
-    counter: _Counter,
+    read: _Reader,
     out: _Drawn,
 ) -> ConfigurationDocument:
     keys = _figure_keys(verdict)
@@ -276,17 +310,15 @@ def _configuration(
     dists: dict[int, Distribution] = {}
     per_run = []
     for r in valid:
-        if r.get("series_path"):
-            try:
-                dists[r["analysis_id"]] = read_series(r["series_path"], counter)
-            except UserError as e:
-                partial.append(f"{_name(r)} left out of the pooled figures: {e}")
-        else:
-            partial.append(f"{_name(r)} left out of the pooled figures: its matched series was not kept")
+        try:
+            dists[r["analysis_id"]] = read(r)
+        except UserError as e:
+            partial.append(f"{_name(r)} left out of the pooled figures: {e}")
         d = dists.get(r["analysis_id"])
         figures = d.figures([*keys, "max"]) if d is not None else _stored_figures(r, keys)
         per_run.append(
             {
+                "resolvable": _resolvable(r, d, keys, level),
                 "run_id": r["run_id"],
                 "analysis_id": r["analysis_id"],
                 "experiment_id": r["experiment_id"],
@@ -305,13 +337,21 @@ def _configuration(
     sent = sum(int(r.get("sent") or 0) for r in valid)
     lost = sum(int(r.get("lost") or 0) for r in valid)
     latency = pool.figures([*keys, "max"]) if pool is not None and pool.samples else None
+    bounds = pool.bounds(keys, level, verdict.confidence) if pool is not None and pool.samples else None
     degraded = sorted({d for r in valid for d in (r.get("degraded_reasons") or [])})
     if not valid:
         reasons = "; ".join(f"{_name(r)}: {'; '.join(r.get('invalid_reasons') or ['no analysis'])}" for r in invalid)
         judgement = Judgement(Status.INVALID, f"no run to trust: {reasons}")
     else:
+        rates = {r.get("rate_pps") for r in valid}
         judgement = verdict.judge_figures(
-            (latency["samples"] or 0) if latency else 0, (latency or {}).get(verdict.key), lost, sent, tuple(degraded)
+            (latency["samples"] or 0) if latency else 0,
+            (latency or {}).get(verdict.key),
+            lost,
+            sent,
+            tuple(degraded),
+            dict(bounds) if bounds else None,
+            rates.pop() if len(rates) == 1 else None,
         )
     floor = floors.of(valid, keys)
     doc: ConfigurationDocument = {
@@ -327,7 +367,7 @@ def _configuration(
         "lost": lost,
         "loss_ratio": lost / sent if sent else None,
         "latency_ns": latency,
-        "intervals": {k: pool.interval(k, level) for k in keys} if latency and pool is not None else None,
+        "intervals": bounds["percentiles"] if bounds else None,
         "spread": _spread(per_run, [*keys, "max"]),
         "per_run": per_run,
         "worst_repetition": _worst(per_run, verdict.key),
@@ -335,6 +375,7 @@ def _configuration(
         "floor": floor.document if floor else None,
         "invalid_runs": [{"run_id": r["run_id"], "reasons": r.get("invalid_reasons") or []} for r in invalid],
         "degraded": degraded,
+        "emulated": any(r.get("virtualization") == "tcg" for r in valid),
         "partial_reasons": partial,
     }
     if pool is not None and pool.samples:
@@ -354,6 +395,17 @@ def _configuration(
         out.cdf += [(index, f, v) for f, v in pool.cdf()]
     out.members += [Member(index, r["run_id"], r["analysis_id"], r.get("start_ts_ns")) for r in valid]
     return doc
+
+
+def _resolvable(run: Mapping[str, Any], d: Distribution | None, keys: list[str], level: float) -> dict[str, bool]:
+    """Whether a repetition's own packets bound each percentile: as its analysis stored it
+    at this level, else computed from its distribution."""
+    stored = (run.get("figures") or {}).get("intervals") or {}
+    if stored.get("level") == level and all(k in stored.get("percentiles", {}) for k in keys):
+        return {k: bool(stored["percentiles"][k]["resolvable"]) for k in keys}
+    if d is None or not d.samples:
+        return {k: False for k in keys}
+    return {k: bool(d.interval(k, level)["resolvable"]) for k in keys}
 
 
 def _name(run: Mapping[str, Any]) -> str:
@@ -419,9 +471,10 @@ class _Floors:
 
     def _read(self, runs: Sequence[Mapping[str, Any]], keys: list[str]) -> _Floor | None:
         dists, per_run = [], []
+        stored = analysisstore.summary_bytes(self.store, [r["analysis_id"] for r in runs])
         for r in runs:
             try:
-                d = read_series(r["series_path"], self.counter) if r.get("series_path") else None
+                d = read_run(stored.get(r["analysis_id"]), r.get("series_path"), self.counter)
             except UserError:
                 d = None
             if d is not None:
@@ -464,6 +517,11 @@ def _evt(
         if fit and missing:
             rid, why = next(iter(missing.items()))
             notes.append(f"--evt fitted no model: run {rid}: {why}" + (" (and alike)" if len(missing) > 1 else ""))
+        elif fit:
+            notes.append(
+                "--evt fitted no model: EVT over runs reads stored runs, and these are plain analyses "
+                "(`lowtail model evt analysis:N` fits one)"
+            )
         else:
             notes.append("no run has a stored EVT model: the EVT table is empty (--evt fits them)")
         return []
@@ -483,7 +541,7 @@ def _rates(
     series: dict[tuple[Any, ...], dict[str, Any]] = {}
     for c, members in zip(configurations, groups):
         rates = {r["rate_pps"] for r in members}
-        if not c["latency_ns"] or len(rates) != 1:
+        if not c["latency_ns"] or len(rates) != 1 or None in rates:  # one configured rate, known
             continue
         first = members[0]
         entry = series.setdefault(
@@ -533,3 +591,40 @@ def _rates(
                 )
         del entry["_runs"]
     return list(series.values())
+
+
+CAUSES_SHOWN = 3  # causes per configuration in `compare`'s causes column
+
+
+def configuration_causes(store: Store, configurations: Sequence[ConfigurationDocument]) -> list[ConfigurationCauses]:
+    """Each configuration's causes of the tail, from its runs' stored explanations
+    (`lowtail explain`): a cause's share is its mean share over the explained runs (0 in a
+    run that does not name it), the first few kept; the headline when the host could not
+    measure what was asked in one of them."""
+    from lowtail.store.explain import causes_of, explained_runs, headlines
+
+    run_ids = [r for c in configurations for r in c["runs"]]
+    stored, said, done = causes_of(store, run_ids), headlines(store, run_ids), explained_runs(store, run_ids)
+    out: list[ConfigurationCauses] = []
+    for c in configurations:
+        explained = [r for r in c["runs"] if r in done]
+        totals: dict[tuple[str, str, str | None], list[float]] = {}
+        for r in explained:
+            for cause in stored.get(r, []):
+                totals.setdefault((cause["kind"], cause["role"], cause["what"]), []).append(cause["share"])
+        summaries = [
+            CauseSummary(kind=k, role=role, what=what, share=sum(v) / len(explained), runs=len(v))
+            for (k, role, what), v in totals.items()
+        ]
+        summaries.sort(key=lambda s: (-s["share"], s["kind"]))
+        headline = next((said[r] for r in c["runs"] if r in said), None)
+        out.append(
+            ConfigurationCauses(
+                index=c["index"],
+                label=c["label"],
+                explained_runs=len(explained),
+                causes=summaries[:CAUSES_SHOWN],
+                headline=headline,
+            )
+        )
+    return out

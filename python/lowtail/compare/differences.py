@@ -1,134 +1,211 @@
-"""Whether two configurations differ at a tail percentile beyond what these runs can tell
-apart, and how to say it.
+"""Whether two configurations differ at a percentile, by how much, and how sure.
 
-Two configurations differ at p99.9/p99.99/p99.999 only when (1) the data bound the
-percentile of both (their order-statistic intervals are finite), (2) the intervals do not
-overlap, (3) neither do the per-repetition values (run-to-run variation), and (4) the
-difference of the pooled values is larger than the noise floor's own spread at that
-percentile (the calibration's repetitions, where there are several). Otherwise the pair
-is "not resolvable with these runs", with the first reason that applies."""
+The unit is the repetition: runs of one configuration differ from each other by more than
+their packets' sampling error (a reboot, a core placement, a clock phase), so a difference
+is judged against the run-to-run variation the repetitions show, never against the
+packets alone. Per repetition, the percentile's exact value; on the log scale (latencies
+vary by factors), the two configurations' means compared by Student's t with the pooled
+variance and n_a + n_b − 2 degrees of freedom (a test whose false-call rate is its level
+when the log percentile varies normally between runs; bench/stated_confidence.py measures it with
+run-to-run variation at 2 and 3 repetitions). Each difference carries its effect size: the
+ratio of the configurations' geometric means with its confidence interval.
+
+Many comparisons are made at once (every pair of configurations at every headline
+percentile): Holm's step-down procedure over all of them holds the chance of any false call
+at the level. A percentile is judged only where every repetition's packets bound it; a
+configuration with one repetition measures no run-to-run variation, and nothing is called
+against it. Degraded runs, and an emulated (TCG) configuration against one that is not,
+are compared and shown, never called: their latencies are not the device's."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from lowtail import percentiles
-from lowtail.units import format_count, format_ns
+from lowtail.units import format_ns
 
-# The percentiles a difference is judged at: the tail the budgets are about.
-TAIL = ("p99_9", "p99_99", "p99_999")
-# Why a pair is not resolvable (`reason` of an unresolved pair), in the order checked.
-NO_LATENCY, UNBOUNDED, INTERVALS, REPETITIONS, FLOOR = "no latency", "unbounded", "intervals", "repetitions", "floor"
+# The percentiles a difference is judged at: the headline ones from the median to the tail.
+JUDGED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
+# Why a pair is not called (`reason`), in the order checked.
+NO_LATENCY = "no latency"
+UNBOUNDED = "unbounded"
+FEW_REPETITIONS = "repetitions"
+EMULATED = "emulated"
+DEGRADED = "degraded"
+NOT_SIGNIFICANT = "not significant"
 
 
 @dataclass(frozen=True)
 class Side:
-    """One configuration at one percentile: its pooled value, interval and spread over
-    repetitions, and its floor's spread (None when unknown)."""
+    """One configuration at one percentile: each repetition's value (None where a run has
+    none), whether each repetition's packets bound it, and what marks the configuration."""
 
     label: str
-    value_ns: int | None
-    interval: dict[str, Any] | None
-    spread: dict[str, int | None] | None
-    repetitions: int
-    samples: int
-    floor_width_ns: int | None
+    values: list[int | None]
+    bounded: list[bool]
+    pooled_ns: int | None
+    degraded: bool
+    emulated: bool
+
+    @property
+    def logs(self) -> list[float]:
+        """The repetitions' values on the log scale (1 ns at least)."""
+        return [math.log(max(v, 1)) for v in self.values if v is not None]
 
 
 def side(configuration: Mapping[str, Any], key: str) -> Side:
     """A configuration of a comparison document at percentile `key`."""
-    floor = configuration.get("floor") or {}
+    runs = configuration.get("per_run") or []
     return Side(
         label=configuration["label"],
-        value_ns=(configuration.get("latency_ns") or {}).get(key),
-        interval=(configuration.get("intervals") or {}).get(key),
-        spread=(configuration.get("spread") or {}).get(key),
-        repetitions=configuration["repetitions"],
-        samples=(configuration.get("latency_ns") or {}).get("samples") or 0,
-        floor_width_ns=((floor.get("spread") or {}).get(key) or {}).get("width_ns"),
+        values=[(r.get("latency_ns") or {}).get(key) for r in runs],
+        bounded=[bool((r.get("resolvable") or {}).get(key)) for r in runs],
+        pooled_ns=(configuration.get("latency_ns") or {}).get(key),
+        degraded=bool(configuration.get("degraded")),
+        emulated=bool(configuration.get("emulated")),
     )
 
 
-def judge(a: Side, b: Side, key: str) -> dict[str, Any]:
-    """The verdict on a pair at one percentile: `resolved`, `lower` and `higher` (labels),
-    `difference_ns`, and `text`, the sentence a person reads."""
+@dataclass(frozen=True)
+class Test:
+    """Student's t on two configurations' log values."""
+
+    ratio: float  # b's geometric mean over a's
+    lower: float  # the ratio's confidence interval
+    upper: float
+    p_value: float
+    df: int
+
+
+def t_test(a: list[float], b: list[float], level: float) -> Test | None:
+    """The pooled-variance t-test of b − a on log values; None without a degree of freedom."""
+    from scipy.special import stdtr, stdtrit
+
+    df = len(a) + len(b) - 2
+    if len(a) < 1 or len(b) < 1 or df < 1:
+        return None
+    mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
+    squares = sum((x - mean_a) ** 2 for x in a) + sum((x - mean_b) ** 2 for x in b)
+    se = math.sqrt(squares / df * (1 / len(a) + 1 / len(b)))
+    diff = mean_b - mean_a
+    if se == 0.0:  # every repetition alike on both sides: any difference is beyond their variation
+        p = 1.0 if diff == 0.0 else 0.0
+        return Test(math.exp(diff), math.exp(diff), math.exp(diff), p, df)
+    p = float(2.0 * stdtr(df, -abs(diff) / se))
+    half = float(stdtrit(df, 1.0 - (1.0 - level) / 2.0)) * se
+    return Test(math.exp(diff), math.exp(diff - half), math.exp(diff + half), p, df)
+
+
+def holm(p_values: list[float], level: float) -> list[bool]:
+    """Holm's step-down: which of these hypotheses are rejected with the chance of any false
+    rejection at most `level`."""
+    order = sorted(range(len(p_values)), key=lambda i: p_values[i])
+    rejected = [False] * len(p_values)
+    for step, i in enumerate(order):
+        if p_values[i] > level / (len(p_values) - step):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def _ratio_text(t: Test, a: str, b: str, level: float) -> str:
+    return f"{b} is {t.ratio:.3g}× {a} ({100 * level:g} % interval {t.lower:.3g}×–{t.upper:.3g}×)"
+
+
+def judge(a: Side, b: Side, key: str, level: float) -> dict[str, Any]:
+    """One pair at one percentile, before the family's correction: the test (when one can
+    be made) and, when the pair cannot be called whatever the test says, why."""
     short = percentiles.by_key(key).short
-    base = {"a": a.label, "b": b.label, "percentile": key}
+    base: dict[str, Any] = {"a": a.label, "b": b.label, "percentile": key, "resolved": False}
     for s in (a, b):
-        if s.value_ns is None or not s.interval:
-            return base | _unresolved(a, b, short, NO_LATENCY, f"{s.label} has no latency to compare")
-        if not s.interval["resolvable"]:
-            return base | _unresolved(
-                a,
-                b,
-                short,
-                UNBOUNDED,
-                f"the {format_count(s.samples)} packets of {s.label} do not bound its {short} "
-                f"(that takes {format_count(s.interval['packets_needed'])})",
-            )
-    lo, hi = (a, b) if a.value_ns <= b.value_ns else (b, a)
-    difference = hi.value_ns - lo.value_ns
-    if lo.interval["upper_ns"] >= hi.interval["lower_ns"]:
-        return base | _unresolved(
-            a, b, short, INTERVALS, f"intervals overlap ({_range(a.interval)} and {_range(b.interval)})", difference
+        if s.pooled_ns is None or not s.logs:
+            return base | _not_called(a, b, short, NO_LATENCY, f"{s.label} has no latency to compare")
+    unbounded = [s.label for s in (a, b) if not all(s.bounded)]
+    if unbounded:
+        return base | _not_called(
+            a, b, short, UNBOUNDED, f"the packets of a repetition of {' and '.join(unbounded)} do not bound its {short}"
         )
-    if _known(lo.spread, "max") and _known(hi.spread, "min") and lo.spread["max"] >= hi.spread["min"]:
-        return base | _unresolved(
+    test = t_test(a.logs, b.logs, level)
+    if test is None or min(len(a.logs), len(b.logs)) < 2:
+        single = [s.label for s in (a, b) if len(s.logs) < 2]
+        return base | _not_called(
+            a, b, short, FEW_REPETITIONS, f"one repetition of {' and '.join(single)}: run-to-run variation not measured"
+        )
+    doc = base | _test_doc(test, a, b)
+    if a.emulated != b.emulated:
+        emulated = a.label if a.emulated else b.label
+        return doc | _not_called(
+            a, b, short, EMULATED, f"{emulated} ran under QEMU's emulator (TCG) and the other did not", test
+        )
+    degraded = [s.label for s in (a, b) if s.degraded]
+    if degraded:
+        return doc | _not_called(
             a,
             b,
             short,
-            REPETITIONS,
-            f"repetitions overlap ({_span(a.spread['min'], a.spread['max'])} and "
-            f"{_span(b.spread['min'], b.spread['max'])})",
-            difference,
+            DEGRADED,
+            f"runs of {' and '.join(degraded)} are degraded: shown, not the basis of a call",
+            test,
         )
-    widths = [w for w in (a.floor_width_ns, b.floor_width_ns) if w is not None]
-    if widths and difference <= max(widths):
-        return base | _unresolved(
-            a,
-            b,
-            short,
-            FLOOR,
-            f"{format_ns(difference, 1)} is within the floor's own spread ({format_ns(max(widths), 1)})",
-            difference,
-        )
-    single = [s.label for s in (a, b) if s.repetitions < 2]
-    return base | {
-        "resolved": True,
-        "lower": lo.label,
-        "higher": hi.label,
-        "difference_ns": difference,
-        "reason": None,
-        "text": f"{lo.label} is lower than {hi.label} at {short} by {format_ns(difference, 1)} (intervals do not overlap)",
-        "note": f"one repetition of {' and '.join(single)}: run-to-run variation not measured" if single else None,
+    return doc | _not_called(
+        a,
+        b,
+        short,
+        NOT_SIGNIFICANT,
+        f"not beyond run-to-run variation: {_ratio_text(test, a.label, b.label, level)}",
+        test,
+    )
+
+
+def _test_doc(test: Test, a: Side, b: Side) -> dict[str, Any]:
+    return {
+        "ratio": test.ratio,
+        "ratio_lower": test.lower,
+        "ratio_upper": test.upper,
+        "p_value": test.p_value,
+        "df": test.df,
+        "repetitions": [len(a.logs), len(b.logs)],
+        "difference_ns": (b.pooled_ns or 0) - (a.pooled_ns or 0),
     }
 
 
-def _unresolved(a: Side, b: Side, short: str, reason: str, why: str, difference: int | None = None) -> dict[str, Any]:
+def _not_called(a: Side, b: Side, short: str, reason: str, why: str, test: Test | None = None) -> dict[str, Any]:
     return {
         "resolved": False,
         "lower": None,
         "higher": None,
-        "difference_ns": difference,
         "reason": reason,
-        "text": f"{a.label} and {b.label} at {short}: not resolvable with these runs: {why}",
         "why": why,
+        "text": f"{a.label} and {b.label} at {short}: not called: {why}",
         "note": None,
+    } | ({} if test is not None else {"difference_ns": None})
+
+
+def _called(d: dict[str, Any], level: float, family: int) -> dict[str, Any]:
+    """A pair the family's correction calls different: the sentence that says so."""
+    short = percentiles.by_key(d["percentile"]).short
+    lo, hi = (d["a"], d["b"]) if d["ratio"] >= 1 else (d["b"], d["a"])
+    ratio, lower, upper = (
+        (d["ratio"], d["ratio_lower"], d["ratio_upper"])
+        if d["ratio"] >= 1
+        else (1 / d["ratio"], 1 / d["ratio_upper"], 1 / d["ratio_lower"])
+    )
+    n_a, n_b = d["repetitions"]
+    return d | {
+        "resolved": True,
+        "lower": lo,
+        "higher": hi,
+        "reason": None,
+        "why": None,
+        "text": (
+            f"{lo} is lower than {hi} at {short} by {format_ns(abs(d['difference_ns']), 1)}: {hi} is {ratio:.3g}× "
+            f"{lo} ({100 * level:g} % interval {lower:.3g}×–{upper:.3g}×; {n_a} and {n_b} repetitions, "
+            f"p = {d['p_value']:.2g}, Holm over {family} comparisons)"
+        ),
     }
-
-
-def _known(spread: dict[str, int | None] | None, key: str) -> bool:
-    return bool(spread) and spread.get(key) is not None
-
-
-def _range(interval: dict[str, Any]) -> str:
-    return _span(interval["lower_ns"], interval["upper_ns"])
-
-
-def _span(lo: int, hi: int) -> str:
-    return f"{format_ns(lo, 1)}–{format_ns(hi, 1)}"
 
 
 def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
@@ -138,17 +215,24 @@ def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 
 def differences(
-    configurations: Sequence[Mapping[str, Any]],
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Every pair of configurations at every tail percentile: (the resolved differences,
-    the pairs not resolvable with these runs), in configuration and percentile order."""
-    resolved: list[dict[str, Any]] = []
-    unresolved: list[dict[str, Any]] = []
+    configurations: Sequence[Mapping[str, Any]], level: float, keys: tuple[str, ...] = JUDGED
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """Every pair of configurations at every judged percentile: (the differences called,
+    the pairs not called with why, the family: its size, level and procedure)."""
     judged = [c for c in configurations if c.get("latency_ns")]
+    pairs = []
     for i, a in enumerate(judged):
         for b in judged[i + 1 :]:
-            for key in TAIL:
-                verdict = judge(side(a, key), side(b, key), key)
-                verdict |= {"a_index": a["index"], "b_index": b["index"], "axes_differing": _differing(a, b)}
-                (resolved if verdict["resolved"] else unresolved).append(verdict)
-    return resolved, unresolved
+            for key in keys:
+                d = judge(side(a, key), side(b, key), key, level)
+                pairs.append(d | {"a_index": a["index"], "b_index": b["index"], "axes_differing": _differing(a, b)})
+    family = [d for d in pairs if d["reason"] == NOT_SIGNIFICANT]
+    for d, rejected in zip(family, holm([d["p_value"] for d in family], 1.0 - level)):
+        if rejected:
+            d.update(_called(d, level, len(family)))
+    called = [d for d in pairs if d["resolved"]]
+    return (
+        called,
+        [d for d in pairs if not d["resolved"]],
+        {"comparisons": len(family), "level": level, "procedure": "Holm", "percentiles": list(keys)},
+    )

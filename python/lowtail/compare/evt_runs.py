@@ -1,5 +1,6 @@
 """EVT over runs (Perf. Eval. 2024, Tables 4–5): per configuration, how many of its
-repetitions' tail models are bounded (ξ < 0: a finite return level for any return period)
+repetitions' tail models are shown bounded (ξ's confidence interval below 0: a finite return
+level for any return period; a negative estimate alone is not)
 and how often, on average, each model's validation part exceeded its return level (1 is
 what a good model expects). Read from the stored `model evt` results of each run; `fit`
 fits and stores the missing ones."""

@@ -1,19 +1,21 @@
-"""Exact distributions of matched packets: one run's, read from its Parquet series in
-batches, and a configuration's, pooled from its repetitions — the union of their packets,
-counted in the native exact histogram (the one every analysis computes its figures with),
-so a pooled percentile is what one analysis of all those packets would report, in memory
-that follows the spread of the values, not their number."""
+"""Exact distributions of matched packets: one run's, from the summary its analysis stored
+(or, for runs stored before analyses kept one, made again from its Parquet series), and a
+configuration's, pooled from its repetitions — the union of their packets, counted in the
+native exact histogram (the one every analysis computes its figures with), so a pooled
+percentile is what one analysis of all those packets would report. The runs' time blocks
+stay apart, run by run: the intervals measure how the packets cluster within each run."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lowtail import percentiles, series
-from lowtail._native import ExactHistogram
-from lowtail.compare.intervals import DEFAULT_LEVEL, packets_to_resolve, rank_interval
+from lowtail._native import ExactHistogram, SeriesSummary, SummaryError
+from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document, interval
+from lowtail.documents import BoundsDoc, IntervalDoc
+from lowtail.errors import UserError
 
 # Points per decade of 1/(1−p) on the percentile curves a comparison stores, and the
 # fractions of its CDF points (0, 1/1000, ..., 1).
@@ -23,9 +25,16 @@ CDF_POINTS = 1000
 
 @dataclass
 class Distribution:
-    """The exact distribution of some packets (one run's, or several runs' pooled)."""
+    """The exact distribution of some packets (one run's, or several runs' pooled), with
+    the time blocks of each run they came from."""
 
+    summaries: list[SeriesSummary] = field(default_factory=list)
     hist: ExactHistogram = field(default_factory=ExactHistogram)
+
+    @classmethod
+    def of(cls, summary: SeriesSummary) -> Distribution:
+        """One run's packets."""
+        return cls([summary], summary.histogram)
 
     @property
     def samples(self) -> int:
@@ -36,26 +45,21 @@ class Distribution:
         """Nearest-rank values at these figures ("p99_9", "min", "max"), and `samples`."""
         keys = list(keys)
         found = self.hist.quantiles([percentiles.quantile_of_key(k) for k in keys])
-        values: list[int | None] = list(found) if found else [None] * len(keys)
+        values: list[int | None] = list(found) if found is not None else [None] * len(keys)
         return {**dict(zip(keys, values)), "samples": self.samples}
 
-    def interval(self, key: str, level: float = DEFAULT_LEVEL) -> dict[str, Any]:
-        """The distribution-free interval of a headline percentile (see `intervals`): its
-        bounds in ns (None on a side the data cannot bound), their ranks, the exact
-        coverage, whether it is resolvable and how many packets would make it so."""
-        fraction = percentiles.fraction(key)
-        ri = rank_interval(self.samples, fraction, level)
-        lower = self.hist.at_ranks([ri.lower])[0] if ri.bounded_below else None
-        upper = self.hist.at_ranks([ri.upper])[0] if ri.bounded_above else None
-        return {
-            "lower_ns": lower,
-            "upper_ns": upper,
-            "lower_rank": ri.lower,
-            "upper_rank": ri.upper,
-            "coverage": ri.coverage,
-            "resolvable": ri.resolvable,
-            "packets_needed": packets_to_resolve(fraction, level),
-        }
+    def evidence(self) -> Evidence:
+        """What the intervals read: the pooled histogram and each run's blocks."""
+        return Evidence(self.summaries, self.hist)
+
+    def interval(self, key: str, level: float = DEFAULT_LEVEL) -> IntervalDoc:
+        """The interval of a headline percentile that allows for clustered packets (see
+        `compare.intervals`)."""
+        return interval(self.evidence(), key, level).as_dict()
+
+    def bounds(self, keys: Iterable[str], level: float, confidence: float) -> BoundsDoc:
+        """Intervals at `level` and one-sided bounds at `confidence` of these percentiles."""
+        return bounds_document(self.evidence(), keys, level, confidence)
 
     def curve(self, fractions: list[float]) -> list[tuple[float, int]]:
         """(fraction, value) at each fraction: an HDR percentile curve, exact at every point."""
@@ -66,26 +70,41 @@ class Distribution:
         """(fraction, value) at the fractions k/points, k = 0..points."""
         return self.curve([k / points for k in range(points + 1)])
 
-    def add(self, other: Distribution) -> None:
-        """Pool `other`'s packets into this one."""
-        self.hist.merge(other.hist)
+
+def read_run(
+    stored: bytes | None, series_path: str | Path | None, on_rows: Callable[[int], None] | None = None
+) -> Distribution:
+    """One run's distribution: from its stored summary, else from its matched series (made
+    again as its analysis made it). UserError when neither can be read."""
+    problem = None
+    if stored is not None:
+        try:
+            summary = SeriesSummary.from_bytes(stored)
+        except SummaryError as e:
+            problem = f"its stored latency summary is damaged ({e})"
+        else:
+            if on_rows:
+                on_rows(summary.count)
+            return Distribution.of(summary)
+    if series_path:
+        summary = series.summary_of(series_path)
+        if on_rows:
+            on_rows(summary.count)
+        return Distribution.of(summary)
+    raise UserError(problem or "neither its latency summary nor its matched series was kept")
 
 
-def read_series(path: str | Path, on_batch: Callable[[int], None] | None = None) -> Distribution:
-    """The distribution of a matched series file, streamed; `on_batch(rows)` after each batch."""
-    d = Distribution()
-    for latencies in series.iter_latencies(path):
-        d.hist.record(latencies)  # type: ignore[arg-type]  # an int64 array is a buffer
-        if on_batch:
-            on_batch(len(latencies))
-    return d
+def read_series(path: str | Path) -> Distribution:
+    """The distribution of a matched series file (streamed)."""
+    return Distribution.of(series.summary_of(path))
 
 
 def pooled(parts: Iterable[Distribution]) -> Distribution:
     """The distribution of all these parts' packets together."""
     out = Distribution()
     for part in parts:
-        out.add(part)
+        out.hist.merge(part.hist)
+        out.summaries += part.summaries
     return out
 
 

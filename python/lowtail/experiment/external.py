@@ -19,8 +19,8 @@ A small TOML file says what each pair is, by its file names:
 
 Every `{axis}` of the pattern becomes a value of the pair; files that differ only in
 `{side}` are a pair; a name ending in .zst or .gz matches the pattern without it. Axes fill the columns of a run as lowtail's own runs have them — `dut`
-(the DuT's name), `kind` (external unless given), `rate` (50000, 50k; measured from the
-captures when not given), `frame_size`, `burst`, `repetition`, `containment` — and every
+(the DuT's name), `kind` (external unless given), `rate` (50000, 50k; "rate not given" when
+absent: a measured rate is no axis), `frame_size`, `burst`, `repetition`, `containment` — and every
 other axis goes into the run's DuT options (`dut_config`), where comparisons find it; all
 of them are kept under the run's `testbed.axes`.
 
@@ -44,6 +44,7 @@ import msgspec
 
 from lowtail import __version__, files, schema
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
+from lowtail.documents import AnalyzeOptionsDocument
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
 from lowtail.store import records
@@ -289,7 +290,7 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
 # -- one pair: analysed, then stored -------------------------------------------------------------
 
 
-def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[AnalysisDocument, dict[str, Any]]:
+def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[AnalysisDocument, AnalyzeOptionsDocument]:
     """The analysis of one pair (its matched series written to `series`) and the options it
     used. Raises UserError for an unreadable capture, Failure when it holds nothing to
     measure, Interrupted on Ctrl-C: runs wherever the captures are."""
@@ -307,11 +308,13 @@ def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, expe
         for a in records.IMPORTED_AXES
         if a.imported is not None and (a.name in axes or a.import_default is not None)
     }
-    derived = "rate" not in axes
-    if derived:
-        # Not given: the rate the PRE capture shows.
-        span = analysis.get("duration_ns") or 0
-        columns["rate_pps"] = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else 0
+    # Not given: no rate axis ("rate not given"), never the rate the PRE capture shows — a
+    # measured rate differs between repetitions of one configuration and would split it. The
+    # measurement is kept with the run's traffic.
+    span = analysis.get("duration_ns") or 0
+    measured = round((analysis["sent"] - 1) * 1e9 / span) if span > 0 and analysis["sent"] > 1 else None
+    if "rate" not in axes:
+        columns["rate_pps"] = 0
     start = analysis.get("start_ts_ns") or 0
     imported = {a.name for a in records.IMPORTED_AXES}
     return RunRecord(
@@ -332,7 +335,7 @@ def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, expe
         else [],
         dut_stats={},
         capture_paths=[str(pair.pre.resolve()), str(pair.post.resolve())],
-        traffic={"rate_measured": derived},
+        traffic={"rate_given": "rate" in axes, "measured_rate_pps": measured},
         testbed={"kind": "imported", "axes": axes, "pre": str(pair.pre.resolve()), "post": str(pair.post.resolve())},
     )
 
@@ -343,7 +346,7 @@ def store_pair(
     experiment_name: str,
     pair: Pair,
     analysis: AnalysisDocument,
-    options: dict[str, Any],
+    options: AnalyzeOptionsDocument,
 ) -> int:
     """Store an analysed pair as a run of the experiment (run and analysis in one transaction)."""
     return runstore.save_run(store, run_record(pair, analysis, experiment_id, experiment_name), analysis, options)

@@ -7,16 +7,16 @@ import platform
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
 from lowtail import __version__
 from lowtail.host.facts import Host
 from lowtail.host.sysroot import SysRoot
+from lowtail.measurement_documents import HostMetadata
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
 
 
-def host_metadata(plan: CoreRoles) -> dict[str, Any]:
+def host_metadata(plan: CoreRoles) -> HostMetadata:
     """The host an experiment runs on, stored with it: kernel, boot parameters, CPU, the
     cores of each role, cpusets, lowtail's version and the command."""
     host = Host(SysRoot("/"))

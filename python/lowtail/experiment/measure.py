@@ -27,12 +27,14 @@ from lowtail.experiment.live import LiveFeed, LiveSample
 from lowtail.experiment.spec import Combination, Experiment, Traffic, Trust
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
+from lowtail.measurement_documents import CaptureStatistics, EnergyReading, GeneratorStatistics, TestbedDocument
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import NamespacesTestbed
+from lowtail.trace.run import start_run_trace
 from lowtail.units import format_ns
 
 # RFC 2544's benchmarking range: never a real host's address.
@@ -53,14 +55,14 @@ class DutFailed(Exception):
 class Outcome:
     started_at: datetime
     finished_at: datetime | None = None
-    generator: dict[str, Any] = field(default_factory=dict)
-    capture: dict[str, Any] = field(default_factory=dict)
-    dut_stats: dict[str, Any] = field(default_factory=dict)
+    generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
+    capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
+    dut_stats: dict[str, Any] = field(default_factory=dict)  # the DuT kind's own (testbed/duts), as is
     containment: dict[str, Any] = field(default_factory=lambda: {"mode": "bare"})
     virtualization: str | None = None  # kvm | tcg when the DuT is a VM
     guest_interrupts: list[Any] = field(default_factory=list)
     traffic_window_ns: tuple[int, int] | None = None  # when the interrupt samplers ran
-    energy: dict[str, Any] | None = None
+    energy: EnergyReading | None = None
     interrupts: Any = None
     invalid_reasons: list[str] = field(default_factory=list)
     # Trusted figures, but not of the traffic the file asked for (see spec.Trust).
@@ -68,7 +70,9 @@ class Outcome:
     pre: Path | None = None
     post: Path | None = None
     frames_planned: int = 0
-    testbed: dict[str, Any] = field(default_factory=dict)  # its kind, points and the clocks of PRE and POST
+    # Set as soon as the testbed is built (a run whose testbed fails is not stored).
+    testbed: TestbedDocument = field(default_factory=lambda: TestbedDocument(kind=""))
+    trace: dict[str, Any] | None = None  # the kernel trace of the roles' cores (trace/run.py's TraceDocument)
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -97,8 +101,13 @@ def measure(
             outcome.degraded_reasons += dut.core_plan_warnings(plan)
             _wait_until_forwarding(tb, dut)
             captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
+            # Its instance is in the testbed's registry: however the run ends, it goes with the testbed.
+            tracer = start_run_trace(
+                tb, plan, dut, exp.traffic_ns(combo.traffic) / 1e9, combo.traffic.rate_pps, enabled=exp.trace
+            )
             _send(exp, combo, tb, plan, run_dir, dut, outcome, captures, on_live)
             time.sleep(exp.drain_ns / 1e9)
+            outcome.trace = dict(tracer.stop(tb, run_dir))
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
             _record_dut(outcome, dut.facts(dut.stop(), frames_sent=None))
@@ -216,12 +225,14 @@ def _start_capture(
 def _finish_capture(tb: NamespacesTestbed, captures: list[_Capture], run_dir: Path, outcome: Outcome) -> None:
     """Stop the timestampers, bring their captures here, and record their statistics, the
     clock of each side and whether a clock was stepped during the run."""
-    docs, sides = [], {}
+    docs: list[CaptureStatistics] = []
+    sides = {}
     for capture in captures:
         if capture.program.stop() == DISK_FULL:
             raise Failure(_disk_full_or(capture, "the timestamper could not write its capture"))
         capture.clock_end = _clock_reading()
-        doc = capture.program.statistics() or {}
+        written = capture.program.statistics()
+        doc: CaptureStatistics = written if written else {}
         docs.append(doc)
         for side in capture.sides:
             capture.site.fetch(f"{side}.pcap.zst", run_dir / f"{side}.pcap.zst")
@@ -249,7 +260,7 @@ def _finish_capture(tb: NamespacesTestbed, captures: list[_Capture], run_dir: Pa
         outcome.testbed["clocks"] = clocks.judge(sides["pre"], sides["post"])
 
 
-def _merged(docs: list[dict[str, Any]]) -> dict[str, Any]:
+def _merged(docs: list[CaptureStatistics]) -> CaptureStatistics:
     """One timestamper's statistics as they are; two timestampers' as one document (their
     interfaces in PRE, POST order, frames and drops summed) with each kept in full."""
     if len(docs) == 1:
@@ -370,7 +381,8 @@ def _send(
         outcome.energy = meter.stop() if meter else None
         outcome.interrupts = sampler.stop() if sampler else None
         outcome.traffic_window_ns = (window_start, time.time_ns())
-    outcome.generator = generator.statistics() or {}
+    written = generator.statistics()
+    outcome.generator = written if written else {}
     if crash:
         outcome.invalid_reasons.append(f"{crash} while traffic was flowing")
     elif generator.stop_signal is not None:
@@ -413,11 +425,11 @@ def judge_outcome(outcome: Outcome, trust: Trust) -> None:
         outcome.invalid_reasons.append("the timestamper wrote no statistics: its drops are unknown")
 
 
-def generator_stalled(gen: dict[str, Any], trust: Trust) -> str | None:
+def generator_stalled(gen: GeneratorStatistics, trust: Trust) -> str | None:
     """Why the generator's pacing degrades the run ("generator stalled 2.6 ms (...)"), or
     None when its bursts left close enough to their schedule (spec.Trust's thresholds)."""
-    pacing = gen.get("pacing_error_ns") or {}
-    worst, p99 = pacing.get("max"), pacing.get("p99")
+    pacing = gen.get("pacing_error_ns")
+    worst, p99 = (pacing.get("max"), pacing.get("p99")) if pacing else (None, None)
     stalled = worst is not None and worst > trust.max_stall_ns
     if stalled:
         head = f"generator stalled {format_ns(worst)} (over [trust] max_stall {format_ns(trust.max_stall_ns)}"
@@ -429,9 +441,10 @@ def generator_stalled(gen: dict[str, Any], trust: Trust) -> str | None:
     else:
         return None
     details = [f"p99 pacing error {format_ns(p99)}" if stalled and p99 is not None else None]
-    if isinstance(gen.get("late_bursts"), int) and pacing.get("samples"):
+    if isinstance(gen.get("late_bursts"), int) and pacing and pacing.get("samples"):
         details.append(f"{gen['late_bursts']:,} of {pacing['samples']:,} bursts late")
-    share = (gen.get("cpu_wait") or {}).get("share")
+    cpu_wait = gen.get("cpu_wait")
+    share = cpu_wait.get("share") if cpu_wait else None
     if isinstance(share, (int, float)):
         details.append(f"off its core {100 * share:.1f} % of the run")
     return head + "".join(f"; {d}" for d in details if d) + ")"
@@ -440,7 +453,7 @@ def generator_stalled(gen: dict[str, Any], trust: Trust) -> str | None:
 GENERATOR_BEHIND_REASON = "the generator did not hold the requested rate"
 
 
-def generator_behind(gen: dict[str, Any]) -> str:
+def generator_behind(gen: GeneratorStatistics) -> str:
     """Why a generator that did not keep up makes the run invalid, in its own figures."""
     details = []
     if isinstance(gen.get("achieved_rate_pps"), (int, float)) and gen.get("rate_pps"):
@@ -454,7 +467,7 @@ def generator_behind(gen: dict[str, Any]) -> str:
     )
 
 
-def capture_drops(cap: dict[str, Any]) -> int:
+def capture_drops(cap: CaptureStatistics) -> int:
     """Kernel drops over all interfaces of a capture's statistics."""
     total = 0
     for entry in cap.get("interfaces", []):

@@ -13,19 +13,22 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.binaries import find_binary
+from lowtail.documents import AnalyzeOptionsDocument
 from lowtail.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
+from lowtail.explain.run import explain_run
+from lowtail.measurement_documents import HostMetadata
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store, is_out_of_space
+from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
 from lowtail.testbed.cores import CoreRoles
@@ -133,9 +136,13 @@ def run_experiment(
     if exp.calibration is not None:
         runstore.check_calibration(store, exp.calibration)
 
-    def host() -> dict[str, Any]:
-        found = host_metadata(plan) | {"testbed": exp.testbed.kind}
-        return found | ({"roles": session.hosts()} if session.hosts() else {})
+    def host() -> HostMetadata:
+        found = host_metadata(plan)
+        found["testbed"] = exp.testbed.kind
+        roles = session.hosts()
+        if roles:
+            found["roles"] = roles
+        return found
 
     target = datadir.create_or_resume(store, data_dir, exp.name, exp.as_json(), exp.spec_hash, host, fresh)
     eid, data_dir = target.experiment_id, target.folder
@@ -265,12 +272,16 @@ def _run_one(
     with store.transaction():
         run_id = runstore.save_run(store, record, analysis, options)
         _save_interrupts(store, run_id, outcome)
+        if outcome.trace is not None:
+            save_run_trace(store, run_id, outcome.trace)
+    if analysis is not None and analysis.get("export_path"):
+        explain_run(store, run_id)  # the causes of its tail, stored for the report and `compare`
     return StoredRun(record, run_id)
 
 
 def _analyze(
     exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path
-) -> tuple[AnalysisDocument | None, dict[str, Any]]:
+) -> tuple[AnalysisDocument | None, AnalyzeOptionsDocument]:
     """The analysis of the run's captures; None (and a reason) when there is nothing to analyse."""
     options = analyze_options(
         trim_ns=exp.warmup_ns, udp_port=combo.traffic.udp_dst_port, export=run_dir / "series.parquet"
@@ -278,7 +289,7 @@ def _analyze(
     if outcome.pre is None or outcome.post is None or not outcome.pre.exists():
         return None, options.to_dict()
     try:
-        return analyze_pair(outcome.pre, outcome.post, options), options.to_dict()
+        return analyze_pair(outcome.pre, outcome.post, options, confidence=exp.verdict.confidence), options.to_dict()
     except (UserError, Failure) as e:
         if is_disk_full(e):
             raise

@@ -1,6 +1,7 @@
 """The experiment file: a TOML document whose lists span a sweep.
 
-    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures
+    [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures,
+                  trace (the kernel trace of the roles' cores that `lowtail explain` reads; default true)
     [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
@@ -39,11 +40,14 @@ DEFAULT_NAME = "default.toml"
 
 # Frame sizes on the wire, FCS included (RFC 2544): the frame crate's definition.
 MIN_FRAME, MAX_FRAME = FRAME_SIZES
-# `duration = "auto"`: each run measures long enough for the verdict's percentile at its own
-# rate, with this much more (a few packets lost or at the trim's edge must not leave it
-# one short: "inconclusive"), rounded up to AUTO_STEP_NS.
+# `duration = "auto"`: each run measures long enough for the verdict to be able to PASS at
+# its own rate — the packets whose largest bounds the percentile at the verdict's confidence
+# (`Verdict.packets_needed`, 299,572 for 99.999 % at 95 %) — times this margin: the
+# dispersion a run of independent packets measures for itself (about 1.2, up to 1.6: the
+# bound allows for its being estimated, see compare/intervals.py), and a few packets lost
+# or at the trim's edge; rounded up to AUTO_STEP_NS.
 AUTO_DURATION = "auto"
-AUTO_MARGIN = 1.1
+AUTO_MARGIN = 1.6
 AUTO_STEP_NS = 100_000_000
 MIN_DURATION_NS = 100_000_000
 
@@ -140,6 +144,8 @@ class Experiment:
     trust: Trust
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     testbed: wiring.Wiring = field(default_factory=wiring.Namespaces)
+    # Record the kernel trace of the roles' cores during each run (trace/run.py).
+    trace: bool = True
 
     def measured_ns(self, traffic: Traffic) -> int:
         """The measured time (after the warm-up) of a run at this traffic point: the file's
@@ -262,6 +268,7 @@ class _ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
     calibrate: _Flag | None = None
     calibration: _ExperimentId | None = None
     keep_captures: _Flag = True
+    trace: _Flag = True
 
 
 class _TrafficTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -409,6 +416,7 @@ def parse(text: str, source: str) -> Experiment:
         calibrate=calibrate,
         calibration=exp.calibration,
         keep_captures=exp.keep_captures,
+        trace=exp.trace,
         traffic=points,
         duts=duts,
         # A hosts testbed's cores are the remote hosts': checked once they are reached.

@@ -12,9 +12,13 @@ when there are no package zones; every zone is also given by itself."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowtail.measurement_documents import EnergyReading
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -71,7 +75,7 @@ class EnergyMeter:
         self._t0 = time.monotonic_ns()
         return self
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> EnergyReading:
         duration = time.monotonic_ns() - self._t0
         if not self._zones:
             return {
@@ -126,7 +130,7 @@ def _read(p: Path) -> str | None:
         return None
 
 
-def describe(energy: dict[str, Any] | None) -> str:
+def describe(energy: Mapping[str, Any] | None) -> str:
     """One line for tables: "12.3 J, 24.6 W mean" or "not available (why)"."""
     if not energy or not energy.get("available"):
         reason = (energy or {}).get("reason")

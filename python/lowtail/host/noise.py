@@ -26,6 +26,7 @@ from lowtail.host.energy import EnergyMeter
 from lowtail.host.facts import Host
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts
 from lowtail.host.sysroot import SysRoot, format_cpulist
+from lowtail.measurement_documents import EnergyReading, InterruptKindLoad, NoiseAttribution, NoiseCore, NoiseDocument
 
 if TYPE_CHECKING:
     from lowtail.store import DbPath
@@ -69,7 +70,7 @@ def resolve_cpus(opts: NoiseOptions, host: Host) -> int | None:
     return free[0] if free else None
 
 
-def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) -> dict[str, Any]:
+def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) -> NoiseDocument:
     """Run the noise probe on the chosen cores (with the interrupt sampler and the energy
     meter) and attribute its gaps; the document `lowtail noise --json` prints."""
     host = Host(SysRoot("/"))
@@ -138,9 +139,9 @@ def build_result(
     sampler: InterruptSampler | None,
     opts: NoiseOptions,
     housekeeping: int | None,
-    energy: dict[str, Any],
+    energy: EnergyReading,
     host: Host,
-) -> dict[str, Any]:
+) -> NoiseDocument:
     """The noise document from the probe's output, its gaps and the interrupt samples:
     per core its figures, histogram, largest gaps and the interrupt profile behind them."""
     before = after = None
@@ -149,37 +150,35 @@ def build_result(
         after = parse_interrupts(probe["interrupts_after"]["text"])
         window_ns = probe["interrupts_after"]["t_ns"] - probe["interrupts_before"]["t_ns"]
         counts = diff(before, after)
-    cores = []
+    cores: list[NoiseCore] = []
     for core in probe["cores"]:
         cpu = core["cpu"]
-        entry = {
-            k: core[k]
-            for k in (
-                "cpu",
-                "gaps",
-                "rate_hz",
-                "max_ns",
-                "p50_ns",
-                "p90_ns",
-                "p99_ns",
-                "p99_9_ns",
-                "noise_ns_per_s",
-                "gap_total_ns",
-                "loops",
-                "min_loop_ns",
-                "dropped",
-                "start_ns",
-                "duration_ns",
-                "histogram",
-                "largest",
-            )
+        entry: NoiseCore = {
+            "cpu": cpu,
+            "gaps": core["gaps"],
+            "rate_hz": core["rate_hz"],
+            "max_ns": core["max_ns"],
+            "p50_ns": core["p50_ns"],
+            "p90_ns": core["p90_ns"],
+            "p99_ns": core["p99_ns"],
+            "p99_9_ns": core["p99_9_ns"],
+            "noise_ns_per_s": core["noise_ns_per_s"],
+            "gap_total_ns": core["gap_total_ns"],
+            "loops": core["loops"],
+            "min_loop_ns": core["min_loop_ns"],
+            "dropped": core["dropped"],
+            "start_ns": core["start_ns"],
+            "duration_ns": core["duration_ns"],
+            "histogram": core["histogram"],
+            "largest": core["largest"],
+            "interrupts": None,
         }
         if before is not None and after is not None:
             per_kind = exclusive({kind: n for (c, kind), n in counts.items() if c == cpu})
             intervals = _intervals(samples, sampler, cpu, core["start_ns"], core["start_ns"] + core["duration_ns"])
             t, lengths = gaps[cpu]
             profile = attribute(t, lengths, per_kind, intervals)
-            entry["interrupts"] = {
+            loads: dict[str, InterruptKindLoad] = {
                 kind: {
                     "count": n,
                     "rate_hz": n / (window_ns / 1e9),
@@ -190,12 +189,17 @@ def build_result(
                 }
                 for kind, n in sorted(per_kind.items(), key=lambda kv: -kv[1])
             }
+            entry["interrupts"] = loads
             entry["d_sum_ns_per_s"] = sum(
-                v["rate_hz"] * v["typical_ns"] for v in entry["interrupts"].values() if v["typical_ns"] is not None
+                v["rate_hz"] * v["typical_ns"] for v in loads.values() if v["typical_ns"] is not None
             )
-            entry["attribution"] = {k: v for k, v in profile.items() if k != "typical_ns"}
-        else:
-            entry["interrupts"] = None
+            entry["attribution"] = {
+                "method": profile["method"],
+                "intervals": profile["intervals"],
+                "explained_share": profile["explained_share"],
+                "long_gaps": profile["long_gaps"],
+                "long_gap_total_ns": profile["long_gap_total_ns"],
+            }
         cores.append(entry)
     costs = sorted(sampler.read_cpu_ns) if sampler else []
     return {
@@ -251,12 +255,37 @@ def exclusive(counts: dict[str, int]) -> dict[str, int]:
     return counts
 
 
+class InterruptProfile(NoiseAttribution):
+    """The typical duration of each interrupt kind on one core ("LOC" → ns; None where it
+    could not be timed), and how it was found."""
+
+    typical_ns: dict[str, float | None]
+
+
+def _profile(
+    typical_ns: dict[str, float | None],
+    method: str,
+    intervals: int,
+    explained_share: float,
+    long_gaps: int,
+    long_gap_total_ns: int,
+) -> InterruptProfile:
+    return {
+        "typical_ns": typical_ns,
+        "method": method,
+        "intervals": intervals,
+        "explained_share": explained_share,
+        "long_gaps": long_gaps,
+        "long_gap_total_ns": long_gap_total_ns,
+    }
+
+
 def attribute(
     gap_t: np.ndarray,
     gap_len: np.ndarray,
     counts: dict[str, int],
     intervals: list[tuple[int, int, dict[str, int]]] | None,
-) -> dict[str, Any]:
+) -> InterruptProfile:
     """Typical duration per interrupt kind on one core.
 
     Gaps of HANDLER_MAX_NS or more are not interrupt handlers and are only counted
@@ -268,26 +297,28 @@ def attribute(
     interrupts — and every kind gets their median. `explained_share` is the part of the
     shorter gaps' time the profile accounts for."""
     long = gap_len >= HANDLER_MAX_NS
-    extra = {"long_gaps": int(long.sum()), "long_gap_total_ns": int(gap_len[long].sum())}
+    long_gaps, long_gap_total_ns = int(long.sum()), int(gap_len[long].sum())
     gap_t, gap_len = gap_t[~long], gap_len[~long]
     total_gap = float(gap_len.sum())
     n_irq = sum(counts.values())
     if not counts:
-        return {"typical_ns": {}, "method": "no interrupts", "intervals": 0, "explained_share": 0.0, **extra}
+        return _profile({}, "no interrupts", 0, 0.0, long_gaps, long_gap_total_ns)
     if intervals and len(intervals) >= 4:
         result = _regress(gap_t, gap_len, counts, intervals)
         if result is not None:
-            return {**result, **extra}
+            typical_ns, method, explained_share = result
+            return _profile(typical_ns, method, len(intervals), explained_share, long_gaps, long_gap_total_ns)
     k = min(n_irq, len(gap_len))
     typical = float(np.median(np.sort(gap_len)[-k:])) if k else None
     explained = (typical or 0.0) * n_irq
-    return {
-        "typical_ns": {kind: typical for kind in counts},
-        "method": "count-matched (kinds not separated)",
-        "intervals": len(intervals or []),
-        "explained_share": min(1.0, explained / total_gap) if total_gap else 0.0,
-        **extra,
-    }
+    return _profile(
+        {kind: typical for kind in counts},
+        "count-matched (kinds not separated)",
+        len(intervals or []),
+        min(1.0, explained / total_gap) if total_gap else 0.0,
+        long_gaps,
+        long_gap_total_ns,
+    )
 
 
 def _regress(
@@ -295,7 +326,9 @@ def _regress(
     gap_len: np.ndarray,
     counts: dict[str, int],
     intervals: list[tuple[int, int, dict[str, int]]],
-) -> dict[str, Any] | None:
+) -> tuple[dict[str, float | None], str, float] | None:
+    """Typical duration per kind, the method's name and the share explained; None when the
+    intervals are too few for the kinds to separate."""
     from scipy.optimize import nnls
 
     kinds = sorted(counts)
@@ -322,13 +355,10 @@ def _regress(
         typical[kinds[i]] = float(coef[-1])
     fitted = float((x @ coef).sum())
     total = float(g.sum())
-    return {
-        "typical_ns": typical,
-        "method": "interval regression"
-        + (f" ({', '.join(kinds[i] for i in steady)} share one duration)" if len(steady) > 1 else ""),
-        "intervals": len(intervals),
-        "explained_share": min(1.0, fitted / total) if total else 0.0,
-    }
+    method = "interval regression" + (
+        f" ({', '.join(kinds[i] for i in steady)} share one duration)" if len(steady) > 1 else ""
+    )
+    return typical, method, min(1.0, fitted / total) if total else 0.0
 
 
 def default_cpus() -> list[int]:
@@ -346,7 +376,7 @@ def noise_and_store(
     save: bool = True,
     label: str | None = None,
     warn: Callable[[str], None] = lambda m: None,
-) -> dict[str, Any]:
+) -> NoiseDocument:
     """The noise probe of `opts` (`run_noise`), stored in the database at `db` when `save`
     (opened only once the probe is over); the document then carries its `noise_run_id`."""
     result = run_noise(opts, warn=warn)

@@ -13,6 +13,7 @@ from typing import Any
 
 from lowtail.errors import UserError
 from lowtail.host.facts import Host
+from lowtail.host.remedies import BOOT_PARAMETERS
 from lowtail.host.sysroot import format_cpulist, parse_cpulist
 
 
@@ -83,33 +84,32 @@ class BootParam:
 
 
 def boot_params(plan: CorePlan, vendor: str) -> list[BootParam]:
-    """The URLLC studies' latency-optimised boot parameters for a core plan. The intel_* ones
-    only on Intel CPUs (Perf. Eval. 2024, §3: not available on AMD)."""
+    """The URLLC studies' latency-optimised boot parameters for a core plan, each with its
+    purpose and source from the remedies table (host/remedies.py). The intel_* ones only on
+    Intel CPUs (Perf. Eval. 2024, §3: not available on AMD)."""
     iso, hk = format_cpulist(plan.isolated), format_cpulist(plan.housekeeping)
-    t1, t2, both = "JNSM 2023, Table 1", "Perf. Eval. 2024, Table 2", "JNSM 2023, Table 1; Perf. Eval. 2024, Table 2"
-    params = [
-        BootParam("isolcpus", iso, "keep the scheduler's other tasks off the DuT cores", t1),
-        BootParam("nohz_full", iso, "no timer tick on a core running one task", t1),
-        BootParam("rcu_nocbs", iso, "RCU callbacks run on housekeeping cores", both),
-        BootParam("rcu_nocb_poll", None, "RCU callback threads poll instead of being woken", both),
-        BootParam("irqaffinity", hk, "device interrupts on housekeeping cores", both),
-        BootParam("idle", "poll", "cores never enter a sleep state", both),
+    values: list[tuple[str, str | None]] = [
+        ("isolcpus", iso),
+        ("nohz_full", iso),
+        ("rcu_nocbs", iso),
+        ("rcu_nocb_poll", None),
+        ("irqaffinity", hk),
+        ("idle", "poll"),
     ]
     if vendor == "GenuineIntel":
-        params += [
-            BootParam("intel_idle.max_cstate", "0", "no deep C-states", t1),
-            BootParam("intel_pstate", "disable", "no P-state driver changing the frequency", t1),
-        ]
-    params += [
-        BootParam("tsc", "reliable", "no periodic TSC verification", both),
-        BootParam("mce", "ignore_ce", "no handling of corrected machine-check errors", both),
-        BootParam("audit", "0", "no audit subsystem", both),
-        BootParam("nmi_watchdog", "0", "no NMI watchdog", both),
-        BootParam("skew_tick", "1", "ticks of different cores at different times", both),
-        BootParam("nosoftlockup", None, "no soft-lockup detector and its backtraces", both),
-        BootParam("nosmt", None, "no hyper-threads sharing a core with the DuT", t2),
+        values += [("intel_idle.max_cstate", "0"), ("intel_pstate", "disable")]
+    values += [
+        ("tsc", "reliable"),
+        ("mce", "ignore_ce"),
+        ("audit", "0"),
+        ("nmi_watchdog", "0"),
+        ("skew_tick", "1"),
+        ("nosoftlockup", None),
+        ("nosmt", None),
     ]
-    return params
+    return [
+        BootParam(name, value, BOOT_PARAMETERS[name].purpose, BOOT_PARAMETERS[name].source) for name, value in values
+    ]
 
 
 # Boot parameters that concern the physical machine, not a guest's virtual CPUs.

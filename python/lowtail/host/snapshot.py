@@ -10,7 +10,7 @@ import json
 import socket
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 from lowtail import __version__
 from lowtail.errors import UserError
@@ -23,7 +23,27 @@ from lowtail.host.sysroot import SysRoot
 MANIFEST = "lowtail-snapshot.json"
 
 
-def write_snapshot(dest: Path, source: str | Path | None = None) -> dict[str, Any]:
+class SnapshotManifest(TypedDict):
+    """What a snapshot holds (its MANIFEST file): where and when it was taken, the files
+    written and those that could not be read."""
+
+    snapshot: str
+    lowtail_version: str
+    created_at: str
+    host: str
+    kernel: str
+    files: int
+    unreadable: list[str]
+
+
+class SnapshotDocument(SnapshotManifest):
+    """A snapshot written, as `lowtail host snapshot --json` prints it."""
+
+    path: str
+    checks: int  # the audit's checks whose files it holds
+
+
+def write_snapshot(dest: Path, source: str | Path | None = None) -> SnapshotDocument:
     """Copy into `dest` every /proc and /sys file an audit of the host reads (a sysroot to
     audit elsewhere with --sysroot); returns what was written."""
     dest = Path(dest)
@@ -46,7 +66,7 @@ def write_snapshot(dest: Path, source: str | Path | None = None) -> dict[str, An
     try:
         dest.mkdir(parents=True, exist_ok=True)
         files = root.save_recording(dest)
-        manifest = {
+        manifest: SnapshotManifest = {
             "snapshot": "lowtail host snapshot",
             "lowtail_version": __version__,
             "created_at": datetime.now(UTC).isoformat(timespec="seconds"),

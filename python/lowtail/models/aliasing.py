@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,12 +24,19 @@ from typing import Any
 import numpy as np
 
 from lowtail import series
-from lowtail.documents import AliasingDocument
+from lowtail.documents import (
+    AliasingDocument,
+    AliasingMeasurement,
+    AliasingPattern,
+    AliasingSpecDocument,
+    Beat,
+    InterruptClockFit,
+)
 from lowtail.errors import UserError
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id
-from lowtail.store.models import save_model
+from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures
 from lowtail.units import format_ns
 
@@ -56,6 +64,22 @@ class AliasingSpec:
     jitter_ns: float = 0.0
     seed: int = 1
 
+    def as_document(self) -> AliasingSpecDocument:
+        """The parameters as the result stores them."""
+        return {
+            "rate_pps": self.rate_pps,
+            "irq_rate_hz": self.irq_rate_hz,
+            "irq_durations_ns": list(self.irq_durations_ns),
+            "duration_s": self.duration_s,
+            "base_latency_ns": self.base_latency_ns,
+            "service_ns": self.service_ns,
+            "irq_phase_ns": self.irq_phase_ns,
+            "duration_offset": self.duration_offset,
+            "worst": self.worst,
+            "jitter_ns": self.jitter_ns,
+            "seed": self.seed,
+        }
+
     def check(self) -> None:
         numbers = (self.rate_pps, self.irq_rate_hz, self.duration_s)
         if not all(math.isfinite(x) and x > 0 for x in numbers):
@@ -74,7 +98,7 @@ class AliasingSpec:
             )
 
 
-def beat(rate_pps: float, irq_rate_hz: float) -> dict[str, Any]:
+def beat(rate_pps: float, irq_rate_hz: float) -> Beat:
     """The beat between the traffic and the nearest harmonic of the interrupt clock."""
     harmonic = max(1, round(rate_pps / irq_rate_hz))
     f_beat = abs(rate_pps - harmonic * irq_rate_hz)
@@ -97,7 +121,7 @@ def latency_at(times_ns: np.ndarray, spec: AliasingSpec) -> np.ndarray:
     return spec.base_latency_ns + spec.service_ns + waiting + preempted
 
 
-def simulate(spec: AliasingSpec) -> dict[str, Any]:
+def simulate(spec: AliasingSpec) -> AliasingPattern:
     """The worst-N events of constant-rate traffic against the interrupts."""
     spec.check()
     n = int(spec.rate_pps * spec.duration_s)
@@ -116,7 +140,7 @@ def simulate(spec: AliasingSpec) -> dict[str, Any]:
         best_t, best_l = _keep_worst(np.r_[best_t, times], np.r_[best_l, lat], spec.worst)
     order = np.argsort(best_t)
     return {
-        "spec": asdict(spec),
+        "spec": spec.as_document(),
         "packets": n,
         "packets_delayed": hits,
         # Packets further apart than an interrupt lasts cannot resolve it: the lines appear.
@@ -135,7 +159,7 @@ def _keep_worst(times: np.ndarray, lat: np.ndarray, n: int) -> tuple[np.ndarray,
 
 def fit_interrupt_clock(
     times_ns: np.ndarray, latencies_ns: np.ndarray, spec: AliasingSpec, max_ppm: float = 500.0
-) -> dict[str, Any]:
+) -> InterruptClockFit:
     """Find the interrupt frequency and phase, in the capture's clock, that explain the
     delayed packets of a measurement (`times_ns` since its first packet).
 
@@ -275,7 +299,7 @@ def _rayleigh(times_ns: np.ndarray, f_hz: float) -> float:
 # -- against a stored run -----------------------------------------------------------------
 
 
-def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+def measured_worst(store: Store, text: str) -> tuple[AliasingMeasurement, ModelLinks]:
     """Worst events of a stored run (12, run:12) or analysis (analysis:7), times relative to
     its first packet, with its rate, span and median; and the ids to link a result to."""
     kind, _, ident = text.partition(":")
@@ -283,7 +307,7 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
         kind, ident = "run", text
     if as_id(ident) is None or kind not in ("run", "analysis"):
         raise UserError(f"--run {text!r}: give a run id (12 or run:12) or analysis:ID")
-    keys: dict[str, Any] = {}
+    keys: ModelLinks = {}
     if kind == "run":
         r = run_figures(store, int(ident))
         if r["analysis_id"] is None:
@@ -292,7 +316,7 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     else:
         analysis_id = int(ident)
     a = analysis(store, analysis_id)
-    keys.update(analysis_id=a["analysis_id"], source=f"{kind} {ident}")
+    keys.update({"analysis_id": a["analysis_id"], "source": f"{kind} {ident}"})
     if not a["worst"] or (a["duration_ns"] or 0) <= 0 or a["sent"] < 2:
         raise UserError(f"{kind} {ident}: no worst events stored to compare with")
     start, span = _packet_clock(store, a)
@@ -308,7 +332,7 @@ def measured_worst(store: Store, text: str) -> tuple[dict[str, Any], dict[str, A
     )
 
 
-def _packet_clock(store: Store, a: dict[str, Any]) -> tuple[int, int]:
+def _packet_clock(store: Store, a: Mapping[str, Any]) -> tuple[int, int]:
     """First packet time and span of an analysis. The beat depends on the rate to the ppm,
     so the series' exact first and last timestamps (Parquet column statistics, no data read)
     are preferred over the analysis window, which starts at the trim, not at a packet."""
@@ -324,7 +348,7 @@ def _packet_clock(store: Store, a: dict[str, Any]) -> tuple[int, int]:
     return (a["start_ts_ns"] or 0) + a["trim_ns"], a["duration_ns"]
 
 
-def with_measurement(spec: AliasingSpec, measured: dict[str, Any]) -> None:
+def with_measurement(spec: AliasingSpec, measured: AliasingMeasurement) -> None:
     """Take the traffic's rate, span and median from a measurement (`measured_worst`)."""
     spec.rate_pps = measured["rate_pps"]
     spec.duration_s = measured["duration_ns"] / 1e9
@@ -332,7 +356,7 @@ def with_measurement(spec: AliasingSpec, measured: dict[str, Any]) -> None:
 
 
 def aliasing_model(
-    spec: AliasingSpec, measured: dict[str, Any] | None = None, fit: bool = True, max_ppm: float = 500.0
+    spec: AliasingSpec, measured: AliasingMeasurement | None = None, fit: bool = True, max_ppm: float = 500.0
 ) -> AliasingDocument:
     """The aliasing pattern of `spec`; with a measurement and `fit`, the interrupt clock is
     first fitted to its delayed packets (and `spec` takes the fitted frequency and phase).
@@ -366,8 +390,8 @@ def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool
     """The aliasing model of `opts` (`aliasing_model`, against its run when it names one),
     stored as an `aliasing` model result when `save` (the document then carries its `model_id`)."""
     spec = dataclasses.replace(opts.spec, irq_durations_ns=list(opts.spec.irq_durations_ns))
-    measured: dict[str, Any] | None = None
-    keys: dict[str, Any] = {}
+    measured: AliasingMeasurement | None = None
+    keys: ModelLinks = {}
     if opts.run is not None:
         if store is None:
             raise UserError("--run needs the database (--db)")

@@ -290,8 +290,17 @@ def _return_level_se(m: float, zeta: float, n_fit: int, fit: gpd.GpdFit) -> floa
     return math.sqrt(var) if var >= 0 else None
 
 
-def _endpoint(u: float, fit: gpd.GpdFit, z: float) -> tuple[float | None, tuple[float, float] | None]:
-    if fit.xi >= 0:
+def shown_bounded(xi_ci: tuple[float, float] | list[float] | None) -> bool:
+    """Whether the tail is shown to be bounded: ξ's whole confidence interval below 0. A
+    negative estimate alone is not (on a true ξ = 0 tail, about half the fits give one)."""
+    return xi_ci is not None and xi_ci[1] < 0
+
+
+def _endpoint(
+    u: float, fit: gpd.GpdFit, z: float, xi_ci: tuple[float, float] | None
+) -> tuple[float | None, tuple[float, float] | None]:
+    """The tail's upper end and its interval, where the tail is shown bounded."""
+    if not shown_bounded(xi_ci):
         return None, None
     end = u - fit.sigma / fit.xi
     if fit.cov is None:
@@ -547,7 +556,7 @@ def _document(
     if rate:
         for name, seconds in HORIZONS_S.items():
             horizons[name] = {"seconds": seconds, **level_row(rate * seconds)}
-    endpoint, endpoint_ci = _endpoint(u, fit, z)
+    endpoint, endpoint_ci = _endpoint(u, fit, z, chosen.xi_ci)
     checks = []
     for i, m in enumerate(model["_periods"]):
         level = model["_levels"][i]
@@ -597,7 +606,7 @@ def _document(
         "sigma_ci_ns": list(chosen.sigma_ci) if chosen.sigma_ci else None,
         "xi": fit.xi,
         "xi_ci": list(chosen.xi_ci) if chosen.xi_ci else None,
-        "bounded": fit.xi < 0,
+        "bounded": shown_bounded(chosen.xi_ci),
         "endpoint_ns": endpoint,
         "endpoint_ci_ns": list(endpoint_ci) if endpoint_ci else None,
         "js_divergence": chosen.js_divergence,

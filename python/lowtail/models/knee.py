@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lowtail.documents import KneeDocument
+from lowtail.documents import KneeCriteria, KneeDocument, KneeRate
 from lowtail.errors import UserError
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, save_model, sweep_points
@@ -50,7 +50,8 @@ def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_lim
     rates = sorted(by_rate)
     reference = [p.p99_ns for p in by_rate[rates[0]] if p.p99_ns]
     reference_p99 = min(reference) if reference else None
-    rows, knee, last_ok = [], None, None
+    rows: list[KneeRate] = []
+    knee, last_ok = None, None
     for rate in rates:
         runs = by_rate[rate]
         reasons = sorted({r for p in runs for r in _overload_reasons(p, reference_p99, loss_limit, growth_limit)})
@@ -80,7 +81,7 @@ def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_lim
     }
 
 
-def _criteria(loss_limit: float, growth_limit: float) -> dict[str, float]:
+def _criteria(loss_limit: float, growth_limit: float) -> KneeCriteria:
     return {"loss_limit": loss_limit, "growth_limit": growth_limit}
 
 

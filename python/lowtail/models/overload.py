@@ -18,7 +18,7 @@ from typing import Any
 from lowtail.documents import OverloadDocument
 from lowtail.errors import UserError
 from lowtail.store.db import Store
-from lowtail.store.models import save_model
+from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import parse_duration_ns
 
@@ -77,7 +77,7 @@ def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[I
         "d_sum_ns_per_s": d_sum,
         "interrupt_share": d_sum / NS_PER_S,
         "r_max_pps": (NS_PER_S - d_sum) / t_cpu,
-        "interrupts": [asdict(i) for i in irqs],
+        "interrupts": [{"rate_hz": i.rate_hz, "duration_ns": i.duration_ns, "kind": i.kind} for i in irqs],
     }
 
 
@@ -201,11 +201,11 @@ def overload_of_runs(
     app_run: int | None,
     statistic: str,
     interrupts: Iterable[InterruptLoad],
-) -> tuple[OverloadDocument, dict[str, Any]]:
+) -> tuple[OverloadDocument, ModelLinks]:
     """The overload model with each median given, or taken from a stored run (its
     `statistic`: p50, or min for the uncontended path). Returns the document and, when the
     application's median comes from a run, the experiment, DuT and run to link it to."""
-    keys: dict[str, Any] = {}
+    keys: ModelLinks = {}
     if t_transfer_ns is not None:
         base = t_transfer_ns
     else:

@@ -11,31 +11,53 @@ import re
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from lowtail import _native, percentiles, series
-from lowtail.documents import SimulateDocument
+from lowtail.documents import (
+    CasePrediction,
+    DeviceSpec,
+    InterruptSource,
+    LatencyFigures,
+    PredictionRow,
+    RunRow,
+    ServiceTime,
+    SimulateCase,
+    SimulateComparison,
+    SimulateDocument,
+)
 from lowtail.errors import Failure, UserError
-from lowtail.store.db import Store, latency_column
-from lowtail.store.models import save_model
+from lowtail.store.db import Store, latency_figures_of
+from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
 from lowtail.units import format_rate, parse_duration_ns
 
 _DROPPED = np.iinfo(np.int64).min
 
 
-def defaults() -> dict[str, Any]:
+def defaults() -> DeviceSpec:
     """The device model's fields and their defaults, from lowtail-sim."""
-    found: dict[str, Any] = json.loads(_native.simulate_defaults())
+    found: DeviceSpec = json.loads(_native.simulate_defaults())
     return found
+
+
+class _Summary(TypedDict):
+    """What lowtail-sim says of one simulation besides the packets' times."""
+
+    spec: DeviceSpec  # with every default filled
+    offered: int
+    dropped: int
+    batches: int
+    span_ns: int
+    work_ns: int
 
 
 @dataclass
 class Outcome:
-    spec: dict[str, Any]
-    summary: dict[str, Any]
+    spec: DeviceSpec
+    summary: _Summary
     arrival_ns: np.ndarray
     departure_ns: np.ndarray
 
@@ -48,13 +70,13 @@ class Outcome:
         return np.asarray(self.departure_ns[ok] - self.arrival_ns[ok])
 
 
-def run(spec: dict[str, Any]) -> Outcome:
+def run(spec: DeviceSpec) -> Outcome:
     """Simulate one spec: every packet's arrival and departure (dropped packets marked)."""
     try:
         summary_json, arrivals, departures = _native.simulate_device(json.dumps(spec))
     except _native.LowtailError as e:
         raise UserError(str(e)) from None
-    summary = json.loads(summary_json)
+    summary: _Summary = json.loads(summary_json)
     return Outcome(
         summary["spec"], summary, np.frombuffer(arrivals, dtype=np.int64), np.frombuffer(departures, dtype=np.int64)
     )
@@ -66,12 +88,12 @@ def nearest_rank(sorted_values: np.ndarray, q: Fraction) -> int:
     return int(sorted_values[percentiles.nearest_rank(q, len(sorted_values)) - 1])
 
 
-def latency_figures(latencies: np.ndarray) -> dict[str, Any] | None:
+def latency_figures(latencies: np.ndarray) -> LatencyFigures | None:
     """The `latency_ns` block of an analysis, computed the same way (exact nearest rank)."""
     if not len(latencies):
         return None
     s = np.sort(latencies)
-    out: dict[str, Any] = {"samples": len(s), "min": int(s[0]), "max": int(s[-1]), "mean": float(s.mean())}
+    out: LatencyFigures = {"samples": len(s), "min": int(s[0]), "max": int(s[-1]), "mean": float(s.mean())}
     for p in percentiles.HEADLINE:
         out[p.key] = nearest_rank(s, p.quantile)
     return out
@@ -92,7 +114,7 @@ def cdf_points(latencies: np.ndarray, points: int = 600) -> list[list[float]]:
     return [[int(v), float(c)] for v, c in zip(values, cum)]
 
 
-def summarize(o: Outcome) -> dict[str, Any]:
+def summarize(o: Outcome) -> CasePrediction:
     """What a case predicts: loss, batches, utilisation, throughput, exact latency
     figures and the CDF for the staircase plot."""
     lat = o.latencies()
@@ -115,7 +137,7 @@ def summarize(o: Outcome) -> dict[str, Any]:
 # -- specs from words --------------------------------------------------------------------
 
 
-def parse_service(text: str) -> dict[str, Any]:
+def parse_service(text: str) -> ServiceTime:
     """const:20us · exp:20us · uniform:10us:30us · normal:20us:2us · lognormal:20us:0.3 · or a bare duration."""
     parts = text.split(":")
     kind = parts[0].lower()
@@ -153,7 +175,7 @@ _IRQ = re.compile(
 )
 
 
-def parse_irq(text: str) -> dict[str, Any]:
+def parse_irq(text: str) -> InterruptSource:
     """250:5.5us,8.2us (rate in Hz, durations cycled) · poisson@1000:2us · 250:5us@1ms (first one at 1 ms)."""
     m = _IRQ.match(text)
     if not m:
@@ -188,7 +210,7 @@ def int_list(text: str, what: str) -> list[int]:
 # -- against a measured run ------------------------------------------------------------
 
 
-def spec_for_run(run: dict[str, Any], overhead_ns: float, packets: int | None, seed: int) -> dict[str, Any]:
+def spec_for_run(run: RunRow, overhead_ns: float, packets: int | None, seed: int) -> DeviceSpec:
     """The simulation of a stored lowtail-fwd run: its rate, burst, work_ns and batch."""
     config = run["dut_config"] or {}
     if run["dut_kind"] != "lowtail-fwd" and "work_ns" not in config:
@@ -210,7 +232,7 @@ def spec_for_run(run: dict[str, Any], overhead_ns: float, packets: int | None, s
 
 def spec_of_stored_run(
     store: Store, run_id: int, overhead_ns: float, packets: int | None, seed: int, baseline_run: int | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
+) -> tuple[RunRow, DeviceSpec]:
     """A stored lowtail-fwd run (`run_figures`) and the spec that simulates it
     (`spec_for_run`), with the base latency from `baseline_run`'s median when given."""
     measured_run = run_figures(store, run_id)
@@ -222,9 +244,9 @@ def spec_of_stored_run(
     return measured_run, spec
 
 
-def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[str, Any]]:
+def compare(measured: LatencyFigures, predicted: LatencyFigures | None) -> list[PredictionRow]:
     """Percentile by percentile: measured, predicted, difference and ratio."""
-    rows = []
+    rows: list[PredictionRow] = []
     for key in percentiles.figure_keys():
         m, p = measured.get(key), (predicted or {}).get(key)
         rows.append(
@@ -243,34 +265,38 @@ def compare(measured: dict[str, Any], predicted: dict[str, Any]) -> list[dict[st
 
 
 def simulate_cases(
-    base: dict[str, Any],
+    base: DeviceSpec,
     rates: list[float],
     bursts: list[int],
     batches: list[int],
     duration_ns: int | None = None,
     packets: int | None = None,
-    measured_run: dict[str, Any] | None = None,
+    measured_run: RunRow | None = None,
     export: Path | None = None,
-) -> list[dict[str, Any]]:
+) -> list[SimulateCase]:
     """Every combination of rate, burst and batch simulated on top of the `base` spec, each
     for `duration_ns` of traffic or `packets` packets (else the spec's). Compared with a
     measured run and given no base latency, the base latency (the one free parameter: wire,
     NIC, both directions) is fitted at the run's median. `export` gets the first case's
     series in the matched-series format."""
-    cases = []
+    # With a measured run, and no base latency given, the base latency is fitted at its median.
+    fit_at_ns = measured_run["lat_p50_ns"] if measured_run is not None and "base_latency_ns" not in base else None
+    cases: list[SimulateCase] = []
     for r, b, bt in itertools.product(rates, bursts, batches):
-        spec = {**base, "rate_pps": r, "burst": b, "batch": bt}
+        spec: DeviceSpec = {**base, "rate_pps": r, "burst": b, "batch": bt}
         if duration_ns is not None:
             spec["packets"] = max(1, int(r * duration_ns / 1e9))
         elif packets is not None:
             spec["packets"] = packets
         outcome = run(spec)
         fitted_base = None
-        if measured_run is not None and "base_latency_ns" not in base:
+        if fit_at_ns is not None:
             simulated = latency_figures(outcome.latencies())
             if simulated is None:
                 raise Failure("the model delivered no packet: there is no median to fit the base latency at")
-            fitted_base = int(measured_run["lat_p50_ns"]) - simulated["p50"]
+            median = simulated["p50"]
+            assert median is not None  # every figure is set once a packet was delivered
+            fitted_base = int(fit_at_ns) - int(median)
             spec["base_latency_ns"] = fitted_base
             outcome = run(spec)
         label_parts = [
@@ -293,11 +319,11 @@ def simulate_cases(
 
 
 def comparison(
-    run_id: int, measured_run: dict[str, Any], cases: list[dict[str, Any]], baseline_run: int | None
-) -> dict[str, Any]:
+    run_id: int, measured_run: RunRow, cases: list[SimulateCase], baseline_run: int | None
+) -> SimulateComparison:
     """The first case against the measured run (`run_figures`), percentile by percentile,
     with the loss of both."""
-    measured = {k: measured_run[latency_column(k)] for k in percentiles.figure_keys()}
+    measured = latency_figures_of(measured_run, percentiles.figure_keys())
     first = cases[0]["result"]
     config = measured_run["dut_config"] or {}
     return {
@@ -328,7 +354,7 @@ class SimulateOptions:
     lowtail-fwd run is simulated (its rate, burst, work_ns and batch) and compared with
     what was measured; `export` gets the first case's series (.parquet or .csv)."""
 
-    base: dict[str, Any] = field(default_factory=dict)
+    base: DeviceSpec = field(default_factory=lambda: DeviceSpec())
     rates: tuple[float, ...] | None = None
     bursts: tuple[int, ...] | None = None
     batches: tuple[int, ...] | None = None
@@ -348,7 +374,7 @@ def simulate_and_store(
     carries its `model_id`)."""
     if opts.export is not None:
         series.check_export_path(opts.export)
-    base = dict(opts.base)
+    base: DeviceSpec = {**opts.base}
     measured_run = None
     if opts.run is not None:
         if store is None:
@@ -373,7 +399,7 @@ def simulate_and_store(
     if opts.export is not None:
         series.finish_export(opts.export)
     doc: SimulateDocument = {"cases": cases, "comparison": None, "partial": False}
-    keys: dict[str, Any] = {}
+    keys: ModelLinks = {}
     if measured_run is not None and opts.run is not None:
         doc["comparison"] = comparison(opts.run, measured_run, cases, opts.baseline_run)
         keys = {

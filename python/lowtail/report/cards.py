@@ -2,7 +2,10 @@
 analysis), before any problem, table or plot. A card reads stored judgements (the
 `JudgementDocument`s a run, a configuration or an analysis is judged into) and says the
 status — PASS, FAIL or inconclusive (INVALID when nothing could be judged) — the judged
-percentile against the budget, and whether degraded or emulated runs stand behind it."""
+percentile against the budget with the confidence of its bounds, what would decide an
+inconclusive one (the packets more that the judgement stored), and whether degraded or
+emulated runs stand behind it. The comparison page, the experiment and analysis pages and
+the qualification record (`certify`) all draw these cards."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from dataclasses import dataclass, field
 from lowtail import percentiles
 from lowtail.documents import JudgementDocument
 from lowtail.report.page import esc
-from lowtail.units import format_ns
+from lowtail.units import format_count, format_minutes, format_ns, format_percent
 
 CARD_STYLE = """<style>
 .lt-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: .6em; margin: .8em 0; }
@@ -42,11 +45,16 @@ class VerdictCard:
     emulated: bool = False
     notes: Sequence[str] = field(default_factory=tuple)
     degraded_runs: int | None = None  # when known apart from the judgements (a pooled configuration)
+    reason_always: bool = False  # the judgement's reason even for a PASS (the qualification record)
 
     @property
     def status(self) -> str:
-        """FAIL if any judgement fails, PASS if all pass, else the worst of the rest."""
+        """FAIL if any judgement fails, PASS if all pass, else the worst of the rest. A rate
+        sweep's answer is the rates it meets the budget at: PASS when it meets it at one (its
+        notes say up to which), else as above."""
         found = {j["status"] for j in self.judgements} - {"floor"}
+        if self.rates and "PASS" in found:
+            return "PASS"
         return next((s for s in _ORDER if s in found), "inconclusive")
 
     def lines(self) -> list[str]:
@@ -58,7 +66,9 @@ class VerdictCard:
             label = percentiles.label(worst["percentile"]) if worst["percentile"] else "judged percentile"
             budget = f" against a {format_ns(worst['budget_ns'])} budget" if worst["budget_ns"] else ""
             many = "worst " if len(judged) > 1 else ""
-            out.append(f"{label}: {many}{format_ns(worst['value_ns'])}{budget}")
+            confidence = worst.get("confidence")
+            sure = f" ({format_percent(confidence, 'g')} confidence)" if confidence else ""
+            out.append(f"{label}: {many}{format_ns(worst['value_ns'])}{budget}{sure}")
         if self.rates:
             by_status: dict[str, list[str]] = {}
             for j, rate in zip(self.judgements, self.rates):
@@ -66,13 +76,27 @@ class VerdictCard:
                 if rate not in rates:
                     rates.append(rate)
             out.append("; ".join(f"{s} at {', '.join(r)}" for s, r in by_status.items()))
-        elif (
-            len(self.judgements) == 1
-            and self.status != "PASS"
-            and not (judged and self.judgements[0]["cause"] == "latency")
+        elif len(self.judgements) == 1 and (
+            self.reason_always or (self.status != "PASS" and not (judged and self.judgements[0]["cause"] == "latency"))
         ):
             out.append(self.judgements[0]["reason"])  # a latency FAIL is the line above; others say why
-        return out + list(self.notes)
+        decide = self.to_decide()
+        if decide and not any("would decide" in line for line in out):
+            out.append(decide)
+        return out + [n for n in self.notes if n]
+
+    def to_decide(self) -> str:
+        """What would decide an inconclusive card, as its judgements stored it: about how many
+        packets more (the most any inconclusive one needs) and how long they take."""
+        if self.status != "inconclusive":
+            return ""
+        needs = [j for j in self.judgements if j["status"] == "inconclusive" and j.get("more_packets")]
+        if not needs:
+            return ""
+        most = max(needs, key=lambda j: j["more_packets"] or 0)
+        seconds = most.get("more_seconds")
+        took = f" ({format_minutes(seconds)})" if seconds else ""
+        return f"about {format_count(most['more_packets'])} more packets{took} would decide it"
 
     def marks(self) -> list[str]:
         """What stands behind the verdict that a reader must weigh: degraded or emulated runs."""

@@ -24,7 +24,7 @@ from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.report.tables import by_size, shared_notes
+from lowtail.report.tables import by_size, cause_headline, causes_table, shared_notes
 from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
@@ -32,7 +32,8 @@ from lowtail.units import format_count, format_ns, format_ns_range, format_perce
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING
 
-_PAGE_STYLE = """<style>
+# The tables' style (the qualification record's tables use it too; the cards bring their own).
+PAGE_STYLE = """<style>
 td small { display: block; color: #777; font-size: .8em; } td.unresolved { color: #999; font-style: italic; }
 .lt-configs { font-size: .88em; } .lt-configs td, .lt-configs th { padding: .25em .4em; }
 .lt-configs td.text, .lt-configs .v { white-space: nowrap; }
@@ -98,16 +99,20 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
         swept = [by_index[p["configuration"]] for p in points if p["configuration"] in by_index]
         in_sweep |= {c["index"] for c in swept}
         passing = [p for p in points if p.get("verdict") == Status.PASS.value]
-        best = (
-            f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}" if passing else "meets it at no rate swept"
-        )
         cards.append(
             VerdictCard(
                 s["label"],
                 [c["verdict"] for c in swept if c.get("verdict")],
                 rates=[format_rate(p["rate_pps"]) for p in points if p["configuration"] in by_index],
                 emulated=any(_emulated(c) for c in swept),
-                notes=[best],
+                notes=(
+                    [
+                        f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}",
+                        _margin(by_index[passing[-1]["configuration"]]),
+                    ]
+                    if passing
+                    else ["meets the budget at no rate swept"]
+                ),
             )
         )
     for c in configs:
@@ -129,7 +134,7 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
     budget = (doc.get("verdict") or {}).get("text") or "each configuration against its runs' own budget"
     passed = sum(_status(c) == Status.PASS.value for c in configs)
     page.lead(
-        _PAGE_STYLE
+        PAGE_STYLE
         + cards_html(cards, f"Budget: {budget}. {passed} of {len(configs)} configurations meet it.")
         + "<p class='meta'>Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
     )
@@ -225,14 +230,24 @@ _DIFFERENCES_SHOWN = 8
 
 
 def _differences(doc: dict[str, Any]) -> str:
-    """The differences beyond run-to-run variation: first those between configurations
-    that differ on one axis (each isolates an effect), the rest folded; then, folded, the
-    pairs these runs cannot resolve."""
+    """The differences beyond run-to-run variation, with the family they were judged in:
+    first those between configurations that differ on one axis (each isolates an effect),
+    largest first, the smaller ones and the rest folded with a count, a note the pairs share
+    said once; then, folded, the pairs not called and why."""
     resolved = by_size(doc.get("differences") or [])
     isolated = [d for d in resolved if len(d.get("axes_differing") or [None]) <= 1]
     shown, smaller = isolated[:_DIFFERENCES_SHOWN], isolated[_DIFFERENCES_SHOWN:]
     several = [d for d in resolved if d not in isolated]
     unresolved = doc.get("not_resolvable") or []
+    family = doc.get("difference_family") or {}
+    how = (
+        f"<p>Each percentile of each pair is judged on its repetitions (Student's t on the log of their "
+        f"values); Holm's procedure over the {family['comparisons']} comparisons made holds the chance of "
+        f"any false call at {100 * (1 - family['level']):g} %. Degraded runs, and emulated against "
+        f"native ones, are shown, never called.</p>"
+        if family.get("comparisons")
+        else ""
+    )
     if not resolved:
         body = "<p>No difference between configurations is beyond run-to-run variation.</p>"
     elif shown:
@@ -243,7 +258,7 @@ def _differences(doc: dict[str, Any]) -> str:
     for summary, items in (
         (f"{len(smaller)} smaller differences", smaller),
         (f"Between configurations that differ on several axes ({len(several)})", several),
-        (f"Not resolvable with these runs ({len(unresolved)})", unresolved),
+        (f"Not called ({len(unresolved)})", unresolved),
     ):
         if items:
             body += (
@@ -251,7 +266,7 @@ def _differences(doc: dict[str, Any]) -> str:
                 + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in items)
                 + "</ul></details>"
             )
-    return "<h3>Differences</h3>" + body
+    return "<h3>Differences</h3>" + how + body
 
 
 def hdr_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
@@ -423,6 +438,9 @@ def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
 
 def _banners(page: Page, doc: dict[str, Any]) -> None:
     configs = doc["configurations"]
+    headline = cause_headline(doc)
+    if headline:
+        page.banner(headline, "warn")
     if doc.get("emulated_runs") or any(str(v).lower() == "tcg" for c in configs for v in (c.get("key") or {}).values()):
         page.banner(TCG_WARNING)
     if doc.get("partial"):
@@ -466,6 +484,13 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
     worst_section(page, doc, drawn)
     rate_section(page, doc)
     evt_section(page, doc)
+    if any(c["explained_runs"] for c in doc.get("causes") or []):
+        page.add(
+            "Causes of the tail",
+            "<p class='meta'>From each run's stored explanation "
+            "(<code>lowtail explain</code>); a cause's share is its mean share of the tail packets over the "
+            "configuration's runs.</p>" + table_html(*causes_table(doc)),
+        )
     if store is not None:
         interrupts_section(page, store, doc)
     notes = [*(doc.get("notes") or []), *_left_out(doc)]

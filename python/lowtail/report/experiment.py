@@ -14,6 +14,7 @@ from lowtail import verdict as verdicts
 from lowtail.degraded import degraded_lines
 from lowtail.report import plots
 from lowtail.report.cards import VerdictCard, cards_html
+from lowtail.report.explain import explain_section, headline_banner
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.models import knee_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
@@ -493,6 +494,7 @@ def write_experiment_report(
             subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
         page.lead(cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}"))
+        headline_banner(page, store, [r["run_id"] for r in rows if r["run_id"] is not None])
         _banners(page, rows, verdict)
         summary_section(page, experiment, rows, floors, verdict, source)
         knee_section(page, store, eid, budget_ns=verdict.budget_ns)
@@ -503,6 +505,7 @@ def write_experiment_report(
             run_budget = None if r["calibration"] else verdict.budget_ns
             rid = r["run_id"]
             assert rid is not None  # an experiment's runs are stored runs
+            explain_section(page, store, rid)
             if run_interrupts(store, rid):
                 interrupt_timeline_section(
                     page, store, rid, budget_ns=run_budget, heading=f"Run {rid}: interrupts", level=3

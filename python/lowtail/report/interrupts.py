@@ -1,15 +1,14 @@
 """Report sections on interrupts and OS noise, built only from the database:
 the interrupt timeline of a run placed under its worst events (which interrupt kinds
-coincide with the spikes), and the figures of a `lowtail noise` probe."""
+coincide with the spikes, as its stored explanation says), and the figures of a
+`lowtail noise` probe."""
 
 from __future__ import annotations
 
-import bisect
 from collections import defaultdict
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection
 from datetime import UTC
 from pathlib import Path
-from typing import Any
 
 import plotly.graph_objects as go
 
@@ -22,99 +21,24 @@ from lowtail.report.tables import interrupt_profile_table, noise_table
 from lowtail.store import DbPath, open_store
 from lowtail.store.analyses import PAGE_ROWS, worst_events
 from lowtail.store.db import Store
+from lowtail.store.explain import explanation
 from lowtail.store.host import noise_run, run_interrupts
 from lowtail.store.runs import run_figures
 from lowtail.units import format_count, format_ns
-
-SPIKES = 20  # how many of a run's largest latencies count as its spikes
-
-
-def coincidence(
-    spike_times_ns: Sequence[int], samples: Sequence[tuple[int, int, str, int, int]], cpus: set[int] | None
-) -> list[dict[str, Any]]:
-    """For each interrupt kind on `cpus` (all when None): in how many spikes' sampling
-    intervals it incremented, against the share of all intervals in which it did. A kind
-    present in nearly every interval (a periodic tick) coincides with every spike and says
-    nothing; one that is rare overall but present at the spikes is a suspect.
-
-    samples: (t_ns, cpu, kind, delta, interval_ns), the increment in (t_ns − interval_ns, t_ns]."""
-    rows = [s for s in samples if cpus is None or s[1] in cpus]
-    if not rows or not spike_times_ns:
-        return []
-    ends = sorted({s[0] for s in samples})
-    interval = sorted(s[4] for s in samples)[len(samples) // 2] or 1
-    n_intervals = max(1, round((ends[-1] - ends[0]) / interval) + 1)
-    by_kind: dict[str, dict[int, int]] = defaultdict(lambda: defaultdict(int))
-    for t, _, kind, delta, _ in rows:
-        by_kind[kind][t] += delta
-
-    def interval_end(t: int) -> int | None:
-        """The sample that closes the interval holding time t."""
-        i = bisect.bisect_left(ends, t)
-        return ends[i] if i < len(ends) and ends[i] - interval < t else None
-
-    spike_ends = [interval_end(t) for t in spike_times_ns]
-    out: list[dict[str, Any]] = []
-    for kind, per_t in by_kind.items():
-        hits = sum(e is not None and e in per_t for e in spike_ends)
-        out.append(
-            {
-                "kind": kind,
-                "description": KIND_NAMES.get(kind, kind),
-                "spikes_with": hits,
-                "spikes": len(spike_times_ns),
-                "interval_share": min(1.0, len(per_t) / n_intervals),
-                "count": sum(per_t.values()),
-            }
-        )
-    out.sort(key=lambda r: (-r["spikes_with"] / r["spikes"] + r["interval_share"], r["kind"]))
-    return out
-
-
-def verdicts(rows: Sequence[Mapping[str, Any]], cpus_text: str | None) -> list[str]:
-    """Plain sentences: which kinds coincide with the spikes (more often than by chance)."""
-    said = []
-    for r in rows:
-        frac = r["spikes_with"] / r["spikes"]
-        if r["spikes_with"] == 0:
-            continue
-        if r["interval_share"] >= 0.9:
-            said.append(
-                f"{r['kind']} ({r['description']}) occurs in {100 * r['interval_share']:.0f} % of the sampling "
-                f"intervals, so it is present at every spike and cannot be singled out by sampling."
-            )
-        elif frac >= 0.5 and frac >= 1.5 * r["interval_share"]:
-            said.append(
-                f"{r['kind']} ({r['description']}) on {cpus_text} coincides with {r['spikes_with']} of the "
-                f"{r['spikes']} largest spikes, yet occurs in only {100 * r['interval_share']:.0f} % of the "
-                f"sampling intervals: a likely cause."
-            )
-    return said or ["No interrupt kind coincides with the spikes more often than it occurs anyway."]
-
-
-def _run_cpus(run: Mapping[str, Any]) -> tuple[set[int] | None, str]:
-    """The DuT cores of a run, from its containment or configuration when recorded."""
-    for doc in (run["containment"], run["dut_config"]):
-        for key in ("cpus", "cores", "dut_cpus"):
-            v = doc.get(key) if isinstance(doc, dict) else None
-            if isinstance(v, list) and v and all(isinstance(c, int) for c in v):
-                return set(v), f"CPU {','.join(map(str, sorted(v)))}"
-    return None, "all CPUs"
 
 
 def interrupt_timeline_section(
     page: Page,
     store: Store,
     run_id: int,
-    cpus: set[int] | None = None,
     source: str = "host",
     budget_ns: int | None = None,
     heading: str | None = None,
     level: int = 2,
 ) -> None:
     """Interrupt increments on the DuT cores placed under the run's worst events, and
-    which kinds coincide with the spikes. source "guest": a VM guest's own interrupts, on
-    all its vCPUs."""
+    which kinds coincide with the spikes, as the run's explanation stored it
+    (explain/coincidence.py). source "guest": a VM guest's own interrupts, on all its vCPUs."""
     guest = source == "guest"
     title = heading or ("Guest interrupts during the run" if guest else "Interrupts during the run")
     samples = run_interrupts(store, run_id, source)
@@ -122,17 +46,32 @@ def interrupt_timeline_section(
         page.add(title, "<p class='meta'>No interrupt samples were recorded for this run.</p>", level)
         return
     run = run_figures(store, run_id)
-    cpus_text = f"CPU {','.join(map(str, sorted(cpus)))}" if cpus else None
-    if guest and cpus is None:
-        cpus_text = "the guest's vCPUs"
-    elif cpus is None:
-        cpus, cpus_text = _run_cpus(run)
+    stored = (explanation(store, run_id) or {}).get("interrupt_coincidence", {}).get(source)
     worst = []
     if run["analysis_id"] is not None:
         worst = [(t, v) for t, v, _ in worst_events(store, run["analysis_id"], PAGE_ROWS)]
     start = run["start_ts_ns"] or min(s[0] - s[4] for s in samples)
-    spikes = [t for t, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]]
-    rows = coincidence(spikes, samples, cpus)
+    interval = sorted(s[4] for s in samples)[len(samples) // 2]
+    where = (
+        "the guest's /proc/interrupts, read by the guest on its vCPU 0 and sent over its control port, stamped "
+        "with the host's clock on arrival, about every"
+        if guest
+        else "/proc/interrupts sampled from a housekeeping core every"
+    )
+    if stored is None:
+        fig = _timeline_figure(worst, samples, None, start, [], budget_ns)
+        page.add(
+            title,
+            f"<p class='meta'>{where} {esc(format_ns(interval))}; increments on all CPUs. Which kinds coincide "
+            f"with the largest latencies is not stored for this run: <code>lowtail explain {run_id}</code> "
+            f"works it out.</p>"
+            + figure_html(fig, "Worst latencies (top) and interrupt increments per sampling interval (bottom)"),
+            level,
+        )
+        return
+    cpus = set(stored["cpus"]) if stored["cpus"] else None
+    spikes = stored["spike_times_ns"]
+    rows = stored["rows"]
     fig = _timeline_figure(worst, samples, cpus, start, spikes, budget_ns)
     table = table_html(
         ["kind", "what", "interrupts", "largest spikes with it", "share of intervals with it"],
@@ -148,21 +87,14 @@ def interrupt_timeline_section(
         ],
     )
     said = (
-        "".join(f"<p>{esc(s)}</p>" for s in verdicts(rows, cpus_text))
+        "".join(f"<p>{esc(s)}</p>" for s in stored["sentences"])
         if spikes
         else "<p class='meta'>The run has no stored worst events to compare with.</p>"
-    )
-    interval = sorted(s[4] for s in samples)[len(samples) // 2]
-    where = (
-        "the guest's /proc/interrupts, read by the guest on its vCPU 0 and sent over its control port, stamped "
-        "with the host's clock on arrival, about every"
-        if guest
-        else "/proc/interrupts sampled from a housekeeping core every"
     )
     page.add(
         title,
         f"<p class='meta'>{where} {esc(format_ns(interval))}; "
-        f"increments on {esc(cpus_text)}; a spike is one of the {SPIKES} largest latencies.</p>"
+        f"increments on {esc(stored['cpus_text'])}; a spike is one of the {stored['spikes']} largest latencies.</p>"
         + figure_html(fig, "Worst latencies (top) and interrupt increments per sampling interval (bottom)")
         + said
         + table,

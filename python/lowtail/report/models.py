@@ -317,7 +317,7 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
                 format_ns(doc["sigma_ns"]),
                 f"{doc['xi']:.3f}",
                 xi_ci or "–",
-                "yes" if doc["bounded"] else "no",
+                "yes" if doc["bounded"] else "not shown",
                 format_ns(doc["endpoint_ns"]),
                 f"{doc['js_divergence']:.4g}",
             ]

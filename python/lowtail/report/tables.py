@@ -132,16 +132,23 @@ def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -
     """The footnote of the mark: which percentiles these packets cannot bound, and how
     many packets would (None when every shown one is bounded). `shown`: the headings of the
     percentile columns a narrow table kept (all when None)."""
-    needed: dict[str, int] = {}
+    needed: dict[str, int | None] = {}
     for c in doc["configurations"]:
         for k, iv in (c.get("intervals") or {}).items():
             if not iv["resolvable"] and (shown is None or percentiles.by_key(k).short in shown):
+                # None: no count of packets bounds it (the series wanders between time blocks)
                 needed[k] = iv["packets_needed"]
     if not needed:
         return None
     level = f"{100 * doc['level']:g} %"
+    counted = sorted(((k, n) for k, n in needed.items() if n is not None), key=lambda x: x[1])
+    wandering = [k for k, n in needed.items() if n is None]
     takes = ", ".join(
-        f"{percentiles.by_key(k).short} takes {n:,}" for k, n in sorted(needed.items(), key=lambda x: x[1])
+        [f"{percentiles.by_key(k).short} takes {n:,}" for k, n in counted]
+        + [
+            f"{percentiles.by_key(k).short} wanders between time blocks: more packets alone do not bound it"
+            for k in wandering
+        ]
     )
     return (
         f"{NOT_RESOLVABLE_MARK} inconclusive: too few packets to bound this percentile at {level} confidence "
@@ -149,9 +156,22 @@ def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -
     )
 
 
+def evt_tail_text(doc: Mapping[str, Any]) -> str:
+    """What an EVT fit says of the tail's end: "bounded (ξ < 0 at 95 %): upper end 61.0 µs",
+    or "not shown bounded: ξ = −0.042, 95 % interval −0.120…0.036" — bounded only when ξ's
+    whole interval lies below 0."""
+    level = f"{100 * doc['confidence']:g} %"
+    if doc["bounded"]:
+        return f"bounded (ξ < 0 at {level}): upper end {format_ns(doc['endpoint_ns'])}"
+    ci = doc.get("xi_ci")
+    interval = f", {level} interval {ci[0]:.3f}…{ci[1]:.3f}" if ci else ", no interval"
+    return f"not shown bounded: ξ = {doc['xi']:.3f}{interval}"
+
+
 def evt_table(doc: Mapping[str, Any]) -> Table:
     """EVT over runs (Perf. Eval. 2024, Tables 4–5): per configuration its models,
-    the share bounded and the mean validation exceedances (1 expected)."""
+    the share shown bounded (ξ's interval below 0) and the mean validation exceedances
+    (1 expected)."""
     header = ["configuration", "reps", "models", "bounded", "exceedances", "mean ξ"]
     rows = [
         [
@@ -165,6 +185,32 @@ def evt_table(doc: Mapping[str, Any]) -> Table:
         for r in doc["evt"]
     ]
     return header, rows
+
+
+def causes_table(doc: Mapping[str, Any]) -> Table:
+    """`compare`'s causes column: per configuration the causes of its tail that its runs'
+    stored explanations name (`lowtail explain`), with their mean share of the tail."""
+    header = ["configuration", "explained runs", "causes of the tail (share of its packets)"]
+    rows = [
+        [
+            c["label"],
+            str(c["explained_runs"]),
+            "; ".join(
+                f"{k['kind'].replace('_', ' ')} on the {k['role']}"
+                + (f" ({k['what']})" if k["what"] else "")
+                + f" {format_percent(k['share'])}"
+                for k in c["causes"]
+            )
+            or ("none above the floor" if c["explained_runs"] else "not explained yet"),
+        ]
+        for c in doc.get("causes") or []
+    ]
+    return header, rows
+
+
+def cause_headline(doc: Mapping[str, Any]) -> str | None:
+    """The first stored headline of a comparison's runs: the host could not measure what was asked."""
+    return next((c["headline"] for c in doc.get("causes") or [] if c["headline"]), None)
 
 
 def rates_table(doc: Mapping[str, Any]) -> Table:
@@ -202,7 +248,7 @@ def rates_table(doc: Mapping[str, Any]) -> Table:
 # -- the noise probe (`lowtail noise` in the terminal, and its page) ----------------------------
 
 
-def noise_table(cores: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]]:
+def noise_table(cores: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[list[str]]]:
     """Per probed core: its gaps (exact nearest rank over them), the time they took, the
     shortest loop and d_Σ, the interrupts' share of it."""
     header = ["CPU", "gaps", "rate", "lost time", "p50", "p99", "p99.9", "max", "loop", "d_Σ (interrupts)"]
@@ -224,7 +270,7 @@ def noise_table(cores: list[dict[str, Any]]) -> tuple[list[str], list[list[str]]
     return header, rows
 
 
-def interrupt_profile_table(profile: Iterable[tuple[str, dict[str, Any]]]) -> tuple[list[str], list[list[str]]]:
+def interrupt_profile_table(profile: Iterable[tuple[str, Mapping[str, Any]]]) -> tuple[list[str], list[list[str]]]:
     """A core's interrupt profile, one row per (kind, {description, count, rate_hz, typical_ns})."""
     header = ["kind", "what", "count", "rate", "typical duration"]
     rows = [
@@ -239,7 +285,7 @@ def interrupt_profile_table(profile: Iterable[tuple[str, dict[str, Any]]]) -> tu
 
 def by_size(found: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Differences largest first (those without a size last, in their order)."""
-    return sorted(found, key=lambda d: -(d.get("difference_ns") or 0))
+    return sorted(found, key=lambda d: -abs(d.get("difference_ns") or 0))
 
 
 def shared_notes(found: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,6 +1,7 @@
 """Analyses in the database (tables of schema/001_analyses.sql): the headline figures as
 columns of `analyses`, the bulky results (percentile rows, histogram bins, worst events,
-per-second rates) in narrow tables keyed by `analysis_id`."""
+per-second rates) in narrow tables keyed by `analysis_id`; the latencies' summary, what
+pooling and intervals read instead of the series, in `analysis_summaries` (016_summaries.sql)."""
 
 from __future__ import annotations
 
@@ -9,22 +10,24 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lowtail import __version__
+from lowtail.series import SUMMARY_FORMAT
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument
+    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
+
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
 
 
-def save_analysis(store: Store, a: AnalysisDocument, options: dict[str, Any], label: str | None = None) -> int:
+def save_analysis(store: Store, a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None = None) -> int:
     """Store one analysis document (as `lowtail analyze --json` prints it)."""
     lat = a.get("latency_ns") or {}
     sides = {"pre": a["pre"], "post": a["post"]}
     inputs = {side: {k: v for k, v in read.items() if k != "per_second"} for side, read in sides.items()}
-    figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES}
+    figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES and k != "summary"}
     row = {
         "lowtail_version": __version__,
         "label": label,
@@ -56,6 +59,12 @@ def save_analysis(store: Store, a: AnalysisDocument, options: dict[str, Any], la
             list(row.values()),
         ).fetchone()
         _save_bulk(store, analysis_id, a)
+        summary = a.get("summary")
+        if summary is not None:
+            store.con.execute(
+                "INSERT INTO analysis_summaries VALUES (?, ?, ?)",
+                [analysis_id, SUMMARY_FORMAT, summary.to_bytes()],
+            )
     return int(analysis_id)
 
 
@@ -114,6 +123,17 @@ def _save_bulk(store: Store, analysis_id: int, a: AnalysisDocument) -> None:
             f"INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), {_unnest('BIGINT')}",
             [analysis_id, side, len(counts), _column(counts)],
         )
+
+
+def summary_bytes(store: Store, analysis_ids: list[int]) -> dict[int, bytes]:
+    """The stored summaries of these analyses (those that have one), as bytes."""
+    if not analysis_ids:
+        return {}
+    rows = store.con.execute(
+        "SELECT analysis_id, summary FROM analysis_summaries WHERE list_contains(?::BIGINT[], analysis_id)",
+        [list(map(int, analysis_ids))],
+    ).fetchall()
+    return {aid: bytes(blob) for aid, blob in rows}
 
 
 def latency_summary(store: Store, analysis_id: int) -> tuple[int | None, int | None, int | None]:
@@ -208,6 +228,23 @@ def list_analyses(store: Store, limit: int = 50) -> list[dict[str, Any]]:
             [limit],
         )
     )
+
+
+def analysis_inputs(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:
+    """What identifies these analyses' data: their captures as read (`inputs`, per side:
+    path, format, bytes, frames), when and by which lowtail they were analysed."""
+    if not analysis_ids:
+        return []
+    rows = rows_as_dicts(
+        store.con.execute(
+            """SELECT analysis_id, created_at, lowtail_version, inputs FROM analyses
+               WHERE list_contains(?::BIGINT[], analysis_id) ORDER BY analysis_id""",
+            [list(map(int, analysis_ids))],
+        )
+    )
+    for row in rows:
+        row["inputs"] = json.loads(row["inputs"])
+    return rows
 
 
 def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:

@@ -4,18 +4,31 @@ stored (with their analysis) or failed, so that a campaign resumes where it stop
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
 from lowtail.store.analyses import save_analysis
-from lowtail.store.db import Store, rows_as_dicts
+from lowtail.store.db import Store
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument
+    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, CapturePair, LatencyFigures
 
 CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
 
 
-def open_campaign(store: Store, campaign_key: str, source: str, options: dict[str, Any]) -> int:
+class StoredPair(TypedDict):
+    """What is stored of a pair some campaign already analysed: its analysis, the worker that
+    computed it and the analysis's headline figures."""
+
+    analysis_id: int
+    worker: str | None
+    sent: int
+    lost: int
+    partial: bool
+    export_path: str | None
+    latency_ns: LatencyFigures | None
+
+
+def open_campaign(store: Store, campaign_key: str, source: str, options: AnalyzeOptionsDocument) -> int:
     """The id of the campaign with this key: the stored one (resumed), or a new one."""
     with store.transaction():
         found = store.con.execute(
@@ -32,32 +45,37 @@ def open_campaign(store: Store, campaign_key: str, source: str, options: dict[st
         return int(campaign_id)
 
 
-def stored_pairs(store: Store, pair_keys: list[str]) -> dict[str, dict[str, Any]]:
-    """pair_key → what is stored of it (analysis_id, worker and the headline figures) for
-    the pairs of `pair_keys` that some campaign already analysed."""
+def stored_pairs(store: Store, pair_keys: list[str]) -> dict[str, StoredPair]:
+    """pair_key → what is stored of it for the pairs of `pair_keys` that some campaign
+    already analysed."""
     if not pair_keys:
         return {}
-    rows = rows_as_dicts(
-        store.con.execute(
-            """SELECT p.pair_key, p.analysis_id, p.worker, a.sent, a.lost, a.partial, a.series_path AS export_path, a.figures
-               FROM campaign_pairs p JOIN analyses a USING (analysis_id)
-               WHERE p.pair_key IN (SELECT unnest(?::VARCHAR[]))""",
-            [pair_keys],
+    rows = store.con.execute(
+        """SELECT p.pair_key, p.analysis_id, p.worker, a.sent, a.lost, a.partial, a.series_path, a.figures
+           FROM campaign_pairs p JOIN analyses a USING (analysis_id)
+           WHERE p.pair_key IN (SELECT unnest(?::VARCHAR[]))""",
+        [pair_keys],
+    ).fetchall()
+    return {
+        key: StoredPair(
+            analysis_id=analysis_id,
+            worker=worker,
+            sent=sent,
+            lost=lost,
+            partial=partial,
+            export_path=series_path,
+            latency_ns=json.loads(figures).get("latency_ns"),
         )
-    )
-    found = {}
-    for r in rows:
-        r["latency_ns"] = json.loads(r.pop("figures")).get("latency_ns")
-        found[r.pop("pair_key")] = r
-    return found
+        for key, analysis_id, worker, sent, lost, partial, series_path, figures in rows
+    }
 
 
 def save_pair(
     store: Store,
     campaign_id: int,
-    pair: dict[str, Any],
+    pair: CapturePair,
     doc: AnalysisDocument,
-    options: dict[str, Any],
+    options: AnalyzeOptionsDocument,
     worker: str | None,
 ) -> tuple[int, bool]:
     """Store one pair's analysis and mark it done, in one transaction: (analysis_id, new).
@@ -78,14 +96,14 @@ def save_pair(
     return analysis_id, True
 
 
-def save_failure(store: Store, campaign_id: int, pair: dict[str, Any], error: str) -> None:
+def save_failure(store: Store, campaign_id: int, pair: CapturePair, error: str) -> None:
     """Record that a pair (or a capture without its partner) could not be analysed."""
     with store.transaction():
         store.con.execute("DELETE FROM campaign_pairs WHERE pair_key = ? AND analysis_id IS NULL", [pair["key"]])
         store.con.execute(
             "INSERT INTO campaign_pairs (campaign_id, pair_key, name, pre_path, post_path, error) "
             "VALUES (?, ?, ?, ?, ?, ?)",
-            [campaign_id, pair["key"], pair["name"], pair.get("pre"), pair.get("post"), error],
+            [campaign_id, pair["key"], pair["name"], pair["pre"], pair["post"], error],
         )
 
 

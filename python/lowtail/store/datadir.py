@@ -20,11 +20,14 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail.errors import UserError
 from lowtail.store import runs
 from lowtail.store.db import Store
+
+if TYPE_CHECKING:
+    from lowtail.measurement_documents import HostMetadata
 
 IDENTITY_FILE = "lowtail-data.json"
 
@@ -131,7 +134,7 @@ def create_or_resume(
     name: str,
     spec: dict[str, Any],
     spec_hash: str,
-    host: Callable[[], dict[str, Any]],
+    host: Callable[[], HostMetadata],
     fresh: bool = False,
 ) -> ExperimentFolder:
     """The experiment a sweep of this file writes into, with its folder under `root` claimed:
@@ -165,7 +168,8 @@ def _claim_resumed(store: Store, folder: Path, eid: int) -> None:
         for r in runs.runs(store, eid):
             if r["series_path"] and Path(r["series_path"]).exists():
                 samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
-                problem = series_problem(store, r["series_path"], samples, r["lat_min_ns"], r["lat_max_ns"])
+                count = None if samples is None else int(samples)
+                problem = series_problem(store, r["series_path"], count, r["lat_min_ns"], r["lat_max_ns"])
                 if problem:
                     raise UserError(f"cannot resume experiment {eid}: run {r['run_id']}: {problem}")
     claim(store, folder, experiment, adopt=adopt)

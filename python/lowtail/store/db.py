@@ -21,13 +21,17 @@ import struct
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail import signals
 from lowtail.errors import DiskFull, Failure, UserError
 from lowtail.percentiles import KEYS
+
+if TYPE_CHECKING:
+    from lowtail.documents import LatencyFigures
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 
 with signals.held():
@@ -168,16 +172,42 @@ class Store:
         if not self._schema_ready:
             self._apply_schema()
             self._schema_ready = True
+        elif self.read_only and self.damage is None and self._missing_schema():
+            self._upgrade_then_read()
+
+    def _missing_schema(self) -> list[tuple[str, str]]:
+        """The schema files this database lacks (a database made by an older lowtail)."""
+        try:
+            applied = {name for (name,) in self.con.execute("SELECT name FROM schema_files").fetchall()}
+        except duckdb.CatalogException:
+            applied = set()
+        return [(name, sql) for name, sql in _schema_files() if name not in applied]
+
+    def _upgrade_then_read(self) -> None:
+        """A reader of a database an older lowtail made: the readers query every table of
+        this version, so the missing schema files are applied first (one short write, as any
+        writing command would do), then the database is opened for reading again."""
+        self.close()
+        self.read_only = False
+        try:
+            self._con = _Connection(self, self._connect())
+            self._apply_schema()
+        except PermissionError as e:
+            raise UserError(
+                f"{self.path} was made by an older lowtail and needs its tables added once: "
+                f"open it with write access (`lowtail list --db {self.path}` as its owner) ({e.strerror})"
+            ) from None
+        finally:
+            self.close()
+            self.read_only = True
+        self._con = _Connection(self, self._connect())
+        self._check_whole()
 
     def _apply_schema(self) -> None:
         """Give the database the schema files it lacks (all of them when it is new, or made
         before it kept their list), and its identity when it has none."""
         con = self.con
-        try:
-            applied = {name for (name,) in con.execute("SELECT name FROM schema_files").fetchall()}
-        except duckdb.CatalogException:
-            applied = set()
-        missing = [(name, sql) for name, sql in _schema_files() if name not in applied]
+        missing = self._missing_schema()
         if not missing:
             return
         self._making_schema = True
@@ -396,6 +426,12 @@ LATENCY_FIGURES = ("min", "mean", "stddev", *KEYS, "max")
 def latency_column(figure: str) -> str:
     """The analyses column of a latency figure: "p99_999" → "lat_p99_999_ns"."""
     return f"lat_{figure}_ns"
+
+
+def latency_figures_of(row: Mapping[str, Any], figures: Iterable[str] = LATENCY_FIGURES) -> LatencyFigures:
+    """A run row's (or an analyses row's) latency columns as the `latency_ns` figures of an
+    analysis: "p99_999" → the value of "lat_p99_999_ns" (None where it has none)."""
+    return {figure: row.get(latency_column(figure)) for figure in figures}
 
 
 def latency_columns(alias: str = "", figures: tuple[str, ...] = LATENCY_FIGURES) -> str:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lowtail.store.db import Store, stored_id
+
+if TYPE_CHECKING:
+    from lowtail.measurement_documents import NoiseDocument
 
 
 def _insert_many(store: Store, sql: str, rows: list[list[Any]]) -> None:
@@ -45,7 +48,7 @@ def save_audit(store: Store, doc: dict[str, Any]) -> int:
     return int(audit_id)
 
 
-def save_noise_run(store: Store, result: dict[str, Any], label: str | None = None) -> int:
+def save_noise_run(store: Store, result: NoiseDocument, label: str | None = None) -> int:
     """Store one `lowtail noise` result: the run, per-core figures, gap histograms, the
     largest gaps and the interrupt profile."""
     with store.transaction():

@@ -6,20 +6,35 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from lowtail import __version__
 from lowtail.errors import UserError
+from lowtail.store import records
 from lowtail.store.analyses import analysis, latency_summary
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id, rows_as_dicts, stored_id
 from lowtail.store.runs import run_figures
 
+if TYPE_CHECKING:
+    pass
+
+
+class ModelLinks(TypedDict, total=False):
+    """What a model result was computed from, as `save_model` links it (each a column of
+    model_results): a model gathers them while it reads its input and passes them on."""
+
+    experiment_id: int | None
+    dut_name: str | None
+    run_id: int | None
+    analysis_id: int | None
+    source: str | None
+
 
 def save_model(
     store: Store,
     kind: str,
-    inputs: dict[str, Any],
+    inputs: Mapping[str, object],
     result: Mapping[str, Any],
     *,
     label: str | None = None,
@@ -158,7 +173,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
         if run["analysis_id"] is None:
             raise UserError(f"run {ident} has no analysis (it failed or is still running): nothing to model")
         src = SeriesSource(
-            path=run["series_path"],
+            path=run["series_path"] or "",  # none exported: said below
             run_id=run["run_id"],
             analysis_id=run["analysis_id"],
             partial=bool(run["partial"]),
@@ -182,14 +197,35 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
     return src
 
 
-def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) -> dict[str, list[dict[str, Any]]]:
-    """The valid, non-calibration runs of an experiment, per DuT, in rate order: the fields
-    of the knee model's `SweepPoint` (run_id, rate_pps, sent, lost, p50_ns, p99_ns,
-    p99_999_ns, max_ns)."""
+class SweepRow(TypedDict):
+    """A valid run of a sweep with the figures the knee model reads (`models.knee.SweepPoint`)."""
+
+    run_id: int
+    rate_pps: int
+    sent: int
+    lost: int
+    p50_ns: int | None
+    p99_ns: int | None
+    p99_999_ns: int | None
+    max_ns: int | None
+
+
+# The run columns that make a sweep's configuration besides its rate (a sweep is one
+# configuration at several rates): the declared axes a runs row holds, and the DuT's options.
+_SWEEP_AXES = tuple(a for a in records.RUN_AXES if a.sql is None and a.name != "rate")
+
+
+def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) -> dict[str, list[SweepRow]]:
+    """The valid, non-calibration runs of an experiment, per configuration but the rate, in
+    rate order: the fields of the knee model's `SweepPoint` (run_id, rate_pps, sent, lost,
+    p50_ns, p99_ns, p99_999_ns, max_ns). A configuration is keyed by its DuT's name, followed,
+    where one DuT ran in several configurations (a vanilla and an rt guest), by what tells
+    them apart ("vm · guest_kernel rt"): their points are never mixed into one sweep."""
     experiment_id = stored_id(
         store, experiment_id, "experiments", "experiment_id", "experiments", "`lowtail experiment list` lists them"
     )
-    sql = """SELECT r.dut_name, r.run_id, r.rate_pps, a.sent, a.lost, a.lat_p50_ns AS p50_ns, a.lat_p99_ns AS p99_ns,
+    columns = ", ".join(sorted({f"r.{a.column}" for a in _SWEEP_AXES} | {"r.dut_config"}))
+    sql = f"""SELECT {columns}, r.run_id, r.rate_pps, a.sent, a.lost, a.lat_p50_ns AS p50_ns, a.lat_p99_ns AS p99_ns,
                     a.lat_p99_999_ns AS p99_999_ns, a.lat_max_ns AS max_ns
              FROM runs r JOIN analyses a ON a.analysis_id = r.analysis_id
              WHERE r.experiment_id = ? AND r.valid AND NOT r.calibration"""
@@ -197,10 +233,34 @@ def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) 
     if dut_name:
         sql += " AND r.dut_name = ?"
         params.append(dut_name)
-    out: dict[str, list[dict[str, Any]]] = {}
+    configured: dict[tuple[str, str], list[SweepRow]] = {}
+    parts: dict[tuple[str, str], dict[str, str]] = {}
     for row in rows_as_dicts(store.con.execute(sql + " ORDER BY r.rate_pps, r.run_id", params)):
-        out.setdefault(row.pop("dut_name"), []).append(row)
-    if not out:
+        for name in records.JSON_COLUMNS:
+            if isinstance(row.get(name), str):
+                row[name] = json.loads(row[name])
+        shown = {a.name: a.show(a.value(row)) for a in _SWEEP_AXES if a.name != "dut"}
+        shown |= {k: records.show_value(v) for k, v in sorted((row.get("dut_config") or {}).items())}
+        key = (row["dut_name"], json.dumps(shown, sort_keys=True))
+        parts[key] = shown
+        point = SweepRow(
+            run_id=row["run_id"],
+            rate_pps=row["rate_pps"],
+            sent=row["sent"],
+            lost=row["lost"],
+            p50_ns=row["p50_ns"],
+            p99_ns=row["p99_ns"],
+            p99_999_ns=row["p99_999_ns"],
+            max_ns=row["max_ns"],
+        )
+        configured.setdefault(key, []).append(point)
+    if not configured:
         which = f" for DuT {dut_name!r}" if dut_name else ""
         raise UserError(f"experiment {experiment_id} has no valid analysed runs{which}")
+    out: dict[str, list[SweepRow]] = {}
+    for (name, _), points in configured.items():
+        siblings = [parts[k] for k in configured if k[0] == name]
+        differing = [axis for axis in parts[(name, _)] if len({s.get(axis) for s in siblings}) > 1]
+        label = " · ".join([name, *(f"{axis} {parts[(name, _)][axis]}" for axis in differing)])
+        out[label] = points
     return out

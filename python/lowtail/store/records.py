@@ -24,10 +24,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.errors import UserError
+from lowtail.measurement_documents import CaptureStatistics, GeneratorStatistics, TrafficDocument
 from lowtail.units import format_rate, parse_rate_pps
 
 if TYPE_CHECKING:
     from lowtail.documents import RunRow
+    from lowtail.measurement_documents import EnergyReading, TestbedDocument
 
 # Columns stored as JSON text (decoded again when read).
 JSON_COLUMNS = (
@@ -63,20 +65,22 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     valid: bool
+    # Open maps, each DuT kind's own keys (testbed/duts): its options (dut_config), how it was
+    # contained (containment) and what it measured of itself (dut_stats).
     dut_config: dict[str, Any] = field(default_factory=dict)
     calibration: bool = False
     series_path: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)
     degraded_reasons: list[str] = field(default_factory=list)
-    generator: dict[str, Any] = field(default_factory=dict)
-    capture: dict[str, Any] = field(default_factory=dict)
+    generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
+    capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
     containment: dict[str, Any] = field(default_factory=dict)
     virtualization: str | None = None
-    testbed: dict[str, Any] | None = None
-    energy: dict[str, Any] | None = None
+    testbed: TestbedDocument | None = None
+    energy: EnergyReading | None = None
     dut_stats: dict[str, Any] | None = None
     capture_paths: list[str] = field(default_factory=list)
-    traffic: dict[str, Any] = field(default_factory=dict)
+    traffic: TrafficDocument = field(default_factory=lambda: TrafficDocument())
     # Not a column: the label its analysis is stored with.
     label: str = ""
 
@@ -91,6 +95,12 @@ class RunRecord:
 
 
 # -- the configuration axes ------------------------------------------------------------------
+
+
+def _show_rate(pps: float | None) -> str:
+    """The configured rate ("100 kpps"), or that none was given (a plain analysis without
+    `--rate`, an import without `{rate}`): a measured rate is never shown as the axis."""
+    return format_rate(pps) if pps else "rate not given"
 
 
 def show_value(value: Any) -> str:
@@ -192,11 +202,12 @@ RUN_AXES: tuple[RunAxis, ...] = (
         "rate",
         "rate",
         "rate_pps",
-        show=format_rate,
+        show=_show_rate,
         parse=parse_rate_pps,
         numeric=True,
         pattern=r"[0-9]*\.?[0-9]+[kKmMgG]?",
-        # as every rate is read ("50k"); not given: measured from the captures (`experiment/external.py`)
+        # as every rate is read ("50k"); not given: 0, "rate not given" (`experiment/external.py`;
+        # never a measured rate)
         imported=lambda v: parse_rate_pps(v, what="rate"),
         self_evident=True,
     ),
@@ -244,9 +255,11 @@ def derived_columns_sql() -> str:
 
 def analysis_as_run(analysis: Mapping[str, Any]) -> RunRow:
     """A plain analysis (`lowtail analyze`, no run) as a run row, with every axis column at its
-    absent value: no experiment, no DuT settings, its own label as DuT and its rate as measured."""
-    seconds = (analysis.get("duration_ns") or 0) / 1e9
-    rate = round(analysis["sent"] / seconds) if seconds > 0 else 0
+    absent value: no experiment, no DuT settings, its own label as DuT, and the rate it was
+    sent at when `analyze --rate` said (a measured rate is a measurement, never an axis: runs
+    of 100,001 and 100,002 packets a second are repetitions of one 100 kpps configuration)."""
+    nominal = (analysis.get("figures") or {}).get("nominal_rate_pps")
+    rate = round(nominal) if nominal else None
     row: dict[str, Any] = {
         **analysis,
         **{a.column: a.absent for a in ALL_AXES},

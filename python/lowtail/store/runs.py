@@ -9,11 +9,18 @@ from typing import TYPE_CHECKING, Any
 
 from lowtail.errors import UserError
 from lowtail.store.analyses import save_analysis
-from lowtail.store.db import Store, latency_column, latency_columns, row_as_dict, rows_as_dicts, stored_id
+from lowtail.store.db import (
+    Store,
+    latency_columns,
+    latency_figures_of,
+    row_as_dict,
+    rows_as_dicts,
+    stored_id,
+)
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument, RunRow
+    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, RunRow
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
@@ -21,7 +28,7 @@ Floor = dict[tuple[int, int | None, int | None], dict[str, Any]]
 
 
 def create_experiment(
-    store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: dict[str, Any], data_dir: str
+    store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: Mapping[str, object], data_dir: str
 ) -> int:
     """A new experiment, status 'running'; returns its id."""
     with store.transaction():
@@ -86,7 +93,7 @@ def save_run(
     store: Store,
     run: RunRecord | Mapping[str, Any],
     analysis: AnalysisDocument | None,
-    analysis_options: dict[str, Any],
+    analysis_options: AnalyzeOptionsDocument,
 ) -> int:
     """Store a run and its analysis together (one transaction: both or neither). A mapping
     of RunRecord's fields is read into one first."""
@@ -226,7 +233,7 @@ def experiment_runs(store: Store, experiment_id: int) -> ExperimentRuns:
     )
 
 
-def run_figures(store: Store, run_id: int) -> dict[str, Any]:
+def run_figures(store: Store, run_id: int) -> RunRow:
     """A run joined with the figures of its analysis (its DuT options and containment decoded)."""
     doc = row_as_dict(
         store.con.execute(
@@ -242,13 +249,14 @@ def run_figures(store: Store, run_id: int) -> dict[str, Any]:
         raise UserError(f"{store.path}: no run with id {run_id}")
     for key in ("dut_config", "containment"):
         doc[key] = json.loads(doc[key]) if doc[key] else {}
-    return doc
+    found: RunRow = _decode(doc)
+    return found
 
 
 def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
     """One latency figure of a run's analysis ("p50", "min", ...); UserError when the run
     has none (no analysis, or nothing received)."""
-    value = run_figures(store, run_id)[latency_column(figure)]
+    value = latency_figures_of(run_figures(store, run_id), [figure])[figure]
     if value is None:
         raise UserError(f"run {run_id} has no measured latency (no analysis, or nothing received)")
     return int(value)

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from lowtail.errors import Failure
 from lowtail.host.sysroot import parse_cpulist
@@ -30,6 +30,42 @@ from lowtail.testbed.system import tool
 
 NAMESPACES = ("pid", "mnt", "uts", "net")
 DEFAULT_MEMORY_RESERVATION_MIB = 256
+
+
+class CpusetExclusive(TypedDict, total=False):
+    """What the kernel shows of the cores held exclusively: v2's partition, v1's flags."""
+
+    partition: str  # v2: isolated | root
+    exclusive: bool
+    load_balancing: str  # in words: off, or on and why
+    cpu_exclusive: int  # v1's files, as read back
+    sched_load_balance: int
+
+
+class CpusetApplied(CpusetExclusive):
+    """The container's cpuset: where, which cores, and how exclusive they are."""
+
+    path: str
+    cpus: str
+
+
+class MemoryReservation(TypedDict, total=False):
+    """The memory reserved for the container (the file written and what it reads back), or why none."""
+
+    reserved: Required[bool]
+    why: str
+    file: str
+    bytes: int
+    path: str
+    cgroup_version: int
+
+
+class ContainerCgroups(TypedDict):
+    """What the container's cgroups applied, as recorded with the run's containment."""
+
+    cgroup_version: int
+    cpuset: CpusetApplied
+    memory: MemoryReservation
 
 
 def namespace_argv() -> list[str]:
@@ -61,7 +97,7 @@ def _siblings_holding(path: Path, cpus: list[int]) -> list[str]:
     return held
 
 
-def make_exclusive(h: CpusetHierarchy, path: Path, cpus: list[int]) -> dict[str, Any]:
+def make_exclusive(h: CpusetHierarchy, path: Path, cpus: list[int]) -> CpusetExclusive:
     """Exclusive cores with load balancing off; what the kernel shows afterwards."""
     if h.version == 2:
         applied = None
@@ -107,14 +143,20 @@ def make_exclusive(h: CpusetHierarchy, path: Path, cpus: list[int]) -> dict[str,
     }
 
 
-def reserve_memory(h: MemoryHierarchy, path: Path, size_bytes: int) -> dict[str, Any]:
+def reserve_memory(h: MemoryHierarchy, path: Path, size_bytes: int) -> MemoryReservation:
     """The memory reservation: v2 memory.min, v1 memory.soft_limit_in_bytes."""
     name = "memory.min" if h.version == 2 else "memory.soft_limit_in_bytes"
     try:
         _write(path / name, str(size_bytes))
     except OSError as e:
         raise Failure(f"cannot reserve memory in {path / name}: {e.strerror}") from None
-    return {"file": name, "bytes": int(_read(path / name) or 0), "path": str(path), "cgroup_version": h.version}
+    return {
+        "reserved": True,
+        "file": name,
+        "bytes": int(_read(path / name) or 0),
+        "path": str(path),
+        "cgroup_version": h.version,
+    }
 
 
 def _enable_controller(root: Path, controller: str) -> None:
@@ -133,7 +175,7 @@ def create_container_cgroups(
     register: Callable[[Path], None],
     cpuset: CpusetHierarchy | None = None,
     memory: MemoryHierarchy | None = None,
-) -> tuple[list[Path], dict[str, Any]]:
+) -> tuple[list[Path], ContainerCgroups]:
     """The container's cgroups (each passed to `register` before it is made) and what was
     applied. The DuT joins every returned cgroup."""
     cpuset = cpuset or containment.required_cpuset_hierarchy()
@@ -144,18 +186,15 @@ def create_container_cgroups(
     if cpuset.version == 2 and memory is not None and memory.version == 2:
         _enable_controller(cpuset.root, "memory")
     containment.create_cpuset(cpuset_path, cpus, cpuset)
-    applied: dict[str, Any] = {
-        "cgroup_version": cpuset.version,
-        "cpuset": {
-            "path": str(cpuset_path),
-            "cpus": format_cpu_list(cpus),
-            **make_exclusive(cpuset, cpuset_path, cpus),
-        },
+    cpuset_applied: CpusetApplied = {
+        "path": str(cpuset_path),
+        "cpus": format_cpu_list(cpus),
+        **make_exclusive(cpuset, cpuset_path, cpus),
     }
     paths = [cpuset_path]
     if memory is None:
-        applied["memory"] = {"reserved": False, "why": "this host mounts no memory controller"}
-        return paths, applied
+        unreserved: MemoryReservation = {"reserved": False, "why": "this host mounts no memory controller"}
+        return paths, {"cgroup_version": cpuset.version, "cpuset": cpuset_applied, "memory": unreserved}
     if memory.version == 2 and cpuset.version == 2 and memory.root == cpuset.root:
         memory_path = cpuset_path
     else:
@@ -165,8 +204,8 @@ def create_container_cgroups(
             _enable_controller(memory.root, "memory")
         memory_path.mkdir()
         paths.append(memory_path)
-    applied["memory"] = {"reserved": True, **reserve_memory(memory, memory_path, memory_bytes)}
-    return paths, applied
+    reserved = reserve_memory(memory, memory_path, memory_bytes)
+    return paths, {"cgroup_version": cpuset.version, "cpuset": cpuset_applied, "memory": reserved}
 
 
 def namespaces_of(pid: int) -> dict[str, str]:

@@ -4,11 +4,13 @@ wherever possible; the timestamper drains its rings; a busy-polling DuT wants on
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from lowtail.host.facts import Host
 from lowtail.host.sysroot import SysRoot
+from lowtail.measurement_documents import CorePlanDocument
 
 # SCHED_FIFO priorities of the testbed's programs. lowtail-gen takes 40 by itself when it
 # is pinned (and the plan lets it, see `generator_realtime`); a program that sleeps until
@@ -24,6 +26,11 @@ DUT_RT_PRIORITY = 45
 CAPTURE_RT_PRIORITY = 50
 
 
+# The user's [cores] table: a role ("housekeeping", "generator", "capture", "dut") → its
+# core, or its cores for the DuT; CoreRoles checks the names.
+CoreChoices = Mapping[str, int | list[int]]
+
+
 @dataclass(frozen=True)
 class CoreRoles:
     """The core each program of a run gets (housekeeping and the interrupt sampler, the
@@ -36,16 +43,16 @@ class CoreRoles:
     dut: list[int] = field(default_factory=list)
 
     @classmethod
-    def for_host(cls, overrides: dict[str, Any] | None = None) -> CoreRoles:
+    def for_host(cls, overrides: CoreChoices | None = None) -> CoreRoles:
         """A plan for the cores this process may use, with the user's choices on top.
         With 4+ cores every role has its own; with 2 the generator has one and the rest
         share the other (the best two cores allow; the report shows the plan)."""
         return cls.for_cpus(sorted(os.sched_getaffinity(0)), overrides)
 
     @classmethod
-    def for_cpus(cls, cpus: list[int], overrides: dict[str, Any] | None = None) -> CoreRoles:
+    def for_cpus(cls, cpus: list[int], overrides: CoreChoices | None = None) -> CoreRoles:
         """The same plan for a host whose usable cores are `cpus` (another host's)."""
-        plan: dict[str, Any]
+        plan: dict[str, Any]  # CoreRoles' fields: the user's choices are checked by it
         if len(cpus) >= 4:
             plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
         elif len(cpus) == 3:
@@ -94,9 +101,14 @@ class CoreRoles:
             return ["--rt-priority", str(GENERATOR_RT_PRIORITY)]
         return ["--nice", str(BUSY_WAIT_NICE)]
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> CorePlanDocument:
         """The roles as stored with a run and its experiment."""
-        return asdict(self)
+        return {
+            "housekeeping": self.housekeeping,
+            "generator": self.generator,
+            "capture": self.capture,
+            "dut": list(self.dut),
+        }
 
     @staticmethod
     def available() -> list[int]:

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from lowtail.errors import UserError
+from lowtail.measurement_documents import TestbedDocument
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry
 from lowtail.testbed.sites import Point
@@ -149,7 +149,7 @@ class InterfacesTestbed(NamespacesTestbed):
             None, self.wiring.generator, self.wiring.post, self.generator.mac, self.dst_mac, timeout_s, still_starting
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         return {
             "kind": self.kind,
             "generator": self.generator.describe(),

@@ -6,9 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lowtail.testbed.sites import Site
+
+if TYPE_CHECKING:
+    from lowtail.measurement_documents import TestbedDocument
+    from lowtail.testbed.container import ContainerCgroups
 
 
 class Testbed(Protocol):
@@ -90,7 +94,7 @@ class Testbed(Protocol):
         """A long-running program of the testbed's, stopped with it (a `ProcessHandle`)."""
         ...
 
-    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict[str, Any]]:
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], ContainerCgroups]:
         """The cgroups of a contained DuT and what the kernel applied."""
         ...
 
@@ -102,6 +106,6 @@ class Testbed(Protocol):
         """Seconds until the DuT forwarded a probe, or None."""
         ...
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         """The testbed as stored with a run."""
         ...

@@ -18,7 +18,7 @@ import signal
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from lowtail import signals
 from lowtail.processes import is_alive, process_start_time
@@ -121,6 +121,18 @@ class Registry:
 # -- finding and removing leftovers ---------------------------------------------------------------
 
 
+class LeftoverDocument(TypedDict):
+    """A dead owner's testbed, as `lowtail testbed clean --json` prints it."""
+
+    tag: str
+    owner_pid: int
+    netns: list[str]
+    cgroups: list[str]
+    paths: list[str]
+    processes: list[int]
+    undo: list[str]  # each command as one line
+
+
 @dataclass
 class Leftover:
     """A testbed whose owner is gone, and what of it is still there."""
@@ -140,7 +152,8 @@ class Leftover:
         what += [f"`{' '.join(u)}`" for u in reversed(self.undo)]
         return f"testbed {self.tag} (owner pid {self.owner_pid} is gone): {', '.join(what) or 'its state file'}"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> LeftoverDocument:
+        """The leftover as `lowtail testbed clean --json` prints it."""
         return {
             "tag": self.tag,
             "owner_pid": self.owner_pid,
@@ -177,13 +190,24 @@ def tagged_cgroups() -> list[tuple[str, str]]:
     return found
 
 
-def testbeds_on_host() -> dict[str, dict[str, Any]]:
-    """Every testbed visible on this host (state files and tagged names), with its owner's
-    liveness: tag -> {"registry": Registry|None, "netns": [...], "cgroups": [...], "alive": bool}."""
-    found: dict[str, dict[str, Any]] = {}
+@dataclass
+class TestbedOnHost:
+    """A testbed seen on this host: its state file (None: only tagged names are left), its
+    namespaces and cgroups by name, and whether its owner is alive."""
 
-    def entry(tag: str) -> dict[str, Any]:
-        return found.setdefault(tag, {"registry": None, "netns": [], "cgroups": []})
+    registry: Registry | None = None
+    netns: list[str] = field(default_factory=list)
+    cgroups: list[str] = field(default_factory=list)
+    alive: bool = False
+
+
+def testbeds_on_host() -> dict[str, TestbedOnHost]:
+    """Every testbed visible on this host (state files and tagged names) by tag, with its
+    owner's liveness."""
+    found: dict[str, TestbedOnHost] = {}
+
+    def entry(tag: str) -> TestbedOnHost:
+        return found.setdefault(tag, TestbedOnHost())
 
     if STATE_DIR.is_dir():
         for path in sorted(STATE_DIR.glob("lt*.json")):
@@ -191,18 +215,18 @@ def testbeds_on_host() -> dict[str, dict[str, Any]]:
                 reg = Registry.load(path)
             except (ValueError, TypeError, OSError):
                 continue  # a state file being written right now, or not ours
-            entry(reg.tag)["registry"] = reg
+            entry(reg.tag).registry = reg
     for name in list_netns():
         m = NETNS_PATTERN.match(name)
         if m:
-            entry(m.group(1))["netns"].append(name)
+            entry(m.group(1)).netns.append(name)
     for tag, cgroup in tagged_cgroups():
-        entry(tag)["cgroups"].append(cgroup)
+        entry(tag).cgroups.append(cgroup)
     for tag, e in found.items():
-        reg = e["registry"]
+        reg = e.registry
         # Without a state file only the pid in the name is known; a live pid is given the
         # benefit of the doubt (it may be a testbed being set up right now).
-        e["alive"] = reg.owner_alive() if reg else is_alive(tag_owner(tag), None)
+        e.alive = reg.owner_alive() if reg else is_alive(tag_owner(tag), None)
     return found
 
 
@@ -210,16 +234,16 @@ def find_leftovers() -> list[Leftover]:
     """The testbeds on this host whose owner is dead, with what of them is still there."""
     leftovers = []
     for tag, e in testbeds_on_host().items():
-        if e["alive"]:
+        if e.alive:
             continue
-        reg: Registry | None = e["registry"]
+        reg = e.registry
         leftovers.append(
             Leftover(
                 tag=tag,
                 owner_pid=tag_owner(tag),
                 state_file=reg.file if reg else None,
-                netns=sorted(set(e["netns"]) | set(reg.netns if reg else [])),
-                cgroups=sorted(set(e["cgroups"]) | set(reg.cgroups if reg else [])),
+                netns=sorted(set(e.netns) | set(reg.netns if reg else [])),
+                cgroups=sorted(set(e.cgroups) | set(reg.cgroups if reg else [])),
                 paths=[p for p in (reg.paths if reg else []) if Path(p).exists()],
                 processes=[p for p in (reg.processes if reg else []) if is_alive(p.pid, p.start_time)],
                 undo=list(reg.undo) if reg else [],

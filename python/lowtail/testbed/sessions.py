@@ -13,7 +13,8 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from lowtail.testbed.cores import CoreRoles
+from lowtail.measurement_documents import RoleHost
+from lowtail.testbed.cores import CoreChoices, CoreRoles
 from lowtail.testbed.interfaces import InterfacesTestbed, check_interfaces
 from lowtail.testbed.system import require_privileges
 from lowtail.testbed.topology import NamespacesTestbed
@@ -29,11 +30,11 @@ class Session(Protocol):
         """Everything that would stop a run, found before the first one."""
         ...
 
-    def plan(self, cores: dict[str, Any]) -> CoreRoles:
+    def plan(self, cores: CoreChoices) -> CoreRoles:
         """The core of each program, where it runs."""
         ...
 
-    def hosts(self) -> dict[str, Any]:
+    def hosts(self) -> dict[str, RoleHost]:
         """The metadata of the hosts of other roles, by role (empty: all on this host)."""
         ...
 
@@ -66,10 +67,10 @@ class LocalSession:
             for interfaces in dut_interfaces or [None]:
                 check_interfaces(self.wiring, interfaces)
 
-    def plan(self, cores: dict[str, Any]) -> CoreRoles:
+    def plan(self, cores: CoreChoices) -> CoreRoles:
         return CoreRoles.for_host(cores)
 
-    def hosts(self) -> dict[str, Any]:
+    def hosts(self) -> dict[str, RoleHost]:
         return {}
 
     def check_disk(self, need_bytes: int) -> None:

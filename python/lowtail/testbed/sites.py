@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lowtail.binaries import find_binary
+from lowtail.measurement_documents import PointDocument, SiteIdentity, TimeSources
 
 
 class Site(Protocol):
@@ -48,7 +49,7 @@ class Site(Protocol):
         them; `start` and `end` are this host's readings around it."""
         ...
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> SiteIdentity:
         """The host's name and boot id: one boot id, one kernel clock."""
         ...
 
@@ -62,7 +63,7 @@ class Point:
     netns: str | None
     mac: str
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PointDocument:
         """The point as stored with a run."""
         return {"host": self.site.label, "interface": self.interface, "netns": self.netns, "mac": self.mac}
 
@@ -71,7 +72,7 @@ class Point:
 TIME_DAEMONS = ("ptp4l", "phc2sys", "ts2phc", "timemaster", "chronyd", "ntpd", "systemd-timesyn")
 
 
-def local_time_sources() -> dict[str, Any]:
+def local_time_sources() -> TimeSources:
     """This host's PTP hardware clocks (name by ptpN) and the time daemons running."""
     clocks = {}
     for ptp in sorted(Path("/sys/class/ptp").glob("ptp*")):
@@ -127,5 +128,5 @@ class LocalSite:
     def clocks(self, program: Any, start: tuple[int, int], end: tuple[int, int]) -> tuple[tuple[int, int], ...]:
         return start, end
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> SiteIdentity:
         return {"host": self.label, "boot_id": boot_id(), "ptp": local_time_sources()}

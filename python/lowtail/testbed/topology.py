@@ -27,9 +27,10 @@ from typing import Any
 
 from lowtail import signals
 from lowtail.errors import Failure
+from lowtail.measurement_documents import TestbedDocument
 from lowtail.processes import process_start_time
 from lowtail.testbed import containment
-from lowtail.testbed.container import create_container_cgroups, namespace_argv
+from lowtail.testbed.container import ContainerCgroups, create_container_cgroups, namespace_argv
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
 from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
@@ -116,7 +117,7 @@ class NamespacesTestbed:
             self.lg_ns, self.tx, self.rx, self.macs[self.tx], self.macs[self.rx], timeout_s, still_starting
         )
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         """The testbed as stored with a run."""
         return {"kind": self.kind}
 
@@ -267,7 +268,7 @@ class NamespacesTestbed:
             self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
-    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], dict[str, Any]]:
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], ContainerCgroups]:
         """The cgroups of a container DuT (exclusive cpuset, memory reservation) and what
         was applied; each is in the registry before it exists."""
         return create_container_cgroups(

@@ -10,10 +10,11 @@ directory can be written.
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from dataclasses import dataclass, field
 
 from lowtail.errors import UserError
 from lowtail.host.sysroot import parse_cpulist
+from lowtail.measurement_documents import HostSummary
 from lowtail.testbed.hosts.ssh import SshHost
 from lowtail.testbed.interfaces import interface_problem
 from lowtail.testbed.sites import TIME_DAEMONS
@@ -59,7 +60,35 @@ for t in ip tc taskset; do say "tool.$t" "$(command -v $t)"; done
 """
 
 
-def read_facts(host: SshHost, workdir: str, interfaces: list[str]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class HostFacts:
+    """What a host said of itself (each a line of the script above; None where it said
+    nothing): who it is, its kernel and cores, the login's capabilities, the interfaces its
+    roles use (name → flags, carrier, address, operstate: the /sys/class/net files that
+    exist), its PTP clocks (ptpN → name), the tools found (name → path) and lowtail's work
+    directory."""
+
+    hostname: str | None = None
+    boot_id: str | None = None
+    kernel: str | None = None
+    kernel_version: str | None = None
+    kernel_cmdline: str | None = None
+    cpu_model: str | None = None
+    cpus_online: str | None = None  # a CPU list, as the kernel writes it
+    cpus_available: str | None = None
+    isolated: str | None = None
+    capeff: str | None = None  # the login's effective capabilities, hexadecimal
+    user: str | None = None
+    time_daemons: str | None = None  # space-separated
+    ptp_port_state: str | None = None
+    workdir_free_kib: str | None = None
+    workdir_error: str | None = None
+    interfaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    ptp_clocks: dict[str, str] = field(default_factory=dict)
+    tools: dict[str, str] = field(default_factory=dict)
+
+
+def read_facts(host: SshHost, workdir: str, interfaces: list[str]) -> HostFacts:
     """The host's facts, for the interfaces its roles use; lowtail's work directory made."""
     env = (
         f"IFACES={shlex.quote(' '.join(interfaces))}; WORKDIR={shlex.quote(workdir)}; "
@@ -69,75 +98,106 @@ def read_facts(host: SshHost, workdir: str, interfaces: list[str]) -> dict[str, 
     return parse_facts(done.stdout.decode(errors="replace"))
 
 
-def parse_facts(text: str) -> dict[str, Any]:
-    """`key=value` lines as a dict; interfaces under `interfaces`, PTP clocks under `ptp_clocks`."""
-    facts: dict[str, Any] = {"interfaces": {}, "ptp_clocks": {}}
+_SAID = (
+    "hostname",
+    "boot_id",
+    "kernel",
+    "kernel_version",
+    "kernel_cmdline",
+    "cpu_model",
+    "cpus_online",
+    "cpus_available",
+    "isolated",
+    "capeff",
+    "user",
+    "time_daemons",
+    "ptp_port_state",
+    "workdir_free_kib",
+    "workdir_error",
+)
+
+
+def parse_facts(text: str) -> HostFacts:
+    """The script's `key=value` lines: interfaces (`if.NAME.FILE`), PTP clocks (`ptp.NAME`)
+    and tools (`tool.NAME`) by name, the rest by key (an unknown key is left out)."""
+    said: dict[str, str] = {}
+    interfaces: dict[str, dict[str, str]] = {}
+    ptp_clocks: dict[str, str] = {}
+    tools: dict[str, str] = {}
     for line in text.splitlines():
         key, sep, value = line.partition("=")
         if not sep:
             continue
         if key.startswith("if."):
             name, _, attribute = key[3:].rpartition(".")
-            facts["interfaces"].setdefault(name, {})[attribute] = value
+            interfaces.setdefault(name, {})[attribute] = value
         elif key.startswith("ptp."):
-            facts["ptp_clocks"][key[4:]] = value
-        else:
-            facts[key] = value
-    return facts
+            ptp_clocks[key[4:]] = value
+        elif key.startswith("tool."):
+            tools[key[5:]] = value
+        elif key in _SAID:
+            said[key] = value
+    return HostFacts(**said, interfaces=interfaces, ptp_clocks=ptp_clocks, tools=tools)
 
 
-def missing_capabilities(facts: dict[str, Any], role: str) -> list[str]:
+def missing_capabilities(facts: HostFacts, role: str) -> list[str]:
     """The capabilities `role` needs that the host's login lacks."""
-    effective = int(facts.get("capeff") or "0", 16)
+    effective = int(facts.capeff or "0", 16)
     held = {name for bit, name in _CAPABILITIES.items() if effective >> bit & 1}
     return [c for c in ROLE_NEEDS[role] if c not in held]
 
 
-def check_role(host: SshHost, facts: dict[str, Any], role: str, interfaces: dict[str, str]) -> list[str]:
+def check_role(host: SshHost, facts: HostFacts, role: str, interfaces: dict[str, str]) -> list[str]:
     """Why `host` cannot play `role` with these interfaces (name -> their role in words)."""
     problems = []
     missing = missing_capabilities(facts, role)
     if missing:
         problems.append(
-            f"host {host.label}: the login ({facts.get('user')}) lacks {', '.join(missing)}, which {role} needs "
+            f"host {host.label}: the login ({facts.user}) lacks {', '.join(missing)}, which {role} needs "
             f"(log in as root, on a host or container that grants them)"
         )
     for name, what in interfaces.items():
-        state = facts["interfaces"].get(name, {})
+        state = facts.interfaces.get(name, {})
         problem = interface_problem(name, what, state.get, where=f" on {host.label}")
         if problem:
             problems.append(problem)
-    if facts.get("workdir_error"):
-        problems.append(f"host {host.label}: {facts['workdir_error']}")
+    if facts.workdir_error:
+        problems.append(f"host {host.label}: {facts.workdir_error}")
     return problems
 
 
-def require_tools(host: SshHost, facts: dict[str, Any], tools: tuple[str, ...]) -> None:
+def require_tools(host: SshHost, facts: HostFacts, tools: tuple[str, ...]) -> None:
     """UserError naming a command the host lacks (iproute2 for DuT set-up)."""
-    missing = [t for t in tools if not facts.get(f"tool.{t}")]
+    missing = [t for t in tools if not facts.tools.get(t)]
     if missing:
         raise UserError(f"host {host.label} lacks {', '.join(missing)}: install iproute2 and util-linux there")
 
 
-def cpus(facts: dict[str, Any]) -> list[int]:
+def cpus(facts: HostFacts) -> list[int]:
     """The cores a login on the host may use."""
-    return sorted(parse_cpulist(facts.get("cpus_available") or facts.get("cpus_online") or "0"))
+    return sorted(parse_cpulist(facts.cpus_available or facts.cpus_online or "0"))
 
 
-def isolated(facts: dict[str, Any]) -> set[int]:
+def isolated(facts: HostFacts) -> set[int]:
     """The cores the host's kernel isolates."""
-    return set(parse_cpulist(facts.get("isolated") or ""))
+    return set(parse_cpulist(facts.isolated or ""))
 
 
-def summary(facts: dict[str, Any]) -> dict[str, Any]:
+def summary(facts: HostFacts) -> HostSummary:
     """The facts stored with an experiment (host metadata, like this host's)."""
-    keep = ("hostname", "boot_id", "kernel", "kernel_version", "kernel_cmdline", "cpu_model", "user")
-    return {k: facts.get(k) for k in keep} | {
-        "cpus_online": len(parse_cpulist(facts.get("cpus_online") or "0")),
+    return {
+        "hostname": facts.hostname,
+        "boot_id": facts.boot_id,
+        "kernel": facts.kernel,
+        "kernel_version": facts.kernel_version,
+        "kernel_cmdline": facts.kernel_cmdline,
+        "cpu_model": facts.cpu_model,
+        "user": facts.user,
+        "cpus_online": len(parse_cpulist(facts.cpus_online or "0")),
         "cpus_available": cpus(facts),
-        "isolated": facts.get("isolated") or "",
-        "interfaces": facts.get("interfaces", {}),
-        "ptp_clocks": facts.get("ptp_clocks", {}),
-        "time_daemons": (facts.get("time_daemons") or "").split(),
-        "ptp_port_state": facts.get("ptp_port_state"),
+        "isolated": facts.isolated or "",
+        "interfaces": facts.interfaces,
+        "ptp_clocks": facts.ptp_clocks,
+        "time_daemons": (facts.time_daemons or "").split(),
+        "ptp_port_state": facts.ptp_port_state,
     }

@@ -21,11 +21,15 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lowtail.errors import Failure
+from lowtail.measurement_documents import SiteIdentity
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
 from lowtail.testbed.process import ProcessHandle
+
+if TYPE_CHECKING:
+    from lowtail.testbed.hosts.facts import HostFacts
 
 # Heartbeats every second; a leash that hears none for this long stops its role.
 HEARTBEAT_INTERVAL_S = 1.0
@@ -210,7 +214,7 @@ class RemoteSite:
 
     local = False
 
-    def __init__(self, host: SshHost, facts: dict[str, Any], bindir: str, run_dir: str, testbed: RunOnHosts):
+    def __init__(self, host: SshHost, facts: HostFacts, bindir: str, run_dir: str, testbed: RunOnHosts):
         self.host = host
         self.facts = facts
         self.bindir = bindir
@@ -268,13 +272,13 @@ class RemoteSite:
     def clocks(self, program: Any, start: tuple[int, int], end: tuple[int, int]) -> tuple[Any, ...]:
         return program.clock_start, program.clock_end
 
-    def identity(self) -> dict[str, Any]:
+    def identity(self) -> SiteIdentity:
         return {
             "host": self.label,
-            "boot_id": self.facts.get("boot_id"),
+            "boot_id": self.facts.boot_id,
             "ptp": {
-                "clocks": self.facts.get("ptp_clocks", {}),
-                "daemons": (self.facts.get("time_daemons") or "").split(),
-                "port_state": self.facts.get("ptp_port_state"),
+                "clocks": self.facts.ptp_clocks,
+                "daemons": (self.facts.time_daemons or "").split(),
+                "port_state": self.facts.ptp_port_state,
             },
         }

@@ -24,8 +24,9 @@ from typing import Any
 from lowtail import __version__
 from lowtail.binaries import find_binary
 from lowtail.errors import Failure, UserError
+from lowtail.measurement_documents import RoleHost, TestbedDocument
 from lowtail.processes import process_start_time
-from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.cores import CoreChoices, CoreRoles
 from lowtail.testbed.hosts import facts as hostfacts
 from lowtail.testbed.hosts.remote import Heartbeat, RemoteProgram, RemoteSite
 from lowtail.testbed.hosts.ssh import SshHost, last_line
@@ -46,7 +47,7 @@ class HostsSession:
         self.wiring = wiring
         self.log = log
         self.connections: dict[str, SshHost] = {}
-        self.facts: dict[str, dict[str, Any]] = {}
+        self.facts: dict[str, hostfacts.HostFacts] = {}
         self.bindirs: dict[str, str] = {}
         self.registry: Registry | None = None
         self.heartbeat: Heartbeat | None = None
@@ -222,7 +223,7 @@ class HostsSession:
             )
         return bindir
 
-    def plan(self, cores: dict[str, Any]) -> CoreRoles:
+    def plan(self, cores: CoreChoices) -> CoreRoles:
         """Each program's core on its own host: the generator's on the LoadGen host's plan,
         the timestamper's on the timestamper host's, the DuT's on the DuT host's."""
         w = self.wiring
@@ -243,7 +244,7 @@ class HostsSession:
             dut=on(w.dut_host).dut if w.dut_host else [],
         )
 
-    def hosts(self) -> dict[str, Any]:
+    def hosts(self) -> dict[str, RoleHost]:
         """Every role's host as stored with the experiment."""
         w = self.wiring
         roles = {"loadgen": w.generator.host, "timestamper": w.pre.host}
@@ -251,7 +252,7 @@ class HostsSession:
             roles["timestamper_post"] = w.post.host
         if w.dut_host:
             roles["dut"] = w.dut_host
-        return {role: {"ssh": host} | hostfacts.summary(self.facts[host]) for role, host in roles.items()}
+        return {role: RoleHost(ssh=host, **hostfacts.summary(self.facts[host])) for role, host in roles.items()}
 
     def check_disk(self, need_bytes: int) -> None:
         """A Failure when a timestamper host has not `need_bytes` free in its work directory."""
@@ -331,7 +332,7 @@ class HostsTestbed(NamespacesTestbed):
         return []
 
     def _point(self, destination: str, interface: str) -> Point:
-        mac = self.session.facts[destination]["interfaces"].get(interface, {}).get("address", "")
+        mac = self.session.facts[destination].interfaces.get(interface, {}).get("address", "")
         return Point(self.sites[destination], interface, None, mac)
 
     @property
@@ -405,7 +406,7 @@ class HostsTestbed(NamespacesTestbed):
             time.sleep(0.05)
         return self.wiring.settle_ns / 1e9
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> TestbedDocument:
         return {
             "kind": self.kind,
             "generator": self.generator.describe(),

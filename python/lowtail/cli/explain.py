@@ -1,0 +1,98 @@
+"""`lowtail explain RUN`: why a run's tail is what it is — its tail packets matched against
+what ran on each role's core while they were in flight, the causes ranked, each with its
+evidence and remedy (explain/)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from lowtail.cli._app import app
+from lowtail.cli._options import db_option
+from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
+from lowtail.units import format_ns, format_percent
+
+_KIND_WORDS = {
+    "preemption": "another task preempted the DuT",
+    "interrupt": "an interrupt on the DuT's core",
+    "softirq": "softirq work on the DuT's core",
+    "aliasing": "a periodic interrupt beating with the traffic",
+    "generator_stall": "the generator stalled (measurement artefact)",
+    "timestamper_stall": "the timestamper stalled (measurement artefact)",
+    "overload": "queueing from overload",
+    "batching": "batching",
+    "virtualization": "virtualization",
+}
+
+
+@app.command(
+    help="Why a run's tail is what it is: its tail packets (above the budget when the run fails it, else above "
+    "p99.9) against what ran on the DuT's, generator's and timestamper's cores while they were in flight; "
+    "causes ranked by the share of the tail they explain, with evidence and a remedy. The explanation is "
+    "stored (the report and `compare` show it)."
+)
+def explain(
+    run: str = typer.Argument("latest", help="Run id, or 'latest'."),
+    above: str | None = typer.Option(
+        None, "--above", help="The tail: packets above this percentile (p99) or latency (500us)."
+    ),
+    db: Path = db_option(),
+    json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
+) -> None:
+    """`lowtail explain`."""
+    from lowtail.explain.run import explain_run, latency_above
+    from lowtail.store import open_store
+    from lowtail.store.explain import run_id_of
+
+    threshold = latency_above(above) if above is not None else None
+    with open_store(db) as store:
+        doc = explain_run(store, run_id_of(store, run), threshold)
+    if json_out:
+        print_json(doc)
+    else:
+        show(doc)
+    if doc.get("partial"):
+        raise typer.Exit(EXIT_PARTIAL)
+
+
+def show(doc: Any) -> None:
+    """The explanation on the terminal: the headline first, the causes table, each cause's
+    evidence and remedy, the unexplained share, the notes."""
+    if doc.get("headline"):
+        warn(doc["headline"])
+    tail = doc["tail"]
+    note(f"run {doc['run']}: {tail['packets']:,} tail packets, {tail['rule']} ({format_ns(tail['threshold_ns'])})")
+    causes = doc.get("causes") or []
+    if causes:
+        t = Table(box=None)
+        for col in ("#", "cause", "role", "CPU", "share of tail", "added", "what ran"):
+            t.add_column(col, justify="right" if col in ("#", "CPU", "share of tail", "added") else "left")
+        for i, c in enumerate(causes, 1):
+            t.add_row(
+                str(i),
+                _KIND_WORDS.get(c["kind"], c["kind"]),
+                c["role"],
+                "" if c["cpu"] is None else str(c["cpu"]),
+                format_percent(c["share"]),
+                format_ns(c["added_ns"]),
+                str(c["evidence"].get("what", "")),
+            )
+        table_console().print(t)
+        for i, c in enumerate(causes, 1):
+            for e in c["evidence"].get("events", [])[:2]:
+                event = e.get("event")
+                happened = f"; {event['what']} ran {format_ns(event['duration_ns'])}" if event else ""
+                out.print(
+                    f"  {i}. packet {e['packet_id']}: {format_ns(e['latency_ns'])}, "
+                    f"{format_ns(e['delay_ns'])} of it {c['kind'].replace('_', ' ')}{happened}",
+                    markup=False,
+                )
+            out.print(f"  {i}. remedy: {c['remedy']['action']} ({c['remedy']['source']})", markup=False)
+    else:
+        note("no cause explains more of the tail than chance would")
+    note(f"unexplained: {format_percent(doc['unexplained_share'])} of the tail packets")
+    for n in doc.get("notes") or []:
+        note(n)

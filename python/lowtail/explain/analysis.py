@@ -1,0 +1,473 @@
+"""Why the tail is what it is: a run's tail packets matched against what ran on each
+role's core while each was in flight, and against what the packets themselves show;
+causes ranked by the share of tail packets each explains and the latency it added.
+
+The kinds (docs/explain.md says how each is detected):
+
+    preemption          another task took the DuT's core (evidence: the task)
+    interrupt           a hardware interrupt or an IPI vector on the DuT's core
+    softirq             softirq work on the DuT's core
+    aliasing            a periodic interrupt beating with the constant-rate traffic
+    generator_stall     the generator's core was taken, or it left packets late: a
+                        measurement artefact, not the DuT
+    timestamper_stall   the same on the timestamper's own core: a measurement artefact
+    overload            offered rate at or above the DuT's R_max: a standing queue
+    batching            packets held until the rest of their batch was processed
+    virtualization      the VM DuT's vCPU threads preempted on the host, or its exits
+
+A suspect becomes a cause only when it explains more tail packets than it would by chance
+(the same windows moved elsewhere in the run, or its delay's distribution over all packets)
+by a margin (`significant`), and at least `CAUSE_FLOOR` of them; each tail packet is then
+given to the cause that accounts for most of its delay. What no cause takes is the
+unexplained share.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lowtail.documents import CauseDoc, ExplainDocument, Tail
+from lowtail.explain import packets as pk
+from lowtail.explain.cores import Suspect, restricted, shifted_windows, suspects, task_label, waiting
+from lowtail.host.remedies import remedy_for
+from lowtail.models.aliasing import beat
+from lowtail.units import format_ns, format_rate
+
+# A cause is named only when it explains at least this share of the tail packets.
+CAUSE_FLOOR = 0.05
+# ... and only when it explains at least this many times the tail packets it would by chance.
+MIN_LIFT = 1.5
+MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall")
+ROLES = ("dut", "generator", "timestamper", "host")
+EVIDENCE_EVENTS = 5
+
+
+@dataclass
+class RunFacts:
+    """What the analysis needs of a stored run besides its packets and trace."""
+
+    run_id: int
+    rate_pps: float
+    burst: int
+    dut_kind: str
+    dut_config: dict[str, Any]
+    dut_stats: dict[str, Any]
+    virtualization: str | None
+    budget_ns: int | None
+    budget_failed: bool
+    roles: dict[str, dict[str, Any]]
+    trace_reason: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Candidate:
+    kind: str
+    role: str
+    cpu: int | None
+    name: str
+    delay: np.ndarray  # per tail packet: the delay this cause accounts for
+    expected: float | None  # tail packets it would explain by chance; None: a condition of the run
+    evidence: dict[str, Any]
+    suspect: Suspect | None = None
+    windows: tuple[np.ndarray, np.ndarray] | None = None
+
+    def hits(self, excess: np.ndarray) -> np.ndarray:
+        return pk.explains(self.delay, excess)
+
+    def significant(self, excess: np.ndarray) -> bool:
+        n = int(self.hits(excess).sum())
+        if n == 0:
+            return False
+        if self.expected is None:
+            return n >= CAUSE_FLOOR * excess.size
+        margin = max(2.0, 3.0 * math.sqrt(self.expected))
+        # Beyond chance by a margin, and markedly more often than chance: with many tail
+        # packets a feature nearly every packet has (a generator late all run long on a busy
+        # host) clears the margin while saying nothing about which packets are the tail.
+        return (
+            n >= self.expected + margin
+            and n >= MIN_LIFT * self.expected
+            and (n - self.expected) >= CAUSE_FLOOR * excess.size
+        )
+
+
+def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None) -> Tail:
+    """The latency above which packets are the tail: `above` (a latency, or a percentile),
+    else the budget when the run fails it, else p99.9."""
+    if isinstance(above, Fraction):
+        return Tail(threshold_ns=p.percentile(above), packets=0, rule=f"above p{float(above) * 100:g}")
+    if isinstance(above, int):
+        return Tail(threshold_ns=above, packets=0, rule=f"above {format_ns(above)}")
+    if facts.budget_ns is not None and facts.budget_failed:
+        return Tail(threshold_ns=facts.budget_ns, packets=0, rule=f"above the budget, {format_ns(facts.budget_ns)}")
+    return Tail(threshold_ns=p.percentile(pk.DEFAULT_TAIL), packets=0, rule="above p99.9")
+
+
+def explain(
+    p: pk.Packets,
+    facts: RunFacts,
+    intervals: pa.Table | None,
+    coverage: dict[int, tuple[int | None, int | None]],
+    above: int | Fraction | None = None,
+) -> ExplainDocument:
+    """The causes of a run's tail (see the module's docstring)."""
+    doc = ExplainDocument(run=facts.run_id, notes=list(facts.notes), partial=False)
+    if len(p) == 0:
+        doc["tail"] = Tail(threshold_ns=0, packets=0, rule="no packets")
+        doc["causes"], doc["unexplained_share"], doc["headline"] = [], 0.0, None
+        return doc
+    tail = tail_threshold(p, facts, above)
+    in_tail = p.latency_ns > tail["threshold_ns"]
+    tail["packets"] = int(in_tail.sum())
+    doc["tail"] = tail
+    if not in_tail.any():
+        doc["causes"], doc["unexplained_share"], doc["headline"] = [], 0.0, None
+        return doc
+    median = p.percentile(Fraction(1, 2))
+    excess = np.maximum(1, p.latency_ns[in_tail] - median)
+    late_all = pk.lateness(p, facts.rate_pps, facts.burst)
+    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, intervals)
+    if intervals is not None:
+        candidates += _core_candidates(p, facts, in_tail, excess, late_all, intervals, coverage)
+        uncovered = _uncovered(p, in_tail, facts, coverage)
+        if uncovered:
+            doc["partial"] = True
+            doc["notes"].append(
+                f"{uncovered:,} tail packets fall after a core's trace ended (its buffer was full): "
+                f"they cannot be explained by what ran there"
+            )
+    causes = _attribute(candidates, excess, p, in_tail, facts.rate_pps)
+    explained = sum(c["share"] for c in causes)
+    doc["causes"] = causes
+    doc["unexplained_share"] = round(max(0.0, 1.0 - explained), 4)
+    doc["headline"] = headline(causes)
+    return doc
+
+
+def headline(causes: list[CauseDoc]) -> str | None:
+    """What every surface says first when the host could not measure what was asked: the
+    measurement's own stalls explain part of the tail."""
+    artefacts = [c for c in causes if c["kind"] in MEASUREMENT_KINDS]
+    if not artefacts:
+        return None
+    share = sum(c["share"] for c in artefacts)
+    roles = " and ".join(
+        sorted({"the generator" if c["role"] == "generator" else "the timestamper" for c in artefacts})
+    )
+    what = artefacts[0]["evidence"].get("what", "")
+    return (
+        f"This host could not measure what was asked: {roles} stalled, and that explains {100 * share:.0f} % of "
+        f"the tail ({what}). The tail is partly the measurement's, not the DuT's: give the generator and the "
+        f"timestamper isolated cores of their own, stop other load on them, or lower the rate, then measure again."
+    )
+
+
+# -- candidates from the packets alone ------------------------------------------------------------
+
+
+def _packet_candidates(
+    p: pk.Packets,
+    facts: RunFacts,
+    in_tail: np.ndarray,
+    excess: np.ndarray,
+    late_all: np.ndarray,
+    intervals: pa.Table | None,
+) -> list[_Candidate]:
+    out = []
+    gen_cpu = _first_cpu(facts, "generator")
+    late = late_all[in_tail]
+    out.append(
+        _Candidate(
+            "generator_stall",
+            "generator",
+            gen_cpu,
+            "late departures",
+            late,
+            pk.expected_by_chance(late_all, excess),
+            {
+                "what": "the generator left these packets late against its constant-rate schedule",
+                "late_packets": int((late_all > pk.LATE_NS).sum()),
+                "largest_lateness_ns": int(late_all.max()) if late_all.size else 0,
+            },
+        )
+    )
+    r_max, overload_evidence = _overload(p, facts, intervals)
+    if overload_evidence is not None:
+        out.append(
+            _Candidate(
+                "overload",
+                "dut",
+                _first_cpu(facts, "dut"),
+                "standing queue",
+                pk.backlog(p)[in_tail],
+                None,
+                overload_evidence,
+            )
+        )
+    batch = _batch_size(facts)
+    if batch > 1:
+        wait, sizes = pk.batch_wait(p)
+        out.append(
+            _Candidate(
+                "batching",
+                "dut",
+                _first_cpu(facts, "dut"),
+                f"batches of up to {batch}",
+                wait[in_tail],
+                None,
+                {
+                    "what": f"packets held until their batch (up to {batch}) was processed",
+                    "batch": batch,
+                    "largest_departure_group": int(sizes.max()),
+                    "tail_groups_median": int(np.median(sizes[in_tail])),
+                },
+            )
+        )
+    return out
+
+
+def _batch_size(facts: RunFacts) -> int:
+    """The DuT's batch: its configuration's, or the largest batch it reports having taken."""
+    configured = facts.dut_config.get("batch") or facts.dut_config.get("burst") or 1
+    taken = (facts.dut_stats.get("batch_size") or {}).get("max") if isinstance(facts.dut_stats, dict) else None
+    if isinstance(taken, (int, float)) and taken <= 1:
+        return 1
+    return int(configured) if isinstance(configured, int) else 1
+
+
+def _overload(p: pk.Packets, facts: RunFacts, intervals: pa.Table | None) -> tuple[float | None, dict[str, Any] | None]:
+    """R_max of the DuT (NOMS 2020: (1 s − d_Σ) / t_CPU, t_CPU from the DuT's own busy time per
+    packet, d_Σ the interrupt time per second on its core from the trace) and, when the offered
+    rate reaches it or a standing queue holds most packets, the evidence of overload."""
+    stats = facts.dut_stats if isinstance(facts.dut_stats, dict) else {}
+    r_max = None
+    t_cpu = None
+    received, busy, duration = stats.get("received"), stats.get("busy_fraction"), stats.get("duration_ns")
+    if isinstance(received, int) and received > 0 and isinstance(busy, (int, float)) and isinstance(duration, int):
+        t_cpu = busy * duration / received
+        d_sum = _interrupt_ns_per_s(intervals, facts)
+        if t_cpu > 0:
+            r_max = max(0.0, (1e9 - d_sum) / t_cpu)
+    queued = pk.backlog(p)
+    standing = float(np.mean(queued > 0))
+    dropped = stats.get("dropped") if isinstance(stats.get("dropped"), int) else 0
+    over = (r_max is not None and facts.rate_pps >= 0.95 * r_max) or (
+        r_max is None and standing >= 0.5 and p.percentile(Fraction(1, 2)) >= 10 * p.percentile(Fraction(1, 100))
+    )
+    if not over:
+        return r_max, None
+    evidence: dict[str, Any] = {
+        "what": f"offered {format_rate(facts.rate_pps)}"
+        + (f" against an R_max of {format_rate(r_max)}" if r_max is not None else " into a queue that never emptied"),
+        "rate_pps": facts.rate_pps,
+        "r_max_pps": round(r_max, 1) if r_max is not None else None,
+        "t_cpu_ns": round(t_cpu, 1) if t_cpu is not None else None,
+        "standing_queue_share": round(standing, 4),
+        "dut_dropped": dropped,
+    }
+    return r_max, evidence
+
+
+def _interrupt_ns_per_s(intervals: pa.Table | None, facts: RunFacts) -> float:
+    """d_Σ: the time per second the DuT's core spent in interrupt handlers, from the trace."""
+    if intervals is None or intervals.num_rows == 0:
+        return 0.0
+    cpus = set(facts.roles.get("dut", {}).get("cpus") or [])
+    cpu = intervals.column("cpu").to_numpy()
+    kind = intervals.column("kind").to_numpy(zero_copy_only=False)
+    start, end = intervals.column("start_ns").to_numpy(), intervals.column("end_ns").to_numpy()
+    chosen = np.isin(cpu, list(cpus)) & np.isin(kind, ["vector", "irq"])
+    if not chosen.any() or not cpus:
+        return 0.0
+    span = (start.max() - start.min()) / 1e9 or 1.0
+    return float((end[chosen] - start[chosen]).sum() / span / len(cpus))
+
+
+# -- candidates from the trace ----------------------------------------------------------------------
+
+
+def _first_cpu(facts: RunFacts, role: str) -> int | None:
+    cpus = facts.roles.get(role, {}).get("cpus") or []
+    return int(cpus[0]) if cpus else None
+
+
+def _primary_roles(facts: RunFacts) -> dict[int, str]:
+    """Whose each traced core is: the DuT's first, then the generator's, then the timestamper's."""
+    owner: dict[int, str] = {}
+    for role in ("dut", "generator", "timestamper"):
+        for cpu in facts.roles.get(role, {}).get("cpus") or []:
+            owner.setdefault(int(cpu), role)
+    return owner
+
+
+def _core_candidates(
+    p: pk.Packets,
+    facts: RunFacts,
+    in_tail: np.ndarray,
+    excess: np.ndarray,
+    late_all: np.ndarray,
+    intervals: pa.Table,
+    coverage: dict[int, tuple[int | None, int | None]],
+) -> list[_Candidate]:
+    owner = _primary_roles(facts)
+    own_pids = {cpu: set(facts.roles.get(role, {}).get("pids") or []) for cpu, role in owner.items()}
+    own_comms = {cpu: set(facts.roles.get(role, {}).get("comms") or []) for cpu, role in owner.items()}
+    pre, post = p.pre_ns[in_tail], p.post_ns[in_tail]
+    late = late_all[in_tail]
+    out = []
+    waits = {
+        cpu: waiting(intervals, cpu, own_pids[cpu], own_comms[cpu]) for cpu, role in owner.items() if role == "dut"
+    }
+    for s in suspects(intervals, set(owner), own_pids, own_comms):
+        role = owner[s.cpu]
+        wait = waits.get(s.cpu)
+        if s.kind == "task" and wait is not None:
+            # Another task delays the DuT only while the DuT waits for its core.
+            s = restricted(s, *wait)
+            if s.start.size == 0:
+                continue
+        # On the generator's core the window opens when the packet was due: what took the
+        # core then made it leave late.
+        a = pre - late if role == "generator" else pre
+        delay = s.overlap(a, post)
+        first, last = coverage.get(s.cpu, (None, None))
+        span = (first if first is not None else int(p.pre_ns[0]), last if last is not None else int(p.post_ns[-1]))
+        chance = [
+            float(pk.explains(s.overlap(sa, sb), excess).sum())
+            for sa, sb in shifted_windows(a, post, span, facts.run_id)
+        ]
+        kind, out_role = _kind_of(s, role, facts)
+        out.append(
+            _Candidate(
+                kind, out_role, s.cpu, _suspect_name(s), delay, float(np.mean(chance)), {}, suspect=s, windows=(a, post)
+            )
+        )
+    return out
+
+
+def _kind_of(s: Suspect, role: str, facts: RunFacts) -> tuple[str, str]:
+    """The cause kind of a suspect on a core of this role, and the role the cause is given."""
+    if role == "generator":
+        return "generator_stall", "generator"
+    if role == "timestamper":
+        return "timestamper_stall", "timestamper"
+    if s.kind == "vmexit":
+        return "virtualization", "host"
+    if s.kind == "task":
+        return ("virtualization", "host") if facts.virtualization else ("preemption", "dut")
+    if s.kind == "softirq":
+        return "softirq", "dut"
+    return ("aliasing" if s.periodic() is not None else "interrupt"), "dut"
+
+
+def _suspect_name(s: Suspect) -> str:
+    if s.kind == "task":
+        values, counts = np.unique(s.pid, return_counts=True)
+        pid = int(values[np.argmax(counts)])
+        prio = int(s.prio[np.flatnonzero(s.pid == pid)[0]])
+        return task_label(s.name, pid, prio)
+    if s.kind == "vector" and any(d == "TLB shootdown" for d in s.detail):
+        return f"{s.name} (TLB shootdowns)"
+    if s.kind == "vmexit":
+        return f"VM exit reason {s.name}"
+    if s.kind == "softirq":
+        return f"{s.name} softirq"
+    return s.name
+
+
+def _uncovered(
+    p: pk.Packets, in_tail: np.ndarray, facts: RunFacts, coverage: dict[int, tuple[int | None, int | None]]
+) -> int:
+    """Tail packets in flight after some role core's trace had ended."""
+    ends = [last for cpu, (_, last) in coverage.items() if last is not None and cpu in _primary_roles(facts)]
+    if not ends:
+        return 0
+    return int((p.post_ns[in_tail] > min(ends)).sum())
+
+
+# -- attribution ------------------------------------------------------------------------------------
+
+
+def _attribute(
+    candidates: list[_Candidate], excess: np.ndarray, p: pk.Packets, in_tail: np.ndarray, rate_pps: float
+) -> list[CauseDoc]:
+    """Each tail packet given to the significant cause that accounts for most of its delay;
+    causes that keep less than `CAUSE_FLOOR` are dropped and their packets handed on."""
+    live = [c for c in candidates if c.significant(excess)]
+    n = excess.size
+    while True:
+        if not live:
+            return []
+        contribution = np.stack([np.where(c.hits(excess), c.delay, 0) for c in live])
+        best = np.argmax(contribution, axis=0)
+        explained = contribution.max(axis=0) > 0
+        counts = np.array([int(((best == i) & explained).sum()) for i in range(len(live))])
+        keep = counts >= CAUSE_FLOOR * n
+        if keep.all():
+            break
+        live = [c for c, k in zip(live, keep) if k]
+    causes = []
+    ids, sent, lat = p.id[in_tail], p.pre_ns[in_tail], p.latency_ns[in_tail]
+    for i, c in enumerate(live):
+        mine = np.flatnonzero((best == i) & explained)
+        causes.append(
+            CauseDoc(
+                kind=c.kind,
+                role=c.role,
+                cpu=c.cpu,
+                share=round(mine.size / n, 4),
+                added_ns=int(np.median(c.delay[mine])),
+                evidence=_evidence(c, mine, ids, sent, lat, rate_pps),
+                remedy=remedy_for(c.kind, c.name).doc(),
+            )
+        )
+    causes.sort(key=lambda c: (-c["share"], -c["added_ns"]))
+    return causes
+
+
+def _evidence(
+    c: _Candidate, mine: np.ndarray, ids: np.ndarray, sent: np.ndarray, lat: np.ndarray, rate_pps: float
+) -> dict[str, Any]:
+    """What ran (its name), how many tail packets it explains against chance, and the
+    largest cases: each packet beside the event that delayed it."""
+    ev: dict[str, Any] = {"what": c.name} | c.evidence
+    ev["tail_packets"] = int(mine.size)
+    ev["explained_by_chance"] = None if c.expected is None else round(c.expected, 2)
+    largest = mine[np.argsort(-c.delay[mine], kind="stable")[:EVIDENCE_EVENTS]]
+    events = []
+    for k in largest:
+        item: dict[str, Any] = {
+            "packet_id": int(ids[k]),
+            "sent_ns": int(sent[k]),
+            "latency_ns": int(lat[k]),
+            "delay_ns": int(c.delay[k]),
+        }
+        if c.suspect is not None and c.windows is not None:
+            j = c.suspect.largest_in(int(c.windows[0][k]), int(c.windows[1][k]))
+            if j is not None:
+                item["event"] = {
+                    "start_ns": int(c.suspect.start[j]),
+                    "duration_ns": int(c.suspect.end[j] - c.suspect.start[j]),
+                    "what": task_label(c.suspect.name, int(c.suspect.pid[j]), int(c.suspect.prio[j]))
+                    if c.suspect.kind == "task"
+                    else c.name,
+                }
+        events.append(item)
+    ev["events"] = events
+    if c.suspect is not None:
+        durations = c.suspect.end - c.suspect.start
+        ev["occurrences"] = int(durations.size)
+        ev["median_duration_ns"] = int(np.median(durations)) if durations.size else 0
+        period = c.suspect.periodic()
+        if period is not None:
+            ev["period_ns"] = int(period)
+            if c.kind == "aliasing":
+                ev["beat"] = beat(rate_pps, 1e9 / period)
+    return ev

@@ -1,0 +1,150 @@
+"""What the packets themselves show, without a trace: which are the tail, which left the
+generator late, which waited in a standing queue, which waited for the rest of a batch.
+
+Each feature is a per-packet delay (ns) and the same rule decides, for every kind of
+cause, whether it explains a tail packet: the delay it accounts for is at least
+`EXPLAINS_FRACTION` of the packet's excess over the median latency (and at least
+`MIN_DELAY_NS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from lowtail import _native
+
+# A cause explains a tail packet when it accounts for at least this share of the packet's
+# latency above the median (a 2 µs tick does not explain a packet 1.5 ms late).
+EXPLAINS_FRACTION = 0.25
+MIN_DELAY_NS = 500
+# A packet left the generator late when it did so by more than this (busy-waiting pacing
+# is on time within microseconds; a stall is tens of microseconds or more).
+LATE_NS = 20_000
+# Packets that leave the DuT within this of each other left together (one batch).
+BATCH_GAP_NS = 5_000
+# A standing queue: the smallest latency of the packets around a tail packet (this many on
+# each side, in sending order) is at least this share of its own.
+BACKLOG_NEIGHBOURS = 25
+BACKLOG_SHARE = 0.5
+DEFAULT_TAIL = Fraction(999, 1000)
+
+
+@dataclass
+class Packets:
+    """A run's matched packets, in sending order."""
+
+    id: np.ndarray
+    pre_ns: np.ndarray
+    post_ns: np.ndarray
+    latency_ns: np.ndarray
+
+    @classmethod
+    def of(cls, id_: np.ndarray, pre: np.ndarray, post: np.ndarray, latency: np.ndarray) -> Packets:
+        order = np.argsort(pre, kind="stable")
+        return cls(
+            id_[order].astype(np.int64),
+            pre[order].astype(np.int64),
+            post[order].astype(np.int64),
+            latency[order].astype(np.int64),
+        )
+
+    def __len__(self) -> int:
+        return int(self.latency_ns.size)
+
+    def percentile(self, q: Fraction) -> int:
+        """The nearest-rank percentile (exact, as every lowtail figure)."""
+        rank = _native.nearest_rank(q, len(self))
+        return int(np.partition(self.latency_ns, rank - 1)[rank - 1])
+
+
+def explains(delay: np.ndarray, excess: np.ndarray) -> np.ndarray:
+    """Whether a delay accounts for enough of each packet's excess latency."""
+    return delay >= np.maximum(MIN_DELAY_NS, EXPLAINS_FRACTION * excess)
+
+
+def expected_by_chance(all_delay: np.ndarray, excess: np.ndarray) -> float:
+    """How many of these tail packets the delay would explain if it fell on packets
+    regardless of their latency: the tail's thresholds against the delay's distribution
+    over all packets."""
+    if all_delay.size == 0:
+        return 0.0
+    ordered = np.sort(all_delay)
+    thresholds = np.maximum(MIN_DELAY_NS, EXPLAINS_FRACTION * excess)
+    at_least = ordered.size - np.searchsorted(ordered, thresholds, side="left")
+    return float(np.sum(at_least) / ordered.size)
+
+
+def lateness(p: Packets, rate_pps: float, burst: int) -> np.ndarray:
+    """How late each packet left the generator against its constant-rate schedule (burst
+    b due at start + ⌊b·N·10⁹/rate⌋). The schedule's start is the earliest any packet
+    could have left (no packet leaves early), followed over the run through the lower
+    envelope of the departures, so a slow drift between the generator's clock
+    (CLOCK_MONOTONIC) and the capture's (CLOCK_REALTIME) is not read as lateness."""
+    if len(p) == 0 or rate_pps <= 0:
+        return np.zeros(len(p), dtype=np.int64)
+    burst_index = (p.id - p.id.min()) // max(1, burst)
+    due = (burst_index * max(1, burst) * 1_000_000_000) // int(round(rate_pps))
+    rel = p.pre_ns - due
+    chunks = max(1, min(20, len(p) // 200))
+    edges = np.linspace(0, len(p), chunks + 1).astype(int)
+    xs, ys = [], []
+    for a, b in zip(edges[:-1], edges[1:]):
+        if b > a:
+            k = a + int(np.argmin(rel[a:b]))
+            xs.append(float(due[k]))
+            ys.append(float(rel[k]))
+    if len(xs) >= 3:
+        slope, intercept = np.polyfit(xs, ys, 1)
+        # The envelope bends down to the earliest departures that lie under the line.
+        envelope = intercept + slope * due.astype(float)
+        envelope += float(np.min(rel - envelope))
+    else:
+        envelope = np.full(len(p), float(rel.min()))
+    late: np.ndarray = np.maximum(0, rel - envelope).astype(np.int64)
+    return late
+
+
+def backlog(p: Packets) -> np.ndarray:
+    """The delay a standing queue accounts for: the smallest latency among the neighbours
+    of each packet (in sending order) — every packet around it waited at least that long."""
+    n = len(p)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    w = BACKLOG_NEIGHBOURS
+    padded = np.concatenate([np.full(w, np.iinfo(np.int64).max), p.latency_ns, np.full(w, np.iinfo(np.int64).max)])
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * w + 1)
+    floor = windows.min(axis=1)
+    return np.where(floor >= BACKLOG_SHARE * p.latency_ns, floor, 0).astype(np.int64)
+
+
+def batch_wait(p: Packets) -> tuple[np.ndarray, np.ndarray]:
+    """The delay batching accounts for, and the size of each packet's departure group.
+    Packets that left the DuT within `BATCH_GAP_NS` of each other left as one batch; a packet
+    that arrived before the last of its batch waited for it: its latency above the
+    latency of the batch's last arrival. (In a queue served one by one it is the other way
+    round: the earlier packet waits less.)"""
+    n = len(p)
+    wait = np.zeros(n, dtype=np.int64)
+    sizes = np.ones(n, dtype=np.int64)
+    if n < 2:
+        return wait, sizes
+    order = np.argsort(p.post_ns, kind="stable")
+    post = p.post_ns[order]
+    starts = np.flatnonzero(np.concatenate([[True], np.diff(post) > BATCH_GAP_NS]))
+    group = np.repeat(np.arange(starts.size), np.diff(np.concatenate([starts, [n]])))
+    group_size = np.bincount(group)
+    pre = p.pre_ns[order]
+    lat = p.latency_ns[order]
+    # The latest arrival of each group and its latency.
+    last_pre = np.full(starts.size, np.iinfo(np.int64).min)
+    np.maximum.at(last_pre, group, pre)
+    is_last = pre == last_pre[group]
+    last_lat = np.zeros(starts.size, dtype=np.int64)
+    np.maximum.at(last_lat, group[is_last], lat[is_last])
+    held = np.where((group_size[group] > 1) & (pre < last_pre[group]), np.maximum(0, lat - last_lat[group]), 0)
+    wait[order] = held
+    sizes[order] = group_size[group]
+    return wait, sizes

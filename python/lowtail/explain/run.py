@@ -1,0 +1,162 @@
+"""A stored run explained and the explanation stored: its matched series, its trace
+(trace.parquet) and its interrupt samples read, `analysis.explain` run, the interrupt
+coincidence worked out, everything kept in the store (store/explain.py) for the report,
+`compare` and `lowtail explain --json` to read.
+
+Every run is explained right after it is stored (experiment/runner.py); `lowtail explain
+RUN` explains it again (with `--above`, against another threshold).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from lowtail import verdict as verdicts
+from lowtail.documents import ExplainDocument
+from lowtail.errors import UserError
+from lowtail.explain.analysis import RunFacts, explain
+from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
+from lowtail.explain.packets import Packets
+from lowtail.store import runs as runstore
+from lowtail.store.analyses import worst_events
+from lowtail.store.db import Store
+from lowtail.store.explain import run_trace, save_explanation
+from lowtail.store.host import run_interrupts
+from lowtail.trace import timeline
+
+_SERIES_COLUMNS = ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
+
+
+def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
+    """Explain one stored run's tail and store the explanation (replacing an earlier one)."""
+    found = runstore.select_runs(store, run_ids=[run_id])
+    if not found:
+        raise UserError(f"{store.path}: no run with id {run_id}")
+    run = found[0]
+    series = run.get("series_path")
+    if not series or not Path(series).exists():
+        raise UserError(
+            f"run {run_id} has no matched series to explain"
+            + (f" ({series} is gone)" if series else " (it was not analysed)")
+        )
+    table = pq.read_table(series, columns=_SERIES_COLUMNS)
+    packets = Packets.of(*(table.column(c).to_numpy() for c in _SERIES_COLUMNS))
+    trace = run_trace(store, run_id) or {}
+    intervals, coverage, trace_summary = _trace(trace)
+    facts = _facts(store, run, trace)
+    if intervals is None:
+        facts.notes.append(
+            "no kernel trace: "
+            + (trace.get("reason") or "the run was recorded without one")
+            + "; causes come from the packets and the /proc/interrupts samples alone"
+        )
+    doc = explain(packets, facts, intervals, coverage, above)
+    doc["trace"] = trace_summary
+    doc["interrupt_coincidence"] = _coincidence(store, run)
+    with store.transaction():
+        save_explanation(store, dict(doc))
+    return doc
+
+
+def _trace(trace: dict[str, Any]) -> tuple[Any, dict[int, tuple[int | None, int | None]], dict[str, Any]]:
+    """The trace's intervals (None without a trace), each CPU's coverage, and its summary."""
+    summary: dict[str, Any] = {"method": trace.get("method", "none"), "reason": trace.get("reason")}
+    path = trace.get("path")
+    if trace.get("method") != "tracefs" or not path or not Path(path).exists():
+        if trace.get("method") == "tracefs":
+            summary["reason"] = f"the trace file {path} is gone"
+            summary["method"] = "none"
+        return None, {}, summary
+    intervals, info = timeline.read(Path(path))
+    coverage = {c["cpu"]: (c["first_ns"], c["last_ns"]) for c in info.coverage}
+    summary.update(
+        path=path,
+        cpus=info.cpus,
+        events=info.events,
+        raw_bytes=info.raw_bytes,
+        bytes_per_s=round(info.raw_bytes / (info.duration_ns / 1e9), 1) if info.duration_ns else None,
+        intervals=intervals.num_rows,
+        truncated_cpus=info.truncated_cpus,
+        clock=info.clock,
+    )
+    return intervals, coverage, summary
+
+
+def _facts(store: Store, run: Mapping[str, Any], trace: dict[str, Any]) -> RunFacts:
+    experiment = runstore.experiment(store, run["experiment_id"])
+    verdict = verdicts.stored_verdict(experiment["spec"])
+    judgement = verdict.judge(run)
+    roles = trace.get("roles") or _roles_from_plan(run)
+    return RunFacts(
+        run_id=int(run["run_id"]),
+        rate_pps=float(run["rate_pps"]),
+        burst=int(run["burst"] or 1),
+        dut_kind=str(run["dut_kind"]),
+        dut_config=run.get("dut_config") or {},
+        dut_stats=run.get("dut_stats") or {},
+        virtualization=run.get("virtualization"),
+        budget_ns=None if run["calibration"] else verdict.budget_ns,
+        budget_failed=judgement.status is verdicts.Status.FAIL and judgement.cause is verdicts.Cause.LATENCY,
+        roles=roles,
+    )
+
+
+def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The roles' cores from the run's stored core plan (a run recorded without a trace)."""
+    plan = (run.get("traffic") or {}).get("core_plan") or {}
+    if not plan:
+        return {}
+    dut = (run.get("containment") or {}).get("cpus") or plan.get("dut") or []
+    return {
+        "dut": {"cpus": list(dut), "pids": [], "comms": []},
+        "generator": {"cpus": [plan["generator"]], "pids": [], "comms": ["lowtail-gen"]},
+        "timestamper": {"cpus": [plan["capture"]], "pids": [], "comms": ["lowtail-cap"]},
+    }
+
+
+def _coincidence(store: Store, run: Mapping[str, Any]) -> dict[str, Any]:
+    """Which sampled interrupt kinds coincide with the run's largest latencies, per source."""
+    out: dict[str, Any] = {}
+    worst = [] if run["analysis_id"] is None else worst_events(store, run["analysis_id"])
+    spikes = [t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]]
+    for source in ("host", "guest"):
+        samples = run_interrupts(store, run["run_id"], source)
+        if not samples:
+            continue
+        if source == "guest":
+            cpus, text = None, "the guest's vCPUs"
+        else:
+            cpus, text = run_cpus(run)
+        out[source] = coincidence_doc(spikes, samples, cpus, text)
+    return out
+
+
+def latency_above(text: str) -> int | Fraction:
+    """`--above`'s value: a percentile ("p99", "p99.99", "99.9%") or a latency ("500us")."""
+    from lowtail.percentiles import quantile_of_percent
+    from lowtail.units import parse_duration_ns
+
+    t = text.strip()
+    if t[:1] in ("p", "P") or t.endswith("%"):
+        try:
+            q = quantile_of_percent(t.lstrip("pP").rstrip("%").strip())
+        except (ValueError, ZeroDivisionError):
+            q = Fraction(-1)
+        if not 0 < q < 1:
+            raise UserError(f"--above {text!r}: a percentile is between 0 and 100 (p99.9)")
+        return q
+    try:
+        return int(parse_duration_ns(t))
+    except UserError:
+        raise UserError(f"--above {text!r}: give a percentile (p99.9) or a latency (500us)") from None
+
+
+def packets_of(table: Any) -> Packets:
+    """The packets of a series table (the columns of `_SERIES_COLUMNS`)."""
+    return Packets.of(*(np.asarray(table.column(c).to_numpy()) for c in _SERIES_COLUMNS))

@@ -1,0 +1,133 @@
+"""Runs' kernel traces and explanations in the database (schema/017_explain.sql): how each
+run's trace was recorded and where its intervals are, and what `lowtail explain` concluded
+(the document, and its causes as rows)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from lowtail.documents import ExplainDocument
+from lowtail.store.db import Store
+
+
+def save_run_trace(store: Store, run_id: int, document: dict[str, Any]) -> None:
+    """Store (or replace) a run's trace document."""
+    info = document.get("info") or {}
+    with store.transaction():
+        store.con.execute("DELETE FROM run_traces WHERE run_id = ?", [run_id])
+        store.con.execute(
+            "INSERT INTO run_traces (run_id, method, reason, path, raw_bytes, document) VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                document.get("method", "none"),
+                document.get("reason") or None,
+                document.get("path"),
+                info.get("raw_bytes"),
+                json.dumps(document),
+            ],
+        )
+
+
+def run_trace(store: Store, run_id: int) -> dict[str, Any] | None:
+    """A run's trace document, None when the run has none stored."""
+    row = store.con.execute("SELECT document FROM run_traces WHERE run_id = ?", [run_id]).fetchone()
+    return json.loads(row[0]) if row else None
+
+
+def save_explanation(store: Store, document: dict[str, Any]) -> None:
+    """Store a run's explanation, replacing an earlier one, with its causes in rank order."""
+    run_id = document["run"]
+    with store.transaction():
+        store.con.execute("DELETE FROM run_causes WHERE run_id = ?", [run_id])
+        store.con.execute("DELETE FROM run_explanations WHERE run_id = ?", [run_id])
+        store.con.execute(
+            "INSERT INTO run_explanations (run_id, threshold_ns, tail_packets, unexplained_share, headline, document) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                document["tail"]["threshold_ns"],
+                document["tail"]["packets"],
+                document["unexplained_share"],
+                document.get("headline"),
+                json.dumps(document),
+            ],
+        )
+        causes = document.get("causes") or []
+        if causes:
+            store.con.executemany(
+                "INSERT INTO run_causes VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    [run_id, rank, c["kind"], c["role"], c["cpu"], c["share"], c["added_ns"], c["evidence"].get("what")]
+                    for rank, c in enumerate(causes, 1)
+                ],
+            )
+
+
+def explanation(store: Store, run_id: int) -> ExplainDocument | None:
+    """A run's stored explanation document, None when it was never explained."""
+    row = store.con.execute("SELECT document FROM run_explanations WHERE run_id = ?", [run_id]).fetchone()
+    if row is None:
+        return None
+    document: ExplainDocument = json.loads(row[0])
+    return document
+
+
+def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+    """The stored causes of these runs, in rank order, by run (runs never explained are absent)."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    rows = store.con.execute(
+        "SELECT run_id, rank, kind, role, cpu, share, added_ns, what FROM run_causes "
+        "WHERE run_id IN (SELECT unnest(?::BIGINT[])) ORDER BY run_id, rank",
+        [ids],
+    ).fetchall()
+    out: dict[int, list[dict[str, Any]]] = {}
+    for run_id, rank, kind, role, cpu, share, added_ns, what in rows:
+        out.setdefault(run_id, []).append(
+            {"rank": rank, "kind": kind, "role": role, "cpu": cpu, "share": share, "added_ns": added_ns, "what": what}
+        )
+    return out
+
+
+def explained_runs(store: Store, run_ids: Iterable[int]) -> set[int]:
+    """Which of these runs have a stored explanation."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return set()
+    rows = store.con.execute(
+        "SELECT run_id FROM run_explanations WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+    ).fetchall()
+    return {r for (r,) in rows}
+
+
+def headlines(store: Store, run_ids: Iterable[int]) -> dict[int, str]:
+    """The headline of each of these runs that has one (the host could not measure what was asked)."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    rows = store.con.execute(
+        "SELECT run_id, headline FROM run_explanations WHERE headline IS NOT NULL "
+        "AND run_id IN (SELECT unnest(?::BIGINT[])) ORDER BY run_id",
+        [ids],
+    ).fetchall()
+    return {run_id: text for run_id, text in rows}
+
+
+def run_id_of(store: Store, text: str) -> int:
+    """A run named on the command line: its id, or 'latest' (the newest stored run)."""
+    from lowtail.errors import UserError
+
+    if text == "latest":
+        row = store.con.execute("SELECT max(run_id) FROM runs").fetchone()
+        if row is None or row[0] is None:
+            raise UserError(f"{store.path}: no runs stored yet (`lowtail run` makes some)")
+        return int(row[0])
+    if not text.isdigit():
+        raise UserError(f"{text!r} is not a run id (a number, or 'latest')")
+    found = store.con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [int(text)]).fetchone()
+    if not found or not found[0]:
+        raise UserError(f"{store.path}: no run with id {text}")
+    return int(text)

@@ -1,0 +1,186 @@
+"""`lowtail explain` on namespace testbed runs with causes injected: a real-time task that
+takes the DuT's (or the generator's) core 1.5 ms every 50 ms, batches, a rate above R_max,
+and nothing at all. Timing on a shared host is noisy, so these assert what is ranked and
+named, not tail figures."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
+from tb_helpers import needs_root  # noqa: E402
+
+from lowtail.testbed.cores import CoreRoles  # noqa: E402
+
+pytestmark = [needs_root, pytest.mark.root]
+
+LOWTAIL = [sys.executable, "-m", "lowtail"]
+HOG = "lowtail-hog"
+# Above every program of the testbed (the timestamper runs at 50).
+HOG_PRIORITY = 60
+HOG_SOURCE = """
+import os, sys, time
+open("/proc/self/comm", "w").write(sys.argv[1])
+os.sched_setaffinity(0, {int(sys.argv[2])})
+os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(int(sys.argv[3])))
+busy, period = float(sys.argv[4]), float(sys.argv[5])
+due = time.monotonic()
+while True:
+    end = time.monotonic() + busy
+    while time.monotonic() < end:
+        pass
+    due += period
+    time.sleep(max(0.0, due - time.monotonic()))
+"""
+
+
+@contextmanager
+def hog(cpu: int, busy_s: float = 0.0015, period_s: float = 0.05) -> Iterator[None]:
+    """A SCHED_FIFO task above the testbed's programs, pinned to `cpu`, busy `busy_s` every `period_s`."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOG_SOURCE, HOG, str(cpu), str(HOG_PRIORITY), str(busy_s), str(period_s)]
+    )
+    try:
+        time.sleep(0.3)
+        assert proc.poll() is None, "the hog did not start"
+        yield
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def run_and_explain(tmp_path: Path, name: str, dut: str, rate: int, burst: int = 1, duration: str = "2s") -> dict:
+    toml = tmp_path / f"{name}.toml"
+    toml.write_text(f"""
+[experiment]
+name = "{name}"
+duration = "{duration}"
+warmup = "300ms"
+calibrate = false
+[traffic]
+rates = [{rate}]
+burst = {burst}
+[[dut]]
+name = "fwd"
+kind = "lowtail-fwd"
+{dut}
+""")
+    db = str(tmp_path / f"{name}.duckdb")
+    done = subprocess.run([*LOWTAIL, "run", str(toml), "--db", db], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode in (0, 3), done.stderr
+    # The tail as the issue states it (above p99.9), not the budget: a busy host fails the
+    # default budget by its own noise, and then the injected cause is a small share of it.
+    done = subprocess.run(
+        [*LOWTAIL, "explain", "latest", "--above", "p99.9", "--db", db, "--json"], capture_output=True, text=True
+    )
+    assert done.returncode in (0, 3), done.stderr
+    doc = json.loads(done.stdout)
+    assert set(doc) >= {"run", "tail", "causes", "unexplained_share"}
+    assert set(doc["tail"]) >= {"threshold_ns", "packets"}
+    for c in doc["causes"]:
+        assert set(c) >= {"kind", "role", "cpu", "share", "added_ns", "evidence", "remedy"}
+        assert c["role"] in ("dut", "generator", "timestamper", "host") and 0 <= c["share"] <= 1
+    assert doc["trace"]["method"] == "tracefs", doc["trace"]
+    return doc
+
+
+PLAN = CoreRoles.for_host()
+
+
+def _names_hog(cause: dict) -> bool:
+    return HOG in str(cause["evidence"].get("what", "")) or any(
+        HOG in str((e.get("event") or {}).get("what", "")) for e in cause["evidence"].get("events", [])
+    )
+
+
+def _the_duts(doc: dict) -> list[dict]:
+    """The causes that are the DuT's, in rank order (not the measurement's)."""
+    return [c for c in doc["causes"] if c["role"] in ("dut", "host")]
+
+
+def test_a_task_on_the_duts_core_is_the_first_cause(tmp_path):
+    """First of the DuT's causes, named; on a host quiet enough to measure (no headline)
+    also first of all and most of the tail. On a busy shared host the generator's own
+    stalls may outrank it — then the headline says so first, which is what must hold."""
+    with hog(PLAN.dut[0]):
+        doc = run_and_explain(tmp_path, "dut-hog", "work_ns = 0", 20_000)
+    first = _the_duts(doc)[0]
+    assert first["kind"] == "preemption" and first["role"] == "dut", doc["causes"]
+    assert _names_hog(first), first["evidence"]
+    assert "isolcpus" in first["remedy"]["boot_parameters"]
+    if doc["headline"] is None:
+        assert doc["causes"][0] is first and first["share"] >= 0.5, doc["causes"]
+    else:
+        assert doc["causes"][0]["kind"] in ("generator_stall", "timestamper_stall")
+
+
+def test_the_same_task_on_the_generators_core_is_a_measurement_artefact(tmp_path):
+    if PLAN.generator in PLAN.dut:
+        pytest.skip("the generator shares the DuT's core on this host")
+    with hog(PLAN.generator):
+        doc = run_and_explain(tmp_path, "gen-hog", "work_ns = 20000", 10_000)
+    first = doc["causes"][0]
+    assert first["kind"] == "generator_stall" and first["role"] == "generator", doc["causes"]
+    assert not any(c["role"] == "dut" and _names_hog(c) for c in doc["causes"])
+    assert doc["headline"] and "could not measure" in doc["headline"]
+    assert "quieter host" in first["remedy"]["action"]
+
+
+def test_batches_at_a_low_rate_are_batching(tmp_path):
+    doc = run_and_explain(tmp_path, "batch", "batch = 32\nwork_ns = 5000", 10_000, burst=32)
+    batching = [c for c in doc["causes"] if c["kind"] == "batching"]
+    assert batching and batching[0]["evidence"]["batch"] == 32, doc["causes"]
+    # On a host quiet enough to measure, with no other task taking the DuT's core, it is first.
+    if doc["headline"] is None and not any(c["kind"] == "preemption" for c in doc["causes"]):
+        assert doc["causes"][0] is batching[0], doc["causes"]
+
+
+def test_a_rate_above_r_max_is_overload(tmp_path):
+    doc = run_and_explain(tmp_path, "overload", "work_ns = 50000", 30_000, duration="1s")
+    first = doc["causes"][0]
+    assert first["kind"] == "overload", doc["causes"]
+    assert first["evidence"]["r_max_pps"] < 30_000
+
+
+def test_nothing_injected_invents_no_cause(tmp_path):
+    doc = run_and_explain(tmp_path, "quiet", "work_ns = 0", 10_000)
+    assert doc["tail"]["packets"] > 0
+    assert not any(_names_hog(c) for c in doc["causes"])
+    assert all(c["share"] >= 0.05 for c in doc["causes"])
+    assert 0 <= doc["unexplained_share"] <= 1
+    assert abs(doc["unexplained_share"] + sum(c["share"] for c in doc["causes"]) - 1) < 0.01
+    assert os.path.exists(doc["trace"]["path"])
+
+
+def test_every_surface_reads_the_stored_explanation(tmp_path):
+    """One run explained, then read by the Python API, `compare --json`'s causes column and
+    the experiment's page — each the stored explanation, none working it out again."""
+    import lowtail
+
+    doc = run_and_explain(tmp_path, "surfaces", "work_ns = 0", 10_000, duration="1s")
+    db = tmp_path / "surfaces.duckdb"
+    again = lowtail.open(db).explain(doc["run"], above="p99.9")
+    assert again["run"] == doc["run"] and again["tail"]["packets"] == doc["tail"]["packets"]
+    assert [c["kind"] for c in again["causes"]] == [c["kind"] for c in doc["causes"]]
+    done = subprocess.run([*LOWTAIL, "compare", "latest", "--json", "--db", str(db)], capture_output=True, text=True)
+    assert done.returncode in (0, 3), done.stderr
+    causes = json.loads(done.stdout)["causes"]
+    assert [c["explained_runs"] for c in causes] == [1]
+    assert [k["kind"] for k in causes[0]["causes"]] == [c["kind"] for c in doc["causes"]][:3]
+    page = tmp_path / "page.html"
+    done = subprocess.run(
+        [*LOWTAIL, "experiment", "report", "latest", "--db", str(db), "-o", str(page)], capture_output=True, text=True
+    )
+    assert done.returncode in (0, 3), done.stderr
+    html = page.read_text()
+    assert f"Run {doc['run']}: causes of the tail" in html
+    assert f"{doc['tail']['packets']:,} tail packets" in html
