@@ -9,7 +9,7 @@ from typer.core import TyperGroup
 HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Measure": ("run", "calibrate", "noise", "synth"),
     "Analyse": ("analyze", "report", "list", "show"),
-    "Compare": ("compare", "comparison", "experiment"),
+    "Compare": ("compare", "certify", "comparison", "experiment"),
     "Explain": ("explain", "help"),
     "Tune": ("model",),
     "Host": ("host", "testbed", "vm", "completion"),
