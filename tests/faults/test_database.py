@@ -216,7 +216,15 @@ import os, sys
 import lowtail.store.db as db
 from lowtail.cli import main
 
-db.Store.close = lambda self: None  # killed after its commits, before it closes the file
+# Killed after its commits, before it closes the file: no store is closed, and none is let
+# go (a connection the garbage collector closes would checkpoint the log as close does).
+kept = []
+opened = db.Store.__init__
+def keep(self, *args, **kwargs):
+    kept.append(self)
+    opened(self, *args, **kwargs)
+db.Store.__init__ = keep
+db.Store.close = lambda self: None
 for _ in range(5):  # enough rows for new blocks, all in the write-ahead log
     try:
         main(sys.argv[1:])
