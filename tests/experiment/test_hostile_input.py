@@ -111,7 +111,7 @@ def test_an_experiment_file_nested_5000_lists_deep_is_one_line(tmp_path):
             "[traffic]\nrates = [99999999999999999999999]\n",
             "line 2: traffic.rates[0]: 99999999999999999999999 is larger",
         ),
-        ('[traffic]\nrates = ["²"]\n', "line 2: rates must be whole numbers from 1 to 100,000,000, not '²'"),
+        ('[traffic]\nrates = ["²"]\n', "line 2: rates: cannot read '²' as a rate"),
         ("[traffic]\nrates = [inf]\n", "line 2: traffic.rates[0]: inf is not a finite number"),
         ("[traffic]\nrats = [1000]\n", "unknown key 'rats' in [traffic] (did you mean 'rates'?"),
         ("[trafic]\nrates = [1000]\n", "unknown section [trafic] (did you mean [traffic]?"),
