@@ -136,3 +136,40 @@ def test_a_generator_late_all_run_long_is_not_the_cause_of_the_tail(seed):
     assert doc["tail"]["packets"] >= 2_500
     assert not any(c["kind"] == "generator_stall" for c in doc["causes"]), doc["causes"]
     assert doc["headline"] is None
+
+
+def _fifo(arrivals: np.ndarray, service_ns: int, rng: np.random.Generator) -> np.ndarray:
+    """Departures of a FIFO server with a fixed service time (the DuT's work per packet)."""
+    out = np.empty_like(arrivals)
+    free = arrivals[0]
+    for i, a in enumerate(arrivals):
+        free = max(free, a) + service_ns + int(rng.integers(0, 500))
+        out[i] = free
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_stalled_generator_is_found_by_the_queue_its_late_packets_make(seed):
+    """A task takes the generator's core 1.5 ms every 50 ms; the generator then sends the
+    overdue packets back to back and the last of them queue at the DuT (20 µs each). Their
+    own lateness is small (the last were due just before the stall ended) and adds nothing to
+    their latency: what delayed them is the packets ahead, sent late. The stall is ranked
+    first, as the generator's, with the headline, and the task is named."""
+    rng = np.random.default_rng(300 + seed)
+    ids = np.arange(N, dtype=np.int64)
+    due = T0 + ids * PERIOD
+    pre = due + rng.integers(0, 300, N)
+    rows = []
+    for start in range(T0 + 7_000_000 + int(rng.integers(0, PERIOD)), T0 + N * PERIOD, 50_000_000):
+        end = start + 1_500_000
+        rows.append((1, start, end, "task", "lowtail-hog", 4242, 39))
+        overdue = np.flatnonzero((due >= start) & (due < end))
+        pre[overdue] = end + 2_000 * np.arange(1, overdue.size + 1)
+    post = _fifo(pre, 20_000, rng) + 5_000
+    p = Packets.of(ids, pre, post, post - pre)
+    doc = explain(p, _facts(seed), _intervals(rows), {0: (T0, T0 + N * PERIOD), 1: (T0, T0 + N * PERIOD)})
+    first = doc["causes"][0]
+    assert first["kind"] == "generator_stall" and first["role"] == "generator", doc["causes"]
+    assert first["share"] >= 0.8 and "lowtail-hog" in first["evidence"]["what"], first
+    assert not any(c["role"] == "dut" for c in doc["causes"]), doc["causes"]
+    assert doc["headline"] is not None

@@ -133,9 +133,10 @@ def explain(
     median = p.percentile(Fraction(1, 2))
     excess = np.maximum(1, p.latency_ns[in_tail] - median)
     late_all = pk.lateness(p, facts.rate_pps, facts.burst)
-    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, intervals)
+    bunched, due_since = pk.bunching(p, late_all)
+    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, bunched, intervals)
     if intervals is not None:
-        candidates += _core_candidates(p, facts, in_tail, excess, late_all, intervals, coverage)
+        candidates += _core_candidates(p, facts, in_tail, excess, due_since, intervals, coverage)
         uncovered = _uncovered(p, in_tail, facts, coverage)
         if uncovered:
             doc["partial"] = True
@@ -178,19 +179,19 @@ def _packet_candidates(
     in_tail: np.ndarray,
     excess: np.ndarray,
     late_all: np.ndarray,
+    bunched: np.ndarray,
     intervals: pa.Table | None,
 ) -> list[_Candidate]:
     out = []
     gen_cpu = _first_cpu(facts, "generator")
-    late = late_all[in_tail]
     out.append(
         _Candidate(
             "generator_stall",
             "generator",
             gen_cpu,
             "late departures",
-            late,
-            pk.expected_by_chance(late_all, excess),
+            bunched[in_tail],
+            pk.expected_by_chance(bunched, excess),
             {
                 "what": "the generator left these packets late against its constant-rate schedule",
                 "late_packets": int((late_all > pk.LATE_NS).sum()),
@@ -312,7 +313,7 @@ def _core_candidates(
     facts: RunFacts,
     in_tail: np.ndarray,
     excess: np.ndarray,
-    late_all: np.ndarray,
+    due_since: np.ndarray,
     intervals: pa.Table,
     coverage: dict[int, tuple[int | None, int | None]],
 ) -> list[_Candidate]:
@@ -320,7 +321,6 @@ def _core_candidates(
     own_pids = {cpu: set(facts.roles.get(role, {}).get("pids") or []) for cpu, role in owner.items()}
     own_comms = {cpu: set(facts.roles.get(role, {}).get("comms") or []) for cpu, role in owner.items()}
     pre, post = p.pre_ns[in_tail], p.post_ns[in_tail]
-    late = late_all[in_tail]
     out = []
     waits = {
         cpu: waiting(intervals, cpu, own_pids[cpu], own_comms[cpu]) for cpu, role in owner.items() if role == "dut"
@@ -333,9 +333,9 @@ def _core_candidates(
             s = restricted(s, *wait)
             if s.start.size == 0:
                 continue
-        # On the generator's core the window opens when the packet was due: what took the
-        # core then made it leave late.
-        a = pre - late if role == "generator" else pre
+        # On the generator's core the window opens when the earliest packet still ahead of
+        # this one in the DuT was due: what took the core then bunched them (pk.bunching).
+        a = due_since[in_tail] if role == "generator" else pre
         delay = s.overlap(a, post)
         first, last = coverage.get(s.cpu, (None, None))
         span = (first if first is not None else int(p.pre_ns[0]), last if last is not None else int(p.post_ns[-1]))

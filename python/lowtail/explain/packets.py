@@ -23,6 +23,9 @@ MIN_DELAY_NS = 500
 # A packet left the generator late when it did so by more than this (busy-waiting pacing
 # is on time within microseconds; a stall is tens of microseconds or more).
 LATE_NS = 20_000
+# How many packets ahead of a packet a generator's bunching is looked for (a deeper queue
+# is the DuT's own: overload or a preemption).
+BUNCH_AHEAD = 256
 # Packets that leave the DuT within this of each other left together (one batch).
 BATCH_GAP_NS = 5_000
 # A standing queue: the smallest latency of the packets around a tail packet (this many on
@@ -105,6 +108,31 @@ def lateness(p: Packets, rate_pps: float, burst: int) -> np.ndarray:
         envelope = np.full(len(p), float(rel.min()))
     late: np.ndarray = np.maximum(0, rel - envelope).astype(np.int64)
     return late
+
+
+def bunching(p: Packets, late: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What a generator's stall did to each packet, and since when. Latency is measured from
+    the packet's real departure, so a packet's own lateness adds nothing to it: a stalled
+    generator delays packets by sending the overdue ones back to back, and the last of them
+    queue at the DuT behind the others. A packet j sent `late_j` late that was still in the
+    DuT when packet k arrived held k up to min(late_j, post_j − pre_k) longer than it would
+    have had it left on time; the delay is the largest such hold over the (at most
+    `BUNCH_AHEAD`) packets ahead of k, and the stall's window opens at the earliest due time
+    of those that left late (else at k's own)."""
+    n = len(p)
+    delay = np.zeros(n, dtype=np.int64)
+    since = (p.pre_ns - late).astype(np.int64)
+    for d in range(1, min(n, BUNCH_AHEAD + 1)):
+        k = np.arange(d, n)
+        j = k - d
+        overlap = p.post_ns[j] - p.pre_ns[k]
+        if not (overlap > 0).any():
+            break
+        hold = np.minimum(late[j], overlap)
+        delay[k] = np.maximum(delay[k], hold)
+        bunched = (hold > 0) & (late[j] > LATE_NS)
+        since[k[bunched]] = np.minimum(since[k[bunched]], p.pre_ns[j[bunched]] - late[j[bunched]])
+    return delay, since
 
 
 def backlog(p: Packets) -> np.ndarray:
