@@ -214,7 +214,7 @@ def _packet_candidates(
         )
     batch = _batch_size(facts)
     if batch > 1:
-        wait, sizes = pk.batch_wait(p)
+        wait, sizes = pk.batch_wait(p, _t_cpu_ns(facts))
         out.append(
             _Candidate(
                 "batching",
@@ -243,19 +243,24 @@ def _batch_size(facts: RunFacts) -> int:
     return int(configured) if isinstance(configured, int) else 1
 
 
+def _t_cpu_ns(facts: RunFacts) -> float | None:
+    """The DuT's own busy time per packet (its statistics: busy fraction × duration / received)."""
+    stats = facts.dut_stats if isinstance(facts.dut_stats, dict) else {}
+    received, busy, duration = stats.get("received"), stats.get("busy_fraction"), stats.get("duration_ns")
+    if isinstance(received, int) and received > 0 and isinstance(busy, (int, float)) and isinstance(duration, int):
+        return float(busy * duration / received)
+    return None
+
+
 def _overload(p: pk.Packets, facts: RunFacts, intervals: pa.Table | None) -> tuple[float | None, dict[str, Any] | None]:
     """R_max of the DuT (NOMS 2020: (1 s − d_Σ) / t_CPU, t_CPU from the DuT's own busy time per
     packet, d_Σ the interrupt time per second on its core from the trace) and, when the offered
     rate reaches it or a standing queue holds most packets, the evidence of overload."""
     stats = facts.dut_stats if isinstance(facts.dut_stats, dict) else {}
     r_max = None
-    t_cpu = None
-    received, busy, duration = stats.get("received"), stats.get("busy_fraction"), stats.get("duration_ns")
-    if isinstance(received, int) and received > 0 and isinstance(busy, (int, float)) and isinstance(duration, int):
-        t_cpu = busy * duration / received
-        d_sum = _interrupt_ns_per_s(intervals, facts)
-        if t_cpu > 0:
-            r_max = max(0.0, (1e9 - d_sum) / t_cpu)
+    t_cpu = _t_cpu_ns(facts)
+    if t_cpu is not None and t_cpu > 0:
+        r_max = max(0.0, (1e9 - _interrupt_ns_per_s(intervals, facts)) / t_cpu)
     queued = pk.backlog(p)
     standing = float(np.mean(queued > 0))
     dropped = stats.get("dropped") if isinstance(stats.get("dropped"), int) else 0
