@@ -214,7 +214,9 @@ def _packet_candidates(
         )
     batch = _batch_size(facts)
     if batch > 1:
-        wait, sizes = pk.batch_wait(p, _t_cpu_ns(facts))
+        timeout_us = facts.dut_config.get("batch_timeout_us")
+        timeout_ns = int(timeout_us) * 1000 if isinstance(timeout_us, int) else None
+        wait, sizes = pk.batch_wait(p, _t_cpu_ns(facts), timeout_ns)
         out.append(
             _Candidate(
                 "batching",

@@ -154,7 +154,9 @@ def backlog(p: Packets) -> np.ndarray:
     return np.where(floor >= BACKLOG_SHARE * p.latency_ns, floor, 0).astype(np.int64)
 
 
-def batch_wait(p: Packets, t_cpu_ns: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+def batch_wait(
+    p: Packets, t_cpu_ns: float | None = None, timeout_ns: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The delay batching accounts for, and the size of each packet's departure group.
     Packets that left the DuT within `BATCH_GAP_NS` of each other left as one batch, all
     when the last of them was done. A packet of a batch waited for the rest of it twice
@@ -193,6 +195,12 @@ def batch_wait(p: Packets, t_cpu_ns: float | None = None) -> tuple[np.ndarray, n
         rank[by_arrival] = np.arange(n) - starts[group[by_arrival]]
         later = group_size[group] - 1 - rank
         held = np.maximum(held, np.where(in_batch, (later * t_cpu_ns).astype(np.int64), 0))
+    if timeout_ns is not None and t_cpu_ns is not None:
+        # A batcher with a fill timeout holds a batch that does not fill (a pause in the
+        # traffic, its end) until the timeout: all of such a packet's time in the DuT
+        # beyond the batch's work, at most the timeout.
+        work = (group_size[group] * t_cpu_ns).astype(np.int64)
+        held = np.maximum(held, np.clip(lat - work, 0, timeout_ns))
     wait[order] = held
     sizes[order] = group_size[group]
     return wait, sizes
