@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lowtail.explain.analysis import CAUSE_FLOOR, RunFacts, explain
-from lowtail.explain.packets import Packets
+from lowtail.explain.packets import Packets, batch_wait
 from lowtail.trace.timeline import SCHEMA
 
 RATE = 10_000
@@ -136,3 +136,80 @@ def test_a_generator_late_all_run_long_is_not_the_cause_of_the_tail(seed):
     assert doc["tail"]["packets"] >= 2_500
     assert not any(c["kind"] == "generator_stall" for c in doc["causes"]), doc["causes"]
     assert doc["headline"] is None
+
+
+def _fifo(arrivals: np.ndarray, service_ns: int, rng: np.random.Generator) -> np.ndarray:
+    """Departures of a FIFO server with a fixed service time (the DuT's work per packet)."""
+    out = np.empty_like(arrivals)
+    free = arrivals[0]
+    for i, a in enumerate(arrivals):
+        free = max(free, a) + service_ns + int(rng.integers(0, 500))
+        out[i] = free
+    return out
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_stalled_generator_is_found_by_the_queue_its_late_packets_make(seed):
+    """A task takes the generator's core 1.5 ms every 50 ms; the generator then sends the
+    overdue packets back to back and the last of them queue at the DuT (20 µs each). Their
+    own lateness is small (the last were due just before the stall ended) and adds nothing to
+    their latency: what delayed them is the packets ahead, sent late. The stall is ranked
+    first, as the generator's, with the headline, and the task is named."""
+    rng = np.random.default_rng(300 + seed)
+    ids = np.arange(N, dtype=np.int64)
+    due = T0 + ids * PERIOD
+    pre = due + rng.integers(0, 300, N)
+    rows = []
+    for start in range(T0 + 7_000_000 + int(rng.integers(0, PERIOD)), T0 + N * PERIOD, 50_000_000):
+        end = start + 1_500_000
+        rows.append((1, start, end, "task", "lowtail-hog", 4242, 39))
+        overdue = np.flatnonzero((due >= start) & (due < end))
+        pre[overdue] = end + 2_000 * np.arange(1, overdue.size + 1)
+    post = _fifo(pre, 20_000, rng) + 5_000
+    p = Packets.of(ids, pre, post, post - pre)
+    doc = explain(p, _facts(seed), _intervals(rows), {0: (T0, T0 + N * PERIOD), 1: (T0, T0 + N * PERIOD)})
+    first = doc["causes"][0]
+    assert first["kind"] == "generator_stall" and first["role"] == "generator", doc["causes"]
+    assert first["share"] >= 0.8 and "lowtail-hog" in first["evidence"]["what"], first
+    assert not any(c["role"] == "dut" for c in doc["causes"]), doc["causes"]
+    assert doc["headline"] is not None
+
+
+def _batcher(
+    arrivals: np.ndarray, batch: int, t_cpu_ns: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """Departures of a DuT that takes what is waiting (up to `batch`), works `t_cpu_ns` on
+    each, and sends the batch only when all of it is done (lowtail-fwd, DPDK's Snort); and
+    each packet's hold: the work on the packets after it in its batch."""
+    out = np.empty_like(arrivals)
+    held = np.zeros_like(arrivals)
+    free = int(arrivals[0])
+    i = 0
+    while i < arrivals.size:
+        free = max(free, int(arrivals[i])) + int(rng.integers(0, 2_000))  # polling, wake-up
+        k = i + 1
+        while k < arrivals.size and k - i < batch and arrivals[k] <= free:
+            k += 1
+        free += (k - i) * t_cpu_ns
+        out[i:k] = free + 1_000 * np.arange(k - i)  # one sendmmsg: a microsecond a frame
+        held[i:k] = t_cpu_ns * np.arange(k - i - 1, -1, -1)
+        i = k
+    return out, held
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_hold_of_a_batch_is_the_work_on_the_rest_of_it(seed):
+    """Bursts of 32 at 10 kpps into a batch-32 DuT that takes what is waiting: the burst's
+    first frame goes alone, the rest arrive while it is worked on and go in batches whose
+    earlier arrivals wait for the work on all the later ones (NOMS 2020, Fig. 5). The hold
+    batching accounts for is that work, (batch - 1 - place) * t_cpu, not the fraction of a
+    microsecond between their arrivals on a wire, which was all it counted before."""
+    rng = np.random.default_rng(400 + seed)
+    ids = np.arange(N, dtype=np.int64)
+    pre = T0 + (ids // 32) * 32 * PERIOD + 500 * (ids % 32) + rng.integers(0, 100, N)
+    t_cpu = 9_000
+    post, truth = _batcher(pre, 32, t_cpu, rng)
+    p = Packets.of(ids, pre, post + 8_000, post + 8_000 - pre)
+    wait, sizes = batch_wait(p, float(t_cpu))
+    assert sizes.max() > 16
+    assert np.mean(np.abs(wait - truth[p.id]) <= 1_000) >= 0.99

@@ -133,9 +133,10 @@ def explain(
     median = p.percentile(Fraction(1, 2))
     excess = np.maximum(1, p.latency_ns[in_tail] - median)
     late_all = pk.lateness(p, facts.rate_pps, facts.burst)
-    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, intervals)
+    bunched, due_since = pk.bunching(p, late_all)
+    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, bunched, intervals)
     if intervals is not None:
-        candidates += _core_candidates(p, facts, in_tail, excess, late_all, intervals, coverage)
+        candidates += _core_candidates(p, facts, in_tail, excess, due_since, intervals, coverage)
         uncovered = _uncovered(p, in_tail, facts, coverage)
         if uncovered:
             doc["partial"] = True
@@ -178,19 +179,19 @@ def _packet_candidates(
     in_tail: np.ndarray,
     excess: np.ndarray,
     late_all: np.ndarray,
+    bunched: np.ndarray,
     intervals: pa.Table | None,
 ) -> list[_Candidate]:
     out = []
     gen_cpu = _first_cpu(facts, "generator")
-    late = late_all[in_tail]
     out.append(
         _Candidate(
             "generator_stall",
             "generator",
             gen_cpu,
             "late departures",
-            late,
-            pk.expected_by_chance(late_all, excess),
+            bunched[in_tail],
+            pk.expected_by_chance(bunched, excess),
             {
                 "what": "the generator left these packets late against its constant-rate schedule",
                 "late_packets": int((late_all > pk.LATE_NS).sum()),
@@ -213,7 +214,9 @@ def _packet_candidates(
         )
     batch = _batch_size(facts)
     if batch > 1:
-        wait, sizes = pk.batch_wait(p)
+        timeout_us = facts.dut_config.get("batch_timeout_us")
+        timeout_ns = int(timeout_us) * 1000 if isinstance(timeout_us, int) else None
+        wait, sizes = pk.batch_wait(p, _t_cpu_ns(facts), timeout_ns)
         out.append(
             _Candidate(
                 "batching",
@@ -242,19 +245,24 @@ def _batch_size(facts: RunFacts) -> int:
     return int(configured) if isinstance(configured, int) else 1
 
 
+def _t_cpu_ns(facts: RunFacts) -> float | None:
+    """The DuT's own busy time per packet (its statistics: busy fraction × duration / received)."""
+    stats = facts.dut_stats if isinstance(facts.dut_stats, dict) else {}
+    received, busy, duration = stats.get("received"), stats.get("busy_fraction"), stats.get("duration_ns")
+    if isinstance(received, int) and received > 0 and isinstance(busy, (int, float)) and isinstance(duration, int):
+        return float(busy * duration / received)
+    return None
+
+
 def _overload(p: pk.Packets, facts: RunFacts, intervals: pa.Table | None) -> tuple[float | None, dict[str, Any] | None]:
     """R_max of the DuT (NOMS 2020: (1 s − d_Σ) / t_CPU, t_CPU from the DuT's own busy time per
     packet, d_Σ the interrupt time per second on its core from the trace) and, when the offered
     rate reaches it or a standing queue holds most packets, the evidence of overload."""
     stats = facts.dut_stats if isinstance(facts.dut_stats, dict) else {}
     r_max = None
-    t_cpu = None
-    received, busy, duration = stats.get("received"), stats.get("busy_fraction"), stats.get("duration_ns")
-    if isinstance(received, int) and received > 0 and isinstance(busy, (int, float)) and isinstance(duration, int):
-        t_cpu = busy * duration / received
-        d_sum = _interrupt_ns_per_s(intervals, facts)
-        if t_cpu > 0:
-            r_max = max(0.0, (1e9 - d_sum) / t_cpu)
+    t_cpu = _t_cpu_ns(facts)
+    if t_cpu is not None and t_cpu > 0:
+        r_max = max(0.0, (1e9 - _interrupt_ns_per_s(intervals, facts)) / t_cpu)
     queued = pk.backlog(p)
     standing = float(np.mean(queued > 0))
     dropped = stats.get("dropped") if isinstance(stats.get("dropped"), int) else 0
@@ -312,7 +320,7 @@ def _core_candidates(
     facts: RunFacts,
     in_tail: np.ndarray,
     excess: np.ndarray,
-    late_all: np.ndarray,
+    due_since: np.ndarray,
     intervals: pa.Table,
     coverage: dict[int, tuple[int | None, int | None]],
 ) -> list[_Candidate]:
@@ -320,7 +328,6 @@ def _core_candidates(
     own_pids = {cpu: set(facts.roles.get(role, {}).get("pids") or []) for cpu, role in owner.items()}
     own_comms = {cpu: set(facts.roles.get(role, {}).get("comms") or []) for cpu, role in owner.items()}
     pre, post = p.pre_ns[in_tail], p.post_ns[in_tail]
-    late = late_all[in_tail]
     out = []
     waits = {
         cpu: waiting(intervals, cpu, own_pids[cpu], own_comms[cpu]) for cpu, role in owner.items() if role == "dut"
@@ -333,9 +340,9 @@ def _core_candidates(
             s = restricted(s, *wait)
             if s.start.size == 0:
                 continue
-        # On the generator's core the window opens when the packet was due: what took the
-        # core then made it leave late.
-        a = pre - late if role == "generator" else pre
+        # On the generator's core the window opens when the earliest packet still ahead of
+        # this one in the DuT was due: what took the core then bunched them (pk.bunching).
+        a = due_since[in_tail] if role == "generator" else pre
         delay = s.overlap(a, post)
         first, last = coverage.get(s.cpu, (None, None))
         span = (first if first is not None else int(p.pre_ns[0]), last if last is not None else int(p.post_ns[-1]))

@@ -23,6 +23,9 @@ MIN_DELAY_NS = 500
 # A packet left the generator late when it did so by more than this (busy-waiting pacing
 # is on time within microseconds; a stall is tens of microseconds or more).
 LATE_NS = 20_000
+# How many packets ahead of a packet a generator's bunching is looked for (a deeper queue
+# is the DuT's own: overload or a preemption).
+BUNCH_AHEAD = 256
 # Packets that leave the DuT within this of each other left together (one batch).
 BATCH_GAP_NS = 5_000
 # A standing queue: the smallest latency of the packets around a tail packet (this many on
@@ -104,7 +107,38 @@ def lateness(p: Packets, rate_pps: float, burst: int) -> np.ndarray:
     else:
         envelope = np.full(len(p), float(rel.min()))
     late: np.ndarray = np.maximum(0, rel - envelope).astype(np.int64)
+    if burst > 1:
+        # A burst's frames leave back to back, each a send time after the one before: the
+        # burst is as late as its earliest departure (as the generator's pacing error counts).
+        first = np.full(int(burst_index.max()) + 1, np.iinfo(np.int64).max)
+        np.minimum.at(first, burst_index, late)
+        late = first[burst_index]
     return late
+
+
+def bunching(p: Packets, late: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """What a generator's stall did to each packet, and since when. Latency is measured from
+    the packet's real departure, so a packet's own lateness adds nothing to it: a stalled
+    generator delays packets by sending the overdue ones back to back, and the last of them
+    queue at the DuT behind the others. A packet j sent `late_j` late that was still in the
+    DuT when packet k arrived held k up to min(late_j, post_j − pre_k) longer than it would
+    have had it left on time; the delay is the largest such hold over the (at most
+    `BUNCH_AHEAD`) packets ahead of k, and the stall's window opens at the earliest due time
+    of those that left late (else at k's own)."""
+    n = len(p)
+    delay = np.zeros(n, dtype=np.int64)
+    since = (p.pre_ns - late).astype(np.int64)
+    for d in range(1, min(n, BUNCH_AHEAD + 1)):
+        k = np.arange(d, n)
+        j = k - d
+        overlap = p.post_ns[j] - p.pre_ns[k]
+        if not (overlap > 0).any():
+            break
+        hold = np.minimum(late[j], overlap)
+        delay[k] = np.maximum(delay[k], hold)
+        bunched = (hold > 0) & (late[j] > LATE_NS)
+        since[k[bunched]] = np.minimum(since[k[bunched]], p.pre_ns[j[bunched]] - late[j[bunched]])
+    return delay, since
 
 
 def backlog(p: Packets) -> np.ndarray:
@@ -120,12 +154,19 @@ def backlog(p: Packets) -> np.ndarray:
     return np.where(floor >= BACKLOG_SHARE * p.latency_ns, floor, 0).astype(np.int64)
 
 
-def batch_wait(p: Packets) -> tuple[np.ndarray, np.ndarray]:
+def batch_wait(
+    p: Packets, t_cpu_ns: float | None = None, timeout_ns: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """The delay batching accounts for, and the size of each packet's departure group.
-    Packets that left the DuT within `BATCH_GAP_NS` of each other left as one batch; a packet
-    that arrived before the last of its batch waited for it: its latency above the
-    latency of the batch's last arrival. (In a queue served one by one it is the other way
-    round: the earlier packet waits less.)"""
+    Packets that left the DuT within `BATCH_GAP_NS` of each other left as one batch, all
+    when the last of them was done. A packet of a batch waited for the rest of it twice
+    over, and the larger is its hold: for the later ones to arrive (a batcher that fills its
+    batch: its latency above the latency of the batch's last arrival), and for the DuT's
+    work on the later arrivals taken with it (`t_cpu_ns` each, the DuT's own busy time per
+    packet; a batcher that takes what is waiting, as DPDK's rx_burst does and as the
+    NOMS 2020 Snort did: "already processed packets are delayed until the batch is fully
+    processed"). (In a queue served one by one it is the other way round: the earlier
+    packet waits less.)"""
     n = len(p)
     wait = np.zeros(n, dtype=np.int64)
     sizes = np.ones(n, dtype=np.int64)
@@ -144,7 +185,22 @@ def batch_wait(p: Packets) -> tuple[np.ndarray, np.ndarray]:
     is_last = pre == last_pre[group]
     last_lat = np.zeros(starts.size, dtype=np.int64)
     np.maximum.at(last_lat, group[is_last], lat[is_last])
-    held = np.where((group_size[group] > 1) & (pre < last_pre[group]), np.maximum(0, lat - last_lat[group]), 0)
+    in_batch = group_size[group] > 1
+    held = np.where(in_batch & (pre < last_pre[group]), np.maximum(0, lat - last_lat[group]), 0)
+    if t_cpu_ns is not None and t_cpu_ns > 0:
+        # Each packet's place in its group by arrival: the packets after it were worked on
+        # before the batch left.
+        by_arrival = np.lexsort((pre, group))
+        rank = np.empty(n, dtype=np.int64)
+        rank[by_arrival] = np.arange(n) - starts[group[by_arrival]]
+        later = group_size[group] - 1 - rank
+        held = np.maximum(held, np.where(in_batch, (later * t_cpu_ns).astype(np.int64), 0))
+    if timeout_ns is not None and t_cpu_ns is not None:
+        # A batcher with a fill timeout holds a batch that does not fill (a pause in the
+        # traffic, its end) until the timeout: all of such a packet's time in the DuT
+        # beyond the batch's work, at most the timeout.
+        work = (group_size[group] * t_cpu_ns).astype(np.int64)
+        held = np.maximum(held, np.clip(lat - work, 0, timeout_ns))
     wait[order] = held
     sizes[order] = group_size[group]
     return wait, sizes

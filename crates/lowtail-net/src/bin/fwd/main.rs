@@ -24,7 +24,9 @@ use lowtail_program::{say, Exit, Fatal};
 /// frames waiting it takes up to --batch of them (as DPDK's rx_burst does), spends
 /// --work-ns of busy CPU time per frame (spinning on the clock), and only then sends the
 /// whole batch to --out with one sendmmsg: every frame of a batch waits until the whole
-/// batch is processed, as the URLLC studies' DPDK Snort did. When work outpaces arrivals the
+/// batch is processed, as the URLLC studies' DPDK Snort did. With --batch-timeout-us it
+/// first waits, up to that long, for the batch to fill: at a low rate the first frame of a
+/// batch then waits for the rest to arrive (the latency sawtooth of a batch size). When work outpaces arrivals the
 /// ring (--rx-ring frames) fills and the kernel drops frames: overload as it happens.
 ///
 /// By default it never sleeps (a core of its own, as DPDK has). With --spin-us it
@@ -58,6 +60,11 @@ struct Args {
     /// Frames taken, processed and released together (at most).
     #[arg(long, default_value_t = 1, value_name = "B")]
     batch: usize,
+    /// Wait up to this long after a batch's first frame for the batch to fill before
+    /// working on it (a batcher with a fill timeout, as DPDK's l2fwd drains its TX buffer).
+    /// Default: take what is waiting and never wait for more.
+    #[arg(long, value_name = "US")]
+    batch_timeout_us: Option<u64>,
     /// Receive ring size in frames (the forwarder's queue: where overload drops happen).
     #[arg(long, default_value_t = 4096, value_name = "FRAMES")]
     rx_ring: usize,
@@ -112,21 +119,22 @@ fn forward(
     let mut idle_polls = 0u32;
     let work = args.work_ns as i64;
     let spin_ns = args.spin_us.map(|us| us as i64 * 1000);
+    let batch_timeout_ns = args.batch_timeout_us.map(|us| us as i64 * 1000);
     let mut last_frame_ns = monotonic_ns();
     loop {
         // Take what is waiting, up to a batch.
         let mut taken = 0usize;
         let mut to_send = 0usize;
-        while taken < args.batch {
-            let slot = (head + taken) % ring.len();
-            let Some(frame) = ring.received(slot) else { break };
-            taken += 1;
-            if (frame.data.len() as u32) < frame.wire_len {
-                c.oversized += 1;
-                continue;
+        take(ring, head, args.batch, sender, &mut taken, &mut to_send, &mut c.oversized);
+        if taken > 0 && taken < args.batch {
+            if let Some(timeout) = batch_timeout_ns {
+                // Wait for the batch to fill, at most the timeout after its first frame.
+                let deadline = monotonic_ns() + timeout;
+                while taken < args.batch && monotonic_ns() < deadline && !signal::stop_requested() {
+                    std::hint::spin_loop();
+                    take(ring, head, args.batch, sender, &mut taken, &mut to_send, &mut c.oversized);
+                }
             }
-            sender.stage(to_send, &frame);
-            to_send += 1;
         }
         if taken == 0 {
             idle_polls = idle_polls.wrapping_add(1);
@@ -176,6 +184,30 @@ fn forward(
         }
     }
     c
+}
+
+/// Take the frames waiting in the ring after the `taken` already taken, up to `batch`,
+/// staging each for sending (an oversized one is taken but not sent).
+fn take(
+    ring: &FrameRing,
+    head: usize,
+    batch: usize,
+    sender: &mut Sender,
+    taken: &mut usize,
+    to_send: &mut usize,
+    oversized: &mut u64,
+) {
+    while *taken < batch {
+        let slot = (head + *taken) % ring.len();
+        let Some(frame) = ring.received(slot) else { break };
+        *taken += 1;
+        if (frame.data.len() as u32) < frame.wire_len {
+            *oversized += 1;
+            continue;
+        }
+        sender.stage(*to_send, &frame);
+        *to_send += 1;
+    }
 }
 
 /// Sleep until the receive ring has a frame for us (poll() checks the ring's head under
@@ -300,6 +332,7 @@ fn run(args: Args) -> Result<Exit, Fatal> {
         "out": args.output.to_string(),
         "work_ns": args.work_ns,
         "batch": args.batch,
+        "batch_timeout_us": args.batch_timeout_us,
         "rx_ring_frames": ring.len(),
         "cpu": args.placement.cpu,
         "scheduling": scheduling.to_string(),
