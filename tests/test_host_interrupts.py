@@ -176,10 +176,13 @@ def test_energy_not_available_says_why(tmp_path):
 
 def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes(tmp_path):
     """A stored run whose largest spikes fall in intervals with TLB shootdowns (and LOC
-    everywhere): the timeline section must single out TLB and not LOC."""
+    everywhere): its explanation stores the coincidence, and the timeline section, which
+    reads it, must single out TLB and not LOC."""
     from lowtail import _native
     from lowtail.analysis import AnalyzeOptions, analyze_pair
-    from lowtail.report.interrupts import coincidence, interrupt_timeline_section
+    from lowtail.explain.coincidence import coincidence
+    from lowtail.explain.run import explain_run
+    from lowtail.report.interrupts import interrupt_timeline_section
     from lowtail.report.page import Page
     from lowtail.store import open_store
     from lowtail.store.analyses import save_analysis
@@ -192,16 +195,21 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
         '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}',
         None,
     )
-    a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0))
+    series = tmp_path / "series.parquet"
+    a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
     with open_store(tmp_path / "db.duckdb") as store:
         aid = save_analysis(store, a, options={})
         store.con.execute(
+            """INSERT INTO experiments (experiment_id, name, spec, spec_hash, host, status)
+               VALUES (1, 'e', '{}', 'h', '{}', 'finished')"""
+        )
+        store.con.execute(
             """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
                    frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,
-                   invalid_reasons, generator, capture, containment)
+                   invalid_reasons, generator, capture, containment, series_path)
                VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, 10000, 64, 1, 0, 2000000000, 0, now(), ?, true,
-                   '[]', '{}', '{}', '{"cpus": [2]}')""",
-            [aid],
+                   '[]', '{}', '{}', '{"cpus": [2]}', ?)""",
+            [aid, str(series)],
         )
         worst = sorted(
             store.con.execute(
@@ -224,6 +232,7 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
         rows = {r["kind"]: r for r in coincidence(spikes, run_interrupts(store, 1), {2})}
         assert rows["TLB"]["spikes_with"] == 20 and rows["TLB"]["interval_share"] < 0.9
         assert rows["LOC"]["spikes_with"] == 20 and rows["LOC"]["interval_share"] == 1.0
+        explain_run(store, 1)
         page = Page("t")
         interrupt_timeline_section(page, store, 1)
     html = page.render()
