@@ -123,6 +123,8 @@ bench: build ## speed and memory against the baselines, figures printed side by 
 	$(PY) bench/testbed_loop.py
 	$(PY) bench/trace_overhead.py
 	$(PY) bench/ips_rules.py
+	$(PY) bench/stated_confidence.py
+	$(PY) bench/summary_speed.py
 
 # Not part of `make test`: SOAK_MINUTES (default 12) and SOAK_SEED, as root.
 soak: build ## faults at random moments (signals in sweeps, concurrent writers, full disks, damaged databases), ending in a table
