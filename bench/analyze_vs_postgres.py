@@ -193,7 +193,18 @@ def lowtail_analyze(pre: Path, post: Path, workdir: Path) -> StageTiming:
 
 def lowtail_figures(pre: Path, post: Path) -> dict:
     r = subprocess.run(
-        [lowtail_command(), "analyze", str(pre), str(post), "--no-store", "--json"], capture_output=True, text=True
+        [
+            lowtail_command(),
+            "analyze",
+            str(pre),
+            str(post),
+            "--no-store",
+            "--json",
+            "--worst",
+            str(ANALYSIS_DEFAULTS["worst_n"]),
+        ],
+        capture_output=True,
+        text=True,
     )
     if r.returncode:
         raise BaselineError(f"lowtail analyze failed: {r.stderr.strip()}")

@@ -353,6 +353,9 @@ def differences(sql: dict, lowtail: dict) -> list[str]:
         for k, tolerance in (("mean", 1e-12), ("stddev", 1e-9)):
             if abs(a[k] - b[k]) > tolerance * max(abs(b[k]), 1.0):
                 diffs.append(f"latency {k}: SQL {a[k]!r} vs lowtail {b[k]!r}")
+    # The worst events as one set, in one order (lowtail prints them worst first).
+    by_size = lambda events: sorted(events, key=lambda w: (-w["latency_ns"], w["pre_ts_ns"], w["id"]))  # noqa: E731
+    sql, lowtail = {**sql, "worst": by_size(sql["worst"])}, {**lowtail, "worst": by_size(lowtail["worst"])}
     for key in ("latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst"):
         if sql[key] != lowtail[key]:
             diffs.append(f"{key}: {_first_difference(sql[key], lowtail[key])}")

@@ -182,6 +182,7 @@ def test_every_installed_dut_kind_end_to_end_with_calibration_and_report(tmp_pat
         "work_ns": 1000,
         "batch": 4,
         "spin_us": None,
+        "batch_timeout_us": None,
         "containment": "bare",
         "cpus": None,
         "memory_reservation": 256,

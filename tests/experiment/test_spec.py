@@ -53,6 +53,7 @@ def test_the_issue_example_gives_calibration_then_each_dut_at_each_rate():
         "work_ns": 2000,
         "batch": 1,
         "spin_us": None,
+        "batch_timeout_us": None,
         "containment": "bare",
         "cpus": None,
         "memory_reservation": 256,

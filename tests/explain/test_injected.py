@@ -113,6 +113,10 @@ def test_a_task_on_the_duts_core_is_the_first_cause(tmp_path):
     stalls may outrank it — then the headline says so first, which is what must hold."""
     with hog(PLAN.dut[0]):
         doc = run_and_explain(tmp_path, "dut-hog", "work_ns = 0", 20_000)
+    if not _the_duts(doc) and doc["headline"]:
+        # The product's own answer on a host too busy to measure: its headline says so, first.
+        assert doc["causes"][0]["kind"] in ("generator_stall", "timestamper_stall"), doc["causes"]
+        pytest.skip(f"this host could not measure the DuT: {doc['headline']}")
     first = _the_duts(doc)[0]
     assert first["kind"] == "preemption" and first["role"] == "dut", doc["causes"]
     assert _names_hog(first), first["evidence"]
