@@ -13,19 +13,8 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
+from lowtail.report.explain import KIND_WORDS
 from lowtail.units import format_ns, format_percent
-
-_KIND_WORDS = {
-    "preemption": "another task preempted the DuT",
-    "interrupt": "an interrupt on the DuT's core",
-    "softirq": "softirq work on the DuT's core",
-    "aliasing": "a periodic interrupt beating with the traffic",
-    "generator_stall": "the generator stalled (measurement artefact)",
-    "timestamper_stall": "the timestamper stalled (measurement artefact)",
-    "overload": "queueing from overload",
-    "batching": "batching",
-    "virtualization": "virtualization",
-}
 
 
 @app.command(
@@ -73,7 +62,7 @@ def show(doc: Any) -> None:
         for i, c in enumerate(causes, 1):
             t.add_row(
                 str(i),
-                _KIND_WORDS.get(c["kind"], c["kind"]),
+                KIND_WORDS.get(c["kind"], c["kind"]),
                 c["role"],
                 "" if c["cpu"] is None else str(c["cpu"]),
                 format_percent(c["share"]),
