@@ -184,6 +184,14 @@ def test_list_fits_100_columns_one_line_per_analysis(synth_pair, tmp_path):
     assert len(lines) == 3 and all(len(line) <= 100 for line in lines), done.stdout
     assert all(re.search(r"\b\w{3} \d\d \d\d:\d\d\b", line) for line in lines[1:])
     assert all("mirred-20kpps-r3-pre" in line for line in lines[1:])  # the name, cut at its end if need be
+    # At 80 columns the capture's name stays, its middle cut: its start and its end are there.
+    # Before: the column was dropped below 90 columns.
+    narrow = lowtail("list", "--db", str(db), env=os.environ | {"COLUMNS": "80"})
+    lines = narrow.stdout.rstrip("\n").splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines), narrow.stdout
+    assert "pre capture" in lines[0] and all(re.search(r"\bmirred-\S*…\S*pre\.pcap$", line) for line in lines[1:]), (
+        narrow.stdout
+    )
 
 
 def test_one_duration_formatter_for_analyze_list_show_and_the_report(synth_pair, tmp_path):
