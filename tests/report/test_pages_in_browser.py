@@ -185,6 +185,27 @@ def test_the_verdict_table_fits_1400_px(browser, pages, page, table, verdict_cel
     assert 0 < right <= WIDTH
 
 
+def test_the_reason_of_each_verdict_is_whole_inside_the_window(browser, pages):
+    """The experiment's reasons on rows of their own, wrapped to the window at any width,
+    the table scrolled or not. Before: a "why" column right of the figures, pushed out of
+    sight behind the table's scroll bar below 1,250 px."""
+    browser.get(pages["experiment"].as_uri())
+    try:
+        for width in (WIDTH, 900):
+            browser.set_window_size(width, 1000)
+            inner, reasons = browser.execute_script(
+                "return [window.innerWidth, Array.from(document.querySelectorAll('.lt-runs td.why > div'))"
+                ".map(d => [d.getBoundingClientRect().left, d.getBoundingClientRect().right,"
+                " d.scrollWidth <= d.clientWidth, d.textContent])]"
+            )
+            assert reasons, "no reason shown"
+            for left, right, whole, text in reasons:
+                assert 0 <= left and right <= inner and whole, (width, left, right, text)
+                assert text.startswith("why: ") and not text.endswith("…")
+    finally:
+        browser.set_window_size(WIDTH, 1000)
+
+
 def test_a_short_analysis_shows_its_packet_rate(browser, pages):
     """0.4 s of traffic at 10 kpps: one partial second, drawn as a 10 kpps bar."""
     browser.get(pages["analysis"].as_uri())
