@@ -141,6 +141,13 @@ def test_a_round_trip_carries_explanations_traces_and_summaries(tmp_path):
     assert there.returncode == 0, there.stderr
     figures = json.loads(there.stdout)["configurations"]
     assert [c["latency_ns"] for c in figures] == [c["latency_ns"] for c in source_figures]
+    # A trace file gone from the source: the export says so, and the bundle lists it.
+    Path(stored[runs[0]]["trace"]["path"]).unlink()
+    again = lowtail("export", "1", "-o", tmp_path / "c.lowtail", db=src)
+    assert again.returncode == 0 and f"runs {runs[0]} have lost their kernel traces" in again.stderr, again.stderr
+    assert json.loads(lowtail("export", "1", "-o", tmp_path / "d.lowtail", "--json", db=src).stdout)[
+        "traces_missing"
+    ] == [runs[0]]
 
 
 def test_importing_the_same_bundle_twice_adds_nothing(source, tmp_path):
