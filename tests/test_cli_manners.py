@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lowtail import _native
 from lowtail.binaries import find_binary
@@ -184,6 +186,14 @@ def test_list_fits_100_columns_one_line_per_analysis(synth_pair, tmp_path):
     assert len(lines) == 3 and all(len(line) <= 100 for line in lines), done.stdout
     assert all(re.search(r"\b\w{3} \d\d \d\d:\d\d\b", line) for line in lines[1:])
     assert all("mirred-20kpps-r3-pre" in line for line in lines[1:])  # the name, cut at its end if need be
+    # At 80 columns the capture's name stays, its middle cut: its start and its end are there.
+    # Before: the column was dropped below 90 columns.
+    narrow = lowtail("list", "--db", str(db), env=os.environ | {"COLUMNS": "80"})
+    lines = narrow.stdout.rstrip("\n").splitlines()
+    assert len(lines) == 3 and all(len(line) <= 80 for line in lines), narrow.stdout
+    assert "pre capture" in lines[0] and all(re.search(r"\bmirred-\S*…\S*pre\.pcap$", line) for line in lines[1:]), (
+        narrow.stdout
+    )
 
 
 def test_one_duration_formatter_for_analyze_list_show_and_the_report(synth_pair, tmp_path):
@@ -296,3 +306,17 @@ def test_trim_takes_a_duration_as_every_other_option(synth_pair):
         done = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--no-store", "--trim", value, cwd=synth_pair)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["trim_ns"] == ns
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=80), width=st.integers(min_value=3, max_value=60))
+def test_a_name_cut_in_its_middle_keeps_its_start_and_its_end(text, width):
+    from lowtail.cli._render import middle_cut
+
+    cut = middle_cut(text, width)
+    assert len(cut) <= width
+    if len(text) <= width:
+        assert cut == text
+    else:
+        head, tail = cut.split("…", 1) if "…" not in text else (cut[: (width - 1) // 2], cut[(width - 1) // 2 + 1 :])
+        assert text.startswith(head) and text.endswith(tail) and len(head) + len(tail) == width - 1

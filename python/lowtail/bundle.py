@@ -8,6 +8,7 @@ A bundle is one tar file:
                                  and files (SHA-256 and size), and its id
     rows/<table>.parquet         the stored rows (store.bundles.TABLES), as DuckDB holds them
     series/analysis-<id>.parquet each analysis's matched series, as the analysis wrote it
+    traces/run-<id>.parquet      each run's kernel trace (trace/timeline.py), as the run wrote it
 
 Its id is the SHA-256 over its files' names and checksums: importing the same bundle twice
 adds nothing the second time. Rows are known by their content too (store.bundles: the same
@@ -18,6 +19,7 @@ A bundle is untrusted input, checked before anything is written: the manifest ag
 schema (`Manifest`: types, ranges, names) before any member is read; every member a regular
 file that the manifest lists, of the declared size, within the limits and the free space,
 before extraction (sparse members, links, devices and names outside the layout are refused);
+each trace checked to be one (its columns, its interval count, its recording facts);
 extracted into a staging folder of the database's data directory that a killed import's next
 one removes; rows checked (types, uniqueness, references, counts within the manifest's and
 the limits) before the first write. Every refusal is one line naming the member and the rule
@@ -46,8 +48,10 @@ from lowtail import __version__, files, schema
 from lowtail.errors import DiskFull, UserError
 
 FORMAT = "lowtail-bundle"
-# Version 1: the layout above. A reader refuses bundles of a later version.
-FORMAT_VERSION = 1
+# Version 1: the layout above without traces, and without the tables of
+# store.bundles.SINCE_VERSION_2. Version 2: with them. A reader refuses bundles of a later
+# version, and reads version 1 as having none of those rows.
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 
 # Limits a bundle must keep (far beyond any real export; a bundle past them is refused before
@@ -56,10 +60,14 @@ MAX_MANIFEST_BYTES = 64 << 20
 MAX_MEMBERS = 200_000
 MAX_ROWS_FILE_BYTES = 4 << 30
 MAX_SERIES_FILE_BYTES = 1 << 40
+# A trace's intervals: what the largest ring buffers (256 MiB per CPU) of a run's traced
+# cores hold, with room to spare.
+MAX_TRACE_INTERVALS = 100_000_000
 # Free space left on the data directory's disk after the bundle's files are unpacked.
 DISK_MARGIN_BYTES = 64 << 20
 
 _SERIES_NAME = re.compile(r"^series/analysis-([1-9][0-9]{0,17})\.parquet$")
+_TRACE_NAME = re.compile(r"^traces/run-([1-9][0-9]{0,17})\.parquet$")
 _Sha256 = Annotated[str, schema.rule("must be a SHA-256 (64 lowercase hex digits)", pattern="^[0-9a-f]{64}$")]
 _Short = Annotated[str, schema.rule("must be a string of at most 4,096 characters", max_length=4096)]
 
@@ -92,7 +100,7 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=True):
     """manifest.json of format version 1."""
 
     format: Literal["lowtail-bundle"]
-    format_version: Annotated[int, schema.rule(f"must be {FORMAT_VERSION}", ge=1, le=FORMAT_VERSION)]
+    format_version: Annotated[int, schema.rule(f"must be 1 to {FORMAT_VERSION}", ge=1, le=FORMAT_VERSION)]
     lowtail_version: Annotated[str, schema.rule("must be a version", max_length=100)]
     created_at: Annotated[str, schema.rule("must be a time", max_length=64)]
     origin: Origin
@@ -106,6 +114,10 @@ class Manifest(msgspec.Struct, forbid_unknown_fields=True):
     series_missing: Annotated[
         list[Annotated[int, schema.rule("must be analysis ids", ge=0, le=schema.INT64_MAX)]],
         schema.rule("must be a list of analysis ids", max_length=MAX_MEMBERS),
+    ] = []
+    traces_missing: Annotated[
+        list[Annotated[int, schema.rule("must be run ids", ge=0, le=schema.INT64_MAX)]],
+        schema.rule("must be a list of run ids", max_length=MAX_MEMBERS),
     ] = []
 
 
@@ -149,6 +161,7 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
 
     (folder / "rows").mkdir()
     (folder / "series").mkdir()
+    (folder / "traces").mkdir()
     with open_store(db, read_only=True) as store:
         chosen = selection.select(store, words)
         run_ids = [r["run_id"] for r in chosen if r["run_id"] is not None]
@@ -168,6 +181,15 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
             missing.append(a["analysis_id"])
             continue
         shutil.copyfile(source, folder / f"series/analysis-{a['analysis_id']}.parquet")
+    traces_missing = []
+    for t in tables["run_traces"].to_pylist():
+        source = t.get("path")
+        if not source:
+            continue  # recorded without a trace: its reason travels in its row
+        if not Path(source).is_file():
+            traces_missing.append(t["run_id"])
+            continue
+        shutil.copyfile(source, folder / f"traces/run-{t['run_id']}.parquet")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
         listed[rel] = {"sha256": _sha256(path), "bytes": path.stat().st_size}
@@ -182,6 +204,7 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
         "tables": {t: {"rows": counts[t], "columns": tables[t].column_names} for t in tables},
         "files": listed,
         "series_missing": missing,
+        "traces_missing": traces_missing,
     }
 
     def write(tmp: Path) -> None:
@@ -244,8 +267,9 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
 
     with _open_bundle(path, staging) as source:
         manifest, tables = _unpack(path, source, staging, _newer_columns(store, path))
+    tables = bundlestore.with_absent_tables(store, tables)
     try:
-        bundlestore.check_rows(store, tables, _series_ids(manifest))
+        bundlestore.check_rows(store, tables, _series_ids(manifest), _trace_ids(manifest))
     except bundlestore.RowsRefused as e:
         raise BundleError(path, e.rule, e.member) from None
     before = bundlestore.imported(store, manifest.bundle_id)
@@ -266,6 +290,16 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
                     continue  # here already, with its own series
                 os.replace(staging / rel, target / Path(rel).name)
                 series[old] = str((target / Path(rel).name).resolve())
+        traces = {}
+        for rel in manifest.files:
+            m = _TRACE_NAME.match(rel)
+            if m:
+                old = int(m.group(1))
+                if old in known.of("runs"):
+                    continue  # here already, with its own trace
+                name = f"trace-run-{old}.parquet"
+                os.replace(staging / rel, target / name)
+                traces[old] = str((target / name).resolve())
         origin = msgspec.structs.asdict(manifest.origin) | {
             "bundle_id": manifest.bundle_id,
             "lowtail_version": manifest.lowtail_version,
@@ -280,6 +314,7 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
             str(target.resolve()),
             series,
             known,
+            traces,
         )
         datadir.release_import_folder(target)
     except BaseException:
@@ -290,6 +325,10 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
 
 def _series_ids(manifest: Manifest) -> set[int]:
     return {int(m.group(1)) for rel in manifest.files if (m := _SERIES_NAME.match(rel))}
+
+
+def _trace_ids(manifest: Manifest) -> set[int]:
+    return {int(m.group(1)) for rel in manifest.files if (m := _TRACE_NAME.match(rel))}
 
 
 class _open_bundle:  # noqa: N801 — a context manager read like a function
@@ -355,9 +394,11 @@ def _read_manifest(path: Path, tar: tarfile.TarFile, first: tarfile.TarInfo | No
 
 def _check_layout(path: Path, manifest: Manifest) -> None:
     """Every file a name of the layout; every table one a bundle carries, with its file."""
-    from lowtail.store.bundles import TABLES
+    from lowtail.store.bundles import SINCE_VERSION_2, TABLES
 
     names = {table for table, _ in TABLES}
+    if manifest.format_version < 2:
+        names -= SINCE_VERSION_2
     for table in manifest.tables:
         if table not in names:
             raise BundleError(path, f"lists a table {table!r} lowtail's bundles do not carry", MANIFEST)
@@ -367,10 +408,12 @@ def _check_layout(path: Path, manifest: Manifest) -> None:
         if f"rows/{table}.parquet" not in manifest.files:
             raise BundleError(path, f"lists table {table} without its file rows/{table}.parquet", MANIFEST)
     for rel in manifest.files:
-        if not (_SERIES_NAME.match(rel) or rel.removeprefix("rows/").removesuffix(".parquet") in names):
+        is_trace = _TRACE_NAME.match(rel) and manifest.format_version >= 2
+        if not (_SERIES_NAME.match(rel) or is_trace or rel in {f"rows/{table}.parquet" for table in names}):
             raise BundleError(
                 path,
-                f"lists {rel!r}, which is no file of a bundle (rows/<table>.parquet, series/analysis-<id>.parquet)",
+                f"lists {rel!r}, which is no file of a bundle "
+                "(rows/<table>.parquet, series/analysis-<id>.parquet, traces/run-<id>.parquet)",
                 MANIFEST,
             )
     if bundle_id({k: {"sha256": v.sha256} for k, v in manifest.files.items()}) != manifest.bundle_id:
@@ -396,7 +439,7 @@ def _members(path: Path, tar: tarfile.TarFile, manifest: Manifest) -> dict[str, 
         declared = manifest.files[name].bytes
         if member.size != declared:
             raise BundleError(path, f"is {member.size:,} bytes, the manifest says {declared:,}", name)
-        limit = MAX_SERIES_FILE_BYTES if name.startswith("series/") else MAX_ROWS_FILE_BYTES
+        limit = MAX_ROWS_FILE_BYTES if name.startswith("rows/") else MAX_SERIES_FILE_BYTES
         if member.size > limit:
             raise BundleError(path, f"is {member.size:,} bytes, more than {limit:,}", name)
         found[name] = member
@@ -463,6 +506,8 @@ def _unpack(
                 )
             for name, member in members.items():
                 _extract(path, tar, member, staging / name, manifest.files[name].sha256)
+                if _TRACE_NAME.match(name):
+                    _check_trace(path, staging / name, name)
     except (tarfile.TarError, EOFError) as e:
         raise UserError(
             f"{path}: not a readable lowtail bundle ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
@@ -490,6 +535,15 @@ def _extract(path: Path, tar: tarfile.TarFile, member: tarfile.TarInfo, target: 
         raise BundleError(path, "does not match its checksum", member.name)
 
 
+def _check_trace(path: Path, extracted: Path, member: str) -> None:
+    from lowtail.trace import timeline
+
+    try:
+        timeline.check(extracted, MAX_TRACE_INTERVALS)
+    except ValueError as e:
+        raise BundleError(path, str(e), member) from None
+
+
 def _read_rows(path: Path, staging: Path, manifest: Manifest) -> dict[str, Any]:
     """Each table's rows: the footer's count must be the manifest's and within the limits
     before the rows are read."""
@@ -501,6 +555,8 @@ def _read_rows(path: Path, staging: Path, manifest: Manifest) -> dict[str, Any]:
     declared_counts = {table: entry.rows for table, entry in manifest.tables.items()}
     tables = {}
     for table, _ in TABLES:
+        if table not in manifest.tables:
+            continue  # a table of a later format version than the bundle's (store.bundles.with_absent_tables)
         member = f"rows/{table}.parquet"
         declared = manifest.tables[table].rows
         try:

@@ -4,6 +4,7 @@ really analysed (their matched series exported), stored as runs of experiments."
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -77,3 +78,69 @@ def store_run(
     if virtualization is not None:
         row["virtualization"] = virtualization
     return runstore.save_run(store, row, doc, opts)
+
+
+def trace_and_explain(store: Store, run_id: int, folder: Path, spike_ns: int = 30_000) -> dict[str, Any]:
+    """Give a stored run a kernel trace as a recording would have left it — the DuT's core
+    (CPU 2) running lowtail-fwd, preempted by a task "hog" while each packet slower than
+    `spike_ns` was in flight (store the run with synth's spikes) — and explain it; returns
+    the stored explanation."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lowtail.explain.run import explain_run
+    from lowtail.store.explain import save_run_trace
+    from lowtail.trace import timeline
+
+    (run,) = runstore.select_runs(store, run_ids=[run_id])
+    series = pq.read_table(run["series_path"])
+    pre = series.column("pre_ts_ns").to_numpy()
+    post = series.column("post_ts_ns").to_numpy()
+    hit = series.column("latency_ns").to_numpy() >= spike_ns
+    assert hit.any(), "the run has no spikes to explain"
+    first, last = int(pre.min()) - 1_000_000, int(post.max()) + 1_000_000
+    starts = pre[hit]
+    ends = post[hit]
+    cuts = np.sort(np.concatenate([[first], starts, ends, [last]]))
+    n = starts.size
+    # The forwarder between the hog's slices, the hog during each hit packet's flight.
+    spans = [(int(cuts[i]), int(cuts[i + 1]), "hog" if i % 2 else "lowtail-fwd") for i in range(2 * n + 1)]
+    table = pa.table(
+        {
+            "cpu": pa.array([2] * len(spans), pa.int16()),
+            "start_ns": pa.array([s for s, _, _ in spans], pa.int64()),
+            "end_ns": pa.array([e for _, e, _ in spans], pa.int64()),
+            "kind": pa.array(["task"] * len(spans)),
+            "name": pa.array([name for _, _, name in spans]),
+            "pid": pa.array([4242 if name == "hog" else 100 for _, _, name in spans], pa.int32()),
+            "prio": pa.array([10 if name == "hog" else 120 for _, _, name in spans], pa.int16()),
+            "state": pa.array(["R"] * len(spans)),
+            "detail": pa.array([""] * len(spans)),
+        },
+        schema=timeline.SCHEMA,
+    )
+    coverage = [
+        {"cpu": 2, "first_ns": first, "last_ns": last, "events": 2 * len(spans), "dropped": 0, "pages_with_loss": 0}
+    ]
+    info = timeline.TraceInfo(
+        host="lab-a",
+        cpus=[2],
+        events=["sched:sched_switch"],
+        missing_events=[],
+        buffer_kb=4096,
+        raw_bytes=65536,
+        duration_ns=last - first,
+        clock={"uncertainty_ns": 1000, "stepped": False, "change_ns": 0},
+        coverage=coverage,
+    )
+    path = folder / f"trace-{run_id}.parquet"
+    timeline.write(table, info, path)
+    roles = {
+        "dut": {"cpus": [2], "pids": [100], "comms": ["lowtail-fwd"]},
+        "generator": {"cpus": [0], "pids": [], "comms": ["lowtail-gen"]},
+        "timestamper": {"cpus": [1], "pids": [], "comms": ["lowtail-cap"]},
+    }
+    document = {"method": "tracefs", "path": str(path), "roles": roles, "untraced": [], "info": asdict(info)}
+    save_run_trace(store, run_id, document)
+    return dict(explain_run(store, run_id))

@@ -10,10 +10,12 @@ import json
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
-from compare_support import experiment, store_run
+from compare_support import experiment, store_run, trace_and_explain
 
+from lowtail.bundle import FORMAT_VERSION
 from lowtail.models.knee import sweep_knees
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
@@ -54,7 +56,7 @@ def test_a_round_trip_keeps_figures_floor_and_models(source, tmp_path):
     done = lowtail("export", "1", "dut=fwd", "-o", bundle, "--json", db=db)
     assert done.returncode == 0, done.stderr
     manifest = json.loads(done.stdout)
-    assert manifest["format"] == "lowtail-bundle" and manifest["format_version"] == 1
+    assert manifest["format"] == "lowtail-bundle" and manifest["format_version"] == FORMAT_VERSION
     # The four fwd runs and the four wire runs of their floor travel.
     assert manifest["tables"]["runs"]["rows"] == 8 and manifest["tables"]["experiments"]["rows"] == 1
     assert manifest["tables"]["model_results"]["rows"] >= 1  # the knee
@@ -85,6 +87,67 @@ def test_a_round_trip_keeps_figures_floor_and_models(source, tmp_path):
         c["floor"]["latency_ns"] for c in here["configurations"]
     ]
     assert there["rates"][0]["knees"][0]["knee_pps"] == here["rates"][0]["knees"][0]["knee_pps"]
+
+
+def _same_explanation(doc, run_id, trace_path):
+    """An explanation with the run's id and its trace's path as they are in another database."""
+    return json.loads(json.dumps(doc)) | {"run": run_id, "trace": doc["trace"] | {"path": trace_path}}
+
+
+def test_a_round_trip_carries_explanations_traces_and_summaries(tmp_path):
+    """An imported run shows the explanation it had (stored, and made again from its carried
+    trace), and comparisons pool it from its carried summary. Before: the bundle had no
+    traces, explanations or summaries, and `lowtail explain` on the imported run found no
+    trace ("no kernel trace: the run was recorded without one")."""
+    src = tmp_path / "src.duckdb"
+    with open_store(src) as store:
+        e = experiment(store, "traced", {"percentile": 99.9, "budget": "30us"}, host="lab-a")
+        runs = [
+            store_run(store, tmp_path, e, "fwd", repetition=rep, seed=rep + 7, spike_probability=0.003, spike_ns=40_000)
+            for rep in range(2)
+        ]
+        stored = {r: trace_and_explain(store, r, tmp_path) for r in runs}
+    for doc in stored.values():  # what the trace says: the hog on the DuT's core holds the tail
+        assert doc["causes"][0]["kind"] == "preemption" and doc["causes"][0]["evidence"]["what"].startswith("hog")
+    here = {r: json.loads(lowtail("explain", r, "--json", db=src).stdout) for r in runs}
+    bundle = tmp_path / "b.lowtail"
+    manifest = json.loads(lowtail("export", "1", "-o", bundle, "--json", db=src).stdout)
+    assert sorted(f for f in manifest["files"] if f.startswith("traces/")) == [f"traces/run-{r}.parquet" for r in runs]
+    for table in ("run_traces", "run_explanations", "analysis_summaries"):
+        assert manifest["tables"][table]["rows"] == 2, table
+    assert manifest["tables"]["run_causes"]["rows"] >= 2
+    target = tmp_path / "dst.duckdb"
+    with open_store(target) as store:  # ids already taken there: the import must renumber
+        store_run(store, tmp_path, experiment(store, "local"), "local", seed=1)
+    imported = json.loads(lowtail("import", bundle, "--json", db=target).stdout)
+    new = dict(zip(runs, imported["runs"]))
+    assert all(old != n for old, n in new.items())
+    from lowtail.store.explain import causes_of, explanation, run_trace
+
+    with open_store(target, read_only=True) as store:
+        for old, n in new.items():
+            trace = run_trace(store, n)
+            assert trace["path"].startswith(imported["data_dir"]) and Path(trace["path"]).is_file()
+            assert explanation(store, n) == _same_explanation(stored[old], n, trace["path"])
+            assert [c["kind"] for c in causes_of(store, [n])[n]] == [c["kind"] for c in stored[old]["causes"]]
+    for old, n in new.items():  # explained again there, from the trace that came along
+        there = json.loads(lowtail("explain", n, "--json", db=target).stdout)
+        assert there == _same_explanation(here[old], n, there["trace"]["path"])
+    # Comparisons pool the imported runs from their summaries: the same with their series gone.
+    source_figures = json.loads(lowtail("compare", "1", "--json", db=src).stdout)["configurations"]
+    for path in Path(imported["data_dir"]).glob("analysis-*.parquet"):
+        path.unlink()
+    there = lowtail("compare", "2", "--json", db=target)
+    assert there.returncode == 0, there.stderr
+    figures = json.loads(there.stdout)["configurations"]
+    assert [c["latency_ns"] for c in figures] == [c["latency_ns"] for c in source_figures]
+    # A trace file gone from the source: the export says so, and the bundle lists it.
+    Path(stored[runs[0]]["trace"]["path"]).unlink()
+    again = lowtail("export", "1", "-o", tmp_path / "c.lowtail", db=src)
+    assert again.returncode == 0 and f"runs {runs[0]} have lost their kernel traces" in again.stderr, again.stderr
+    assert json.loads(lowtail("export", "1", "-o", tmp_path / "d.lowtail", "--json", db=src).stdout)[
+        "traces_missing"
+    ] == [runs[0]]
 
 
 def test_importing_the_same_bundle_twice_adds_nothing(source, tmp_path):
@@ -132,14 +195,16 @@ def test_a_damaged_or_newer_bundle_is_refused_and_nothing_changes(source, tmp_pa
     def newer(name, data):
         if name != "manifest.json":
             return data
-        return json.dumps(json.loads(data) | {"format_version": 2, "lowtail_version": "9.0.0"}).encode()
+        return json.dumps(
+            json.loads(data) | {"format_version": FORMAT_VERSION + 1, "lowtail_version": "9.0.0"}
+        ).encode()
 
     cut = tmp_path / "cut.lowtail"
     cut.write_bytes(bundle.read_bytes()[: len(bundle.read_bytes()) // 2])
     cases = [(cut, "not a readable lowtail bundle")]
     for name, edit, message in (
         ("flipped", flip_series, "does not match its checksum"),
-        ("newer", newer, "bundle format 2; this lowtail"),
+        ("newer", newer, f"bundle format {FORMAT_VERSION + 1}; this lowtail"),
     ):
         _tamper(bundle, tmp_path / f"{name}.lowtail", edit)
         cases.append((tmp_path / f"{name}.lowtail", message))

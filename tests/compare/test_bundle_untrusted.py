@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from bundle_craft import parquet_bytes, read_bundle, rows, write_bundle
-from compare_support import experiment, store_run
+from compare_support import experiment, store_run, trace_and_explain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -57,14 +57,15 @@ def data_left(folder: Path) -> list[str]:
 
 @pytest.fixture(scope="module")
 def lab_a(tmp_path_factory):
-    """Lab A's database (a calibration run and a forwarder run of one experiment) and its
-    export of experiment 1."""
+    """Lab A's database (a calibration run and a forwarder run of one experiment, the
+    forwarder's traced and explained) and its export of experiment 1."""
     tmp = tmp_path_factory.mktemp("lab_a")
     db = tmp / "a.duckdb"
     with open_store(db) as store:
         one = experiment(store, "one", host="lab-a")
         store_run(store, tmp, one, "wire", "wire", rate=10_000, base_latency_ns=3_000, seed=1)
-        store_run(store, tmp, one, "fwd", rate=10_000, seed=2)
+        fwd = store_run(store, tmp, one, "fwd", rate=10_000, seed=2, spike_probability=0.003, spike_ns=40_000)
+        trace_and_explain(store, fwd, tmp)
     bundle = tmp / "a.lowtail"
     assert lowtail("export", "1", "-o", bundle, db=db).returncode == 0
     return db, bundle
@@ -130,6 +131,36 @@ def _runs_column(column, values):
     return apply
 
 
+def _column(table, column, values):
+    def apply(manifest, files):
+        t = rows(files, table)
+        i = t.column_names.index(column)
+        files[f"rows/{table}.parquet"] = parquet_bytes(t.set_column(i, column, pa.array(values(t))))
+        return manifest, files
+
+    return apply
+
+
+def _trace(edit):
+    """The forwarder's trace (run 2) edited: its intervals and recording facts in, a file out."""
+
+    def apply(manifest, files):
+        table = pq.read_table(io.BytesIO(files["traces/run-2.parquet"]))
+        files["traces/run-2.parquet"] = parquet_bytes(edit(table))
+        return manifest, files
+
+    return apply
+
+
+def _trace_facts(edit):
+    def apply(table):
+        facts = json.loads(table.schema.metadata[b"lowtail.trace"])
+        edit(facts)
+        return table.replace_schema_metadata({b"lowtail.trace": json.dumps(facts).encode()})
+
+    return _trace(apply)
+
+
 def _drop_table_file(manifest, files):
     files.pop("rows/run_interrupts.parquet")
     return manifest, files
@@ -143,7 +174,38 @@ def _drop_table_file(manifest, files):
         (_edit_manifest(lambda m: m["files"].update({"rows/runs.parquet": "x"})), "files"),
         (_edit_manifest(lambda m: m.update(tables=None)), "manifest.json: tables must be a table"),
         (_edit_manifest(lambda m: m.update(origin="lab-a")), "manifest.json: origin must be a table"),
-        (_edit_manifest(lambda m: m.update(format_version="1")), "format_version must be 1"),
+        (_edit_manifest(lambda m: m.update(format_version="1")), "format_version must be 1 to 2"),
+        (_edit_manifest(lambda m: m.update(format_version=1)), "lists a table 'analysis_summaries'"),
+        (_edit_manifest(lambda m: m["tables"].pop("run_explanations")), "manifest.json: has no run_explanations rows"),
+        (
+            _rename("traces/run-2.parquet", "traces/run-1.parquet"),
+            "traces/run-1.parquet: is the trace of no traced run",
+        ),
+        (_rename("traces/run-2.parquet", "traces/evil.parquet"), "lists 'traces/evil.parquet', which is no file"),
+        (_replace("traces/run-2.parquet", b"PAR1 not parquet at all"), "traces/run-2.parquet: is not a Parquet file"),
+        (_trace(lambda t: t.drop_columns(["pid"])), "traces/run-2.parquet: has other columns than a trace's"),
+        (_trace(lambda t: t.replace_schema_metadata(None)), "traces/run-2.parquet: has no recording facts"),
+        (
+            _trace_facts(lambda f: f["coverage"].append({"cpu": "two"})),
+            "traces/run-2.parquet: its recording facts are not a trace's",
+        ),
+        (_trace_facts(lambda f: f.update(cpus="all")), "traces/run-2.parquet: its recording facts are not a trace's"),
+        (_duplicate_rows("run_explanations"), "rows/run_explanations.parquet: holds the row run_id 2 2 times"),
+        (_duplicate_rows("run_causes"), "rows/run_causes.parquet: holds the row"),
+        (
+            _duplicate_rows("analysis_summaries"),
+            "rows/analysis_summaries.parquet: holds 4 rows, more than a bundle of these may carry",
+        ),
+        (_column("run_causes", "run_id", lambda t: [99] * t.num_rows), "rows/run_causes.parquet: names run 99"),
+        (_column("run_traces", "run_id", lambda t: [99] * t.num_rows), "rows/run_traces.parquet: names run 99"),
+        (
+            _column("run_explanations", "document", lambda t: ["{not json"] * t.num_rows),
+            "rows/run_explanations.parquet: column document holds 1 values that are not JSON",
+        ),
+        (
+            _column("analysis_summaries", "summary", lambda t: ["text"] * t.num_rows),
+            "rows/analysis_summaries.parquet: column summary holds string, not BLOB",
+        ),
         (_edit_manifest(lambda m: m["tables"].pop("runs")), "manifest.json: has no runs rows"),
         (_rename("series/analysis-1.parquet", "series/evil.parquet"), "lists 'series/evil.parquet', which is no file"),
         (
@@ -521,3 +583,23 @@ def test_any_manifest_is_imported_or_refused_in_one_line_and_a_refusal_changes_n
         assert len([line for line in done.stderr.splitlines() if line.strip()]) == 1, done.stderr
         assert experiment_ids(manifest_target) == before
         assert not (folder / "data").exists() or not any((folder / "data").iterdir())
+
+
+def test_a_bundle_of_format_version_1_is_read_as_one_without_traces_or_explanations(lab_a, target, tmp_path):
+    """What lowtail wrote before bundles carried explanations still imports: its runs come
+    without them, and explaining one says it has no trace."""
+    from lowtail.store.bundles import SINCE_VERSION_2
+
+    manifest, files = read_bundle(lab_a[1])
+    for table in SINCE_VERSION_2:
+        manifest["tables"].pop(table)
+        files.pop(f"rows/{table}.parquet")
+    files = {name: data for name, data in files.items() if not name.startswith("traces/")}
+    manifest["format_version"] = 1
+    manifest.pop("traces_missing")
+    old = write_bundle(tmp_path / "v1.lowtail", manifest, files)
+    done = lowtail("import", old, "--json", db=target)
+    assert done.returncode == 0, done.stderr
+    fwd = json.loads(done.stdout)["runs"][-1]
+    explained = json.loads(lowtail("explain", fwd, "--json", db=target).stdout)
+    assert explained["run"] == fwd and explained["trace"]["method"] == "none"

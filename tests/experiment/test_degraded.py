@@ -12,6 +12,7 @@ from rich.console import Console
 from test_store_and_report import run_row, synthetic_analysis  # noqa: E402  (tests/experiment is on the path)
 
 from lowtail.cli.run import run_json, runs_table
+from lowtail.degraded import degraded_lines
 from lowtail.errors import UserError
 from lowtail.experiment import spec
 from lowtail.experiment.measure import Outcome, judge_outcome
@@ -80,6 +81,16 @@ def test_a_degraded_run_is_marked_in_its_verdict_the_tables_and_the_json(tmp_pat
     console.print(runs_table(experiment, [row], {}, Verdict(99, 1_000_000, 0)))
     assert "degraded: generator stalled 72.000 ms" in " ".join(console.export_text().split())
     assert run_json(row, {}, Verdict())["degraded_reasons"] == [reason]
+    # `lowtail run` says what degraded the runs once, grouped (degraded_lines): its table's
+    # notes then leave it out — a degraded PASS needs none, a FAIL only its reason. Before, a
+    # busy host's nine degraded runs made `make run` end in 49 lines at 100 columns (33 now).
+    for budget, note in ((1_000_000, None), (10_000, "run 1 (FAIL: latency, degraded): 99 % is at least")):
+        console = Console(width=80, record=True, highlight=False)
+        console.print(runs_table(experiment, [row], {}, Verdict(99, budget, 0), degraded_said=True))
+        said = " ".join(console.export_text().split())
+        assert "generator stalled" not in said and ("PASS, degraded" in said or "FAIL: latency, degraded" in said)
+        assert (note in said) if note else "run 1 (" not in said, said
+    assert degraded_lines([row]) == ["1 of 1 runs degraded: generator stalled (run 1)"]
     html = write_experiment_report(db, eid, tmp_path / "d.html").read_text()
     assert "PASS, degraded" in html and "generator stalled 72.000 ms" in html
 

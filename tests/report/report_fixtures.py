@@ -120,6 +120,9 @@ def _figures(samples: np.ndarray, keys: list[str]) -> dict[str, float]:
     return out | {"max": float(ordered[-1]), "samples": n}
 
 
+_DEGRADED_WHY = "a side has degraded runs (generator stalled 2.6 ms): shown, never called"
+
+
 def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
     """A comparison of three DuTs, bare and in a container, three repetitions each, and a
     rate sweep of one of them, shaped as `lowtail compare --json` prints it and what the
@@ -183,6 +186,11 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 },
                 "invalid_runs": [],
                 "degraded": ["generator stalled 2.6 ms"] if index == 5 else [],
+                # Two of configuration 5's three runs degraded (its reasons above).
+                "per_run": [
+                    {"run_id": run_id, "degraded": ["generator stalled 2.6 ms"] if index == 5 and i != 1 else []}
+                    for i, run_id in enumerate(run_ids)
+                ],
                 "partial_reasons": [],
             }
         )
@@ -244,13 +252,21 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
         ],
         "not_resolvable": [
             {
-                "a": "bridge · bare",
-                "b": "lowtail-fwd · bare",
-                "percentile": "p99_999",
+                "a": a,
+                "b": b,
+                "percentile": key,
                 "resolved": False,
                 "axes_differing": ["dut"],
-                "text": "bridge · bare against lowtail-fwd · bare at p99.999: not resolvable with these runs",
+                "reason": reason,
+                "why": why,
+                "text": f"{a} and {b} at {key}: not called: {why}",
             }
+            for a, b, key, reason, why in (
+                ("bridge · bare", "lowtail-fwd · bare", "p99_999", "degraded", _DEGRADED_WHY),
+                ("kernel-mirred · bare", "lowtail-fwd · bare", "p99_999", "degraded", _DEGRADED_WHY),
+                ("kernel-mirred · bare", "lowtail-fwd · bare", "p99_99", "degraded", _DEGRADED_WHY),
+                ("bridge · bare", "kernel-mirred · bare", "p99", "not significant", "within run-to-run variation"),
+            )
         ],
         "evt": [
             {

@@ -172,3 +172,32 @@ def test_the_terminal_lists_differences_alike():
     listed = [int(n) for line in lines for n in re.findall(r"^  a is lower than b at p\d+ by (\d+) µs$", line)]
     assert listed == [13, 12, 11, 10, 9, 8, 7, 6]
     assert sum("run-to-run variation not measured" in line for line in lines) == 1
+
+
+def test_a_pooled_card_says_how_many_of_its_runs_are_degraded():
+    """Before: "⚠ degraded" on a card pooling three runs, two of them degraded."""
+    doc, html = _page()
+    card = html.split("lowtail-fwd · container · 10 kpps</div>", 1)[1].split("<div class='lt-card", 1)[0]
+    assert "degraded (2 of 3 runs)" in card
+    assert html.count("degraded (") == 1  # the other cards' runs are not degraded
+
+
+def test_pairs_not_called_are_grouped_by_their_reason():
+    """Before: each of the three pairs repeated the same reason on its own line."""
+    from report_fixtures import _DEGRADED_WHY
+
+    _, html = _page()
+    folded = html.split("Not called (4)</summary>", 1)[1].split("</details>", 1)[0]
+    items = re.findall(r"<li>(.*?)</li>", folded)
+    assert len(items) == 2 and folded.count("degraded runs") == 1
+    assert items[0].startswith(f"{_DEGRADED_WHY} (3): ") and items[0].count(" and ") == 3
+    assert items[1].startswith("within run-to-run variation (1): bridge · bare and kernel-mirred · bare at p99")
+
+
+def test_the_terminal_groups_pairs_not_called_alike():
+    from lowtail.cli.compare import _differences
+
+    doc, _ = comparison_document()
+    lines = [str(t) for t in _differences(doc)]
+    grouped = [line for line in lines if line.startswith("  a side has degraded runs")]
+    assert len(grouped) == 1 and grouped[0].count(" and ") == 3

@@ -69,13 +69,42 @@ def pages(tmp_path_factory):
     with open_store(edb) as store:
         record = certify_and_store(store, [str(eid)], CompareOptions())
     certificate = write_certificate(record, tmp / "certificate.html")
+    explain_page, explained_experiment = _explained(tmp)
     return {
         "analysis": analysis,
         "experiment": experiment_page,
         "compare": compare,
         "certificate": certificate,
         "record": record,
+        "explain": explain_page,
+        "explained_experiment": explained_experiment,
     }
+
+
+def _explained(tmp: Path) -> tuple[Path, Path]:
+    """`lowtail explain RUN -o explain.html` of a run whose trace shows a task preempting the
+    DuT, and its experiment's page (which shows the same stored explanation as a section)."""
+    import subprocess
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+    from compare_support import experiment as stored_experiment
+    from compare_support import store_run, trace_and_explain
+
+    db = tmp / "explained.duckdb"
+    with open_store(db) as store:
+        eid = stored_experiment(store, "explained", {"percentile": 99.9, "budget": "30us"})
+        run = store_run(store, tmp, eid, "fwd", seed=4, spike_probability=0.003, spike_ns=40_000)
+        trace_and_explain(store, run, tmp)
+    page = tmp / "explain.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "lowtail", "explain", str(run), "-o", str(page), "--db", str(db)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"page: {page}" in done.stderr + done.stdout
+    return page, write_experiment_report(db, eid, tmp / "explained-experiment.html")
 
 
 # Per plot: its traces with points, whether plotly drew it, and the rectangles of its plot
@@ -185,6 +214,27 @@ def test_the_verdict_table_fits_1400_px(browser, pages, page, table, verdict_cel
     assert 0 < right <= WIDTH
 
 
+def test_the_reason_of_each_verdict_is_whole_inside_the_window(browser, pages):
+    """The experiment's reasons on rows of their own, wrapped to the window at any width,
+    the table scrolled or not. Before: a "why" column right of the figures, pushed out of
+    sight behind the table's scroll bar below 1,250 px."""
+    browser.get(pages["experiment"].as_uri())
+    try:
+        for width in (WIDTH, 900):
+            browser.set_window_size(width, 1000)
+            inner, reasons = browser.execute_script(
+                "return [window.innerWidth, Array.from(document.querySelectorAll('.lt-runs td.why > div'))"
+                ".map(d => [d.getBoundingClientRect().left, d.getBoundingClientRect().right,"
+                " d.scrollWidth <= d.clientWidth, d.textContent])]"
+            )
+            assert reasons, "no reason shown"
+            for left, right, whole, text in reasons:
+                assert 0 <= left and right <= inner and whole, (width, left, right, text)
+                assert text.startswith("why: ") and not text.endswith("…")
+    finally:
+        browser.set_window_size(WIDTH, 1000)
+
+
 def test_a_short_analysis_shows_its_packet_rate(browser, pages):
     """0.4 s of traffic at 10 kpps: one partial second, drawn as a 10 kpps bar."""
     browser.get(pages["analysis"].as_uri())
@@ -198,7 +248,7 @@ def test_a_short_analysis_shows_its_packet_rate(browser, pages):
     assert all(9_000 < b[0] < 11_000 for b in bars)  # packets over the part of the second covered
 
 
-@pytest.mark.parametrize("page", ["analysis", "experiment", "compare", "certificate"])
+@pytest.mark.parametrize("page", ["analysis", "experiment", "compare", "certificate", "explain"])
 def test_the_first_screen_holds_the_verdicts(browser, pages, page, tmp_path):
     """A laptop's first screen (1366 × 768) of each page holds its verdict cards, whole,
     before any banner, the contents or a section (the experiment page opened with a wall of
@@ -295,3 +345,27 @@ def test_a_comparison_of_one_configuration_is_drawn_and_names_are_text(browser, 
         ".filter(t => (t.getAttribute('style') || '').includes('bold')).length"
     )
     assert bold == 0
+
+
+def _section(html: str, heading: str) -> str:
+    """A section's body: from its heading to the next section's."""
+    start = html.index(f">{heading}</h")
+    body = html[html.index(">", start + len(heading) + 2) + 1 :]
+    ends = [i for i in (body.find("<h2"), body.find("<h3"), body.find("<script"), body.find("</body>")) if i >= 0]
+    return body[: min(ends)]
+
+
+def test_explain_has_a_page_of_its_own(browser, pages):
+    """`lowtail explain RUN -o FILE`: the run's verdict card and the answer in a line first,
+    then the same stored explanation the experiment's page shows for the run."""
+    browser.get_log("browser")
+    browser.get(pages["explain"].as_uri())
+    errors = [e for e in browser.get_log("browser") if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    lead = browser.execute_script("return Array.from(document.querySelectorAll('p.lt-lead')).pop().innerText")
+    assert lead.startswith("another task preempted the DuT: hog") and "Remedy: " in lead, lead
+    assert browser.execute_script("return document.documentElement.scrollWidth") <= WIDTH
+    html, experiment_html = pages["explain"].read_text(), pages["explained_experiment"].read_text()
+    own = _section(html, "Causes of the tail")
+    assert "<table>" in own and "hog" in own
+    assert own == _section(experiment_html, "Run 1: causes of the tail")

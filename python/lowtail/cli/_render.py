@@ -105,6 +105,16 @@ class Column:
         return max(len(line) for text in [self.heading, *self.cells] for line in text.splitlines())
 
 
+def middle_cut(text: str, width: int) -> str:
+    """`text` in at most `width` characters: its middle replaced by "…" when it is longer
+    (a file name's start and its end both say which file it is)."""
+    if len(text) <= width:
+        return text
+    head = (width - 1) // 2
+    tail = width - 1 - head
+    return text[:head] + "…" + (text[-tail:] if tail else "")
+
+
 def fit_columns(columns: list[Column], width: int) -> list[Column]:
     """The columns left once optional ones are dropped, highest level first, until the
     table fits `width` (one space between columns)."""

@@ -17,7 +17,8 @@ from lowtail.units import format_counted
 @app.command(
     "export",
     help="Write stored runs to a bundle another database can import: their rows, analyses, matched "
-    "series, host metadata, the calibration runs of their floor and their model results, with a "
+    "series, host metadata, the calibration runs of their floor and their model results, their "
+    "kernel traces and explanations, with a "
     "manifest of checksums. SELECTION: " + SELECTION_HELP,
 )
 def export(
@@ -34,6 +35,11 @@ def export(
         warn(
             f"analyses {', '.join(map(str, manifest['series_missing']))} have no matched series to carry: "
             "a comparison elsewhere uses their stored figures only"
+        )
+    if manifest["traces_missing"]:
+        warn(
+            f"runs {', '.join(map(str, manifest['traces_missing']))} have lost their kernel traces: "
+            "their explanations travel, but explaining them again elsewhere finds no trace"
         )
     if json_out:
         print_json(manifest)

@@ -170,7 +170,7 @@ _MAX_UNRESOLVED_SHOWN = 8
 def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail import percentiles
     from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
-    from lowtail.report.tables import by_size, shared_notes
+    from lowtail.report.tables import by_size, not_called_by_reason, shared_notes
 
     family = doc.get("difference_family") or {}
     lines = []
@@ -202,12 +202,13 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
         unresolved.sort(key=lambda d: len(d["axes_differing"]) > 1)
     if unresolved:
         lines.append(Text(f"not called ({len(unresolved)}):"))
-        lines += [
-            Text(f"  {d['a']} and {d['b']} at {percentiles.by_key(d['percentile']).short}: {d['why']}")
-            for d in unresolved[:_MAX_UNRESOLVED_SHOWN]
-        ]
-        if len(unresolved) > _MAX_UNRESOLVED_SHOWN:
-            lines.append(Text(f"  … and {len(unresolved) - _MAX_UNRESOLVED_SHOWN} more (--json)"))
+        for why, pairs in not_called_by_reason(unresolved):
+            more = (
+                f"; … and {len(pairs) - _MAX_UNRESOLVED_SHOWN} more (--json)"
+                if len(pairs) > _MAX_UNRESOLVED_SHOWN
+                else ""
+            )
+            lines.append(Text(f"  {why} ({len(pairs)}): {'; '.join(pairs[:_MAX_UNRESOLVED_SHOWN])}{more}"))
     unbounded: dict[str, set[str]] = {}
     for d in doc["not_resolvable"]:
         if d["reason"] == UNBOUNDED:

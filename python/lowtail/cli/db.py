@@ -13,7 +13,7 @@ from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
-from lowtail.cli._render import analysis_tables, header_line
+from lowtail.cli._render import analysis_tables, header_line, middle_cut
 from lowtail.units import format_ns
 
 
@@ -49,31 +49,47 @@ def list_(
         ]
         for r in rows
     ]
+    header = ["id", "created", "label", "sent", "lost", p50, p99_999, "max", "pre capture"]
+    widths = [max([len(col), *(len(c[i]) for c in cells)]) for i, col in enumerate(header)]
+    console = table_console()
+    label_width, capture_width = _label_and_capture_widths(widths, console.width)
+    if capture_width < _CAPTURE_NARROWEST:  # a narrow terminal: the median gives way (`show` has it)
+        del header[5], widths[5]
+        cells = [c[:5] + c[6:] for c in cells]
+        label_width, capture_width = _label_and_capture_widths(widths, console.width)
     t = Table(box=None, pad_edge=False)
-    header = ("id", "created", "label", "sent", "lost", p50, p99_999, "max")
     for i, col in enumerate(header):
-        # Figures and dates keep their width; a long label, then the capture name, are cut short.
-        widest = max([len(col), *(len(c[i]) for c in cells)])
-        numeric = col not in ("created", "label")
+        # Figures and dates keep their width; the label and the capture's name share the rest,
+        # the name cut in its middle (its start and its end say which capture it is).
+        width = {"label": label_width, "pre capture": capture_width}.get(col, widths[i])
         t.add_column(
             col,
-            justify="right" if numeric else "left",
+            justify="left" if col in ("created", "label", "pre capture") else "right",
             no_wrap=True,
-            min_width=min(widest, 14) if col == "label" else widest,
-            max_width=14 if col == "label" else None,
+            min_width=width,
+            max_width=width,
             overflow="ellipsis",
         )
-    console = table_console()
-    narrow = console.width < _CAPTURE_SHOWN_FROM  # the figures first; the name is in `show`
-    if not narrow:
-        t.add_column("pre capture", no_wrap=True, overflow="ellipsis")
     for c in cells:
-        t.add_row(*(c[:-1] if narrow else c))
+        t.add_row(*c[:-1], middle_cut(c[-1], capture_width))
     console.print(t)
 
 
-_CAPTURE_SHOWN_FROM = 90
-"""Terminal columns from which `list` shows the capture's name."""
+_LABEL_WIDEST = 14
+_LABEL_NARROWEST = 8
+_CAPTURE_NARROWEST = 16
+
+
+def _label_and_capture_widths(widths: list[int], terminal: int) -> tuple[int, int]:
+    """The label's and the capture name's widths (the second and the last of `widths`) in a
+    terminal `terminal` columns wide, the other columns keeping theirs: the label up to 14,
+    giving way down to 8 while the name does not fit whole; the name the rest."""
+    label, capture = widths[2], widths[-1]
+    room = terminal - (sum(widths) - label - capture) - 2 * (len(widths) - 1)  # two spaces between columns
+    label = min(label, _LABEL_WIDEST)
+    if room - label < capture:
+        label = max(min(label, _LABEL_NARROWEST), room - capture)
+    return label, max(min(capture, room - label), 5)
 
 
 @app.command(help="Show one stored analysis (an id, or 'latest').")

@@ -30,6 +30,9 @@ def explain(
     ),
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Also write the explanation's page to this HTML file."
+    ),
 ) -> None:
     """`lowtail explain`."""
     from lowtail.explain.run import explain_run, latency_above
@@ -39,10 +42,16 @@ def explain(
     threshold = latency_above(above) if above is not None else None
     with open_store(db) as store:
         doc = explain_run(store, run_id_of(store, run), threshold)
+    if output is not None:
+        from lowtail.report.explain_page import write_explain_report
+
+        written = write_explain_report(db, doc["run"], output)
     if json_out:
         print_json(doc)
     else:
         show(doc)
+        if output is not None:
+            note(f"page: {written}")
     if doc.get("partial"):
         raise typer.Exit(EXIT_PARTIAL)
 

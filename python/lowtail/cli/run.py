@@ -139,7 +139,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         print_json([run_json(r, floors, exp.verdict) for r in rows])
     else:
         printer = table_console()
-        printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width))
+        # What degraded the runs is said once below, grouped by kind (degraded_lines).
+        printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width, degraded_said=True))
         lines = dut_verdict_lines(rows, exp.verdict)
         if lines:
             printer.print(f"\nverdict ({exp.verdict.describe()}):", markup=False)
@@ -153,7 +154,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
             f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
             f"{'; '.join(r['invalid_reasons'])}"
         )
-    for line in degraded_lines(rows):  # each run's own reason is in the table's notes
+    for line in degraded_lines(rows):  # said once per kind; the table's verdicts mark each run
         warn(line)
     if invalid:
         warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
@@ -214,12 +215,19 @@ def _axes_beside_dut(rows: Sequence[Mapping[str, Any]]) -> list[axes.Axis]:
 
 
 def runs_table(
-    experiment: dict[str, Any], rows: Sequence[Mapping[str, Any]], floors: Floor, verdict: Verdict, width: int = 80
+    experiment: dict[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    floors: Floor,
+    verdict: Verdict,
+    width: int = 80,
+    degraded_said: bool = False,
 ) -> Group:
     """The runs of an experiment as `lowtail run` prints them: every axis that varies among
     them, the median and the judged percentile beside the floor at it, the verdict; under
     the table why every run that did not plainly pass was judged as it was. Within `width`
-    columns: `sent`, `max` and then the median are left out where they do not fit."""
+    columns: `sent`, `max` and then the median are left out where they do not fit. With
+    `degraded_said` (the caller says what degraded the runs once, grouped: degraded_lines),
+    the notes leave it out: a degraded PASS needs no note, the others only their reason."""
     from lowtail.store.db import latency_column
 
     judged = verdict.judged
@@ -260,8 +268,9 @@ def runs_table(
     )
     notes: dict[str, list[str]] = {}
     for r, judgement in zip(rows, judgements):
-        if judgement.status not in (Status.FLOOR, Status.PASS) or judgement.degraded:
-            notes.setdefault(f"({judgement.label}): {judgement.explanation}", []).append(str(r["run_id"]))
+        if judgement.status not in (Status.FLOOR, Status.PASS) or (judgement.degraded and not degraded_said):
+            why = judgement.reason if degraded_said else judgement.explanation
+            notes.setdefault(f"({judgement.label}): {why}", []).append(str(r["run_id"]))
     # Runs judged alike for the same reason share one note.
     lines = [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
     if not floors and not all(r["calibration"] for r in rows):

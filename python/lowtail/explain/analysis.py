@@ -346,9 +346,11 @@ def _core_candidates(
         delay = s.overlap(a, post)
         first, last = coverage.get(s.cpu, (None, None))
         span = (first if first is not None else int(p.pre_ns[0]), last if last is not None else int(p.post_ns[-1]))
+        # Seeded by the packets, not the run's id: the same run explains the same in any
+        # database (an imported run keeps its explanation, tests/compare/test_bundle.py).
         chance = [
             float(pk.explains(s.overlap(sa, sb), excess).sum())
-            for sa, sb in shifted_windows(a, post, span, facts.run_id)
+            for sa, sb in shifted_windows(a, post, span, int(p.pre_ns[0]) & 0xFFFF_FFFF)
         ]
         kind, out_role = _kind_of(s, role, facts)
         out.append(

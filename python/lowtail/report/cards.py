@@ -45,6 +45,7 @@ class VerdictCard:
     emulated: bool = False
     notes: Sequence[str] = field(default_factory=tuple)
     degraded_runs: int | None = None  # when known apart from the judgements (a pooled configuration)
+    pooled_runs: int | None = None  # the runs a pooled configuration's one judgement stands for
     reason_always: bool = False  # the judgement's reason even for a PASS (the qualification record)
 
     @property
@@ -103,11 +104,10 @@ class VerdictCard:
         degraded = self.degraded_runs
         if degraded is None:
             degraded = sum(bool(j["degraded"]) for j in self.judgements)
+        runs = self.pooled_runs if self.pooled_runs is not None else len(self.judgements)
         marks = []
         if degraded:
-            marks.append(
-                f"degraded ({degraded} of {len(self.judgements)} runs)" if len(self.judgements) > 1 else "degraded"
-            )
+            marks.append(f"degraded ({degraded} of {runs} runs)" if runs > 1 else "degraded")
         if self.emulated:
             marks.append("emulated (TCG): not this hardware's latency")
         return marks

@@ -24,7 +24,7 @@ from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.experiment import status_class
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.report.tables import by_size, cause_headline, causes_table, shared_notes
+from lowtail.report.tables import by_size, cause_headline, causes_table, not_called_by_reason, shared_notes
 from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
@@ -123,7 +123,11 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
                 c["label"],
                 [c["verdict"]],
                 emulated=_emulated(c),
-                degraded_runs=len(c.get("degraded") or []),
+                # The configuration's "degraded" lists reasons; its runs say which are degraded.
+                degraded_runs=sum(bool(r.get("degraded")) for r in c["per_run"])
+                if c.get("per_run")
+                else int(bool(c.get("degraded"))),
+                pooled_runs=len(c["per_run"]) if c.get("per_run") else None,
                 notes=[
                     _margin(c),
                     f"{c['repetitions']} repetition{'s' if c['repetitions'] != 1 else ''}, "
@@ -258,7 +262,6 @@ def _differences(doc: dict[str, Any]) -> str:
     for summary, items in (
         (f"{len(smaller)} smaller differences", smaller),
         (f"Between configurations that differ on several axes ({len(several)})", several),
-        (f"Not called ({len(unresolved)})", unresolved),
     ):
         if items:
             body += (
@@ -266,6 +269,16 @@ def _differences(doc: dict[str, Any]) -> str:
                 + "".join(f"<li>{esc(_difference_text(d))}</li>" for d in items)
                 + "</ul></details>"
             )
+    if unresolved:
+        # One line per reason, its pairs after it: a reason most pairs share is said once.
+        body += (
+            f"<details><summary>{esc(f'Not called ({len(unresolved)})')}</summary><ul class='lt-not-called'>"
+            + "".join(
+                f"<li>{esc(why)} ({len(pairs)}): {esc('; '.join(pairs))}</li>"
+                for why, pairs in not_called_by_reason(unresolved)
+            )
+            + "</ul></details>"
+        )
     return "<h3>Differences</h3>" + how + body
 
 

@@ -77,8 +77,9 @@ def summary_section(
     floor_source: int | None = None,
 ) -> None:
     """The verdict of every run in one table, with the calibration floor beside each: the
-    run's identity and verdict first (never scrolled out of sight), its figures after, the
-    reason last (it wraps)."""
+    run's identity and verdict first (never scrolled out of sight), its figures after, and
+    the reason of a verdict on a row of its own under the run's, whole and wrapped to the
+    window (a column of its own was pushed out of sight behind the table's scroll bar)."""
     judged = percentiles.label(verdict.key)
     figures = [(k, lbl) for k, lbl in _with_judged(_SUMMARY_FIGURES, verdict) if k != verdict.key]
     shown = varying_axes(rows)
@@ -86,7 +87,7 @@ def summary_section(
         ["run", Cell("DuT", "text"), *(a.label for a in shown), "rate", Cell("verdict", "text"), judged]
         + [f"floor {judged}"]
         + [label for _, label in figures]
-        + ["sent", "lost", Cell("other options", "text"), Cell("why", "text")]
+        + ["sent", "lost", Cell("other options", "text")]
     )
     body = []
     for r in rows:
@@ -106,9 +107,11 @@ def summary_section(
                 format_count(r["sent"]),
                 format_count(r["lost"]),
                 Cell(_options_text(r["dut_config"], leave_out={a.option for a in shown}), "text options"),
-                Cell("" if judgement.status is verdicts.Status.FLOOR else judgement.explanation, "text why"),
             ]
         )
+        why = "" if judgement.status is verdicts.Status.FLOOR else judgement.explanation
+        if why:
+            body.append([Cell(f"<div>why: {esc(why)}</div>", "text why", html=True, span=len(header))])
     passed = sum(verdict.judge(r).status is verdicts.Status.PASS for r in rows)
     judged_runs = sum(not r["calibration"] for r in rows)
     page.add(
@@ -119,7 +122,11 @@ def summary_section(
         f"maximum); it is inconclusive when none reached the bound but there are too few to show the "
         f"percentile under it. {esc(_floor_text(experiment['experiment_id'], floors, floor_source))}</p>"
         "<style>.lt-runs td { white-space: nowrap; } .lt-runs td.verdict { font-weight: 600; } "
-        ".lt-runs td.why { white-space: normal; min-width: 16em; } .lt-runs table { font-size: .88em; } "
+        ".lt-runs tr:has(+ tr > td.why) > td { border-bottom: none; } "
+        # The reason stays in the window however far the table scrolls, wrapped to its width.
+        ".lt-runs td.why { white-space: normal; padding-top: 0; color: #444; } "
+        ".lt-runs td.why > div { position: sticky; left: 0; max-width: calc(100vw - 5em); padding-left: 1.5em; } "
+        ".lt-runs table { font-size: .88em; } "
         ".lt-runs td.options { white-space: normal; max-width: 14em; }</style>"
         f"<div class='lt-runs wide'>{table_html(header, body)}</div>" + _invalid_list(rows),
     )

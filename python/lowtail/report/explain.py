@@ -1,7 +1,8 @@
-"""A run's stored explanation on its report page (`lowtail explain`, stored by the run's
-sweep or the command): the causes of its tail ranked, each with its evidence and remedy, the
-unexplained share; and the headline, once per page, when the host could not measure what
-was asked. Read from the store only (store/explain.py): nothing is worked out here."""
+"""A run's stored explanation (`lowtail explain`, stored by the run's sweep or the command)
+as a section of a page (the experiment's, and the explanation's own: report/explain_page.py):
+the causes of its tail ranked, each with its evidence and remedy, the unexplained share; and
+the headline, once per page, when the host could not measure what was asked. Read from the
+store only (store/explain.py): nothing is worked out here."""
 
 from __future__ import annotations
 

@@ -128,11 +128,16 @@ class Cell:
     css: str = ""
     html: bool = False
     title: str = ""  # shown on hover
+    span: int = 1  # columns it spans (a row of its own under a table's row: the reason of a verdict)
 
     def render(self) -> str:
         """The <td> of this cell."""
         body = str(self.text) if self.html else esc(self.text)
-        attrs = (f" class='{self.css}'" if self.css else "") + (f" title='{esc(self.title)}'" if self.title else "")
+        attrs = (
+            (f" class='{self.css}'" if self.css else "")
+            + (f" title='{esc(self.title)}'" if self.title else "")
+            + (f" colspan='{self.span}'" if self.span > 1 else "")
+        )
         return f"<td{attrs}>{body}</td>"
 
 

@@ -291,3 +291,13 @@ def by_size(found: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def shared_notes(found: Sequence[Mapping[str, Any]]) -> list[str]:
     """The notes of a list of differences, each once ("one repetition of …" was said per line)."""
     return list(dict.fromkeys(str(d["note"]) for d in found if d.get("note")))
+
+
+def not_called_by_reason(pairs: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """Pairs not called, grouped by why (a reason many pairs share is said once, with its
+    pairs after it), the reason of the most pairs first."""
+    groups: dict[str, list[str]] = {}
+    for d in pairs:
+        pair = f"{d['a']} and {d['b']} at {percentiles.by_key(d['percentile']).short}"
+        groups.setdefault(str(d.get("why") or d.get("reason") or "not called"), []).append(pair)
+    return sorted(groups.items(), key=lambda group: -len(group[1]))

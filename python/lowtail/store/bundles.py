@@ -3,9 +3,10 @@ schema/012_bundles.sql): reading the stored rows of some runs out as Arrow table
 adding a bundle's rows to this database under new ids, with their origin recorded.
 
 Which rows travel: the runs named and the calibration runs their floors come from, their
-experiments (file, host), their analyses with every bulky table, their interrupt samples,
-and the model results computed from them. The files themselves (Parquet, the manifest)
-are `lowtail.bundle`'s business.
+experiments (file, host), their analyses with every bulky table and their latency summaries
+(what comparisons pool), their interrupt samples, their kernel traces' documents and their
+explanations with their causes, and the model results computed from them. The files
+themselves (Parquet, the manifest) are `lowtail.bundle`'s business.
 
 A bundle's rows are untrusted: `check_rows` refuses, before the first write, columns of
 another type than this database's, empty values where none may be, ids twice, rows that
@@ -32,10 +33,17 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("analysis_histograms", "analysis_id"),
     ("analysis_worst", "analysis_id"),
     ("analysis_rates", "analysis_id"),
+    ("analysis_summaries", "analysis_id"),
     ("runs", "run_id"),
     ("run_interrupts", "run_id"),
+    ("run_traces", "run_id"),
+    ("run_explanations", "run_id"),
+    ("run_causes", "run_id"),
     ("model_results", "model_id"),
 )
+# The tables bundles carry since format version 2 (issue 23's explanations, issue 22's
+# summaries): a bundle of format version 1 has none of them, and is read as having no rows.
+SINCE_VERSION_2: frozenset[str] = frozenset({"analysis_summaries", "run_traces", "run_explanations", "run_causes"})
 # The most rows a bundle may carry per table, and per analysis or run of the bulky ones
 # (what lowtail itself stores: at most 10^6 worst events, 10^4 bins of three histograms, an
 # .hgrm of a few thousand rows, a rate per second for 23 days, interrupt samples of a long run).
@@ -49,6 +57,10 @@ MAX_ROWS: dict[str, int] = {
     "analysis_worst": 20_000_000,
     "analysis_rates": 20_000_000,
     "run_interrupts": 20_000_000,
+    "analysis_summaries": 100_000,
+    "run_traces": 100_000,
+    "run_explanations": 100_000,
+    "run_causes": 10_000_000,
 }
 PER_PARENT: dict[str, tuple[str, int]] = {
     "analysis_percentiles": ("analyses", 100_000),
@@ -56,6 +68,11 @@ PER_PARENT: dict[str, tuple[str, int]] = {
     "analysis_worst": ("analyses", 1_000_000),
     "analysis_rates": ("analyses", 4_000_000),
     "run_interrupts": ("runs", 10_000_000),
+    "analysis_summaries": ("analyses", 1),
+    "run_traces": ("runs", 1),
+    "run_explanations": ("runs", 1),
+    # A cause per kind, role and CPU: far fewer than this on any host.
+    "run_causes": ("runs", 10_000),
 }
 # What makes two rows of a bulky table the same row (a bundle that repeats one is refused).
 _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
@@ -63,6 +80,10 @@ _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "analysis_rates": ("analysis_id", "side", "second"),
     "analysis_worst": ("analysis_id", "pre_ts_ns", "latency_ns", "packet_id"),
     "run_interrupts": ("run_id", "source", "t_ns", "cpu", "kind"),
+    "analysis_summaries": ("analysis_id",),
+    "run_traces": ("run_id",),
+    "run_explanations": ("run_id",),
+    "run_causes": ("run_id", "rank"),
 }
 # Which ids a row names, and the table that must carry them (None allowed where the column is).
 _REFERENCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
@@ -72,6 +93,10 @@ _REFERENCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     "analysis_worst": (("analysis_id", "analyses", False),),
     "analysis_rates": (("analysis_id", "analyses", False),),
     "run_interrupts": (("run_id", "runs", False),),
+    "analysis_summaries": (("analysis_id", "analyses", False),),
+    "run_traces": (("run_id", "runs", False),),
+    "run_explanations": (("run_id", "runs", False),),
+    "run_causes": (("run_id", "runs", False),),
 }
 
 
@@ -133,6 +158,9 @@ def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) ->
         "experiments": ("list_contains(?::BIGINT[], experiment_id)", [experiments]),
         "runs": ("list_contains(?::BIGINT[], run_id)", [ids]),
         "run_interrupts": ("list_contains(?::BIGINT[], run_id)", [ids]),
+        "run_traces": ("list_contains(?::BIGINT[], run_id)", [ids]),
+        "run_explanations": ("list_contains(?::BIGINT[], run_id)", [ids]),
+        "run_causes": ("list_contains(?::BIGINT[], run_id)", [ids]),
         "model_results": (
             "list_contains(?::BIGINT[], run_id) OR list_contains(?::BIGINT[], analysis_id) "
             "OR (run_id IS NULL AND analysis_id IS NULL AND list_contains(?::BIGINT[], experiment_id))",
@@ -190,6 +218,8 @@ def _compatible(db_type: str, arrow_type: Any) -> bool:
         return bool(pt.is_floating(arrow_type))
     if db_type == "BOOLEAN":
         return bool(pt.is_boolean(arrow_type))
+    if db_type == "BLOB":
+        return bool(pt.is_binary(arrow_type) or pt.is_large_binary(arrow_type))
     if db_type in ("VARCHAR", "JSON"):
         return bool(pt.is_string(arrow_type) or pt.is_large_string(arrow_type))
     if db_type.startswith("TIMESTAMP"):
@@ -197,7 +227,17 @@ def _compatible(db_type: str, arrow_type: Any) -> bool:
     return False
 
 
-def check_rows(store: Store, tables: dict[str, Any], series_ids: set[int]) -> None:
+def with_absent_tables(store: Store, tables: dict[str, Any]) -> dict[str, Any]:
+    """The bundle's tables, with the ones a bundle of an earlier format version lacks as
+    tables of no rows (this database's columns)."""
+    return tables | {
+        table: store.con.sql(f"SELECT * FROM {table} LIMIT 0").to_arrow_table()
+        for table, _ in TABLES
+        if table not in tables
+    }
+
+
+def check_rows(store: Store, tables: dict[str, Any], series_ids: set[int], trace_ids: set[int] | None = None) -> None:
     """Refuse (RowsRefused) a bundle's rows that this database could not take whole: every
     rule is checked before the first write, so that a refused bundle changes nothing."""
     counts = {table: rows.num_rows for table, rows in tables.items()}
@@ -237,6 +277,10 @@ def check_rows(store: Store, tables: dict[str, Any], series_ids: set[int]) -> No
         stray = sorted(series_ids - analyses)
         if stray:
             raise RowsRefused(f"series/analysis-{stray[0]}.parquet", "is the series of no analysis in the bundle")
+        traced = {r for (r,) in con.execute("SELECT run_id FROM check_run_traces WHERE path IS NOT NULL").fetchall()}
+        stray = sorted((trace_ids or set()) - traced)
+        if stray:
+            raise RowsRefused(f"traces/run-{stray[0]}.parquet", "is the trace of no traced run in the bundle")
     finally:
         for name in names:
             con.unregister(name)
@@ -425,11 +469,13 @@ def import_rows(
     data_dir: str,
     series_paths: dict[int, str],
     known: KnownContent | None = None,
+    trace_paths: dict[int, str] | None = None,
 ) -> dict[str, Any]:
     """Add a bundle's rows (Arrow tables by name) under new ids, in one transaction: ids
-    remapped wherever a row names another, each experiment's origin recorded, its data
-    directory and its runs' series paths (`series_paths`: old analysis id → file) set to
-    where the files now are, captures not carried left out. Rows this database holds already
+    remapped wherever a row names another (in the explanations' documents too), each
+    experiment's origin recorded, its data directory, its runs' series paths (`series_paths`:
+    old analysis id → file) and trace paths (`trace_paths`: old run id → file) set to where
+    the files now are, captures not carried left out. Rows this database holds already
     (`known`, by content) are not added again: what names them names the rows here. Returns
     the import's id and the new ids."""
     import pyarrow as pa
@@ -438,6 +484,7 @@ def import_rows(
     con = store.con
     views = {f"bundle_{table}": _with_all_columns(store, table, tables[table]) for table, _ in TABLES}
     views["bundle_series"] = _series_table(series_paths)
+    views["bundle_trace_files"] = _series_table(trace_paths or {})
     for table in _NEW_IDS:
         pairs = known.of(table)
         views[f"known_{table}"] = pa.table(
@@ -525,7 +572,13 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 (SELECT path FROM bundle_series s WHERE s.old_id = b.analysis_id) AS series_path)
             FROM bundle_analyses b WHERE b.analysis_id NOT IN (SELECT old_id FROM known_analyses)"""
     )
-    for table in ("analysis_percentiles", "analysis_histograms", "analysis_worst", "analysis_rates"):
+    for table in (
+        "analysis_percentiles",
+        "analysis_histograms",
+        "analysis_worst",
+        "analysis_rates",
+        "analysis_summaries",
+    ):
         con.execute(
             f"INSERT INTO {table} BY NAME SELECT * REPLACE ({_new('analyses', 'analysis_id', 'b')} AS analysis_id) "
             f"FROM bundle_{table} b WHERE b.analysis_id NOT IN (SELECT old_id FROM known_analyses)"
@@ -543,6 +596,7 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
         f"INSERT INTO run_interrupts BY NAME SELECT * REPLACE ({_new('runs', 'run_id', 'b')} AS run_id) "
         f"FROM bundle_run_interrupts b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     )
+    _insert_explanations(store)
     con.execute(
         f"""INSERT INTO model_results BY NAME SELECT * REPLACE (
                 {_new("model_results", "model_id", "b")} AS model_id,
@@ -550,4 +604,33 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 {_new("runs", "run_id", "b")} AS run_id,
                 {_new("analyses", "analysis_id", "b")} AS analysis_id)
             FROM bundle_model_results b WHERE b.model_id NOT IN (SELECT old_id FROM known_model_results)"""
+    )
+
+
+def _insert_explanations(store: Store) -> None:
+    """The runs' traces and explanations under the runs' new ids: each trace's file where the
+    import put it (no file: the path is dropped, and explaining the run again says the trace
+    is gone), each explanation's document naming the run's new id and its trace's new path."""
+    con = store.con
+    trace_file = "(SELECT path FROM bundle_trace_files f WHERE f.old_id = b.run_id)"
+    con.execute(
+        f"""INSERT INTO run_traces BY NAME SELECT * REPLACE (
+                {_new("runs", "run_id", "b")} AS run_id,
+                {trace_file} AS path,
+                CASE WHEN b.document->>'path' IS NULL THEN b.document
+                     ELSE json_merge_patch(b.document, json_object('path', {trace_file})) END AS document)
+            FROM bundle_run_traces b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"""
+    )
+    con.execute(
+        f"""INSERT INTO run_explanations BY NAME SELECT * REPLACE (
+                {_new("runs", "run_id", "b")} AS run_id,
+                CASE WHEN b.document->'trace'->>'path' IS NULL
+                     THEN json_merge_patch(b.document, json_object('run', {_new("runs", "run_id", "b")}))
+                     ELSE json_merge_patch(b.document, json_object('run', {_new("runs", "run_id", "b")},
+                          'trace', json_object('path', {trace_file}))) END AS document)
+            FROM bundle_run_explanations b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"""
+    )
+    con.execute(
+        f"INSERT INTO run_causes BY NAME SELECT * REPLACE ({_new('runs', 'run_id', 'b')} AS run_id) "
+        f"FROM bundle_run_causes b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     )

@@ -408,6 +408,33 @@ def write(table: pa.Table, info: TraceInfo, path: Path) -> None:
     partial.replace(path)
 
 
+def check(path: Path, max_intervals: int) -> None:
+    """Refuse (ValueError, the rule in words) a file that is not a trace `write` could have
+    written: other columns or types than SCHEMA's, more than `max_intervals` intervals, or
+    recording facts of other types than TraceInfo's (a bundle's trace is untrusted input, and
+    `read` trusts its file)."""
+    import msgspec
+
+    try:
+        metadata = pq.ParquetFile(path).metadata
+    except (pa.ArrowException, OSError, ValueError) as e:
+        first = str(e).strip().splitlines()
+        raise ValueError(f"is not a Parquet file ({first[0][:200] if first else type(e).__name__})") from None
+    if not metadata.schema.to_arrow_schema().remove_metadata().equals(SCHEMA):
+        raise ValueError(f"has other columns than a trace's ({', '.join(SCHEMA.names)})")
+    if metadata.num_rows > max_intervals:
+        raise ValueError(f"holds {metadata.num_rows:,} intervals, more than a trace may ({max_intervals:,})")
+    raw = (metadata.metadata or {}).get(_METADATA_KEY)
+    if raw is None:
+        raise ValueError("has no recording facts in its metadata")
+    try:
+        info = msgspec.json.decode(raw, type=TraceInfo)
+        for c in info.coverage:
+            msgspec.convert(c, CpuCoverage)
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise ValueError(f"its recording facts are not a trace's ({e})") from None
+
+
 def read(path: Path) -> tuple[pa.Table, TraceInfo]:
     """A trace file's intervals and recording facts."""
     table = pq.read_table(path)

@@ -1,0 +1,61 @@
+"""A run's explanation as a page of its own (`lowtail explain RUN -o FILE`): the run's
+verdict card and the answer in a line first (the cause that explains the most of its tail,
+and its remedy), the headline when the host could not measure, then the same section of the
+stored explanation the experiment's page shows (report/explain.py). Read from the store only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lowtail import verdict as verdicts
+from lowtail.report.cards import cards_html
+from lowtail.report.experiment import experiment_cards
+from lowtail.report.explain import KIND_WORDS, explain_section, headline_banner
+from lowtail.report.page import Page, esc
+from lowtail.store import DbPath, open_store
+from lowtail.store import runs as runstore
+from lowtail.store.db import Store
+from lowtail.store.explain import explanation
+from lowtail.units import format_percent, format_rate
+
+
+def write_explain_report(db: DbPath, run_id: int, output: Path) -> Path:
+    """The page of one run's stored explanation: its verdict card and the answer in a line
+    first (the cause that explains the most of the tail, or that none does), the headline
+    when the host could not measure, then the section the experiment's page shows."""
+    with open_store(db, read_only=True) as store:
+        (run,) = runstore.select_runs(store, run_ids=[run_id])
+        experiment_id = run["experiment_id"]
+        assert experiment_id is not None  # a stored run belongs to an experiment
+        experiment = runstore.experiment(store, experiment_id)
+        verdict = verdicts.stored_verdict(experiment["spec"])
+        rows = [r for r in runstore.runs(store, experiment_id) if r["run_id"] == run_id]
+        page = Page(
+            title=f"lowtail explain: run {run_id}",
+            subtitle=f"experiment {experiment_id} — {experiment['name']} · {run['dut_name']} "
+            f"at {format_rate(run['rate_pps'])}, repetition {run['repetition']}",
+        )
+        page.lead(cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}") + _answer(store, run_id))
+        headline_banner(page, store, [run_id])
+        explain_section(page, store, run_id, "Causes of the tail", level=2)
+    return page.write(output)
+
+
+def _answer(store: Store, run_id: int) -> str:
+    """The explanation in one line: the leading cause and its remedy, or that none stands out."""
+    doc = explanation(store, run_id)
+    if doc is None:
+        return f"<p class='lt-lead'>Not explained yet: <code>lowtail explain {run_id}</code> works it out.</p>"
+    causes = doc.get("causes") or []
+    if not causes:
+        return (
+            f"<p class='lt-lead'><b>No cause explains more of the tail than chance would</b> "
+            f"({esc(format_percent(doc['unexplained_share']))} of it unexplained).</p>"
+        )
+    top = causes[0]
+    what = top["evidence"].get("what")
+    return (
+        f"<p class='lt-lead'><b>{esc(KIND_WORDS.get(top['kind'], top['kind']))}</b>"
+        f"{esc(f': {what}' if what else '')} explains {esc(format_percent(top['share']))} of the "
+        f"{doc['tail']['packets']:,} tail packets. Remedy: {esc(top['remedy']['action'])}.</p>"
+    )
