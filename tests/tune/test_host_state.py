@@ -1,0 +1,96 @@
+"""The host-state fingerprint (host/state.py) and the run-time remedies tune adds to host
+apply (a task's CPUs, with its exact undo). Fixture sysroots and a child process of the test:
+nothing else on the live host is touched."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from host_fixtures import make_sysroot  # noqa: E402
+
+from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo  # noqa: E402
+from lowtail.host.plan import CorePlan  # noqa: E402
+from lowtail.host.state import differing, read_host_state  # noqa: E402
+from lowtail.host.sysroot import SysRoot  # noqa: E402
+from lowtail.store.records import HOST_STATE_AXIS  # noqa: E402
+
+
+def test_tuned_and_untuned_hosts_differ_in_the_settings_that_decide_the_tail(tmp_path):
+    untuned = SysRoot.open(make_sysroot(tmp_path / "u", tuned=False))
+    tuned = SysRoot.open(make_sysroot(tmp_path / "t", tuned=True))
+    a, b = read_host_state(untuned, [0, 1]), read_host_state(tuned, [0, 1])
+    assert a["id"] != b["id"] and len(a["id"]) == 10
+    diff = differing(a["settings"], b["settings"])
+    assert {"kernel command line", "isolated CPUs", "nohz_full CPUs", "rcu_nocbs CPUs"} <= set(diff)
+    assert diff["rcu_nocbs CPUs"] == ("none", "1-3")
+    # Read again: the same id (nothing changed), and the axis reads it from a run row.
+    assert read_host_state(untuned, [0, 1]) == a
+    assert HOST_STATE_AXIS.value({"host_state": a}) == a["id"]
+
+
+def test_one_sysctl_written_changes_exactly_that_setting(tmp_path):
+    root_dir = make_sysroot(tmp_path / "u", tuned=False)
+    root = SysRoot.open(root_dir)
+    before = read_host_state(root, [1])
+    (root_dir / "proc/sys/vm/stat_interval").write_text("3600\n")
+    after = read_host_state(root, [1])
+    assert differing(before["settings"], after["settings"]) == {"vm.stat_interval": ("1", "3600")}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or len(os.sched_getaffinity(0)) < 2, reason="needs root and 2 CPUs")
+def test_a_tasks_cpus_move_and_undo_restores_them_exactly(tmp_path):
+    """tune's move of a task off the DuT's core: applied through host apply (undo file
+    first), read back, undone to the exact CPUs it had; a task that has ended is left alone."""
+    cpus = sorted(os.sched_getaffinity(0))
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.sched_setaffinity(child.pid, {cpus[0]})
+        time.sleep(0.1)
+        root = SysRoot.open(None)
+        rel = f"proc/{child.pid}/task/{child.pid}"
+        ch = Change("CPUs of the child", rel, str(cpus[1]), str(cpus[0]), str(cpus[0]), compare="cpulist",
+                    kind="affinity", task_start=task_start(root, rel))  # fmt: skip
+        plan = CorePlan((cpus[1],), (cpus[0],), "test")
+        apply_changes(root, [ch], plan, tmp_path / "u.json")
+        assert os.sched_getaffinity(child.pid) == {cpus[1]} and read_setting(root, ch) == str(cpus[1])
+        undo(tmp_path / "u.json")
+        assert os.sched_getaffinity(child.pid) == {cpus[0]}
+        # Applied again, then the task ends: undo has nothing left to restore and says nothing is wrong.
+        ch.status, ch.after = "planned", None
+        apply_changes(root, [ch], plan, tmp_path / "v.json")
+        child.kill()
+        child.wait()
+        undo(tmp_path / "v.json")
+        assert not (tmp_path / "v.json").exists()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_an_undo_file_naming_another_tasks_path_shape_is_refused(tmp_path):
+    """An affinity change must name a thread's /proc directory: anything else is not apply's."""
+    import json
+
+    from lowtail.errors import UserError
+
+    root_dir = make_sysroot(tmp_path / "u", tuned=False)
+    doc = {
+        "format": "lowtail-host-undo/1",
+        "state": "applied",
+        "sysroot": str(root_dir.resolve()),
+        "plan": {},
+        "changes": [
+            {"setting": "x", "path": "proc/sys/kernel/core_pattern", "written": "1", "before": "0",
+             "restore": "0", "kind": "affinity", "status": "applied"}
+        ],
+    }  # fmt: skip
+    (tmp_path / "u.json").write_text(json.dumps(doc))
+    with pytest.raises(UserError, match="not a setting"):
+        undo(tmp_path / "u.json")
