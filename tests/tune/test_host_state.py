@@ -14,7 +14,6 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from host_fixtures import make_sysroot  # noqa: E402
-
 from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo  # noqa: E402
 from lowtail.host.plan import CorePlan  # noqa: E402
 from lowtail.host.state import differing, read_host_state  # noqa: E402

@@ -23,7 +23,7 @@ from typing import Any
 
 from lowtail import signals
 from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument
-from lowtail.errors import Interrupted, UserError
+from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.spec import Experiment
 from lowtail.host.apply import Change, apply_changes, undo
 from lowtail.host.facts import Host
@@ -203,20 +203,20 @@ def _try(
 def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: BaseException) -> None:
     """Stopped during a trial: undo it (a later signal only notes, signals.py), store the
     session as interrupted, and say what the host holds."""
+    tried = {p.id for p in trial.proposals} - set(doc["kept"])
     with signals.held():
-        restored = ""
-        tried = {p.id for p in trial.proposals}
-        if trial.undo_path.exists() and not tried <= set(doc["kept"]):
+        what = "not in force (never applied, or rolled back by apply)"
+        if trial.undo_path.exists() and tried:
+            what = "undone"
             try:
                 undo(trial.undo_path, force=True)
-            except UserError as e:
-                restored = f"; undoing it failed ({e}): run `lowtail host undo {trial.undo_path}`"
+            except (UserError, Failure) as e:
+                what = f"not undone ({e}): run `lowtail host undo {trial.undo_path}`"
         doc["status"] = "interrupted"
         _save(db, doc)
     kept = ", ".join(doc["kept"]) or "nothing"
     raise Interrupted(
-        f"interrupted: the change being tried ({', '.join(sorted(tried - set(doc['kept'])) or '–')}) was "
-        f"undone{restored}; "
+        f"interrupted: the change being tried ({', '.join(sorted(tried)) or '–'}) is {what}; "
         f"the host holds what tune kept: {kept} (tune session {doc['tune_id']})"
     ) from None
 
