@@ -77,7 +77,7 @@ def before(tmp_path_factory):
     return d, json.loads(done.stdout)[0]["experiment_id"]
 
 
-@pytest.mark.parametrize("phase", ["apply", "measure-after", "compare", "decide"])
+@pytest.mark.parametrize("phase", ["measure-before", "propose", "apply", "measure-after", "compare", "decide"])
 @pytest.mark.parametrize(
     ("sig", "times"), [(signal.SIGINT, 1), (signal.SIGINT, 2), (signal.SIGTERM, 1)], ids=["ctrl-c", "double", "term"]
 )
@@ -99,6 +99,30 @@ def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(befo
     # Nothing was kept (the trial was cut short), so the host is exactly as before tune.
     assert STAT_INTERVAL.read_text().strip() == stat_before
     assert not list(undo_dir.glob("*.undo.json")), "an undo file of a change still in force"
+    if phase in ("measure-before", "propose"):
+        return  # before any change: the command's own interruption line
     assert "the host holds what tune kept: nothing" in said[-1], said
     if phase != "apply":
         assert "vm.stat_interval) is undone" in said[-1], said
+
+
+def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
+    """`tune --after-reboot ID`: the session's before (stored by a dry run that took it with
+    --before, measuring nothing) compared with a new measurement; the result is added to the
+    session, which `--json` prints again; an unknown session is one line and exit 2."""
+    d, eid = before
+    base = [*LOWTAIL, "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--json"]
+    planned = subprocess.run([*base, "--before", str(eid)], capture_output=True, text=True)
+    assert planned.returncode == 0, planned.stderr
+    session = json.loads(planned.stdout)
+    assert session["dry_run"] and session["before"] == eid
+    done = subprocess.run([*base, "--after-reboot", str(session["tune_id"])], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["tune_id"] == session["tune_id"] and doc["before"] == eid
+    (later,) = doc["after_reboot"]
+    assert later["after"] not in (None, eid) and later["effect"] and later["comparison_id"] == doc["comparison_id"]
+    assert later["cmdline"] == Path("/proc/cmdline").read_text().strip()
+    missing = subprocess.run([*base, "--after-reboot", "999"], capture_output=True, text=True)
+    assert missing.returncode == 2 and json.loads(missing.stdout)["exit_code"] == 2
+    assert "no tune session 999" in missing.stderr

@@ -2,7 +2,9 @@
 
 apply changes what needs no reboot — IRQ affinities, vm.stat_interval, transparent huge
 pages, KSM, the frequency governor and C-states of the DuT cores, timer migration, and a
-cpuset for the DuT — and nothing else. It is all or nothing: the undo file is written
+cpuset for the DuT; for `lowtail tune` also the CPUs a task may run on (moved off the DuT's
+core, the thread named by pid and start time so that a pid used again is never touched) — and
+nothing else. It is all or nothing: the undo file is written
 before the first change; a change that fails, or a stop signal (SIGINT, SIGTERM, SIGHUP:
 held until the write in progress is made and recorded), rolls back everything made, and
 the undo file goes only once every setting reads back as before. undo restores exactly
@@ -45,7 +47,6 @@ SETTING_FILES = re.compile(
     r"|sys/devices/system/cpu/cpu\d+/cpufreq/scaling_governor"
     r"|sys/devices/system/cpu/cpu\d+/cpuidle/state\d+/disable"
     r"|proc/irq/default_smp_affinity|proc/irq/\d+/smp_affinity_list"
-    r"|proc/sys/kernel/sched_rt_runtime_us"
 )
 # A thread's allowed CPUs (kind "affinity"): moved with sched_setaffinity, named by its
 # /proc directory and its start time (a pid used again is another task, never touched).

@@ -185,13 +185,6 @@ _REMEDIES = (
         BOTH,
     ),
     Remedy(
-        "no-rt-throttling",
-        "let real-time tasks run without the 50 ms-per-second throttle (kernel.sched_rt_runtime_us = -1): a "
-        "busy-polling real-time DuT is otherwise stopped for 50 ms every second",
-        (),
-        T2,
-    ),
-    Remedy(
         "pin-vcpus",
         "pin the VM's vCPU threads to isolated host cores of their own, real-time, with the emulator's "
         "threads on housekeeping cores; isolate the guest's cores too (`host plan --guest-vcpus`)",
