@@ -303,6 +303,9 @@ def test_the_tune_page_overlays_before_and_after_and_says_what_was_kept(browser,
     from lowtail.report.tune import tune_page
 
     comparison, drawn = comparison_document()
+    comparison["host_state_differences"] = [
+        {"a_index": 0, "b_index": 1, "settings": {"CPU 1 real-time tasks": ["lowtail-hog:60", "none"]}}
+    ]
     change = {
         "id": "move-pid-4121", "setting": "CPUs of lowtail-hog (pid 4121, thread 4121)",
         "cause": "preemption on CPU 1: lowtail-hog (pid 4121, real-time priority 60), 60 % of the tail",
@@ -327,3 +330,4 @@ def test_the_tune_page_overlays_before_and_after_and_says_what_was_kept(browser,
     text = browser.find_element("tag name", "body").text
     assert "kept" in text and "undone" in text and "GRUB_CMDLINE_LINUX_DEFAULT" in text
     assert "lowtail host undo /root/lowtail-tune-1-1.undo.json" in text
+    assert "Host state" in text and "lowtail-hog:60" in text  # where before and after's fingerprints differ

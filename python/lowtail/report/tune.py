@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lowtail.report.compare import PAGE_STYLE, Drawn, hdr_section, table_section
+from lowtail.report.compare import PAGE_STYLE, Drawn, hdr_section, host_state_section, table_section
 from lowtail.report.page import Cell, Page, esc, table_html
 from lowtail.store import DbPath, open_store
 from lowtail.store import comparisons as comparestore
@@ -79,6 +79,7 @@ def tune_page(doc: dict[str, Any], comparison: dict[str, Any] | None, drawn: Dra
     if comparison is not None:
         hdr_section(page, comparison, drawn)
         table_section(page, comparison)
+        host_state_section(page, comparison)
     _boot_section(page, doc)
     for r in doc.get("after_reboot") or []:
         page.add(
