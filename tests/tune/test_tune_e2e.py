@@ -77,6 +77,15 @@ def intruder():
         proc.wait()
 
 
+@pytest.fixture(autouse=True)
+def stat_interval_kept_as_it_was():
+    """Should an assertion stop a test while tune's change is kept, vm.stat_interval goes back."""
+    before = STAT_INTERVAL.read_text()
+    yield
+    if STAT_INTERVAL.read_text() != before:
+        STAT_INTERVAL.write_text(before)
+
+
 def tune(tmp_path: Path, *args: str) -> tuple[int, dict, str]:
     done = subprocess.run(
         [*LOWTAIL, "tune", str(tmp_path / "t.toml"), "--db", str(tmp_path / "t.duckdb"), "--json", *args],
@@ -184,3 +193,35 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
         undone = subprocess.run([*LOWTAIL, "host", "undo", moved["undo_file"]], capture_output=True, text=True)
         assert undone.returncode == 0, undone.stderr
         assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]}
+
+
+def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(tmp_path, intruder):
+    """All at once: one trial, one undo file for both changes; kept together when the
+    comparison calls the improvement (the move dominates), else both undone — never one of
+    them left behind. host undo of the kept file restores both exactly."""
+    if not HOUSEKEEPING:
+        pytest.skip("one CPU: there is no other core to move a task to")
+    (tmp_path / "t.toml").write_text(EXPERIMENT)
+    stat_before = STAT_INTERVAL.read_text().strip()
+    code, planned, stderr = tune(tmp_path)
+    assert code == 0, stderr
+    move = f"move-pid-{intruder.pid}"
+    if move not in [c["id"] for c in planned["changes"]]:
+        pytest.skip("this host could not measure the DuT (explain did not find the intruder)")
+    code, doc, stderr = tune(
+        tmp_path, "--yes", "--before", str(planned["before"]), "--only", f"{move},vm.stat_interval",
+        "--undo-dir", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0, stderr
+    changes = {c["id"]: c for c in doc["changes"]}
+    assert changes[move]["after"] == changes["vm.stat_interval"]["after"] is not None  # one measurement
+    assert changes[move]["kept"] == changes["vm.stat_interval"]["kept"]
+    kept = changes[move]["kept"]
+    assert os.sched_getaffinity(intruder.pid) == (HOUSEKEEPING if kept else {PLAN.dut[0]})
+    assert STAT_INTERVAL.read_text().strip() == ("3600" if kept else stat_before)
+    if kept:
+        assert changes[move]["undo_file"] == changes["vm.stat_interval"]["undo_file"]
+        undone = subprocess.run([*LOWTAIL, "host", "undo", changes[move]["undo_file"]], capture_output=True, text=True)
+        assert undone.returncode == 0, undone.stderr
+    assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]}
+    assert STAT_INTERVAL.read_text().strip() == stat_before
