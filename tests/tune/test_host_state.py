@@ -93,3 +93,28 @@ def test_an_undo_file_naming_another_tasks_path_shape_is_refused(tmp_path):
     (tmp_path / "u.json").write_text(json.dumps(doc))
     with pytest.raises(UserError, match="not a setting"):
         undo(tmp_path / "u.json")
+
+
+def test_tune_proposes_for_the_causes_explain_found_then_the_guidelines(tmp_path):
+    """On an untuned fixture host: interrupts on the DuT's core → their IRQs sent to the
+    housekeeping core (the cause named); then the guidelines not in place, each a remedies-table
+    entry with its study; a preempting task that no longer exists is proposed nothing."""
+    from lowtail.tune.proposals import GUIDELINE, propose
+
+    root = SysRoot.open(make_sysroot(tmp_path / "u", tuned=False))
+    plan = CorePlan((0,), (1, 2, 3), "test")
+    causes = [
+        {"kind": "interrupt", "role": "dut", "cpu": 1, "share": 0.4, "evidence": {"what": "eth0-TxRx-0"}},
+        {"kind": "preemption", "role": "dut", "cpu": 1, "share": 0.3, "evidence": {"what": "gone", "pid": 4_000_000}},
+    ]
+    proposals = propose(root, plan, causes)
+    ids = [p.id for p in proposals]
+    assert ids[0] == "irq-affinity" and not any(i.startswith("move-pid") for i in ids)
+    irq = proposals[0]
+    assert irq.cause.startswith("interrupts on CPU 1: eth0-TxRx-0, 40 %")
+    assert irq.changes and all(c.path.startswith("proc/irq/") and c.written in ("0", "1") for c in irq.changes)
+    guidelines = [p for p in proposals if p.cause == GUIDELINE]
+    assert {p.id for p in guidelines} >= {"vm.stat_interval", "thp"}
+    assert all(p.remedy.source and p.changes for p in proposals)
+    # Without causes, only the guidelines.
+    assert all(p.cause == GUIDELINE for p in propose(root, plan, []))
