@@ -118,3 +118,31 @@ def test_tune_proposes_for_the_causes_explain_found_then_the_guidelines(tmp_path
     assert all(p.remedy.source and p.changes for p in proposals)
     # Without causes, only the guidelines.
     assert all(p.cause == GUIDELINE for p in propose(root, plan, []))
+
+
+@pytest.mark.parametrize(
+    ("toml", "args", "message"),
+    [
+        (
+            "[experiment]\nname = 'x'\nrepetitions = 2\n[traffic]\nrates = [1000]\n",
+            ["--only", "bogus"],
+            "--only bogus: not a change tune proposes",
+        ),
+        ("[experiment]\nname = 'x'\n[traffic]\nrates = [1000]\n", [], "set `repetitions = 2` or more"),
+    ],
+)
+def test_bad_input_to_tune_is_one_line_and_exit_2_before_anything_is_measured(tmp_path, toml, args, message):
+    import json
+
+    (tmp_path / "t.toml").write_text(toml)
+    done = subprocess.run(
+        [sys.executable, "-m", "lowtail", "tune", str(tmp_path / "t.toml"), "--db", str(tmp_path / "t.duckdb"),
+         "--json", *args],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 2 and json.loads(done.stdout)["exit_code"] == 2
+    assert [line for line in done.stderr.splitlines() if line] == [
+        f"lowtail: error: {json.loads(done.stdout)['error']}"
+    ]
+    assert message in done.stderr
+    assert not (tmp_path / "t.duckdb").exists()  # nothing measured, nothing stored

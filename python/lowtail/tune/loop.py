@@ -35,7 +35,7 @@ from lowtail.store import explain as explainstore
 from lowtail.store import runs as runstore
 from lowtail.store import tune as tunestore
 from lowtail.store.db import Store
-from lowtail.tune.proposals import Proposal, propose, select
+from lowtail.tune.proposals import Proposal, check_ids, propose, select
 
 # The phases a session goes through, in order (`TuneHooks.phase` is told each; the fault tests
 # stop the command at each).
@@ -100,6 +100,7 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
             f"{spec}: tune compares repetitions (the repetition is the unit of a difference): "
             "set `repetitions = 2` or more in [experiment]"
         )
+    check_ids(opts.only)
     root = SysRoot.open(None)
     plan = core_plan(exp)
     hooks.phase("measure-before")

@@ -10,10 +10,12 @@ affinities for the tasks explain named), so every change here has its undo.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lowtail.errors import UserError
 from lowtail.host.apply import Change, planned_changes, read_setting, task_start
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan
@@ -111,6 +113,17 @@ def _guidelines(host: Host, plan: CorePlan) -> list[Proposal]:
         changes = [c for c in planned if any(w in c.setting for w in words)]
         out.append(Proposal(pid, REMEDIES[remedy], GUIDELINE, changes))
     return out
+
+
+def check_ids(ids: Sequence[str]) -> None:
+    """Refuse `--only` ids that no proposal can have, before anything is measured."""
+    known = {g[0] for g in _GUIDELINES} | {"irq-affinity"}
+    bad = [i for i in ids if i not in known and not re.fullmatch(r"move-pid-[0-9]+", i)]
+    if bad:
+        raise UserError(
+            f"--only {', '.join(bad)}: not a change tune proposes (ids: move-pid-PID, {', '.join(sorted(known))}; "
+            "a dry run lists this host's)"
+        )
 
 
 def select(proposals: list[Proposal], only: Sequence[str] | None) -> list[Proposal]:
