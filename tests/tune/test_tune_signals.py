@@ -74,7 +74,14 @@ def before(tmp_path_factory):
         [*LOWTAIL, "run", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--json"], capture_output=True, text=True
     )
     assert done.returncode in (0, 3), done.stderr
-    return d, json.loads(done.stdout)[0]["experiment_id"]
+    runs = json.loads(done.stdout)
+    # Every run's --json carries the host-state fingerprint it was measured under.
+    state = runs[0]["host_state"]
+    assert (
+        len(state["id"]) == 10 and state["settings"]["kernel command line"] == Path("/proc/cmdline").read_text().strip()
+    )
+    assert state["settings"]["vm.stat_interval"] == STAT_INTERVAL.read_text().strip()
+    return d, runs[0]["experiment_id"]
 
 
 @pytest.mark.parametrize("phase", ["measure-before", "propose", "apply", "measure-after", "compare", "decide"])
