@@ -61,6 +61,7 @@ def read_host_state(root: SysRoot, cores: Iterable[int]) -> HostStateDocument:
         if value is not None:
             settings[name] = value
     settings["cpuset partitions"] = _partitions(host)
+    threads = realtime_threads(root)  # one pass over /proc for every core
     for cpu in cores:
         governor, _ = host.cpufreq(cpu)
         if governor is not None:
@@ -69,7 +70,8 @@ def read_host_state(root: SysRoot, cores: Iterable[int]) -> HostStateDocument:
         if states:
             settings[f"CPU {cpu} idle states disabled"] = ",".join(s.name for s in states if s.disabled) or "none"
         settings[f"CPU {cpu} IRQs"] = ",".join(str(i.number) for i in host.irqs if cpu in i.affinity) or "none"
-        settings[f"CPU {cpu} real-time tasks"] = ",".join(realtime_tasks(root, cpu)) or "none"
+        on_cpu = sorted({label for label, allowed in threads if cpu in allowed})
+        settings[f"CPU {cpu} real-time tasks"] = ",".join(on_cpu) or "none"
     return HostStateDocument(id=state_id(settings), settings=settings)
 
 
@@ -137,34 +139,27 @@ def task_policy(root: SysRoot, pid: int, tid: int) -> tuple[int, int] | None:
         return None
 
 
-def realtime_tasks(root: SysRoot, cpu: int) -> list[str]:
-    """The real-time user threads allowed on `cpu`, as "name:priority", sorted and unique
-    (kernel threads and lowtail's own programs left out)."""
-    found = set()
+def realtime_threads(root: SysRoot) -> list[tuple[str, set[int]]]:
+    """The real-time user threads of the host, as ("name:priority", allowed CPUs) (kernel
+    threads and lowtail's own programs left out)."""
+    found = []
     for pid in root.listdir("proc"):
-        if not pid.isdigit():
+        if not pid.isdigit() or _kernel_thread(root, int(pid)):
             continue
         for tid in root.listdir(f"proc/{pid}/task"):
-            if not tid.isdigit():
-                continue
-            label = _realtime_label(root, int(pid), int(tid), cpu)
-            if label:
-                found.add(label)
-    return sorted(found)
+            if tid.isdigit() and (thread := _realtime_thread(root, int(pid), int(tid))) is not None:
+                found.append(thread)
+    return found
 
 
-def _realtime_label(root: SysRoot, pid: int, tid: int, cpu: int) -> str | None:
+def _realtime_thread(root: SysRoot, pid: int, tid: int) -> tuple[str, set[int]] | None:
     policy = task_policy(root, pid, tid)
     if policy is None or policy[0] not in (1, 2):  # SCHED_FIFO, SCHED_RR
         return None
     status = task_status(root, pid, tid)
-    if status is None or "Cpus_allowed_list" not in status:
+    if status is None or "Cpus_allowed_list" not in status or status.get("Name", "").startswith(OWN_PROGRAMS):
         return None
-    if _kernel_thread(root, pid) or status.get("Name", "").startswith(OWN_PROGRAMS):
-        return None
-    if cpu not in parse_cpulist(status["Cpus_allowed_list"]):
-        return None
-    return f"{status.get('Name', '?')}:{policy[1]}"
+    return f"{status.get('Name', '?')}:{policy[1]}", set(parse_cpulist(status["Cpus_allowed_list"]))
 
 
 def _kernel_thread(root: SysRoot, pid: int) -> bool:
