@@ -110,7 +110,7 @@ def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(befo
         return  # before any change: the command's own interruption line
     assert "the host holds what tune kept: nothing" in said[-1], said
     if phase != "apply":
-        assert "vm.stat_interval) is undone" in said[-1], said
+        assert "(vm.stat_interval) is undone" in said[-1], said
 
 
 def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
@@ -133,3 +133,22 @@ def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
     missing = subprocess.run([*base, "--after-reboot", "999"], capture_output=True, text=True)
     assert missing.returncode == 2 and json.loads(missing.stdout)["exit_code"] == 2
     assert "no tune session 999" in missing.stderr
+
+
+def test_a_failure_while_measuring_again_undoes_the_change_being_tried(before, tmp_path):
+    """Not only signals: the after measurement fails (its data directory cannot be made, a
+    regular file stands in the way), and the applied change is undone before the error is said."""
+    d, eid = before
+    stat_before = STAT_INTERVAL.read_text().strip()
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    done = subprocess.run(
+        [*LOWTAIL, "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
+         "--only", "vm.stat_interval", "--undo-dir", str(tmp_path), "--data-dir", str(blocker / "data")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode not in (0, 70, 130), done.stderr
+    assert "Traceback" not in done.stderr
+    assert "the change being tried (vm.stat_interval) is undone" in done.stderr, done.stderr
+    assert STAT_INTERVAL.read_text().strip() == stat_before
+    assert not list(tmp_path.glob("*.undo.json"))

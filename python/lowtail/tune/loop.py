@@ -146,6 +146,10 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
             baseline = _try(exp, db, opts, hooks, root, plan, doc, trial, baseline)
         except (KeyboardInterrupt, Interrupted) as e:
             _stop(root, doc, trial, db, e)
+        except BaseException:
+            # Any other failure (a full disk, a testbed that would not start): the trial goes too.
+            hooks.warn(f"tune stopped: the change being tried {_abandon(doc, trial, db, 'failed')}")
+            raise
     tried = [c["after"] for c in doc["changes"] if c["after"] is not None]
     last = doc["after"] if doc["after"] is not None else (tried[-1] if tried else None)
     if last is not None:
@@ -201,9 +205,9 @@ def _try(
     return after if keep else baseline
 
 
-def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: BaseException) -> None:
-    """Stopped during a trial: undo it (a later signal only notes, signals.py), store the
-    session as interrupted, and say what the host holds."""
+def _abandon(doc: TuneDocument, trial: _Trial, db: DbPath, status: str) -> str:
+    """Undo the trial in progress (not what was kept), with every signal held; store the
+    session with `status`; what became of the trial, in words."""
     tried = {p.id for p in trial.proposals} - set(doc["kept"])
     with signals.held():
         what = "not in force (never applied, or rolled back by apply)"
@@ -213,11 +217,18 @@ def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: Ba
                 undo(trial.undo_path, force=True)
             except (UserError, Failure) as e:
                 what = f"not undone ({e}): run `lowtail host undo {trial.undo_path}`"
-        doc["status"] = "interrupted"
+        doc["status"] = status
         _save(db, doc)
+    return f"({', '.join(sorted(tried)) or '–'}) is {what}"
+
+
+def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: BaseException) -> None:
+    """Stopped during a trial (a later signal only notes, signals.py): the trial undone, the
+    session stored as interrupted, and what the host holds said."""
+    what = _abandon(doc, trial, db, "interrupted")
     kept = ", ".join(doc["kept"]) or "nothing"
     raise Interrupted(
-        f"interrupted: the change being tried ({', '.join(sorted(tried)) or '–'}) is {what}; "
+        f"interrupted: the change being tried {what}; "
         f"the host holds what tune kept: {kept} (tune session {doc['tune_id']})"
     ) from None
 
