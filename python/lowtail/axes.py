@@ -87,6 +87,7 @@ def _declared(axis: records.RunAxis) -> Axis:
 _FIXED: tuple[Axis, ...] = tuple(_declared(a) for a in records.RUN_AXES)
 _REPETITION_AXIS = _declared(records.REPETITION_AXIS)
 _EXPERIMENT_AXIS = _declared(records.EXPERIMENT_AXIS)
+_HOST_STATE_AXIS = _declared(records.HOST_STATE_AXIS)
 _FIXED_NAMES = {a.name for a in records.ALL_AXES}
 # Where the DuT options go among the fixed axes: after the DuT's name and kind.
 _OPTIONS_AFTER = 2
@@ -164,8 +165,9 @@ def _determined(axis: Axis, by: Axis, runs: Sequence[Mapping[str, Any]]) -> bool
 
 
 def find(name: str, runs: Iterable[Mapping[str, Any]]) -> Axis | None:
-    """The axis called `name` among these runs' axes (repetition and experiment included), or None."""
-    return next((a for a in [*axes_of(runs), _EXPERIMENT_AXIS] if a.name == name), None)
+    """The axis called `name` among these runs' axes (repetition, experiment and host state
+    included), or None."""
+    return next((a for a in [*axes_of(runs), _EXPERIMENT_AXIS, _HOST_STATE_AXIS] if a.name == name), None)
 
 
 def names(runs: Iterable[Mapping[str, Any]]) -> list[str]:

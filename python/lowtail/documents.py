@@ -368,6 +368,9 @@ class ComparisonDocument(TypedDict):
     partial: bool
     partial_reasons: list[str]
     emulated_runs: list[int]
+    # Where two configurations' host-state fingerprints differ (host/state.py): each pair's
+    # indices and the settings that differ, {name: [a's value, b's value]}.
+    host_state_differences: NotRequired[list[dict[str, Any]]]
 
 
 # -- a qualification record (`lowtail certify --json`) ------------------------------------------
@@ -789,3 +792,38 @@ class ExplainDocument(TypedDict, total=False):
     interrupt_coincidence: dict[str, Any]
     notes: list[str]
     partial: bool
+
+
+class TuneChangeDocument(TypedDict):
+    """One change `lowtail tune` proposed, tried, and kept or undid."""
+
+    id: str  # what `--only` names
+    setting: str  # what it changes, in words
+    cause: str  # the cause in the measured tail it targets (or a guideline)
+    remedy: RemedyDoc
+    applied: list[str]  # each setting as applied ("vm.stat_interval: 1 → 3600")
+    effect: str | None  # the before/after comparison's sentence at the judged percentile (None: not tried)
+    improved: bool | None  # a resolvable improvement at the judged percentile
+    harmed: list[str]  # the percentiles where it made a resolvable harm
+    kept: bool | None  # None: not tried (a dry run, or the session stopped first)
+    after: int | None  # the experiment measured with it applied
+    comparison_id: int | None  # the stored before/after comparison
+    undo_file: str | None  # what undoes it, while it is kept
+
+
+class TuneDocument(TypedDict):
+    """What `lowtail tune --json` prints and the store keeps (store/tune.py)."""
+
+    tune_id: int | None
+    spec: str  # the experiment file
+    before: int  # the experiment measured before any change
+    after: int | None  # the experiment that measured the kept set last (None: nothing kept)
+    comparison_id: int | None  # the stored comparison of before and the last after (the page's curves)
+    percentile: str  # the judged percentile's key
+    changes: list[TuneChangeDocument]
+    kept: list[str]  # the ids of the changes kept
+    undone: list[str]  # the ids of the changes tried and undone
+    boot: dict[str, Any]  # the boot-time parameters still worth setting: host/plan.py's kernel_cmdline + why
+    dry_run: bool
+    status: str  # planned | finished | interrupted
+    after_reboot: list[dict[str, Any]]  # `tune --after-reboot`: each later measurement against the before

@@ -396,3 +396,11 @@ class HostMetadata(TypedDict):
     command: list[str]
     testbed: NotRequired[str]  # its kind
     roles: NotRequired[dict[str, RoleHost]]  # role → its host, when not all on this one
+
+
+class HostStateDocument(TypedDict):
+    """The host-state fingerprint of a run (host/state.py): the settings that decide a tail
+    as read when the run started, and a short id of them (equal settings, equal ids)."""
+
+    id: str
+    settings: dict[str, str]  # an open map: the setting's name → its value as read

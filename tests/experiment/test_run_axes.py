@@ -39,6 +39,7 @@ def _record(eid: int, **changes: object) -> RunRecord:
         containment={"mode": "container"},
         virtualization="tcg",
         traffic={"flows": 4},
+        host_state={"id": "3aa8b2d798", "settings": {"vm.stat_interval": "1"}},
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 

@@ -369,3 +369,39 @@ def test_explain_has_a_page_of_its_own(browser, pages):
     own = _section(html, "Causes of the tail")
     assert "<table>" in own and "hog" in own
     assert own == _section(experiment_html, "Run 1: causes of the tail")
+
+
+def test_the_tune_page_overlays_before_and_after_and_says_what_was_kept(browser, tmp_path):
+    """`lowtail tune -o`: the changes with their cause, effect and result, the before/after HDR
+    overlay (the stored comparison's curves) and the boot-time parameters with the GRUB line."""
+    from lowtail.report.tune import tune_page
+
+    comparison, drawn = comparison_document()
+    comparison["host_state_differences"] = [
+        {"a_index": 0, "b_index": 1, "settings": {"CPU 1 real-time tasks": ["lowtail-hog:60", "none"]}}
+    ]
+    change = {
+        "id": "move-pid-4121", "setting": "CPUs of lowtail-hog (pid 4121, thread 4121)",
+        "cause": "preemption on CPU 1: lowtail-hog (pid 4121, real-time priority 60), 60 % of the tail",
+        "remedy": {"id": "move-tasks-off-dut-cores", "action": "move the tasks", "boot_parameters": ["isolcpus"],
+                   "source": "JNSM 2023, Table 1"},
+        "applied": ["CPUs of lowtail-hog: 1 → 0"], "effect": "experiment 2 is lower than experiment 1 at p99.9",
+        "improved": True, "harmed": [], "kept": True, "after": 2, "comparison_id": 1,
+        "undo_file": "/root/lowtail-tune-1-1.undo.json",
+    }  # fmt: skip
+    useless = change | {"id": "vm.stat_interval", "setting": "vm.stat_interval", "kept": False, "improved": False,
+                        "effect": "not called", "undo_file": None}  # fmt: skip
+    doc = {
+        "tune_id": 1, "spec": "fwd.toml", "before": 1, "after": 2, "comparison_id": 1, "percentile": "p99_9",
+        "changes": [change, useless], "kept": ["move-pid-4121"], "undone": ["vm.stat_interval"],
+        "boot": {"params": [{"name": "isolcpus", "text": "isolcpus=1", "purpose": "keep other tasks off",
+                             "source": "JNSM 2023, Table 1", "causes": ["preemption on CPU 1"]}],
+                 "grub": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet isolcpus=1"', "grub_steps": ["update-grub"], "notes": []},
+        "dry_run": False, "status": "finished", "after_reboot": [],
+    }  # fmt: skip
+    path = tune_page(doc, comparison, drawn).write(tmp_path / "tune.html")
+    _check_page(browser, path, expected_plots=1)
+    text = browser.find_element("tag name", "body").text
+    assert "kept" in text and "undone" in text and "GRUB_CMDLINE_LINUX_DEFAULT" in text
+    assert "lowtail host undo /root/lowtail-tune-1-1.undo.json" in text
+    assert "Host state" in text and "lowtail-hog:60" in text  # where before and after's fingerprints differ

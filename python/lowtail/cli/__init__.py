@@ -45,6 +45,7 @@ COMMAND_MODULES: dict[str, str] = {
     "experiment": "run",
     "synth": "synth",
     "testbed": "testbed",
+    "tune": "tune",
     "help": "topics",
     "vm": "vm",
 }

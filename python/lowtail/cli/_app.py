@@ -11,7 +11,7 @@ HELP_PANELS: dict[str, tuple[str, ...]] = {
     "Analyse": ("analyze", "report", "list", "show"),
     "Compare": ("compare", "certify", "comparison", "experiment"),
     "Explain": ("explain", "help"),
-    "Tune": ("model",),
+    "Tune": ("tune", "model"),
     "Host": ("host", "testbed", "vm", "completion"),
     "Data": ("import-captures", "campaign", "export", "import", "recover"),
 }

@@ -146,8 +146,21 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
         parts.append(_plain_table("causes of the tail (lowtail explain)", *causes_table(doc)))
     if any(len(s["points"]) > 1 or s["knees"] for s in doc["rates"]):
         parts.append(_plain_table("latency against rate", *rates_table(doc)))
+    parts += [Text(line) for line in host_state_lines(doc)]
     parts += [Text(n) for n in doc["notes"]]
     return Group(*parts)
+
+
+def host_state_lines(doc: ComparisonDocument) -> list[str]:
+    """Where configurations' host-state fingerprints differ (`--by host_state` separates them)."""
+    labels = [c["label"] for c in doc["configurations"]]
+    lines = []
+    for d in doc.get("host_state_differences") or []:
+        a, b = labels[d["a_index"]], labels[d["b_index"]]
+        what = "; ".join(f"{k}: {va or '–'} → {vb or '–'}" for k, (va, vb) in d["settings"].items())
+        head = f"{a}: its runs' host state differs" if a == b else f"host state differs between {a} and {b}"
+        lines.append(f"{head}: {what}")
+    return lines
 
 
 def _floor_line(doc: ComparisonDocument) -> str:

@@ -25,6 +25,7 @@ from lowtail.documents import (
     RunRow,
 )
 from lowtail.errors import UserError
+from lowtail.host import state as hoststate
 from lowtail.store import analyses as analysisstore
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
@@ -144,8 +145,28 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "partial_reasons": partial_reasons,
         # Runs of a VM under QEMU's emulator: their latencies are an emulator's (see virtualization.py).
         "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg" and r["run_id"] is not None],
+        "host_state_differences": host_state_differences(list(groups.values())),
     }
     return Comparison(document, out.curves, out.cdf, out.members)
+
+
+def host_state_differences(groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+    """Each pair of configurations (by index) whose runs' host-state fingerprints differ, with
+    the settings that differ (the first fingerprint of each: a configuration's runs that differ
+    among themselves are said in its own entry, `a_index == b_index`)."""
+    states = [[r["host_state"] for r in runs if r.get("host_state")] for runs in groups]
+    out: list[dict[str, Any]] = []
+    for i, mine in enumerate(states):
+        if len({s["id"] for s in mine}) > 1:
+            diff = hoststate.differing(mine[0]["settings"], mine[-1]["settings"])
+            out.append({"a_index": i, "b_index": i, "settings": {k: list(v) for k, v in diff.items()}})
+    for i, a in enumerate(states):
+        for j in range(i + 1, len(states)):
+            b = states[j]
+            if a and b and a[0]["id"] != b[0]["id"]:
+                diff = hoststate.differing(a[0]["settings"], b[0]["settings"])
+                out.append({"a_index": i, "b_index": j, "settings": {k: list(v) for k, v in diff.items()}})
+    return out
 
 
 def _few_repetitions(configurations: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -23,7 +23,9 @@ from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.explain.run import explain_run
-from lowtail.measurement_documents import HostMetadata
+from lowtail.host.state import read_host_state
+from lowtail.host.sysroot import SysRoot
+from lowtail.measurement_documents import HostMetadata, HostStateDocument
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
@@ -222,6 +224,7 @@ def _run_one(
     shutil.rmtree(run_dir, ignore_errors=True)  # what a killed attempt left half-written
     _check_disk(exp, combo, run_dir, session)
     run_dir.mkdir(parents=True)
+    host_state = _host_state(exp, plan)
     try:
         outcome = measure(exp, combo, plan, run_dir, session, on_live)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
@@ -268,6 +271,7 @@ def _run_one(
             "frames_planned": outcome.frames_planned,
             "core_plan": plan.as_dict(),
         },
+        host_state=host_state,
     )
     with store.transaction():
         run_id = runstore.save_run(store, record, analysis, options)
@@ -277,6 +281,15 @@ def _run_one(
     if analysis is not None and analysis.get("export_path"):
         explain_run(store, run_id)  # the causes of its tail, stored for the report and `compare`
     return StoredRun(record, run_id)
+
+
+def _host_state(exp: Experiment, plan: CoreRoles) -> HostStateDocument | None:
+    """The fingerprint of this host's tuning as the run starts (none for a DuT on another
+    host: this host's settings are not the ones its tail depends on)."""
+    if exp.testbed.kind == "hosts":
+        return None
+    cores = {plan.housekeeping, plan.generator, plan.capture, *plan.dut}
+    return read_host_state(SysRoot.open(None), cores)
 
 
 def _analyze(

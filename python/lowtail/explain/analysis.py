@@ -355,7 +355,15 @@ def _core_candidates(
         kind, out_role = _kind_of(s, role, facts)
         out.append(
             _Candidate(
-                kind, out_role, s.cpu, _suspect_name(s), delay, float(np.mean(chance)), {}, suspect=s, windows=(a, post)
+                kind,
+                out_role,
+                s.cpu,
+                _suspect_name(s),
+                delay,
+                float(np.mean(chance)),
+                _suspect_facts(s),
+                suspect=s,
+                windows=(a, post),
             )
         )
     return out
@@ -374,6 +382,14 @@ def _kind_of(s: Suspect, role: str, facts: RunFacts) -> tuple[str, str]:
     if s.kind == "softirq":
         return "softirq", "dut"
     return ("aliasing" if s.periodic() is not None else "interrupt"), "dut"
+
+
+def _suspect_facts(s: Suspect) -> dict[str, Any]:
+    """What a remedy needs of a suspect besides its name: a task's pid (`lowtail tune` moves it)."""
+    if s.kind != "task":
+        return {}
+    values, counts = np.unique(s.pid, return_counts=True)
+    return {"pid": int(values[np.argmax(counts)])}
 
 
 def _suspect_name(s: Suspect) -> str:

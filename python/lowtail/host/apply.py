@@ -2,7 +2,9 @@
 
 apply changes what needs no reboot — IRQ affinities, vm.stat_interval, transparent huge
 pages, KSM, the frequency governor and C-states of the DuT cores, timer migration, and a
-cpuset for the DuT — and nothing else. It is all or nothing: the undo file is written
+cpuset for the DuT; for `lowtail tune` also the CPUs a task may run on (moved off the DuT's
+core, the thread named by pid and start time so that a pid used again is never touched) — and
+nothing else. It is all or nothing: the undo file is written
 before the first change; a change that fails, or a stop signal (SIGINT, SIGTERM, SIGHUP:
 held until the write in progress is made and recorded), rolls back everything made, and
 the undo file goes only once every setting reads back as before. undo restores exactly
@@ -46,6 +48,9 @@ SETTING_FILES = re.compile(
     r"|sys/devices/system/cpu/cpu\d+/cpuidle/state\d+/disable"
     r"|proc/irq/default_smp_affinity|proc/irq/\d+/smp_affinity_list"
 )
+# A thread's allowed CPUs (kind "affinity"): moved with sched_setaffinity, named by its
+# /proc directory and its start time (a pid used again is another task, never touched).
+TASK_PATH = re.compile(r"proc/(\d+)/task/(\d+)")
 CPUSET_FILES = ("cpuset.cpus", "cpuset.mems", "cpuset.cpus.partition", "cpuset.cpu_exclusive")
 COMPARISONS = ("text", "cpulist", "mask", "selected", "controllers")
 
@@ -58,11 +63,12 @@ class Change:
     before: str | None  # the file's text before (None: created by apply)
     restore: str | None  # what undo writes (None: removed with the directory apply made)
     compare: str = "text"  # how values compare: text | cpulist | mask | selected | controllers
-    kind: str = "write"  # write | mkdir
+    kind: str = "write"  # write | mkdir | affinity
     optional: bool = False  # the kernel may refuse it (managed IRQs, partitions) without failing apply
     status: str = "planned"  # planned | applied | refused
     after: str | None = None  # the file's text after the write
     note: str = ""
+    task_start: str | None = None  # an affinity change's thread, by its start time (/proc stat field 22)
 
 
 def normalized(compare: str, text: str | None) -> Any:
@@ -224,8 +230,39 @@ _REFUSALS = {errno.EIO, errno.EINVAL, errno.EBUSY, errno.ENOSPC}
 def _do(root: SysRoot, ch: Change) -> None:
     if ch.kind == "mkdir":
         root.path(ch.path).mkdir()
+    elif ch.kind == "affinity":
+        _set_affinity(root, ch, ch.written)
     else:
         root.write(ch.path, ch.written)
+
+
+def task_start(root: SysRoot, rel: str) -> str | None:
+    """A thread's start time (clock ticks since boot, /proc stat field 22), None when gone."""
+    stat = root.read(f"{rel}/stat")
+    rest = stat.rpartition(")")[2].split() if stat else []
+    return rest[22 - 3] if len(rest) > 22 - 3 else None
+
+
+def read_setting(root: SysRoot, ch: Change) -> str | None:
+    """What a change's setting holds now (an affinity: the thread's allowed CPUs)."""
+    if ch.kind != "affinity":
+        return root.read(ch.path)
+    if task_start(root, ch.path) != ch.task_start:
+        return None  # gone (or its pid is another task's now)
+    for line in (root.read(f"{ch.path}/status") or "").splitlines():
+        if line.startswith("Cpus_allowed_list:"):
+            return line.partition(":")[2].strip()
+    return None
+
+
+def _set_affinity(root: SysRoot, ch: Change, cpus: str) -> None:
+    """Move the thread (the one that started at `task_start`, on the live host only)."""
+    m = TASK_PATH.fullmatch(ch.path)
+    if m is None or not root.live:
+        raise OSError(errno.EINVAL, "a task's CPUs can be changed on the live host only")
+    if task_start(root, ch.path) != ch.task_start:
+        raise OSError(errno.ESRCH, "the task has ended")
+    os.sched_setaffinity(int(m.group(2)), parse_cpulist(cpus))
 
 
 def _undo_one(root: SysRoot, ch: Change) -> None:
@@ -244,6 +281,9 @@ def _undo_one(root: SysRoot, ch: Change) -> None:
             for f in inside:
                 f.unlink()
             p.rmdir()
+    elif ch.kind == "affinity":
+        if ch.restore is not None and task_start(root, ch.path) == ch.task_start:
+            _set_affinity(root, ch, ch.restore)  # a task that has ended needs nothing restored
     elif ch.restore is not None:
         root.write(ch.path, ch.restore)
 
@@ -287,8 +327,8 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
                     raise
                 made.append(ch)
                 ch.status = "applied"
-            ch.after = root.read(ch.path) if ch.kind == "write" else None
-            if ch.kind == "write" and not _takes_effect(ch, ch.after):
+            ch.after = read_setting(root, ch) if ch.kind != "mkdir" else None
+            if ch.kind != "mkdir" and not _takes_effect(ch, ch.after):
                 if ch.optional:
                     ch.note = f"the kernel kept {ch.after!r}"
                     continue
@@ -352,7 +392,9 @@ def _restored(root: SysRoot, ch: Change) -> bool:
         return not root.path(ch.path).exists()
     if ch.before is None:
         return True  # a file in a directory apply made: it goes with the directory
-    now = root.read(ch.path)
+    now = read_setting(root, ch)
+    if ch.kind == "affinity" and now is None:
+        return True  # the task has ended: nothing of it is left changed
     if ch.compare == "controllers":  # only the controllers apply switched count
         switched = normalized("controllers", ch.written)
         return bool(normalized("controllers", now) & switched == normalized("controllers", ch.before) & switched)
@@ -447,11 +489,13 @@ def _checked_changes(path: Path, root: SysRoot, doc: dict[str, Any]) -> list[Cha
         known = (
             all(isinstance(t, str) for t in texts)
             and all(t is None or isinstance(t, str) for t in optional_texts)
-            and ch.kind in ("write", "mkdir")
+            and ch.kind in ("write", "mkdir", "affinity")
+            and (ch.task_start is None or isinstance(ch.task_start, str))
             and ch.compare in COMPARISONS
             and ch.status in ("planned", "applied", "refused")
             and (
                 (ch.kind == "write" and SETTING_FILES.fullmatch(ch.path) is not None)
+                or (ch.kind == "affinity" and TASK_PATH.fullmatch(ch.path) is not None)
                 or _cpuset_path(base, ch.kind, ch.path)
             )
         )
@@ -490,7 +534,9 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
             elif doc["state"] == "applied":
                 mismatches.append(f"{root.path(ch.path)} is gone")
             continue
-        cur = root.read(ch.path)
+        cur = read_setting(root, ch)
+        if ch.kind == "affinity" and cur is None:
+            continue  # the task has ended: nothing to restore
         if doc["state"] == "applied" or ch.status == "applied":
             expected = ch.after if ch.after is not None else ch.written
             if normalized(ch.compare, cur) == normalized(ch.compare, expected) or _takes_effect(ch, cur):

@@ -144,6 +144,46 @@ _REMEDIES = (
         ("nohz_full", "isolcpus"),
         "Commun. Mag. 2020, §V-B; NOMS 2020, §V-C",
     ),
+    # The run-time remedies `lowtail tune` applies (through host/apply.py, each with its undo).
+    Remedy(
+        "move-tasks-off-dut-cores",
+        "move the tasks that took the DuT's core to housekeeping cores (their CPU affinity, now; isolcpus at "
+        "boot keeps every other task off)",
+        ("isolcpus",),
+        f"Commun. Mag. 2020, §V (guidelines i-ii); {T1}",
+    ),
+    Remedy(
+        "irqs-off-dut-cores",
+        "send the interrupts that fire on the DuT's cores to housekeeping cores (/proc/irq/N/smp_affinity_list "
+        "now, irqaffinity at boot)",
+        ("irqaffinity",),
+        BOTH,
+    ),
+    Remedy(
+        "vmstat-interval",
+        "update the VM statistics once an hour (vm.stat_interval = 3600): its work item runs on every core every second",
+        (),
+        "JNSM 2023, §4.1",
+    ),
+    Remedy(
+        "timer-migration",
+        "keep timers on the core that set them (kernel.timer_migration = 0)",
+        (),
+        T1,
+    ),
+    Remedy(
+        "no-transparent-huge-pages",
+        "no transparent huge pages or KSM (their compaction and merging remap memory: TLB shootdowns on every "
+        "core of the address space)",
+        (),
+        "JNSM 2023, §6; Perf. Eval. 2024, §5",
+    ),
+    Remedy(
+        "performance-governor",
+        "run the DuT's cores at full frequency (the performance governor) and out of deep idle states",
+        ("idle", "intel_idle.max_cstate", "intel_pstate"),
+        BOTH,
+    ),
     Remedy(
         "pin-vcpus",
         "pin the VM's vCPU threads to isolated host cores of their own, real-time, with the emulator's "

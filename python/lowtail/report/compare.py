@@ -449,6 +449,26 @@ def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
                 )
 
 
+def host_state_section(page: Page, doc: dict[str, Any]) -> None:
+    """Where configurations' host-state fingerprints differ (the settings in force when their
+    runs started: host/state.py), setting by setting."""
+    found = doc.get("host_state_differences") or []
+    if not found:
+        return
+    labels = [c["label"] for c in doc["configurations"]]
+    rows = [
+        [labels[d["a_index"]], labels[d["b_index"]], name, a or "–", b or "–"]
+        for d in found
+        for name, (a, b) in d["settings"].items()
+    ]
+    page.add(
+        "Host state",
+        "<p class='meta'>The host's tuning when the runs started differs between these configurations "
+        "(<code>--by host_state</code> compares by it).</p>"
+        + table_html(["configuration", "against", "setting", "value", "against"], rows),
+    )
+
+
 def _banners(page: Page, doc: dict[str, Any]) -> None:
     configs = doc["configurations"]
     headline = cause_headline(doc)
@@ -506,6 +526,7 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
         )
     if store is not None:
         interrupts_section(page, store, doc)
+    host_state_section(page, doc)
     notes = [*(doc.get("notes") or []), *_left_out(doc)]
     if notes:
         page.add("Notes", "<ul>" + "".join(f"<li>{esc(n)}</li>" for n in notes) + "</ul>")

@@ -29,7 +29,7 @@ from lowtail.units import format_rate, parse_rate_pps
 
 if TYPE_CHECKING:
     from lowtail.documents import RunRow
-    from lowtail.measurement_documents import EnergyReading, TestbedDocument
+    from lowtail.measurement_documents import EnergyReading, HostStateDocument, TestbedDocument
 
 # Columns stored as JSON text (decoded again when read).
 JSON_COLUMNS = (
@@ -44,6 +44,7 @@ JSON_COLUMNS = (
     "dut_stats",
     "capture_paths",
     "testbed",
+    "host_state",
 )
 
 
@@ -81,6 +82,7 @@ class RunRecord:
     dut_stats: dict[str, Any] | None = None
     capture_paths: list[str] = field(default_factory=list)
     traffic: TrafficDocument = field(default_factory=lambda: TrafficDocument())
+    host_state: HostStateDocument | None = None  # the host's tuning when the run started (host/state.py)
     # Not a column: the label its analysis is stored with.
     label: str = ""
 
@@ -237,7 +239,17 @@ REPETITION_AXIS = RunAxis(
 # configuration by default (runs of several experiments pool as repetitions).
 EXPERIMENT_AXIS = RunAxis("experiment", "experiment", "experiment_id", parse=_whole, numeric=True)
 
-ALL_AXES: tuple[RunAxis, ...] = (*RUN_AXES, REPETITION_AXIS, EXPERIMENT_AXIS)
+
+def _host_state(row: Mapping[str, Any]) -> Any:
+    return (row.get("host_state") or {}).get("id")
+
+
+# The host's tuning when a run started (host/state.py's short id): `--by host_state` and
+# `host_state=ID`, never part of a configuration by default (an IRQ that appears between two
+# repetitions must not split them); `lowtail tune` compares by it.
+HOST_STATE_AXIS = RunAxis("host_state", "host state", "host_state", read=_host_state, absent=None)
+
+ALL_AXES: tuple[RunAxis, ...] = (*RUN_AXES, REPETITION_AXIS, EXPERIMENT_AXIS, HOST_STATE_AXIS)
 # The axes an import spec fills columns of (the others become DuT options).
 IMPORTED_AXES: tuple[RunAxis, ...] = tuple(a for a in ALL_AXES if a.imported is not None)
 DERIVED_AXES: tuple[RunAxis, ...] = tuple(a for a in ALL_AXES if a.sql is not None)

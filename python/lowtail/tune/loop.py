@@ -1,0 +1,372 @@
+"""The tune loop: measure (or take a stored before), propose, and for each change (or all at
+once) apply → measure again → compare → keep or undo.
+
+Safety comes from host/apply.py: each trial is applied with its own undo file, written and
+fsync'd before anything changes, all or nothing. A trial that does not make a resolvable
+improvement at the judged percentile, or makes a resolvable harm at any percentile, is undone
+at once; a kept one keeps its undo file (`lowtail host undo FILE` removes it later). A stop
+signal at any phase (the first raises, later ones only note: signals.py) undoes the trial in
+progress before the command ends, so the host is as before `tune` or holds only the kept set.
+
+The comparison is `compare`'s (compare/differences.py: Student's t on the repetitions, Holm
+over every percentile judged at once) between the experiment of the current kept state and
+the one measured with the trial applied, grouped `--by experiment`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from lowtail import signals
+from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument
+from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.experiment.spec import Experiment
+from lowtail.host.apply import Change, apply_changes, undo
+from lowtail.host.facts import Host
+from lowtail.host.plan import CorePlan, kernel_cmdline
+from lowtail.host.remedies import REMEDIES
+from lowtail.host.sysroot import SysRoot
+from lowtail.store import DbPath, default_data_dir, open_store
+from lowtail.store import explain as explainstore
+from lowtail.store import runs as runstore
+from lowtail.store import tune as tunestore
+from lowtail.store.db import Store
+from lowtail.tune.proposals import Proposal, check_ids, propose, select
+
+# The phases a session goes through, in order (`TuneHooks.phase` is told each; the fault tests
+# stop the command at each).
+PHASES = ("measure-before", "propose", "apply", "measure-after", "compare", "decide")
+# The judged percentile when the experiment's verdict names one the differences do not judge.
+FALLBACK_PERCENTILE = "p99_9"
+
+
+@dataclass(frozen=True)
+class TuneOptions:
+    """What `lowtail tune` takes besides the experiment."""
+
+    yes: bool = False  # apply (else: a dry run that measures and proposes only)
+    one_by_one: bool = False  # one change per trial, to attribute each gain
+    before: int | None = None  # a stored experiment as the before (else it is measured)
+    only: tuple[str, ...] = ()  # the proposals to try, by id (all when empty)
+    undo_dir: Path = Path(".")  # where the undo files of kept changes go
+    data_dir: Path | None = None
+
+
+@dataclass
+class TuneHooks:
+    """What the loop tells its caller."""
+
+    log: Callable[[str], None] = lambda message: None
+    warn: Callable[[str], None] = lambda message: None
+    phase: Callable[[str], None] = lambda name: None
+
+
+@dataclass
+class _Trial:
+    proposals: list[Proposal]
+    undo_path: Path
+    changes: list[Change] = field(default_factory=list)
+
+
+def core_plan(exp: Experiment) -> CorePlan:
+    """The DuT's cores as apply's plan: the DuT's cores isolated, the others housekeeping."""
+    from lowtail.testbed.cores import CoreRoles
+
+    roles = CoreRoles.for_host(exp.cores)
+    dut = set(roles.dut)
+    others = {roles.housekeeping, roles.generator, roles.capture} - dut
+    if not others:
+        others = set(Host(SysRoot.open(None)).cpus_online) - dut
+    return CorePlan(tuple(sorted(others)), tuple(sorted(dut)), "the experiment's core plan")
+
+
+def judged_key(exp: Experiment) -> str:
+    """The percentile a change is judged at: the experiment's verdict's, when differences judge it."""
+    from lowtail.compare.differences import JUDGED
+
+    key = exp.verdict.key
+    return key if key in JUDGED else FALLBACK_PERCENTILE
+
+
+def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: TuneHooks | None = None) -> TuneDocument:
+    """One tune session; its document (stored as it goes)."""
+    hooks = hooks or TuneHooks()
+    if exp.repetitions < 2:
+        raise UserError(
+            f"{spec}: tune compares repetitions (the repetition is the unit of a difference): "
+            "set `repetitions = 2` or more in [experiment]"
+        )
+    check_ids(opts.only)
+    root = SysRoot.open(None)
+    plan = core_plan(exp)
+    hooks.phase("measure-before")
+    before = opts.before if opts.before is not None else _measure(exp, db, opts, hooks, "before")
+    hooks.phase("propose")
+    with open_store(db) as store:
+        runstore.experiment(store, before)  # a UserError when it is not stored
+        causes = _causes(store, before)
+    proposals = propose(root, plan, causes)
+    unknown = sorted(set(opts.only) - {p.id for p in proposals})
+    if unknown:
+        shown = ", ".join(p.id for p in proposals) or "none"
+        raise UserError(f"--only {', '.join(unknown)}: not proposed for this host (proposed: {shown})")
+    proposals = select(proposals, opts.only)
+    doc = TuneDocument(
+        tune_id=None,
+        spec=str(spec),
+        before=before,
+        after=None,
+        comparison_id=None,
+        percentile=judged_key(exp),
+        changes=[_planned(p) for p in proposals],
+        kept=[],
+        undone=[],
+        boot=_boot(root, plan, causes),
+        dry_run=not opts.yes,
+        status="planned" if not opts.yes else "running",
+        after_reboot=[],
+    )
+    with open_store(db) as store:
+        doc["tune_id"] = tunestore.create_session(store, doc)
+    if not opts.yes or not proposals:
+        doc["status"] = "planned" if not opts.yes else "finished"
+        _save(db, doc)
+        return doc
+    groups = [[p] for p in proposals] if opts.one_by_one else [proposals]
+    # Session ids are per database: the time keeps two databases' undo files apart.
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    baseline = before
+    for n, group in enumerate(groups, 1):
+        trial = _Trial(group, opts.undo_dir / f"lowtail-tune-{doc['tune_id']}-{n}-{stamp}.undo.json")
+        try:
+            baseline = _try(exp, db, opts, hooks, root, plan, doc, trial, baseline)
+        except (KeyboardInterrupt, Interrupted) as e:
+            _stop(root, doc, trial, db, e)
+        except BaseException:
+            # Any other failure (a full disk, a testbed that would not start): the trial goes too.
+            hooks.warn(f"tune stopped: the change being tried {_abandon(doc, trial, db, 'failed')}")
+            raise
+    tried = [c["after"] for c in doc["changes"] if c["after"] is not None]
+    last = doc["after"] if doc["after"] is not None else (tried[-1] if tried else None)
+    if last is not None:
+        with open_store(db) as store:
+            doc["comparison_id"] = _compare(store, before, last, doc["percentile"]).get("comparison_id")
+    doc["status"] = "finished"
+    _save(db, doc)
+    return doc
+
+
+def _try(
+    exp: Experiment,
+    db: DbPath,
+    opts: TuneOptions,
+    hooks: TuneHooks,
+    root: SysRoot,
+    plan: CorePlan,
+    doc: TuneDocument,
+    trial: _Trial,
+    baseline: int,
+) -> int:
+    """Apply one trial, measure, compare with `baseline`, keep or undo; the new baseline."""
+    ids = [p.id for p in trial.proposals]
+    entries = [c for c in doc["changes"] if c["id"] in ids]
+    hooks.phase("apply")
+    trial.changes = [c for p in trial.proposals for c in p.changes]
+    hooks.log(f"applying {', '.join(ids)} (undo file {trial.undo_path})")
+    apply_changes(root, trial.changes, plan, trial.undo_path)
+    for entry in entries:
+        entry["applied"] = [a for p in trial.proposals if p.id == entry["id"] for a in _applied(p)]
+    hooks.phase("measure-after")
+    after = _measure(exp, db, opts, hooks, f"with {', '.join(ids)}")
+    hooks.phase("compare")
+    with open_store(db) as store:
+        comparison = _compare(store, baseline, after, doc["percentile"])
+    improved, harmed, effect = decide(comparison, baseline, after, doc["percentile"])
+    hooks.phase("decide")
+    keep = improved and not harmed
+    for entry in entries:
+        entry["effect"], entry["improved"], entry["harmed"], entry["kept"] = effect, improved, harmed, keep
+        entry["after"], entry["comparison_id"] = after, comparison.get("comparison_id")
+        entry["undo_file"] = str(trial.undo_path) if keep else None
+    if keep:
+        doc["kept"] += ids
+        doc["after"] = after
+        hooks.log(f"kept {', '.join(ids)}: {effect}")
+    else:
+        with signals.held():
+            undo(trial.undo_path)
+        doc["undone"] += ids
+        hooks.log(f"undid {', '.join(ids)}: {effect}" + (f"; harm at {', '.join(harmed)}" if harmed else ""))
+    _save(db, doc)
+    return after if keep else baseline
+
+
+def _abandon(doc: TuneDocument, trial: _Trial, db: DbPath, status: str) -> str:
+    """Undo the trial in progress (not what was kept), with every signal held; store the
+    session with `status`; what became of the trial, in words."""
+    tried = {p.id for p in trial.proposals} - set(doc["kept"])
+    with signals.held():
+        what = "not in force (never applied, or rolled back by apply)"
+        if trial.undo_path.exists() and tried:
+            what = "undone"
+            try:
+                undo(trial.undo_path, force=True)
+            except (UserError, Failure) as e:
+                what = f"not undone ({e}): run `lowtail host undo {trial.undo_path}`"
+        doc["status"] = status
+        _save(db, doc)
+    return f"({', '.join(sorted(tried)) or '–'}) is {what}"
+
+
+def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: BaseException) -> None:
+    """Stopped during a trial (a later signal only notes, signals.py): the trial undone, the
+    session stored as interrupted, and what the host holds said."""
+    what = _abandon(doc, trial, db, "interrupted")
+    kept = ", ".join(doc["kept"]) or "nothing"
+    raise Interrupted(
+        f"interrupted: the change being tried {what}; "
+        f"the host holds what tune kept: {kept} (tune session {doc['tune_id']})"
+    ) from None
+
+
+def _measure(exp: Experiment, db: DbPath, opts: TuneOptions, hooks: TuneHooks, what: str) -> int:
+    from lowtail.experiment.runner import sweep_and_store
+    from lowtail.store import resolve_db
+
+    hooks.log(f"measuring {exp.name} {what}")
+    data_dir = opts.data_dir or default_data_dir(resolve_db(db))
+    result = sweep_and_store(exp, db, data_dir, fresh=True, log=hooks.log, warn=hooks.warn)
+    return result.experiment_id
+
+
+def _causes(store: Store, experiment_id: int) -> list[dict[str, Any]]:
+    """The causes explain stored for the experiment's runs (the DuT's, not calibration's)."""
+    rows = [r for r in runstore.runs(store, experiment_id) if not r.get("calibration")]
+    out: list[dict[str, Any]] = []
+    for r in rows:
+        run_id = r.get("run_id")
+        if run_id is None:
+            continue
+        found = explainstore.explanation(store, run_id)
+        out += [dict(c) for c in (found or {}).get("causes", [])]
+    return out
+
+
+def _compare(store: Store, baseline: int, after: int, key: str) -> ComparisonDocument:
+    from lowtail.compare.comparison import CompareOptions, compare_and_store
+
+    opts = CompareOptions(by=["experiment"], label=f"tune: experiment {baseline} against {after}")
+    return compare_and_store(store, [str(baseline), str(after)], opts)
+
+
+def decide(comparison: Mapping[str, Any], baseline: int, after: int, key: str) -> tuple[bool, list[str], str]:
+    """(a resolvable improvement at `key`, the percentiles of a resolvable harm, the sentence)
+    from the comparison of the baseline's and the trial's experiments."""
+    index = {c["key"].get("experiment"): c["index"] for c in comparison["configurations"]}
+    a, b = index.get(baseline), index.get(after)
+    improved, harmed, effect = False, [], None
+    for d in comparison["differences"]:
+        if {d["a_index"], d["b_index"]} != {a, b}:
+            continue
+        after_lower = (d["ratio"] < 1) == (d["a_index"] == a)  # ratio is b over a
+        if d["percentile"] == key and after_lower:
+            improved, effect = True, d["text"]
+        elif not after_lower:
+            harmed.append(d["percentile"])
+    if effect is None:
+        effect = next(
+            (
+                d.get("text") or d.get("why") or ""
+                for d in comparison["not_resolvable"]
+                if d["percentile"] == key and {d["a_index"], d["b_index"]} == {a, b}
+            ),
+            f"no resolvable difference at {key}",
+        )
+        if harmed:
+            effect = next(d["text"] for d in comparison["differences"] if d["percentile"] == harmed[0])
+    return improved, harmed, str(effect)
+
+
+def _applied(p: Proposal) -> list[str]:
+    return [f"{c.setting}: {c.before} → {c.after if c.after is not None else c.written}" for c in p.changes]
+
+
+def _planned(p: Proposal) -> TuneChangeDocument:
+    return TuneChangeDocument(
+        id=p.id,
+        setting=p.setting,
+        cause=p.cause,
+        remedy=p.remedy.doc(),
+        applied=[f"{c.setting}: {c.before} → {c.written}" for c in p.changes],
+        effect=None,
+        improved=None,
+        harmed=[],
+        kept=None,
+        after=None,
+        comparison_id=None,
+        undo_file=None,
+    )
+
+
+def _boot(root: SysRoot, plan: CorePlan, causes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The boot-time parameters still worth setting: the plan's, less what the running
+    command line has, each with the remedies of the measured causes that ask for it."""
+    host = Host(root)
+    line = kernel_cmdline(host, plan)
+    booted = set(host.params)
+    why: dict[str, list[str]] = {}
+    for c in causes:
+        for name in (c.get("remedy") or {}).get("boot_parameters", []):
+            why.setdefault(name, [])
+            reason = f"{c.get('kind')} on CPU {c.get('cpu')}"
+            if reason not in why[name]:
+                why[name].append(reason)
+    params = [p | {"causes": why.get(p["name"], [])} for p in line["params"] if p["name"] not in booted]
+    params.sort(key=lambda p: (not p["causes"], 0))
+    rt = REMEDIES["isolate-dut-cores"]
+    return {
+        "params": params,
+        "grub": line["grub"],
+        "grub_steps": line["grub_steps"],
+        "preempt_rt": host.preempt_rt,
+        "notes": line["notes"]
+        + ([] if host.preempt_rt else [f"a PREEMPT_RT kernel bounds how long the kernel holds a core ({rt.source})"]),
+    }
+
+
+def _save(db: DbPath, doc: TuneDocument) -> None:
+    with signals.held(), open_store(db) as store:
+        tunestore.save_session(store, doc)
+
+
+def after_reboot(
+    exp: Experiment, db: DbPath, tune_id: int, opts: TuneOptions, hooks: TuneHooks | None = None
+) -> TuneDocument:
+    """`tune --after-reboot ID`: the session's experiment measured again (after boot-time
+    tuning) and compared with its stored before; the session's document with the result added."""
+    hooks = hooks or TuneHooks()
+    with open_store(db) as store:
+        doc = tunestore.session(store, tune_id)
+    before = doc["before"]
+    hooks.phase("measure-after")
+    after = _measure(exp, db, opts, hooks, "after the reboot")
+    with open_store(db) as store:
+        comparison = _compare(store, before, after, doc["percentile"])
+    improved, harmed, effect = decide(comparison, before, after, doc["percentile"])
+    doc["comparison_id"] = comparison.get("comparison_id")
+    doc["after_reboot"].append(
+        {
+            "after": after,
+            "comparison_id": comparison.get("comparison_id"),
+            "improved": improved,
+            "harmed": harmed,
+            "effect": effect,
+            "cmdline": Host(SysRoot.open(None)).cmdline,
+        }
+    )
+    _save(db, doc)
+    return doc

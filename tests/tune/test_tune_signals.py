@@ -1,0 +1,154 @@
+"""An interrupted `lowtail tune` leaves the host as it was before tune, or with only the kept
+set — never half-applied: Ctrl-C, a double Ctrl-C and SIGTERM, sent (for real, to the process)
+as each phase of a trial begins. The trial tries vm.stat_interval (a guideline every untuned
+host is proposed; harmless), so "as before" is read back from /proc."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
+from tb_helpers import needs_root  # noqa: E402
+
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+
+LOWTAIL = [sys.executable, "-m", "lowtail"]
+STAT_INTERVAL = Path("/proc/sys/vm/stat_interval")
+EXPERIMENT = """
+[experiment]
+name = "tune-signals"
+duration = "1s"
+warmup = "200ms"
+repetitions = 2
+calibrate = false
+[traffic]
+rates = [5000]
+[[dut]]
+name = "fwd"
+kind = "lowtail-fwd"
+"""
+# The command with real signals sent to itself as the named phase begins (`times` of them,
+# 50 ms apart: the later ones arrive while the first is being handled).
+_SIGNAL_AT_PHASE = """
+import os, signal, sys, threading
+from lowtail import signals
+import lowtail.tune.loop as loop
+
+sig, phase, times = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+
+
+def at(name):
+    if name == phase:
+        for k in range(1, times):
+            threading.Timer(0.05 * k, os.kill, (os.getpid(), sig)).start()
+        os.kill(os.getpid(), sig)
+
+
+class Hooks(loop.TuneHooks):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.phase = at
+
+
+loop.TuneHooks = Hooks
+with signals.stop_on_signals(until_exit=True):
+    from lowtail.cli import main
+    main(sys.argv[4:])
+"""
+
+
+@pytest.fixture(scope="module")
+def before(tmp_path_factory):
+    """One stored before experiment, shared by every case."""
+    if STAT_INTERVAL.read_text().strip() == "3600":
+        pytest.skip("vm.stat_interval is 3600 already: tune proposes nothing to interrupt here")
+    d = tmp_path_factory.mktemp("tune-signals")
+    (d / "t.toml").write_text(EXPERIMENT)
+    done = subprocess.run(
+        [*LOWTAIL, "run", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--json"], capture_output=True, text=True
+    )
+    assert done.returncode in (0, 3), done.stderr
+    runs = json.loads(done.stdout)
+    # Every run's --json carries the host-state fingerprint it was measured under.
+    state = runs[0]["host_state"]
+    assert (
+        len(state["id"]) == 10 and state["settings"]["kernel command line"] == Path("/proc/cmdline").read_text().strip()
+    )
+    assert state["settings"]["vm.stat_interval"] == STAT_INTERVAL.read_text().strip()
+    return d, runs[0]["experiment_id"]
+
+
+@pytest.mark.parametrize("phase", ["measure-before", "propose", "apply", "measure-after", "compare", "decide"])
+@pytest.mark.parametrize(
+    ("sig", "times"), [(signal.SIGINT, 1), (signal.SIGINT, 2), (signal.SIGTERM, 1)], ids=["ctrl-c", "double", "term"]
+)
+def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(before, phase, sig, times, tmp_path):
+    d, eid = before
+    stat_before = STAT_INTERVAL.read_text().strip()
+    undo_dir = tmp_path / "undo"
+    undo_dir.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_AT_PHASE, str(int(sig)), phase, str(times),
+         "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
+         "--only", "vm.stat_interval", "--undo-dir", str(undo_dir)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 130, done.stderr
+    assert "Traceback" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if "interrupted" in line]
+    assert said, done.stderr
+    # Nothing was kept (the trial was cut short), so the host is exactly as before tune.
+    assert STAT_INTERVAL.read_text().strip() == stat_before
+    assert not list(undo_dir.glob("*.undo.json")), "an undo file of a change still in force"
+    if phase in ("measure-before", "propose"):
+        return  # before any change: the command's own interruption line
+    assert "the host holds what tune kept: nothing" in said[-1], said
+    if phase != "apply":
+        assert "(vm.stat_interval) is undone" in said[-1], said
+
+
+def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
+    """`tune --after-reboot ID`: the session's before (stored by a dry run that took it with
+    --before, measuring nothing) compared with a new measurement; the result is added to the
+    session, which `--json` prints again; an unknown session is one line and exit 2."""
+    d, eid = before
+    base = [*LOWTAIL, "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--json"]
+    planned = subprocess.run([*base, "--before", str(eid)], capture_output=True, text=True)
+    assert planned.returncode == 0, planned.stderr
+    session = json.loads(planned.stdout)
+    assert session["dry_run"] and session["before"] == eid
+    done = subprocess.run([*base, "--after-reboot", str(session["tune_id"])], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    doc = json.loads(done.stdout)
+    assert doc["tune_id"] == session["tune_id"] and doc["before"] == eid
+    (later,) = doc["after_reboot"]
+    assert later["after"] not in (None, eid) and later["effect"] and later["comparison_id"] == doc["comparison_id"]
+    assert later["cmdline"] == Path("/proc/cmdline").read_text().strip()
+    missing = subprocess.run([*base, "--after-reboot", "999"], capture_output=True, text=True)
+    assert missing.returncode == 2 and json.loads(missing.stdout)["exit_code"] == 2
+    assert "no tune session 999" in missing.stderr
+
+
+def test_a_failure_while_measuring_again_undoes_the_change_being_tried(before, tmp_path):
+    """Not only signals: the after measurement fails (its data directory cannot be made, a
+    regular file stands in the way), and the applied change is undone before the error is said."""
+    d, eid = before
+    stat_before = STAT_INTERVAL.read_text().strip()
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    done = subprocess.run(
+        [*LOWTAIL, "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
+         "--only", "vm.stat_interval", "--undo-dir", str(tmp_path), "--data-dir", str(blocker / "data")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode not in (0, 70, 130), done.stderr
+    assert "Traceback" not in done.stderr
+    assert "the change being tried (vm.stat_interval) is undone" in done.stderr, done.stderr
+    assert STAT_INTERVAL.read_text().strip() == stat_before
+    assert not list(tmp_path.glob("*.undo.json"))
