@@ -31,18 +31,13 @@ LOWTAIL = [sys.executable, "-m", "lowtail"]
 sys.path.insert(0, str(Path(__file__).parents[1] / "analyze"))
 from analyze_support import run_cli  # noqa: E402  (lowtail's main in this process: fast)
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from cli_support import one_line  # noqa: E402
+
 
 def lowtail(*args: object, db: Path | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     cmd = [*LOWTAIL, *map(str, args)] + (["--db", str(db)] if db else [])
     return subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, timeout=300)
-
-
-def one_line(done: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == code, (done.returncode, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def experiment_ids(db: Path) -> list[int]:

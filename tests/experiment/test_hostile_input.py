@@ -23,20 +23,15 @@ from lowtail import schema
 from lowtail.errors import UserError
 from lowtail.experiment import external, spec
 
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from cli_support import one_line  # noqa: E402
+
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 EXAMPLES = int(os.environ.get("LOWTAIL_HYPOTHESIS_EXAMPLES", "60"))
 
 
 def lowtail(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run([*LOWTAIL, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
-
-
-def one_line(done: subprocess.CompletedProcess, code: int = 2) -> str:
-    assert "Traceback" not in done.stderr, done.stderr
-    assert done.returncode == code, (done.returncode, done.stderr)
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, done.stderr
-    return lines[0]
 
 
 def experiments_in(db: Path) -> list[tuple]:
