@@ -37,7 +37,7 @@ import socket
 import stat
 import tarfile
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
@@ -281,25 +281,9 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
         return {"already": True, "bundle_id": manifest.bundle_id, "import_id": None, **known.as_result()}
     target = datadir.import_folder(store, root, f"{datadir.IMPORT_FOLDER_PREFIX}{manifest.bundle_id[:12]}-")
     try:
-        series = {}
-        for rel in manifest.files:
-            m = _SERIES_NAME.match(rel)
-            if m:
-                old = int(m.group(1))
-                if old in known.of("analyses"):
-                    continue  # here already, with its own series
-                os.replace(staging / rel, target / Path(rel).name)
-                series[old] = str((target / Path(rel).name).resolve())
-        traces = {}
-        for rel in manifest.files:
-            m = _TRACE_NAME.match(rel)
-            if m:
-                old = int(m.group(1))
-                if old in known.of("runs"):
-                    continue  # here already, with its own trace
-                name = f"trace-run-{old}.parquet"
-                os.replace(staging / rel, target / name)
-                traces[old] = str((target / name).resolve())
+        # What is here already keeps its own series and trace.
+        series = _move_members(manifest.files, _SERIES_NAME, known.of("analyses"), staging, target, None)
+        traces = _move_members(manifest.files, _TRACE_NAME, known.of("runs"), staging, target, "trace-run-{}.parquet")
         origin = msgspec.structs.asdict(manifest.origin) | {
             "bundle_id": manifest.bundle_id,
             "lowtail_version": manifest.lowtail_version,
@@ -321,6 +305,29 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
         shutil.rmtree(target, ignore_errors=True)
         raise
     return {"already": False, "bundle_id": manifest.bundle_id, "data_dir": str(target), "origin": origin, **done}
+
+
+def _move_members(
+    names: Iterable[str],
+    pattern: re.Pattern[str],
+    here: Mapping[int, int],
+    staging: Path,
+    target: Path,
+    rename: str | None,
+) -> dict[int, str]:
+    """The staged members that `pattern` names (its group: the old id) moved into the import's
+    folder (under their own name, or `rename` formatted with the old id), but for those whose
+    row is here already: old id → the file's absolute path."""
+    moved = {}
+    for rel in names:
+        m = pattern.match(rel)
+        if m is None or int(m.group(1)) in here:
+            continue
+        old = int(m.group(1))
+        name = rename.format(old) if rename else Path(rel).name
+        os.replace(staging / rel, target / name)
+        moved[old] = str((target / name).resolve())
+    return moved
 
 
 def _series_ids(manifest: Manifest) -> set[int]:
