@@ -15,7 +15,13 @@ STAMPS  := .build
 # Debian's package would start its own suricata service where no policy-rc.d forbids it.
 APT_RUNTIME := iproute2 zstd procps util-linux dpdk-dev qemu-system-x86 busybox-static nftables openvswitch-switch \
                openssh-client suricata
-APT_BACKPORTS := suricata libhtp2
+# Some machine images carry qemu-utils (qemu-img) from backports: QEMU's system packages must
+# then be of the same version (its qemu-utils breaks an older qemu-system-common), so they and
+# the firmware they need come from backports too. On an image with the release's qemu-utils,
+# nothing of QEMU is taken from there.
+QEMU_BACKPORTS := $(shell dpkg-query -W -f='$${Version}' qemu-utils 2>/dev/null | grep -q '~bpo' && \
+                    echo qemu-system-x86 qemu-system-common qemu-system-data qemu-utils qemu-block-extra seabios)
+APT_BACKPORTS := suricata libhtp2 $(QEMU_BACKPORTS)
 # openssh-server: the hosts testbed's tests start real sshd in network namespaces (note that
 # Debian starts its own ssh service when the package is installed, unless policy-rc.d forbids);
 # tcpdump: the external timestamper of the import tests.
