@@ -811,6 +811,14 @@ class TuneChangeDocument(TypedDict):
     undo_file: str | None  # what undoes it, while it is kept
 
 
+class TuneOwnerDocument(TypedDict):
+    """The process running a tune session: a session left "running" whose owner is gone was
+    killed outright, and the next `tune --yes` undoes the trial it was trying."""
+
+    pid: int
+    start: str | None  # /proc stat field 22: a pid used again is another process
+
+
 class TuneDocument(TypedDict):
     """What `lowtail tune --json` prints and the store keeps (store/tune.py)."""
 
@@ -825,5 +833,8 @@ class TuneDocument(TypedDict):
     undone: list[str]  # the ids of the changes tried and undone
     boot: dict[str, Any]  # the boot-time parameters still worth setting: host/plan.py's kernel_cmdline + why
     dry_run: bool
-    status: str  # planned | finished | interrupted
+    status: str  # planned | running | finished | interrupted | failed | killed
     after_reboot: list[dict[str, Any]]  # `tune --after-reboot`: each later measurement against the before
+    unseen: list[str]  # what explain could not see in the before runs (why a targeted change may be missing)
+    owner: TuneOwnerDocument | None
+    trial_undo_file: str | None  # the undo file of the trial in force while it is measured, else None

@@ -1,19 +1,19 @@
 """`lowtail tune` end to end on the namespace testbed: a SCHED_FIFO task above the testbed's
-programs, pinned to the DuT's core, busy 2 ms every 20 ms (an untuned host's intruder).
+programs, pinned to the DuT's core, busy 2 ms every 50 ms (an untuned host's intruder).
 
-tune must propose moving that task off the DuT's core (explain named it), apply it, measure
-again, and keep it only when the comparison calls the improvement; then measure a change that
-cannot help (vm.stat_interval, unrelated to the intruder) and undo it. At the end the host's
-settings read back as exactly the kept set, and the before and after runs' fingerprints differ
-exactly in what was applied.
+tune must propose moving the other tasks off that core (`other-tasks`; its cause names the
+intruder when explain saw it), apply it, measure again, and keep it only when the comparison
+calls the improvement at p99.9; then measure a change that cannot help (vm.stat_interval,
+unrelated to the intruder) and undo it. At the end the host's settings read back as exactly
+the kept set, and the before and after runs' fingerprints differ exactly in what was applied.
 
-The host is shared and busy, so the test asserts decisions, not figures: the judged percentile
-is p99 (5 s at 10 kpps, two repetitions: p99.9 is not bounded that fast on a busy host), the
-generator's stalls up to 50 ms do not degrade a run (other helpers' load would otherwise make
-every run degraded and no difference callable). Where the product says it could not measure —
-explain did not find the intruder (its headline says why), or the comparison does not call the
-difference (its sentence says why) — the test accepts that answer and checks that nothing
-was kept half-way.
+The host is shared and busy, so the test asserts decisions, not figures: 10 s at 10 kpps and
+two repetitions (5 s did not bound p99.9 here), the generator's stalls up to 50 ms do not
+degrade a run (other load would otherwise make every run degraded and no difference
+callable). Where the product says it could not measure — the comparison does not call the
+difference (its sentence says why) — the test accepts that answer and checks that nothing was
+kept half-way. Whatever a failing test leaves kept is undone (the move includes the test's
+own processes).
 """
 
 from __future__ import annotations
@@ -43,14 +43,14 @@ PLAN = CoreRoles.for_host()
 EXPERIMENT = """
 [experiment]
 name = "tune-e2e"
-duration = "5s"
+duration = "10s"
 warmup = "300ms"
 repetitions = 2
 calibrate = false
 [traffic]
 rates = [10000]
 [verdict]
-percentile = 99
+percentile = 99.9
 [trust]
 max_stall = "50ms"
 max_pacing_p99 = "50ms"
@@ -68,7 +68,7 @@ HOUSEKEEPING = {PLAN.housekeeping, PLAN.generator, PLAN.capture} - set(PLAN.dut)
 def intruder():
     """The hog on the DuT's core; killed (and so off every core) after the test."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOG_SOURCE, HOG, str(PLAN.dut[0]), str(HOG_PRIORITY), "0.002", "0.02"]
+        [sys.executable, "-c", HOG_SOURCE, HOG, str(PLAN.dut[0]), str(HOG_PRIORITY), "0.002", "0.05"]
     )
     try:
         yield proc
@@ -78,10 +78,13 @@ def intruder():
 
 
 @pytest.fixture(autouse=True)
-def stat_interval_kept_as_it_was():
-    """Should an assertion stop a test while tune's change is kept, vm.stat_interval goes back."""
+def kept_changes_undone(tmp_path):
+    """Should an assertion stop a test while tune's changes are kept, they are undone (the
+    move includes this test's own processes), and vm.stat_interval goes back."""
     before = STAT_INTERVAL.read_text()
     yield
+    for kept in tmp_path.glob("lowtail-tune-*.undo.json"):
+        subprocess.run([*LOWTAIL, "host", "undo", str(kept), "--force"], capture_output=True)
     if STAT_INTERVAL.read_text() != before:
         STAT_INTERVAL.write_text(before)
 
@@ -112,17 +115,15 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     code, planned, stderr = tune(tmp_path)
     assert code == 0, stderr
     assert planned["dry_run"] and all(c["kept"] is None for c in planned["changes"])
-    move = f"move-pid-{intruder.pid}"
+    move = "other-tasks"
     ids = [c["id"] for c in planned["changes"]]
-    if move not in ids:
-        with open_store(tmp_path / "t.duckdb", read_only=True) as store:
-            from lowtail.store.explain import headlines
-
-            said = headlines(store, [r["run_id"] for r in runstore.runs(store, planned["before"])])
-        assert said, f"the intruder was not found and the product did not say why: {planned['changes']}"
-        pytest.skip(f"this host could not measure the DuT: {next(iter(said.values()))}")
+    assert move in ids, planned["changes"]  # the intruder (and this test) are allowed on the DuT's core
     proposed = next(c for c in planned["changes"] if c["id"] == move)
-    assert proposed["cause"].startswith(f"preemption on CPU {PLAN.dut[0]}") and HOG in proposed["cause"]
+    if proposed["cause"].startswith("preemption"):  # explain saw the intruder: the cause names it
+        assert proposed["cause"].startswith(f"preemption on CPU {PLAN.dut[0]}") and HOG in proposed["cause"]
+        assert f"move-pid-{intruder.pid}" in ids
+    else:
+        print(f"explain did not name the intruder; tune said: {planned['unseen']}")
     assert proposed["remedy"]["id"] == "move-tasks-off-dut-cores" and proposed["remedy"]["source"]
     assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]} and STAT_INTERVAL.read_text().strip() == stat_before
     # The boot-time remedy is planned with the GRUB line.
@@ -152,7 +153,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     moved = tried[move]
     assert moved["kept"] == (moved["improved"] and not moved["harmed"])
     if moved["kept"]:
-        assert f"experiment {moved['after']} is lower than experiment {doc['before']} at p99" in moved["effect"]
+        assert f"experiment {moved['after']} is lower than experiment {doc['before']} at p99.9" in moved["effect"]
         assert Path(moved["undo_file"]).exists() and doc["kept"] == [move] and doc["after"] == moved["after"]
         expected_cpus = HOUSEKEEPING
     else:
@@ -205,9 +206,8 @@ def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(tm
     stat_before = STAT_INTERVAL.read_text().strip()
     code, planned, stderr = tune(tmp_path)
     assert code == 0, stderr
-    move = f"move-pid-{intruder.pid}"
-    if move not in [c["id"] for c in planned["changes"]]:
-        pytest.skip("this host could not measure the DuT (explain did not find the intruder)")
+    move = "other-tasks"
+    assert move in [c["id"] for c in planned["changes"]], planned["changes"]
     code, doc, stderr = tune(
         tmp_path, "--yes", "--before", str(planned["before"]), "--only", f"{move},vm.stat_interval",
         "--undo-dir", str(tmp_path),

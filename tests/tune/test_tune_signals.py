@@ -16,6 +16,11 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
 from tb_helpers import needs_root  # noqa: E402
 
+from lowtail.host.state import differing  # noqa: E402
+from lowtail.store import open_store  # noqa: E402
+from lowtail.store import runs as runstore  # noqa: E402
+from lowtail.store import tune as tunestore  # noqa: E402
+
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
@@ -27,6 +32,7 @@ duration = "1s"
 warmup = "200ms"
 repetitions = 2
 calibrate = false
+trace = false
 [traffic]
 rates = [5000]
 [[dut]]
@@ -152,3 +158,61 @@ def test_a_failure_while_measuring_again_undoes_the_change_being_tried(before, t
     assert "the change being tried (vm.stat_interval) is undone" in done.stderr, done.stderr
     assert STAT_INTERVAL.read_text().strip() == stat_before
     assert not list(tmp_path.glob("*.undo.json"))
+
+
+def test_a_tune_killed_outright_is_undone_by_the_next_tune(before, tmp_path):
+    """SIGKILL cannot be caught: the trial it was trying stays in force. The session named its
+    owner and the trial's undo file before applying, so the next `tune --yes` on the database
+    finds the session "running" with its owner gone, undoes that trial, marks it "killed" and
+    says so before it measures; the runs it then measures differ from the before's exactly in
+    the setting it applies."""
+    d, eid = before
+    stat_before = STAT_INTERVAL.read_text().strip()
+    undo_dir = tmp_path / "undo"
+    undo_dir.mkdir()
+    args = ["tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
+            "--only", "vm.stat_interval", "--undo-dir", str(undo_dir), "--one-by-one"]  # fmt: skip
+    killed = subprocess.run(
+        [sys.executable, "-c", _SIGNAL_AT_PHASE, str(int(signal.SIGKILL)), "measure-after", "1", *args],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    assert STAT_INTERVAL.read_text().strip() == "3600"  # in force: nothing could undo it
+    (left,) = undo_dir.glob("*.undo.json")
+    done = subprocess.run([*LOWTAIL, *args, "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    try:
+        assert done.returncode == 0, done.stderr
+        assert "was killed while running: the change it was trying is undone" in done.stderr, done.stderr
+        assert not left.exists()
+        doc = json.loads(done.stdout)
+        with open_store(d / "t.duckdb", read_only=True) as store:
+            statuses = {s["tune_id"]: s["status"] for s in tunestore.sessions(store)}
+        assert statuses[doc["tune_id"] - 1] == "killed" and statuses[doc["tune_id"]] == "finished"
+        (tried,) = doc["changes"]
+        before_state = fingerprints(d, eid)[0]["settings"]
+        after_state = fingerprints(d, tried["after"])[0]["settings"]
+        assert differing(before_state, after_state) == {"vm.stat_interval": (stat_before, "3600")}
+    finally:
+        for kept in undo_dir.glob("*.undo.json"):
+            subprocess.run([*LOWTAIL, "host", "undo", str(kept), "--force"], capture_output=True)
+    assert STAT_INTERVAL.read_text().strip() == stat_before
+
+
+def test_a_before_measured_from_another_file_is_refused(before, tmp_path):
+    """--before must be this experiment file's measurement: another one's runs would make every
+    difference a difference of experiments. One line, exit 2, nothing measured or changed."""
+    d, eid = before
+    other = tmp_path / "other.toml"
+    other.write_text(EXPERIMENT.replace('name = "tune-signals"', 'name = "another"'))
+    done = subprocess.run(
+        [*LOWTAIL, "tune", str(other), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert f"--before {eid}: experiment {eid} (tune-signals) was not measured from {other}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def fingerprints(d: Path, experiment: int) -> list[dict]:
+    with open_store(d / "t.duckdb", read_only=True) as store:
+        return [r["host_state"] for r in runstore.runs(store, experiment)]

@@ -91,6 +91,8 @@ def _show(doc: TuneDocument) -> None:
         out.print(t)
     else:
         out.print("nothing to change at run time: the host already follows the remedies that fit", markup=False)
+    for u in doc.get("unseen") or []:
+        note(f"explain could not see: {u}")
     for r in doc["after_reboot"]:
         out.print(f"after the reboot: experiment {r['after']}: {r['effect']}", markup=False)
     if doc["dry_run"] and doc["changes"]:

@@ -283,7 +283,11 @@ def _undo_one(root: SysRoot, ch: Change) -> None:
             p.rmdir()
     elif ch.kind == "affinity":
         if ch.restore is not None and task_start(root, ch.path) == ch.task_start:
-            _set_affinity(root, ch, ch.restore)  # a task that has ended needs nothing restored
+            try:
+                _set_affinity(root, ch, ch.restore)
+            except OSError as e:
+                if e.errno != errno.ESRCH:
+                    raise  # ESRCH: it ended meanwhile, and a task that has ended needs nothing restored
     elif ch.restore is not None:
         root.write(ch.path, ch.restore)
 
@@ -321,6 +325,10 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
                 try:
                     _do(root, ch)
                 except OSError as e:
+                    if ch.optional and ch.kind == "affinity" and e.errno == errno.ESRCH:
+                        # A task of many moved at once (tune's other-tasks) ended first: nothing to move.
+                        ch.status, ch.note = "refused", "the task had ended"
+                        continue
                     if ch.optional and e.errno in _REFUSALS:
                         ch.status, ch.note = "refused", f"the kernel refused it: {e.strerror}"
                         continue

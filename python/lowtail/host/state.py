@@ -144,7 +144,7 @@ def realtime_threads(root: SysRoot) -> list[tuple[str, set[int]]]:
     threads and lowtail's own programs left out)."""
     found = []
     for pid in root.listdir("proc"):
-        if not pid.isdigit() or _kernel_thread(root, int(pid)):
+        if not pid.isdigit() or kernel_thread(root, int(pid)):
             continue
         for tid in root.listdir(f"proc/{pid}/task"):
             if tid.isdigit() and (thread := _realtime_thread(root, int(pid), int(tid))) is not None:
@@ -162,13 +162,18 @@ def _realtime_thread(root: SysRoot, pid: int, tid: int) -> tuple[str, set[int]] 
     return f"{status.get('Name', '?')}:{policy[1]}", set(parse_cpulist(status["Cpus_allowed_list"]))
 
 
-def _kernel_thread(root: SysRoot, pid: int) -> bool:
-    """Kernel threads have no command line (and are children of kthreadd, pid 2)."""
+# PF_KTHREAD in a task's flags: the kernel's own threads (per-CPU workers, ksoftirqd, ...).
+_PF_KTHREAD = 0x00200000
+
+
+def kernel_thread(root: SysRoot, pid: int) -> bool:
+    """Is this one of the kernel's own threads? (PF_KTHREAD in /proc stat's flags, field 9;
+    a task that is gone counts as one: there is nothing of it to read or move.)"""
     stat = root.read(f"proc/{pid}/stat")
     if stat is None:
         return True
-    rest = stat.rpartition(")")[2].split()
-    return len(rest) > 1 and rest[1] in ("0", "2") and not root.read(f"proc/{pid}/cmdline")
+    rest = stat.rpartition(")")[2].split()  # rest[0] is field 3 (state): the flags are rest[6]
+    return len(rest) > 6 and rest[6].isdigit() and bool(int(rest[6]) & _PF_KTHREAD)
 
 
 def affinity_of(root: SysRoot, pid: int, tid: int) -> list[int] | None:

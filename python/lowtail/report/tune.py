@@ -75,7 +75,19 @@ def tune_page(doc: dict[str, Any], comparison: dict[str, Any] | None, drawn: Dra
         page.banner("A dry run: nothing was applied (run `lowtail tune` with --yes).")
     if doc["status"] == "interrupted":
         page.banner("The session was interrupted: the change being tried was undone; the host holds what was kept.")
+    if doc["status"] == "killed":
+        page.banner(
+            "The session was killed outright; the next tune undid the change it was trying; what it kept stays."
+        )
     _changes_section(page, doc)
+    unseen = doc.get("unseen") or []
+    if unseen:
+        page.add(
+            "What explain could not see in the before runs",
+            "<p>A change that targets a cause needs the cause seen; these runs could not show one:</p><ul>"
+            + "".join(f"<li>{esc(u)}</li>" for u in unseen)
+            + "</ul>",
+        )
     if comparison is not None:
         hdr_section(page, comparison, drawn)
         table_section(page, comparison)

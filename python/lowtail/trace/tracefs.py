@@ -91,6 +91,38 @@ class Shell(Protocol):
         ...
 
 
+# How long tracefs may take to answer a script. A healthy kernel answers in milliseconds (a
+# large buffer in a second or two); a kernel whose tracing faulted holds every access in an
+# unkillable wait. Past this, the run goes on without a trace, and the rest of this boot's
+# runs are told at once instead of each waiting again (STUCK_MARKER, keyed by the boot id).
+TRACEFS_TIMEOUT_S = 120
+STUCK_MARKER = Path("/run/lowtail/tracefs-unresponsive")
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def stuck_since() -> str | None:
+    """When tracefs stopped answering in this boot (the marker's text), None when it has not."""
+    try:
+        boot, _, when = STUCK_MARKER.read_text().partition(" ")
+    except OSError:
+        return None
+    return when.strip() if boot == _boot_id() and boot else None
+
+
+def _mark_stuck() -> None:
+    try:
+        STUCK_MARKER.parent.mkdir(parents=True, exist_ok=True)
+        STUCK_MARKER.write_text(f"{_boot_id()} {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n")
+    except OSError:
+        pass  # not root, or no /run: each run waits its own timeout
+
+
 class LocalShell:
     """This host."""
 
@@ -100,7 +132,19 @@ class LocalShell:
         self.label = label
 
     def run(self, script: str, what: str) -> str:
-        done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=120)
+        since = stuck_since()
+        if since is not None:
+            raise TraceUnavailable(
+                f"{what}: the kernel's tracefs stopped answering at {since} and stays so until a reboot "
+                f"(see `dmesg`; {STUCK_MARKER})"
+            )
+        try:
+            done = subprocess.run(["/bin/sh", "-c", script], capture_output=True, text=True, timeout=TRACEFS_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            _mark_stuck()
+            raise TraceUnavailable(
+                f"{what}: tracefs did not answer within {TRACEFS_TIMEOUT_S} s (a kernel fault in tracing? see `dmesg`)"
+            ) from None
         if done.returncode != 0:
             last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
             raise TraceUnavailable(f"{what}: {last}")

@@ -15,6 +15,7 @@ the one measured with the trial applied, grouped `--by experiment`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import signals
-from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument
+from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument, TuneOwnerDocument
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.spec import Experiment
-from lowtail.host.apply import Change, apply_changes, undo
+from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan, kernel_cmdline
 from lowtail.host.remedies import REMEDIES
@@ -103,12 +104,17 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
     check_ids(opts.only)
     root = SysRoot.open(None)
     plan = core_plan(exp)
+    if opts.before is not None:
+        _check_same_experiment(db, exp, spec, opts.before)
+    if opts.yes:
+        recover_killed(db, hooks)
     hooks.phase("measure-before")
     before = opts.before if opts.before is not None else _measure(exp, db, opts, hooks, "before")
     hooks.phase("propose")
     with open_store(db) as store:
         runstore.experiment(store, before)  # a UserError when it is not stored
         causes = _causes(store, before)
+        unseen = _unseen(store, before)
     proposals = propose(root, plan, causes)
     unknown = sorted(set(opts.only) - {p.id for p in proposals})
     if unknown:
@@ -129,6 +135,9 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
         dry_run=not opts.yes,
         status="planned" if not opts.yes else "running",
         after_reboot=[],
+        unseen=unseen,
+        owner=_owner(root),
+        trial_undo_file=None,
     )
     with open_store(db) as store:
         doc["tune_id"] = tunestore.create_session(store, doc)
@@ -175,8 +184,12 @@ def _try(
     ids = [p.id for p in trial.proposals]
     entries = [c for c in doc["changes"] if c["id"] in ids]
     hooks.phase("apply")
-    trial.changes = [c for p in trial.proposals for c in p.changes]
+    trial.changes = _as_now(root, [c for p in trial.proposals for c in p.changes])
     hooks.log(f"applying {', '.join(ids)} (undo file {trial.undo_path})")
+    # Stored before anything changes: a tune killed outright (SIGKILL) leaves this for the
+    # next `tune --yes` to undo (recover_killed).
+    doc["trial_undo_file"] = str(trial.undo_path)
+    _save(db, doc)
     apply_changes(root, trial.changes, plan, trial.undo_path)
     for entry in entries:
         entry["applied"] = [a for p in trial.proposals if p.id == entry["id"] for a in _applied(p)]
@@ -201,8 +214,93 @@ def _try(
             undo(trial.undo_path)
         doc["undone"] += ids
         hooks.log(f"undid {', '.join(ids)}: {effect}" + (f"; harm at {', '.join(harmed)}" if harmed else ""))
+    doc["trial_undo_file"] = None
     _save(db, doc)
     return after if keep else baseline
+
+
+def _as_now(root: SysRoot, changes: list[Change]) -> list[Change]:
+    """The changes with what they restore read as the trial starts, not when they were
+    proposed: a later trial's undo must give back what an earlier kept trial set (a thread
+    `other-tasks` moved, then named again by `move-pid-N`), never what was there before it."""
+    for ch in changes:
+        if ch.kind == "mkdir":
+            continue
+        now = read_setting(root, ch)
+        if now is not None:
+            ch.before = ch.restore = now
+    return changes
+
+
+def _owner(root: SysRoot) -> TuneOwnerDocument:
+    pid = os.getpid()
+    return TuneOwnerDocument(pid=pid, start=task_start(root, f"proc/{pid}"))
+
+
+def _owner_gone(root: SysRoot, owner: Mapping[str, Any] | None) -> bool:
+    if not owner or not isinstance(owner.get("pid"), int):
+        return False  # a session stored before owners were recorded: not ours to judge
+    return task_start(root, f"proc/{owner['pid']}") != owner.get("start")
+
+
+def recover_killed(db: DbPath, hooks: TuneHooks) -> list[int]:
+    """Sessions left "running" by a tune that was killed outright (SIGKILL, a lost machine
+    session): the trial it was trying is undone from its undo file (what it had kept stays,
+    with its own undo files), the session is marked "killed", and the user is told. The ids."""
+    root = SysRoot.open(None)
+    recovered: list[int] = []
+    with open_store(db) as store:
+        running = [s["tune_id"] for s in tunestore.sessions(store) if s["status"] == "running"]
+        docs = [tunestore.session(store, t) for t in running]
+    for doc in docs:
+        if not _owner_gone(root, doc.get("owner")):
+            continue
+        trial = doc.get("trial_undo_file")
+        what = "no change was being tried"
+        if trial and Path(trial).exists():
+            try:
+                with signals.held():
+                    undo(Path(trial), force=True)
+                what = f"the change it was trying is undone ({trial})"
+            except (UserError, Failure) as e:
+                what = f"the change it was trying is not undone ({e}): run `lowtail host undo {trial}`"
+        doc["status"], doc["trial_undo_file"] = "killed", None
+        _save(db, doc)
+        kept = ", ".join(doc["kept"]) or "nothing"
+        hooks.warn(f"tune session {doc['tune_id']} was killed while running: {what}; what it kept stays: {kept}")
+        recovered.append(int(doc["tune_id"] or 0))
+    return recovered
+
+
+def _check_same_experiment(db: DbPath, exp: Experiment, spec: Path, before: int) -> None:
+    """`--before` is a measurement of this very experiment file (the same spec hash):
+    another experiment's runs would make every difference a difference of experiments."""
+    with open_store(db) as store:
+        stored = runstore.experiment(store, before)
+    if stored.get("spec_hash") != exp.spec_hash:
+        raise UserError(
+            f"--before {before}: experiment {before} ({stored.get('name')}) was not measured from {spec} as it is now "
+            "(its file differs): give an experiment measured from this file, or leave --before out to measure one"
+        )
+
+
+def _unseen(store: Store, experiment_id: int) -> list[str]:
+    """What explain could not see in the before runs, in words: each distinct headline, and
+    the runs without a kernel trace with the reason. A targeted change missing from the
+    proposals has its reason here."""
+    from lowtail.store.explain import headlines
+
+    runs = runstore.runs(store, experiment_id)
+    ids = [rid for r in runs if not r.get("calibration") and (rid := r.get("run_id")) is not None]
+    out = list(dict.fromkeys(headlines(store, ids).values()))
+    untraced: dict[str, list[int]] = {}
+    for run_id in ids:
+        trace = (explainstore.explanation(store, run_id) or {}).get("trace") or {}
+        if trace.get("method") != "tracefs":
+            untraced.setdefault(str(trace.get("reason") or "the run was not explained"), []).append(run_id)
+    out += [f"runs {', '.join(map(str, r))} have no kernel trace ({why}): no cause of theirs could be targeted"
+            for why, r in untraced.items()]  # fmt: skip
+    return out
 
 
 def _abandon(doc: TuneDocument, trial: _Trial, db: DbPath, status: str) -> str:
@@ -217,6 +315,8 @@ def _abandon(doc: TuneDocument, trial: _Trial, db: DbPath, status: str) -> str:
                 undo(trial.undo_path, force=True)
             except (UserError, Failure) as e:
                 what = f"not undone ({e}): run `lowtail host undo {trial.undo_path}`"
+        if not what.startswith("not undone"):
+            doc["trial_undo_file"] = None
         doc["status"] = status
         _save(db, doc)
     return f"({', '.join(sorted(tried)) or '–'}) is {what}"

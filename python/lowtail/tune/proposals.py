@@ -10,6 +10,7 @@ affinities for the tasks explain named), so every change here has its undo.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from lowtail.host.apply import Change, planned_changes, read_setting, task_start
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan
 from lowtail.host.remedies import REMEDIES, Remedy
+from lowtail.host.state import kernel_thread
 from lowtail.host.sysroot import SysRoot, format_cpulist, parse_cpulist
 
 # A cause of no particular packet: a guideline of the studies.
@@ -35,11 +37,12 @@ class Proposal:
     remedy: Remedy
     cause: str
     changes: list[Change] = field(default_factory=list)
+    summary: str = ""  # what it changes in words, when listing every change would be too long
 
     @property
     def setting(self) -> str:
         """What it changes, in words."""
-        return "; ".join(c.setting for c in self.changes)
+        return self.summary or "; ".join(c.setting for c in self.changes)
 
 
 def propose(root: SysRoot, plan: CorePlan, causes: Sequence[Mapping[str, Any]]) -> list[Proposal]:
@@ -47,7 +50,7 @@ def propose(root: SysRoot, plan: CorePlan, causes: Sequence[Mapping[str, Any]]) 
     runs measured before): targeted ones first, then the guidelines; only what is not in
     place already."""
     host = Host(root)
-    out = _move_tasks(root, plan, causes) + _move_irqs(host, plan, causes)
+    out = _move_tasks(root, plan, causes) + _move_other_tasks(root, plan, causes) + _move_irqs(host, plan, causes)
     out += _guidelines(host, plan)
     return [p for p in out if p.changes]
 
@@ -69,21 +72,58 @@ def _move_tasks(root: SysRoot, plan: CorePlan, causes: Iterable[Mapping[str, Any
             REMEDIES["move-tasks-off-dut-cores"],
             f"preemption on CPU {c.get('cpu')}: {what}, {_share(c)}",
         )
-        for tid in sorted(root.listdir(f"proc/{pid}/task"), key=lambda t: int(t) if t.isdigit() else -1):
-            if not tid.isdigit():
-                continue
-            rel = f"proc/{pid}/task/{tid}"
-            probe = Change("", rel, "", None, None, kind="affinity", task_start=task_start(root, rel))
-            now = read_setting(root, probe)
-            if now is None or not set(parse_cpulist(now)) & set(plan.isolated):
-                continue
-            target = sorted(set(parse_cpulist(now)) - set(plan.isolated)) or list(plan.housekeeping)
-            probe.setting = f"CPUs of {what.split(' (', 1)[0]} (pid {pid}, thread {tid})"
-            probe.written, probe.before, probe.restore = format_cpulist(target), now, now
-            probe.compare = "cpulist"
-            proposal.changes.append(probe)
+        proposal.changes = _thread_moves(root, plan, pid, what.split(" (", 1)[0])
         out[pid] = proposal
     return list(out.values())
+
+
+def _move_other_tasks(root: SysRoot, plan: CorePlan, causes: Iterable[Mapping[str, Any]]) -> list[Proposal]:
+    """Every user task allowed on a DuT core moved off it: each thread to its other CPUs, or
+    to the housekeeping cores when it has none (a task pinned there on purpose included: that
+    is what isolating the core means). Not tune's own process (the runs' core plan is read
+    from the measuring process's CPUs) and not the kernel's threads. Each move is optional: a
+    task that ends before it is moved is skipped, never a failed trial."""
+    preempting = [c for c in causes if c.get("kind") == "preemption" and c.get("role") == "dut"]
+    if preempting:
+        first = preempting[0]
+        what = (first.get("evidence") or {}).get("what", "another task")
+        cause = f"preemption on CPU {first.get('cpu')}: {what}, {_share(first)}"
+    else:
+        cause = GUIDELINE
+    proposal = Proposal("other-tasks", REMEDIES["move-tasks-off-dut-cores"], cause)
+    mine = os.getpid()
+    for pid_text in sorted((p for p in root.listdir("proc") if p.isdigit()), key=int):
+        pid = int(pid_text)
+        if pid == mine or kernel_thread(root, pid):  # the kernel's threads: isolcpus at boot
+            continue
+        comm = (root.read(f"proc/{pid}/comm") or "").strip() or f"pid {pid}"
+        proposal.changes += _thread_moves(root, plan, pid, comm, optional=True)
+    tasks = len({c.path.split("/")[1] for c in proposal.changes})  # proc/PID/task/TID
+    cores = format_cpulist(sorted(plan.isolated))
+    proposal.summary = (
+        f"CPUs of every other task allowed on CPU {cores} ({tasks} tasks, {len(proposal.changes)} threads): "
+        "their other CPUs, else the housekeeping cores"
+    )
+    return [proposal]
+
+
+def _thread_moves(root: SysRoot, plan: CorePlan, pid: int, name: str, optional: bool = False) -> list[Change]:
+    """The affinity changes that take each thread of `pid` off the DuT's cores."""
+    out: list[Change] = []
+    for tid in sorted(root.listdir(f"proc/{pid}/task"), key=lambda t: int(t) if t.isdigit() else -1):
+        if not tid.isdigit():
+            continue
+        rel = f"proc/{pid}/task/{tid}"
+        probe = Change("", rel, "", None, None, kind="affinity", task_start=task_start(root, rel), optional=optional)
+        now = read_setting(root, probe)
+        if now is None or not set(parse_cpulist(now)) & set(plan.isolated):
+            continue
+        target = sorted(set(parse_cpulist(now)) - set(plan.isolated)) or list(plan.housekeeping)
+        probe.setting = f"CPUs of {name} (pid {pid}, thread {tid})"
+        probe.written, probe.before, probe.restore = format_cpulist(target), now, now
+        probe.compare = "cpulist"
+        out.append(probe)
+    return out
 
 
 def _move_irqs(host: Host, plan: CorePlan, causes: Iterable[Mapping[str, Any]]) -> list[Proposal]:
@@ -117,7 +157,7 @@ def _guidelines(host: Host, plan: CorePlan) -> list[Proposal]:
 
 def check_ids(ids: Sequence[str]) -> None:
     """Refuse `--only` ids that no proposal can have, before anything is measured."""
-    known = {g[0] for g in _GUIDELINES} | {"irq-affinity"}
+    known = {g[0] for g in _GUIDELINES} | {"irq-affinity", "other-tasks"}
     bad = [i for i in ids if i not in known and not re.fullmatch(r"move-pid-[0-9]+", i)]
     if bad:
         raise UserError(
