@@ -773,6 +773,7 @@ class CauseDoc(TypedDict):
 
     kind: str
     role: str
+    host: str | None  # the host of the role's core (a run may be traced on several)
     cpu: int | None
     share: float
     added_ns: int

@@ -118,7 +118,7 @@ def trace_and_explain(store: Store, run_id: int, folder: Path, spike_ns: int = 3
             "state": pa.array(["R"] * len(spans)),
             "detail": pa.array([""] * len(spans)),
         },
-        schema=timeline.SCHEMA,
+        schema=timeline.LEGACY_SCHEMA,  # one host's table, as a recording is built: write() adds its host
     )
     coverage = [
         {"cpu": 2, "first_ns": first, "last_ns": last, "events": 2 * len(spans), "dropped": 0, "pages_with_loss": 0}

@@ -181,10 +181,18 @@ def _drop_table_file(manifest, files):
         (_trace(lambda t: t.drop_columns(["pid"])), "traces/run-2.parquet: has other columns than a trace's"),
         (_trace(lambda t: t.replace_schema_metadata(None)), "traces/run-2.parquet: has no recording facts"),
         (
-            _trace_facts(lambda f: f["coverage"].append({"cpu": "two"})),
+            _trace_facts(lambda f: f["hosts"][0]["coverage"].append({"cpu": "two"})),
             "traces/run-2.parquet: its recording facts are not a trace's",
         ),
-        (_trace_facts(lambda f: f.update(cpus="all")), "traces/run-2.parquet: its recording facts are not a trace's"),
+        (
+            _trace_facts(lambda f: f["hosts"][0].update(cpus="all")),
+            "traces/run-2.parquet: its recording facts are not a trace's",
+        ),
+        (_trace_facts(lambda f: f.update(hosts="all")), "traces/run-2.parquet: its recording facts are not a trace's"),
+        (
+            _trace(lambda t: t.set_column(t.schema.get_field_index("host"), "host", t.column("host").cast("string"))),
+            "traces/run-2.parquet: has other columns than a trace's",
+        ),
         (_duplicate_rows("run_explanations"), "rows/run_explanations.parquet: holds the row run_id 2 2 times"),
         (_duplicate_rows("run_causes"), "rows/run_causes.parquet: holds the row"),
         (

@@ -17,6 +17,8 @@ RATE = 10_000
 PERIOD = 1_000_000_000 // RATE
 N = 30_000
 T0 = 1_700_000_000_000_000_000
+HOST = "lab"
+COVERAGE = {(HOST, 0): (T0, T0 + N * PERIOD), (HOST, 1): (T0, T0 + N * PERIOD)}
 
 
 def _facts(seed: int) -> RunFacts:
@@ -31,8 +33,8 @@ def _facts(seed: int) -> RunFacts:
         budget_ns=None,
         budget_failed=False,
         roles={
-            "dut": {"cpus": [0], "pids": [100], "comms": ["lowtail-fwd"]},
-            "generator": {"cpus": [1], "pids": [200], "comms": ["lowtail-gen"]},
+            "dut": {"host": HOST, "cpus": [0], "pids": [100], "comms": ["lowtail-fwd"]},
+            "generator": {"host": HOST, "cpus": [1], "pids": [200], "comms": ["lowtail-gen"]},
         },
     )
 
@@ -50,6 +52,7 @@ def _intervals(rows: list[tuple[int, int, int, str, str, int, int]]) -> pa.Table
             "prio": pa.array(cols[6], pa.int16()),
             "state": pa.array([""] * len(rows), pa.string()),
             "detail": pa.array([""] * len(rows), pa.string()),
+            "host": pa.array([HOST] * len(rows), pa.string()).dictionary_encode(),
         },
         schema=SCHEMA,
     )
@@ -80,7 +83,7 @@ def test_independent_events_are_no_cause(seed):
         d = int(rng.integers(20_000, 400_000))
         rows.append((0, t, t + d, "task", "cc1", 300, 120))
         t += d + int(rng.integers(1_000_000, 30_000_000))
-    doc = explain(p, _facts(seed), _intervals(rows), {0: (T0, T0 + N * PERIOD), 1: (T0, T0 + N * PERIOD)})
+    doc = explain(p, _facts(seed), _intervals(rows), COVERAGE)
     assert doc["tail"]["packets"] > 0
     assert doc["causes"] == [], doc["causes"]
     assert doc["unexplained_share"] == 1.0
@@ -106,7 +109,7 @@ def test_a_task_that_delays_a_known_share_is_found_with_that_share(seed):
     extra[unexplained] += 1_530_000
     p = _packets(rng, extra)
     truth_tail = p.latency_ns > p.percentile(Fraction(999, 1000))
-    doc = explain(p, _facts(seed), _intervals(rows), {0: (T0, T0 + N * PERIOD), 1: (T0, T0 + N * PERIOD)})
+    doc = explain(p, _facts(seed), _intervals(rows), COVERAGE)
     first = doc["causes"][0]
     assert first["kind"] == "preemption" and first["role"] == "dut" and first["cpu"] == 0
     assert first["evidence"]["what"].startswith("lowtail-hog (pid 4242, real-time priority 60)")
@@ -130,9 +133,7 @@ def test_a_generator_late_all_run_long_is_not_the_cause_of_the_tail(seed):
     due = T0 + ids * PERIOD
     pre = due + np.where(is_late, rng.integers(300_000, 400_000, N), 0)
     p = Packets.of(ids, pre, pre + latency, latency)
-    doc = explain(
-        p, _facts(seed), _intervals([]), {0: (T0, T0 + N * PERIOD), 1: (T0, T0 + N * PERIOD)}, Fraction(9, 10)
-    )
+    doc = explain(p, _facts(seed), _intervals([]), COVERAGE, Fraction(9, 10))
     assert doc["tail"]["packets"] >= 2_500
     assert not any(c["kind"] == "generator_stall" for c in doc["causes"]), doc["causes"]
     assert doc["headline"] is None
@@ -167,7 +168,7 @@ def test_a_stalled_generator_is_found_by_the_queue_its_late_packets_make(seed):
         pre[overdue] = end + 2_000 * np.arange(1, overdue.size + 1)
     post = _fifo(pre, 20_000, rng) + 5_000
     p = Packets.of(ids, pre, post, post - pre)
-    doc = explain(p, _facts(seed), _intervals(rows), {0: (T0, T0 + N * PERIOD), 1: (T0, T0 + N * PERIOD)})
+    doc = explain(p, _facts(seed), _intervals(rows), COVERAGE)
     first = doc["causes"][0]
     assert first["kind"] == "generator_stall" and first["role"] == "generator", doc["causes"]
     assert first["share"] >= 0.8 and "lowtail-hog" in first["evidence"]["what"], first

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
 from tb_helpers import needs_root  # noqa: E402
 
 from lowtail.trace import timeline  # noqa: E402
-from lowtail.trace.tracefs import LocalShell, Recorder, TraceUnavailable  # noqa: E402
+from lowtail.trace.tracefs import LocalShell, Recorder, TraceUnavailable, removal  # noqa: E402
 
 pytestmark = [needs_root, pytest.mark.root]
 
@@ -88,4 +88,4 @@ def test_a_frames_transmit_event_lines_up_with_its_timestamp(tmp_path):
     assert abs(np.median(gaps)) <= 20_000, gaps
     assert not info.clock["stepped"] and info.clock["uncertainty_ns"] < BOUND_NS
     assert not Path(recorder.instance).exists()
-    assert undo == [["rmdir", recorder.instance]]
+    assert undo == [removal(recorder.instance)]

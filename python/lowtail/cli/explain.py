@@ -13,7 +13,7 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
-from lowtail.report.explain import KIND_WORDS
+from lowtail.report.explain import KIND_WORDS, core_text
 from lowtail.units import format_ns, format_percent
 
 
@@ -73,7 +73,7 @@ def show(doc: Any) -> None:
                 str(i),
                 KIND_WORDS.get(c["kind"], c["kind"]),
                 c["role"],
-                "" if c["cpu"] is None else str(c["cpu"]),
+                core_text(c, doc),
                 format_percent(c["share"]),
                 format_ns(c["added_ns"]),
                 str(c["evidence"].get("what", "")),

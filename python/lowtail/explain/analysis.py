@@ -20,6 +20,11 @@ A suspect becomes a cause only when it explains more tail packets than it would 
 by a margin (`significant`), and at least `CAUSE_FLOOR` of them; each tail packet is then
 given to the cause that accounts for most of its delay. What no cause takes is the
 unexplained share.
+
+A role's cores are (host, cpu) pairs (`cores.Core`): a run traced on several hosts keeps
+each host's CPUs apart. On another host's cores a packet's window is widened by that
+host's clock uncertainty (`RunFacts.widen_ns`): its events are placed on the packets' clock
+only within its markers' `date` bracket, and the hosts' clocks are assumed synchronised.
 """
 
 from __future__ import annotations
@@ -34,7 +39,16 @@ import pyarrow as pa
 
 from lowtail.documents import CauseDoc, ExplainDocument, Tail
 from lowtail.explain import packets as pk
-from lowtail.explain.cores import Suspect, restricted, shifted_windows, suspects, task_label, waiting
+from lowtail.explain.cores import (
+    Core,
+    Suspect,
+    columns,
+    restricted,
+    shifted_windows,
+    suspects,
+    task_label,
+    waiting,
+)
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
 from lowtail.units import format_ns, format_rate
@@ -64,6 +78,8 @@ class RunFacts:
     roles: dict[str, dict[str, Any]]
     trace_reason: str = ""
     notes: list[str] = field(default_factory=list)
+    # Per host: how much a packet's window on its cores is widened (its clock's uncertainty).
+    widen_ns: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -77,6 +93,7 @@ class _Candidate:
     evidence: dict[str, Any]
     suspect: Suspect | None = None
     windows: tuple[np.ndarray, np.ndarray] | None = None
+    host: str | None = None
 
     def hits(self, excess: np.ndarray) -> np.ndarray:
         return pk.explains(self.delay, excess)
@@ -114,7 +131,7 @@ def explain(
     p: pk.Packets,
     facts: RunFacts,
     intervals: pa.Table | None,
-    coverage: dict[int, tuple[int | None, int | None]],
+    coverage: dict[Core, tuple[int | None, int | None]],
     above: int | Fraction | None = None,
 ) -> ExplainDocument:
     """The causes of a run's tail (see the module's docstring)."""
@@ -197,6 +214,7 @@ def _packet_candidates(
                 "late_packets": int((late_all > pk.LATE_NS).sum()),
                 "largest_lateness_ns": int(late_all.max()) if late_all.size else 0,
             },
+            host=_host(facts, "generator"),
         )
     )
     r_max, overload_evidence = _overload(p, facts, intervals)
@@ -210,6 +228,7 @@ def _packet_candidates(
                 pk.backlog(p)[in_tail],
                 None,
                 overload_evidence,
+                host=_host(facts, "dut"),
             )
         )
     batch = _batch_size(facts)
@@ -231,6 +250,7 @@ def _packet_candidates(
                     "largest_departure_group": int(sizes.max()),
                     "tail_groups_median": int(np.median(sizes[in_tail])),
                 },
+                host=_host(facts, "dut"),
             )
         )
     return out
@@ -288,10 +308,13 @@ def _interrupt_ns_per_s(intervals: pa.Table | None, facts: RunFacts) -> float:
     if intervals is None or intervals.num_rows == 0:
         return 0.0
     cpus = set(facts.roles.get("dut", {}).get("cpus") or [])
-    cpu = intervals.column("cpu").to_numpy()
-    kind = intervals.column("kind").to_numpy(zero_copy_only=False)
-    start, end = intervals.column("start_ns").to_numpy(), intervals.column("end_ns").to_numpy()
-    chosen = np.isin(cpu, list(cpus)) & np.isin(kind, ["vector", "irq"])
+    cols = columns(intervals, ("cpu", "host", "kind", "start_ns", "end_ns"))
+    start, end = cols["start_ns"], cols["end_ns"]
+    chosen = (
+        np.isin(cols["cpu"], list(cpus))
+        & (cols["host"] == _host(facts, "dut"))
+        & np.isin(cols["kind"], ["vector", "irq"])
+    )
     if not chosen.any() or not cpus:
         return 0.0
     span = (start.max() - start.min()) / 1e9 or 1.0
@@ -306,12 +329,17 @@ def _first_cpu(facts: RunFacts, role: str) -> int | None:
     return int(cpus[0]) if cpus else None
 
 
-def _primary_roles(facts: RunFacts) -> dict[int, str]:
+def _host(facts: RunFacts, role: str) -> str:
+    """The host a role ran on ("" in a run stored before roles had hosts: its one host)."""
+    return str(facts.roles.get(role, {}).get("host") or "")
+
+
+def _primary_roles(facts: RunFacts) -> dict[Core, str]:
     """Whose each traced core is: the DuT's first, then the generator's, then the timestamper's."""
-    owner: dict[int, str] = {}
+    owner: dict[Core, str] = {}
     for role in ("dut", "generator", "timestamper"):
         for cpu in facts.roles.get(role, {}).get("cpus") or []:
-            owner.setdefault(int(cpu), role)
+            owner.setdefault((_host(facts, role), int(cpu)), role)
     return owner
 
 
@@ -322,19 +350,21 @@ def _core_candidates(
     excess: np.ndarray,
     due_since: np.ndarray,
     intervals: pa.Table,
-    coverage: dict[int, tuple[int | None, int | None]],
+    coverage: dict[Core, tuple[int | None, int | None]],
 ) -> list[_Candidate]:
     owner = _primary_roles(facts)
-    own_pids = {cpu: set(facts.roles.get(role, {}).get("pids") or []) for cpu, role in owner.items()}
-    own_comms = {cpu: set(facts.roles.get(role, {}).get("comms") or []) for cpu, role in owner.items()}
-    pre, post = p.pre_ns[in_tail], p.post_ns[in_tail]
+    own_pids = {core: set(facts.roles.get(role, {}).get("pids") or []) for core, role in owner.items()}
+    own_comms = {core: set(facts.roles.get(role, {}).get("comms") or []) for core, role in owner.items()}
     out = []
     waits = {
-        cpu: waiting(intervals, cpu, own_pids[cpu], own_comms[cpu]) for cpu, role in owner.items() if role == "dut"
+        core: waiting(intervals, core, own_pids[core], own_comms[core]) for core, role in owner.items() if role == "dut"
     }
     for s in suspects(intervals, set(owner), own_pids, own_comms):
-        role = owner[s.cpu]
-        wait = waits.get(s.cpu)
+        role = owner[s.core]
+        wait = waits.get(s.core)
+        # Another host's events are on the packets' clock within its clock's uncertainty.
+        widen = facts.widen_ns.get(s.host, 0)
+        pre, post = p.pre_ns[in_tail] - widen, p.post_ns[in_tail] + widen
         if s.kind == "task" and wait is not None:
             # Another task delays the DuT only while the DuT waits for its core.
             s = restricted(s, *wait)
@@ -342,9 +372,9 @@ def _core_candidates(
                 continue
         # On the generator's core the window opens when the earliest packet still ahead of
         # this one in the DuT was due: what took the core then bunched them (pk.bunching).
-        a = due_since[in_tail] if role == "generator" else pre
+        a = due_since[in_tail] - widen if role == "generator" else pre
         delay = s.overlap(a, post)
-        first, last = coverage.get(s.cpu, (None, None))
+        first, last = coverage.get(s.core, (None, None))
         span = (first if first is not None else int(p.pre_ns[0]), last if last is not None else int(p.post_ns[-1]))
         # Seeded by the packets, not the run's id: the same run explains the same in any
         # database (an imported run keeps its explanation, tests/compare/test_bundle.py).
@@ -364,6 +394,7 @@ def _core_candidates(
                 _suspect_facts(s),
                 suspect=s,
                 windows=(a, post),
+                host=s.host,
             )
         )
     return out
@@ -408,10 +439,11 @@ def _suspect_name(s: Suspect) -> str:
 
 
 def _uncovered(
-    p: pk.Packets, in_tail: np.ndarray, facts: RunFacts, coverage: dict[int, tuple[int | None, int | None]]
+    p: pk.Packets, in_tail: np.ndarray, facts: RunFacts, coverage: dict[Core, tuple[int | None, int | None]]
 ) -> int:
     """Tail packets in flight after some role core's trace had ended."""
-    ends = [last for cpu, (_, last) in coverage.items() if last is not None and cpu in _primary_roles(facts)]
+    owned = _primary_roles(facts)
+    ends = [last for core, (_, last) in coverage.items() if last is not None and core in owned]
     if not ends:
         return 0
     return int((p.post_ns[in_tail] > min(ends)).sum())
@@ -446,6 +478,7 @@ def _attribute(
             CauseDoc(
                 kind=c.kind,
                 role=c.role,
+                host=c.host,
                 cpu=c.cpu,
                 share=round(mine.size / n, 4),
                 added_ns=int(np.median(c.delay[mine])),

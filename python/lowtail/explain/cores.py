@@ -7,6 +7,9 @@ Whether a suspect took the core more often around the tail than it does anyway i
 against the same windows moved to other times of the run (`SHIFTS` circular shifts by a
 seeded random amount): a tick that fires every 4 ms overlaps long windows by chance,
 and the shifted windows say how often.
+
+A core is a (host, cpu) pair: a run traced on several hosts has a CPU 1 on each, and
+they are never mixed.
 """
 
 from __future__ import annotations
@@ -15,12 +18,32 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 SHIFTS = 32
 # A softirq is a suspect only when it ran this long: the packets' own path is softirq work
 # of a microsecond or two per packet (on veth, NET_RX in the sender's context), and
 # counting it would name the traffic as its own cause.
 LONG_SOFTIRQ_NS = 20_000
+
+Core = tuple[str, int]  # (host, cpu)
+
+
+def columns(intervals: pa.Table, names: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The trace's columns as arrays (the host column's labels as strings)."""
+    out = {}
+    for n in names or tuple(intervals.column_names):
+        column = intervals.column(n)
+        if pa.types.is_dictionary(column.type):
+            column = pc.cast(column, pa.string())
+        out[n] = column.to_numpy(zero_copy_only=False)
+    return out
+
+
+def on_core(cols: dict[str, np.ndarray], core: Core) -> np.ndarray:
+    """Which rows are of this core."""
+    on: np.ndarray = (cols["cpu"] == core[1]) & (cols["host"] == core[0])
+    return on
 
 
 @dataclass
@@ -35,7 +58,12 @@ class Suspect:
     pid: np.ndarray
     prio: np.ndarray
     detail: list[str] = field(default_factory=list)
+    host: str = ""
     cumulative: np.ndarray = field(init=False)
+
+    @property
+    def core(self) -> Core:
+        return (self.host, self.cpu)
 
     def __post_init__(self) -> None:
         self.cumulative = np.concatenate([[0], np.cumsum(self.end - self.start)])
@@ -77,17 +105,18 @@ class Suspect:
 
 
 def suspects(
-    intervals: pa.Table, cpus: set[int], own_pids: dict[int, set[int]], own_comms: dict[int, set[str]]
+    intervals: pa.Table, cores: set[Core], own_pids: dict[Core, set[int]], own_comms: dict[Core, set[str]]
 ) -> list[Suspect]:
     """The suspects on these cores: every task but the core's role's own and the idle
     task, every interrupt vector, IRQ, softirq and VM exit reason."""
-    cols = {name: intervals.column(name).to_numpy(zero_copy_only=False) for name in intervals.column_names}
     out: list[Suspect] = []
     if intervals.num_rows == 0:
         return out
+    cols = columns(intervals)
     keys = np.char.add(np.char.add(cols["kind"].astype(str), "\x1f"), cols["name"].astype(str))
-    for cpu in sorted(cpus):
-        on_cpu = cols["cpu"] == cpu
+    for core in sorted(cores):
+        host, cpu = core
+        on_cpu = on_core(cols, core)
         if not on_cpu.any():
             continue
         for key in np.unique(keys[on_cpu]):
@@ -97,8 +126,8 @@ def suspects(
             rows = np.flatnonzero(on_cpu & (keys == key))
             if kind == "task":
                 pids = cols["pid"][rows]
-                keep = (pids != 0) & ~np.isin(pids, list(own_pids.get(cpu, set())))
-                if name in own_comms.get(cpu, set()) or name.startswith(("ksoftirqd/", "swapper/")):
+                keep = (pids != 0) & ~np.isin(pids, list(own_pids.get(core, set())))
+                if name in own_comms.get(core, set()) or name.startswith(("ksoftirqd/", "swapper/")):
                     continue
                 rows = rows[keep]
             if kind == "softirq":
@@ -122,6 +151,7 @@ def suspects(
                     cols["pid"][rows].astype(np.int64),
                     cols["prio"][rows].astype(np.int64),
                     [str(d) for d in cols["detail"][rows]],
+                    host,
                 )
             )
     return out
@@ -150,15 +180,12 @@ def task_label(name: str, pid: int, prio: int) -> str:
     return f"{name} (pid {pid}, {policy})"
 
 
-def waiting(intervals: pa.Table, cpu: int, pids: set[int], comms: set[str]) -> tuple[np.ndarray, np.ndarray] | None:
+def waiting(intervals: pa.Table, core: Core, pids: set[int], comms: set[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """When a role's own task waited for this core: from its wake-up (or from being
     preempted, still runnable) until it ran again. None when the role has no task here
     (a DuT inside the kernel): then any task on its core counts."""
-    cols = {
-        n: intervals.column(n).to_numpy(zero_copy_only=False)
-        for n in ("cpu", "start_ns", "end_ns", "kind", "name", "pid", "state")
-    }
-    own = (cols["cpu"] == cpu) & (np.isin(cols["pid"], list(pids)) | np.isin(cols["name"], list(comms)))
+    cols = columns(intervals, ("cpu", "host", "start_ns", "end_ns", "kind", "name", "pid", "state"))
+    own = on_core(cols, core) & (np.isin(cols["pid"], list(pids)) | np.isin(cols["name"], list(comms)))
     runs = np.flatnonzero(own & (cols["kind"] == "task"))
     if runs.size == 0:
         return None
@@ -210,4 +237,5 @@ def restricted(s: Suspect, starts: np.ndarray, ends: np.ndarray) -> Suspect:
         s.pid[idx] if idx.size else np.zeros(0, dtype=np.int64),
         s.prio[idx] if idx.size else np.zeros(0, dtype=np.int64),
         [s.detail[i] for i in keep],
+        s.host,
     )

@@ -22,6 +22,7 @@ from lowtail.documents import ExplainDocument
 from lowtail.errors import UserError
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
+from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
@@ -48,14 +49,21 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
     table = pq.read_table(series, columns=_SERIES_COLUMNS)
     packets = Packets.of(*(table.column(c).to_numpy() for c in _SERIES_COLUMNS))
     trace = run_trace(store, run_id) or {}
-    intervals, coverage, trace_summary = _trace(trace)
-    facts = _facts(store, run, trace)
+    intervals, coverage, trace_summary, trace_facts = _trace(trace)
+    facts = _facts(store, run, trace, trace_facts)
     if intervals is None:
         facts.notes.append(
             "no kernel trace: "
             + (trace.get("reason") or "the run was recorded without one")
             + "; causes come from the packets and the /proc/interrupts samples alone"
         )
+    if intervals is not None:
+        for u in trace.get("untraced") or []:
+            if isinstance(u, dict):  # (a run stored before hosts were traced lists role names)
+                facts.notes.append(
+                    f"the {u['role']}'s cores on {u['host']} were not traced ({u['reason']}): what ran there is "
+                    f"not among the causes"
+                )
     doc = explain(packets, facts, intervals, coverage, above)
     doc["trace"] = trace_summary
     doc["interrupt_coincidence"] = _coincidence(store, run)
@@ -64,35 +72,44 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
     return doc
 
 
-def _trace(trace: dict[str, Any]) -> tuple[Any, dict[int, tuple[int | None, int | None]], dict[str, Any]]:
-    """The trace's intervals (None without a trace), each CPU's coverage, and its summary."""
-    summary: dict[str, Any] = {"method": trace.get("method", "none"), "reason": trace.get("reason")}
+def _trace(
+    trace: dict[str, Any],
+) -> tuple[Any, dict[Core, tuple[int | None, int | None]], dict[str, Any], timeline.TraceFacts | None]:
+    """The trace's intervals (None without a trace), each (host, cpu) core's coverage, its
+    summary (with the roles no host's trace covers), and its recordings' facts."""
+    summary: dict[str, Any] = {
+        "method": trace.get("method", "none"),
+        "reason": trace.get("reason"),
+        "untraced": trace.get("untraced") or [],
+    }
     path = trace.get("path")
     if trace.get("method") != "tracefs" or not path or not Path(path).exists():
         if trace.get("method") == "tracefs":
             summary["reason"] = f"the trace file {path} is gone"
             summary["method"] = "none"
-        return None, {}, summary
+        return None, {}, summary, None
     intervals, info = timeline.read(Path(path))
-    coverage = {c["cpu"]: (c["first_ns"], c["last_ns"]) for c in info.coverage}
     summary.update(
         path=path,
-        cpus=info.cpus,
         events=info.events,
         raw_bytes=info.raw_bytes,
         bytes_per_s=round(info.raw_bytes / (info.duration_ns / 1e9), 1) if info.duration_ns else None,
         intervals=intervals.num_rows,
-        truncated_cpus=info.truncated_cpus,
-        clock=info.clock,
+        **info.summary(),
     )
-    return intervals, coverage, summary
+    return intervals, info.coverage(), summary, info
 
 
-def _facts(store: Store, run: Mapping[str, Any], trace: dict[str, Any]) -> RunFacts:
+def _facts(
+    store: Store, run: Mapping[str, Any], trace: dict[str, Any], recorded: timeline.TraceFacts | None
+) -> RunFacts:
     experiment = runstore.experiment(store, run["experiment_id"])
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
     roles = trace.get("roles") or _roles_from_plan(run)
+    if recorded is not None and len(recorded.hosts) == 1:
+        # Roles stored before they had hosts were all on the one host traced.
+        roles = {r: {"host": recorded.hosts[0].host} | doc for r, doc in roles.items()}
     return RunFacts(
         run_id=int(run["run_id"]),
         rate_pps=float(run["rate_pps"]),
@@ -104,6 +121,7 @@ def _facts(store: Store, run: Mapping[str, Any], trace: dict[str, Any]) -> RunFa
         budget_ns=None if run["calibration"] else verdict.budget_ns,
         budget_failed=judgement.status is verdicts.Status.FAIL and judgement.cause is verdicts.Cause.LATENCY,
         roles=roles,
+        widen_ns=recorded.widening_ns() if recorded is not None else {},
     )
 
 

@@ -65,7 +65,7 @@ def explain_section(page: Page, store: Store, run_id: int, heading: str | None =
                     i,
                     KIND_WORDS.get(c["kind"], c["kind"]),
                     c["role"],
-                    "" if c["cpu"] is None else c["cpu"],
+                    core_text(c, doc),
                     format_percent(c["share"]),
                     format_ns(c["added_ns"]),
                     str(c["evidence"].get("what", "")),
@@ -103,6 +103,21 @@ def _evidence_table(causes: list[Any]) -> str:
 
 def _trace_text(trace: Mapping[str, Any]) -> str:
     method = trace.get("method", "none")
+    untraced = [u for u in trace.get("untraced") or [] if isinstance(u, dict)]
+    missing = "".join(f"; not traced: the {u['role']} on {u['host']} ({u['reason']})" for u in untraced)
     if method == "tracefs":
-        return "kernel tracepoints on the roles' cores"
+        hosts = [h["host"] for h in trace.get("hosts") or []]
+        where = f" of {', '.join(hosts)}" if any(not h.get("local", True) for h in trace.get("hosts") or []) else ""
+        return f"kernel tracepoints on the roles' cores{where}{missing}"
     return f"none ({trace.get('reason') or 'the run was recorded without one'})"
+
+
+def core_text(cause: Mapping[str, Any], doc: Mapping[str, Any]) -> str:
+    """A cause's core as a table shows it: "3", or "3 on root@db1" when the run was traced
+    on other hosts too (each host has its own CPU 3)."""
+    if cause.get("cpu") is None:
+        return ""
+    hosts = (doc.get("trace") or {}).get("hosts") or []
+    if cause.get("host") and any(not h.get("local", True) for h in hosts):
+        return f"{cause['cpu']} on {cause['host']}"
+    return str(cause["cpu"])

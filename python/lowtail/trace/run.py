@@ -1,23 +1,29 @@
 """The kernel trace of one run: started on the roles' cores once the DuT and the
 timestamper are up, stopped after the drain, parsed into the run's `trace.parquet`.
 
-A run records on this host when its DuT, generator or timestamper run here (the
-namespaces and interfaces testbeds, the controller's roles of a hosts testbed); roles on
-other hosts are not traced (`TraceDocument.untraced` says which). Where tracefs cannot be
-used the run goes on without a trace, and the document says why: what explains the run
-then falls back to the /proc/interrupts samples taken anyway.
+A run records on every host that carries a role: this one (the namespaces and interfaces
+testbeds, and any local role) with a `LocalShell`, each other host of a `hosts` testbed
+over its SSH connection (the site's `trace_shell`). One instance per host, set up one host
+after the other, each on that host's roles' CPUs (the host's own core plan); each removal
+registered before the instance exists (this host: the testbed's registry; another host: a
+keeper leash there) so it happens however the run ends. The hosts' recordings are merged
+into one file with a `host` column (trace/timeline.py). Where tracefs cannot be used on a
+host the run goes on without that host's trace, and `TraceDocument.untraced` says which
+roles, where and why; what explains the run then falls back to the /proc/interrupts
+samples for them.
 """
 
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
 from lowtail.testbed.cores import CoreRoles
 from lowtail.trace import timeline
-from lowtail.trace.tracefs import LocalShell, Recorder, TraceUnavailable, buffer_kb_for
+from lowtail.trace.tracefs import LocalShell, Recorder, Shell, TraceUnavailable, buffer_kb_for
 
 TRACE_FILE = "trace.parquet"
 # The testbed's program names (testbed.spawn's first argument) and the role each plays.
@@ -30,77 +36,108 @@ _PROGRAM_ROLES = {
 
 
 class RoleDoc(TypedDict):
-    """A role's cores and the tasks that are its own (by pid and by command name)."""
+    """A role's host and cores there, and the tasks that are its own (by pid and by command name)."""
 
+    host: str
     cpus: list[int]
     pids: list[int]
     comms: list[str]
 
 
+class UntracedDoc(TypedDict):
+    """A role whose host was not traced, and why."""
+
+    role: str
+    host: str
+    reason: str
+
+
 class TraceDocument(TypedDict, total=False):
     """What a run stores of its trace: how it was recorded (`method` "tracefs", or "none"
-    with `reason`), the file, the roles, and the recording's facts (timeline.TraceInfo)."""
+    with `reason`), the file, the roles, what was not traced, and the recordings' facts
+    (timeline.TraceFacts)."""
 
     method: str
     reason: str
     path: str
     roles: dict[str, RoleDoc]
-    untraced: list[str]
+    untraced: list[UntracedDoc]
     info: dict[str, Any]
     parse_s: float
 
 
 @dataclass
-class RunTracer:
-    """A recording in progress and the roles it will be read against."""
+class HostRecording:
+    """One host's recording in progress, and the roles it holds."""
 
-    recorder: Recorder | None
+    recorder: Recorder
+    roles: list[str]
+
+    @property
+    def shell(self) -> Shell:
+        return self.recorder.shell
+
+
+@dataclass
+class RunTracer:
+    """The recordings in progress (one per traced host) and the roles they will be read against."""
+
+    recordings: list[HostRecording]
     roles: dict[str, RoleDoc]
     reason: str = ""
-    untraced: list[str] = field(default_factory=list)
+    untraced: list[UntracedDoc] = field(default_factory=list)
 
     def stop(self, testbed: Any, run_dir: Path) -> TraceDocument:
-        """Stop the recording, name each role's own tasks, write `trace.parquet`; the document stored with the run."""
-        if self.recorder is None:
-            return TraceDocument(method="none", reason=self.reason, roles=self.roles, untraced=self.untraced)
-        _own_tasks(testbed, self.roles)
-        try:
-            recording = self.recorder.stop(run_dir)
-        except TraceUnavailable as e:
-            return TraceDocument(method="none", reason=str(e), roles=self.roles, untraced=self.untraced)
-        import time
-
+        """Stop every recording, name each role's own tasks, write `trace.parquet` (all hosts'
+        rows, each with its host); the document stored with the run."""
+        if not self.recordings:
+            return self._none(self.reason)
+        _own_tasks(testbed, self.roles, {r.shell.label: r.shell for r in self.recordings})
         t0 = time.perf_counter()
-        try:
-            table, info = timeline.build(recording)
-        except ValueError as e:
-            return TraceDocument(method="none", reason=f"the trace could not be read: {e}", roles=self.roles)
+        parts = []
+        for r in self.recordings:  # one host after the other, as they were set up
+            try:
+                parts.append(timeline.build(r.recorder.stop(run_dir), local=r.shell.local))
+            except TraceUnavailable as e:
+                self._lost(r, str(e))
+            except ValueError as e:
+                self._lost(r, f"the trace of {r.shell.label} could not be read: {e}")
+        if not parts:
+            return self._none("; ".join(dict.fromkeys(u["reason"] for u in self.untraced)))
+        table, facts = timeline.merge(parts)
         path = run_dir / TRACE_FILE
-        timeline.write(table, info, path)
+        timeline.write(table, facts, path)
         return TraceDocument(
             method="tracefs",
             path=str(path),
             roles=self.roles,
             untraced=self.untraced,
-            info=asdict(info),
+            info=asdict(facts),
             parse_s=round(time.perf_counter() - t0, 3),
         )
 
+    def _none(self, reason: str) -> TraceDocument:
+        return TraceDocument(method="none", reason=reason, roles=self.roles, untraced=self.untraced)
+
+    def _lost(self, r: HostRecording, reason: str) -> None:
+        self.untraced += [UntracedDoc(role=role, host=r.shell.label, reason=reason) for role in r.roles]
+
     def abandon(self) -> None:
-        """Remove the instance without reading it (the run failed)."""
-        if self.recorder is not None:
+        """Remove the instances without reading them (the run failed)."""
+        for r in self.recordings:
             try:
-                self.recorder.remove()
+                r.recorder.remove()
             except TraceUnavailable:
                 pass
 
 
-def role_cores(plan: CoreRoles, dut_cpus: list[int] | None) -> dict[str, RoleDoc]:
-    """Each role's cores from the run's core plan (the DuT's own, where it names them)."""
+def role_cores(plan: CoreRoles, dut_cpus: list[int] | None, hosts: dict[str, str]) -> dict[str, RoleDoc]:
+    """Each role's host and cores from the run's core plan (the DuT's own, where it names
+    them): a `hosts` testbed's plan holds each role's core on that role's host."""
     return {
-        "dut": RoleDoc(cpus=sorted(dut_cpus or plan.dut), pids=[], comms=[]),
-        "generator": RoleDoc(cpus=[plan.generator], pids=[], comms=["lowtail-gen"]),
-        "timestamper": RoleDoc(cpus=[plan.capture], pids=[], comms=["lowtail-cap"]),
+        "dut": RoleDoc(host=hosts["dut"], cpus=sorted(dut_cpus or plan.dut), pids=[], comms=[]),
+        "generator": RoleDoc(host=hosts["generator"], cpus=[plan.generator], pids=[], comms=["lowtail-gen"]),
+        "timestamper": RoleDoc(host=hosts["timestamper"], cpus=[plan.capture], pids=[], comms=["lowtail-cap"]),
     }
 
 
@@ -112,54 +149,103 @@ def start_run_trace(
     rate_pps: float,
     enabled: bool = True,
 ) -> RunTracer:
-    """Start recording the roles' cores on this host, or say why not."""
+    """Start recording the roles' cores on every host that carries one, or say why not."""
     cpus = (dut.containment or {}).get("cpus") if dut is not None else None
-    roles = role_cores(plan, cpus if isinstance(cpus, list) else None)
-    local = {
-        "generator": testbed.generator.site.local,
-        "timestamper": testbed.pre.site.local,
-        "dut": testbed.dut_site.local,
-    }
-    untraced = [role for role, here in local.items() if not here]
-    for role in untraced:
-        roles.pop(role)
+    sites = {"dut": testbed.dut_site, "generator": testbed.generator.site, "timestamper": testbed.pre.site}
+    roles = role_cores(plan, cpus if isinstance(cpus, list) else None, {r: s.label for r, s in sites.items()})
     if not enabled:
-        return RunTracer(None, roles, "tracing is off for this experiment ([trace] enabled = false)", untraced)
-    if not roles:
-        return RunTracer(None, roles, "no role of this run runs on this host", untraced)
-    if os.geteuid() != 0:
-        return RunTracer(None, roles, "tracing the kernel needs root", untraced)
+        return _none(roles, "tracing is off for this experiment ([trace] enabled = false)")
+    by_host: dict[str, list[str]] = {}
+    for role, doc in roles.items():
+        by_host.setdefault(doc["host"], []).append(role)
+    buffer_kb = buffer_kb_for(duration_s, rate_pps)
+    vm = getattr(dut, "virtualization", None) == "kvm"
+    recordings: list[HostRecording] = []
+    untraced: list[UntracedDoc] = []
+    # One host after the other: never two instances set up at once (see tracefs.LOCK_FILE).
+    for index, (host, names) in enumerate(by_host.items()):
+        try:
+            recorder = _recorder(
+                testbed,
+                sites[names[0]],
+                index,
+                sorted({c for n in names for c in roles[n]["cpus"]}),
+                buffer_kb,
+                vm and "dut" in names,
+            )
+            recorder.start()
+        except TraceUnavailable as e:
+            reason = f"{e}; interrupts were sampled from /proc instead" if sites[names[0]].local else str(e)
+            untraced += [UntracedDoc(role=n, host=host, reason=reason) for n in names]
+            continue
+        recordings.append(HostRecording(recorder, names))
+    reason = "" if recordings else "; ".join(dict.fromkeys(u["reason"] for u in untraced))
+    return RunTracer(recordings, roles, reason, untraced)
+
+
+def _none(roles: dict[str, RoleDoc], reason: str) -> RunTracer:
+    return RunTracer([], roles, reason, [UntracedDoc(role=r, host=d["host"], reason=reason) for r, d in roles.items()])
+
+
+def _recorder(testbed: Any, site: Any, index: int, cpus: list[int], buffer_kb: int, vm: bool) -> Recorder:
+    """A recorder on `site`'s host whose instance's removal is registered to happen however
+    the run ends: this host's in the testbed's registry, another's by a keeper leash there."""
     registry = getattr(testbed, "registry", None)
     if registry is None:
-        return RunTracer(None, roles, "this testbed keeps no registry to undo a trace instance with", untraced)
-    recorder = Recorder(
-        LocalShell(),
-        testbed.tag if hasattr(testbed, "tag") else registry.tag,
-        sorted({c for r in roles.values() for c in r["cpus"]}),
-        buffer_kb_for(duration_s, rate_pps),
-        register_undo=lambda argv: registry.add("undo", argv),
-        vm=getattr(dut, "virtualization", None) == "kvm",
-    )
-    try:
-        recorder.start()
-    except TraceUnavailable as e:
-        return RunTracer(None, roles, f"{e}; interrupts were sampled from /proc instead", untraced)
-    return RunTracer(recorder, roles, "", untraced)
+        raise TraceUnavailable("this testbed keeps no registry to undo a trace instance with")
+    tag = testbed.tag if hasattr(testbed, "tag") else registry.tag
+    if site.local:
+        if os.geteuid() != 0:
+            raise TraceUnavailable("tracing the kernel needs root")
+        return Recorder(
+            LocalShell(site.label), tag, cpus, buffer_kb, register_undo=lambda argv: registry.add("undo", argv), vm=vm
+        )
+
+    def keep(argv: list[str]) -> None:
+        from lowtail.errors import Failure
+
+        try:
+            site.keep(f"trace-keeper-{index}", undo=[argv]).wait_started()
+        except Failure as e:
+            raise TraceUnavailable(f"holding the trace instance's removal on {site.label}: {e}") from None
+
+    # Hosts may share a kernel (containers, the tests' namespaces): each its own instance.
+    return Recorder(site.trace_shell(), f"{tag}h{index}", cpus, buffer_kb, register_undo=keep, vm=vm)
 
 
-def _own_tasks(testbed: Any, roles: dict[str, RoleDoc]) -> None:
-    """Each role's programs on this testbed: their pids, every thread of those still running, their command names."""
+def _own_tasks(testbed: Any, roles: dict[str, RoleDoc], shells: dict[str, Shell]) -> None:
+    """Each role's programs on this testbed: their pids, every thread of those still running,
+    their command names — read on the host each runs on (another host's pids are its own)."""
     for program in getattr(testbed, "programs", []):
         name = getattr(program, "name", "")
         role = _PROGRAM_ROLES.get(name) or ("dut" if name.startswith("dut-") else None)
         if role is None or role not in roles:
             continue
-        pid = int(program.pid)
         doc = roles[role]
-        doc["pids"] = sorted(set(doc["pids"]) | {pid} | set(_threads(pid)))
-        comm = _comm(pid)
+        host = getattr(program, "host", None)
+        if host is not None:  # a program on another host: its pid there, as its leash said
+            pid = getattr(program, "remote_pid", None)
+            shell = shells.get(host.label)
+            if pid is None or shell is None or host.label != doc["host"]:
+                continue
+            threads, comm = _remote_task(shell, int(pid))
+        else:
+            pid = int(program.pid)
+            threads, comm = _threads(pid), _comm(pid)
+        doc["pids"] = sorted(set(doc["pids"]) | {int(pid)} | set(threads))
         if comm and comm not in doc["comms"]:
             doc["comms"].append(comm)
+
+
+def _remote_task(shell: Shell, pid: int) -> tuple[list[int], str | None]:
+    """A task's threads and command name on another host (nothing when it ended)."""
+    try:
+        out = shell.run(f"ls /proc/{pid}/task && echo comm $(cat /proc/{pid}/comm)", "reading a role's threads")
+    except TraceUnavailable:
+        return [], None
+    lines = out.splitlines()
+    said = [line[5:].strip() for line in lines if line.startswith("comm ")]
+    return [int(line) for line in lines if line.strip().isdigit()], (said[0] or None) if said else None
 
 
 def _threads(pid: int) -> list[int]:

@@ -18,6 +18,11 @@ An interval is one of:
 Times are CLOCK_REALTIME nanoseconds (the packets' clock): the trace's CLOCK_MONOTONIC
 stamps shifted by the offset measured at the recording's start and end
 (`ClockMapping`), interpolated between them.
+
+A run traced on several hosts (a `hosts` testbed) keeps one file: each host's recording
+built on its own clock markers (so onto its own CLOCK_REALTIME), the rows merged with a
+`host` column — two hosts' CPU 1 are two cores — and each host's facts (`TraceInfo`, with
+its marker uncertainty) in the file's `TraceFacts`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lowtail.trace.ringbuffer import EventFormat, page_events, page_stats, parse_format
@@ -53,7 +59,10 @@ _FIELDS: list[pa.Field[Any]] = [
     pa.field("state", pa.string()),
     pa.field("detail", pa.string()),
 ]
-SCHEMA = pa.schema(_FIELDS)
+# A file written before traces had several hosts lacks the host column: `read` adds it.
+LEGACY_SCHEMA = pa.schema(_FIELDS)
+HOST_TYPE = pa.dictionary(pa.int32(), pa.string())
+SCHEMA = pa.schema([*_FIELDS, pa.field("host", HOST_TYPE)])
 _METADATA_KEY = b"lowtail.trace"
 
 
@@ -103,7 +112,8 @@ class CpuCoverage:
 
 @dataclass
 class TraceInfo:
-    """What the Parquet file's metadata says of the recording."""
+    """What is known of one host's recording (`local`: this host's, read with its own
+    clock; else another host's, its markers bracketed by `date` there)."""
 
     host: str
     cpus: list[int]
@@ -114,6 +124,7 @@ class TraceInfo:
     duration_ns: int
     clock: dict[str, Any]
     coverage: list[dict[str, Any]] = field(default_factory=list)
+    local: bool = True
 
     @property
     def truncated_cpus(self) -> list[int]:
@@ -124,6 +135,53 @@ class TraceInfo:
             if c["cpu"] == cpu:
                 return c["first_ns"], c["last_ns"]
         return None, None
+
+
+@dataclass
+class TraceFacts:
+    """What the Parquet file's metadata says of its recordings: one per traced host."""
+
+    hosts: list[TraceInfo]
+
+    @property
+    def raw_bytes(self) -> int:
+        return sum(h.raw_bytes for h in self.hosts)
+
+    @property
+    def duration_ns(self) -> int:
+        return max((h.duration_ns for h in self.hosts), default=0)
+
+    @property
+    def events(self) -> list[str]:
+        return sorted({e for h in self.hosts for e in h.events})
+
+    def coverage(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
+        """Each traced core's (host, cpu) stretch of time: its first and last event."""
+        return {(h.host, c["cpu"]): (c["first_ns"], c["last_ns"]) for h in self.hosts for c in h.coverage}
+
+    def widening_ns(self) -> dict[str, int]:
+        """How much a packet's window on each host's cores is widened: another host's clock
+        is known within its markers' uncertainty (the `date` bracket there); this host's
+        within microseconds, left as it is."""
+        return {h.host: 0 if h.local else int(h.clock.get("uncertainty_ns", 0)) for h in self.hosts}
+
+    def summary(self) -> dict[str, Any]:
+        """What an explanation says of the trace's hosts: cores, truncation, clock mapping."""
+        return {
+            "cpus": sorted({c for h in self.hosts for c in h.cpus}),
+            "truncated_cpus": sorted({c for h in self.hosts for c in h.truncated_cpus}),
+            "clock": self.hosts[0].clock if len(self.hosts) == 1 else {},
+            "hosts": [
+                {
+                    "host": h.host,
+                    "local": h.local,
+                    "cpus": h.cpus,
+                    "truncated_cpus": h.truncated_cpus,
+                    "clock": h.clock,
+                }
+                for h in self.hosts
+            ],
+        }
 
 
 class _Builder:
@@ -200,8 +258,8 @@ def _state_letter(state: int) -> str:
     return "?"
 
 
-def build(recording: TraceRecording) -> tuple[pa.Table, TraceInfo]:
-    """The recording's intervals (on the realtime clock) and what is known of it."""
+def build(recording: TraceRecording, local: bool = True) -> tuple[pa.Table, TraceInfo]:
+    """The recording's intervals (on the realtime clock, its host in every row) and what is known of it."""
     formats = [parse_format(key, text) for key, text in recording.formats.items()]
     builders = {}
     markers: dict[str, int] = {}
@@ -239,6 +297,7 @@ def build(recording: TraceRecording) -> tuple[pa.Table, TraceInfo]:
             "prio": pa.array(columns[6], pa.int16()),
             "state": pa.array(columns[7], pa.string()),
             "detail": pa.array(columns[8], pa.string()),
+            "host": host_column(recording.host, len(rows)),
         },
         schema=SCHEMA,
     )
@@ -259,8 +318,37 @@ def build(recording: TraceRecording) -> tuple[pa.Table, TraceInfo]:
         duration_ns=max(0, recording.stopped_ns - recording.started_ns),
         clock=asdict(clock) | {"stepped": clock.stepped, "change_ns": clock.change_ns},
         coverage=mapped,
+        local=local,
     )
     return table, info
+
+
+def merge(parts: list[tuple[pa.Table, TraceInfo]]) -> tuple[pa.Table, TraceFacts]:
+    """Several hosts' recordings as one trace: their rows in time order, each with its host
+    (one dictionary for the column), and each host's facts. Hosts must be distinct: two
+    recordings of one host would mix its cores."""
+    hosts = [info.host for _, info in parts]
+    if len(set(hosts)) != len(hosts):
+        raise ValueError(f"two recordings of one host ({', '.join(hosts)})")
+    tables = [_with_host(t, info.host) for t, info in parts]
+    if not tables:
+        return SCHEMA.empty_table(), TraceFacts([])
+    table = pa.concat_tables(tables).unify_dictionaries().combine_chunks()
+    order = pc.sort_indices(table, sort_keys=[("start_ns", "ascending"), ("cpu", "ascending")])
+    return table.take(order), TraceFacts([info for _, info in parts])
+
+
+def _with_host(table: pa.Table, host: str) -> pa.Table:
+    """The table with its host column (a legacy file has none: all its rows are `host`'s),
+    as a dictionary of that one label."""
+    if "host" in table.column_names:
+        table = table.drop_columns(["host"])
+    return table.append_column(pa.field("host", HOST_TYPE), host_column(host, table.num_rows)).cast(SCHEMA)
+
+
+def host_column(host: str, rows: int) -> pa.Array[Any]:
+    """The host column of `rows` rows of one host: one dictionary entry, every index 0."""
+    return pa.DictionaryArray.from_arrays(np.zeros(rows, dtype=np.int32), pa.array([host], pa.string()))
 
 
 _EVENT_ID = struct.Struct("<H")
@@ -400,8 +488,11 @@ def clock_mapping(sync: list[SyncPoint], markers: dict[str, int]) -> ClockMappin
     )
 
 
-def write(table: pa.Table, info: TraceInfo, path: Path) -> None:
-    """The intervals as zstd-compressed Parquet, what is known of the recording in its metadata."""
+def write(table: pa.Table, info: TraceInfo | TraceFacts, path: Path) -> None:
+    """The intervals as zstd-compressed Parquet, what is known of the recordings in its metadata
+    (one host's recording is a trace of that host alone)."""
+    if isinstance(info, TraceInfo):
+        table, info = merge([(table, info)])
     meta = {_METADATA_KEY: json.dumps(asdict(info)).encode()}
     partial = path.with_name(f".{path.name}.partial")
     pq.write_table(table.replace_schema_metadata(meta), partial, compression="zstd")
@@ -420,7 +511,7 @@ def check(path: Path, max_intervals: int) -> None:
     except (pa.ArrowException, OSError, ValueError) as e:
         first = str(e).strip().splitlines()
         raise ValueError(f"is not a Parquet file ({first[0][:200] if first else type(e).__name__})") from None
-    if not metadata.schema.to_arrow_schema().remove_metadata().equals(SCHEMA):
+    if not any(_schema(path).equals(s) for s in (SCHEMA, LEGACY_SCHEMA)):
         raise ValueError(f"has other columns than a trace's ({', '.join(SCHEMA.names)})")
     if metadata.num_rows > max_intervals:
         raise ValueError(f"holds {metadata.num_rows:,} intervals, more than a trace may ({max_intervals:,})")
@@ -428,15 +519,34 @@ def check(path: Path, max_intervals: int) -> None:
     if raw is None:
         raise ValueError("has no recording facts in its metadata")
     try:
-        info = msgspec.json.decode(raw, type=TraceInfo)
-        for c in info.coverage:
-            msgspec.convert(c, CpuCoverage)
+        facts = _facts(msgspec.json.decode(raw))
+        for info in facts.hosts:
+            for c in info.coverage:
+                msgspec.convert(c, CpuCoverage)
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise ValueError(f"its recording facts are not a trace's ({e})") from None
 
 
-def read(path: Path) -> tuple[pa.Table, TraceInfo]:
-    """A trace file's intervals and recording facts."""
+def _schema(path: Path) -> pa.Schema:
+    """The file's columns as written (the dictionary type of `host` kept)."""
+    return pq.ParquetFile(path).schema_arrow.remove_metadata()
+
+
+def _facts(meta: Any) -> TraceFacts:
+    """The recording facts of a file's metadata: a file of one host's recording written
+    before traces had several hosts holds that recording's facts alone."""
+    import msgspec
+
+    if isinstance(meta, dict) and "hosts" in meta:
+        return msgspec.convert(meta, TraceFacts)
+    return TraceFacts([msgspec.convert(meta, TraceInfo)])
+
+
+def read(path: Path) -> tuple[pa.Table, TraceFacts]:
+    """A trace file's intervals (each with its host) and the facts of its recordings."""
     table = pq.read_table(path)
-    meta = json.loads((table.schema.metadata or {})[_METADATA_KEY])
-    return table.replace_schema_metadata(None), TraceInfo(**meta)
+    facts = _facts(json.loads((table.schema.metadata or {})[_METADATA_KEY]))
+    table = table.replace_schema_metadata(None)
+    if "host" not in table.column_names:
+        table = _with_host(table, facts.hosts[0].host if facts.hosts else "")
+    return table, facts

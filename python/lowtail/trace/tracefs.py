@@ -41,6 +41,10 @@ from typing import Protocol
 TRACEFS = "/sys/kernel/tracing"
 INSTANCE_PREFIX = "lowtail-"
 SYNC_MARKER = "lowtail-sync"
+# An instance's set-up (mkdir, then writes into its files) and its removal (rmdir) never run
+# at once on a host: this kernel's tracefs faulted when an rmdir raced a set-up. Both hold
+# this lock (util-linux `flock`), on every host, whoever runs them (a run, its undo, `clean`).
+LOCK_FILE = "/run/lowtail-trace.lock"
 
 # The tracepoints every recording enables (those the running kernel lacks are left out
 # and listed in the recording). The irq_vectors system is enabled whole: every vector's
@@ -264,7 +268,7 @@ class Recorder:
     def start(self) -> None:
         """Mount tracefs if it is not, make the instance and start it. `TraceUnavailable`
         (with nothing left behind) when any of it is refused."""
-        self.register_undo(["rmdir", self.instance])
+        self.register_undo(removal(self.instance))
         i = shlex.quote(self.instance)
         mask = cpumask(self.cpus)
         systems = " ".join(EVENT_SYSTEMS)
@@ -273,7 +277,10 @@ class Recorder:
             f"[ -e {i}/events/{e}/filter ] && echo {shlex.quote(f)} > {i}/events/{e}/filter\n"
             for e, f in EVENT_FILTERS.items()
         )
+        lock = shlex.quote(LOCK_FILE)
         script = f"""set -e
+exec 9>>{lock} || {{ echo "cannot open {LOCK_FILE}" >&2; exit 1; }}
+flock 9
 T={TRACEFS}
 [ -d $T/instances ] || mount -t tracefs nodev $T 2>/dev/null || {{ echo "cannot mount tracefs at $T" >&2; exit 1; }}
 mkdir {i}
@@ -336,8 +343,12 @@ echo 1 > {i}/tracing_on
         self.sync.append(self.mark("stop"))
         stopped = time.time_ns()
         i = shlex.quote(self.instance)
-        dump = work_dir / "trace-raw" if self.shell.local else None
-        remote_dir = f"/tmp/{INSTANCE_PREFIX}{self.tag}.raw" if not self.shell.local else str(dump)
+        # Each recording's raw pages in a folder of its own (a run traced on several hosts
+        # holds several recordings of a CPU 0), written there directly on this host, or
+        # written on the other host and brought back.
+        dump = work_dir / f"trace-raw-{self.tag}"
+        dump.mkdir(parents=True, exist_ok=True)
+        remote_dir = str(dump) if self.shell.local else f"/tmp/{INSTANCE_PREFIX}{self.tag}.raw"
         d = shlex.quote(remote_dir)
         formats = " ".join(["ftrace/print", *self.enabled_events()])
         script = f"""set -e
@@ -357,18 +368,16 @@ done
             out = self.shell.run(script, f"reading the kernel trace on {self.shell.label}")
             raw: dict[int, bytes] = {}
             for c in self.cpus:
-                local = (dump or work_dir) / f"cpu{c}.raw"
+                local = dump / f"cpu{c}.raw"
                 if not self.shell.local:
                     self.shell.fetch(f"{remote_dir}/cpu{c}.raw", local)
                 raw[c] = local.read_bytes() if local.exists() else b""
         finally:
             self.remove()
-            if dump is not None:
-                for f in dump.glob("cpu*.raw"):
-                    f.unlink()
-                if dump.exists():
-                    dump.rmdir()
-            elif not self.shell.local:
+            for f in dump.glob("cpu*.raw"):
+                f.unlink()
+            dump.rmdir()
+            if not self.shell.local:
                 self.shell.run(f"rm -rf {d}", f"removing the raw trace on {self.shell.label}")
         page, dropped, overrun, formats_text = _parse_stop_output(out)
         return TraceRecording(
@@ -405,14 +414,21 @@ done
     def remove(self) -> None:
         """Remove the instance (its buffers go with it); safe to call twice."""
         if self._made:
-            self.shell.run(f"rmdir {shlex.quote(self.instance)} 2>/dev/null || true", "removing the trace instance")
+            self.shell.run(shlex.join(removal(self.instance)), f"removing the trace instance on {self.shell.label}")
             self._made = False
 
     def _remove_quietly(self) -> None:
         try:
-            self.shell.run(f"rmdir {shlex.quote(self.instance)} 2>/dev/null || true", "removing the trace instance")
+            self.shell.run(shlex.join(removal(self.instance)), f"removing the trace instance on {self.shell.label}")
         except TraceUnavailable:
             pass
+
+
+def removal(instance: str) -> list[str]:
+    """The command that removes an instance if it is there, holding the set-up's lock (LOCK_FILE):
+    the same whether the run removes it, an undo after a crash, or `lowtail testbed clean`."""
+    i = shlex.quote(instance)
+    return ["/bin/sh", "-c", f"[ ! -d {i} ] || flock {shlex.quote(LOCK_FILE)} rmdir {i} 2>/dev/null || true"]
 
 
 _STAT = re.compile(r"([a-z ]+):\s*(\d+)")

@@ -91,6 +91,8 @@ class RemoteProgram(ProcessHandle):
         self.before_stop = None
         self.clock_start: tuple[int, int] | None = None
         self.clock_end: tuple[int, int] | None = None
+        # The program's pid on its host, as the leash says it (`pid` is the ssh client's here).
+        self.remote_pid: int | None = None
         self.exit_code: int | None = None
         self._statistics: dict[str, Any] | None = None
         self._ready = threading.Event()
@@ -125,6 +127,8 @@ class RemoteProgram(ProcessHandle):
             elif line.startswith("@leash "):
                 words = line.split()
                 if words[1] in ("started", "holding"):
+                    if words[1] == "started" and words[2].isdigit():
+                        self.remote_pid = int(words[2])
                     self.clock_start = (int(words[-2]), int(words[-1]))
                     self._started.set()
                 elif words[1] == "stats":
@@ -263,6 +267,12 @@ class RemoteSite:
 
     def fetch(self, name: str, local: Path) -> None:
         self.host.fetch(self.path(name), local, what=f"bringing {name} back")
+
+    def trace_shell(self) -> Any:
+        """Where a kernel trace of this host's roles runs: a `Shell` over its connection."""
+        from lowtail.testbed.hosts.tracing import SshShell
+
+        return SshShell(self.host)
 
     def isolated_cpus(self) -> set[int] | None:
         from lowtail.testbed.hosts.facts import isolated
