@@ -64,7 +64,9 @@ class Host:
                 pass
         return names
 
-    def start_sshd(self, privileged: bool = True, authorized_key: str | None = None) -> None:
+    def start_sshd(
+        self, privileged: bool = True, authorized_key: str | None = None, drop: str = "-net_raw,-net_admin"
+    ) -> None:
         conf = self.lab.dir / f"sshd-{self.role}.conf"
         keys = self.lab.dir / f"authorized-{self.role}"
         keys.write_text((authorized_key or self.lab.client_key) + "\n")
@@ -75,8 +77,9 @@ class Host:
         )
         argv = ["ip", "netns", "exec", self.netns]
         if not privileged:
-            # root, but without the capabilities a testbed role needs (as in a locked-down container)
-            argv += ["setpriv", "--bounding-set", "-net_raw,-net_admin", "--"]
+            # root, but without some capabilities (`drop`): by default those a testbed role
+            # needs (as in a locked-down container)
+            argv += ["setpriv", "--bounding-set", drop, "--"]
         argv += [SSHD, "-D", "-e", "-f", str(conf)]
         log = open(self.lab.dir / f"sshd-{self.role}.log", "ab")
         self.sshd = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log)
