@@ -157,6 +157,14 @@ def test_pre_and_post_stamped_on_two_hosts_record_both_clocks(tmp_path, lab):
     # The lab's hosts share this machine's kernel: one boot id, one clock, and it says why.
     assert clocks["same"] is True and "same boot id" in clocks["why"]
     assert [len(t["interfaces"]) for t in run["capture"]["timestampers"]] == [1, 1]
+    # The external DuT is on no host of the testbed: its cores are not traced, the others' are.
+    import duckdb
+
+    with duckdb.connect(str(tmp_path / "t.duckdb"), read_only=True) as con:
+        (document,) = con.execute("SELECT document FROM run_traces").fetchone()
+    trace = json.loads(document)
+    assert trace["method"] == "tracefs" and set(trace["roles"]) == {"generator", "timestamper"}, trace
+    assert trace["untraced"] == [{"role": "dut", "host": "", "reason": "the DuT runs on no host of the testbed"}]
     nothing_left(lab)
 
 

@@ -60,9 +60,10 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
     if intervals is not None:
         for u in trace.get("untraced") or []:
             if isinstance(u, dict):  # (a run stored before hosts were traced lists role names)
+                where = f" on {u['host']}" if u["host"] else ""
                 facts.notes.append(
-                    f"the {u['role']}'s cores on {u['host']} were not traced ({u['reason']}): what ran there is "
-                    f"not among the causes"
+                    f"the {u['role']}'s cores{where} were not traced ({u['reason']}): what ran there is not among "
+                    f"the causes"
                 )
     doc = explain(packets, facts, intervals, coverage, above)
     doc["trace"] = trace_summary

@@ -104,7 +104,9 @@ def _evidence_table(causes: list[Any]) -> str:
 def _trace_text(trace: Mapping[str, Any]) -> str:
     method = trace.get("method", "none")
     untraced = [u for u in trace.get("untraced") or [] if isinstance(u, dict)]
-    missing = "".join(f"; not traced: the {u['role']} on {u['host']} ({u['reason']})" for u in untraced)
+    missing = "".join(
+        f"; not traced: the {u['role']}{' on ' + u['host'] if u['host'] else ''} ({u['reason']})" for u in untraced
+    )
     if method == "tracefs":
         hosts = [h["host"] for h in trace.get("hosts") or []]
         where = f" of {', '.join(hosts)}" if any(not h.get("local", True) for h in trace.get("hosts") or []) else ""

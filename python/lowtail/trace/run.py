@@ -153,15 +153,18 @@ def start_run_trace(
     cpus = (dut.containment or {}).get("cpus") if dut is not None else None
     sites = {"dut": testbed.dut_site, "generator": testbed.generator.site, "timestamper": testbed.pre.site}
     roles = role_cores(plan, cpus if isinstance(cpus, list) else None, {r: s.label for r, s in sites.items()})
+    untraced: list[UntracedDoc] = []
+    if not getattr(testbed, "dut_host_named", True):
+        roles.pop("dut")
+        untraced.append(UntracedDoc(role="dut", host="", reason="the DuT runs on no host of the testbed"))
     if not enabled:
-        return _none(roles, "tracing is off for this experiment ([trace] enabled = false)")
+        return _none(roles, "tracing is off for this experiment ([trace] enabled = false)", untraced)
     by_host: dict[str, list[str]] = {}
     for role, doc in roles.items():
         by_host.setdefault(doc["host"], []).append(role)
     buffer_kb = buffer_kb_for(duration_s, rate_pps)
     vm = getattr(dut, "virtualization", None) == "kvm"
     recordings: list[HostRecording] = []
-    untraced: list[UntracedDoc] = []
     # One host after the other: never two instances set up at once (see tracefs.LOCK_FILE).
     for index, (host, names) in enumerate(by_host.items()):
         try:
@@ -183,8 +186,9 @@ def start_run_trace(
     return RunTracer(recordings, roles, reason, untraced)
 
 
-def _none(roles: dict[str, RoleDoc], reason: str) -> RunTracer:
-    return RunTracer([], roles, reason, [UntracedDoc(role=r, host=d["host"], reason=reason) for r, d in roles.items()])
+def _none(roles: dict[str, RoleDoc], reason: str, untraced: list[UntracedDoc]) -> RunTracer:
+    every = untraced + [UntracedDoc(role=r, host=d["host"], reason=reason) for r, d in roles.items()]
+    return RunTracer([], roles, reason, every)
 
 
 def _recorder(testbed: Any, site: Any, index: int, cpus: list[int], buffer_kb: int, vm: bool) -> Recorder:

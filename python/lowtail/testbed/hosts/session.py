@@ -355,6 +355,12 @@ class HostsTestbed(NamespacesTestbed):
     def dut_site(self) -> RemoteSite:  # type: ignore[override]
         return self.sites[self.wiring.dut_host or self.wiring.generator.host]
 
+    @property
+    def dut_host_named(self) -> bool:
+        """Whether the DuT runs on a host of the testbed (`[testbed.dut]`), not only outside it:
+        an external DuT's cores are on no host lowtail reaches, and are not traced."""
+        return self.wiring.dut_host is not None
+
     def dut_run(self, argv: list[str], what: str, undo: list[str] | None = None) -> None:
         if undo:
             self.dut_undo(undo)
