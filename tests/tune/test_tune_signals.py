@@ -216,3 +216,20 @@ def test_a_before_measured_from_another_file_is_refused(before, tmp_path):
 def fingerprints(d: Path, experiment: int) -> list[dict]:
     with open_store(d / "t.duckdb", read_only=True) as store:
         return [r["host_state"] for r in runstore.runs(store, experiment)]
+
+
+def test_a_hosts_experiment_is_refused_before_anything_is_measured(tmp_path):
+    """tune changes this host's settings; a hosts testbed's DuT runs elsewhere. One line, exit 2."""
+    (tmp_path / "id").write_text("")
+    spec = tmp_path / "hosts.toml"
+    spec.write_text(
+        EXPERIMENT.replace('kind = "lowtail-fwd"', 'kind = "lowtail-fwd"\ninterfaces = ["eth2", "eth3"]')
+        + '[testbed]\nkind = "hosts"\nidentity = "id"\n[testbed.loadgen]\nssh = "root@lg"\ninterface = "eth1"\n'
+        '[testbed.timestamper]\nssh = "root@ts"\npre = "eth1"\npost = "eth2"\n[testbed.dut]\nssh = "root@dut"\n'
+    )
+    done = subprocess.run(
+        [*LOWTAIL, "tune", str(spec), "--db", str(tmp_path / "t.duckdb"), "--yes"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "tune changes this host's settings" in done.stderr and len(done.stderr.strip().splitlines()) == 1

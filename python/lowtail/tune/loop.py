@@ -102,6 +102,11 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
             "set `repetitions = 2` or more in [experiment]"
         )
     check_ids(opts.only)
+    if exp.testbed.kind == "hosts":
+        raise UserError(
+            f"{spec}: tune changes this host's settings, and this experiment's DuT runs on another host "
+            '([testbed] kind = "hosts"): run `lowtail tune` on the DuT\'s host, with a namespaces or interfaces testbed'
+        )
     root = SysRoot.open(None)
     plan = core_plan(exp)
     if opts.before is not None:
