@@ -11,6 +11,9 @@ The kinds (docs/explain.md says how each is detected):
     generator_stall     the generator's core was taken, or it left packets late: a
                         measurement artefact, not the DuT
     timestamper_stall   the same on the timestamper's own core: a measurement artefact
+    shared_core         the testbed's own generator or timestamper took the DuT's core,
+                        which the core plan gives them too: the measurement's layout, not
+                        the DuT (a measurement artefact)
     overload            offered rate at or above the DuT's R_max: a standing queue
     batching            packets held until the rest of their batch was processed
     virtualization      the VM DuT's vCPU threads preempted on the host, or its exits
@@ -43,7 +46,7 @@ from lowtail.units import format_ns, format_rate
 CAUSE_FLOOR = 0.05
 # ... and only when it explains at least this many times the tail packets it would by chance.
 MIN_LIFT = 1.5
-MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall")
+MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core")
 ROLES = ("dut", "generator", "timestamper", "host")
 EVIDENCE_EVENTS = 5
 
@@ -163,8 +166,9 @@ def headline(causes: list[CauseDoc]) -> str | None:
         sorted({"the generator" if c["role"] == "generator" else "the timestamper" for c in artefacts})
     )
     what = artefacts[0]["evidence"].get("what", "")
+    did = "took the DuT's core" if all(c["kind"] == "shared_core" for c in artefacts) else "stalled"
     return (
-        f"This host could not measure what was asked: {roles} stalled, and that explains {100 * share:.0f} % of "
+        f"This host could not measure what was asked: {roles} {did}, and that explains {100 * share:.0f} % of "
         f"the tail ({what}). The tail is partly the measurement's, not the DuT's: give the generator and the "
         f"timestamper isolated cores of their own, stop other load on them, or lower the rate, then measure again."
     )
@@ -378,10 +382,24 @@ def _kind_of(s: Suspect, role: str, facts: RunFacts) -> tuple[str, str]:
     if s.kind == "vmexit":
         return "virtualization", "host"
     if s.kind == "task":
+        sharing = _testbed_role_of(s, facts)
+        if sharing is not None:
+            return "shared_core", sharing
         return ("virtualization", "host") if facts.virtualization else ("preemption", "dut")
     if s.kind == "softirq":
         return "softirq", "dut"
     return ("aliasing" if s.periodic() is not None else "interrupt"), "dut"
+
+
+def _testbed_role_of(s: Suspect, facts: RunFacts) -> str | None:
+    """The measuring role (generator, timestamper) whose own program a task suspect on the
+    DuT's core is, by pid or command name; None for any other task."""
+    pids = set(np.unique(s.pid).tolist())
+    for role in ("timestamper", "generator"):
+        own = facts.roles.get(role, {})
+        if s.name in (own.get("comms") or []) or pids & set(own.get("pids") or []):
+            return role
+    return None
 
 
 def _suspect_facts(s: Suspect) -> dict[str, Any]:

@@ -124,6 +124,14 @@ _REMEDIES = (
         "JNSM 2023, §4 (the measurement's own noise floor)",
     ),
     Remedy(
+        "own-core-per-role",
+        "give the DuT cores of its own, apart from the generator's and the timestamper's ([cores] in the "
+        "experiment file, on a host with enough cores): these packets waited for the measurement's own programs "
+        "on the core they share with the DuT, not for anything of the DuT",
+        ("isolcpus",),
+        "JNSM 2023, §4 (the measurement's own noise floor)",
+    ),
+    Remedy(
         "below-r-max",
         "offer less than the DuT's R_max, or give it faster cores or less work per packet: above R_max the "
         "queue grows without bound",
@@ -207,6 +215,7 @@ _KIND_REMEDIES = {
     "preemption": "isolate-dut-cores",
     "generator_stall": "measure-again-quieter",
     "timestamper_stall": "measure-again-quieter",
+    "shared_core": "own-core-per-role",
     "overload": "below-r-max",
     "batching": "smaller-batches",
     "aliasing": "aliasing",
