@@ -1,5 +1,5 @@
 """A stored run explained and the explanation stored: its matched series, its trace
-(trace.parquet) and its interrupt samples read, `analysis.explain` run, the interrupt
+(trace.parquet), its interrupt and steal-time samples read, `analysis.explain` run, the interrupt
 coincidence worked out, everything kept in the store (store/explain.py) for the report,
 `compare` and `lowtail explain --json` to read.
 
@@ -23,6 +23,7 @@ from lowtail.errors import UserError
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.packets import Packets
+from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
@@ -104,6 +105,7 @@ def _facts(store: Store, run: Mapping[str, Any], trace: dict[str, Any]) -> RunFa
         budget_ns=None if run["calibration"] else verdict.budget_ns,
         budget_failed=judgement.status is verdicts.Status.FAIL and judgement.cause is verdicts.Cause.LATENCY,
         roles=roles,
+        steal=run_interrupts(store, int(run["run_id"]), STEAL_SOURCE),
     )
 
 

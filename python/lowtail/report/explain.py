@@ -22,6 +22,7 @@ KIND_WORDS = {
     "aliasing": "a periodic interrupt beating with the traffic",
     "generator_stall": "the generator stalled (measurement artefact)",
     "timestamper_stall": "the timestamper stalled (measurement artefact)",
+    "hypervisor": "the hypervisor took the CPU: steal time (measurement artefact)",
     "overload": "queueing from overload",
     "batching": "batching",
     "virtualization": "virtualization",
