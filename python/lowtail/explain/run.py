@@ -58,7 +58,9 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
             + "; causes come from the packets and the /proc/interrupts samples alone"
         )
     doc = explain(packets, facts, intervals, coverage, above)
-    doc["trace"] = trace_summary
+    doc["trace"] = trace_summary | vm_exits(facts.virtualization, intervals is not None)
+    if doc["trace"].get("vm_exits") is False:
+        doc["notes"].append(f"VM exits are not visible: {doc['trace']['vm_exits_reason']}")
     doc["interrupt_coincidence"] = _coincidence(store, run)
     with store.transaction():
         save_explanation(store, dict(doc))
@@ -87,6 +89,23 @@ def _trace(trace: dict[str, Any]) -> tuple[Any, dict[int, tuple[int | None, int 
         clock=info.clock,
     )
     return intervals, coverage, summary
+
+
+def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
+    """Whether a VM DuT's exits could be in the trace (`kvm_exit`/`kvm_entry`, traced under KVM
+    only): said where they cannot, so an emulated run's trace does not read as one without exits."""
+    if virtualization is None:
+        return {}
+    if virtualization != "kvm":
+        return {
+            "vm_exits": False,
+            "vm_exits_reason": f"the VM ran under QEMU's emulator ({virtualization.upper()}), which leaves the "
+            f"guest in no VM exits the host's kernel could trace; its vCPU threads' preemption on the host is "
+            f"traced as for any task",
+        }
+    if not traced:
+        return {"vm_exits": False, "vm_exits_reason": "the run has no kernel trace"}
+    return {"vm_exits": True}
 
 
 def _facts(store: Store, run: Mapping[str, Any], trace: dict[str, Any]) -> RunFacts:
