@@ -144,6 +144,8 @@ def test_a_stored_runs_steal_is_read_by_explain(tmp_path):
     from lowtail import _native
     from lowtail.analysis import AnalyzeOptions, analyze_pair
     from lowtail.explain.run import explain_run
+    from lowtail.report.explain import explain_section, headline_banner
+    from lowtail.report.page import Page
     from lowtail.store import open_store
     from lowtail.store.analyses import save_analysis
     from lowtail.store.host import save_run_interrupts
@@ -181,6 +183,13 @@ def test_a_stored_runs_steal_is_read_by_explain(tmp_path):
         run_id = store.con.execute("SELECT run_id FROM runs").fetchone()[0]
         save_run_interrupts(store, run_id, steal, source=STEAL_SOURCE)
         doc = explain_run(store, run_id)
+        page = Page("t")
+        headline_banner(page, store, [run_id])
+        explain_section(page, store, run_id)
     first = doc["causes"][0]
     assert first["kind"] == "hypervisor" and first["role"] == "host" and first["cpu"] == 2, doc["causes"]
     assert first["share"] >= 0.9 and doc["headline"] and "hypervisor" in doc["headline"]
+    # The page reads the stored explanation: the headline first, the cause in words, the remedy.
+    html = page.render()
+    assert "could not measure" in html and "steal time (measurement artefact)" in html
+    assert "dedicated vCPUs or on bare metal" in html and "of steal on CPU 2" in html

@@ -66,6 +66,13 @@ def test_steal_in_exactly_the_tails_intervals_is_the_hypervisor(seed):
     assert first["remedy"]["id"] == "dedicated-vcpus" and "bare metal" in first["remedy"]["action"]
     assert first["evidence"]["steal_ns_by_cpu"] == {"0": 4 * TICK_NS}
     assert first["evidence"]["explained_by_chance"] < 0.5 * first["evidence"]["tail_packets"]
+    # Each tail packet of the evidence beside the sample whose steal it flew in.
+    for e in first["evidence"]["events"]:
+        assert e["event"]["duration_ns"] == TICK_NS and "steal on CPU 0" in e["event"]["what"], e
+        assert (
+            e["event"]["start_ns"] < e["sent_ns"] + e["latency_ns"]
+            and e["sent_ns"] < e["event"]["start_ns"] + SAMPLE_NS
+        )
     assert doc["headline"] and "could not measure" in doc["headline"] and "hypervisor" in doc["headline"]
     assert HYPERVISOR in MEASUREMENT_KINDS
 

@@ -464,6 +464,10 @@ def _evidence(
                     if c.suspect.kind == "task"
                     else c.name,
                 }
+        elif c.event_in is not None and c.windows is not None:
+            found = c.event_in(int(c.windows[0][k]), int(c.windows[1][k]))
+            if found is not None:
+                item["event"] = found
         events.append(item)
     ev["events"] = events
     if c.suspect is not None:

@@ -34,6 +34,9 @@ class Candidate:
     evidence: dict[str, Any]
     suspect: Suspect | None = None
     windows: tuple[np.ndarray, np.ndarray] | None = None
+    # What delayed the packet in flight in [a, b), for a cause that is no traced suspect
+    # (start_ns, duration_ns, what: the evidence's event), or None.
+    event_in: Callable[[int, int], dict[str, Any] | None] | None = None
 
     def hits(self, excess: np.ndarray) -> np.ndarray:
         return pk.explains(self.delay, excess)

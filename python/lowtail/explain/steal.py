@@ -119,7 +119,26 @@ def hypervisor_candidate(
         delay,
         expected,
         _evidence(steals, owner, a[hit], b[hit]),
+        windows=(a, b),
+        event_in=lambda wa, wb: _largest_steal(steals, wa, wb),
     )
+
+
+def _largest_steal(steals: list[Steal], a: int, b: int) -> dict[str, Any] | None:
+    """The sampling interval with the most steal among those the window [a, b) flew in."""
+    found = [
+        (int(s.stolen[i]), int(s.start[i]), int(s.end[i]), s.cpu)
+        for s in steals
+        for i in np.flatnonzero((s.start < b) & (s.end > a))
+    ]
+    if not found:
+        return None
+    stolen, start, end, cpu = max(found, key=lambda f: (f[0], -f[1]))
+    return {
+        "start_ns": start,
+        "duration_ns": stolen,
+        "what": f"the hypervisor: {format_ns(stolen)} of steal on CPU {cpu} in the {format_ns(end - start)} sample",
+    }
 
 
 def _evidence(steals: list[Steal], owner: dict[int, str], a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
