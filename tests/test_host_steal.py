@@ -192,4 +192,4 @@ def test_a_stored_runs_steal_is_read_by_explain(tmp_path):
     # The page reads the stored explanation: the headline first, the cause in words, the remedy.
     html = page.render()
     assert "could not measure" in html and "steal time (measurement artefact)" in html
-    assert "dedicated vCPUs or on bare metal" in html and "of steal on CPU 2" in html
+    assert "dedicated vCPUs or on bare metal" in html and "the hypervisor (steal on CPU 2 in its" in html

@@ -55,7 +55,7 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
         facts.notes.append(
             "no kernel trace: "
             + (trace.get("reason") or "the run was recorded without one")
-            + "; causes come from the packets and the /proc/interrupts samples alone"
+            + "; causes come from the packets, the /proc/interrupts samples and the steal time alone"
         )
     doc = explain(packets, facts, intervals, coverage, above)
     doc["trace"] = trace_summary | vm_exits(facts.virtualization, intervals is not None)

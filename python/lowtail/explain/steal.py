@@ -137,7 +137,8 @@ def _largest_steal(steals: list[Steal], a: int, b: int) -> dict[str, Any] | None
     return {
         "start_ns": start,
         "duration_ns": stolen,
-        "what": f"the hypervisor: {format_ns(stolen)} of steal on CPU {cpu} in the {format_ns(end - start)} sample",
+        # Read as "<what> ran <duration>": the hypervisor ran something else this long.
+        "what": f"the hypervisor (steal on CPU {cpu} in its {format_ns(end - start)} sample)",
     }
 
 
