@@ -24,6 +24,7 @@ from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.explain.run import explain_run
 from lowtail.host.state import read_host_state
+from lowtail.host.steal import STEAL_SOURCE
 from lowtail.host.sysroot import SysRoot
 from lowtail.measurement_documents import HostMetadata, HostStateDocument
 from lowtail.models.knee import store_sweep_knees
@@ -335,3 +336,5 @@ def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:
         save_run_interrupts(store, run_id, outcome.interrupts)
     if outcome.guest_interrupts:
         save_run_interrupts(store, run_id, outcome.guest_interrupts, source="guest")
+    if outcome.steal:
+        save_run_interrupts(store, run_id, outcome.steal, source=STEAL_SOURCE)

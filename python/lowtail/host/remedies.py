@@ -132,6 +132,16 @@ _REMEDIES = (
         "JNSM 2023, §4 (the measurement's own noise floor)",
     ),
     Remedy(
+        "dedicated-vcpus",
+        "measure again on dedicated vCPUs or on bare metal: this machine is a virtual machine whose hypervisor "
+        "ran something else on its CPUs while these packets were in flight (steal time in /proc/stat), which "
+        "nothing inside the machine can prevent or trace — ask for vCPUs pinned to host cores of their own "
+        "(no overcommit), or measure on a host of your own; these packets were delayed by the measurement's "
+        "host, not by the DuT",
+        (),
+        "JNSM 2023, §4 (the measurement's own noise floor), §6 (virtualization)",
+    ),
+    Remedy(
         "below-r-max",
         "offer less than the DuT's R_max, or give it faster cores or less work per packet: above R_max the "
         "queue grows without bound",
@@ -216,6 +226,7 @@ _KIND_REMEDIES = {
     "generator_stall": "measure-again-quieter",
     "timestamper_stall": "measure-again-quieter",
     "shared_core": "own-core-per-role",
+    "hypervisor": "dedicated-vcpus",
     "overload": "below-r-max",
     "batching": "smaller-batches",
     "aliasing": "aliasing",

@@ -23,6 +23,7 @@ KIND_WORDS = {
     "generator_stall": "the generator stalled (measurement artefact)",
     "timestamper_stall": "the timestamper stalled (measurement artefact)",
     "shared_core": "the testbed's own program took the DuT's core (measurement artefact)",
+    "hypervisor": "the hypervisor took the CPU: steal time (measurement artefact)",
     "overload": "queueing from overload",
     "batching": "batching",
     "virtualization": "virtualization",
