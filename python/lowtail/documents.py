@@ -807,8 +807,9 @@ class TuneChangeDocument(TypedDict):
     improved: bool | None  # a resolvable improvement at the judged percentile
     harmed: list[str]  # the percentiles where it made a resolvable harm
     kept: bool | None  # None: not tried (a dry run, or the session stopped first)
+    baseline: int | None  # the kept state measured again, its repetitions interleaved with `after`'s
     after: int | None  # the experiment measured with it applied
-    comparison_id: int | None  # the stored before/after comparison
+    comparison_id: int | None  # the stored comparison of baseline and after
     undo_file: str | None  # what undoes it, while it is kept
 
 

@@ -214,3 +214,30 @@ def test_the_hold_of_a_batch_is_the_work_on_the_rest_of_it(seed):
     wait, sizes = batch_wait(p, float(t_cpu))
     assert sizes.max() > 16
     assert np.mean(np.abs(wait - truth[p.id]) <= 1_000) >= 0.99
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_testbeds_own_timestamper_on_the_duts_core_is_the_measurements_not_a_preemption(seed):
+    """On a host with few cores the core plan puts the timestamper on the DuT's core; when its
+    program takes that core in the tail packets' windows, the cause is the measurement's
+    layout (`shared_core`, role timestamper, in the headline), never "another task preempted
+    the DuT" — which `tune` would try to move, and which it is not."""
+    rng = np.random.default_rng(300 + seed)
+    ids = np.arange(N)
+    pre_base = T0 + ids * PERIOD
+    extra = np.zeros(N, dtype=np.int64)
+    rows = []
+    for start in range(T0 + 5_000_000, T0 + N * PERIOD, 40_000_000):
+        end = start + 1_000_000
+        rows.append((0, start, end, "task", "lowtail-cap", 300, 49))
+        hit = (pre_base >= start) & (pre_base < end)
+        extra[hit] = end - pre_base[hit]
+    p = _packets(rng, extra)
+    facts = _facts(seed)
+    facts.roles["timestamper"] = {"host": HOST, "cpus": [0], "pids": [300], "comms": ["lowtail-cap"]}
+    doc = explain(p, facts, _intervals(rows), COVERAGE)
+    first = doc["causes"][0]
+    assert first["kind"] == "shared_core" and first["role"] == "timestamper" and first["cpu"] == 0
+    assert first["remedy"]["id"] == "own-core-per-role"
+    assert not [c for c in doc["causes"] if c["kind"] == "preemption"]
+    assert doc["headline"] and "the timestamper took the DuT's core" in doc["headline"]

@@ -148,7 +148,9 @@ def test_a_host_refusing_tracing_is_untraced_and_a_hog_on_the_remote_duts_core_i
     if not named:
         assert first["added_ns"] >= 0.8 * HOG_BUSY_S * 1e9, doc["causes"]
         pytest.skip(f"a longer disturbance than the hog took the DuT's core: {first['evidence'].get('what')}")
-    assert first is named[0] and first["cpu"] == PLAN.dut[0], doc["causes"]
+    # Found, on the DuT's core of its host (not necessarily first: in the lab the timestamper's
+    # own program, on another host, shares that physical core and may preempt the DuT too).
+    assert named[0]["cpu"] == PLAN.dut[0] and named[0]["share"] >= 0.05, doc["causes"]
     # The terminal names the core with its host (wide enough not to fold the table).
     shown = subprocess.run(
         [*LOWTAIL, "explain", "latest", "--above", "500us", "--db", "t.duckdb"],

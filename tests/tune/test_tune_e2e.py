@@ -153,7 +153,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     moved = tried[move]
     assert moved["kept"] == (moved["improved"] and not moved["harmed"])
     if moved["kept"]:
-        assert f"experiment {moved['after']} is lower than experiment {doc['before']} at p99.9" in moved["effect"]
+        assert f"experiment {moved['after']} is lower than experiment {moved['baseline']} at p99.9" in moved["effect"]
         assert Path(moved["undo_file"]).exists() and doc["kept"] == [move] and doc["after"] == moved["after"]
         expected_cpus = HOUSEKEEPING
     else:

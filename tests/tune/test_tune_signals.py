@@ -20,6 +20,7 @@ from lowtail.host.state import differing  # noqa: E402
 from lowtail.store import open_store  # noqa: E402
 from lowtail.store import runs as runstore  # noqa: E402
 from lowtail.store import tune as tunestore  # noqa: E402
+from lowtail.tune.loop import PHASES  # noqa: E402
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
 
@@ -90,7 +91,7 @@ def before(tmp_path_factory):
     return d, runs[0]["experiment_id"]
 
 
-@pytest.mark.parametrize("phase", ["measure-before", "propose", "apply", "measure-after", "compare", "decide"])
+@pytest.mark.parametrize("phase", PHASES)
 @pytest.mark.parametrize(
     ("sig", "times"), [(signal.SIGINT, 1), (signal.SIGINT, 2), (signal.SIGTERM, 1)], ids=["ctrl-c", "double", "term"]
 )
@@ -115,7 +116,7 @@ def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(befo
     if phase in ("measure-before", "propose"):
         return  # before any change: the command's own interruption line
     assert "the host holds what tune kept: nothing" in said[-1], said
-    if phase != "apply":
+    if phase not in ("measure-baseline", "apply"):  # the first repetition's: not applied yet
         assert "(vm.stat_interval) is undone" in said[-1], said
 
 
@@ -192,6 +193,14 @@ def test_a_tune_killed_outright_is_undone_by_the_next_tune(before, tmp_path):
         before_state = fingerprints(d, eid)[0]["settings"]
         after_state = fingerprints(d, tried["after"])[0]["settings"]
         assert differing(before_state, after_state) == {"vm.stat_interval": (stat_before, "3600")}
+        # The trial's repetitions were measured in turn with the kept state's, and only the
+        # trial's under the change.
+        with open_store(d / "t.duckdb", read_only=True) as store:
+            runs = {e: [r["run_id"] for r in runstore.runs(store, e)] for e in (tried["baseline"], tried["after"])}
+        assert sorted(runs[tried["baseline"]] + runs[tried["after"]]) == [
+            x for pair in zip(runs[tried["baseline"]], runs[tried["after"]], strict=True) for x in pair
+        ]
+        assert all(s["settings"]["vm.stat_interval"] == stat_before for s in fingerprints(d, tried["baseline"]))
     finally:
         for kept in undo_dir.glob("*.undo.json"):
             subprocess.run([*LOWTAIL, "host", "undo", str(kept), "--force"], capture_output=True)
@@ -216,3 +225,20 @@ def test_a_before_measured_from_another_file_is_refused(before, tmp_path):
 def fingerprints(d: Path, experiment: int) -> list[dict]:
     with open_store(d / "t.duckdb", read_only=True) as store:
         return [r["host_state"] for r in runstore.runs(store, experiment)]
+
+
+def test_a_hosts_experiment_is_refused_before_anything_is_measured(tmp_path):
+    """tune changes this host's settings; a hosts testbed's DuT runs elsewhere. One line, exit 2."""
+    (tmp_path / "id").write_text("")
+    spec = tmp_path / "hosts.toml"
+    spec.write_text(
+        EXPERIMENT.replace('kind = "lowtail-fwd"', 'kind = "lowtail-fwd"\ninterfaces = ["eth2", "eth3"]')
+        + '[testbed]\nkind = "hosts"\nidentity = "id"\n[testbed.loadgen]\nssh = "root@lg"\ninterface = "eth1"\n'
+        '[testbed.timestamper]\nssh = "root@ts"\npre = "eth1"\npost = "eth2"\n[testbed.dut]\nssh = "root@dut"\n'
+    )
+    done = subprocess.run(
+        [*LOWTAIL, "tune", str(spec), "--db", str(tmp_path / "t.duckdb"), "--yes"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "tune changes this host's settings" in done.stderr and len(done.stderr.strip().splitlines()) == 1

@@ -64,6 +64,7 @@ class Outcome:
     traffic_window_ns: tuple[int, int] | None = None  # when the interrupt samplers ran
     energy: EnergyReading | None = None
     interrupts: Any = None
+    steal: list[Any] = field(default_factory=list)  # the sampler's steal time (host/steal.py)
     invalid_reasons: list[str] = field(default_factory=list)
     # Trusted figures, but not of the traffic the file asked for (see spec.Trust).
     degraded_reasons: list[str] = field(default_factory=list)
@@ -380,6 +381,7 @@ def _send(
     finally:
         outcome.energy = meter.stop() if meter else None
         outcome.interrupts = sampler.stop() if sampler else None
+        outcome.steal = sampler.steal if sampler else []
         outcome.traffic_window_ns = (window_start, time.time_ns())
     written = generator.statistics()
     outcome.generator = written if written else {}

@@ -24,6 +24,7 @@ from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.explain.run import explain_run
 from lowtail.host.state import read_host_state
+from lowtail.host.steal import STEAL_SOURCE
 from lowtail.host.sysroot import SysRoot
 from lowtail.measurement_documents import HostMetadata, HostStateDocument
 from lowtail.models.knee import store_sweep_knees
@@ -80,6 +81,7 @@ def sweep_and_store(
     watch: Callable[[Store], AbstractContextManager[Progress]] | None = None,
     log: Callable[[str], None] = lambda message: None,
     warn: Callable[[str], None] = lambda message: None,
+    part: Part | None = None,
 ) -> SweepResult:
     """`lowtail run`: the experiment's testbed session opened and everything it needs checked
     before anything is made, what killed runs left removed, then `run_experiment` into the
@@ -88,7 +90,7 @@ def sweep_and_store(
         check_can_run(exp, session, log=log)
         _remove_leftovers(log, warn)
         with open_store(db) as store, watch(store) if watch else nullcontext(Progress()) as progress:
-            return run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session)
+            return run_experiment(exp, store, data_dir, fresh=fresh, progress=progress, session=session, part=part)
 
 
 def _remove_leftovers(log: Callable[[str], None], warn: Callable[[str], None]) -> None:
@@ -118,6 +120,16 @@ def check_can_run(exp: Experiment, session: Session, log: Callable[[str], None] 
         KINDS[dut.kind].prepare(dut.options, log)
 
 
+@dataclass(frozen=True)
+class Part:
+    """One repetition of an experiment measured into a given experiment (a new one when
+    `into` is None): how `tune` interleaves the repetitions of two experiments, so that a
+    drift of the host falls on both alike."""
+
+    repetition: int
+    into: int | None = None
+
+
 def run_experiment(
     exp: Experiment,
     store: Store,
@@ -125,13 +137,15 @@ def run_experiment(
     fresh: bool = False,
     progress: Progress | None = None,
     session: Session | None = None,
+    part: Part | None = None,
 ) -> SweepResult:
     """Measure, analyse and store every combination not stored yet (resuming the latest
-    unfinished experiment of the same file unless `fresh`), then store the sweep's knee.
+    unfinished experiment of the same file unless `fresh`; only `part`'s repetition, into its
+    experiment, when given), then store the sweep's knee once every combination is stored.
     `session` holds the testbed kind (opened here when not given, and checked either way)."""
     if session is None:
         with open_session(exp.testbed) as own:
-            return run_experiment(exp, store, data_dir, fresh, progress, own)
+            return run_experiment(exp, store, data_dir, fresh, progress, own, part)
     progress = progress or Progress()
     check_can_run(exp, session)
     plan = session.plan(exp.cores)
@@ -146,13 +160,18 @@ def run_experiment(
             found["roles"] = roles
         return found
 
-    target = datadir.create_or_resume(store, data_dir, exp.name, exp.as_json(), exp.spec_hash, host, fresh)
+    into = part.into if part is not None else None
+    target = datadir.create_or_resume(
+        store, data_dir, exp.name, exp.as_json(), exp.spec_hash, host, fresh or part is not None, into
+    )
     eid, data_dir = target.experiment_id, target.folder
     if exp.calibration is not None:
         runstore.set_calibration(store, eid, exp.calibration)
     done = runstore.done_keys(store, eid)
     combos = exp.combinations()
     todo = [(i, c) for i, c in enumerate(combos) if c.key not in done]
+    if part is not None:
+        todo = [(i, c) for i, c in todo if c.repetition == part.repetition]
     progress.on_plan([combo for _, combo in todo])
     try:
         for n, (index, combo) in enumerate(todo):
@@ -174,6 +193,8 @@ def run_experiment(
                 f"again to resume (finished runs are kept)"
             ) from None
         raise
+    if len(runstore.done_keys(store, eid)) < len(combos):
+        return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))  # a part: more to come
     runstore.set_status(store, eid, "finished")
     store_sweep_knees(store, eid)
     return SweepResult(eid, resumed_runs=len(combos) - len(todo), new_runs=len(todo))
@@ -315,3 +336,5 @@ def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:
         save_run_interrupts(store, run_id, outcome.interrupts)
     if outcome.guest_interrupts:
         save_run_interrupts(store, run_id, outcome.guest_interrupts, source="guest")
+    if outcome.steal:
+        save_run_interrupts(store, run_id, outcome.steal, source=STEAL_SOURCE)

@@ -11,6 +11,11 @@ The kinds (docs/explain.md says how each is detected):
     generator_stall     the generator's core was taken, or it left packets late: a
                         measurement artefact, not the DuT
     timestamper_stall   the same on the timestamper's own core: a measurement artefact
+    shared_core         the testbed's own generator or timestamper took the DuT's core,
+                        which the core plan gives them too: the measurement's layout, not
+                        the DuT (a measurement artefact)
+    hypervisor          the hypervisor took a role's CPU (steal time) while packets nothing
+                        else explains flew: a measurement artefact (explain/steal.py)
     overload            offered rate at or above the DuT's R_max: a standing queue
     batching            packets held until the rest of their batch was processed
     virtualization      the VM DuT's vCPU threads preempted on the host, or its exits
@@ -29,7 +34,6 @@ only within its markers' `date` bracket, and the hosts' clocks are assumed synch
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -39,25 +43,14 @@ import pyarrow as pa
 
 from lowtail.documents import CauseDoc, ExplainDocument, Tail
 from lowtail.explain import packets as pk
-from lowtail.explain.cores import (
-    Core,
-    Suspect,
-    columns,
-    restricted,
-    shifted_windows,
-    suspects,
-    task_label,
-    waiting,
-)
+from lowtail.explain.candidates import CAUSE_FLOOR, Candidate, by_chance, chance_seed
+from lowtail.explain.cores import Core, Suspect, columns, restricted, suspects, task_label, waiting
+from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
 from lowtail.units import format_ns, format_rate
 
-# A cause is named only when it explains at least this share of the tail packets.
-CAUSE_FLOOR = 0.05
-# ... and only when it explains at least this many times the tail packets it would by chance.
-MIN_LIFT = 1.5
-MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall")
+MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", HYPERVISOR)
 ROLES = ("dut", "generator", "timestamper", "host")
 EVIDENCE_EVENTS = 5
 
@@ -80,39 +73,8 @@ class RunFacts:
     notes: list[str] = field(default_factory=list)
     # Per host: how much a packet's window on its cores is widened (its clock's uncertainty).
     widen_ns: dict[str, int] = field(default_factory=dict)
-
-
-@dataclass
-class _Candidate:
-    kind: str
-    role: str
-    cpu: int | None
-    name: str
-    delay: np.ndarray  # per tail packet: the delay this cause accounts for
-    expected: float | None  # tail packets it would explain by chance; None: a condition of the run
-    evidence: dict[str, Any]
-    suspect: Suspect | None = None
-    windows: tuple[np.ndarray, np.ndarray] | None = None
-    host: str | None = None
-
-    def hits(self, excess: np.ndarray) -> np.ndarray:
-        return pk.explains(self.delay, excess)
-
-    def significant(self, excess: np.ndarray) -> bool:
-        n = int(self.hits(excess).sum())
-        if n == 0:
-            return False
-        if self.expected is None:
-            return n >= CAUSE_FLOOR * excess.size
-        margin = max(2.0, 3.0 * math.sqrt(self.expected))
-        # Beyond chance by a margin, and markedly more often than chance: with many tail
-        # packets a feature nearly every packet has (a generator late all run long on a busy
-        # host) clears the margin while saying nothing about which packets are the tail.
-        return (
-            n >= self.expected + margin
-            and n >= MIN_LIFT * self.expected
-            and (n - self.expected) >= CAUSE_FLOOR * excess.size
-        )
+    # The run's steal-time samples (t_ns, cpu, kind, delta_ns, interval_ns): host/steal.py.
+    steal: list[tuple[int, int, str, int, int]] = field(default_factory=list)
 
 
 def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None) -> Tail:
@@ -161,6 +123,14 @@ def explain(
                 f"{uncovered:,} tail packets fall after a core's trace ended (its buffer was full): "
                 f"they cannot be explained by what ran there"
             )
+    # What nothing else explains may be the hypervisor's: time it took no trace records.
+    taken = np.zeros(excess.size, dtype=bool)
+    for c in candidates:
+        if c.significant(excess):
+            taken |= c.hits(excess)
+    hypervisor = hypervisor_candidate(p, facts.steal, facts.roles, in_tail, excess, due_since, taken)
+    if hypervisor is not None:
+        candidates.append(hypervisor)
     causes = _attribute(candidates, excess, p, in_tail, facts.rate_pps)
     explained = sum(c["share"] for c in causes)
     doc["causes"] = causes
@@ -171,19 +141,31 @@ def explain(
 
 def headline(causes: list[CauseDoc]) -> str | None:
     """What every surface says first when the host could not measure what was asked: the
-    measurement's own stalls explain part of the tail."""
+    measurement's own stalls, or the hypervisor's steal, explain part of the tail."""
     artefacts = [c for c in causes if c["kind"] in MEASUREMENT_KINDS]
     if not artefacts:
         return None
     share = sum(c["share"] for c in artefacts)
-    roles = " and ".join(
-        sorted({"the generator" if c["role"] == "generator" else "the timestamper" for c in artefacts})
-    )
+    stalled = sorted({c["role"] for c in artefacts if c["kind"] in ("generator_stall", "timestamper_stall")})
+    sharing = sorted({c["role"] for c in artefacts if c["kind"] == "shared_core"})
+    happened, remedies = [], []
+    if stalled:
+        happened.append(" and ".join(f"the {role}" for role in stalled) + " stalled")
+        remedies.append(
+            "give the generator and the timestamper isolated cores of their own, stop other load on them, "
+            "or lower the rate"
+        )
+    if sharing:
+        happened.append(" and ".join(f"the {role}" for role in sharing) + " took the DuT's core")
+        remedies.append("give the DuT cores of its own, apart from the generator's and the timestamper's ([cores])")
+    if any(c["kind"] == HYPERVISOR for c in artefacts):
+        happened.append("the hypervisor took CPU time from this machine (steal)")
+        remedies.append("measure on dedicated vCPUs (no overcommitted host) or on bare metal")
     what = artefacts[0]["evidence"].get("what", "")
     return (
-        f"This host could not measure what was asked: {roles} stalled, and that explains {100 * share:.0f} % of "
-        f"the tail ({what}). The tail is partly the measurement's, not the DuT's: give the generator and the "
-        f"timestamper isolated cores of their own, stop other load on them, or lower the rate, then measure again."
+        f"This host could not measure what was asked: {'; '.join(happened)}, and that explains "
+        f"{100 * share:.0f} % of the tail ({what}). The tail is partly the measurement's, not the DuT's: "
+        f"{'; '.join(remedies)}, then measure again."
     )
 
 
@@ -198,11 +180,11 @@ def _packet_candidates(
     late_all: np.ndarray,
     bunched: np.ndarray,
     intervals: pa.Table | None,
-) -> list[_Candidate]:
+) -> list[Candidate]:
     out = []
     gen_cpu = _first_cpu(facts, "generator")
     out.append(
-        _Candidate(
+        Candidate(
             "generator_stall",
             "generator",
             gen_cpu,
@@ -220,7 +202,7 @@ def _packet_candidates(
     r_max, overload_evidence = _overload(p, facts, intervals)
     if overload_evidence is not None:
         out.append(
-            _Candidate(
+            Candidate(
                 "overload",
                 "dut",
                 _first_cpu(facts, "dut"),
@@ -237,7 +219,7 @@ def _packet_candidates(
         timeout_ns = int(timeout_us) * 1000 if isinstance(timeout_us, int) else None
         wait, sizes = pk.batch_wait(p, _t_cpu_ns(facts), timeout_ns)
         out.append(
-            _Candidate(
+            Candidate(
                 "batching",
                 "dut",
                 _first_cpu(facts, "dut"),
@@ -351,7 +333,7 @@ def _core_candidates(
     due_since: np.ndarray,
     intervals: pa.Table,
     coverage: dict[Core, tuple[int | None, int | None]],
-) -> list[_Candidate]:
+) -> list[Candidate]:
     owner = _primary_roles(facts)
     own_pids = {core: set(facts.roles.get(role, {}).get("pids") or []) for core, role in owner.items()}
     own_comms = {core: set(facts.roles.get(role, {}).get("comms") or []) for core, role in owner.items()}
@@ -376,21 +358,16 @@ def _core_candidates(
         delay = s.overlap(a, post)
         first, last = coverage.get(s.core, (None, None))
         span = (first if first is not None else int(p.pre_ns[0]), last if last is not None else int(p.post_ns[-1]))
-        # Seeded by the packets, not the run's id: the same run explains the same in any
-        # database (an imported run keeps its explanation, tests/compare/test_bundle.py).
-        chance = [
-            float(pk.explains(s.overlap(sa, sb), excess).sum())
-            for sa, sb in shifted_windows(a, post, span, int(p.pre_ns[0]) & 0xFFFF_FFFF)
-        ]
+        chance = by_chance(s.overlap, a, post, span, chance_seed(p), excess)
         kind, out_role = _kind_of(s, role, facts)
         out.append(
-            _Candidate(
+            Candidate(
                 kind,
                 out_role,
                 s.cpu,
                 _suspect_name(s),
                 delay,
-                float(np.mean(chance)),
+                chance,
                 _suspect_facts(s),
                 suspect=s,
                 windows=(a, post),
@@ -409,10 +386,26 @@ def _kind_of(s: Suspect, role: str, facts: RunFacts) -> tuple[str, str]:
     if s.kind == "vmexit":
         return "virtualization", "host"
     if s.kind == "task":
+        sharing = _testbed_role_of(s, facts)
+        if sharing is not None:
+            return "shared_core", sharing
         return ("virtualization", "host") if facts.virtualization else ("preemption", "dut")
     if s.kind == "softirq":
         return "softirq", "dut"
     return ("aliasing" if s.periodic() is not None else "interrupt"), "dut"
+
+
+def _testbed_role_of(s: Suspect, facts: RunFacts) -> str | None:
+    """The measuring role (generator, timestamper) whose own program a task suspect on the
+    DuT's core is, by pid or command name, on the same host; None for any other task."""
+    pids = set(np.unique(s.pid).tolist())
+    for role in ("timestamper", "generator"):
+        own = facts.roles.get(role, {})
+        if _host(facts, role) != s.host:
+            continue  # another host's pids and programs are not this core's
+        if s.name in (own.get("comms") or []) or pids & set(own.get("pids") or []):
+            return role
+    return None
 
 
 def _suspect_facts(s: Suspect) -> dict[str, Any]:
@@ -453,7 +446,7 @@ def _uncovered(
 
 
 def _attribute(
-    candidates: list[_Candidate], excess: np.ndarray, p: pk.Packets, in_tail: np.ndarray, rate_pps: float
+    candidates: list[Candidate], excess: np.ndarray, p: pk.Packets, in_tail: np.ndarray, rate_pps: float
 ) -> list[CauseDoc]:
     """Each tail packet given to the significant cause that accounts for most of its delay;
     causes that keep less than `CAUSE_FLOOR` are dropped and their packets handed on."""
@@ -491,7 +484,7 @@ def _attribute(
 
 
 def _evidence(
-    c: _Candidate, mine: np.ndarray, ids: np.ndarray, sent: np.ndarray, lat: np.ndarray, rate_pps: float
+    c: Candidate, mine: np.ndarray, ids: np.ndarray, sent: np.ndarray, lat: np.ndarray, rate_pps: float
 ) -> dict[str, Any]:
     """What ran (its name), how many tail packets it explains against chance, and the
     largest cases: each packet beside the event that delayed it."""
@@ -517,6 +510,10 @@ def _evidence(
                     if c.suspect.kind == "task"
                     else c.name,
                 }
+        elif c.event_in is not None and c.windows is not None:
+            found = c.event_in(int(c.windows[0][k]), int(c.windows[1][k]))
+            if found is not None:
+                item["event"] = found
         events.append(item)
     ev["events"] = events
     if c.suspect is not None:

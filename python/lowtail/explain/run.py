@@ -1,5 +1,5 @@
 """A stored run explained and the explanation stored: its matched series, its trace
-(trace.parquet) and its interrupt samples read, `analysis.explain` run, the interrupt
+(trace.parquet), its interrupt and steal-time samples read, `analysis.explain` run, the interrupt
 coincidence worked out, everything kept in the store (store/explain.py) for the report,
 `compare` and `lowtail explain --json` to read.
 
@@ -24,6 +24,7 @@ from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
+from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
@@ -55,7 +56,7 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
         facts.notes.append(
             "no kernel trace: "
             + (trace.get("reason") or "the run was recorded without one")
-            + "; causes come from the packets and the /proc/interrupts samples alone"
+            + "; causes come from the packets, the /proc/interrupts samples and the steal time alone"
         )
     if intervals is not None:
         for u in trace.get("untraced") or []:
@@ -66,7 +67,9 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
                     f"the causes"
                 )
     doc = explain(packets, facts, intervals, coverage, above)
-    doc["trace"] = trace_summary
+    doc["trace"] = trace_summary | vm_exits(facts.virtualization, intervals is not None)
+    if doc["trace"].get("vm_exits") is False:
+        doc["notes"].append(f"VM exits are not visible: {doc['trace']['vm_exits_reason']}")
     doc["interrupt_coincidence"] = _coincidence(store, run)
     with store.transaction():
         save_explanation(store, dict(doc))
@@ -101,6 +104,23 @@ def _trace(
     return intervals, info.coverage(), summary, info
 
 
+def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
+    """Whether a VM DuT's exits could be in the trace (`kvm_exit`/`kvm_entry`, traced under KVM
+    only): said where they cannot, so an emulated run's trace does not read as one without exits."""
+    if virtualization is None:
+        return {}
+    if virtualization != "kvm":
+        return {
+            "vm_exits": False,
+            "vm_exits_reason": f"the VM ran under QEMU's emulator ({virtualization.upper()}), which leaves the "
+            f"guest in no VM exits the host's kernel could trace; its vCPU threads' preemption on the host is "
+            f"traced as for any task",
+        }
+    if not traced:
+        return {"vm_exits": False, "vm_exits_reason": "the run has no kernel trace"}
+    return {"vm_exits": True}
+
+
 def _facts(
     store: Store, run: Mapping[str, Any], trace: dict[str, Any], recorded: timeline.TraceFacts | None
 ) -> RunFacts:
@@ -123,6 +143,7 @@ def _facts(
         budget_failed=judgement.status is verdicts.Status.FAIL and judgement.cause is verdicts.Cause.LATENCY,
         roles=roles,
         widen_ns=recorded.widening_ns() if recorded is not None else {},
+        steal=run_interrupts(store, int(run["run_id"]), STEAL_SOURCE),
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lowtail.errors import UserError
+from lowtail.host import steal as steal_time
 
 # Chosen by measurement (scripts/sampler-cost.py; figures in docs/architecture.md, "Interrupt
 # sampling"): one read + parse costs up to 0.3 ms of CPU on the reading core and disturbs no
@@ -144,6 +145,8 @@ def diff(before: InterruptTable, after: InterruptTable) -> dict[tuple[int, str],
 class InterruptSampler:
     """Reads /proc/interrupts every `interval_s` from a thread pinned to
     `housekeeping_cpu`; `stop()` takes a last read and returns every non-zero increment.
+    Each read also takes /proc/stat's steal time (host/steal.py): `steal` holds its samples
+    (kind "steal", delta in ns), none where the kernel has no steal column.
 
         s = InterruptSampler(interval_s=DEFAULT_INTERVAL_S, housekeeping_cpu=0)
         s.start(); ...; samples = s.stop()
@@ -158,6 +161,10 @@ class InterruptSampler:
         self.housekeeping_cpu = housekeeping_cpu
         self.proc_root = Path(proc_root)
         self.samples: list[InterruptSample] = []
+        # Steal time (host/steal.py) read at the same sample times: kind "steal", delta in ns.
+        self.steal: list[InterruptSample] = []
+        self._steal_hz = steal_time.user_hz()
+        self._last_steal: dict[int, int] | None = None
         self.sample_times_ns: list[int] = []
         # Each read + parse: CPU time it cost the housekeeping core, and wall time it took.
         self.read_cpu_ns: list[int] = []
@@ -190,21 +197,26 @@ class InterruptSampler:
             raise self._error
         return self.samples
 
-    def _read(self) -> tuple[int, InterruptTable]:
+    def _read(self) -> tuple[int, InterruptTable, dict[int, int] | None]:
         c0, w0 = time.thread_time_ns(), time.perf_counter_ns()
         t = time.time_ns()
         table = read_interrupts(self.proc_root)
+        stolen = steal_time.read_steal(self.proc_root, self._steal_hz)
         self.read_wall_ns.append(time.perf_counter_ns() - w0)
         self.read_cpu_ns.append(time.thread_time_ns() - c0)
-        return t, table
+        return t, table, stolen
 
-    def _record(self, t: int, table: InterruptTable) -> None:
+    def _record(self, t: int, table: InterruptTable, stolen: dict[int, int] | None) -> None:
         prev_t = self.sample_times_ns[-1]
         assert self.last is not None  # the first sample is taken before any is recorded
         for (cpu, kind), d in diff(self.last, table).items():
             self.samples.append(InterruptSample(t, cpu, kind, d, t - prev_t))
+        if stolen is not None and self._last_steal is not None:
+            for cpu, d in steal_time.steal_deltas(self._last_steal, stolen).items():
+                self.steal.append(InterruptSample(t, cpu, steal_time.STEAL_KIND, d, t - prev_t))
         self.sample_times_ns.append(t)
         self.last = table
+        self._last_steal = stolen
 
     def _run(self) -> None:
         try:
@@ -216,7 +228,7 @@ class InterruptSampler:
                         f"cannot pin the interrupt sampler to CPU {self.housekeeping_cpu}: "
                         f"{e.strerror} (choose an online housekeeping CPU)"
                     ) from None
-            t, self.first = self._read()
+            t, self.first, self._last_steal = self._read()
             self.last = self.first
             self.sample_times_ns.append(t)
         except BaseException as e:  # reported by start()

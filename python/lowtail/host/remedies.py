@@ -124,6 +124,24 @@ _REMEDIES = (
         "JNSM 2023, §4 (the measurement's own noise floor)",
     ),
     Remedy(
+        "own-core-per-role",
+        "give the DuT cores of its own, apart from the generator's and the timestamper's ([cores] in the "
+        "experiment file, on a host with enough cores): these packets waited for the measurement's own programs "
+        "on the core they share with the DuT, not for anything of the DuT",
+        ("isolcpus",),
+        "JNSM 2023, §4 (the measurement's own noise floor)",
+    ),
+    Remedy(
+        "dedicated-vcpus",
+        "measure again on dedicated vCPUs or on bare metal: this machine is a virtual machine whose hypervisor "
+        "ran something else on its CPUs while these packets were in flight (steal time in /proc/stat), which "
+        "nothing inside the machine can prevent or trace — ask for vCPUs pinned to host cores of their own "
+        "(no overcommit), or measure on a host of your own; these packets were delayed by the measurement's "
+        "host, not by the DuT",
+        (),
+        "JNSM 2023, §4 (the measurement's own noise floor), §6 (virtualization)",
+    ),
+    Remedy(
         "below-r-max",
         "offer less than the DuT's R_max, or give it faster cores or less work per packet: above R_max the "
         "queue grows without bound",
@@ -207,6 +225,8 @@ _KIND_REMEDIES = {
     "preemption": "isolate-dut-cores",
     "generator_stall": "measure-again-quieter",
     "timestamper_stall": "measure-again-quieter",
+    "shared_core": "own-core-per-role",
+    "hypervisor": "dedicated-vcpus",
     "overload": "below-r-max",
     "batching": "smaller-batches",
     "aliasing": "aliasing",

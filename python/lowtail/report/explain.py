@@ -22,6 +22,8 @@ KIND_WORDS = {
     "aliasing": "a periodic interrupt beating with the traffic",
     "generator_stall": "the generator stalled (measurement artefact)",
     "timestamper_stall": "the timestamper stalled (measurement artefact)",
+    "shared_core": "the testbed's own program took the DuT's core (measurement artefact)",
+    "hypervisor": "the hypervisor took the CPU: steal time (measurement artefact)",
     "overload": "queueing from overload",
     "batching": "batching",
     "virtualization": "virtualization",

@@ -136,14 +136,21 @@ def create_or_resume(
     spec_hash: str,
     host: Callable[[], HostMetadata],
     fresh: bool = False,
+    into: int | None = None,
 ) -> ExperimentFolder:
     """The experiment a sweep of this file writes into, with its folder under `root` claimed:
     the latest unfinished one of the same file (`spec_hash`) resumed unless `fresh` — its
     folder checked to be still its own, one an older lowtail wrote (no identity file) adopted
     only when every stored run's series still matches its analysis — else a new one (`host()`
     its metadata), created in the transaction that claims its folder, so that a folder that is
-    not ours leaves no experiment behind. UserError names a folder that cannot be used."""
-    existing = None if fresh else runs.resumable_experiment(store, spec_hash)
+    not ours leaves no experiment behind. UserError names a folder that cannot be used.
+    `into`: that experiment resumed (it must be of the same file), whatever `fresh` says."""
+    if into is not None:
+        existing: dict[str, Any] | None = runs.experiment(store, into)
+        if existing is None or existing["spec_hash"] != spec_hash:
+            raise UserError(f"experiment {into} was not measured from this experiment file: no runs of it are added")
+    else:
+        existing = None if fresh else runs.resumable_experiment(store, spec_hash)
     if existing:
         eid = int(existing["experiment_id"])
         folder = Path(existing["data_dir"]) if existing["data_dir"] else experiment_dir(store, root, eid)

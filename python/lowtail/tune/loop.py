@@ -9,8 +9,9 @@ signal at any phase (the first raises, later ones only note: signals.py) undoes 
 progress before the command ends, so the host is as before `tune` or holds only the kept set.
 
 The comparison is `compare`'s (compare/differences.py: Student's t on the repetitions, Holm
-over every percentile judged at once) between the experiment of the current kept state and
-the one measured with the trial applied, grouped `--by experiment`.
+over every percentile judged at once) between the current kept state and the trial, grouped
+`--by experiment`; their repetitions are measured in turn (`_try`), so that a drift of the
+host does not pass for a change's effect.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from lowtail import signals
 from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument, TuneOwnerDocument
 from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.experiment.runner import Part
 from lowtail.experiment.spec import Experiment
 from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo
 from lowtail.host.facts import Host
@@ -40,7 +42,7 @@ from lowtail.tune.proposals import Proposal, check_ids, propose, select
 
 # The phases a session goes through, in order (`TuneHooks.phase` is told each; the fault tests
 # stop the command at each).
-PHASES = ("measure-before", "propose", "apply", "measure-after", "compare", "decide")
+PHASES = ("measure-before", "propose", "measure-baseline", "apply", "measure-after", "compare", "decide")
 # The judged percentile when the experiment's verdict names one the differences do not judge.
 FALLBACK_PERCENTILE = "p99_9"
 
@@ -102,6 +104,11 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
             "set `repetitions = 2` or more in [experiment]"
         )
     check_ids(opts.only)
+    if exp.testbed.kind == "hosts":
+        raise UserError(
+            f"{spec}: tune changes this host's settings, and this experiment's DuT runs on another host "
+            '([testbed] kind = "hosts"): run `lowtail tune` on the DuT\'s host, with a namespaces or interfaces testbed'
+        )
     root = SysRoot.open(None)
     plan = core_plan(exp)
     if opts.before is not None:
@@ -148,11 +155,10 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
     groups = [[p] for p in proposals] if opts.one_by_one else [proposals]
     # Session ids are per database: the time keeps two databases' undo files apart.
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
-    baseline = before
     for n, group in enumerate(groups, 1):
         trial = _Trial(group, opts.undo_dir / f"lowtail-tune-{doc['tune_id']}-{n}-{stamp}.undo.json")
         try:
-            baseline = _try(exp, db, opts, hooks, root, plan, doc, trial, baseline)
+            _try(exp, db, opts, hooks, root, plan, doc, trial)
         except (KeyboardInterrupt, Interrupted) as e:
             _stop(root, doc, trial, db, e)
         except BaseException:
@@ -178,23 +184,30 @@ def _try(
     plan: CorePlan,
     doc: TuneDocument,
     trial: _Trial,
-    baseline: int,
-) -> int:
-    """Apply one trial, measure, compare with `baseline`, keep or undo; the new baseline."""
+) -> None:
+    """One trial, its repetitions interleaved with the kept state's: for each repetition the
+    host as kept so far is measured, then the trial is applied and measured, then undone —
+    all but the last, which stays applied until the decision. A drift of the host (another
+    tenant's load starting, a warming cache) then falls on both experiments alike instead of
+    passing for the change's effect. Compared, then kept or undone."""
     ids = [p.id for p in trial.proposals]
     entries = [c for c in doc["changes"] if c["id"] in ids]
-    hooks.phase("apply")
-    trial.changes = _as_now(root, [c for p in trial.proposals for c in p.changes])
-    hooks.log(f"applying {', '.join(ids)} (undo file {trial.undo_path})")
-    # Stored before anything changes: a tune killed outright (SIGKILL) leaves this for the
-    # next `tune --yes` to undo (recover_killed).
-    doc["trial_undo_file"] = str(trial.undo_path)
-    _save(db, doc)
-    apply_changes(root, trial.changes, plan, trial.undo_path)
+    trial.changes = [c for p in trial.proposals for c in p.changes]
+    baseline: int | None = None
+    after: int | None = None
+    reps = exp.repetitions
+    for rep in range(reps):
+        of = f"repetition {rep + 1} of {reps}"
+        hooks.phase("measure-baseline")
+        baseline = _measure(exp, db, opts, hooks, f"as kept so far ({of})", Part(rep, baseline))
+        _apply(root, plan, db, doc, trial, hooks)
+        hooks.phase("measure-after")
+        after = _measure(exp, db, opts, hooks, f"with {', '.join(ids)} ({of})", Part(rep, after))
+        if rep + 1 < reps:
+            _undo(db, doc, trial)
+    assert baseline is not None and after is not None  # repetitions >= 2, checked by tune()
     for entry in entries:
         entry["applied"] = [a for p in trial.proposals if p.id == entry["id"] for a in _applied(p)]
-    hooks.phase("measure-after")
-    after = _measure(exp, db, opts, hooks, f"with {', '.join(ids)}")
     hooks.phase("compare")
     with open_store(db) as store:
         comparison = _compare(store, baseline, after, doc["percentile"])
@@ -203,20 +216,38 @@ def _try(
     keep = improved and not harmed
     for entry in entries:
         entry["effect"], entry["improved"], entry["harmed"], entry["kept"] = effect, improved, harmed, keep
-        entry["after"], entry["comparison_id"] = after, comparison.get("comparison_id")
+        entry["baseline"], entry["after"], entry["comparison_id"] = baseline, after, comparison.get("comparison_id")
         entry["undo_file"] = str(trial.undo_path) if keep else None
     if keep:
         doc["kept"] += ids
         doc["after"] = after
+        doc["trial_undo_file"] = None
         hooks.log(f"kept {', '.join(ids)}: {effect}")
     else:
-        with signals.held():
-            undo(trial.undo_path)
+        _undo(db, doc, trial)
         doc["undone"] += ids
         hooks.log(f"undid {', '.join(ids)}: {effect}" + (f"; harm at {', '.join(harmed)}" if harmed else ""))
-    doc["trial_undo_file"] = None
     _save(db, doc)
-    return after if keep else baseline
+
+
+def _apply(root: SysRoot, plan: CorePlan, db: DbPath, doc: TuneDocument, trial: _Trial, hooks: TuneHooks) -> None:
+    """Apply the trial (again), its undo file named in the stored session first: a tune killed
+    outright (SIGKILL) leaves it for the next `tune --yes` to undo (recover_killed)."""
+    hooks.phase("apply")
+    for ch in _as_now(root, trial.changes):
+        ch.status, ch.after, ch.note = "planned", None, ""
+    hooks.log(f"applying {', '.join(p.id for p in trial.proposals)} (undo file {trial.undo_path})")
+    doc["trial_undo_file"] = str(trial.undo_path)
+    _save(db, doc)
+    apply_changes(root, trial.changes, plan, trial.undo_path)
+
+
+def _undo(db: DbPath, doc: TuneDocument, trial: _Trial) -> None:
+    """Undo the trial in force (every signal held until it is undone and recorded)."""
+    with signals.held():
+        undo(trial.undo_path)
+        doc["trial_undo_file"] = None
+        _save(db, doc)
 
 
 def _as_now(root: SysRoot, changes: list[Change]) -> list[Change]:
@@ -333,13 +364,16 @@ def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: Ba
     ) from None
 
 
-def _measure(exp: Experiment, db: DbPath, opts: TuneOptions, hooks: TuneHooks, what: str) -> int:
+def _measure(
+    exp: Experiment, db: DbPath, opts: TuneOptions, hooks: TuneHooks, what: str, part: Part | None = None
+) -> int:
+    """Measure the experiment (a new one; only `part`'s repetition, into its experiment, when given)."""
     from lowtail.experiment.runner import sweep_and_store
     from lowtail.store import resolve_db
 
     hooks.log(f"measuring {exp.name} {what}")
     data_dir = opts.data_dir or default_data_dir(resolve_db(db))
-    result = sweep_and_store(exp, db, data_dir, fresh=True, log=hooks.log, warn=hooks.warn)
+    result = sweep_and_store(exp, db, data_dir, fresh=True, log=hooks.log, warn=hooks.warn, part=part)
     return result.experiment_id
 
 
@@ -406,6 +440,7 @@ def _planned(p: Proposal) -> TuneChangeDocument:
         improved=None,
         harmed=[],
         kept=None,
+        baseline=None,
         after=None,
         comparison_id=None,
         undo_file=None,
