@@ -140,3 +140,21 @@ def test_no_steal_sampled_changes_nothing():
     p = _packets(rng, extra)
     doc = explain(p, _facts(0), _intervals([]), COVERAGE)
     assert doc["causes"] == [] and doc["unexplained_share"] == 1.0 and doc["headline"] is None
+
+
+def test_this_hosts_steal_is_not_blamed_on_a_role_of_another_host():
+    """On a hosts testbed the steal samples are the controller's: another host's CPU 0 is not
+    this machine's CPU 0. The same packets and steal as above, with every role on another
+    host, give no hypervisor cause; with the DuT's role here, they do."""
+    rng = np.random.default_rng(500)
+    extra = np.zeros(N, dtype=np.int64)
+    chosen = sorted(int(k) for k in rng.choice(INTERVALS, 4, replace=False))
+    for k in chosen:
+        _stall(extra, T0 + k * SAMPLE_NS + int(rng.integers(5_000_000, 90_000_000)), 5_000_000)
+    p = _packets(rng, extra)
+    facts = _facts(0)
+    facts.steal = _steal(0, chosen)
+    facts.steal_roles = []
+    assert not [c for c in explain(p, facts, _intervals([]), COVERAGE)["causes"] if c["kind"] == HYPERVISOR]
+    facts.steal_roles = ["dut"]
+    assert explain(p, facts, _intervals([]), COVERAGE)["causes"][0]["kind"] == HYPERVISOR

@@ -75,6 +75,8 @@ class RunFacts:
     widen_ns: dict[str, int] = field(default_factory=dict)
     # The run's steal-time samples (t_ns, cpu, kind, delta_ns, interval_ns): host/steal.py.
     steal: list[tuple[int, int, str, int, int]] = field(default_factory=list)
+    # The roles on this host, whose CPUs the steal samples are of (None: every role).
+    steal_roles: list[str] | None = None
 
 
 def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None) -> Tail:
@@ -128,7 +130,9 @@ def explain(
     for c in candidates:
         if c.significant(excess):
             taken |= c.hits(excess)
-    hypervisor = hypervisor_candidate(p, facts.steal, facts.roles, in_tail, excess, due_since, taken)
+    here = {r: d for r, d in facts.roles.items() if facts.steal_roles is None or r in facts.steal_roles}
+    elsewhere = bool(facts.roles) and not here  # every role on another host: this host's steal is not theirs
+    hypervisor = None if elsewhere else hypervisor_candidate(p, facts.steal, here, in_tail, excess, due_since, taken)
     if hypervisor is not None:
         candidates.append(hypervisor)
     causes = _attribute(candidates, excess, p, in_tail, facts.rate_pps)

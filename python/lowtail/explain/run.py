@@ -144,7 +144,20 @@ def _facts(
         roles=roles,
         widen_ns=recorded.widening_ns() if recorded is not None else {},
         steal=run_interrupts(store, int(run["run_id"]), STEAL_SOURCE),
+        steal_roles=_steal_roles(experiment, roles, recorded),
     )
+
+
+def _steal_roles(
+    experiment: Mapping[str, Any], roles: Mapping[str, Mapping[str, Any]], recorded: timeline.TraceFacts | None
+) -> list[str]:
+    """The roles whose cores are this host's, where the steal samples were read: another
+    host's CPU 1 is not this machine's CPU 1."""
+    if recorded is not None:
+        here = {h.host for h in recorded.hosts if h.local}
+        return [r for r, doc in roles.items() if doc.get("host") in here]
+    hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
+    return [] if hosts_testbed else list(roles)  # untraced on a hosts testbed: whose is unknown
 
 
 def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
