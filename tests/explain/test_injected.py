@@ -60,7 +60,9 @@ def hog(cpu: int, busy_s: float = HOG_BUSY_S, period_s: float = 0.05) -> Iterato
         proc.wait()
 
 
-def run_and_explain(tmp_path: Path, name: str, dut: str, rate: int, burst: int = 1, duration: str = "2s") -> dict:
+def run_and_explain(
+    tmp_path: Path, name: str, dut: str, rate: int, burst: int = 1, duration: str = "2s", above: str = "p99.9"
+) -> dict:
     toml = tmp_path / f"{name}.toml"
     toml.write_text(f"""
 [experiment]
@@ -82,7 +84,7 @@ kind = "lowtail-fwd"
     # The tail as the issue states it (above p99.9), not the budget: a busy host fails the
     # default budget by its own noise, and then the injected cause is a small share of it.
     done = subprocess.run(
-        [*LOWTAIL, "explain", "latest", "--above", "p99.9", "--db", db, "--json"], capture_output=True, text=True
+        [*LOWTAIL, "explain", "latest", "--above", above, "--db", db, "--json"], capture_output=True, text=True
     )
     assert done.returncode in (0, 3), done.stderr
     doc = json.loads(done.stdout)
@@ -181,8 +183,12 @@ def test_batches_at_a_low_rate_are_batching(tmp_path):
     the sawtooth. (A batcher that takes what is waiting adds nothing at a low rate with
     packets one by one, and with bursts it raises the median, not the tail: NOMS 2020, V-D.)
     The held packets are milliseconds above the median, more than a shared host's
-    preemptions add, so batching is found on a busy host too."""
-    doc = run_and_explain(tmp_path, "batch", "batch = 32\nbatch_timeout_us = 10000\nwork_ns = 5000", 10_000)
+    preemptions add, so batching is found on a busy host too — above p99: the held packets are
+    a few percent of all, and above p99.9 (20 packets in 2 s) one long stall of another task
+    (46 ms of ssh on the DuT's core, once, while another suite ran) is the whole tail."""
+    doc = run_and_explain(
+        tmp_path, "batch", "batch = 32\nbatch_timeout_us = 10000\nwork_ns = 5000", 10_000, above="p99"
+    )
     _skip_when_nothing_explains(doc)
     batching = [c for c in doc["causes"] if c["kind"] == "batching"]
     assert batching and batching[0]["evidence"]["batch"] == 32, doc["causes"]
