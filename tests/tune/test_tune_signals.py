@@ -142,16 +142,46 @@ def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
     assert "no tune session 999" in missing.stderr
 
 
+# The command with its data directory taken away (a regular file left in its place) as the
+# named phase begins: every later measurement fails to make its experiment's folder.
+_DATA_DIR_LOST_AT_PHASE = """
+import os, sys
+from lowtail import signals
+import lowtail.tune.loop as loop
+
+data_dir, phase = sys.argv[1], sys.argv[2]
+
+
+def at(name):
+    if name == phase and os.path.isdir(data_dir):
+        os.rename(data_dir, data_dir + ".moved")
+        open(data_dir, "w").close()
+
+
+class Hooks(loop.TuneHooks):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.phase = at
+
+
+loop.TuneHooks = Hooks
+with signals.stop_on_signals(until_exit=True):
+    from lowtail.cli import main
+    main(sys.argv[3:])
+"""
+
+
 def test_a_failure_while_measuring_again_undoes_the_change_being_tried(before, tmp_path):
-    """Not only signals: the after measurement fails (its data directory cannot be made, a
-    regular file stands in the way), and the applied change is undone before the error is said."""
+    """Not only signals: the measurement with the change applied fails (its data directory is
+    gone, a regular file stands in its place), and the applied change is undone before the
+    error is said."""
     d, eid = before
     stat_before = STAT_INTERVAL.read_text().strip()
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("")
+    data = tmp_path / "data"
     done = subprocess.run(
-        [*LOWTAIL, "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
-         "--only", "vm.stat_interval", "--undo-dir", str(tmp_path), "--data-dir", str(blocker / "data")],
+        [sys.executable, "-c", _DATA_DIR_LOST_AT_PHASE, str(data), "measure-after",
+         "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
+         "--only", "vm.stat_interval", "--undo-dir", str(tmp_path), "--data-dir", str(data)],
         capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode not in (0, 70, 130), done.stderr
