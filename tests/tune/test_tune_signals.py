@@ -40,21 +40,20 @@ rates = [5000]
 name = "fwd"
 kind = "lowtail-fwd"
 """
-# The command with real signals sent to itself as the named phase begins (`times` of them,
-# 50 ms apart: the later ones arrive while the first is being handled).
-_SIGNAL_AT_PHASE = """
+# `lowtail tune` run with `action` done as the phase named by argv[1] begins (the arguments of
+# the action follow it; then the command line). One template for every fault the tests inject.
+_AT_PHASE = """
 import os, signal, sys, threading
 from lowtail import signals
 import lowtail.tune.loop as loop
 
-sig, phase, times = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+phase, nargs = sys.argv[1], {nargs}
+args, command = sys.argv[2:2 + nargs], sys.argv[2 + nargs:]
 
 
 def at(name):
     if name == phase:
-        for k in range(1, times):
-            threading.Timer(0.05 * k, os.kill, (os.getpid(), sig)).start()
-        os.kill(os.getpid(), sig)
+{action}
 
 
 class Hooks(loop.TuneHooks):
@@ -66,8 +65,25 @@ class Hooks(loop.TuneHooks):
 loop.TuneHooks = Hooks
 with signals.stop_on_signals(until_exit=True):
     from lowtail.cli import main
-    main(sys.argv[4:])
+    main(command)
 """
+# Real signals sent to itself (args: signal, times; 50 ms apart: the later ones arrive while
+# the first is being handled).
+_SIGNAL_AT_PHASE = _AT_PHASE.format(
+    nargs=2,
+    action="""        sig, times = int(args[0]), int(args[1])
+        for k in range(1, times):
+            threading.Timer(0.05 * k, os.kill, (os.getpid(), sig)).start()
+        os.kill(os.getpid(), sig)""",
+)
+# The data directory taken away, a regular file left in its place (args: the directory):
+# every later measurement fails to make its experiment's folder.
+_DATA_DIR_LOST_AT_PHASE = _AT_PHASE.format(
+    nargs=1,
+    action="""        if os.path.isdir(args[0]):
+            os.rename(args[0], args[0] + ".moved")
+            open(args[0], "w").close()""",
+)
 
 
 @pytest.fixture(scope="module")
@@ -101,7 +117,7 @@ def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(befo
     undo_dir = tmp_path / "undo"
     undo_dir.mkdir()
     done = subprocess.run(
-        [sys.executable, "-c", _SIGNAL_AT_PHASE, str(int(sig)), phase, str(times),
+        [sys.executable, "-c", _SIGNAL_AT_PHASE, phase, str(int(sig)), str(times),
          "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
          "--only", "vm.stat_interval", "--undo-dir", str(undo_dir)],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
@@ -142,35 +158,6 @@ def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
     assert "no tune session 999" in missing.stderr
 
 
-# The command with its data directory taken away (a regular file left in its place) as the
-# named phase begins: every later measurement fails to make its experiment's folder.
-_DATA_DIR_LOST_AT_PHASE = """
-import os, sys
-from lowtail import signals
-import lowtail.tune.loop as loop
-
-data_dir, phase = sys.argv[1], sys.argv[2]
-
-
-def at(name):
-    if name == phase and os.path.isdir(data_dir):
-        os.rename(data_dir, data_dir + ".moved")
-        open(data_dir, "w").close()
-
-
-class Hooks(loop.TuneHooks):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.phase = at
-
-
-loop.TuneHooks = Hooks
-with signals.stop_on_signals(until_exit=True):
-    from lowtail.cli import main
-    main(sys.argv[3:])
-"""
-
-
 def test_a_failure_while_measuring_again_undoes_the_change_being_tried(before, tmp_path):
     """Not only signals: the measurement with the change applied fails (its data directory is
     gone, a regular file stands in its place), and the applied change is undone before the
@@ -179,7 +166,7 @@ def test_a_failure_while_measuring_again_undoes_the_change_being_tried(before, t
     stat_before = STAT_INTERVAL.read_text().strip()
     data = tmp_path / "data"
     done = subprocess.run(
-        [sys.executable, "-c", _DATA_DIR_LOST_AT_PHASE, str(data), "measure-after",
+        [sys.executable, "-c", _DATA_DIR_LOST_AT_PHASE, "measure-after", str(data),
          "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
          "--only", "vm.stat_interval", "--undo-dir", str(tmp_path), "--data-dir", str(data)],
         capture_output=True, text=True, timeout=300,
@@ -204,7 +191,7 @@ def test_a_tune_killed_outright_is_undone_by_the_next_tune(before, tmp_path):
     args = ["tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes",
             "--only", "vm.stat_interval", "--undo-dir", str(undo_dir), "--one-by-one"]  # fmt: skip
     killed = subprocess.run(
-        [sys.executable, "-c", _SIGNAL_AT_PHASE, str(int(signal.SIGKILL)), "measure-after", "1", *args],
+        [sys.executable, "-c", _SIGNAL_AT_PHASE, "measure-after", str(int(signal.SIGKILL)), "1", *args],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert killed.returncode == -signal.SIGKILL, killed.stderr
