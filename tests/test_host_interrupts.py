@@ -4,6 +4,8 @@ gaps to interrupt kinds, the interrupt timeline of a run, and RAPL energy."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -178,39 +180,15 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     """A stored run whose largest spikes fall in intervals with TLB shootdowns (and LOC
     everywhere): its explanation stores the coincidence, and the timeline section, which
     reads it, must single out TLB and not LOC."""
-    from lowtail import _native
-    from lowtail.analysis import AnalyzeOptions, analyze_pair
     from lowtail.explain.coincidence import coincidence
     from lowtail.explain.run import explain_run
     from lowtail.report.interrupts import interrupt_timeline_section
     from lowtail.report.page import Page
     from lowtail.store import open_store
-    from lowtail.store.analyses import save_analysis
     from lowtail.store.host import run_interrupts, save_run_interrupts
 
-    pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
-    _native.synth_pair(
-        str(pre),
-        str(post),
-        '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}',
-        None,
-    )
-    series = tmp_path / "series.parquet"
-    a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
     with open_store(tmp_path / "db.duckdb") as store:
-        aid = save_analysis(store, a, options={})
-        store.con.execute(
-            """INSERT INTO experiments (experiment_id, name, spec, spec_hash, host, status)
-               VALUES (1, 'e', '{}', 'h', '{}', 'finished')"""
-        )
-        store.con.execute(
-            """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
-                   frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,
-                   invalid_reasons, generator, capture, containment, series_path)
-               VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, 10000, 64, 1, 0, 2000000000, 0, now(), ?, true,
-                   '[]', '{}', '{}', '{"cpus": [2]}', ?)""",
-            [aid, str(series)],
-        )
+        aid, series = store_synthetic_run(store, tmp_path)
         worst = sorted(
             store.con.execute(
                 "SELECT pre_ts_ns, latency_ns FROM analysis_worst WHERE analysis_id = ?", [aid]
@@ -238,3 +216,35 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     html = page.render()
     assert "TLB (TLB shootdowns) on CPU 2 coincides with 20 of the 20 largest spikes" in html
     assert "LOC (local timer) occurs in 100 % of the sampling intervals" in html
+
+
+def store_synthetic_run(store: Any, tmp_path: Path) -> tuple[int, Path]:
+    """A stored run of 20,000 synthetic packets at 10 kpps, its DuT on CPU 2 and its series
+    exported (run 1 of experiment 1): its analysis id and series path."""
+    from lowtail import _native
+    from lowtail.analysis import AnalyzeOptions, analyze_pair
+    from lowtail.store.analyses import save_analysis
+
+    pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
+    _native.synth_pair(
+        str(pre),
+        str(post),
+        '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}',
+        None,
+    )
+    series = tmp_path / "series.parquet"
+    a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
+    aid = save_analysis(store, a, options={})
+    store.con.execute(
+        """INSERT INTO experiments (experiment_id, name, spec, spec_hash, host, status)
+           VALUES (1, 'e', '{}', 'h', '{}', 'finished')"""
+    )
+    store.con.execute(
+        """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
+               frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,
+               invalid_reasons, generator, capture, containment, series_path)
+           VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, 10000, 64, 1, 0, 2000000000, 0, now(), ?, true,
+               '[]', '{}', '{}', '{"cpus": [2]}', ?)""",
+        [aid, str(series)],
+    )
+    return int(aid), series

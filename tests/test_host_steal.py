@@ -14,6 +14,7 @@ import pytest
 from host_fixtures import interrupts_text
 from lowtail.host.interrupts import InterruptSample, InterruptSampler
 from lowtail.host.steal import STEAL_KIND, STEAL_SOURCE, parse_steal, read_steal, steal_deltas, user_hz
+from test_host_interrupts import store_synthetic_run
 
 # /proc/stat of a 2-CPU guest (Linux 6.1): user nice system idle iowait irq softirq steal guest guest_nice.
 STAT = """cpu  62687 0 10273 42292 988 0 972 841 0 0
@@ -141,38 +142,14 @@ def test_stored_steal_round_trips_beside_the_interrupts(tmp_path):
 def test_a_stored_runs_steal_is_read_by_explain(tmp_path):
     """A stored run (no trace) whose largest latencies fall in the sampling intervals with
     steal on its DuT CPU: `explain_run` reads the stored steal and names the hypervisor."""
-    from lowtail import _native
-    from lowtail.analysis import AnalyzeOptions, analyze_pair
     from lowtail.explain.run import explain_run
     from lowtail.report.explain import explain_section, headline_banner
     from lowtail.report.page import Page
     from lowtail.store import open_store
-    from lowtail.store.analyses import save_analysis
     from lowtail.store.host import save_run_interrupts
 
-    pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
-    _native.synth_pair(
-        str(pre),
-        str(post),
-        '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}',
-        None,
-    )
-    series = tmp_path / "series.parquet"
-    a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
     with open_store(tmp_path / "db.duckdb") as store:
-        aid = save_analysis(store, a, options={})
-        store.con.execute(
-            """INSERT INTO experiments (experiment_id, name, spec, spec_hash, host, status)
-               VALUES (1, 'e', '{}', 'h', '{}', 'finished')"""
-        )
-        store.con.execute(
-            """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
-                   frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,
-                   invalid_reasons, generator, capture, containment, series_path)
-               VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, 10000, 64, 1, 0, 2000000000, 0, now(), ?, true,
-                   '[]', '{}', '{}', '{"cpus": [2]}', ?)""",
-            [aid, str(series)],
-        )
+        aid, series = store_synthetic_run(store, tmp_path)
         t = pq.read_table(series, columns=["pre_ts_ns", "latency_ns"])
         pre_ns, latency = t.column("pre_ts_ns").to_numpy(), t.column("latency_ns").to_numpy()
         order = latency.argsort()[::-1][:20]  # the p99.9 tail of 20,000 packets
