@@ -6,12 +6,18 @@ clock's uncertainty."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lowtail.explain.analysis import RunFacts, explain
+sys.path.insert(0, str(Path(__file__).parents[1] / "explain"))
+from test_simulated import _intervals  # noqa: E402
+
+from lowtail.explain.analysis import RunFacts, explain  # noqa: E402
 from lowtail.explain.packets import Packets
 from lowtail.trace import timeline
 
@@ -25,22 +31,8 @@ HERE, THERE = "controller", "root@dut-host"
 
 
 def _table(rows: list[tuple[int, int, int, str, str, int, int]]) -> pa.Table:
-    """One host's intervals as a recording is built (no host column yet)."""
-    cols = list(zip(*rows)) if rows else [[]] * 7
-    return pa.table(
-        {
-            "cpu": pa.array(cols[0], pa.int16()),
-            "start_ns": pa.array(cols[1], pa.int64()),
-            "end_ns": pa.array(cols[2], pa.int64()),
-            "kind": pa.array(cols[3], pa.string()),
-            "name": pa.array(cols[4], pa.string()),
-            "pid": pa.array(cols[5], pa.int32()),
-            "prio": pa.array(cols[6], pa.int16()),
-            "state": pa.array(["R"] * len(rows), pa.string()),
-            "detail": pa.array([""] * len(rows), pa.string()),
-        },
-        schema=timeline.LEGACY_SCHEMA,
-    )
+    """One host's intervals as a recording is built (no host column yet), the tasks running."""
+    return _intervals(rows, host=None, state="R")
 
 
 def _info(host: str, local: bool, uncertainty_ns: int) -> timeline.TraceInfo:
