@@ -21,7 +21,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
-from tb_helpers import programs_under, resources_of  # noqa: E402
+from tb_helpers import needs_kind, programs_under, resources_of  # noqa: E402
 from test_run import (  # noqa: E402
     experiment,
     lowtail,
@@ -36,16 +36,7 @@ from test_run import (  # noqa: E402
 from lowtail.errors import UserError  # noqa: E402
 from lowtail.testbed.duts import KINDS  # noqa: E402
 
-
-def _suricata_missing() -> str | None:
-    try:
-        KINDS["suricata"].check_available()
-    except UserError as e:
-        return str(e)
-    return None
-
-
-needs_suricata = pytest.mark.skipif(_suricata_missing() is not None, reason=f"{_suricata_missing()}")
+needs_suricata = needs_kind("suricata")
 pytestmark = [needs_root, needs_programs, needs_suricata, pytest.mark.root]
 RATE = 10_000
 # Matches the frames whose id's last byte is zero (payload offset 7), and nothing else.

@@ -17,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
-from tb_helpers import resources_of, tagged_processes  # noqa: E402
+from tb_helpers import kind_unavailable, needs_kind, resources_of, tagged_processes  # noqa: E402
 from test_run import (  # noqa: E402
     experiment,
     lowtail,
@@ -30,21 +30,10 @@ from test_run import (  # noqa: E402
     wait_for,
 )
 
-from lowtail.errors import UserError  # noqa: E402
-from lowtail.testbed.duts import KINDS  # noqa: E402
-
 pytestmark = [needs_root, needs_programs, pytest.mark.root]
 
 
-def _vm_available() -> str | None:
-    try:
-        KINDS["vm"].check_available()
-    except UserError as e:
-        return str(e)
-    return None
-
-
-needs_vm = pytest.mark.skipif(_vm_available() is not None, reason=f"no VM DuT here: {_vm_available()}")
+needs_vm = needs_kind("vm", "no VM DuT here: ")
 RATE = 2000
 
 VMS = """
@@ -166,8 +155,8 @@ CTRL_C = {
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", list(CTRL_C))
 def test_ctrl_c_during_traffic_leaves_nothing_of_the_new_kinds(tmp_path, kind):
-    if kind == "vm" and _vm_available():
-        pytest.skip(_vm_available())
+    if kind == "vm" and kind_unavailable("vm"):
+        pytest.skip(kind_unavailable("vm"))
     toml = experiment(tmp_path, CTRL_C[kind], rates=(RATE,), duration="30s")
     proc = start_run(tmp_path, toml)
     wait_for(lambda: (d := run_dirs(tmp_path)) and (d[0] / "generator.log").exists(), timeout=240)

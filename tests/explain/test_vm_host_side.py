@@ -17,23 +17,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
-from tb_helpers import needs_root  # noqa: E402
+from tb_helpers import needs_kind, needs_root  # noqa: E402
 from test_injected import HOG, LOWTAIL, hog  # noqa: E402
 
-from lowtail.errors import UserError  # noqa: E402
 from lowtail.testbed.cores import CoreRoles  # noqa: E402
-from lowtail.testbed.duts import KINDS  # noqa: E402
 
-
-def _vm_unavailable() -> str | None:
-    try:
-        KINDS["vm"].check_available()
-    except UserError as e:
-        return str(e)
-    return None
-
-
-needs_vm = pytest.mark.skipif(_vm_unavailable() is not None, reason=f"no VM DuT here: {_vm_unavailable()}")
+needs_vm = needs_kind("vm", "no VM DuT here: ")
 
 # What an emulated guest forwards on this shared 2-core host whatever else runs (see
 # tests/experiment/test_run_vm_and_functions.py), for long enough to see the hog 30 times.

@@ -24,6 +24,24 @@ needs_dpdk = pytest.mark.skipif(
 )
 
 
+def kind_unavailable(kind: str) -> str | None:
+    """Why this DuT kind cannot run here (its own check's one line), None when it can."""
+    from lowtail.errors import UserError
+    from lowtail.testbed.duts import KINDS
+
+    try:
+        KINDS[kind].check_available()
+    except UserError as e:
+        return str(e)
+    return None
+
+
+def needs_kind(kind: str, reason: str = "") -> pytest.MarkDecorator:
+    """Skip where the DuT kind cannot run, saying why."""
+    why = kind_unavailable(kind)
+    return pytest.mark.skipif(why is not None, reason=f"{reason}{why}")
+
+
 def resources_of(pid: int) -> list[str]:
     """Everything of testbeds owned by process `pid` still on the host: namespaces (and the
     links and taps in them), cgroups, state files, run directories, and processes that carry

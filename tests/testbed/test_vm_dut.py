@@ -8,23 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
-from tb_helpers import needs_root, resources_of, tagged_processes
+from tb_helpers import needs_kind, needs_root, resources_of, tagged_processes
 
-from lowtail.errors import UserError
 from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import KINDS, make_dut
 from lowtail.testbed.duts.vm import emulator_cores
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
-
-
-def _vm_unavailable() -> str | None:
-    try:
-        KINDS["vm"].check_available()
-    except UserError as e:
-        return str(e)
-    return None
 
 
 def _allowed(tid: int) -> set[int]:
@@ -35,7 +26,7 @@ def _allowed(tid: int) -> set[int]:
 @pytest.mark.root
 @pytest.mark.slow
 @needs_root
-@pytest.mark.skipif(_vm_unavailable() is not None, reason=f"no VM DuT here: {_vm_unavailable()}")
+@needs_kind("vm", "no VM DuT here: ")
 def test_vcpu_threads_are_pinned_the_rest_kept_apart_and_qemu_goes_with_the_testbed(tmp_path):
     plan = CoreRoles.for_host()
     with SoftTestbed(tmp_path) as tb:
