@@ -218,33 +218,39 @@ def test_run_interrupts_round_trip_and_timeline_names_the_kind_behind_the_spikes
     assert "LOC (local timer) occurs in 100 % of the sampling intervals" in html
 
 
-def store_synthetic_run(store: Any, tmp_path: Path) -> tuple[int, Path]:
-    """A stored run of 20,000 synthetic packets at 10 kpps, its DuT on CPU 2 and its series
-    exported (run 1 of experiment 1): its analysis id and series path."""
+SYNTHETIC_RUN = {"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}
+
+
+def store_synthetic_run(
+    store: Any, tmp_path: Path, synth: dict[str, Any] | None = None, repetition: int = 0
+) -> tuple[int, Path]:
+    """A stored run of synthetic packets (by default 20,000 at 10 kpps with short periodic
+    interrupts), its DuT on CPU 2 and its series exported, as repetition `repetition` of
+    experiment 1: its analysis id and series path."""
+    import json
+
     from lowtail import _native
     from lowtail.analysis import AnalyzeOptions, analyze_pair
     from lowtail.store.analyses import save_analysis
 
-    pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
-    _native.synth_pair(
-        str(pre),
-        str(post),
-        '{"packets": 20000, "rate_pps": 10000, "irq_period_ns": 4000000, "irq_durations_ns": [5500, 8200]}',
-        None,
-    )
-    series = tmp_path / "series.parquet"
+    spec = synth or SYNTHETIC_RUN
+    where = tmp_path / f"rep{repetition}"
+    where.mkdir(exist_ok=True)
+    pre, post = where / "pre.pcap", where / "post.pcap"
+    _native.synth_pair(str(pre), str(post), json.dumps(spec | {"seed": repetition + 1}), None)
+    series = where / "series.parquet"
     a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
     aid = save_analysis(store, a, options={})
     store.con.execute(
         """INSERT INTO experiments (experiment_id, name, spec, spec_hash, host, status)
-           VALUES (1, 'e', '{}', 'h', '{}', 'finished')"""
+           VALUES (1, 'e', '{}', 'h', '{}', 'finished') ON CONFLICT DO NOTHING"""
     )
     store.con.execute(
         """INSERT INTO runs (experiment_id, combination_key, dut_name, dut_kind, dut_config, calibration, rate_pps,
                frame_size, burst, repetition, duration_ns, warmup_ns, started_at, analysis_id, valid,
                invalid_reasons, generator, capture, containment, series_path)
-           VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, 10000, 64, 1, 0, 2000000000, 0, now(), ?, true,
+           VALUES (1, 'k', 'fwd', 'lowtail-fwd', '{}', false, ?, 64, 1, ?, 2000000000, 0, now(), ?, true,
                '[]', '{}', '{}', '{"cpus": [2]}', ?)""",
-        [aid, str(series)],
+        [int(spec["rate_pps"]), repetition, aid, str(series)],
     )
     return int(aid), series

@@ -821,6 +821,18 @@ class TuneOwnerDocument(TypedDict):
     start: str | None  # /proc stat field 22: a pid used again is another process
 
 
+class ResolutionDocument(TypedDict):
+    """Whether an experiment's repetitions bound a percentile (compare/resolution.py): a
+    difference there is judged only where each repetition's packets bound it."""
+
+    percentile: str
+    bounded: bool  # every repetition bounds it
+    unbounded_runs: list[int]  # the runs whose packets do not
+    packets_needed: int | None  # per repetition, at the clustering measured (None: unknown, or bounded)
+    seconds_needed: int | None  # the same at the runs' rate
+    why: str | None  # one sentence, with what to do; None when bounded
+
+
 class TuneDocument(TypedDict):
     """What `lowtail tune --json` prints and the store keeps (store/tune.py)."""
 
@@ -840,3 +852,4 @@ class TuneDocument(TypedDict):
     unseen: list[str]  # what explain could not see in the before runs (why a targeted change may be missing)
     owner: TuneOwnerDocument | None
     trial_undo_file: str | None  # the undo file of the trial in force while it is measured, else None
+    resolution: ResolutionDocument | None  # whether the before's repetitions bound the judged percentile

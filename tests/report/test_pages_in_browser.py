@@ -405,3 +405,11 @@ def test_the_tune_page_overlays_before_and_after_and_says_what_was_kept(browser,
     assert "kept" in text and "undone" in text and "GRUB_CMDLINE_LINUX_DEFAULT" in text
     assert "lowtail host undo /root/lowtail-tune-1-1.undo.json" in text
     assert "Host state" in text and "lowtail-hog:60" in text  # where before and after's fingerprints differ
+    # A before whose repetitions do not bound the judged percentile: the page says so first.
+    why = "the p99.9 is not bounded by the packets of runs 1, 2 of experiment 1: … lengthen `duration`"
+    unresolved = doc | {"resolution": {"percentile": "p99_9", "bounded": False, "unbounded_runs": [1, 2],
+                                       "packets_needed": 677411, "seconds_needed": 68, "why": why}}  # fmt: skip
+    path = tune_page(unresolved, comparison, drawn).write(tmp_path / "unresolved.html")
+    _check_page(browser, path, expected_plots=1)
+    banner = browser.find_element("css selector", ".banner.warn").text
+    assert "cannot resolve what tune judges" in banner and "lengthen `duration`" in banner

@@ -126,6 +126,12 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
         print(f"explain did not name the intruder; tune said: {planned['unseen']}")
     assert proposed["remedy"]["id"] == "move-tasks-off-dut-cores" and proposed["remedy"]["source"]
     assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]} and STAT_INTERVAL.read_text().strip() == stat_before
+    # Whether the before's repetitions can resolve p99.9 at all is said before anything is tried.
+    resolved = planned["resolution"]
+    assert resolved["percentile"] == "p99_9" and resolved["bounded"] == (resolved["why"] is None)
+    if not resolved["bounded"]:
+        assert " ".join(resolved["why"].split()) in " ".join(stderr.split())
+        print(f"this host: {resolved['why']}")
     # The boot-time remedy is planned with the GRUB line.
     assert "isolcpus" in {p["name"] for p in planned["boot"]["params"]} and "GRUB_CMDLINE" in planned["boot"]["grub"]
 

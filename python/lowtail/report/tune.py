@@ -79,6 +79,9 @@ def tune_page(doc: dict[str, Any], comparison: dict[str, Any] | None, drawn: Dra
         page.banner(
             "The session was killed outright; the next tune undid the change it was trying; what it kept stays."
         )
+    resolved = doc.get("resolution") or {}
+    if resolved.get("why"):
+        page.banner(f"The before cannot resolve what tune judges: {resolved['why']}.", "warn")
     _changes_section(page, doc)
     unseen = doc.get("unseen") or []
     if unseen:

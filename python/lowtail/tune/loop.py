@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import signals
+from lowtail.compare.resolution import resolution
 from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument, TuneOwnerDocument
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import Part
@@ -122,6 +123,9 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
         runstore.experiment(store, before)  # a UserError when it is not stored
         causes = _causes(store, before)
         unseen = _unseen(store, before)
+        resolved = resolution(store, before, judged_key(exp))
+    if resolved["why"]:
+        hooks.warn(f"{resolved['why']}; trials are measured as long as the before")
     proposals = propose(root, plan, causes)
     unknown = sorted(set(opts.only) - {p.id for p in proposals})
     if unknown:
@@ -145,6 +149,7 @@ def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: Tune
         unseen=unseen,
         owner=_owner(root),
         trial_undo_file=None,
+        resolution=resolved,
     )
     with open_store(db) as store:
         doc["tune_id"] = tunestore.create_session(store, doc)
