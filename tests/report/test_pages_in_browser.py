@@ -126,10 +126,13 @@ return Array.from(document.querySelectorAll('.lt-plot-area')).map(function (div)
 
 
 def _wait_drawn(driver, timeout: float = 180.0) -> list[dict]:
+    """The page's plots once every one is drawn: at once for a loaded page without plots (the
+    certificate and explain pages waited out the whole timeout, three minutes each)."""
     deadline = time.monotonic() + timeout
     while True:
+        loaded = driver.execute_script("return document.readyState") == "complete"
         plots = driver.execute_script(_PLOTS_JS)
-        if plots and all(p["drawn"] for p in plots) or time.monotonic() > deadline:
+        if loaded and all(p["drawn"] for p in plots) or time.monotonic() > deadline:
             return plots
         time.sleep(0.2)
 
