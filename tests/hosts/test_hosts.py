@@ -24,6 +24,8 @@ from sshlab import Lab  # noqa: E402
 from tb_helpers import needs_root  # noqa: E402
 from test_run import needs_programs, trusted  # noqa: E402
 
+from lowtail.trace.run import POST_UNTRACED  # noqa: E402
+
 needs_sshd = pytest.mark.skipif(
     not Path("/usr/sbin/sshd").exists() or shutil.which("ssh") is None,
     reason="needs OpenSSH (Debian packages openssh-server, openssh-client)",
@@ -164,7 +166,11 @@ def test_pre_and_post_stamped_on_two_hosts_record_both_clocks(tmp_path, lab):
         (document,) = con.execute("SELECT document FROM run_traces").fetchone()
     trace = json.loads(document)
     assert trace["method"] == "tracefs" and set(trace["roles"]) == {"generator", "timestamper"}, trace
-    assert trace["untraced"] == [{"role": "dut", "host": "", "reason": "the DuT runs on no host of the testbed"}]
+    assert trace["untraced"] == [
+        {"role": "dut", "host": "", "reason": "the DuT runs on no host of the testbed"},
+        # POST is stamped on the DuT's host: explain traces the PRE timestamper's core only, and says so.
+        {"role": "post timestamper", "host": dut.destination, "reason": POST_UNTRACED},
+    ]
     nothing_left(lab)
 
 

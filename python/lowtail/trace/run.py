@@ -44,6 +44,10 @@ class RoleDoc(TypedDict):
     comms: list[str]
 
 
+# Why a POST timestamper on a host of its own is listed as untraced.
+POST_UNTRACED = "only the PRE timestamper's core is traced; the POST capture runs on a host of its own"
+
+
 class UntracedDoc(TypedDict):
     """A role whose host was not traced, and why."""
 
@@ -157,6 +161,11 @@ def start_run_trace(
     if not getattr(testbed, "dut_host_named", True):
         roles.pop("dut")
         untraced.append(UntracedDoc(role="dut", host="", reason="the DuT runs on no host of the testbed"))
+    post = getattr(getattr(testbed, "post", None), "site", None)
+    if post is not None and post is not testbed.pre.site:
+        # explain's timestamper role is the PRE capture's core; a stall of a POST capture on a
+        # host of its own would show as tail no trace explains, so the run says it was not seen.
+        untraced.append(UntracedDoc(role="post timestamper", host=post.label, reason=POST_UNTRACED))
     if not enabled:
         return _none(roles, "tracing is off for this experiment ([trace] enabled = false)", untraced)
     by_host: dict[str, list[str]] = {}
