@@ -51,8 +51,13 @@ phase, nargs = sys.argv[1], {nargs}
 args, command = sys.argv[2:2 + nargs], sys.argv[2 + nargs:]
 
 
+def armed(name):
+    return True
+
+{setup}
+
 def at(name):
-    if name == phase:
+    if armed(name) and name == phase:  # armed() sees every phase
 {action}
 
 
@@ -69,17 +74,42 @@ with signals.stop_on_signals(until_exit=True):
 """
 # Real signals sent to itself (args: signal, times; 50 ms apart: the later ones arrive while
 # the first is being handled).
-_SIGNAL_AT_PHASE = _AT_PHASE.format(
-    nargs=2,
-    action="""        sig, times = int(args[0]), int(args[1])
+_SIGNAL_ACTION = """        sig, times = int(args[0]), int(args[1])
         for k in range(1, times):
             threading.Timer(0.05 * k, os.kill, (os.getpid(), sig)).start()
-        os.kill(os.getpid(), sig)""",
+        os.kill(os.getpid(), sig)"""
+_SIGNAL_AT_PHASE = _AT_PHASE.format(nargs=2, setup="", action=_SIGNAL_ACTION)
+# The same, in the second trial only: the first trial is kept whatever its comparison says
+# (the decision is the test's, so that a kept set exists on any host; what is under test is
+# what an interruption leaves), and the signal comes as the phase begins in the next trial.
+_SIGNAL_AFTER_A_KEPT_TRIAL = _AT_PHASE.format(
+    nargs=2,
+    setup="""state = {"decided": False, "second": False}
+real_decide = loop.decide
+
+
+def decide_keep_first(*args, **kwargs):
+    if state["decided"]:
+        return real_decide(*args, **kwargs)
+    state["decided"] = True
+    return True, [], "kept by the test's decision"
+
+
+def armed(name):
+    # The second trial begins with its first baseline repetition after the first decision.
+    state["second"] = state["second"] or (state["decided"] and name == "measure-baseline")
+    return state["second"]
+
+
+loop.decide = decide_keep_first
+""",
+    action=_SIGNAL_ACTION,
 )
 # The data directory taken away, a regular file left in its place (args: the directory):
 # every later measurement fails to make its experiment's folder.
 _DATA_DIR_LOST_AT_PHASE = _AT_PHASE.format(
     nargs=1,
+    setup="",
     action="""        if os.path.isdir(args[0]):
             os.rename(args[0], args[0] + ".moved")
             open(args[0], "w").close()""",
@@ -134,6 +164,59 @@ def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(befo
     assert "the host holds what tune kept: nothing" in said[-1], said
     if phase not in ("measure-baseline", "apply"):  # the first repetition's: not applied yet
         assert "(vm.stat_interval) is undone" in said[-1], said
+
+
+TIMER_MIGRATION = Path("/proc/sys/kernel/timer_migration")
+# The phases of a trial (the first two are the session's, before any trial).
+TRIAL_PHASES = PHASES[2:]
+
+
+@pytest.mark.parametrize(
+    ("phase", "sig", "times"),
+    [
+        *(pytest.param(p, signal.SIGTERM, 1, id=f"term-{p}") for p in TRIAL_PHASES),
+        pytest.param("apply", signal.SIGINT, 2, id="double-apply"),
+        pytest.param("measure-after", signal.SIGINT, 1, id="ctrl-c-measure-after"),
+    ],
+)
+def test_interrupted_after_a_kept_trial_the_host_holds_exactly_the_kept_set(before, phase, sig, times, tmp_path):
+    """One by one, the first trial kept, the second interrupted as each of its phases begins:
+    the host holds the first trial's setting and nothing of the second's, the kept undo file
+    stays (and gives back the first exactly), the second trial's is gone, and the line says both."""
+    d, eid = before
+    if TIMER_MIGRATION.read_text().strip() == "0":
+        pytest.skip("kernel.timer_migration is 0 already: tune proposes no second change here")
+    settings = {"vm.stat_interval": STAT_INTERVAL, "timer_migration": TIMER_MIGRATION}
+    as_before = {k: f.read_text().strip() for k, f in settings.items()}
+    undo_dir = tmp_path / "undo"
+    undo_dir.mkdir()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", _SIGNAL_AFTER_A_KEPT_TRIAL, phase, str(int(sig)), str(times),
+             "tune", str(d / "t.toml"), "--db", str(d / "t.duckdb"), "--before", str(eid), "--yes", "--one-by-one",
+             "--only", "vm.stat_interval,timer_migration", "--undo-dir", str(undo_dir)],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 130, done.stderr
+        assert "Traceback" not in done.stderr
+        with open_store(d / "t.duckdb", read_only=True) as store:
+            session = tunestore.session(store, max(s["tune_id"] for s in tunestore.sessions(store)))
+        assert session["status"] == "interrupted" and len(session["kept"]) == 1, session
+        (kept,) = session["kept"]
+        (second,) = set(settings) - {kept}
+        now = {k: f.read_text().strip() for k, f in settings.items()}
+        assert now[second] == as_before[second]  # nothing of the interrupted trial
+        assert now[kept] != as_before[kept]  # the kept set, in force
+        said = [line for line in done.stderr.splitlines() if "interrupted" in line]
+        assert said and f"the host holds what tune kept: {kept}" in said[-1], done.stderr
+        (kept_file,) = undo_dir.glob("*.undo.json")  # the kept trial's; the interrupted one's is gone
+        undone = subprocess.run([*LOWTAIL, "host", "undo", str(kept_file)], capture_output=True, text=True)
+        assert undone.returncode == 0, undone.stderr
+        assert {k: f.read_text().strip() for k, f in settings.items()} == as_before
+    finally:
+        for k, f in settings.items():
+            if f.read_text().strip() != as_before[k]:
+                f.write_text(as_before[k])
 
 
 def test_after_a_reboot_tune_measures_again_against_the_stored_before(before):
