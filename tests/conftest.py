@@ -1,0 +1,14 @@
+"""What every test shares: the signal dispositions of a terminal.
+
+A suite started in the background by a shell without job control (`make test &` in a
+script) inherits SIGINT ignored, and lowtail keeps an ignored signal ignored (nohup's
+promise, lowtail/signals.py), so every test that presses Ctrl-C on a lowtail process would
+see it ignored and fail. The tests are about a user's Ctrl-C: the suite's own process takes
+SIGINT as a terminal gives it, and the processes it starts inherit that."""
+
+from __future__ import annotations
+
+import signal
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
