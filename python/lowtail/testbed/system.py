@@ -53,7 +53,10 @@ def require_privileges(action: str) -> None:
 def sh(*argv: str, what: str, timeout: float = 30.0, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run a short system command; a failure becomes one readable line."""
     try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        # In a session of its own: a terminal's Ctrl-C goes to the whole foreground process
+        # group, and a second one during a teardown killed `ip netns delete` half-way and left
+        # the namespace. lowtail takes the signal; the short command it is running finishes.
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True)
     except subprocess.TimeoutExpired:
         raise Failure(f"{what}: `{' '.join(argv)}` did not finish within {timeout:.0f} s") from None
     if check and done.returncode != 0:
