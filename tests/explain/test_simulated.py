@@ -11,7 +11,7 @@ import pytest
 
 from lowtail.explain.analysis import CAUSE_FLOOR, RunFacts, explain
 from lowtail.explain.packets import Packets, batch_wait
-from lowtail.trace.timeline import LEGACY_SCHEMA, SCHEMA
+from lowtail.trace.timeline import LEGACY_SCHEMA, SCHEMA, host_column
 
 RATE = 10_000
 PERIOD = 1_000_000_000 // RATE
@@ -44,22 +44,13 @@ def _intervals(
 ) -> pa.Table:
     """A trace's intervals from (cpu, start, end, kind, name, pid, prio) rows, each in `state`;
     on `host`, or as one host's recording is built before it has a host column (None)."""
-    cols = list(zip(*rows)) if rows else [[]] * 7
-    columns = {
-        "cpu": pa.array(cols[0], pa.int16()),
-        "start_ns": pa.array(cols[1], pa.int64()),
-        "end_ns": pa.array(cols[2], pa.int64()),
-        "kind": pa.array(cols[3], pa.string()),
-        "name": pa.array(cols[4], pa.string()),
-        "pid": pa.array(cols[5], pa.int32()),
-        "prio": pa.array(cols[6], pa.int16()),
-        "state": pa.array([state] * len(rows), pa.string()),
-        "detail": pa.array([""] * len(rows), pa.string()),
-    }
+    n = len(rows)
+    # The column types are the trace schema's own: the rows give its first seven columns.
+    columns = {k: [r[i] for r in rows] for i, k in enumerate(LEGACY_SCHEMA.names[:7])}
+    columns |= {"state": [state] * n, "detail": [""] * n}
     if host is None:
-        return pa.table(columns, schema=LEGACY_SCHEMA)
-    columns["host"] = pa.array([host] * len(rows), pa.string()).dictionary_encode()
-    return pa.table(columns, schema=SCHEMA)
+        return pa.Table.from_pydict(columns, schema=LEGACY_SCHEMA)
+    return pa.Table.from_pydict(columns | {"host": host_column(host, n)}, schema=SCHEMA)
 
 
 def _packets(rng: np.random.Generator, extra: np.ndarray) -> Packets:
