@@ -31,7 +31,7 @@ def resolution(store: Store, experiment_id: int, key: str, level: float = DEFAUL
     stored = analysisstore.summary_bytes(store, [a for r in runs if (a := r.get("analysis_id")) is not None])
     unbounded: list[int] = []
     packets = seconds = 0.0
-    reasons: list[str] = []
+    reason = ""  # the first unbounded run's, said when the packets needed are not known
     for r in runs:
         try:
             summary = stored.get(r["analysis_id"]) if r["analysis_id"] is not None else None
@@ -41,7 +41,7 @@ def resolution(store: Store, experiment_id: int, key: str, level: float = DEFAUL
         if iv["resolvable"]:
             continue
         unbounded.append(int(r["run_id"] or 0))
-        reasons.append(iv["why"] or "")
+        reason = reason or iv["why"] or ""
         needed = iv["packets_needed"]
         if needed:
             packets = max(packets, needed)
@@ -56,11 +56,11 @@ def resolution(store: Store, experiment_id: int, key: str, level: float = DEFAUL
         why=None,
     )
     if unbounded:
-        doc["why"] = _why(doc, experiment_id, reasons)
+        doc["why"] = _why(doc, experiment_id, reason)
     return doc
 
 
-def _why(doc: ResolutionDocument, experiment_id: int, reasons: list[str]) -> str:
+def _why(doc: ResolutionDocument, experiment_id: int, reason: str) -> str:
     short = percentiles.by_key(doc["percentile"]).short
     runs = ", ".join(map(str, doc["unbounded_runs"]))
     text = f"the {short} is not bounded by the packets of runs {runs} of experiment {experiment_id}"
@@ -71,4 +71,4 @@ def _why(doc: ResolutionDocument, experiment_id: int, reasons: list[str]) -> str
             "cannot be called with repetitions this short — lengthen `duration` in [experiment], "
             "or judge a lower percentile ([verdict] percentile)"
         )
-    return f"{text} ({reasons[0]}), so a difference at {short} cannot be called with these repetitions"
+    return f"{text} ({reason}), so a difference at {short} cannot be called with these repetitions"

@@ -161,8 +161,8 @@ def start_run_trace(
     if not getattr(testbed, "dut_host_named", True):
         roles.pop("dut")
         untraced.append(UntracedDoc(role="dut", host="", reason="the DuT runs on no host of the testbed"))
-    post = getattr(getattr(testbed, "post", None), "site", None)
-    if post is not None and post is not testbed.pre.site:
+    post = testbed.post.site
+    if post is not testbed.pre.site:
         # explain's timestamper role is the PRE capture's core; a stall of a POST capture on a
         # host of its own would show as tail no trace explains, so the run says it was not seen.
         untraced.append(UntracedDoc(role="post timestamper", host=post.label, reason=POST_UNTRACED))
