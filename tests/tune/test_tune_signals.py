@@ -187,7 +187,11 @@ def test_interrupted_after_a_kept_trial_the_host_holds_exactly_the_kept_set(befo
     if TIMER_MIGRATION.read_text().strip() == "0":
         pytest.skip("kernel.timer_migration is 0 already: tune proposes no second change here")
     settings = {"vm.stat_interval": STAT_INTERVAL, "timer_migration": TIMER_MIGRATION}
-    as_before = {k: f.read_text().strip() for k, f in settings.items()}
+
+    def read_back() -> dict[str, str]:
+        return {k: f.read_text().strip() for k, f in settings.items()}
+
+    as_before = read_back()
     undo_dir = tmp_path / "undo"
     undo_dir.mkdir()
     try:
@@ -204,7 +208,7 @@ def test_interrupted_after_a_kept_trial_the_host_holds_exactly_the_kept_set(befo
         assert session["status"] == "interrupted" and len(session["kept"]) == 1, session
         (kept,) = session["kept"]
         (second,) = set(settings) - {kept}
-        now = {k: f.read_text().strip() for k, f in settings.items()}
+        now = read_back()
         assert now[second] == as_before[second]  # nothing of the interrupted trial
         assert now[kept] != as_before[kept]  # the kept set, in force
         said = [line for line in done.stderr.splitlines() if "interrupted" in line]
@@ -212,7 +216,7 @@ def test_interrupted_after_a_kept_trial_the_host_holds_exactly_the_kept_set(befo
         (kept_file,) = undo_dir.glob("*.undo.json")  # the kept trial's; the interrupted one's is gone
         undone = subprocess.run([*LOWTAIL, "host", "undo", str(kept_file)], capture_output=True, text=True)
         assert undone.returncode == 0, undone.stderr
-        assert {k: f.read_text().strip() for k, f in settings.items()} == as_before
+        assert read_back() == as_before
     finally:
         for k, f in settings.items():
             if f.read_text().strip() != as_before[k]:
