@@ -333,7 +333,9 @@ class CauseSummary(TypedDict):
     kind: str
     role: str
     what: str | None
-    share: float  # its mean share of the tail packets over the configuration's runs (0 where absent)
+    # The tail packets it keeps over all the tail packets of the configuration's explained runs
+    # (with one run: that run's stored share, the same number).
+    share: float
     runs: int  # how many of the runs name it
 
 
@@ -344,7 +346,7 @@ class ConfigurationCauses(TypedDict):
     label: str
     explained_runs: int
     causes: list[CauseSummary]
-    headline: str | None
+    headline: str | None  # "run N: " and that run's own headline (its shares are that run's)
 
 
 class ComparisonDocument(TypedDict):
@@ -761,11 +763,15 @@ class RemedyDoc(TypedDict):
 
 
 class Tail(TypedDict):
-    """The packets counted as the tail: those above threshold_ns, chosen by rule."""
+    """The packets counted as the tail: those above threshold_ns, chosen by rule; the run's
+    floor (its lowest latency: no packet was delayed by more than its latency above it) and
+    median (a tail packet's excess is its latency above it)."""
 
     threshold_ns: int
     packets: int
     rule: str
+    floor_ns: NotRequired[int]
+    median_ns: NotRequired[int]
 
 
 class CauseDoc(TypedDict):
@@ -775,22 +781,43 @@ class CauseDoc(TypedDict):
     role: str
     host: str | None  # the host of the role's core (a run may be traced on several)
     cpu: int | None
-    share: float
+    tail_packets: int  # the tail packets this cause keeps
+    share: float  # tail_packets over the tail's packets: the one number every surface shows
     added_ns: int
     evidence: dict[str, Any]
     remedy: RemedyDoc
+
+
+class UnseenDoc(TypedDict):
+    """Something an explanation could not see (explain/unseen.py), with the share of the tail
+    it could hold: the unexplained tail packets it could have delayed."""
+
+    kind: str  # hypervisor | untraced | no_trace | vm_exits | interrupts
+    what: str
+    role: str | None
+    host: str | None
+    cpu: int | None
+    share: float
+    resolution: NotRequired[str]  # how finely it is sampled, where it is (steal, interrupt counts)
+    sampling_interval_ns: NotRequired[int]
+    tick_ns: NotRequired[int]
+    steal_ns: NotRequired[int]
 
 
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
     run: int
+    version: int  # how it was worked out (explain/analysis.py's VERSION)
     tail: Tail
     causes: list[CauseDoc]
+    unexplained_packets: int
     unexplained_share: float
     headline: str | None
+    unseen: list[UnseenDoc]
     trace: dict[str, Any]
     interrupt_coincidence: dict[str, Any]
+    interrupts: list[dict[str, Any]]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]
     partial: bool
 
