@@ -14,7 +14,7 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
-from lowtail.report.explain import KIND_WORDS, core_text, printable, rates_lines
+from lowtail.explain.words import KIND_WORDS, core_text, printable, rates_lines
 from lowtail.units import format_ns, format_percent
 
 
@@ -40,7 +40,7 @@ def explain(
     ),
 ) -> None:
     """`lowtail explain`."""
-    from lowtail.explain.run import latency_above, stored_or_explained
+    from lowtail.explain.stored import latency_above, stored_or_explained
     from lowtail.store import open_store
     from lowtail.store.explain import run_id_of
 

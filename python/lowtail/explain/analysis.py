@@ -68,6 +68,7 @@ from lowtail.explain.cores import (
     waiting,
 )
 from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
+from lowtail.explain.stored import VERSION, rule_of
 from lowtail.explain.unseen import unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
@@ -76,9 +77,6 @@ from lowtail.units import format_ns, format_percent, format_rate
 OWN_PROCESS = "lowtail_process"
 MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", OWN_PROCESS, HYPERVISOR)
 ROLES = ("dut", "generator", "timestamper", "host", "lowtail")
-# Bumped whenever what an explanation holds or how it is worked out changes: a stored
-# explanation of another version is worked out again when it is asked for.
-VERSION = 2
 EVIDENCE_EVENTS = 5
 
 
@@ -116,13 +114,6 @@ class RunFacts:
     vm_exits_unseen: str | None = None
 
 
-def rule_of(above: int | Fraction) -> str:
-    """The tail's rule as `--above` names it ("above p99.9", "above 500.000 µs")."""
-    if isinstance(above, Fraction):
-        return f"above p{float(above) * 100:g}"
-    return f"above {format_ns(above)}"
-
-
 def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None) -> Tail:
     """The latency above which packets are the tail: `above` (a latency, or a percentile),
     else the budget when the run fails it, else p99.9."""
@@ -135,6 +126,18 @@ def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None)
     return Tail(threshold_ns=p.percentile(pk.DEFAULT_TAIL), packets=0, rule="above p99.9")
 
 
+@dataclass
+class Attribution:
+    """Which cause each tail packet was given, and the delay it accounts for there: what the
+    document's shares count (its `causes` index, -1 for none; the bounded delay, 0 for none)."""
+
+    packet_id: np.ndarray
+    latency_ns: np.ndarray
+    floor_ns: int
+    cause: np.ndarray
+    delay_ns: np.ndarray
+
+
 def explain(
     p: pk.Packets,
     facts: RunFacts,
@@ -143,10 +146,22 @@ def explain(
     above: int | Fraction | None = None,
 ) -> ExplainDocument:
     """The causes of a run's tail (see the module's docstring)."""
+    return attributed(p, facts, intervals, coverage, above)[0]
+
+
+def attributed(
+    p: pk.Packets,
+    facts: RunFacts,
+    intervals: pa.Table | None,
+    coverage: dict[Core, tuple[int | None, int | None]],
+    above: int | Fraction | None = None,
+) -> tuple[ExplainDocument, Attribution]:
+    """The explanation, and the attribution of each tail packet it counts."""
     doc = ExplainDocument(run=facts.run_id, version=VERSION, notes=list(facts.notes), partial=False)
+    none = Attribution(*(np.zeros(0, dtype=np.int64),) * 2, 0, *(np.zeros(0, dtype=np.int64),) * 2)
     if len(p) == 0:
         doc["tail"] = Tail(threshold_ns=0, packets=0, rule="no packets")
-        return _without_causes(doc, facts)
+        return _without_causes(doc, facts), none
     tail = tail_threshold(p, facts, above)
     in_tail = p.latency_ns > tail["threshold_ns"]
     tail["packets"] = int(in_tail.sum())
@@ -155,7 +170,7 @@ def explain(
     tail["floor_ns"], tail["median_ns"] = floor, median
     doc["tail"] = tail
     if not in_tail.any():
-        return _without_causes(doc, facts)
+        return _without_causes(doc, facts), dataclasses.replace(none, floor_ns=floor)
     excess = np.maximum(1, p.latency_ns[in_tail] - median)
     # No packet was delayed by more than its latency above the fastest packet's.
     room = p.latency_ns[in_tail] - floor
@@ -187,15 +202,15 @@ def explain(
         candidates.append(hypervisor)
     for c in candidates:
         c.bound(room)
-    causes, kept = _attribute(candidates, excess, p, in_tail, facts.rate_pps)
-    unexplained = ~kept
+    causes, owner, delay = _attribute(candidates, excess, p, in_tail, facts.rate_pps)
+    unexplained = owner < 0
     doc["causes"] = causes
     doc["unexplained_packets"] = int(unexplained.sum())
     doc["unexplained_share"] = doc["unexplained_packets"] / tail["packets"]
     doc["headline"] = headline(causes)
     window = (due_since[in_tail], p.post_ns[in_tail])
     doc["unseen"] = unseen_entries(facts, here, window, excess, unexplained, tail["packets"])
-    return doc
+    return doc, Attribution(p.id[in_tail], p.latency_ns[in_tail], floor, owner, delay)
 
 
 def _without_causes(doc: ExplainDocument, facts: RunFacts) -> ExplainDocument:
@@ -557,11 +572,12 @@ def _uncovered(
 
 def _attribute(
     candidates: list[Candidate], excess: np.ndarray, p: pk.Packets, in_tail: np.ndarray, rate_pps: float
-) -> tuple[list[CauseDoc], np.ndarray]:
+) -> tuple[list[CauseDoc], np.ndarray, np.ndarray]:
     """Each tail packet given to one significant cause: the one whose delay in it (bounded by
     its latency above the floor) is the largest; on a tie, the one whose event held the
     packet's window longer; then the first. Causes that keep less than `CAUSE_FLOOR` are
-    dropped and their packets handed on. The causes, and which tail packets one keeps."""
+    dropped and their packets handed on. The causes in rank order, and per tail packet the
+    index of the cause it was given (-1: none) and the delay that cause accounts for in it."""
     live = [c for c in candidates if c.significant(excess)]
     n = excess.size
     explained = np.zeros(n, dtype=bool)
@@ -572,8 +588,10 @@ def _attribute(
         if keep.all():
             break
         live = [c for c, k in zip(live, keep) if k]
+    owner = np.full(n, -1, dtype=np.int64)
+    delay = np.zeros(n, dtype=np.int64)
     if not live:
-        return [], np.zeros(n, dtype=bool)
+        return [], owner, delay
     causes = []
     ids, sent, lat = p.id[in_tail], p.pre_ns[in_tail], p.latency_ns[in_tail]
     for i, c in enumerate(live):
@@ -591,8 +609,12 @@ def _attribute(
                 remedy=remedy_for(c.kind, c.name).doc(),
             )
         )
-    causes.sort(key=lambda c: (-c["tail_packets"], -c["added_ns"]))
-    return causes, explained
+    rank = sorted(range(len(live)), key=lambda i: (-causes[i]["tail_packets"], -causes[i]["added_ns"]))
+    for position, i in enumerate(rank):
+        mine = (best == i) & explained
+        owner[mine] = position
+        delay[mine] = live[i].delay[mine]
+    return [causes[i] for i in rank], owner, delay
 
 
 def _winners(live: list[Candidate], excess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

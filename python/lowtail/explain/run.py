@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from lowtail import verdict as verdicts
 from lowtail.documents import ExplainDocument, UnseenDoc
 from lowtail.errors import Failure, UserError
-from lowtail.explain.analysis import VERSION, RunFacts, explain, rule_of
+from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
@@ -45,7 +45,7 @@ from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
 from lowtail.store.db import Store
-from lowtail.store.explain import explanation, run_trace, save_explanation
+from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
 from lowtail.trace import timeline
 from lowtail.trace.own import task_ids
@@ -65,16 +65,6 @@ class ExplainInputs:
     # The interrupt samples by source ("host", "guest"), the times of the largest latencies.
     samples: dict[str, Samples] = field(default_factory=dict)
     spikes: list[int] = field(default_factory=list)
-
-
-def stored_or_explained(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
-    """A run's explanation: the stored one when it answers the question (the run's own tail, or
-    an `above` that names the same rule, worked out by this version), else worked out now."""
-    stored = explanation(store, run_id)
-    if stored is not None and stored.get("version") == VERSION:
-        if above is None or stored["tail"]["rule"] == rule_of(above):
-            return stored
-    return explain_run(store, run_id, above)
 
 
 def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
@@ -325,26 +315,6 @@ def _coincidence(inputs: ExplainInputs) -> dict[str, Any]:
             cpus, text = run_cpus(inputs.run)
         out[source] = coincidence_doc(inputs.spikes, samples, cpus, text)
     return out
-
-
-def latency_above(text: str) -> int | Fraction:
-    """`--above`'s value: a percentile ("p99", "p99.99", "99.9%") or a latency ("500us")."""
-    from lowtail.percentiles import quantile_of_percent
-    from lowtail.units import parse_duration_ns
-
-    t = text.strip()
-    if t[:1] in ("p", "P") or t.endswith("%"):
-        try:
-            q = quantile_of_percent(t.lstrip("pP").rstrip("%").strip())
-        except (ValueError, ZeroDivisionError):
-            q = Fraction(-1)
-        if not 0 < q < 1:
-            raise UserError(f"--above {text!r}: a percentile is between 0 and 100 (p99.9)")
-        return q
-    try:
-        return int(parse_duration_ns(t))
-    except UserError:
-        raise UserError(f"--above {text!r}: give a percentile (p99.9) or a latency (500us)") from None
 
 
 def packets_of(table: Any) -> Packets:

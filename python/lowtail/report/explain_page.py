@@ -13,7 +13,8 @@ from typing import Any
 from lowtail import verdict as verdicts
 from lowtail.report.cards import cards_html
 from lowtail.report.experiment import experiment_cards
-from lowtail.report.explain import KIND_WORDS, explain_section, printable, unseen_html
+from lowtail.explain.words import KIND_WORDS, printable
+from lowtail.report.explain import explain_section, unseen_html
 from lowtail.report.page import Page, esc
 from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
