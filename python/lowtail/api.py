@@ -258,7 +258,8 @@ class Database:
         a percentile "p99" or a latency "500us"), the causes ranked with evidence and remedy,
         the unexplained share, what could not be seen. The stored explanation, as the command
         answers (worked out and stored first when there is none; another tail on request)."""
-            from lowtail.explain.stored import latency_above, stored_or_explained
+        from lowtail.explain.asked import latency_above
+        from lowtail.explain.stored import stored_or_explained
         from lowtail.store.explain import run_id_of
 
         threshold = latency_above(above) if above is not None else None

@@ -40,7 +40,8 @@ def explain(
     ),
 ) -> None:
     """`lowtail explain`."""
-    from lowtail.explain.stored import latency_above, stored_or_explained
+    from lowtail.explain.asked import latency_above
+    from lowtail.explain.stored import stored_or_explained
     from lowtail.store import open_store
     from lowtail.store.explain import run_id_of
 

@@ -68,8 +68,8 @@ from lowtail.explain.cores import (
     waiting,
 )
 from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
-from lowtail.explain.stored import VERSION, rule_of
-from lowtail.explain.unseen import unseen_entries
+from lowtail.explain.asked import VERSION, rule_of
+from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
 from lowtail.units import format_ns, format_percent, format_rate
@@ -209,7 +209,7 @@ def attributed(
     doc["unexplained_share"] = doc["unexplained_packets"] / tail["packets"]
     doc["headline"] = headline(causes)
     window = (due_since[in_tail], p.post_ns[in_tail])
-    doc["unseen"] = unseen_entries(facts, here, window, excess, unexplained, tail["packets"])
+    doc["unseen"] = unseen_entries(_unseeable(facts), here, window, excess, unexplained, tail["packets"])
     return doc, Attribution(p.id[in_tail], p.latency_ns[in_tail], floor, owner, delay)
 
 
@@ -217,8 +217,12 @@ def _without_causes(doc: ExplainDocument, facts: RunFacts) -> ExplainDocument:
     """A run with no tail to explain: no cause, nothing unexplained; what could not be seen still said."""
     doc["causes"], doc["unexplained_packets"], doc["unexplained_share"], doc["headline"] = [], 0, 0.0, None
     empty = np.zeros(0, dtype=np.int64)
-    doc["unseen"] = unseen_entries(facts, _steal_roles(facts), (empty, empty), empty, empty.astype(bool), 0)
+    doc["unseen"] = unseen_entries(_unseeable(facts), _steal_roles(facts), (empty, empty), empty, empty.astype(bool), 0)
     return doc
+
+
+def _unseeable(facts: RunFacts) -> Unseeable:
+    return Unseeable(facts.steal, facts.steal_period_ns, facts.untraced, facts.no_trace, facts.vm_exits_unseen)
 
 
 def _steal_roles(facts: RunFacts) -> dict[str, dict[str, Any]] | None:

@@ -19,6 +19,7 @@ docs/statistics.md).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
@@ -194,7 +195,13 @@ def sampled_doc(
         for c in found
         if c["significant"]
     ]
-    if not sentences and found:
+    enough = math.ceil(1 / SIGNIFICANCE)
+    if found and found[0]["periods"] < enough:
+        sentences.append(
+            f"{found[0]['periods']} periods of {format_ns(period)} are too few to tell a correlation from chance "
+            f"(the circular shifts need at least {enough} for p ≤ {SIGNIFICANCE:g})"
+        )
+    elif not sentences and found:
         sentences = [
             f"no interrupt kind on {where} goes with the tail period by period beyond chance "
             f"(p ≤ {SIGNIFICANCE:g}, {found[0]['periods']} periods of {format_ns(period)})"

@@ -17,7 +17,8 @@ the machine ran; the vCPU did not run at all).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -26,12 +27,24 @@ from lowtail.explain import packets as pk
 from lowtail.explain.steal import role_cpus, steal_of, steal_resolution, tick_ns
 from lowtail.units import format_ns
 
-if TYPE_CHECKING:
-    from lowtail.explain.analysis import RunFacts
+Samples = Sequence[tuple[int, int, str, int, int]]
+
+
+@dataclass
+class Unseeable:
+    """What a run's facts say may have happened where no trace looks: the steal samples (and how
+    often they were taken), roles whose cores were not traced ({role, host, reason}), why there
+    is no trace at all, why a VM's exits cannot be in it."""
+
+    steal: Samples = ()
+    steal_period_ns: int = 0
+    untraced: list[dict[str, Any]] = field(default_factory=list)
+    no_trace: str | None = None
+    vm_exits: str | None = None
 
 
 def unseen_entries(
-    facts: RunFacts,
+    facts: Unseeable,
     steal_roles: dict[str, dict[str, Any]] | None,
     window: tuple[np.ndarray, np.ndarray],
     excess: np.ndarray,
@@ -68,11 +81,11 @@ def unseen_entries(
                     share=left,
                 )
             )
-    if facts.vm_exits_unseen is not None:
+    if facts.vm_exits is not None:
         out.append(
             UnseenDoc(
                 kind="vm_exits",
-                what=f"VM exits are not visible: {facts.vm_exits_unseen}",
+                what=f"VM exits are not visible: {facts.vm_exits}",
                 role="host",
                 host=None,
                 cpu=None,
@@ -83,7 +96,7 @@ def unseen_entries(
 
 
 def _hypervisor(
-    samples: Sequence[tuple[int, int, str, int, int]],
+    samples: Samples,
     period_ns: int,
     roles: dict[str, dict[str, Any]] | None,
     window: tuple[np.ndarray, np.ndarray],
