@@ -582,15 +582,42 @@ class AliasingMeasurement(TypedDict):
     analysis_id: int
 
 
+class InterruptCycleDoc(TypedDict):
+    """The interrupt cycle on a run's DuT CPU from its interrupt samples (models/aliasing.py):
+    the timer, the kinds that come with every k-th tick, and the ticks' cycle with durations."""
+
+    source: str  # "guest" or "host": whose samples
+    cpu: int
+    period_ns: int  # the samples' period
+    span_ns: int  # the time they cover
+    base: str  # the timer's kind ("LOC")
+    base_rate_hz: float
+    companions: list[dict[str, Any]]  # {kind, rate_hz, every}: one with every `every`-th tick
+    others: list[dict[str, Any]]  # {kind, rate_hz}: kinds that keep no step with the timer
+    cycle: list[str]  # each tick of the cycle ("LOC", "LOC", "LOC+IWI")
+    durations_ns: list[float]  # each tick's duration as modelled
+    resolution: str  # what the samples can and cannot say
+
+
+class AliasingSlopes(TypedDict):
+    """The slope of the worst events' lines, measured and as the model draws them (ns/s)."""
+
+    measured_ns_per_s: float | None
+    model_ns_per_s: float | None
+
+
 class AliasingDocument(TypedDict):
     """Interrupts against constant-rate traffic (`models/aliasing.py`): the simulated
-    pattern, and against a run the fitted interrupt clock and the measurement."""
+    pattern, and against a run the fitted interrupt clock, the measurement, the run's own
+    interrupt cycle (from its interrupt samples) and the lines' slopes side by side."""
 
     model: AliasingPattern
     fit: InterruptClockFit | None
     measured: AliasingMeasurement | None
     partial: bool
     model_id: NotRequired[int]
+    cycle: NotRequired[InterruptCycleDoc]
+    slopes: NotRequired[AliasingSlopes]
 
 
 class ServiceTime(TypedDict, total=False):

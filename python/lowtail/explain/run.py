@@ -39,7 +39,7 @@ from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
-from lowtail.explain.sampled import SampledDoc, period_of, sampled_doc
+from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
 from lowtail.files import special_kind
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
@@ -243,26 +243,6 @@ def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         "generator": {"cpus": [plan["generator"]], "pids": [], "comms": ["lowtail-gen"]},
         "timestamper": {"cpus": [plan["capture"]], "pids": [], "comms": ["lowtail-cap"]},
     }
-
-
-def recording_facts(run: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """What an imported run stored of its interrupt recording of `source` (experiment/external.py)."""
-    found = ((run.get("testbed") or {}).get("interrupts") or {}).get(source)
-    return found if isinstance(found, dict) else {}
-
-
-def dut_cpus_of(run: Mapping[str, Any], source: str, roles: Mapping[str, Mapping[str, Any]]) -> set[int] | None:
-    """The DuT's CPUs in a source's interrupt samples: an imported recording's `dut_cpu`, the
-    host's DuT cores of the run's roles or configuration, none known for a guest (all CPUs)."""
-    recorded = recording_facts(run, source).get("dut_cpu")
-    if isinstance(recorded, int):
-        return {recorded}
-    if source == "guest":
-        return None
-    cpus = (roles.get("dut") or {}).get("cpus")
-    if isinstance(cpus, list) and cpus:
-        return {int(c) for c in cpus}
-    return run_cpus(run)[0]
 
 
 def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> list[dict[str, Any]]:

@@ -20,11 +20,12 @@ docs/statistics.md).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 import numpy as np
 
+from lowtail.explain.coincidence import run_cpus
 from lowtail.host.interrupts import KIND_NAMES
 from lowtail.units import format_ns
 
@@ -230,9 +231,21 @@ def _top(found: list[RateDoc]) -> list[RateDoc]:
     return out
 
 
-def dut_rates(doc: dict[str, Any] | SampledDoc) -> dict[str, float]:
-    """The rates of each kind on the DuT's CPUs of a stored SampledDoc (kind → Hz, summed over them)."""
-    out: dict[str, float] = {}
-    for r in doc["rates"]:
-        out[r["kind"]] = out.get(r["kind"], 0.0) + float(r["rate_hz"])
-    return out
+def recording_facts(run: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """What an imported run stored of its interrupt recording of `source` (experiment/external.py)."""
+    found = ((run.get("testbed") or {}).get("interrupts") or {}).get(source)
+    return found if isinstance(found, dict) else {}
+
+
+def dut_cpus_of(run: Mapping[str, Any], source: str, roles: Mapping[str, Mapping[str, Any]]) -> set[int] | None:
+    """The DuT's CPUs in a source's interrupt samples: an imported recording's `dut_cpu`, the
+    host's DuT cores of the run's roles or configuration, none known for a guest (all CPUs)."""
+    recorded = recording_facts(run, source).get("dut_cpu")
+    if isinstance(recorded, int):
+        return {recorded}
+    if source == "guest":
+        return None
+    cpus = (roles.get("dut") or {}).get("cpus")
+    if isinstance(cpus, list) and cpus:
+        return {int(c) for c in cpus}
+    return run_cpus(run)[0]
