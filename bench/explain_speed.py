@@ -131,7 +131,9 @@ def main() -> None:
         f"{args.repeat} repetitions, interleaved"
     )
     print(f"{'#':>3}  {'computation':>12}  {'(read':>7} {'compute':>8} {'write)':>7}  {'repeated explain':>17}")
-    for i, (c, p, r) in enumerate(zip(result["computation_s"], result["computation_parts_s"], result["repeated_explain_s"])):
+    for i, (c, p, r) in enumerate(
+        zip(result["computation_s"], result["computation_parts_s"], result["repeated_explain_s"])
+    ):
         print(f"{i:>3}  {c:>10.2f} s  {p['read_s']:>6.2f} {p['compute_s']:>8.2f} {p['write_s']:>6.2f}   {r:>15.2f} s")
     print(
         f"median: computation {med_c:.2f} s, repeated explain {med_r:.2f} s (from the store, process start "

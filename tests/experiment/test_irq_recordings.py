@@ -74,8 +74,10 @@ def test_a_counter_that_wraps_is_unwrapped_and_one_reset_is_left_out():
 
 
 def test_lowtails_own_samples_are_read_as_they_are():
-    text = ",".join(LOWTAIL_HEADER) + "\n" + "\n".join(
-        f"{T0 + k * 100_000_000},{cpu},LOC,{25 + cpu},100000000" for k in range(1, 4) for cpu in (0, 1)
+    text = (
+        ",".join(LOWTAIL_HEADER)
+        + "\n"
+        + "\n".join(f"{T0 + k * 100_000_000},{cpu},LOC,{25 + cpu},100000000" for k in range(1, 4) for cpu in (0, 1))
     )
     r = parse_recording(text, 0, SECOND)
     assert r.shape == "lowtail" and r.period_ns == 100_000_000 and len(r.samples) == 6

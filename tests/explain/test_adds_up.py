@@ -23,7 +23,6 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
-import hypothesis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,8 +127,6 @@ def _run(
 def test_the_evidence_adds_up(sources, steal_ticks, seed, above):
     doc, attribution = _run(_events(sources), steal_ticks, seed, above)
     tail, causes = doc["tail"], doc["causes"]
-    for c in causes:
-        hypothesis.event(c["kind"])
     n = tail["packets"]
     # No packet is given more delay than its latency above the floor.
     room = attribution.latency_ns - attribution.floor_ns

@@ -236,7 +236,9 @@ def test_nothing_injected_invents_no_cause(tmp_path):
     for c in doc["causes"]:
         if c["kind"] == "preemption":
             assert c["evidence"]["pid"] not in own, c
-            assert not any((e.get("event") or {}).get("what", "").startswith("lowtail ") for e in c["evidence"]["events"])
+            assert not any(
+                (e.get("event") or {}).get("what", "").startswith("lowtail ") for e in c["evidence"]["events"]
+            )
 
 
 def _own_tasks(db: Path, doc: dict) -> set[int]:

@@ -134,7 +134,9 @@ def aliasing_lines(d: Mapping[str, Any]) -> None:
         steps = ", ".join(f"{c['kind']} every {c['every']} ticks ({c['rate_hz']:.4g} Hz)" for c in cycle["companions"])
         out.print(
             f"interrupt cycle from the run's {cycle['source']} samples on CPU {cycle['cpu']}: {cycle['base']} at "
-            f"{cycle['base_rate_hz']:.6g} Hz" + (f", {steps}" if steps else "") + f"; ticks {', '.join(cycle['cycle'])} "
+            f"{cycle['base_rate_hz']:.6g} Hz"
+            + (f", {steps}" if steps else "")
+            + f"; ticks {', '.join(cycle['cycle'])} "
             f"of {', '.join(format_ns(x) for x in cycle['durations_ns'])}",
             markup=False,
         )

@@ -62,6 +62,7 @@ from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.irq_recordings import read_recording
 from lowtail.experiment.runner import is_disk_full
 from lowtail.host.interrupts import InterruptSample
+from lowtail.measurement_documents import TestbedDocument
 from lowtail.store import records
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
@@ -276,9 +277,7 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
     return ImportSpec(source, name, pattern, sides, axes, analysis, raw=doc, interrupts=interrupts)
 
 
-def _interrupt_files(
-    table: _InterruptsTable, pair_axes: list[str], bad: Callable[..., UserError]
-) -> InterruptFiles:
+def _interrupt_files(table: _InterruptsTable, pair_axes: list[str], bad: Callable[..., UserError]) -> InterruptFiles:
     """[interrupts] checked: at least one pattern, each naming only axes of the pairs' pattern
     (a recording belongs to the pairs whose axes it names), a sampling period, and a DuT CPU."""
     patterns = {source: p for source, p in (("guest", table.guest), ("host", table.host)) if p is not None}
@@ -306,7 +305,9 @@ def _interrupt_files(
     if table.dut_cpu is None:
         raise bad("[interrupts] needs dut_cpu, the CPU the DuT ran on in the recording", "interrupts")
     if table.host_cpu is not None and "guest" not in patterns:
-        raise bad("[interrupts] host_cpu is the VM host's CPU under a guest: give `guest` too", "interrupts", "host_cpu")
+        raise bad(
+            "[interrupts] host_cpu is the VM host's CPU under a guest: give `guest` too", "interrupts", "host_cpu"
+        )
     return InterruptFiles(patterns, period, table.dut_cpu, table.host_cpu)
 
 
@@ -460,14 +461,17 @@ def run_record(
         dut_stats={},
         capture_paths=[str(pair.pre.resolve()), str(pair.post.resolve())],
         traffic={"rate_given": "rate" in axes, "measured_rate_pps": measured},
-        testbed={
-            "kind": "imported",
-            "axes": axes,
-            "pre": str(pair.pre.resolve()),
-            "post": str(pair.post.resolve()),
-        }
-        | ({"interrupts": dict(recordings)} if recordings else {}),
+        testbed=_testbed(pair, recordings),
     )
+
+
+def _testbed(pair: Pair, recordings: Mapping[str, Mapping[str, Any]] | None) -> TestbedDocument:
+    """An imported run's testbed: its captures, the axes read from their names, what was read of
+    its interrupt recordings."""
+    doc = TestbedDocument(kind="imported", axes=pair.axes, pre=str(pair.pre.resolve()), post=str(pair.post.resolve()))
+    if recordings:
+        doc["interrupts"] = {source: dict(facts) for source, facts in recordings.items()}
+    return doc
 
 
 @dataclass

@@ -143,8 +143,8 @@ def _study_samples(lines: list[str], start: int, header: str, t0_ns: int, period
             raise RecordingError(f"line {number}: {len(fields)} fields, the header names {len(columns)}")
         fields += [""] * (len(columns) - len(fields))
         t_ns = t0_ns + rows * period_ns
-        for i, key in enumerate(columns):
-            if key is None:
+        for i, column in enumerate(columns):
+            if column is None:
                 continue
             text = fields[i]
             if not text:
@@ -168,7 +168,7 @@ def _study_samples(lines: list[str], start: int, header: str, t0_ns: int, period
                     resets += 1
                     continue
             if delta:
-                samples.append(InterruptSample(t_ns, key[1], key[0], delta, period_ns))
+                samples.append(InterruptSample(t_ns, column[1], column[0], delta, period_ns))
         rows += 1
     if rows == 0:
         raise RecordingError("has a header but no row of counts")

@@ -55,6 +55,7 @@ import pyarrow as pa
 
 from lowtail.documents import CauseDoc, ExplainDocument, Tail
 from lowtail.explain import packets as pk
+from lowtail.explain.asked import VERSION, rule_of
 from lowtail.explain.candidates import CAUSE_FLOOR, Candidate, by_chance, chance_seed
 from lowtail.explain.cores import (
     Core,
@@ -68,7 +69,6 @@ from lowtail.explain.cores import (
     waiting,
 )
 from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
-from lowtail.explain.asked import VERSION, rule_of
 from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
@@ -451,7 +451,7 @@ def _core_candidates(
         # What lowtail's own processes started during the run is the measurement's too.
         own = {host: descendants(trace, host, tasks) for host, tasks in facts.own_tasks.items()}
         facts = dataclasses.replace(facts, own_tasks=own)
-    for s in [part for s in found for part in _lowtail_apart(s, owner[s.core], facts)]:
+    for s in [part for one in found for part in _lowtail_apart(one, owner[one.core], facts)]:
         role = owner[s.core]
         wait = waits.get(s.core)
         # Another host's events are on the packets' clock within its clock's uncertainty.

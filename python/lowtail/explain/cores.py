@@ -15,6 +15,7 @@ they are never mixed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -49,10 +50,10 @@ class Coded:
     values: list[str]
 
     @classmethod
-    def of(cls, column: pa.ChunkedArray) -> Coded:
+    def of(cls, column: pa.ChunkedArray[Any]) -> Coded:
         if pa.types.is_dictionary(column.type):
             column = pc.cast(column, pa.string())  # chunks may hold dictionaries of their own
-        encoded = pc.dictionary_encode(column.combine_chunks())
+        encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(column.combine_chunks()))
         codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
         return cls(codes, [str(v) if v is not None else "" for v in encoded.dictionary.to_pylist()])
 
@@ -70,7 +71,8 @@ class Coded:
 
     def strings(self, rows: np.ndarray) -> np.ndarray:
         """The values of these rows."""
-        return np.asarray(self.values + [""], dtype=object)[self.codes[rows]]
+        values: np.ndarray = np.asarray(self.values + [""], dtype=object)[self.codes[rows]]
+        return values
 
 
 @dataclass

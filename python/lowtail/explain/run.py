@@ -28,7 +28,6 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -83,7 +82,7 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
     found = runstore.select_runs(store, run_ids=[run_id])
     if not found:
         raise UserError(f"{store.path}: no run with id {run_id}")
-    run = dict(found[0])
+    run: dict[str, Any] = dict(found[0])
     series = run.get("series_path")
     if not series:
         raise UserError(f"run {run_id} has no matched series to explain (it was not analysed)")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from lowtail.documents import ExplainDocument
     from lowtail.store.db import Store
 
+
 def stored_or_explained(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
     """A run's explanation: the stored one when it answers the question, else worked out now
     (and stored when it is of the run's own tail)."""

@@ -372,7 +372,8 @@ def interrupt_cycle(
     on = by_cpu[cpu]
     base = _TIMER if _TIMER in on else max(on, key=lambda k: on[k])
     base_rate = on[base]
-    companions, others = [], []
+    companions: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
     for kind, rate in sorted(on.items(), key=lambda kv: -kv[1]):
         if kind == base:
             continue
@@ -386,7 +387,9 @@ def interrupt_cycle(
     for c in companions:
         length = math.lcm(length, int(c["every"]))
     length = length if length <= MAX_CYCLE else max((int(c["every"]) for c in companions), default=1)
-    cycle = ["+".join([base, *(c["kind"] for c in companions if (i + 1) % int(c["every"]) == 0)]) for i in range(length)]
+    cycle = [
+        "+".join([base, *(c["kind"] for c in companions if (i + 1) % int(c["every"]) == 0)]) for i in range(length)
+    ]
     period = period_of(samples)
     span = max(s[0] for s in samples) - min(s[0] - s[4] for s in samples)
     return InterruptCycleDoc(
@@ -572,8 +575,9 @@ def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool
         spec.irq_durations_ns = list(opts.irq_durations_ns)
     cycle = None
     fitted = None
-    if store is not None and measured is not None and "run_id" in keys and opts.irq_rate_hz is None:
-        cycle = run_cycle(store, keys["run_id"])
+    run_id = keys.get("run_id")
+    if store is not None and measured is not None and run_id is not None and opts.irq_rate_hz is None:
+        cycle = run_cycle(store, run_id)
     if cycle is not None and measured is not None:
         spec.irq_rate_hz = cycle["base_rate_hz"]
         if opts.irq_durations_ns is not None and len(opts.irq_durations_ns) == 2:
@@ -617,7 +621,8 @@ def run_cycle(store: Store, run_id: int) -> InterruptCycleDoc | None:
 
     (run,) = runstore.select_runs(store, run_ids=[run_id])
     trace = run_trace(store, run_id) or {}
-    roles = trace.get("roles") or {"dut": {"cpus": ((run.get("traffic") or {}).get("core_plan") or {}).get("dut")}}
+    traffic: dict[str, Any] = dict(run.get("traffic") or {})
+    roles = trace.get("roles") or {"dut": {"cpus": (traffic.get("core_plan") or {}).get("dut")}}
     for source in ("guest", "host"):
         samples = run_interrupts(store, run_id, source)
         if samples:

@@ -522,7 +522,8 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
             "Causes of the tail",
             "<p class='meta'>From each run's stored explanation "
             "(<code>lowtail explain</code>); a cause's share is the tail packets it keeps over all the tail "
-            "packets of the configuration's explained runs (with one run, that run's own share).</p>" + table_html(*causes_table(doc)),
+            "packets of the configuration's explained runs (with one run, that run's own share).</p>"
+            + table_html(*causes_table(doc)),
         )
     if store is not None:
         interrupts_section(page, store, doc)

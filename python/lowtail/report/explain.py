@@ -20,6 +20,8 @@ from lowtail.units import format_ns, format_percent
 EVIDENCE_SHOWN = 3
 # Runs whose headline a page's banner repeats; the others are counted.
 BANNER_RUNS = 3
+
+
 def headline_banner(page: Page, store: Store, run_ids: Iterable[int]) -> None:
     """Said first, once: the host could not measure what was asked in these runs — each run's
     own headline (its shares are that run's), the first few of them."""
@@ -129,7 +131,9 @@ def _sampled_html(doc: Mapping[str, Any]) -> str:
             + "".join(f"<p>{esc(printable(line))}</p>" for line in s.get("sentences") or [])
         )
         if rows:
-            out += table_html(["CPU", "kind", "r with the tail per period", "p (circular shifts)", "beyond chance"], rows)
+            out += table_html(
+                ["CPU", "kind", "r with the tail per period", "p (circular shifts)", "beyond chance"], rows
+            )
     return out
 
 

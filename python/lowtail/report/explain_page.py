@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import verdict as verdicts
+from lowtail.explain.words import KIND_WORDS, printable
 from lowtail.report.cards import cards_html
 from lowtail.report.experiment import experiment_cards
-from lowtail.explain.words import KIND_WORDS, printable
 from lowtail.report.explain import explain_section, unseen_html
 from lowtail.report.page import Page, esc
 from lowtail.store import DbPath, open_store
@@ -40,7 +40,9 @@ def write_explain_report(db: DbPath, doc: Mapping[str, Any], output: Path) -> Pa
         )
         # What could not be seen leads, beside the answer: it bounds what the answer can claim.
         page.lead(
-            cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}") + _answer(doc) + unseen_html(doc)
+            cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}")
+            + _answer(doc)
+            + unseen_html(doc)
         )
         if doc.get("headline"):
             page.banner(printable(doc["headline"]), "warn")

@@ -332,11 +332,17 @@ def _unseen(store: Store, experiment_id: int) -> list[str]:
     found: dict[tuple[Any, ...], tuple[str, float, list[int]]] = {}
     for run_id in ids:
         doc = explainstore.explanation(store, run_id)
-        entries = (doc or {}).get("unseen")
+        entries: list[Mapping[str, Any]] | None = list((doc or {}).get("unseen") or []) if doc else None
         if entries is None:
             entries = [{"kind": "not_explained", "what": "the run was not explained", "share": 1.0, "cpu": None}]
         for u in entries:
-            key = (u["kind"], u.get("cpu"), u.get("role"), u.get("host"), "" if u["kind"] == "hypervisor" else u["what"])
+            key = (
+                u["kind"],
+                u.get("cpu"),
+                u.get("role"),
+                u.get("host"),
+                "" if u["kind"] == "hypervisor" else u["what"],
+            )
             label = f"the hypervisor's steal time on CPU {u['cpu']}" if u["kind"] == "hypervisor" else u["what"]
             _, share, where = found.get(key, (label, 0.0, []))
             found[key] = (label, max(share, float(u["share"])), [*where, run_id])
