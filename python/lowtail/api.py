@@ -256,13 +256,15 @@ class Database:
         """Why a stored run's tail is what it is, as `lowtail explain RUN --json` prints it:
         the tail packets (above the budget when the run fails it, else above p99.9; `above`
         a percentile "p99" or a latency "500us"), the causes ranked with evidence and remedy,
-        the unexplained share. Explained again and stored, as the command does."""
-        from lowtail.explain.run import explain_run, latency_above
+        the unexplained share, what could not be seen. The stored explanation, as the command
+        answers (worked out and stored first when there is none; another tail on request)."""
+        from lowtail.explain.asked import latency_above
+        from lowtail.explain.stored import stored_or_explained
         from lowtail.store.explain import run_id_of
 
         threshold = latency_above(above) if above is not None else None
         with self._store(write=True) as s:
-            return explain_run(s, run_id_of(s, str(run)), threshold)
+            return stored_or_explained(s, run_id_of(s, str(run)), threshold)
 
     # -- models: the calls `lowtail model ...` makes, each result stored unless store=False --------
 

@@ -60,9 +60,6 @@ MAX_MANIFEST_BYTES = 64 << 20
 MAX_MEMBERS = 200_000
 MAX_ROWS_FILE_BYTES = 4 << 30
 MAX_SERIES_FILE_BYTES = 1 << 40
-# A trace's intervals: what the largest ring buffers (256 MiB per CPU) of a run's traced
-# cores hold, with room to spare.
-MAX_TRACE_INTERVALS = 100_000_000
 # Free space left on the data directory's disk after the bundle's files are unpacked.
 DISK_MARGIN_BYTES = 64 << 20
 
@@ -546,7 +543,7 @@ def _check_trace(path: Path, extracted: Path, member: str) -> None:
     from lowtail.trace import timeline
 
     try:
-        timeline.check(extracted, MAX_TRACE_INTERVALS)
+        timeline.check(extracted, timeline.MAX_INTERVALS)
     except ValueError as e:
         raise BundleError(path, str(e), member) from None
 

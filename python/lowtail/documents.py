@@ -333,7 +333,9 @@ class CauseSummary(TypedDict):
     kind: str
     role: str
     what: str | None
-    share: float  # its mean share of the tail packets over the configuration's runs (0 where absent)
+    # The tail packets it keeps over all the tail packets of the configuration's explained runs
+    # (with one run: that run's stored share, the same number).
+    share: float
     runs: int  # how many of the runs name it
 
 
@@ -344,7 +346,7 @@ class ConfigurationCauses(TypedDict):
     label: str
     explained_runs: int
     causes: list[CauseSummary]
-    headline: str | None
+    headline: str | None  # "run N: " and that run's own headline (its shares are that run's)
 
 
 class ComparisonDocument(TypedDict):
@@ -580,15 +582,42 @@ class AliasingMeasurement(TypedDict):
     analysis_id: int
 
 
+class InterruptCycleDoc(TypedDict):
+    """The interrupt cycle on a run's DuT CPU from its interrupt samples (models/aliasing.py):
+    the timer, the kinds that come with every k-th tick, and the ticks' cycle with durations."""
+
+    source: str  # "guest" or "host": whose samples
+    cpu: int
+    period_ns: int  # the samples' period
+    span_ns: int  # the time they cover
+    base: str  # the timer's kind ("LOC")
+    base_rate_hz: float
+    companions: list[dict[str, Any]]  # {kind, rate_hz, every}: one with every `every`-th tick
+    others: list[dict[str, Any]]  # {kind, rate_hz}: kinds that keep no step with the timer
+    cycle: list[str]  # each tick of the cycle ("LOC", "LOC", "LOC+IWI")
+    durations_ns: list[float]  # each tick's duration as modelled
+    resolution: str  # what the samples can and cannot say
+
+
+class AliasingSlopes(TypedDict):
+    """The slope of the worst events' lines, measured and as the model draws them (ns/s)."""
+
+    measured_ns_per_s: float | None
+    model_ns_per_s: float | None
+
+
 class AliasingDocument(TypedDict):
     """Interrupts against constant-rate traffic (`models/aliasing.py`): the simulated
-    pattern, and against a run the fitted interrupt clock and the measurement."""
+    pattern, and against a run the fitted interrupt clock, the measurement, the run's own
+    interrupt cycle (from its interrupt samples) and the lines' slopes side by side."""
 
     model: AliasingPattern
     fit: InterruptClockFit | None
     measured: AliasingMeasurement | None
     partial: bool
     model_id: NotRequired[int]
+    cycle: NotRequired[InterruptCycleDoc]
+    slopes: NotRequired[AliasingSlopes]
 
 
 class ServiceTime(TypedDict, total=False):
@@ -761,11 +790,15 @@ class RemedyDoc(TypedDict):
 
 
 class Tail(TypedDict):
-    """The packets counted as the tail: those above threshold_ns, chosen by rule."""
+    """The packets counted as the tail: those above threshold_ns, chosen by rule; the run's
+    floor (its lowest latency: no packet was delayed by more than its latency above it) and
+    median (a tail packet's excess is its latency above it)."""
 
     threshold_ns: int
     packets: int
     rule: str
+    floor_ns: NotRequired[int]
+    median_ns: NotRequired[int]
 
 
 class CauseDoc(TypedDict):
@@ -775,22 +808,43 @@ class CauseDoc(TypedDict):
     role: str
     host: str | None  # the host of the role's core (a run may be traced on several)
     cpu: int | None
-    share: float
+    tail_packets: int  # the tail packets this cause keeps
+    share: float  # tail_packets over the tail's packets: the one number every surface shows
     added_ns: int
     evidence: dict[str, Any]
     remedy: RemedyDoc
+
+
+class UnseenDoc(TypedDict):
+    """Something an explanation could not see (explain/unseen.py), with the share of the tail
+    it could hold: the unexplained tail packets it could have delayed."""
+
+    kind: str  # hypervisor | untraced | no_trace | vm_exits | interrupts
+    what: str
+    role: str | None
+    host: str | None
+    cpu: int | None
+    share: float
+    resolution: NotRequired[str]  # how finely it is sampled, where it is (steal, interrupt counts)
+    sampling_interval_ns: NotRequired[int]
+    tick_ns: NotRequired[int]
+    steal_ns: NotRequired[int]
 
 
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
     run: int
+    version: int  # how it was worked out (explain/analysis.py's VERSION)
     tail: Tail
     causes: list[CauseDoc]
+    unexplained_packets: int
     unexplained_share: float
     headline: str | None
+    unseen: list[UnseenDoc]
     trace: dict[str, Any]
     interrupt_coincidence: dict[str, Any]
+    interrupts: list[dict[str, Any]]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]
     partial: bool
 

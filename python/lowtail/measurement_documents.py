@@ -216,6 +216,9 @@ class TestbedDocument(TypedDict, total=False):
     dst_mac: str
     clocks: ClockJudgement
     axes: dict[str, object]  # an imported run: axis → value, as its spec's pattern read them
+    # An imported run's interrupt recordings by source ("guest", "host"): what was read of each
+    # (experiment/irq_recordings.py's facts, the file, the DuT's CPU in it).
+    interrupts: dict[str, dict[str, object]]
 
 
 # -- energy and the noise probe (`lowtail noise --json`, stored by store/host.py) -----

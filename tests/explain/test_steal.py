@@ -10,6 +10,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -158,3 +159,58 @@ def test_this_hosts_steal_is_not_blamed_on_a_role_of_another_host():
     assert not [c for c in explain(p, facts, _intervals([]), COVERAGE)["causes"] if c["kind"] == HYPERVISOR]
     facts.steal_roles = ["dut"]
     assert explain(p, facts, _intervals([]), COVERAGE)["causes"][0]["kind"] == HYPERVISOR
+
+
+def test_steal_injected_into_a_stored_run_names_the_hypervisor_with_its_resolution(tmp_path):
+    """A stored run, and steal written into its stored samples in the intervals its slowest
+    packets flew in: `explain --json` names the hypervisor — a cause of its own kind (never a
+    process's name) and an entry of what could not be seen — with its sampling resolution."""
+    import json
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+    from compare_support import experiment, store_run
+
+    from lowtail.host.interrupts import InterruptSample
+    from lowtail.store import open_store
+    from lowtail.store.host import save_run_interrupts
+
+    db = tmp_path / "steal.duckdb"
+    with open_store(db) as store:
+        e = experiment(store, "vm", {"percentile": 99.9, "budget": "30us"})
+        run = store_run(store, tmp_path, e, "fwd", packets=50_000, seed=4, spike_probability=0.0002, spike_ns=40_000)
+        (series,) = store.con.execute("SELECT series_path FROM runs WHERE run_id = ?", [run]).fetchone()
+        table = pq.read_table(series, columns=["pre_ts_ns", "latency_ns"])
+        pre = table.column("pre_ts_ns").to_numpy()
+        slow = pre[table.column("latency_ns").to_numpy() >= 30_000]
+        assert slow.size, "the run has no spikes"
+        first = int(pre.min())
+        ends = sorted({first + ((int(t) - first) // SAMPLE_NS + 1) * SAMPLE_NS for t in slow})
+        save_run_interrupts(store, run, [InterruptSample(t, 0, STEAL_KIND, TICK_NS, SAMPLE_NS) for t in ends], "steal")
+    # The run's own tail (p99.9: its 10 spikes among 40 packets of jitter), and its spikes alone.
+    explained = []
+    for above in ([], ["--above", "35us"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "lowtail", "explain", str(run), "--db", str(db), "--json", *above],
+            capture_output=True,
+            text=True,
+        )
+        assert done.returncode == 0, done.stderr
+        explained.append(json.loads(done.stdout))
+    for doc in explained:
+        (unseen,) = [u for u in doc["unseen"] if u["kind"] == HYPERVISOR]
+        assert unseen["cpu"] == 0 and unseen["sampling_interval_ns"] == SAMPLE_NS and unseen["tick_ns"] == TICK_NS
+        assert "every 100.000 ms" in unseen["resolution"] and "ticks of 10.000 ms" in unseen["resolution"]
+        assert unseen["steal_ns"] == len(ends) * TICK_NS and 0 <= unseen["share"] <= 1
+    # Among the spikes alone, the steal in their intervals is beyond chance: the hypervisor is a cause.
+    doc = explained[1]
+    (unseen,) = [u for u in doc["unseen"] if u["kind"] == HYPERVISOR]
+    assert unseen["cpu"] == 0 and unseen["sampling_interval_ns"] == SAMPLE_NS and unseen["tick_ns"] == TICK_NS
+    assert "every 100.000 ms" in unseen["resolution"] and "ticks of 10.000 ms" in unseen["resolution"]
+    assert unseen["steal_ns"] == len(ends) * TICK_NS and 0 <= unseen["share"] <= 1
+    for c in doc["causes"]:
+        if c["kind"] == HYPERVISOR:
+            assert "pid" not in c["evidence"]["what"] and c["evidence"]["resolution"] == unseen["resolution"]
+    hypervisor = [c for c in doc["causes"] if c["kind"] == HYPERVISOR]
+    assert hypervisor, (doc["tail"], doc["causes"], doc["unseen"])
+    assert doc["headline"] and "steal time on CPU 0" in doc["headline"] and "pid" not in doc["headline"]

@@ -134,7 +134,9 @@ def test_a_host_refusing_tracing_is_untraced_and_a_hog_on_the_remote_duts_core_i
     assert [h["host"] for h in trace["info"]["hosts"]] == [dut.destination, lg.destination]
     hosts = set(pq.read_table(trace["path"], columns=["host"]).column("host").to_pylist())
     assert hosts == {dut.destination, lg.destination}
-    assert any(f"on {ts.destination} were not traced" in n for n in doc["notes"]), doc["notes"]
+    assert any(
+        u["kind"] == "untraced" and f"on {ts.destination} were not traced" in u["what"] for u in doc["unseen"]
+    ), doc["unseen"]
     assert not any(c["host"] == ts.destination and c["kind"] == "timestamper_stall" for c in doc["causes"])
     nothing_left(lab)
     # What must hold on a busy shared host too: the hog, where it is named, is the DuT's

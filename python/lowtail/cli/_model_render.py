@@ -129,6 +129,24 @@ def aliasing_lines(d: Mapping[str, Any]) -> None:
         )
         if f.get("warning"):
             warn(f["warning"])
+    cycle = d.get("cycle")
+    if cycle:
+        steps = ", ".join(f"{c['kind']} every {c['every']} ticks ({c['rate_hz']:.4g} Hz)" for c in cycle["companions"])
+        out.print(
+            f"interrupt cycle from the run's {cycle['source']} samples on CPU {cycle['cpu']}: {cycle['base']} at "
+            f"{cycle['base_rate_hz']:.6g} Hz"
+            + (f", {steps}" if steps else "")
+            + f"; ticks {', '.join(cycle['cycle'])} "
+            f"of {', '.join(format_ns(x) for x in cycle['durations_ns'])}",
+            markup=False,
+        )
+        out.print(f"  ({cycle['resolution']})", markup=False)
+    slopes = d.get("slopes")
+    if slopes and slopes["measured_ns_per_s"] is not None and slopes["model_ns_per_s"] is not None:
+        out.print(
+            f"lines: measured {format_ns(slopes['measured_ns_per_s'])}/s, model {format_ns(slopes['model_ns_per_s'])}/s",
+            markup=False,
+        )
 
 
 def simulate_tables(d: Mapping[str, Any]) -> None:

@@ -1,6 +1,7 @@
 """`lowtail explain RUN`: why a run's tail is what it is — its tail packets matched against
 what ran on each role's core while they were in flight, the causes ranked, each with its
-evidence and remedy (explain/)."""
+evidence and remedy, and what could not be seen (explain/). A stored run is answered from its
+stored explanation (worked out when the run was stored, or the first time it is asked for)."""
 
 from __future__ import annotations
 
@@ -13,20 +14,24 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
-from lowtail.report.explain import KIND_WORDS, core_text
+from lowtail.explain.words import KIND_WORDS, core_text, printable, rates_lines
 from lowtail.units import format_ns, format_percent
 
 
 @app.command(
     help="Why a run's tail is what it is: its tail packets (above the budget when the run fails it, else above "
     "p99.9) against what ran on the DuT's, generator's and timestamper's cores while they were in flight; "
-    "causes ranked by the share of the tail they explain, with evidence and a remedy. The explanation is "
-    "stored (the report and `compare` show it)."
+    "causes ranked by the share of the tail they explain, with evidence and a remedy, and what could not be "
+    "seen (steal time, untraced cores) with the share of the tail it could hold. The explanation is worked out "
+    "once and stored (the report and `compare` show it); asking again answers from the store. --above "
+    "explains another tail on request, without storing it."
 )
 def explain(
     run: str = typer.Argument("latest", help="Run id, or 'latest'."),
     above: str | None = typer.Option(
-        None, "--above", help="The tail: packets above this percentile (p99) or latency (500us)."
+        None,
+        "--above",
+        help="The tail: packets above this percentile (p99) or latency (500us) [default: the run's own, stored].",
     ),
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
@@ -35,17 +40,18 @@ def explain(
     ),
 ) -> None:
     """`lowtail explain`."""
-    from lowtail.explain.run import explain_run, latency_above
+    from lowtail.explain.asked import latency_above
+    from lowtail.explain.stored import stored_or_explained
     from lowtail.store import open_store
     from lowtail.store.explain import run_id_of
 
     threshold = latency_above(above) if above is not None else None
     with open_store(db) as store:
-        doc = explain_run(store, run_id_of(store, run), threshold)
+        doc = stored_or_explained(store, run_id_of(store, run), threshold)
     if output is not None:
         from lowtail.report.explain_page import write_explain_report
 
-        written = write_explain_report(db, doc["run"], output)
+        written = write_explain_report(db, doc, output)
     if json_out:
         print_json(doc)
     else:
@@ -57,12 +63,17 @@ def explain(
 
 
 def show(doc: Any) -> None:
-    """The explanation on the terminal: the headline first, the causes table, each cause's
-    evidence and remedy, the unexplained share, the notes."""
+    """The explanation on the terminal: the headline first, what could not be seen, the causes
+    table, each cause's evidence and remedy, the unexplained share, the notes. Names from the
+    trace are data: `printable` escapes them."""
     if doc.get("headline"):
-        warn(doc["headline"])
+        warn(printable(doc["headline"]))
     tail = doc["tail"]
     note(f"run {doc['run']}: {tail['packets']:,} tail packets, {tail['rule']} ({format_ns(tail['threshold_ns'])})")
+    for u in doc.get("unseen") or []:
+        note(f"not seen: {printable(u['what'])} (could hold up to {format_percent(u['share'])} of the tail)")
+        if u.get("resolution"):
+            note(f"  resolution: {u['resolution']}")
     causes = doc.get("causes") or []
     if causes:
         t = Table(box=None)
@@ -73,16 +84,16 @@ def show(doc: Any) -> None:
                 str(i),
                 KIND_WORDS.get(c["kind"], c["kind"]),
                 c["role"],
-                core_text(c, doc),
+                printable(core_text(c, doc)),
                 format_percent(c["share"]),
                 format_ns(c["added_ns"]),
-                str(c["evidence"].get("what", "")),
+                printable(c["evidence"].get("what", "")),
             )
         table_console().print(t)
         for i, c in enumerate(causes, 1):
             for e in c["evidence"].get("events", [])[:2]:
                 event = e.get("event")
-                happened = f"; {event['what']} ran {format_ns(event['duration_ns'])}" if event else ""
+                happened = f"; {printable(event['what'])} ran {format_ns(event['duration_ns'])}" if event else ""
                 out.print(
                     f"  {i}. packet {e['packet_id']}: {format_ns(e['latency_ns'])}, "
                     f"{format_ns(e['delay_ns'])} of it {c['kind'].replace('_', ' ')}{happened}",
@@ -92,5 +103,11 @@ def show(doc: Any) -> None:
     else:
         note("no cause explains more of the tail than chance would")
     note(f"unexplained: {format_percent(doc['unexplained_share'])} of the tail packets")
+    for sampled in doc.get("interrupts") or []:
+        note(f"{sampled['source']} interrupts, {sampled['resolution']}:")
+        for line in rates_lines(sampled):
+            note(f"  {printable(line)}")
+        for line in sampled.get("sentences") or []:
+            note(f"  {printable(line)}")
     for n in doc.get("notes") or []:
-        note(n)
+        note(printable(n))

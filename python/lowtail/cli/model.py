@@ -263,12 +263,21 @@ def evt(
 @model_app.command(
     help="Simulate periodic interrupts against constant-rate traffic and print the worst-N "
     "pattern they make (Commun. Mag. 2020, §V-B; NOMS 2020, §V-C). With --run, the interrupt clock is fitted "
-    "to the run's delayed packets and the model is drawn over its worst events."
+    "to the run's delayed packets and the model is drawn over its worst events; a run with interrupt samples "
+    "(its own, or an imported recording) gives the interrupt cycle on the DuT's CPU: the timer's rate and the "
+    "kinds that come with every k-th tick (e.g. timer, timer, timer + IRQ work), their durations fitted unless "
+    "given. The slopes of the measured and modelled lines are printed side by side."
 )
 def aliasing(
     rate: float | None = typer.Option(None, help="Packet rate [default: 10000, or the run's]."),
-    irq_rate: float = typer.Option(250.0, help="Interrupt rate in Hz (nominal, with --run)."),
-    irq_durations: str = typer.Option("5.5us,8.2us", help="Durations of successive interrupts, cycled."),
+    irq_rate: float | None = typer.Option(
+        None, help="Interrupt rate in Hz (nominal, with --run) [default: 250, or the run's timer from its samples]."
+    ),
+    irq_durations: str | None = typer.Option(
+        None,
+        help="Durations of successive interrupts, cycled [default: 5.5us,8.2us]; against a run with interrupt "
+        "samples, two durations are the timer's alone and with its companion [default: fitted to the run].",
+    ),
     duration: str | None = typer.Option(None, help="Simulated time [default: 30s, or the run's]."),
     base_latency: str | None = typer.Option(
         None, help="Latency of an undisturbed packet [default: 3.1us, or the run's median]."
@@ -294,9 +303,10 @@ def aliasing(
     from lowtail.models.aliasing import AliasingOptions, AliasingSpec, aliasing_and_store
     from lowtail.report.models import aliasing_figure
 
+    durations = None
+    if irq_durations is not None:
+        durations = [float(parse_duration_ns(d, "us")) for d in irq_durations.split(",") if d.strip()]
     spec = AliasingSpec(
-        irq_rate_hz=irq_rate,
-        irq_durations_ns=[float(parse_duration_ns(d, "us")) for d in irq_durations.split(",") if d.strip()],
         service_ns=float(parse_duration_ns(service, "ns")),
         irq_phase_ns=float(parse_duration_ns(phase, "ns")),
         worst=worst,
@@ -310,6 +320,8 @@ def aliasing(
         rate_pps=rate,
         duration_s=parse_duration_ns(duration) / 1e9 if duration is not None else None,
         base_latency_ns=float(parse_duration_ns(base_latency, "us")) if base_latency is not None else None,
+        irq_rate_hz=irq_rate,
+        irq_durations_ns=durations,
     )
     with _store(db, store or run is not None) as s:
         doc = aliasing_and_store(s, opts, save=store)

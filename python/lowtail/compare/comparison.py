@@ -619,26 +619,30 @@ CAUSES_SHOWN = 3  # causes per configuration in `compare`'s causes column
 
 def configuration_causes(store: Store, configurations: Sequence[ConfigurationDocument]) -> list[ConfigurationCauses]:
     """Each configuration's causes of the tail, from its runs' stored explanations
-    (`lowtail explain`): a cause's share is its mean share over the explained runs (0 in a
-    run that does not name it), the first few kept; the headline when the host could not
-    measure what was asked in one of them."""
-    from lowtail.store.explain import causes_of, explained_runs, headlines
+    (`lowtail explain`): a cause's share is the tail packets it keeps over all the tail packets
+    of the explained runs (a configuration of one run shows that run's stored share), the first
+    few kept; the first run's headline, naming the run, when the host could not measure what
+    was asked in one of them."""
+    from lowtail.store.explain import causes_of, headlines, tail_packets
 
     run_ids = [r for c in configurations for r in c["runs"]]
-    stored, said, done = causes_of(store, run_ids), headlines(store, run_ids), explained_runs(store, run_ids)
+    stored, said, tails = causes_of(store, run_ids), headlines(store, run_ids), tail_packets(store, run_ids)
     out: list[ConfigurationCauses] = []
     for c in configurations:
-        explained = [r for r in c["runs"] if r in done]
-        totals: dict[tuple[str, str, str | None], list[float]] = {}
+        explained = [r for r in c["runs"] if r in tails]
+        whole = sum(tails[r] for r in explained)
+        kept: dict[tuple[str, str, str | None], list[int]] = {}
         for r in explained:
             for cause in stored.get(r, []):
-                totals.setdefault((cause["kind"], cause["role"], cause["what"]), []).append(cause["share"])
+                # The share stored is the cause's packets over the run's: the count back, exactly.
+                packets = round(cause["share"] * tails[r])
+                kept.setdefault((cause["kind"], cause["role"], cause["what"]), []).append(packets)
         summaries = [
-            CauseSummary(kind=k, role=role, what=what, share=sum(v) / len(explained), runs=len(v))
-            for (k, role, what), v in totals.items()
+            CauseSummary(kind=k, role=role, what=what, share=sum(v) / whole if whole else 0.0, runs=len(v))
+            for (k, role, what), v in kept.items()
         ]
         summaries.sort(key=lambda s: (-s["share"], s["kind"]))
-        headline = next((said[r] for r in c["runs"] if r in said), None)
+        headline = next((f"run {r}: {said[r]}" for r in c["runs"] if r in said), None)
         out.append(
             ConfigurationCauses(
                 index=c["index"],

@@ -16,6 +16,12 @@ A small TOML file says what each pair is, by its file names:
     trim = "1s"
     id_format = "moonsniff"
     [verdict]                                              # as in an experiment file
+    [interrupts]                                           # optional: /proc/interrupts samples per pair
+    guest = "{dut}-{rate}pps-r{repetition}-irq-guest.csv"  # the guest's (a VM DuT), by the pairs' axes
+    host = "{dut}-{rate}pps-r{repetition}-irq-host.csv"    # this host's, or the VM host's
+    irq_period = "1s"                                      # how often the samples were taken
+    dut_cpu = 2                                            # the DuT's CPU (the guest's with a guest file)
+    host_cpu = 5                                           # with a guest: the VM host's CPU under the DuT
 
 Every `{axis}` of the pattern becomes a value of the pair; files that differ only in
 `{side}` are a pair; a name ending in .zst or .gz matches the pattern without it. Axes fill the columns of a run as lowtail's own runs have them — `dut`
@@ -26,6 +32,13 @@ of them are kept under the run's `testbed.axes`.
 
 One pair is analysed by `analyse_pair` and stored as a run by `store_pair`: the two halves
 a campaign on many workers reuses (analysis where the data lies, storing in one process).
+
+A pair's interrupt recordings ([interrupts]: files named by the pairs' axes, without {side};
+experiment/irq_recordings.py reads both the studies' shape and lowtail's own) are stored as
+the run's interrupt samples — the guest's as source "guest", the other as "host" — with what
+was read of them (period, the DuT's CPU, wraps, resets) in the run's `testbed.interrupts`;
+`lowtail explain` and `model aliasing` use them at their resolution. A pair whose recording
+is missing or unreadable is stored without it, and the import says so.
 """
 
 from __future__ import annotations
@@ -46,10 +59,14 @@ from lowtail import __version__, files, schema
 from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.documents import AnalyzeOptionsDocument
 from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.experiment.irq_recordings import read_recording
 from lowtail.experiment.runner import is_disk_full
+from lowtail.host.interrupts import InterruptSample
+from lowtail.measurement_documents import TestbedDocument
 from lowtail.store import records
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
+from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
 from lowtail.units import parse_duration_ns
 from lowtail.verdict import VerdictSettingError, VerdictTable, parse_verdict
@@ -84,25 +101,48 @@ class ImportSpec:
     axes: dict[str, Any]
     analysis: dict[str, Any]  # AnalyzeOptions keyword arguments
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    interrupts: InterruptFiles | None = None
 
     @property
     def regex(self) -> re.Pattern[str]:
         """The pattern as a regular expression over a path relative to the directory."""
-        parts, seen, last = [], set(), 0
-        for m in _PLACEHOLDER.finditer(self.pattern):
-            axis = m.group(1)
-            parts.append(re.escape(self.pattern[last : m.start()]))
-            if axis == SIDE:
-                body = "|".join(re.escape(s) for s in sorted(self.sides, key=len, reverse=True))
-            else:
-                # Numbers for the numeric axes (the store declares each), else up to the next literal text.
-                declared = records.axis_named(axis)
-                body = declared.pattern if declared is not None and declared.imported else r"[^/]+?"
-            parts.append(f"(?P<{axis}>{body})")
-            seen.add(axis)
-            last = m.end()
-        parts.append(re.escape(self.pattern[last:]))
-        return re.compile("".join(parts))
+        return _pattern_regex(self.pattern, self.sides)
+
+
+@dataclass(frozen=True)
+class InterruptFiles:
+    """[interrupts]: each pair's interrupt recordings by file-name pattern (source "guest" and
+    "host"), how often they were sampled, and the DuT's CPU in them."""
+
+    patterns: dict[str, str]  # source -> pattern over the pairs' axes
+    period_ns: int
+    dut_cpu: int | None
+    host_cpu: int | None
+
+    def cpu_of(self, source: str) -> int | None:
+        """The DuT's CPU in the recording of `source`: the guest's, or the host's when there is
+        no guest recording (with one, the host's CPU under the DuT is `host_cpu`)."""
+        if source == "guest" or "guest" not in self.patterns:
+            return self.dut_cpu
+        return self.host_cpu
+
+
+def _pattern_regex(pattern: str, sides: Mapping[str, str]) -> re.Pattern[str]:
+    """A file-name pattern as a regular expression over a path relative to the directory."""
+    parts, last = [], 0
+    for m in _PLACEHOLDER.finditer(pattern):
+        axis = m.group(1)
+        parts.append(re.escape(pattern[last : m.start()]))
+        if axis == SIDE:
+            body = "|".join(re.escape(s) for s in sorted(sides, key=len, reverse=True))
+        else:
+            # Numbers for the numeric axes (the store declares each), else up to the next literal text.
+            declared = records.axis_named(axis)
+            body = declared.pattern if declared is not None and declared.imported else r"[^/]+?"
+        parts.append(f"(?P<{axis}>{body})")
+        last = m.end()
+    parts.append(re.escape(pattern[last:]))
+    return re.compile("".join(parts))
 
 
 _Text = Annotated[str, schema.rule("must be a non-empty string", min_length=1, max_length=1000)]
@@ -133,15 +173,31 @@ class _AnalysisTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     histogram_bins: Annotated[int, schema.rule("must be a whole number ≥ 1", ge=1, le=schema.INT64_MAX)] | None = None
 
 
+_Cpu = Annotated[int, schema.rule("must be a CPU number (a whole number from 0 to 99,999)", ge=0, le=99_999)]
+
+
+class _InterruptsTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """[interrupts]: the pairs' interrupt recordings."""
+
+    guest: _Text | None = None
+    host: _Text | None = None
+    irq_period: Annotated[str, schema.rule('must be a duration such as "1s"', min_length=1, max_length=100)] | None = (
+        None
+    )
+    dut_cpu: _Cpu | None = None
+    host_cpu: _Cpu | None = None
+
+
 class _SpecFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Optional here so that a spec without it gets the example, not msgspec's words.
     import_: _ImportTable | None = msgspec.field(default=None, name="import")
     axes: dict[str, Any] = msgspec.field(default_factory=dict)  # each value converted on its own
     analysis: _AnalysisTable = msgspec.field(default_factory=_AnalysisTable)
     verdict: VerdictTable = msgspec.field(default_factory=VerdictTable)
+    interrupts: _InterruptsTable | None = None
 
 
-_SPEC_SECTIONS = ("import", "axes", "analysis", "verdict")
+_SPEC_SECTIONS = ("import", "axes", "analysis", "verdict", "interrupts")
 
 
 def _spec_name(path: schema.Path) -> str:
@@ -167,7 +223,9 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
 
     for section in doc:
         if section not in _SPEC_SECTIONS:
-            raise bad(f"unknown section [{section}] (known: [import], [axes], [analysis], [verdict])", section)
+            raise bad(
+                f"unknown section [{section}] (known: [import], [axes], [analysis], [verdict], [interrupts])", section
+            )
     tables: _SpecFile = schema.convert(doc, _SpecFile, source, locate, names=_spec_name)
     table = tables.import_
     if table is None:
@@ -215,7 +273,42 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
     except VerdictSettingError as e:
         raise bad(f"[verdict] {e}", "verdict", e.key) from None
     name = table.name.strip() if table.name else None
-    return ImportSpec(source, name, pattern, sides, axes, analysis, raw=doc)
+    interrupts = None if tables.interrupts is None else _interrupt_files(tables.interrupts, axes_in_pattern, bad)
+    return ImportSpec(source, name, pattern, sides, axes, analysis, raw=doc, interrupts=interrupts)
+
+
+def _interrupt_files(table: _InterruptsTable, pair_axes: list[str], bad: Callable[..., UserError]) -> InterruptFiles:
+    """[interrupts] checked: at least one pattern, each naming only axes of the pairs' pattern
+    (a recording belongs to the pairs whose axes it names), a sampling period, and a DuT CPU."""
+    patterns = {source: p for source, p in (("guest", table.guest), ("host", table.host)) if p is not None}
+    if not patterns:
+        raise bad('[interrupts] needs `guest` or `host`: the pattern of each pair\'s recording file, e.g. '
+                  'host = "{dut}-{rate}pps-r{repetition}-irq.csv"', "interrupts")  # fmt: skip
+    for source, p in patterns.items():
+        named = _PLACEHOLDER.findall(p)
+        unknown = [a for a in named if a == SIDE or a not in pair_axes]
+        if unknown:
+            raise bad(
+                f"[interrupts] {source}: {{{unknown[0]}}} is not an axis of the captures' pattern "
+                f"({', '.join('{' + a + '}' for a in pair_axes if a != SIDE)})",
+                "interrupts",
+                source,
+            )
+    if table.irq_period is None:
+        raise bad('[interrupts] needs irq_period, how often the samples were taken (e.g. "1s")', "interrupts")
+    try:
+        period = parse_duration_ns(table.irq_period, what="[interrupts] irq_period")
+    except UserError as e:
+        raise bad(str(e), "interrupts", "irq_period") from None
+    if not 1_000_000 <= period <= 3_600 * 1_000_000_000:
+        raise bad("[interrupts] irq_period must be between 1ms and 1h", "interrupts", "irq_period")
+    if table.dut_cpu is None:
+        raise bad("[interrupts] needs dut_cpu, the CPU the DuT ran on in the recording", "interrupts")
+    if table.host_cpu is not None and "guest" not in patterns:
+        raise bad(
+            "[interrupts] host_cpu is the VM host's CPU under a guest: give `guest` too", "interrupts", "host_cpu"
+        )
+    return InterruptFiles(patterns, period, table.dut_cpu, table.host_cpu)
 
 
 def _axis_value(axis: str, value: Any) -> Any:
@@ -236,6 +329,8 @@ class Pair:
     axes: dict[str, Any]
     pre: Path
     post: Path
+    # Its interrupt recordings by source ("guest", "host"), where the spec names them.
+    interrupts: dict[str, Path] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -284,7 +379,30 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
             campaign.unpaired.append(f"{names[have]}: no {missing} capture to pair it with")
         else:
             campaign.pairs.append(Pair(dict(key) | spec.axes, sides["pre"][0], sides["post"][0]))
+    if spec.interrupts is not None:
+        _find_recordings(directory, spec.interrupts, campaign.pairs, campaign)
     return campaign
+
+
+def _find_recordings(directory: Path, irq: InterruptFiles, pairs: list[Pair], campaign: Campaign) -> None:
+    """Each pair's interrupt recordings: the file of each source whose name carries the pair's
+    values of the axes its pattern names. The files are no captures: taken out of `ignored`."""
+    taken: set[str] = set()
+    for source, pattern in irq.patterns.items():
+        regex = _pattern_regex(pattern, {})
+        found: dict[tuple[tuple[str, Any], ...], Path] = {}
+        for relative in campaign.ignored:
+            m = regex.fullmatch(relative)
+            if m is not None:
+                values = {axis: _axis_value(axis, v) for axis, v in m.groupdict().items()}
+                found[tuple(sorted(values.items()))] = directory / relative
+                taken.add(relative)
+        axes = _PLACEHOLDER.findall(pattern)
+        for pair in pairs:
+            path = found.get(tuple(sorted((a, pair.axes[a]) for a in axes if a in pair.axes)))
+            if path is not None:
+                pair.interrupts[source] = path
+    campaign.ignored = [f for f in campaign.ignored if f not in taken]
 
 
 # -- one pair: analysed, then stored -------------------------------------------------------------
@@ -298,10 +416,17 @@ def analyse_pair(pair: Pair, spec: ImportSpec, series: Path | None) -> tuple[Ana
     return analyze_pair(pair.pre, pair.post, options), options.to_dict()
 
 
-def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, experiment_name: str) -> RunRecord:
+def run_record(
+    pair: Pair,
+    analysis: Mapping[str, Any],
+    experiment_id: int,
+    experiment_name: str,
+    recordings: Mapping[str, Mapping[str, Any]] | None = None,
+) -> RunRecord:
     """The run an analysed pair becomes, with the columns lowtail's own runs have: each axis
     the store declares as a column of an imported run from the pair's value (or its default),
-    every other axis one of the run's DuT options."""
+    every other axis one of the run's DuT options; what was read of its interrupt recordings
+    (`PairRecordings.facts`) under its testbed's `interrupts`."""
     axes = pair.axes
     columns = {
         a.column: a.imported(axes.get(a.name, a.import_default))
@@ -336,8 +461,55 @@ def run_record(pair: Pair, analysis: Mapping[str, Any], experiment_id: int, expe
         dut_stats={},
         capture_paths=[str(pair.pre.resolve()), str(pair.post.resolve())],
         traffic={"rate_given": "rate" in axes, "measured_rate_pps": measured},
-        testbed={"kind": "imported", "axes": axes, "pre": str(pair.pre.resolve()), "post": str(pair.post.resolve())},
+        testbed=_testbed(pair, recordings),
     )
+
+
+def _testbed(pair: Pair, recordings: Mapping[str, Mapping[str, Any]] | None) -> TestbedDocument:
+    """An imported run's testbed: its captures, the axes read from their names, what was read of
+    its interrupt recordings."""
+    doc = TestbedDocument(kind="imported", axes=pair.axes, pre=str(pair.pre.resolve()), post=str(pair.post.resolve()))
+    if recordings:
+        doc["interrupts"] = {source: dict(facts) for source, facts in recordings.items()}
+    return doc
+
+
+@dataclass
+class PairRecordings:
+    """A pair's interrupt recordings as read: each source's samples and facts, and what could
+    not be read (one line each)."""
+
+    samples: dict[str, list[InterruptSample]] = field(default_factory=dict)
+    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+def read_recordings(pair: Pair, spec: ImportSpec, analysis: Mapping[str, Any]) -> PairRecordings:
+    """The pair's interrupt recordings ([interrupts]), the studies' rows placed every period
+    from the pair's first PRE timestamp. A missing or unreadable file is a problem said, not a
+    failure of the pair: its captures are stored without that recording."""
+    out = PairRecordings()
+    irq = spec.interrupts
+    if irq is None:
+        return out
+    t0 = int(analysis.get("start_ts_ns") or 0)
+    for source in irq.patterns:
+        path = pair.interrupts.get(source)
+        if path is None:
+            out.problems.append(f"no {source} interrupt recording matches [interrupts] {source}")
+            continue
+        try:
+            recording = read_recording(path, t0, irq.period_ns)
+        except UserError as e:
+            out.problems.append(f"{source} interrupt recording not imported: {e}")
+            continue
+        out.samples[source] = recording.samples
+        out.facts[source] = recording.facts() | {
+            "file": str(path.resolve()),
+            "dut_cpu": irq.cpu_of(source),
+            "placed_from_ns": t0 if recording.shape == "studies" else None,
+        }
+    return out
 
 
 def store_pair(
@@ -347,9 +519,17 @@ def store_pair(
     pair: Pair,
     analysis: AnalysisDocument,
     options: AnalyzeOptionsDocument,
+    recordings: PairRecordings | None = None,
 ) -> int:
-    """Store an analysed pair as a run of the experiment (run and analysis in one transaction)."""
-    return runstore.save_run(store, run_record(pair, analysis, experiment_id, experiment_name), analysis, options)
+    """Store an analysed pair as a run of the experiment, with its interrupt recordings as the
+    run's interrupt samples (run, analysis and samples in one transaction)."""
+    recordings = recordings or PairRecordings()
+    record = run_record(pair, analysis, experiment_id, experiment_name, recordings.facts)
+    with store.transaction():
+        run_id = runstore.save_run(store, record, analysis, options)
+        for source, samples in recordings.samples.items():
+            save_run_interrupts(store, run_id, samples, source)
+    return run_id
 
 
 # -- the whole campaign --------------------------------------------------------------------------
@@ -434,8 +614,9 @@ def import_campaign(
                     ) from None
                 failed.append((pair.label, str(e)))
                 continue
-            store_pair(store, eid, name, pair, analysis, options)
-            warnings += [(pair.label, w) for w in analysis.get("warnings", [])]
+            recordings = read_recordings(pair, spec, analysis)
+            store_pair(store, eid, name, pair, analysis, options, recordings)
+            warnings += [(pair.label, w) for w in [*analysis.get("warnings", []), *recordings.problems]]
     except (KeyboardInterrupt, Interrupted):
         runstore.set_status(store, eid, "interrupted")
         raise Interrupted(

@@ -16,6 +16,9 @@ The kinds (docs/explain.md says how each is detected):
                         the DuT (a measurement artefact)
     hypervisor          the hypervisor took a role's CPU (steal time) while packets nothing
                         else explains flew: a measurement artefact (explain/steal.py)
+    lowtail_process     one of lowtail's own processes (the command, its interrupt sampler,
+                        a helper: trace/own.py) took the DuT's core: the measurement, not
+                        another task (a measurement artefact)
     overload            offered rate at or above the DuT's R_max: a standing queue
     batching            packets held until the rest of their batch was processed
     virtualization      the VM DuT's vCPU threads preempted on the host, or its exits
@@ -23,8 +26,16 @@ The kinds (docs/explain.md says how each is detected):
 A suspect becomes a cause only when it explains more tail packets than it would by chance
 (the same windows moved elsewhere in the run, or its delay's distribution over all packets)
 by a margin (`significant`), and at least `CAUSE_FLOOR` of them; each tail packet is then
-given to the cause that accounts for most of its delay. What no cause takes is the
-unexplained share.
+given to one cause (`_attribute`). What no cause takes is the unexplained share.
+
+The evidence adds up by construction: the delay a cause accounts for in a packet is at most
+the packet's latency above the run's floor (its lowest latency: no packet was faster, so no
+packet was delayed by more), however long the event itself ran; a packet delayed by several
+overlapping events belongs to the cause with the largest such delay (on a tie, the one whose
+event held its window longer, then the first ranked); each cause keeps a whole number of tail
+packets, its share is that number over the tail's, and the unexplained share is the packets
+no cause keeps over the same — so the shares and the unexplained share add up to 1, and every
+surface shows these stored numbers.
 
 A role's cores are (host, cpu) pairs (`cores.Core`): a run traced on several hosts keeps
 each host's CPUs apart. On another host's cores a packet's window is widened by that
@@ -34,6 +45,7 @@ only within its markers' `date` bracket, and the hosts' clocks are assumed synch
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -43,15 +55,28 @@ import pyarrow as pa
 
 from lowtail.documents import CauseDoc, ExplainDocument, Tail
 from lowtail.explain import packets as pk
+from lowtail.explain.asked import VERSION, rule_of
 from lowtail.explain.candidates import CAUSE_FLOOR, Candidate, by_chance, chance_seed
-from lowtail.explain.cores import Core, Suspect, columns, restricted, suspects, task_label, waiting
+from lowtail.explain.cores import (
+    Core,
+    Suspect,
+    TraceView,
+    descendants,
+    restricted,
+    subset,
+    suspects,
+    task_label,
+    waiting,
+)
 from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
+from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
-from lowtail.units import format_ns, format_rate
+from lowtail.units import format_ns, format_percent, format_rate
 
-MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", HYPERVISOR)
-ROLES = ("dut", "generator", "timestamper", "host")
+OWN_PROCESS = "lowtail_process"
+MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", OWN_PROCESS, HYPERVISOR)
+ROLES = ("dut", "generator", "timestamper", "host", "lowtail")
 EVIDENCE_EVENTS = 5
 
 
@@ -77,18 +102,40 @@ class RunFacts:
     steal: list[tuple[int, int, str, int, int]] = field(default_factory=list)
     # The roles on this host, whose CPUs the steal samples are of (None: every role).
     steal_roles: list[str] | None = None
+    # How often the sampler read steal (the interrupt samples' period); 0: from the steal rows.
+    steal_period_ns: int = 0
+    # lowtail's own tasks (pids and thread ids) per host during the run (trace/own.py); None
+    # for a run recorded before they were (then only the roles' programs are known as such).
+    own_tasks: dict[str, set[int]] | None = None
+    # What could not be seen, besides steal: roles whose cores were not traced ({role, host,
+    # reason}), why there is no trace at all, why a VM's exits cannot be in it.
+    untraced: list[dict[str, Any]] = field(default_factory=list)
+    no_trace: str | None = None
+    vm_exits_unseen: str | None = None
 
 
 def tail_threshold(p: pk.Packets, facts: RunFacts, above: int | Fraction | None) -> Tail:
     """The latency above which packets are the tail: `above` (a latency, or a percentile),
     else the budget when the run fails it, else p99.9."""
     if isinstance(above, Fraction):
-        return Tail(threshold_ns=p.percentile(above), packets=0, rule=f"above p{float(above) * 100:g}")
+        return Tail(threshold_ns=p.percentile(above), packets=0, rule=rule_of(above))
     if isinstance(above, int):
-        return Tail(threshold_ns=above, packets=0, rule=f"above {format_ns(above)}")
+        return Tail(threshold_ns=above, packets=0, rule=rule_of(above))
     if facts.budget_ns is not None and facts.budget_failed:
         return Tail(threshold_ns=facts.budget_ns, packets=0, rule=f"above the budget, {format_ns(facts.budget_ns)}")
     return Tail(threshold_ns=p.percentile(pk.DEFAULT_TAIL), packets=0, rule="above p99.9")
+
+
+@dataclass
+class Attribution:
+    """Which cause each tail packet was given, and the delay it accounts for there: what the
+    document's shares count (its `causes` index, -1 for none; the bounded delay, 0 for none)."""
+
+    packet_id: np.ndarray
+    latency_ns: np.ndarray
+    floor_ns: int
+    cause: np.ndarray
+    delay_ns: np.ndarray
 
 
 def explain(
@@ -99,25 +146,40 @@ def explain(
     above: int | Fraction | None = None,
 ) -> ExplainDocument:
     """The causes of a run's tail (see the module's docstring)."""
-    doc = ExplainDocument(run=facts.run_id, notes=list(facts.notes), partial=False)
+    return attributed(p, facts, intervals, coverage, above)[0]
+
+
+def attributed(
+    p: pk.Packets,
+    facts: RunFacts,
+    intervals: pa.Table | None,
+    coverage: dict[Core, tuple[int | None, int | None]],
+    above: int | Fraction | None = None,
+) -> tuple[ExplainDocument, Attribution]:
+    """The explanation, and the attribution of each tail packet it counts."""
+    doc = ExplainDocument(run=facts.run_id, version=VERSION, notes=list(facts.notes), partial=False)
+    none = Attribution(*(np.zeros(0, dtype=np.int64),) * 2, 0, *(np.zeros(0, dtype=np.int64),) * 2)
     if len(p) == 0:
         doc["tail"] = Tail(threshold_ns=0, packets=0, rule="no packets")
-        doc["causes"], doc["unexplained_share"], doc["headline"] = [], 0.0, None
-        return doc
+        return _without_causes(doc, facts), none
     tail = tail_threshold(p, facts, above)
     in_tail = p.latency_ns > tail["threshold_ns"]
     tail["packets"] = int(in_tail.sum())
+    floor = int(p.latency_ns.min())
+    median = p.percentile(Fraction(1, 2))
+    tail["floor_ns"], tail["median_ns"] = floor, median
     doc["tail"] = tail
     if not in_tail.any():
-        doc["causes"], doc["unexplained_share"], doc["headline"] = [], 0.0, None
-        return doc
-    median = p.percentile(Fraction(1, 2))
+        return _without_causes(doc, facts), dataclasses.replace(none, floor_ns=floor)
     excess = np.maximum(1, p.latency_ns[in_tail] - median)
+    # No packet was delayed by more than its latency above the fastest packet's.
+    room = p.latency_ns[in_tail] - floor
     late_all = pk.lateness(p, facts.rate_pps, facts.burst)
     bunched, due_since = pk.bunching(p, late_all)
-    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, bunched, intervals)
-    if intervals is not None:
-        candidates += _core_candidates(p, facts, in_tail, excess, due_since, intervals, coverage)
+    trace = TraceView.of(intervals) if intervals is not None else None
+    candidates = _packet_candidates(p, facts, in_tail, excess, late_all, bunched, trace)
+    if trace is not None:
+        candidates += _core_candidates(p, facts, in_tail, excess, due_since, trace, coverage)
         uncovered = _uncovered(p, in_tail, facts, coverage)
         if uncovered:
             doc["partial"] = True
@@ -130,47 +192,87 @@ def explain(
     for c in candidates:
         if c.significant(excess):
             taken |= c.hits(excess)
-    here = {r: d for r, d in facts.roles.items() if facts.steal_roles is None or r in facts.steal_roles}
-    elsewhere = bool(facts.roles) and not here  # every role on another host: this host's steal is not theirs
-    hypervisor = None if elsewhere else hypervisor_candidate(p, facts.steal, here, in_tail, excess, due_since, taken)
+    here = _steal_roles(facts)
+    hypervisor = (
+        None
+        if here is None
+        else hypervisor_candidate(p, facts.steal, here, in_tail, excess, due_since, taken, facts.steal_period_ns)
+    )
     if hypervisor is not None:
         candidates.append(hypervisor)
-    causes = _attribute(candidates, excess, p, in_tail, facts.rate_pps)
-    explained = sum(c["share"] for c in causes)
+    for c in candidates:
+        c.bound(room)
+    causes, owner, delay = _attribute(candidates, excess, p, in_tail, facts.rate_pps)
+    unexplained = owner < 0
     doc["causes"] = causes
-    doc["unexplained_share"] = round(max(0.0, 1.0 - explained), 4)
+    doc["unexplained_packets"] = int(unexplained.sum())
+    doc["unexplained_share"] = doc["unexplained_packets"] / tail["packets"]
     doc["headline"] = headline(causes)
+    window = (due_since[in_tail], p.post_ns[in_tail])
+    doc["unseen"] = unseen_entries(_unseeable(facts), here, window, excess, unexplained, tail["packets"])
+    return doc, Attribution(p.id[in_tail], p.latency_ns[in_tail], floor, owner, delay)
+
+
+def _without_causes(doc: ExplainDocument, facts: RunFacts) -> ExplainDocument:
+    """A run with no tail to explain: no cause, nothing unexplained; what could not be seen still said."""
+    doc["causes"], doc["unexplained_packets"], doc["unexplained_share"], doc["headline"] = [], 0, 0.0, None
+    empty = np.zeros(0, dtype=np.int64)
+    doc["unseen"] = unseen_entries(_unseeable(facts), _steal_roles(facts), (empty, empty), empty, empty.astype(bool), 0)
     return doc
+
+
+def _unseeable(facts: RunFacts) -> Unseeable:
+    return Unseeable(facts.steal, facts.steal_period_ns, facts.untraced, facts.no_trace, facts.vm_exits_unseen)
+
+
+def _steal_roles(facts: RunFacts) -> dict[str, dict[str, Any]] | None:
+    """The roles whose CPUs the steal samples are of (this host's); None when every role is on
+    another host, whose steal this host's samples are not."""
+    here = {r: d for r, d in facts.roles.items() if facts.steal_roles is None or r in facts.steal_roles}
+    return None if facts.roles and not here else here
 
 
 def headline(causes: list[CauseDoc]) -> str | None:
     """What every surface says first when the host could not measure what was asked: the
-    measurement's own stalls, or the hypervisor's steal, explain part of the tail."""
+    measurement's own stalls, its own processes, or the hypervisor's steal explain part of the
+    tail — each such cause with its own share, as its row of the table gives it."""
     artefacts = [c for c in causes if c["kind"] in MEASUREMENT_KINDS]
     if not artefacts:
         return None
-    share = sum(c["share"] for c in artefacts)
-    stalled = sorted({c["role"] for c in artefacts if c["kind"] in ("generator_stall", "timestamper_stall")})
-    sharing = sorted({c["role"] for c in artefacts if c["kind"] == "shared_core"})
-    happened, remedies = [], []
-    if stalled:
-        happened.append(" and ".join(f"the {role}" for role in stalled) + " stalled")
-        remedies.append(
-            "give the generator and the timestamper isolated cores of their own, stop other load on them, "
-            "or lower the rate"
-        )
-    if sharing:
-        happened.append(" and ".join(f"the {role}" for role in sharing) + " took the DuT's core")
-        remedies.append("give the DuT cores of its own, apart from the generator's and the timestamper's ([cores])")
-    if any(c["kind"] == HYPERVISOR for c in artefacts):
-        happened.append("the hypervisor took CPU time from this machine (steal)")
-        remedies.append("measure on dedicated vCPUs (no overcommitted host) or on bare metal")
-    what = artefacts[0]["evidence"].get("what", "")
-    return (
-        f"This host could not measure what was asked: {'; '.join(happened)}, and that explains "
-        f"{100 * share:.0f} % of the tail ({what}). The tail is partly the measurement's, not the DuT's: "
-        f"{'; '.join(remedies)}, then measure again."
+    happened = "; ".join(
+        f"{ARTEFACT_WORDS[c['kind']].format(role=c['role'])} ({artefact_what(c)}): {format_percent(c['share'])} of the tail"
+        for c in artefacts
     )
+    kinds = {c["kind"] for c in artefacts}
+    remedies = [text for kind, text in ARTEFACT_REMEDIES.items() if kinds & set(kind)]
+    return (
+        f"This host could not measure what was asked: {happened}. The tail is partly the measurement's, not "
+        f"the DuT's: {'; '.join(remedies)}, then measure again."
+    )
+
+
+# How the headline says each measurement artefact happened, and what to change for each.
+ARTEFACT_WORDS = {
+    "generator_stall": "the generator stalled",
+    "timestamper_stall": "the timestamper stalled",
+    "shared_core": "the {role} took the DuT's core",
+    OWN_PROCESS: "lowtail's own process took the DuT's core",
+    HYPERVISOR: "the hypervisor took CPU time from this machine (steal)",
+}
+ARTEFACT_REMEDIES = {
+    ("generator_stall", "timestamper_stall"): "give the generator and the timestamper isolated cores of their own, "
+    "stop other load on them, or lower the rate",
+    ("shared_core",): "give the DuT cores of its own, apart from the generator's and the timestamper's ([cores])",
+    (OWN_PROCESS,): "keep lowtail's own processes off the DuT's cores (a housekeeping core: [cores] housekeeping)",
+    (HYPERVISOR,): "measure on dedicated vCPUs (no overcommitted host) or on bare metal",
+}
+
+
+def artefact_what(cause: CauseDoc) -> str:
+    """What a measurement artefact names: the hypervisor by its CPUs, never a process's name."""
+    if cause["kind"] == HYPERVISOR:
+        return f"steal time on CPU {cause['cpu']}" if cause["cpu"] is not None else "steal time"
+    return str(cause["evidence"].get("what", ""))
 
 
 # -- candidates from the packets alone ------------------------------------------------------------
@@ -183,7 +285,7 @@ def _packet_candidates(
     excess: np.ndarray,
     late_all: np.ndarray,
     bunched: np.ndarray,
-    intervals: pa.Table | None,
+    trace: TraceView | None,
 ) -> list[Candidate]:
     out = []
     gen_cpu = _first_cpu(facts, "generator")
@@ -203,7 +305,7 @@ def _packet_candidates(
             host=_host(facts, "generator"),
         )
     )
-    r_max, overload_evidence = _overload(p, facts, intervals)
+    r_max, overload_evidence = _overload(p, facts, trace)
     if overload_evidence is not None:
         out.append(
             Candidate(
@@ -260,7 +362,7 @@ def _t_cpu_ns(facts: RunFacts) -> float | None:
     return None
 
 
-def _overload(p: pk.Packets, facts: RunFacts, intervals: pa.Table | None) -> tuple[float | None, dict[str, Any] | None]:
+def _overload(p: pk.Packets, facts: RunFacts, trace: TraceView | None) -> tuple[float | None, dict[str, Any] | None]:
     """R_max of the DuT (NOMS 2020: (1 s − d_Σ) / t_CPU, t_CPU from the DuT's own busy time per
     packet, d_Σ the interrupt time per second on its core from the trace) and, when the offered
     rate reaches it or a standing queue holds most packets, the evidence of overload."""
@@ -268,7 +370,7 @@ def _overload(p: pk.Packets, facts: RunFacts, intervals: pa.Table | None) -> tup
     r_max = None
     t_cpu = _t_cpu_ns(facts)
     if t_cpu is not None and t_cpu > 0:
-        r_max = max(0.0, (1e9 - _interrupt_ns_per_s(intervals, facts)) / t_cpu)
+        r_max = max(0.0, (1e9 - _interrupt_ns_per_s(trace, facts)) / t_cpu)
     queued = pk.backlog(p)
     standing = float(np.mean(queued > 0))
     dropped = stats.get("dropped") if isinstance(stats.get("dropped"), int) else 0
@@ -289,17 +391,16 @@ def _overload(p: pk.Packets, facts: RunFacts, intervals: pa.Table | None) -> tup
     return r_max, evidence
 
 
-def _interrupt_ns_per_s(intervals: pa.Table | None, facts: RunFacts) -> float:
+def _interrupt_ns_per_s(trace: TraceView | None, facts: RunFacts) -> float:
     """d_Σ: the time per second the DuT's core spent in interrupt handlers, from the trace."""
-    if intervals is None or intervals.num_rows == 0:
+    if trace is None or trace.rows == 0:
         return 0.0
     cpus = set(facts.roles.get("dut", {}).get("cpus") or [])
-    cols = columns(intervals, ("cpu", "host", "kind", "start_ns", "end_ns"))
-    start, end = cols["start_ns"], cols["end_ns"]
+    start, end = trace.start, trace.end
     chosen = (
-        np.isin(cols["cpu"], list(cpus))
-        & (cols["host"] == _host(facts, "dut"))
-        & np.isin(cols["kind"], ["vector", "irq"])
+        np.isin(trace.cpu, list(cpus))
+        & (trace.host.codes == trace.host.code(_host(facts, "dut")))
+        & trace.of_kind("vector", "irq")
     )
     if not chosen.any() or not cpus:
         return 0.0
@@ -335,7 +436,7 @@ def _core_candidates(
     in_tail: np.ndarray,
     excess: np.ndarray,
     due_since: np.ndarray,
-    intervals: pa.Table,
+    trace: TraceView,
     coverage: dict[Core, tuple[int | None, int | None]],
 ) -> list[Candidate]:
     owner = _primary_roles(facts)
@@ -343,9 +444,14 @@ def _core_candidates(
     own_comms = {core: set(facts.roles.get(role, {}).get("comms") or []) for core, role in owner.items()}
     out = []
     waits = {
-        core: waiting(intervals, core, own_pids[core], own_comms[core]) for core, role in owner.items() if role == "dut"
+        core: waiting(trace, core, own_pids[core], own_comms[core]) for core, role in owner.items() if role == "dut"
     }
-    for s in suspects(intervals, set(owner), own_pids, own_comms):
+    found = suspects(trace, set(owner), own_pids, own_comms)
+    if facts.own_tasks is not None:
+        # What lowtail's own processes started during the run is the measurement's too.
+        own = {host: descendants(trace, host, tasks) for host, tasks in facts.own_tasks.items()}
+        facts = dataclasses.replace(facts, own_tasks=own)
+    for s in [part for one in found for part in _lowtail_apart(one, owner[one.core], facts)]:
         role = owner[s.core]
         wait = waits.get(s.core)
         # Another host's events are on the packets' clock within its clock's uncertainty.
@@ -381,6 +487,23 @@ def _core_candidates(
     return out
 
 
+def _lowtail_apart(s: Suspect, role: str, facts: RunFacts) -> list[Suspect]:
+    """A task suspect on a DuT core split into lowtail's own tasks and the others: one command
+    name ("python", "lowtail") may be this run's own process and another's, and only the other
+    is a task that preempted the DuT."""
+    own = facts.own_tasks.get(s.host) if facts.own_tasks is not None else None
+    if s.kind != "task" or role != "dut" or not own:
+        return [s]
+    mine = np.isin(s.pid, list(own))
+    if not mine.any() or mine.all():
+        if mine.all():
+            s.own = True
+        return [s]
+    parts = [subset(s, mine), subset(s, ~mine)]
+    parts[0].own = True
+    return parts
+
+
 def _kind_of(s: Suspect, role: str, facts: RunFacts) -> tuple[str, str]:
     """The cause kind of a suspect on a core of this role, and the role the cause is given."""
     if role == "generator":
@@ -393,6 +516,8 @@ def _kind_of(s: Suspect, role: str, facts: RunFacts) -> tuple[str, str]:
         sharing = _testbed_role_of(s, facts)
         if sharing is not None:
             return "shared_core", sharing
+        if s.own:
+            return OWN_PROCESS, "lowtail"
         return ("virtualization", "host") if facts.virtualization else ("preemption", "dut")
     if s.kind == "softirq":
         return "softirq", "dut"
@@ -451,22 +576,26 @@ def _uncovered(
 
 def _attribute(
     candidates: list[Candidate], excess: np.ndarray, p: pk.Packets, in_tail: np.ndarray, rate_pps: float
-) -> list[CauseDoc]:
-    """Each tail packet given to the significant cause that accounts for most of its delay;
-    causes that keep less than `CAUSE_FLOOR` are dropped and their packets handed on."""
+) -> tuple[list[CauseDoc], np.ndarray, np.ndarray]:
+    """Each tail packet given to one significant cause: the one whose delay in it (bounded by
+    its latency above the floor) is the largest; on a tie, the one whose event held the
+    packet's window longer; then the first. Causes that keep less than `CAUSE_FLOOR` are
+    dropped and their packets handed on. The causes in rank order, and per tail packet the
+    index of the cause it was given (-1: none) and the delay that cause accounts for in it."""
     live = [c for c in candidates if c.significant(excess)]
     n = excess.size
-    while True:
-        if not live:
-            return []
-        contribution = np.stack([np.where(c.hits(excess), c.delay, 0) for c in live])
-        best = np.argmax(contribution, axis=0)
-        explained = contribution.max(axis=0) > 0
+    explained = np.zeros(n, dtype=bool)
+    while live:
+        best, explained = _winners(live, excess)
         counts = np.array([int(((best == i) & explained).sum()) for i in range(len(live))])
         keep = counts >= CAUSE_FLOOR * n
         if keep.all():
             break
         live = [c for c, k in zip(live, keep) if k]
+    owner = np.full(n, -1, dtype=np.int64)
+    delay = np.zeros(n, dtype=np.int64)
+    if not live:
+        return [], owner, delay
     causes = []
     ids, sent, lat = p.id[in_tail], p.pre_ns[in_tail], p.latency_ns[in_tail]
     for i, c in enumerate(live):
@@ -477,14 +606,30 @@ def _attribute(
                 role=c.role,
                 host=c.host,
                 cpu=c.cpu,
-                share=round(mine.size / n, 4),
+                tail_packets=int(mine.size),
+                share=mine.size / n,
                 added_ns=int(np.median(c.delay[mine])),
                 evidence=_evidence(c, mine, ids, sent, lat, rate_pps),
                 remedy=remedy_for(c.kind, c.name).doc(),
             )
         )
-    causes.sort(key=lambda c: (-c["share"], -c["added_ns"]))
-    return causes
+    rank = sorted(range(len(live)), key=lambda i: (-causes[i]["tail_packets"], -causes[i]["added_ns"]))
+    for position, i in enumerate(rank):
+        mine = (best == i) & explained
+        owner[mine] = position
+        delay[mine] = live[i].delay[mine]
+    return [causes[i] for i in rank], owner, delay
+
+
+def _winners(live: list[Candidate], excess: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per tail packet, the index of the cause it belongs to, and whether any explains it."""
+    bounded = np.stack([np.where(c.hits(excess), c.delay, 0) for c in live])
+    raw = np.stack([np.where(c.hits(excess), c.raw_delay, 0) for c in live])
+    top = bounded.max(axis=0)
+    # Among the causes with the largest bounded delay, the one with the largest raw delay;
+    # argmax takes the first of equals.
+    best = np.argmax(np.where(bounded == top, raw, -1), axis=0)
+    return best, top > 0
 
 
 def _evidence(

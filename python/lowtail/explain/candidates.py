@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -39,6 +39,16 @@ class Candidate:
     event_in: Callable[[int, int], dict[str, Any] | None] | None = None
     # The host of the core `cpu` is on (a run may be traced on several), None for no core's.
     host: str | None = None
+    # The delay before `bound`: how long the cause held the packet's window (the tie-break).
+    raw_delay: np.ndarray = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.raw_delay = self.delay
+
+    def bound(self, room: np.ndarray) -> None:
+        """No more delay in a packet than its latency above the floor (`room`): an event may run
+        longer than the packet was late, and only the part that delayed the packet is its."""
+        self.delay = np.minimum(self.raw_delay, room)
 
     def hits(self, excess: np.ndarray) -> np.ndarray:
         return pk.explains(self.delay, excess)

@@ -15,6 +15,7 @@ they are never mixed.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -40,10 +41,83 @@ def columns(intervals: pa.Table, names: tuple[str, ...] | None = None) -> dict[s
     return out
 
 
-def on_core(cols: dict[str, np.ndarray], core: Core) -> np.ndarray:
-    """Which rows are of this core."""
-    on: np.ndarray = (cols["cpu"] == core[1]) & (cols["host"] == core[0])
-    return on
+@dataclass
+class Coded:
+    """A string column as codes into its distinct values (read once: comparing codes is what
+    makes a trace of a million intervals quick to group)."""
+
+    codes: np.ndarray
+    values: list[str]
+
+    @classmethod
+    def of(cls, column: pa.ChunkedArray[Any]) -> Coded:
+        if pa.types.is_dictionary(column.type):
+            column = pc.cast(column, pa.string())  # chunks may hold dictionaries of their own
+        encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(column.combine_chunks()))
+        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        return cls(codes, [str(v) if v is not None else "" for v in encoded.dictionary.to_pylist()])
+
+    def code(self, value: str) -> int:
+        """The code of a value, -2 when the column never holds it (-1 is a missing value's)."""
+        try:
+            return self.values.index(value)
+        except ValueError:
+            return -2
+
+    def where(self, values: set[str] | list[str] | tuple[str, ...]) -> np.ndarray:
+        """Which rows hold one of these values."""
+        wanted = [i for i, v in enumerate(self.values) if v in set(values)]
+        return np.isin(self.codes, wanted)
+
+    def strings(self, rows: np.ndarray) -> np.ndarray:
+        """The values of these rows."""
+        values: np.ndarray = np.asarray(self.values + [""], dtype=object)[self.codes[rows]]
+        return values
+
+
+@dataclass
+class TraceView:
+    """A trace's intervals read once into arrays, its string columns as codes."""
+
+    rows: int
+    cpu: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    pid: np.ndarray
+    prio: np.ndarray
+    kind: Coded
+    name: Coded
+    state: Coded
+    detail: Coded
+    host: Coded
+
+    @classmethod
+    def of(cls, intervals: pa.Table) -> TraceView:
+        def ints(name: str) -> np.ndarray:
+            # Array.to_numpy, not ChunkedArray's: that one loads pandas (most of a second).
+            return np.asarray(intervals.column(name).combine_chunks().to_numpy(zero_copy_only=False), dtype=np.int64)
+
+        return cls(
+            rows=intervals.num_rows,
+            cpu=ints("cpu"),
+            start=ints("start_ns"),
+            end=ints("end_ns"),
+            pid=ints("pid"),
+            prio=ints("prio"),
+            kind=Coded.of(intervals.column("kind")),
+            name=Coded.of(intervals.column("name")),
+            state=Coded.of(intervals.column("state")),
+            detail=Coded.of(intervals.column("detail")),
+            host=Coded.of(intervals.column("host")),
+        )
+
+    def on_core(self, core: Core) -> np.ndarray:
+        """Which rows are of this core."""
+        on: np.ndarray = (self.cpu == core[1]) & (self.host.codes == self.host.code(core[0]))
+        return on
+
+    def of_kind(self, *kinds: str) -> np.ndarray:
+        return self.kind.where(kinds)
 
 
 @dataclass
@@ -59,6 +133,8 @@ class Suspect:
     prio: np.ndarray
     detail: list[str] = field(default_factory=list)
     host: str = ""
+    # Its tasks are lowtail's own (trace/own.py): the measurement's, not another task.
+    own: bool = False
     cumulative: np.ndarray = field(init=False)
 
     @property
@@ -104,39 +180,53 @@ class Suspect:
         return median if steady >= 0.8 else None
 
 
+_POINT_KINDS = ("marker", "event", "wakeup", "fork")
+
+
+def descendants(trace: TraceView, host: str, pids: set[int]) -> set[int]:
+    """`pids` and every task the trace shows them starting on `host`, and those started by
+    these, in time order (a fork is recorded on the CPU it happened on, so only what started on
+    a traced CPU is followed)."""
+    forks = np.flatnonzero(trace.of_kind("fork") & (trace.host.codes == trace.host.code(host)))
+    out = set(pids)
+    for row in forks[np.argsort(trace.start[forks], kind="stable")]:
+        parent = trace.detail.values[trace.detail.codes[row]]
+        if parent.isdigit() and int(parent) in out:
+            out.add(int(trace.pid[row]))
+    return out
+
+
 def suspects(
-    intervals: pa.Table, cores: set[Core], own_pids: dict[Core, set[int]], own_comms: dict[Core, set[str]]
+    trace: TraceView, cores: set[Core], own_pids: dict[Core, set[int]], own_comms: dict[Core, set[str]]
 ) -> list[Suspect]:
     """The suspects on these cores: every task but the core's role's own and the idle
     task, every interrupt vector, IRQ, softirq and VM exit reason."""
     out: list[Suspect] = []
-    if intervals.num_rows == 0:
+    if trace.rows == 0:
         return out
-    cols = columns(intervals)
-    keys = np.char.add(np.char.add(cols["kind"].astype(str), "\x1f"), cols["name"].astype(str))
+    intervals = ~trace.of_kind(*_POINT_KINDS)
+    tasks = trace.of_kind("task")
+    softirqs = trace.of_kind("softirq")
+    idle = np.asarray([v.startswith(("ksoftirqd/", "swapper/")) for v in trace.name.values] + [False])
     for core in sorted(cores):
         host, cpu = core
-        on_cpu = on_core(cols, core)
-        if not on_cpu.any():
+        mine = trace.on_core(core) & intervals
+        own_names = np.asarray([v in own_comms.get(core, set()) for v in trace.name.values] + [False])
+        # A task of the role's own (by pid or command name), the idle task and the kernel's
+        # softirq threads are no suspect; nor a softirq short enough to be the packets' own path.
+        not_own = ~np.isin(trace.pid, list(own_pids.get(core, set()))) & (trace.pid != 0)
+        keep_task = tasks & not_own & ~own_names[trace.name.codes] & ~idle[trace.name.codes]
+        keep_softirq = softirqs & ((trace.end - trace.start) >= LONG_SOFTIRQ_NS)
+        rows = np.flatnonzero(mine & (~tasks | keep_task) & (~softirqs | keep_softirq))
+        if rows.size == 0:
             continue
-        for key in np.unique(keys[on_cpu]):
-            kind, name = str(key).split("\x1f", 1)
-            if kind in ("marker", "event", "wakeup"):
-                continue
-            rows = np.flatnonzero(on_cpu & (keys == key))
-            if kind == "task":
-                pids = cols["pid"][rows]
-                keep = (pids != 0) & ~np.isin(pids, list(own_pids.get(core, set())))
-                if name in own_comms.get(core, set()) or name.startswith(("ksoftirqd/", "swapper/")):
-                    continue
-                rows = rows[keep]
-            if kind == "softirq":
-                rows = rows[(cols["end_ns"][rows] - cols["start_ns"][rows]) >= LONG_SOFTIRQ_NS]
-            if rows.size == 0:
-                continue
-            order = np.argsort(cols["start_ns"][rows], kind="stable")
-            rows = rows[order]
-            start, end = cols["start_ns"][rows].astype(np.int64), cols["end_ns"][rows].astype(np.int64)
+        group = trace.kind.codes[rows] * (len(trace.name.values) + 1) + trace.name.codes[rows]
+        order = np.lexsort((trace.start[rows], group))
+        rows, group = rows[order], group[order]
+        cuts = np.flatnonzero(np.diff(group)) + 1
+        for chunk in np.split(rows, cuts):
+            first = int(chunk[0])
+            start, end = trace.start[chunk], trace.end[chunk]
             # Nested entries of one vector (rare) would count twice: keep each interval's part
             # after the previous one's end.
             start = np.maximum(start, np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(end)[:-1]]))
@@ -144,16 +234,17 @@ def suspects(
             out.append(
                 Suspect(
                     cpu,
-                    kind,
-                    name,
+                    trace.kind.values[trace.kind.codes[first]],
+                    trace.name.values[trace.name.codes[first]],
                     start,
                     end,
-                    cols["pid"][rows].astype(np.int64),
-                    cols["prio"][rows].astype(np.int64),
-                    [str(d) for d in cols["detail"][rows]],
+                    trace.pid[chunk],
+                    trace.prio[chunk],
+                    [str(d) for d in trace.detail.strings(chunk)],
                     host,
                 )
             )
+    out.sort(key=lambda s: (s.core, s.kind, s.name))
     return out
 
 
@@ -180,62 +271,70 @@ def task_label(name: str, pid: int, prio: int) -> str:
     return f"{name} (pid {pid}, {policy})"
 
 
-def waiting(intervals: pa.Table, core: Core, pids: set[int], comms: set[str]) -> tuple[np.ndarray, np.ndarray] | None:
+def waiting(trace: TraceView, core: Core, pids: set[int], comms: set[str]) -> tuple[np.ndarray, np.ndarray] | None:
     """When a role's own task waited for this core: from its wake-up (or from being
     preempted, still runnable) until it ran again. None when the role has no task here
     (a DuT inside the kernel): then any task on its core counts."""
-    cols = columns(intervals, ("cpu", "host", "start_ns", "end_ns", "kind", "name", "pid", "state"))
-    own = on_core(cols, core) & (np.isin(cols["pid"], list(pids)) | np.isin(cols["name"], list(comms)))
-    runs = np.flatnonzero(own & (cols["kind"] == "task"))
+    own = trace.on_core(core) & (np.isin(trace.pid, list(pids)) | trace.name.where(comms))
+    runs = np.flatnonzero(own & trace.of_kind("task"))
     if runs.size == 0:
         return None
-    wakeups = np.sort(cols["start_ns"][np.flatnonzero(own & (cols["kind"] == "wakeup"))])
-    runs = runs[np.argsort(cols["start_ns"][runs], kind="stable")]
-    starts: list[int] = []
-    ends: list[int] = []
-    previous_end: int | None = None
-    previous_state = ""
-    since: int | None
-    for r in runs:
-        began = int(cols["start_ns"][r])
-        if previous_end is not None and previous_state == "R":
-            since = previous_end  # preempted: runnable all along
-        else:
-            k = np.searchsorted(wakeups, began, side="right") - 1
-            since = int(wakeups[k]) if k >= 0 and (previous_end is None or wakeups[k] >= previous_end) else None
-        if since is not None and since < began:
-            starts.append(since)
-            ends.append(began)
-        previous_end, previous_state = int(cols["end_ns"][r]), str(cols["state"][r])
-    return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    wakeups = np.sort(trace.start[np.flatnonzero(own & trace.of_kind("wakeup"))])
+    runs = runs[np.argsort(trace.start[runs], kind="stable")]
+    began = trace.start[runs]
+    previous_end = np.concatenate([[np.iinfo(np.int64).min], trace.end[runs][:-1]])
+    preempted = np.concatenate([[False], trace.state.codes[runs][:-1] == trace.state.code("R")])
+    # Else since its wake-up: the last one before it ran, when that came after its previous run.
+    k = np.searchsorted(wakeups, began, side="right") - 1
+    woken = np.where(k >= 0, wakeups[np.maximum(k, 0)] if wakeups.size else 0, np.iinfo(np.int64).min)
+    woke_since = (k >= 0) & (woken >= previous_end)
+    since = np.where(preempted, previous_end, np.where(woke_since, woken, began))
+    waited = since < began
+    return since[waited].astype(np.int64), began[waited].astype(np.int64)
+
+
+def subset(s: Suspect, rows: np.ndarray) -> Suspect:
+    """The suspect's intervals where `rows` (a mask) holds."""
+    return Suspect(
+        s.cpu,
+        s.kind,
+        s.name,
+        s.start[rows],
+        s.end[rows],
+        s.pid[rows],
+        s.prio[rows],
+        [d for d, k in zip(s.detail, rows.tolist()) if k],
+        s.host,
+        s.own,
+    )
 
 
 def restricted(s: Suspect, starts: np.ndarray, ends: np.ndarray) -> Suspect:
     """The suspect's intervals cut to these (sorted, disjoint) windows: only the time it held
     the core while the role's task waited for it."""
-    out_s, out_e, keep = [], [], []
-    j = 0
-    for i in range(s.start.size):
-        a, b = int(s.start[i]), int(s.end[i])
-        while j < starts.size and ends[j] <= a:
-            j += 1
-        k = j
-        while k < starts.size and starts[k] < b:
-            lo, hi = max(a, int(starts[k])), min(b, int(ends[k]))
-            if hi > lo:
-                out_s.append(lo)
-                out_e.append(hi)
-                keep.append(i)
-            k += 1
-    idx = np.asarray(keep, dtype=np.int64)
+    if s.start.size == 0 or starts.size == 0:
+        idx = np.zeros(0, dtype=np.int64)
+        return Suspect(s.cpu, s.kind, s.name, idx, idx, idx, idx, [], s.host, s.own)
+    # Each interval meets the windows from the first that ends after it starts to the last
+    # that starts before it ends: every such pair, cut to their common part.
+    first = np.searchsorted(ends, s.start, side="right")
+    past = np.searchsorted(starts, s.end, side="left")
+    count = np.maximum(0, past - first)
+    interval = np.repeat(np.arange(s.start.size), count)
+    window = np.repeat(first - np.cumsum(count) + count, count) + np.arange(int(count.sum()))
+    lo = np.maximum(s.start[interval], starts[window])
+    hi = np.minimum(s.end[interval], ends[window])
+    keep = hi > lo
+    idx = interval[keep]
     return Suspect(
         s.cpu,
         s.kind,
         s.name,
-        np.asarray(out_s, dtype=np.int64),
-        np.asarray(out_e, dtype=np.int64),
-        s.pid[idx] if idx.size else np.zeros(0, dtype=np.int64),
-        s.prio[idx] if idx.size else np.zeros(0, dtype=np.int64),
-        [s.detail[i] for i in keep],
+        lo[keep].astype(np.int64),
+        hi[keep].astype(np.int64),
+        s.pid[idx],
+        s.prio[idx],
+        [s.detail[i] for i in idx.tolist()],
         s.host,
+        s.own,
     )

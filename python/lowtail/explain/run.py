@@ -1,29 +1,45 @@
 """A stored run explained and the explanation stored: its matched series, its trace
-(trace.parquet), its interrupt and steal-time samples read, `analysis.explain` run, the interrupt
-coincidence worked out, everything kept in the store (store/explain.py) for the report,
-`compare` and `lowtail explain --json` to read.
+(trace.parquet), its interrupt and steal-time samples read, `analysis.explain` run, the
+interrupts read at their sampling resolution and their coincidence with the largest latencies
+worked out, everything kept in the store (store/explain.py) for the report, `compare` and
+`lowtail explain --json` to read.
 
-Every run is explained right after it is stored (experiment/runner.py); `lowtail explain
-RUN` explains it again (with `--above`, against another threshold).
+Every run is explained right after it is stored (experiment/runner.py); an imported one the
+first time it is asked for. `lowtail explain RUN` then answers from the store; it works the
+explanation out again only when none is stored or the stored one was made by another version
+of the method (`analysis.VERSION`). With `--above` another tail than the run's own is
+explained on request and not stored: every surface shows the run's one explanation.
+
+The database is held only to read and to write: the inputs are read in one short visit
+(`read_inputs`), the database let go while the files are read and the explanation is worked
+out (`compute`), and the result written in one transaction — a `compare` or a `show` started
+meanwhile does not wait for it.
+
+A stored file that is not what the run wrote — a trace or series that is a directory, a FIFO,
+a device, or a file damaged or replaced — ends the command with one line naming the file and
+what is wrong (a path that is not a regular file: exit 2; a damaged file: exit 1).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lowtail import verdict as verdicts
-from lowtail.documents import ExplainDocument
-from lowtail.errors import UserError
+from lowtail.documents import ExplainDocument, UnseenDoc
+from lowtail.errors import Failure, UserError
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
+from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
+from lowtail.files import special_kind
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
@@ -31,49 +47,100 @@ from lowtail.store.db import Store
 from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
 from lowtail.trace import timeline
+from lowtail.trace.own import task_ids
 
 _SERIES_COLUMNS = ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
+Samples = list[tuple[int, int, str, int, int]]
+
+
+@dataclass
+class ExplainInputs:
+    """What explaining a run needs from the database, read in one visit."""
+
+    run: dict[str, Any]
+    facts: RunFacts
+    trace: dict[str, Any]
+    series: str
+    # The interrupt samples by source ("host", "guest"), the times of the largest latencies.
+    samples: dict[str, Samples] = field(default_factory=dict)
+    spikes: list[int] = field(default_factory=list)
 
 
 def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
-    """Explain one stored run's tail and store the explanation (replacing an earlier one)."""
+    """Explain one stored run's tail; the run's own tail (no `above`) is stored, replacing an
+    earlier explanation. The database is let go while the explanation is worked out."""
+    inputs = read_inputs(store, run_id)
+    store.release()
+    doc = compute(inputs, above)
+    if above is None:
+        save_explanation(store, dict(doc))
+    return doc
+
+
+def read_inputs(store: Store, run_id: int) -> ExplainInputs:
+    """Everything `compute` needs from the database (no file is read here)."""
     found = runstore.select_runs(store, run_ids=[run_id])
     if not found:
         raise UserError(f"{store.path}: no run with id {run_id}")
-    run = found[0]
+    run: dict[str, Any] = dict(found[0])
     series = run.get("series_path")
-    if not series or not Path(series).exists():
-        raise UserError(
-            f"run {run_id} has no matched series to explain"
-            + (f" ({series} is gone)" if series else " (it was not analysed)")
-        )
-    table = pq.read_table(series, columns=_SERIES_COLUMNS)
-    packets = Packets.of(*(table.column(c).to_numpy() for c in _SERIES_COLUMNS))
+    if not series:
+        raise UserError(f"run {run_id} has no matched series to explain (it was not analysed)")
     trace = run_trace(store, run_id) or {}
-    intervals, coverage, trace_summary, trace_facts = _trace(trace)
-    facts = _facts(store, run, trace, trace_facts)
+    experiment = runstore.experiment(store, run["experiment_id"])
+    samples = {source: s for source in ("host", "guest") if (s := run_interrupts(store, run_id, source))}
+    worst = [] if run["analysis_id"] is None else worst_events(store, run["analysis_id"])
+    facts = _facts(run, experiment, trace, run_interrupts(store, run_id, STEAL_SOURCE))
+    facts.steal_period_ns = period_of(samples.get("host") or [])
+    return ExplainInputs(
+        run=run,
+        facts=facts,
+        trace=trace,
+        series=str(series),
+        samples=samples,
+        spikes=[t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]],
+    )
+
+
+def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> ExplainDocument:
+    """The explanation of a run from its inputs and its files (no database)."""
+    run, facts, trace = inputs.run, inputs.facts, inputs.trace
+    packets = _packets(Path(inputs.series), int(run["run_id"]))
+    intervals, coverage, trace_summary, recorded = _trace(trace)
+    if recorded is not None:
+        _with_recording(facts, trace, recorded)
     if intervals is None:
-        facts.notes.append(
-            "no kernel trace: "
-            + (trace.get("reason") or "the run was recorded without one")
-            + "; causes come from the packets, the /proc/interrupts samples and the steal time alone"
-        )
-    if intervals is not None:
-        for u in trace.get("untraced") or []:
-            if isinstance(u, dict):  # (a run stored before hosts were traced lists role names)
-                where = f" on {u['host']}" if u["host"] else ""
-                facts.notes.append(
-                    f"the {u['role']}'s cores{where} were not traced ({u['reason']}): what ran there is not among "
-                    f"the causes"
-                )
+        facts.no_trace = trace_summary.get("reason") or "the run was recorded without one"
+    else:
+        facts.untraced = [u for u in trace.get("untraced") or [] if isinstance(u, dict)]
+    vm = vm_exits(facts.virtualization, intervals is not None)
+    if vm.get("vm_exits") is False and intervals is not None:
+        facts.vm_exits_unseen = str(vm["vm_exits_reason"])
     doc = explain(packets, facts, intervals, coverage, above)
-    doc["trace"] = trace_summary | vm_exits(facts.virtualization, intervals is not None)
-    if doc["trace"].get("vm_exits") is False:
-        doc["notes"].append(f"VM exits are not visible: {doc['trace']['vm_exits_reason']}")
-    doc["interrupt_coincidence"] = _coincidence(store, run)
-    with store.transaction():
-        save_explanation(store, dict(doc))
+    doc["trace"] = trace_summary | vm
+    doc["interrupts"] = _sampled(inputs, packets, doc)
+    if intervals is None:
+        doc["unseen"] += _only_sampled(doc["interrupts"], doc.get("unexplained_share", 0.0))
+    doc["interrupt_coincidence"] = _coincidence(inputs)
     return doc
+
+
+def _packets(path: Path, run_id: int) -> Packets:
+    """The run's matched series, or one line on what is wrong with its file."""
+    kind = special_kind(path)
+    if kind is not None:
+        raise UserError(f"{path}: run {run_id}'s matched series is {kind}, not a regular file")
+    if not path.exists():
+        raise UserError(f"run {run_id} has no matched series to explain ({path} is gone)")
+    try:
+        table = pq.ParquetFile(path).read(columns=_SERIES_COLUMNS)
+        return packets_of(table)
+    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
+        first = str(e).strip().splitlines()
+        raise Failure(
+            f"{path}: run {run_id}'s matched series is damaged ({first[0][:200] if first else type(e).__name__}); "
+            f"analyse its captures again, or import the run again"
+        ) from None
 
 
 def _trace(
@@ -92,7 +159,14 @@ def _trace(
             summary["reason"] = f"the trace file {path} is gone"
             summary["method"] = "none"
         return None, {}, summary, None
-    intervals, info = timeline.read(Path(path))
+    try:
+        intervals, info = timeline.read_checked(Path(path))
+    except timeline.NotRegularFile as e:
+        raise UserError(f"{path}: the run's trace {e}") from None
+    except ValueError as e:
+        raise Failure(
+            f"{path}: the run's trace is damaged: it {e}; remove the file to explain the run without it"
+        ) from None
     summary.update(
         path=path,
         events=info.events,
@@ -102,6 +176,20 @@ def _trace(
         **info.summary(),
     )
     return intervals, info.coverage(), summary, info
+
+
+def _with_recording(facts: RunFacts, trace: Mapping[str, Any], recorded: timeline.TraceFacts) -> None:
+    """What the trace file says of its hosts, in the facts: the roles stored before they had
+    hosts are the one host's; the steal samples are of this host's roles; another host's
+    events are widened by its clock's uncertainty; lowtail's own tasks are this host's."""
+    if len(recorded.hosts) == 1:
+        facts.roles = {r: {"host": recorded.hosts[0].host} | doc for r, doc in facts.roles.items()}
+    here = {h.host for h in recorded.hosts if h.local}
+    facts.steal_roles = [r for r, doc in facts.roles.items() if doc.get("host") in here]
+    facts.widen_ns = recorded.widening_ns()
+    own = trace.get("own_processes")
+    if isinstance(own, list):
+        facts.own_tasks = {h: task_ids(own) for h in here}
 
 
 def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
@@ -121,16 +209,11 @@ def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
     return {"vm_exits": True}
 
 
-def _facts(
-    store: Store, run: Mapping[str, Any], trace: dict[str, Any], recorded: timeline.TraceFacts | None
-) -> RunFacts:
-    experiment = runstore.experiment(store, run["experiment_id"])
+def _facts(run: Mapping[str, Any], experiment: Mapping[str, Any], trace: dict[str, Any], steal: Samples) -> RunFacts:
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
     roles = trace.get("roles") or _roles_from_plan(run)
-    if recorded is not None and len(recorded.hosts) == 1:
-        # Roles stored before they had hosts were all on the one host traced.
-        roles = {r: {"host": recorded.hosts[0].host} | doc for r, doc in roles.items()}
+    hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
     return RunFacts(
         run_id=int(run["run_id"]),
         rate_pps=float(run["rate_pps"]),
@@ -142,22 +225,10 @@ def _facts(
         budget_ns=None if run["calibration"] else verdict.budget_ns,
         budget_failed=judgement.status is verdicts.Status.FAIL and judgement.cause is verdicts.Cause.LATENCY,
         roles=roles,
-        widen_ns=recorded.widening_ns() if recorded is not None else {},
-        steal=run_interrupts(store, int(run["run_id"]), STEAL_SOURCE),
-        steal_roles=_steal_roles(experiment, roles, recorded),
+        steal=steal,
+        # Untraced on a hosts testbed: whose CPUs the samples are is unknown (the recording says, when there is one).
+        steal_roles=[] if hosts_testbed else list(roles),
     )
-
-
-def _steal_roles(
-    experiment: Mapping[str, Any], roles: Mapping[str, Mapping[str, Any]], recorded: timeline.TraceFacts | None
-) -> list[str]:
-    """The roles whose cores are this host's, where the steal samples were read: another
-    host's CPU 1 is not this machine's CPU 1."""
-    if recorded is not None:
-        here = {h.host for h in recorded.hosts if h.local}
-        return [r for r, doc in roles.items() if doc.get("host") in here]
-    hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
-    return [] if hosts_testbed else list(roles)  # untraced on a hosts testbed: whose is unknown
 
 
 def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -173,43 +244,59 @@ def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
-def _coincidence(store: Store, run: Mapping[str, Any]) -> dict[str, Any]:
-    """Which sampled interrupt kinds coincide with the run's largest latencies, per source."""
-    out: dict[str, Any] = {}
-    worst = [] if run["analysis_id"] is None else worst_events(store, run["analysis_id"])
-    spikes = [t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]]
-    for source in ("host", "guest"):
-        samples = run_interrupts(store, run["run_id"], source)
-        if not samples:
-            continue
-        if source == "guest":
-            cpus, text = None, "the guest's vCPUs"
-        else:
-            cpus, text = run_cpus(run)
-        out[source] = coincidence_doc(spikes, samples, cpus, text)
+def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> list[dict[str, Any]]:
+    """Each source's interrupt samples read against the tail at their own resolution."""
+    if len(packets) == 0:
+        return []
+    tail = packets.pre_ns[packets.latency_ns > doc["tail"]["threshold_ns"]]
+    out: list[dict[str, Any]] = []
+    for source, samples in inputs.samples.items():
+        facts = recording_facts(inputs.run, source)
+        placed = (
+            "the recording holds no times: its samples are placed every period from the first packet, so each "
+            "count is placed within one period"
+            if facts.get("placed_from_ns") is not None
+            else None
+        )
+        cpus = dut_cpus_of(inputs.run, source, inputs.facts.roles)
+        found: SampledDoc = sampled_doc(
+            source, samples, tail, int(packets.pre_ns[0]), int(packets.pre_ns[-1]), cpus, placed
+        )
+        out.append(dict(found))
     return out
 
 
-def latency_above(text: str) -> int | Fraction:
-    """`--above`'s value: a percentile ("p99", "p99.99", "99.9%") or a latency ("500us")."""
-    from lowtail.percentiles import quantile_of_percent
-    from lowtail.units import parse_duration_ns
+def _only_sampled(sampled: list[dict[str, Any]], left: float) -> list[UnseenDoc]:
+    """Without a trace the interrupts are seen only as counts per sampling period: what that
+    resolution cannot attribute is part of what could not be seen."""
+    return [
+        UnseenDoc(
+            kind="interrupts",
+            what=f"the {s['source']}'s interrupts are known only as {s['resolution']}",
+            role="dut",
+            host=None,
+            cpu=None,
+            share=left,
+            resolution=s["resolution"],
+            sampling_interval_ns=int(s["period_ns"]),
+        )
+        for s in sampled
+    ]
 
-    t = text.strip()
-    if t[:1] in ("p", "P") or t.endswith("%"):
-        try:
-            q = quantile_of_percent(t.lstrip("pP").rstrip("%").strip())
-        except (ValueError, ZeroDivisionError):
-            q = Fraction(-1)
-        if not 0 < q < 1:
-            raise UserError(f"--above {text!r}: a percentile is between 0 and 100 (p99.9)")
-        return q
-    try:
-        return int(parse_duration_ns(t))
-    except UserError:
-        raise UserError(f"--above {text!r}: give a percentile (p99.9) or a latency (500us)") from None
+
+def _coincidence(inputs: ExplainInputs) -> dict[str, Any]:
+    """Which sampled interrupt kinds coincide with the run's largest latencies, per source."""
+    out: dict[str, Any] = {}
+    for source, samples in inputs.samples.items():
+        if source == "guest":
+            cpus, text = None, "the guest's vCPUs"
+        else:
+            cpus, text = run_cpus(inputs.run)
+        out[source] = coincidence_doc(inputs.spikes, samples, cpus, text)
+    return out
 
 
 def packets_of(table: Any) -> Packets:
     """The packets of a series table (the columns of `_SERIES_COLUMNS`)."""
-    return Packets.of(*(np.asarray(table.column(c).to_numpy()) for c in _SERIES_COLUMNS))
+    # Array.to_numpy, not ChunkedArray's: that one loads pandas (most of a second).
+    return Packets.of(*(table.column(c).combine_chunks().to_numpy(zero_copy_only=False) for c in _SERIES_COLUMNS))

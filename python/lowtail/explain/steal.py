@@ -23,6 +23,7 @@ import numpy as np
 
 from lowtail.explain import packets as pk
 from lowtail.explain.candidates import Candidate, by_chance, chance_seed
+from lowtail.host.steal import user_hz
 from lowtail.units import format_ns
 
 HYPERVISOR = "hypervisor"
@@ -57,6 +58,20 @@ class Steal:
         return out
 
 
+def steal_resolution(interval_ns: int, tick_ns: int) -> str:
+    """What steal samples can resolve, in words."""
+    return (
+        f"steal is sampled every {format_ns(interval_ns)} and counted in whole ticks of {format_ns(tick_ns)} "
+        f"(USER_HZ): a sample says how much the hypervisor took in its interval, not when — a steal shorter than "
+        f"a tick may show in a later interval"
+    )
+
+
+def tick_ns() -> int:
+    """The kernel's USER_HZ tick, the unit /proc/stat counts steal in."""
+    return 1_000_000_000 // user_hz()
+
+
 def steal_of(samples: Sequence[tuple[int, int, str, int, int]], cpus: set[int]) -> list[Steal]:
     """The steal of these CPUs from a run's stored steal samples (t_ns, cpu, kind, delta_ns,
     interval_ns): each sample covers (t_ns − interval_ns, t_ns]."""
@@ -88,6 +103,7 @@ def hypervisor_candidate(
     excess: np.ndarray,
     due_since: np.ndarray,
     taken: np.ndarray,
+    period_ns: int = 0,
 ) -> Candidate | None:
     """The hypervisor as a candidate cause of the tail packets `taken` leaves (those no other
     significant cause explains); None when no role's CPU had steal. A packet's window opens
@@ -118,7 +134,7 @@ def hypervisor_candidate(
         f"steal time on CPU {','.join(str(s.cpu) for s in steals)}",
         delay,
         expected,
-        _evidence(steals, owner, a[hit], b[hit]),
+        _evidence(steals, owner, a[hit], b[hit], period_ns),
         windows=(a, b),
         event_in=lambda wa, wb: _largest_steal(steals, wa, wb),
     )
@@ -142,11 +158,13 @@ def _largest_steal(steals: list[Steal], a: int, b: int) -> dict[str, Any] | None
     }
 
 
-def _evidence(steals: list[Steal], owner: dict[int, str], a: np.ndarray, b: np.ndarray) -> dict[str, Any]:
+def _evidence(
+    steals: list[Steal], owner: dict[int, str], a: np.ndarray, b: np.ndarray, period_ns: int
+) -> dict[str, Any]:
     """What the hypervisor took, per CPU, and the intervals with steal the tail packets flew in."""
     cpus = ", ".join(f"CPU {s.cpu}" + (f" ({owner[s.cpu]})" if s.cpu in owner else "") for s in steals)
     total = {str(s.cpu): int(s.stolen.sum()) for s in steals}
-    interval = int(np.median(np.concatenate([s.end - s.start for s in steals])))
+    interval = period_ns or int(np.median(np.concatenate([s.end - s.start for s in steals])))
     around = []
     for s in steals:
         holds = [i for i in range(s.start.size) if bool(np.any((a < s.end[i]) & (b > s.start[i])))]
@@ -161,7 +179,7 @@ def _evidence(steals: list[Steal], owner: dict[int, str], a: np.ndarray, b: np.n
         "steal_ns_by_cpu": total,
         "intervals_with_steal": int(sum(s.start.size for s in steals)),
         "sampling_interval_ns": interval,
-        "resolution": f"steal sampled every {format_ns(interval)}, counted in whole ticks of the kernel's "
-        f"USER_HZ (10 ms at 100 Hz)",
+        "tick_ns": tick_ns(),
+        "resolution": steal_resolution(interval, tick_ns()),
         "intervals": around[:EVIDENCE_INTERVALS],
     }

@@ -132,6 +132,14 @@ _REMEDIES = (
         "JNSM 2023, §4 (the measurement's own noise floor)",
     ),
     Remedy(
+        "lowtail-off-dut-cores",
+        "keep lowtail's own processes (the command, its interrupt sampler, the helpers it starts) off the DuT's "
+        "cores: give the run a housekeeping core apart from the DuT's ([cores] housekeeping, on a host with enough "
+        "cores); these packets waited for the measurement's own processes, not for anything of the DuT",
+        ("isolcpus",),
+        "JNSM 2023, §4 (the measurement's own noise floor), §6 (its interrupt monitor on the DuT's core)",
+    ),
+    Remedy(
         "dedicated-vcpus",
         "measure again on dedicated vCPUs or on bare metal: this machine is a virtual machine whose hypervisor "
         "ran something else on its CPUs while these packets were in flight (steal time in /proc/stat), which "
@@ -226,6 +234,7 @@ _KIND_REMEDIES = {
     "generator_stall": "measure-again-quieter",
     "timestamper_stall": "measure-again-quieter",
     "shared_core": "own-core-per-role",
+    "lowtail_process": "lowtail-off-dut-cores",
     "hypervisor": "dedicated-vcpus",
     "overload": "below-r-max",
     "batching": "smaller-batches",

@@ -10,7 +10,15 @@ wraps around once per beat period
 
     1 / |f_pkt − N·f_irq|,   N = round(f_pkt / f_irq)
 
-which is why restarting the load generator (a few ppm of rate) changes the picture."""
+which is why restarting the load generator (a few ppm of rate) changes the picture.
+
+Against a stored run with interrupt samples (its own /proc/interrupts samples, or an imported
+campaign's recording), the interrupt cycle is the run's own (`interrupt_cycle`): the timer's
+rate on the DuT's CPU and the kinds that come with every k-th tick (IRQ work at 83 Hz beside a
+250 Hz timer: timer, timer, timer + IRQ work), not a default pattern; the two durations of the
+cycle are fitted to the run's delayed packets unless given. The samples give rates, not
+times: the phase and the clock's ppm come from the worst events' fit, and the overlay is
+checked against the measured lines' slope (`worst_slope`)."""
 
 from __future__ import annotations
 
@@ -31,8 +39,10 @@ from lowtail.documents import (
     AliasingSpecDocument,
     Beat,
     InterruptClockFit,
+    InterruptCycleDoc,
 )
 from lowtail.errors import UserError
+from lowtail.explain.sampled import dut_cpus_of, period_of, rates
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id
@@ -296,6 +306,144 @@ def _rayleigh(times_ns: np.ndarray, f_hz: float) -> float:
     return float(np.abs(np.sum(np.exp(-2j * np.pi * f_hz * times_ns * 1e-9))))
 
 
+# How finely `worst_slope` looks: latency bins, and slopes from 10 ns/s to 1 ms/s of latency.
+_SLOPE_BIN_NS = 250.0
+_SLOPES = np.logspace(-8, -3, 200)
+
+
+def worst_slope(worst: list[list[float]], base_latency_ns: float) -> float | None:
+    """The slope of the worst events' lines (ns of latency per ns of time; negative: falling),
+    from the events themselves: the delayed ones (above 30 % of their 99th-percentile excess,
+    so the body's jitter stays out) in their episodes (bursts apart by 20 median gaps), and the
+    slope at which each episode's events, moved back along it, gather in the fewest latency
+    bins. None with fewer than 10 delayed events."""
+    w = np.asarray(worst, dtype=np.float64).reshape(-1, 2)
+    w = w[np.argsort(w[:, 0], kind="stable")]
+    excess = w[:, 1] - base_latency_ns
+    if excess.size < 10:
+        return None
+    hit = excess > max(1_000.0, 0.3 * float(np.quantile(excess, 0.99)))
+    t, e = w[hit, 0], excess[hit]
+    if t.size < 10:
+        return None
+    gaps = np.diff(t)
+    cuts = np.flatnonzero(gaps > 20 * max(1.0, float(np.median(gaps)))) + 1
+    episodes = [(tt - tt[0], ee) for tt, ee in zip(np.split(t, cuts), np.split(e, cuts)) if tt.size >= 4]
+    if not episodes:
+        return None
+
+    def gathered(slope: float) -> float:
+        total = 0.0
+        for tt, ee in episodes:
+            _, counts = np.unique(np.floor((ee + slope * tt) / _SLOPE_BIN_NS), return_counts=True)
+            total += float((counts.astype(np.float64) ** 2).sum())
+        return total
+
+    candidates = np.r_[-_SLOPES[::-1], 0.0, _SLOPES]
+    best = float(candidates[int(np.argmax([gathered(x) for x in candidates]))])
+    if best == 0.0:
+        return 0.0
+    fine = np.linspace(0.8 * best, 1.2 * best, 81)
+    # Read back as the events' own slope: moving them back by `slope` undid a fall of `-slope`.
+    return -float(fine[int(np.argmax([gathered(x) for x in fine]))])
+
+
+# A kind is part of the timer's cycle when it comes with every k-th tick: its rate within this
+# share of the timer's over k, k at most MAX_CYCLE, and at least this share of the timer's rate.
+CYCLE_TOLERANCE = 0.02
+MAX_CYCLE = 12
+MIN_RATE_SHARE = 0.05
+_TIMER = "LOC"
+
+
+def interrupt_cycle(
+    samples: list[tuple[int, int, str, int, int]], cpus: set[int] | None, source: str
+) -> InterruptCycleDoc | None:
+    """The interrupt cycle on the DuT's CPU from a run's interrupt samples: the local timer
+    (or the most frequent kind), the kinds that come with every k-th tick, and the cycle of
+    ticks they make ("LOC", "LOC", "LOC+IWI"); None without samples on those CPUs."""
+    found = rates(samples, cpus)
+    if not found:
+        return None
+    by_cpu: dict[int, dict[str, float]] = {}
+    for r in found:
+        by_cpu.setdefault(r["cpu"], {})[r["kind"]] = r["rate_hz"]
+    cpu = max(by_cpu, key=lambda c: (by_cpu[c].get(_TIMER, 0.0), -c))
+    on = by_cpu[cpu]
+    base = _TIMER if _TIMER in on else max(on, key=lambda k: on[k])
+    base_rate = on[base]
+    companions: list[dict[str, Any]] = []
+    others: list[dict[str, Any]] = []
+    for kind, rate in sorted(on.items(), key=lambda kv: -kv[1]):
+        if kind == base:
+            continue
+        every = round(base_rate / rate) if rate > 0 else 0
+        steady = 1 <= every <= MAX_CYCLE and abs(base_rate / every / rate - 1) <= CYCLE_TOLERANCE
+        if steady and rate >= MIN_RATE_SHARE * base_rate:
+            companions.append({"kind": kind, "rate_hz": rate, "every": every})
+        else:
+            others.append({"kind": kind, "rate_hz": rate})
+    length = 1
+    for c in companions:
+        length = math.lcm(length, int(c["every"]))
+    length = length if length <= MAX_CYCLE else max((int(c["every"]) for c in companions), default=1)
+    cycle = [
+        "+".join([base, *(c["kind"] for c in companions if (i + 1) % int(c["every"]) == 0)]) for i in range(length)
+    ]
+    period = period_of(samples)
+    span = max(s[0] for s in samples) - min(s[0] - s[4] for s in samples)
+    return InterruptCycleDoc(
+        source=source,
+        cpu=cpu,
+        period_ns=period,
+        span_ns=int(span),
+        base=base,
+        base_rate_hz=base_rate,
+        companions=companions,
+        others=others,
+        cycle=cycle,
+        durations_ns=[],
+        resolution=f"counts every {format_ns(period)} over {format_ns(span)}: which kinds recur on CPU {cpu} and "
+        f"how often (a count is exact to one interrupt over the recording), not when each fired — the phase and "
+        f"the clock's ppm are fitted to the worst events",
+    )
+
+
+def cycle_durations(cycle: list[str], short_ns: float, long_ns: float) -> list[float]:
+    """Each tick of the cycle's duration: the timer's alone `short_ns`, with a companion `long_ns`."""
+    return [long_ns if "+" in slot else short_ns for slot in cycle]
+
+
+# The short level is searched at these shares of the long one (the fit's median error decides).
+_SHORT_SHARES = (0.4, 0.5, 0.6, 0.67, 0.75, 0.85, 1.0)
+
+
+def fitted_levels(
+    spec: AliasingSpec, measured: AliasingMeasurement, cycle: list[str], max_ppm: float
+) -> tuple[list[float], InterruptClockFit]:
+    """The cycle's durations from the run's worst events: the long level is the top of the
+    delayed packets' excess (its 99th percentile), the short one the share of it whose fit
+    misses the delayed packets least; and that fit."""
+    pts = np.asarray(measured["worst"], dtype=np.float64).reshape(-1, 2)
+    excess = pts[:, 1] - spec.base_latency_ns - spec.service_ns
+    delayed = excess[excess > max(500.0, 0.3 * float(np.quantile(excess, 0.99)))] if excess.size else excess
+    if delayed.size < 10:
+        raise UserError(
+            f"the run has {int(delayed.size)} clearly delayed packets among its worst events: too few to fit the "
+            "interrupt cycle's durations (give --irq-durations)"
+        )
+    long_ns = float(np.quantile(delayed, 0.99))
+    best: tuple[float, list[float], InterruptClockFit] | None = None
+    for share in _SHORT_SHARES if any("+" in slot for slot in cycle) else (1.0,):
+        durations = cycle_durations(cycle, share * long_ns, long_ns)
+        trial = dataclasses.replace(spec, irq_durations_ns=durations)
+        fit = fit_interrupt_clock(pts[:, 0], pts[:, 1], trial, max_ppm)
+        if best is None or fit["median_error_ns"] < best[0]:
+            best = (fit["median_error_ns"], durations, fit)
+    assert best is not None
+    return best[1], best[2]
+
+
 # -- against a stored run -----------------------------------------------------------------
 
 
@@ -356,18 +504,33 @@ def with_measurement(spec: AliasingSpec, measured: AliasingMeasurement) -> None:
 
 
 def aliasing_model(
-    spec: AliasingSpec, measured: AliasingMeasurement | None = None, fit: bool = True, max_ppm: float = 500.0
+    spec: AliasingSpec,
+    measured: AliasingMeasurement | None = None,
+    fit: bool = True,
+    max_ppm: float = 500.0,
+    fitted: InterruptClockFit | None = None,
 ) -> AliasingDocument:
     """The aliasing pattern of `spec`; with a measurement and `fit`, the interrupt clock is
-    first fitted to its delayed packets (and `spec` takes the fitted frequency and phase).
-    The document `lowtail model aliasing --json` prints."""
-    fitted = None
+    first fitted to its delayed packets (and `spec` takes the fitted frequency and phase; a
+    fit made already is given as `fitted`), and the slopes of the measured and modelled lines
+    are set side by side. The document `lowtail model aliasing --json` prints."""
     if measured is not None and fit:
-        pts = np.array(measured["worst"], dtype=np.float64)
-        fitted = fit_interrupt_clock(pts[:, 0], pts[:, 1], spec, max_ppm)
+        if fitted is None:
+            pts = np.array(measured["worst"], dtype=np.float64)
+            fitted = fit_interrupt_clock(pts[:, 0], pts[:, 1], spec, max_ppm)
         spec.irq_rate_hz, spec.irq_phase_ns = fitted["irq_rate_hz"], fitted["irq_phase_ns"]
         spec.duration_offset = fitted["duration_offset"]
-    return {"model": simulate(spec), "fit": fitted, "measured": measured, "partial": False}
+    model = simulate(spec)
+    doc: AliasingDocument = {"model": model, "fit": fitted if fit else None, "measured": measured, "partial": False}
+    if measured is not None:
+        per_s = 1e9  # slopes in ns of latency per second
+        found = worst_slope(measured["worst"], spec.base_latency_ns)
+        drawn = worst_slope(model["worst"], spec.base_latency_ns)
+        doc["slopes"] = {
+            "measured_ns_per_s": None if found is None else found * per_s,
+            "model_ns_per_s": None if drawn is None else drawn * per_s,
+        }
+    return doc
 
 
 @dataclass(frozen=True)
@@ -384,6 +547,9 @@ class AliasingOptions:
     rate_pps: float | None = None
     duration_s: float | None = None
     base_latency_ns: float | None = None
+    # Given: these, not the run's interrupt cycle (a run without interrupt samples uses `spec`'s).
+    irq_rate_hz: float | None = None
+    irq_durations_ns: list[float] | None = None
 
 
 def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool = True) -> AliasingDocument:
@@ -403,15 +569,36 @@ def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool
         spec.duration_s = opts.duration_s
     if opts.base_latency_ns is not None:
         spec.base_latency_ns = opts.base_latency_ns
-    doc = aliasing_model(spec, measured, opts.fit, opts.max_ppm)
+    if opts.irq_rate_hz is not None:
+        spec.irq_rate_hz = opts.irq_rate_hz
+    if opts.irq_durations_ns is not None:
+        spec.irq_durations_ns = list(opts.irq_durations_ns)
+    cycle = None
+    fitted = None
+    run_id = keys.get("run_id")
+    if store is not None and measured is not None and run_id is not None and opts.irq_rate_hz is None:
+        cycle = run_cycle(store, run_id)
+    if cycle is not None and measured is not None:
+        spec.irq_rate_hz = cycle["base_rate_hz"]
+        if opts.irq_durations_ns is not None and len(opts.irq_durations_ns) == 2:
+            # Two durations given: the timer's alone and with its companion, laid on the run's cycle.
+            spec.irq_durations_ns = cycle_durations(cycle["cycle"], *opts.irq_durations_ns)
+        elif opts.irq_durations_ns is None:
+            spec.irq_durations_ns, fitted = fitted_levels(spec, measured, cycle["cycle"], opts.max_ppm)
+        cycle["durations_ns"] = list(spec.irq_durations_ns)
+    spec.check()
+    doc = aliasing_model(spec, measured, opts.fit, opts.max_ppm, fitted if opts.fit else None)
+    if cycle is not None:
+        doc["cycle"] = cycle
     if save:
         if store is None:
             raise UserError("storing the model needs the database (--db)")
         inputs = {
-            "irq_rate_hz": opts.spec.irq_rate_hz,
-            "irq_durations_ns": opts.spec.irq_durations_ns,
+            "irq_rate_hz": opts.irq_rate_hz or opts.spec.irq_rate_hz,
+            "irq_durations_ns": opts.irq_durations_ns or opts.spec.irq_durations_ns,
             "run": opts.run,
             "fit": opts.fit,
+            "cycle": None if cycle is None else cycle["cycle"],
         }
         doc["model_id"] = save_model(
             store,
@@ -423,3 +610,23 @@ def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool
             analysis_id=keys.get("analysis_id"),
         )
     return doc
+
+
+def run_cycle(store: Store, run_id: int) -> InterruptCycleDoc | None:
+    """The interrupt cycle of a stored run from its interrupt samples: a guest's when it has
+    one (the DuT's own kernel), else the host's, on the DuT's CPU; None without samples."""
+    from lowtail.store import runs as runstore
+    from lowtail.store.explain import run_trace
+    from lowtail.store.host import run_interrupts
+
+    (run,) = runstore.select_runs(store, run_ids=[run_id])
+    trace = run_trace(store, run_id) or {}
+    traffic: dict[str, Any] = dict(run.get("traffic") or {})
+    roles = trace.get("roles") or {"dut": {"cpus": (traffic.get("core_plan") or {}).get("dut")}}
+    for source in ("guest", "host"):
+        samples = run_interrupts(store, run_id, source)
+        if samples:
+            found = interrupt_cycle(samples, dut_cpus_of(run, source, roles), source)
+            if found is not None:
+                return found
+    return None

@@ -521,8 +521,9 @@ def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = Non
         page.add(
             "Causes of the tail",
             "<p class='meta'>From each run's stored explanation "
-            "(<code>lowtail explain</code>); a cause's share is its mean share of the tail packets over the "
-            "configuration's runs.</p>" + table_html(*causes_table(doc)),
+            "(<code>lowtail explain</code>); a cause's share is the tail packets it keeps over all the tail "
+            "packets of the configuration's explained runs (with one run, that run's own share).</p>"
+            + table_html(*causes_table(doc)),
         )
     if store is not None:
         interrupts_section(page, store, doc)

@@ -1,48 +1,53 @@
 """A run's stored explanation (`lowtail explain`, stored by the run's sweep or the command)
 as a section of a page (the experiment's, and the explanation's own: report/explain_page.py):
-the causes of its tail ranked, each with its evidence and remedy, the unexplained share; and
-the headline, once per page, when the host could not measure what was asked. Read from the
-store only (store/explain.py): nothing is worked out here."""
+what could not be seen first, then the causes of its tail ranked, each with its evidence and
+remedy, the unexplained share, the interrupts at their sampling resolution; and the headline,
+once per page, when the host could not measure what was asked. Read from the store (or the
+document the command just worked out): nothing is worked out here, every share is the stored
+number."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from lowtail.explain.words import KIND_WORDS, core_text, printable, rates_lines
 from lowtail.report.page import Page, esc, table_html
 from lowtail.store.db import Store
 from lowtail.store.explain import explanation, headlines
 from lowtail.units import format_ns, format_percent
 
-# What each cause kind is called on a page (docs/explain.md describes them).
-KIND_WORDS = {
-    "preemption": "another task preempted the DuT",
-    "interrupt": "an interrupt on the DuT's core",
-    "softirq": "softirq work on the DuT's core",
-    "aliasing": "a periodic interrupt beating with the traffic",
-    "generator_stall": "the generator stalled (measurement artefact)",
-    "timestamper_stall": "the timestamper stalled (measurement artefact)",
-    "shared_core": "the testbed's own program took the DuT's core (measurement artefact)",
-    "hypervisor": "the hypervisor took the CPU: steal time (measurement artefact)",
-    "overload": "queueing from overload",
-    "batching": "batching",
-    "virtualization": "virtualization",
-}
 EVIDENCE_SHOWN = 3
+# Runs whose headline a page's banner repeats; the others are counted.
+BANNER_RUNS = 3
 
 
 def headline_banner(page: Page, store: Store, run_ids: Iterable[int]) -> None:
-    """Said first, once: the host could not measure what was asked in these runs."""
+    """Said first, once: the host could not measure what was asked in these runs — each run's
+    own headline (its shares are that run's), the first few of them."""
     said = headlines(store, run_ids)
-    if said:
-        runs = ", ".join(str(r) for r in sorted(said))
-        page.banner(f"{next(iter(said.values()))} (runs {runs})", "warn")
+    if not said:
+        return
+    runs = sorted(said)
+    text = " ".join(f"Run {r}: {printable(said[r])}" for r in runs[:BANNER_RUNS])
+    if len(runs) > BANNER_RUNS:
+        text += f" (and runs {', '.join(map(str, runs[BANNER_RUNS:]))}: see their causes)"
+    page.banner(text, "warn")
 
 
-def explain_section(page: Page, store: Store, run_id: int, heading: str | None = None, level: int = 3) -> None:
-    """The stored explanation of a run; where there is none, the command that makes it."""
+def explain_section(
+    page: Page,
+    store: Store,
+    run_id: int,
+    heading: str | None = None,
+    level: int = 3,
+    doc: Mapping[str, Any] | None = None,
+    unseen: bool = True,
+) -> None:
+    """The stored explanation of a run (or `doc`, one just worked out), what could not be seen
+    first (unless the page already leads with it); where there is none, the command that makes it."""
     title = heading or f"Run {run_id}: causes of the tail"
-    doc = explanation(store, run_id)
+    doc = doc if doc is not None else explanation(store, run_id)
     if doc is None:
         page.add(
             title,
@@ -57,6 +62,7 @@ def explain_section(page: Page, store: Store, run_id: int, heading: str | None =
         f"of them. Trace: {esc(_trace_text(doc.get('trace') or {}))}.</p>"
     )
     causes = doc.get("causes") or []
+    head = (unseen_html(doc) if unseen else "") + head
     if not causes:
         body = "<p>No cause explains more of the tail than chance would.</p>"
     else:
@@ -70,7 +76,7 @@ def explain_section(page: Page, store: Store, run_id: int, heading: str | None =
                     core_text(c, doc),
                     format_percent(c["share"]),
                     format_ns(c["added_ns"]),
-                    str(c["evidence"].get("what", "")),
+                    printable(c["evidence"].get("what", "")),
                     c["remedy"]["action"],
                     c["remedy"]["source"],
                 ]
@@ -78,8 +84,57 @@ def explain_section(page: Page, store: Store, run_id: int, heading: str | None =
             ],
         )
         body += _evidence_table(causes)
-    notes = "".join(f"<p class='meta'>{esc(n)}</p>" for n in doc.get("notes") or [])
+    body += _sampled_html(doc)
+    notes = "".join(f"<p class='meta'>{esc(printable(n))}</p>" for n in doc.get("notes") or [])
     page.add(title, head + body + notes, level)
+
+
+def unseen_html(doc: Mapping[str, Any]) -> str:
+    """What the explanation could not see, first: each thing, the share of the tail it could
+    hold, its resolution where it has one."""
+    unseen = doc.get("unseen") or []
+    if not unseen:
+        return ""
+    rows = [
+        [
+            u["kind"].replace("_", " "),
+            printable(u["what"]),
+            format_percent(u["share"]),
+            u.get("resolution") or "",
+        ]
+        for u in unseen
+    ]
+    return "<h4>What explain could not see</h4>" + table_html(
+        ["what", "in detail", "share of the tail it could hold", "resolution"], rows
+    )
+
+
+def _sampled_html(doc: Mapping[str, Any]) -> str:
+    """The interrupts at their sampling resolution: rates per CPU and their correlation with
+    the tail period by period."""
+    out = ""
+    for s in doc.get("interrupts") or []:
+        rows = [
+            [
+                c["cpu"],
+                printable(c["kind"]),
+                "–" if c["r"] is None else f"{c['r']:.2f}",
+                "–" if c["p"] is None else f"{c['p']:.3g}",
+                "yes" if c["significant"] else "no",
+            ]
+            for c in s.get("correlation") or []
+        ]
+        out += (
+            f"<h4>{esc(s['source'].capitalize())} interrupts at their resolution</h4>"
+            f"<p class='meta'>{esc(s['resolution'])}.</p>"
+            + "".join(f"<p>{esc(printable(line))}</p>" for line in rates_lines(s))
+            + "".join(f"<p>{esc(printable(line))}</p>" for line in s.get("sentences") or [])
+        )
+        if rows:
+            out += table_html(
+                ["CPU", "kind", "r with the tail per period", "p (circular shifts)", "beyond chance"], rows
+            )
+    return out
 
 
 def _evidence_table(causes: list[Any]) -> str:
@@ -94,7 +149,7 @@ def _evidence_table(causes: list[Any]) -> str:
                     e["packet_id"],
                     format_ns(e["latency_ns"]),
                     format_ns(e["delay_ns"]),
-                    str(event.get("what", "")),
+                    printable(event.get("what", "")),
                     format_ns(event["duration_ns"]) if "duration_ns" in event else "",
                 ]
             )
@@ -114,14 +169,3 @@ def _trace_text(trace: Mapping[str, Any]) -> str:
         where = f" of {', '.join(hosts)}" if any(not h.get("local", True) for h in trace.get("hosts") or []) else ""
         return f"kernel tracepoints on the roles' cores{where}{missing}"
     return f"none ({trace.get('reason') or 'the run was recorded without one'})"
-
-
-def core_text(cause: Mapping[str, Any], doc: Mapping[str, Any]) -> str:
-    """A cause's core as a table shows it: "3", or "3 on root@db1" when the run was traced
-    on other hosts too (each host has its own CPU 3)."""
-    if cause.get("cpu") is None:
-        return ""
-    hosts = (doc.get("trace") or {}).get("hosts") or []
-    if cause.get("host") and any(not h.get("local", True) for h in hosts):
-        return f"{cause['cpu']} on {cause['host']}"
-    return str(cause["cpu"])

@@ -1,28 +1,31 @@
 """A run's explanation as a page of its own (`lowtail explain RUN -o FILE`): the run's
 verdict card and the answer in a line first (the cause that explains the most of its tail,
-and its remedy), the headline when the host could not measure, then the same section of the
-stored explanation the experiment's page shows (report/explain.py). Read from the store only."""
+and its remedy), the headline when the host could not measure, then the same section the
+experiment's page shows (report/explain.py), what could not be seen first in it. Drawn from the
+document the command printed (the stored one, or one worked out for another tail)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from lowtail import verdict as verdicts
+from lowtail.explain.words import KIND_WORDS, printable
 from lowtail.report.cards import cards_html
 from lowtail.report.experiment import experiment_cards
-from lowtail.report.explain import KIND_WORDS, explain_section, headline_banner
+from lowtail.report.explain import explain_section, unseen_html
 from lowtail.report.page import Page, esc
 from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
-from lowtail.store.db import Store
-from lowtail.store.explain import explanation
 from lowtail.units import format_percent, format_rate
 
 
-def write_explain_report(db: DbPath, run_id: int, output: Path) -> Path:
-    """The page of one run's stored explanation: its verdict card and the answer in a line
+def write_explain_report(db: DbPath, doc: Mapping[str, Any], output: Path) -> Path:
+    """The page of one run's explanation `doc`: its verdict card and the answer in a line
     first (the cause that explains the most of the tail, or that none does), the headline
     when the host could not measure, then the section the experiment's page shows."""
+    run_id = int(doc["run"])
     with open_store(db, read_only=True) as store:
         (run,) = runstore.select_runs(store, run_ids=[run_id])
         experiment_id = run["experiment_id"]
@@ -35,17 +38,20 @@ def write_explain_report(db: DbPath, run_id: int, output: Path) -> Path:
             subtitle=f"experiment {experiment_id} — {experiment['name']} · {run['dut_name']} "
             f"at {format_rate(run['rate_pps'])}, repetition {run['repetition']}",
         )
-        page.lead(cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}") + _answer(store, run_id))
-        headline_banner(page, store, [run_id])
-        explain_section(page, store, run_id, "Causes of the tail", level=2)
+        # What could not be seen leads, beside the answer: it bounds what the answer can claim.
+        page.lead(
+            cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}")
+            + _answer(doc)
+            + unseen_html(doc)
+        )
+        if doc.get("headline"):
+            page.banner(printable(doc["headline"]), "warn")
+        explain_section(page, store, run_id, "Causes of the tail", level=2, doc=doc, unseen=False)
     return page.write(output)
 
 
-def _answer(store: Store, run_id: int) -> str:
+def _answer(doc: Mapping[str, Any]) -> str:
     """The explanation in one line: the leading cause and its remedy, or that none stands out."""
-    doc = explanation(store, run_id)
-    if doc is None:
-        return f"<p class='lt-lead'>Not explained yet: <code>lowtail explain {run_id}</code> works it out.</p>"
     causes = doc.get("causes") or []
     if not causes:
         return (
@@ -53,7 +59,7 @@ def _answer(store: Store, run_id: int) -> str:
             f"({esc(format_percent(doc['unexplained_share']))} of it unexplained).</p>"
         )
     top = causes[0]
-    what = top["evidence"].get("what")
+    what = printable(top["evidence"].get("what") or "")
     return (
         f"<p class='lt-lead'><b>{esc(KIND_WORDS.get(top['kind'], top['kind']))}</b>"
         f"{esc(f': {what}' if what else '')} explains {esc(format_percent(top['share']))} of the "

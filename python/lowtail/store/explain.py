@@ -92,15 +92,15 @@ def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[dict[str, 
     return out
 
 
-def explained_runs(store: Store, run_ids: Iterable[int]) -> set[int]:
-    """Which of these runs have a stored explanation."""
+def tail_packets(store: Store, run_ids: Iterable[int]) -> dict[int, int]:
+    """The tail packets of each of these runs that has a stored explanation."""
     ids = sorted(set(run_ids))
     if not ids:
-        return set()
+        return {}
     rows = store.con.execute(
-        "SELECT run_id FROM run_explanations WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]
+        "SELECT run_id, tail_packets FROM run_explanations WHERE run_id IN (SELECT unnest(?::BIGINT[]))", [ids]
     ).fetchall()
-    return {r for (r,) in rows}
+    return {r: int(n) for r, n in rows}
 
 
 def headlines(store: Store, run_ids: Iterable[int]) -> dict[int, str]:

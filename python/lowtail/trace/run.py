@@ -23,6 +23,7 @@ from typing import Any, TypedDict
 
 from lowtail.testbed.cores import CoreRoles
 from lowtail.trace import timeline
+from lowtail.trace.own import OwnProcessDoc, merged, own_processes
 from lowtail.trace.tracefs import LocalShell, Recorder, Shell, TraceUnavailable, buffer_kb_for
 
 TRACE_FILE = "trace.parquet"
@@ -68,6 +69,9 @@ class TraceDocument(TypedDict, total=False):
     untraced: list[UntracedDoc]
     info: dict[str, Any]
     parse_s: float
+    # lowtail's own processes on this host during the run (trace/own.py): the measurement's,
+    # never "another task" on a DuT core.
+    own_processes: list[OwnProcessDoc]
 
 
 @dataclass
@@ -90,10 +94,13 @@ class RunTracer:
     roles: dict[str, RoleDoc]
     reason: str = ""
     untraced: list[UntracedDoc] = field(default_factory=list)
+    # lowtail's own process tree as the trace started (read again before it stops).
+    own: list[OwnProcessDoc] = field(default_factory=own_processes)
 
     def stop(self, testbed: Any, run_dir: Path) -> TraceDocument:
         """Stop every recording, name each role's own tasks, write `trace.parquet` (all hosts'
         rows, each with its host); the document stored with the run."""
+        self.own = merged(self.own, own_processes())
         if not self.recordings:
             return self._none(self.reason)
         _own_tasks(testbed, self.roles, {r.shell.label: r.shell for r in self.recordings})
@@ -118,10 +125,13 @@ class RunTracer:
             untraced=self.untraced,
             info=asdict(facts),
             parse_s=round(time.perf_counter() - t0, 3),
+            own_processes=self.own,
         )
 
     def _none(self, reason: str) -> TraceDocument:
-        return TraceDocument(method="none", reason=reason, roles=self.roles, untraced=self.untraced)
+        return TraceDocument(
+            method="none", reason=reason, roles=self.roles, untraced=self.untraced, own_processes=self.own
+        )
 
     def _lost(self, r: HostRecording, reason: str) -> None:
         self.untraced += [UntracedDoc(role=role, host=r.shell.label, reason=reason) for role in r.roles]

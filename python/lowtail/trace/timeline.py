@@ -11,6 +11,8 @@ An interval is one of:
     softirq   a softirq (NET_RX, TIMER, RCU, …)
     vmexit    a VM's vCPU outside the guest (name: the exit reason's number)
     wakeup    a point: a task woken to run on this core (name, pid, priority)
+    fork      a point: a task started another (name and pid: the new task's; detail: the
+              pid of the task that started it)
     marker    a point: a trace_marker write (the clock markers among them)
     event     a point: any other event a recording asked for (name: the event, detail: its
               device name where it has one)
@@ -64,6 +66,9 @@ LEGACY_SCHEMA = pa.schema(_FIELDS)
 HOST_TYPE = pa.dictionary(pa.int32(), pa.string())
 SCHEMA = pa.schema([*_FIELDS, pa.field("host", HOST_TYPE)])
 _METADATA_KEY = b"lowtail.trace"
+# A trace's intervals: what the largest ring buffers (256 MiB per CPU) of a run's traced
+# cores hold, with room to spare (a larger file is no trace lowtail wrote).
+MAX_INTERVALS = 100_000_000
 
 
 @dataclass(frozen=True)
@@ -404,6 +409,14 @@ def _handler(fmt: EventFormat, markers: dict[str, int]) -> Handler | None:
             )
 
         return wakeup
+    if system == "sched" and name == "sched_process_fork":
+        parent, child = _int_reader(fmt, "parent_pid"), _int_reader(fmt, "child_pid")
+
+        def fork(b: _Builder, buf: bytes, off: int, ts: int) -> None:
+            comm = str(fmt.read(buf, off, "child_comm"))
+            b.add("fork", comm, ts, ts, pid=child(buf, off), detail=str(parent(buf, off)))
+
+        return fork
     if system == "irq_vectors" and name.endswith(("_entry", "_exit")):
         vector = name.rsplit("_", 1)[0]
         if name.endswith("_entry"):
@@ -542,9 +555,30 @@ def _facts(meta: Any) -> TraceFacts:
     return TraceFacts([msgspec.convert(meta, TraceInfo)])
 
 
+class NotRegularFile(ValueError):
+    """A trace path that names a directory, a FIFO, a device (or a link to one): never opened."""
+
+
+def read_checked(path: Path) -> tuple[pa.Table, TraceFacts]:
+    """`read`, for a file that may be damaged or replaced: NotRegularFile when the path is not a
+    regular file (nothing is opened: a FIFO would block, /dev/zero never end), ValueError (the
+    rule in words) when it is no trace `write` could have written or cannot be read whole."""
+    from lowtail.files import special_kind
+
+    kind = special_kind(path)
+    if kind is not None:
+        raise NotRegularFile(f"is {kind}, not a regular file")
+    check(path, MAX_INTERVALS)
+    try:
+        return read(path)
+    except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
+        first = str(e).strip().splitlines()
+        raise ValueError(f"cannot be read whole ({first[0][:200] if first else type(e).__name__})") from None
+
+
 def read(path: Path) -> tuple[pa.Table, TraceFacts]:
     """A trace file's intervals (each with its host) and the facts of its recordings."""
-    table = pq.read_table(path)
+    table = pq.ParquetFile(path).read()
     facts = _facts(json.loads((table.schema.metadata or {})[_METADATA_KEY]))
     table = table.replace_schema_metadata(None)
     if "host" not in table.column_names:

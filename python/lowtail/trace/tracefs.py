@@ -57,6 +57,8 @@ EVENTS = (
     "irq/softirq_exit",
     "sched/sched_switch",
     "sched/sched_wakeup",
+    # Who started which task: lowtail's own processes are followed to what they start (trace/own.py).
+    "sched/sched_process_fork",
     "tlb/tlb_flush",
 )
 # A VM DuT's host side: the time its vCPUs spent outside the guest.

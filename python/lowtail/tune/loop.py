@@ -321,22 +321,36 @@ def _check_same_experiment(db: DbPath, exp: Experiment, spec: Path, before: int)
 
 
 def _unseen(store: Store, experiment_id: int) -> list[str]:
-    """What explain could not see in the before runs, in words: each distinct headline, and
-    the runs without a kernel trace with the reason. A targeted change missing from the
-    proposals has its reason here."""
-    from lowtail.store.explain import headlines
+    """What explain could not see in the before runs, in words: each thing their explanations
+    list as unseen (the hypervisor's steal on a CPU, untraced cores, no kernel trace, invisible
+    VM exits) once, with the largest share of a tail it could hold and the runs. A targeted
+    change missing from the proposals has its reason here."""
+    from lowtail.units import format_percent
 
     runs = runstore.runs(store, experiment_id)
     ids = [rid for r in runs if not r.get("calibration") and (rid := r.get("run_id")) is not None]
-    out = list(dict.fromkeys(headlines(store, ids).values()))
-    untraced: dict[str, list[int]] = {}
+    found: dict[tuple[Any, ...], tuple[str, float, list[int]]] = {}
     for run_id in ids:
-        trace = (explainstore.explanation(store, run_id) or {}).get("trace") or {}
-        if trace.get("method") != "tracefs":
-            untraced.setdefault(str(trace.get("reason") or "the run was not explained"), []).append(run_id)
-    out += [f"runs {', '.join(map(str, r))} have no kernel trace ({why}): no cause of theirs could be targeted"
-            for why, r in untraced.items()]  # fmt: skip
-    return out
+        doc = explainstore.explanation(store, run_id)
+        entries: list[Mapping[str, Any]] | None = list((doc or {}).get("unseen") or []) if doc else None
+        if entries is None:
+            entries = [{"kind": "not_explained", "what": "the run was not explained", "share": 1.0, "cpu": None}]
+        for u in entries:
+            key = (
+                u["kind"],
+                u.get("cpu"),
+                u.get("role"),
+                u.get("host"),
+                "" if u["kind"] == "hypervisor" else u["what"],
+            )
+            label = f"the hypervisor's steal time on CPU {u['cpu']}" if u["kind"] == "hypervisor" else u["what"]
+            _, share, where = found.get(key, (label, 0.0, []))
+            found[key] = (label, max(share, float(u["share"])), [*where, run_id])
+    return [
+        f"{label} (could hold up to {format_percent(share)} of a tail; runs {', '.join(map(str, where))})"
+        + ("; no cause of theirs could be targeted" if key[0] in ("no_trace", "not_explained") else "")
+        for key, (label, share, where) in found.items()
+    ]
 
 
 def _abandon(doc: TuneDocument, trial: _Trial, db: DbPath, status: str) -> str:
