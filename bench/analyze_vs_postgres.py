@@ -55,6 +55,7 @@ from pathlib import Path
 import dpkt
 
 import pg_baseline
+import regression
 from campaign_scaling import render_campaign, run_campaign_scaling
 from pg_baseline import BaselineError, StageTiming, TempPostgres
 
@@ -71,17 +72,9 @@ FLOOR_READS = 5
 LARGE_RUNS = 2  # cat and lowtail each on the 100-million-packet pair (best time, largest RSS)
 
 # A device with a little of everything, so that every figure is non-trivial: loss in
-# short bursts, duplicates, reordering, periodic interrupts that shape the tail.
-MODEL = {
-    "loss": 0.001,
-    "loss_burst": 3,
-    "duplicate": 0.0005,
-    "reorder": 0.0002,
-    "irq_period_ns": 4_000_000,
-    "irq_durations_ns": [5500, 8200],
-    "spike_probability": 0.00001,
-    "spike_ns": 150_000,
-}
+# short bursts, duplicates, reordering, periodic interrupts that shape the tail (the one
+# model of every speed figure: bench/regression.py's).
+MODEL = dict(regression.MODEL)
 ANALYSIS_DEFAULTS = {"trim_ns": 1_000_000_000, "horizon_ns": 10_000_000_000, "worst_n": 5000, "bins": 100}
 
 

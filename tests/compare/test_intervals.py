@@ -17,7 +17,7 @@ from scipy.stats import t as student
 
 import latency_models as models
 from lowtail import _native, confidence
-from lowtail.compare.intervals import Evidence, _student_t, interval
+from lowtail.compare.intervals import Evidence, interval
 
 SIMULATIONS = 200
 PACKETS = 200_000
@@ -44,7 +44,7 @@ def test_the_binomial_tails_are_scipys():
 def test_students_t_is_scipys_within_a_tenth_of_a_percent():
     for df in (1, 2, 3, 5, 9, 30, 61, 500):
         for p in (0.95, 0.975):
-            assert _student_t(p, df) == pytest.approx(student.ppf(p, df), rel=1.5e-3), (df, p)
+            assert confidence.student_t(p, df) == pytest.approx(student.ppf(p, df), rel=1.5e-3), (df, p)
 
 
 @pytest.mark.parametrize(

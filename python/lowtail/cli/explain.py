@@ -13,7 +13,6 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
-from lowtail.report.explain import KIND_WORDS, core_text
 from lowtail.units import format_ns, format_percent
 
 
@@ -59,6 +58,8 @@ def explain(
 def show(doc: Any) -> None:
     """The explanation on the terminal: the headline first, the causes table, each cause's
     evidence and remedy, the unexplained share, the notes."""
+    from lowtail.report.explain import KIND_WORDS, core_text  # the pages' module: loaded when drawn
+
     if doc.get("headline"):
         warn(doc["headline"])
     tail = doc["tail"]

@@ -1,0 +1,148 @@
+//! How much more the packets above a value vary than independent packets would: the
+//! dispersion D that a percentile's interval allows for, measured from the runs' time
+//! blocks (batch means, as a ratio estimator over blocks of unequal size; Law & Kelton,
+//! *Simulation Modeling and Analysis*, ch. 9; Heidelberger & Lewis, "Quantile estimation
+//! in dependent sequences", 1984). Safeguards:
+//!
+//! - D is an estimate, from K blocks: it is raised by (t_df / z)², the price of estimating
+//!   a variance from df degrees of freedom (blocks, or blocks with exceedances, less one;
+//!   fewer when a few blocks carry most of it);
+//! - where fewer than `ANCHOR_CLUSTERS` blocks hold a packet above the percentile, the
+//!   dispersion cannot be measured there; it is taken from the highest percentile where it
+//!   can (the anchor), assuming the tail clusters no more than that, and never below what
+//!   the few exceedances themselves show;
+//! - blocks must be longer than the latency's memory: when neighbouring blocks are
+//!   correlated (lag-1, one-sided 5 %), they are merged in pairs, down to `FEWEST_BLOCKS`
+//!   per run; a series still correlated then wanders more slowly than the run can show,
+//!   and its percentile is not bounded by one run.
+
+use crate::confidence::{normal_quantile, student_t};
+use crate::evidence::Evidence;
+
+/// Blocks with a packet above a percentile needed to measure its dispersion there.
+pub const ANCHOR_CLUSTERS: usize = 10;
+/// The fewest blocks per run that merging for correlation may leave.
+pub const FEWEST_BLOCKS: usize = 8;
+/// One-sided 5 % point of the normal: the lag-1 correlation test of neighbouring blocks.
+const LAG1_Z: f64 = 1.644_853_626_951_472_2;
+
+/// Why a dispersion could not be measured: the percentile is not bounded by one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Unmeasurable {
+    /// Neighbouring blocks stay correlated with `FEWEST_BLOCKS` per run: the latency wanders
+    /// more slowly than the run's blocks show.
+    Wanders {
+        /// The correlation of neighbouring blocks' shares above the value.
+        lag1: f64,
+        /// The blocks it was measured over.
+        blocks: usize,
+    },
+}
+
+/// What the blocks say about the packets above one value.
+#[derive(Debug, Clone, Copy)]
+struct Measured {
+    raw: f64,        // variance over what independent packets would give (may be below 1)
+    df: u64,         // degrees of freedom of that estimate
+    clusters: usize, // blocks with a packet above the value
+}
+
+fn merged(x: &[f64], times: u32) -> Vec<f64> {
+    let mut x = x.to_vec();
+    for _ in 0..times {
+        x = x.chunks(2).map(|c| c.iter().sum()).collect();
+    }
+    x
+}
+
+/// Correlation of neighbouring blocks' shares within each run.
+fn lag1(shares: &[Vec<f64>], mean: f64) -> f64 {
+    let num: f64 =
+        shares.iter().filter(|s| s.len() > 1).map(|s| s.windows(2).map(|w| (w[1] - mean) * (w[0] - mean)).sum::<f64>()).sum();
+    let den: f64 = shares.iter().map(|s| s.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>()).sum();
+    if den > 0.0 {
+        num / den
+    } else {
+        0.0
+    }
+}
+
+fn measure(ev: &Evidence, value: i64) -> Result<Measured, Unmeasurable> {
+    let above: Vec<Vec<f64>> = ev.runs.iter().map(|r| r.above(value).into_iter().map(|c| c as f64).collect()).collect();
+    let packets: Vec<Vec<f64>> = ev.runs.iter().map(|r| r.packets().into_iter().map(|c| c as f64).collect()).collect();
+    let mut merges = 0;
+    loop {
+        // Per run, the blocks (merged `merges` times) that hold packets.
+        let parts: Vec<(Vec<f64>, Vec<f64>)> = above
+            .iter()
+            .zip(&packets)
+            .map(|(a, p)| {
+                let (a, p) = (merged(a, merges), merged(p, merges));
+                a.into_iter().zip(p).filter(|&(_, p)| p > 0.0).unzip()
+            })
+            .collect();
+        let counts: Vec<f64> = parts.iter().flat_map(|(a, _)| a.iter().copied()).collect();
+        let sizes: Vec<f64> = parts.iter().flat_map(|(_, p)| p.iter().copied()).collect();
+        let (k, total) = (sizes.len(), sizes.iter().sum::<f64>());
+        let share = if total > 0.0 { counts.iter().sum::<f64>() / total } else { 0.0 };
+        let shares: Vec<Vec<f64>> =
+            parts.iter().map(|(a, p)| a.iter().zip(p).map(|(a, p)| a / p).collect()).collect();
+        let correlation = lag1(&shares, share);
+        let fewest = parts.iter().map(|(_, p)| p.len()).min().unwrap_or(0);
+        if k < 2 || correlation <= LAG1_Z / (k as f64).sqrt() {
+            let clusters = counts.iter().filter(|&&c| c != 0.0).count();
+            if share <= 0.0 || share >= 1.0 || k < 2 {
+                return Ok(Measured { raw: 1.0, df: (k.max(2) - 1) as u64, clusters });
+            }
+            let squares: Vec<f64> = counts.iter().zip(&sizes).map(|(c, s)| (c - share * s).powi(2)).collect();
+            let variance = k as f64 / (k as f64 - 1.0) * squares.iter().sum::<f64>();
+            let raw = variance / (total * share * (1.0 - share));
+            return Ok(Measured { raw, df: degrees_of_freedom(&squares, clusters), clusters });
+        }
+        if fewest / 2 < FEWEST_BLOCKS {
+            return Err(Unmeasurable::Wanders { lag1: correlation, blocks: k });
+        }
+        merges += 1;
+    }
+}
+
+/// The degrees of freedom of a variance estimated from blocks with these squared
+/// residuals: K − 1 for normal residuals, fewer when a few blocks carry most of it (the
+/// kurtosis: Var(s²)/σ⁴ ≈ (κ − 1)/K), and never more than the blocks with exceedances.
+fn degrees_of_freedom(squares: &[f64], clusters: usize) -> u64 {
+    let k = squares.len() as f64;
+    let m2 = squares.iter().sum::<f64>() / k;
+    let kurtosis = if m2 > 0.0 { squares.iter().map(|s| s * s).sum::<f64>() / k / (m2 * m2) } else { 3.0 };
+    let effective = 2.0 * (k - 1.0) / (kurtosis - 1.0).max(2.0);
+    let most = (k as i64 - 1).min(clusters as i64 - 1).min(effective as i64);
+    most.max(1) as u64
+}
+
+/// The dispersion, at least 1, raised for being estimated from `df` degrees of freedom: by
+/// (t_df / z)² at the interval's tail.
+fn inflated(m: Measured, tail: f64) -> f64 {
+    m.raw.max(1.0) * (student_t(1.0 - tail, m.df) / normal_quantile(1.0 - tail)).powi(2)
+}
+
+/// The dispersion the interval at this rank (of `ev.count()` packets, error `tail` a side)
+/// allows for, or why there is none.
+pub fn dispersion_for(ev: &Evidence, rank: u64, tail: f64) -> Result<f64, Unmeasurable> {
+    let n = ev.count();
+    let value_at = |r: u64| ev.ranked.value_at_rank(r).expect("a rank within the packets");
+    let at = measure(ev, value_at(rank))?;
+    let anchor = ANCHOR_CLUSTERS.min((ev.blocks() / 2).max(1));
+    if at.clusters >= anchor {
+        return Ok(inflated(at, tail));
+    }
+    let mut dispersion = at.raw.max(1.0);
+    let mut exceed = (n - rank).max(1);
+    while exceed < n / 2 {
+        exceed *= 2;
+        let lower = measure(ev, value_at(n.saturating_sub(exceed).max(1)))?;
+        if lower.clusters >= anchor {
+            return Ok(dispersion.max(inflated(lower, tail)));
+        }
+        dispersion = dispersion.max(lower.raw);
+    }
+    Ok(dispersion)
+}
