@@ -96,7 +96,9 @@ def synth(here: Path, name: str, packets: int, seed: int) -> list[str]:
     return [pre, post]
 
 
-def best_of(rounds: int, contestants: dict[str, list[str]], here: Path, before: list[str] | None = None) -> dict[str, float]:
+def best_of(
+    rounds: int, contestants: dict[str, list[str]], here: Path, before: list[str] | None = None
+) -> dict[str, float]:
     """Each contestant's best wall time over `rounds` interleaved runs (`before`, untimed,
     ahead of each round: a fresh database)."""
     best = dict.fromkeys(contestants, float("inf"))
@@ -113,7 +115,9 @@ def analyze_row(here: Path, name: str, packets: int, rounds: int, limit: float) 
     files = synth(here, name, packets, seed=1)
     cat = ["cat", *files]
     timed(cat, here)  # into the page cache
-    t = best_of(rounds, {"cat": cat, "lowtail": [*lowtail_command(), "analyze", *files, "--db", "gate.duckdb"]}, here, [])
+    t = best_of(
+        rounds, {"cat": cat, "lowtail": [*lowtail_command(), "analyze", *files, "--db", "gate.duckdb"]}, here, []
+    )
     for path in [*files, *here.glob("gate.duckdb*")]:
         (here / path).unlink()
     return Row(f"analyze {name}", t["lowtail"], t["cat"], limit)

@@ -57,8 +57,11 @@ fn merged(x: &[f64], times: u32) -> Vec<f64> {
 
 /// Correlation of neighbouring blocks' shares within each run.
 fn lag1(shares: &[Vec<f64>], mean: f64) -> f64 {
-    let num: f64 =
-        shares.iter().filter(|s| s.len() > 1).map(|s| s.windows(2).map(|w| (w[1] - mean) * (w[0] - mean)).sum::<f64>()).sum();
+    let num: f64 = shares
+        .iter()
+        .filter(|s| s.len() > 1)
+        .map(|s| s.windows(2).map(|w| (w[1] - mean) * (w[0] - mean)).sum::<f64>())
+        .sum();
     let den: f64 = shares.iter().map(|s| s.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>()).sum();
     if den > 0.0 {
         num / den
@@ -85,8 +88,7 @@ fn measure(ev: &Evidence, value: i64) -> Result<Measured, Unmeasurable> {
         let sizes: Vec<f64> = parts.iter().flat_map(|(_, p)| p.iter().copied()).collect();
         let (k, total) = (sizes.len(), sizes.iter().sum::<f64>());
         let share = if total > 0.0 { counts.iter().sum::<f64>() / total } else { 0.0 };
-        let shares: Vec<Vec<f64>> =
-            parts.iter().map(|(a, p)| a.iter().zip(p).map(|(a, p)| a / p).collect()).collect();
+        let shares: Vec<Vec<f64>> = parts.iter().map(|(a, p)| a.iter().zip(p).map(|(a, p)| a / p).collect()).collect();
         let correlation = lag1(&shares, share);
         let fewest = parts.iter().map(|(_, p)| p.len()).min().unwrap_or(0);
         if k < 2 || correlation <= LAG1_Z / (k as f64).sqrt() {

@@ -172,9 +172,7 @@ def bounds_document(
     native call computes them all."""
     check_level(confidence)
     chosen = list(keys) if keys is not None else list(percentiles.KEYS)
-    two_sided, one_sided, ladder = ev.native.bounds(
-        [percentiles.quantile_of_key(k) for k in chosen], level, confidence
-    )
+    two_sided, one_sided, ladder = ev.native.bounds([percentiles.quantile_of_key(k) for k in chosen], level, confidence)
     widths = {s.block_width_ns for s in ev.summaries}
     return {
         "level": level,
