@@ -49,10 +49,11 @@ RATE = 100_000
 # Limits on lowtail's time over cat's. The full gate's are a quiet 2-core machine's targets:
 # the 2M pair's is start-up-bound (cat of it takes ~40 ms, Python's start-up alone ~60 ms);
 # the 20M pair is the judged 2× the read.
-FULL_LIMITS = {"analyze 2M": 8.0, "analyze 20M": 2.0, "compare 3 × 5M": 3.0}
-# The quick gate's: wide, so that it holds on a loaded host (a fixed tree measured 4–7× here
-# with three other engineers' builds running), and still fails the 3× regression (~25×).
-QUICK_LIMITS = {"analyze 2M": 14.0}
+FULL_LIMITS = {"analyze 2M": 8.0, "analyze 20M": 2.0, "compare 3 × 5M": 2.5}
+# The quick gate's: wide, so that it holds on a loaded host (16–18× measured here with three
+# other engineers' builds running, load average 4–6 on 2 cores), and still fails an analysis
+# three times as slow (45–50× there).
+QUICK_LIMITS = {"analyze 2M": 30.0}
 
 
 @dataclass
