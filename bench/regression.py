@@ -50,7 +50,7 @@ RATE = 100_000
 # the 2M pair's is start-up-bound (cat of it takes ~40 ms, Python's start-up alone ~60 ms);
 # the 20M pair is the judged 2× the read.
 FULL_LIMITS = {"analyze 2M": 8.0, "analyze 20M": 2.0, "compare 3 × 5M": 2.5}
-# The quick gate's: wide, so that it holds on a loaded host (16–18× measured here with three
+# The quick gate's: wide, so that it holds on a loaded host (14–24× measured here with three
 # other engineers' builds running, load average 4–6 on 2 cores), and still fails an analysis
 # three times as slow (45–50× there).
 QUICK_LIMITS = {"analyze 2M": 30.0}
