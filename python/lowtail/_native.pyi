@@ -48,6 +48,7 @@ __all__ = [
     "SeriesSummary",
     "Evidence",
     "Interval",
+    "MIN_CLUSTERS",
     "binomial_cdf",
     "binomial_ppf",
     "student_t",
@@ -323,7 +324,8 @@ class Interval:
     """A percentile's interval (see `lowtail.compare.intervals`): its nearest-rank value, its
     bounds and their ranks (0 / count + 1: none on that side), the dispersion they allow
     for (infinite where it could not be measured), the packets that would bound it, and why
-    a side is not bounded (`unbounded`: "no packets", "wanders", "above", "below")."""
+    a side is not bounded (`unbounded`: "no packets", "wanders", "few clusters", "above",
+    "below")."""
 
     @property
     def value_ns(self) -> int | None: ...
@@ -349,6 +351,12 @@ class Interval:
     def lag1(self) -> float | None: ...
     @property
     def lag1_blocks(self) -> int | None: ...
+    @property
+    def clusters(self) -> int | None:
+        """ "few clusters": the blocks holding packets above the percentile."""
+    @property
+    def per_cluster(self) -> float | None:
+        """ "few clusters": packets above the percentile per such block."""
 
 @final
 class Evidence:
@@ -383,6 +391,10 @@ class Evidence:
         """The intervals of `qs` at `level`, their one-sided bounds at `confidence` (sides of
         level 2·confidence − 1) and the exceedance ladder ((value, packets above it),
         ascending), in one pass."""
+
+MIN_CLUSTERS: int
+"""The fewest clusters (blocks holding packets above a percentile) from which a clustered
+percentile is bounded; with fewer, one run does not bound it."""
 
 def binomial_cdf(n: int, x: float, k: int) -> float:
     """P(E ≤ k) for E ~ Binomial(n, x)."""

@@ -117,7 +117,9 @@ def test_intervals_hold_a_fifo_behind_stalls_where_the_classical_ones_did_not():
     found = _covered(models.stalls, truth, keys, np.random.default_rng(2202))
     for k in ("p50", "p99", "p99_9"):
         stated, held, classical = found[k]
-        assert stated >= 0.85 * SIMULATIONS, (k, stated)
+        # p99.9 lies in about 20 stall episodes a run: bounded only where 15 or more lie above
+        # it (issue 35's rule for clustered tails), about half the runs.
+        assert stated >= (0.25 if k == "p99_9" else 0.85) * SIMULATIONS, (k, stated)
         assert consistent_with(held, stated), (k, held, stated)
     # The defect: intervals for independent packets held the clustered tail far too rarely.
     assert found["p99_9"][2] / SIMULATIONS < 0.6, found["p99_9"]

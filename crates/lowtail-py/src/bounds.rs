@@ -23,7 +23,8 @@ fn check_level(level: f64) -> PyResult<()> {
 
 /// A percentile's interval (see `lowtail.compare.intervals`): its nearest-rank value, its
 /// bounds and their ranks, the dispersion they allow for, the packets that would bound it,
-/// and why a side is not bounded (`unbounded`: "no packets", "wanders", "above", "below").
+/// and why a side is not bounded (`unbounded`: "no packets", "wanders", "few clusters",
+/// "above", "below").
 #[pyclass(module = "lowtail._native", name = "Interval", frozen, get_all)]
 pub struct PyInterval {
     value_ns: Option<i64>,
@@ -38,6 +39,8 @@ pub struct PyInterval {
     at_maximum: bool,
     lag1: Option<f64>,
     lag1_blocks: Option<usize>,
+    clusters: Option<usize>,
+    per_cluster: Option<f64>,
 }
 
 impl From<intervals::Interval> for PyInterval {
@@ -48,10 +51,21 @@ impl From<intervals::Interval> for PyInterval {
             Some(Unbounded::Unmeasurable(Unmeasurable::Wanders { lag1, blocks })) => {
                 (Some("wanders"), false, Some(lag1), Some(blocks))
             }
+            Some(Unbounded::Unmeasurable(Unmeasurable::FewClusters { .. })) => {
+                (Some("few clusters"), false, None, None)
+            }
             Some(Unbounded::Above { at_maximum }) => (Some("above"), at_maximum, None, None),
             Some(Unbounded::Below) => (Some("below"), false, None, None),
         };
+        let (clusters, per_cluster) = match iv.why {
+            Some(Unbounded::Unmeasurable(Unmeasurable::FewClusters { clusters, per_cluster })) => {
+                (Some(clusters), Some(per_cluster))
+            }
+            _ => (None, None),
+        };
         PyInterval {
+            clusters,
+            per_cluster,
             value_ns: iv.value,
             lower_ns: iv.lower,
             upper_ns: iv.upper,
@@ -215,6 +229,8 @@ fn packets_to_fail(q: &Bound<'_, PyAny>, share_above: f64, dispersion: f64, tail
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    // The fewest clusters (stall episodes) a clustered percentile is bounded from.
+    m.add("MIN_CLUSTERS", lowtail_stats::dispersion::MIN_CLUSTERS)?;
     m.add_class::<PyEvidence>()?;
     m.add_class::<PyInterval>()?;
     m.add_function(wrap_pyfunction!(binomial_cdf, m)?)?;

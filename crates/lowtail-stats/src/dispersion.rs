@@ -26,9 +26,30 @@ pub const FEWEST_BLOCKS: usize = 8;
 /// One-sided 5 % point of the normal: the lag-1 correlation test of neighbouring blocks.
 const LAG1_Z: f64 = 1.644_853_626_951_472_2;
 
+/// Packets above a value count as clustered when they vary at least this many times more
+/// than independent packets would (between blocks, or within the blocks that hold them).
+pub const CLUSTERED: f64 = 2.0;
+/// The fewest clusters (time blocks holding packets above a percentile, and blocks carrying
+/// their variance) from which the dispersion of a clustered percentile is measured; with
+/// fewer, the percentile is not bounded by one run. Checked by bench/stated_confidence.py's
+/// rare-stall models.
+pub const MIN_CLUSTERS: usize = 15;
+/// The fewest blocks that carry a clustered percentile's variance (the participation ratio
+/// of their squared residuals: 2 when two stalls make it); with fewer, not bounded by one run.
+pub const MIN_EPISODES: f64 = 5.0;
+
 /// Why a dispersion could not be measured: the percentile is not bounded by one run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Unmeasurable {
+    /// The packets above the percentile come in clusters (stall episodes), too few of them
+    /// to measure how much their number varies: a run with one stall more or less would
+    /// move the percentile past any interval these few could give.
+    FewClusters {
+        /// Blocks holding packets above the percentile.
+        clusters: usize,
+        /// Packets above it per such block, on average.
+        per_cluster: f64,
+    },
     /// Neighbouring blocks stay correlated with `FEWEST_BLOCKS` per run: the latency wanders
     /// more slowly than the run's blocks show.
     Wanders {
@@ -45,6 +66,29 @@ struct Measured {
     raw: f64,        // variance over what independent packets would give (may be below 1)
     df: u64,         // degrees of freedom of that estimate
     clusters: usize, // blocks with a packet above the value
+    within: f64,     // Σ a² / Σ a of the packets above it per block: their clusters' size
+    above: f64,      // packets above the value
+    blocks: usize,   // blocks it was measured over
+    episodes: f64,   // blocks that carry the variance: (Σ r²)² / Σ r⁴ of the residuals r
+}
+
+impl Measured {
+    /// Whether the packets above the value vary between blocks more than independent
+    /// packets plausibly would: the ratio at least `CLUSTERED`, and beyond the 99.9 % point
+    /// of what chance gives from these blocks (raw·(K − 1) is χ² with K − 1 degrees of
+    /// freedom for independent packets; Wilson–Hilferty's cube-root normal form).
+    fn clustered(&self) -> bool {
+        let df = self.blocks.saturating_sub(1).max(1) as f64;
+        let z = normal_quantile(0.999);
+        let h = 2.0 / (9.0 * df);
+        let chance = (1.0 - h + z * h.sqrt()).powi(3);
+        self.raw >= CLUSTERED.max(chance)
+    }
+
+    fn too_few(&self) -> Unmeasurable {
+        let clusters = self.clusters.min(self.episodes.round() as usize);
+        Unmeasurable::FewClusters { clusters, per_cluster: self.above / clusters.max(1) as f64 }
+    }
 }
 
 fn merged(x: &[f64], times: u32) -> Vec<f64> {
@@ -93,13 +137,27 @@ fn measure(ev: &Evidence, value: i64) -> Result<Measured, Unmeasurable> {
         let fewest = parts.iter().map(|(_, p)| p.len()).min().unwrap_or(0);
         if k < 2 || correlation <= LAG1_Z / (k as f64).sqrt() {
             let clusters = counts.iter().filter(|&&c| c != 0.0).count();
+            let above: f64 = counts.iter().sum();
+            let within = if above > 0.0 { counts.iter().map(|c| c * c).sum::<f64>() / above } else { 1.0 };
             if share <= 0.0 || share >= 1.0 || k < 2 {
-                return Ok(Measured { raw: 1.0, df: (k.max(2) - 1) as u64, clusters });
+                let episodes = clusters as f64;
+                return Ok(Measured {
+                    raw: 1.0,
+                    df: (k.max(2) - 1) as u64,
+                    clusters,
+                    within,
+                    above,
+                    blocks: k,
+                    episodes,
+                });
             }
             let squares: Vec<f64> = counts.iter().zip(&sizes).map(|(c, s)| (c - share * s).powi(2)).collect();
             let variance = k as f64 / (k as f64 - 1.0) * squares.iter().sum::<f64>();
             let raw = variance / (total * share * (1.0 - share));
-            return Ok(Measured { raw, df: degrees_of_freedom(&squares, clusters), clusters });
+            let fourth: f64 = squares.iter().map(|q| q * q).sum();
+            let episodes = if fourth > 0.0 { squares.iter().sum::<f64>().powi(2) / fourth } else { k as f64 };
+            let df = degrees_of_freedom(&squares, clusters);
+            return Ok(Measured { raw, df, clusters, within, above, blocks: k, episodes });
         }
         if fewest / 2 < FEWEST_BLOCKS {
             return Err(Unmeasurable::Wanders { lag1: correlation, blocks: k });
@@ -132,12 +190,41 @@ pub fn dispersion_for(ev: &Evidence, rank: u64, tail: f64) -> Result<f64, Unmeas
     let n = ev.count();
     let value_at = |r: u64| ev.ranked.value_at_rank(r).expect("a rank within the packets");
     let at = measure(ev, value_at(rank))?;
-    let anchor = ANCHOR_CLUSTERS.min((ev.blocks() / 2).max(1));
+    let blocks = ev.blocks();
+    // The clusters are the unit when the tail the percentile lies in is made of them: the
+    // packets above it cluster, or those above a lower value (twice and four times as many
+    // packets above) do — a stall's first packets, above a high percentile, are one or two
+    // per stall, yet how many lie above it moves with the number of stalls the run saw.
+    // Too few clusters then bound nothing: a run that saw a stall more or less than usual
+    // states an interval that misses, and the runs that see more are those it bounds.
+    let exceed = (n - rank).max(1);
+    let mut clustered = at.clustered();
+    for times in [2, 4] {
+        if clustered || exceed * times >= n / 2 {
+            break;
+        }
+        clustered = measure(ev, value_at(n - exceed * times))?.clustered();
+    }
+    if clustered && at.above > 0.0 {
+        // The clusters are the unit: their number varies as a Poisson count, and the blocks
+        // measure it at the percentile itself (a compound Poisson count's variance over the
+        // binomial's is E[s²]/E[s], s the packets of a cluster above the value: what the
+        // between-block ratio estimates), never anchored on the body below.
+        // The episodes are the blocks that carry the variance (the participation ratio of
+        // the squared residuals: 2 when two stalls make it, K for blocks alike); the variance
+        // is known to about as many degrees of freedom as there are of them.
+        if at.clusters < MIN_CLUSTERS || at.episodes < MIN_EPISODES {
+            return Err(at.too_few());
+        }
+        let df = at.df.min((at.episodes.floor() as u64).saturating_sub(1).max(1));
+        return Ok(inflated(Measured { df, ..at }, tail));
+    }
+    let anchor = ANCHOR_CLUSTERS.min((blocks / 2).max(1));
     if at.clusters >= anchor {
         return Ok(inflated(at, tail));
     }
-    let mut dispersion = at.raw.max(1.0);
-    let mut exceed = (n - rank).max(1);
+    let mut dispersion = at.raw.max(at.within).max(1.0);
+    let mut exceed = exceed;
     while exceed < n / 2 {
         exceed *= 2;
         let lower = measure(ev, value_at(n.saturating_sub(exceed).max(1)))?;

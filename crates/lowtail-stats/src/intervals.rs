@@ -15,7 +15,7 @@
 //! dispersion at a rank and turns the answer into ranks, values and reasons.
 
 use crate::confidence::{allowed_above, exceed, needed_above, packets_to_bound};
-use crate::dispersion::{dispersion_for, Unmeasurable};
+use crate::dispersion::{dispersion_for, Unmeasurable, MIN_CLUSTERS};
 use crate::evidence::Evidence;
 use crate::rank::{nearest_rank, Quantile};
 
@@ -101,14 +101,24 @@ pub fn interval(ev: &Evidence, q: Quantile, level: f64) -> Interval {
     let dispersion = match dispersion_for(ev, rank, tail) {
         Ok(d) => d,
         Err(why) => {
+            // Too few clusters: a run long enough to hold MIN_CLUSTERS of them (at the rate this
+            // one saw them), and never fewer packets than independent ones would need. A
+            // wandering series: no length of one run is known to help.
+            let packets_to_bound = match why {
+                Unmeasurable::FewClusters { clusters, .. } => {
+                    let longer = (n as f64 * MIN_CLUSTERS as f64 / clusters.max(1) as f64).ceil() as u64;
+                    Some(longer.max(packets_to_bound(x, tail, 1.0)))
+                }
+                Unmeasurable::Wanders { .. } => None,
+            };
             return Interval {
                 value,
                 dispersion: f64::INFINITY,
                 blocks,
-                packets_to_bound: None,
+                packets_to_bound,
                 why: Some(Unbounded::Unmeasurable(why)),
                 ..empty
-            }
+            };
         }
     };
     let upper = allowed_above(n, x, dispersion, tail).map_or(n + 1, |a| n - a).clamp(rank, n + 1);

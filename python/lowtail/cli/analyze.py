@@ -169,6 +169,7 @@ def analyze(
                 on_progress=progress,
                 while_waiting=early,
                 confidence=verdict.confidence if verdict else DEFAULT_CONFIDENCE,
+                budgets=[verdict.budget_ns] if verdict else (),
             )
     except BaseException:
         if early is not None:

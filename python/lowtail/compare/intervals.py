@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from lowtail import percentiles
+from lowtail import _native, percentiles
 from lowtail._native import Evidence as NativeEvidence
 from lowtail._native import ExactHistogram, Interval, SeriesSummary
 from lowtail.confidence import check_level
@@ -52,6 +52,8 @@ __all__ = ["DEFAULT_LEVEL", "Evidence", "PercentileInterval", "check_level", "in
 
 # The confidence level of every interval lowtail states, unless asked for another.
 DEFAULT_LEVEL = 0.95
+# The fewest clusters a clustered percentile is bounded from (crates/lowtail-stats, dispersion.rs).
+MIN_CLUSTERS = _native.MIN_CLUSTERS
 
 
 class Evidence:
@@ -129,6 +131,12 @@ def _why(iv: Interval, key: str, n: int) -> str | None:
             f"the latency wanders more slowly than the run's time blocks show (neighbouring blocks correlate "
             f"{iv.lag1:.2f} with {iv.lag1_blocks} blocks): one run cannot bound it; its repetitions can"
         )
+    if iv.unbounded == "few clusters":
+        return (
+            f"the packets above the {short} come in {iv.clusters} clusters of about {iv.per_cluster:.0f} "
+            f"(stalls), fewer than the {MIN_CLUSTERS} it takes to measure how much their number varies: "
+            f"one run does not bound it (a longer run, with more of them, can)"
+        )
     if iv.unbounded == "below":
         return f"the {short} of {format_count(n)} packets is not bounded from below"
     d = iv.dispersion
@@ -165,11 +173,16 @@ def interval(ev: Evidence, key: str, level: float = DEFAULT_LEVEL) -> Percentile
 
 
 def bounds_document(
-    ev: Evidence, keys: Iterable[str] | None = None, level: float = DEFAULT_LEVEL, confidence: float = DEFAULT_LEVEL
+    ev: Evidence,
+    keys: Iterable[str] | None = None,
+    level: float = DEFAULT_LEVEL,
+    confidence: float = DEFAULT_LEVEL,
+    budgets: Iterable[int] = (),
 ) -> BoundsDoc:
     """Two-sided intervals at `level` and one-sided bounds at `confidence` (the verdict's)
-    of these headline percentiles (all of them by default), with the exceedance ladder: one
-    native call computes them all."""
+    of these headline percentiles (all of them by default), with the exceedance ladder and,
+    for each of `budgets`, the exact count of packets that reach it (what a verdict's advice
+    is computed from): one native call computes the bounds."""
     check_level(confidence)
     chosen = list(keys) if keys is not None else list(percentiles.KEYS)
     two_sided, one_sided, ladder = ev.native.bounds([percentiles.quantile_of_key(k) for k in chosen], level, confidence)
@@ -185,6 +198,7 @@ def bounds_document(
             k: _percentile_interval(iv, k, 2.0 * confidence - 1.0, ev.n).as_dict() for k, iv in zip(chosen, one_sided)
         },
         "above": [[v, c] for v, c in ladder],
+        "reach": [[b, ev.count_at_least(b)] for b in sorted(set(budgets))],
     }
 
 

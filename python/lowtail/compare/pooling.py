@@ -65,9 +65,10 @@ class Distribution:
         `compare.intervals`)."""
         return interval(self.evidence(), key, level).as_dict()
 
-    def bounds(self, keys: Iterable[str], level: float, confidence: float) -> BoundsDoc:
-        """Intervals at `level` and one-sided bounds at `confidence` of these percentiles."""
-        return bounds_document(self.evidence(), keys, level, confidence)
+    def bounds(self, keys: Iterable[str], level: float, confidence: float, budgets: Iterable[int] = ()) -> BoundsDoc:
+        """Intervals at `level` and one-sided bounds at `confidence` of these percentiles, and
+        the exact count of packets reaching each of `budgets`."""
+        return bounds_document(self.evidence(), keys, level, confidence, budgets)
 
     def curve(self, fractions: list[float]) -> list[tuple[float, int]]:
         """(fraction, value) at each fraction: an HDR percentile curve, exact at every point."""
