@@ -106,7 +106,9 @@ def test_intervals_hold_independent_packets_percentiles_as_often_as_they_state()
     truth = {k: (q, models.independent_quantile(float(q))) for k, q in KEYS.items()}
     found = _covered(models.independent, truth, list(KEYS), np.random.default_rng(2201))
     for k, (stated, held, _) in found.items():
-        assert stated == SIMULATIONS, k  # 200,000 independent packets bound p99.99
+        # 200,000 independent packets bound p99.99; a run whose blocks look clustered by chance
+        # (the test at three levels, each at 99.9 %) is said not bounded: conservative, and rare.
+        assert stated >= 0.98 * SIMULATIONS, (k, stated)
         assert consistent_with(held, stated), (k, held, stated)
 
 
