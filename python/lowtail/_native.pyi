@@ -46,6 +46,16 @@ __all__ = [
     "nearest_rank",
     "ExactHistogram",
     "SeriesSummary",
+    "Evidence",
+    "Interval",
+    "MIN_CLUSTERS",
+    "binomial_cdf",
+    "binomial_ppf",
+    "student_t",
+    "rank_interval",
+    "packets_to_bound",
+    "packets_to_pass",
+    "packets_to_fail",
     "SUMMARY_FIRST_BLOCK_NS",
     "SUMMARY_MAX_BLOCKS",
     "SUMMARY_FORMAT",
@@ -306,6 +316,109 @@ SUMMARY_MAX_BLOCKS: int
 
 SUMMARY_FORMAT: int
 """The format version `SeriesSummary.to_bytes` writes."""
+
+# -- percentile bounds: every interval, bound and count of some packets in one call ------
+
+@final
+class Interval:
+    """A percentile's interval (see `lowtail.compare.intervals`): its nearest-rank value, its
+    bounds and their ranks (0 / count + 1: none on that side), the dispersion they allow
+    for (infinite where it could not be measured), the packets that would bound it, and why
+    a side is not bounded (`unbounded`: "no packets", "wanders", "few clusters", "above",
+    "below")."""
+
+    @property
+    def value_ns(self) -> int | None: ...
+    @property
+    def lower_ns(self) -> int | None: ...
+    @property
+    def upper_ns(self) -> int | None: ...
+    @property
+    def lower_rank(self) -> int: ...
+    @property
+    def upper_rank(self) -> int: ...
+    @property
+    def dispersion(self) -> float: ...
+    @property
+    def blocks(self) -> int: ...
+    @property
+    def packets_to_bound(self) -> int | None: ...
+    @property
+    def unbounded(self) -> str | None: ...
+    @property
+    def at_maximum(self) -> bool: ...
+    @property
+    def lag1(self) -> float | None: ...
+    @property
+    def lag1_blocks(self) -> int | None: ...
+    @property
+    def clusters(self) -> int | None:
+        """ "few clusters": the blocks holding packets above the percentile."""
+    @property
+    def per_cluster(self) -> float | None:
+        """ "few clusters": packets above the percentile per such block."""
+
+@final
+class Evidence:
+    """The packets an interval speaks for: one run's summary, or several runs' pooled (their
+    exact distributions merged — `histogram` when the caller has it already — their time
+    blocks kept apart), indexed once: every rank and count is a binary search."""
+
+    def __new__(cls, summaries: Sequence[SeriesSummary], histogram: ExactHistogram | None = None) -> Self: ...
+    @property
+    def count(self) -> int:
+        """Packets."""
+
+    @property
+    def blocks(self) -> int:
+        """Blocks holding a packet, over all runs."""
+
+    def value_at_rank(self, rank: int) -> int:
+        """The rank-th smallest latency (1-based); ValueError outside 1..count."""
+
+    def count_at_most(self, value: int) -> int:
+        """Packets at or below `value`."""
+
+    def count_at_least(self, value: int) -> int:
+        """Packets at or above `value` (those that reach a budget of `value`)."""
+
+    def interval(self, q: Fraction | int, level: float) -> Interval:
+        """The two-sided interval of quantile `q` (exact) at `level`."""
+
+    def bounds(
+        self, qs: Sequence[Fraction | int], level: float, confidence: float
+    ) -> tuple[list[Interval], list[Interval], list[tuple[int, int]]]:
+        """The intervals of `qs` at `level`, their one-sided bounds at `confidence` (sides of
+        level 2·confidence − 1) and the exceedance ladder ((value, packets above it),
+        ascending), in one pass."""
+
+MIN_CLUSTERS: int
+"""The fewest clusters (blocks holding packets above a percentile) from which a clustered
+percentile is bounded; with fewer, one run does not bound it."""
+
+def binomial_cdf(n: int, x: float, k: int) -> float:
+    """P(E ≤ k) for E ~ Binomial(n, x)."""
+
+def binomial_ppf(n: int, x: float, p: float) -> int:
+    """The smallest k with P(E ≤ k) ≥ p, E ~ Binomial(n, x)."""
+
+def student_t(p: float, df: int) -> float:
+    """Student's t quantile at p with df degrees of freedom."""
+
+def rank_interval(n: int, q: Fraction | int, level: float, dispersion: float = 1.0) -> tuple[int, int]:
+    """(lower, upper) ranks of the two-sided interval of quantile q at `level` among n
+    packets with this dispersion (0 / n + 1: not bounded on that side)."""
+
+def packets_to_bound(q: Fraction | int, tail: float, dispersion: float = 1.0) -> int:
+    """The fewest packets whose largest bounds quantile q from above with error `tail`."""
+
+def packets_to_pass(q: Fraction | int, share_above: float, dispersion: float, tail: float) -> int | None:
+    """Packets in all a run needs for its upper bound of q to fall below a budget a
+    `share_above` of its packets reach; None when it never would."""
+
+def packets_to_fail(q: Fraction | int, share_above: float, dispersion: float, tail: float) -> int | None:
+    """Packets in all a run needs for its lower bound of q to reach a budget a `share_above`
+    of its packets reach; None when it never would."""
 
 # -- synthetic pairs and the device model -----------------------------------------------
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +94,11 @@ def analyze_pair(
     on_progress: ProgressCallback | None = None,
     while_waiting: Callable[[], object] | None = None,
     confidence: float = DEFAULT_LEVEL,
+    budgets: Iterable[int] = (),
 ) -> AnalysisDocument:
     """Run one analysis; returns the figures (see `lowtail analyze --json`) with every
-    headline percentile's interval and one-sided bounds at `confidence` (`intervals`, see
-    `compare.intervals.bounds_document`), and the latencies' summary under `summary`
+    headline percentile's interval and one-sided bounds at `confidence` and the packets
+    reaching each of `budgets` (`intervals`, see `compare.intervals.bounds_document`), and the latencies' summary under `summary`
     (what storing keeps for pooling; not part of the printed document).
 
     `while_waiting` runs on this thread once the native analysis has started (its threads
@@ -147,6 +148,8 @@ def analyze_pair(
     doc["summary"] = summary
     has_latencies = summary is not None and summary.count > 0
     doc["intervals"] = (
-        bounds_document(Evidence([summary]), confidence=confidence) if summary and has_latencies else None
+        bounds_document(Evidence([summary]), confidence=confidence, budgets=budgets)
+        if summary and has_latencies
+        else None
     )
     return doc

@@ -115,6 +115,9 @@ class BoundsDoc(TypedDict):
     percentiles: dict[str, IntervalDoc]
     bounds: dict[str, IntervalDoc]
     above: list[list[int]]
+    # [budget_ns, packets at or above it], exactly, for the budgets judged when the document
+    # was made (older documents lack it: their advice reads the ladder, approximately).
+    reach: NotRequired[list[list[int]]]
 
 
 class AnalysisDocument(TypedDict):

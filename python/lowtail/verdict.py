@@ -15,8 +15,10 @@ analysis stores with its figures (`intervals.bounds`, at the verdict's confidenc
 - its upper bound under the budget: PASS — with that confidence, it keeps it. With no
   packet above the budget, 99.999 % needs about 300,000 independent packets for that
   at 95 % (more when they cluster);
-- otherwise inconclusive, with about how many packets more (and how long at the run's
-  rate) would decide it, if the share of packets over the budget stays as measured.
+- otherwise inconclusive, with the exact count of packets that reach the budget and how
+  many packets more (and how long at the run's rate) a run would need to be decided about
+  half the time, if the share of packets over the budget stays as measured (the median
+  length that decides: docs/statistics.md, §2).
 
 Every judgement carries the reason a person reads and the figures it used."""
 
@@ -220,12 +222,15 @@ class Verdict:
         stored = (intervals or {}).get("bounds", {}).get(self.key) if intervals else None
         same_confidence = intervals is not None and math.isclose(intervals.get("confidence", 0.0), self.confidence)
         bound = stored if same_confidence else None
+        # The packets that can bound the percentile from above at the clustering measured:
+        # the interval's own figure, where there is one (independent packets' otherwise).
+        needed = (bound or {}).get("packets_needed") or self.packets_needed
         figures: dict[str, Any] = dict(
             percentile=self.percentile,
             value_ns=value,
             budget_ns=self.budget_ns,
             samples=samples,
-            packets_needed=self.packets_needed,
+            packets_needed=needed,
             lost=lost,
             max_loss=self.max_loss,
             degraded=degraded,
@@ -291,7 +296,13 @@ class Verdict:
         if dispersion is None:  # the series wanders: more of one run does not help
             why = bound.get("why") or "the latency wanders more slowly than one run can show"
             return Judgement(Status.INCONCLUSIVE, f"{known}; {why}", **figures)
-        share = share_at_or_above(intervals.get("above") or [], samples, self.budget_ns)
+        reached = packets_reaching(intervals, samples, self.budget_ns)
+        share = reached / samples
+        reaching = (
+            f"{int(reached):,} of {samples:,} packets ({format_percent(share, '.3g')})"
+            if float(reached).is_integer()
+            else f"about {format_percent(share, '.3g')} of the packets"
+        )
         q = self.judged.quantile
         total = (
             bounds.packets_to_pass(q, share, dispersion, self.tail)
@@ -301,18 +312,19 @@ class Verdict:
         if total is None:
             return Judgement(
                 Status.INCONCLUSIVE,
-                f"{known}; {format_percent(share, '.3g')} of the packets reach {limit}, as the budget allows "
-                f"exactly: no number of packets will decide it",
+                f"{known}; {reaching} reach {limit}, as many as the budget allows: no number of packets will decide it",
                 **figures,
             )
-        more = max(0, total - samples)
+        # `total` is the length at which a run whose share over the budget is this run's is
+        # decided: about half the runs of that length are (docs/statistics.md, §2).
+        more = max(1, total - samples)
         seconds = more / rate_pps if rate_pps else None
         at = f" ({_seconds(seconds)} at {format_rate(rate_pps)})" if seconds is not None and rate_pps else ""
         clustered = f", their clustering as measured (D = {dispersion:.1f})" if dispersion > 1.05 else ""
         return Judgement(
             Status.INCONCLUSIVE,
-            f"{known}, budget {limit}: about {more:,} more packets{at} would decide it, if the share over "
-            f"the budget stays as measured{clustered}",
+            f"{known}, budget {limit}; {reaching} reach it: a run about {more:,} packets longer{at} would be "
+            f"decided about half the time, if that share stays as measured{clustered}",
             **figures | {"more_packets": more, "more_seconds": seconds},
         )
 
@@ -330,10 +342,28 @@ def _seconds(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 60 else format_minutes(seconds)
 
 
+def packets_reaching(intervals: Mapping[str, Any], samples: int, budget_ns: int) -> float:
+    """The packets at or above `budget_ns`: exactly (a whole number) from the count a bounds
+    document keeps for the budget it was made for, or from its exceedance ladder where the
+    ladder knows it exactly (no packet, or a value it holds); else interpolated between the
+    ladder's values (a document made for another budget, or by an earlier lowtail)."""
+    kept = next((int(c) for b, c in intervals.get("reach") or [] if b == budget_ns), None)
+    if kept is not None:
+        return kept
+    ladder = intervals.get("above") or []
+    exact = {v: c for v, c in ladder}
+    if not ladder or budget_ns - 1 >= ladder[-1][0]:
+        return 0
+    if budget_ns - 1 in exact:
+        return int(exact[budget_ns - 1])
+    return share_at_or_above(ladder, samples, budget_ns) * samples
+
+
 def share_at_or_above(ladder: list[list[int]], samples: int, budget_ns: int) -> float:
     """About what share of the packets reach `budget_ns`, from a bounds document's
     exceedance ladder ([value, packets above it], ascending): exact at the ladder's values,
-    interpolated between them (they are ~1.25× apart in packets)."""
+    interpolated between them (they are ~1.25× apart in packets). Only for documents that
+    lack the exact count (`packets_reaching`)."""
     if not ladder or samples <= 0:
         return 0.0
     below = budget_ns - 1  # packets at or above the budget are those above budget − 1

@@ -1,7 +1,8 @@
 """Differences on simulated configurations with run-to-run variation (each run's latencies
 shifted and scaled by a run-level draw, as reboots and placements move them): drawn from one
-model (A/A), at most 5 % of comparisons are called different, with 2 and with 3 repetitions
-(issue 22: 36 % and 10 % were, the rank rule "repetitions do not overlap"); with the base
+model (A/A), at most 5 % of comparisons are called different with 3 repetitions, none with 2
+(issue 22: 36 % and 10 % were, the rank rule "repetitions do not overlap"; issue 35: two cannot
+show whether run-to-run variation comes in levels); with the base
 latency shifted by a third (A/B), the difference is found. bench/stated_confidence.py measures
 the same at scale, with the power curve."""
 
@@ -68,10 +69,16 @@ def test_configurations_drawn_alike_are_rarely_called_different(repetitions):
     called = comparisons = 0
     for _ in range(400):
         a, b = _configuration(0, _runs(rng, repetitions)), _configuration(1, _runs(rng, repetitions))
-        found, _, family = diffs.differences([a, b], 0.95, KEYS)
+        found, skipped, family = diffs.differences([a, b], 0.95, KEYS)
         called += len(found)
         comparisons += family["comparisons"]
-    assert comparisons == 400 * len(KEYS)
+        if repetitions < diffs.FEWEST_REPETITIONS:  # two cannot show how runs vary: never called
+            assert not found and all("not enough repetitions" in d["why"] for d in skipped)
+    if repetitions < diffs.FEWEST_REPETITIONS:
+        assert comparisons == 0
+        return
+    # A pair a nanosecond apart or less is "not resolvable" (the timestamps' resolution).
+    assert comparisons >= 0.99 * 400 * len(KEYS)
     # At most 5 % of comparisons (Holm over the three percentiles of a pair makes it fewer).
     assert called / comparisons <= 0.05, (called, comparisons)
 

@@ -17,7 +17,7 @@ from scipy.stats import t as student
 
 import latency_models as models
 from lowtail import _native, confidence
-from lowtail.compare.intervals import Evidence, _student_t, interval
+from lowtail.compare.intervals import Evidence, interval
 
 SIMULATIONS = 200
 PACKETS = 200_000
@@ -44,7 +44,7 @@ def test_the_binomial_tails_are_scipys():
 def test_students_t_is_scipys_within_a_tenth_of_a_percent():
     for df in (1, 2, 3, 5, 9, 30, 61, 500):
         for p in (0.95, 0.975):
-            assert _student_t(p, df) == pytest.approx(student.ppf(p, df), rel=1.5e-3), (df, p)
+            assert confidence.student_t(p, df) == pytest.approx(student.ppf(p, df), rel=1.5e-3), (df, p)
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,9 @@ def test_intervals_hold_independent_packets_percentiles_as_often_as_they_state()
     truth = {k: (q, models.independent_quantile(float(q))) for k, q in KEYS.items()}
     found = _covered(models.independent, truth, list(KEYS), np.random.default_rng(2201))
     for k, (stated, held, _) in found.items():
-        assert stated == SIMULATIONS, k  # 200,000 independent packets bound p99.99
+        # 200,000 independent packets bound p99.99; a run whose blocks look clustered by chance
+        # (the test at three levels, each at 99.9 %) is said not bounded: conservative, and rare.
+        assert stated >= 0.98 * SIMULATIONS, (k, stated)
         assert consistent_with(held, stated), (k, held, stated)
 
 
@@ -117,7 +119,9 @@ def test_intervals_hold_a_fifo_behind_stalls_where_the_classical_ones_did_not():
     found = _covered(models.stalls, truth, keys, np.random.default_rng(2202))
     for k in ("p50", "p99", "p99_9"):
         stated, held, classical = found[k]
-        assert stated >= 0.85 * SIMULATIONS, (k, stated)
+        # p99.9 lies in about 20 stall episodes a run: bounded only where 15 or more lie above
+        # it (issue 35's rule for clustered tails), about half the runs.
+        assert stated >= (0.25 if k == "p99_9" else 0.85) * SIMULATIONS, (k, stated)
         assert consistent_with(held, stated), (k, held, stated)
     # The defect: intervals for independent packets held the clustered tail far too rarely.
     assert found["p99_9"][2] / SIMULATIONS < 0.6, found["p99_9"]

@@ -85,9 +85,16 @@ def test_pooled_percentiles_equal_a_sort_of_all_packets(tmp_path):
     assert grid[-1] == 1.0 and 1 / (1 - grid[-2]) <= pool.samples
     assert pool.curve(grid) == [(q, nearest(everything, q)) for q in grid]
     # The interval brackets the value, from the sorted packets' own ranks.
-    iv = pool.interval("p99_9")
-    assert iv["resolvable"] and iv["lower_ns"] <= figures["p99_9"] <= iv["upper_ns"]
-    assert (iv["lower_ns"], iv["upper_ns"]) == (everything[iv["lower_rank"] - 1], everything[iv["upper_rank"] - 1])
+    # The interval brackets the value, from the sorted packets' own ranks (one repetition:
+    # the three pooled wander apart, and their p99.9 lies in the third's spikes).
+    own = np.sort(pq.read_table(docs[0]["export_path"], columns=["latency_ns"]).column(0).to_numpy())
+    iv = parts[0].interval("p99_9")
+    assert iv["resolvable"] and iv["lower_ns"] <= parts[0].figures(["p99_9"])["p99_9"] <= iv["upper_ns"], iv
+    assert (iv["lower_ns"], iv["upper_ns"]) == (own[iv["lower_rank"] - 1], own[iv["upper_rank"] - 1])
+    # Pooled, p99.9 is made of about 20 spike episodes: fewer than a clustered percentile is
+    # bounded from (issue 35), and said so.
+    top = pool.interval("p99_9")
+    assert not top["resolvable"] and "clusters" in (top["why"] or ""), top
 
 
 def test_plain_analyses_are_configurations_by_their_configured_rate_never_a_measured_one(tmp_path):

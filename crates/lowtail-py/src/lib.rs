@@ -7,6 +7,7 @@
 use pyo3::prelude::*;
 
 mod analysis;
+mod bounds;
 mod errors;
 mod frame;
 mod sim;
@@ -25,5 +26,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     synth::register(m)?;
     sim::register(m)?;
     frame::register(m)?;
-    stats::register(m)
+    stats::register(m)?;
+    bounds::register(m)
 }

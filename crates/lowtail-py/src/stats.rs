@@ -21,7 +21,7 @@ fn to_fraction(py: Python<'_>, q: Quantile) -> PyResult<Bound<'_, PyAny>> {
 
 /// The quantile of a Python rational (a `fractions.Fraction` or an int) between 0 and 1.
 /// A float is refused: it cannot hold most percentiles exactly (99.9 / 100 is not 0.999).
-fn from_fraction(q: &Bound<'_, PyAny>) -> PyResult<Quantile> {
+pub(crate) fn from_fraction(q: &Bound<'_, PyAny>) -> PyResult<Quantile> {
     if q.is_instance_of::<PyFloat>() || !q.hasattr("numerator")? || !q.hasattr("denominator")? {
         return Err(PyTypeError::new_err(
             "a quantile must be exact: a fractions.Fraction (Fraction(\"99.9\") / 100) or an int, not a float",
@@ -47,6 +47,13 @@ fn nearest_rank(q: &Bound<'_, PyAny>, n: u64) -> PyResult<u64> {
 #[pyclass(module = "lowtail._native", name = "ExactHistogram")]
 #[derive(Default)]
 pub struct PyExactHistogram(ExactHistogram);
+
+impl PyExactHistogram {
+    /// The histogram itself.
+    pub(crate) fn inner(&mut self) -> &mut ExactHistogram {
+        &mut self.0
+    }
+}
 
 #[pymethods]
 impl PyExactHistogram {
@@ -127,6 +134,16 @@ pub struct PySeriesSummary {
 impl PySeriesSummary {
     pub fn wrap(py: Python<'_>, summary: SeriesSummary) -> PyResult<Self> {
         Ok(PySeriesSummary { histogram: Py::new(py, PyExactHistogram(summary.exact))?, blocks: summary.blocks })
+    }
+
+    /// The time blocks.
+    pub(crate) fn blocks(&self) -> &TimeBlocks {
+        &self.blocks
+    }
+
+    /// The exact distribution (shared with Python).
+    pub(crate) fn histogram_ref(&self) -> &Py<PyExactHistogram> {
+        &self.histogram
     }
 }
 

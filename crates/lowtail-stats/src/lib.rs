@@ -8,14 +8,19 @@
 #![warn(missing_docs)]
 
 pub mod bins;
+pub mod confidence;
+pub mod dispersion;
+pub mod evidence;
 pub mod exact;
 pub mod hgrm;
+pub mod intervals;
 pub mod rank;
 pub mod rates;
 pub mod summary;
 pub mod worst;
 
 pub use bins::{auto_bins, Bin};
+pub use evidence::Evidence;
 pub use exact::ExactHistogram;
 pub use hgrm::HdrRecorder;
 pub use rank::{nearest_rank, Quantile, QuantileError};

@@ -57,8 +57,11 @@ def load_commands(argv: Sequence[str] | None = None) -> None:
     """Register the commands a command line needs: the module of the command it names, or
     every module (no command, `--help`, a mistyped one that click should suggest a name for,
     a completion request)."""
-    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    args = list(sys.argv[1:] if argv is None else argv)
+    words = [a for a in args if not a.startswith("-")]
     command = words[0] if words else None
+    if command is None and {"--version", "-V"} & set(args) and REQUEST_VARIABLE not in os.environ:
+        return  # the version is printed before any command is looked at
     if command in COMMAND_MODULES and command not in _NEEDS_EVERY_COMMAND and REQUEST_VARIABLE not in os.environ:
         modules = [COMMAND_MODULES[command]]
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -20,6 +21,9 @@ from lowtail.store import DatabaseBusy
 from lowtail.units import parse_duration_ns, parse_rate_pps
 from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict, VerdictRequest
 
+if TYPE_CHECKING:
+    from lowtail.store.db import Store
+
 # Defaults shown and used here are the native options' own.
 DEFAULTS = AnalyzeOptions()
 
@@ -34,10 +38,40 @@ class IdFormat(str, Enum):
     moonsniff = "moonsniff"
 
 
-def _import_store() -> None:
-    """What storing needs (DuckDB's module takes a tenth of a second to import), imported
-    while the analysis runs."""
-    importlib.import_module("lowtail.store.analyses")
+class _OpenedEarly:
+    """The database, opened while the analysis runs: DuckDB's module takes a tenth of a
+    second to import and a new database as long again to be given its tables, and the
+    analysis's native threads need no interpreter meanwhile. A database this command made
+    is removed again when the analysis fails (nothing is left that the user did not get);
+    a database that cannot be opened is said after the figures, as before."""
+
+    def __init__(self, db: Path):
+        self.db = db
+        self.store: Store | None = None
+        self.made = False
+        self.problem: Failure | None = None
+
+    def __call__(self) -> None:
+        importlib.import_module("lowtail.store.analyses")
+        from lowtail.store import open_store
+
+        self.made = not self.db.exists()
+        try:
+            self.store = open_store(self.db)
+        except DatabaseBusy as e:
+            self.problem = e
+            self.made = False
+        except (UserError, Failure):
+            self.made = False  # said again, with its exit code, when the analysis is stored
+
+    def discard(self) -> None:
+        """The analysis failed: close the database, and remove it if this command made it."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+        if self.made:
+            for leftover in (self.db, self.db.with_name(self.db.name + ".wal")):
+                leftover.unlink(missing_ok=True)
 
 
 @app.command(
@@ -125,15 +159,22 @@ def analyze(
         worst=max(worst, DEFAULTS.worst),
         export=series.parquet_path_for(export) if export else None,
     )
-    with byte_progress("analysing") as progress:
-        a = analyze_pair(
-            pre,
-            post,
-            options,
-            on_progress=progress,
-            while_waiting=_import_store if store else None,
-            confidence=verdict.confidence if verdict else DEFAULT_CONFIDENCE,
-        )
+    early = _OpenedEarly(db) if store else None
+    try:
+        with byte_progress("analysing") as progress:
+            a = analyze_pair(
+                pre,
+                post,
+                options,
+                on_progress=progress,
+                while_waiting=early,
+                confidence=verdict.confidence if verdict else DEFAULT_CONFIDENCE,
+                budgets=[verdict.budget_ns] if verdict else (),
+            )
+    except BaseException:
+        if early is not None:
+            early.discard()
+        raise
     if not keep_series:
         a["summary"] = None
     if nominal is not None:
@@ -162,7 +203,7 @@ def analyze(
             stored = a.copy()
             stored["export_path"] = None
         try:
-            a["analysis_id"] = _store(stored, db, options, label)
+            a["analysis_id"] = _store(stored, db, options, label, early)
         except DatabaseBusy as e:  # the figures are still printed: they are the result
             not_stored = e
     written = None
@@ -206,15 +247,21 @@ def _verdict(budget: str | None, percentile: str, max_loss: int, confidence: str
     return VerdictRequest.parse(budget, percentile, max_loss, confidence).over(Verdict())
 
 
-def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> int:
-    """Store the analysis. A stop signal while it is written waits for the commit, and the
-    command then says whether the analysis was stored."""
+def _store(
+    a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None, early: _OpenedEarly | None = None
+) -> int:
+    """Store the analysis (in the database opened while it ran, when it could be). A stop
+    signal while it is written waits for the commit, and the command then says whether the
+    analysis was stored."""
     from lowtail.store import open_store
     from lowtail.store.analyses import save_analysis
 
+    if early is not None and early.problem is not None:
+        raise early.problem
+    opened = early.store if early is not None else None
     stored: list[int] = []
     try:
-        with open_store(db) as s, signals.held():
+        with opened or open_store(db) as s, signals.held():
             stored.append(save_analysis(s, a, options=options.to_dict(), label=label))
     except KeyboardInterrupt:
         what = f"the analysis was stored as analysis {stored[0]} in {db}" if stored else "nothing was stored"

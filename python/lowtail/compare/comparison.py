@@ -22,6 +22,7 @@ from lowtail.documents import (
     ComparisonDocument,
     ConfigurationCauses,
     ConfigurationDocument,
+    IntervalDoc,
     RunRow,
 )
 from lowtail.errors import UserError
@@ -337,9 +338,11 @@ def _configuration(
             partial.append(f"{_name(r)} left out of the pooled figures: {e}")
         d = dists.get(r["analysis_id"])
         figures = d.figures([*keys, "max"]) if d is not None else _stored_figures(r, keys)
+        own = _intervals(r, d, keys, level)
         per_run.append(
             {
-                "resolvable": _resolvable(r, d, keys, level),
+                "resolvable": {k: bool(iv and iv["resolvable"]) for k, iv in own.items()},
+                "intervals": {k: [iv["lower_ns"], iv["upper_ns"]] if iv else None for k, iv in own.items()},
                 "run_id": r["run_id"],
                 "analysis_id": r["analysis_id"],
                 "experiment_id": r["experiment_id"],
@@ -358,7 +361,9 @@ def _configuration(
     sent = sum(int(r.get("sent") or 0) for r in valid)
     lost = sum(int(r.get("lost") or 0) for r in valid)
     latency = pool.figures([*keys, "max"]) if pool is not None and pool.samples else None
-    bounds = pool.bounds(keys, level, verdict.confidence) if pool is not None and pool.samples else None
+    bounds = (
+        pool.bounds(keys, level, verdict.confidence, [verdict.budget_ns]) if pool is not None and pool.samples else None
+    )
     degraded = sorted({d for r in valid for d in (r.get("degraded_reasons") or [])})
     if not valid:
         reasons = "; ".join(f"{_name(r)}: {'; '.join(r.get('invalid_reasons') or ['no analysis'])}" for r in invalid)
@@ -418,15 +423,19 @@ def _configuration(
     return doc
 
 
-def _resolvable(run: Mapping[str, Any], d: Distribution | None, keys: list[str], level: float) -> dict[str, bool]:
-    """Whether a repetition's own packets bound each percentile: as its analysis stored it
-    at this level, else computed from its distribution."""
+def _intervals(
+    run: Mapping[str, Any], d: Distribution | None, keys: list[str], level: float
+) -> dict[str, IntervalDoc | None]:
+    """A repetition's own interval of each percentile (whether its packets bound it, and its
+    sampling error): as its analysis stored it at this level, else computed from its
+    distribution (one native call for all of them)."""
     stored = (run.get("figures") or {}).get("intervals") or {}
     if stored.get("level") == level and all(k in stored.get("percentiles", {}) for k in keys):
-        return {k: bool(stored["percentiles"][k]["resolvable"]) for k in keys}
+        return {k: stored["percentiles"][k] for k in keys}
     if d is None or not d.samples:
-        return {k: False for k in keys}
-    return {k: bool(d.interval(k, level)["resolvable"]) for k in keys}
+        return dict.fromkeys(keys)
+    computed = d.bounds(keys, level, DEFAULT_LEVEL)["percentiles"]
+    return {k: computed[k] for k in keys}
 
 
 def _name(run: Mapping[str, Any]) -> str:

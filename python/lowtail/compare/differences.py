@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from lowtail import percentiles
@@ -33,9 +33,15 @@ JUDGED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
 NO_LATENCY = "no latency"
 UNBOUNDED = "unbounded"
 FEW_REPETITIONS = "repetitions"
+RESOLUTION = "resolution"
 EMULATED = "emulated"
 DEGRADED = "degraded"
 NOT_SIGNIFICANT = "not significant"
+# The fewest repetitions per configuration a difference is called from. Two repetitions
+# cannot show whether run-to-run variation is continuous: a device placed on one of two cores
+# runs at one of two levels, and 2 + 2 repetitions that happen to fall on opposite levels
+# look like a difference far beyond their spread (13 % of A/A pairs called; issue 35).
+FEWEST_REPETITIONS = 3
 
 
 @dataclass(frozen=True)
@@ -49,11 +55,26 @@ class Side:
     pooled_ns: int | None
     degraded: bool
     emulated: bool
+    # Each repetition's interval of the percentile ([lower, upper], None where not stored):
+    # its own sampling error, which run-to-run variation cannot be smaller than.
+    spans: list[list[int | None] | None] = field(default_factory=list)
 
     @property
     def logs(self) -> list[float]:
         """The repetitions' values on the log scale (1 ns at least)."""
         return [math.log(max(v, 1)) for v in self.values if v is not None]
+
+    def sampling_variances(self, level: float) -> list[float]:
+        """Each repetition's sampling variance of its log value, from its interval at `level`
+        (half its log width over the normal quantile), where one is stored."""
+        from statistics import NormalDist
+
+        z = NormalDist().inv_cdf(1.0 - (1.0 - level) / 2.0)
+        out = []
+        for span in self.spans:
+            if span and span[0] is not None and span[1] is not None:
+                out.append(((math.log(max(span[1], 1)) - math.log(max(span[0], 1))) / (2.0 * z)) ** 2)
+        return out
 
 
 def side(configuration: Mapping[str, Any], key: str) -> Side:
@@ -66,7 +87,19 @@ def side(configuration: Mapping[str, Any], key: str) -> Side:
         pooled_ns=(configuration.get("latency_ns") or {}).get(key),
         degraded=bool(configuration.get("degraded")),
         emulated=bool(configuration.get("emulated")),
+        spans=[(r.get("intervals") or {}).get(key) for r in runs],
     )
+
+
+def resolution_ns(values: Sequence[int]) -> int:
+    """The timestamps' resolution the values show: their greatest common divisor (1 ns for
+    nanosecond captures, 1,000 for microsecond ones, more for coarse NIC stamps)."""
+    found = 0
+    for v in values:
+        found = math.gcd(found, abs(int(v)))
+        if found == 1:
+            break
+    return max(found, 1)
 
 
 @dataclass(frozen=True)
@@ -80,22 +113,65 @@ class Test:
     df: int
 
 
-def t_test(a: list[float], b: list[float], level: float) -> Test | None:
-    """The pooled-variance t-test of b − a on log values; None without a degree of freedom."""
-    from scipy.special import stdtr, stdtrit
+def t_two_sided(t: float, df: int) -> float:
+    """P(|T| ≥ |t|) for Student's T with `df` (an integer) degrees of freedom, exactly: the
+    finite series in θ = atan(t/√df) (Abramowitz & Stegun 26.7.3–4), so that a comparison
+    needs no scipy (whose import costs a `compare` most of a second)."""
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2 == 1:
+        term, total = math.cos(theta), 0.0
+        if df > 1:
+            total = term
+            for k in range(3, df - 1, 2):
+                term *= c2 * (k - 1) / k
+                total += term
+        inside = 2.0 / math.pi * (theta + s * total)
+    else:
+        term = total = 1.0
+        for k in range(2, df - 1, 2):
+            term *= c2 * (k - 1) / k
+            total += term
+        inside = s * total
+    return min(1.0, max(0.0, 1.0 - inside))
 
+
+def t_quantile(p: float, df: int) -> float:
+    """Student's t quantile at p > 0.5 with `df` degrees of freedom: `t_two_sided` inverted
+    by bisection (to 1e-12 of the probability)."""
+    target = 2.0 * (1.0 - p)
+    lo, hi = 0.0, 1.0
+    while t_two_sided(hi, df) > target:
+        lo, hi = hi, hi * 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_two_sided(mid, df) > target:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * hi:
+            break
+    return (lo + hi) / 2.0
+
+
+def t_test(a: list[float], b: list[float], level: float, floor: float = 0.0) -> Test | None:
+    """The pooled-variance t-test of b − a on log values; None without a degree of freedom,
+    or when the repetitions show no variation at all (ties: then there is nothing to judge a
+    difference against — never p = 0). `floor` is the least variance a repetition's log
+    value has (its sampling error, its rounding to the timestamps' resolution): repetitions
+    that tie do not make run-to-run variation smaller than that."""
     df = len(a) + len(b) - 2
     if len(a) < 1 or len(b) < 1 or df < 1:
         return None
     mean_a, mean_b = sum(a) / len(a), sum(b) / len(b)
     squares = sum((x - mean_a) ** 2 for x in a) + sum((x - mean_b) ** 2 for x in b)
-    se = math.sqrt(squares / df * (1 / len(a) + 1 / len(b)))
+    variance = max(squares / df, floor)
+    se = math.sqrt(variance * (1 / len(a) + 1 / len(b)))
     diff = mean_b - mean_a
-    if se == 0.0:  # every repetition alike on both sides: any difference is beyond their variation
-        p = 1.0 if diff == 0.0 else 0.0
-        return Test(math.exp(diff), math.exp(diff), math.exp(diff), p, df)
-    p = float(2.0 * stdtr(df, -abs(diff) / se))
-    half = float(stdtrit(df, 1.0 - (1.0 - level) / 2.0)) * se
+    if se == 0.0:
+        return None
+    p = t_two_sided(diff / se, df)
+    half = t_quantile(1.0 - (1.0 - level) / 2.0, df) * se
     return Test(math.exp(diff), math.exp(diff - half), math.exp(diff + half), p, df)
 
 
@@ -128,11 +204,37 @@ def judge(a: Side, b: Side, key: str, level: float) -> dict[str, Any]:
         return base | _not_called(
             a, b, short, UNBOUNDED, f"the packets of a repetition of {' and '.join(unbounded)} do not bound its {short}"
         )
-    test = t_test(a.logs, b.logs, level)
-    if test is None or min(len(a.logs), len(b.logs)) < 2:
+    if min(len(a.logs), len(b.logs)) < 2:
         single = [s.label for s in (a, b) if len(s.logs) < 2]
         return base | _not_called(
             a, b, short, FEW_REPETITIONS, f"one repetition of {' and '.join(single)}: run-to-run variation not measured"
+        )
+    if min(len(a.logs), len(b.logs)) < FEWEST_REPETITIONS:
+        few = [s.label for s in (a, b) if len(s.logs) < FEWEST_REPETITIONS]
+        return base | _not_called(
+            a,
+            b,
+            short,
+            FEW_REPETITIONS,
+            f"not enough repetitions: {' and '.join(few)} has 2, which cannot show whether run-to-run variation "
+            f"is continuous or comes in levels (one core placement or another); at least {FEWEST_REPETITIONS} are needed",
+        )
+    values = [v for s in (a, b) for v in s.values if v is not None]
+    step = resolution_ns(values + [e for s in (a, b) for span in s.spans if span for e in span if e is not None])
+    geometric = [math.exp(sum(s.logs) / len(s.logs)) for s in (a, b)]
+    if abs(geometric[1] - geometric[0]) <= step * (1 + 1e-9):  # within rounding of the step
+        return base | _not_called(
+            a,
+            b,
+            short,
+            RESOLUTION,
+            f"the repetitions differ by {format_ns(abs(geometric[1] - geometric[0]), 1)}, within the timestamps' "
+            f"resolution ({format_ns(step)}): not resolvable",
+        )
+    test = t_test(a.logs, b.logs, level, _variance_floor(a, b, level, step))
+    if test is None:
+        return base | _not_called(
+            a, b, short, RESOLUTION, "every repetition ties at one value on both sides: no variation to judge against"
         )
     doc = base | _test_doc(test, a, b)
     if a.emulated != b.emulated:
@@ -158,6 +260,16 @@ def judge(a: Side, b: Side, key: str, level: float) -> dict[str, Any]:
         f"not beyond run-to-run variation: {_ratio_text(test, a.label, b.label, level)}",
         test,
     )
+
+
+def _variance_floor(a: Side, b: Side, level: float, step: int) -> float:
+    """The least variance of a repetition's log value: the mean of the repetitions' own
+    sampling variances (from their intervals), and at least that of rounding to the
+    timestamps' resolution (uniform over one step: step²/12, on the log scale)."""
+    sampling = a.sampling_variances(level) + b.sampling_variances(level)
+    smallest = min(v for s in (a, b) for v in s.values if v is not None)
+    rounding = (step / max(smallest, 1)) ** 2 / 12.0
+    return max(sum(sampling) / len(sampling) if sampling else 0.0, rounding)
 
 
 def _test_doc(test: Test, a: Side, b: Side) -> dict[str, Any]:

@@ -7,8 +7,10 @@ stay apart, run by run: the intervals measure how the packets cluster within eac
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from lowtail import percentiles, series
@@ -30,6 +32,9 @@ class Distribution:
 
     summaries: list[SeriesSummary] = field(default_factory=list)
     hist: ExactHistogram = field(default_factory=ExactHistogram)
+    # The packets indexed for the intervals (once: every interval asked of it is then a few
+    # binary searches), made again if packets were added since.
+    _evidence: Evidence | None = field(default=None, init=False, repr=False, compare=False)
 
     @classmethod
     def of(cls, summary: SeriesSummary) -> Distribution:
@@ -50,25 +55,36 @@ class Distribution:
 
     def evidence(self) -> Evidence:
         """What the intervals read: the pooled histogram and each run's blocks."""
-        return Evidence(self.summaries, self.hist)
+        ev = self._evidence
+        if ev is None or ev.n != self.hist.count or len(ev.summaries) != len(self.summaries):
+            ev = self._evidence = Evidence(self.summaries, self.hist)
+        return ev
 
     def interval(self, key: str, level: float = DEFAULT_LEVEL) -> IntervalDoc:
         """The interval of a headline percentile that allows for clustered packets (see
         `compare.intervals`)."""
         return interval(self.evidence(), key, level).as_dict()
 
-    def bounds(self, keys: Iterable[str], level: float, confidence: float) -> BoundsDoc:
-        """Intervals at `level` and one-sided bounds at `confidence` of these percentiles."""
-        return bounds_document(self.evidence(), keys, level, confidence)
+    def bounds(self, keys: Iterable[str], level: float, confidence: float, budgets: Iterable[int] = ()) -> BoundsDoc:
+        """Intervals at `level` and one-sided bounds at `confidence` of these percentiles, and
+        the exact count of packets reaching each of `budgets`."""
+        return bounds_document(self.evidence(), keys, level, confidence, budgets)
 
     def curve(self, fractions: list[float]) -> list[tuple[float, int]]:
         """(fraction, value) at each fraction: an HDR percentile curve, exact at every point."""
-        values = self.hist.quantiles([percentiles.exact_quantile(f) for f in fractions]) or []
+        values = self.hist.quantiles(_exact_grid(tuple(fractions))) or []
         return list(zip(fractions, values))
 
     def cdf(self, points: int = CDF_POINTS) -> list[tuple[float, int]]:
         """(fraction, value) at the fractions k/points, k = 0..points."""
         return self.curve([k / points for k in range(points + 1)])
+
+
+@functools.lru_cache(maxsize=4)
+def _exact_grid(fractions: tuple[float, ...]) -> list[Fraction]:
+    """The exact quantiles of a curve's grid, made once for all the curves a comparison draws
+    on it (the pooled one, each repetition's, the floor's)."""
+    return [percentiles.exact_quantile(f) for f in fractions]
 
 
 def read_run(

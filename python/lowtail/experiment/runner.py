@@ -323,7 +323,9 @@ def _analyze(
     if outcome.pre is None or outcome.post is None or not outcome.pre.exists():
         return None, options.to_dict()
     try:
-        return analyze_pair(outcome.pre, outcome.post, options, confidence=exp.verdict.confidence), options.to_dict()
+        return analyze_pair(
+            outcome.pre, outcome.post, options, confidence=exp.verdict.confidence, budgets=[exp.verdict.budget_ns]
+        ), options.to_dict()
     except (UserError, Failure) as e:
         if is_disk_full(e):
             raise

@@ -327,7 +327,7 @@ def _fit_threshold(p: Fraction, top: np.ndarray, n_fit: int, opts: EvtOptions, z
     se = fit.se()
     if se:
         tf.sigma_ci = (fit.sigma - z * se[0], fit.sigma + z * se[0])
-        tf.xi_ci = (fit.xi - z * se[1], fit.xi + z * se[1])
+    tf.xi_ci = gpd.profile_interval(y, fit, opts.confidence)
     tf.js_divergence = gpd.js_divergence(y, fit.sigma, fit.xi, opts.js_bins)
     return tf
 
@@ -461,6 +461,14 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
         reasons = "; ".join(f"{_pct(f.percentile):g}th: {f.note}" for f in fits)
         raise Failure(f"the GPD fit did not converge at any threshold ({reasons})")
     chosen = min(usable, key=lambda f: (f.js_divergence, f.percentile))
+    # The threshold is chosen from the same data: a bounded tail is claimed only when ξ's
+    # interval lies below 0 at every threshold the choice was made among, so the claim does
+    # not rest on the threshold whose sample happened to look bounded. The interval shown is
+    # their hull (chosen.xi_ci keeps the chosen threshold's own).
+    intervals = [f.xi_ci for f in usable]
+    hull = (
+        (min(i[0] for i in intervals if i), max(i[1] for i in intervals if i)) if intervals and all(intervals) else None
+    )
     zeta = chosen.exceedances / n_fit
     assert chosen.sigma_ns is not None and chosen.xi is not None  # a usable fit has both
     levels = [return_level(n_val, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi)]
@@ -471,6 +479,7 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
     return {
         "fits": fits,
         "chosen": chosen,
+        "xi_ci": hull,
         "zeta": zeta,
         "exceedances": chosen.exceedances,
         "_levels": [lv if lv is not None else math.nan for lv in levels],
@@ -556,7 +565,8 @@ def _document(
     if rate:
         for name, seconds in HORIZONS_S.items():
             horizons[name] = {"seconds": seconds, **level_row(rate * seconds)}
-    endpoint, endpoint_ci = _endpoint(u, fit, z, chosen.xi_ci)
+    xi_ci = model["xi_ci"]  # over every threshold the choice was made among
+    endpoint, endpoint_ci = _endpoint(u, fit, z, xi_ci)
     checks = []
     for i, m in enumerate(model["_periods"]):
         level = model["_levels"][i]
@@ -605,8 +615,8 @@ def _document(
         "sigma_ns": fit.sigma,
         "sigma_ci_ns": list(chosen.sigma_ci) if chosen.sigma_ci else None,
         "xi": fit.xi,
-        "xi_ci": list(chosen.xi_ci) if chosen.xi_ci else None,
-        "bounded": shown_bounded(chosen.xi_ci),
+        "xi_ci": list(xi_ci) if xi_ci else None,
+        "bounded": shown_bounded(xi_ci),
         "endpoint_ns": endpoint,
         "endpoint_ci_ns": list(endpoint_ci) if endpoint_ci else None,
         "js_divergence": chosen.js_divergence,

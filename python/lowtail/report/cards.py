@@ -82,13 +82,14 @@ class VerdictCard:
         ):
             out.append(self.judgements[0]["reason"])  # a latency FAIL is the line above; others say why
         decide = self.to_decide()
-        if decide and not any("would decide" in line for line in out):
+        if decide and not any("would be decided" in line for line in out):
             out.append(decide)
         return out + [n for n in self.notes if n]
 
     def to_decide(self) -> str:
-        """What would decide an inconclusive card, as its judgements stored it: about how many
-        packets more (the most any inconclusive one needs) and how long they take."""
+        """What would decide an inconclusive card, as its judgements stored it: how many packets
+        longer a run would be decided about half the time (the most any inconclusive one
+        needs: the median length that decides, docs/statistics.md §2) and how long they take."""
         if self.status != "inconclusive":
             return ""
         needs = [j for j in self.judgements if j["status"] == "inconclusive" and j.get("more_packets")]
@@ -97,7 +98,7 @@ class VerdictCard:
         most = max(needs, key=lambda j: j["more_packets"] or 0)
         seconds = most.get("more_seconds")
         took = f" ({format_minutes(seconds)})" if seconds else ""
-        return f"about {format_count(most['more_packets'])} more packets{took} would decide it"
+        return f"a run about {format_count(most['more_packets'])} packets longer{took} would be decided about half the time"
 
     def marks(self) -> list[str]:
         """What stands behind the verdict that a reader must weigh: degraded or emulated runs."""
