@@ -12,6 +12,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lowtail.errors import UserError
+from lowtail.schema import ascii_digits
+from lowtail.terminal import escape
+
+# No kernel numbers more CPUs (NR_CPUS is at most 8,192): a larger number is a typo, and a
+# range up to it would cost memory.
+MAX_CPUS = 8192
 
 
 class SysRoot:
@@ -120,15 +126,18 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
         if not part:
             continue
         try:
-            if "-" in part:
-                a, b = (int(x) for x in part.split("-", 1))
-                if a > b:
-                    raise ValueError
-                cpus.update(range(a, b + 1))
-            else:
-                cpus.add(int(part))
+            ends = part.split("-", 1)
+            if not all(ascii_digits(x.strip()) for x in ends):
+                raise ValueError  # "０" and "1_0" read as numbers by int(): not what was typed
+            a, b = int(ends[0]), int(ends[-1])
+            if a > b or b >= MAX_CPUS:
+                raise ValueError
+            cpus.update(range(a, b + 1))
         except ValueError:
-            raise UserError(f"{what} {text!r}: {part!r} is not a CPU number or range (examples: 0, 1-3, 1,3)") from None
+            raise UserError(
+                f"{what} {escape(repr(text))}: {escape(repr(part))} is not a CPU number or range below {MAX_CPUS:,} "
+                "in ASCII digits (examples: 0, 1-3, 1,3)"
+            ) from None
     return sorted(cpus)
 
 

@@ -26,8 +26,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail import signals
+from lowtail import schema, signals
 from lowtail.errors import DiskFull, Failure, UserError
+from lowtail.files import special_kind
 from lowtail.percentiles import KEYS
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class Store:
         self._file: int | None = None
         self._schema_ready = read_only
         self._making_schema = False
+        kind = special_kind(self.path)
+        if kind is not None:  # a FIFO would be waited on for ever, a device read without end
+            raise UserError(f"{self.path}: is {kind}, not a lowtail database (--db names a database file)")
         if read_only and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
         self._created = not self.path.exists()
@@ -465,7 +469,7 @@ def as_id(ident: int | str) -> int | None:
         return None
     if isinstance(ident, int):
         return ident if 0 <= ident <= 2**63 - 1 else None
-    if not re.fullmatch(r"[0-9]{1,19}", ident):
+    if len(ident) > 19 or not schema.ascii_digits(ident):
         return None
     number = int(ident)
     return number if number <= 2**63 - 1 else None
