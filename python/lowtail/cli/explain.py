@@ -13,6 +13,7 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
+from lowtail.files import check_output
 from lowtail.report.explain import KIND_WORDS, core_text
 from lowtail.units import format_ns, format_percent
 
@@ -39,6 +40,8 @@ def explain(
     from lowtail.store import open_store
     from lowtail.store.explain import run_id_of
 
+    if output is not None:  # before any work: a FIFO, device or directory is refused at once
+        check_output(output, "--output")
     threshold = latency_above(above) if above is not None else None
     with open_store(db) as store:
         doc = explain_run(store, run_id_of(store, run), threshold)

@@ -406,6 +406,11 @@ class _Connection:
     def fetchone(self) -> Any:
         return self._call("fetchone")
 
+    def sql(self, *args: Any, **kwargs: Any) -> _Relation:
+        """A relation whose results are read with the same errors in lowtail's words (an
+        export of a damaged file says it is damaged, not DuckDB's IOException)."""
+        return _Relation(self.store, _Relation(self.store, self.raw).__getattr__("sql")(*args, **kwargs))
+
     def fetchall(self) -> list[Any]:
         rows: list[Any] = self._call("fetchall")
         return rows
@@ -419,6 +424,30 @@ class _Connection:
 
     def __getattr__(self, name: str) -> Any:  # anything else DuckDB offers, as it is
         return getattr(self.raw, name)
+
+
+class _Relation:
+    """A DuckDB relation read through `Store.failure`, as `_Connection`'s queries are."""
+
+    def __init__(self, store: Store, raw: Any):
+        self.store = store
+        self.raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.raw, name)
+        if not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return found(*args, **kwargs)
+            except duckdb.Error as e:
+                translated = self.store.failure(e)
+                if translated is e:
+                    raise
+                raise translated from None
+
+        return call
 
 
 # -- helpers of the query modules -------------------------------------------------------------
