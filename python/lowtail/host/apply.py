@@ -563,17 +563,19 @@ def _checked_changes(path: Path, root: SysRoot, doc: UndoDocument) -> list[Chang
     return changes
 
 
-def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> list[Change]:
+def undo(path: Path, sysroot: str | Path | SysRoot | None = None, force: bool = False) -> list[Change]:
     """Restore what the undo file says apply changed. Refuses (changing nothing) when a
-    setting no longer holds what apply left there, unless `force`."""
+    setting no longer holds what apply left there, unless `force`. `sysroot` (a path, or the
+    SysRoot to write through) must be the one the file was written for."""
     path = Path(path)
     doc = load_undo(path)
     recorded = Path(doc.sysroot)
-    if sysroot is not None and Path(sysroot).resolve() != recorded:
-        raise UserError(f"{path} was written for {recorded}, not {Path(sysroot).resolve()}")
+    given = sysroot.root if isinstance(sysroot, SysRoot) else sysroot
+    if given is not None and Path(given).resolve() != recorded:
+        raise UserError(f"{path} was written for {recorded}, not {Path(given).resolve()}")
     if not recorded.is_dir():
         raise UserError(f"{path} was written for {recorded}, which no longer exists")
-    root = SysRoot(recorded)
+    root = sysroot if isinstance(sysroot, SysRoot) else SysRoot(recorded)
     if root.live and os.geteuid() != 0:
         raise UserError("undo changes kernel settings and needs root: run it with sudo")
     changes = _checked_changes(path, root, doc)
