@@ -617,6 +617,7 @@ def _read_rows(
             continue  # a table of a later format version than the bundle's (store.bundles.with_absent_tables)
         member = f"rows/{table}.parquet"
         declared = manifest.tables[table].rows
+        _check_footer(path, staging / member, member)
         try:
             rows = pq.ParquetFile(staging / member).metadata.num_rows
         except (pa.ArrowException, OSError, ValueError) as e:
@@ -633,6 +634,27 @@ def _read_rows(
         if tables[table].column_names != manifest.tables[table].columns:
             raise BundleError(path, "has other columns than the manifest lists", member)
     return tables
+
+
+# A rows file's footer (its schema, row groups and statistics), read whole before anything
+# else: far beyond a real footer, far below what would cost memory (a value's min/max
+# statistics are copied into it).
+MAX_FOOTER_BYTES = 16 << 20
+
+
+def _check_footer(path: Path, file: Path, member: str) -> None:
+    """Refuse a Parquet footer larger than MAX_FOOTER_BYTES from its length (the file's last
+    eight bytes), before it is parsed."""
+    with file.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size < 12:
+            raise BundleError(path, "is not a Parquet file (too short)", member)
+        f.seek(size - 8)
+        tail = f.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] == b"PAR1" and length > MAX_FOOTER_BYTES:
+        raise BundleError(path, f"has a Parquet footer of {length:,} bytes, more than {MAX_FOOTER_BYTES:,}", member)
 
 
 # Rows read at a time while their decoded size is counted.
