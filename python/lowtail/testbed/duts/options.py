@@ -223,7 +223,7 @@ class RulesOption(Option):
         resolved = Path(value).expanduser().resolve()
         if not resolved.is_file():
             raise ValueError(
-                f"must be a number of rules, {self._words()} or a rules file; there is no file {str(resolved)!r}"
+                f"must be a number of rules, {self._words()} or a rules file; there is no file {value!r} ({resolved})"
             )
         try:
             content = read_input(resolved, "rules file", MAX_RULES_FILE_BYTES, fifo=False)
