@@ -185,3 +185,18 @@ def test_a_change_of_every_kind_is_planned_with_its_restore_in_the_kernels_form(
         assert isinstance(ch, Change)
         assert ch.restore == host_settings.restore_text(ch.compare, ch.before or "")
         assert "[" not in (ch.restore or "")
+
+
+def test_an_undo_cut_short_is_finished_by_the_next_undo_without_force(untuned_kernel, tmp_path):
+    """An undo killed half-way (SIGKILL) leaves some settings restored and its file saying
+    "applied": before, the next `host undo` refused every restored one as "changed since
+    apply" and needed --force; now a setting that reads as before is simply done."""
+    root = untuned_kernel
+    before = every_setting(root)
+    plan = CorePlan((0,), (1, 2, 3), "test")
+    changes = planned_changes(Host(root), plan, cpuset=None)
+    apply_changes(root, changes, plan, tmp_path / "u.json")
+    for ch in changes[: len(changes) // 2]:  # what the killed undo got to
+        host_settings.write(root, ch.path, ch.compare, ch.restore or "")
+    undo(tmp_path / "u.json", root)
+    assert every_setting(root) == before

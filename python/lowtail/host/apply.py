@@ -593,14 +593,12 @@ def undo(path: Path, sysroot: str | Path | SysRoot | None = None, force: bool = 
         cur = read_setting(root, ch)
         if ch.kind == "affinity" and cur is None:
             continue  # the task has ended: nothing to restore
-        if doc.state == "applied" or ch.status == "applied":
-            expected = ch.after if ch.after is not None else ch.written
-            if normalized(ch.compare, cur) == normalized(ch.compare, expected) or _takes_effect(ch, cur):
-                todo.append(ch)
-                continue
-        elif normalized(ch.compare, cur) == normalized(ch.compare, ch.before):
-            continue  # a pending file: apply never got to this one
-        elif _takes_effect(ch, cur):
+        if ch.before is not None and _restored(root, ch):
+            # As before already: apply never got to it (a pending file), or an undo cut short
+            # (a SIGKILL half-way) restored it. Nothing to restore, and nothing changed since.
+            continue
+        expected = ch.after if ch.after is not None else ch.written
+        if normalized(ch.compare, cur) == normalized(ch.compare, expected) or _takes_effect(ch, cur):
             todo.append(ch)
             continue
         mismatches.append(f"{ch.setting} ({root.path(ch.path)}) is {cur!r}, apply left {ch.after or ch.written!r}")
@@ -625,6 +623,7 @@ def undo(path: Path, sysroot: str | Path | SysRoot | None = None, force: bool = 
                 f"{path} is kept"
             ) from None
         restored.append(ch)
+    root.discard_partials(ch.path for ch in changes if ch.kind == "write")
     path.replace(path.with_name(path.name + ".done"))
     pending.release(path)
     return list(reversed(restored))

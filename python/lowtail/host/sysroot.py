@@ -103,9 +103,34 @@ class SysRoot:
 
     def write(self, rel: str, text: str) -> None:
         """One write, as `echo text > file` does — one value per write, newline-terminated
-        (sysfs and procfs take it so). Raises OSError; callers turn it into a message."""
-        with open(self.path(rel), "w") as f:
-            f.write(text if text.endswith("\n") else text + "\n")
+        (sysfs and procfs take it so). Raises OSError; callers turn it into a message. A
+        copied sysroot's file is replaced whole (renamed into place), as a kernel setting
+        changes at once: a write cut short (SIGKILL) never leaves it empty."""
+        line = text if text.endswith("\n") else text + "\n"
+        target = self.path(rel)
+        if self.live or not target.is_file():
+            with open(target, "w") as f:
+                f.write(line)
+            return
+        os.close(os.open(target, os.O_WRONLY))  # may it be written? (EACCES as the kernel's file says)
+        partial = self._partial(rel)
+        try:
+            partial.write_text(line)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+
+    def _partial(self, rel: str) -> Path:
+        target = self.path(rel)
+        return target.with_name(f".{target.name}.lowtail-partial")
+
+    def discard_partials(self, rels: Iterable[str]) -> None:
+        """Remove what writes to these files killed between their two steps left (a copied
+        sysroot's; `host undo` gives the sysroot back whole)."""
+        if self.live:
+            return
+        for rel in rels:
+            self._partial(rel).unlink(missing_ok=True)
 
     def save_recording(self, dest: Path) -> int:
         """Write what was read under `dest` (a new sysroot); returns the number of files."""
