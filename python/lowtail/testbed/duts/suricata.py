@@ -490,6 +490,7 @@ class Suricata(Dut):
         self.log_dir: Path | None = None
         self.rules: PreparedRules | None = None
         self.load_s: float | None = None
+        self.not_ready: str | None = None  # why start-up ended without "Engine started"
 
     @classmethod
     def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
@@ -571,8 +572,9 @@ class Suricata(Dut):
         return self.program
 
     def _wait_engine_started(self) -> None:
-        """Until Suricata says "Engine started" (its rules loaded, its threads running);
-        the caller's forwarding probe then says whether frames get through."""
+        """Until Suricata says "Engine started" (its rules loaded, its threads running), at
+        most ready_timeout; the caller's forwarding probe then says whether frames get
+        through — at once, when the rules did not load in time (`failure`)."""
         program = self._program()
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline and program.running():
@@ -582,6 +584,14 @@ class Suricata(Dut):
             except FileNotFoundError:
                 pass
             time.sleep(0.05)
+        if program.running():
+            self.not_ready = (
+                f"the DuT {self.name} (suricata) did not finish loading its rules within ready_timeout "
+                f"({self.ready_timeout_s:g} s): give it a longer ready_timeout, or fewer rules"
+            )
+
+    def failure(self) -> str | None:
+        return self.not_ready or super().failure()
 
     def stop(self) -> dict[str, Any]:
         """Suricata stopped (SIGINT: it writes its final statistics), and what the run keeps."""
