@@ -4,18 +4,22 @@ moments, for a fixed time (default 12 minutes), ending in a table.
 
 Areas: stop signals at random moments of a sweep (single and double SIGINT to the process
 group, SIGTERM, SIGHUP, kill -9; every DuT kind installed here), stop signals during
-`analyze` and `host apply`, edited undo files, concurrent writers with a reader, a full
+`analyze`, `host apply` and tune's trials (every kind of setting; kill -9 then the next
+command, which must say what is left), edited and hostile undo files, concurrent writers with a reader, a full
 disk (a small tmpfs) for every output, damaged databases, mutated captures, ordinary
 mistakes, quickly failing analyses (the interpreter-exit race), and untrusted input
-(scripts/soak_inputs.py): hostile bundles, outputs that name special files, hostile
-experiment files and import specs. After each case it
+(scripts/soak_inputs.py): hostile bundles, bundles small on disk and large decoded, names
+with terminal control sequences, rule sets past their bounds, outputs that name special
+files, hostile experiment files and import specs. After each case it
 counts what was left behind: namespaces, cgroups, processes, /run/lowtail state, taps
 (inside the namespaces), partial or 0-byte files, settings changed without an undo file.
 
 Per area the table gives: cases, ok (exit 0), clean errors (one line, the documented exit
-code), internal errors (70), aborts (a signal, 134, 139), hangs, data lost (something a
-command said it stored, or stored before, is gone), leftovers. Exit status 1 when any of
-the last five columns is not zero. Needs root (namespaces, tmpfs, the live kernel's
+code), internal errors (70), aborts (a signal, 134, 139), hangs, OOM (killed by the kernel,
+or a peak memory over PEAK_LIMIT_KIB), data lost (something a command said it stored, or
+stored before, is gone), leftovers, settings left (a host setting that does not read as
+before), control chars (a control character of data in any output). Exit status 1 when any
+of the columns from internal errors on is not zero. Needs root (namespaces, tmpfs, the live kernel's
 settings are never touched: host faults run on fixture sysroots)."""
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -44,12 +49,19 @@ from tb_helpers import command_lines  # noqa: E402
 
 import soak_inputs  # noqa: E402
 from host_fixtures import make_sysroot  # noqa: E402
+from lowtail import terminal  # noqa: E402
 from lowtail.testbed.duts import KINDS  # noqa: E402
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups  # noqa: E402
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 HANG_S = 180.0
-COLUMNS = ("cases", "ok", "clean errors", "internal errors", "aborts", "hangs", "data lost", "leftovers")
+COLUMNS = (
+    "cases", "ok", "clean errors", "internal errors", "aborts", "hangs", "OOM", "data lost", "leftovers",
+    "settings left", "control chars",
+)  # fmt: skip
+# A command whose peak memory passes this counts in the OOM column (a bound not kept; the
+# kernel's OOM killer, a SIGKILL the soak did not send, counts there too).
+PEAK_LIMIT_KIB = 3 << 20
 
 
 @dataclass
@@ -66,31 +78,84 @@ class Tally:
 TALLIES: dict[str, Tally] = defaultdict(Tally)
 
 
+@dataclass
+class LastCommand:
+    """What the last `run` printed and its peak memory, for the judge of its case."""
+
+    output: str = ""
+    peak_kib: int = 0
+
+
+LAST = LastCommand()
+
+
 def run(args: list[str], cwd: Path, timeout: float = HANG_S, env: dict | None = None) -> tuple[int | None, str, str]:
-    """A command to its end; (None, …) when it hung (it is killed then)."""
+    """A command to its end; (None, …) when it hung (it is killed then). Its output and peak
+    memory are kept for `judge` (control characters, the OOM column)."""
     proc = subprocess.Popen(
-        args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env
-    )
+        args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        env=env if env is not None else _ENV, errors="surrogateescape",
+    )  # fmt: skip
+    peak = _PeakWatch(proc.pid)
     try:
         out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, err = proc.communicate()
+        LAST.output, LAST.peak_kib = out + err, peak.stop()
         return None, out, err
+    LAST.output, LAST.peak_kib = out + err, peak.stop()
     return proc.returncode, out, err
+
+
+class _PeakWatch:
+    """A command's own peak resident memory (VmHWM of its process image, read every 50 ms
+    while it runs: getrusage's maxrss would carry the soak's own across fork and exec)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak_kib, self.done = pid, 0, threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        while not self.done.wait(0.05):
+            try:
+                for line in Path(f"/proc/{self.pid}/status").read_text().splitlines():
+                    if line.startswith("VmHWM:"):
+                        self.peak_kib = max(self.peak_kib, int(line.split()[1]))
+            except (OSError, ValueError, IndexError):
+                pass
+
+    def stop(self) -> int:
+        self.done.set()
+        self.thread.join()
+        return self.peak_kib
+
+
+# The soak's commands say what killed commands left (the notices are part of what is soaked).
+_ENV = dict(os.environ, LOWTAIL_LEFTOVER_NOTICES="1")
 
 
 def judge(area: str, rc: int | None, err: str, expected: tuple[int, ...], what: str) -> str:
     """Count one case by its exit: ok, a clean error, or one of the failures."""
     t = TALLIES[area]
     t.counts["cases"] += 1
+    if terminal.has_control(LAST.output + err):
+        shown = next(c for c in LAST.output + err if terminal.has_control(c))
+        t.bad("control chars", f"{what}: {shown!r} reached the terminal")
+    if LAST.peak_kib > PEAK_LIMIT_KIB:
+        t.bad("OOM", f"{what}: peak memory {LAST.peak_kib >> 10} MiB")
+    LAST.output, LAST.peak_kib = "", 0
     if rc is None:
         t.bad("hangs", what)
         return "hang"
     if rc == 70 or "Traceback" in err:
         t.bad("internal errors", f"{what}: {err.strip()[-300:]}")
         return "internal"
-    if rc < 0 or rc in (134, 137, 139):
+    if rc in (-9, 137):  # no case judged here was sent SIGKILL by the soak: the OOM killer's
+        t.bad("OOM", f"{what}: killed (exit {rc}): {err.strip()[-200:]}")
+        return "abort"
+    if rc < 0 or rc in (134, 139):
         t.bad("aborts", f"{what}: exit {rc}: {err.strip()[-200:]}")
         return "abort"
     if rc == 0:
@@ -403,7 +468,110 @@ def apply_signals(rng: random.Random, work: Path, until: float) -> None:
         after = _settings(root)
         changed = [k for k in before if after.get(k) != before[k]] + [k for k in after if k not in before]
         if changed:
-            TALLIES[area].bad("leftovers", f"{name} (exit {rc}): {len(changed)} settings changed, e.g. {changed[:3]}")
+            TALLIES[area].bad(
+                "settings left", f"{name} (exit {rc}): {len(changed)} settings changed, e.g. {changed[:3]}"
+            )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# A tune trial on a sysroot, as `tune` makes one (argv: sysroot, undo file, seconds measured):
+# what it restores read as it starts, applied with its undo file in flight, measured (a
+# sleep), undone; a stop signal undoes what is in force, as tune's _abandon does.
+_TRIAL = """
+import sys, time
+from pathlib import Path
+from lowtail import signals
+from lowtail.errors import Failure, Interrupted
+from lowtail.host.apply import apply_changes, planned_changes, undo
+from lowtail.host.facts import Host
+from lowtail.host.plan import CorePlan
+from lowtail.host.sysroot import SysRoot
+from lowtail.tune.loop import _as_now
+
+root, undo_file, measured = SysRoot.open(sys.argv[1]), Path(sys.argv[2]), float(sys.argv[3])
+plan = CorePlan((0,), (1, 2, 3), "soak")
+with signals.stop_on_signals(until_exit=True):
+    print("ready", flush=True)  # a signal before this is the interpreter's start, not tune's
+    try:
+        for repetition in range(2):
+            changes = _as_now(root, planned_changes(Host(root), plan, cpuset=None))
+            for ch in changes:
+                ch.status, ch.after = "planned", None
+            apply_changes(root, changes, plan, undo_file, command="tune")
+            time.sleep(measured)
+            with signals.held():
+                undo(undo_file)
+                undo_file.with_name(undo_file.name + ".done").unlink()
+    except (KeyboardInterrupt, Interrupted):
+        with signals.held():
+            if undo_file.exists():
+                undo(undo_file, force=True)
+        print("lowtail: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except Failure as e:
+        print(f"lowtail: error: {e}", file=sys.stderr)
+        sys.exit(1)
+"""
+
+
+def tune_trials(rng: random.Random, work: Path, until: float) -> None:
+    """tune's trials on a sysroot of every kind of setting (THP, KSM, governor, idle states,
+    sysctls, IRQ and default affinities), a stop signal at a random moment of apply, measure
+    or undo; SIGKILL then the next command (any: `list`), which must say what is left and how
+    to undo it. After each case every setting reads as before."""
+    area = "tune trials"
+    i = 0
+    state = work / "undo-state"
+    env = dict(_ENV, LOWTAIL_UNDO_STATE_DIR=str(state))
+    while time.monotonic() < until:
+        i += 1
+        root = make_sysroot(work / f"sysroot{i}", tuned=False)
+        _many_irqs(root, rng.choice((50, 800)))
+        undo = work / f"trial{i}.undo.json"
+        before = _settings(root)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _TRIAL, str(root), str(undo), str(rng.choice((0.2, 1.0)))],
+            cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True, env=env,
+        )  # fmt: skip
+        assert proc.stdout is not None
+        proc.stdout.readline()  # "ready" (or nothing: it ended)
+        time.sleep(rng.uniform(0.0, 2.5))
+        name = rng.choice(("SIGINT", "SIGTERM", "SIGHUP", "SIGKILL", "SIGINT+SIGINT", "SIGTERM+SIGKILL"))
+        for k, part in enumerate(name.split("+")):
+            if k:
+                time.sleep(0.05)
+            try:
+                os.killpg(proc.pid, getattr(signal, part))
+            except ProcessLookupError:
+                break
+        try:
+            _, err = proc.communicate(timeout=HANG_S)
+            trial_rc: int | None = proc.returncode
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            _, err = proc.communicate()
+            trial_rc = None
+        rc = trial_rc
+        if "SIGKILL" in name and rc == -9:
+            TALLIES[area].counts["cases"] += 1
+            TALLIES[area].counts["clean errors"] += 1
+            if undo.exists():  # killed with a trial in force: the next command must say so
+                lrc, _, lerr = run([*LOWTAIL, "list", "--db", str(work / "x.duckdb")], work, env=env)
+                judge(area, lrc, lerr, (0, 1, 2), f"{name}: the next command")
+                if str(undo) not in lerr or "left host settings changed" not in lerr:
+                    TALLIES[area].bad(
+                        "settings left", f"{name}: the next command did not say what was left: {lerr[:200]}"
+                    )
+                urc, _, uerr = run([*LOWTAIL, "host", "undo", str(undo)], work, env=env)
+                judge(area, urc, uerr, (0,), f"{name}: host undo as the notice says")
+        else:
+            judge(area, rc, err, (0, 130), name)
+        after = _settings(root)
+        changed = [k for k in before if after.get(k) != before[k]] + [k for k in after if k not in before]
+        if changed:
+            TALLIES[area].bad(
+                "settings left", f"{name} (exit {rc}): {len(changed)} settings changed, e.g. {changed[:3]}"
+            )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -688,6 +856,11 @@ AREAS: list[tuple[str, Callable[[random.Random, Path, float], None], float]] = [
     ("hostile bundles", _inputs(soak_inputs.bundles), 0.06),
     ("special-file outputs", _inputs(soak_inputs.special_files), 0.03),
     ("hostile specs", _inputs(soak_inputs.specs), 0.04),
+    ("tune trials", tune_trials, 0.06),
+    ("hostile undo files", _inputs(soak_inputs.undo_files), 0.02),
+    ("bundle value bombs", _inputs(soak_inputs.bombs), 0.04),
+    ("terminal escapes", _inputs(soak_inputs.escapes), 0.03),
+    ("rule sets", _inputs(soak_inputs.rules), 0.03),
 ]
 
 

@@ -316,3 +316,211 @@ def specs(rng: random.Random, work: Path, until: float, run: Run, judge: Judge, 
             judge(area, rc, err, (2, 3), "import spec")
             if rc == 2 and _experiments(db) != before:
                 bad(area, "data lost", "a refused import spec stored an experiment")
+
+
+# -- issue 32: value bombs, terminal escapes, rule sets, hostile undo files -------------------------
+
+
+def _bomb_bundle(rng: random.Random, source: Path, out: Path) -> str:
+    """A bundle whose bytes are small and whose decoded rows are not (or that nests, or holds
+    a tar header tarfile cannot read); returns how."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from bundle_craft import read_bundle, rows, write_bundle
+
+    manifest, files = read_bundle(source)
+    how = rng.choice(("dictionary", "huge-string", "deep-json", "pax-sparse", "many-rows"))
+    runs = rows(files, "runs")
+    if how in ("dictionary", "huge-string"):
+        schema = rows(files, "run_interrupts").schema
+        n = rng.choice((10, 102, 1000)) if how == "dictionary" else 1
+        value = "x" * (rng.choice((5, 8, 64)) << 20 if how == "dictionary" else rng.choice((100, 200)) << 20)
+        run_id = runs.column("run_id")[0].as_py()
+        columns = {"run_id": [run_id] * n, "t_ns": list(range(n)), "cpu": [0] * n, "kind": ["LOC"] * n,
+                   "delta": [1] * n, "interval_ns": [1] * n, "source": [value] * n}  # fmt: skip
+        arrays = {f.name: pa.array(columns[f.name], f.type) for f in schema if f.name != "source"}
+        # One copy of the value, named by every row (built as a dictionary: never decoded here).
+        arrays["source"] = pa.DictionaryArray.from_arrays(pa.array([0] * n, pa.int32()), pa.array([value]))
+        table = pa.table([arrays[f.name] for f in schema], names=[f.name for f in schema])
+        buf = io.BytesIO()
+        pq.write_table(table, buf, use_dictionary=how == "dictionary", compression="zstd")
+        files["rows/run_interrupts.parquet"] = buf.getvalue()
+        write_bundle(out, manifest, files)
+    elif how == "deep-json":
+        column = rng.choice(("dut_config", "generator", "capture", "containment", "invalid_reasons"))
+        depth = rng.choice((33, 1000, 100_000))
+        runs = runs.set_column(
+            runs.column_names.index(column), column, pa.array(["[" * depth + "]" * depth] * runs.num_rows)
+        )
+        buf = io.BytesIO()
+        pq.write_table(runs, buf)
+        files["rows/runs.parquet"] = buf.getvalue()
+        write_bundle(out, manifest, files)
+    elif how == "pax-sparse":
+        write_bundle(out, manifest, files)
+        with tarfile.open(out, "a", format=tarfile.PAX_FORMAT) as tar:
+            info = tarfile.TarInfo(next(n for n in files if n.startswith("series/")))
+            info.size = 10
+            info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0",
+                                "GNU.sparse.realsize": rng.choice(("x", "-1", "99999999999999"))}  # fmt: skip
+            tar.addfile(info, io.BytesIO(b"0" * 10))
+    else:
+        table = rows(files, "analysis_worst")
+        if table.num_rows:
+            table = pa.concat_tables([table.slice(0, 1)] * 100_000)
+        buf = io.BytesIO()
+        pq.write_table(table, buf, compression="zstd")
+        files["rows/analysis_worst.parquet"] = buf.getvalue()
+        write_bundle(out, manifest, files)
+    return how
+
+
+def bombs(rng: random.Random, work: Path, until: float, run: Run, judge: Judge, bad: Callable) -> None:
+    """Bundles small on disk and large decoded (a dictionary value named by every row, one
+    huge string, deep JSON, a pax sparse header, a FIFO fed endless zeros): refused (2) in
+    bounded memory (the soak's OOM column), the database as it was."""
+    area = "bundle value bombs"
+    _, source = _source(work)
+    target = work / "t.duckdb"
+    from compare_support import experiment
+
+    from lowtail.store import open_store
+
+    with open_store(target) as store:
+        experiment(store, "mine")
+    i = 0
+    while time.monotonic() < until:
+        i += 1
+        bundle = work / f"bomb-{i % 2}.lowtail"
+        before = _experiments(target)
+        if rng.random() < 0.15:
+            fifo = work / f"zeros-{i}.fifo"
+            os.mkfifo(fifo)
+            import subprocess
+
+            writer = subprocess.Popen(["sh", "-c", f"cat /dev/zero > {fifo} 2>/dev/null"])
+            try:
+                rc, _, err = run([*LOWTAIL, "import", str(fifo), "--db", str(target)], work, 120)
+            finally:
+                writer.kill()
+                writer.wait()
+                fifo.unlink()
+            judge(area, rc, err, (2,), "a FIFO of zeros")
+        else:
+            how = _bomb_bundle(rng, source, bundle)
+            rc, _, err = run([*LOWTAIL, "import", str(bundle), "--db", str(target)], work, 300)
+            judge(area, rc, err, (2,), f"{how} bundle")
+            if rc == 0:
+                bad(area, "internal errors", f"{how}: a bomb was imported")
+        if _experiments(target) != before:
+            bad(area, "data lost", "a refused import changed the experiments")
+        data = work / "lowtail-data"
+        if data.exists() and list(data.iterdir()):
+            bad(area, "leftovers", f"{sorted(p.name for p in data.iterdir())}")
+
+
+_ESCAPES = ("\x1b]0;owned\x07", "\x1b[2J", "\x00", "\x9b31m", "\x1b]8;;http://x\x1b\\", "\u202e", "\r", "\x08")
+
+
+def escapes(rng: random.Random, work: Path, until: float, run: Run, judge: Judge, bad: Callable) -> None:
+    """Names with terminal control sequences in a bundle (experiment, DuT, origin host,
+    lowtail version of a later format), then every command that prints them: the soak's judge
+    counts a control character in any output."""
+    import pyarrow as pa
+    from bundle_craft import parquet_bytes, read_bundle, rows, write_bundle
+
+    area = "terminal escapes"
+    _, source = _source(work)
+    i = 0
+    while time.monotonic() < until:
+        i += 1
+        evil = "".join(rng.sample(_ESCAPES, rng.randint(1, 4)))
+        manifest, files = read_bundle(source)
+        runs = rows(files, "runs")
+        files["rows/runs.parquet"] = parquet_bytes(
+            runs.set_column(runs.column_names.index("dut_name"), "dut_name", pa.array([f"d{evil}"] * runs.num_rows))
+        )
+        exps = rows(files, "experiments")
+        files["rows/experiments.parquet"] = parquet_bytes(
+            exps.set_column(exps.column_names.index("name"), "name", pa.array([f"e{evil}"] * exps.num_rows))
+        )
+        manifest["origin"]["host"] = f"h{evil}"
+        if rng.random() < 0.3:
+            manifest = dict(manifest, format_version=99, lowtail_version=f"9{evil}")
+        bundle = write_bundle(work / "esc.lowtail", manifest, files, fix=manifest.get("format_version") != 99)
+        db = work / f"esc-{i}.duckdb"
+        commands = [["import", str(bundle)], ["experiment", "list"], ["list"], ["compare", "1"],
+                    ["experiment", "show", "1"], ["certify", "1"]]  # fmt: skip
+        for argv in commands:
+            rc, out, err = run([*LOWTAIL, *argv, "--db", str(db)], work, 120)
+            judge(area, rc, err + out, (1, 2, 3), " ".join(argv[:2]))
+        db.unlink(missing_ok=True)
+
+
+def rules(rng: random.Random, work: Path, until: float, run: Run, judge: Judge, bad: Callable) -> None:
+    """Rule sets a user may mistype: past the maximum, a path outside (never echoed), a file
+    of too many rules, special files, a huge file; each refused (2) before any traffic, with
+    nothing of the named file on the terminal."""
+    area = "rule sets"
+    secret = "soak-secret:*:20228:0:99999:7:::"
+    (work / "etc").mkdir(exist_ok=True)
+    (work / "etc" / "shadow").write_text(secret + "\n")
+    (work / "many.rules").write_text(
+        "".join(f'alert udp any any -> any 53 (msg:"m"; content:"x"; sid:{1_000_000 + k};)\n' for k in range(100_001))
+    )
+    with open(work / "huge.rules", "wb") as f:
+        f.truncate((64 << 20) + 1)
+    # Refused where the experiment file is read, for either kind; a file's content only
+    # Suricata reads before any testbed is made (`suricata -T`).
+    values = ["100000000000", "100001", "-1", '"/dev/zero"', '"many.rules"', '"huge.rules"', '"/nonexistent"',
+              "true", '"１０"']  # fmt: skip
+    while time.monotonic() < until:
+        kind = rng.choice(("suricata", "nftables"))
+        value = rng.choice(values + (['"../etc/shadow"', '"../etc/../etc/shadow"'] if kind == "suricata" else []))
+        (work / "sub").mkdir(exist_ok=True)
+        spec = work / "sub" / "r.toml"
+        spec.write_text(
+            '[experiment]\nname = "r"\nduration = "1s"\nwarmup = "0s"\ncalibrate = false\n'
+            f'[traffic]\nrates = [1000]\n[[dut]]\nname = "d"\nkind = "{kind}"\nrules = {value}\n'
+        )
+        rc, out, err = run([*LOWTAIL, "run", str(spec), "--db", str(work / "r.duckdb")], work / "sub", 300)
+        judge(area, rc, err, (2,), f"{kind} rules = {value}")
+        if secret.split(":")[0] in out + err or "20228" in out + err:
+            bad(area, "data lost", f"{kind} rules = {value}: the named file's content reached the terminal")
+        if rc == 0:
+            bad(area, "internal errors", f"{kind} rules = {value} was run")
+
+
+def undo_files(rng: random.Random, work: Path, until: float, run: Run, judge: Judge, bad: Callable) -> None:
+    """`host undo` of hostile undo files — /dev/zero, a FIFO nobody writes, nesting bombs,
+    NaN, a file past the cap, a real undo file mutated — refused (2) or restoring (0), never
+    hanging, never reading without end."""
+    area = "hostile undo files"
+    fifo = work / "u.fifo"
+    os.mkfifo(fifo)
+    big = work / "big.json"
+    with open(big, "wb") as f:
+        f.truncate((64 << 20) + 1)
+    real = {"format": "lowtail-host-undo/1", "state": "applied", "sysroot": str(work / "nowhere"), "plan": {},
+            "changes": [{"setting": "KSM", "path": "sys/kernel/mm/ksm/run", "written": "0", "before": "1",
+                         "restore": "1", "compare": "int"}]}  # fmt: skip
+    while time.monotonic() < until:
+        how = rng.choice(("zero", "fifo", "nesting", "nan", "big", "mutated", "random"))
+        target = work / "u.json"
+        if how == "zero":
+            target = Path("/dev/zero")
+        elif how == "fifo":
+            target = fifo
+        elif how == "big":
+            target = big
+        elif how == "nesting":
+            depth = rng.choice((33, 10_000, 1_000_000))
+            target.write_text('{"format": "lowtail-host-undo/1", "x": ' + "[" * depth + "]" * depth + "}")
+        elif how == "nan":
+            target.write_text(json.dumps(real).replace('"plan": {}', '"plan": {"x": NaN}'))
+        elif how == "mutated":
+            target.write_text(json.dumps(_mutate(rng, real, rng.randint(1, 3)), default=str))
+        else:
+            target.write_bytes(os.urandom(rng.randint(0, 4096)))
+        rc, _, err = run([*LOWTAIL, "host", "undo", str(target)], work, 60)
+        judge(area, rc, err, (2,), how)

@@ -37,14 +37,14 @@ import socket
 import stat
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Annotated, Any, Literal
 
 import msgspec
 
-from lowtail import __version__, files, schema
+from lowtail import __version__, files, schema, terminal
 from lowtail.errors import DiskFull, UserError
 
 FORMAT = "lowtail-bundle"
@@ -243,27 +243,42 @@ def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None 
     if not path.exists():  # before anything is made: a mistyped name leaves nothing behind
         raise UserError(f"{path}: no such bundle")
     kind = files.special_kind(path)
-    if kind is not None and kind != "a FIFO":
+    if kind is not None and kind != "a FIFO":  # a device would be read without end
         raise UserError(f"{path}: is {kind}, not a bundle")
     root = Path(data_dir) if data_dir else default_data_dir(db)
+    made_root = not root.exists()
     with open_store(db) as store:
-        # What killed imports into this database left: gone before this one starts.
-        datadir.clean_import_leftovers(store, root)
-        staging = datadir.import_folder(store, root, datadir.IMPORT_STAGING_PREFIX)
+        staging: Path | None = None
         try:
+            # What killed or failed imports into this database left: gone before this one starts.
+            datadir.clean_import_leftovers(store, root)
+            staging = datadir.import_folder(store, root, datadir.IMPORT_STAGING_PREFIX)
             return _import_staged(store, path, root, staging)
         except OSError as e:
-            raise files.os_error(e, path, "import") from None
+            where = root if e.errno in files.DISK_FULL else path  # the disk that is full: the data directory's
+            raise files.os_error(e, where, "import") from None
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            if staging is not None:
+                shutil.rmtree(staging, ignore_errors=True)
+            if made_root:
+                _remove_if_empty(root)
+
+
+def _remove_if_empty(folder: Path) -> None:
+    """The data directory an import made, gone again when the import added nothing to it."""
+    try:
+        folder.rmdir()
+    except OSError:
+        pass  # not empty: it holds what was imported
 
 
 def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[str, Any]:
     from lowtail.store import bundles as bundlestore
     from lowtail.store import datadir
 
-    with _open_bundle(path, staging) as source:
-        manifest, tables = _unpack(path, source, staging, _newer_columns(store, path))
+    with _open_bundle(path) as source:
+        limits = {table: bundlestore.value_limits(store, table) for table, _ in bundlestore.TABLES}
+        manifest, tables = _unpack(path, source, staging, _newer_columns(store, path), limits)
     tables = bundlestore.with_absent_tables(store, tables)
     try:
         bundlestore.check_rows(store, tables, _series_ids(manifest), _trace_ids(manifest))
@@ -336,30 +351,33 @@ def _trace_ids(manifest: Manifest) -> set[int]:
 
 
 class _open_bundle:  # noqa: N801 — a context manager read like a function
-    """The bundle as a seekable file: a regular file as it is; a FIFO (a writer waited for,
-    as for an input) copied into the staging folder, up to the free space; anything else
-    refused without reading a byte."""
+    """The bundle as a stream: a regular file, or a FIFO (`<(…)`, a writer waited for as for
+    any input); a device, socket or directory refused without reading a byte (checked again
+    once open: a file swapped meanwhile is refused too). Nothing is copied before it is
+    checked: `_unpack` reads the stream member by member."""
 
-    def __init__(self, path: Path, staging: Path) -> None:
+    def __init__(self, path: Path) -> None:
         self.path = path
-        self.staging = staging
         self.file: IO[bytes] | None = None
 
     def __enter__(self) -> IO[bytes]:
         try:
-            mode = os.stat(self.path).st_mode
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK)
         except FileNotFoundError:
             raise UserError(f"{self.path}: no such bundle") from None
-        kind = files.special_kind(self.path)
-        if stat.S_ISFIFO(mode):
-            copy = self.staging / "bundle.tar"
-            limit = shutil.disk_usage(self.staging).free - DISK_MARGIN_BYTES
-            files.copy_input(self.path, copy, "bundle", limit)
-            self.file = copy.open("rb")
-        elif kind is not None:
-            raise UserError(f"{self.path}: is {kind}, not a bundle")
-        else:
-            self.file = self.path.open("rb")
+        try:
+            mode = os.fstat(fd).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise UserError(
+                    f"{self.path}: is {files.special_kind(self.path) or 'not a regular file'}, not a bundle"
+                )
+            if stat.S_ISFIFO(mode):
+                files.wait_for_writer(fd, self.path)
+            os.set_blocking(fd, True)
+        except BaseException:
+            os.close(fd)
+            raise
+        self.file = os.fdopen(fd, "rb")
         return self.file
 
     def __exit__(self, *exc: object) -> None:
@@ -385,7 +403,7 @@ def _read_manifest(path: Path, tar: tarfile.TarFile, first: tarfile.TarInfo | No
     version = raw.get("format_version")
     if isinstance(version, int) and not isinstance(version, bool) and version > FORMAT_VERSION:
         raise UserError(
-            f"{path}: written by lowtail {str(raw.get('lowtail_version', '?'))[:40]} in bundle format {version}; "
+            f"{path}: written by lowtail {terminal.shown(str(raw.get('lowtail_version', '?'))[:40])} in bundle format {version}; "
             f"this lowtail ({__version__}) reads format {FORMAT_VERSION}: upgrade lowtail to import it"
         )
     try:
@@ -424,33 +442,38 @@ def _check_layout(path: Path, manifest: Manifest) -> None:
         raise BundleError(path, "its id does not match its files", MANIFEST)
 
 
-def _members(path: Path, tar: tarfile.TarFile, manifest: Manifest) -> dict[str, tarfile.TarInfo]:
-    """The members the manifest lists, each a regular file of its declared size (tar
-    headers only: nothing is read yet)."""
-    found: dict[str, tarfile.TarInfo] = {}
-    while (member := tar.next()) is not None:
-        if len(found) >= MAX_MEMBERS:
-            raise BundleError(path, f"holds more than {MAX_MEMBERS:,} members")
-        name = member.name
-        if name not in manifest.files:
-            raise BundleError(path, "is not in the manifest (a bundle holds only the files it lists)", _shown(name))
-        if name in found:
-            raise BundleError(path, "appears twice", name)
-        if not member.isreg():
-            raise BundleError(path, f"is {_member_kind(member)}; a bundle holds only regular files", name)
-        if member.issparse() or any(k.startswith("GNU.sparse") for k in member.pax_headers):
-            raise BundleError(path, "is a sparse file; a bundle holds only plain files", name)
-        declared = manifest.files[name].bytes
-        if member.size != declared:
-            raise BundleError(path, f"is {member.size:,} bytes, the manifest says {declared:,}", name)
-        limit = MAX_ROWS_FILE_BYTES if name.startswith("rows/") else MAX_SERIES_FILE_BYTES
-        if member.size > limit:
-            raise BundleError(path, f"is {member.size:,} bytes, more than {limit:,}", name)
-        found[name] = member
-    for name in manifest.files:
-        if name not in found:
-            raise BundleError(path, "is missing", name)
-    return found
+def _check_member(path: Path, member: tarfile.TarInfo, manifest: Manifest, seen: set[str]) -> None:
+    """A member's header, before a byte of it is copied: a regular file the manifest lists,
+    once, of its declared size, within the limits."""
+    if len(seen) >= MAX_MEMBERS:
+        raise BundleError(path, f"holds more than {MAX_MEMBERS:,} members")
+    name = member.name
+    if name not in manifest.files:
+        raise BundleError(path, "is not in the manifest (a bundle holds only the files it lists)", _shown(name))
+    if name in seen:
+        raise BundleError(path, "appears twice", name)
+    if not member.isreg():
+        raise BundleError(path, f"is {_member_kind(member)}; a bundle holds only regular files", name)
+    if member.issparse() or any(k.startswith("GNU.sparse") for k in member.pax_headers):
+        raise BundleError(path, "is a sparse file; a bundle holds only plain files", name)
+    declared = manifest.files[name].bytes
+    if member.size != declared:
+        raise BundleError(path, f"is {member.size:,} bytes, the manifest says {declared:,}", name)
+    limit = MAX_ROWS_FILE_BYTES if name.startswith("rows/") else MAX_SERIES_FILE_BYTES
+    if member.size > limit:
+        raise BundleError(path, f"is {member.size:,} bytes, more than {limit:,}", name)
+    seen.add(name)
+
+
+def _next_member(path: Path, tar: tarfile.TarFile) -> tarfile.TarInfo | None:
+    """The next member's header. tarfile raises ValueError (not a TarError) for GNU sparse
+    maps and pax extensions it cannot read: a bundle holds neither, refused in one line."""
+    try:
+        return tar.next()
+    except ValueError as e:
+        raise BundleError(
+            path, f"holds a tar header lowtail does not read (a sparse or pax extension: {_first_line(e)})"
+        ) from None
 
 
 def _member_kind(member: tarfile.TarInfo) -> str:
@@ -468,7 +491,7 @@ def _member_kind(member: tarfile.TarInfo) -> str:
 
 
 def _shown(name: str) -> str:
-    return name if len(name) <= 120 and name.isprintable() else repr(name[:100]) + "…"
+    return name if len(name) <= 120 and name.isprintable() else terminal.shown(repr(name[:100])) + "…"
 
 
 def _newer_columns(store: Any, path: Path) -> Callable[[Manifest], None]:
@@ -491,32 +514,58 @@ def _newer_columns(store: Any, path: Path) -> Callable[[Manifest], None]:
 
 
 def _unpack(
-    path: Path, source: IO[bytes], staging: Path, check_columns: Callable[[Manifest], None]
+    path: Path,
+    source: IO[bytes],
+    staging: Path,
+    check_columns: Callable[[Manifest], None],
+    limits: Mapping[str, Mapping[str, int]],
 ) -> tuple[Manifest, dict[str, Any]]:
-    """Check the manifest, then every member's header, the total against the free space, and
-    only then extract (each file checked against its checksum as it is written) and read the
-    rows (their counts from the Parquet footers first)."""
+    """Check the manifest, the total it declares against the free space, and every member's
+    header before a byte of that member is copied — of a regular file every header before
+    anything is extracted; of a FIFO, read as a stream, each header before its member —
+    extracting each file checked against its checksum as it is written; then read the rows
+    (their counts and decoded sizes from the Parquet footers first)."""
+    seekable = source.seekable()
     try:
-        with tarfile.open(fileobj=source, mode="r:") as tar:
-            manifest = _read_manifest(path, tar, tar.next())
+        with tarfile.open(fileobj=source, mode="r:" if seekable else "r|") as tar:
+            manifest = _read_manifest(path, tar, _next_member(path, tar))
             check_columns(manifest)
-            members = _members(path, tar, manifest)
-            total = sum(m.size for m in members.values())
+            total = sum(entry.bytes for entry in manifest.files.values())
             free = shutil.disk_usage(staging).free
             if total + DISK_MARGIN_BYTES > free:
                 raise DiskFull(
                     f"{path}: its files are {total:,} bytes and the data directory's disk has {free:,} free "
                     f"(with {DISK_MARGIN_BYTES >> 20} MiB to spare): free some space or give --data-dir"
                 )
-            for name, member in members.items():
-                _extract(path, tar, member, staging / name, manifest.files[name].sha256)
-                if _TRACE_NAME.match(name):
-                    _check_trace(path, staging / name, name)
+            for member in _checked_members(path, tar, manifest, all_first=seekable):
+                _extract(path, tar, member, staging / member.name, manifest.files[member.name].sha256)
+                if _TRACE_NAME.match(member.name):
+                    _check_trace(path, staging / member.name, member.name)
     except (tarfile.TarError, EOFError) as e:
         raise UserError(
             f"{path}: not a readable lowtail bundle ({str(e).splitlines()[0] if str(e) else type(e).__name__})"
         ) from None
-    return manifest, _read_rows(path, staging, manifest)
+    return manifest, _read_rows(path, staging, manifest, limits)
+
+
+def _checked_members(
+    path: Path, tar: tarfile.TarFile, manifest: Manifest, all_first: bool
+) -> Iterator[tarfile.TarInfo]:
+    """The members after the manifest, each header checked (`_check_member`) before it is
+    given; `all_first`: every header checked before the first is given (a seekable bundle).
+    Ends with a member the manifest lists but the bundle lacks refused."""
+    seen: set[str] = set()
+    checked: list[tarfile.TarInfo] = []
+    while (member := _next_member(path, tar)) is not None:
+        _check_member(path, member, manifest, seen)
+        if all_first:
+            checked.append(member)
+        else:
+            yield member
+    missing = [name for name in manifest.files if name not in seen]
+    if missing:
+        raise BundleError(path, "is missing", missing[0])
+    yield from checked
 
 
 def _extract(path: Path, tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path, sha256: str) -> None:
@@ -548,9 +597,11 @@ def _check_trace(path: Path, extracted: Path, member: str) -> None:
         raise BundleError(path, str(e), member) from None
 
 
-def _read_rows(path: Path, staging: Path, manifest: Manifest) -> dict[str, Any]:
+def _read_rows(
+    path: Path, staging: Path, manifest: Manifest, limits: Mapping[str, Mapping[str, int]]
+) -> dict[str, Any]:
     """Each table's rows: the footer's count must be the manifest's and within the limits
-    before the rows are read."""
+    before the rows are read; then their decoded size (`_read_bounded`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -563,6 +614,7 @@ def _read_rows(path: Path, staging: Path, manifest: Manifest) -> dict[str, Any]:
             continue  # a table of a later format version than the bundle's (store.bundles.with_absent_tables)
         member = f"rows/{table}.parquet"
         declared = manifest.tables[table].rows
+        _check_footer(path, staging / member, member)
         try:
             rows = pq.ParquetFile(staging / member).metadata.num_rows
         except (pa.ArrowException, OSError, ValueError) as e:
@@ -573,12 +625,113 @@ def _read_rows(path: Path, staging: Path, manifest: Manifest) -> dict[str, Any]:
         if rows > limit:
             raise BundleError(path, f"holds {rows:,} rows, more than a bundle of these may carry ({limit:,})", member)
         try:
-            tables[table] = pq.read_table(staging / member)
+            tables[table] = _read_bounded(path, staging / member, member, limits.get(table, {}))
         except (pa.ArrowException, OSError, ValueError) as e:
             raise BundleError(path, f"is not a readable Parquet file ({_first_line(e)})", member) from None
         if tables[table].column_names != manifest.tables[table].columns:
             raise BundleError(path, "has other columns than the manifest lists", member)
     return tables
+
+
+# A rows file's footer (its schema, row groups and statistics), read whole before anything
+# else: far beyond a real footer, far below what would cost memory (a value's min/max
+# statistics are copied into it).
+MAX_FOOTER_BYTES = 16 << 20
+
+
+def _check_footer(path: Path, file: Path, member: str) -> None:
+    """Refuse a Parquet footer larger than MAX_FOOTER_BYTES from its length (the file's last
+    eight bytes), before it is parsed."""
+    with file.open("rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        if size < 12:
+            raise BundleError(path, "is not a Parquet file (too short)", member)
+        f.seek(size - 8)
+        tail = f.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if tail[4:] == b"PAR1" and length > MAX_FOOTER_BYTES:
+        raise BundleError(path, f"has a Parquet footer of {length:,} bytes, more than {MAX_FOOTER_BYTES:,}", member)
+
+
+# Rows read at a time while their decoded size is counted.
+_BATCH_ROWS = 8192
+
+
+def _read_bounded(path: Path, file: Path, member: str, limits: Mapping[str, int]) -> Any:
+    """A rows file as an Arrow table, bounded by its decoded size before it is materialised:
+    the footer's uncompressed size of each column chunk within what its values may hold; then
+    read in batches with every text and binary column kept dictionary-encoded, each value's
+    length and the table's decoded bytes (a dictionary's value counted for every row that
+    names it) checked against `limits` (column → largest value) and MAX_TABLE_DECODED_BYTES;
+    only then are the dictionaries decoded."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lowtail.store.bundles import MAX_TABLE_DECODED_BYTES, OTHER_VALUE_LIMIT
+
+    meta = pq.ParquetFile(file).metadata
+    for g in range(meta.num_row_groups):
+        group = meta.row_group(g)
+        for c in range(group.num_columns):
+            chunk = group.column(c)
+            name = chunk.path_in_schema
+            most = limits.get(name, OTHER_VALUE_LIMIT) * max(group.num_rows, 1) + (1 << 20)
+            if chunk.total_uncompressed_size > min(most, MAX_TABLE_DECODED_BYTES):
+                raise BundleError(
+                    path, f"column {name} takes {chunk.total_uncompressed_size:,} bytes uncompressed, more than "
+                    f"its {group.num_rows:,} rows may hold", member
+                )  # fmt: skip
+    texts = [f.name for f in pq.ParquetFile(file).schema_arrow if _is_text(f.type)]
+    decoded = 0
+    batches = []
+    for batch in pq.ParquetFile(file, read_dictionary=texts).iter_batches(batch_size=_BATCH_ROWS):
+        for name, column in zip(batch.schema.names, batch.columns, strict=True):
+            decoded += _decoded_bytes(path, member, name, column, limits.get(name, OTHER_VALUE_LIMIT))
+        if decoded > MAX_TABLE_DECODED_BYTES:
+            raise BundleError(path, f"its rows take more than {MAX_TABLE_DECODED_BYTES:,} bytes decoded", member)
+        batches.append(batch)
+    table = pa.Table.from_batches(batches, schema=batches[0].schema) if batches else _empty(file)
+    plain = [pa.field(f.name, _value_type(f.type), f.nullable) for f in table.schema]
+    return table.cast(pa.schema(plain))
+
+
+def _is_text(arrow_type: Any) -> bool:
+    import pyarrow as pa
+
+    return bool(
+        pa.types.is_string(arrow_type)
+        or pa.types.is_large_string(arrow_type)
+        or pa.types.is_binary(arrow_type)
+        or pa.types.is_large_binary(arrow_type)
+    )
+
+
+def _value_type(arrow_type: Any) -> Any:
+    import pyarrow as pa
+
+    return arrow_type.value_type if pa.types.is_dictionary(arrow_type) else arrow_type
+
+
+def _decoded_bytes(path: Path, member: str, name: str, column: Any, limit: int) -> int:
+    """A batch's column, decoded: a dictionary-encoded one's value lengths counted for every
+    row that names them, and none longer than `limit`; any other its buffers' size."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(column.type):
+        return int(column.nbytes)
+    lengths = pc.binary_length(column.dictionary)
+    longest = pc.max(lengths).as_py() or 0
+    if longest > limit:
+        raise BundleError(path, f"column {name} holds a value of {longest:,} bytes, more than {limit:,}", member)
+    return int(pc.sum(pc.take(lengths, column.indices)).as_py() or 0)
+
+
+def _empty(file: Path) -> Any:
+    import pyarrow.parquet as pq
+
+    return pq.ParquetFile(file).schema_arrow.empty_table()
 
 
 def _first_line(e: BaseException) -> str:

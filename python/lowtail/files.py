@@ -142,7 +142,7 @@ def copy_input(path: str | Path, target: Path, what: str, limit: int) -> None:
     path = Path(path)
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        _wait_for_writer(fd, path)
+        wait_for_writer(fd, path)
         os.set_blocking(fd, True)
         size = 0
         with open(target, "xb") as out:
@@ -155,9 +155,10 @@ def copy_input(path: str | Path, target: Path, what: str, limit: int) -> None:
         os.close(fd)
 
 
-def read_input(path: str | Path, what: str, limit: int) -> bytes:
-    """The bytes of a file a user hands lowtail: a regular file or a FIFO (a writer waited for
-    FIFO_WRITER_WAIT_S), at most `limit` bytes; UserError naming the file otherwise."""
+def read_input(path: str | Path, what: str, limit: int, fifo: bool = True) -> bytes:
+    """The bytes of a file a user hands lowtail: a regular file or (`fifo`) a FIFO (a writer
+    waited for FIFO_WRITER_WAIT_S), at most `limit` bytes; UserError naming the file otherwise
+    (a device or a refused FIFO without reading a byte)."""
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -165,15 +166,17 @@ def read_input(path: str | Path, what: str, limit: int) -> bytes:
         raise UserError(f"{path}: no such {what}") from None
     except OSError as e:
         raise os_error(e, path) from None
-    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+    if not (stat.S_ISREG(mode) or (fifo and stat.S_ISFIFO(mode))):
         raise UserError(f"{path}: is {_KINDS.get(stat.S_IFMT(mode), 'not a regular file')}, not a {what}")
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as e:
         raise os_error(e, path, f"cannot read the {what}") from None
     try:
+        if stat.S_IFMT(os.fstat(fd).st_mode) != stat.S_IFMT(mode):  # swapped since it was looked at
+            raise UserError(f"{path}: changed while it was opened; not a {what}")
         if stat.S_ISFIFO(mode):
-            _wait_for_writer(fd, path)
+            wait_for_writer(fd, path)
             os.set_blocking(fd, True)
         chunks: list[bytes] = []
         size = 0
@@ -189,7 +192,7 @@ def read_input(path: str | Path, what: str, limit: int) -> bytes:
         os.close(fd)
 
 
-def _wait_for_writer(fd: int, path: Path) -> None:
+def wait_for_writer(fd: int, path: Path) -> None:
     """Until a FIFO's writer has written (or closed): at most FIFO_WRITER_WAIT_S. On Linux a
     FIFO without a writer yet polls as nothing to read, not as hung up."""
     deadline = time.monotonic() + FIFO_WRITER_WAIT_S

@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from lowtail import _native
 from lowtail._native import HEADLINE_PERCENTILES
+from lowtail.schema import ascii_digits
 
 
 def exact_quantile(value: Fraction | int | float | str) -> Fraction:
@@ -25,6 +26,8 @@ def exact_quantile(value: Fraction | int | float | str) -> Fraction:
         if not math.isfinite(value):
             raise ValueError(f"not a finite number: {value}")
         return Fraction(repr(value))
+    if isinstance(value, str) and not ascii_digits(value.strip(), point=True):
+        raise ValueError(f"not a number in ASCII digits: {value!r}")
     return Fraction(value)
 
 

@@ -54,6 +54,18 @@ class InputError(UserError):
         super().__init__(f"{where}: {reason}")
 
 
+_ASCII_WHOLE = re.compile(r"[0-9]+")
+_ASCII_DECIMAL = re.compile(r"[0-9]+(?:\.[0-9]+)?|\.[0-9]+")
+
+
+def ascii_digits(text: str, point: bool = False) -> bool:
+    """Is `text` a number written in ASCII digits (with one decimal point when `point`)?
+    The one check of every id, count, CPU number and percent typed: int(), float() and
+    Fraction() also read other scripts' digits ("１" is 1) and separators ("1_0" is 10), so a
+    pasted or mistyped value would run with a number the person did not type."""
+    return (_ASCII_DECIMAL if point else _ASCII_WHOLE).fullmatch(text) is not None
+
+
 def rule(says: str, **constraints: Any) -> msgspec.Meta:
     """A field's constraints (msgspec `Meta`: ge, le, min_length, pattern …) with the words a
     broken one is said in ("must be whole numbers from 1 to 65,535")."""
@@ -125,6 +137,20 @@ def load_json(data: bytes, source: str, limit: int) -> Any:
         raise InputError(source, f"not valid JSON ({e})") from None
     check_shape(doc, source)
     return doc
+
+
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth(text: str) -> int:
+    """How deep a JSON text nests (brackets inside strings aside), without parsing it: a
+    stored value is checked before any reader's recursion meets it."""
+    depth = deepest = 0
+    for c in _NOT_A_BRACKET.sub("", _JSON_STRING.sub("", text)):
+        depth += 1 if c in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
 
 
 def check_shape(

@@ -606,3 +606,177 @@ def test_a_bundle_of_format_version_1_is_read_as_one_without_traces_or_explanati
     fwd = json.loads(done.stdout)["runs"][-1]
     explained = json.loads(lowtail("explain", fwd, "--json", db=target).stdout)
     assert explained["run"] == fwd and explained["trace"]["method"] == "none"
+
+
+# -- decoded size, depth, streams (issue 32) -------------------------------------------------------
+
+# VmHWM: this process image's own peak (getrusage's maxrss keeps the parent's across exec,
+# and this test's parent has just built the bombs).
+PEAK_SCRIPT = (
+    "import sys; from lowtail.cli import main\n"
+    "try:\n    main(sys.argv[1:])\nfinally:\n"
+    "    hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+    "    print('peak', hwm, file=sys.stderr)\n"
+)
+
+
+def import_with_peak(bundle: Path, db: Path) -> tuple[subprocess.CompletedProcess, int]:
+    """`lowtail import` in a process of its own, with its peak resident memory in KiB."""
+    done = subprocess.run(
+        [sys.executable, "-c", PEAK_SCRIPT, "import", str(bundle), "--db", str(db)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    peak = int(done.stderr.split("peak ")[-1])
+    done.stderr = done.stderr.rsplit("peak ", 1)[0]
+    return done, peak
+
+
+def with_rows(lab_a_bundle: Path, out: Path, table: str, edit, dictionary: bool = True) -> Path:
+    """The bundle with `table`'s rows replaced by `edit(rows, the runs' rows)`, written
+    dictionary-encoded (or not)."""
+    manifest, files = read_bundle(lab_a_bundle)
+    buf = io.BytesIO()
+    pq.write_table(edit(rows(files, table), rows(files, "runs")), buf, use_dictionary=dictionary, compression="zstd")
+    files[f"rows/{table}.parquet"] = buf.getvalue()
+    return write_bundle(out, manifest, files)
+
+
+def interrupts(schema: pa.Schema, runs: pa.Table, sources: list[str]) -> pa.Table:
+    """run_interrupts rows of the bundle's first run, one per source, all else plausible."""
+    n = len(sources)
+    run_id = runs.column("run_id")[0].as_py()
+    columns = {"run_id": [run_id] * n, "t_ns": list(range(n)), "cpu": [0] * n, "kind": ["LOC"] * n,
+               "delta": [1] * n, "interval_ns": [1_000_000] * n, "source": sources}  # fmt: skip
+    return pa.table({f.name: pa.array(columns[f.name], f.type) for f in schema}, schema=schema)
+
+
+def test_a_dictionary_value_named_by_every_row_is_refused_before_it_is_decoded(lab_a, target, tmp_path):
+    """Before: an 890 KB bundle whose run_interrupts.source held 102 rows pointing at one
+    8 MB dictionary value peaked at 4.2 GB and was imported."""
+    value = "x" * (8 << 20)
+
+    def bomb(t: pa.Table, runs: pa.Table) -> pa.Table:
+        return interrupts(t.schema, runs, [value] * 102)
+
+    bundle = with_rows(lab_a[1], tmp_path / "dict.lowtail", "run_interrupts", bomb)
+    assert bundle.stat().st_size < 2 << 20
+    done, peak = import_with_peak(bundle, target)
+    line = one_line(done)
+    assert "rows/run_interrupts.parquet: column source holds a value of 8,388,608 bytes, more than" in line
+    assert peak < 600 << 10, f"peak RSS {peak} KiB"
+    assert experiment_ids(target) == [1] and data_left(target.parent) == []
+
+
+def test_one_huge_string_is_refused_from_the_footer(lab_a, target, tmp_path):
+    """Before: a 20 MB bundle with one 400 MB string reached 2.3 GB before its refusal."""
+    value = "y" * (200 << 20)
+
+    def bomb(t: pa.Table, runs: pa.Table) -> pa.Table:
+        return interrupts(t.schema, runs, [value])
+
+    bundle = with_rows(lab_a[1], tmp_path / "huge.lowtail", "run_interrupts", bomb, dictionary=False)
+    done, peak = import_with_peak(bundle, target)
+    line = one_line(done)
+    assert "rows/run_interrupts.parquet: column source takes" in line and "uncompressed" in line, line
+    assert peak < 600 << 10, f"peak RSS {peak} KiB"
+
+
+def test_json_nested_deeper_than_the_limit_is_refused_in_every_json_column(lab_a, target, tmp_path):
+    """Before: 100,000 nested brackets in runs.dut_config were imported, and `experiment
+    report`, `compare 1`, `certify 1` and `explain 1` on that database ended in
+    RecursionError (exit 70)."""
+    deep = "[" * 100_000 + "]" * 100_000
+
+    def bomb(t: pa.Table, _: pa.Table) -> pa.Table:
+        return t.set_column(t.schema.get_field_index("dut_config"), "dut_config", pa.array([deep] * t.num_rows))
+
+    bundle = with_rows(lab_a[1], tmp_path / "deep.lowtail", "runs", bomb)
+    refused(bundle, target, "rows/runs.parquet: column dut_config holds JSON nested more than 32 levels deep")
+
+
+def test_a_gnu_sparse_pax_member_is_refused_in_one_line(lab_a, target, tmp_path):
+    """Before: a GNU sparse 1.0 pax member ended in ValueError from tarfile (exit 70)."""
+    manifest, files = read_bundle(lab_a[1])
+
+    def sparse(tar: tarfile.TarFile) -> None:
+        info = tarfile.TarInfo("series/analysis-9.parquet")
+        info.size = 10
+        info.pax_headers = {"GNU.sparse.major": "1", "GNU.sparse.minor": "0", "GNU.sparse.name": "x",
+                            "GNU.sparse.realsize": "not a number"}  # fmt: skip
+        tar.addfile(info, io.BytesIO(b"0" * 10))
+
+    bundle = tmp_path / "pax.lowtail"
+    write_bundle(bundle, manifest, files)
+    with tarfile.open(bundle, "a", format=tarfile.PAX_FORMAT) as tar:
+        sparse(tar)
+    line = one_line(lowtail("import", bundle, db=target))
+    assert "damaged bundle" in line and ("sparse" in line or "not in the manifest" in line), line
+    assert experiment_ids(target) == [1] and data_left(target.parent) == []
+
+
+def test_a_fifo_fed_endless_zeros_is_refused_before_anything_is_copied(target, tmp_path):
+    """Before: `import` of a FIFO fed by /dev/zero copied 3.8 GB before any check."""
+    fifo = tmp_path / "zero.fifo"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"cat /dev/zero > {fifo}"], stderr=subprocess.DEVNULL)
+    try:
+        started = time.monotonic()
+        line = one_line(lowtail("import", fifo, db=target))
+        assert "not a lowtail bundle" in line and time.monotonic() - started < 60
+    finally:
+        writer.kill()
+        writer.wait()
+    assert experiment_ids(target) == [1] and data_left(target.parent) == []
+
+
+def test_a_refused_import_leaves_no_data_directory_it_made(lab_a, tmp_path):
+    """Before: every refused import left an empty lowtail-data/ behind."""
+    bad = tmp_path / "bad.lowtail"
+    bad.write_bytes(b"not a tar at all" * 100)
+    one_line(lowtail("import", bad, db=tmp_path / "fresh.duckdb"))
+    assert not (tmp_path / "lowtail-data").exists()
+
+
+def test_a_staging_folder_without_its_owner_file_is_removed_by_the_next_import(lab_a, tmp_path):
+    """Before: a full disk left .lowtail-import-* folders (their owner file never written)
+    that later imports did not remove."""
+    data = tmp_path / "lowtail-data"
+    stale = data / ".lowtail-import-stale1"
+    stale.mkdir(parents=True)
+    (stale / "rows").mkdir()
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    done = lowtail("import", lab_a[1], db=tmp_path / "s.duckdb")
+    assert done.returncode == 0, done.stderr
+    assert not stale.exists()
+
+
+def test_names_from_a_bundle_reach_the_terminal_escaped(lab_a, tmp_path):
+    """Before: experiment and DuT names, origin.host and lowtail_version from a bundle were
+    printed raw — ESC, OSC and NUL included — by `experiment list`, `compare`, the import line
+    and the "format 99" refusal: a bundle could clear the screen or set the window title."""
+    hostile = "\x1b]0;owned\x07\x1b[2J\x00\x9b31m"
+    manifest, files = read_bundle(lab_a[1])
+    runs_t = rows(files, "runs")
+    files["rows/runs.parquet"] = parquet_bytes(
+        runs_t.set_column(runs_t.schema.get_field_index("dut_name"), "dut_name",
+                          pa.array([f"fwd{hostile}"] * runs_t.num_rows))
+    )  # fmt: skip
+    exps = rows(files, "experiments")
+    files["rows/experiments.parquet"] = parquet_bytes(
+        exps.set_column(exps.schema.get_field_index("name"), "name", pa.array([f"exp{hostile}"] * exps.num_rows))
+    )
+    manifest["origin"]["host"] = f"host{hostile}"
+    bundle = write_bundle(tmp_path / "esc.lowtail", manifest, files)
+    db = tmp_path / "esc.duckdb"
+    outputs = [lowtail("import", bundle, db=db), lowtail("experiment", "list", db=db), lowtail("compare", "1", db=db),
+               lowtail("list", db=db)]  # fmt: skip
+    assert outputs[0].returncode == 0, outputs[0].stderr
+    future = dict(manifest, format_version=99, lowtail_version=f"9{hostile}")
+    outputs.append(lowtail("import", write_bundle(tmp_path / "f99.lowtail", future, files, fix=False), db=db))
+    for done in outputs:
+        assert "Traceback" not in done.stderr
+        text = done.stdout + done.stderr
+        assert not any(c in text for c in "\x1b\x07\x00\x9b"), repr(text)
+    assert "\\x1b]0;owned" in outputs[0].stderr  # said, escaped: the user sees what the bundle holds
+    assert "\\x1b" in outputs[-1].stderr and "format 99" in outputs[-1].stderr

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -83,3 +84,65 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_was(stor
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
     if command.startswith("synth"):
         assert not (tmp_path / "post.pcap").exists() and not (tmp_path / "pre.pcap").exists()
+
+
+# -- issue 32: --db, outputs checked before work, ASCII digits ---------------------------------------
+
+DB_COMMANDS = {
+    "list": ["list", "--db", "{db}"],
+    "experiment list": ["experiment", "list", "--db", "{db}"],
+    "import": ["import", "{bundle}", "--db", "{db}"],
+    "export": ["export", "1", "-o", "{out}", "--db", "{db}"],
+}
+
+
+@pytest.mark.parametrize("command", DB_COMMANDS)
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory"])
+def test_a_database_that_is_not_a_regular_file_is_refused_without_waiting(tmp_path, command, kind):
+    """Before: `--db FIFO` hung `list`, `experiment list`, `import` and `export`."""
+    if kind == "device" and os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    db = tmp_path / "d.duckdb"
+    special(db, kind)
+    (tmp_path / "b.lowtail").write_bytes(b"x" * 1024)
+    args = [a.format(db=db, bundle=tmp_path / "b.lowtail", out=tmp_path / "o.lowtail") for a in DB_COMMANDS[command]]
+    done = subprocess.run([sys.executable, "-m", "lowtail", *args], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stderr
+    assert "not a lowtail database" in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+WORK_FIRST = {
+    "experiment report": ["experiment", "report", "1", "-o", "{out}", "--db", "{db}"],
+    "explain": ["explain", "latest", "-o", "{out}", "--db", "{db}"],
+    "certify": ["certify", "1", "-o", "{out}", "--db", "{db}"],
+    "report": ["report", "latest", "-o", "{out}", "--db", "{db}"],
+}
+
+
+@pytest.mark.parametrize("command", WORK_FIRST)
+def test_an_output_fifo_is_refused_before_any_work(stored, tmp_path, command):
+    """Before: `experiment report`, `explain`, `certify` and `report -o FIFO` refused the
+    output only after 5 s of work; now before the database is opened (a missing one is not
+    even made)."""
+    out = tmp_path / "out.fifo"
+    os.mkfifo(out)
+    missing = tmp_path / "none.duckdb"
+    args = [a.format(out=out, db=missing) for a in WORK_FIRST[command]]
+    done = run_cli(*args, cwd=tmp_path)
+    assert done.returncode == 2 and "is a FIFO" in done.stderr, done.stderr
+    assert not missing.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["explain", "１"], ["noise", "--cpus", "０", "--duration", "1s"], ["compare", "1", "--percentile", "９９.９"],
+     ["show", "１"], ["host", "plan", "--isolated", "１-３"]],
+    ids=["explain-id", "noise-cpus", "compare-percentile", "show-id", "host-plan-cpus"],
+)  # fmt: skip
+def test_numbers_in_other_scripts_digits_are_refused(stored, tmp_path, args):
+    """Before: `explain １`, `noise --cpus ０` and `compare --percentile ９９.９` ran as if 1,
+    0 and 99.9 had been typed."""
+    db, _, _ = stored
+    done = run_cli(*args, "--db", db, cwd=tmp_path) if args[0] in ("explain", "compare", "show") else run_cli(*args)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr

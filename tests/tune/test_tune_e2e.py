@@ -1,18 +1,22 @@
 """`lowtail tune` end to end on the namespace testbed: a SCHED_FIFO task above the testbed's
-programs, pinned to the DuT's core, busy 2 ms every 50 ms (an untuned host's intruder).
+programs, pinned to the DuT's core, busy 1.5 ms every 50 ms (an untuned host's intruder).
 
 tune must propose moving the other tasks off that core (`other-tasks`; its cause names the
 intruder when explain saw it), apply it, measure again, and keep it only when the comparison
-calls the improvement at p99.9; then measure a change that cannot help (vm.stat_interval,
-unrelated to the intruder) and undo it. At the end the host's settings read back as exactly
-the kept set, and the before and after runs' fingerprints differ exactly in what was applied.
+calls the improvement at the judged percentile; then measure a change that cannot help
+(vm.stat_interval, unrelated to the intruder) and undo it. At the end the host's settings
+read back as exactly the kept set, and the before and after runs' fingerprints differ
+exactly in what was applied.
 
-The host is shared and busy, so the test asserts decisions, not figures: 10 s at 10 kpps and
-two repetitions (5 s did not bound p99.9 here), the generator's stalls up to 50 ms do not
-degrade a run (other load would otherwise make every run degraded and no difference
-callable). Where the product says it could not measure — the comparison does not call the
-difference (its sentence says why) — the test accepts that answer and checks that nothing was
-kept half-way. Whatever a failing test leaves kept is undone (the move includes the test's
+Judged where this kind of machine resolves it: at p99. The intruder holds the DuT's core 3 %
+of the time, so about 3 % of the packets wait behind it — p99 moves by hundreds of µs, far
+beyond this VM's noise — while p99.9 is set by the hypervisor here (29 % steal, p99.9 of
+7-10 ms with no intruder at all): tune says before its trials that the before cannot resolve
+a percentile it judges, and a test at p99.9 asserts only where the before bounds it. The
+move must be kept here: the improvement at p99 is measured, not assumed. The host is shared
+and busy: 25 s at 10 kpps and two repetitions (the intruder's delays come in clusters of
+about 15 packets, and at that clustering a repetition bounds p99 only past about 170,000
+packets: 10 s did not), the generator's stalls up to 50 ms do not degrade a run. Whatever a failing test leaves kept is undone (the move includes the test's
 own processes).
 """
 
@@ -31,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
 from tb_helpers import needs_root  # noqa: E402
 from test_injected import HOG, HOG_PRIORITY, HOG_SOURCE  # noqa: E402
 
+from lowtail.compare.resolution import resolution  # noqa: E402
 from lowtail.host.state import differing  # noqa: E402
 from lowtail.store import open_store  # noqa: E402
 from lowtail.store import runs as runstore  # noqa: E402
@@ -43,14 +48,14 @@ PLAN = CoreRoles.for_host()
 EXPERIMENT = """
 [experiment]
 name = "tune-e2e"
-duration = "10s"
+duration = "25s"
 warmup = "300ms"
 repetitions = 2
 calibrate = false
 [traffic]
 rates = [10000]
 [verdict]
-percentile = 99.9
+percentile = 99
 [trust]
 max_stall = "50ms"
 max_pacing_p99 = "50ms"
@@ -68,7 +73,7 @@ HOUSEKEEPING = {PLAN.housekeeping, PLAN.generator, PLAN.capture} - set(PLAN.dut)
 def intruder():
     """The hog on the DuT's core; killed (and so off every core) after the test."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", HOG_SOURCE, HOG, str(PLAN.dut[0]), str(HOG_PRIORITY), "0.002", "0.05"]
+        [sys.executable, "-c", HOG_SOURCE, HOG, str(PLAN.dut[0]), str(HOG_PRIORITY), "0.0015", "0.05"]
     )
     try:
         yield proc
@@ -119,16 +124,17 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     ids = [c["id"] for c in planned["changes"]]
     assert move in ids, planned["changes"]  # the intruder (and this test) are allowed on the DuT's core
     proposed = next(c for c in planned["changes"] if c["id"] == move)
-    if proposed["cause"].startswith("preemption"):  # explain saw the intruder: the cause names it
-        assert proposed["cause"].startswith(f"preemption on CPU {PLAN.dut[0]}") and HOG in proposed["cause"]
+    if proposed["cause"].startswith("preemption"):  # explain saw a task take the DuT's core
+        assert proposed["cause"].startswith(f"preemption on CPU {PLAN.dut[0]}")
+    if HOG in proposed["cause"]:  # the intruder itself (on a shared host another task may lead)
         assert f"move-pid-{intruder.pid}" in ids
     else:
-        print(f"explain did not name the intruder; tune said: {planned['unseen']}")
+        print(f"explain named {proposed['cause']!r}, not the intruder; tune said: {planned['unseen']}")
     assert proposed["remedy"]["id"] == "move-tasks-off-dut-cores" and proposed["remedy"]["source"]
     assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]} and STAT_INTERVAL.read_text().strip() == stat_before
-    # Whether the before's repetitions can resolve p99.9 at all is said before anything is tried.
+    # Whether the before's repetitions can resolve the judged percentile is said before anything is tried.
     resolved = planned["resolution"]
-    assert resolved["percentile"] == "p99_9" and resolved["bounded"] == (resolved["why"] is None)
+    assert resolved["percentile"] == "p99" and resolved["bounded"] == (resolved["why"] is None)
     if not resolved["bounded"]:
         assert " ".join(resolved["why"].split()) in " ".join(stderr.split())
         print(f"this host: {resolved['why']}")
@@ -155,17 +161,20 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     useless = tried["vm.stat_interval"]
     assert useless["kept"] is False and useless["improved"] is False and useless["after"] is not None
     assert useless["undo_file"] is None and doc["undone"].count("vm.stat_interval") == 1
-    # The move: kept exactly when the comparison called the improvement at the judged percentile.
+    # The move: kept, the improvement at p99 measured and called (printed: the figure is this
+    # host's, the decision the test's).
     moved = tried[move]
-    assert moved["kept"] == (moved["improved"] and not moved["harmed"])
-    if moved["kept"]:
-        assert f"experiment {moved['after']} is lower than experiment {moved['baseline']} at p99.9" in moved["effect"]
-        assert Path(moved["undo_file"]).exists() and doc["kept"] == [move] and doc["after"] == moved["after"]
-        expected_cpus = HOUSEKEEPING
-    else:
-        # The product's own answer on a host too busy to resolve it: it says why not called.
-        assert "not called" in moved["effect"] or moved["harmed"], moved
-        expected_cpus = {PLAN.dut[0]}
+    print(f"other-tasks: {moved['effect']}")
+    assert moved["kept"] and moved["improved"] and not moved["harmed"], moved
+    assert f"experiment {moved['after']} is lower than experiment {moved['baseline']} at p99" in moved["effect"]
+    assert Path(moved["undo_file"]).exists() and doc["kept"] == [move] and doc["after"] == moved["after"]
+    expected_cpus = HOUSEKEEPING
+    # At p99.9 only where this host bounds it: then the move is no harm there either.
+    with open_store(tmp_path / "t.duckdb", read_only=True) as store:
+        bounded = resolution(store, moved["baseline"], "p99_9")["bounded"]
+    print(f"p99.9 bounded by the kept state's repetitions here: {bounded}")
+    if bounded:
+        assert "p99_9" not in moved["harmed"]
     # The host reads back as exactly the kept set.
     assert os.sched_getaffinity(intruder.pid) == expected_cpus
     assert STAT_INTERVAL.read_text().strip() == stat_before

@@ -14,7 +14,7 @@ import typer
 from lowtail import signals
 from lowtail.cli._app import app
 from lowtail.cli._numbers import ascii_numbers_only
-from lowtail.cli._output import EXIT_BUG, fail, wants_json
+from lowtail.cli._output import EXIT_BUG, fail, wants_json, warn
 from lowtail.cli.completion import REQUEST_VARIABLE
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import os_error
@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         prepare()
     with signals.stop_on_signals(until_exit=argv is None):  # until the last line is printed
         try:
+            _say_leftovers(sys.argv[1:] if argv is None else argv)
             command = ascii_numbers_only(typer.main.get_command(app))
             code = command.main(args=argv, prog_name="lowtail", standalone_mode=False)
         except click.UsageError as e:
@@ -121,6 +122,22 @@ def main(argv: list[str] | None = None) -> None:
             # Typer turned the KeyboardInterrupt into this exit code, silently.
             fail("interrupted", Interrupted.exit_code, json_doc, kind=None)
     sys.exit(code or 0)
+
+
+# Set to 0 where another's leftovers are not the reader's business (the test suite, which
+# shares its host with other runs; the tests of the notices set it to 1).
+NOTICES_VARIABLE = "LOWTAIL_LEFTOVER_NOTICES"
+
+
+def _say_leftovers(argv: Sequence[str]) -> None:
+    """Say first what killed commands left on this host (cli/_leftovers.py)."""
+    if os.environ.get(NOTICES_VARIABLE, "1") == "0" or REQUEST_VARIABLE in os.environ:
+        return
+    from lowtail.cli._leftovers import notices
+
+    words = [a for a in argv if not a.startswith("-")]
+    for line in notices(words):
+        warn(line)
 
 
 def _first_line(e: BaseException) -> str:

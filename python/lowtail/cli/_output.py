@@ -7,15 +7,36 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
 from rich.console import Console
 from rich.markup import escape
+from rich.segment import Segment
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+from lowtail import terminal
+
+
+class TerminalConsole(Console):
+    """A rich console that writes no control character of its text (terminal.escape on every
+    segment of text; rich's own styles, cursor moves and links are not text and stay): a name
+    from a bundle or the database cannot clear the screen or set the title, whichever table or
+    message prints it."""
+
+    def _render_buffer(self, buffer: Iterable[Segment]) -> str:
+        return super()._render_buffer(_escaped(segment) for segment in buffer)
+
+
+def _escaped(segment: Segment) -> Segment:
+    text, style, control = segment
+    if control is not None or not text:
+        return segment
+    return Segment(terminal.escape(text, keep_newlines=True), style, control)
+
+
+out = TerminalConsole(highlight=False, soft_wrap=True)
+err = TerminalConsole(stderr=True, highlight=False, soft_wrap=True)
 
 # Exit codes the commands choose themselves; errors carry theirs (errors.UserError 2,
 # Failure 1, Interrupted 130) and typer exits 2 on a usage error.
@@ -36,7 +57,7 @@ def table_console() -> Console:
     if out.is_terminal:
         return out
     columns = os.environ.get("COLUMNS", "")
-    return Console(highlight=False, width=int(columns) if columns.isdigit() else PIPED_WIDTH)
+    return TerminalConsole(highlight=False, width=int(columns) if columns.isdigit() else PIPED_WIDTH)
 
 
 def print_json(doc: Any) -> None:

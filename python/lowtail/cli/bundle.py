@@ -11,6 +11,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, print_json, warn
 from lowtail.selection import HELP as SELECTION_HELP
+from lowtail.terminal import shown
 from lowtail.units import format_counted
 
 
@@ -87,7 +88,7 @@ def import_(
         )
     else:
         note(
-            f"imported {bundle} from {done['origin']['host']} ({done['origin']['database']}): "
+            f"imported {bundle} from {shown(done['origin']['host'])} ({shown(done['origin']['database'])}): "
             f"experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}, "
             f"{format_counted(len(done['runs']), 'run')}, {format_counted(len(done['analyses']), 'analysis', 'analyses')} "
             f"(import {done['import_id']}; series in {done['data_dir']})"

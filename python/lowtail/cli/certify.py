@@ -10,6 +10,7 @@ import typer
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
+from lowtail.files import check_output
 from lowtail.selection import HELP as SELECTION_HELP
 
 
@@ -37,6 +38,8 @@ def certify(
     from lowtail.store import open_store
     from lowtail.verdict import VerdictRequest
 
+    if output is not None:  # before any work: a FIFO, device or directory is refused at once
+        check_output(output, "--output")
     opts = CompareOptions(verdict=VerdictRequest.parse(budget, percentile, confidence=confidence))
     with open_store(db) as store, count_progress("reading latencies", "rows", not json_out) as progress:
         doc = certify_and_store(store, list(selection), opts, progress)

@@ -14,7 +14,9 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
-from lowtail.explain.words import KIND_WORDS, core_text, printable, rates_lines
+from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
+from lowtail.files import check_output
+from lowtail.terminal import shown
 from lowtail.units import format_ns, format_percent
 
 
@@ -45,6 +47,8 @@ def explain(
     from lowtail.store import open_store
     from lowtail.store.explain import run_id_of
 
+    if output is not None:  # before any work: a FIFO, device or directory is refused at once
+        check_output(output, "--output")
     threshold = latency_above(above) if above is not None else None
     with open_store(db) as store:
         doc = stored_or_explained(store, run_id_of(store, run), threshold)
@@ -67,11 +71,11 @@ def show(doc: Any) -> None:
     table, each cause's evidence and remedy, the unexplained share, the notes. Names from the
     trace are data: `printable` escapes them."""
     if doc.get("headline"):
-        warn(printable(doc["headline"]))
+        warn(shown(doc["headline"]))
     tail = doc["tail"]
     note(f"run {doc['run']}: {tail['packets']:,} tail packets, {tail['rule']} ({format_ns(tail['threshold_ns'])})")
     for u in doc.get("unseen") or []:
-        note(f"not seen: {printable(u['what'])} (could hold up to {format_percent(u['share'])} of the tail)")
+        note(f"not seen: {shown(u['what'])} (could hold up to {format_percent(u['share'])} of the tail)")
         if u.get("resolution"):
             note(f"  resolution: {u['resolution']}")
     causes = doc.get("causes") or []
@@ -84,16 +88,16 @@ def show(doc: Any) -> None:
                 str(i),
                 KIND_WORDS.get(c["kind"], c["kind"]),
                 c["role"],
-                printable(core_text(c, doc)),
+                shown(core_text(c, doc)),
                 format_percent(c["share"]),
                 format_ns(c["added_ns"]),
-                printable(c["evidence"].get("what", "")),
+                shown(c["evidence"].get("what", "")),
             )
         table_console().print(t)
         for i, c in enumerate(causes, 1):
             for e in c["evidence"].get("events", [])[:2]:
                 event = e.get("event")
-                happened = f"; {printable(event['what'])} ran {format_ns(event['duration_ns'])}" if event else ""
+                happened = f"; {shown(event['what'])} ran {format_ns(event['duration_ns'])}" if event else ""
                 out.print(
                     f"  {i}. packet {e['packet_id']}: {format_ns(e['latency_ns'])}, "
                     f"{format_ns(e['delay_ns'])} of it {c['kind'].replace('_', ' ')}{happened}",
@@ -106,8 +110,8 @@ def show(doc: Any) -> None:
     for sampled in doc.get("interrupts") or []:
         note(f"{sampled['source']} interrupts, {sampled['resolution']}:")
         for line in rates_lines(sampled):
-            note(f"  {printable(line)}")
+            note(f"  {shown(line)}")
         for line in sampled.get("sentences") or []:
-            note(f"  {printable(line)}")
+            note(f"  {shown(line)}")
     for n in doc.get("notes") or []:
-        note(printable(n))
+        note(shown(n))

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, out, print_json, warn
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, table_console, warn
 from lowtail.cli.run import run_json, runs_table
 
 if TYPE_CHECKING:
@@ -69,7 +68,7 @@ def import_captures(
             }
         )
     else:
-        printer = out if out.is_terminal else Console(highlight=False, width=160)
+        printer = table_console()
         printer.print(runs_table(experiment, rows, floors, verdict))
         if result.already:
             note(

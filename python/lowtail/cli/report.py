@@ -9,6 +9,7 @@ import typer
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, print_json
+from lowtail.files import check_output
 
 
 @app.command(help="Write an HTML report of a stored analysis (an id, or 'latest').")
@@ -21,6 +22,8 @@ def report(
     """`lowtail report`."""
     from lowtail.report import write_analysis_report
 
+    if output is not None:  # before any work: a FIFO, device or directory is refused at once
+        check_output(output, "--output")
     path = write_analysis_report(db, analysis, output)
     if json_out:
         print_json({"report": str(path)})

@@ -21,6 +21,7 @@ from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, ta
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.degraded import degraded_lines
 from lowtail.errors import UserError
+from lowtail.files import check_output
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Status, Verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
@@ -105,8 +106,6 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     from lowtail.store import runs as runstore
 
     if report is not None:  # a sweep is long: a report it could not write is said before it starts
-        from lowtail.files import check_output
-
         check_output(report, "--report")
     result = sweep_and_store(
         exp,
@@ -403,6 +402,8 @@ def experiment_report(
     from lowtail.report.experiment import write_experiment_report
     from lowtail.verdict import VerdictRequest
 
+    if output is not None:  # before any work: a FIFO, device or directory is refused at once
+        check_output(output, "--output")
     request = VerdictRequest.parse(budget, percentile)
     path = write_experiment_report(db, experiment, output, request=request, calibration=calibration)
     if json_out:

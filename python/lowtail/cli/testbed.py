@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TypedDict
 
 import typer
@@ -9,6 +10,7 @@ from rich.table import Table
 
 from lowtail.cli._app import app
 from lowtail.cli._output import note, out, print_json
+from lowtail.terminal import shown
 
 testbed_app = typer.Typer(
     help="Software testbeds on this host (network namespaces, veth links, cgroups).", no_args_is_help=True
@@ -74,16 +76,44 @@ def clean(
     json_out: bool = typer.Option(False, "--json", help="Print what was removed as JSON."),
 ) -> None:
     """`lowtail testbed clean`."""
+    from lowtail.host.pending import pending
     from lowtail.testbed.registry import find_leftovers, remove_leftovers
     from lowtail.testbed.system import require_privileges
 
     require_privileges("lowtail testbed clean")
+    changed = pending()
+    undone = [_undo_left(Path(entry.undo_file), dry_run) for entry in changed]
     leftovers = find_leftovers() if dry_run else remove_leftovers()
     if json_out:
-        print_json({"removed" if not dry_run else "would_remove": [left.describe() for left in leftovers]})
+        key = "removed" if not dry_run else "would_remove"
+        print_json({key: [left.describe() for left in leftovers], "host_changes": undone})
         return
     verb = "would remove" if dry_run else "removed"
+    for entry, said in zip(changed, undone, strict=True):
+        note(f"{said['result']}: host settings a killed {entry.command} left changed ({shown(entry.undo_file)})")
     for left in leftovers:
-        note(f"{verb} {left.summary()}")
-    if not leftovers:
+        note(f"{verb} {shown(left.summary())}")
+    if not leftovers and not changed:
         note("nothing to clean: no leftovers of killed runs")
+
+
+class UndoneLeftover(TypedDict):
+    """A killed command's host changes, as `testbed clean --json` says what became of them."""
+
+    undo_file: str
+    result: str
+
+
+def _undo_left(undo_file: Path, dry_run: bool) -> UndoneLeftover:
+    """Undo a killed command's host changes from its undo file (host undo's checks: nothing
+    changed since is overwritten); what became of them, in words."""
+    from lowtail.errors import Failure, UserError
+    from lowtail.host.apply import undo
+
+    if dry_run:
+        return {"undo_file": str(undo_file), "result": "would undo"}
+    try:
+        restored = undo(undo_file)
+    except (UserError, Failure) as e:
+        return {"undo_file": str(undo_file), "result": f"could not undo ({e})"}
+    return {"undo_file": str(undo_file), "result": f"undid {len(restored)} setting(s)"}

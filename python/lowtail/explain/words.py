@@ -1,10 +1,9 @@
 """How an explanation is said, on the terminal and on a page alike: each cause kind in words, a
-cause's core, a source's interrupt rates per CPU, and text from stored data made printable.
+cause's core, a source's interrupt rates per CPU.
 Light (no numpy, no plotting): `lowtail explain` answering from the store loads only this."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,14 +22,6 @@ KIND_WORDS = {
     "batching": "batching",
     "virtualization": "virtualization",
 }
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def printable(text: object) -> str:
-    """Text from stored data (a task's name in a trace, a file's column) as it may be printed:
-    control characters escaped as \\xNN (an escape, a newline), so a name cannot move the
-    cursor or forge a line."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", str(text))
 
 
 def rates_lines(sampled: Mapping[str, Any]) -> list[str]:

@@ -25,10 +25,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, Literal, NoReturn
 
-from lowtail import signals
+import msgspec
+
+from lowtail import files, schema, signals, terminal
 from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.host import pending, settings
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, format_cpulist, parse_cpulist
@@ -52,7 +55,12 @@ SETTING_FILES = re.compile(
 # /proc directory and its start time (a pid used again is another task, never touched).
 TASK_PATH = re.compile(r"proc/(\d+)/task/(\d+)")
 CPUSET_FILES = ("cpuset.cpus", "cpuset.mems", "cpuset.cpus.partition", "cpuset.cpu_exclusive")
-COMPARISONS = ("text", "cpulist", "mask", "selected", "controllers")
+COMPARISONS = tuple(settings.KINDS)
+# An undo file is input: far beyond what apply writes (a few hundred bytes per change; tune's
+# other-tasks moves every thread of the host), far below what would cost memory.
+MAX_UNDO_BYTES = 64 << 20
+MAX_UNDO_CHANGES = 200_000
+_Text = Annotated[str, schema.rule("must be a string of at most 4,096 characters", max_length=4096)]
 
 
 @dataclass
@@ -72,24 +80,8 @@ class Change:
 
 
 def normalized(compare: str, text: str | None) -> Any:
-    """A setting's value as the kernel means it, to compare what is there with what was written
-    (`compare`: cpulist, mask, selected, or plain text)."""
-    if text is None:
-        return None
-    text = text.strip()
-    try:
-        if compare == "cpulist":
-            return tuple(parse_cpulist(text))
-        if compare == "mask":
-            return tuple(cpumask_to_cpus(text))
-    except (UserError, ValueError):
-        return text
-    if compare == "selected":
-        m = re.search(r"\[([^\]]+)\]", text)
-        return m.group(1) if m else text
-    if compare == "controllers":
-        return frozenset(w.lstrip("+") for w in text.split() if not w.startswith("-"))
-    return text
+    """A setting's value as the kernel means it (host/settings.py: one reader per kind)."""
+    return settings.value(compare, text)
 
 
 def _takes_effect(ch: Change, current: str | None) -> bool:
@@ -114,8 +106,8 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
     def sysctl(name: str, value: str, keep: Callable[[str], bool] = lambda v: False) -> None:
         rel = "proc/sys/" + name.replace(".", "/")
         cur = root.read(rel)
-        if cur is not None and cur != value and not keep(cur):
-            changes.append(Change(name, rel, value, cur, cur))
+        if cur is not None and not settings.same("int", cur, value) and not keep(cur):
+            changes.append(Change(name, rel, value, cur, settings.restore_text("int", cur), compare="int"))
 
     sysctl("vm.stat_interval", str(STAT_INTERVAL_S), keep=lambda v: v.isdigit() and int(v) >= STAT_INTERVAL_S)
     sysctl("kernel.timer_migration", "0")
@@ -125,12 +117,19 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
         if cur is not None and normalized("selected", cur) != "never":
             changes.append(
                 Change(
-                    f"transparent huge pages {name}", rel, "never", cur, normalized("selected", cur), compare="selected"
+                    f"transparent huge pages {name}",
+                    rel,
+                    "never",
+                    cur,
+                    settings.restore_text("selected", cur),
+                    compare="selected",
                 )
             )
     ksm = root.read("sys/kernel/mm/ksm/run")
-    if ksm is not None and ksm != "0":
-        changes.append(Change("KSM", "sys/kernel/mm/ksm/run", "0", ksm, ksm))
+    if ksm is not None and not settings.same("int", ksm, "0"):
+        changes.append(
+            Change("KSM", "sys/kernel/mm/ksm/run", "0", ksm, settings.restore_text("int", ksm), compare="int")
+        )
     for cpu in iso:
         rel = f"sys/devices/system/cpu/cpu{cpu}/cpufreq/scaling_governor"
         gov = root.read(rel)
@@ -140,13 +139,15 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
         for st in host.idle_states(cpu):
             if st.latency_us > 0 and not st.disabled:
                 rel = f"sys/devices/system/cpu/cpu{cpu}/cpuidle/state{st.index}/disable"
+                cur = root.read(rel) or "0"
                 changes.append(
                     Change(
                         f"CPU {cpu} idle state {st.name} ({st.latency_us} µs)",
                         rel,
                         "1",
-                        root.read(rel) or "0",
-                        root.read(rel) or "0",
+                        cur,
+                        settings.restore_text("int", cur),
+                        compare="int",
                     )
                 )
     default = root.read("proc/irq/default_smp_affinity")
@@ -157,7 +158,7 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
                 "proc/irq/default_smp_affinity",
                 cpus_to_cpumask(plan.housekeeping),
                 default,
-                default,
+                settings.restore_text("mask", default),
                 compare="mask",
             )
         )
@@ -168,7 +169,15 @@ def planned_changes(host: Host, plan: CorePlan, cpuset: str | None = DEFAULT_CPU
             if cur is None:
                 continue
             changes.append(
-                Change(f"IRQ {irq.number} ({irq.name}) affinity", rel, hk, cur, cur, compare="cpulist", optional=True)
+                Change(
+                    f"IRQ {irq.number} ({irq.name}) affinity",
+                    rel,
+                    hk,
+                    cur,
+                    settings.restore_text("cpulist", cur),
+                    compare="cpulist",
+                    optional=True,
+                )
             )
     return changes
 
@@ -289,7 +298,9 @@ def _undo_one(root: SysRoot, ch: Change) -> None:
                 if e.errno != errno.ESRCH:
                     raise  # ESRCH: it ended meanwhile, and a task that has ended needs nothing restored
     elif ch.restore is not None:
-        root.write(ch.path, ch.restore)
+        # Written in the form the kernel takes back (an undo file whose restore is THP's
+        # whole "always [madvise] never" line, written by an older lowtail, included).
+        settings.write(root, ch.path, ch.compare, ch.restore)
 
 
 def _describe_os_error(e: OSError) -> str:
@@ -298,9 +309,14 @@ def _describe_os_error(e: OSError) -> str:
     return e.strerror or str(e)
 
 
-def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_path: Path) -> list[Change]:
+def apply_changes(
+    root: SysRoot, changes: list[Change], plan: CorePlan, undo_path: Path, command: str = "host apply"
+) -> list[Change]:
     """Make every change, or none: the undo file is written first; on a failure the
-    changes already made are reverted and Failure says what happened."""
+    changes already made are reverted and Failure says what happened. While the changes are
+    being made the undo file is in flight (host/pending.py: a command killed outright leaves
+    it for the next command to find); `command` "tune" keeps it so until the trial is kept
+    (`pending.release`) or undone, any other command until apply returns."""
     if root.live and os.geteuid() != 0:
         raise UserError(
             "apply changes kernel settings and needs root: run it with sudo "
@@ -308,7 +324,9 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
         )
     if root.unreadable:
         raise UserError(f"cannot read {root.path(root.unreadable[0])}: permission denied (run as root)")
-    undo_path = Path(undo_path)
+    # Checked as every output is, before any change: a FIFO, device or directory refused, no
+    # directory created.
+    undo_path = files.check_output(Path(undo_path), "--undo-file")
     if undo_path.exists():
         raise UserError(
             f"{undo_path} exists from an earlier apply: run `lowtail host undo {undo_path}` first, "
@@ -316,6 +334,7 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
         )
     made: list[Change] = []
     current: Change | None = None
+    pending.hold(undo_path, command)
     try:
         _write_undo(undo_path, root, plan, changes, "pending")
         for ch in changes:
@@ -344,6 +363,12 @@ def apply_changes(root: SysRoot, changes: list[Change], plan: CorePlan, undo_pat
         _write_undo(undo_path, root, plan, changes, "applied")
     except (OSError, KeyboardInterrupt) as e:
         _roll_back(root, plan, changes, made, undo_path, current, e)
+    except BaseException:
+        if not undo_path.exists():
+            pending.release(undo_path)
+        raise
+    if command != "tune":
+        pending.release(undo_path)
     return changes
 
 
@@ -372,6 +397,7 @@ def _roll_back(
             raise Interrupted(f"interrupted while changing {what}; {message}") from None
         raise Failure(f"could not change {what}: {reason}; {message}") from None
     undo_path.unlink(missing_ok=True)
+    pending.release(undo_path)
     rolled = f"the {len(made)} change(s) made were rolled back and read back as before, nothing is changed"
     if interrupted:
         raise Interrupted(f"interrupted while changing {what}: {rolled}") from None
@@ -422,7 +448,6 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
     tmp = path.with_name(f".{path.name}.partial")
     try:
         with signals.held():  # the undo file is whole, or the one before it stays
-            path.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "w") as f:
                 json.dump(doc, f, indent=1)
                 f.flush()
@@ -436,20 +461,60 @@ def _write_undo(path: Path, root: SysRoot, plan: CorePlan, changes: list[Change]
 # -- undo -----------------------------------------------------------------------------------
 
 
-def load_undo(path: Path) -> dict[str, Any]:
-    """The undo file `apply` wrote, checked: a clear error when it is missing, already
-    used or not one."""
+class UndoChange(msgspec.Struct, forbid_unknown_fields=True):
+    """One change as an undo file records it (`Change`'s fields, each checked)."""
+
+    setting: _Text
+    path: _Text
+    written: _Text
+    before: _Text | None
+    restore: _Text | None
+    compare: Literal["text", "int", "cpulist", "mask", "selected", "controllers"] = "text"
+    kind: Literal["write", "mkdir", "affinity"] = "write"
+    optional: bool = False
+    status: Literal["planned", "applied", "refused"] = "planned"
+    after: _Text | None = None
+    note: _Text = ""
+    task_start: Annotated[str, schema.rule("must be a start time in clock ticks", pattern="^[0-9]{1,20}$")] | None = (
+        None
+    )
+
+
+class UndoDocument(msgspec.Struct, forbid_unknown_fields=True):
+    """An undo file: what `apply` wrote, read through the schema layer like every input."""
+
+    format: Literal["lowtail-host-undo/1"]
+    state: Literal["pending", "applied"]
+    sysroot: _Text
+    changes: Annotated[
+        list[UndoChange],
+        schema.rule(f"must be a list of at most {MAX_UNDO_CHANGES:,} changes", max_length=MAX_UNDO_CHANGES),
+    ]
+    plan: dict[str, Any] = {}
+    created_at: Annotated[str, schema.rule("must be a time", max_length=64)] = ""
+    host: _Text | None = None
+
+
+def load_undo(path: Path) -> UndoDocument:
+    """The undo file `apply` wrote, checked: a regular file (a FIFO or a device is refused
+    without reading a byte) of at most MAX_UNDO_BYTES, its shape and every field through the
+    schema layer; a clear error when it is missing, already used or not one."""
     path = Path(path)
     if not path.exists():
         done = path.with_name(path.name + ".done")
         hint = f" ({done} shows it was undone already)" if done.exists() else ""
         raise UserError(f"{path}: no such undo file{hint}")
+    data = files.read_input(path, "undo file", MAX_UNDO_BYTES, fifo=False)
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: not a lowtail undo file ({e})") from None
-    if not isinstance(doc, dict) or doc.get("format") != UNDO_FORMAT or not isinstance(doc.get("sysroot"), str):
+        raw = schema.load_json(data, str(path), MAX_UNDO_BYTES)
+    except schema.InputError as e:
+        raise UserError(f"{path}: not a lowtail undo file ({e.reason})") from None
+    if not isinstance(raw, dict) or raw.get("format") != UNDO_FORMAT:
         raise UserError(f"{path}: not a lowtail undo file (written by `lowtail host apply --yes`)")
+    try:
+        doc: UndoDocument = schema.convert(raw, UndoDocument, str(path))
+    except schema.InputError as e:
+        raise UserError(f"{e}; the undo file was edited or damaged, nothing was restored") from None
     return doc
 
 
@@ -476,58 +541,41 @@ def _cpuset_path(base: str | None, kind: str, rel: str) -> bool:
     return name in CPUSET_FILES and parent == base and CPUSET_NAME.fullmatch(cpuset) is not None
 
 
-def _checked_changes(path: Path, root: SysRoot, doc: dict[str, Any]) -> list[Change]:
+def _checked_changes(path: Path, root: SysRoot, doc: UndoDocument) -> list[Change]:
     """The undo file's changes, each checked to be one apply makes: a known kind of setting,
     inside the root. One that is not refuses the whole file (an undo file is input)."""
-    entries = doc.get("changes")
-    if not isinstance(entries, list) or doc.get("state") not in ("pending", "applied"):
-        raise UserError(f"{path}: not a lowtail undo file (no list of changes, or an unknown state)")
     mount = Host(root).cpuset_mount
     base = mount[1] if mount else None
     changes = []
-    for i, entry in enumerate(entries, 1):
-        try:
-            ch = Change(**entry)
-        except TypeError:
-            raise UserError(
-                f"{path}: change {i} is not one `lowtail host apply` writes; nothing was restored"
-            ) from None
-        texts = (ch.setting, ch.path, ch.written, ch.status, ch.note)
-        optional_texts = (ch.before, ch.restore, ch.after)
+    for i, entry in enumerate(doc.changes, 1):
+        ch = Change(**msgspec.structs.asdict(entry))
         known = (
-            all(isinstance(t, str) for t in texts)
-            and all(t is None or isinstance(t, str) for t in optional_texts)
-            and ch.kind in ("write", "mkdir", "affinity")
-            and (ch.task_start is None or isinstance(ch.task_start, str))
-            and ch.compare in COMPARISONS
-            and ch.status in ("planned", "applied", "refused")
-            and (
-                (ch.kind == "write" and SETTING_FILES.fullmatch(ch.path) is not None)
-                or (ch.kind == "affinity" and TASK_PATH.fullmatch(ch.path) is not None)
-                or _cpuset_path(base, ch.kind, ch.path)
-            )
+            (ch.kind == "write" and SETTING_FILES.fullmatch(ch.path) is not None)
+            or (ch.kind == "affinity" and TASK_PATH.fullmatch(ch.path) is not None)
+            or _cpuset_path(base, ch.kind, ch.path)
         )
         if not known or not _inside(root, ch.path):
-            shown = ch.path if isinstance(ch.path, str) else repr(ch.path)
             raise UserError(
-                f"{path}: change {i} ({shown!r}) is not a setting `lowtail host apply` writes under "
+                f"{path}: change {i} ({terminal.shown(ch.path)}) is not a setting `lowtail host apply` writes under "
                 f"{root.root}; the undo file was edited or damaged, nothing was restored"
             )
         changes.append(ch)
     return changes
 
 
-def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> list[Change]:
+def undo(path: Path, sysroot: str | Path | SysRoot | None = None, force: bool = False) -> list[Change]:
     """Restore what the undo file says apply changed. Refuses (changing nothing) when a
-    setting no longer holds what apply left there, unless `force`."""
+    setting no longer holds what apply left there, unless `force`. `sysroot` (a path, or the
+    SysRoot to write through) must be the one the file was written for."""
     path = Path(path)
     doc = load_undo(path)
-    recorded = Path(doc["sysroot"])
-    if sysroot is not None and Path(sysroot).resolve() != recorded:
-        raise UserError(f"{path} was written for {recorded}, not {Path(sysroot).resolve()}")
+    recorded = Path(doc.sysroot)
+    given = sysroot.root if isinstance(sysroot, SysRoot) else sysroot
+    if given is not None and Path(given).resolve() != recorded:
+        raise UserError(f"{path} was written for {recorded}, not {Path(given).resolve()}")
     if not recorded.is_dir():
         raise UserError(f"{path} was written for {recorded}, which no longer exists")
-    root = SysRoot(recorded)
+    root = sysroot if isinstance(sysroot, SysRoot) else SysRoot(recorded)
     if root.live and os.geteuid() != 0:
         raise UserError("undo changes kernel settings and needs root: run it with sudo")
     changes = _checked_changes(path, root, doc)
@@ -539,20 +587,18 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
         if ch.kind == "mkdir":
             if root.path(ch.path).is_dir():
                 todo.append(ch)
-            elif doc["state"] == "applied":
+            elif doc.state == "applied":
                 mismatches.append(f"{root.path(ch.path)} is gone")
             continue
         cur = read_setting(root, ch)
         if ch.kind == "affinity" and cur is None:
             continue  # the task has ended: nothing to restore
-        if doc["state"] == "applied" or ch.status == "applied":
-            expected = ch.after if ch.after is not None else ch.written
-            if normalized(ch.compare, cur) == normalized(ch.compare, expected) or _takes_effect(ch, cur):
-                todo.append(ch)
-                continue
-        elif normalized(ch.compare, cur) == normalized(ch.compare, ch.before):
-            continue  # a pending file: apply never got to this one
-        elif _takes_effect(ch, cur):
+        if ch.before is not None and _restored(root, ch):
+            # As before already: apply never got to it (a pending file), or an undo cut short
+            # (a SIGKILL half-way) restored it. Nothing to restore, and nothing changed since.
+            continue
+        expected = ch.after if ch.after is not None else ch.written
+        if normalized(ch.compare, cur) == normalized(ch.compare, expected) or _takes_effect(ch, cur):
             todo.append(ch)
             continue
         mismatches.append(f"{ch.setting} ({root.path(ch.path)}) is {cur!r}, apply left {ch.after or ch.written!r}")
@@ -577,7 +623,9 @@ def undo(path: Path, sysroot: str | Path | None = None, force: bool = False) -> 
                 f"{path} is kept"
             ) from None
         restored.append(ch)
+    root.discard_partials(ch.path for ch in changes if ch.kind == "write")
     path.replace(path.with_name(path.name + ".done"))
+    pending.release(path)
     return list(reversed(restored))
 
 

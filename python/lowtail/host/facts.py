@@ -12,6 +12,7 @@ from functools import cached_property
 
 from lowtail.errors import UserError
 from lowtail.host.interrupts import InterruptTable, parse_interrupts
+from lowtail.host.settings import selected_word
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, parse_cpulist
 
 _CPU_RANGE = re.compile(r"^\d+(-\d+)?$")
@@ -264,10 +265,7 @@ class Host:
     def selected(self, rel: str) -> str | None:
         """The bracketed choice of a file like THP's "always [madvise] never"."""
         text = self.root.read(rel)
-        if text is None:
-            return None
-        m = re.search(r"\[([^\]]+)\]", text)
-        return m.group(1) if m else text.strip()
+        return None if text is None else selected_word(text)
 
     @cached_property
     def mounts(self) -> list[tuple[str, str, str, set[str]]]:

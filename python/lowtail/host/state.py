@@ -20,25 +20,25 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 
+from lowtail.host import settings as host_settings
 from lowtail.host.facts import Host
 from lowtail.host.sysroot import SysRoot, format_cpulist, parse_cpulist
 from lowtail.measurement_documents import HostStateDocument
 
 # lowtail's own programs: a run's measurement, never the host's state.
 OWN_PROGRAMS = ("lowtail-gen", "lowtail-cap", "lowtail-fwd", "lowtail-leash", "lowtail-noise")
-# The sysctls and files whose text is a setting as it is.
+# The sysctls and files of one setting each, with their kind (host/settings.py: the reader
+# apply, undo and tune use too), recorded in that kind's own form.
 _FILES = {
-    "vm.stat_interval": "proc/sys/vm/stat_interval",
-    "kernel.timer_migration": "proc/sys/kernel/timer_migration",
-    "kernel.sched_rt_runtime_us": "proc/sys/kernel/sched_rt_runtime_us",
-    "kernel.sched_rt_period_us": "proc/sys/kernel/sched_rt_period_us",
-    "workqueue cpumask": "sys/devices/virtual/workqueue/cpumask",
-    "default IRQ affinity": "proc/irq/default_smp_affinity",
-    "KSM": "sys/kernel/mm/ksm/run",
-}
-_SELECTED = {
-    "transparent huge pages": "sys/kernel/mm/transparent_hugepage/enabled",
-    "transparent huge pages defrag": "sys/kernel/mm/transparent_hugepage/defrag",
+    "vm.stat_interval": ("proc/sys/vm/stat_interval", "int"),
+    "kernel.timer_migration": ("proc/sys/kernel/timer_migration", "int"),
+    "kernel.sched_rt_runtime_us": ("proc/sys/kernel/sched_rt_runtime_us", "int"),
+    "kernel.sched_rt_period_us": ("proc/sys/kernel/sched_rt_period_us", "int"),
+    "workqueue cpumask": ("sys/devices/virtual/workqueue/cpumask", "mask"),
+    "default IRQ affinity": ("proc/irq/default_smp_affinity", "mask"),
+    "KSM": ("sys/kernel/mm/ksm/run", "int"),
+    "transparent huge pages": ("sys/kernel/mm/transparent_hugepage/enabled", "selected"),
+    "transparent huge pages defrag": ("sys/kernel/mm/transparent_hugepage/defrag", "selected"),
 }
 ID_LENGTH = 10
 
@@ -52,14 +52,10 @@ def read_host_state(root: SysRoot, cores: Iterable[int]) -> HostStateDocument:
     nohz = host.nohz_full_in_effect
     settings["nohz_full CPUs"] = "none" if not nohz else format_cpulist(nohz)
     settings["rcu_nocbs CPUs"] = _param_cpus(host, "rcu_nocbs")
-    for name, rel in _FILES.items():
-        text = root.read(rel)
+    for name, (rel, kind) in _FILES.items():
+        text = host_settings.read(root, rel)
         if text is not None:
-            settings[name] = text.strip()
-    for name, rel in _SELECTED.items():
-        value = host.selected(rel)
-        if value is not None:
-            settings[name] = value
+            settings[name] = host_settings.restore_text(kind, text)
     settings["cpuset partitions"] = _partitions(host)
     threads = realtime_threads(root)  # one pass over /proc for every core
     for cpu in cores:

@@ -12,6 +12,12 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from lowtail.errors import UserError
+from lowtail.schema import ascii_digits
+from lowtail.terminal import escape
+
+# No kernel numbers more CPUs (NR_CPUS is at most 8,192): a larger number is a typo, and a
+# range up to it would cost memory.
+MAX_CPUS = 8192
 
 
 class SysRoot:
@@ -97,9 +103,34 @@ class SysRoot:
 
     def write(self, rel: str, text: str) -> None:
         """One write, as `echo text > file` does — one value per write, newline-terminated
-        (sysfs and procfs take it so). Raises OSError; callers turn it into a message."""
-        with open(self.path(rel), "w") as f:
-            f.write(text if text.endswith("\n") else text + "\n")
+        (sysfs and procfs take it so). Raises OSError; callers turn it into a message. A
+        copied sysroot's file is replaced whole (renamed into place), as a kernel setting
+        changes at once: a write cut short (SIGKILL) never leaves it empty."""
+        line = text if text.endswith("\n") else text + "\n"
+        target = self.path(rel)
+        if self.live or not target.is_file():
+            with open(target, "w") as f:
+                f.write(line)
+            return
+        os.close(os.open(target, os.O_WRONLY))  # may it be written? (EACCES as the kernel's file says)
+        partial = self._partial(rel)
+        try:
+            partial.write_text(line)
+            partial.replace(target)
+        finally:
+            partial.unlink(missing_ok=True)
+
+    def _partial(self, rel: str) -> Path:
+        target = self.path(rel)
+        return target.with_name(f".{target.name}.lowtail-partial")
+
+    def discard_partials(self, rels: Iterable[str]) -> None:
+        """Remove what writes to these files killed between their two steps left (a copied
+        sysroot's; `host undo` gives the sysroot back whole)."""
+        if self.live:
+            return
+        for rel in rels:
+            self._partial(rel).unlink(missing_ok=True)
 
     def save_recording(self, dest: Path) -> int:
         """Write what was read under `dest` (a new sysroot); returns the number of files."""
@@ -120,15 +151,18 @@ def parse_cpulist(text: str, what: str = "CPU list") -> list[int]:
         if not part:
             continue
         try:
-            if "-" in part:
-                a, b = (int(x) for x in part.split("-", 1))
-                if a > b:
-                    raise ValueError
-                cpus.update(range(a, b + 1))
-            else:
-                cpus.add(int(part))
+            ends = part.split("-", 1)
+            if not all(ascii_digits(x.strip()) for x in ends):
+                raise ValueError  # "０" and "1_0" read as numbers by int(): not what was typed
+            a, b = int(ends[0]), int(ends[-1])
+            if a > b or b >= MAX_CPUS:
+                raise ValueError
+            cpus.update(range(a, b + 1))
         except ValueError:
-            raise UserError(f"{what} {text!r}: {part!r} is not a CPU number or range (examples: 0, 1-3, 1,3)") from None
+            raise UserError(
+                f"{what} {escape(repr(text))}: {escape(repr(part))} is not a CPU number or range below {MAX_CPUS:,} "
+                "in ASCII digits (examples: 0, 1-3, 1,3)"
+            ) from None
     return sorted(cpus)
 
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from lowtail.explain.words import KIND_WORDS, core_text, printable, rates_lines
+from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
 from lowtail.report.page import Page, esc, table_html
 from lowtail.store.db import Store
 from lowtail.store.explain import explanation, headlines
+from lowtail.terminal import shown
 from lowtail.units import format_ns, format_percent
 
 EVIDENCE_SHOWN = 3
@@ -29,7 +30,7 @@ def headline_banner(page: Page, store: Store, run_ids: Iterable[int]) -> None:
     if not said:
         return
     runs = sorted(said)
-    text = " ".join(f"Run {r}: {printable(said[r])}" for r in runs[:BANNER_RUNS])
+    text = " ".join(f"Run {r}: {shown(said[r])}" for r in runs[:BANNER_RUNS])
     if len(runs) > BANNER_RUNS:
         text += f" (and runs {', '.join(map(str, runs[BANNER_RUNS:]))}: see their causes)"
     page.banner(text, "warn")
@@ -76,7 +77,7 @@ def explain_section(
                     core_text(c, doc),
                     format_percent(c["share"]),
                     format_ns(c["added_ns"]),
-                    printable(c["evidence"].get("what", "")),
+                    shown(c["evidence"].get("what", "")),
                     c["remedy"]["action"],
                     c["remedy"]["source"],
                 ]
@@ -85,7 +86,7 @@ def explain_section(
         )
         body += _evidence_table(causes)
     body += _sampled_html(doc)
-    notes = "".join(f"<p class='meta'>{esc(printable(n))}</p>" for n in doc.get("notes") or [])
+    notes = "".join(f"<p class='meta'>{esc(shown(n))}</p>" for n in doc.get("notes") or [])
     page.add(title, head + body + notes, level)
 
 
@@ -98,7 +99,7 @@ def unseen_html(doc: Mapping[str, Any]) -> str:
     rows = [
         [
             u["kind"].replace("_", " "),
-            printable(u["what"]),
+            shown(u["what"]),
             format_percent(u["share"]),
             u.get("resolution") or "",
         ]
@@ -117,7 +118,7 @@ def _sampled_html(doc: Mapping[str, Any]) -> str:
         rows = [
             [
                 c["cpu"],
-                printable(c["kind"]),
+                shown(c["kind"]),
                 "–" if c["r"] is None else f"{c['r']:.2f}",
                 "–" if c["p"] is None else f"{c['p']:.3g}",
                 "yes" if c["significant"] else "no",
@@ -127,8 +128,8 @@ def _sampled_html(doc: Mapping[str, Any]) -> str:
         out += (
             f"<h4>{esc(s['source'].capitalize())} interrupts at their resolution</h4>"
             f"<p class='meta'>{esc(s['resolution'])}.</p>"
-            + "".join(f"<p>{esc(printable(line))}</p>" for line in rates_lines(s))
-            + "".join(f"<p>{esc(printable(line))}</p>" for line in s.get("sentences") or [])
+            + "".join(f"<p>{esc(shown(line))}</p>" for line in rates_lines(s))
+            + "".join(f"<p>{esc(shown(line))}</p>" for line in s.get("sentences") or [])
         )
         if rows:
             out += table_html(
@@ -149,7 +150,7 @@ def _evidence_table(causes: list[Any]) -> str:
                     e["packet_id"],
                     format_ns(e["latency_ns"]),
                     format_ns(e["delay_ns"]),
-                    printable(event.get("what", "")),
+                    shown(event.get("what", "")),
                     format_ns(event["duration_ns"]) if "duration_ns" in event else "",
                 ]
             )

@@ -11,13 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import verdict as verdicts
-from lowtail.explain.words import KIND_WORDS, printable
+from lowtail.explain.words import KIND_WORDS
 from lowtail.report.cards import cards_html
 from lowtail.report.experiment import experiment_cards
 from lowtail.report.explain import explain_section, unseen_html
 from lowtail.report.page import Page, esc
 from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
+from lowtail.terminal import shown
 from lowtail.units import format_percent, format_rate
 
 
@@ -45,7 +46,7 @@ def write_explain_report(db: DbPath, doc: Mapping[str, Any], output: Path) -> Pa
             + unseen_html(doc)
         )
         if doc.get("headline"):
-            page.banner(printable(doc["headline"]), "warn")
+            page.banner(shown(doc["headline"]), "warn")
         explain_section(page, store, run_id, "Causes of the tail", level=2, doc=doc, unseen=False)
     return page.write(output)
 
@@ -59,7 +60,7 @@ def _answer(doc: Mapping[str, Any]) -> str:
             f"({esc(format_percent(doc['unexplained_share']))} of it unexplained).</p>"
         )
     top = causes[0]
-    what = printable(top["evidence"].get("what") or "")
+    what = shown(top["evidence"].get("what") or "")
     return (
         f"<p class='lt-lead'><b>{esc(KIND_WORDS.get(top['kind'], top['kind']))}</b>"
         f"{esc(f': {what}' if what else '')} explains {esc(format_percent(top['share']))} of the "

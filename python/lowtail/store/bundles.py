@@ -22,6 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from lowtail import schema
 from lowtail.store.db import Store, rows_as_dicts
 
 # Every table a bundle carries, in the order rows are added (ids before their users), with
@@ -74,6 +75,23 @@ PER_PARENT: dict[str, tuple[str, int]] = {
     # A cause per kind, role and CPU: far fewer than this on any host.
     "run_causes": ("runs", 10_000),
 }
+# The largest value a bundle's row may hold, by the column's type in this database, and the
+# most bytes a table's rows may take decoded (what a dictionary-encoded Parquet column
+# repeats counted for every row that names it): far beyond what lowtail stores (an experiment
+# file is at most 4 MiB of text, a document a few MiB), far below what would exhaust memory.
+VALUE_LIMITS: dict[str, int] = {"VARCHAR": 4 << 20, "JSON": 16 << 20, "BLOB": 64 << 20}
+OTHER_VALUE_LIMIT = 4 << 20  # a type not named above (a list, a struct): its encoded bytes
+MAX_TABLE_DECODED_BYTES = 2 << 30
+
+
+def value_limits(store: Store, table: str) -> dict[str, int]:
+    """The largest value each column of `table` may hold in a bundle's rows, in bytes."""
+    return {
+        column: VALUE_LIMITS.get(db_type, OTHER_VALUE_LIMIT)
+        for column, (db_type, _) in column_types(store, table).items()
+    }
+
+
 # What makes two rows of a bulky table the same row (a bundle that repeats one is refused).
 _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "analysis_histograms": ("analysis_id", "kind", "lo_ns"),
@@ -313,6 +331,23 @@ def _check_json(store: Store, tables: dict[str, Any]) -> None:
                     raise RowsRefused(
                         f"rows/{table}.parquet", f"column {column} holds {bad:,} values that are not JSON"
                     )
+                _check_json_depth(store, table, column)
+
+
+def _check_json_depth(store: Store, table: str, column: str) -> None:
+    """Every value of a JSON column nests at most schema.MAX_DEPTH deep (every reader of the
+    stored value — report, compare, certify, explain — would otherwise recurse into it); only
+    values with more opening brackets than that are looked at closely."""
+    candidates = store.con.execute(
+        f"SELECT {column} FROM check_{table} WHERE {column} IS NOT NULL "
+        f"AND length(regexp_replace({column}, '[^\\[{{]', '', 'g')) > ?",
+        [schema.MAX_DEPTH],
+    ).fetchall()
+    for (text,) in candidates:
+        if schema.json_depth(text) > schema.MAX_DEPTH:
+            raise RowsRefused(
+                f"rows/{table}.parquet", f"column {column} holds JSON nested more than {schema.MAX_DEPTH} levels deep"
+            )
 
 
 def _unique(store: Store, table: str, key: tuple[str, ...], what: str) -> None:

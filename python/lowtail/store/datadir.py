@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,7 +205,11 @@ def import_folder(store: Store, root: Path, prefix: str) -> Path:
     folder = Path(tempfile.mkdtemp(prefix=prefix, dir=root))
     pid, start = this_process()
     owner = {"pid": pid, "start_time": start, "database_id": store.database_id, "database": str(store.path.resolve())}
-    (folder / IMPORT_OWNER_FILE).write_text(json.dumps(owner) + "\n")
+    try:
+        (folder / IMPORT_OWNER_FILE).write_text(json.dumps(owner) + "\n")
+    except BaseException:  # a full disk: no folder without its owner is left behind
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
     return folder
 
 
@@ -218,7 +223,6 @@ def clean_import_leftovers(store: Store, root: Path) -> list[Path]:
     when they were killed (their owner is dead and no import of the database names them);
     returns what was removed. Another database's leftovers are its own next import's to
     remove; a live import's folders are never touched."""
-    import shutil
 
     from lowtail.processes import is_alive
 
@@ -229,6 +233,12 @@ def clean_import_leftovers(store: Store, root: Path) -> list[Path]:
     removed = []
     for folder in sorted([*root.glob(f"{IMPORT_STAGING_PREFIX}*"), *root.glob(f"{IMPORT_FOLDER_PREFIX}*")]):
         owner = _import_owner(folder)
+        if owner is None and _stale_staging(folder):
+            # A staging folder whose owner file was never written (a full disk as it was
+            # made): nobody's to finish, and no database names it.
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+            continue
         if owner is None or owner.get("database_id") != store.database_id:
             continue
         if is_alive(int(owner.get("pid", 0)), owner.get("start_time")):
@@ -239,6 +249,22 @@ def clean_import_leftovers(store: Store, root: Path) -> list[Path]:
         shutil.rmtree(folder, ignore_errors=True)
         removed.append(folder)
     return removed
+
+
+# How long a staging folder may be without its owner file before it counts as left behind
+# (an import writes it right after making the folder).
+_OWNERLESS_GRACE_S = 60.0
+
+
+def _stale_staging(folder: Path) -> bool:
+    import time
+
+    if not folder.name.startswith(IMPORT_STAGING_PREFIX) or folder.is_symlink() or not folder.is_dir():
+        return False
+    try:
+        return time.time() - folder.stat().st_mtime > _OWNERLESS_GRACE_S
+    except OSError:
+        return False
 
 
 def _import_owner(folder: Path) -> dict[str, Any] | None:

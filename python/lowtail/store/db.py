@@ -26,8 +26,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail import signals
+from lowtail import schema, signals
 from lowtail.errors import DiskFull, Failure, UserError
+from lowtail.files import special_kind
 from lowtail.percentiles import KEYS
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class Store:
         self._file: int | None = None
         self._schema_ready = read_only
         self._making_schema = False
+        kind = special_kind(self.path)
+        if kind is not None:  # a FIFO would be waited on for ever, a device read without end
+            raise UserError(f"{self.path}: is {kind}, not a lowtail database (--db names a database file)")
         if read_only and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
         self._created = not self.path.exists()
@@ -402,6 +406,11 @@ class _Connection:
     def fetchone(self) -> Any:
         return self._call("fetchone")
 
+    def sql(self, *args: Any, **kwargs: Any) -> _Relation:
+        """A relation whose results are read with the same errors in lowtail's words (an
+        export of a damaged file says it is damaged, not DuckDB's IOException)."""
+        return _Relation(self.store, _Relation(self.store, self.raw).__getattr__("sql")(*args, **kwargs))
+
     def fetchall(self) -> list[Any]:
         rows: list[Any] = self._call("fetchall")
         return rows
@@ -415,6 +424,30 @@ class _Connection:
 
     def __getattr__(self, name: str) -> Any:  # anything else DuckDB offers, as it is
         return getattr(self.raw, name)
+
+
+class _Relation:
+    """A DuckDB relation read through `Store.failure`, as `_Connection`'s queries are."""
+
+    def __init__(self, store: Store, raw: Any):
+        self.store = store
+        self.raw = raw
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self.raw, name)
+        if not callable(found):
+            return found
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return found(*args, **kwargs)
+            except duckdb.Error as e:
+                translated = self.store.failure(e)
+                if translated is e:
+                    raise
+                raise translated from None
+
+        return call
 
 
 # -- helpers of the query modules -------------------------------------------------------------
@@ -465,7 +498,7 @@ def as_id(ident: int | str) -> int | None:
         return None
     if isinstance(ident, int):
         return ident if 0 <= ident <= 2**63 - 1 else None
-    if not re.fullmatch(r"[0-9]{1,19}", ident):
+    if len(ident) > 19 or not schema.ascii_digits(ident):
         return None
     number = int(ident)
     return number if number <= 2**63 - 1 else None

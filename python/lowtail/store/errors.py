@@ -3,12 +3,13 @@ exports them, without an import cycle between the two)."""
 
 from __future__ import annotations
 
-from lowtail.errors import Failure, UserError
+from lowtail.errors import Failure
 
 
 class DatabaseBusy(Failure):
     """Another process held the database for longer than a command waits for it."""
 
 
-class DamagedDatabase(UserError):
-    """The database file is damaged: lowtail does not write into it."""
+class DamagedDatabase(Failure):
+    """The database file is damaged: lowtail does not write into it. The store's state, not
+    the user's mistake: exit 1, whichever command finds it."""

@@ -9,7 +9,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from lowtail.documents import ExplainDocument
-from lowtail.store.db import Store
+from lowtail.store.db import Store, as_id
+from lowtail.terminal import shown
 
 
 def save_run_trace(store: Store, run_id: int, document: dict[str, Any]) -> None:
@@ -125,9 +126,10 @@ def run_id_of(store: Store, text: str) -> int:
         if row is None or row[0] is None:
             raise UserError(f"{store.path}: no runs stored yet (`lowtail run` makes some)")
         return int(row[0])
-    if not text.isdigit():
-        raise UserError(f"{text!r} is not a run id (a number, or 'latest')")
-    found = store.con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [int(text)]).fetchone()
+    run_id = as_id(text)
+    if run_id is None:
+        raise UserError(f"{shown(repr(text))} is not a run id (a number in ASCII digits, or 'latest')")
+    found = store.con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if not found or not found[0]:
-        raise UserError(f"{store.path}: no run with id {text}")
-    return int(text)
+        raise UserError(f"{store.path}: no run with id {run_id}")
+    return run_id

@@ -252,6 +252,35 @@ def find_leftovers() -> list[Leftover]:
     return leftovers
 
 
+# Where `ip netns add` makes its namespaces: listed without running `ip` (every command's
+# start looks, cli/_leftovers.py).
+NETNS_RUN_DIR = Path("/run/netns")
+
+
+def dead_owner_tags() -> list[str]:
+    """The tags of testbeds whose owner is dead, from their state files and the namespace
+    names alone (no command run): a quick look for every command's start; `find_leftovers`
+    says what of each is left."""
+    tags: dict[str, int | None] = {}
+    try:
+        states = sorted(STATE_DIR.glob("lt*.json")) if STATE_DIR.is_dir() else []
+        names = sorted(os.listdir(NETNS_RUN_DIR)) if NETNS_RUN_DIR.is_dir() else []
+    except OSError:
+        return []
+    for path in states:
+        try:
+            reg = Registry.load(path)
+        except (ValueError, TypeError, OSError):
+            continue
+        if isinstance(reg.tag, str) and TAG_PATTERN.match(reg.tag):
+            tags[reg.tag] = reg.owner_start if isinstance(reg.owner_start, int) else None
+    for name in names:
+        m = NETNS_PATTERN.match(name)
+        if m and m.group(1) not in tags:
+            tags[m.group(1)] = None
+    return [tag for tag, start in tags.items() if not is_alive(tag_owner(tag), start)]
+
+
 def kill_processes(procs: list[OwnedProcess], grace_s: float = 2.0) -> None:
     """SIGTERM, then SIGKILL after `grace_s` for those still running; only processes whose
     pid and start time still match (a reused pid is someone else's)."""

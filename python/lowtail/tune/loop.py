@@ -29,6 +29,7 @@ from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocume
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import Part
 from lowtail.experiment.spec import Experiment
+from lowtail.host import pending, settings
 from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan, kernel_cmdline
@@ -224,6 +225,7 @@ def _try(
         entry["baseline"], entry["after"], entry["comparison_id"] = baseline, after, comparison.get("comparison_id")
         entry["undo_file"] = str(trial.undo_path) if keep else None
     if keep:
+        pending.release(trial.undo_path)  # kept on purpose: no longer a change in flight
         doc["kept"] += ids
         doc["after"] = after
         doc["trial_undo_file"] = None
@@ -244,7 +246,7 @@ def _apply(root: SysRoot, plan: CorePlan, db: DbPath, doc: TuneDocument, trial: 
     hooks.log(f"applying {', '.join(p.id for p in trial.proposals)} (undo file {trial.undo_path})")
     doc["trial_undo_file"] = str(trial.undo_path)
     _save(db, doc)
-    apply_changes(root, trial.changes, plan, trial.undo_path)
+    apply_changes(root, trial.changes, plan, trial.undo_path, command="tune")
 
 
 def _undo(db: DbPath, doc: TuneDocument, trial: _Trial) -> None:
@@ -264,7 +266,9 @@ def _as_now(root: SysRoot, changes: list[Change]) -> list[Change]:
             continue
         now = read_setting(root, ch)
         if now is not None:
-            ch.before = ch.restore = now
+            # What gives `now` back, in the kernel's own form: THP's selected word, never
+            # its whole "always [madvise] never" line (which the kernel refuses).
+            ch.before, ch.restore = now, settings.restore_text(ch.compare, now)
     return changes
 
 

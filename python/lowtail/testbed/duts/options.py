@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import UserError
+from lowtail.files import read_input
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB
 from lowtail.testbed.containment import MODES
 from lowtail.units import parse_duration_ns
@@ -157,10 +158,7 @@ class RuleSet:
         measured); UserError when the file changed since the experiment file was read."""
         assert self.path is not None
         source = Path(self.path)
-        try:
-            content = source.read_bytes()
-        except OSError as e:
-            raise UserError(f"cannot read the rules file {source}: {e.strerror}") from None
+        content = read_input(source, "rules file", MAX_RULES_FILE_BYTES, fifo=False)
         if hashlib.sha256(content).hexdigest() != self.sha256:
             raise UserError(
                 f"the rules file {source} changed since the experiment file was read (its SHA-256 differs): "
@@ -171,9 +169,18 @@ class RuleSet:
         return target
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of a file's content, in hex."""
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+# A rules file is read whole (hashed, copied into each run's data): far beyond any real rule
+# set's text, far below what would cost memory.
+MAX_RULES_FILE_BYTES = 64 << 20
+
+
+def _size(n: float) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+
+
+def count_rules(text: str) -> int:
+    """The rules of a rules file: its lines that are neither empty nor comments."""
+    return sum(1 for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#"))
 
 
 @dataclass(frozen=True)
@@ -181,9 +188,22 @@ class RulesOption(Option):
     """`rules`: a number of generated rules, a word (`named`: those the kind knows, such as
     "none" and "default"), or a path to a rules file, read and hashed when the file is read
     (a file that changes between two runs of a sweep is still the one the first run
-    measured: the kind copies it into each run's data and checks the hash)."""
+    measured: the kind copies it into each run's data and checks the hash). A number, and a
+    file's rules, are at most `maximum`, each taking about `bytes_per_rule` of the DuT's
+    memory (measured, in the kind's module): the bound is said with the memory it implies. A
+    file is a regular file of at most MAX_RULES_FILE_BYTES, named in errors by its resolved
+    path, never by its content."""
 
     named: tuple[str, ...] = ()
+    maximum: int = 100_000
+    bytes_per_rule: int = 8 << 10
+
+    def bound(self) -> str:
+        """The maximum in words, with the memory it implies."""
+        return (
+            f"at most {self.maximum:,} rules (each takes about {self.bytes_per_rule / 1024:.1f} KiB of memory "
+            f"to load: {self.maximum:,} take about {_size(self.maximum * self.bytes_per_rule)})"
+        )
 
     def check(self, value: Any) -> int | str | dict[str, str]:
         if isinstance(value, bool):
@@ -191,6 +211,8 @@ class RulesOption(Option):
         if isinstance(value, int):
             if value < 0:
                 raise ValueError(f"must be a number of rules ≥ 0, not {value}")
+            if value > self.maximum:
+                raise ValueError(f"must be {self.bound()}, not {value:,}")
             return value
         if isinstance(value, dict) and set(value) == {"path", "sha256"}:  # a stored configuration again
             return {"path": str(value["path"]), "sha256": str(value["sha256"])}
@@ -198,11 +220,19 @@ class RulesOption(Option):
             raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
         if value in self.named:
             return value
-        path = Path(value).expanduser()
-        if not path.is_file():
-            raise ValueError(f"must be a number of rules, {self._words()} or a rules file; there is no file {value!r}")
-        resolved = path.resolve()
-        return RuleSet(path=str(resolved), sha256=file_sha256(resolved)).as_value()
+        resolved = Path(value).expanduser().resolve()
+        if not resolved.is_file():
+            raise ValueError(
+                f"must be a number of rules, {self._words()} or a rules file; there is no file {value!r} ({resolved})"
+            )
+        try:
+            content = read_input(resolved, "rules file", MAX_RULES_FILE_BYTES, fifo=False)
+        except UserError as e:
+            raise ValueError(str(e)) from None
+        rules = count_rules(content.decode("utf-8", "replace"))
+        if rules > self.maximum:
+            raise ValueError(f"the rules file {resolved} holds {rules:,} rules; lowtail loads {self.bound()}")
+        return RuleSet(path=str(resolved), sha256=hashlib.sha256(content).hexdigest()).as_value()
 
     def _words(self) -> str:
         return " or ".join(f'"{w}"' for w in self.named) if self.named else "a word"

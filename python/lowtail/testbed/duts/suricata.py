@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from lowtail.errors import Failure, UserError
+from lowtail.terminal import shown
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import (
@@ -71,6 +72,12 @@ FIRST_SID = 1_000_000
 READY_LINE = "Engine started"
 # Rule loading takes seconds (10,000 generated rules: about 10 s here on a busy core).
 DEFAULT_READY_TIMEOUT_NS = 180_000_000_000
+# The most rules a set may hold, and what each costs Suricata 7 to load (`suricata -T` of
+# generated rules here: 20,000 rules 159 MiB of peak memory, none 27 MiB: about 6.6 KiB each).
+MAX_RULES = 100_000
+BYTES_PER_RULE = 7 << 10
+# How often a long `suricata -T` or start-up says it is still loading.
+PROGRESS_EVERY_S = 10.0
 CONFIG, STATS, ALERTS, LOG = "suricata.yaml", "suricata-stats.json", "eve.json", "suricata.log"
 
 
@@ -383,13 +390,15 @@ def config_text(s: SuricataSettings) -> str:
 _BAD_SIGNATURE = re.compile(r'error parsing signature "(?P<rule>.*)" from file (?P<file>\S+) at line (?P<line>\d+)')
 
 
-def check_config(config: Path, sources: dict[str, str] | None = None) -> None:
-    """`suricata -T`: UserError with Suricata's own first error — for a rule, its file and
-    line and why (`sources` maps the rule files as written for Suricata to the user's own) —
-    when it would not start with this configuration and its rules."""
-    done = subprocess.run(
-        [suricata_binary(), "-T", "-c", str(config)], capture_output=True, text=True, timeout=600, check=False
-    )
+def check_config(
+    config: Path, sources: dict[str, str] | None = None, timeout_s: float = 600.0, log: Any = None
+) -> None:
+    """`suricata -T`, at most `timeout_s` (the DuT's ready_timeout; `log` told every
+    PROGRESS_EVERY_S that it is still loading): UserError with Suricata's own first error —
+    for a rule, its file and line and why (`sources` maps the rule files as written for
+    Suricata to the user's own) — when it would not start with this configuration and its
+    rules. A rule's text is never repeated: a file named by mistake is not shown."""
+    done = _run_with_progress([suricata_binary(), "-T", "-c", str(config)], timeout_s, log)
     if done.returncode == 0:
         return
     errors = [
@@ -401,13 +410,49 @@ def check_config(config: Path, sources: dict[str, str] | None = None) -> None:
         if bad is None:
             continue
         reasons = [e for e in errors[:index] if "error parsing signature" not in e]
-        reason = reasons[-1].partition(": ")[2] if reasons else "a rule it cannot parse"
+        reason = _without_quotes(reasons[-1].partition(": ")[2]) if reasons else "a rule it cannot parse"
         where = (sources or {}).get(bad["file"], bad["file"])
         raise UserError(
-            f"Suricata refuses the rule set: {where} at line {bad['line']}: {reason}: {_shorten(bad['rule'], 200)}{more}"
+            f"Suricata refuses the rule set: {shown(where)} at line {bad['line']}: {shown(_shorten(reason, 200))}{more}"
         )
     detail = errors[0] if errors else (done.stdout + done.stderr).strip() or f"exit code {done.returncode}"
-    raise UserError(f"Suricata refuses its configuration: {_shorten(detail)}{more}")
+    raise UserError(f"Suricata refuses its configuration: {shown(_shorten(_without_quotes(detail)))}{more}")
+
+
+def _without_quotes(text: str) -> str:
+    """Suricata's words without what it quotes (a keyword or a value of the rule's line)."""
+    return re.sub(r"(['\"`]).*?\1", "…", text)
+
+
+def _run_with_progress(argv: list[str], timeout_s: float, log: Any) -> subprocess.CompletedProcess[str]:
+    """Run `argv` to its end, at most `timeout_s` (then stopped, and UserError), saying every
+    PROGRESS_EVERY_S through `log` that it is still at work."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen(argv, stdout=out, stderr=err, text=True)
+        try:
+            while True:
+                left = timeout_s - (time.monotonic() - started)
+                if left <= 0:
+                    raise UserError(
+                        f"`suricata -T` did not finish loading the rule set within ready_timeout "
+                        f"({timeout_s:g} s): give the DuT a longer ready_timeout, or fewer rules"
+                    )
+                try:
+                    process.wait(timeout=min(left, PROGRESS_EVERY_S))
+                    break
+                except subprocess.TimeoutExpired:
+                    if log is not None:
+                        log(
+                            f"suricata -T still loading the rule set ({time.monotonic() - started:.0f} s of at most {timeout_s:g} s)"
+                        )
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(argv, process.returncode, out.read(), err.read())
 
 
 def _shorten(line: str, limit: int = 400) -> str:
@@ -423,8 +468,11 @@ class Suricata(Dut):
         "rules": RulesOption(
             NO_RULES,
             named=(NO_RULES, DEFAULT_RULES),
+            maximum=MAX_RULES,
+            bytes_per_rule=BYTES_PER_RULE,
             help='"none" (a plain forwarder), "default" (the rules Debian\'s package ships), a number of '
-            "generated rules that every test frame is checked against, or a rules file (copied into the run's data)",
+            "generated rules that every test frame is checked against, or a rules file (copied into the run's data); "
+            f"at most {MAX_RULES:,} rules (about {MAX_RULES * BYTES_PER_RULE >> 20} MiB of Suricata's memory)",
         ),
         "action": ChoiceOption(
             "alert", choices=ACTIONS, help="what a matching rule does: alert (forward, count) or drop"
@@ -442,6 +490,7 @@ class Suricata(Dut):
         self.log_dir: Path | None = None
         self.rules: PreparedRules | None = None
         self.load_s: float | None = None
+        self.not_ready: str | None = None  # why start-up ended without "Engine started"
 
     @classmethod
     def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
@@ -464,7 +513,7 @@ class Suricata(Dut):
             rules = prepare_rules(config["rules"], config["action"], config["port"], Path(tmp))
             settings = SuricataSettings(("in0", "out0"), [0], [0], tmp, [str(f) for f in rules.files])
             (Path(tmp) / CONFIG).write_text(config_text(settings))
-            check_config(Path(tmp) / CONFIG, rules.sources)
+            check_config(Path(tmp) / CONFIG, rules.sources, float(config["ready_timeout"]) / 1e9, log)
         _CHECKED.add(key)
 
     @property
@@ -523,8 +572,9 @@ class Suricata(Dut):
         return self.program
 
     def _wait_engine_started(self) -> None:
-        """Until Suricata says "Engine started" (its rules loaded, its threads running);
-        the caller's forwarding probe then says whether frames get through."""
+        """Until Suricata says "Engine started" (its rules loaded, its threads running), at
+        most ready_timeout; the caller's forwarding probe then says whether frames get
+        through — at once, when the rules did not load in time (`failure`)."""
         program = self._program()
         deadline = time.monotonic() + self.ready_timeout_s
         while time.monotonic() < deadline and program.running():
@@ -534,6 +584,14 @@ class Suricata(Dut):
             except FileNotFoundError:
                 pass
             time.sleep(0.05)
+        if program.running():
+            self.not_ready = (
+                f"the DuT {self.name} (suricata) did not finish loading its rules within ready_timeout "
+                f"({self.ready_timeout_s:g} s): give it a longer ready_timeout, or fewer rules"
+            )
+
+    def failure(self) -> str | None:
+        return self.not_ready or super().failure()
 
     def stop(self) -> dict[str, Any]:
         """Suricata stopped (SIGINT: it writes its final statistics), and what the run keeps."""
