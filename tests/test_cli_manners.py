@@ -301,11 +301,14 @@ def test_an_off_by_default_flag_is_shown_once():
 
 
 def test_trim_takes_a_duration_as_every_other_option(synth_pair):
-    """--trim 500ms (it said "not a valid float range"), 1.5s, and a plain number in seconds."""
-    for value, ns in (("500ms", 500_000_000), ("1.5s", 1_500_000_000), ("0.25", 250_000_000)):
+    """--trim 500ms (it said "not a valid float range"), 1.5s, 0; a plain number is refused
+    (it was read as seconds: `--trim 500` cut 500 s)."""
+    for value, ns in (("500ms", 500_000_000), ("1.5s", 1_500_000_000), ("0", 0)):
         done = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--no-store", "--trim", value, cwd=synth_pair)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["trim_ns"] == ns
+    done = lowtail("analyze", "pre.pcap", "post.pcap", "--no-store", "--trim", "0.25", cwd=synth_pair)
+    assert done.returncode == 2 and "'--trim': 0.25 has no unit" in done.stderr, done.stderr
 
 
 @settings(max_examples=200, deadline=None)

@@ -223,7 +223,7 @@ def test_analyses_accumulate(tmp_path):
     pair = synth(tmp_path, packets=5_000, rate_pps=10_000)
     db = tmp_path / "r.duckdb"
     docs = []
-    for trim in ("0", "0.2"):
+    for trim in ("0", "200ms"):
         p = run_cli("analyze", pair.pre, pair.post, "--trim", trim, "--db", db, "--json")
         assert p.returncode == 0, p.stderr
         docs.append(json.loads(p.stdout))

@@ -54,7 +54,7 @@ def test_a_stalled_generator_degrades_the_run_and_says_by_how_much():
 
 
 def test_the_thresholds_come_from_the_experiment_file():
-    base = '[traffic]\nrates = [1000]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
+    base = '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
     exp = spec.parse('[trust]\nmax_stall = "100ms"\nmax_pacing_p99 = "50ms"\n' + base, "e.toml")
     assert exp.trust == spec.Trust(max_stall_ns=100_000_000, max_pacing_p99_ns=50_000_000)
     relaxed = outcome(STALLED)

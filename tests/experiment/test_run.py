@@ -57,7 +57,7 @@ duration = "{duration}"
 warmup = "{warmup}"
 calibrate = {str(calibrate).lower()}
 [traffic]
-rates = {list(rates)}
+rates = {[f"{r}pps" for r in rates]}
 {duts}
 """)
     return path

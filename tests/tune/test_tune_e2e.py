@@ -48,7 +48,7 @@ warmup = "300ms"
 repetitions = 2
 calibrate = false
 [traffic]
-rates = [10000]
+rates = ["10000pps"]
 [verdict]
 percentile = 99.9
 [trust]

@@ -11,14 +11,13 @@ import typer
 from lowtail import series, signals
 from lowtail.analysis import SHOWN_WORST, AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair, worst_first
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option
+from lowtail.cli._options import db_option, duration_option, unit_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line, measured_rate
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import write_result
 from lowtail.store import DatabaseBusy
-from lowtail.units import parse_duration_ns, parse_rate_pps
-from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict, VerdictRequest
+from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict
 
 # Defaults shown and used here are the native options' own.
 DEFAULTS = AnalyzeOptions()
@@ -65,11 +64,10 @@ def analyze(
     trim_ns: int = duration_option(
         "--trim",
         DEFAULTS.trim_ns,
-        "Warm-up to cut from the first PRE packet: 1s, 500ms, 0 keeps all (a plain number is seconds).",
+        "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all.",
     ),
-    max_latency: str = typer.Option(
-        f"{DEFAULTS.max_latency_ns / 1e9:g}s",
-        help="Latencies above this count as losses (bounds memory to rate × this).",
+    max_latency_ns: int = duration_option(
+        "--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses (bounds memory to rate × this)."
     ),
     worst: int = typer.Option(
         SHOWN_WORST,
@@ -81,11 +79,14 @@ def analyze(
         None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
     ),
     hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
-    rate: str | None = typer.Option(
-        None, help="The rate the traffic was sent at, e.g. 100k: its configuration (a measured rate is not one)."
+    nominal: int | None = unit_option(
+        "--rate",
+        "rate",
+        None,
+        "The rate the traffic was sent at, e.g. 100kpps: its configuration (a measured rate is not one).",
     ),
-    budget: str | None = typer.Option(
-        None, help="Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
     ),
     percentile: str = typer.Option("99.999", help="...at this percentile (with --budget)."),
     max_loss: int = typer.Option(0, min=0, help="...with at most this many packets lost (with --budget)."),
@@ -109,10 +110,9 @@ def analyze(
         series.check_export_path(export)
     if report and not store:
         raise UserError("--report needs the analysis stored (drop --no-store)")
-    verdict = _verdict(budget, percentile, max_loss, confidence)
-    nominal = parse_rate_pps(rate) if rate is not None else None
+    verdict = _verdict(budget_ns, percentile, max_loss, confidence)
     if nominal is not None and nominal <= 0:
-        raise UserError(f"--rate {rate}: a rate above zero, e.g. 100k")
+        raise UserError("--rate 0: a rate above zero, e.g. 100kpps")
     options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
@@ -121,7 +121,7 @@ def analyze(
         udp_port=udp_port,
         moonsniff_records=moonsniff_records,
         trim_ns=trim_ns,
-        max_latency_ns=parse_duration_ns(max_latency, what="--max-latency"),
+        max_latency_ns=max_latency_ns,
         worst=max(worst, DEFAULTS.worst),
         export=series.parquet_path_for(export) if export else None,
     )
@@ -198,12 +198,12 @@ def analyze(
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
 
 
-def _verdict(budget: str | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
+def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
     """The budget --budget, --percentile, --max-loss and --confidence ask for (None without
     --budget): the request over the default budget, as `compare` reads one over the stored."""
-    if budget is None:
+    if budget_ns is None:
         return None
-    return VerdictRequest.parse(budget, percentile, max_loss, confidence).over(Verdict())
+    return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
 
 
 def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> int:

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
 from lowtail.selection import HELP as SELECTION_HELP
 
@@ -23,7 +23,9 @@ from lowtail.selection import HELP as SELECTION_HELP
 def certify(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record's page here (HTML)."),
-    budget: str | None = typer.Option(None, help="Judge against this latency bound [default: the runs' own]."),
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Judge against this latency bound, e.g. 350us [default: the runs' own]."
+    ),
     percentile: str | None = typer.Option(None, help="...at this percentile [default: the runs' own]."),
     confidence: str | None = typer.Option(
         None, help="...with this confidence: 95, 95% or 0.95 [default: the runs' own, else 95]."
@@ -35,9 +37,8 @@ def certify(
     from lowtail.compare.certificate import certify_and_store
     from lowtail.compare.comparison import CompareOptions
     from lowtail.store import open_store
-    from lowtail.verdict import VerdictRequest
 
-    opts = CompareOptions(verdict=VerdictRequest.parse(budget, percentile, confidence=confidence))
+    opts = CompareOptions(verdict=verdict_request(budget_ns, percentile, confidence=confidence))
     with open_store(db) as store, count_progress("reading latencies", "rows", not json_out) as progress:
         doc = certify_and_store(store, list(selection), opts, progress)
     if output is not None:

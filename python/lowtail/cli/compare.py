@@ -13,7 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.selection import HELP as SELECTION_HELP
@@ -40,8 +40,8 @@ def compare(
         "--by",
         help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
     ),
-    budget: str | None = typer.Option(
-        None, help="Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
     ),
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
@@ -64,14 +64,13 @@ def compare(
     from lowtail.compare.comparison import CompareOptions, compare_and_store
     from lowtail.files import check_output
     from lowtail.store import open_store
-    from lowtail.verdict import VerdictRequest
 
     if output is not None:  # before anything is computed or stored
         check_output(output, "--output")
 
     opts = CompareOptions(
         by=[a.strip() for a in by.split(",") if a.strip()] if by else None,
-        verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
+        verdict=verdict_request(budget_ns, percentile, confidence=confidence),
         evt=evt,
         floor=floor,
         label=label,

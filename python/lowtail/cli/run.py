@@ -16,7 +16,7 @@ from rich.text import Text
 from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.degraded import degraded_lines
@@ -388,8 +388,8 @@ def experiment_report(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="HTML file [default: lowtail-experiment-<id>.html]."
     ),
-    budget: str | None = typer.Option(
-        None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
     ),
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
@@ -401,9 +401,7 @@ def experiment_report(
 ) -> None:
     """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
-    from lowtail.verdict import VerdictRequest
-
-    request = VerdictRequest.parse(budget, percentile)
+    request = verdict_request(budget_ns, percentile)
     path = write_experiment_report(db, experiment, output, request=request, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})

@@ -234,7 +234,7 @@ def _verdicts(
 
 def _parsed(table: dict[str, Any]) -> Verdict:
     try:
-        return parse_verdict(table)
+        return parse_verdict(table, stored=True)
     except VerdictSettingError:  # a file stored by another version: the default budget
         return Verdict()
 

@@ -469,7 +469,7 @@ class Suricata(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return float(self.config["ready_timeout"]) / 1e9
+        return DurationOption.seconds(self.config["ready_timeout"])
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         self.log_dir = tb.work_dir / "suricata"
