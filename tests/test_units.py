@@ -84,7 +84,9 @@ def test_rates_as_people_write_them(text, pps):
 @pytest.mark.parametrize("value", ["350", "0.35", "1e3", 350, 0.35, " 12 "])
 def test_a_bare_number_is_no_duration_rate_or_interrupt_rate(value):
     for reader in (parse_duration_ns, parse_rate_pps, parse_frequency_hz):
-        with pytest.raises(UserError, match=r"^--x: .* has no unit: write a .* with its unit, e\.g\. .*lowtail help units"):
+        with pytest.raises(
+            UserError, match=r"^--x: .* has no unit: write a .* with its unit, e\.g\. .*lowtail help units"
+        ):
             reader(value, what="--x")
 
 
@@ -94,7 +96,9 @@ def test_what_is_not_a_rate_is_one_clear_error(text):
         parse_rate_pps(text, what="rates")
 
 
-@pytest.mark.parametrize("text", ["-5s", "inf", "nan", "1e300s", "soon", "", "1²s", True, math.inf, None, "5m", "5 sec"])
+@pytest.mark.parametrize(
+    "text", ["-5s", "inf", "nan", "1e300s", "soon", "", "1²s", True, math.inf, None, "5m", "5 sec"]
+)
 def test_what_is_not_a_duration_is_one_clear_error(text):
     with pytest.raises(UserError, match=r"^duration: "):
         parse_duration_ns(text, what="duration")
@@ -334,7 +338,11 @@ def _experiment_cases() -> list[tuple[str, str, str]]:
         for option, declared in cls.options.items():
             if isinstance(declared, DurationOption):
                 cases.append(
-                    (f"option '{option}'", "duration", f'{BASE}[[dut]]\nname = "d"\nkind = "{kind_name}"\n{option} = {{value}}\n')
+                    (
+                        f"option '{option}'",
+                        "duration",
+                        f'{BASE}[[dut]]\nname = "d"\nkind = "{kind_name}"\n{option} = {{value}}\n',
+                    )
                 )
     testbeds = {
         "settle": '[testbed]\nkind = "interfaces"\ngenerator = "eth1"\npre = "eth1"\npost = "eth2"\n',
@@ -344,7 +352,16 @@ def _experiment_cases() -> list[tuple[str, str, str]]:
     for key in wiring.DURATION_KEYS:
         table = testbeds[key]
         head, _, rest = table.partition("\n[testbed.")
-        cases.append((key, "duration", f"{head}\n{key} = {{value}}\n" + (f"[testbed.{rest}" if rest else "") + BASE + '[[dut]]\nname = "e"\nkind = "external"\n'))
+        cases.append(
+            (
+                key,
+                "duration",
+                f"{head}\n{key} = {{value}}\n"
+                + (f"[testbed.{rest}" if rest else "")
+                + BASE
+                + '[[dut]]\nname = "e"\nkind = "external"\n',
+            )
+        )
     return cases
 
 
@@ -370,7 +387,7 @@ _toml_bare = st.one_of(
 def test_a_bare_number_in_an_experiment_file_is_refused_naming_the_field(case, value):
     name, _, template = case
     text = template.format(value=value)
-    line = next(i for i, l in enumerate(text.splitlines(), 1) if "{value}" in template.splitlines()[i - 1])
+    line = next(i for i, _ in enumerate(text.splitlines(), 1) if "{value}" in template.splitlines()[i - 1])
     with pytest.raises(UserError) as refused:
         spec.parse(text, "exp.toml")
     message = str(refused.value)

@@ -276,9 +276,10 @@ def did_you_mean(word: str, known: Iterable[str]) -> str:
     import difflib  # only when a name is mistyped
 
     known = list(known)
-    close = difflib.get_close_matches(word, known, n=1) or [
-        k for k in known if len(word) >= 3 and (k.startswith(word) or word.startswith(k))
-    ][:1]
+    close = (
+        difflib.get_close_matches(word, known, n=1)
+        or [k for k in known if len(word) >= 3 and (k.startswith(word) or word.startswith(k))][:1]
+    )
     return f"did you mean {close[0]!r}? " if close else ""
 
 

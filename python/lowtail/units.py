@@ -3,7 +3,6 @@ p-values as people read them: every formatter of figures lives here."""
 
 from __future__ import annotations
 
-import math
 import re
 from fractions import Fraction
 
@@ -78,9 +77,7 @@ def _is_zero(value: object) -> bool:
 
 def _bare(value: object, what: str, kind: str, forms: str) -> UnitError:
     shown = value if isinstance(value, str) else repr(value)
-    return UnitError(
-        f"{_where(what)}{shown!s} has no unit: write a {kind} with its unit, e.g. {forms} ({UNITS_TOPIC})"
-    )
+    return UnitError(f"{_where(what)}{shown!s} has no unit: write a {kind} with its unit, e.g. {forms} ({UNITS_TOPIC})")
 
 
 def _unreadable(value: object, what: str, kind: str, forms: str) -> UnitError:
@@ -233,6 +230,11 @@ def format_minutes(seconds: float) -> str:
     if s < 3600:
         return f"{s // 60} min {s % 60:02d} s"
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+def format_seconds(seconds: float) -> str:
+    """A time to measure as people read it: "0.2 s", "3.2 s", "2 min 05 s"."""
+    return f"{seconds:.1f} s" if seconds < 60 else format_minutes(seconds)
 
 
 def format_rate(pps: float) -> str:

@@ -76,7 +76,9 @@ def test_the_report_claims_no_wire_curve_it_does_not_draw(three_experiments, tmp
 
 def test_an_experiment_file_names_its_calibration():
     dut = '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
-    exp = spec.parse("[experiment]\ncalibrate = false\ncalibration = 4\n[traffic]\nrates = ['1000pps']\n" + dut, "e.toml")
+    exp = spec.parse(
+        "[experiment]\ncalibrate = false\ncalibration = 4\n[traffic]\nrates = ['1000pps']\n" + dut, "e.toml"
+    )
     assert exp.calibration == 4 and not exp.calibrate
     # Naming a calibration is enough: it does not also measure one of its own (it did).
     named = spec.parse("[experiment]\ncalibration = 1\n[traffic]\nrates = ['1000pps']\n" + dut, "e.toml")

@@ -126,7 +126,10 @@ def test_cli_overload_table_has_units(cli, db):
     [
         (["--t-transfer", "14.5us", "--t-e2e", "3.1us"], "not above the bare forwarder"),
         (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "1000000Hz:2us"], "no time for packets"),
-        (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"], "cannot read 'often' as a rate of events"),
+        (
+            ["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"],
+            "cannot read 'often' as a rate of events",
+        ),
         (["--t-e2e", "14.5us"], "--t-transfer or --baseline-run"),
     ],
 )

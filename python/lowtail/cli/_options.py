@@ -23,7 +23,7 @@ def db_option(help: str = "Results database.") -> Any:
     return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)
 
 
-class UnitType(click.ParamType):
+class UnitType(click.ParamType[Any]):
     """An option that takes a duration, a packet rate or an interrupt rate as people write
     them, with the unit (`units.UNIT_KINDS`: "350us", "50kpps", "250Hz"; `lowtail help
     units`), converted by the one reader of its kind (nanoseconds, packets or events per
@@ -57,7 +57,7 @@ class UnitType(click.ParamType):
             self.fail(str(e), param, ctx)
 
 
-class SpecType(click.ParamType):
+class SpecType(click.ParamType[Any]):
     """An option whose value is a small spec with durations or rates inside it
     ("exp:20us", "250Hz:5.5us,8.2us"): read by `reader` (its module's parser, which reads
     each number through units.py), a bare number in it a usage error naming the option.

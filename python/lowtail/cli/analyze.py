@@ -155,6 +155,7 @@ def analyze(
     if hgrm:
         write_result(hgrm, a["hgrm"], "--hgrm")
     not_stored: Failure | None = None
+    new = True
     if store:
         # Models read a stored series as Parquet: a CSV export is not one.
         stored = a
@@ -162,7 +163,7 @@ def analyze(
             stored = a.copy()
             stored["export_path"] = None
         try:
-            a["analysis_id"] = _store(stored, db, options, label)
+            a["analysis_id"], new = _store(stored, db, options, label)
         except DatabaseBusy as e:  # the figures are still printed: they are the result
             not_stored = e
     written = None
@@ -186,7 +187,12 @@ def analyze(
             v = a["verdict"]
             out.print(f"verdict: {v['label']} · {v['budget']} · {v['reason']}", soft_wrap=True)
         if store and not_stored is None:
-            note(f"stored as analysis {a['analysis_id']} in {db}")
+            note(
+                f"stored as analysis {a['analysis_id']} in {db}"
+                if new
+                else f"already stored as analysis {a['analysis_id']} in {db} (the same captures, options and figures): "
+                "not stored again"
+            )
         if export:
             note(f"wrote the matched series to {export}")
         if hgrm:
@@ -206,18 +212,24 @@ def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: 
     return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
 
 
-def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> int:
-    """Store the analysis. A stop signal while it is written waits for the commit, and the
-    command then says whether the analysis was stored."""
+def _store(a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None) -> tuple[int, bool]:
+    """Store the analysis, once: (its id, whether it is new) — an analysis that repeats a
+    stored one exactly (the same captures read the same way, the same figures) is that one.
+    A stop signal while it is written waits for the commit, and the command then says
+    whether the analysis was stored."""
     from lowtail.store import open_store
-    from lowtail.store.analyses import save_analysis
+    from lowtail.store.analyses import identical_analysis, save_analysis
 
-    stored: list[int] = []
+    stored: list[tuple[int, bool]] = []
     try:
         with open_store(db) as s, signals.held():
-            stored.append(save_analysis(s, a, options=options.to_dict(), label=label))
+            found = identical_analysis(s, a, options=options.to_dict(), label=label)
+            if found is not None:
+                stored.append((found, False))
+            else:
+                stored.append((save_analysis(s, a, options=options.to_dict(), label=label), True))
     except KeyboardInterrupt:
-        what = f"the analysis was stored as analysis {stored[0]} in {db}" if stored else "nothing was stored"
+        what = f"the analysis was stored as analysis {stored[0][0]} in {db}" if stored else "nothing was stored"
         raise Interrupted(f"interrupted: {what}") from None
     return stored[0]
 

@@ -14,11 +14,13 @@ from lowtail.selection import HELP as SELECTION_HELP
 
 
 @app.command(
-    help="Write the qualification record of stored runs: per configuration the DuT and its configuration, "
-    "the host, the packets, the budget, the judged percentile with its interval, the verdict and its "
-    "confidence, the floor, the loss, degraded or emulated runs, the lowtail version and the data's "
-    "identity (captures, sizes, frames). The verdict is `lowtail compare`'s, on the same rule as "
-    "`lowtail run`'s. SELECTION: " + SELECTION_HELP
+    help="Write the qualification record of stored runs: each device's verdict over its configurations; per "
+    "configuration the device by name and kind with every option it was configured with (rule sets with their "
+    "hash), its containment, cores and kernel, the traffic, the runs, the host, the packets, the budget, the "
+    "judged percentile with its interval and the one-sided bounds the verdict used, the verdict and its "
+    "confidence, the floor, the loss, degraded or emulated runs, the lowtail version and the data's identity "
+    "(captures, sizes, frames). The verdict is `lowtail compare`'s, on the same rule as `lowtail run`'s. "
+    "SELECTION: " + SELECTION_HELP
 )
 def certify(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
@@ -31,6 +33,7 @@ def certify(
         None, help="...with this confidence: 95, 95% or 0.95 [default: the runs' own, else 95]."
     ),
     db: Path = db_option(),
+    store: bool = typer.Option(True, help="Store the comparison the record rests on (`lowtail comparison list`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the record as one JSON document."),
 ) -> None:
     """`lowtail certify`."""
@@ -39,8 +42,11 @@ def certify(
     from lowtail.store import open_store
 
     opts = CompareOptions(verdict=verdict_request(budget_ns, percentile, confidence=confidence))
-    with open_store(db) as store, count_progress("reading latencies", "rows", not json_out) as progress:
-        doc = certify_and_store(store, list(selection), opts, progress)
+    with (
+        open_store(db, read_only=not store) as s,
+        count_progress("reading latencies", "rows", not json_out) as progress,
+    ):
+        doc = certify_and_store(s, list(selection), opts, progress, save=store)
     if output is not None:
         from lowtail.report.certificate import write_certificate
 
@@ -50,8 +56,17 @@ def certify(
     else:
         for c in doc["configurations"]:
             v = c["verdict"]
-            out.print(f"{c['label']}: {v['label']} · {v.get('budget', '')} · {v['reason']}", soft_wrap=True)
-        note(f"on comparison {doc['comparison_id']}" + (f"; record: {output}" if output else ""))
+            out.print(
+                f"{c['label']}: {v['label']} · {v.get('budget', '')} · {v['reason']}", soft_wrap=True, markup=False
+            )
+        if doc["devices"]:
+            width = max(len(d["device"]) for d in doc["devices"])
+            budget = doc["budget"] or "each configuration against its runs' own budget"
+            out.print(f"\nverdict per device ({budget}):", markup=False)
+            for d in doc["devices"]:
+                out.print(f"  {d['device']:<{width}}  {d['summary']}", soft_wrap=True, markup=False)
+        on = f"comparison {doc['comparison_id']}" if doc["comparison_id"] is not None else "a comparison not stored"
+        note(f"on {on} of {doc['selected']}" + (f"; record: {output}" if output else ""))
     for why in doc["partial_reasons"]:
         warn(why)
     raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)

@@ -293,7 +293,9 @@ def evt(
     "to the run's delayed packets and the model is drawn over its worst events."
 )
 def aliasing(
-    rate: float | None = unit_option("--rate", "rate", None, "Packet rate [default: 10kpps, or the run's].", whole=False),
+    rate: float | None = unit_option(
+        "--rate", "rate", None, "Packet rate [default: 10kpps, or the run's].", whole=False
+    ),
     irq_rate: float = unit_option("--irq-rate", "frequency", 250, "Interrupt rate (nominal, with --run)."),
     irq_durations: Any = unit_option(
         "--irq-durations", "duration", [5_500, 8_200], "Durations of successive interrupts, cycled.", many=True
@@ -359,12 +361,19 @@ def aliasing(
 )
 def simulate(
     rates: Any = unit_option(
-        "--rate", "rate", None, "Offered rate(s), e.g. 10kpps or 10kpps,50kpps [default: 10kpps].", many=True, whole=False
+        "--rate",
+        "rate",
+        None,
+        "Offered rate(s), e.g. 10kpps or 10kpps,50kpps [default: 10kpps].",
+        many=True,
+        whole=False,
     ),
     packets: int | None = typer.Option(
         None, min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."
     ),
-    duration_ns: int | None = duration_option("--duration", None, "Instead of --packets: simulated time per case, e.g. 10s."),
+    duration_ns: int | None = duration_option(
+        "--duration", None, "Instead of --packets: simulated time per case, e.g. 10s."
+    ),
     arrivals: str = typer.Option("cbr", help="cbr (constant rate) or poisson."),
     burst: str | None = typer.Option(None, help="Packets per burst, or a list: 1,4,16,32,64 [default: 1]."),
     burst_gap_ns: int = duration_option("--burst-gap", 0, "Gap between packets of a burst (wire time of one frame)."),
@@ -398,7 +407,9 @@ def simulate(
         False, "--show-spec", help="Print the model's fields and defaults as JSON and exit."
     ),
     run: int | None = typer.Option(None, "--run", help="Compare with this stored lowtail-fwd run."),
-    overhead_ns: int = duration_option("--overhead", 0, "With --run: per-packet cost of the forwarder besides work_ns."),
+    overhead_ns: int = duration_option(
+        "--overhead", 0, "With --run: per-packet cost of the forwarder besides work_ns."
+    ),
     baseline_run: int | None = typer.Option(
         None, help="With --run: take the base latency from this run's median (2·t_transfer)."
     ),

@@ -284,7 +284,9 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
             campaign.ignored.append(relative)
             continue
         try:
-            values = {axis: _axis_value(axis, spec.with_unit(axis, v)) for axis, v in m.groupdict().items() if axis != SIDE}
+            values = {
+                axis: _axis_value(axis, spec.with_unit(axis, v)) for axis, v in m.groupdict().items() if axis != SIDE
+            }
         except UserError as e:
             campaign.unpaired.append(f"{relative}: {e}")
             continue

@@ -350,9 +350,7 @@ def parse(text: str, source: str) -> Experiment:
         traffic: _TrafficTable = w.convert(tables.traffic, _TrafficTable, ("traffic",))
     except schema.InputError as e:
         if e.path == ("traffic",) and e.reason.endswith("needs `rates`"):
-            raise w.error(
-                '[traffic] needs `rates`, e.g. rates = ["10kpps", "50kpps"]', "traffic"
-            ) from None
+            raise w.error('[traffic] needs `rates`, e.g. rates = ["10kpps", "50kpps"]', "traffic") from None
         raise
 
     def duration(key: str, value: schema.UnitValue, minimum_ns: int) -> int:

@@ -24,6 +24,7 @@ from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
+from lowtail.host.plan import remedy_here, stored_plan
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
@@ -67,6 +68,7 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
                     f"the causes"
                 )
     doc = explain(packets, facts, intervals, coverage, above)
+    _remedies_on_the_core_plan(doc, store, run)
     doc["trace"] = trace_summary | vm_exits(facts.virtualization, intervals is not None)
     if doc["trace"].get("vm_exits") is False:
         doc["notes"].append(f"VM exits are not visible: {doc['trace']['vm_exits_reason']}")
@@ -158,6 +160,19 @@ def _steal_roles(
         return [r for r, doc in roles.items() if doc.get("host") in here]
     hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
     return [] if hosts_testbed else list(roles)  # untraced on a hosts testbed: whose is unknown
+
+
+def _remedies_on_the_core_plan(doc: ExplainDocument, store: Store, run: Mapping[str, Any]) -> None:
+    """Each remedy with the cores of the run's host's one core plan (host/plan.py), the ones
+    `host plan`, `host audit` and `tune` name: its boot parameters with their values, and on a
+    host too small to isolate the DuT's cores, which roles share them and why."""
+    roles = (run.get("traffic") or {}).get("core_plan")
+    if not roles or run.get("experiment_id") is None:
+        return
+    plan = stored_plan(roles, runstore.experiment(store, run["experiment_id"]).get("host") or {})
+    dut = (run.get("containment") or {}).get("cpus") or roles.get("dut") or []
+    for cause in doc["causes"]:
+        cause["remedy"] = remedy_here(cause["remedy"], plan, dut)
 
 
 def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

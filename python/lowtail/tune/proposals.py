@@ -66,6 +66,11 @@ def _move_tasks(root: SysRoot, plan: CorePlan, causes: Iterable[Mapping[str, Any
         pid = (c.get("evidence") or {}).get("pid")
         if c.get("kind") != "preemption" or not isinstance(pid, int) or pid in out:
             continue
+        if c.get("cpu") not in plan.isolated:
+            # The DuT's core is a housekeeping core of this host's plan (a host too small to
+            # isolate it, `plan.shared` says why): moving the task would only send it to an
+            # isolated core, another role's.
+            continue
         what = (c.get("evidence") or {}).get("what", f"pid {pid}")
         proposal = Proposal(
             f"move-pid-{pid}",

@@ -224,8 +224,12 @@ def prepare_rules(value: int | str | dict[str, str], action: str, port: int, dir
         return PreparedRules([], {"rules": NO_RULES})
     if rules.count is not None:
         path = directory / "generated.rules"
-        path.write_text(generate_rules(rules.count, action, port))
-        return PreparedRules([path], {"rules": rules.count, "port": port})
+        text = generate_rules(rules.count, action, port)
+        path.write_text(text)
+        # The hash of the rules as loaded: what a qualification record names the rule set by.
+        return PreparedRules(
+            [path], {"rules": rules.count, "port": port, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        )
     if rules.named == DEFAULT_RULES:
         sources = default_rule_files()
         files = []
