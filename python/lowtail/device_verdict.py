@@ -12,7 +12,8 @@ from nothing else:
   test, so the chance of PASS for a device that breaks the budget in any one configuration
   is at most 1 − confidence, however many configurations there are;
 - otherwise **inconclusive**, saying what is missing: each configuration that could not
-  decide (the packets more it needs) or that could not be trusted (an invalid run).
+  decide (the packets more it needs) or that could not be trusted (an invalid run) —
+  **INVALID** when none of them could be trusted.
 
 Calibration runs (the floor) are not part of any device. The headline card of a page, the
 closing lines of `lowtail run`, its `--json`, and `lowtail certify` all read this, so no card
@@ -31,13 +32,15 @@ PASS, FAIL, INCONCLUSIVE, INVALID, FLOOR = "PASS", "FAIL", "inconclusive", "INVA
 
 def combined_status(statuses: Iterable[str]) -> str:
     """The status of several configurations taken together (the rule above): FAIL if any
-    fails, PASS only if all pass, else inconclusive. Floors are not judged; nothing judged
-    at all is inconclusive."""
+    fails, PASS only if all pass, INVALID when none could be trusted, else inconclusive.
+    Floors are not judged; nothing judged at all is inconclusive."""
     found = [s for s in statuses if s != FLOOR]
     if FAIL in found:
         return FAIL
     if found and all(s == PASS for s in found):
         return PASS
+    if found and all(s == INVALID for s in found):
+        return INVALID
     return INCONCLUSIVE
 
 
@@ -92,7 +95,7 @@ class DeviceVerdict:
         """What keeps an inconclusive device from a verdict, one entry per configuration that
         did not decide: the packets more it needs (and how long they take), or why it could
         not be trusted or judged."""
-        if self.status != INCONCLUSIVE:
+        if self.status not in (INCONCLUSIVE, INVALID):
             return []
         if not any(p.judgement["status"] != FLOOR for p in self.parts):
             return ["no configuration of it was judged"]

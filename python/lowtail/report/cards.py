@@ -53,13 +53,10 @@ class VerdictCard:
     @property
     def status(self) -> str:
         """The one rule of several judgements (`device_verdict.combined_status`): FAIL if any
-        fails, PASS only if all pass, else inconclusive; INVALID when nothing could be judged
-        at all. A sweep's notes may say up to which rate it meets the budget; its card passes
-        only when every rate does."""
-        found = [j["status"] for j in self.judgements if j["status"] != "floor"]
-        if found and all(s == "INVALID" for s in found):
-            return "INVALID"
-        return combined_status(found)
+        fails, PASS only if all pass, INVALID when none could be trusted, else inconclusive.
+        A sweep's notes may say up to which rate it meets the budget; its card passes only
+        when every rate does."""
+        return combined_status(j["status"] for j in self.judgements)
 
     def lines(self) -> list[str]:
         """Its details: the judged percentile against the budget, per-rate outcomes."""
