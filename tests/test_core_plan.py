@@ -167,3 +167,34 @@ def test_explain_names_the_shared_core_in_the_remedy_on_a_small_host(measured):
     roles = CoreRoles.for_host(None)
     if set(roles.dut) & {roles.housekeeping}:  # a host too small to isolate the DuT's core
         assert "cannot give each role of a run a core of its own" in remedy["action"]
+
+
+def test_tune_moves_no_task_onto_another_roles_core():
+    """A task explain caught preempting the DuT on a core the plan keeps for housekeeping
+    (a 2-CPU host: the DuT shares CPU 0): tune proposes no move of it (it would go to the
+    generator's isolated core), and moving the others off the isolated core is a guideline,
+    not that preemption's remedy."""
+    import subprocess as sp
+
+    from lowtail.host.plan import CorePlan
+    from lowtail.tune.proposals import GUIDELINE, propose
+
+    plan = CorePlan((0,), (1,), "a 2-CPU host's plan")
+    hog = sp.Popen(["sleep", "60"])
+    try:
+        cause = {
+            "kind": "preemption",
+            "role": "dut",
+            "cpu": 0,
+            "share": 0.6,
+            "evidence": {"pid": hog.pid, "what": "hog"},
+        }
+        proposals = {p.id: p for p in propose(SysRoot("/"), plan, [cause])}
+        assert f"move-pid-{hog.pid}" not in proposals
+        if "other-tasks" in proposals:
+            assert proposals["other-tasks"].cause == GUIDELINE
+            for change in proposals["other-tasks"].changes:
+                assert "1" not in change.written.split(","), change
+    finally:
+        hog.kill()
+        hog.wait()
