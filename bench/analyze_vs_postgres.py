@@ -157,7 +157,7 @@ def synth_pair(pre: Path, post: Path, packets: int, rate: float, model: dict) ->
         "--packets",
         str(packets),
         "--rate",
-        str(rate),
+        f"{rate:g}pps",
         "--format",
         "pcap-ns",
         "--json",

@@ -47,7 +47,7 @@ def experiment_text(rule_sets: list[str], rates: list[int], duration: str) -> st
     )
     return (
         f'[experiment]\nname = "ips-rules"\nduration = "{duration}"\nwarmup = "500ms"\ncalibrate = false\n\n'
-        f"[traffic]\nrates = {rates}\nudp_dst_port = 53\n\n{duts}"
+        f"[traffic]\nrates = {json.dumps([f'{r}pps' for r in rates])}\nudp_dst_port = 53\n\n{duts}"
     )
 
 

@@ -60,7 +60,7 @@ def pair(here: Path, name: str, packets: int, seed: int) -> tuple[str, str]:
             "--packets",
             str(packets),
             "--rate",
-            "1000000",
+            "1Mpps",
             "--seed",
             str(seed),
             "--compression",

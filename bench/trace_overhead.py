@@ -28,7 +28,7 @@ warmup = "300ms"
 calibrate = false
 trace = {trace}
 [traffic]
-rates = [{rate}]
+rates = ["{rate}pps"]
 [[dut]]
 name = "fwd"
 kind = "lowtail-fwd"

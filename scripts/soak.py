@@ -251,7 +251,7 @@ def sweep_case(rng: random.Random, work: Path, kind: str, dut: str, killed: list
     toml = work / f"{kind}.toml"
     toml.write_text(
         f'[experiment]\nname = "soak {kind}"\nduration = "2s"\nwarmup = "200ms"\ncalibrate = false\n'
-        f"[traffic]\nrates = [{rate}, {rate + 1000}]\n{dut}"
+        f'[traffic]\nrates = ["{rate}pps", "{rate + 1000}pps"]\n{dut}'
     )
     db, data = work / f"{kind}.duckdb", work / f"data-{kind}"
     proc = subprocess.Popen(
@@ -829,8 +829,8 @@ def quick_failures(rng: random.Random, work: Path, until: float) -> None:
     area = "quick failures (exit race)"
     pre, post = _pair(work, "small", packets=3000, rate_pps=1000)
     while time.monotonic() < until:
-        rc, _, err = run([*LOWTAIL, "analyze", str(pre), str(post), "--trim", "100", "--db", "race.duckdb"], work, 60)
-        judge(area, rc, err, (1,), "--trim 100")
+        rc, _, err = run([*LOWTAIL, "analyze", str(pre), str(post), "--trim", "100s", "--db", "race.duckdb"], work, 60)
+        judge(area, rc, err, (1,), "--trim 100s")
 
 
 def _inputs(area: Callable[..., None]) -> Callable[[random.Random, Path, float], None]:

@@ -178,8 +178,8 @@ def test_list_fits_100_columns_one_line_per_analysis(synth_pair, tmp_path):
     db = tmp_path / "l.duckdb"
     label = "kernel mirred at twenty thousand packets per second"
     args = ("analyze", str(deep / "mirred-20kpps-r3-pre.pcap"), str(deep / "mirred-20kpps-r3-post.pcap"))
-    for _ in range(2):
-        assert lowtail(*args, "--db", str(db), "--label", label).returncode == 0
+    for trim in ("1s", "500ms"):  # two analyses (the same one twice is stored once)
+        assert lowtail(*args, "--db", str(db), "--label", label, "--trim", trim).returncode == 0
     done = lowtail("list", "--db", str(db), env=os.environ | {"COLUMNS": "100"})
     assert done.returncode == 0, done.stderr
     lines = done.stdout.rstrip("\n").splitlines()
@@ -272,6 +272,10 @@ def test_help_lists_the_commands_by_workflow():
     assert OTHER_PANEL not in done.stdout  # every command has its place in HELP_PANELS
     listed = re.findall(r"^  ([a-z][a-z-]*)  ", done.stdout, re.M)
     assert len(listed) == len(set(listed)) and set(listed) <= {n for names in HELP_PANELS.values() for n in names}
+    # Each description whole, wrapped where it is long: click cut each at 45 characters,
+    # mid-sentence ("Run a latency experiment: every combination of the...").
+    assert "..." not in done.stdout.split("Measure:")[1], done.stdout
+    assert "  run        Run a latency experiment\n" in done.stdout
 
 
 def test_an_off_by_default_flag_is_shown_once():
@@ -301,11 +305,14 @@ def test_an_off_by_default_flag_is_shown_once():
 
 
 def test_trim_takes_a_duration_as_every_other_option(synth_pair):
-    """--trim 500ms (it said "not a valid float range"), 1.5s, and a plain number in seconds."""
-    for value, ns in (("500ms", 500_000_000), ("1.5s", 1_500_000_000), ("0.25", 250_000_000)):
+    """--trim 500ms (it said "not a valid float range"), 1.5s, 0; a plain number is refused
+    (it was read as seconds: `--trim 500` cut 500 s)."""
+    for value, ns in (("500ms", 500_000_000), ("1.5s", 1_500_000_000), ("0", 0)):
         done = lowtail("analyze", "pre.pcap", "post.pcap", "--json", "--no-store", "--trim", value, cwd=synth_pair)
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout)["trim_ns"] == ns
+    done = lowtail("analyze", "pre.pcap", "post.pcap", "--no-store", "--trim", "0.25", cwd=synth_pair)
+    assert done.returncode == 2 and "'--trim': 0.25 has no unit" in done.stderr, done.stderr
 
 
 @settings(max_examples=200, deadline=None)

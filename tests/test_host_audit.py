@@ -234,7 +234,7 @@ def test_plan_for_a_guest_gives_the_vm_duts_boot_parameters(capsys):
         "mce=ignore_ce audit=0 nmi_watchdog=0 skew_tick=1 nosoftlockup"
     )
     exp = spec.parse(
-        f'[traffic]\nrates = [2000]\n[[dut]]\nname = "v"\nkind = "vm"\n{doc["experiment_file"]}\n', "e.toml"
+        f'[traffic]\nrates = ["2000pps"]\n[[dut]]\nname = "v"\nkind = "vm"\n{doc["experiment_file"]}\n', "e.toml"
     )
     (dut,) = exp.duts
     assert dut.options["guest_cmdline"] == doc["cmdline"] and dut.options["vcpus"] == 3

@@ -139,14 +139,28 @@ class Database:
         """One row per stored run (those a selection names, e.g. `db.runs("3", "dut=fwd")`;
         all without one): ids, every configuration axis as a column, repetition,
         calibration, valid, sent/received/lost, loss ratio, the latency figures in ns
-        (`p99_999_ns` …) and samples, the series file and why a run is invalid."""
+        (`p99_999_ns` …) and samples, the series file, why a run is invalid, its verdict
+        against its experiment's budget (`verdict`, `verdict_reason`) and whether it is
+        degraded (`degraded`, `degraded_reasons`). The columns are there when no run is."""
         import pandas as pd
 
         from lowtail import selection as sel
+        from lowtail.store import runs as runstore
+        from lowtail.verdict import Verdict, parse_verdict
 
         with self._store() as store:
             rows = sel.select(store, list(selection)) if selection else _all_runs(store)
+            eids = sorted({e for r in rows if (e := r.get("experiment_id")) is not None})
+            budgets = {e: parse_verdict(t, stored=True) for e, t in runstore.verdict_settings(store, eids).items()}
         every = axes.axes_of([r for r in rows], repetition=False)
+        columns = [
+            *("run_id", "experiment_id", "analysis_id"),
+            *(a.name for a in every),
+            *("repetition", "calibration", "valid", "sent", "received", "lost", "loss_ratio"),
+            *(f"{k}_ns" for k in _FIGURES),
+            *("mean_ns", "samples", "series_path", "invalid_reasons"),
+            *("verdict", "verdict_reason", "degraded", "degraded_reasons"),
+        ]
         out = []
         for r in rows:
             row: dict[str, Any] = {
@@ -164,8 +178,11 @@ class Database:
                 "samples": lat.get("samples"),
             }
             row |= {"series_path": r.get("series_path"), "invalid_reasons": r.get("invalid_reasons") or []}
+            judged = budgets.get(r.get("experiment_id") or 0, Verdict()).judge(r)
+            row |= {"verdict": judged.label, "verdict_reason": judged.reason}
+            row |= {"degraded": bool(r.get("degraded_reasons")), "degraded_reasons": r.get("degraded_reasons") or []}
             out.append(row)
-        return pd.DataFrame(out)
+        return pd.DataFrame(out, columns=columns)
 
     def analyses(self) -> pd.DataFrame:
         """One row per stored analysis: its id, label, figures in ns, partial, series file,
@@ -180,6 +197,13 @@ class Database:
             plain = analysisstore.standalone_analyses(store, ids)
         by_analysis = {r["analysis_id"]: r for r in rows if r["analysis_id"] is not None}
         every = axes.axes_of(list(by_analysis.values()), repetition=True)
+        columns = [
+            *("analysis_id", "run_id", "label"),
+            *(ax.name for ax in every),
+            *("sent", "received", "lost", "partial", "series_path"),
+            *(f"{k}_ns" for k in _FIGURES),
+            "samples",
+        ]
         out = []
         for a in [*by_analysis.values(), *plain]:
             run = a if a.get("run_id") else None
@@ -193,7 +217,7 @@ class Database:
             row |= {k: a.get(k) for k in ("sent", "received", "lost", "partial", "series_path")}
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {"samples": lat.get("samples")}
             out.append(row)
-        return pd.DataFrame(out).sort_values("analysis_id", ignore_index=True) if out else pd.DataFrame(out)
+        return pd.DataFrame(out, columns=columns).sort_values("analysis_id", ignore_index=True)
 
     @overload
     def latencies(self, run_id: int, format: Literal["arrow"] = "arrow") -> pa.Table: ...

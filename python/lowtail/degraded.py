@@ -1,6 +1,7 @@
 """Degraded runs said once: one line per kind of problem over an experiment's runs ("3 of 9
-runs degraded: generator stalled 1.17–2.6 ms (runs 3, 5, 7)"), for the end of `lowtail run`
-and the top of the experiment page; each run's own reason stays in its row of the table."""
+runs degraded: generator stalled 1.17–2.6 ms (runs 3, 5, 7)"), for `lowtail run` (before its
+table) and the top of the experiment page, and what to change for each kind; each run's own
+reason stays in its row of the table."""
 
 from __future__ import annotations
 
@@ -12,6 +13,17 @@ from lowtail.units import format_ns, format_ns_range
 # The generator's two reasons (experiment/measure.generator_stalled), each with the figure
 # of the run's generator statistics it is about.
 _GENERATOR_KINDS = (("generator stalled", "max"), ("generator late", "p99"))
+
+
+# What to change, per kind of reason: the generator kept off its core, or the core plan
+# putting a busy-polling DuT beside the testbed's own programs.
+_GENERATOR_REMEDY = (
+    "give the generator a core nothing else runs on ([cores] generator, isolated: `lowtail host plan`), "
+    "or measure on a quieter host"
+)
+_CORE_PLAN_REMEDY = (
+    "give the DuT cores apart from the generator's and the timestamper's ([cores] dut, on a host with enough cores)"
+)
 
 
 def _kind(reason: str) -> tuple[str, str | None]:
@@ -48,3 +60,14 @@ def degraded_lines(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{len(runs)} of {len(measured)} runs degraded: {kind}{size} (run{'s' if len(runs) > 1 else ''} {ids})"
         )
     return lines
+
+
+def what_to_change(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What would make degraded runs measure what the file asked for, once per kind."""
+    kinds = {_kind(reason)[0] for r in rows if r.get("valid", True) for reason in r.get("degraded_reasons") or ()}
+    out = []
+    if kinds & {k for k, _ in _GENERATOR_KINDS}:
+        out.append(_GENERATOR_REMEDY)
+    if any(k.startswith("core plan") for k in kinds):
+        out.append(_CORE_PLAN_REMEDY)
+    return out

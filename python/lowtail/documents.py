@@ -293,6 +293,27 @@ class JudgementDocument(TypedDict):
     budget: NotRequired[str]  # the budget in words (a comparison's configuration, analyze --budget)
 
 
+class DeviceConfigurationVerdict(TypedDict):
+    """One configuration of a device, as its device's verdict lists it."""
+
+    label: str  # what tells it from the device's others ("50 kpps")
+    status: str
+    verdict: str  # the judgement's short form ("FAIL: latency", "PASS, degraded")
+
+
+class DeviceVerdictDocument(TypedDict):
+    """A device's verdict over its configurations (device_verdict.py): PASS only if every
+    configuration passes, FAIL if any fails, else inconclusive with what is missing."""
+
+    device: str
+    kind: str
+    status: str
+    summary: str
+    missing: list[str]
+    degraded: int  # configurations judged on degraded runs
+    configurations: list[DeviceConfigurationVerdict]
+
+
 class BudgetDocument(TypedDict):
     """The budget every configuration of a comparison is judged against."""
 
@@ -381,11 +402,52 @@ class ComparisonDocument(TypedDict):
 # -- a qualification record (`lowtail certify --json`) ------------------------------------------
 
 
+class CertifiedDevice(TypedDict):
+    """What a qualification record says the device was: its name and kind, every option it
+    was configured with (the stored values, and as shown: durations with their units, a rule
+    set with the hash of its rules), how it was contained and on which cores, the kernel it
+    ran on (and a VM's guest kernel)."""
+
+    name: str
+    kind: str
+    options: dict[str, Any]  # the kind's options as stored with its runs
+    options_shown: dict[str, str]
+    rule_sets: list[dict[str, Any]]  # what its runs recorded of their rules (count or files, sha256)
+    containment: str
+    cores: str
+    kernel: str | None
+    guest_kernel: str | None
+
+
+class CertifiedTraffic(TypedDict):
+    """The traffic a configuration was measured with."""
+
+    rate_pps: int | None
+    frame_size: int | None
+    burst: int | None
+    flows: int | None
+    duration_ns: int | None  # measured per run, after the warm-up
+    warmup_ns: int | None
+    repetitions: int
+    runs: int  # how many runs, a count (`runs` of the configuration lists their ids)
+
+
+class CertifiedBounds(TypedDict):
+    """The judged percentile's one-sided bounds exactly as the verdict used them."""
+
+    confidence: float | None
+    lower_ns: int | None
+    upper_ns: int | None
+    text: str  # in words, never a dash beside a number: "at least 990.771 µs; not bounded from above …"
+
+
 class CertifiedConfiguration(TypedDict):
     """One configuration as a qualification record states it."""
 
     label: str
     configuration: dict[str, str]  # axis → value as shown
+    device: CertifiedDevice
+    traffic: CertifiedTraffic
     runs: list[int]
     analyses: list[int]
     repetitions: int
@@ -396,6 +458,7 @@ class CertifiedConfiguration(TypedDict):
     percentile: str  # the judged percentile's key
     value_ns: int | None
     interval: IntervalDoc | None  # its two-sided interval at the record's level
+    bounds: CertifiedBounds
     verdict: JudgementDocument
     floor_ns: int | None  # the floor's value at the judged percentile
     degraded: list[str]
@@ -411,8 +474,11 @@ class CertificateDocument(TypedDict):
     lowtail_version: str
     created_at: str
     selection: list[str]
+    selected: str  # what the selection came to, in words: "6 runs of experiment 3"
     comparison_id: int | None
     level: float
+    budget: str | None  # the budget every configuration was judged against, in words (None: each its own)
+    devices: list[DeviceVerdictDocument]  # each device's verdict over its configurations
     configurations: list[CertifiedConfiguration]
     notes: list[str]
     partial: bool
@@ -783,6 +849,15 @@ class CampaignDocument(TypedDict):
 # -- an explanation (`lowtail explain --json`, stored by store/explain.py) --------------------
 
 
+class RemedyPlanDoc(TypedDict):
+    """A remedy's cores on the host the run measured: its one core plan (host/plan.py) and the
+    remedy's boot parameters with the plan's values ("isolcpus=1")."""
+
+    housekeeping: list[int]
+    isolated: list[int]
+    boot: list[str]
+
+
 class RemedyDoc(TypedDict):
     """A remedy as `lowtail explain --json` gives it."""
 
@@ -790,6 +865,7 @@ class RemedyDoc(TypedDict):
     action: str
     boot_parameters: list[str]
     source: str
+    plan: NotRequired[RemedyPlanDoc]  # its cores on the run's host, where the run stored its core plan
 
 
 class Tail(TypedDict):

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from lowtail.errors import UserError
+from lowtail.units import UNIT_KINDS
 
 # What a 64-bit signed column (DuckDB BIGINT, Parquet INT64) holds: every integer lowtail
 # stores, so a larger one is refused where it is read, not where DuckDB meets it.
@@ -70,6 +71,19 @@ def rule(says: str, **constraints: Any) -> msgspec.Meta:
     """A field's constraints (msgspec `Meta`: ge, le, min_length, pattern …) with the words a
     broken one is said in ("must be whole numbers from 1 to 65,535")."""
     return msgspec.Meta(**constraints, extra={"says": says})
+
+
+def with_unit(kind: str) -> msgspec.Meta:
+    """A field that takes a duration, a packet rate or an interrupt rate with its unit
+    (`units.UNIT_KINDS`): a string or a number reaches the field's reader, which refuses a bare
+    number naming the field (`budget = 350` is not 350 s); anything else is refused here. Tests
+    find every such field by this mark."""
+    forms = UNIT_KINDS[kind][2]
+    return msgspec.Meta(extra={"says": f"must be a {kind} with its unit, such as {forms}", "unit": kind})
+
+
+# A value of a field `with_unit`: what its reader takes (a number only to refuse it by name).
+UnitValue = str | int | float
 
 
 def dotted(path: Path) -> str:
@@ -278,12 +292,21 @@ def explain(
 
 def unknown_key(key: str, known: Iterable[str], where: str) -> str:
     """ "unknown key 'rats' in [traffic] (did you mean 'rates'? known: …)"."""
-    import difflib  # only when a key is mistyped
-
     known = sorted(known)
-    close = difflib.get_close_matches(key, known, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    return f"unknown key {key!r} in {where} ({hint}known: {', '.join(known) or 'none'})"
+    return f"unknown key {key!r} in {where} ({did_you_mean(key, known)}known: {', '.join(known) or 'none'})"
+
+
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """ "did you mean 'rates'? " for the known name closest to a mistyped one (also one it
+    starts or ends: `rule` for `rules`), else ""."""
+    import difflib  # only when a name is mistyped
+
+    known = list(known)
+    close = (
+        difflib.get_close_matches(word, known, n=1)
+        or [k for k in known if len(word) >= 3 and (k.startswith(word) or word.startswith(k))][:1]
+    )
+    return f"did you mean {close[0]!r}? " if close else ""
 
 
 def _parse_path(text: str) -> Path:

@@ -50,7 +50,7 @@ class VerdictTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     `lowtail.schema` before `parse_verdict` reads the values."""
 
     percentile: Annotated[int | float, schema.rule("must be a percentile such as 99.999")] | None = None
-    budget: Annotated[str | int | float, schema.rule("must be a duration such as 350us or 1ms")] | None = None
+    budget: Annotated[schema.UnitValue, schema.with_unit("duration")] | None = None
     max_loss: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
     confidence: Annotated[int | float | str, schema.rule("must be a confidence such as 95, '95%' or 0.95")] | None = (
         None
@@ -402,11 +402,17 @@ def _percentile_setting(value: Any) -> percentiles.Percentile:
         raise VerdictSettingError(str(e), "percentile") from None
 
 
-def _budget_setting(value: Any) -> int:
+def _budget_setting(value: Any, stored: bool = False) -> int:
+    """The budget with its unit ("350us"). `stored`: a table an older lowtail stored, which
+    read a bare number as seconds (`budget = 350`: 350 s), is read as it was then."""
+    bare = isinstance(value, (int, float)) and not isinstance(value, bool)
+    bare = bare or (isinstance(value, str) and re.fullmatch(r"\s*[0-9]*\.?[0-9]+\s*", value) is not None)
+    if stored and bare and math.isfinite(float(value)) and 0 <= float(value) * 1e9 <= 2**63 - 1:
+        return round(float(value) * 1e9)  # what the experiment was measured and judged against
     try:
-        return parse_duration_ns(value, default_unit="s")
+        return parse_duration_ns(value, what="budget")
     except UserError as e:
-        raise VerdictSettingError(f"budget: {e}", "budget") from None
+        raise VerdictSettingError(str(e), "budget") from None
 
 
 def _max_loss_setting(value: Any) -> int:
@@ -415,12 +421,13 @@ def _max_loss_setting(value: Any) -> int:
     return value
 
 
-def parse_verdict(table: dict[str, Any]) -> Verdict:
+def parse_verdict(table: dict[str, Any], stored: bool = False) -> Verdict:
     """The budget of a [verdict] table (missing keys take the defaults). Raises
-    VerdictSettingError naming the key at fault."""
+    VerdictSettingError naming the key at fault. `stored`: a table kept with an experiment,
+    read as the lowtail that stored it read it (a bare budget in seconds)."""
     return Verdict(
         _percentile_setting(table.get("percentile", DEFAULT_PERCENTILE.digits)),
-        _budget_setting(table.get("budget", "1ms")),
+        _budget_setting(table.get("budget", "1ms"), stored),
         _max_loss_setting(table.get("max_loss", Verdict.max_loss)),
         parse_confidence(table.get("confidence", DEFAULT_CONFIDENCE)),
     )
@@ -498,7 +505,7 @@ def stored_verdict(spec: dict[str, Any], request: VerdictRequest | None = None) 
     file stored by another version whose settings no longer parse falls back to the
     default budget."""
     try:
-        verdict = parse_verdict(spec.get("verdict", {}))
+        verdict = parse_verdict(spec.get("verdict", {}), stored=True)
     except Exception:  # a spec stored by another version: fall back to the default budget
         verdict = Verdict()
     return request.over(verdict) if request is not None else verdict

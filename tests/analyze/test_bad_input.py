@@ -248,7 +248,7 @@ def test_pre_and_post_of_different_runs(tmp_path):
 
 
 def test_trim_longer_than_the_capture(tmp_path, good):
-    p = run_cli("analyze", good.pre, good.post, "--trim", "5", "--no-store")
+    p = run_cli("analyze", good.pre, good.post, "--trim", "5s", "--no-store")
     assert_clean_failure(p, 1, "trim", "--trim 0")
 
 
@@ -291,7 +291,7 @@ def test_a_failed_analysis_leaves_the_database_intact(tmp_path, good):
     for bad in (tmp_path / "junk.pcap", tmp_path / "missing.pcap"):
         p = analyze_cli(bad, good.post, db=db)
         assert p.returncode != 0 and "Traceback" not in p.stderr
-    p = run_cli("analyze", good.pre, good.post, "--trim", "9", "--db", db)
+    p = run_cli("analyze", good.pre, good.post, "--trim", "9s", "--db", db)
     assert p.returncode == 1
 
     after = duckdb.connect(str(db), read_only=True)
@@ -305,7 +305,7 @@ def test_a_failed_analysis_leaves_the_database_intact(tmp_path, good):
 
 def test_export_never_leaves_a_partial_file(tmp_path, good):
     out = tmp_path / "s.parquet"
-    p = run_cli("analyze", good.pre, good.post, "--trim", "9", "--no-store", "--export", out)
+    p = run_cli("analyze", good.pre, good.post, "--trim", "9s", "--no-store", "--export", out)
     assert p.returncode == 1
     assert not out.exists()
     assert not list(tmp_path.glob(".*partial"))

@@ -223,7 +223,7 @@ def test_analyses_accumulate(tmp_path):
     pair = synth(tmp_path, packets=5_000, rate_pps=10_000)
     db = tmp_path / "r.duckdb"
     docs = []
-    for trim in ("0", "0.2"):
+    for trim in ("0", "200ms"):
         p = run_cli("analyze", pair.pre, pair.post, "--trim", trim, "--db", db, "--json")
         assert p.returncode == 0, p.stderr
         docs.append(json.loads(p.stdout))
@@ -231,6 +231,34 @@ def test_analyses_accumulate(tmp_path):
     con = duckdb.connect(str(db), read_only=True)
     got = con.execute("SELECT analysis_id, sent, trim_ns FROM analyses ORDER BY analysis_id").fetchall()
     assert got == [(d["analysis_id"], d["sent"], d["trim_ns"]) for d in docs]
+    con.close()
+
+
+def test_the_json_percentiles_read_as_written(tmp_path):
+    """The HDR distribution's percentiles printed as 0.30000000000000004 (sums of float
+    steps); they are the values the .hgrm text writes, to 12 decimals."""
+    pair = synth(tmp_path, packets=5_000, rate_pps=10_000)
+    done = run_cli("analyze", pair.pre, pair.post, "--trim", "0", "--no-store", "--json")
+    rows = json.loads(done.stdout)["percentiles"]
+    assert any(r["percentile"] == 0.3 for r in rows)
+    assert all(len(repr(r["percentile"]).partition(".")[2]) <= 12 for r in rows), [r["percentile"] for r in rows]
+    assert "0.30000000000000004" not in done.stdout
+
+
+def test_the_same_analysis_twice_is_stored_once(tmp_path):
+    """Two identical `lowtail analyze` commands stored two identical rows; the second now
+    says it was stored already, and names its id. Another option is another analysis."""
+    pair = synth(tmp_path, packets=5_000, rate_pps=10_000)
+    db = tmp_path / "once.duckdb"
+    first = run_cli("analyze", pair.pre, pair.post, "--trim", "0", "--db", db, "--json")
+    again = run_cli("analyze", pair.pre, pair.post, "--trim", "0", "--db", db)
+    assert first.returncode == 0 and again.returncode == 0, again.stderr
+    stored = json.loads(first.stdout)["analysis_id"]
+    assert f"already stored as analysis {stored} in {db}" in again.stderr and "not stored again" in again.stderr
+    other = run_cli("analyze", pair.pre, pair.post, "--trim", "100ms", "--db", db, "--json")
+    assert json.loads(other.stdout)["analysis_id"] == stored + 1
+    con = duckdb.connect(str(db), read_only=True)
+    assert con.execute("SELECT count(*) FROM analyses").fetchone() == (2,)
     con.close()
 
 

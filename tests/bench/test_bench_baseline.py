@@ -113,7 +113,7 @@ def test_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
             "--packets",
             "30000",
             "--rate",
-            "10000",
+            "10000pps",
             "--repeat",
             "1",
             "--large-packets",

@@ -61,6 +61,30 @@ def test_runs_and_analyses_are_dataframes_with_the_axes_as_columns(db):
     assert list(plain["label"]) == ["by hand"] and plain["dut"].isna().all()
 
 
+def test_runs_carry_their_verdict_and_whether_they_are_degraded(db, tmp_path):
+    """runs() had no verdict or degraded column, and of a database without runs it had no
+    columns at all (a notebook's `runs["dut"]` raised KeyError)."""
+    from lowtail.verdict import parse_verdict
+
+    runs = lowtail.open(db).runs()
+    for column in ("verdict", "verdict_reason", "degraded", "degraded_reasons"):
+        assert column in runs.columns, column
+    with open_store(db, read_only=True) as store:
+        from lowtail.store import runs as runstore
+
+        rows = runstore.runs(store, 3)
+    budget = parse_verdict({"percentile": 99.99, "budget": "350us"})
+    assert list(runs["verdict"]) == [budget.judge(r).label for r in rows]
+    assert list(runs["verdict_reason"]) == [budget.judge(r).reason for r in rows]
+    assert not runs["degraded"].any()  # none stored degraded here
+    empty = tmp_path / "empty.duckdb"
+    with open_store(empty):
+        pass
+    nothing = lowtail.open(empty)
+    assert {"run_id", "dut", "rate", "p99_999_ns", "verdict", "degraded"} <= set(nothing.runs().columns)
+    assert len(nothing.runs()) == 0 and {"analysis_id", "p99_999_ns"} <= set(nothing.analyses().columns)
+
+
 def test_latencies_as_arrow_and_numpy(db):
     handle = lowtail.open(db)
     table = handle.latencies(1)

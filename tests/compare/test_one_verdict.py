@@ -17,7 +17,7 @@ import pytest
 from compare_support import experiment, store_run
 
 import lowtail
-from lowtail.cli.run import dut_verdict_lines
+from lowtail.cli.run import device_verdict_lines
 from lowtail.report.compare import write_comparison_report
 from lowtail.report.experiment import write_experiment_report
 from lowtail.store import open_store
@@ -59,8 +59,8 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
 def test_run_judges_each_status_as_built(judged):
     judgements = judged["judgements"]
     assert {dut: j.status.value for dut, j in judgements.items()} == EXPECTED
-    # What `lowtail run` prints at its end: one line per DuT, from the same judgement.
-    lines = dut_verdict_lines(judged["rows"], parse_verdict(VERDICT))
+    # What `lowtail run` prints at its end: one line per device, from the same judgement.
+    lines = device_verdict_lines(judged["rows"], parse_verdict(VERDICT))
     for dut, j in judgements.items():
         assert any(line.lstrip().startswith(dut) and j.label in line for line in lines), (dut, lines)
 

@@ -29,8 +29,9 @@ RUNS = [
 ]
 
 
-# The configurations make run's verdict lines name, one line each.
-CONFIGURATION_LINES = ["kernel burst=1", "kernel burst=16", "fwd batch=1", "fwd batch=32", "pmd"]
+# The devices make run's verdict lines name, one line each, and the configurations each names.
+DEVICES = ["kernel", "fwd", "pmd"]
+CONFIGURATIONS = [["burst 1 · 10 kpps", "burst 16 · 10 kpps"], ["batch 1 · 10 kpps", "batch 32 · 10 kpps"], ["10 kpps"]]
 
 
 @pytest.fixture(scope="module")
@@ -87,28 +88,32 @@ def test_tables_tell_apart_runs_that_differ_only_in_burst_or_an_option(stored, t
     assert "burst 16" in html  # in the run's own heading
 
 
-def test_the_verdict_lines_name_each_configuration_of_a_dut(stored):
-    """make run's answer, one line per DuT configuration: runs of one DuT name that differ
-    in an option (a guest kernel, a rule count, here a batch) or in burst are told apart by
-    what differs among them, not written as one line with a rate twice."""
-    from lowtail.cli.run import dut_verdict_lines
+def test_the_verdict_lines_name_each_configuration_of_a_device(stored):
+    """make run's answer, one line per device naming each of its configurations: runs of
+    one DuT name that differ in an option (a guest kernel, a rule count, here a batch) or in
+    burst are told apart by what differs among them, not written with a rate twice."""
+    from lowtail.cli.run import device_verdict_lines
 
     _, _, rows = stored
-    lines = dut_verdict_lines(rows, Verdict())
-    assert [line.split("  ")[0].strip() for line in lines] == CONFIGURATION_LINES
-    assert all(line.count("10 kpps") == 1 for line in lines), lines
+    lines = device_verdict_lines(rows, Verdict())
+    assert [line.split("  ")[0].strip() for line in lines] == DEVICES
+    for line, configurations in zip(lines, CONFIGURATIONS):
+        assert all(c in line for c in configurations), line
 
 
-def test_repetitions_of_a_configuration_are_one_verdict_line(stored):
+def test_repetitions_of_a_configuration_are_one_configuration_of_its_device(stored):
     """Seen in a hosts experiment of two repetitions: "mirred rep.=0 …" and "mirred rep.=1 …",
     as if each repetition were a configuration of its own."""
-    from lowtail.cli.run import dut_verdict_lines
+    from lowtail.cli.run import device_verdict_lines
 
     _, _, rows = stored
     again = [r | {"run_id": r["run_id"] + 100, "repetition": 1} for r in rows]
-    lines = dut_verdict_lines([*rows, *again], Verdict())
-    assert [line.split("  ")[0].strip() for line in lines] == CONFIGURATION_LINES
-    assert not any("rep." in line for line in lines) and all(line.count("10 kpps") == 1 for line in lines), lines
+    lines = device_verdict_lines([*rows, *again], Verdict())
+    assert [line.split("  ")[0].strip() for line in lines] == DEVICES
+    assert not any("rep." in line for line in lines), lines
+    for line, configurations in zip(lines, CONFIGURATIONS):
+        outcomes = line.split(" · to decide")[0]
+        assert all(outcomes.count(c) == 1 for c in configurations), line
 
 
 def test_a_configurations_label_leaves_out_axes_it_does_not_have(stored):

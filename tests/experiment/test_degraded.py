@@ -5,6 +5,7 @@ not ask for) marks the run degraded, with the reason stored and shown beside its
 from __future__ import annotations
 
 import json
+import subprocess
 from datetime import datetime
 
 import pytest
@@ -54,7 +55,7 @@ def test_a_stalled_generator_degrades_the_run_and_says_by_how_much():
 
 
 def test_the_thresholds_come_from_the_experiment_file():
-    base = '[traffic]\nrates = [1000]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
+    base = '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
     exp = spec.parse('[trust]\nmax_stall = "100ms"\nmax_pacing_p99 = "50ms"\n' + base, "e.toml")
     assert exp.trust == spec.Trust(max_stall_ns=100_000_000, max_pacing_p99_ns=50_000_000)
     relaxed = outcome(STALLED)
@@ -106,7 +107,7 @@ def test_a_real_run_stores_why_it_is_degraded(tmp_path):
     # Every burst leaves some nanoseconds late: a threshold of 1 ns marks any run.
     toml = experiment(tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n[trust]\nmax_stall = "1ns"\n')
     done, runs = run_json(tmp_path, toml)
-    assert done.returncode in (0, 3), done.stderr
+    assert done.returncode == 3, done.stderr  # degraded: not to be trusted as measured
     (r,) = runs
     assert r["degraded_reasons"] and r["degraded_reasons"][0].startswith("generator stalled")
     assert r["verdict"]["degraded"] == r["degraded_reasons"]
@@ -116,3 +117,35 @@ def test_a_real_run_stores_why_it_is_degraded(tmp_path):
     with open_store(tmp_path / "t.duckdb", read_only=True) as store:
         (stored,) = runstore.runs(store, r["experiment_id"])
     assert stored["degraded_reasons"] == r["degraded_reasons"] and json.dumps(stored["generator"])
+
+
+@pytest.mark.root
+@pytest.mark.slow
+def test_an_experiment_whose_runs_are_all_degraded_exits_3_saying_why_last(tmp_path):
+    """Before: every run of `make run` was degraded and `lowtail run` exited 0, its warning
+    after a 40-line table. Now the warnings come before the table, the device verdicts after
+    it, and the last line says why the result is not to be trusted and what to change."""
+    from test_run import LOWTAIL, experiment, needs_programs, needs_root  # noqa: PLC0415
+
+    for mark in (needs_root, needs_programs):
+        if mark.args[0]:
+            pytest.skip(mark.kwargs["reason"])
+    toml = experiment(
+        tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n[trust]\nmax_stall = "1ns"\n', rates=(3000, 4000)
+    )
+    done = subprocess.run(
+        [*LOWTAIL, "run", str(toml), "--db", str(tmp_path / "t.duckdb")],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,  # one stream, in the order it was written
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 3, done.stdout
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    warned = next(i for i, line in enumerate(lines) if "2 of 2 runs degraded: generator stalled" in line)
+    table = next(i for i, line in enumerate(lines) if line.split()[:2] == ["run", "DuT"])
+    devices = next(i for i, line in enumerate(lines) if line.startswith("verdict per device"))
+    assert warned < table < devices, done.stdout
+    assert lines[-1].startswith("warning: not to be trusted as measured: every run degraded"), lines[-1]
+    assert "to change: give the generator a core nothing else runs on" in lines[-1]

@@ -76,15 +76,17 @@ def test_the_report_claims_no_wire_curve_it_does_not_draw(three_experiments, tmp
 
 def test_an_experiment_file_names_its_calibration():
     dut = '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n'
-    exp = spec.parse("[experiment]\ncalibrate = false\ncalibration = 4\n[traffic]\nrates = [1000]\n" + dut, "e.toml")
+    exp = spec.parse(
+        "[experiment]\ncalibrate = false\ncalibration = 4\n[traffic]\nrates = ['1000pps']\n" + dut, "e.toml"
+    )
     assert exp.calibration == 4 and not exp.calibrate
     # Naming a calibration is enough: it does not also measure one of its own (it did).
-    named = spec.parse("[experiment]\ncalibration = 1\n[traffic]\nrates = [1000]\n" + dut, "e.toml")
+    named = spec.parse("[experiment]\ncalibration = 1\n[traffic]\nrates = ['1000pps']\n" + dut, "e.toml")
     assert named.calibration == 1 and not named.calibrate
     assert [d.name for d in named.duts] == ["k"]
-    own = spec.parse("[traffic]\nrates = [1000]\n" + dut, "e.toml")
+    own = spec.parse("[traffic]\nrates = ['1000pps']\n" + dut, "e.toml")
     assert own.calibrate and not spec.with_calibration(own, 3).calibrate  # run --calibration 3
     with pytest.raises(UserError, match="ask for two floors"):
-        spec.parse("[experiment]\ncalibrate = true\ncalibration = 1\n[traffic]\nrates = [1000]\n" + dut, "e.toml")
+        spec.parse("[experiment]\ncalibrate = true\ncalibration = 1\n[traffic]\nrates = ['1000pps']\n" + dut, "e.toml")
     with pytest.raises(UserError, match="line 2: calibration must be an experiment id"):
-        spec.parse("[experiment]\ncalibration = 'x'\n[traffic]\nrates = [1000]\n", "e.toml")
+        spec.parse("[experiment]\ncalibration = 'x'\n[traffic]\nrates = ['1000pps']\n", "e.toml")

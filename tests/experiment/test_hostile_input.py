@@ -91,7 +91,7 @@ def test_an_experiment_file_nested_5000_lists_deep_is_one_line(tmp_path):
     """Before: RecursionError, exit 70."""
     deep = "[" * 5000 + "1" + "]" * 5000
     (tmp_path / "deep.toml").write_text(
-        f'[traffic]\nrates = [1000]\n[[dut]]\nname = "f"\nkind = "lowtail-fwd"\nwork_ns = {deep}\n'
+        f'[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "f"\nkind = "lowtail-fwd"\nwork_ns = {deep}\n'
     )
     line = one_line(lowtail(tmp_path, "calibrate", "deep.toml", "--db", "t.duckdb"))
     assert "deep.toml line 6: nested more than" in line
@@ -109,15 +109,15 @@ def test_an_experiment_file_nested_5000_lists_deep_is_one_line(tmp_path):
         ('[traffic]\nrates = ["²"]\n', "line 2: rates: cannot read '²' as a rate"),
         ("[traffic]\nrates = [inf]\n", "line 2: traffic.rates[0]: inf is not a finite number"),
         ("[traffic]\nrats = [1000]\n", "unknown key 'rats' in [traffic] (did you mean 'rates'?"),
-        ("[trafic]\nrates = [1000]\n", "unknown section [trafic] (did you mean [traffic]?"),
+        ("[trafic]\nrates = ['1000pps']\n", "unknown section [trafic] (did you mean [traffic]?"),
         ("traffic = 5\n", "line 1: [traffic] must be a table, not 5"),
-        ('[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = [1]\n', "line 5: DuT 'a': unknown kind [1]"),
+        ('[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "a"\nkind = [1]\n', "line 5: DuT 'a': unknown kind [1]"),
         (
-            "[experiment]\nrepetitions = 1000000\n[traffic]\nrates = [1000, 2000, 3000]\n",
+            "[experiment]\nrepetitions = 1000000\n[traffic]\nrates = ['1000pps', '2000pps', '3000pps']\n",
             "declares 3,000,000 runs",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "f"\nkind = "lowtail-fwd"\n'
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "f"\nkind = "lowtail-fwd"\n'
             f"work_ns = {list(range(1000))}\nbatch = {list(range(1, 1001))}\n",
             "sweeps over 1,000,000 configurations",
         ),
@@ -141,7 +141,7 @@ def test_an_experiment_file_is_read_only_from_a_file_or_a_fifo(tmp_path):
 def test_synth_refuses_numbers_it_cannot_pass_on(tmp_path):
     """Before: `synth --rate inf` said "expected value at line 1 column 31" (the JSON the
     native generator was handed)."""
-    assert "--rate: inf is not a finite number" in one_line(
+    assert "Invalid value for '--rate': cannot read 'inf' as a rate" in one_line(
         lowtail(tmp_path, "synth", "a.pcap", "b.pcap", "--rate", "inf")
     )
     assert "--set loss: nan" in one_line(lowtail(tmp_path, "synth", "a.pcap", "b.pcap", "--set", "loss=NaN"))
@@ -288,7 +288,7 @@ def test_any_edit_of_the_default_experiment_is_an_experiment_or_one_line(data):
 def test_a_sweep_of_a_trillion_traffic_points_is_counted_before_it_is_built():
     """Four lists of a thousand values each: 10^12 points, refused before any is made."""
     lists = "\n".join(
-        f"{k} = {list(range(lo, lo + 1000))}"
+        f"{k} = {[f'{v}pps' if k == 'rates' else v for v in range(lo, lo + 1000)]}"
         for k, lo in (("rates", 1), ("frame_size", 64), ("burst", 1), ("flows", 1))
     )
     with pytest.raises(UserError, match="sweeps over 1,000,000,000,000 traffic points"):
@@ -305,7 +305,7 @@ DB = ("--db", "t.duckdb")
 def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A synthetic capture pair for the commands that take numbers (their database stays empty)."""
     here = tmp_path_factory.mktemp("typed")
-    made = lowtail(here, "synth", "pre.pcap", "post.pcap", "--packets", "3000", "--rate", "1000")
+    made = lowtail(here, "synth", "pre.pcap", "post.pcap", "--packets", "3000", "--rate", "1kpps")
     assert made.returncode == 0, made.stderr
     return here
 
@@ -315,8 +315,9 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [
         (["analyze", "pre.pcap", "post.pcap", "--worst", HUGE, *DB], f"--worst must be a smaller number, not {HUGE}"),
         (["analyze", "pre.pcap", "post.pcap", "--id-offset", HUGE, *DB], "--id-offset must be a smaller number"),
-        (["model", "aliasing", "--rate", "1e308", *DB], "more than the 10,000,000,000 packets this model simulates"),
-        (["model", "aliasing", "--rate", "nan", *DB], "must be positive (finite) numbers"),
+        (["model", "aliasing", "--rate", "1e308pps", *DB], "1e308pps: not a rate lowtail takes"),
+        (["model", "aliasing", "--rate", "nan", *DB], "cannot read 'nan' as a rate"),
+        (["model", "aliasing", "--rate", "1e10pps", "--duration", "1e9s", *DB], "more than the 10,000,000,000 packets"),
         (["model", "list", "--limit", HUGE, *DB], "is not in the range 1<=x<=1000000"),
         (["host", "plan", "--guest-vcpus", HUGE], "is not in the range 1<=x<=4096"),
         (["noise", "--top", HUGE, "--no-store", *DB], "is not in the range 0<=x<=1000000"),
@@ -327,7 +328,7 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["report", "١٢", *DB], "'١٢' is not an id"),
         (["synth", "p.pcap", "q.pcap", "--packets", "١٢٠"], "'١٢٠' is not a number written in ASCII digits"),
         (["synth", "p.pcap", "q.pcap", "--packets", "1_0"], "'1_0' is not a number written in ASCII digits"),
-        (["model", "simulate", "--rate", "٥٠٠٠", *DB], "--rate '٥٠٠٠': expected a number or a comma-separated list"),
+        (["model", "simulate", "--rate", "٥٠٠٠", *DB], "'--rate': cannot read '٥٠٠٠' as a rate"),
     ],
 )
 def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):

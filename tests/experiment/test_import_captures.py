@@ -44,7 +44,17 @@ def lowtail(cwd: Path, *args: str) -> subprocess.CompletedProcess:
 def synth(pre: Path, post: Path, rate: int, seed: int, *extra: str) -> None:
     pre.parent.mkdir(parents=True, exist_ok=True)
     done = lowtail(
-        pre.parent, "synth", str(pre), str(post), "--packets", "2000", "--rate", str(rate), "--seed", str(seed), *extra
+        pre.parent,
+        "synth",
+        str(pre),
+        str(post),
+        "--packets",
+        "2000",
+        "--rate",
+        f"{rate}pps",
+        "--seed",
+        str(seed),
+        *extra,
     )
     assert done.returncode == 0, done.stderr
 

@@ -15,7 +15,7 @@ duration = "5s"
 warmup = "1s"
 repetitions = 1
 [traffic]
-rates = [10000, 50000]
+rates = ["10000pps", "50000pps"]
 frame_size = 64
 burst = 1
 udp_dst_port = 53
@@ -104,7 +104,7 @@ def test_every_run_of_the_default_has_enough_packets_for_its_verdict_and_the_swe
 
 def test_auto_duration_is_enough_for_the_judged_percentile_at_each_rate_and_no_more():
     exp = spec.parse(
-        '[experiment]\nduration = "auto"\n[traffic]\nrates = [1000, 20000, 100000, 3000000]\n'
+        '[experiment]\nduration = "auto"\n[traffic]\nrates = ["1000pps", "20000pps", "100000pps", "3000000pps"]\n'
         "[verdict]\npercentile = 99.99\n",
         "exp.toml",
     )
@@ -133,57 +133,66 @@ def test_a_fixed_duration_applies_to_every_rate():
         ('[experiment]\nname = "x"\nduration = 5s\n', "exp.toml line 3, column 13: not valid TOML"),
         ("[traffic]\nrates = [1000,\n", "exp.toml line 2 (end of file): not valid TOML"),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "nope"\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "a"\nkind = "nope"\n',
             "exp.toml line 5: DuT 'a': unknown kind 'nope' (known: kernel-mirred, bridge, lowtail-fwd, dpdk-testpmd, custom, nftables, ovs, suricata, vm, external)",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nwrk_ns = 5\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nwrk_ns = 5\n',
             "exp.toml line 6: DuT 'a' (lowtail-fwd): unknown option 'wrk_ns'",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\ncontainment = "container"\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "k"\nkind = "kernel-mirred"\ncontainment = "container"\n',
             "unknown option 'containment' for kind kernel-mirred (its options: none: it runs inside the kernel)",
         ),
         (
-            '[traffic]\nrates = [1000]\n\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nbatch = 0\n',
+            '[traffic]\nrates = ["1000pps"]\n\n[[dut]]\nname = "a"\nkind = "lowtail-fwd"\nbatch = 0\n',
             "exp.toml line 7: DuT 'a' (lowtail-fwd): option 'batch' must be a whole number ≥ 1",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "v"\nkind = "vm"\nguest_forwarder = "snort"\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "v"\nkind = "vm"\nguest_forwarder = "snort"\n',
             "exp.toml line 6: DuT 'v' (vm): option 'guest_forwarder' must be one of mirred, bridge, lowtail-fwd",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "v"\nkind = "vm"\nvcpus = 2\nguest_kernel = "/no/vmlinuz"\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "v"\nkind = "vm"\nvcpus = 2\nguest_kernel = "/no/vmlinuz"\n',
             "exp.toml line 7: DuT 'v' (vm): option 'guest_kernel' must be vanilla or rt or an existing vmlinuz file",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "f"\nkind = "nftables"\nrule_kind = "regex"\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "f"\nkind = "nftables"\nrule_kind = "regex"\n',
             "exp.toml line 6: DuT 'f' (nftables): option 'rule_kind' must be one of ports, set, match",
         ),
-        ("[traffic]\nrates = [1000]\nfoo = 1\n", "exp.toml line 3: unknown key 'foo' in [traffic]"),
-        ("[traffic]\nrates = [1000]\n[trafic]\n", "exp.toml line 3: unknown section [trafic]"),
+        ("[traffic]\nrates = ['1000pps']\nfoo = 1\n", "exp.toml line 3: unknown key 'foo' in [traffic]"),
+        ("[traffic]\nrates = ['1000pps']\n[trafic]\n", "exp.toml line 3: unknown section [trafic]"),
         (
-            "[traffic]\nrates = [1000]\nframe_size = [64, 9000]\n",
+            "[traffic]\nrates = ['1000pps']\nframe_size = [64, 9000]\n",
             "line 3: frame_size must be whole numbers from 64 to 1,518",
         ),
         ("[traffic]\nrates = []\n", "line 2: rates: an empty list sweeps over nothing"),
-        ("[traffic]\nrates = [0]\n", "line 2: rates must be whole numbers from 1 to 100,000,000"),
-        ('[traffic]\nrates = ["fast"]\n', "line 2: rates: cannot read 'fast' as a rate"),
-        ("[traffic]\nrates = [1500.5]\n", "line 2: rates must be rates such as 50000, 50k"),
-        ('[experiment]\nduration = "soon"\n[traffic]\nrates = [1]\n', "line 2: duration: cannot read 'soon'"),
-        ('[experiment]\nname = "x"\n', "[traffic] needs `rates`"),
-        ('[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "custom"\n', "needs `command`"),
+        ("[traffic]\nrates = ['0pps']\n", "line 2: rates must be from 1pps to 100Mpps"),
+        ("[traffic]\nrates = [1000]\n", "line 2: rates: 1000 has no unit: write a rate with its unit"),
+        ("[traffic]\nrates = ['1000']\n", "line 2: rates: 1000 has no unit"),
+        ("[traffic]\nrates = ['1k']\n[verdict]\nbudget = 350\n", "line 4: budget: 350 has no unit"),
+        ("[traffic]\nrates = ['1k']\n[verdict]\nbudget = '0.35'\n", "line 4: budget: 0.35 has no unit"),
+        ("[experiment]\nduration = 10\n[traffic]\nrates = ['1k']\n", "line 2: duration: 10 has no unit"),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "custom"\ncommand = "fwd {inn}"\n',
+            '[traffic]\nrates = ["1k"]\n[[dut]]\nname = "i"\nkind = "suricata"\nrule = 5\n',
+            "line 6: DuT 'i' (suricata): unknown option 'rule' for kind suricata (did you mean 'rules'?",
+        ),
+        ('[traffic]\nrates = ["fast"]\n', "line 2: rates: cannot read 'fast' as a rate"),
+        ("[traffic]\nrates = [true]\n", "line 2: rates must be a rate with its unit, such as 50kpps"),
+        ('[experiment]\nduration = "soon"\n[traffic]\nrates = ["1pps"]\n', "line 2: duration: cannot read 'soon'"),
+        ('[experiment]\nname = "x"\n', "[traffic] needs `rates`"),
+        ('[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "a"\nkind = "custom"\n', "needs `command`"),
+        (
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "a"\nkind = "custom"\ncommand = "fwd {inn}"\n',
             "unknown placeholder {inn}",
         ),
         (
-            '[traffic]\nrates = [1000]\n[[dut]]\nname = "a"\nkind = "bridge"\n[[dut]]\nname = "a"\nkind = "bridge"\n',
+            '[traffic]\nrates = ["1000pps"]\n[[dut]]\nname = "a"\nkind = "bridge"\n[[dut]]\nname = "a"\nkind = "bridge"\n',
             "line 7: DuT name 'a' is used twice",
         ),
-        ("[traffic]\nrates = [1000]\n[verdict]\npercentile = 99.5\n", "line 4: percentile must be one of"),
-        ("[traffic]\nrates = [1000]\n[cores]\ngenerator = 4096\n", "line 4: generator: core 4096 is not one"),
-        ('[traffic]\nrates = [1000]\n[dut]\nname = "a"\n', "[[dut]] tables (double brackets)"),
+        ("[traffic]\nrates = ['1000pps']\n[verdict]\npercentile = 99.5\n", "line 4: percentile must be one of"),
+        ("[traffic]\nrates = ['1000pps']\n[cores]\ngenerator = 4096\n", "line 4: generator: core 4096 is not one"),
+        ('[traffic]\nrates = ["1000pps"]\n[dut]\nname = "a"\n', "[[dut]] tables (double brackets)"),
     ],
 )
 def test_mistakes_say_what_and_where(text, expected):
@@ -221,7 +230,7 @@ def test_frame_size_means_one_thing_everywhere():
     help_text = subprocess.run([find_binary("lowtail-gen"), "--help"], capture_output=True, text=True).stdout
     assert wording in " ".join(help_text.split())
     with pytest.raises(UserError, match="frame_size must be whole numbers from 64 to 1,518"):
-        spec.parse("[traffic]\nrates = [1000]\nframe_size = 1522\n", "e.toml")
+        spec.parse("[traffic]\nrates = ['1000pps']\nframe_size = 1522\n", "e.toml")
 
 
 # -- [testbed]: real wiring ---------------------------------------------------------------------
@@ -230,7 +239,7 @@ INTERFACES = """\
 [experiment]
 name = "wired"
 [traffic]
-rates = [10000]
+rates = ["10000pps"]
 [testbed]
 kind = "interfaces"
 generator = "eth1"            # the generator transmits here
@@ -248,7 +257,7 @@ kind = "external"
 
 def test_rates_are_written_as_everywhere_else():
     """ "50k" in compare's selection worked, not in the file's rates: one rate parser now."""
-    exp = spec.parse('[traffic]\nrates = ["50k", "1.2M", "10kpps", "20 kpps", 2000]\n', "e.toml")
+    exp = spec.parse('[traffic]\nrates = ["50k", "1.2M", "10kpps", "20 kpps", "2000pps"]\n', "e.toml")
     assert [t.rate_pps for t in exp.traffic] == [50_000, 1_200_000, 10_000, 20_000, 2_000]
 
 
@@ -276,7 +285,7 @@ def test_a_hosts_testbed_names_each_role_by_its_ssh_destination(tmp_path):
     (tmp_path / "id").write_text("key")
     text = """\
 [traffic]
-rates = [10000]
+rates = ["10000pps"]
 [testbed]
 kind = "hosts"
 identity = "id"
@@ -351,7 +360,7 @@ _TS = '[testbed.timestamper]\nssh = "root@ts"\npre = "a"\npost = "b"\n'
     ],
 )
 def test_testbed_mistakes_say_what_and_where(text, expected):
-    assert expected in error_of("[traffic]\nrates = [1000]\n" + text)
+    assert expected in error_of("[traffic]\nrates = ['1000pps']\n" + text)
 
 
 def test_testbed_durations_default_and_parse():

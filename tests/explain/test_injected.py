@@ -71,7 +71,7 @@ duration = "{duration}"
 warmup = "300ms"
 calibrate = false
 [traffic]
-rates = [{rate}]
+rates = ["{rate}pps"]
 burst = {burst}
 [[dut]]
 name = "fwd"

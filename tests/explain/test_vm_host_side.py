@@ -33,7 +33,7 @@ duration = "3s"
 warmup = "300ms"
 calibrate = false
 [traffic]
-rates = [1000]
+rates = ["1000pps"]
 [[dut]]
 name = "v"
 kind = "vm"

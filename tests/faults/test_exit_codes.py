@@ -152,7 +152,7 @@ def test_a_failed_analysis_leaves_no_thread_running(pair, tmp_path):
     (exit 134, "FATAL: exception not rethrown") — 7 in 150 runs before."""
     p, _ = pair
     done = subprocess.run(
-        [sys.executable, "-c", _THREADS_AFTER_MAIN, "analyze", p.pre, p.post, "--trim", "100", "--db", "x.duckdb"],
+        [sys.executable, "-c", _THREADS_AFTER_MAIN, "analyze", p.pre, p.post, "--trim", "100s", "--db", "x.duckdb"],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -160,5 +160,5 @@ def test_a_failed_analysis_leaves_no_thread_running(pair, tmp_path):
     )
     assert done.stdout.strip() == "1 []", (done.stdout, done.stderr)
     for _ in range(5):  # and as a user runs it, a few times
-        run = run_cli("analyze", p.pre, p.post, "--trim", "100", "--db", "y.duckdb", cwd=tmp_path, process=True)
+        run = run_cli("analyze", p.pre, p.post, "--trim", "100s", "--db", "y.duckdb", cwd=tmp_path, process=True)
         assert_clean_failure(run, 1, "--trim")

@@ -50,7 +50,7 @@ name = "three hosts"
 duration = "{duration}"
 warmup = "200ms"
 [traffic]
-rates = {list(rates)}
+rates = {[f"{r}pps" for r in rates]}
 {testbed}
 {duts}
 """)

@@ -122,7 +122,7 @@ def write_series(path: Path, latency: np.ndarray, times: np.ndarray | None = Non
 def synth_and_analyze(tmp_path: Path, db: Path, cli, name: str, *sets: str, packets: int, rate: float) -> dict:
     """Real captures from `lowtail synth`, analysed and exported by `lowtail analyze`."""
     pre, post, series = tmp_path / f"{name}-pre.pcap", tmp_path / f"{name}-post.pcap", tmp_path / f"{name}.parquet"
-    args = ["synth", pre, post, "--packets", packets, "--rate", rate]
+    args = ["synth", pre, post, "--packets", packets, "--rate", f"{rate}pps"]
     for s in sets:
         args += ["--set", s]
     r = cli(*args)

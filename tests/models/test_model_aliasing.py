@@ -148,7 +148,7 @@ def test_locked_clocks_are_fitted_as_locked(cli, db, tmp_path, store_at):
 
 
 def test_cli_aliasing_bad_input(cli, db):
-    r = cli("model", "aliasing", "--irq-durations", "5ms", "--irq-rate", "250", "--no-store")
+    r = cli("model", "aliasing", "--irq-durations", "5ms", "--irq-rate", "250Hz", "--no-store")
     assert r.code == 2 and "does not fit in a period" in r.err
     r = cli("model", "aliasing", "--run", "run:x", "--db", db)
     assert r.code == 2 and "run id" in r.err

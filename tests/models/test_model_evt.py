@@ -216,7 +216,7 @@ def test_memory_follows_the_tail_not_the_series(tmp_path):
 def test_cli_evt_on_a_file(cli, db, tmp_path):
     path, _ = _series(tmp_path, -0.2, n=400_000)
     plot = tmp_path / "evt.png"
-    r = cli("model", "evt", path, "--json", "--db", db, "--plot", plot, "--rate", "1000000")
+    r = cli("model", "evt", path, "--json", "--db", db, "--plot", plot, "--rate", "1Mpps")
     assert r.code == 0, r.err
     doc = r.json()
     assert set(doc) >= ISSUE_KEYS

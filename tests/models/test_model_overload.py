@@ -65,9 +65,9 @@ def test_r_max_is_a_lower_bound_of_the_measured_overload(scenario):
 
 
 def test_interrupt_words():
-    assert parse_interrupt("166.7:10.9us") == InterruptLoad(166.7, 10_900)
-    assert parse_interrupt("loc=250:5.5") == InterruptLoad(250.0, 5_500, "loc")
-    for bad in ("250", "x:5us", "250:abc", "-3:5us"):
+    assert parse_interrupt("166.7Hz:10.9us") == InterruptLoad(166.7, 10_900)
+    assert parse_interrupt("loc=250Hz:5.5us") == InterruptLoad(250.0, 5_500, "loc")
+    for bad in ("250", "x:5us", "250Hz:abc", "-3Hz:5us", "166.7:10.9us", "loc=250Hz:5.5"):
         with pytest.raises(UserError):
             parse_interrupt(bad)
 
@@ -82,9 +82,9 @@ def test_cli_overload_example_of_the_issue(cli, db, tmp_path):
         "--t-e2e",
         "14.5us",
         "--irq",
-        "166.7:10.9us",
+        "166.7Hz:10.9us",
         "--irq",
-        "83.3:13.6us",
+        "83.3Hz:13.6us",
         "--json",
         "--db",
         db,
@@ -110,11 +110,11 @@ def test_cli_overload_table_has_units(cli, db):
         "--t-e2e",
         "18.4us",
         "--irq",
-        "166.7:17.5us",
+        "166.7Hz:17.5us",
         "--irq",
-        "83.3:19.2us",
+        "83.3Hz:19.2us",
         "--irq",
-        "250:17.5us",
+        "250Hz:17.5us",
         "--no-store",
     )
     assert r.code == 0, r.err
@@ -125,8 +125,11 @@ def test_cli_overload_table_has_units(cli, db):
     "args, message",
     [
         (["--t-transfer", "14.5us", "--t-e2e", "3.1us"], "not above the bare forwarder"),
-        (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "1000000:2us"], "no time for packets"),
-        (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"], "RATE_HZ:DURATION"),
+        (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "1000000Hz:2us"], "no time for packets"),
+        (
+            ["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"],
+            "cannot read 'often' as a rate of events",
+        ),
         (["--t-e2e", "14.5us"], "--t-transfer or --baseline-run"),
     ],
 )
@@ -218,9 +221,9 @@ def test_cli_knee_on_a_stored_sweep_with_r_max(cli, db, store_at, tmp_path):
         "--app-run",
         app_run,
         "--irq",
-        "166.7:10.9us",
+        "166.7Hz:10.9us",
         "--irq",
-        "83.3:13.6us",
+        "83.3Hz:13.6us",
         "--db",
         db,
         "--json",
@@ -297,9 +300,9 @@ def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path)
         "--app-run",
         app_run,
         "--irq",
-        "166.7:10.9us",
+        "166.7Hz:10.9us",
         "--irq",
-        "83.3:13.6us",
+        "83.3Hz:13.6us",
         "--db",
         db,
     )

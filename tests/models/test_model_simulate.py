@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from model_helpers import add_experiment, add_run, synth_and_analyze
 
+from lowtail.errors import UserError
 from lowtail.models import simulate as sim
 
 
@@ -119,13 +120,19 @@ def test_service_and_interrupt_words():
     assert sim.parse_service("20us") == {"kind": "constant", "ns": 20_000}
     assert sim.parse_service("uniform:10us:30us") == {"kind": "uniform", "min_ns": 10_000, "max_ns": 30_000}
     assert sim.parse_service("lognormal:20us:0.3") == {"kind": "lognormal", "median_ns": 20_000, "sigma": 0.3}
-    assert sim.parse_irq("250:5.5us,8.2us") == {
+    assert sim.parse_irq("250Hz:5.5us,8.2us") == {
         "rate_hz": 250.0,
         "durations_ns": [5_500, 8_200],
         "poisson": False,
         "phase_ns": 0,
     }
-    assert sim.parse_irq("poisson@1000:2us@1ms")["poisson"] and sim.parse_irq("250:5us@1ms")["phase_ns"] == 1_000_000
+    assert sim.parse_irq("poisson@1kHz:2us@1ms")["poisson"] and sim.parse_irq("250Hz:5us@1ms")["phase_ns"] == 1_000_000
+    for bare in ("250:5us", "250Hz:5", "250Hz:5us@1"):
+        with pytest.raises(UserError, match="has no unit"):
+            sim.parse_irq(bare)
+    for bare in ("20", "exp:20", "uniform:10us:30"):
+        with pytest.raises(UserError, match="has no unit"):
+            sim.parse_service(bare)
 
 
 def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
@@ -134,7 +141,7 @@ def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
         "model",
         "simulate",
         "--rate",
-        "100000",
+        "100000pps",
         "--service",
         "12us",
         "--queue",
@@ -174,7 +181,7 @@ def test_cli_simulate_exports_csv_as_it_exports_parquet(cli, tmp_path):
 
     import pyarrow.parquet as pq
 
-    args = ["model", "simulate", "--rate", "50000", "--service", "5us", "--packets", "5000", "--no-store", "--export"]
+    args = ["model", "simulate", "--rate", "50kpps", "--service", "5us", "--packets", "5000", "--no-store", "--export"]
     parquet, table_csv = tmp_path / "sim.parquet", tmp_path / "sim.csv"
     assert cli(*args, parquet).code == 0
     r = cli(*args, table_csv)
@@ -235,10 +242,10 @@ def test_cli_simulate_compared_with_a_stored_fwd_run(cli, db, tmp_path, store_at
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--service", "gauss:3"], "--service 'gauss:3'"),
+        (["--service", "gauss:3"], "Invalid value for '--service': 'gauss:3': expected"),
         (["--burst", "0"], "values must be positive"),
-        (["--irq", "250"], "RATE_HZ:DURATION"),
-        (["--rate", "1000", "--burst", "10", "--burst-gap", "2ms"], "lasts longer than"),
+        (["--irq", "250"], "'250': expected RATE:DURATION"),
+        (["--rate", "1kpps", "--burst", "10", "--burst-gap", "2ms"], "lasts longer than"),
         (["--arrivals", "bursty"], "cbr or poisson"),
     ],
 )

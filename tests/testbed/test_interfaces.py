@@ -79,7 +79,7 @@ name = "ifaces"
 duration = "{duration}"
 warmup = "200ms"
 [traffic]
-rates = [5000]
+rates = ["5000pps"]
 [testbed]
 kind = "interfaces"
 generator = "{w.gen}"

@@ -36,7 +36,10 @@ from tb_helpers import needs_root  # noqa: E402
 from test_injected import HOG, HOG_PRIORITY, HOG_SOURCE  # noqa: E402
 
 from lowtail.compare.resolution import resolution  # noqa: E402
+from lowtail.host.facts import Host  # noqa: E402
+from lowtail.host.plan import resolve_plan  # noqa: E402
 from lowtail.host.state import differing  # noqa: E402
+from lowtail.host.sysroot import SysRoot  # noqa: E402
 from lowtail.store import open_store  # noqa: E402
 from lowtail.store import runs as runstore  # noqa: E402
 from lowtail.testbed.cores import CoreRoles  # noqa: E402
@@ -53,7 +56,7 @@ warmup = "300ms"
 repetitions = 2
 calibrate = false
 [traffic]
-rates = [10000]
+rates = ["10000pps"]
 [verdict]
 percentile = 99
 [trust]
@@ -65,16 +68,18 @@ kind = "lowtail-fwd"
 work_ns = 0
 """
 STAT_INTERVAL = Path("/proc/sys/vm/stat_interval")
-# Where tune moves a task off the DuT's core: the testbed's other roles' cores.
-HOUSEKEEPING = {PLAN.housekeeping, PLAN.generator, PLAN.capture} - set(PLAN.dut)
+# The one core plan of this host (host/plan.py, what `host plan` and tune say): tune moves
+# tasks off its isolated cores, to its housekeeping ones.
+ONE = resolve_plan(Host(SysRoot("/")))
+HOUSEKEEPING = set(ONE.housekeeping)
+# The intruder's core: the DuT's, which the plan isolates on every host of two CPUs or more.
+TARGET = PLAN.dut[0]
 
 
 @pytest.fixture
 def intruder():
     """The hog on the DuT's core; killed (and so off every core) after the test."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", HOG_SOURCE, HOG, str(PLAN.dut[0]), str(HOG_PRIORITY), "0.0015", "0.05"]
-    )
+    proc = subprocess.Popen([sys.executable, "-c", HOG_SOURCE, HOG, str(TARGET), str(HOG_PRIORITY), "0.0015", "0.05"])
     try:
         yield proc
     finally:
@@ -125,13 +130,15 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     assert move in ids, planned["changes"]  # the intruder (and this test) are allowed on the DuT's core
     proposed = next(c for c in planned["changes"] if c["id"] == move)
     if proposed["cause"].startswith("preemption"):  # explain saw a task take the DuT's core
-        assert proposed["cause"].startswith(f"preemption on CPU {PLAN.dut[0]}")
+        assert proposed["cause"].startswith(f"preemption on CPU {TARGET}")
     if HOG in proposed["cause"]:  # the intruder itself (on a shared host another task may lead)
         assert f"move-pid-{intruder.pid}" in ids
     else:
         print(f"explain named {proposed['cause']!r}, not the intruder; tune said: {planned['unseen']}")
     assert proposed["remedy"]["id"] == "move-tasks-off-dut-cores" and proposed["remedy"]["source"]
-    assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]} and STAT_INTERVAL.read_text().strip() == stat_before
+    assert os.sched_getaffinity(intruder.pid) == {TARGET} and STAT_INTERVAL.read_text().strip() == stat_before
+    # tune names the cores `host plan` names: the one plan of this host and experiment.
+    assert planned["boot"]["plan"]["isolated"] == list(ONE.isolated)
     # Whether the before's repetitions can resolve the judged percentile is said before anything is tried.
     resolved = planned["resolution"]
     assert resolved["percentile"] == "p99" and resolved["bounded"] == (resolved["why"] is None)
@@ -184,7 +191,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     after_useless = fingerprints(tmp_path, useless["after"])
     moved_diff = differing(before[0]["settings"], after_move[0]["settings"])
     hog = f"{HOG}:{HOG_PRIORITY}"
-    dut, others = f"CPU {PLAN.dut[0]} real-time tasks", {f"CPU {c} real-time tasks" for c in HOUSEKEEPING}
+    dut, others = f"CPU {TARGET} real-time tasks", {f"CPU {c} real-time tasks" for c in HOUSEKEEPING}
     assert set(moved_diff) == {dut, *others}, moved_diff
     assert hog in moved_diff[dut][0] and all(hog in moved_diff[k][1] for k in others)
     baseline = after_move if moved["kept"] else before
@@ -208,7 +215,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     if moved["kept"]:
         undone = subprocess.run([*LOWTAIL, "host", "undo", moved["undo_file"]], capture_output=True, text=True)
         assert undone.returncode == 0, undone.stderr
-        assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]}
+        assert os.sched_getaffinity(intruder.pid) == {TARGET}
 
 
 def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(tmp_path, intruder):
@@ -232,11 +239,11 @@ def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(tm
     assert changes[move]["after"] == changes["vm.stat_interval"]["after"] is not None  # one measurement
     assert changes[move]["kept"] == changes["vm.stat_interval"]["kept"]
     kept = changes[move]["kept"]
-    assert os.sched_getaffinity(intruder.pid) == (HOUSEKEEPING if kept else {PLAN.dut[0]})
+    assert os.sched_getaffinity(intruder.pid) == (HOUSEKEEPING if kept else {TARGET})
     assert STAT_INTERVAL.read_text().strip() == ("3600" if kept else stat_before)
     if kept:
         assert changes[move]["undo_file"] == changes["vm.stat_interval"]["undo_file"]
         undone = subprocess.run([*LOWTAIL, "host", "undo", changes[move]["undo_file"]], capture_output=True, text=True)
         assert undone.returncode == 0, undone.stderr
-    assert os.sched_getaffinity(intruder.pid) == {PLAN.dut[0]}
+    assert os.sched_getaffinity(intruder.pid) == {TARGET}
     assert STAT_INTERVAL.read_text().strip() == stat_before

@@ -35,7 +35,7 @@ repetitions = 2
 calibrate = false
 trace = false
 [traffic]
-rates = [5000]
+rates = ["5000pps"]
 [[dut]]
 name = "fwd"
 kind = "lowtail-fwd"

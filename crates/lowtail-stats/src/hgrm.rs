@@ -92,7 +92,7 @@ impl HdrRecorder {
                 total += it.count_since_last_iteration();
                 PercentileRow {
                     value_ns: self.hist.highest_equivalent(it.value_iterated_to()),
-                    percentile: it.quantile_iterated_to(),
+                    percentile: as_written(it.quantile_iterated_to()),
                     total_count: total,
                 }
             })
@@ -127,6 +127,12 @@ impl HdrRecorder {
         let _ = writeln!(out, "#[Buckets = {:>12}, SubBuckets     = {:>12}]", self.hist.buckets(), sub_buckets);
         out
     }
+}
+
+/// A quantile as the `.hgrm` text writes it (12 decimals): the iterator's steps are sums of
+/// floats (0.1 + 0.2 is 0.30000000000000004), which a JSON document would print as such.
+fn as_written(quantile: f64) -> f64 {
+    (quantile * 1e12).round() / 1e12
 }
 
 #[cfg(test)]

@@ -1,5 +1,7 @@
 """The `lowtail` Typer application; command modules attach themselves to it."""
 
+import re
+
 import click
 import typer
 from typer.core import TyperGroup
@@ -28,14 +30,25 @@ class WorkflowGroup(TyperGroup):
         }
         if not commands:
             return
-        limit = formatter.width - 6 - max(len(name) for name in commands)
         placed: set[str] = set()
         for panel, names in [*HELP_PANELS.items(), (OTHER_PANEL, tuple(commands))]:
-            rows = [(n, commands[n].get_short_help_str(limit)) for n in names if n in commands and n not in placed]
+            rows = [(n, summary(commands[n])) for n in names if n in commands and n not in placed]
             placed.update(n for n, _ in rows)
             if rows:
                 with formatter.section(panel):
                     formatter.write_dl(rows)
+
+
+def summary(command: click.Command) -> str:
+    """A command's line in `lowtail --help`: its help's first sentence up to its colon (what
+    the command does; the rest is its own --help), whole — click cut each at 45 characters,
+    mid-sentence ("every combination of the...")."""
+    if command.short_help:
+        return command.short_help
+    text = " ".join((command.help or "").split())
+    first = re.split(r"(?<=[.!?])\s", text, maxsplit=1)[0].rstrip(".")
+    head = first.split(": ", 1)[0]
+    return head if len(head.split()) >= 3 else first  # "Campaigns: many pairs …" stays whole
 
 
 app = typer.Typer(

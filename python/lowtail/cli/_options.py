@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 import click
 import typer
 
 from lowtail.errors import UserError
 from lowtail.store import DB_ENV, DEFAULT_DB
-from lowtail.units import parse_duration_ns
+from lowtail.units import UNIT_KINDS, parse_rate_exact
+
+if TYPE_CHECKING:
+    from lowtail.verdict import VerdictRequest
 
 
 def db_option(help: str = "Results database.") -> Any:
@@ -18,32 +23,87 @@ def db_option(help: str = "Results database.") -> Any:
     return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)
 
 
-class DurationType(click.ParamType[int]):
-    """An option's duration as people write it ("500ms", "1.5s"; a plain number in
-    `default_unit`), read by units.parse_duration_ns into nanoseconds; a value it cannot
-    read is a usage error naming the option."""
+class UnitType(click.ParamType[Any]):
+    """An option that takes a duration, a packet rate or an interrupt rate as people write
+    them, with the unit (`units.UNIT_KINDS`: "350us", "50kpps", "250Hz"; `lowtail help
+    units`), converted by the one reader of its kind (nanoseconds, packets or events per
+    second); with `many`, a comma-separated list of them. A bare number, or anything the
+    reader refuses, is a usage error naming the option (exit 2). Every option of this type
+    is found by tests/test_units.py, which walks the command tree."""
 
-    name = "duration"
+    def __init__(self, kind: str, many: bool = False, whole: bool = True) -> None:
+        self.kind = kind
+        self.many = many
+        self.name = f"{kind}s" if many else kind
+        self.reader, self.writer, self.forms = UNIT_KINDS[kind]
+        if not whole:  # a rate of a model, not rounded to whole packets
+            self.reader = parse_rate_exact
 
-    def __init__(self, default_unit: str = "s") -> None:
-        self.default_unit = default_unit
+    def bare_examples(self, number: str) -> list[str]:
+        """Values that hold `number` where a unit is needed: what the option must refuse."""
+        return [number, f"{self.writer(1_000)},{number}"] if self.many else [number]
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value  # already nanoseconds (a default given as such)
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value  # a default, already converted
         try:
-            return parse_duration_ns(str(value), self.default_unit)
+            if self.many:
+                items = [v for v in value.split(",") if v.strip()]
+                if not items:
+                    raise UserError(f"a list such as {self.writer(1_000)},{self.writer(2_000)}")
+                return [self.reader(v) for v in items]
+            return self.reader(value)
         except UserError as e:
             self.fail(str(e), param, ctx)
 
 
-def duration_option(name: str, default_ns: int, help: str, default_unit: str = "s") -> Any:
-    """An option `name` taking a duration (nanoseconds to the command), its default shown as
-    people write it."""
-    return typer.Option(
-        default_ns,
-        name,
-        click_type=DurationType(default_unit),
-        show_default=f"{default_ns / 1e9:g}s",
-        help=help,
-    )
+class SpecType(click.ParamType[Any]):
+    """An option whose value is a small spec with durations or rates inside it
+    ("exp:20us", "250Hz:5.5us,8.2us"): read by `reader` (its module's parser, which reads
+    each number through units.py), a bare number in it a usage error naming the option.
+    `bare` are values with a number where a unit is needed, which tests must see refused."""
+
+    name = "spec"
+
+    def __init__(self, reader: Callable[[str], Any], bare: tuple[str, ...]) -> None:
+        self.reader = reader
+        self.bare = bare
+
+    def bare_examples(self, number: str) -> list[str]:
+        return [b.replace("N", number) for b in self.bare]
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        try:
+            return self.reader(value)
+        except UserError as e:
+            self.fail(str(e), param, ctx)
+
+
+def unit_option(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
+    """An option `name` taking a duration, rate or interrupt rate with its unit (`UnitType`;
+    with `many`, a comma-separated list), its default shown as people write it."""
+    _, writer, _ = UNIT_KINDS[kind]
+    if default is not None and "[default" not in help:  # click would show a string default in parentheses
+        help += f" [default: {','.join(map(writer, default)) if many else writer(default)}]"
+    return typer.Option(default, name, click_type=UnitType(kind, many, whole), show_default=False, help=help)
+
+
+def duration_option(name: str, default_ns: int | None, help: str) -> Any:
+    """An option `name` taking a duration (nanoseconds to the command)."""
+    return unit_option(name, "duration", default_ns, help)
+
+
+def verdict_request(
+    budget_ns: int | None,
+    percentile: str | None = None,
+    max_loss: int | None = None,
+    confidence: str | None = None,
+) -> VerdictRequest:
+    """The verdict the options --budget (read by its `UnitType`), --percentile, --max-loss
+    and --confidence ask for, as `VerdictRequest.parse` reads the same typed words."""
+    from lowtail.verdict import VerdictRequest
+
+    request = VerdictRequest.parse(None, percentile, max_loss, confidence)
+    return dataclasses.replace(request, budget_ns=budget_ns) if budget_ns is not None else request

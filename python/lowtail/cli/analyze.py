@@ -12,14 +12,13 @@ import typer
 from lowtail import series, signals
 from lowtail.analysis import SHOWN_WORST, AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair, worst_first
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option
+from lowtail.cli._options import db_option, duration_option, unit_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line, measured_rate
 from lowtail.errors import Failure, Interrupted, UserError
 from lowtail.files import write_result
 from lowtail.store import DatabaseBusy
-from lowtail.units import parse_duration_ns, parse_rate_pps
-from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict, VerdictRequest
+from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict
 
 if TYPE_CHECKING:
     from lowtail.store.db import Store
@@ -99,11 +98,10 @@ def analyze(
     trim_ns: int = duration_option(
         "--trim",
         DEFAULTS.trim_ns,
-        "Warm-up to cut from the first PRE packet: 1s, 500ms, 0 keeps all (a plain number is seconds).",
+        "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all.",
     ),
-    max_latency: str = typer.Option(
-        f"{DEFAULTS.max_latency_ns / 1e9:g}s",
-        help="Latencies above this count as losses (bounds memory to rate × this).",
+    max_latency_ns: int = duration_option(
+        "--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses (bounds memory to rate × this)."
     ),
     worst: int = typer.Option(
         SHOWN_WORST,
@@ -115,11 +113,14 @@ def analyze(
         None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
     ),
     hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
-    rate: str | None = typer.Option(
-        None, help="The rate the traffic was sent at, e.g. 100k: its configuration (a measured rate is not one)."
+    nominal: int | None = unit_option(
+        "--rate",
+        "rate",
+        None,
+        "The rate the traffic was sent at, e.g. 100kpps: its configuration (a measured rate is not one).",
     ),
-    budget: str | None = typer.Option(
-        None, help="Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
     ),
     percentile: str = typer.Option("99.999", help="...at this percentile (with --budget)."),
     max_loss: int = typer.Option(0, min=0, help="...with at most this many packets lost (with --budget)."),
@@ -143,10 +144,9 @@ def analyze(
         series.check_export_path(export)
     if report and not store:
         raise UserError("--report needs the analysis stored (drop --no-store)")
-    verdict = _verdict(budget, percentile, max_loss, confidence)
-    nominal = parse_rate_pps(rate) if rate is not None else None
+    verdict = _verdict(budget_ns, percentile, max_loss, confidence)
     if nominal is not None and nominal <= 0:
-        raise UserError(f"--rate {rate}: a rate above zero, e.g. 100k")
+        raise UserError("--rate 0: a rate above zero, e.g. 100kpps")
     options = analyze_options(
         id_offset=id_offset,
         id_width=id_width,
@@ -155,7 +155,7 @@ def analyze(
         udp_port=udp_port,
         moonsniff_records=moonsniff_records,
         trim_ns=trim_ns,
-        max_latency_ns=parse_duration_ns(max_latency, what="--max-latency"),
+        max_latency_ns=max_latency_ns,
         worst=max(worst, DEFAULTS.worst),
         export=series.parquet_path_for(export) if export else None,
     )
@@ -196,6 +196,7 @@ def analyze(
     if hgrm:
         write_result(hgrm, a["hgrm"], "--hgrm")
     not_stored: Failure | None = None
+    new = True
     if store:
         # Models read a stored series as Parquet: a CSV export is not one.
         stored = a
@@ -203,7 +204,7 @@ def analyze(
             stored = a.copy()
             stored["export_path"] = None
         try:
-            a["analysis_id"] = _store(stored, db, options, label, early)
+            a["analysis_id"], new = _store(stored, db, options, label, early)
         except DatabaseBusy as e:  # the figures are still printed: they are the result
             not_stored = e
     written = None
@@ -227,7 +228,12 @@ def analyze(
             v = a["verdict"]
             out.print(f"verdict: {v['label']} · {v['budget']} · {v['reason']}", soft_wrap=True)
         if store and not_stored is None:
-            note(f"stored as analysis {a['analysis_id']} in {db}")
+            note(
+                f"stored as analysis {a['analysis_id']} in {db}"
+                if new
+                else f"already stored as analysis {a['analysis_id']} in {db} (the same captures, options and figures): "
+                "not stored again"
+            )
         if export:
             note(f"wrote the matched series to {export}")
         if hgrm:
@@ -239,32 +245,37 @@ def analyze(
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
 
 
-def _verdict(budget: str | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
+def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
     """The budget --budget, --percentile, --max-loss and --confidence ask for (None without
     --budget): the request over the default budget, as `compare` reads one over the stored."""
-    if budget is None:
+    if budget_ns is None:
         return None
-    return VerdictRequest.parse(budget, percentile, max_loss, confidence).over(Verdict())
+    return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
 
 
 def _store(
     a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None, early: _OpenedEarly | None = None
-) -> int:
-    """Store the analysis (in the database opened while it ran, when it could be). A stop
-    signal while it is written waits for the commit, and the command then says whether the
-    analysis was stored."""
+) -> tuple[int, bool]:
+    """Store the analysis, once (in the database opened while it ran, when it could be):
+    (its id, whether it is new) — an analysis that repeats a stored one exactly (the same
+    captures read the same way, the same figures) is that one. A stop signal while it is
+    written waits for the commit, and the command then says whether the analysis was stored."""
     from lowtail.store import open_store
-    from lowtail.store.analyses import save_analysis
+    from lowtail.store.analyses import identical_analysis, save_analysis
 
     if early is not None and early.problem is not None:
         raise early.problem
     opened = early.store if early is not None else None
-    stored: list[int] = []
+    stored: list[tuple[int, bool]] = []
     try:
         with opened or open_store(db) as s, signals.held():
-            stored.append(save_analysis(s, a, options=options.to_dict(), label=label))
+            found = identical_analysis(s, a, options=options.to_dict(), label=label)
+            if found is not None:
+                stored.append((found, False))
+            else:
+                stored.append((save_analysis(s, a, options=options.to_dict(), label=label), True))
     except KeyboardInterrupt:
-        what = f"the analysis was stored as analysis {stored[0]} in {db}" if stored else "nothing was stored"
+        what = f"the analysis was stored as analysis {stored[0][0]} in {db}" if stored else "nothing was stored"
         raise Interrupted(f"interrupted: {what}") from None
     return stored[0]
 

@@ -18,7 +18,6 @@ from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
 from lowtail.errors import Interrupted, UserError
-from lowtail.units import parse_duration_ns
 
 if TYPE_CHECKING:
     from lowtail.campaign.runner import Progress as CampaignProgress
@@ -89,10 +88,10 @@ def campaign_analyze(
     trim_ns: int = duration_option(
         "--trim",
         DEFAULTS.trim_ns,
-        "Warm-up to cut from the first PRE packet: 1s, 500ms, 0 keeps all (a plain number is seconds).",
+        "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all.",
     ),
-    max_latency: str = typer.Option(
-        f"{DEFAULTS.max_latency_ns / 1e9:g}s", help="Latencies above this count as losses."
+    max_latency_ns: int = duration_option(
+        "--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses."
     ),
     db: Path = db_option(),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (pairs, failed, workers)."),
@@ -106,7 +105,7 @@ def campaign_analyze(
     options = analyze_options(
         id_format=id_format.value if id_format else None,
         trim_ns=trim_ns,
-        max_latency_ns=parse_duration_ns(max_latency),
+        max_latency_ns=max_latency_ns,
     ).to_dict()
     options.pop("export", None)
     if from_db:

@@ -8,41 +8,48 @@ from pathlib import Path
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
 from lowtail.files import check_output
 from lowtail.selection import HELP as SELECTION_HELP
 
 
 @app.command(
-    help="Write the qualification record of stored runs: per configuration the DuT and its configuration, "
-    "the host, the packets, the budget, the judged percentile with its interval, the verdict and its "
-    "confidence, the floor, the loss, degraded or emulated runs, the lowtail version and the data's "
-    "identity (captures, sizes, frames). The verdict is `lowtail compare`'s, on the same rule as "
-    "`lowtail run`'s. SELECTION: " + SELECTION_HELP
+    help="Write the qualification record of stored runs: each device's verdict over its configurations; per "
+    "configuration the device by name and kind with every option it was configured with (rule sets with their "
+    "hash), its containment, cores and kernel, the traffic, the runs, the host, the packets, the budget, the "
+    "judged percentile with its interval and the one-sided bounds the verdict used, the verdict and its "
+    "confidence, the floor, the loss, degraded or emulated runs, the lowtail version and the data's identity "
+    "(captures, sizes, frames). The verdict is `lowtail compare`'s, on the same rule as `lowtail run`'s. "
+    "SELECTION: " + SELECTION_HELP
 )
 def certify(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record's page here (HTML)."),
-    budget: str | None = typer.Option(None, help="Judge against this latency bound [default: the runs' own]."),
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Judge against this latency bound, e.g. 350us [default: the runs' own]."
+    ),
     percentile: str | None = typer.Option(None, help="...at this percentile [default: the runs' own]."),
     confidence: str | None = typer.Option(
         None, help="...with this confidence: 95, 95% or 0.95 [default: the runs' own, else 95]."
     ),
     db: Path = db_option(),
+    store: bool = typer.Option(True, help="Store the comparison the record rests on (`lowtail comparison list`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the record as one JSON document."),
 ) -> None:
     """`lowtail certify`."""
     from lowtail.compare.certificate import certify_and_store
     from lowtail.compare.comparison import CompareOptions
     from lowtail.store import open_store
-    from lowtail.verdict import VerdictRequest
 
     if output is not None:  # before any work: a FIFO, device or directory is refused at once
         check_output(output, "--output")
-    opts = CompareOptions(verdict=VerdictRequest.parse(budget, percentile, confidence=confidence))
-    with open_store(db) as store, count_progress("reading latencies", "rows", not json_out) as progress:
-        doc = certify_and_store(store, list(selection), opts, progress)
+    opts = CompareOptions(verdict=verdict_request(budget_ns, percentile, confidence=confidence))
+    with (
+        open_store(db, read_only=not store) as s,
+        count_progress("reading latencies", "rows", not json_out) as progress,
+    ):
+        doc = certify_and_store(s, list(selection), opts, progress, save=store)
     if output is not None:
         from lowtail.report.certificate import write_certificate
 
@@ -52,8 +59,17 @@ def certify(
     else:
         for c in doc["configurations"]:
             v = c["verdict"]
-            out.print(f"{c['label']}: {v['label']} · {v.get('budget', '')} · {v['reason']}", soft_wrap=True)
-        note(f"on comparison {doc['comparison_id']}" + (f"; record: {output}" if output else ""))
+            out.print(
+                f"{c['label']}: {v['label']} · {v.get('budget', '')} · {v['reason']}", soft_wrap=True, markup=False
+            )
+        if doc["devices"]:
+            width = max(len(d["device"]) for d in doc["devices"])
+            budget = doc["budget"] or "each configuration against its runs' own budget"
+            out.print(f"\nverdict per device ({budget}):", markup=False)
+            for d in doc["devices"]:
+                out.print(f"  {d['device']:<{width}}  {d['summary']}", soft_wrap=True, markup=False)
+        on = f"comparison {doc['comparison_id']}" if doc["comparison_id"] is not None else "a comparison not stored"
+        note(f"on {on} of {doc['selected']}" + (f"; record: {output}" if output else ""))
     for why in doc["partial_reasons"]:
         warn(why)
     raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)

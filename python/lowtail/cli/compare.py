@@ -4,16 +4,18 @@ comparison list/report`: the stored comparisons."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.selection import HELP as SELECTION_HELP
@@ -40,8 +42,8 @@ def compare(
         "--by",
         help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
     ),
-    budget: str | None = typer.Option(
-        None, help="Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
     ),
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
@@ -58,26 +60,37 @@ def compare(
     label: str | None = typer.Option(None, help="A name for the stored comparison."),
     db: Path = db_option(),
     output: Path | None = typer.Option(None, "--output", "-o", help="Also write the comparison's HTML page here."),
+    store: bool = typer.Option(
+        True, help="Store the comparison (`lowtail comparison list`); --no-store only shows it (and fits no EVT)."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the comparison as one JSON document."),
 ) -> None:
     """`lowtail compare`."""
-    from lowtail.compare.comparison import CompareOptions, compare_and_store
+    from lowtail.compare.comparison import CompareOptions, compare, compare_and_store
+    from lowtail.errors import UserError
     from lowtail.files import check_output
     from lowtail.store import open_store
-    from lowtail.verdict import VerdictRequest
 
+    if output is not None and not store:
+        raise UserError("--output needs the comparison stored (drop --no-store): its page reads it from the database")
+    if evt and not store:
+        raise UserError("--evt stores the EVT models it fits (drop --no-store)")
     if output is not None:  # before anything is computed or stored
         check_output(output, "--output")
 
     opts = CompareOptions(
         by=[a.strip() for a in by.split(",") if a.strip()] if by else None,
-        verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
+        verdict=verdict_request(budget_ns, percentile, confidence=confidence),
         evt=evt,
         floor=floor,
         label=label,
     )
-    with open_store(db) as store, count_progress("reading series", "rows", not json_out) as progress:
-        doc = compare_and_store(store, list(selection), opts, progress)
+    with open_store(db, read_only=not store) as s, count_progress("reading series", "rows", not json_out) as progress:
+        doc = (
+            compare_and_store(s, list(selection), opts, progress)
+            if store
+            else compare(s, list(selection), opts, progress).document
+        )
     if output is not None:
         from lowtail.report.compare import write_comparison_report
 
@@ -87,7 +100,8 @@ def compare(
     else:
         printer = table_console()
         printer.print(comparison_view(doc, printer.width))
-        note(f"stored as comparison {doc['comparison_id']} in {db}" + (f"; page: {output}" if output else ""))
+        if store:
+            note(f"stored as comparison {doc['comparison_id']} in {db}" + (f"; page: {output}" if output else ""))
     if doc.get("emulated_runs"):
         warn(TCG_WARNING)
     for reason in doc["partial_reasons"]:
@@ -102,7 +116,6 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     against rate where stored, and the notes."""
     from lowtail.report.tables import (
         cause_headline,
-        causes_table,
         configurations_table,
         evt_table,
         not_resolvable_note,
@@ -121,34 +134,82 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     fitted = fit_columns(columns, width)
     headline = cause_headline(doc)
     parts: list[Any] = [Text(headline)] if headline else []
+    which = f"comparison {doc['comparison_id']}" if doc["comparison_id"] is not None else "comparison (not stored)"
     parts += [
         columns_table(
-            f"comparison {doc['comparison_id']} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
+            f"{which} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
             fitted,
         )
     ]
     marked = not_resolvable_note(doc, {c.heading for c in fitted})
     if marked:
         parts.append(Text(marked))
-    for c in doc["configurations"]:
-        v = c["verdict"]
-        if v["status"] != "PASS" or v["degraded"]:
-            parts.append(
-                Text(
-                    f"{c['label']} ({v['label']}): {'; '.join([*('degraded: ' + d for d in v['degraded']), v['reason']])}"
-                )
-            )
+    judged = [c for c in doc["configurations"] if c["verdict"]["status"] != "PASS" or c["verdict"]["degraded"]]
+    if judged:
+        # Each configuration's reason in short, configurations alike said once (the whole
+        # reason of each: --json, the page).
+        parts.append(Text("why (each configuration's whole reason: --json or the page):"))
+        parts += [_indented(line) for line in grouped([(c["label"], short_reason(c["verdict"])) for c in judged], doc)]
     parts.append(Text(_floor_line(doc)))
     parts += _differences(doc)
     if doc["evt"]:
         parts.append(_plain_table("EVT over runs (validation exceedances: 1 expected)", *evt_table(doc)))
     if any(c["explained_runs"] for c in doc.get("causes") or []):
-        parts.append(_plain_table("causes of the tail (lowtail explain)", *causes_table(doc)))
+        parts += _causes(doc)
     if any(len(s["points"]) > 1 or s["knees"] for s in doc["rates"]):
         parts.append(_plain_table("latency against rate", *rates_table(doc)))
     parts += [Text(line) for line in host_state_lines(doc)]
     parts += [Text(n) for n in doc["notes"]]
     return Group(*parts)
+
+
+def _indented(text: str) -> Padding:
+    """One item of a list under its heading: indented, and wrapping under itself."""
+    return Padding(Text(text), (0, 0, 0, 2))
+
+
+def short_reason(v: Mapping[str, Any]) -> str:
+    """A judgement's reason in short: what would decide an inconclusive one, the bound that
+    failed a latency FAIL, the loss of a loss FAIL; degraded marked."""
+    from lowtail import percentiles
+    from lowtail.units import format_count, format_ns, format_percent
+
+    name = percentiles.label(v["percentile"]) if v.get("percentile") else "the percentile"
+    sure = f" with {format_percent(v['confidence'], 'g')} confidence" if v.get("confidence") else ""
+    if v["status"] == "inconclusive" and v.get("more_packets"):
+        text = f"inconclusive: about {format_count(v['more_packets'])} more packets decide it about half the time"
+    elif v["status"] == "FAIL" and v.get("cause") == "latency" and v.get("lower_ns") is not None:
+        text = f"FAIL: {name} is at least {format_ns(v['lower_ns'])}{sure}, over {format_ns(v['budget_ns'])}"
+    else:
+        text = f"{v['label']}: {v['reason']}"
+    return text + "".join(f"; degraded: {d}" for d in v["degraded"])
+
+
+def _causes(doc: ComparisonDocument) -> list[Any]:
+    """The causes of the tail grouped under their configuration, each configuration's on a
+    line that wraps under itself (a table of three columns lost its first at 100 columns)."""
+    from lowtail.report.tables import causes_table
+
+    out: list[Any] = [Text("causes of the tail (lowtail explain; share of the tail packets):")]
+    _, rows = causes_table(doc)
+    said = [
+        (label, f"{causes} ({explained} run{'s' if explained != '1' else ''} explained)")
+        for label, explained, causes in rows
+    ]
+    return out + [_indented(line) for line in grouped(said, doc)]
+
+
+def grouped(items: list[tuple[str, str]], doc: ComparisonDocument) -> list[str]:
+    """ "LABEL, LABEL: TEXT" — configurations that say the same said once, in the order they
+    come; "every configuration" when all of them do."""
+    by_text: dict[str, list[str]] = {}
+    for label, text in items:
+        by_text.setdefault(text, []).append(label)
+    every = len(doc["configurations"])
+    return [
+        f"{'every configuration' if len(labels) == every > 1 else ', '.join(labels)}: {text}"
+        for text, labels in by_text.items()
+    ]
 
 
 def host_state_lines(doc: ComparisonDocument) -> list[str]:
@@ -233,9 +294,8 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
             )
     for key, labels in unbounded.items():
         p = percentiles.by_key(key)
-        lines.append(
-            Text(f"{p.short}: not judged for {', '.join(sorted(labels))}: a repetition has too few packets to bound it")
-        )
+        which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
+        lines.append(Text(f"{p.short}: not judged for {which}: a repetition has too few packets to bound it"))
     return lines
 
 

@@ -30,7 +30,14 @@ _HK = typer.Option(None, "--housekeeping", help="CPUs for the OS and IRQs, e.g. 
 _ISO = typer.Option(
     None,
     "--isolated",
-    help="CPUs for the DuT, e.g. 1-3 [default: isolcpus of the boot command line, else every CPU but the first].",
+    help="CPUs isolated for the DuT and the generator, e.g. 1-3 [default: isolcpus of the boot command line, else "
+    "the cores a run's generator and DuT have to themselves: the one core plan of this host and --experiment].",
+)
+_EXPERIMENT = typer.Option(
+    None,
+    "--experiment",
+    metavar="FILE",
+    help="The experiment file whose [cores] the plan is for [default: the embedded default experiment's].",
 )
 _SYSROOT = typer.Option(
     None, "--sysroot", help="Read DIR/proc and DIR/sys instead of the live host (a `lowtail host snapshot`)."
@@ -39,13 +46,28 @@ _JSON = typer.Option(False, "--json", help="Print one JSON document instead of t
 _STYLE = {"pass": "green", "warn": "yellow", "fail": "red bold", "skip": "dim"}
 
 
-def _host_and_plan(sysroot: Path | None, housekeeping: str | None, isolated: str | None) -> tuple[Host, CorePlan]:
+def _host_and_plan(
+    sysroot: Path | None, housekeeping: str | None, isolated: str | None, experiment: Path | None = None
+) -> tuple[Host, CorePlan]:
+    """The host and its one core plan (host/plan.py): the options', else the boot command
+    line's, else the one a run of `experiment` (its [cores]) asks for — what `tune` and
+    `explain` name too."""
     from lowtail.host.facts import Host
     from lowtail.host.plan import resolve_plan
     from lowtail.host.sysroot import SysRoot
 
     host = Host(SysRoot.open(sysroot))
-    return host, resolve_plan(host, housekeeping, isolated)
+    cores = None
+    if experiment is not None:
+        from lowtail.experiment import spec
+
+        cores = spec.load(experiment).cores
+    return host, resolve_plan(host, housekeeping, isolated, cores)
+
+
+def _plan_line(plan: CorePlan) -> str:
+    """The plan in a line, with which roles share a core and why (said once)."""
+    return f"core plan: {plan} ({plan.source})" + (f"; {plan.shared}" if plan.shared else "")
 
 
 @host_app.command(
@@ -55,6 +77,7 @@ def _host_and_plan(sysroot: Path | None, housekeeping: str | None, isolated: str
 def audit(
     housekeeping: str | None = _HK,
     isolated: str | None = _ISO,
+    experiment: Path | None = _EXPERIMENT,
     sysroot: Path | None = _SYSROOT,
     check: list[str] | None = typer.Option(None, "--check", help="Run only this check (repeatable; ids as in --json)."),
     why: bool = typer.Option(False, "--why", help="Also print why each check matters."),
@@ -71,7 +94,7 @@ def audit(
     unknown = sorted(set(check or []) - known)
     if unknown:
         raise UserError(f"--check {unknown[0]}: no such check (known: {', '.join(sorted(known))})")
-    host, plan = _host_and_plan(sysroot, housekeeping, isolated)
+    host, plan = _host_and_plan(sysroot, housekeeping, isolated, experiment)
     checks = run_audit(host, plan, set(check) if check else None)
     doc = audit_document(host, plan, checks)
     if doc["unreadable"]:
@@ -103,6 +126,7 @@ def _print_audit(doc: dict[str, Any], why: bool) -> None:
     note(
         f"{doc['host']} · kernel {doc['kernel']} · housekeeping {format_cpulist(plan['housekeeping'])}, "
         f"isolated {format_cpulist(plan['isolated'])} ({plan['source']})"
+        + (f"; {plan['shared']}" if plan.get("shared") else "")
     )
     t = Table(box=None, pad_edge=False, show_header=False)
     t.add_column("status")
@@ -129,6 +153,7 @@ def _print_audit(doc: dict[str, Any], why: bool) -> None:
 def plan(
     housekeeping: str | None = _HK,
     isolated: str | None = _ISO,
+    experiment: Path | None = _EXPERIMENT,
     sysroot: Path | None = _SYSROOT,
     json_out: bool = _JSON,
     guest_vcpus: int | None = typer.Option(
@@ -153,12 +178,12 @@ def plan(
         for line in doc["experiment_file"].splitlines():
             out.print(f"  {line}", markup=False)
         return
-    host, core_plan = _host_and_plan(sysroot, housekeeping, isolated)
+    host, core_plan = _host_and_plan(sysroot, housekeeping, isolated, experiment)
     doc = kernel_cmdline(host, core_plan)
     if json_out:
         print_json(doc)
         return
-    note(f"core plan: {core_plan} ({core_plan.source})")
+    note(_plan_line(core_plan))
     t = Table(box=None, pad_edge=False)
     for col in ("parameter", "purpose", "from"):
         t.add_column(col)
@@ -183,6 +208,7 @@ def plan(
 def apply(
     housekeeping: str | None = _HK,
     isolated: str | None = _ISO,
+    experiment: Path | None = _EXPERIMENT,
     sysroot: Path | None = _SYSROOT,
     yes: bool = typer.Option(False, "--yes", help="Make the changes (without it: a dry run that changes nothing)."),
     undo_file: Path = typer.Option(Path("lowtail-host-undo.json"), help="Where to record how to undo the changes."),
@@ -195,7 +221,7 @@ def apply(
 
     from lowtail.host.apply import apply_changes, normalized, planned_changes
 
-    host, core_plan = _host_and_plan(sysroot, housekeeping, isolated)
+    host, core_plan = _host_and_plan(sysroot, housekeeping, isolated, experiment)
     changes = planned_changes(host, core_plan, None if no_cpuset else cpuset)
     if yes and changes:
         changes = apply_changes(host.root, changes, core_plan, undo_file)
@@ -209,7 +235,7 @@ def apply(
     if json_out:
         print_json(doc)
         return
-    note(f"core plan: {core_plan} ({core_plan.source}) on {host.root}")
+    note(f"{_plan_line(core_plan)} on {host.root}")
     if not changes:
         out.print("nothing to change: the run-time settings already follow the plan")
         return

@@ -15,14 +15,14 @@ import typer
 
 from lowtail import series
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import SpecType, db_option, duration_option, unit_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.errors import UserError
 from lowtail.percentiles import quantile_of_percent
-from lowtail.units import parse_duration_ns
 
 if TYPE_CHECKING:
-    from lowtail.documents import DeviceSpec
+    from lowtail.documents import DeviceSpec, InterruptSource, ServiceTime
+    from lowtail.models.overload import InterruptLoad
     from lowtail.store.db import Store
 
 model_app = typer.Typer(
@@ -88,8 +88,26 @@ def _finish(
     raise typer.Exit(EXIT_OK)
 
 
-def _ns(text: str | None, unit: str) -> int | None:
-    return None if text is None else parse_duration_ns(text, unit)
+# --simulate's per-packet CPU time unless given (or the --spec file's).
+DEFAULT_SERVICE = "2us"
+
+
+def _overload_irq(text: str) -> InterruptLoad:
+    from lowtail.models.overload import parse_interrupt
+
+    return parse_interrupt(text)
+
+
+def _service(text: str) -> ServiceTime:
+    from lowtail.models.simulate import parse_service
+
+    return parse_service(text)
+
+
+def _simulate_irq(text: str) -> InterruptSource:
+    from lowtail.models.simulate import parse_irq
+
+    return parse_irq(text)
 
 
 # -- overload --------------------------------------------------------------------------
@@ -102,10 +120,10 @@ def _ns(text: str | None, unit: str) -> int | None:
     "medians directly or as stored runs."
 )
 def overload(
-    t_transfer: str | None = typer.Option(
-        None, help="Median latency of the bare forwarder (2·t_transfer), e.g. 3.1us."
+    t_transfer_ns: int | None = duration_option(
+        "--t-transfer", None, "Median latency of the bare forwarder (2·t_transfer), e.g. 3.1us."
     ),
-    t_e2e: str | None = typer.Option(None, help="Median latency of the application, e.g. 14.5us."),
+    t_e2e_ns: int | None = duration_option("--t-e2e", None, "Median latency of the application, e.g. 14.5us."),
     baseline_run: int | None = typer.Option(None, help="Take 2·t_transfer from this stored run's median."),
     app_run: int | None = typer.Option(
         None, help="Take t_e2e from this stored run's median (and link the result to its experiment and DuT)."
@@ -114,10 +132,11 @@ def overload(
         "p50",
         help="With stored runs: p50 (the URLLC studies' median) or min (the uncontended path, when a busy host queues even the lowest rate).",
     ),
-    irq: list[str] = typer.Option(
+    irqs: list[Any] = typer.Option(
         [],
         "--irq",
-        help="RATE_HZ:DURATION of one interrupt kind on the core, e.g. 166.7:10.9us or loc=250:5.5us; repeatable.",
+        click_type=SpecType(_overload_irq, ("N:10.9us", "166.7Hz:N", "loc=N:5.5us")),
+        help="RATE:DURATION of one interrupt kind on the core, e.g. 166.7Hz:10.9us or loc=250Hz:5.5us; repeatable.",
     ),
     irq_profile: Path | None = typer.Option(
         None,
@@ -134,11 +153,11 @@ def overload(
 ) -> None:
     """`lowtail model overload`: R_max from two medians and the interrupt load."""
     from lowtail.cli._model_render import overload_lines
-    from lowtail.models.overload import OverloadOptions, overload_and_store, parse_interrupt, read_interrupt_profile
+    from lowtail.models.overload import OverloadOptions, overload_and_store, read_interrupt_profile
     from lowtail.report.models import overload_figure
 
-    irqs = [parse_interrupt(i) for i in irq] + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
-    opts = OverloadOptions(_ns(t_transfer, "us"), _ns(t_e2e, "us"), baseline_run, app_run, statistic, tuple(irqs))
+    irqs = list(irqs) + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
+    opts = OverloadOptions(t_transfer_ns, t_e2e_ns, baseline_run, app_run, statistic, tuple(irqs))
     opts.check()
     with _store(db, store or opts.reads_runs) as s:
         doc = overload_and_store(s, opts, save=store, label=label)
@@ -165,8 +184,12 @@ def knee(
     growth: float = typer.Option(
         10.0, min=1.0, help="Overloaded when the 99th percentile exceeds this multiple of the lowest rate's."
     ),
-    r_max: float | None = typer.Option(
-        None, help="Predicted R_max in packets/s [default: the latest stored overload model of the experiment and DuT]."
+    r_max: float | None = unit_option(
+        "--r-max",
+        "rate",
+        None,
+        "Predicted R_max, e.g. 80kpps [default: the latest stored overload model of the experiment and DuT].",
+        whole=False,
     ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -225,8 +248,12 @@ def evt(
     js_bins: int = typer.Option(20, help="Equal-probability bins for the Jensen–Shannon divergence."),
     confidence: float = typer.Option(95.0, help="Confidence level of the intervals, in percent."),
     decluster: int = typer.Option(1, help="Validation exceedances at most this many packets apart count as one event."),
-    rate: float | None = typer.Option(
-        None, help="Packet rate for the wall-clock horizons [default: measured from the series]."
+    rate: float | None = unit_option(
+        "--rate",
+        "rate",
+        None,
+        "Packet rate for the wall-clock horizons, e.g. 100kpps [default: measured from the series].",
+        whole=False,
     ),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -269,26 +296,34 @@ def evt(
     "given. The slopes of the measured and modelled lines are printed side by side."
 )
 def aliasing(
-    rate: float | None = typer.Option(None, help="Packet rate [default: 10000, or the run's]."),
-    irq_rate: float | None = typer.Option(
-        None, help="Interrupt rate in Hz (nominal, with --run) [default: 250, or the run's timer from its samples]."
+    rate: float | None = unit_option(
+        "--rate", "rate", None, "Packet rate [default: 10kpps, or the run's].", whole=False
     ),
-    irq_durations: str | None = typer.Option(
+    irq_rate: float | None = unit_option(
+        "--irq-rate",
+        "frequency",
         None,
-        help="Durations of successive interrupts, cycled [default: 5.5us,8.2us]; against a run with interrupt "
+        "Interrupt rate (nominal, with --run) [default: 250Hz, or the run's timer from its samples].",
+    ),
+    irq_durations: Any = unit_option(
+        "--irq-durations",
+        "duration",
+        None,
+        "Durations of successive interrupts, cycled [default: 5.5us,8.2us]; against a run with interrupt "
         "samples, two durations are the timer's alone and with its companion [default: fitted to the run].",
+        many=True,
     ),
-    duration: str | None = typer.Option(None, help="Simulated time [default: 30s, or the run's]."),
-    base_latency: str | None = typer.Option(
-        None, help="Latency of an undisturbed packet [default: 3.1us, or the run's median]."
+    duration_ns: int | None = duration_option("--duration", None, "Simulated time [default: 30s, or the run's]."),
+    base_latency_ns: int | None = duration_option(
+        "--base-latency", None, "Latency of an undisturbed packet [default: 3.1us, or the run's median]."
     ),
-    service: str = typer.Option(
-        "0ns", help="The packet's own processing time (an interrupt starting during it delays it)."
+    service_ns: int = duration_option(
+        "--service", 0, "The packet's own processing time (an interrupt starting during it delays it)."
     ),
-    phase: str = typer.Option("0ns", help="Time of the first interrupt after the first packet."),
+    phase_ns: int = duration_option("--phase", 0, "Time of the first interrupt after the first packet."),
     worst: int = typer.Option(5000, min=1, help="How many worst events to keep."),
-    jitter: str = typer.Option(
-        "100ns", help="Mean of an exponential noise added to every packet (the body's band in the plot)."
+    jitter_ns: int = duration_option(
+        "--jitter", 100, "Mean of an exponential noise added to every packet (the body's band in the plot)."
     ),
     run: str | None = typer.Option(None, "--run", help="A stored run (12, run:12) or analysis:ID to overlay."),
     fit: bool = typer.Option(True, help="With --run: fit the interrupt frequency and phase to the run."),
@@ -303,25 +338,22 @@ def aliasing(
     from lowtail.models.aliasing import AliasingOptions, AliasingSpec, aliasing_and_store
     from lowtail.report.models import aliasing_figure
 
-    durations = None
-    if irq_durations is not None:
-        durations = [float(parse_duration_ns(d, "us")) for d in irq_durations.split(",") if d.strip()]
     spec = AliasingSpec(
-        service_ns=float(parse_duration_ns(service, "ns")),
-        irq_phase_ns=float(parse_duration_ns(phase, "ns")),
+        service_ns=float(service_ns),
+        irq_phase_ns=float(phase_ns),
         worst=worst,
-        jitter_ns=float(parse_duration_ns(jitter, "ns")),
+        jitter_ns=float(jitter_ns),
     )
     opts = AliasingOptions(
         spec,
         run,
         fit,
         max_ppm,
-        rate_pps=rate,
-        duration_s=parse_duration_ns(duration) / 1e9 if duration is not None else None,
-        base_latency_ns=float(parse_duration_ns(base_latency, "us")) if base_latency is not None else None,
+        rate_pps=float(rate) if rate is not None else None,
+        duration_s=duration_ns / 1e9 if duration_ns is not None else None,
+        base_latency_ns=float(base_latency_ns) if base_latency_ns is not None else None,
         irq_rate_hz=irq_rate,
-        irq_durations_ns=durations,
+        irq_durations_ns=[float(d) for d in irq_durations] if irq_durations is not None else None,
     )
     with _store(db, store or run is not None) as s:
         doc = aliasing_and_store(s, opts, save=store)
@@ -341,31 +373,44 @@ def aliasing(
     "what was measured, percentile by percentile."
 )
 def simulate(
-    rate: str | None = typer.Option(
-        None, help="Offered rate(s) in packets/s, e.g. 10000 or 10000,50000 [default: 10000]."
+    rates: Any = unit_option(
+        "--rate",
+        "rate",
+        None,
+        "Offered rate(s), e.g. 10kpps or 10kpps,50kpps [default: 10kpps].",
+        many=True,
+        whole=False,
     ),
     packets: int | None = typer.Option(
         None, min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."
     ),
-    duration: str | None = typer.Option(None, help="Instead of --packets: simulated time per case, e.g. 10s."),
+    duration_ns: int | None = duration_option(
+        "--duration", None, "Instead of --packets: simulated time per case, e.g. 10s."
+    ),
     arrivals: str = typer.Option("cbr", help="cbr (constant rate) or poisson."),
     burst: str | None = typer.Option(None, help="Packets per burst, or a list: 1,4,16,32,64 [default: 1]."),
-    burst_gap: str = typer.Option("0ns", help="Gap between packets of a burst (wire time of one frame)."),
-    service: str = typer.Option(
-        "2us",
-        help="CPU time per packet: 20us, const:20us, exp:20us, uniform:10us:30us, normal:20us:2us, lognormal:20us:0.3.",
+    burst_gap_ns: int = duration_option("--burst-gap", 0, "Gap between packets of a burst (wire time of one frame)."),
+    service: Any = typer.Option(
+        None,
+        click_type=SpecType(_service, ("N", "exp:N", "uniform:10us:N", "lognormal:N:0.3")),
+        help="CPU time per packet: 20us, const:20us, exp:20us, uniform:10us:30us, normal:20us:2us, "
+        "lognormal:20us:0.3 [default: 2us].",
     ),
     batch: str | None = typer.Option(None, help="Batch size(s) [default: 1]."),
-    batch_overhead: str = typer.Option("0ns", help="Fixed cost of each poll that takes a batch."),
+    batch_overhead_ns: int = duration_option("--batch-overhead", 0, "Fixed cost of each poll that takes a batch."),
     queue: int = typer.Option(
         0, min=0, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."
     ),
-    base_latency: str | None = typer.Option(
+    base_latency_ns: int | None = duration_option(
+        "--base-latency",
         None,
-        help="Latency outside the core (wire, NIC, both directions) [default: 0; with --run: fitted at the median].",
+        "Latency outside the core (wire, NIC, both directions) [default: 0; with --run: fitted at the median].",
     ),
-    irq: list[str] = typer.Option(
-        [], "--irq", help="Interrupts: RATE:DUR[,DUR...][@PHASE], e.g. 250:5.5us,8.2us; poisson@1000:2us; repeatable."
+    irqs: list[Any] = typer.Option(
+        [],
+        "--irq",
+        click_type=SpecType(_simulate_irq, ("N:5.5us", "250Hz:N", "250Hz:5.5us,N", "250Hz:5us@N")),
+        help="Interrupts: RATE:DUR[,DUR...][@PHASE], e.g. 250Hz:5.5us,8.2us; poisson@1kHz:2us; repeatable.",
     ),
     seed: int = typer.Option(1, help="Random seed."),
     spec_file: Path | None = typer.Option(
@@ -375,7 +420,9 @@ def simulate(
         False, "--show-spec", help="Print the model's fields and defaults as JSON and exit."
     ),
     run: int | None = typer.Option(None, "--run", help="Compare with this stored lowtail-fwd run."),
-    overhead: str = typer.Option("0ns", help="With --run: per-packet cost of the forwarder besides work_ns."),
+    overhead_ns: int = duration_option(
+        "--overhead", 0, "With --run: per-packet cost of the forwarder besides work_ns."
+    ),
     baseline_run: int | None = typer.Option(
         None, help="With --run: take the base latency from this run's median (2·t_transfer)."
     ),
@@ -404,23 +451,25 @@ def simulate(
             base = json.loads(spec_file.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise UserError(f"--spec {spec_file}: cannot read it as JSON ({e})") from None
-    base.update({"arrivals": arrivals, "burst_gap_ns": float(parse_duration_ns(burst_gap, "ns")), "seed": seed})
-    base.update({"batch_overhead_ns": float(parse_duration_ns(batch_overhead, "ns")), "queue_capacity": queue})
-    if not spec_file or service != "2us":
-        base["service"] = sim.parse_service(service)
-    if irq:
-        base["interrupts"] = [sim.parse_irq(i) for i in irq]
-    if base_latency is not None:
-        base["base_latency_ns"] = parse_duration_ns(base_latency, "us")
+    base.update({"arrivals": arrivals, "burst_gap_ns": float(burst_gap_ns), "seed": seed})
+    base.update({"batch_overhead_ns": float(batch_overhead_ns), "queue_capacity": queue})
+    if service is not None or not spec_file:
+        base["service"] = service if service is not None else sim.parse_service(DEFAULT_SERVICE)
+    if irqs:
+        base["interrupts"] = list(irqs)
+    if base_latency_ns is not None:
+        base["base_latency_ns"] = base_latency_ns
+    if rates is not None and min(rates) <= 0:
+        raise UserError("--rate: rates must be above zero")
     opts = sim.SimulateOptions(
         base,
-        tuple(float(r) for r in sim.int_list(rate, "--rate")) if rate else None,
+        tuple(float(r) for r in rates) if rates else None,
         tuple(sim.int_list(burst, "--burst")) if burst else None,
         tuple(sim.int_list(batch, "--batch")) if batch else None,
-        _ns(duration, "s"),
+        duration_ns,
         packets,
         run,
-        float(parse_duration_ns(overhead, "ns")),
+        float(overhead_ns),
         baseline_run,
         export,
     )

@@ -10,10 +10,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
-from lowtail.units import format_ns, format_ns_per_s, parse_duration_ns
+from lowtail.units import format_ns, format_ns_per_s
 
 if TYPE_CHECKING:
     from lowtail.measurement_documents import NoiseDocument
@@ -31,13 +31,13 @@ def noise(
         "--cpus",
         help="Cores to probe, e.g. 1-3 [default: isolcpus of the boot command line, else every CPU but the first].",
     ),
-    duration: str = typer.Option("5s", help="How long to probe (all cores at once)."),
-    threshold: str = typer.Option("1us", help="Gaps longer than this are recorded."),
+    duration_ns: int = duration_option("--duration", 5_000_000_000, "How long to probe (all cores at once)."),
+    threshold_ns: int = duration_option("--threshold", 1_000, "Gaps longer than this are recorded."),
     interrupts: bool = typer.Option(True, help="Read /proc/interrupts around the probe and attribute the gaps."),
-    sample_interval: str = typer.Option(
-        f"{DEFAULT_INTERVAL_S * 1000:g}ms",
-        help="Also sample interrupts this often from the housekeeping core, to "
-        "tell kinds apart ('0': before and after only).",
+    sample_interval_ns: int = duration_option(
+        "--sample-interval",
+        round(DEFAULT_INTERVAL_S * 1e9),
+        "Also sample interrupts this often from the housekeeping core, to tell kinds apart (0: before and after only).",
     ),
     housekeeping: int | None = typer.Option(
         None, help="CPU for the sampler and the probe's main thread [default: the first CPU not probed]."
@@ -58,10 +58,8 @@ def noise(
     from lowtail.host.sysroot import parse_cpulist
 
     chosen = parse_cpulist(cpus, "--cpus") if cpus is not None else default_cpus()
-    duration_ns = parse_duration_ns(duration)
-    threshold_ns = parse_duration_ns(threshold, default_unit="us")
     if duration_ns <= 0:
-        raise UserError(f"--duration {duration}: must be positive")
+        raise UserError("--duration 0: must be positive")
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store)")
     opts = NoiseOptions(
@@ -69,7 +67,7 @@ def noise(
         duration_ns=duration_ns,
         threshold_ns=threshold_ns,
         interrupts=interrupts,
-        sample_interval_ns=parse_duration_ns(sample_interval) or None,
+        sample_interval_ns=sample_interval_ns or None,
         housekeeping_cpu=housekeeping,
         top=top,
         fifo=fifo,

@@ -16,7 +16,7 @@ from rich.text import Text
 from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.degraded import degraded_lines
@@ -61,43 +61,76 @@ def _run_line(r: Mapping[str, Any], verdict: Any) -> str:
     )
 
 
-def dut_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Any) -> list[str]:
-    """The experiment's answer, one line per DuT configuration (its name and its values on
-    the axes that vary, such as a guest kernel or a rule count): PASS when every rate
-    passed, else what each rate got ("fwd: FAIL: loss at 100 kpps; PASS at 20 kpps, 50 kpps")."""
-    measured = [r for r in rows if not r["calibration"]]
-    # What tells apart the configurations of one DuT name (a guest kernel, a rule count);
-    # repetitions of a configuration are one line, each rate said once.
-    shown = {
-        name: [a for a in _axes_beside_dut([r for r in measured if r["dut_name"] == name]) if a.name != axes.REPETITION]
-        for name in dict.fromkeys(r["dut_name"] for r in measured)
-    }
-    by_dut: dict[str, list[tuple[Any, str]]] = {}
-    for r in measured:
-        axes_shown = shown[r["dut_name"]]
-        values = [f"{a.label}={a.show(a.read(r))}" for a in axes_shown if a.present(r) and a.show(a.read(r))]
-        name = " ".join([marked(r["dut_name"], r.get("virtualization")), *values])
-        by_dut.setdefault(name, []).append((verdict.judge(r), format_rate(r["rate_pps"])))
-    lines = []
-    width = max((len(name) for name in by_dut), default=0)
-    for name, judged in by_dut.items():
-        outcomes: dict[str, list[str]] = {}
-        inconclusive: set[str] = set()
-        for judgement, rate in judged:
-            rates = outcomes.setdefault(judgement.label, [])
-            if rate not in rates:  # repetitions: each rate once
-                rates.append(rate)
-            if judgement.status is Status.INCONCLUSIVE:
-                inconclusive.add(judgement.label)
-        if all(j.status is Status.PASS and not j.degraded for j, _ in judged):
-            summary = f"PASS at every rate ({', '.join(dict.fromkeys(rate for _, rate in judged))})"
-        else:
-            summary = "; ".join(
-                f"{label}{' (more packets would decide)' if label in inconclusive else ''} at {', '.join(rates)}"
-                for label, rates in outcomes.items()
-            )
-        lines.append(f"{name:<{width}}  {summary}")
-    return lines
+def device_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[str]:
+    """The experiment's answer, one line per device (report/experiment.experiment_devices:
+    PASS only if every configuration of it passed, FAIL if any failed, else inconclusive
+    with what is missing), as the page's cards say it."""
+    from lowtail.report.experiment import experiment_devices
+
+    devices = experiment_devices(rows, verdict)
+    width = max((len(d.device) for d in devices), default=0)
+    return [f"{marked(d.device, _virtualization(rows, d.device)):<{width}}  {d.summary()}" for d in devices]
+
+
+def _virtualization(rows: Sequence[Mapping[str, Any]], device: str) -> str | None:
+    return next((r.get("virtualization") for r in rows if r["dut_name"] == device and r.get("virtualization")), None)
+
+
+def untrustworthy(rows: Sequence[Mapping[str, Any]]) -> str | None:
+    """Why an experiment's result is partial or not to be trusted (exit 3), in one line with
+    what to change; None when every run is valid and none degraded."""
+    from lowtail.degraded import what_to_change
+
+    invalid = [r for r in rows if not r["valid"]]
+    degraded = [r for r in rows if r["valid"] and r.get("degraded_reasons")]
+    if not invalid and not degraded:
+        return None
+    parts = []
+    if invalid:
+        parts.append(f"{len(invalid)} of {len(rows)} runs invalid (their figures cannot be trusted)")
+    if degraded:
+        every = "every run" if len(degraded) == len(rows) else f"{len(degraded)} of {len(rows)} runs"
+        parts.append(f"{every} degraded (the traffic was not what the file asked for)")
+    change = what_to_change(rows)
+    if invalid:
+        change.append("remove what made the invalid runs invalid (each says why) and run the experiment again")
+    return f"not to be trusted as measured: {'; '.join(parts)}; to change: {'; '.join(change)}"
+
+
+def show_experiment(
+    experiment: dict[str, Any], rows: Sequence[Mapping[str, Any]], floors: Floor, verdict: Verdict, json_out: bool
+) -> int:
+    """An experiment's runs as `lowtail run` ends: what a reader must know first (an
+    emulator, two clocks, invalid and degraded runs), the table, the verdict per device; or
+    with `json_out` the runs, each with its device's verdict. Returns the exit code: 3
+    (partial) when any run is invalid or degraded (`untrustworthy` says why)."""
+    invalid = [r for r in rows if not r["valid"]]
+    if any_emulated(rows):
+        warn(TCG_WARNING)
+    if clocks.any_two_clocks(rows):
+        warn(clocks.TWO_CLOCKS_WARNING)
+    for r in invalid:
+        warn(
+            f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
+            f"{'; '.join(r['invalid_reasons'])}"
+        )
+    for line in degraded_lines(rows):  # said once per kind; the table's verdicts mark each run
+        warn(line)
+    if json_out:
+        from lowtail.report.experiment import experiment_devices
+
+        devices = {d.device: d.as_dict() for d in experiment_devices(rows, verdict)}
+        print_json([run_json(r, floors, verdict) | {"device_verdict": devices.get(r["dut_name"])} for r in rows])
+    else:
+        printer = table_console()
+        # What degraded the runs was said above, grouped by kind (degraded_lines).
+        printer.print(runs_table(experiment, rows, floors, verdict, width=printer.width, degraded_said=True))
+        lines = device_verdict_lines(rows, verdict)
+        if lines:
+            printer.print(f"\nverdict per device ({verdict.describe()}):", markup=False, soft_wrap=True)
+            for line in lines:
+                printer.print(f"  {line}", markup=False, soft_wrap=True)
+    return EXIT_OK if untrustworthy(rows) is None else EXIT_PARTIAL
 
 
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
@@ -129,35 +162,15 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         from lowtail.report.experiment import write_experiment_report
 
         written = write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
-    invalid = [r for r in rows if not r["valid"]]
-    if any_emulated(rows):
-        warn(TCG_WARNING)
-    if clocks.any_two_clocks(rows):
-        warn(clocks.TWO_CLOCKS_WARNING)
-    if json_out:
-        print_json([run_json(r, floors, exp.verdict) for r in rows])
-    else:
-        printer = table_console()
-        # What degraded the runs is said once below, grouped by kind (degraded_lines).
-        printer.print(runs_table(experiment, rows, floors, exp.verdict, width=printer.width, degraded_said=True))
-        lines = dut_verdict_lines(rows, exp.verdict)
-        if lines:
-            printer.print(f"\nverdict ({exp.verdict.describe()}):", markup=False)
-            for line in lines:
-                printer.print(f"  {line}", markup=False)
+    code = show_experiment(experiment, rows, floors, exp.verdict, json_out)
+    if not json_out:
         note(f"stored as experiment {result.experiment_id} in {db}")
         if written:
             note(f"report: {written.resolve().as_uri()}")
-    for r in invalid:
-        warn(
-            f"run {r['run_id']} ({r['dut_name']} @ {format_rate(r['rate_pps'])}) is invalid: "
-            f"{'; '.join(r['invalid_reasons'])}"
-        )
-    for line in degraded_lines(rows):  # said once per kind; the table's verdicts mark each run
-        warn(line)
-    if invalid:
-        warn(f"{len(invalid)} of {len(rows)} runs are invalid: their figures cannot be trusted")
-    raise typer.Exit(EXIT_PARTIAL if invalid else EXIT_OK)
+    reason = untrustworthy(rows)
+    if reason is not None:
+        warn(reason)  # the last line: why exit 3, and what to change
+    raise typer.Exit(code)
 
 
 def run_json(r: Mapping[str, Any], floors: Floor, verdict: Verdict) -> dict[str, Any]:
@@ -380,6 +393,46 @@ def list_experiments(
     out.print(t)
 
 
+@experiment_app.command(
+    "show",
+    help="Show a stored experiment (an id, or 'latest') as `lowtail run` ended it: its runs, the verdict per "
+    "device, what degraded or invalidated runs; exit 3 when any run is invalid or degraded.",
+)
+def experiment_show(
+    experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
+    db: Path = db_option(),
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
+    ),
+    percentile: str | None = typer.Option(
+        None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
+    ),
+    calibration: int | None = typer.Option(
+        None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
+    ),
+    json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
+) -> None:
+    """`lowtail experiment show`."""
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+    from lowtail.verdict import stored_verdict
+
+    with open_store(db, read_only=True) as store:
+        stored = runstore.experiment(store, experiment)
+        eid = stored["experiment_id"]
+        if calibration is not None:
+            runstore.check_calibration(store, calibration)
+        source = calibration if calibration is not None else runstore.calibration_source(store, eid)
+        floors = runstore.calibration_floor(store, eid, source)
+        rows = runstore.runs(store, eid)
+    verdict = stored_verdict(stored["spec"], verdict_request(budget_ns, percentile))
+    code = show_experiment(stored, rows, floors, verdict, json_out)
+    reason = untrustworthy(rows)
+    if reason is not None:
+        warn(reason)
+    raise typer.Exit(code)
+
+
 @experiment_app.command("report", help="Write the HTML report of a stored experiment (an id, or 'latest').")
 def experiment_report(
     experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
@@ -387,8 +440,8 @@ def experiment_report(
     output: Path | None = typer.Option(
         None, "--output", "-o", help="HTML file [default: lowtail-experiment-<id>.html]."
     ),
-    budget: str | None = typer.Option(
-        None, help="Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
+    budget_ns: int | None = duration_option(
+        "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
     ),
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
@@ -400,11 +453,10 @@ def experiment_report(
 ) -> None:
     """`lowtail experiment report`."""
     from lowtail.report.experiment import write_experiment_report
-    from lowtail.verdict import VerdictRequest
 
     if output is not None:  # before any work: a FIFO, device or directory is refused at once
         check_output(output, "--output")
-    request = VerdictRequest.parse(budget, percentile)
+    request = verdict_request(budget_ns, percentile)
     path = write_experiment_report(db, experiment, output, request=request, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})

@@ -10,9 +10,10 @@ import typer
 
 from lowtail import _native, files, schema
 from lowtail.cli._app import app
+from lowtail.cli._options import unit_option
 from lowtail.cli._output import note, print_json
 from lowtail.errors import UserError
-from lowtail.units import format_rate
+from lowtail.units import format_rate, format_rate_setting
 
 # The model's defaults, from the native generator (their one owner): the help shows them.
 DEFAULTS = json.loads(_native.synth_defaults())
@@ -41,8 +42,12 @@ def synth(
     pre: Path | None = typer.Argument(None, help="PRE capture to write."),
     post: Path | None = typer.Argument(None, help="POST capture to write."),
     packets: int | None = typer.Option(None, min=1, help=f"Packets to send [default: {DEFAULTS['packets']}]."),
-    rate: float | None = typer.Option(
-        None, min=1.0, help=f"Send rate in packets per second [default: {DEFAULTS['rate_pps']:g}]."
+    rate: float | None = unit_option(
+        "--rate",
+        "rate",
+        None,
+        f"Send rate, e.g. 50kpps [default: {format_rate_setting(DEFAULTS['rate_pps'])}].",
+        whole=False,
     ),
     format: str | None = typer.Option(
         None,
@@ -66,6 +71,8 @@ def synth(
         return
     if pre is None or post is None:
         raise UserError("synth needs PRE and POST file names (or --show-model)")
+    if rate is not None and rate < 1:
+        raise UserError(f"--rate {format_rate_setting(rate)}: a rate of at least 1pps")
     spec: dict[str, Any] = {}
     for item in set_:
         key, sep, value = item.partition("=")

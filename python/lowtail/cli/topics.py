@@ -1,5 +1,5 @@
 """`lowtail help [TOPIC]`: short pages on the ideas behind the figures (budget, floor,
-trim, percentiles, database), and every command's help by its name."""
+trim, percentiles, units, database), and every command's help by its name."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def page(topic: str) -> str:
 
 @app.command(
     "help",
-    help="Explain an idea behind lowtail's figures (budget, floor, trim, percentiles, database), "
+    help="Explain an idea behind lowtail's figures (budget, floor, trim, percentiles, units, database), "
     "or show a command's help (`lowtail help run` is `lowtail run --help`). Without TOPIC, list the topics.",
 )
 def help_(

@@ -5,7 +5,7 @@ improvement (tune/)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
@@ -79,6 +79,17 @@ def tune(
         note(f"report: {report.resolve().as_uri()}")
 
 
+def _plan_line(plan: dict[str, Any]) -> str:
+    """The one core plan in a line, as `host plan` says it, with which roles share a core."""
+    from lowtail.host.sysroot import format_cpulist
+
+    line = (
+        f"core plan: housekeeping {format_cpulist(plan['housekeeping'])}, isolated "
+        f"{format_cpulist(plan['isolated'])} ({plan['source']})"
+    )
+    return line + (f"; {plan['shared']}" if plan.get("shared") else "")
+
+
 def _show(doc: TuneDocument) -> None:
     t = Table(box=None, pad_edge=False)
     for col in ("id", "change", "cause", "effect", "result"):
@@ -100,6 +111,9 @@ def _show(doc: TuneDocument) -> None:
     kept = [c for c in doc["changes"] if c["kept"]]
     for c in kept:
         note(f"kept {c['id']}; undo it with `lowtail host undo {c['undo_file']}`")
+    plan = doc["boot"].get("plan") or {}
+    if plan:
+        note(_plan_line(plan))
     params = doc["boot"].get("params", [])
     if params:
         out.print("\nboot-time parameters still worth setting (a reboot):", markup=False)

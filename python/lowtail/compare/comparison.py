@@ -175,8 +175,9 @@ def _few_repetitions(configurations: Sequence[Mapping[str, Any]]) -> list[str]:
     single = [c["label"] for c in configurations if c.get("latency_ns") and c["repetitions"] < 2]
     if not single or len(configurations) < 2:
         return []
+    which = "every configuration" if len(single) == len(configurations) else ", ".join(single)
     return [
-        f"one repetition of {', '.join(single)}: run-to-run variation is not measured, so no difference "
+        f"one repetition of {which}: run-to-run variation is not measured, so no difference "
         f"involving {'it' if len(single) == 1 else 'them'} is called (`repetitions = 3` in the experiment file)"
     ]
 
@@ -235,7 +236,7 @@ def _verdicts(
 
 def _parsed(table: dict[str, Any]) -> Verdict:
     try:
-        return parse_verdict(table)
+        return parse_verdict(table, stored=True)
     except VerdictSettingError:  # a file stored by another version: the default budget
         return Verdict()
 

@@ -25,8 +25,8 @@ A small TOML file says what each pair is, by its file names:
 
 Every `{axis}` of the pattern becomes a value of the pair; files that differ only in
 `{side}` are a pair; a name ending in .zst or .gz matches the pattern without it. Axes fill the columns of a run as lowtail's own runs have them — `dut`
-(the DuT's name), `kind` (external unless given), `rate` (50000, 50k; "rate not given" when
-absent: a measured rate is no axis), `frame_size`, `burst`, `repetition`, `containment` — and every
+(the DuT's name), `kind` (external unless given), `rate` (50kpps, 50k; in a file name the unit
+may follow in the pattern, `{rate}pps`; "rate not given" when absent: a measured rate is no axis), `frame_size`, `burst`, `repetition`, `containment` — and every
 other axis goes into the run's DuT options (`dut_config`), where comparisons find it; all
 of them are kept under the run's `testbed.axes`.
 
@@ -103,6 +103,16 @@ class ImportSpec:
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
     interrupts: InterruptFiles | None = None
 
+    def with_unit(self, axis: str, text: str) -> str:
+        """A value read from a file name with the unit the pattern writes after it: with
+        "{rate}pps", the file's "50000" is "50000pps" (a rate without its unit is refused,
+        as everywhere: `lowtail help units`)."""
+        if records.axis_named(axis) is not records.axis_named("rate"):
+            return text
+        after = self.pattern.partition("{" + axis + "}")[2]
+        unit = re.match(r"[kKmMgG]?pps", after)
+        return text + unit.group(0) if unit else text
+
     @property
     def regex(self) -> re.Pattern[str]:
         """The pattern as a regular expression over a path relative to the directory."""
@@ -167,8 +177,8 @@ class _AnalysisTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     id_endian: _Text | None = None
     udp_port: Annotated[int, schema.rule("must be a port from 0 to 65,535", ge=0, le=65_535)] | None = None
     moonsniff_records: Annotated[bool, schema.rule("must be true or false")] | None = None
-    trim: Annotated[str | int | float, schema.rule("must be a duration such as 1s")] | None = None
-    max_latency: Annotated[str | int | float, schema.rule("must be a duration such as 10s")] | None = None
+    trim: Annotated[schema.UnitValue, schema.with_unit("duration")] | None = None
+    max_latency: Annotated[schema.UnitValue, schema.with_unit("duration")] | None = None
     worst: Annotated[int, schema.rule("must be a whole number ≥ 0", ge=0, le=schema.INT64_MAX)] | None = None
     histogram_bins: Annotated[int, schema.rule("must be a whole number ≥ 1", ge=1, le=schema.INT64_MAX)] | None = None
 
@@ -261,9 +271,11 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
         if value is None:
             continue
         try:
-            analysis[_ANALYSIS_KEYS[key]] = parse_duration_ns(value) if key in ("trim", "max_latency") else value
+            analysis[_ANALYSIS_KEYS[key]] = (
+                parse_duration_ns(value, what=f"[analysis] {key}") if key in ("trim", "max_latency") else value
+            )
         except UserError as e:
-            raise bad(f"[analysis] {key}: {e}", "analysis", key) from None
+            raise bad(str(e), "analysis", key) from None
     try:
         analyze_options(**analysis)  # out-of-range values: one error now, not one per pair
     except UserError as e:
@@ -366,7 +378,13 @@ def find_pairs(directory: Path, spec: ImportSpec) -> Campaign:
         if m is None:
             campaign.ignored.append(relative)
             continue
-        values = {axis: _axis_value(axis, v) for axis, v in m.groupdict().items() if axis != SIDE}
+        try:
+            values = {
+                axis: _axis_value(axis, spec.with_unit(axis, v)) for axis, v in m.groupdict().items() if axis != SIDE
+            }
+        except UserError as e:
+            campaign.unpaired.append(f"{relative}: {e}")
+            continue
         side = spec.sides[m.group(SIDE)]
         halves.setdefault(tuple(sorted(values.items())), {}).setdefault(side, []).append(path)
     for key, sides in halves.items():

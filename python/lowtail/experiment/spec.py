@@ -33,7 +33,7 @@ from lowtail._native import FRAME_SIZES
 from lowtail.errors import UserError
 from lowtail.testbed import wiring
 from lowtail.testbed.duts import KINDS
-from lowtail.units import parse_duration_ns, parse_rate_pps
+from lowtail.units import format_rate_setting, parse_duration_ns, parse_rate_pps
 from lowtail.verdict import Verdict, VerdictSettingError, VerdictTable, parse_verdict
 
 DEFAULT_NAME = "default.toml"
@@ -241,9 +241,9 @@ class _Where:
 _NOT_EMPTY = schema.rule(": an empty list sweeps over nothing", min_length=1)
 MAX_RATE = 100_000_000
 MAX_RUNS = 100_000  # runs one file may declare: more is a typo (or an attack), not a sweep
-# A rate as people write it (50000, "50k", "1.2M", "10kpps"): read by units.parse_rate_pps,
-# the reader options and selections use, then held to 1 … MAX_RATE (`_rates`).
-_Rate = Annotated[int | str, schema.rule("must be rates such as 50000, 50k, 1.2M or 10kpps")]
+# A rate with its unit ("50kpps", "50k", "1.2Mpps"): read by units.parse_rate_pps, the reader
+# options and selections use, then held to 1 … MAX_RATE (`_rates`).
+_Rate = Annotated[schema.UnitValue, schema.with_unit("rate")]
 _FrameSize = Annotated[
     int, schema.rule(f"must be whole numbers from {MIN_FRAME:,} to {MAX_FRAME:,}", ge=MIN_FRAME, le=MAX_FRAME)
 ]
@@ -251,7 +251,7 @@ _Burst = Annotated[int, schema.rule("must be whole numbers from 1 to 1,000,000",
 _Flows = Annotated[int, schema.rule("must be whole numbers from 1 to 65,535", ge=1, le=65_535)]
 _Port = Annotated[int, schema.rule("must be a whole number from 1 to 65,535", ge=1, le=65_535)]
 _Repetitions = Annotated[int, schema.rule("must be a whole number from 1 to 1,000,000", ge=1, le=1_000_000)]
-_Duration = Annotated[str | int | float, schema.rule("must be a duration such as 5s, 250ms or 800us")]
+_Duration = Annotated[schema.UnitValue, schema.with_unit("duration")]
 _Flag = Annotated[bool, schema.rule("must be true or false")]
 _ExperimentId = Annotated[
     int, schema.rule("must be an experiment id whose calibration runs are the floor", ge=1, le=schema.INT64_MAX)
@@ -272,7 +272,7 @@ class _ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
 
 
 class _TrafficTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
-    rates: _Rate | Annotated[list[_Rate], _NOT_EMPTY]
+    rates: Annotated[list[_Rate], _NOT_EMPTY] | _Rate
     frame_size: _FrameSize | Annotated[list[_FrameSize], _NOT_EMPTY] = 64
     burst: _Burst | Annotated[list[_Burst], _NOT_EMPTY] = 1
     flows: _Flows | Annotated[list[_Flows], _NOT_EMPTY] = 1
@@ -313,14 +313,14 @@ def _sweep(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _rate(value: int | str, w: _Where) -> int:
+def _rate(value: schema.UnitValue, w: _Where) -> int:
     """One of [traffic] rates in packets per second, 1 … MAX_RATE."""
     try:
         rate = parse_rate_pps(value, what="rates")
     except UserError as e:
         raise w.error(str(e), "traffic", "rates") from None
     if not 1 <= rate <= MAX_RATE:
-        raise w.error(f"rates must be whole numbers from 1 to {MAX_RATE:,}, not {value!r}", "traffic", "rates")
+        raise w.error(f"rates must be from 1pps to {format_rate_setting(MAX_RATE)}, not {value!r}", "traffic", "rates")
     return rate
 
 
@@ -350,16 +350,14 @@ def parse(text: str, source: str) -> Experiment:
         traffic: _TrafficTable = w.convert(tables.traffic, _TrafficTable, ("traffic",))
     except schema.InputError as e:
         if e.path == ("traffic",) and e.reason.endswith("needs `rates`"):
-            raise w.error(
-                "[traffic] needs `rates`, e.g. rates = [10000, 50000] (packets per second)", "traffic"
-            ) from None
+            raise w.error('[traffic] needs `rates`, e.g. rates = ["10kpps", "50kpps"]', "traffic") from None
         raise
 
-    def duration(key: str, value: str | int | float, minimum_ns: int) -> int:
+    def duration(key: str, value: schema.UnitValue, minimum_ns: int) -> int:
         try:
-            ns = parse_duration_ns(value)
+            ns = parse_duration_ns(value, what=key)
         except UserError as e:
-            raise w.error(f"{key}: {e}", "experiment", key) from None
+            raise w.error(str(e), "experiment", key) from None
         if ns < minimum_ns:
             raise w.error(f"{key} must be at least {minimum_ns / 1e9:g} s", "experiment", key)
         return ns
@@ -565,7 +563,7 @@ def _parse_trust(table: dict[str, Any], w: _Where) -> Trust:
     for key, field_name in (("max_stall", "max_stall_ns"), ("max_pacing_p99", "max_pacing_p99_ns")):
         if key in table:
             try:
-                values[field_name] = parse_duration_ns(table[key])
+                values[field_name] = parse_duration_ns(table[key], what=key)
             except UserError as e:
-                raise w.error(f"{key}: {e}", "trust", key) from None
+                raise w.error(str(e), "trust", key) from None
     return Trust(**values)

@@ -40,6 +40,7 @@ from lowtail.explain.cores import Core
 from lowtail.explain.packets import Packets
 from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
 from lowtail.files import special_kind
+from lowtail.host.plan import remedy_here, stored_plan
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
@@ -64,6 +65,8 @@ class ExplainInputs:
     # The interrupt samples by source ("host", "guest"), the times of the largest latencies.
     samples: dict[str, Samples] = field(default_factory=dict)
     spikes: list[int] = field(default_factory=list)
+    # The experiment's host metadata: the one core plan the remedies name cores from.
+    host: dict[str, Any] = field(default_factory=dict)
 
 
 def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
@@ -99,6 +102,7 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
         series=str(series),
         samples=samples,
         spikes=[t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]],
+        host=dict(experiment.get("host") or {}),
     )
 
 
@@ -117,6 +121,7 @@ def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> Expla
     if vm.get("vm_exits") is False and intervals is not None:
         facts.vm_exits_unseen = str(vm["vm_exits_reason"])
     doc = explain(packets, facts, intervals, coverage, above)
+    _remedies_on_the_core_plan(doc, run, inputs.host)
     doc["trace"] = trace_summary | vm
     doc["interrupts"] = _sampled(inputs, packets, doc)
     if intervals is None:
@@ -229,6 +234,19 @@ def _facts(run: Mapping[str, Any], experiment: Mapping[str, Any], trace: dict[st
         # Untraced on a hosts testbed: whose CPUs the samples are is unknown (the recording says, when there is one).
         steal_roles=[] if hosts_testbed else list(roles),
     )
+
+
+def _remedies_on_the_core_plan(doc: ExplainDocument, run: Mapping[str, Any], host: Mapping[str, Any]) -> None:
+    """Each remedy with the cores of the run's host's one core plan (host/plan.py), the ones
+    `host plan`, `host audit` and `tune` name: its boot parameters with their values, and on a
+    host too small to isolate the DuT's cores, which roles share them and why."""
+    roles = (run.get("traffic") or {}).get("core_plan")
+    if not roles or run.get("experiment_id") is None:
+        return
+    plan = stored_plan(roles, host)
+    dut = (run.get("containment") or {}).get("cpus") or roles.get("dut") or []
+    for cause in doc["causes"]:
+        cause["remedy"] = remedy_here(cause["remedy"], plan, dut)
 
 
 def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -68,6 +69,22 @@ def split_isolcpus(value: str) -> tuple[list[str], list[int]]:
     return flags, parse_cpulist(",".join(ranges), "isolcpus") if ranges else []
 
 
+def param_cpus(params: dict[str, str | None], name: str, present: Iterable[int]) -> list[int] | None:
+    """The CPUs a cpulist parameter of a command line names (isolcpus without its flags,
+    "all" as the CPUs present); None if absent."""
+    if name not in params:
+        return None
+    value = params[name] or ""
+    if name == "isolcpus":
+        return split_isolcpus(value)[1]
+    if value.strip() == "all":
+        return list(present)
+    try:
+        return parse_cpulist(value, name)
+    except UserError:
+        return []
+
+
 class Host:
     def __init__(self, root: SysRoot):
         self.root = root
@@ -86,17 +103,7 @@ class Host:
 
     def param_cpus(self, name: str) -> list[int] | None:
         """The CPUs a cpulist parameter names (isolcpus without its flags); None if absent."""
-        if name not in self.params:
-            return None
-        value = self.params[name] or ""
-        if name == "isolcpus":
-            return split_isolcpus(value)[1]
-        if value.strip() == "all":
-            return list(self.cpus_present)
-        try:
-            return parse_cpulist(value, name)
-        except UserError:
-            return []
+        return param_cpus(self.params, name, self.cpus_present)
 
     # -- CPUs ------------------------------------------------------------------------
     def _cpus(self, which: str) -> tuple[int, ...]:

@@ -2,49 +2,170 @@
 
 A core plan splits the CPUs in two: housekeeping cores run the operating system, IRQs and
 everything else; isolated cores run only the device under test (Commun. Mag. 2020, Fig. 2; JNSM 2023, Fig. 2).
+There is one plan for a host and an experiment: the cores its run's programs get
+(`role_cores`, which testbed.cores.CoreRoles holds) and the split they ask for
+(`plan_for_roles`), read by the testbed, `host plan`, `host audit`, `tune` and `explain`'s
+remedies alike, so none advises another isolation for the same host.
 The boot parameters follow the URLLC studies' tables (JNSM 2023, Table 1; Perf. Eval. 2024, Table 2)."""
 
 from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
+from lowtail.documents import RemedyDoc
 from lowtail.errors import UserError
-from lowtail.host.facts import Host
+from lowtail.host.facts import Host, param_cpus, parse_cmdline
 from lowtail.host.remedies import BOOT_PARAMETERS
 from lowtail.host.sysroot import format_cpulist, parse_cpulist
+from lowtail.measurement_documents import CorePlanDocument
 
 
 @dataclass(frozen=True)
 class CorePlan:
+    """The boot-time split of a host's CPUs into housekeeping and isolated ones, `source`
+    saying where it came from, `shared` (a host too small for every role of a run to have a
+    core of its own) which roles share a core and why, said once by whatever shows the plan."""
+
     housekeeping: tuple[int, ...]
     isolated: tuple[int, ...]
     source: str  # where the plan came from, for messages
+    shared: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"housekeeping": list(self.housekeeping), "isolated": list(self.isolated), "source": self.source}
+        return {
+            "housekeeping": list(self.housekeeping),
+            "isolated": list(self.isolated),
+            "source": self.source,
+            "shared": self.shared,
+        }
 
     def __str__(self) -> str:
         return f"housekeeping {format_cpulist(self.housekeeping)}, isolated {format_cpulist(self.isolated)}"
 
 
-def resolve_plan(host: Host, housekeeping: str | None = None, isolated: str | None = None) -> CorePlan:
-    """The plan from the options, else from the boot command line (isolcpus, then
-    nohz_full), else the default: CPU 0 for housekeeping, the others isolated."""
+# -- the one core plan: which core each program of a run gets, and the split it asks for ------------
+
+# The roles of a run (testbed.cores.CoreRoles) in words, as the plan names them.
+_ROLE_NAMES = {
+    "dut": "the DuT",
+    "generator": "the generator",
+    "capture": "the timestamper",
+    "housekeeping": "housekeeping",
+}
+
+
+def role_cores(cpus: Sequence[int], chosen: Mapping[str, Any] | None = None) -> CorePlanDocument:
+    """The core each program of a run gets on a host whose usable cores are `cpus`
+    (ascending), with the user's [cores] choices on top: with 4 cores or more every role has
+    its own; with 3 the timestamper shares housekeeping's; with 2 the DuT keeps one (with the
+    timestamper, whose stamps the kernel takes as packets arrive: its program only drains
+    the rings) and the generator shares the other with housekeeping, so the DuT's core is
+    the one isolated and what `tune` moves off it has somewhere to go; with 1 everything
+    shares it. The testbed's `CoreRoles` holds this plan for a run."""
+    if len(cpus) >= 4:
+        plan: dict[str, Any] = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
+    elif len(cpus) == 3:
+        plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[2]])
+    elif len(cpus) == 2:
+        plan = dict(housekeeping=cpus[1], generator=cpus[1], capture=cpus[0], dut=[cpus[0]])
+    else:
+        plan = dict(housekeeping=cpus[0], generator=cpus[0], capture=cpus[0], dut=[cpus[0]])
+    plan.update(chosen or {})
+    return cast(CorePlanDocument, plan)
+
+
+def plan_for_roles(
+    roles: Mapping[str, Any],
+    cpus: Sequence[int],
+    booted: Sequence[int] | None = None,
+    source: str = "the run's core plan",
+) -> CorePlan:
+    """The boot-time split a run's roles ask for on a host with these CPUs: isolated are the
+    DuT's cores (what must not be interrupted) and the generator's when it has one to itself
+    (it busy-waits), housekeeping every other — unless the host already isolates cores at
+    boot (`booted`: isolcpus or nohz_full), which is then the plan in effect. `host plan`,
+    `host audit`, `tune` and `explain`'s remedies all take their cores from here."""
+    shared = sharing(roles, cpus)
+    if booted:
+        isolated = set(booted) & set(cpus)
+        return CorePlan(tuple(sorted(set(cpus) - isolated)), tuple(sorted(isolated)), "boot command line", shared)
+    dut = set(map(int, roles.get("dut") or []))
+    generator = int(roles["generator"])
+    alone = generator not in dut | {int(roles["housekeeping"]), int(roles["capture"])}
+    isolated = (dut | ({generator} if alone else set())) - {int(roles["housekeeping"])}
+    return CorePlan(tuple(sorted(set(cpus) - isolated)), tuple(sorted(isolated)), source, shared)
+
+
+def sharing(roles: Mapping[str, Any], cpus: Sequence[int]) -> str:
+    """Which roles of a run share a core, and why, in one sentence ("" when each has its own):
+    what a plan on a small host says once."""
+    on: dict[int, list[str]] = {}
+    for role in ("dut", "generator", "capture", "housekeeping"):
+        value = roles.get(role)
+        for core in value if isinstance(value, list) else [value]:
+            if core is not None:
+                on.setdefault(int(core), []).append(_ROLE_NAMES[role])
+    crowded = {core: names for core, names in on.items() if len(names) > 1}
+    if not crowded:
+        return ""
+    said = "; ".join(f"{_and(names)} share CPU {core}" for core, names in sorted(crowded.items()))
+    alone = sorted(c for c, names in on.items() if len(names) == 1)
+    gets = f" ({_and([f'{on[c][0]} has CPU {c} to itself' for c in alone])})" if alone else ""
+    return (
+        f"{len(cpus)} CPU{'s' if len(cpus) != 1 else ''} cannot give each role of a run a core of its own: {said}"
+        f"{gets}; the DuT's cores are isolated (and the generator's when it has one to itself), and the time the "
+        "DuT waits for the testbed's programs on its core is the measurement's, not the DuT's (explain calls it "
+        "a measurement artefact)"
+    )
+
+
+def _and(words: Sequence[str]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
+
+
+def host_roles_plan(host: Host, chosen: Mapping[str, Any] | None = None) -> CorePlan:
+    """The plan of a run on this host with these [cores] choices: its roles on the host's
+    online CPUs, the split they ask for (or the one booted)."""
+    cpus = list(host.cpus_online)
+    return plan_for_roles(role_cores(cpus, chosen), cpus, booted_isolation(host.params, cpus))
+
+
+def booted_isolation(params: dict[str, str | None], cpus: Sequence[int]) -> list[int] | None:
+    """The CPUs a kernel command line isolates (isolcpus, else nohz_full); None when none."""
+    return param_cpus(params, "isolcpus", cpus) or param_cpus(params, "nohz_full", cpus)
+
+
+def stored_plan(roles: Mapping[str, Any], host: Mapping[str, Any]) -> CorePlan:
+    """The one plan of a stored run: its roles (its core plan), on the CPUs and the command
+    line its experiment stored of the host."""
+    cpus = [int(c) for c in host.get("cpus_available") or []] or sorted(
+        {int(roles["housekeeping"]), int(roles["generator"]), int(roles["capture"]), *map(int, roles.get("dut") or [])}
+    )
+    return plan_for_roles(roles, cpus, booted_isolation(parse_cmdline(str(host.get("kernel_cmdline") or "")), cpus))
+
+
+def resolve_plan(
+    host: Host,
+    housekeeping: str | None = None,
+    isolated: str | None = None,
+    cores: Mapping[str, Any] | None = None,
+) -> CorePlan:
+    """The plan from the options, else the one plan of a run on this host (`host_roles_plan`,
+    with an experiment's [cores] `cores`): the boot command line's isolation when the host
+    has one, else what the run's roles ask for."""
     present = set(host.cpus_present)
     if not present:
         raise UserError(f"{host.root}: lists no CPUs (sys/devices/system/cpu/present is missing or empty)")
     hk = set(parse_cpulist(housekeeping, "--housekeeping")) if housekeeping is not None else None
     iso = set(parse_cpulist(isolated, "--isolated")) if isolated is not None else None
-    source = "options"
+    source, shared = "options", ""
     if hk is None and iso is None:
-        booted = host.param_cpus("isolcpus") or host.param_cpus("nohz_full")
-        if booted:
-            iso, source = set(booted), "boot command line"
-        else:
-            iso, source = present - {min(present)}, "default"
+        planned = host_roles_plan(host, cores)
+        hk, iso, source, shared = set(planned.housekeeping), set(planned.isolated), planned.source, planned.shared
     for name, cpus in (("--housekeeping", hk), ("--isolated", iso)):
         missing = sorted(set(cpus or ()) - present)
         if missing:
@@ -69,7 +190,7 @@ def resolve_plan(host: Host, housekeeping: str | None = None, isolated: str | No
             f"the core plan isolates no CPU (this host has CPUs {format_cpulist(present)}; "
             "name the DuT cores with --isolated)"
         )
-    return CorePlan(tuple(sorted(hk)), tuple(sorted(iso)), source)
+    return CorePlan(tuple(sorted(hk)), tuple(sorted(iso)), source, shared)
 
 
 @dataclass(frozen=True)
@@ -205,4 +326,25 @@ def kernel_cmdline(host: Host, plan: CorePlan) -> dict[str, Any]:
         + [
             "idle=poll keeps idle cores busy: the URLLC studies measured 48 % more power at idle (Commun. Mag. 2020, §VI)"
         ],
+    }
+
+
+def remedy_here(remedy: RemedyDoc, plan: CorePlan, dut_cores: Sequence[int]) -> RemedyDoc:
+    """A remedy (`lowtail explain`'s) with the cores of this host's one plan: the boot
+    parameters it needs with the plan's values ("isolcpus=1"), the plan's cores, and — where
+    the DuT's cores cannot be isolated on this host — which roles share them and why."""
+    params = [str(p) for p in boot_params(plan, "any") if p.name in remedy["boot_parameters"]]
+    apart = not set(dut_cores) & set(plan.isolated)
+    said = []
+    if params:
+        said.append(
+            f"this host's core plan: {' '.join(params)} (isolated CPU {format_cpulist(plan.isolated)}, "
+            f"housekeeping CPU {format_cpulist(plan.housekeeping)})"
+        )
+    if plan.shared and (apart and params or remedy["id"] == "own-core-per-role"):
+        said.append(plan.shared)
+    return {
+        **remedy,
+        "action": remedy["action"] + "".join(f"; {s}" for s in said),
+        "plan": {"housekeeping": list(plan.housekeeping), "isolated": list(plan.isolated), "boot": params},
     }

@@ -20,7 +20,7 @@ from lowtail.errors import UserError
 from lowtail.store.db import Store
 from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
-from lowtail.units import parse_duration_ns
+from lowtail.units import parse_duration_ns, parse_frequency_hz
 
 NS_PER_S = 1_000_000_000
 
@@ -39,21 +39,19 @@ class InterruptLoad:
         return self.rate_hz * self.duration_ns
 
 
-_IRQ = re.compile(r"^\s*(?:(?P<kind>[A-Za-z_][\w-]*)=)?(?P<rate>[0-9.eE+-]+)\s*(?:hz|Hz)?\s*:\s*(?P<dur>.+)$")
+_IRQ = re.compile(r"^\s*(?:(?P<kind>[A-Za-z_][\w-]*)=)?(?P<rate>[^:=]+?)\s*:\s*(?P<dur>.+)$")
 
 
 def parse_interrupt(text: str) -> InterruptLoad:
-    """'166.7:10.9us' or 'loc=166.7:10.9us' (rate in Hz, duration with a unit, µs by default)."""
+    """'166.7Hz:10.9us' or 'loc=166.7Hz:10.9us' (the interrupt rate and its duration, each
+    with its unit)."""
     m = _IRQ.match(text)
     if not m:
-        raise UserError(f"--irq {text!r}: expected RATE_HZ:DURATION, e.g. 166.7:10.9us or loc=250:5.5us")
-    try:
-        rate = float(m.group("rate"))
-    except ValueError:
-        raise UserError(f"--irq {text!r}: {m.group('rate')!r} is not a rate in Hz") from None
-    duration = parse_duration_ns(m.group("dur"), default_unit="us")
-    if rate <= 0 or duration < 0:
-        raise UserError(f"--irq {text!r}: the rate must be positive and the duration not negative")
+        raise UserError(f"{text!r}: expected RATE:DURATION, e.g. 166.7Hz:10.9us or loc=250Hz:5.5us")
+    rate = parse_frequency_hz(m.group("rate"), what=repr(text))
+    duration = parse_duration_ns(m.group("dur"), what=repr(text))
+    if rate <= 0:
+        raise UserError(f"{text!r}: the rate must be positive")
     return InterruptLoad(rate, duration, m.group("kind") or "")
 
 

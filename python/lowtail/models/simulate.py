@@ -32,7 +32,7 @@ from lowtail.errors import Failure, UserError
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
-from lowtail.units import format_rate, parse_duration_ns
+from lowtail.units import format_rate, parse_duration_ns, parse_frequency_hz
 
 _DROPPED = np.iinfo(np.int64).min
 
@@ -138,54 +138,53 @@ def summarize(o: Outcome) -> CasePrediction:
 
 
 def parse_service(text: str) -> ServiceTime:
-    """const:20us · exp:20us · uniform:10us:30us · normal:20us:2us · lognormal:20us:0.3 · or a bare duration."""
+    """const:20us · exp:20us · uniform:10us:30us · normal:20us:2us · lognormal:20us:0.3 · or a
+    duration alone (20us). Every duration carries its unit (units.py)."""
     parts = text.split(":")
-    kind = parts[0].lower()
-    try:
-        if len(parts) == 1:
-            return {"kind": "constant", "ns": parse_duration_ns(text, "ns")}
-        if kind in ("const", "constant") and len(parts) == 2:
-            return {"kind": "constant", "ns": parse_duration_ns(parts[1], "ns")}
-        if kind in ("exp", "exponential") and len(parts) == 2:
-            return {"kind": "exponential", "mean_ns": parse_duration_ns(parts[1], "ns")}
-        if kind == "uniform" and len(parts) == 3:
-            return {
-                "kind": "uniform",
-                "min_ns": parse_duration_ns(parts[1], "ns"),
-                "max_ns": parse_duration_ns(parts[2], "ns"),
-            }
-        if kind == "normal" and len(parts) == 3:
-            return {
-                "kind": "normal",
-                "mean_ns": parse_duration_ns(parts[1], "ns"),
-                "sd_ns": parse_duration_ns(parts[2], "ns"),
-            }
-        if kind == "lognormal" and len(parts) == 3:
-            return {"kind": "lognormal", "median_ns": parse_duration_ns(parts[1], "ns"), "sigma": float(parts[2])}
-    except (UserError, ValueError):
-        pass
+    kind = parts[0].strip().lower()
+
+    def ns(part: str) -> int:
+        return parse_duration_ns(part, what=repr(text))
+
+    if len(parts) == 1:
+        return {"kind": "constant", "ns": ns(text)}
+    if kind in ("const", "constant") and len(parts) == 2:
+        return {"kind": "constant", "ns": ns(parts[1])}
+    if kind in ("exp", "exponential") and len(parts) == 2:
+        return {"kind": "exponential", "mean_ns": ns(parts[1])}
+    if kind == "uniform" and len(parts) == 3:
+        return {"kind": "uniform", "min_ns": ns(parts[1]), "max_ns": ns(parts[2])}
+    if kind == "normal" and len(parts) == 3:
+        return {"kind": "normal", "mean_ns": ns(parts[1]), "sd_ns": ns(parts[2])}
+    if kind == "lognormal" and len(parts) == 3:
+        try:
+            sigma = float(parts[2]) if _ascii_number(parts[2]) else math.nan
+        except ValueError:
+            sigma = math.nan
+        if math.isfinite(sigma):
+            return {"kind": "lognormal", "median_ns": ns(parts[1]), "sigma": sigma}
     raise UserError(
-        f"--service {text!r}: expected a duration (20us) or const:20us, exp:20us, uniform:10us:30us, "
+        f"{text!r}: expected a duration (20us) or const:20us, exp:20us, uniform:10us:30us, "
         "normal:20us:2us, lognormal:20us:0.3"
     )
 
 
-_IRQ = re.compile(
-    r"^\s*(?P<poisson>poisson@)?(?P<rate>[0-9.eE+]+)\s*(?:hz|Hz)?\s*:\s*(?P<durs>[^@]+?)(?:@(?P<phase>.+))?$"
-)
+_IRQ = re.compile(r"^\s*(?P<poisson>poisson@)?(?P<rate>[^:@]+?)\s*:\s*(?P<durs>[^@]+?)(?:@(?P<phase>.+))?$")
 
 
 def parse_irq(text: str) -> InterruptSource:
-    """250:5.5us,8.2us (rate in Hz, durations cycled) · poisson@1000:2us · 250:5us@1ms (first one at 1 ms)."""
+    """250Hz:5.5us,8.2us (the interrupt rate, durations cycled) · poisson@1kHz:2us ·
+    250Hz:5us@1ms (the first one at 1 ms). Every rate and duration carries its unit."""
     m = _IRQ.match(text)
     if not m:
-        raise UserError(f"--irq {text!r}: expected RATE_HZ:DURATION[,DURATION...][@PHASE], e.g. 250:5.5us,8.2us")
-    durations = [parse_duration_ns(d, "us") for d in m.group("durs").split(",") if d.strip()]
+        raise UserError(f"{text!r}: expected RATE:DURATION[,DURATION...][@PHASE], e.g. 250Hz:5.5us,8.2us")
+    what = repr(text)
+    durations = [parse_duration_ns(d, what=what) for d in m.group("durs").split(",") if d.strip()]
     return {
-        "rate_hz": float(m.group("rate")),
+        "rate_hz": parse_frequency_hz(m.group("rate"), what=what),
         "durations_ns": durations,
         "poisson": bool(m.group("poisson")),
-        "phase_ns": parse_duration_ns(m.group("phase"), "us") if m.group("phase") else 0,
+        "phase_ns": parse_duration_ns(m.group("phase"), what=what) if m.group("phase") else 0,
     }
 
 

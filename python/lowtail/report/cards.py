@@ -1,6 +1,7 @@
-"""Verdict cards: what every page opens with, one card per DuT configuration (or per
-analysis), before any problem, table or plot. A card reads stored judgements (the
-`JudgementDocument`s a run, a configuration or an analysis is judged into) and says the
+"""Verdict cards: what every page opens with, one card per device (an experiment's), per
+configuration or sweep (a comparison's) or per analysis, before any problem, table or
+plot. A card reads stored judgements (the `JudgementDocument`s a run, a configuration or an
+analysis is judged into) and says the
 status — PASS, FAIL or inconclusive (INVALID when nothing could be judged) — the judged
 percentile against the budget with the confidence of its bounds, what would decide an
 inconclusive one (the packets more that the judgement stored), and whether degraded or
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from lowtail import percentiles
+from lowtail.device_verdict import combined_status
 from lowtail.documents import JudgementDocument
 from lowtail.report.page import esc
 from lowtail.units import format_count, format_minutes, format_ns, format_percent
@@ -29,8 +31,6 @@ CARD_STYLE = """<style>
 .lt-card .detail { color: #444; font-size: .9em; } .lt-card .mark { color: #9a6700; font-weight: 600; font-size: .9em; }
 </style>"""
 
-# What a card's status is, worst first: one FAIL fails the card; it passes only when all pass.
-_ORDER = ("FAIL", "INVALID", "inconclusive", "PASS")
 _CSS = {"FAIL": "fail", "INVALID": "meta", "inconclusive": "warn", "PASS": "pass"}
 
 
@@ -41,7 +41,9 @@ class VerdictCard:
 
     title: str
     judgements: Sequence[JudgementDocument]
-    rates: Sequence[str] = ()  # beside each judgement, when the card is a rate sweep
+    # Beside each judgement, what tells it from the others: the rates of a sweep, the
+    # configurations of a device (a card for several judgements).
+    labels: Sequence[str] = ()
     emulated: bool = False
     notes: Sequence[str] = field(default_factory=tuple)
     degraded_runs: int | None = None  # when known apart from the judgements (a pooled configuration)
@@ -50,13 +52,11 @@ class VerdictCard:
 
     @property
     def status(self) -> str:
-        """FAIL if any judgement fails, PASS if all pass, else the worst of the rest. A rate
-        sweep's answer is the rates it meets the budget at: PASS when it meets it at one (its
-        notes say up to which), else as above."""
-        found = {j["status"] for j in self.judgements} - {"floor"}
-        if self.rates and "PASS" in found:
-            return "PASS"
-        return next((s for s in _ORDER if s in found), "inconclusive")
+        """The one rule of several judgements (`device_verdict.combined_status`): FAIL if any
+        fails, PASS only if all pass, INVALID when none could be trusted, else inconclusive.
+        A sweep's notes may say up to which rate it meets the budget; its card passes only
+        when every rate does."""
+        return combined_status(j["status"] for j in self.judgements)
 
     def lines(self) -> list[str]:
         """Its details: the judged percentile against the budget, per-rate outcomes."""
@@ -70,19 +70,21 @@ class VerdictCard:
             confidence = worst.get("confidence")
             sure = f" ({format_percent(confidence, 'g')} confidence)" if confidence else ""
             out.append(f"{label}: {many}{format_ns(worst['value_ns'])}{budget}{sure}")
-        if self.rates:
+        if self.labels:
             by_status: dict[str, list[str]] = {}
-            for j, rate in zip(self.judgements, self.rates):
-                rates = by_status.setdefault(j["status"], [])
-                if rate not in rates:
-                    rates.append(rate)
+            for j, label in zip(self.judgements, self.labels):
+                where = by_status.setdefault(j["status"], [])
+                if label not in where:
+                    where.append(label)
             out.append("; ".join(f"{s} at {', '.join(r)}" for s, r in by_status.items()))
         elif len(self.judgements) == 1 and (
             self.reason_always or (self.status != "PASS" and not (judged and self.judgements[0]["cause"] == "latency"))
         ):
             out.append(self.judgements[0]["reason"])  # a latency FAIL is the line above; others say why
         decide = self.to_decide()
-        if decide and not any("would be decided" in line for line in out):
+        if decide and not any(
+            "would be decided" in line or line.startswith("to decide") for line in [*out, *self.notes]
+        ):
             out.append(decide)
         return out + [n for n in self.notes if n]
 

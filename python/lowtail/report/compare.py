@@ -103,7 +103,7 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
             VerdictCard(
                 s["label"],
                 [c["verdict"] for c in swept if c.get("verdict")],
-                rates=[format_rate(p["rate_pps"]) for p in points if p["configuration"] in by_index],
+                labels=[format_rate(p["rate_pps"]) for p in points if p["configuration"] in by_index],
                 emulated=any(_emulated(c) for c in swept),
                 notes=(
                     [

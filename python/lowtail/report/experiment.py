@@ -12,6 +12,7 @@ from typing import Any
 from lowtail import axes, clocks, percentiles
 from lowtail import verdict as verdicts
 from lowtail.degraded import degraded_lines
+from lowtail.device_verdict import DeviceVerdict, Judged, device_verdicts
 from lowtail.report import plots
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.explain import explain_section, headline_banner
@@ -23,6 +24,7 @@ from lowtail.store import runs as runstore
 from lowtail.store.analyses import PAGE_ROWS, percentile_curve, worst_events
 from lowtail.store.db import Store, latency_column
 from lowtail.store.host import run_interrupts
+from lowtail.store.records import show_value
 from lowtail.units import format_count, format_ns, format_rate
 from lowtail.verdict import Verdict, VerdictRequest, stored_verdict
 from lowtail.virtualization import TCG_WARNING, any_emulated, marked
@@ -155,24 +157,39 @@ def _banners(page: Page, rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
         )
 
 
+def experiment_devices(rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[DeviceVerdict]:
+    """The verdict of each device of an experiment (device_verdict.py), over its runs: each
+    judged on its own, labelled by what tells it from the device's other runs (its options
+    that vary, the rate, the repetition where there are several). The page's cards, `lowtail
+    run`'s closing lines and its `--json` all read these."""
+    measured = [r for r in rows if not r["calibration"]]
+    devices: dict[str, list[Mapping[str, Any]]] = {}
+    for r in measured:
+        devices.setdefault(r["dut_name"], []).append(r)
+    judged = []
+    for name, runs in devices.items():
+        own = (axes.DUT, axes.KIND, axes.RATE, axes.VIRTUALIZATION)
+        shown = [a for a in axes.varying(runs, repetition=False) if a.name not in own]
+        for r in sorted(runs, key=lambda r: (r["rate_pps"], r.get("repetition") or 0)):
+            label = " · ".join(p for p in (axes.describe(r, shown), format_rate(r["rate_pps"])) if p)
+            judged.append((name, r["dut_kind"], Judged(label, verdict.judge(r).as_dict())))
+    return device_verdicts(judged)
+
+
 def experiment_cards(rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[VerdictCard]:
-    """One verdict card per DuT configuration (its label and the axes that vary but the rate
-    and the repetition), its runs' judgements at each rate."""
-    shown = [a for a in varying_axes(rows) if a.name != axes.REPETITION]
-    groups: dict[str, list[Mapping[str, Any]]] = {}
-    for r in rows:
-        if not r["calibration"]:
-            others = axes.describe(r, shown)
-            groups.setdefault(_dut_label(r) + (f" · {others}" if others else ""), []).append(r)
+    """One verdict card per device: the device's verdict (PASS only if every configuration
+    of it passes, FAIL if any fails, else inconclusive with what is missing), the outcome of
+    each of its configurations."""
     cards = []
-    for title, runs in groups.items():
-        runs = sorted(runs, key=lambda r: r["rate_pps"])
+    for device in experiment_devices(rows, verdict):
+        runs = [r for r in rows if r["dut_name"] == device.device and not r["calibration"]]
         cards.append(
             VerdictCard(
-                title,
-                [verdict.judge(r).as_dict() for r in runs],
-                rates=[format_rate(r["rate_pps"]) for r in runs] if len({r["rate_pps"] for r in runs}) > 1 else (),
+                _dut_label(runs[0]),
+                [p.judgement for p in device.parts],
+                labels=[p.label for p in device.parts],
                 emulated=any_emulated(runs),
+                notes=[f"to decide: {m}" for m in device.missing()],
             )
         )
     return cards
@@ -221,8 +238,10 @@ def _invalid_list(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def _options_text(options: dict[str, Any], leave_out: AbstractSet[str | None] = frozenset()) -> str:
+    """A run's DuT options as set (durations as typed: `ready_timeout=3min`, a rules file by
+    its name and hash), the defaults that say nothing left out."""
     shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}
-    return ", ".join(f"{k}={v}" for k, v in shown.items()) or "–"
+    return ", ".join(f"{k}={show_value(v)}" for k, v in shown.items()) or "–"
 
 
 def host_section(page: Page, experiment: dict[str, Any]) -> None:

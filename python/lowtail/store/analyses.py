@@ -22,8 +22,55 @@ HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
 
 
+# What makes two stored analyses the same one: the captures (paths, and per side format,
+# size and frames), the options, the label, where the series went, and every figure but how
+# long the analysis took.
+_IDENTITY = ("pre_path", "post_path", "label", "series_path")
+_NOT_A_FIGURE = ("elapsed_s",)
+
+
+def identical_analysis(
+    store: Store, a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None = None
+) -> int | None:
+    """The id of a stored analysis this one would repeat exactly (the same captures read the
+    same way, the same figures), or None: `lowtail analyze` run twice stores it once."""
+    row = _row(a, options, label)
+    candidates = store.con.execute(
+        f"SELECT analysis_id, options, inputs, figures FROM analyses WHERE "
+        f"{' AND '.join(f'{c} IS NOT DISTINCT FROM ?' for c in _IDENTITY)} ORDER BY analysis_id",
+        [row[c] for c in _IDENTITY],
+    ).fetchall()
+
+    def figures(text: str) -> dict[str, Any]:
+        return {k: v for k, v in json.loads(text).items() if k not in _NOT_A_FIGURE}
+
+    for analysis_id, stored_options, inputs, stored_figures in candidates:
+        if (json.loads(stored_options), json.loads(inputs)) == (json.loads(row["options"]), json.loads(row["inputs"])):
+            if figures(stored_figures) == figures(row["figures"]):
+                return int(analysis_id)
+    return None
+
+
 def save_analysis(store: Store, a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None = None) -> int:
     """Store one analysis document (as `lowtail analyze --json` prints it)."""
+    row = _row(a, options, label)
+    with store.transaction():
+        (analysis_id,) = store.con.execute(
+            f"INSERT INTO analyses ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) RETURNING analysis_id",
+            list(row.values()),
+        ).fetchone()
+        _save_bulk(store, analysis_id, a)
+        summary = a.get("summary")
+        if summary is not None:
+            store.con.execute(
+                "INSERT INTO analysis_summaries VALUES (?, ?, ?)",
+                [analysis_id, SUMMARY_FORMAT, summary.to_bytes()],
+            )
+    return int(analysis_id)
+
+
+def _row(a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None) -> dict[str, Any]:
+    """The `analyses` row of an analysis document."""
     lat = a.get("latency_ns") or {}
     sides = {"pre": a["pre"], "post": a["post"]}
     inputs = {side: {k: v for k, v in read.items() if k != "per_second"} for side, read in sides.items()}
@@ -53,19 +100,7 @@ def save_analysis(store: Store, a: AnalysisDocument, options: AnalyzeOptionsDocu
         "inputs": json.dumps(inputs),
         "figures": json.dumps(figures),
     }
-    with store.transaction():
-        (analysis_id,) = store.con.execute(
-            f"INSERT INTO analyses ({', '.join(row)}) VALUES ({', '.join('?' * len(row))}) RETURNING analysis_id",
-            list(row.values()),
-        ).fetchone()
-        _save_bulk(store, analysis_id, a)
-        summary = a.get("summary")
-        if summary is not None:
-            store.con.execute(
-                "INSERT INTO analysis_summaries VALUES (?, ?, ?)",
-                [analysis_id, SUMMARY_FORMAT, summary.to_bytes()],
-            )
-    return int(analysis_id)
+    return row
 
 
 def _column(values: list[Any]) -> str:

@@ -152,7 +152,7 @@ class RunAxis:
     read: Callable[[Mapping[str, Any]], Any] | None = None  # its value in a run row [default: row[column]]
     show: Callable[[Any], str] = show_value
     parse: Callable[[Any], Any] = _as_given  # a value as typed: import specs, file names
-    numeric: bool = False  # filters compare numbers (`rate=50k`, `burst=16`) through `parse`
+    numeric: bool = False  # filters compare numbers (`rate=50kpps`, `burst=16`) through `parse`
     pattern: str = r"[^/]+?"  # what it matches in an import spec's file-name pattern
     sql: str | None = None  # a derived column's expression in the runs query (`e`: its experiment)
     # An imported pair's value for the column (None: not a column of an imported run; an
@@ -171,8 +171,16 @@ class RunAxis:
         """A typed number for a numeric filter (UserError when it is none)."""
         try:
             return float(self.parse(text))
-        except (UserError, ValueError, TypeError):
+        except UserError as e:  # its reader's own words: a rate without its unit, say
+            raise UserError(f"{self.name}={text}: {e}") from None
+        except (ValueError, TypeError):
             raise UserError(f"{text!r} is not a number") from None
+
+
+def _imported_rate(value: Any) -> int:
+    """An imported pair's rate: read already (a file name's or the spec's [axes], with its
+    unit) into packets per second."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else parse_rate_pps(value, what="rate")
 
 
 def _frame(value: Any) -> str:
@@ -210,7 +218,7 @@ RUN_AXES: tuple[RunAxis, ...] = (
         pattern=r"[0-9]*\.?[0-9]+[kKmMgG]?",
         # as every rate is read ("50k"); not given: 0, "rate not given" (`experiment/external.py`;
         # never a measured rate)
-        imported=lambda v: parse_rate_pps(v, what="rate"),
+        imported=_imported_rate,
         self_evident=True,
     ),
     RunAxis(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lowtail.host.facts import Host
+from lowtail.host.plan import CorePlan, plan_for_roles, role_cores
 from lowtail.host.sysroot import SysRoot
 from lowtail.measurement_documents import CorePlanDocument
 
@@ -34,8 +35,9 @@ CoreChoices = Mapping[str, int | list[int]]
 @dataclass(frozen=True)
 class CoreRoles:
     """The core each program of a run gets (housekeeping and the interrupt sampler, the
-    generator, the timestamper, the DuT). Not to be confused with the host's boot-time
-    split into housekeeping and isolated cores, `lowtail.host.plan.CorePlan`."""
+    generator, the timestamper, the DuT), placed by the one core plan (host/plan.py
+    `role_cores`). The host's boot-time split into housekeeping and isolated cores that
+    these roles ask for is `boot_plan` (`lowtail.host.plan.CorePlan`)."""
 
     housekeeping: int
     generator: int
@@ -51,18 +53,16 @@ class CoreRoles:
 
     @classmethod
     def for_cpus(cls, cpus: list[int], overrides: CoreChoices | None = None) -> CoreRoles:
-        """The same plan for a host whose usable cores are `cpus` (another host's)."""
-        plan: dict[str, Any]  # CoreRoles' fields: the user's choices are checked by it
-        if len(cpus) >= 4:
-            plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
-        elif len(cpus) == 3:
-            plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[2]])
-        elif len(cpus) == 2:
-            plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[0]])
-        else:
-            plan = dict(housekeeping=cpus[0], generator=cpus[0], capture=cpus[0], dut=[cpus[0]])
-        plan.update(overrides or {})
-        return cls(**plan)
+        """The same plan for a host whose usable cores are `cpus` (another host's): the one
+        core plan's roles (host/plan.py `role_cores`, which `host plan`, `host audit`, `tune`
+        and `explain` read too)."""
+        roles: dict[str, Any] = dict(role_cores(cpus, overrides))  # the user's choices are checked by CoreRoles
+        return cls(**roles)
+
+    def boot_plan(self, cpus: list[int], booted: list[int] | None = None) -> CorePlan:
+        """The boot-time split of a host's CPUs these roles ask for (host/plan.py
+        `plan_for_roles`), with which roles share a core and why."""
+        return plan_for_roles(self.as_dict(), cpus, booted)
 
     def shared(self, cores: list[int]) -> bool:
         """Whether any of these (DuT) cores also serves the generator, the timestamper or

@@ -32,12 +32,15 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.errors import UserError
+from lowtail.schema import unknown_key
 from lowtail.units import parse_duration_ns
 
 KINDS = ("namespaces", "interfaces", "hosts")
 DEFAULT_WORKDIR = "/var/tmp/lowtail"
 DEFAULT_SETTLE_NS = 1_000_000_000
 DEFAULT_CONNECT_TIMEOUT_NS = 10_000_000_000
+# The [testbed] keys that take a duration (with its unit, `lowtail help units`), and their defaults.
+DURATION_KEYS = {"settle": DEFAULT_SETTLE_NS, "connect_timeout": DEFAULT_CONNECT_TIMEOUT_NS}
 _IFACE = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")
 _MAC = re.compile(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$")
 
@@ -140,7 +143,7 @@ def parse(table: Any, base: Path) -> Wiring:
 def _only(table: dict[str, Any], name: str, allowed: set[str]) -> None:
     for key in table:
         if key not in allowed:
-            raise WiringError(f"unknown key {key!r} in [{name}] (known: {', '.join(sorted(allowed))})", name, key)
+            raise WiringError(unknown_key(key, allowed, f"[{name}]"), name, key)
 
 
 def interface_name(value: Any, table: str, key: str) -> str:
@@ -158,13 +161,13 @@ def _required(table: dict[str, Any], name: str, key: str) -> Any:
     return table[key]
 
 
-def _duration(table: dict[str, Any], name: str, key: str, default_ns: int) -> int:
+def _duration(table: dict[str, Any], name: str, key: str) -> int:
     if key not in table:
-        return default_ns
+        return DURATION_KEYS[key]
     try:
-        return parse_duration_ns(table[key])
+        return parse_duration_ns(table[key], what=key)
     except UserError as e:
-        raise WiringError(f"{key}: {e}", name, key) from None
+        raise WiringError(str(e), name, key) from None
 
 
 def _mac(table: dict[str, Any], name: str) -> str | None:
@@ -185,7 +188,7 @@ def _interfaces(table: dict[str, Any]) -> Interfaces:
         **points,
         dst_mac=_mac(table, "testbed"),
         probe=table.get("probe", True),
-        settle_ns=_duration(table, "testbed", "settle", DEFAULT_SETTLE_NS),
+        settle_ns=_duration(table, "testbed", "settle"),
     )
 
 
@@ -247,11 +250,11 @@ def _hosts(table: dict[str, Any], base: Path) -> Hosts:
             identity=_file(table, "identity", base),
             known_hosts=_file(table, "known_hosts", base, must_exist=False),
             config=_file(table, "ssh_config", base),
-            connect_timeout_ns=_duration(table, "testbed", "connect_timeout", DEFAULT_CONNECT_TIMEOUT_NS),
+            connect_timeout_ns=_duration(table, "testbed", "connect_timeout"),
         ),
         workdirs=workdirs,
         dst_mac=_mac(table, "testbed"),
-        settle_ns=_duration(table, "testbed", "settle", DEFAULT_SETTLE_NS),
+        settle_ns=_duration(table, "testbed", "settle"),
     )
 
 

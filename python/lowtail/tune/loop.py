@@ -32,7 +32,7 @@ from lowtail.experiment.spec import Experiment
 from lowtail.host import pending, settings
 from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo
 from lowtail.host.facts import Host
-from lowtail.host.plan import CorePlan, kernel_cmdline
+from lowtail.host.plan import CorePlan, kernel_cmdline, resolve_plan
 from lowtail.host.remedies import REMEDIES
 from lowtail.host.sysroot import SysRoot
 from lowtail.store import DbPath, default_data_dir, open_store
@@ -78,15 +78,9 @@ class _Trial:
 
 
 def core_plan(exp: Experiment) -> CorePlan:
-    """The DuT's cores as apply's plan: the DuT's cores isolated, the others housekeeping."""
-    from lowtail.testbed.cores import CoreRoles
-
-    roles = CoreRoles.for_host(exp.cores)
-    dut = set(roles.dut)
-    others = {roles.housekeeping, roles.generator, roles.capture} - dut
-    if not others:
-        others = set(Host(SysRoot.open(None)).cpus_online) - dut
-    return CorePlan(tuple(sorted(others)), tuple(sorted(dut)), "the experiment's core plan")
+    """The one core plan of this host and experiment (host/plan.py, as `host plan` and `host
+    audit` read it): what apply's changes and the boot parameters isolate."""
+    return resolve_plan(Host(SysRoot.open(None)), cores=exp.cores)
 
 
 def judged_key(exp: Experiment) -> str:
@@ -487,6 +481,7 @@ def _boot(root: SysRoot, plan: CorePlan, causes: Sequence[Mapping[str, Any]]) ->
     params.sort(key=lambda p: (not p["causes"], 0))
     rt = REMEDIES["isolate-dut-cores"]
     return {
+        "plan": line["plan"],
         "params": params,
         "grub": line["grub"],
         "grub_steps": line["grub_steps"],

@@ -66,6 +66,11 @@ def _move_tasks(root: SysRoot, plan: CorePlan, causes: Iterable[Mapping[str, Any
         pid = (c.get("evidence") or {}).get("pid")
         if c.get("kind") != "preemption" or not isinstance(pid, int) or pid in out:
             continue
+        if c.get("cpu") not in plan.isolated:
+            # The DuT's core is a housekeeping core of this host's plan (a host too small to
+            # isolate it, `plan.shared` says why): moving the task would only send it to an
+            # isolated core, another role's.
+            continue
         what = (c.get("evidence") or {}).get("what", f"pid {pid}")
         proposal = Proposal(
             f"move-pid-{pid}",
@@ -78,12 +83,17 @@ def _move_tasks(root: SysRoot, plan: CorePlan, causes: Iterable[Mapping[str, Any
 
 
 def _move_other_tasks(root: SysRoot, plan: CorePlan, causes: Iterable[Mapping[str, Any]]) -> list[Proposal]:
-    """Every user task allowed on a DuT core moved off it: each thread to its other CPUs, or
+    """Every user task allowed on a core the one core plan isolates (the DuT's; on a host too
+    small to isolate it, the generator's) moved off it: each thread to its other CPUs, or
     to the housekeeping cores when it has none (a task pinned there on purpose included: that
     is what isolating the core means). Not tune's own process (the runs' core plan is read
     from the measuring process's CPUs) and not the kernel's threads. Each move is optional: a
     task that ends before it is moved is skipped, never a failed trial."""
-    preempting = [c for c in causes if c.get("kind") == "preemption" and c.get("role") == "dut"]
+    # Only a preemption on a core this moves tasks off is its cause (on a host whose DuT shares
+    # a housekeeping core, a preemption there is not one this can remedy).
+    preempting = [
+        c for c in causes if c.get("kind") == "preemption" and c.get("role") == "dut" and c.get("cpu") in plan.isolated
+    ]
     if preempting:
         first = preempting[0]
         what = (first.get("evidence") or {}).get("what", "another task")

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, ClassVar, TypedDict
 
 from lowtail.errors import UserError
+from lowtail.schema import did_you_mean
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
 from lowtail.testbed.duts.options import Option
@@ -63,7 +64,8 @@ class Dut:
             opt = cls.options.get(key)
             if opt is None:
                 known = ", ".join(cls.options) or "none: it runs inside the kernel"
-                raise ValueError(f"unknown option {key!r} for kind {cls.kind} (its options: {known})")
+                hint = did_you_mean(key, cls.options)
+                raise ValueError(f"unknown option {key!r} for kind {cls.kind} ({hint}its options: {known})")
             sweep = isinstance(value, list) and (
                 not opt.list_valued or bool(value and all(isinstance(v, list) for v in value))
             )

@@ -50,7 +50,7 @@ class Custom(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return float(self.config["ready_timeout"]) / 1e9
+        return DurationOption.seconds(self.config["ready_timeout"])
 
     def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(

@@ -16,7 +16,7 @@ from lowtail.errors import UserError
 from lowtail.files import read_input
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB
 from lowtail.testbed.containment import MODES
-from lowtail.units import parse_duration_ns
+from lowtail.units import format_duration_setting, parse_duration_ns
 
 
 @dataclass(frozen=True)
@@ -90,13 +90,26 @@ class CpusOption(Option):
 
 @dataclass(frozen=True)
 class DurationOption(Option):
-    """A duration ("10s", "500ms", or nanoseconds), held in nanoseconds."""
+    """A duration with its unit ("10s", "500ms", "3min"; `lowtail help units`), held as the
+    grammar writes it ("3min"), so that a configuration reads as typed wherever it is shown
+    (reports, `compare`, the qualification record); `seconds` is its value. The default may
+    be given in nanoseconds."""
 
-    def check(self, value: Any) -> int:
+    def __post_init__(self) -> None:
+        if isinstance(self.default, int):
+            object.__setattr__(self, "default", format_duration_setting(self.default))
+
+    def check(self, value: Any) -> str:
         try:
-            return parse_duration_ns(value)
+            return format_duration_setting(parse_duration_ns(value))
         except UserError as e:
             raise ValueError(str(e)) from None
+
+    @staticmethod
+    def seconds(value: str | int) -> float:
+        """A configuration's value in seconds (a configuration stored by an older lowtail, or
+        built by hand, holds nanoseconds)."""
+        return (value if isinstance(value, int) else parse_duration_ns(value)) / 1e9
 
 
 @dataclass(frozen=True)

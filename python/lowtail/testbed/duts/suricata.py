@@ -231,8 +231,12 @@ def prepare_rules(value: int | str | dict[str, str], action: str, port: int, dir
         return PreparedRules([], {"rules": NO_RULES})
     if rules.count is not None:
         path = directory / "generated.rules"
-        path.write_text(generate_rules(rules.count, action, port))
-        return PreparedRules([path], {"rules": rules.count, "port": port})
+        text = generate_rules(rules.count, action, port)
+        path.write_text(text)
+        # The hash of the rules as loaded: what a qualification record names the rule set by.
+        return PreparedRules(
+            [path], {"rules": rules.count, "port": port, "sha256": hashlib.sha256(text.encode()).hexdigest()}
+        )
     if rules.named == DEFAULT_RULES:
         sources = default_rule_files()
         files = []
@@ -518,7 +522,7 @@ class Suricata(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return float(self.config["ready_timeout"]) / 1e9
+        return DurationOption.seconds(self.config["ready_timeout"])
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         self.log_dir = tb.work_dir / "suricata"

@@ -146,7 +146,7 @@ class VirtualMachine(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return float(self.config["ready_timeout"]) / 1e9
+        return DurationOption.seconds(self.config["ready_timeout"])
 
     @classmethod
     def _layer(cls, config: dict[str, Any]) -> tuple[ImageLayer | None, dict[str, Any]]:
