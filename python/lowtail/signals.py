@@ -12,6 +12,12 @@ leaves, the programs end themselves (they die with their parent) and the next
 `held()` defers even the first signal around work that must not be cut in two (a write
 and the record of it, a commit): a signal that arrives inside is raised when it ends.
 
+A stop raised where Python cannot raise — inside a weakref callback or a finalizer, such as
+the import system's module-lock callback while the command's modules load — would be
+"ignored" (printed as an unraisable exception, the command going on as if never stopped):
+the unraisable hook takes it back and delivers the signal again, so the stop is raised at
+the next place that can raise it.
+
 Why handlers and not a blocked signal mask: a process-directed signal goes to any thread
 that does not block it (DuckDB's workers, the analysis thread), and CPython then raises
 it in the main thread at its next instruction whatever that thread's mask says.
@@ -19,8 +25,10 @@ it in the main thread at its next instruction whatever that thread's mask says.
 
 from __future__ import annotations
 
+import _thread
 import os
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -38,6 +46,11 @@ class _State:
 
 
 _state = _State()
+
+
+class Stop(KeyboardInterrupt):
+    """A stop signal raised in the main thread: a KeyboardInterrupt, told apart from one the
+    interpreter raised, so that one lost in a finalizer can be delivered again."""
 
 
 def _in_main_thread() -> bool:
@@ -66,7 +79,27 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
         _state.pending = _state.pending or signum
         return
     _state.stopping = signum
-    raise KeyboardInterrupt
+    raise Stop
+
+
+def _delivered_again(unraisable: sys.UnraisableHookArgs) -> None:
+    """The unraisable hook while stop signals are handled: a `Stop` raised where it could not
+    propagate (a weakref callback, a finalizer) is not a stop yet — its signal is raised again
+    and the handler runs at the next point that can raise. Anything else goes to the hook
+    that was there before."""
+    if isinstance(unraisable.exc_value, Stop) and _state.stopping is not None:
+        signum, _state.stopping = _state.stopping, None
+        # From another thread, a moment later: marking it arrived from here (raise_signal,
+        # interrupt_main) runs the handler at once, inside this hook, where it cannot
+        # propagate either; the main thread runs it at its next check, past the finalizer.
+        again = threading.Timer(0.001, _thread.interrupt_main, args=(signum,))
+        again.daemon = True
+        again.start()
+        return
+    _previous_hook(unraisable)
+
+
+_previous_hook = sys.unraisablehook
 
 
 def stop_signal() -> int | None:
@@ -87,7 +120,9 @@ def stop_on_signals(until_exit: bool = False) -> Iterator[None]:
     if not _in_main_thread() or _state.installed:
         yield
         return
+    global _previous_hook
     previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    _previous_hook, sys.unraisablehook = sys.unraisablehook, _delivered_again
     for s in STOP_SIGNALS:
         if previous[s] != signal.SIG_IGN:  # an ignored signal stays ignored: nohup's promise
             signal.signal(s, _on_signal)
@@ -97,6 +132,7 @@ def stop_on_signals(until_exit: bool = False) -> Iterator[None]:
     finally:
         for s, handler in previous.items():
             signal.signal(s, signal.SIG_IGN if until_exit else handler)
+        sys.unraisablehook = _previous_hook
         _state.installed = False
         _state.held = 0
         _state.pending = _state.stopping = None
@@ -118,4 +154,4 @@ def held() -> Iterator[None]:
             _state.held -= 1
             if not _state.held and _state.pending is not None and _state.stopping is None:
                 _state.stopping, _state.pending = _state.pending, None
-                raise KeyboardInterrupt
+                raise Stop

@@ -53,7 +53,7 @@ def _pair(root: Path, rep: int) -> np.ndarray:
     pre, post, truth = (root / f"vm-r{rep}-{s}" for s in ("pre.pcap", "post.pcap", "truth.parquet"))
     done = lowtail(
         root,
-        "synth", str(pre), str(post), "--packets", str(RATE * SECONDS), "--rate", str(RATE), "--seed", str(rep + 3),
+        "synth", str(pre), str(post), "--packets", str(RATE * SECONDS), "--rate", f"{RATE}pps", "--seed", str(rep + 3),
         "--set", "spike_probability=0.0005", "--set", f"spike_ns={SPIKE_NS}", "--truth", str(truth),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr

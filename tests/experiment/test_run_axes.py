@@ -78,7 +78,7 @@ def test_every_declared_axis_is_known_to_tables_filters_and_plain_analyses(store
         for axis in ALL_AXES:
             found = axes.find(axis.name, rows)
             assert found is not None, axis.name
-            stored_text = records.show_value(found.read(fwd))
+            stored_text = found.show(found.read(fwd))
             assert stored_text not in ("", "–"), (axis.name, stored_text)
             kept = selection.select(store, ["1", f"{axis.name}={stored_text}"])
             assert fwd["run_id"] in [r["run_id"] for r in kept], axis.name

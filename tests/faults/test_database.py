@@ -56,7 +56,7 @@ def test_an_analysis_waits_for_a_database_another_process_holds(pair, tmp_path):
     db = tmp_path / "x.duckdb"
     assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
     with held_by_another_process(db, 2.5):
-        done = run_cli("analyze", pair.pre, pair.post, "--db", db, cwd=tmp_path, process=True)
+        done = run_cli("analyze", pair.pre, pair.post, "--db", db, "--label", "again", cwd=tmp_path, process=True)
     assert done.returncode == 0, done.stderr
     assert "waiting for" in done.stderr and "is using it" in done.stderr
     assert analyses_in(db) == 2
@@ -76,16 +76,17 @@ def test_analyses_writing_one_database_at_once_are_all_stored(pair, tmp_path):
     """Before: in 4 of 6 rounds one of two concurrent analyses exited 2 ("Could not set lock")."""
     db = tmp_path / "x.duckdb"
     rounds, writers = 3, 3
-    for _ in range(rounds):
+    for r in range(rounds):  # each its own label: an analysis repeated exactly is stored once
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "lowtail", "analyze", str(pair.pre), str(pair.post), "--db", str(db), "--json"],
+                [sys.executable, "-m", "lowtail", "analyze", str(pair.pre), str(pair.post), "--db", str(db), "--json"]
+                + ["--label", f"writer {r}.{i}"],
                 cwd=tmp_path,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
             )
-            for _ in range(writers)
+            for i in range(writers)
         ]
         for p in procs:
             out, err = p.communicate(timeout=300)
@@ -145,8 +146,8 @@ def test_a_run_lets_go_of_the_database_between_its_runs(tmp_path):
 def cut_short(pair, tmp_path):
     """A database with two analyses, truncated by one byte (a copy interrupted, a disk error)."""
     db = tmp_path / "d.duckdb"
-    for _ in range(2):
-        assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
+    for n in range(2):
+        assert run_cli("analyze", pair.pre, pair.post, "--db", db, "--label", f"copy {n}").returncode == 0
     with open(db, "r+b") as f:
         f.truncate(db.stat().st_size - 1)
     return db
@@ -235,9 +236,9 @@ def keep(self, *args, **kwargs):
     opened(self, *args, **kwargs)
 db.Store.__init__ = keep
 db.Store.close = lambda self: None
-for _ in range(5):  # enough rows for new blocks, all in the write-ahead log
-    try:
-        main(sys.argv[1:])
+for n in range(5):  # enough rows for new blocks, all in the write-ahead log (each its own label:
+    try:                # an analysis repeated exactly is stored once)
+        main(sys.argv[1:] + ["--label", f"killed {n}"])
     except SystemExit as e:
         assert not e.code, e.code
 os._exit(0)  # as kill -9: no checkpoint, the log stays
@@ -259,7 +260,7 @@ def test_a_database_killed_before_its_checkpoint_is_whole(pair, tmp_path):
     )
     assert killed.returncode == 0, killed.stderr
     assert db.with_name(db.name + ".wal").stat().st_size > 0
-    done = run_cli("analyze", pair.pre, pair.post, "--db", db, "--json", process=True)
+    done = run_cli("analyze", pair.pre, pair.post, "--db", db, "--json", "--label", "after", process=True)
     assert done.returncode == 0, done.stderr
     assert "damaged" not in done.stderr
     assert analyses_in(db) == 7

@@ -444,3 +444,37 @@ def test_a_stop_signal_while_duckdb_loads_is_an_interruption():
     )
     assert done.returncode == 130, done.stderr
     assert done.stdout.strip() == "True"
+
+
+_STOP_IN_A_FINALIZER = """
+import signal, sys, time, weakref
+from lowtail import signals
+
+class Thing:
+    pass
+
+def callback(_):  # a weakref callback, as the import system's module-lock one: cannot raise
+    signal.raise_signal(signal.SIGTERM)
+    for _ in range(1000):  # the handler runs in here, where its Stop cannot propagate
+        pass
+
+with signals.stop_on_signals():
+    try:
+        thing = Thing()
+        ref = weakref.ref(thing, callback)
+        del thing
+        time.sleep(10)  # the stop delivered again, a moment later: raised here, where it can be
+        print("not stopped")
+    except KeyboardInterrupt:
+        print("stopped", signals.stop_signal() == signal.SIGTERM)
+"""
+
+
+def test_a_stop_signal_that_lands_in_a_finalizer_is_raised_where_it_can_be():
+    """Before: a stop signal whose handler ran inside a weakref callback (the import system's
+    module lock, while the command's modules loaded) was "Exception ignored" on stderr and the
+    command went on as if never stopped; in a loaded suite the loading test failed so."""
+    done = subprocess.run([sys.executable, "-c", _STOP_IN_A_FINALIZER], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["stopped", "True"], done.stdout
+    assert "Exception ignored" not in done.stderr, done.stderr

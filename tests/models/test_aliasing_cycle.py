@@ -63,7 +63,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     root = tmp / "study"
     root.mkdir()
     done = lowtail(
-        root, "synth", "fwd-pre.pcap", "fwd-post.pcap", "--packets", str(RATE * SECONDS), "--rate", str(RATE),
+        root, "synth", "fwd-pre.pcap", "fwd-post.pcap", "--packets", str(RATE * SECONDS), "--rate", f"{RATE}pps",
         "--set", f"irq_period_ns={TICK_NS}", "--set", f"irq_durations_ns={json.dumps(DURATIONS)}",
         "--set", "base_latency_ns=3300", "--set", "jitter_ns=100",
     )  # fmt: skip
@@ -118,7 +118,7 @@ def test_without_samples_the_given_pattern_is_used(imported):
     """--irq-rate given: the run's cycle is not looked for; the document has no cycle."""
     tmp, run_id = imported
     done = lowtail(
-        tmp, "model", "aliasing", "--run", str(run_id), "--db", "t.duckdb", "--json", "--no-store", "--irq-rate", "250"
+        tmp, "model", "aliasing", "--run", str(run_id), "--db", "t.duckdb", "--json", "--no-store", "--irq-rate", "250Hz"
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)

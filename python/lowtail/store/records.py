@@ -187,6 +187,12 @@ def _frame(value: Any) -> str:
     return "–" if value is None else f"{value} B"
 
 
+def _frame_bytes(value: Any) -> int:
+    """A frame size as typed, or as tables show it ("128", "128B", "128 B"): what `_frame`
+    writes reads back."""
+    return _whole(value.removesuffix("B").rstrip() if isinstance(value, str) else value)
+
+
 def _virtualization(value: Any) -> str:
     return str(value or "none").upper()
 
@@ -226,7 +232,7 @@ RUN_AXES: tuple[RunAxis, ...] = (
         "frame",
         "frame_size",
         show=_frame,
-        parse=_whole,
+        parse=_frame_bytes,
         numeric=True,
         pattern="[0-9]+",
         imported=int,

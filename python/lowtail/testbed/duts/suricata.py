@@ -517,7 +517,7 @@ class Suricata(Dut):
             rules = prepare_rules(config["rules"], config["action"], config["port"], Path(tmp))
             settings = SuricataSettings(("in0", "out0"), [0], [0], tmp, [str(f) for f in rules.files])
             (Path(tmp) / CONFIG).write_text(config_text(settings))
-            check_config(Path(tmp) / CONFIG, rules.sources, float(config["ready_timeout"]) / 1e9, log)
+            check_config(Path(tmp) / CONFIG, rules.sources, DurationOption.seconds(config["ready_timeout"]), log)
         _CHECKED.add(key)
 
     @property
