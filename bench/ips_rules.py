@@ -28,7 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from lowtail.units import format_ns, format_rate
+from lowtail.core.units import format_ns, format_rate
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 RULE_SETS = ("none", "default", "1000", "10000")

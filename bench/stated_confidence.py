@@ -41,9 +41,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import latency_models as models  # noqa: E402
-from lowtail import _native, confidence  # noqa: E402
+from lowtail import _native
 from lowtail.compare import differences as diffs  # noqa: E402
 from lowtail.compare.intervals import Evidence, bounds_document  # noqa: E402
+from lowtail.core import confidence  # noqa: E402
 
 KEYS = {"p50": "0.5", "p99": "0.99", "p99_9": "0.999", "p99_99": "0.9999"}
 LEVEL = 0.95
@@ -204,7 +205,7 @@ def evt_bounded(runs: int, samples: int, seed: int) -> None:
     """`model evt` on exactly exponential tails (ξ = 0): how often it calls them bounded."""
     import tempfile
 
-    from lowtail import series
+    from lowtail.core import series
     from lowtail.models.evt import evt_model
 
     rng = np.random.default_rng(seed)
@@ -228,7 +229,7 @@ def evt_bounded(runs: int, samples: int, seed: int) -> None:
 def advice(name: str, model: Model, truth_ns: int, key: str, runs: int, packets: int, seed: int) -> None:
     """Runs inconclusive at a budget 20 % from the truth: how often a run of the length the
     advice names (the same process) is decided."""
-    from lowtail.verdict import Status, Verdict
+    from lowtail.verdict.judge import Status, Verdict
 
     rng = np.random.default_rng(seed)
     digits = {"p99": "99", "p99_9": "99.9", "p99_99": "99.99"}[key]

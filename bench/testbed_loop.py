@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowtail.binaries import find_binary
+from lowtail.core.binaries import find_binary
 from lowtail.experiment.measure import DST_IP, SRC_IP, generator_argv
 from lowtail.experiment.spec import Traffic
 from lowtail.testbed.cores import CoreRoles, isolated_cpus

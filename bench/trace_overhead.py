@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from lowtail.core.units import format_ns, parse_duration_ns
 from lowtail.store import open_store
 from lowtail.store.explain import run_trace
-from lowtail.units import format_ns, parse_duration_ns
 
 EXPERIMENT = """
 [experiment]

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lowtail.binaries import find_binary
+from lowtail.core.binaries import find_binary
 from lowtail.host.interrupts import InterruptSampler, parse_interrupts
 
 

@@ -49,7 +49,7 @@ from tb_helpers import command_lines  # noqa: E402
 
 import soak_inputs  # noqa: E402
 from host_fixtures import make_sysroot  # noqa: E402
-from lowtail import terminal  # noqa: E402
+from lowtail.core import terminal  # noqa: E402
 from lowtail.testbed.duts import KINDS  # noqa: E402
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups  # noqa: E402
 
@@ -481,7 +481,7 @@ _TRIAL = """
 import sys, time
 from pathlib import Path
 from lowtail import signals
-from lowtail.errors import Failure, Interrupted
+from lowtail.core.errors import Failure, Interrupted
 from lowtail.host.apply import apply_changes, planned_changes, undo
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan

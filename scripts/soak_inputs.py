@@ -103,7 +103,7 @@ def _source(work: Path) -> tuple[Path, Path]:
         store_run(store, work, eid, "wire", "wire", base_latency_ns=3_000, seed=1)
         store_run(store, work, eid, "fwd", seed=2)
     bundle = work / "a.lowtail"
-    from lowtail.bundle import export_bundle
+    from lowtail.bundle.export import export_bundle
 
     export_bundle(db, ["1"], bundle)
     return db, bundle

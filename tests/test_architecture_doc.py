@@ -42,7 +42,7 @@ def test_every_python_module_is_in_a_table_and_every_listed_file_exists():
         if not (p.name == "__init__.py" and p.parent != PACKAGE and _only_a_docstring(p))
     }
     assert sorted(modules - listed) == [], "modules docs/architecture.md does not list"
-    missing = sorted(n for n in listed if "*" not in n and not (PACKAGE / n).exists())
+    missing = sorted(n for n in listed if "*" not in n and "<" not in n and not (PACKAGE / n).exists())
     assert missing == [], "listed in docs/architecture.md, not in python/lowtail"
 
 

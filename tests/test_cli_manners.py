@@ -20,8 +20,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowtail import _native
-from lowtail.binaries import find_binary
-from lowtail.errors import UserError
+from lowtail.core.binaries import find_binary
+from lowtail.core.errors import UserError
 from lowtail.store import open_store
 from lowtail.store.analyses import worst_events
 

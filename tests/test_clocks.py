@@ -1,9 +1,9 @@
 """Which clocks stamped a run's two sides, and when a clock was stepped during a run: the
-rules of lowtail.clocks on the sides a timestamper records."""
+rules of lowtail.experiment.clocks on the sides a timestamper records."""
 
 from __future__ import annotations
 
-from lowtail import clocks
+from lowtail.experiment import clocks
 
 BOOT_A, BOOT_B = "boot-a", "boot-b"
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from host_fixtures import cli, file_states, make_sysroot
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.host.apply import apply_changes, normalized, planned_changes, undo
 from lowtail.host.audit import run_audit
 from lowtail.host.facts import Host
@@ -390,7 +390,7 @@ _SIGNAL_DURING_APPLY = """
 import json, os, signal, sys
 from pathlib import Path
 from lowtail import signals
-from lowtail.errors import Interrupted
+from lowtail.core.errors import Interrupted
 from lowtail.host.apply import Change, apply_changes, planned_changes
 from lowtail.host.facts import Host
 from lowtail.host.plan import resolve_plan

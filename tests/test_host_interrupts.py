@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from host_fixtures import interrupts_text
-from lowtail.errors import UserError
-from lowtail.host.energy import EnergyMeter, describe
+from lowtail.core.errors import UserError
+from lowtail.host.document import describe_energy as describe
+from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts, read_interrupts
 from lowtail.host.noise import attribute, exclusive
 
@@ -230,7 +231,7 @@ def store_synthetic_run(
     import json
 
     from lowtail import _native
-    from lowtail.analysis import AnalyzeOptions, analyze_pair
+    from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
     from lowtail.store.analyses import save_analysis
 
     spec = synth or SYNTHETIC_RUN

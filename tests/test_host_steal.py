@@ -143,7 +143,7 @@ def test_a_stored_runs_steal_is_read_by_explain(tmp_path):
     """A stored run (no trace) whose largest latencies fall in the sampling intervals with
     steal on its DuT CPU: `explain_run` reads the stored steal and names the hypervisor."""
     from lowtail.explain.run import explain_run
-    from lowtail.report.explain import explain_section, headline_banner
+    from lowtail.explain.section import explain_section, headline_banner
     from lowtail.report.page import Page
     from lowtail.store import open_store
     from lowtail.store.host import save_run_interrupts

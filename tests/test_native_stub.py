@@ -32,7 +32,7 @@ def test_the_options_document_names_what_the_native_options_give():
     # AnalyzeOptions.to_dict() as documents.AnalyzeOptionsDocument, which the store and the
     # campaign read by key, so the keys the built module gives are pinned here.
     from lowtail import _native
-    from lowtail.documents import AnalyzeOptionsDocument
+    from lowtail.analyze.document import AnalyzeOptionsDocument
 
     given = _native.AnalyzeOptions(export="series.parquet").to_dict()
     assert set(given) == AnalyzeOptionsDocument.__required_keys__ | AnalyzeOptionsDocument.__optional_keys__

@@ -25,16 +25,11 @@ import typer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lowtail import schema
 from lowtail.cli import app, load_commands, main
 from lowtail.cli._options import SpecType, UnitType
-from lowtail.errors import UserError
-from lowtail.experiment import external, spec
-from lowtail.store import records
-from lowtail.testbed import wiring
-from lowtail.testbed.duts import KINDS
-from lowtail.testbed.duts.options import DurationOption
-from lowtail.units import (
+from lowtail.core import schema
+from lowtail.core.errors import UserError
+from lowtail.core.units import (
     MAX_RATE_PPS,
     UNIT_KINDS,
     format_duration_setting,
@@ -44,6 +39,11 @@ from lowtail.units import (
     parse_frequency_hz,
     parse_rate_pps,
 )
+from lowtail.experiment import external, spec
+from lowtail.store import records
+from lowtail.testbed import wiring
+from lowtail.testbed.duts import KINDS
+from lowtail.testbed.duts.options import DurationOption
 
 EXAMPLES = int(os.environ.get("LOWTAIL_HYPOTHESIS_EXAMPLES", "40"))
 _SETTINGS = settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -440,7 +440,7 @@ def test_a_rate_in_a_file_name_takes_its_unit_from_the_pattern():
 
 
 def test_a_selection_takes_a_rate_with_its_unit_only():
-    from lowtail.axes import find
+    from lowtail.store.axes import find
 
     rate = find("rate", [])
     assert rate.parse_number("50kpps") == 50_000
@@ -462,7 +462,7 @@ def test_the_python_api_reads_a_budget_as_the_command_line_does(tmp_path):
 def test_a_stored_experiment_keeps_the_budget_it_was_judged_against():
     """An older lowtail read `budget = 350` as 350 s: the stored experiment is read as it was
     measured and judged, not refused and not silently the default."""
-    from lowtail.verdict import stored_verdict
+    from lowtail.verdict.judge import stored_verdict
 
     assert stored_verdict({"verdict": {"budget": 350}}).budget_ns == 350_000_000_000
     assert stored_verdict({"verdict": {"budget": "350us"}}).budget_ns == 350_000

@@ -1,6 +1,6 @@
 """The `lowtail` command (`python -m lowtail` and the installed script).
 
-The stop rule (`lowtail.signals`) is in place before the command's modules load, which
+The stop rule (`lowtail.core.signals`) is in place before the command's modules load, which
 takes a good part of a second: a Ctrl-C, SIGTERM or SIGHUP then is an interruption (one
 line, exit 130) too, not a traceback or a silent death."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-from lowtail import signals
+from lowtail.core import signals
 
 
 def run() -> None:

@@ -8,7 +8,7 @@ from typing import Self, final
 
 from typing_extensions import Buffer
 
-from lowtail.documents import AnalyzeOptionsDocument
+from lowtail.analyze.document import AnalyzeOptionsDocument
 
 __all__ = [
     "LowtailError",

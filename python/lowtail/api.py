@@ -13,24 +13,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from lowtail import axes, percentiles
-from lowtail.errors import UserError
+from lowtail.core import percentiles
+from lowtail.core.errors import UserError
+from lowtail.store import axes
 
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
     import pyarrow as pa
 
-    from lowtail.documents import (
-        AliasingDocument,
-        ComparisonDocument,
-        EvtDocument,
-        ExplainDocument,
-        OverloadDocument,
-        RunRow,
-        SimulateDocument,
-    )
+    from lowtail.compare.document import ComparisonDocument
+    from lowtail.experiment.document import RunRow
+    from lowtail.explain.document import ExplainDocument
     from lowtail.models.aliasing import AliasingOptions
+    from lowtail.models.document import AliasingDocument, EvtDocument, OverloadDocument, SimulateDocument
     from lowtail.models.evt import EvtOptions
     from lowtail.models.knee import KneeOptions, Knees
     from lowtail.models.overload import OverloadOptions
@@ -144,9 +140,9 @@ class Database:
         degraded (`degraded`, `degraded_reasons`). The columns are there when no run is."""
         import pandas as pd
 
-        from lowtail import selection as sel
         from lowtail.store import runs as runstore
-        from lowtail.verdict import Verdict, parse_verdict
+        from lowtail.store import selection as sel
+        from lowtail.verdict.judge import Verdict, parse_verdict
 
         with self._store() as store:
             rows = sel.select(store, list(selection)) if selection else _all_runs(store)
@@ -230,7 +226,7 @@ class Database:
         import numpy as np
         import pyarrow.parquet as pq
 
-        from lowtail import series
+        from lowtail.core import series
         from lowtail.store.models import series_source
 
         with self._store() as store:
@@ -260,7 +256,7 @@ class Database:
         95 or "95%") as `lowtail compare` takes them, one `VerdictRequest`."""
         from lowtail.compare.comparison import CompareOptions, compare
         from lowtail.store import comparisons as comparestore
-        from lowtail.verdict import VerdictRequest
+        from lowtail.verdict.judge import VerdictRequest
 
         opts = CompareOptions(
             by=[b.strip() for b in by.split(",")] if isinstance(by, str) else by,

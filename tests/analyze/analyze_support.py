@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lowtail import _native
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.cli import main
 
 # (key, exact quantile): a percentile that decides a rank is never a float

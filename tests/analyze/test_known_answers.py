@@ -11,7 +11,7 @@ import pytest
 from analyze_support import analyze, assert_figures, expected_from_truth, synth
 
 from lowtail import _native
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 
 # A device with everything a run can show: jitter, interrupts, spikes, loss in bursts,
 # duplicates, reordering, foreign frames on both sides. 1.5 s at 20 kpps: 0.5 s after

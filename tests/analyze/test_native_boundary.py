@@ -21,8 +21,8 @@ import pytest
 from analyze_support import PERCENTILES, run_cli, synth
 
 from lowtail import _native
-from lowtail.analysis import AnalyzeOptions, analyze_options, analyze_pair, lowtail_error
-from lowtail.errors import DiskFull, Failure, Interrupted, UserError
+from lowtail.analyze.pair import AnalyzeOptions, analyze_options, analyze_pair, lowtail_error
+from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
 
 SMALL = {"packets": 15_000, "rate_pps": 10_000}

@@ -14,7 +14,7 @@ import pytest
 
 import pg_baseline
 from lowtail import _native
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 
 BENCH_DIR = Path(__file__).resolve().parents[2] / "bench"
 

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lowtail.bundle import MANIFEST, bundle_id
+from lowtail.bundle.manifest import MANIFEST, bundle_id
 
 
 def read_bundle(path: Path) -> tuple[dict[str, Any], dict[str, bytes]]:

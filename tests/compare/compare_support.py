@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail import _native
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 

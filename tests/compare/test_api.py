@@ -64,7 +64,7 @@ def test_runs_and_analyses_are_dataframes_with_the_axes_as_columns(db):
 def test_runs_carry_their_verdict_and_whether_they_are_degraded(db, tmp_path):
     """runs() had no verdict or degraded column, and of a database without runs it had no
     columns at all (a notebook's `runs["dut"]` raised KeyError)."""
-    from lowtail.verdict import parse_verdict
+    from lowtail.verdict.judge import parse_verdict
 
     runs = lowtail.open(db).runs()
     for column in ("verdict", "verdict_reason", "degraded", "degraded_reasons"):
@@ -158,7 +158,7 @@ def test_import_lowtail_loads_nothing_heavy():
 
 
 def test_a_missing_database_is_one_clear_error(tmp_path):
-    with pytest.raises(lowtail.errors.UserError, match="no such database"):
+    with pytest.raises(lowtail.core.errors.UserError, match="no such database"):
         lowtail.open(tmp_path / "nope.duckdb")
 
 
@@ -168,5 +168,5 @@ def test_open_without_a_path_takes_the_database_every_command_takes(db, tmp_path
     monkeypatch.chdir(tmp_path)
     assert lowtail.open().path == db and len(lowtail.open().runs()) == 6
     monkeypatch.delenv("LOWTAIL_DB")
-    with pytest.raises(lowtail.errors.UserError, match="lowtail.duckdb: no such database"):
+    with pytest.raises(lowtail.core.errors.UserError, match="lowtail.duckdb: no such database"):
         lowtail.open()

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from compare_support import experiment, store_run, trace_and_explain
 
-from lowtail.bundle import FORMAT_VERSION
+from lowtail.bundle.manifest import FORMAT_VERSION
 from lowtail.models.knee import sweep_knees
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
@@ -227,7 +227,7 @@ def _with_a_column_from_the_future(bundle):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from lowtail.bundle import bundle_id
+    from lowtail.bundle.manifest import bundle_id
 
     with tarfile.open(bundle) as tar:
         rows = pq.read_table(io.BytesIO(tar.extractfile("rows/runs.parquet").read()))

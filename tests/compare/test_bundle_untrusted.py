@@ -295,7 +295,7 @@ def test_a_sparse_member_is_refused_before_a_byte_is_extracted(lab_a, target, tm
     huge = build / "series/analysis-1.parquet"
     os.truncate(huge, 3 << 30)
     files_meta = {n: {"sha256": "0" * 64, "bytes": (build / n).stat().st_size} for n in files}
-    from lowtail.bundle import bundle_id
+    from lowtail.bundle.manifest import bundle_id
 
     manifest |= {"files": files_meta, "bundle_id": bundle_id(files_meta)}
     (build / "manifest.json").write_text(json.dumps(manifest))

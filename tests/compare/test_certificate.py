@@ -28,11 +28,11 @@ from pathlib import Path
 import pytest
 from compare_support import analysed, experiment
 
+from lowtail.core.units import format_ns
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.records import show_value
 from lowtail.testbed.duts import KINDS
-from lowtail.units import format_ns
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 CORE_PLAN = {"housekeeping": 0, "generator": 1, "capture": 0, "dut": [2]}

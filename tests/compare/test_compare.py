@@ -355,7 +355,7 @@ def test_latency_against_rate_carries_the_stored_knee(tmp_path):
 def test_a_comparison_with_emulated_vm_runs_says_so(tmp_path):
     """VM runs under QEMU's emulator (TCG) carry an emulator's latencies: the comparison
     names them in its document, warns on the terminal and puts the warning over its page."""
-    from lowtail.virtualization import TCG_WARNING
+    from lowtail.core.virtualization import TCG_WARNING
 
     db = tmp_path / "v.duckdb"
     with open_store(db) as store:

@@ -27,9 +27,9 @@ import pytest
 from compare_support import experiment, store_run
 from scipy.stats import binom
 
-from lowtail import confidence
-from lowtail.device_verdict import FAIL, INCONCLUSIVE, PASS, combined_status
+from lowtail.core import confidence
 from lowtail.store import open_store
+from lowtail.verdict.device import FAIL, INCONCLUSIVE, PASS, combined_status
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 BUDGET = {"percentile": 99.9, "budget": "1ms"}

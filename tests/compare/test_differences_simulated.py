@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import latency_models as models
-from lowtail import confidence
 from lowtail.compare import differences as diffs
+from lowtail.core import confidence
 
 PACKETS = 20_000
 KEYS = ("p50", "p99", "p99_9")

@@ -16,8 +16,9 @@ from scipy.stats import binom
 from scipy.stats import t as student
 
 import latency_models as models
-from lowtail import _native, confidence
+from lowtail import _native
 from lowtail.compare.intervals import Evidence, interval
+from lowtail.core import confidence
 
 SIMULATIONS = 200
 PACKETS = 200_000

@@ -18,11 +18,11 @@ from compare_support import experiment, store_run
 
 import lowtail
 from lowtail.cli.run import device_verdict_lines
-from lowtail.report.compare import write_comparison_report
-from lowtail.report.experiment import write_experiment_report
+from lowtail.compare.page import write_comparison_report
+from lowtail.experiment.page import write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
-from lowtail.verdict import parse_verdict
+from lowtail.verdict.judge import parse_verdict
 
 VERDICT = {"percentile": 99.99, "budget": "100us"}
 RUNS = {

@@ -12,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 from compare_support import analysed
 
-from lowtail import _native, percentiles
+from lowtail import _native
 from lowtail.compare.pooling import curve_fractions, pooled, read_series
+from lowtail.core import percentiles
 
 
 def nearest(sorted_values: np.ndarray, q: float) -> int:

@@ -52,7 +52,7 @@ def test_a_repetition_as_long_as_said_bounds_it(tmp_path):
     import json
 
     from lowtail import _native
-    from lowtail.analysis import AnalyzeOptions, analyze_pair
+    from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
     from lowtail.compare.pooling import read_series
 
     with open_store(_stored(tmp_path, STALLS), read_only=True) as store:

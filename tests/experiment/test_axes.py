@@ -9,13 +9,13 @@ import pytest
 from rich.console import Console
 from test_store_and_report import run_row  # noqa: E402  (tests/experiment is on the path)
 
-from lowtail import _native, axes
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail import _native
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.cli.run import runs_table
-from lowtail.report.experiment import write_experiment_report
-from lowtail.store import open_store
+from lowtail.experiment.page import write_experiment_report
+from lowtail.store import axes, open_store
 from lowtail.store import runs as runstore
-from lowtail.verdict import Verdict
+from lowtail.verdict.judge import Verdict
 
 # (DuT, kind, burst, DuT options): two kernel runs that differ only in burst, two
 # forwarder runs that differ only in batch, a testpmd whose own `burst` is not the traffic's.

@@ -13,14 +13,14 @@ from rich.console import Console
 from test_store_and_report import run_row, synthetic_analysis  # noqa: E402  (tests/experiment is on the path)
 
 from lowtail.cli.run import run_json, runs_table
-from lowtail.degraded import degraded_lines
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.experiment import spec
+from lowtail.experiment.degraded import degraded_lines
 from lowtail.experiment.measure import Outcome, judge_outcome
-from lowtail.report.experiment import write_experiment_report
+from lowtail.experiment.page import write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
-from lowtail.verdict import Status, Verdict
+from lowtail.verdict.judge import Status, Verdict
 
 # The generator's statistics of a run the issue found stored valid and PASS.
 STALLED = {

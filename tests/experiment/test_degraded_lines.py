@@ -9,8 +9,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from test_store_and_report import run_row, synthetic_analysis  # noqa: E402
 
-from lowtail.degraded import degraded_lines
-from lowtail.report.experiment import write_experiment_report
+from lowtail.experiment.degraded import degraded_lines
+from lowtail.experiment.page import write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 

@@ -9,9 +9,9 @@ import sys
 import pytest
 from test_store_and_report import run_row, synthetic_analysis  # noqa: E402  (tests/experiment is on the path)
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.experiment import spec
-from lowtail.report.experiment import write_experiment_report
+from lowtail.experiment.page import write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 

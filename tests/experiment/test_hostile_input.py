@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lowtail import schema
-from lowtail.errors import UserError
+from lowtail.core import schema
+from lowtail.core.errors import UserError
 from lowtail.experiment import external, spec
 
 sys.path.insert(0, str(Path(__file__).parents[1]))

@@ -17,7 +17,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from lowtail.analysis import analyze_options, analyze_pair
+from lowtail.analyze.pair import analyze_options, analyze_pair
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 
@@ -189,7 +189,7 @@ def _root() -> bool:
 def test_pairs_made_by_tcpdump_on_a_veth_testbed(tmp_path):
     """tcpdump plays the external timestamper on lowtail's veth testbed (kernel-mirred in
     the DuT namespace), lowtail-gen the external generator."""
-    from lowtail.binaries import find_binary
+    from lowtail.core.binaries import find_binary
     from lowtail.testbed.duts.kernel_mirred import mirred_redirect
     from lowtail.testbed.topology import NamespacesTestbed
 

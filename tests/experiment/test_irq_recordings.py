@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).parent))
 from irq_files import COLUMNS, study_file  # noqa: E402
 
-from lowtail.errors import UserError  # noqa: E402
+from lowtail.core.errors import UserError  # noqa: E402
 from lowtail.experiment.irq_recordings import (  # noqa: E402
     COUNTER_WRAP,
     LOWTAIL_HEADER,

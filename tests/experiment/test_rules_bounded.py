@@ -62,7 +62,7 @@ def test_a_file_suricata_refuses_is_named_by_path_and_line_never_by_its_content(
     exp = spec.load(toml)
     config = exp.duts[0].options
     assert config["rules"]["path"] == str((tmp_path / "etc" / "shadow").resolve())
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
 
     said: list[str] = []
     with pytest.raises(UserError) as refused:
@@ -78,7 +78,7 @@ def test_suricata_t_is_bounded_by_ready_timeout_and_says_it_is_still_loading(tmp
     suricata._CHECKED.clear()
     config = {"rules": 50_000, "action": "alert", "port": 53, "ready_timeout": 2_000_000_000}
     said: list[str] = []
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
 
     with pytest.raises(UserError, match=r"did not finish loading the rule set within ready_timeout \(2 s\)"):
         suricata.Suricata.prepare(config, said.append)

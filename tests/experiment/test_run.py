@@ -18,8 +18,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
 from tb_helpers import needs_dpdk, needs_root, resources_of  # noqa: E402
 
-from lowtail.binaries import find_binary  # noqa: E402
-from lowtail.errors import UserError  # noqa: E402
+from lowtail.core.binaries import find_binary  # noqa: E402
+from lowtail.core.errors import UserError  # noqa: E402
 from lowtail.experiment.measure import GENERATOR_BEHIND_REASON  # noqa: E402
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles  # noqa: E402
 from lowtail.testbed.duts import LowtailFwd  # noqa: E402

@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lowtail import axes, selection
 from lowtail.experiment.external import Pair, parse_spec, run_record
-from lowtail.store import open_store, records
+from lowtail.store import axes, open_store, records, selection
 from lowtail.store import runs as runstore
 from lowtail.store.records import ALL_AXES, RunRecord
 

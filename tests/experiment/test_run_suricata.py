@@ -33,7 +33,7 @@ from test_run import (  # noqa: E402
     wait_for,
 )
 
-from lowtail.errors import UserError  # noqa: E402
+from lowtail.core.errors import UserError  # noqa: E402
 from lowtail.testbed.duts import KINDS  # noqa: E402
 
 needs_suricata = needs_kind("suricata")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.experiment import spec
 
 ISSUE_EXAMPLE = """\
@@ -221,7 +221,7 @@ def test_frame_size_means_one_thing_everywhere():
     import subprocess
 
     from lowtail import _native
-    from lowtail.binaries import find_binary
+    from lowtail.core.binaries import find_binary
 
     assert (spec.MIN_FRAME, spec.MAX_FRAME) == _native.FRAME_SIZES == (64, 1518) and _native.FCS_BYTES == 4
     wording = "including the 4-byte FCS"

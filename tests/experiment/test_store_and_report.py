@@ -15,13 +15,13 @@ import duckdb
 import pytest
 
 from lowtail import _native
-from lowtail.analysis import AnalyzeOptions, analyze_pair
-from lowtail.errors import UserError
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
+from lowtail.core.errors import UserError
+from lowtail.experiment.page import verdict_of, write_experiment_report
 from lowtail.experiment.spec import Verdict
-from lowtail.report.experiment import verdict_of, write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
-from lowtail.verdict import VerdictRequest
+from lowtail.verdict.judge import VerdictRequest
 
 
 def synthetic_analysis(tmp_path: Path, name: str, latency_ns: int, loss: float = 0.0, packets: int = 20_000):

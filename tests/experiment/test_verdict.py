@@ -14,13 +14,13 @@ from rich.console import Console
 from test_store_and_report import run_row  # noqa: E402  (tests/experiment is on the path)
 
 from lowtail import _native
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.cli.run import run_json, runs_table
-from lowtail.report.experiment import write_experiment_report
+from lowtail.core.units import format_ns
+from lowtail.experiment.page import write_experiment_report
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
-from lowtail.units import format_ns
-from lowtail.verdict import Cause, Status, Verdict, parse_verdict
+from lowtail.verdict.judge import Cause, Status, Verdict, parse_verdict
 
 
 def _analysis(tmp_path: Path, name: str, latency_ns: int, packets: int, loss: float = 0.0, jitter: float = 0.0):

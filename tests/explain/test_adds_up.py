@@ -32,11 +32,11 @@ from compare_support import experiment, store_run, trace_and_explain  # noqa: E4
 from test_simulated import HOST, _intervals  # noqa: E402
 
 from lowtail.cli.explain import show  # noqa: E402
+from lowtail.core.units import format_percent  # noqa: E402
 from lowtail.explain.analysis import MEASUREMENT_KINDS, OWN_PROCESS, RunFacts, attributed  # noqa: E402
 from lowtail.explain.packets import Packets  # noqa: E402
 from lowtail.host.steal import STEAL_KIND  # noqa: E402
 from lowtail.store import open_store  # noqa: E402
-from lowtail.units import format_percent  # noqa: E402
 
 RATE = 10_000
 PERIOD = 1_000_000_000 // RATE

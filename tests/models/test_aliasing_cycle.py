@@ -118,7 +118,17 @@ def test_without_samples_the_given_pattern_is_used(imported):
     """--irq-rate given: the run's cycle is not looked for; the document has no cycle."""
     tmp, run_id = imported
     done = lowtail(
-        tmp, "model", "aliasing", "--run", str(run_id), "--db", "t.duckdb", "--json", "--no-store", "--irq-rate", "250Hz"
+        tmp,
+        "model",
+        "aliasing",
+        "--run",
+        str(run_id),
+        "--db",
+        "t.duckdb",
+        "--json",
+        "--no-store",
+        "--irq-rate",
+        "250Hz",
     )
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from model_helpers import add_analysis, add_experiment, add_run, synth_and_analyze, write_series
 
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.models import gpd
 from lowtail.models.evt import EvtOptions, evt_model, return_level
 
@@ -305,7 +305,7 @@ def test_a_fit_with_infinite_variance_is_flagged_and_a_light_tail_is_not(tmp_pat
 
 
 def test_the_terminal_and_the_plot_say_not_credible(tmp_path, cli, db):
-    from lowtail.report.models import evt_figure
+    from lowtail.models.page import evt_figure
 
     path = _heavy_series(tmp_path, 1.6, "heavy")
     r = cli("model", "evt", str(path), "--no-store")

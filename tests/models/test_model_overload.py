@@ -8,7 +8,7 @@ import os
 import pytest
 from model_helpers import add_analysis, add_experiment, add_run
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.models.knee import SweepPoint, find_knee
 from lowtail.models.overload import InterruptLoad, overload_model, parse_interrupt
 
@@ -285,8 +285,8 @@ def test_cli_knee_bad_experiment(cli, db, store_at):
 
 def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path):
     """The sweep's own report (lowtail experiment report) carries the latency-versus-rate plot."""
+    from lowtail.experiment.page import write_experiment_report
     from lowtail.models.knee import store_sweep_knees
-    from lowtail.report.experiment import write_experiment_report
 
     with store_at() as s:
         eid = _stored_sweep(s)
@@ -315,8 +315,8 @@ def test_experiment_report_shows_the_knee_and_r_max(cli, db, store_at, tmp_path)
 def test_experiment_report_reads_the_knee_and_says_when_none_is_stored(db, store_at, tmp_path):
     """The report draws only what is stored: without a stored knee it says how to find one,
     and once the model step has run, the knee it stored (the DuT swept at one rate has none)."""
+    from lowtail.experiment.page import write_experiment_report
     from lowtail.models.knee import store_sweep_knees
-    from lowtail.report.experiment import write_experiment_report
     from lowtail.store.models import list_models
 
     with store_at() as s:

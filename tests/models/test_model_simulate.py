@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from model_helpers import add_experiment, add_run, synth_and_analyze
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.models import simulate as sim
 
 
@@ -268,7 +268,7 @@ def test_cli_simulate_run_must_be_a_forwarder(cli, db, store_at, tmp_path):
 def test_cli_simulate_plot_draws_cases_whose_latency_is_constant(cli, db):
     """The staircase's burst 1 and 16 (one latency each): a CDF that rises at one value
     must still be drawn, as the vertical step it is."""
-    from lowtail.report.models import simulate_figure
+    from lowtail.models.page import simulate_figure
 
     args = ["model", "simulate", "--burst", "1,16,64", "--batch", "32", "--service", "15us", "--packets", "6400"]
     doc = cli(*args, "--no-store", "--json").json()

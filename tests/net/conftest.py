@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from lowtail.binaries import find_binary
+from lowtail.core.binaries import find_binary
 from lowtail.testbed.system import missing_capabilities
 from lowtail.testbed.topology import NamespacesTestbed
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lowtail.binaries import find_binary
-from lowtail.errors import UserError
+from lowtail.core.binaries import find_binary
+from lowtail.core.errors import UserError
 
 
 def _leash() -> str:

@@ -18,7 +18,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.testbed.system import ip
 
 from .conftest import backlog_drops, link_counters, native, run_native, settle

@@ -13,17 +13,18 @@ from typing import Any
 
 import numpy as np
 
-from lowtail import _native, percentiles
-from lowtail.analysis import AnalyzeOptions, analyze_pair
+from lowtail import _native
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.compare.intervals import Evidence, bounds_document
-from lowtail.report.compare import Drawn
+from lowtail.compare.page import Drawn
+from lowtail.core import percentiles
+from lowtail.core.units import format_rate
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import save_analysis
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.models import save_model
-from lowtail.units import format_rate
-from lowtail.verdict import Verdict
+from lowtail.verdict.judge import Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiment"))
 from test_store_and_report import run_row  # noqa: E402

@@ -12,7 +12,7 @@ import re
 import pytest
 from report_fixtures import comparison_document
 
-from lowtail.report.compare import comparison_page
+from lowtail.compare.page import comparison_page
 
 ORDER = [
     "Configurations",
@@ -117,7 +117,7 @@ def test_the_stored_comparison_makes_its_page(tmp_path):
     """write_comparison_report reads a comparison as `lowtail compare` stores it (needs the
     store of comparisons: skipped on a tree without it)."""
     comparestore = pytest.importorskip("lowtail.store.comparisons")
-    from lowtail.report.compare import write_comparison_report
+    from lowtail.compare.page import write_comparison_report
     from lowtail.store import open_store
 
     doc, drawn = comparison_document()

@@ -17,12 +17,12 @@ import pytest
 from PIL import Image
 from report_fixtures import comparison_document, experiment, short_analysis
 
+from lowtail.analyze.page import write_analysis_report
 from lowtail.compare.certificate import certify_and_store
+from lowtail.compare.certificate_page import write_certificate
 from lowtail.compare.comparison import CompareOptions
-from lowtail.report.analysis import write_analysis_report
-from lowtail.report.certificate import write_certificate
-from lowtail.report.compare import comparison_page
-from lowtail.report.experiment import write_experiment_report
+from lowtail.compare.page import comparison_page
+from lowtail.experiment.page import write_experiment_report
 from lowtail.store import open_store
 
 pytestmark = pytest.mark.slow
@@ -377,7 +377,7 @@ def test_explain_has_a_page_of_its_own(browser, pages):
 def test_the_tune_page_overlays_before_and_after_and_says_what_was_kept(browser, tmp_path):
     """`lowtail tune -o`: the changes with their cause, effect and result, the before/after HDR
     overlay (the stored comparison's curves) and the boot-time parameters with the GRUB line."""
-    from lowtail.report.tune import tune_page
+    from lowtail.tune.page import tune_page
 
     comparison, drawn = comparison_document()
     comparison["host_state_differences"] = [

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from report_fixtures import synthetic
 
-from lowtail.analysis import AnalyzeOptions, analyze_pair
-from lowtail.report.analysis import write_analysis_report
+from lowtail.analyze.page import write_analysis_report
+from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
 from lowtail.report.plots import DISPLAY_POINTS, seconds_covered, thin_for_display
 from lowtail.store import open_store
 from lowtail.store.analyses import save_analysis

@@ -26,7 +26,7 @@ needs_dpdk = pytest.mark.skipif(
 
 def kind_unavailable(kind: str) -> str | None:
     """Why this DuT kind cannot run here (its own check's one line), None when it can."""
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
     from lowtail.testbed.duts import KINDS
 
     try:

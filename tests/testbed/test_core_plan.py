@@ -63,7 +63,7 @@ def test_a_dut_that_never_sleeps_is_warned_about_on_a_shared_core_and_scheduled_
 def test_a_dut_that_never_sleeps_on_the_generators_core_is_refused():
     import pytest
 
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
 
     with pytest.raises(UserError, match="core 1, the generator's"):
         pmd(cpus=[1]).check_plan(FOUR_CORES)

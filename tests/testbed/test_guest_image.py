@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 from lowtail.testbed.duts import KINDS
 from lowtail.testbed.duts.vm import VirtualMachine
 from lowtail.testbed.vm.cpio import CpioWriter

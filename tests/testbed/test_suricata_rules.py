@@ -10,8 +10,8 @@ import subprocess
 
 import pytest
 
-from lowtail import axes
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.store import axes
 from lowtail.testbed.duts import KINDS
 from lowtail.testbed.duts.options import RuleSet, RulesOption
 from lowtail.testbed.duts.suricata import (

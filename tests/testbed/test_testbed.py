@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from tb_helpers import needs_dpdk, needs_root, resources_of
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
+from lowtail.core.processes import is_alive
 from lowtail.host.sysroot import parse_cpulist
-from lowtail.processes import is_alive
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts import make_dut

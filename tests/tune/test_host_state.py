@@ -77,7 +77,7 @@ def test_an_undo_file_naming_another_tasks_path_shape_is_refused(tmp_path):
     """An affinity change must name a thread's /proc directory: anything else is not apply's."""
     import json
 
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
 
     root_dir = make_sysroot(tmp_path / "u", tuned=False)
     doc = {

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalyzeOptionsDocument
+    from lowtail.analyze.document import AnalyzeOptionsDocument
 
 # NAME-pre.EXT with NAME-post.EXT; a --pattern is a regular expression with the same groups.
 # Here rather than in `pairs` so that the command line's start-up need not import that.

@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lowtail.campaign import DEFAULT_PATTERN, CampaignOptions
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalyzeOptionsDocument, CapturePair
+    from lowtail.analyze.document import AnalyzeOptionsDocument
+    from lowtail.campaign.document import CapturePair
 
 SIDES = ("pre", "post")
 

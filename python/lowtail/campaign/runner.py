@@ -20,18 +20,13 @@ from typing import TYPE_CHECKING, Any
 from lowtail.campaign import CampaignOptions
 from lowtail.campaign.pairs import Pair, campaign_key
 from lowtail.campaign.work import PairOutcome, PairTask, analyze_task
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.store import DbPath, open_store
 from lowtail.store import campaigns as stored
 
 if TYPE_CHECKING:
-    from lowtail.documents import (
-        AnalysisDocument,
-        CampaignDocument,
-        CampaignFailure,
-        CampaignPairEntry,
-        CampaignWorker,
-    )
+    from lowtail.analyze.document import AnalysisDocument
+    from lowtail.campaign.document import CampaignDocument, CampaignFailure, CampaignPairEntry, CampaignWorker
     from lowtail.store.campaigns import StoredPair
     from lowtail.store.db import Store
 

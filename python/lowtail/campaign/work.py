@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
-from lowtail.errors import Failure, UserError
+from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
+from lowtail.core.errors import Failure, UserError
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalyzeOptionsDocument
+    from lowtail.analyze.document import AnalyzeOptionsDocument
 
 
 @dataclass

@@ -11,13 +11,13 @@ from collections.abc import Sequence
 import click
 import typer
 
-from lowtail import signals
 from lowtail.cli._app import app
 from lowtail.cli._numbers import ascii_numbers_only
 from lowtail.cli._output import EXIT_BUG, fail, wants_json, warn
 from lowtail.cli.completion import REQUEST_VARIABLE
-from lowtail.errors import Failure, Interrupted, UserError
-from lowtail.files import os_error
+from lowtail.core import signals
+from lowtail.core.errors import Failure, Interrupted, UserError
+from lowtail.core.files import os_error
 
 # The module that defines each top-level command, in the order `lowtail --help` lists them.
 # `lowtail CMD` imports CMD's module alone: importing every module, and Typer building

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from lowtail.terminal import shown
+from lowtail.core.terminal import shown
 
 # Commands that deal with the leftovers themselves, or print for a machine to read.
 _QUIET = (("testbed",), ("host", "undo"), ("completion",))

@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._output import note, out
-from lowtail.units import format_count, format_minutes, format_ns, format_rate
+from lowtail.core.units import format_count, format_minutes, format_ns, format_rate
 
 if TYPE_CHECKING:
     from lowtail.experiment.runner import StoredRun

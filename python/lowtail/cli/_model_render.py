@@ -9,10 +9,10 @@ from typing import Any
 
 from rich.table import Table
 
-from lowtail import percentiles
 from lowtail.cli._output import note, out, warn
+from lowtail.core import percentiles
+from lowtail.core.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
 from lowtail.report.tables import comparison_table, evt_tail_text, knee_table, overload_table
-from lowtail.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
 
 
 def table(title: str, header: list[str], rows: list[list[str]]) -> Table:

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING, Any
 import click
 import typer
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.core.units import UNIT_KINDS, parse_rate_exact
 from lowtail.store import DB_ENV, DEFAULT_DB
-from lowtail.units import UNIT_KINDS, parse_rate_exact
 
 if TYPE_CHECKING:
-    from lowtail.verdict import VerdictRequest
+    from lowtail.verdict.judge import VerdictRequest
 
 
 def db_option(help: str = "Results database.") -> Any:
@@ -103,7 +103,7 @@ def verdict_request(
 ) -> VerdictRequest:
     """The verdict the options --budget (read by its `UnitType`), --percentile, --max-loss
     and --confidence ask for, as `VerdictRequest.parse` reads the same typed words."""
-    from lowtail.verdict import VerdictRequest
+    from lowtail.verdict.judge import VerdictRequest
 
     request = VerdictRequest.parse(None, percentile, max_loss, confidence)
     return dataclasses.replace(request, budget_ns=budget_ns) if budget_ns is not None else request

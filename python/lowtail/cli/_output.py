@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.segment import Segment
 
-from lowtail import terminal
+from lowtail.core import terminal
 
 
 class TerminalConsole(Console):

@@ -9,8 +9,8 @@ from typing import Any
 
 from rich.table import Table
 
-from lowtail import percentiles
-from lowtail.units import format_ns, format_ns_range, format_percent, format_rate, format_share
+from lowtail.core import percentiles
+from lowtail.core.units import format_ns, format_ns_range, format_percent, format_rate, format_share
 
 # What a percentile its packets cannot bound reads as, beside its value.
 NOT_RESOLVED = "not resolved"

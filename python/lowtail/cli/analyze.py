@@ -9,16 +9,23 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lowtail import series, signals
-from lowtail.analysis import SHOWN_WORST, AnalysisDocument, AnalyzeOptions, analyze_options, analyze_pair, worst_first
+from lowtail.analyze.pair import (
+    SHOWN_WORST,
+    AnalysisDocument,
+    AnalyzeOptions,
+    analyze_options,
+    analyze_pair,
+    worst_first,
+)
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option, unit_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line, measured_rate
-from lowtail.errors import Failure, Interrupted, UserError
-from lowtail.files import write_result
+from lowtail.core import series, signals
+from lowtail.core.errors import Failure, Interrupted, UserError
+from lowtail.core.files import write_result
 from lowtail.store import DatabaseBusy
-from lowtail.verdict import DEFAULT_CONFIDENCE, Verdict
+from lowtail.verdict.judge import DEFAULT_CONFIDENCE, Verdict
 
 if TYPE_CHECKING:
     from lowtail.store.db import Store
@@ -283,7 +290,7 @@ def _store(
 def _write_report(db: Path, analysis_id: int, report: Path) -> Path:
     """The report of the analysis just stored; when it cannot be written, the error says
     that the analysis is stored all the same."""
-    from lowtail.report import write_analysis_report
+    from lowtail.analyze.page import write_analysis_report
 
     try:
         return write_analysis_report(db, analysis_id, report)

@@ -10,9 +10,9 @@ import typer
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, print_json, warn
-from lowtail.selection import HELP as SELECTION_HELP
-from lowtail.terminal import shown
-from lowtail.units import format_counted
+from lowtail.core.terminal import shown
+from lowtail.core.units import format_counted
+from lowtail.store.selection import HELP as SELECTION_HELP
 
 
 @app.command(
@@ -29,7 +29,7 @@ def export(
     json_out: bool = typer.Option(False, "--json", help="Print the bundle's manifest as JSON."),
 ) -> None:
     """`lowtail export`."""
-    from lowtail.bundle import export_bundle
+    from lowtail.bundle.export import export_bundle
 
     manifest = export_bundle(db, list(selection), output)
     if manifest["series_missing"]:
@@ -69,7 +69,7 @@ def import_(
     json_out: bool = typer.Option(False, "--json", help="Print what was imported as JSON."),
 ) -> None:
     """`lowtail import`."""
-    from lowtail.bundle import import_bundle
+    from lowtail.bundle.load import import_bundle
 
     done = import_bundle(db, bundle, data_dir)
     if json_out:

@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from lowtail.analysis import analyze_options
+from lowtail.analyze.pair import analyze_options
 from lowtail.campaign import DEFAULT_PATTERN
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
-from lowtail.errors import Interrupted, UserError
+from lowtail.core.errors import Interrupted, UserError
 
 if TYPE_CHECKING:
     from lowtail.campaign.runner import Progress as CampaignProgress

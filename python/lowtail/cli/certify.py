@@ -10,8 +10,8 @@ import typer
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
-from lowtail.files import check_output
-from lowtail.selection import HELP as SELECTION_HELP
+from lowtail.core.files import check_output
+from lowtail.store.selection import HELP as SELECTION_HELP
 
 
 @app.command(
@@ -51,7 +51,7 @@ def certify(
     ):
         doc = certify_and_store(s, list(selection), opts, progress, save=store)
     if output is not None:
-        from lowtail.report.certificate import write_certificate
+        from lowtail.compare.certificate_page import write_certificate
 
         write_certificate(doc, output)
     if json_out:

@@ -18,11 +18,11 @@ from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
-from lowtail.selection import HELP as SELECTION_HELP
-from lowtail.virtualization import TCG_WARNING
+from lowtail.core.virtualization import TCG_WARNING
+from lowtail.store.selection import HELP as SELECTION_HELP
 
 if TYPE_CHECKING:
-    from lowtail.documents import ComparisonDocument
+    from lowtail.compare.document import ComparisonDocument
 
 comparison_app = typer.Typer(help="Stored comparisons: list them, write their page.", no_args_is_help=True)
 app.add_typer(comparison_app, name="comparison")
@@ -67,8 +67,8 @@ def compare(
 ) -> None:
     """`lowtail compare`."""
     from lowtail.compare.comparison import CompareOptions, compare, compare_and_store
-    from lowtail.errors import UserError
-    from lowtail.files import check_output
+    from lowtail.core.errors import UserError
+    from lowtail.core.files import check_output
     from lowtail.store import open_store
 
     if output is not None and not store:
@@ -92,7 +92,7 @@ def compare(
             else compare(s, list(selection), opts, progress).document
         )
     if output is not None:
-        from lowtail.report.compare import write_comparison_report
+        from lowtail.compare.page import write_comparison_report
 
         write_comparison_report(db, doc["comparison_id"] or "latest", output)
     if json_out:
@@ -171,8 +171,8 @@ def _indented(text: str) -> Padding:
 def short_reason(v: Mapping[str, Any]) -> str:
     """A judgement's reason in short: what would decide an inconclusive one, the bound that
     failed a latency FAIL, the loss of a loss FAIL; degraded marked."""
-    from lowtail import percentiles
-    from lowtail.units import format_count, format_ns, format_percent
+    from lowtail.core import percentiles
+    from lowtail.core.units import format_count, format_ns, format_percent
 
     name = percentiles.label(v["percentile"]) if v.get("percentile") else "the percentile"
     sure = f" with {format_percent(v['confidence'], 'g')} confidence" if v.get("confidence") else ""
@@ -242,8 +242,8 @@ _MAX_UNRESOLVED_SHOWN = 8
 
 
 def _differences(doc: ComparisonDocument) -> list[Text]:
-    from lowtail import percentiles
     from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
+    from lowtail.core import percentiles
     from lowtail.report.tables import by_size, not_called_by_reason, shared_notes
 
     family = doc.get("difference_family") or {}
@@ -340,7 +340,7 @@ def comparison_report(
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     """`lowtail comparison report`."""
-    from lowtail.report.compare import write_comparison_report
+    from lowtail.compare.page import write_comparison_report
     from lowtail.store import comparisons, open_store
 
     with open_store(db, read_only=True) as store:

@@ -9,12 +9,12 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from lowtail import percentiles
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import analysis_tables, header_line, middle_cut
-from lowtail.units import format_ns
+from lowtail.core import percentiles
+from lowtail.core.units import format_ns
 
 
 @app.command("list", help="List the analyses stored in the database, newest first.")

@@ -14,10 +14,10 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
+from lowtail.core.files import check_output
+from lowtail.core.terminal import shown
+from lowtail.core.units import format_ns, format_percent
 from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
-from lowtail.files import check_output
-from lowtail.terminal import shown
-from lowtail.units import format_ns, format_percent
 
 
 @app.command(
@@ -53,7 +53,7 @@ def explain(
     with open_store(db) as store:
         doc = stored_or_explained(store, run_id_of(store, run), threshold)
     if output is not None:
-        from lowtail.report.explain_page import write_explain_report
+        from lowtail.explain.page import write_explain_report
 
         written = write_explain_report(db, doc, output)
     if json_out:

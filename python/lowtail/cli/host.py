@@ -87,7 +87,7 @@ def audit(
     json_out: bool = _JSON,
 ) -> None:
     """`lowtail host audit`."""
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
     from lowtail.host.audit import CHECKS, audit_document, run_audit
 
     known = {cid for cid, _ in CHECKS}

@@ -39,7 +39,7 @@ def import_captures(
     from lowtail.experiment.external import import_campaign, load_spec
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
-    from lowtail.verdict import stored_verdict
+    from lowtail.verdict.judge import stored_verdict
 
     import_spec = load_spec(spec)
     data_dir = data_dir or default_data_dir(db)

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 
-from lowtail import series
 from lowtail.cli._app import app
 from lowtail.cli._options import SpecType, db_option, duration_option, unit_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
-from lowtail.errors import UserError
-from lowtail.percentiles import quantile_of_percent
+from lowtail.core import series
+from lowtail.core.errors import UserError
+from lowtail.core.percentiles import quantile_of_percent
 
 if TYPE_CHECKING:
-    from lowtail.documents import DeviceSpec, InterruptSource, ServiceTime
+    from lowtail.models.document import DeviceSpec, InterruptSource, ServiceTime
     from lowtail.models.overload import InterruptLoad
     from lowtail.store.db import Store
 
@@ -58,7 +58,7 @@ Doc = TypeVar("Doc", bound=Mapping[str, Any])
 def _plot(figure: Callable[[Doc], Any], doc: Doc, path: Path | None) -> None:
     if path is None:
         return
-    from lowtail.report.models import save_figure
+    from lowtail.models.page import save_figure
 
     if path.suffix.lower() != ".png":
         raise UserError(f"--plot {path}: the file name must end in .png")
@@ -154,7 +154,7 @@ def overload(
     """`lowtail model overload`: R_max from two medians and the interrupt load."""
     from lowtail.cli._model_render import overload_lines
     from lowtail.models.overload import OverloadOptions, overload_and_store, read_interrupt_profile
-    from lowtail.report.models import overload_figure
+    from lowtail.models.page import overload_figure
 
     irqs = list(irqs) + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
     opts = OverloadOptions(t_transfer_ns, t_e2e_ns, baseline_run, app_run, statistic, tuple(irqs))
@@ -202,7 +202,7 @@ def knee(
     """`lowtail model knee`: the first overloaded rate of a stored sweep, per DuT."""
     from lowtail.cli._model_render import knee_lines
     from lowtail.models.knee import KneeOptions, knee_and_store
-    from lowtail.report.models import latency_vs_rate_figure, write_knee_report
+    from lowtail.models.page import latency_vs_rate_figure, write_knee_report
 
     if report and not store:
         raise UserError("--report needs the result stored (drop --no-store): reports show stored results")
@@ -264,7 +264,7 @@ def evt(
     """`lowtail model evt`: the extreme-value model of a series' tail."""
     from lowtail.cli._model_render import evt_tables
     from lowtail.models.evt import EvtOptions, evt_and_store, parse_thresholds
-    from lowtail.report.models import evt_figure
+    from lowtail.models.page import evt_figure
 
     try:
         fit_quantile = quantile_of_percent(fit_fraction)
@@ -336,7 +336,7 @@ def aliasing(
     """`lowtail model aliasing`: the worst-N pattern of interrupts against constant-rate traffic."""
     from lowtail.cli._model_render import aliasing_lines
     from lowtail.models.aliasing import AliasingOptions, AliasingSpec, aliasing_and_store
-    from lowtail.report.models import aliasing_figure
+    from lowtail.models.page import aliasing_figure
 
     spec = AliasingSpec(
         service_ns=float(service_ns),
@@ -438,7 +438,7 @@ def simulate(
     """`lowtail model simulate`: the discrete-event model of a device, optionally against a run."""
     from lowtail.cli._model_render import simulate_tables
     from lowtail.models import simulate as sim
-    from lowtail.report.models import simulate_figure
+    from lowtail.models.page import simulate_figure
 
     if show_spec:
         print_json(sim.defaults())
@@ -529,7 +529,7 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     """`lowtail model report`."""
-    from lowtail.report.models import write_model_report
+    from lowtail.models.page import write_model_report
 
     path = write_model_report(db, model, output or Path(f"lowtail-model-{model}.html"))
     if json_out:

@@ -12,11 +12,11 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option
 from lowtail.cli._output import note, out, print_json, warn
+from lowtail.core.units import format_ns, format_ns_per_s
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
-from lowtail.units import format_ns, format_ns_per_s
 
 if TYPE_CHECKING:
-    from lowtail.measurement_documents import NoiseDocument
+    from lowtail.host.document import NoiseDocument
 
 
 @app.command(
@@ -53,7 +53,7 @@ def noise(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """`lowtail noise`."""
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
     from lowtail.host.noise import NoiseOptions, default_cpus, noise_and_store
     from lowtail.host.sysroot import parse_cpulist
 
@@ -101,7 +101,7 @@ def _table(title: str, table: tuple[list[str], list[list[str]]], left: int = 0) 
 
 
 def _print_noise(r: NoiseDocument) -> None:
-    from lowtail.host.energy import describe
+    from lowtail.host.document import describe_energy as describe
     from lowtail.report.tables import interrupt_profile_table, noise_table
 
     out.print(_table("gaps (exact nearest rank over the gaps)", noise_table(r["cores"])))

@@ -9,7 +9,7 @@ import typer
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, print_json
-from lowtail.files import check_output
+from lowtail.core.files import check_output
 
 
 @app.command(help="Write an HTML report of a stored analysis (an id, or 'latest').")
@@ -20,7 +20,7 @@ def report(
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     """`lowtail report`."""
-    from lowtail.report import write_analysis_report
+    from lowtail.analyze.page import write_analysis_report
 
     if output is not None:  # before any work: a FIFO, device or directory is refused at once
         check_output(output, "--output")

@@ -13,18 +13,20 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from lowtail import axes, clocks, percentiles
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
 from lowtail.cli._options import db_option, duration_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
-from lowtail.degraded import degraded_lines
-from lowtail.errors import UserError
-from lowtail.files import check_output
-from lowtail.units import format_count, format_ns, format_rate
-from lowtail.verdict import Status, Verdict
-from lowtail.virtualization import TCG_WARNING, any_emulated, marked
+from lowtail.core import percentiles
+from lowtail.core.errors import UserError
+from lowtail.core.files import check_output
+from lowtail.core.units import format_count, format_ns, format_rate
+from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
+from lowtail.experiment import clocks
+from lowtail.experiment.degraded import degraded_lines
+from lowtail.store import axes
+from lowtail.verdict.judge import Status, Verdict
 
 if TYPE_CHECKING:
     from lowtail.experiment.runner import StoredRun
@@ -65,7 +67,7 @@ def device_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
     """The experiment's answer, one line per device (report/experiment.experiment_devices:
     PASS only if every configuration of it passed, FAIL if any failed, else inconclusive
     with what is missing), as the page's cards say it."""
-    from lowtail.report.experiment import experiment_devices
+    from lowtail.experiment.page import experiment_devices
 
     devices = experiment_devices(rows, verdict)
     width = max((len(d.device) for d in devices), default=0)
@@ -79,7 +81,7 @@ def _virtualization(rows: Sequence[Mapping[str, Any]], device: str) -> str | Non
 def untrustworthy(rows: Sequence[Mapping[str, Any]]) -> str | None:
     """Why an experiment's result is partial or not to be trusted (exit 3), in one line with
     what to change; None when every run is valid and none degraded."""
-    from lowtail.degraded import what_to_change
+    from lowtail.experiment.degraded import what_to_change
 
     invalid = [r for r in rows if not r["valid"]]
     degraded = [r for r in rows if r["valid"] and r.get("degraded_reasons")]
@@ -117,7 +119,7 @@ def show_experiment(
     for line in degraded_lines(rows):  # said once per kind; the table's verdicts mark each run
         warn(line)
     if json_out:
-        from lowtail.report.experiment import experiment_devices
+        from lowtail.experiment.page import experiment_devices
 
         devices = {d.device: d.as_dict() for d in experiment_devices(rows, verdict)}
         print_json([run_json(r, floors, verdict) | {"device_verdict": devices.get(r["dut_name"])} for r in rows])
@@ -159,7 +161,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         )
     written = None
     if report:
-        from lowtail.report.experiment import write_experiment_report
+        from lowtail.experiment.page import write_experiment_report
 
         written = write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
     code = show_experiment(experiment, rows, floors, exp.verdict, json_out)
@@ -415,7 +417,7 @@ def experiment_show(
     """`lowtail experiment show`."""
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
-    from lowtail.verdict import stored_verdict
+    from lowtail.verdict.judge import stored_verdict
 
     with open_store(db, read_only=True) as store:
         stored = runstore.experiment(store, experiment)
@@ -452,7 +454,7 @@ def experiment_report(
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:
     """`lowtail experiment report`."""
-    from lowtail.report.experiment import write_experiment_report
+    from lowtail.experiment.page import write_experiment_report
 
     if output is not None:  # before any work: a FIFO, device or directory is refused at once
         check_output(output, "--output")

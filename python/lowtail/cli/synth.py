@@ -8,12 +8,13 @@ from typing import Any
 
 import typer
 
-from lowtail import _native, files, schema
+from lowtail import _native
 from lowtail.cli._app import app
 from lowtail.cli._options import unit_option
 from lowtail.cli._output import note, print_json
-from lowtail.errors import UserError
-from lowtail.units import format_rate, format_rate_setting
+from lowtail.core import files, schema
+from lowtail.core.errors import UserError
+from lowtail.core.units import format_rate, format_rate_setting
 
 # The model's defaults, from the native generator (their one owner): the help shows them.
 DEFAULTS = json.loads(_native.synth_defaults())

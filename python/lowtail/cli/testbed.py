@@ -10,7 +10,7 @@ from rich.table import Table
 
 from lowtail.cli._app import app
 from lowtail.cli._output import note, out, print_json
-from lowtail.terminal import shown
+from lowtail.core.terminal import shown
 
 testbed_app = typer.Typer(
     help="Software testbeds on this host (network namespaces, veth links, cgroups).", no_args_is_help=True
@@ -107,7 +107,7 @@ class UndoneLeftover(TypedDict):
 def _undo_left(undo_file: Path, dry_run: bool) -> UndoneLeftover:
     """Undo a killed command's host changes from its undo file (host undo's checks: nothing
     changed since is overwritten); what became of them, in words."""
-    from lowtail.errors import Failure, UserError
+    from lowtail.core.errors import Failure, UserError
     from lowtail.host.apply import undo
 
     if dry_run:

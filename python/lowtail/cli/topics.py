@@ -9,7 +9,7 @@ import typer
 
 from lowtail.cli._app import app
 from lowtail.cli._output import out
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 
 _PAGES = "help"  # python/lowtail/cli/help/<topic>.md
 

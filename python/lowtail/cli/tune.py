@@ -14,10 +14,10 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option
 from lowtail.cli._output import note, out, print_json, warn
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 
 if TYPE_CHECKING:
-    from lowtail.documents import TuneDocument
+    from lowtail.tune.document import TuneDocument
 
 
 @app.command(
@@ -52,7 +52,7 @@ def tune(
     from lowtail.tune.loop import tune as run_tune
 
     if report is not None:
-        from lowtail.files import check_output
+        from lowtail.core.files import check_output
 
         check_output(report, "--report")
     if not undo_dir.is_dir():
@@ -68,7 +68,7 @@ def tune(
     else:
         doc = run_tune(exp, file, db, opts, hooks)
     if report is not None:
-        from lowtail.report.tune import write_tune_report
+        from lowtail.tune.page import write_tune_report
 
         write_tune_report(db, doc["tune_id"] or 0, report)
     if json_out:

@@ -19,25 +19,26 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from lowtail import __version__, percentiles
 from lowtail.compare.comparison import CompareOptions, Progress, compare, compare_and_store
-from lowtail.device_verdict import Judged, device_verdicts
-from lowtail.documents import (
+from lowtail.compare.document import (
     CertificateDocument,
     CertifiedBounds,
     CertifiedConfiguration,
     CertifiedDevice,
     CertifiedTraffic,
     ConfigurationDocument,
-    JudgementDocument,
-    RunRow,
 )
+from lowtail.core import percentiles
+from lowtail.core.units import format_counted, format_ns, format_percent, format_rate
+from lowtail.core.version import __version__
+from lowtail.experiment.document import RunRow
 from lowtail.store import analyses as analysisstore
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.records import show_value
-from lowtail.units import format_counted, format_ns, format_percent, format_rate
-from lowtail.verdict import Verdict
+from lowtail.verdict.device import Judged, device_verdicts
+from lowtail.verdict.document import JudgementDocument
+from lowtail.verdict.judge import Verdict
 
 
 def certify_and_store(

@@ -11,29 +11,25 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowtail import axes, percentiles, selection
+from lowtail.analyze.document import IntervalDoc
 from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
+from lowtail.compare.document import CauseSummary, ComparisonDocument, ConfigurationCauses, ConfigurationDocument
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
 from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_run
-from lowtail.documents import (
-    BudgetDocument,
-    CauseSummary,
-    ComparisonDocument,
-    ConfigurationCauses,
-    ConfigurationDocument,
-    IntervalDoc,
-    RunRow,
-)
-from lowtail.errors import UserError
+from lowtail.core import percentiles
+from lowtail.core.errors import UserError
+from lowtail.experiment.document import RunRow
 from lowtail.host import state as hoststate
 from lowtail.store import analyses as analysisstore
+from lowtail.store import axes, selection
 from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
 from lowtail.store import runs as runstore
 from lowtail.store.comparisons import CurvePoint, Member
 from lowtail.store.db import Store, latency_column
-from lowtail.verdict import Judgement, Status, Verdict, VerdictRequest, VerdictSettingError, parse_verdict
+from lowtail.verdict.document import BudgetDocument
+from lowtail.verdict.judge import Judgement, Status, Verdict, VerdictRequest, VerdictSettingError, parse_verdict
 
 # The percentiles of every configuration's figures (with the judged one, and max).
 COMPARED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
@@ -90,7 +86,7 @@ def compare_and_store(
 
 
 def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: Progress | None = None) -> Comparison:
-    """Compare the runs a selection names (see `lowtail.selection`)."""
+    """Compare the runs a selection names (see `lowtail.store.selection`)."""
     try:
         check_level(opts.level)
     except ValueError as e:

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowtail import percentiles
-from lowtail.units import format_ns
+from lowtail.core import percentiles
+from lowtail.core.units import format_ns
 
 # The percentiles a difference is judged at: the headline ones from the median to the tail.
 JUDGED = ("p50", "p99", "p99_9", "p99_99", "p99_999")

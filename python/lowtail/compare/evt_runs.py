@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lowtail.documents import ConfigurationDocument
-from lowtail.errors import UserError
+from lowtail.compare.document import ConfigurationDocument
+from lowtail.core.errors import UserError
 from lowtail.store import models as modelstore
 from lowtail.store.db import Store
 

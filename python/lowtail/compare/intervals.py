@@ -12,7 +12,7 @@ the percentile's estimate the variance of the packets above it is measured betwe
 blocks (the batch-means estimate of simulation-output analysis, as a ratio estimator over
 blocks of unequal size) and divided by what independent packets would give: the
 dispersion D ≥ 1. The interval is then the distribution-free order-statistic interval of
-n/D effective packets, ranks scaled back by D (`lowtail.confidence`). Three safeguards:
+n/D effective packets, ranks scaled back by D (`lowtail.core.confidence`). Three safeguards:
 
 - D is an estimate, from K blocks: it is raised by (t_{df}/z)², the price of estimating a
   variance from df degrees of freedom (df: blocks, or blocks with exceedances, less one);
@@ -41,12 +41,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from lowtail import _native, percentiles
+from lowtail import _native
 from lowtail._native import Evidence as NativeEvidence
 from lowtail._native import ExactHistogram, Interval, SeriesSummary
-from lowtail.confidence import check_level
-from lowtail.documents import BoundsDoc, IntervalDoc
-from lowtail.units import format_count
+from lowtail.analyze.document import BoundsDoc, IntervalDoc
+from lowtail.core import percentiles
+from lowtail.core.confidence import check_level
+from lowtail.core.units import format_count
 
 __all__ = ["DEFAULT_LEVEL", "Evidence", "PercentileInterval", "check_level", "interval", "bounds_document"]
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from lowtail import percentiles, series
 from lowtail._native import ExactHistogram, SeriesSummary, SummaryError
+from lowtail.analyze.document import BoundsDoc, IntervalDoc
 from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document, interval
-from lowtail.documents import BoundsDoc, IntervalDoc
-from lowtail.errors import UserError
+from lowtail.core import percentiles, series
+from lowtail.core.errors import UserError
 
 # Points per decade of 1/(1−p) on the percentile curves a comparison stores, and the
 # fractions of its CDF points (0, 1/1000, ..., 1).

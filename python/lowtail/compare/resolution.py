@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import math
 
-from lowtail import percentiles
 from lowtail.compare.intervals import DEFAULT_LEVEL
 from lowtail.compare.pooling import read_run
-from lowtail.documents import ResolutionDocument
-from lowtail.errors import UserError
+from lowtail.core import percentiles
+from lowtail.core.errors import UserError
+from lowtail.core.units import format_count, format_minutes
 from lowtail.store import analyses as analysisstore
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
-from lowtail.units import format_count, format_minutes
+from lowtail.tune.document import ResolutionDocument
 
 
 def resolution(store: Store, experiment_id: int, key: str, level: float = DEFAULT_LEVEL) -> ResolutionDocument:

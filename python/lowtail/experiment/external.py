@@ -55,21 +55,22 @@ from typing import Annotated, Any
 
 import msgspec
 
-from lowtail import __version__, files, schema
-from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
-from lowtail.documents import AnalyzeOptionsDocument
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.analyze.document import AnalyzeOptionsDocument
+from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
+from lowtail.core import files, schema
+from lowtail.core.errors import Failure, Interrupted, UserError
+from lowtail.core.units import parse_duration_ns
+from lowtail.core.version import __version__
 from lowtail.experiment.irq_recordings import read_recording
 from lowtail.experiment.runner import is_disk_full
 from lowtail.host.interrupts import InterruptSample
-from lowtail.measurement_documents import TestbedDocument
 from lowtail.store import records
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
-from lowtail.units import parse_duration_ns
-from lowtail.verdict import VerdictSettingError, VerdictTable, parse_verdict
+from lowtail.testbed.document import TestbedDocument
+from lowtail.verdict.judge import VerdictSettingError, VerdictTable, parse_verdict
 
 SIDE = "side"
 _COMPRESSED = re.compile(r"\.(zst|zstd|gz)$")

@@ -8,10 +8,10 @@ import socket
 import sys
 from pathlib import Path
 
-from lowtail import __version__
+from lowtail.core.version import __version__
+from lowtail.host.document import HostMetadata
 from lowtail.host.facts import Host
 from lowtail.host.sysroot import SysRoot
-from lowtail.measurement_documents import HostMetadata
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
 

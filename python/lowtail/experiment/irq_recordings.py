@@ -28,8 +28,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lowtail import files
-from lowtail.errors import UserError
+from lowtail.core import files
+from lowtail.core.errors import UserError
 from lowtail.host.interrupts import InterruptSample
 
 # Larger than any interrupt recording of a run (a day of 1 s samples of 200 columns is ~40 MB).

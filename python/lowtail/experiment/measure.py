@@ -8,7 +8,7 @@ flows, so a crash is reported as a crash, not as mysterious loss.
 The testbed comes from the session (testbed/sessions.py): lowtail's namespaces, the user's
 interfaces, or other hosts. Programs start through the sites of the testbed's points, so
 this file does not care where they run; PRE and POST on two hosts get a timestamper each,
-and the run records which clock stamped each side (lowtail.clocks).
+and the run records which clock stamped each side (lowtail.experiment.clocks).
 """
 
 from __future__ import annotations
@@ -21,21 +21,23 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from lowtail import _native, clocks
-from lowtail.errors import Failure
+from lowtail import _native
+from lowtail.core.errors import Failure
+from lowtail.core.units import format_ns
+from lowtail.experiment import clocks
 from lowtail.experiment.live import LiveFeed, LiveSample
 from lowtail.experiment.spec import Combination, Experiment, Traffic, Trust
+from lowtail.host.document import EnergyReading
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
-from lowtail.measurement_documents import CaptureStatistics, EnergyReading, GeneratorStatistics, TestbedDocument
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
+from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics, TestbedDocument
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import NamespacesTestbed
 from lowtail.trace.run import start_run_trace
-from lowtail.units import format_ns
 
 # RFC 2544's benchmarking range: never a real host's address.
 SRC_IP, DST_IP = "198.18.0.1", "198.19.0.1"

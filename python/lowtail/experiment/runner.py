@@ -14,19 +14,19 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowtail.analysis import AnalysisDocument, analyze_options, analyze_pair
-from lowtail.binaries import find_binary
-from lowtail.documents import AnalyzeOptionsDocument
-from lowtail.errors import DiskFull, Failure, Interrupted, UserError
+from lowtail.analyze.document import AnalyzeOptionsDocument
+from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
+from lowtail.core.binaries import find_binary
+from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
 from lowtail.experiment.spec import Combination, Experiment
 from lowtail.explain.run import explain_run
+from lowtail.host.document import HostMetadata, HostStateDocument
 from lowtail.host.state import read_host_state
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.host.sysroot import SysRoot
-from lowtail.measurement_documents import HostMetadata, HostStateDocument
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore

@@ -28,13 +28,13 @@ from typing import Annotated, Any
 
 import msgspec
 
-from lowtail import files, schema
 from lowtail._native import FRAME_SIZES
-from lowtail.errors import UserError
+from lowtail.core import files, schema
+from lowtail.core.errors import UserError
+from lowtail.core.units import format_rate_setting, parse_duration_ns, parse_rate_pps
 from lowtail.testbed import wiring
 from lowtail.testbed.duts import KINDS
-from lowtail.units import format_rate_setting, parse_duration_ns, parse_rate_pps
-from lowtail.verdict import Verdict, VerdictSettingError, VerdictTable, parse_verdict
+from lowtail.verdict.judge import Verdict, VerdictSettingError, VerdictTable, parse_verdict
 
 DEFAULT_NAME = "default.toml"
 

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lowtail.documents import CauseDoc, ExplainDocument, Tail
+from lowtail.core.units import format_ns, format_percent, format_rate
 from lowtail.explain import packets as pk
 from lowtail.explain.asked import VERSION, rule_of
 from lowtail.explain.candidates import CAUSE_FLOOR, Candidate, by_chance, chance_seed
@@ -68,11 +68,11 @@ from lowtail.explain.cores import (
     task_label,
     waiting,
 )
+from lowtail.explain.document import CauseDoc, ExplainDocument, Tail
 from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
 from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
-from lowtail.units import format_ns, format_percent, format_rate
 
 OWN_PROCESS = "lowtail_process"
 MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", OWN_PROCESS, HYPERVISOR)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from lowtail.errors import UserError
-from lowtail.units import format_ns
+from lowtail.core.errors import UserError
+from lowtail.core.units import format_ns
 
 # Bumped whenever what an explanation holds or how it is worked out changes: a stored
 # explanation of another version is worked out again when it is asked for.
@@ -22,8 +22,8 @@ def rule_of(above: int | Fraction) -> str:
 
 def latency_above(text: str) -> int | Fraction:
     """`--above`'s value: a percentile ("p99", "p99.99", "99.9%") or a latency ("500us")."""
-    from lowtail.percentiles import quantile_of_percent
-    from lowtail.units import parse_duration_ns
+    from lowtail.core.percentiles import quantile_of_percent
+    from lowtail.core.units import parse_duration_ns
 
     t = text.strip()
     if t[:1] in ("p", "P") or t.endswith("%"):

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
-from lowtail.host.interrupts import KIND_NAMES
+from lowtail.host.document import KIND_NAMES
 
 
 class CoincidenceDoc(TypedDict):

@@ -31,15 +31,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lowtail import verdict as verdicts
-from lowtail.documents import ExplainDocument, UnseenDoc
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
+from lowtail.core.files import special_kind
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
+from lowtail.explain.document import ExplainDocument, UnseenDoc
 from lowtail.explain.packets import Packets
 from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
-from lowtail.files import special_kind
 from lowtail.host.plan import remedy_here, stored_plan
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
@@ -49,6 +48,7 @@ from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
 from lowtail.trace import timeline
 from lowtail.trace.own import task_ids
+from lowtail.verdict import judge as verdicts
 
 _SERIES_COLUMNS = ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
 Samples = list[tuple[int, int, str, int, int]]

@@ -25,9 +25,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from lowtail.core.units import format_ns
 from lowtail.explain.coincidence import run_cpus
-from lowtail.host.interrupts import KIND_NAMES
-from lowtail.units import format_ns
+from lowtail.host.document import KIND_NAMES
 
 # A correlation is said to be beyond chance at this one-sided p-value (circular shifts).
 SIGNIFICANCE = 0.05

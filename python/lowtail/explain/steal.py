@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from lowtail.core.units import format_ns
 from lowtail.explain import packets as pk
 from lowtail.explain.candidates import Candidate, by_chance, chance_seed
 from lowtail.host.steal import user_hz
-from lowtail.units import format_ns
 
 HYPERVISOR = "hypervisor"
 # How many of the intervals with steal around tail packets the evidence lists.

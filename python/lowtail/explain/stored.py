@@ -13,7 +13,7 @@ from lowtail.explain.asked import VERSION, rule_of
 from lowtail.store.explain import explanation
 
 if TYPE_CHECKING:
-    from lowtail.documents import ExplainDocument
+    from lowtail.explain.document import ExplainDocument
     from lowtail.store.db import Store
 
 

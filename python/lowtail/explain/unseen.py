@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from lowtail.documents import UnseenDoc
+from lowtail.core.units import format_ns
 from lowtail.explain import packets as pk
+from lowtail.explain.document import UnseenDoc
 from lowtail.explain.steal import role_cpus, steal_of, steal_resolution, tick_ns
-from lowtail.units import format_ns
 
 Samples = Sequence[tuple[int, int, str, int, int]]
 

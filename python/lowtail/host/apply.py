@@ -29,8 +29,8 @@ from typing import Annotated, Any, Literal, NoReturn
 
 import msgspec
 
-from lowtail import files, schema, signals, terminal
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.core import files, schema, signals, terminal
+from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.host import pending, settings
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan

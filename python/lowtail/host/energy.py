@@ -12,13 +12,12 @@ when there are no package zones; every zone is also given by itself."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from lowtail.measurement_documents import EnergyReading
+    from lowtail.host.document import EnergyReading
 
 POWERCAP = Path("/sys/class/powercap")
 
@@ -128,11 +127,3 @@ def _read(p: Path) -> str | None:
         return p.read_text().strip()
     except OSError:
         return None
-
-
-def describe(energy: Mapping[str, Any] | None) -> str:
-    """One line for tables: "12.3 J, 24.6 W mean" or "not available (why)"."""
-    if not energy or not energy.get("available"):
-        reason = (energy or {}).get("reason")
-        return f"not available ({reason})" if reason else "not available"
-    return f"{energy['joules']:.3g} J, {energy['mean_w']:.3g} W mean"

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cached_property
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.host.interrupts import InterruptTable, parse_interrupts
 from lowtail.host.settings import selected_word
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, parse_cpulist

@@ -20,8 +20,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.host import steal as steal_time
+from lowtail.host.document import KIND_NAMES
 
 # Chosen by measurement (scripts/sampler-cost.py; figures in docs/architecture.md, "Interrupt
 # sampling"): one read + parse costs up to 0.3 ms of CPU on the reading core and disturbs no
@@ -30,27 +31,6 @@ DEFAULT_INTERVAL_S = 0.1
 
 _COUNTER_WRAP = 1 << 32  # per-CPU interrupt counters are unsigned int in the kernel
 _TRIGGER = re.compile(r"(^|-)(edge|level|fasteoi|simple|percpu|none)$", re.IGNORECASE)
-
-# Readable names for the architecture's rows (x86 and arm64); other rows keep the text
-# the kernel prints after the counters.
-KIND_NAMES = {
-    "LOC": "local timer",
-    "IWI": "IRQ work",
-    "TLB": "TLB shootdowns",
-    "CAL": "function call IPIs",
-    "RES": "rescheduling IPIs",
-    "NMI": "non-maskable",
-    "PMI": "performance monitoring",
-    "SPU": "spurious",
-    "MCE": "machine check exceptions",
-    "MCP": "machine check polls",
-    "THR": "threshold APIC",
-    "DFR": "deferred error APIC",
-    "TRM": "thermal events",
-    "HYP": "hypervisor callbacks",
-    "IPI0": "rescheduling IPIs",
-    "IPI1": "function call IPIs",
-}
 
 
 @dataclass

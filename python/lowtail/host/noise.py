@@ -20,13 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lowtail.binaries import find_binary
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.core.binaries import find_binary
+from lowtail.core.errors import Failure, Interrupted, UserError
+from lowtail.host.document import EnergyReading, InterruptKindLoad, NoiseAttribution, NoiseCore, NoiseDocument
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.facts import Host
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts
 from lowtail.host.sysroot import SysRoot, format_cpulist
-from lowtail.measurement_documents import EnergyReading, InterruptKindLoad, NoiseAttribution, NoiseCore, NoiseDocument
 
 if TYPE_CHECKING:
     from lowtail.store import DbPath

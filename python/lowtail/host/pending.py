@@ -18,8 +18,8 @@ import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from lowtail import signals
-from lowtail.processes import is_alive, process_start_time
+from lowtail.core import signals
+from lowtail.core.processes import is_alive, process_start_time
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_UNDO_STATE_DIR", "/run/lowtail/undo"))
 # A marker is a few hundred bytes: a larger file in STATE_DIR is not one.

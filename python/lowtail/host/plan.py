@@ -16,12 +16,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from lowtail.documents import RemedyDoc
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.explain.document import RemedyDoc
 from lowtail.host.facts import Host, param_cpus, parse_cmdline
 from lowtail.host.remedies import BOOT_PARAMETERS
 from lowtail.host.sysroot import format_cpulist, parse_cpulist
-from lowtail.measurement_documents import CorePlanDocument
+from lowtail.testbed.document import CorePlanDocument
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lowtail.documents import RemedyDoc
+from lowtail.explain.document import RemedyDoc
 
 T1, T2 = "JNSM 2023, Table 1", "Perf. Eval. 2024, Table 2"
 BOTH = f"{T1}; {T2}"

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.host.sysroot import SysRoot, cpumask_to_cpus, cpus_to_cpumask, format_cpulist, parse_cpulist
 
 _SELECTED = re.compile(r"\[([^\]\s]+)\]")

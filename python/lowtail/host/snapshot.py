@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypedDict
 
-from lowtail import __version__
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.core.version import __version__
 from lowtail.host.apply import planned_changes
 from lowtail.host.audit import run_audit
 from lowtail.host.facts import Host

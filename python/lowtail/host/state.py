@@ -21,9 +21,9 @@ import json
 from collections.abc import Iterable, Mapping
 
 from lowtail.host import settings as host_settings
+from lowtail.host.document import HostStateDocument
 from lowtail.host.facts import Host
 from lowtail.host.sysroot import SysRoot, format_cpulist, parse_cpulist
-from lowtail.measurement_documents import HostStateDocument
 
 # lowtail's own programs: a run's measurement, never the host's state.
 OWN_PROGRAMS = ("lowtail-gen", "lowtail-cap", "lowtail-fwd", "lowtail-leash", "lowtail-noise")

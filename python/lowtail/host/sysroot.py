@@ -11,9 +11,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from lowtail.errors import UserError
-from lowtail.schema import ascii_digits
-from lowtail.terminal import escape
+from lowtail.core.errors import UserError
+from lowtail.core.schema import ascii_digits
+from lowtail.core.terminal import escape
 
 # No kernel numbers more CPUs (NR_CPUS is at most 8,192): a larger number is a typo, and a
 # range up to it would cost memory.

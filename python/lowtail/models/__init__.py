@@ -2,4 +2,4 @@
 extreme-value tail, interrupt/traffic aliasing, and a discrete-event device simulation.
 They read Parquet series or the database and return their documents (`lowtail.documents`);
 each has an options dataclass and one `*_and_store` call, `lowtail.store.models` stores the
-results, `lowtail.report.models` draws them."""
+results, `lowtail.models.page` draws them."""

@@ -31,8 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from lowtail import series
-from lowtail.documents import (
+from lowtail.core import series
+from lowtail.core.errors import UserError
+from lowtail.core.units import format_ns
+from lowtail.explain.sampled import dut_cpus_of, period_of, rates
+from lowtail.models.document import (
     AliasingDocument,
     AliasingMeasurement,
     AliasingPattern,
@@ -41,14 +44,11 @@ from lowtail.documents import (
     InterruptClockFit,
     InterruptCycleDoc,
 )
-from lowtail.errors import UserError
-from lowtail.explain.sampled import dut_cpus_of, period_of, rates
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id
 from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures
-from lowtail.units import format_ns
 
 _CHUNK = 1 << 20
 # The most packets one simulation walks through (about a minute of 2-core time per 10⁹).

@@ -27,16 +27,16 @@ from typing import Any
 
 import numpy as np
 
-from lowtail import percentiles, series
-from lowtail.documents import EvtDocument
-from lowtail.errors import Failure, UserError
+from lowtail.core import percentiles, series
+from lowtail.core.errors import Failure, UserError
+from lowtail.core.units import format_ns
 from lowtail.models import gpd
+from lowtail.models.document import EvtDocument
 from lowtail.store.db import Store
 from lowtail.store.models import SeriesSource, save_model, series_source
-from lowtail.units import format_ns
 
 # Quantiles are exact (Fractions): a threshold is a rank, and a float ranks one too high
-# whenever p·n is whole (see lowtail.percentiles).
+# whenever p·n is whole (see lowtail.core.percentiles).
 DEFAULT_THRESHOLDS = tuple(percentiles.quantile_of_percent(p) for p in ("99.5", "99.9", "99.95", "99.99", "99.999"))
 DEFAULT_RETURN_PERIODS = (10**5, 10**6, 10**7, 10**8, 10**9)
 HORIZONS_S = {"1 minute": 60, "1 hour": 3600, "1 day": 86400}

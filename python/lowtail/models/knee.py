@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from lowtail.documents import KneeCriteria, KneeDocument, KneeRate
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.models.document import KneeCriteria, KneeDocument, KneeRate
 from lowtail.store.db import Store
 from lowtail.store.models import latest_model, save_model, sweep_points
 from lowtail.store.runs import experiment as experiment_of

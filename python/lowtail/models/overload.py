@@ -15,12 +15,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lowtail.documents import OverloadDocument
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.core.units import parse_duration_ns, parse_frequency_hz
+from lowtail.models.document import OverloadDocument
 from lowtail.store.db import Store
 from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
-from lowtail.units import parse_duration_ns, parse_frequency_hz
 
 NS_PER_S = 1_000_000_000
 

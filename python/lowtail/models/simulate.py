@@ -15,24 +15,25 @@ from typing import TypedDict
 
 import numpy as np
 
-from lowtail import _native, percentiles, series
-from lowtail.documents import (
+from lowtail import _native
+from lowtail.analyze.document import LatencyFigures
+from lowtail.core import percentiles, series
+from lowtail.core.errors import Failure, UserError
+from lowtail.core.units import format_rate, parse_duration_ns, parse_frequency_hz
+from lowtail.experiment.document import RunRow
+from lowtail.models.document import (
     CasePrediction,
     DeviceSpec,
     InterruptSource,
-    LatencyFigures,
     PredictionRow,
-    RunRow,
     ServiceTime,
     SimulateCase,
     SimulateComparison,
     SimulateDocument,
 )
-from lowtail.errors import Failure, UserError
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
-from lowtail.units import format_rate, parse_duration_ns, parse_frequency_hz
 
 _DROPPED = np.iinfo(np.int64).min
 

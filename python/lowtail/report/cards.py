@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from lowtail import percentiles
-from lowtail.device_verdict import combined_status
-from lowtail.documents import JudgementDocument
+from lowtail.core import percentiles
+from lowtail.core.units import format_count, format_minutes, format_ns, format_percent
 from lowtail.report.page import esc
-from lowtail.units import format_count, format_minutes, format_ns, format_percent
+from lowtail.verdict.device import combined_status
+from lowtail.verdict.document import JudgementDocument
 
 CARD_STYLE = """<style>
 .lt-cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(250px, 1fr)); gap: .6em; margin: .8em 0; }

@@ -21,8 +21,8 @@ from typing import Any
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from lowtail.percentiles import percent_label
-from lowtail.units import format_count, format_count_tick, format_ns, format_ns_tick, format_rate_tick
+from lowtail.core.percentiles import percent_label
+from lowtail.core.units import format_count, format_count_tick, format_ns, format_ns_tick, format_rate_tick
 
 # Colours: one per series in turn (colour-blind safe: Okabe–Ito, its yellow, unreadable on
 # white, replaced by Tol's olive), and fixed ones for the

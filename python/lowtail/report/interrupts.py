@@ -12,8 +12,8 @@ from pathlib import Path
 
 import plotly.graph_objects as go
 
-from lowtail.host.energy import describe as describe_energy
-from lowtail.host.interrupts import KIND_NAMES
+from lowtail.core.units import format_count, format_ns
+from lowtail.host.document import KIND_NAMES, describe_energy
 from lowtail.report import figure as tk
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
@@ -24,7 +24,6 @@ from lowtail.store.db import Store
 from lowtail.store.explain import explanation
 from lowtail.store.host import noise_run, run_interrupts
 from lowtail.store.runs import run_figures
-from lowtail.units import format_count, format_ns
 
 
 def interrupt_timeline_section(

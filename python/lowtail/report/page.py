@@ -20,8 +20,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lowtail import __version__
-from lowtail.files import write_result
+from lowtail.core.files import write_result
+from lowtail.core.version import __version__
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -13,9 +13,9 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from lowtail import percentiles
+from lowtail.core import percentiles
+from lowtail.core.units import format_count, format_ns, format_percent, format_rate
 from lowtail.report import figure as tk
-from lowtail.units import format_count, format_ns, format_percent, format_rate
 
 # (percentile in 0..1, latency ns), as `store.analyses.percentile_curve` returns them.
 Points = Sequence[tuple[float, float]]

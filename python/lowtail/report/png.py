@@ -18,7 +18,7 @@ import matplotlib.ticker
 # alone was a second of a model command's `--plot` on a busy host.
 from matplotlib.figure import Figure
 
-from lowtail.files import write_atomically
+from lowtail.core.files import write_atomically
 
 if TYPE_CHECKING:
     import plotly.graph_objects as go

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from lowtail import percentiles
-from lowtail.units import format_ns, format_ns_per_s, format_percent, format_rate
+from lowtail.core import percentiles
+from lowtail.core.units import format_ns, format_ns_per_s, format_percent, format_rate
 
 Table = tuple[list[str], list[list[str]]]
 

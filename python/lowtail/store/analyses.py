@@ -9,12 +9,12 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail import __version__
-from lowtail.series import SUMMARY_FORMAT
+from lowtail.core.series import SUMMARY_FORMAT
+from lowtail.core.version import __version__
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument
+    from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument
 
 _BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
 

@@ -22,7 +22,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowtail import schema
+from lowtail.core import schema
 from lowtail.store.db import Store, rows_as_dicts
 
 # Every table a bundle carries, in the order rows are added (ids before their users), with

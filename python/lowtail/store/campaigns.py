@@ -10,7 +10,8 @@ from lowtail.store.analyses import save_analysis
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, CapturePair, LatencyFigures
+    from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument, LatencyFigures
+    from lowtail.campaign.document import CapturePair
 
 CAMPAIGN_STATUSES = ("running", "finished", "partial", "interrupted")
 

@@ -9,12 +9,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lowtail import __version__
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.core.version import __version__
 from lowtail.store.db import Store, newest_id, row_as_dict, rows_as_dicts
 
 if TYPE_CHECKING:
-    from lowtail.documents import ComparisonDocument
+    from lowtail.compare.document import ComparisonDocument
 
 # The sources of a comparison's percentile curves.
 POOLED, REPETITION, FLOOR = "pooled", "repetition", "floor"

@@ -23,12 +23,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.store import runs
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
-    from lowtail.measurement_documents import HostMetadata
+    from lowtail.host.document import HostMetadata
 
 IDENTITY_FILE = "lowtail-data.json"
 
@@ -115,7 +115,7 @@ def series_problem(
 
 def _latency_summary(path: Path) -> tuple[int, int | None, int | None]:
     """Rows and least/greatest latency of a matched series, from its Parquet footer."""
-    from lowtail.series import LATENCY, column_range
+    from lowtail.core.series import LATENCY, column_range
 
     return column_range(path, LATENCY)
 
@@ -198,7 +198,7 @@ def import_folder(store: Store, root: Path, prefix: str) -> Path:
     """A new folder `<root>/<prefix>XXXX` owned by this process's import into `store`."""
     import tempfile
 
-    from lowtail.processes import this_process
+    from lowtail.core.processes import this_process
 
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
@@ -224,7 +224,7 @@ def clean_import_leftovers(store: Store, root: Path) -> list[Path]:
     returns what was removed. Another database's leftovers are its own next import's to
     remove; a live import's folders are never touched."""
 
-    from lowtail.processes import is_alive
+    from lowtail.core.processes import is_alive
 
     root = Path(root)
     if not root.is_dir():

@@ -26,13 +26,13 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lowtail import schema, signals
-from lowtail.errors import DiskFull, Failure, UserError
-from lowtail.files import special_kind
-from lowtail.percentiles import KEYS
+from lowtail.core import schema, signals
+from lowtail.core.errors import DiskFull, Failure, UserError
+from lowtail.core.files import special_kind
+from lowtail.core.percentiles import KEYS
 
 if TYPE_CHECKING:
-    from lowtail.documents import LatencyFigures
+    from lowtail.analyze.document import LatencyFigures
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 
 with signals.held():

@@ -3,7 +3,7 @@ exports them, without an import cycle between the two)."""
 
 from __future__ import annotations
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 
 
 class DatabaseBusy(Failure):

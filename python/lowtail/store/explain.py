@@ -8,9 +8,9 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from lowtail.documents import ExplainDocument
+from lowtail.core.terminal import shown
+from lowtail.explain.document import ExplainDocument
 from lowtail.store.db import Store, as_id
-from lowtail.terminal import shown
 
 
 def save_run_trace(store: Store, run_id: int, document: dict[str, Any]) -> None:
@@ -119,7 +119,7 @@ def headlines(store: Store, run_ids: Iterable[int]) -> dict[int, str]:
 
 def run_id_of(store: Store, text: str) -> int:
     """A run named on the command line: its id, or 'latest' (the newest stored run)."""
-    from lowtail.errors import UserError
+    from lowtail.core.errors import UserError
 
     if text == "latest":
         row = store.con.execute("SELECT max(run_id) FROM runs").fetchone()

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from lowtail.store.db import Store, stored_id
 
 if TYPE_CHECKING:
-    from lowtail.measurement_documents import NoiseDocument
+    from lowtail.host.document import NoiseDocument
 
 
 def _insert_many(store: Store, sql: str, rows: list[list[Any]]) -> None:

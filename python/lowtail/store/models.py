@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from lowtail import __version__
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.core.version import __version__
 from lowtail.store import records
 from lowtail.store.analyses import analysis, latency_summary
 from lowtail.store.datadir import series_problem

@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from lowtail.errors import UserError
-from lowtail.measurement_documents import CaptureStatistics, GeneratorStatistics, TrafficDocument
-from lowtail.units import format_rate, parse_rate_pps
+from lowtail.core.errors import UserError
+from lowtail.core.units import format_rate, parse_rate_pps
+from lowtail.experiment.document import TrafficDocument
+from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics
 
 if TYPE_CHECKING:
-    from lowtail.documents import RunRow
-    from lowtail.measurement_documents import EnergyReading, HostStateDocument, TestbedDocument
+    from lowtail.experiment.document import RunRow
+    from lowtail.host.document import EnergyReading, HostStateDocument
+    from lowtail.testbed.document import TestbedDocument
 
 # Columns stored as JSON text (decoded again when read).
 JSON_COLUMNS = (

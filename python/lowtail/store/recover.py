@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.store.db import Store, duckdb
 
 _CHUNK_ROWS = 4096

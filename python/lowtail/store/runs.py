@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.store.analyses import save_analysis
 from lowtail.store.db import (
     Store,
@@ -20,7 +20,8 @@ from lowtail.store.db import (
 from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
-    from lowtail.documents import AnalysisDocument, AnalyzeOptionsDocument, RunRow
+    from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument
+    from lowtail.experiment.document import RunRow
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.

@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
-    from lowtail.documents import TuneDocument
+    from lowtail.tune.document import TuneDocument
 
 
 def create_session(store: Store, document: TuneDocument) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Required, TypedDict
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed import containment
 from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, format_cpu_list

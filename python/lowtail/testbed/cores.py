@@ -11,7 +11,7 @@ from typing import Any
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan, plan_for_roles, role_cores
 from lowtail.host.sysroot import SysRoot
-from lowtail.measurement_documents import CorePlanDocument
+from lowtail.testbed.document import CorePlanDocument
 
 # SCHED_FIFO priorities of the testbed's programs. lowtail-gen takes 40 by itself when it
 # is pinned (and the plan lets it, see `generator_realtime`); a program that sleeps until

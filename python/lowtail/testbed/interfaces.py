@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from lowtail.errors import UserError
-from lowtail.measurement_documents import TestbedDocument
+from lowtail.core.errors import UserError
+from lowtail.testbed.document import TestbedDocument
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry
 from lowtail.testbed.sites import Point

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 from lowtail.testbed.sites import Site
 
 if TYPE_CHECKING:
-    from lowtail.measurement_documents import TestbedDocument
     from lowtail.testbed.container import ContainerCgroups
+    from lowtail.testbed.document import TestbedDocument
 
 
 class Testbed(Protocol):

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from lowtail import signals
-from lowtail.processes import is_alive, process_start_time
+from lowtail.core import signals
+from lowtail.core.processes import is_alive, process_start_time
 from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, local_argv, sh, tool
 

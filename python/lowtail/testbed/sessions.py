@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol
 
-from lowtail.measurement_documents import RoleHost
+from lowtail.host.document import RoleHost
 from lowtail.testbed.cores import CoreChoices, CoreRoles
 from lowtail.testbed.interfaces import InterfacesTestbed, check_interfaces
 from lowtail.testbed.system import require_privileges

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from lowtail.binaries import find_binary
-from lowtail.measurement_documents import PointDocument, SiteIdentity, TimeSources
+from lowtail.core.binaries import find_binary
+from lowtail.testbed.document import PointDocument, SiteIdentity, TimeSources
 
 
 class Site(Protocol):

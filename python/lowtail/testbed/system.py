@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 
 _SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin", "/bin"])
 

@@ -10,7 +10,7 @@ lg1 are the two ends of one veth pair, a plain wire.
 
 Everything is recorded in the testbed's registry before it is made and removed by
 `close()`, which runs on normal exit, on errors and on Ctrl-C/SIGTERM/SIGHUP, to its end
-whatever signals arrive while it runs (`lowtail.signals`).
+whatever signals arrive while it runs (`lowtail.core.signals`).
 
 What a run needs of any testbed — the generator's and timestamper's `Point`s, the DuT's
 interfaces and how to set it up (`dut_run`, `dut_undo`, `dut_binary`, `dut_path`), the
@@ -25,12 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from lowtail import signals
-from lowtail.errors import Failure
-from lowtail.measurement_documents import TestbedDocument
-from lowtail.processes import process_start_time
+from lowtail.core import signals
+from lowtail.core.errors import Failure
+from lowtail.core.processes import process_start_time
 from lowtail.testbed import containment
 from lowtail.testbed.container import ContainerCgroups, create_container_cgroups, namespace_argv
+from lowtail.testbed.document import TestbedDocument
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
 from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo

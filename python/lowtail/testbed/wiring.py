@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.errors import UserError
-from lowtail.schema import unknown_key
-from lowtail.units import parse_duration_ns
+from lowtail.core.errors import UserError
+from lowtail.core.schema import unknown_key
+from lowtail.core.units import parse_duration_ns
 
 KINDS = ("namespaces", "interfaces", "hosts")
 DEFAULT_WORKDIR = "/var/tmp/lowtail"

@@ -225,7 +225,7 @@ def _recorder(testbed: Any, site: Any, index: int, cpus: list[int], buffer_kb: i
         )
 
     def keep(argv: list[str]) -> None:
-        from lowtail.errors import Failure
+        from lowtail.core.errors import Failure
 
         try:
             site.keep(f"trace-keeper-{index}", undo=[argv]).wait_started()

@@ -563,7 +563,7 @@ def read_checked(path: Path) -> tuple[pa.Table, TraceFacts]:
     """`read`, for a file that may be damaged or replaced: NotRegularFile when the path is not a
     regular file (nothing is opened: a FIFO would block, /dev/zero never end), ValueError (the
     rule in words) when it is no trace `write` could have written or cannot be read whole."""
-    from lowtail.files import special_kind
+    from lowtail.core.files import special_kind
 
     kind = special_kind(path)
     if kind is not None:

@@ -23,10 +23,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from lowtail import signals
+from lowtail.compare.document import ComparisonDocument
 from lowtail.compare.resolution import resolution
-from lowtail.documents import ComparisonDocument, TuneChangeDocument, TuneDocument, TuneOwnerDocument
-from lowtail.errors import Failure, Interrupted, UserError
+from lowtail.core import signals
+from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import Part
 from lowtail.experiment.spec import Experiment
 from lowtail.host import pending, settings
@@ -40,6 +40,7 @@ from lowtail.store import explain as explainstore
 from lowtail.store import runs as runstore
 from lowtail.store import tune as tunestore
 from lowtail.store.db import Store
+from lowtail.tune.document import TuneChangeDocument, TuneDocument, TuneOwnerDocument
 from lowtail.tune.proposals import Proposal, check_ids, propose, select
 
 # The phases a session goes through, in order (`TuneHooks.phase` is told each; the fault tests
@@ -323,7 +324,7 @@ def _unseen(store: Store, experiment_id: int) -> list[str]:
     list as unseen (the hypervisor's steal on a CPU, untraced cores, no kernel trace, invisible
     VM exits) once, with the largest share of a tail it could hold and the runs. A targeted
     change missing from the proposals has its reason here."""
-    from lowtail.units import format_percent
+    from lowtail.core.units import format_percent
 
     runs = runstore.runs(store, experiment_id)
     ids = [rid for r in runs if not r.get("calibration") and (rid := r.get("run_id")) is not None]

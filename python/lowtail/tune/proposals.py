@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.host.apply import Change, planned_changes, read_setting, task_start
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict
 
-from lowtail.errors import UserError
-from lowtail.schema import did_you_mean
+from lowtail.core.errors import UserError
+from lowtail.core.schema import did_you_mean
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
 from lowtail.testbed.duts.options import Option

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from lowtail.binaries import find_binary
+from lowtail.core.binaries import find_binary
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption, Option

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts.bridge import Bridge
 from lowtail.testbed.duts.options import NO_RULES, ChoiceOption, IntOption, RuleSet, RulesOption, StrOption

@@ -12,11 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.errors import UserError
-from lowtail.files import read_input
+from lowtail.core.errors import UserError
+from lowtail.core.files import read_input
+from lowtail.core.units import format_duration_setting, parse_duration_ns
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB
 from lowtail.testbed.containment import MODES
-from lowtail.units import format_duration_setting, parse_duration_ns
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption

@@ -44,8 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from lowtail.errors import Failure, UserError
-from lowtail.terminal import shown
+from lowtail.core.errors import Failure, UserError
+from lowtail.core.terminal import shown
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import (

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
 from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption

@@ -12,9 +12,9 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from lowtail.errors import UserError
+from lowtail.core.errors import UserError
+from lowtail.host.document import HostSummary
 from lowtail.host.sysroot import parse_cpulist
-from lowtail.measurement_documents import HostSummary
 from lowtail.testbed.hosts.ssh import SshHost
 from lowtail.testbed.interfaces import interface_problem
 from lowtail.testbed.sites import TIME_DAEMONS

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lowtail.errors import Failure
-from lowtail.measurement_documents import SiteIdentity
+from lowtail.core.errors import Failure
+from lowtail.testbed.document import SiteIdentity
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
 from lowtail.testbed.process import ProcessHandle
 

@@ -21,12 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from lowtail import __version__
-from lowtail.binaries import find_binary
-from lowtail.errors import Failure, UserError
-from lowtail.measurement_documents import RoleHost, TestbedDocument
-from lowtail.processes import process_start_time
+from lowtail.core.binaries import find_binary
+from lowtail.core.errors import Failure, UserError
+from lowtail.core.processes import process_start_time
+from lowtail.core.version import __version__
+from lowtail.host.document import RoleHost
 from lowtail.testbed.cores import CoreChoices, CoreRoles
+from lowtail.testbed.document import TestbedDocument
 from lowtail.testbed.hosts import facts as hostfacts
 from lowtail.testbed.hosts.remote import Heartbeat, RemoteProgram, RemoteSite
 from lowtail.testbed.hosts.ssh import SshHost, last_line

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.system import tool
 from lowtail.testbed.wiring import Ssh
 

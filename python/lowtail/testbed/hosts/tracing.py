@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 from lowtail.testbed.hosts.ssh import SshHost, last_line
 from lowtail.trace.tracefs import TRACEFS_TIMEOUT_S, TraceUnavailable
 

@@ -27,8 +27,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from lowtail.binaries import find_binary
-from lowtail.errors import Failure, UserError
+from lowtail.core.binaries import find_binary
+from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.system import tool
 from lowtail.testbed.vm.cpio import CpioWriter
 from lowtail.testbed.vm.kernels import GuestKernel, guest_kernel

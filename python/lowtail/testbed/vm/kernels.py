@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.vm.kmod import modinfo, module_name
 
 # What `guest_kernel` may name besides a path: the Debian metapackage that points at the

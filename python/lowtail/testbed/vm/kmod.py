@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from lowtail.errors import Failure
+from lowtail.core.errors import Failure
 
 
 def modinfo(ko: bytes) -> dict[str, str]:

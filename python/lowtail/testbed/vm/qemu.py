@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.errors import Failure, UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.host.interrupts import InterruptSample, diff, parse_interrupts
 from lowtail.testbed.process import die_with
 from lowtail.testbed.system import tool

@@ -1,0 +1,1 @@
+"""`lowtail analyze`: a PRE/POST capture pair analysed, judged, stored and shown."""

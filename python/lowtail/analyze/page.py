@@ -1,0 +1,124 @@
+"""The report of one stored analysis."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lowtail.core import percentiles
+from lowtail.core.units import format_ns
+from lowtail.report import plots
+from lowtail.report.cards import VerdictCard, cards_html
+from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.store import DbPath, open_store
+from lowtail.store.analyses import PAGE_ROWS, analysis
+from lowtail.store.records import analysis_as_run
+from lowtail.verdict.judge import Verdict
+
+
+def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
+    """Append the tables and plots of one stored analysis to a page."""
+    f = doc["figures"]
+    prefix = f"{name} · " if name else ""
+    counts = table_html(
+        ["sent", "received", "lost", "duplicates", "reordered", "foreign", "negative", "unmatched"],
+        [
+            [
+                f"{f[k]:,}"
+                for k in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative", "unmatched")
+            ]
+        ],
+    )
+    lat = f.get("latency_ns")
+    lat_table = ""
+    if lat:
+        lat_table = table_html(
+            [label for _, label in percentiles.labelled()] + ["mean"],
+            [[format_ns(lat[k]) for k in percentiles.figure_keys()] + [format_ns(lat["mean"])]],
+        )
+    inputs = doc["inputs"]
+    meta = table_html(
+        ["side", "file", "format", "compression", "frames", "with id", "foreign"],
+        [
+            [
+                side.upper(),
+                inputs[side]["path"],
+                inputs[side]["format"],
+                inputs[side]["compression"],
+                f"{inputs[side]['frames']:,}",
+                f"{inputs[side]['with_id']:,}",
+                f"{inputs[side]['not_udp'] + inputs[side]['too_short'] + inputs[side]['snapped']:,}",
+            ]
+            for side in ("pre", "post")
+        ],
+    )
+    warn_html = "".join(f"<p class='warn'>⚠ {esc(w)}</p>" for w in doc["warnings"])
+    if doc["partial"]:
+        page.banner("PARTIAL: the input was cut short; the figures cover only part of it.")
+    page.add(
+        f"{prefix}Figures (analysis {doc['analysis_id']})",
+        f"<p class='meta'>trim {esc(format_ns(f['trim_ns']))} · {esc(format_ns(f['duration_ns']))} "
+        f"analysed · percentiles are exact nearest-rank values</p>" + counts + lat_table + meta + warn_html,
+    )
+    curves = [plots.Curve(name or f"analysis {doc['analysis_id']}", [(p, v) for p, v, _ in doc["percentiles"]])]
+    page.add(
+        f"{prefix}Latency distribution",
+        figure_html(
+            plots.hdr_percentile_plot(curves, "Latency by percentile"),
+            "HDR percentile plot: x is 1/(1−p) on a log scale, so each nine gets the same width",
+        )
+        + figure_html(plots.histogram_plot(doc["histograms"]["latency"], "Latency histogram")),
+    )
+    start = f.get("start_ts_ns") or 0
+    page.add(
+        f"{prefix}Worst events",
+        figure_html(
+            plots.worst_scatter(
+                [(t, v) for t, v, _ in doc["worst"]], f"{len(doc['worst']):,} worst latencies over time", start_ns=start
+            ),
+            "The worst events over the run: periodic patterns point at interrupts or timers",
+        ),
+    )
+    page.add(
+        f"{prefix}Traffic",
+        figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"], sending_span_ns(f)))
+        + "<div class='side-by-side'>"
+        + figure_html(
+            plots.histogram_plot(doc["histograms"]["jitter_pre"], "Inter-arrival times, PRE", "inter-arrival time")
+        )
+        + figure_html(
+            plots.histogram_plot(doc["histograms"]["jitter_post"], "Inter-arrival times, POST", "inter-arrival time")
+        )
+        + "</div>",
+    )
+
+
+def analysis_card(doc: dict[str, Any], verdict: Verdict | None = None) -> str:
+    """The analysis's verdict card: its judged percentile against the budget (the default
+    one unless given: a plain analysis is stored without a budget of its own)."""
+    verdict = verdict or Verdict()
+    judgement = verdict.judge(analysis_as_run(doc)).as_dict()
+    card = VerdictCard(doc["label"] or f"analysis {doc['analysis_id']}", [judgement])
+    whose = "" if verdict != Verdict() else " (the default; `lowtail help budget`)"
+    return cards_html([card], f"Budget: {verdict.describe()}{whose}")
+
+
+def sending_span_ns(figures: dict[str, Any]) -> int | None:
+    """PRE's first to last packet: the analysed duration plus the trim cut from its start
+    (the per-second counts start at the first packet, before the trim)."""
+    duration = figures.get("duration_ns")
+    return None if duration is None else int(duration) + int(figures.get("trim_ns") or 0)
+
+
+def write_analysis_report(db: DbPath, analysis_id: int | str, output: str | Path | None = None) -> Path:
+    """The report of one stored analysis (an id, or 'latest') as one HTML file, by default
+    lowtail-report-<id>.html (the id the analysis has, 'latest' resolved)."""
+    with open_store(db, read_only=True) as s:
+        doc = analysis(s, analysis_id, PAGE_ROWS)
+    page = Page(
+        title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
+        subtitle=f"{doc['pre_path']} → {doc['post_path']}",
+    )
+    page.lead(analysis_card(doc))
+    analysis_sections(page, doc)
+    return page.write(Path(output or f"lowtail-report-{doc['analysis_id']}.html"))

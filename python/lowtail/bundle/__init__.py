@@ -1,0 +1,1 @@
+"""Bundles: stored runs carried to another database (`lowtail export` / `lowtail import`)."""

@@ -1,0 +1,172 @@
+"""A comparison of stored configurations and a certificate, as stored and printed.
+
+JSON by nature (printed by `--json`, stored as JSON and read back through the store's
+codec), typed as `TypedDict`s: no cost at run time, one definition for every reader."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+from lowtail.analyze.document import IntervalDoc
+from lowtail.verdict.document import BudgetDocument, DeviceVerdictDocument, JudgementDocument
+
+
+class ConfigurationDocument(TypedDict):
+    """One configuration of a comparison: its runs pooled, judged, beside its floor."""
+
+    index: int
+    label: str
+    key: dict[str, Any]  # axis name → value
+    key_text: dict[str, str]  # axis name → as shown
+    runs: list[int]
+    analyses: list[int]
+    experiments: list[int]
+    repetitions: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    latency_ns: dict[str, int | None] | None  # figure → pooled nearest-rank value, and samples
+    intervals: dict[str, IntervalDoc] | None
+    spread: dict[str, dict[str, int | None]]
+    per_run: list[dict[str, Any]]
+    worst_repetition: int | None
+    verdict: JudgementDocument
+    floor: dict[str, Any] | None
+    invalid_runs: list[dict[str, Any]]
+    degraded: list[str]
+    emulated: bool  # a run under QEMU's emulator (TCG): never the basis of a called difference
+    partial_reasons: list[str]
+
+
+class CauseSummary(TypedDict):
+    """One cause of a configuration's tail, over its explained runs."""
+
+    kind: str
+    role: str
+    what: str | None
+    # The tail packets it keeps over all the tail packets of the configuration's explained runs
+    # (with one run: that run's stored share, the same number).
+    share: float
+    runs: int  # how many of the runs name it
+
+
+class ConfigurationCauses(TypedDict):
+    """The stored explanations of a configuration's runs: `compare`'s causes column."""
+
+    index: int
+    label: str
+    explained_runs: int
+    causes: list[CauseSummary]
+    headline: str | None  # "run N: " and that run's own headline (its shares are that run's)
+
+
+class ComparisonDocument(TypedDict):
+    """A comparison of stored runs, as `lowtail compare --json` prints it and the store keeps it."""
+
+    comparison_id: int | None
+    selection: list[str]
+    by: list[str]
+    axes: list[dict[str, str]]
+    level: float
+    verdict: BudgetDocument | None
+    configurations: list[ConfigurationDocument]
+    differences: list[dict[str, Any]]
+    not_resolvable: list[dict[str, Any]]
+    difference_family: dict[str, Any]  # how many comparisons, at what level, by which procedure
+    evt: list[dict[str, Any]]
+    rates: list[dict[str, Any]]
+    left_out: list[dict[str, Any]]
+    causes: NotRequired[list[ConfigurationCauses]]
+    notes: list[str]
+    partial: bool
+    partial_reasons: list[str]
+    emulated_runs: list[int]
+    # Where two configurations' host-state fingerprints differ (host/state.py): each pair's
+    # indices and the settings that differ, {name: [a's value, b's value]}.
+    host_state_differences: NotRequired[list[dict[str, Any]]]
+
+
+# -- a qualification record (`lowtail certify --json`) ------------------------------------------
+
+
+class CertifiedDevice(TypedDict):
+    """What a qualification record says the device was: its name and kind, every option it
+    was configured with (the stored values, and as shown: durations with their units, a rule
+    set with the hash of its rules), how it was contained and on which cores, the kernel it
+    ran on (and a VM's guest kernel)."""
+
+    name: str
+    kind: str
+    options: dict[str, Any]  # the kind's options as stored with its runs
+    options_shown: dict[str, str]
+    rule_sets: list[dict[str, Any]]  # what its runs recorded of their rules (count or files, sha256)
+    containment: str
+    cores: str
+    kernel: str | None
+    guest_kernel: str | None
+
+
+class CertifiedTraffic(TypedDict):
+    """The traffic a configuration was measured with."""
+
+    rate_pps: int | None
+    frame_size: int | None
+    burst: int | None
+    flows: int | None
+    duration_ns: int | None  # measured per run, after the warm-up
+    warmup_ns: int | None
+    repetitions: int
+    runs: int  # how many runs, a count (`runs` of the configuration lists their ids)
+
+
+class CertifiedBounds(TypedDict):
+    """The judged percentile's one-sided bounds exactly as the verdict used them."""
+
+    confidence: float | None
+    lower_ns: int | None
+    upper_ns: int | None
+    text: str  # in words, never a dash beside a number: "at least 990.771 µs; not bounded from above …"
+
+
+class CertifiedConfiguration(TypedDict):
+    """One configuration as a qualification record states it."""
+
+    label: str
+    configuration: dict[str, str]  # axis → value as shown
+    device: CertifiedDevice
+    traffic: CertifiedTraffic
+    runs: list[int]
+    analyses: list[int]
+    repetitions: int
+    packets: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    percentile: str  # the judged percentile's key
+    value_ns: int | None
+    interval: IntervalDoc | None  # its two-sided interval at the record's level
+    bounds: CertifiedBounds
+    verdict: JudgementDocument
+    floor_ns: int | None  # the floor's value at the judged percentile
+    degraded: list[str]
+    emulated: bool
+    invalid_runs: list[dict[str, Any]]
+    hosts: list[dict[str, Any]]  # each experiment's host fingerprint (kernel, CPU, command line, …)
+    data: list[dict[str, Any]]  # each analysis's captures (path, bytes, frames), when and by which lowtail
+
+
+class CertificateDocument(TypedDict):
+    """A qualification record: the configurations of a selection, judged, with what they rest on."""
+
+    lowtail_version: str
+    created_at: str
+    selection: list[str]
+    selected: str  # what the selection came to, in words: "6 runs of experiment 3"
+    comparison_id: int | None
+    level: float
+    budget: str | None  # the budget every configuration was judged against, in words (None: each its own)
+    devices: list[DeviceVerdictDocument]  # each device's verdict over its configurations
+    configurations: list[CertifiedConfiguration]
+    notes: list[str]
+    partial: bool
+    partial_reasons: list[str]

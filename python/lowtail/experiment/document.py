@@ -1,0 +1,92 @@
+"""A stored run as the store hands it back, and the traffic it was measured with.
+
+JSON by nature (printed by `--json`, stored as JSON and read back through the store's
+codec), typed as `TypedDict`s: no cost at run time, one definition for every reader."""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict
+
+from lowtail.analyze.document import StoredFigures
+from lowtail.host.document import EnergyReading
+from lowtail.testbed.document import CaptureStatistics, CorePlanDocument, GeneratorStatistics, TestbedDocument
+
+# -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
+
+
+class RunRow(TypedDict, total=False):
+    """A stored run as the store returns it: its `runs` columns (`store.records.RunRecord`,
+    JSON decoded), its headline figures from its analysis (and the latency columns
+    `lat_<figure>_ns`, one per figure of `store.db.LATENCY_FIGURES`, read through a Mapping),
+    and the derived axis columns of its experiment's host. A plain analysis selected as a run
+    (`store.records.analysis_as_run`) has the same keys, with no run."""
+
+    run_id: int | None
+    experiment_id: int | None
+    combination_key: str
+    dut_name: str
+    dut_kind: str
+    # The DuT kind's own options and what it measured and how it was contained: open maps,
+    # each DuT kind's (testbed/duts) with its own keys.
+    dut_config: dict[str, Any]
+    calibration: bool
+    rate_pps: int
+    frame_size: int | None
+    burst: int | None
+    repetition: int
+    duration_ns: int | None
+    warmup_ns: int
+    started_at: Any
+    finished_at: Any
+    analysis_id: int | None
+    series_path: str | None
+    valid: bool
+    invalid_reasons: list[str]
+    degraded_reasons: list[str]
+    generator: GeneratorStatistics
+    capture: CaptureStatistics
+    containment: dict[str, Any]
+    virtualization: str | None
+    testbed: TestbedDocument | None
+    energy: EnergyReading | None
+    dut_stats: dict[str, Any] | None
+    capture_paths: list[str]
+    traffic: TrafficDocument
+    sent: int | None
+    received: int | None
+    lost: int | None
+    duplicates: int | None
+    reordered: int | None
+    partial: bool | None
+    warnings: list[str] | None
+    figures: StoredFigures | None
+    start_ts_ns: int | None
+    lat_min_ns: int | None
+    lat_mean_ns: float | None
+    lat_stddev_ns: float | None
+    lat_p50_ns: int | None
+    lat_p90_ns: int | None
+    lat_p99_ns: int | None
+    lat_p99_9_ns: int | None
+    lat_p99_99_ns: int | None
+    lat_p99_999_ns: int | None
+    lat_p99_9999_ns: int | None
+    lat_max_ns: int | None
+    kernel: str | None
+    hostname: str | None
+
+
+# -- the traffic of a run (`runs.traffic`) -------------------------------------------------------
+
+
+class TrafficDocument(TypedDict, total=False):
+    """What a run's traffic was beside its rate, frame size and burst (its own columns): a
+    measured run's flows, port, planned frames and core plan; an imported run's whether its
+    rate was given (a pattern's or the spec's `rate`) and the rate its PRE capture shows."""
+
+    flows: int
+    udp_dst_port: int
+    frames_planned: int
+    core_plan: CorePlanDocument
+    rate_given: bool
+    measured_rate_pps: float | None

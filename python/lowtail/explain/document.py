@@ -1,0 +1,89 @@
+"""An explanation as stored and printed: the tail, its causes, what could not be seen.
+
+JSON by nature (printed by `--json`, stored as JSON and read back through the store's
+codec), typed as `TypedDict`s: no cost at run time, one definition for every reader."""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict
+
+# -- an explanation (`lowtail explain --json`, stored by store/explain.py) --------------------
+
+
+class RemedyPlanDoc(TypedDict):
+    """A remedy's cores on the host the run measured: its one core plan (host/plan.py) and the
+    remedy's boot parameters with the plan's values ("isolcpus=1")."""
+
+    housekeeping: list[int]
+    isolated: list[int]
+    boot: list[str]
+
+
+class RemedyDoc(TypedDict):
+    """A remedy as `lowtail explain --json` gives it."""
+
+    id: str
+    action: str
+    boot_parameters: list[str]
+    source: str
+    plan: NotRequired[RemedyPlanDoc]  # its cores on the run's host, where the run stored its core plan
+
+
+class Tail(TypedDict):
+    """The packets counted as the tail: those above threshold_ns, chosen by rule; the run's
+    floor (its lowest latency: no packet was delayed by more than its latency above it) and
+    median (a tail packet's excess is its latency above it)."""
+
+    threshold_ns: int
+    packets: int
+    rule: str
+    floor_ns: NotRequired[int]
+    median_ns: NotRequired[int]
+
+
+class CauseDoc(TypedDict):
+    """One cause as `lowtail explain --json` gives it."""
+
+    kind: str
+    role: str
+    host: str | None  # the host of the role's core (a run may be traced on several)
+    cpu: int | None
+    tail_packets: int  # the tail packets this cause keeps
+    share: float  # tail_packets over the tail's packets: the one number every surface shows
+    added_ns: int
+    evidence: dict[str, Any]
+    remedy: RemedyDoc
+
+
+class UnseenDoc(TypedDict):
+    """Something an explanation could not see (explain/unseen.py), with the share of the tail
+    it could hold: the unexplained tail packets it could have delayed."""
+
+    kind: str  # hypervisor | untraced | no_trace | vm_exits | interrupts
+    what: str
+    role: str | None
+    host: str | None
+    cpu: int | None
+    share: float
+    resolution: NotRequired[str]  # how finely it is sampled, where it is (steal, interrupt counts)
+    sampling_interval_ns: NotRequired[int]
+    tick_ns: NotRequired[int]
+    steal_ns: NotRequired[int]
+
+
+class ExplainDocument(TypedDict, total=False):
+    """What `lowtail explain --json` prints and the store keeps."""
+
+    run: int
+    version: int  # how it was worked out (explain/analysis.py's VERSION)
+    tail: Tail
+    causes: list[CauseDoc]
+    unexplained_packets: int
+    unexplained_share: float
+    headline: str | None
+    unseen: list[UnseenDoc]
+    trace: dict[str, Any]
+    interrupt_coincidence: dict[str, Any]
+    interrupts: list[dict[str, Any]]  # the interrupt samples at their resolution (explain/sampled.py)
+    notes: list[str]
+    partial: bool

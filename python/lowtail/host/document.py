@@ -1,0 +1,200 @@
+"""What was measured of the host around a run: energy, the noise probe, the host's metadata and state.
+
+JSON by nature (printed by `--json`, stored as JSON and read back through the store's
+codec), typed as `TypedDict`s: no cost at run time, one definition for every reader."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, NotRequired, TypedDict
+
+from lowtail.testbed.document import CorePlanDocument, HistogramBin
+
+# -- energy and the noise probe (`lowtail noise --json`, stored by store/host.py) -----
+
+
+class EnergyReading(TypedDict):
+    """What the RAPL counters say of a stretch of time (`host.energy.EnergyMeter`): joules
+    per domain ("package-0", "package-0/dram", …), their total and mean power, or why not."""
+
+    available: bool
+    joules: float | None
+    mean_w: float | None
+    domains: dict[str, float]  # domain → joules; the domains are the host's own
+    duration_ns: int
+    reason: str | None
+
+
+class NoiseGap(TypedDict):
+    """One of the largest gaps of a probed core: when it began and how long it was."""
+
+    t_ns: int
+    gap_ns: int
+
+
+class InterruptKindLoad(TypedDict):
+    """One interrupt kind on a probed core: how many, how often, and the typical time each took."""
+
+    count: int
+    rate_hz: float
+    typical_ns: float | None  # None where the attribution could not time this kind
+    description: str
+
+
+class NoiseAttribution(TypedDict):
+    """How the probe's gaps were attributed to interrupt kinds, and how much of them it explains."""
+
+    method: str
+    intervals: int
+    explained_share: float
+    long_gaps: int  # gaps too long to be interrupt handlers: only counted
+    long_gap_total_ns: int
+
+
+class NoiseCore(TypedDict):
+    """One probed core: its gaps' figures, histogram, largest gaps and interrupt profile."""
+
+    cpu: int
+    gaps: int
+    rate_hz: float
+    max_ns: int | None
+    p50_ns: int | None
+    p90_ns: int | None
+    p99_ns: int | None
+    p99_9_ns: int | None
+    noise_ns_per_s: float
+    gap_total_ns: int
+    loops: int
+    min_loop_ns: int | None
+    dropped: int
+    start_ns: int
+    duration_ns: int
+    histogram: list[HistogramBin]
+    largest: list[NoiseGap]
+    interrupts: dict[str, InterruptKindLoad] | None  # kind ("LOC", "TLB", …) → its load; None: not sampled
+    d_sum_ns_per_s: NotRequired[float]  # with interrupts: Σ rate × typical duration
+    attribution: NotRequired[NoiseAttribution]
+
+
+class SamplerCost(TypedDict):
+    """What the interrupt sampler's reads of /proc/interrupts cost its own core."""
+
+    reads: int
+    read_cpu_median_ns: int | None
+    read_cpu_max_ns: int | None
+
+
+class NoiseHost(TypedDict):
+    """The probed host: kernel, boot command line, CPU model."""
+
+    kernel: str
+    cmdline: str
+    cpu_model: str | None
+
+
+class NoiseDocument(TypedDict):
+    """A noise probe of some cores (`host/noise.py`), as `lowtail noise --json` prints it."""
+
+    cpus: list[int]
+    threshold_ns: int
+    duration_ns: int
+    housekeeping_cpu: int | None
+    interrupts_sampled: bool
+    sample_interval_ns: int | None
+    sampler: SamplerCost | None
+    fifo: int | None
+    energy: EnergyReading
+    host: NoiseHost
+    cores: list[NoiseCore]
+    noise_run_id: NotRequired[int]  # once stored
+
+
+class CgroupCpuset(TypedDict):
+    """The cpuset controller's hierarchy: cgroup v1 or v2, and where it is mounted."""
+
+    version: int
+    root: str
+
+
+class HostSummary(TypedDict):
+    """Another host's facts as stored with an experiment (`testbed.hosts.facts.summary`)."""
+
+    hostname: str | None
+    boot_id: str | None
+    kernel: str | None
+    kernel_version: str | None
+    kernel_cmdline: str | None
+    cpu_model: str | None
+    user: str | None
+    cpus_online: int
+    cpus_available: list[int]
+    isolated: str
+    interfaces: dict[str, dict[str, str]]  # name → its /sys/class/net files read
+    ptp_clocks: dict[str, str]
+    time_daemons: list[str]
+    ptp_port_state: str | None
+
+
+class RoleHost(HostSummary):
+    """The host of one role of a testbed of hosts, and how it was reached."""
+
+    ssh: str
+
+
+class HostMetadata(TypedDict):
+    """The host an experiment runs on, stored with it (`experiment.hostinfo.host_metadata`):
+    kernel, boot parameters, CPU, the cores of each role, lowtail's version and the command;
+    with a testbed of hosts, each role's host too."""
+
+    hostname: str
+    kernel: str
+    kernel_version: str
+    kernel_cmdline: str | None
+    cpu_model: str
+    cpus_online: int | None
+    cpus_available: list[int]
+    core_plan: CorePlanDocument
+    cgroup_cpuset: CgroupCpuset | None
+    lowtail_version: str
+    python: str
+    command: list[str]
+    testbed: NotRequired[str]  # its kind
+    roles: NotRequired[dict[str, RoleHost]]  # role → its host, when not all on this one
+
+
+class HostStateDocument(TypedDict):
+    """The host-state fingerprint of a run (host/state.py): the settings that decide a tail
+    as read when the run started, and a short id of them (equal settings, equal ids)."""
+
+    id: str
+    settings: dict[str, str]  # an open map: the setting's name → its value as read
+
+
+# Readable names for the architecture's rows (x86 and arm64); other rows keep the text
+# the kernel prints after the counters.
+KIND_NAMES = {
+    "LOC": "local timer",
+    "IWI": "IRQ work",
+    "TLB": "TLB shootdowns",
+    "CAL": "function call IPIs",
+    "RES": "rescheduling IPIs",
+    "NMI": "non-maskable",
+    "PMI": "performance monitoring",
+    "SPU": "spurious",
+    "MCE": "machine check exceptions",
+    "MCP": "machine check polls",
+    "THR": "threshold APIC",
+    "DFR": "deferred error APIC",
+    "TRM": "thermal events",
+    "HYP": "hypervisor callbacks",
+    "IPI0": "rescheduling IPIs",
+    "IPI1": "function call IPIs",
+}
+
+
+def describe_energy(energy: Mapping[str, Any] | None) -> str:
+    """One line for tables: "12.3 J, 24.6 W mean" or "not available (why)"."""
+    if not energy or not energy.get("available"):
+        reason = (energy or {}).get("reason")
+        return f"not available ({reason})" if reason else "not available"
+    return f"{energy['joules']:.3g} J, {energy['mean_w']:.3g} W mean"
