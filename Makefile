@@ -38,7 +38,7 @@ PHASE := scripts/phase.sh
 BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 COMPLETIONS ?= $(if $(filter 0,$(shell id -u)),/usr/local/share,$(HOME)/.local/share)
 
-.PHONY: build deps test test-rust test-python lint run bench clean fuzz install soak
+.PHONY: build deps test test-rust test-python lint check run bench clean fuzz install soak
 
 $(STAMPS):
 	@mkdir -p $(STAMPS)
@@ -115,10 +115,20 @@ test-rust: deps
 	  cargo test --workspace --exclude lowtail-py --no-run
 	cargo test --workspace --exclude lowtail-py --quiet
 
+# The 20 slowest tests are printed at the end: where the suite's time goes, run after run.
 test-python: build $(STAMPS)/apt-test
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=20
 
 test: lint test-rust test-python ## everything CI runs
+
+# The loop to work in: formatters, linters, types and the fast tests (neither `slow` nor
+# `root`: no testbed, no VM, no host settings), on two workers; a few minutes on 2 cores.
+check: build ## format, lint, types and the fast tests, for development
+	cargo fmt --all --check
+	$(VENV)/bin/ruff format --check --quiet .
+	$(VENV)/bin/ruff check --quiet .
+	$(VENV)/bin/mypy
+	$(PY) -m pytest -q -m "not slow and not root" $(CHECK_PYTEST)
 
 run: build ## the default experiment, ending in a verdict per DuT, the report's link and what to type next
 	@scripts/demo.sh

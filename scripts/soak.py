@@ -480,7 +480,7 @@ def apply_signals(rng: random.Random, work: Path, until: float) -> None:
 _TRIAL = """
 import sys, time
 from pathlib import Path
-from lowtail import signals
+from lowtail.core import signals
 from lowtail.core.errors import Failure, Interrupted
 from lowtail.host.apply import apply_changes, planned_changes, undo
 from lowtail.host.facts import Host

@@ -2,7 +2,7 @@
 
 A suite started in the background by a shell without job control (`make test &` in a
 script) inherits SIGINT ignored, and lowtail keeps an ignored signal ignored (nohup's
-promise, lowtail/signals.py), so every test that presses Ctrl-C on a lowtail process would
+promise, lowtail/core/signals.py), so every test that presses Ctrl-C on a lowtail process would
 see it ignored and fail. The tests are about a user's Ctrl-C: the suite's own process takes
 SIGINT as a terminal gives it, and the processes it starts inherit that."""
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+
+import pytest
 
 # The suite shares its host with other engineers' runs: what their killed commands left is not
 # a test's output. The tests of those notices (tests/faults/test_leftover_notices.py) set it to 1.
@@ -21,3 +23,12 @@ os.environ.setdefault("LOWTAIL_UNDO_STATE_DIR", tempfile.mkdtemp(prefix="lowtail
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test skipped without root (a `skipif` whose reason says root) is a `root` test,
+    whether or not its module marks it: `make check` (`-m "not slow and not root"`) leaves it
+    out as it leaves out every test that needs the host's namespaces, mounts or settings."""
+    for item in items:
+        if any(m.name == "skipif" and "root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers()):
+            item.add_marker(pytest.mark.root)

@@ -389,7 +389,7 @@ def test_every_path_apply_plans_passes_the_undo_check(tmp_path):
 _SIGNAL_DURING_APPLY = """
 import json, os, signal, sys
 from pathlib import Path
-from lowtail import signals
+from lowtail.core import signals
 from lowtail.core.errors import Interrupted
 from lowtail.host.apply import Change, apply_changes, planned_changes
 from lowtail.host.facts import Host

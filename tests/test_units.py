@@ -1,4 +1,4 @@
-"""One grammar of durations and rates (units.py, `lowtail help units`), strict everywhere.
+"""One grammar of durations and rates (core/units.py, `lowtail help units`), strict everywhere.
 
 Every duration and rate a person types carries its unit: the command line's options (found
 by walking the command tree for the option types that read one), the experiment file's and

@@ -1,4 +1,4 @@
-"""A verdict per device, defined once (device_verdict.py, docs/statistics.md "A device's
+"""A verdict per device, defined once (verdict/device.py, docs/statistics.md "A device's
 verdict"): PASS only if every configuration of it passes, FAIL if any fails, else
 inconclusive with what is missing — and every surface says the same: the experiment page's
 headline card, the terminal's closing lines, the JSON, and the qualification record (its

@@ -1,7 +1,7 @@
 """Each configuration axis of a run is declared once, by the store (`store/records.py`),
 beside its column: every declared axis is a column of the runs table (or a derived column
 of the runs query), every field of `RunRecord` is a column, and the axis is known to what
-reads runs — tables and `--by` (axes.py), filters and plain analyses (selection.py), import
+reads runs — tables and `--by` (store/axes.py), filters and plain analyses (store/selection.py), import
 specs (experiment/external.py) — without being named there."""
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ def test_a_stop_signal_while_analyze_stores_finishes_the_transaction(tmp_path, s
 
 _SECOND_SIGNAL_WHILE_STOPPING = """
 import os, signal, sys, time
-from lowtail import signals
+from lowtail.core import signals
 
 done = []
 with signals.stop_on_signals():
@@ -405,7 +405,7 @@ def test_a_stop_signal_as_the_analysis_starts_leaves_no_partial_series(tmp_path)
 
 _SIGNALS_WHILE_DUCKDB_LOADS = """
 import os, signal, sys, threading, time
-from lowtail import signals
+from lowtail.core import signals
 
 loading = threading.Event()
 
@@ -448,7 +448,7 @@ def test_a_stop_signal_while_duckdb_loads_is_an_interruption():
 
 _STOP_IN_A_FINALIZER = """
 import signal, sys, time, weakref
-from lowtail import signals
+from lowtail.core import signals
 
 class Thing:
     pass

@@ -76,9 +76,10 @@ HOUSEKEEPING = set(ONE.housekeeping)
 TARGET = PLAN.dut[0]
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def intruder():
-    """The hog on the DuT's core; killed (and so off every core) after the test."""
+    """The hog on the DuT's core, one for the module (the before both tests start from was
+    measured with it); killed (and so off every core) after the last test."""
     proc = subprocess.Popen([sys.executable, "-c", HOG_SOURCE, HOG, str(TARGET), str(HOG_PRIORITY), "0.0015", "0.05"])
     try:
         yield proc
@@ -99,10 +100,10 @@ def kept_changes_undone(tmp_path):
         STAT_INTERVAL.write_text(before)
 
 
-def tune(tmp_path: Path, *args: str) -> tuple[int, dict, str]:
+def tune(where: Path, *args: str) -> tuple[int, dict, str]:
     done = subprocess.run(
-        [*LOWTAIL, "tune", str(tmp_path / "t.toml"), "--db", str(tmp_path / "t.duckdb"), "--json", *args],
-        cwd=tmp_path,
+        [*LOWTAIL, "tune", str(where / "t.toml"), "--db", str(where / "t.duckdb"), "--json", *args],
+        cwd=where,
         capture_output=True,
         text=True,
         timeout=900,
@@ -111,19 +112,28 @@ def tune(tmp_path: Path, *args: str) -> tuple[int, dict, str]:
     return done.returncode, doc, done.stderr
 
 
-def fingerprints(tmp_path: Path, experiment: int) -> list[dict]:
-    with open_store(tmp_path / "t.duckdb", read_only=True) as store:
+def fingerprints(where: Path, experiment: int) -> list[dict]:
+    with open_store(where / "t.duckdb", read_only=True) as store:
         return [r["host_state"] for r in runstore.runs(store, experiment)]
 
 
-def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot_help(tmp_path, intruder):
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory, intruder):
+    """tune's dry run, measured once for both tests (each tries its changes `--before` it):
+    the database, what it planned, what it said, and vm.stat_interval as it read."""
     if not HOUSEKEEPING:
         pytest.skip("one CPU: there is no other core to move a task to")
-    (tmp_path / "t.toml").write_text(EXPERIMENT)
+    where = tmp_path_factory.mktemp("tune-e2e")
+    (where / "t.toml").write_text(EXPERIMENT)
     stat_before = STAT_INTERVAL.read_text().strip()
-    # The dry run measures, explains and proposes, and changes nothing.
-    code, planned, stderr = tune(tmp_path)
+    code, planned, stderr = tune(where)
     assert code == 0, stderr
+    return where, planned, stderr, stat_before
+
+
+def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot_help(dry_run, tmp_path, intruder):
+    # The dry run measured, explained and proposed, and changed nothing.
+    where, planned, stderr, stat_before = dry_run
     assert planned["dry_run"] and all(c["kept"] is None for c in planned["changes"])
     move = "other-tasks"
     ids = [c["id"] for c in planned["changes"]]
@@ -149,7 +159,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     assert "isolcpus" in {p["name"] for p in planned["boot"]["params"]} and "GRUB_CMDLINE" in planned["boot"]["grub"]
 
     code, doc, stderr = tune(
-        tmp_path,
+        where,
         "--yes",
         "--one-by-one",
         "--before",
@@ -177,7 +187,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     assert Path(moved["undo_file"]).exists() and doc["kept"] == [move] and doc["after"] == moved["after"]
     expected_cpus = HOUSEKEEPING
     # At p99.9 only where this host bounds it: then the move is no harm there either.
-    with open_store(tmp_path / "t.duckdb", read_only=True) as store:
+    with open_store(where / "t.duckdb", read_only=True) as store:
         bounded = resolution(store, moved["baseline"], "p99_9")["bounded"]
     print(f"p99.9 bounded by the kept state's repetitions here: {bounded}")
     if bounded:
@@ -186,9 +196,9 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     assert os.sched_getaffinity(intruder.pid) == expected_cpus
     assert STAT_INTERVAL.read_text().strip() == stat_before
     # The fingerprints of the before and the after runs differ exactly in what was applied.
-    before = fingerprints(tmp_path, doc["before"])
-    after_move = fingerprints(tmp_path, moved["after"])
-    after_useless = fingerprints(tmp_path, useless["after"])
+    before = fingerprints(where, doc["before"])
+    after_move = fingerprints(where, moved["after"])
+    after_useless = fingerprints(where, useless["after"])
     moved_diff = differing(before[0]["settings"], after_move[0]["settings"])
     hog = f"{HOG}:{HOG_PRIORITY}"
     dut, others = f"CPU {TARGET} real-time tasks", {f"CPU {c} real-time tasks" for c in HOUSEKEEPING}
@@ -201,7 +211,7 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
     # `compare --by host_state` separates them and says where they differ.
     shown = subprocess.run(
         [*LOWTAIL, "compare", str(doc["before"]), str(moved["after"]), "--by", "host_state", "--json",
-         "--db", str(tmp_path / "t.duckdb")],
+         "--db", str(where / "t.duckdb")],
         capture_output=True, text=True,
     )  # fmt: skip
     assert shown.returncode in (0, 3), shown.stderr
@@ -218,20 +228,15 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
         assert os.sched_getaffinity(intruder.pid) == {TARGET}
 
 
-def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(tmp_path, intruder):
+def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(dry_run, tmp_path, intruder):
     """All at once: one trial, one undo file for both changes; kept together when the
     comparison calls the improvement (the move dominates), else both undone — never one of
     them left behind. host undo of the kept file restores both exactly."""
-    if not HOUSEKEEPING:
-        pytest.skip("one CPU: there is no other core to move a task to")
-    (tmp_path / "t.toml").write_text(EXPERIMENT)
-    stat_before = STAT_INTERVAL.read_text().strip()
-    code, planned, stderr = tune(tmp_path)
-    assert code == 0, stderr
+    where, planned, _, stat_before = dry_run
     move = "other-tasks"
     assert move in [c["id"] for c in planned["changes"]], planned["changes"]
     code, doc, stderr = tune(
-        tmp_path, "--yes", "--before", str(planned["before"]), "--only", f"{move},vm.stat_interval",
+        where, "--yes", "--before", str(planned["before"]), "--only", f"{move},vm.stat_interval",
         "--undo-dir", str(tmp_path),
     )  # fmt: skip
     assert code == 0, stderr

@@ -44,7 +44,7 @@ kind = "lowtail-fwd"
 # the action follow it; then the command line). One template for every fault the tests inject.
 _AT_PHASE = """
 import os, signal, sys, threading
-from lowtail import signals
+from lowtail.core import signals
 import lowtail.tune.loop as loop
 
 phase, nargs = sys.argv[1], {nargs}

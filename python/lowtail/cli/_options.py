@@ -60,7 +60,7 @@ class UnitType(click.ParamType[Any]):
 class SpecType(click.ParamType[Any]):
     """An option whose value is a small spec with durations or rates inside it
     ("exp:20us", "250Hz:5.5us,8.2us"): read by `reader` (its module's parser, which reads
-    each number through units.py), a bare number in it a usage error naming the option.
+    each number through core/units.py), a bare number in it a usage error naming the option.
     `bare` are values with a number where a unit is needed, which tests must see refused."""
 
     name = "spec"

@@ -51,7 +51,7 @@ def _store(db: Path, needed: bool = True) -> Iterator[Store | None]:
         yield s
 
 
-# A model's document: each command's is its own TypedDict (lowtail.documents).
+# A model's document: each command's is its own TypedDict (lowtail.models.document).
 Doc = TypeVar("Doc", bound=Mapping[str, Any])
 
 

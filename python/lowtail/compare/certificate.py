@@ -5,11 +5,11 @@ and on which cores, the kernel (and a VM's guest kernel); the traffic (rate, fra
 burst, flows, measured time, repetitions); the host; the packets, the budget, the judged
 percentile with its interval and the one-sided bounds exactly as the verdict used them; the
 verdict with its confidence; the floor, the loss, degraded or emulated runs — with each
-device's verdict over its configurations (device_verdict.py), the selection it was made
+device's verdict over its configurations (verdict/device.py), the selection it was made
 from, the lowtail version and the identity of the data (each analysis's captures: path,
 size, frames, when analysed).
 
-The verdict is the comparison's (`compare.comparison`: the one rule of `verdict.py` on the
+The verdict is the comparison's (`compare.comparison`: the one rule of `verdict/judge.py` on the
 configuration's pooled packets), so a record never says other than `lowtail compare`,
 `lowtail run` and the pages; the comparison it rests on is stored, and the record names it."""
 

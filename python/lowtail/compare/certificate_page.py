@@ -79,7 +79,7 @@ def write_certificate(doc: CertificateDocument, path: str | Path) -> Path:
 
 
 def _device_card(device: DeviceVerdictDocument, configs: Sequence[CertifiedConfiguration]) -> VerdictCard:
-    """A device's card: its verdict over its configurations (device_verdict.py), each
+    """A device's card: its verdict over its configurations (verdict/device.py), each
     configuration's outcome, what is missing, the budget in words (its confidence)."""
     own = [c for c in configs if c["device"]["name"] == device["device"]]
     labels = [d["label"] for d in device["configurations"]]

@@ -140,7 +140,7 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
         "notes": notes,
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
-        # Runs of a VM under QEMU's emulator: their latencies are an emulator's (see virtualization.py).
+        # Runs of a VM under QEMU's emulator: their latencies are an emulator's (see core/virtualization.py).
         "emulated_runs": [r["run_id"] for r in duts if r.get("virtualization") == "tcg" and r["run_id"] is not None],
         "host_state_differences": host_state_differences(list(groups.values())),
     }

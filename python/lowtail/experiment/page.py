@@ -159,7 +159,7 @@ def _banners(page: Page, rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
 
 
 def experiment_devices(rows: Sequence[Mapping[str, Any]], verdict: Verdict) -> list[DeviceVerdict]:
-    """The verdict of each device of an experiment (device_verdict.py), over its runs: each
+    """The verdict of each device of an experiment (verdict/device.py), over its runs: each
     judged on its own, labelled by what tells it from the device's other runs (its options
     that vary, the rate, the repetition where there are several). The page's cards, `lowtail
     run`'s closing lines and its `--json` all read these."""

@@ -1,5 +1,5 @@
 """A run's stored explanation (`lowtail explain`, stored by the run's sweep or the command)
-as a section of a page (the experiment's, and the explanation's own: report/explain_page.py):
+as a section of a page (the experiment's, and the explanation's own: explain/page.py):
 what could not be seen first, then the causes of its tail ranked, each with its evidence and
 remedy, the unexplained share, the interrupts at their sampling resolution; and the headline,
 once per page, when the host could not measure what was asked. Read from the store (or the

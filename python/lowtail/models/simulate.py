@@ -140,7 +140,7 @@ def summarize(o: Outcome) -> CasePrediction:
 
 def parse_service(text: str) -> ServiceTime:
     """const:20us · exp:20us · uniform:10us:30us · normal:20us:2us · lognormal:20us:0.3 · or a
-    duration alone (20us). Every duration carries its unit (units.py)."""
+    duration alone (20us). Every duration carries its unit (core/units.py)."""
     parts = text.split(":")
     kind = parts[0].strip().lower()
 

@@ -8,8 +8,8 @@ a run all build their runs through it, so a column has one owner.
 `RUN_AXES` declares every configuration axis of a run once: its name (as `compare --by`,
 filters and import-spec patterns take it), the run-row key that holds it (a column, or a
 derived one joined from the experiment's host), how it is read, parsed from text and shown,
-and what an imported run or a plain analysis holds for it. `axes.py` (tables, `--by`,
-filters), `selection.py` (plain analyses as runs) and `experiment/external.py` (import
+and what an imported run or a plain analysis holds for it. `store/axes.py` (tables, `--by`,
+filters), `store/selection.py` (plain analyses as runs) and `experiment/external.py` (import
 specs) read these declarations: adding an axis is a column here (and its schema file) plus
 the code that measures it.
 """

@@ -81,4 +81,4 @@ def tc(*args: str, what: str) -> subprocess.CompletedProcess[str]:
     return sh(tool("tc"), *args, what=what)
 
 
-# Process identity (pid + start time) is shared with the store's import clean-up: lowtail/processes.py.
+# Process identity (pid + start time) is shared with the store's import clean-up: lowtail/core/processes.py.

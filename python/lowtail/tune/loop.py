@@ -5,7 +5,7 @@ Safety comes from host/apply.py: each trial is applied with its own undo file, w
 fsync'd before anything changes, all or nothing. A trial that does not make a resolvable
 improvement at the judged percentile, or makes a resolvable harm at any percentile, is undone
 at once; a kept one keeps its undo file (`lowtail host undo FILE` removes it later). A stop
-signal at any phase (the first raises, later ones only note: signals.py) undoes the trial in
+signal at any phase (the first raises, later ones only note: core/signals.py) undoes the trial in
 progress before the command ends, so the host is as before `tune` or holds only the kept set.
 
 The comparison is `compare`'s (compare/differences.py: Student's t on the repetitions, Holm
@@ -372,7 +372,7 @@ def _abandon(doc: TuneDocument, trial: _Trial, db: DbPath, status: str) -> str:
 
 
 def _stop(root: SysRoot, doc: TuneDocument, trial: _Trial, db: DbPath, cause: BaseException) -> None:
-    """Stopped during a trial (a later signal only notes, signals.py): the trial undone, the
+    """Stopped during a trial (a later signal only notes, core/signals.py): the trial undone, the
     session stored as interrupted, and what the host holds said."""
     what = _abandon(doc, trial, db, "interrupted")
     kept = ", ".join(doc["kept"]) or "nothing"

@@ -2,7 +2,7 @@
 
 A device — one `[[dut]]` of an experiment, by its name — is measured in several
 configurations: its option sweeps (rule sets, containment …) × the traffic points (rates,
-frame sizes, bursts, flows), each judged on its own by `verdict.py` (a run, or a
+frame sizes, bursts, flows), each judged on its own by `verdict/judge.py` (a run, or a
 configuration's pooled repetitions). The device's answer is built from those judgements and
 from nothing else:
 

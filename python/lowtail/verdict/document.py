@@ -44,7 +44,7 @@ class DeviceConfigurationVerdict(TypedDict):
 
 
 class DeviceVerdictDocument(TypedDict):
-    """A device's verdict over its configurations (device_verdict.py): PASS only if every
+    """A device's verdict over its configurations (verdict/device.py): PASS only if every
     configuration passes, FAIL if any fails, else inconclusive with what is missing."""
 
     device: str
