@@ -77,6 +77,8 @@ class VerdictCard:
                 if label not in where:
                     where.append(label)
             out.append("; ".join(f"{s} at {', '.join(r)}" for s, r in by_status.items()))
+        elif len(self.judgements) == 1 and self.status == "inconclusive" and not self.reason_always:
+            out.append(self._bound_line(self.judgements[0]))  # its whole reason is the card's tooltip
         elif len(self.judgements) == 1 and (
             self.reason_always or (self.status != "PASS" and not (judged and self.judgements[0]["cause"] == "latency"))
         ):
@@ -87,6 +89,18 @@ class VerdictCard:
         ):
             out.append(decide)
         return out + [n for n in self.notes if n]
+
+    @staticmethod
+    def _bound_line(j: JudgementDocument) -> str:
+        """An inconclusive judgement in a card's width: where its bounds lie against the
+        budget (the sentence that says it all is the card's tooltip, `title`)."""
+        lower, upper, confidence = j.get("lower_ns"), j.get("upper_ns"), j.get("confidence")
+        if upper is None and lower is None:
+            return j["reason"]
+        sure = f" {format_percent(confidence, 'g')}" if confidence else ""
+        low = format_ns(lower) if lower is not None else "unbounded"
+        high = format_ns(upper) if upper is not None else "unbounded"
+        return f"its{sure} bounds, {low} to {high}, hold the budget"
 
     def to_decide(self) -> str:
         """What would decide an inconclusive card, as its judgements stored it: how many packets
@@ -118,8 +132,10 @@ class VerdictCard:
     def html(self) -> str:
         details = "".join(f"<div class='detail'>{esc(line)}</div>" for line in self.lines() if line)
         marks = "".join(f"<div class='mark'>⚠ {esc(m)}</div>" for m in self.marks())
+        whole = self.judgements[0]["reason"] if len(self.judgements) == 1 else ""
+        tooltip = f" title='{esc(whole)}'" if whole else ""
         return (
-            f"<div class='lt-card {_CSS[self.status]}'><div class='name'>{esc(self.title)}</div>"
+            f"<div class='lt-card {_CSS[self.status]}'{tooltip}><div class='name'>{esc(self.title)}</div>"
             f"<div class='status'>{esc(self.status)}</div>{details}{marks}</div>"
         )
 
