@@ -43,9 +43,10 @@ class Session(Protocol):
         ...
 
     def testbed(
-        self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None
+        self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None, hops: int = 1
     ) -> AbstractContextManager[NamespacesTestbed]:
-        """A fresh testbed for one run (a context manager)."""
+        """A fresh testbed for one run (a context manager); `hops` DuTs in a chain (only
+        lowtail's namespaces wire chains: the experiment file refuses one elsewhere)."""
         ...
 
 
@@ -76,10 +77,12 @@ class LocalSession:
     def check_disk(self, need_bytes: int) -> None:
         pass
 
-    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> NamespacesTestbed:
+    def testbed(
+        self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None, hops: int = 1
+    ) -> NamespacesTestbed:
         if isinstance(self.wiring, Interfaces):
             return InterfacesTestbed(run_dir, self.wiring, dut_interfaces)
-        return NamespacesTestbed(run_dir, wire=wire)
+        return NamespacesTestbed(run_dir, wire=wire, hops=hops)
 
 
 def open_session(wiring: Wiring, log: Callable[[str], None] = lambda message: None) -> Any:

@@ -1,0 +1,132 @@
+"""`chain = [...]` in the experiment file: a chain of [[dut]] tables run in sequence, each hop
+keeping its kind's options; every mistake one line naming the file and the line."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lowtail.core.errors import UserError
+from lowtail.experiment import spec
+
+HOPS = """
+[experiment]
+calibrate = false
+[traffic]
+rates = ["10kpps"]
+[[dut]]
+name = "fw"
+kind = "nftables"
+rules = 10
+[[dut]]
+name = "ips"
+kind = "suricata"
+rules = "none"
+[[dut]]
+name = "fwd"
+kind = "lowtail-fwd"
+work_ns = [0, 2000]
+"""
+
+
+def chain_file(chain: str, duts: str = HOPS) -> str:
+    return f"chain = {chain}\n{duts}"
+
+
+def error_of(text: str) -> str:
+    with pytest.raises(UserError) as e:
+        spec.parse(text, "exp.toml")
+    message = str(e.value)
+    assert "\n" not in message
+    return message
+
+
+def test_a_chain_runs_its_duts_in_order_each_with_its_own_options():
+    exp = spec.parse(chain_file('["fw", "ips", "fwd"]'), "exp.toml")
+    # fwd sweeps over two values: two chains, each hop one configuration.
+    assert [d.name for d in exp.duts] == ["fw+ips+fwd", "fw+ips+fwd"]
+    first, second = exp.duts
+    assert first.kind == spec.CHAIN
+    assert [(h.name, h.kind) for h in first.hops] == [("fw", "nftables"), ("ips", "suricata"), ("fwd", "lowtail-fwd")]
+    assert first.hops[0].options["rules"] == 10
+    assert [c.hops[2].options["work_ns"] for c in exp.duts] == [0, 2000]
+    assert first.options["hops"][1] == {"name": "ips", "kind": "suricata", "options": first.hops[1].options}
+    # The configurations are told apart: the sweep resumes each of them.
+    keys = {c.key for c in exp.combinations()}
+    assert len(keys) == 2
+    assert first.parts == first.hops and exp.duts[0].hops[0].parts == (first.hops[0],)
+
+
+def test_the_order_of_the_chain_is_the_order_traffic_passes():
+    exp = spec.parse(chain_file('["fwd", "fw", "ips"]'), "exp.toml")
+    assert [h.name for h in exp.duts[0].hops] == ["fwd", "fw", "ips"]
+
+
+def test_an_unknown_name_says_which_were_declared_and_the_closest():
+    message = error_of(chain_file('["fw", "isp", "fwd"]'))
+    assert message.startswith("exp.toml line 1: chain names 'isp', which no [[dut]] declares (did you mean 'ips'?")
+    assert "declared: 'fw', 'ips', 'fwd'" in message
+
+
+def test_a_chain_of_one_is_refused():
+    message = error_of(chain_file('["fw"]', HOPS.split("[[dut]]\nname = \"ips\"")[0]))
+    assert "a chain needs at least two DuTs (this one has 1)" in message
+
+
+def test_a_repeated_name_is_refused():
+    message = error_of(chain_file('["fw", "ips", "fw", "fwd"]'))
+    assert "chain names 'fw' 2 times: each hop is a DuT of its own" in message
+
+
+def test_a_declared_dut_left_out_of_the_chain_is_refused():
+    message = error_of(chain_file('["fw", "ips"]'))
+    assert "[[dut]] 'fwd' is not in the chain" in message
+
+
+def test_a_chain_is_a_list_of_names():
+    assert "chain" in error_of(chain_file('"fw"'))
+    assert "chain" in error_of(chain_file("[1, 2]"))
+
+
+def test_a_chain_under_a_table_is_not_a_chain():
+    text = HOPS.replace("[experiment]\n", '[experiment]\nchain = ["fw", "ips", "fwd"]\n')
+    assert "chain" in error_of(text)
+
+
+def test_a_chain_needs_the_namespaces_testbed():
+    wired = """
+[experiment]
+name = "wired"
+[traffic]
+rates = ["10kpps"]
+[testbed]
+kind = "interfaces"
+generator = "eth1"
+pre = "eth1"
+post = "eth4"
+[[dut]]
+name = "a"
+kind = "kernel-mirred"
+interfaces = ["eth2", "eth3"]
+[[dut]]
+name = "b"
+kind = "kernel-mirred"
+interfaces = ["eth5", "eth6"]
+"""
+    message = error_of(chain_file('["a", "b"]', wired))
+    assert "a chain runs on the namespaces testbed, not on this interfaces one" in message
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(min_size=0, max_size=12), max_size=6))
+def test_any_chain_of_names_is_read_or_refused_in_one_line(names):
+    import json
+
+    text = chain_file(json.dumps(names))
+    try:
+        exp = spec.parse(text, "exp.toml")
+    except UserError as e:
+        assert "\n" not in str(e)
+        return
+    assert [h.name for h in exp.duts[0].hops] == names
