@@ -130,3 +130,11 @@ def test_any_chain_of_names_is_read_or_refused_in_one_line(names):
         assert "\n" not in str(e)
         return
     assert [h.name for h in exp.duts[0].hops] == names
+
+
+def test_the_chain_example_is_a_chain_of_a_firewall_an_ips_and_a_forwarder():
+    exp = spec.parse(spec.example_text("chain"), "chain.toml")
+    assert "chain" in spec.example_names()
+    chains = [d for d in exp.duts if d.kind == spec.CHAIN]
+    assert chains and all([h.kind for h in d.hops] == ["nftables", "suricata", "lowtail-fwd"] for d in chains)
+    assert exp.calibrate and exp.verdict.budget_ns == 1_000_000
