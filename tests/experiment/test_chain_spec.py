@@ -70,7 +70,7 @@ def test_an_unknown_name_says_which_were_declared_and_the_closest():
 
 
 def test_a_chain_of_one_is_refused():
-    message = error_of(chain_file('["fw"]', HOPS.split("[[dut]]\nname = \"ips\"")[0]))
+    message = error_of(chain_file('["fw"]', HOPS.split('[[dut]]\nname = "ips"')[0]))
     assert "a chain needs at least two DuTs (this one has 1)" in message
 
 

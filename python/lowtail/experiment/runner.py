@@ -31,8 +31,8 @@ from lowtail.host.sysroot import SysRoot
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
-from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.chains import save_run_chain
+from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
@@ -351,9 +351,7 @@ def _analyze_chain(
     hops = hops_between([(h.name, h.kind) for h in combo.dut.hops], [*sides, ("post", outcome.post)])
     series = analysis.get("export_path")
     try:
-        return analyze_chain(
-            hops, Path(series) if series else None, run_dir, exp.warmup_ns, combo.traffic.udp_dst_port
-        )
+        return analyze_chain(hops, Path(series) if series else None, run_dir, exp.warmup_ns, combo.traffic.udp_dst_port)
     except (UserError, Failure) as e:
         if is_disk_full(e):
             raise

@@ -62,9 +62,10 @@ def run_chain(store: Store, run_id: int) -> ChainDocument | None:
     return document
 
 
-def run_chains(store: Store, run_ids: Iterable[int]) -> dict[int, ChainDocument]:
-    """The chain documents of those of these runs that are a chain's, by run."""
-    ids = sorted(set(run_ids))
+def run_chains(store: Store, run_ids: Iterable[int | None]) -> dict[int, ChainDocument]:
+    """The chain documents of those of these runs that are a chain's, by run (ids of runs not
+    stored, None, are skipped)."""
+    ids = sorted({i for i in run_ids if i is not None})
     if not ids:
         return {}
     found = store.con.execute(
