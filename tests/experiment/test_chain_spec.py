@@ -94,8 +94,7 @@ def test_a_chain_under_a_table_is_not_a_chain():
     assert "chain" in error_of(text)
 
 
-def test_a_chain_needs_the_namespaces_testbed():
-    wired = """
+WIRED = """
 [experiment]
 name = "wired"
 [traffic]
@@ -104,18 +103,45 @@ rates = ["10kpps"]
 kind = "interfaces"
 generator = "eth1"
 pre = "eth1"
-post = "eth4"
+post = "eth1"
+{vlans}
 [[dut]]
 name = "a"
 kind = "kernel-mirred"
-interfaces = ["eth2", "eth3"]
+interfaces = ["eth2", "eth2"]
 [[dut]]
 name = "b"
-kind = "kernel-mirred"
-interfaces = ["eth5", "eth6"]
+kind = "lowtail-fwd"
+interfaces = ["eth1", "eth1"]
 """
-    message = error_of(chain_file('["a", "b"]', wired))
-    assert "a chain runs on the namespaces testbed, not on this interfaces one" in message
+
+
+def test_a_chain_on_real_wiring_has_one_vlan_per_link():
+    exp = spec.parse(chain_file('["a", "b"]', WIRED.format(vlans="vlans = [10, 11, 12]")), "exp.toml")
+    assert exp.testbed.vlans == (10, 11, 12)
+    [chain] = exp.duts
+    assert [h.interfaces for h in chain.hops] == [("eth2", "eth2"), ("eth1", "eth1")]
+
+
+@pytest.mark.parametrize(
+    ("vlans", "says"),
+    [
+        ("", "a chain on real wiring has one VLAN id per link over one physical loop: [testbed] vlans = [...] with 3"),
+        ("vlans = [10, 11]", "vlans lists 2 ids: a chain of 2 DuTs has 3 links, one VLAN id each"),
+        ("vlans = [10, 11, 10]", "vlans: VLAN 10 is given twice"),
+        ("vlans = [10, 4095, 12]", "vlans: 4095 is not a VLAN id"),
+        ("vlans = 10", "vlans takes one VLAN id per link"),
+    ],
+)
+def test_a_chain_on_real_wiring_without_the_right_vlans_is_refused(vlans, says):
+    assert says in error_of(chain_file('["a", "b"]', WIRED.format(vlans=vlans)))
+
+
+def test_one_dut_on_a_vlan_loop_has_two_links_and_names_that_fit():
+    one = WIRED.format(vlans="vlans = [10, 11, 12]").split('[[dut]]\nname = "b"')[0]
+    assert "vlans lists 3 ids: one DuT has two links (PRE, POST)" in error_of(one)
+    long = WIRED.format(vlans="vlans = [1000, 1001]").split('[[dut]]\nname = "b"')[0].replace('"eth2"', '"enp0s31f6xx"')
+    assert "enp0s31f6xx.1000 would be longer than 15 characters" in error_of(long)
 
 
 @settings(max_examples=200, deadline=None)
@@ -138,3 +164,26 @@ def test_the_chain_example_is_a_chain_of_a_firewall_an_ips_and_a_forwarder():
     chains = [d for d in exp.duts if d.kind == spec.CHAIN]
     assert chains and all([h.kind for h in d.hops] == ["nftables", "suricata", "lowtail-fwd"] for d in chains)
     assert exp.calibrate and exp.verdict.budget_ns == 1_000_000
+
+
+def test_each_link_of_a_vlan_loop_gets_its_sub_interfaces(tmp_path):
+    """HVNet's layout as the interfaces testbed lays it out (before making anything): the
+    generator and PRE on the first VLAN, POST on the last, hop i between links i-1 and i, and
+    the links between hops stamped on PRE's end of the loop."""
+    from lowtail.testbed.interfaces import InterfacesTestbed
+
+    exp = spec.parse(chain_file('["a", "b"]', WIRED.format(vlans="vlans = [10, 11, 12]")), "exp.toml")
+    [chain] = exp.duts
+    tb = InterfacesTestbed(tmp_path, exp.testbed, None, [h.interfaces for h in chain.hops])
+    assert tb.points == {"generator": "eth1.10", "pre": "eth1.10", "post": "eth1.12"}
+    assert tb.link_names == ["eth1.11"]
+    assert tb.hop_interfaces == [("eth2.10", "eth2.11"), ("eth1.11", "eth1.12")]
+    assert tb.vlan_links == {
+        "eth1.10": ("eth1", 10),
+        "eth1.12": ("eth1", 12),
+        "eth1.11": ("eth1", 11),
+        "eth2.10": ("eth2", 10),
+        "eth2.11": ("eth2", 11),
+    }
+    hop = tb.hop(1, "b")
+    assert (hop.dut_ns, hop.dut_in, hop.dut_out, hop.kind) == (None, "eth1.11", "eth1.12", "interfaces")

@@ -101,7 +101,10 @@ def measure(
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
     hops = len(combo.dut.hops)
     with session.testbed(
-        run_dir, wire=combo.dut.calibration, dut_interfaces=combo.dut.interfaces, hops=max(1, hops)
+        run_dir,
+        wire=combo.dut.calibration,
+        dut_interfaces=combo.dut.interfaces,
+        hops=[h.interfaces for h in combo.dut.hops],
     ) as tb:
         outcome.testbed = tb.describe()
         try:

@@ -112,8 +112,8 @@ def check_can_run(exp: Experiment, session: Session, log: Callable[[str], None] 
     as building a guest image, done) before it starts; `log` tells what is being done."""
     find_binary("lowtail-gen")
     find_binary("lowtail-cap")
-    session.check([d.interfaces for d in exp.duts])
     duts = [part for d in exp.duts for part in d.parts]  # a chain's hops are DuTs of their own kinds
+    session.check([d.interfaces for d in duts])
     for kind in sorted({d.kind for d in duts}):
         KINDS[kind].check_available()
     plan = session.plan(exp.cores)

@@ -419,6 +419,8 @@ def parse(text: str, source: str) -> Experiment:
     duts = _parse_duts(tables.dut, w, testbed)
     if tables.chain is not None:
         duts = _parse_chain(tables.chain, duts, w, testbed)
+    if isinstance(testbed, wiring.Interfaces) and testbed.vlans is not None:
+        _check_vlans(testbed, testbed.vlans, duts, tables.chain, w)
     if not duts and not calibrate:
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
     runs = len(points) * (len(duts) + calibrate) * exp.repetitions
@@ -543,9 +545,17 @@ def _parse_chain(names: list[str], duts: list[DutConfig], w: _Where, testbed: wi
             CHAIN,
             None,
         )
-    if testbed.kind != "namespaces":
+    if testbed.kind == "hosts":
         raise w.error(
-            f'a chain runs on the namespaces testbed, not on this {testbed.kind} one ([testbed] kind = "namespaces")',
+            'a chain runs on the namespaces testbed or on this host\'s interfaces ([testbed] kind = "interfaces" '
+            "with one VLAN id per link), not on a hosts testbed",
+            CHAIN,
+            None,
+        )
+    if isinstance(testbed, wiring.Interfaces) and testbed.vlans is None:
+        raise w.error(
+            f"a chain on real wiring has one VLAN id per link over one physical loop: [testbed] vlans = "
+            f"[...] with {len(names) + 1} ids (PRE, the links between the DuTs, POST)",
             CHAIN,
             None,
         )
@@ -553,6 +563,28 @@ def _parse_chain(names: list[str], duts: list[DutConfig], w: _Where, testbed: wi
     if math.prod(map(len, configurations)) > MAX_RUNS:
         raise w.error(f"the chain's DuTs sweep over more than {MAX_RUNS:,} configurations", CHAIN, None)
     return [chain_config(hops) for hops in itertools.product(*configurations)]
+
+
+def _check_vlans(
+    testbed: wiring.Interfaces, vlans: tuple[int, ...], duts: list[DutConfig], chain: list[str] | None, w: _Where
+) -> None:
+    """One VLAN id per link: two for one DuT, one more than a chain's DuTs; every VLAN
+    sub-interface's name one the kernel takes."""
+    links = len(chain) + 1 if chain else 2
+    if len(vlans) != links:
+        what = f"a chain of {len(chain)} DuTs has {links} links" if chain else "one DuT has two links (PRE, POST)"
+        raise w.error(f"vlans lists {len(vlans)} ids: {what}, one VLAN id each", "testbed", "vlans")
+    try:
+        for parent in (testbed.generator, testbed.pre, testbed.post):
+            for vlan in vlans:
+                wiring.vlan_interface(parent, vlan)
+        for dut in duts:
+            for hop in dut.parts:
+                for parent in hop.interfaces or ():
+                    for vlan in vlans:
+                        wiring.vlan_interface(parent, vlan)
+    except wiring.WiringError as e:
+        raise w.error(str(e), "testbed", "vlans") from None
 
 
 def chain_config(hops: tuple[DutConfig, ...]) -> DutConfig:

@@ -107,7 +107,7 @@ class NamespacesTestbed:
 
     def hop(self, index: int, name: str) -> HopTestbed:
         """The testbed as the chain's `index`-th DuT (from 0), named `name`, sees it."""
-        return HopTestbed(self, index, name)
+        return HopTestbed(self, index, name, self.hop_ns[index], self.dut_in, self.dut_out)
 
     @property
     def dst_mac(self) -> str:
@@ -318,19 +318,27 @@ class NamespacesTestbed:
 
 class HopTestbed:
     """One hop of a chain as its DuT sees the testbed (`testbed.protocol.Testbed`): its own
-    namespace with in0 and out0, its own work directory and name (`tag`) for what it makes
-    outside the namespace (cgroups, sockets), everything else the chain's testbed's — which
-    starts, registers and removes it all."""
+    namespace with in0 and out0 (or, on real wiring, its VLAN sub-interfaces in this host's),
+    its own work directory and name (`tag`) for what it makes outside the namespace (cgroups,
+    sockets, links), everything else the chain's testbed's — which starts, registers and
+    removes it all."""
 
-    kind = NamespacesTestbed.kind
     wire = False
-    dut_in = NamespacesTestbed.dut_in
-    dut_out = NamespacesTestbed.dut_out
 
-    def __init__(self, chain: NamespacesTestbed, index: int, name: str):
+    def __init__(
+        self,
+        chain: NamespacesTestbed,
+        index: int,
+        name: str,
+        dut_ns: str | None,
+        dut_in: str | None,
+        dut_out: str | None,
+    ):
         self.chain = chain
+        self.kind = chain.kind
         self.index = index
-        self.dut_ns = chain.hop_ns[index]
+        self.dut_ns = dut_ns
+        self.dut_in, self.dut_out = dut_in, dut_out
         self.tag = hop_tag(chain.tag, index)
         self.work_dir = chain.work_dir / f"hop{index + 1}-{name}"
         self.work_dir.mkdir(parents=True, exist_ok=True)
@@ -340,10 +348,15 @@ class HopTestbed:
         return self.chain.site
 
     def dut_run(self, argv: list[str], what: str, undo: list[str] | None = None) -> None:
-        sh(tool("ip"), "netns", "exec", self.dut_ns, *local_argv(argv), what=what)
+        if self.dut_ns is None:  # real wiring: the chain's testbed registers the undo
+            self.chain.dut_run(argv, what, undo)
+        else:
+            sh(tool("ip"), "netns", "exec", self.dut_ns, *local_argv(argv), what=what)
 
     def dut_undo(self, argv: list[str]) -> None:
-        """Nothing: the hop's namespace goes with the testbed."""
+        """In its namespace nothing (it goes with the testbed); on real wiring, registered."""
+        if self.dut_ns is None:
+            self.chain.dut_undo(argv)
 
     def dut_binary(self, name: str) -> str:
         return self.chain.dut_binary(name)
@@ -352,7 +365,8 @@ class HopTestbed:
         return self.work_dir / name
 
     def dut_link_name(self, prefix: str) -> str:
-        return f"{prefix}0"
+        # In this host's namespace each hop's links need names of their own.
+        return f"{prefix}0" if self.dut_ns is not None else f"{self.chain.dut_link_name(prefix)}{self.index + 1}"
 
     def dut_isolated_cpus(self) -> set[int] | None:
         return None
