@@ -46,9 +46,11 @@ rules = 10
 name = "ips"
 kind = "suricata"
 rules = "none"
+containment = "container"
 [[dut]]
 name = "fwd"
 kind = "lowtail-fwd"
+cpus = [1]
 """
 # A shaper on the firewall's way out: 4 Mbit/s with a bucket of two frames, so each burst of
 # 16 frames queues there (120 µs a frame: the burst's last waits about 1.7 ms) and the
@@ -100,7 +102,12 @@ def test_a_chain_adds_up_hop_by_hop_and_explain_names_the_delayed_hop(tmp_path: 
     assert [h["captures"] for h in chain["hops"]] == [["pre", "link1"], ["link1", "link2"], ["link2", "post"]]
     # Each hop keeps its kind's facts under its name.
     assert set(run["dut_stats"]) == {"fw", "ips", "fwd"} and "suricata" in run["dut_stats"]["ips"]
-    assert set(run["containment"]["hops"]) == {"fw", "ips", "fwd"}
+    hops_contained = run["containment"]["hops"]
+    assert set(hops_contained) == {"fw", "ips", "fwd"}
+    # Each hop its own containment: the IPS in a container of its own (its cgroup named after
+    # its hop), the forwarder bare on the core it was given.
+    assert hops_contained["ips"]["mode"] == "container" and hops_contained["ips"]["cgroup"].endswith("-h2")
+    assert hops_contained["fwd"] == {"mode": "bare", "cpus": [1]}
 
     # Packet by packet, from the series files: the hops add up within the stated bound.
     bound = chain["clock"]["bound_ns"]
