@@ -187,3 +187,18 @@ def test_each_link_of_a_vlan_loop_gets_its_sub_interfaces(tmp_path):
     }
     hop = tb.hop(1, "b")
     assert (hop.dut_ns, hop.dut_in, hop.dut_out, hop.kind) == (None, "eth1.11", "eth1.12", "interfaces")
+
+
+def test_testbed_clean_knows_a_chains_namespaces_and_cgroups():
+    """A killed chain run leaves <tag>-h1 … and lowtail-<tag>-h2: `lowtail testbed clean` finds
+    them by their owner's tag, as it finds a lone DuT's."""
+    from lowtail.testbed.registry import CGROUP_PATTERN, NETNS_PATTERN, hop_tag, netns_name
+
+    tag = "lt123x0abc"
+    for side in ("lg", "dut", "h1", "h12"):
+        match = NETNS_PATTERN.match(netns_name(tag, side))
+        assert match and match.group(1) == tag
+    for name in (tag, hop_tag(tag, 1)):
+        match = CGROUP_PATTERN.match(f"lowtail-{name}")
+        assert match and match.group(1) == tag
+    assert NETNS_PATTERN.match(f"{tag}-hx") is None
