@@ -134,8 +134,9 @@ def test_a_chain_adds_up_hop_by_hop_and_explain_names_the_delayed_hop(tmp_path: 
     by_hop = json.loads(explained.stdout)["hops"]
     assert by_hop["tail_hop"] == "fw", by_hop
     assert by_hop["tail_packets"] > 0 and sum(h["share"] for h in by_hop["hops"]) == pytest.approx(1.0)
-    shown = lowtail(tmp_path, "explain", str(run["run_id"]), "--db", str(tmp_path / "t.duckdb"))
+    shown = lowtail(tmp_path, "explain", str(run["run_id"]), "--db", str(tmp_path / "t.duckdb"), "-o", "why.html")
     assert "by hop: hop 1 (fw, nftables) makes the tail" in shown.stderr + shown.stdout
+    assert "<b>By hop:</b> hop 1 (fw, nftables) makes the tail" in (tmp_path / "why.html").read_text()
 
     # Nothing of the chain is left: namespaces, cgroups, processes.
     assert resources_of(done.pid) == []
