@@ -202,3 +202,17 @@ def test_testbed_clean_knows_a_chains_namespaces_and_cgroups():
         match = CGROUP_PATTERN.match(f"lowtail-{name}")
         assert match and match.group(1) == tag
     assert NETNS_PATTERN.match(f"{tag}-hx") is None
+
+
+def test_runs_whose_options_hold_tables_in_lists_have_axes():
+    """A chain's `hops` option is a list of tables: reading the runs' axes raised
+    "unhashable type: 'dict'" (an internal error after a chain's runs were stored)."""
+    from lowtail.store import axes
+
+    exp = spec.parse(chain_file('["fw", "ips", "fwd"]'), "exp.toml")
+    rows = [
+        {"dut_name": c.name, "dut_kind": c.kind, "dut_config": c.options, "rate_pps": 10_000, "run_id": i}
+        for i, c in enumerate(exp.duts)
+    ]
+    varying = [a.name for a in axes.varying(rows)]
+    assert any("hops" in name for name in varying)
