@@ -340,7 +340,8 @@ def runs_table(
 @app.command(
     help="Run a latency experiment: every combination of the file's lists, each stored with its "
     "analysis, on the file's [testbed] (network namespaces and veth links by default, or your own "
-    "interfaces, or LoadGen, DuT and timestamper hosts reached by SSH). Without FILE, the embedded "
+    "interfaces, or LoadGen, DuT and timestamper hosts reached by SSH); DuTs in sequence with `chain = [...]`, "
+    "each hop measured and the verdict on the whole chain (docs/chains.md). Without FILE, the embedded "
     "default experiment. Interrupted experiments resume where they stopped."
 )
 def run(
@@ -357,7 +358,8 @@ def run(
     print_example: str | None = typer.Option(
         None,
         metavar="NAME",
-        help="Print an example experiment file and exit: ips (the 5G QoS study's Suricata IPS experiment).",
+        help="Print an example experiment file and exit: ips (the 5G QoS study's Suricata IPS experiment), "
+        "chain (a firewall, an IPS and a forwarder in sequence, a capture on every link).",
     ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
