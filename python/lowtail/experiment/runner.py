@@ -217,8 +217,11 @@ def is_disk_full(e: BaseException | None) -> bool:
 
 def _check_disk(exp: Experiment, combo: Combination, run_dir: Path, session: Session) -> None:
     frames = frames_for(exp, combo)
-    need = frames * (2 * _CAPTURE_RECORD_BYTES + _SERIES_ROW_BYTES) + _DISK_MARGIN_BYTES
-    session.check_disk(frames * 2 * _CAPTURE_RECORD_BYTES + _DISK_MARGIN_BYTES)
+    # A chain captures every link (one more than its hops) and writes each hop's series too.
+    hops = len(combo.dut.hops)
+    captures, series = (hops + 1, hops + 1) if hops else (2, 1)
+    need = frames * (captures * _CAPTURE_RECORD_BYTES + series * _SERIES_ROW_BYTES) + _DISK_MARGIN_BYTES
+    session.check_disk(frames * captures * _CAPTURE_RECORD_BYTES + _DISK_MARGIN_BYTES)
     probe = run_dir
     while not probe.exists():
         probe = probe.parent
