@@ -184,3 +184,44 @@ class StoredFigures(TypedDict, total=False):
     export_path: str | None
     export_rows: int
     elapsed_s: float
+
+
+# -- a chain's hops (`chain = [...]`, analyze/hops.py, stored by store/chains.py) ----------------
+
+
+class HopDocument(TypedDict):
+    """One hop of a chain: the analysis of the captures on either side of its DuT (`from`
+    and `to`: "pre", "link1" … "post"), as any capture pair's, and its share of the chain's
+    latency over the packets seen on every link."""
+
+    hop: int  # 1 for the DuT the traffic meets first
+    name: str
+    kind: str
+    captures: list[str]  # the two sides' names, from and to
+    sent: int
+    received: int
+    lost: int
+    latency_ns: LatencyFigures | None
+    # Of the chain's mean latency, over the packets every capture saw (the shares add up to 1).
+    share: float | None
+    series_path: str | None
+
+
+class ChainClock(TypedDict):
+    """What the sum of a packet's hop latencies may differ from its end-to-end latency by:
+    0 ns when one timestamper stamped every link with one clock (the differences telescope)."""
+
+    one_clock: bool
+    bound_ns: int | None
+    why: str
+
+
+class ChainDocument(TypedDict):
+    """A chain run's hops and how they add up: each packet seen on every link has its hop
+    latencies summed and compared with its end-to-end (PRE → POST) latency."""
+
+    hops: list[HopDocument]
+    clock: ChainClock
+    packets_compared: int  # seen on every captured link, after each side's warm-up trim
+    sum_mismatch_ns: int | None  # the largest |Σ hops − end to end| over those packets
+    warnings: list[str]

@@ -113,5 +113,14 @@ def show(doc: Any) -> None:
             note(f"  {shown(line)}")
         for line in sampled.get("sentences") or []:
             note(f"  {shown(line)}")
+    hops = doc.get("hops")
+    if hops:
+        note(f"by hop: {shown(hops['said'])}")
+        for h in hops["hops"]:
+            note(
+                f"  hop {h['hop']} {shown(h['name'])} ({h['kind']}): median {format_ns(h['median_ns'])}, "
+                f"tail mean {format_ns(round(h['tail_mean_ns']))}, adds {format_ns(round(h['added_ns']))} "
+                f"({format_percent(h['share'])} of the tail's added latency)"
+            )
     for n in doc.get("notes") or []:
         note(shown(n))

@@ -21,6 +21,7 @@ from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.core.files import check_output
+from lowtail.core.terminal import escape
 from lowtail.core.units import format_count, format_ns, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
@@ -29,6 +30,7 @@ from lowtail.store import axes
 from lowtail.verdict.judge import Status, Verdict
 
 if TYPE_CHECKING:
+    from lowtail.analyze.document import ChainDocument
     from lowtail.experiment.runner import StoredRun
     from lowtail.store.runs import Floor
 
@@ -100,12 +102,19 @@ def untrustworthy(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def show_experiment(
-    experiment: dict[str, Any], rows: Sequence[Mapping[str, Any]], floors: Floor, verdict: Verdict, json_out: bool
+    experiment: dict[str, Any],
+    rows: Sequence[Mapping[str, Any]],
+    floors: Floor,
+    verdict: Verdict,
+    json_out: bool,
+    chains: Mapping[int, ChainDocument] | None = None,
 ) -> int:
     """An experiment's runs as `lowtail run` ends: what a reader must know first (an
-    emulator, two clocks, invalid and degraded runs), the table, the verdict per device; or
-    with `json_out` the runs, each with its device's verdict. Returns the exit code: 3
+    emulator, two clocks, invalid and degraded runs), the table, the verdict per device (a
+    chain's on the whole chain), each chain run's hops; or with `json_out` the runs, each
+    with its device's verdict and a chain run's hops (`chain`). Returns the exit code: 3
     (partial) when any run is invalid or degraded (`untrustworthy` says why)."""
+    chains = chains or {}
     invalid = [r for r in rows if not r["valid"]]
     if any_emulated(rows):
         warn(TCG_WARNING)
@@ -122,7 +131,14 @@ def show_experiment(
         from lowtail.experiment.page import experiment_devices
 
         devices = {d.device: d.as_dict() for d in experiment_devices(rows, verdict)}
-        print_json([run_json(r, floors, verdict) | {"device_verdict": devices.get(r["dut_name"])} for r in rows])
+        print_json(
+            [
+                run_json(r, floors, verdict)
+                | {"device_verdict": devices.get(r["dut_name"])}
+                | ({"chain": chains[r["run_id"]]} if r["run_id"] in chains else {})
+                for r in rows
+            ]
+        )
     else:
         printer = table_console()
         # What degraded the runs was said above, grouped by kind (degraded_lines).
@@ -132,13 +148,40 @@ def show_experiment(
             printer.print(f"\nverdict per device ({verdict.describe()}):", markup=False, soft_wrap=True)
             for line in lines:
                 printer.print(f"  {line}", markup=False, soft_wrap=True)
+        for r in rows:
+            if r["run_id"] in chains:
+                for line in chain_lines(r["run_id"], chains[r["run_id"]]):
+                    printer.print(line, markup=False, soft_wrap=True)
     return EXIT_OK if untrustworthy(rows) is None else EXIT_PARTIAL
+
+
+def chain_lines(run_id: int, chain: ChainDocument) -> list[str]:
+    """A chain run's hops in a few lines: each hop's latency, loss and share, and how the
+    hops add up against the clock's bound."""
+    mismatch, bound = chain["sum_mismatch_ns"], chain["clock"]["bound_ns"]
+    adds_up = (
+        f"the hops add up to the end-to-end latency within {format_ns(mismatch)} (clock bound {format_ns(bound)}) "
+        f"over {chain['packets_compared']:,} packets"
+        if mismatch is not None
+        else "the hops could not be added up"
+    )
+    lines = [f"\nrun {run_id}, hop by hop ({adds_up}):"]
+    for hop in chain["hops"]:
+        latency = hop["latency_ns"] or {}
+        share = "–" if hop["share"] is None else f"{100 * hop['share']:.1f} %"
+        lines.append(
+            f"  {hop['hop']}. {escape(hop['name'])} ({hop['kind']}): p50 {format_ns(latency.get('p50'))}, "
+            f"p99.9 {format_ns(latency.get('p99_9'))}, max {format_ns(latency.get('max'))}, "
+            f"lost {format_count(hop['lost'])}, share of the chain's latency {share}"
+        )
+    return lines + [f"  {escape(w)}" for w in chain["warnings"]]
 
 
 def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
     from lowtail.experiment.runner import sweep_and_store
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
+    from lowtail.store.chains import run_chains
 
     if report is not None:  # a sweep is long: a report it could not write is said before it starts
         check_output(report, "--report")
@@ -153,6 +196,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     )
     with open_store(db, read_only=True) as store:
         view = runstore.experiment_runs(store, result.experiment_id)
+        chains = run_chains(store, [r["run_id"] for r in view.runs])
     experiment, rows, floors = view.experiment, view.runs, view.floor
     if result.resumed_runs:
         note(
@@ -164,7 +208,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
         from lowtail.experiment.page import write_experiment_report
 
         written = write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
-    code = show_experiment(experiment, rows, floors, exp.verdict, json_out)
+    code = show_experiment(experiment, rows, floors, exp.verdict, json_out, chains)
     if not json_out:
         note(f"stored as experiment {result.experiment_id} in {db}")
         if written:
@@ -296,7 +340,8 @@ def runs_table(
 @app.command(
     help="Run a latency experiment: every combination of the file's lists, each stored with its "
     "analysis, on the file's [testbed] (network namespaces and veth links by default, or your own "
-    "interfaces, or LoadGen, DuT and timestamper hosts reached by SSH). Without FILE, the embedded "
+    "interfaces, or LoadGen, DuT and timestamper hosts reached by SSH); DuTs in sequence with `chain = [...]`, "
+    "each hop measured and the verdict on the whole chain (docs/chains.md). Without FILE, the embedded "
     "default experiment. Interrupted experiments resume where they stopped."
 )
 def run(
@@ -313,7 +358,8 @@ def run(
     print_example: str | None = typer.Option(
         None,
         metavar="NAME",
-        help="Print an example experiment file and exit: ips (the 5G QoS study's Suricata IPS experiment).",
+        help="Print an example experiment file and exit: ips (the 5G QoS study's Suricata IPS experiment), "
+        "chain (a firewall, an IPS and a forwarder in sequence, a capture on every link).",
     ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
@@ -417,6 +463,7 @@ def experiment_show(
     """`lowtail experiment show`."""
     from lowtail.store import open_store
     from lowtail.store import runs as runstore
+    from lowtail.store.chains import run_chains
     from lowtail.verdict.judge import stored_verdict
 
     with open_store(db, read_only=True) as store:
@@ -427,8 +474,9 @@ def experiment_show(
         source = calibration if calibration is not None else runstore.calibration_source(store, eid)
         floors = runstore.calibration_floor(store, eid, source)
         rows = runstore.runs(store, eid)
+        chains = run_chains(store, [r["run_id"] for r in rows])
     verdict = stored_verdict(stored["spec"], verdict_request(budget_ns, percentile))
-    code = show_experiment(stored, rows, floors, verdict, json_out)
+    code = show_experiment(stored, rows, floors, verdict, json_out, chains)
     reason = untrustworthy(rows)
     if reason is not None:
         warn(reason)

@@ -168,6 +168,17 @@ def iter_latencies(path: str | Path) -> Iterator[np.ndarray]:
         yield latencies
 
 
+def read_columns(path: str | Path, names: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+    """These columns of a series file, whole, as int64 NumPy arrays (a chain's hops are
+    joined by id: every row is needed at once). UserError as `iter_latencies`."""
+    import numpy as np
+
+    batches = list(_iter_columns(path, names, "the matched series is gone"))
+    if not batches:
+        return tuple(np.empty(0, dtype=np.int64) for _ in names)
+    return tuple(np.concatenate([b[i] for b in batches]) for i in range(len(names)))
+
+
 def _iter_columns(path: str | Path, names: tuple[str, ...], gone: str) -> Iterator[tuple[np.ndarray, ...]]:
     """These columns of a series file as int64 NumPy arrays, one batch at a time."""
     import numpy as np

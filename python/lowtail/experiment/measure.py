@@ -72,6 +72,8 @@ class Outcome:
     degraded_reasons: list[str] = field(default_factory=list)
     pre: Path | None = None
     post: Path | None = None
+    # A chain's captures of the links between its hops, in order (between PRE and POST).
+    links: list[Path] = field(default_factory=list)
     frames_planned: int = 0
     # Set as soon as the testbed is built (a run whose testbed fails is not stored).
     testbed: TestbedDocument = field(default_factory=lambda: TestbedDocument(kind=""))
@@ -97,13 +99,20 @@ def measure(
     run on this host)."""
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
-    with session.testbed(run_dir, wire=combo.dut.calibration, dut_interfaces=combo.dut.interfaces) as tb:
+    hops = len(combo.dut.hops)
+    with session.testbed(
+        run_dir,
+        wire=combo.dut.calibration,
+        dut_interfaces=combo.dut.interfaces,
+        hops=[h.interfaces for h in combo.dut.hops],
+    ) as tb:
         outcome.testbed = tb.describe()
         try:
             dut.start(tb, plan)
             outcome.degraded_reasons += dut.core_plan_warnings(plan)
             _wait_until_forwarding(tb, dut)
-            captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port)
+            links = tb.links if hops else []
+            captures = _start_capture(tb, plan, run_dir, outcome, combo.traffic.udp_dst_port, links)
             # Its instance is in the testbed's registry: however the run ends, it goes with the testbed.
             tracer = start_run_trace(
                 tb, plan, dut, exp.traffic_ns(combo.traffic) / 1e9, combo.traffic.rate_pps, enabled=exp.trace
@@ -185,14 +194,19 @@ def _clock_reading() -> tuple[int, int]:
 
 
 def _start_capture(
-    tb: NamespacesTestbed, plan: CoreRoles, run_dir: Path, outcome: Outcome, udp_port: int
+    tb: NamespacesTestbed, plan: CoreRoles, run_dir: Path, outcome: Outcome, udp_port: int, links: list[Point]
 ) -> list[_Capture]:
     """The timestamper: one process stamping PRE and POST where they are at one site (one
     clock), else one process per side; the one process on this host also writes its
-    running figures (it matches PRE and POST as it captures)."""
+    running figures (it matches PRE and POST as it captures). A chain's links (in other
+    namespaces of this host) are stamped by the same process as PRE and POST: one clock for
+    every timestamp of a packet; it then writes no running figures (they match two sides)."""
     outcome.pre, outcome.post = run_dir / "pre.pcap.zst", run_dir / "post.pcap.zst"
     points: dict[str, Point] = {"pre": tb.pre, "post": tb.post}
-    groups = [["pre", "post"]] if tb.pre.site is tb.post.site else [["pre"], ["post"]]
+    link_sides = [link_side(i) for i in range(1, len(links) + 1)]
+    points |= dict(zip(link_sides, links, strict=True))
+    outcome.links = [run_dir / f"{side}.pcap.zst" for side in link_sides]
+    groups = [["pre", "post", *link_sides]] if tb.pre.site is tb.post.site else [["pre"], ["post"]]
     captures = []
     for sides in groups:
         site = points[sides[0]].site
@@ -200,7 +214,10 @@ def _start_capture(
         stats = site.path(f"{name}.json")
         argv = [site.binary("lowtail-cap")]
         for side in sides:
-            argv += ["--iface", points[side].interface, "--out", site.path(f"{side}.pcap.zst")]
+            point = points[side]
+            # The process runs where its first side is; a link elsewhere is named IF@NETNS.
+            iface = point.interface if point.netns == points[sides[0]].netns else f"{point.interface}@{point.netns}"
+            argv += ["--iface", iface, "--out", site.path(f"{side}.pcap.zst")]
         argv += [
             "--cpu",
             str(plan.capture),
@@ -225,6 +242,11 @@ def _start_capture(
     return captures
 
 
+def link_side(number: int) -> str:
+    """The name of a chain's `number`-th captured link (from 1): its capture is NAME.pcap.zst."""
+    return f"link{number}"
+
+
 def _finish_capture(tb: NamespacesTestbed, captures: list[_Capture], run_dir: Path, outcome: Outcome) -> None:
     """Stop the timestampers, bring their captures here, and record their statistics, the
     clock of each side and whether a clock was stepped during the run."""
@@ -240,7 +262,7 @@ def _finish_capture(tb: NamespacesTestbed, captures: list[_Capture], run_dir: Pa
         for side in capture.sides:
             capture.site.fetch(f"{side}.pcap.zst", run_dir / f"{side}.pcap.zst")
         entries = doc.get("interfaces", [])
-        for i, side in enumerate(capture.sides):
+        for i, side in enumerate(capture.sides[:2] if len(capture.sides) > 2 else capture.sides):
             point = tb.pre if side == "pre" else tb.post
             entry = entries[i] if i < len(entries) else {}
             sides[side] = clocks.clock_side(

@@ -14,7 +14,8 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from lowtail.analyze.document import AnalyzeOptionsDocument
+from lowtail.analyze.document import AnalyzeOptionsDocument, ChainDocument
+from lowtail.analyze.hops import analyze_chain, hops_between
 from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
@@ -30,6 +31,7 @@ from lowtail.host.sysroot import SysRoot
 from lowtail.models.knee import store_sweep_knees
 from lowtail.store import DbPath, datadir, open_store
 from lowtail.store import runs as runstore
+from lowtail.store.chains import save_run_chain
 from lowtail.store.db import Store, is_out_of_space
 from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
@@ -110,13 +112,14 @@ def check_can_run(exp: Experiment, session: Session, log: Callable[[str], None] 
     as building a guest image, done) before it starts; `log` tells what is being done."""
     find_binary("lowtail-gen")
     find_binary("lowtail-cap")
-    session.check([d.interfaces for d in exp.duts])
-    for kind in sorted({d.kind for d in exp.duts}):
+    duts = [part for d in exp.duts for part in d.parts]  # a chain's hops are DuTs of their own kinds
+    session.check([d.interfaces for d in duts])
+    for kind in sorted({d.kind for d in duts}):
         KINDS[kind].check_available()
     plan = session.plan(exp.cores)
-    for dut in exp.duts:
+    for dut in duts:
         make_dut(dut.kind, dut.name, dut.options).check_plan(plan)
-    for dut in exp.duts:
+    for dut in duts:
         KINDS[dut.kind].prepare(dut.options, log)
 
 
@@ -214,8 +217,11 @@ def is_disk_full(e: BaseException | None) -> bool:
 
 def _check_disk(exp: Experiment, combo: Combination, run_dir: Path, session: Session) -> None:
     frames = frames_for(exp, combo)
-    need = frames * (2 * _CAPTURE_RECORD_BYTES + _SERIES_ROW_BYTES) + _DISK_MARGIN_BYTES
-    session.check_disk(frames * 2 * _CAPTURE_RECORD_BYTES + _DISK_MARGIN_BYTES)
+    # A chain captures every link (one more than its hops) and writes each hop's series too.
+    hops = len(combo.dut.hops)
+    captures, series = (hops + 1, hops + 1) if hops else (2, 1)
+    need = frames * (captures * _CAPTURE_RECORD_BYTES + series * _SERIES_ROW_BYTES) + _DISK_MARGIN_BYTES
+    session.check_disk(frames * captures * _CAPTURE_RECORD_BYTES + _DISK_MARGIN_BYTES)
     probe = run_dir
     while not probe.exists():
         probe = probe.parent
@@ -249,10 +255,11 @@ def _run_one(
     try:
         outcome = measure(exp, combo, plan, run_dir, session, on_live)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
+        chain = _analyze_chain(exp, combo, outcome, run_dir, analysis)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
-    captures = [str(p) for p in (outcome.pre, outcome.post) if p and p.exists()]
+    captures = [str(p) for p in (outcome.pre, *outcome.links, outcome.post) if p and p.exists()]
     if not exp.keep_captures:
         for p in captures:
             Path(p).unlink()
@@ -299,6 +306,8 @@ def _run_one(
         _save_interrupts(store, run_id, outcome)
         if outcome.trace is not None:
             save_run_trace(store, run_id, outcome.trace)
+        if chain is not None:
+            save_run_chain(store, run_id, chain)
     if analysis is not None and analysis.get("export_path"):
         explain_run(store, run_id)  # the causes of its tail, stored for the report and `compare`
     return StoredRun(record, run_id)
@@ -331,6 +340,26 @@ def _analyze(
             raise
         outcome.invalid_reasons.append(f"the captures could not be analysed: {e}")
         return None, options.to_dict()
+
+
+def _analyze_chain(
+    exp: Experiment, combo: Combination, outcome: Outcome, run_dir: Path, analysis: AnalysisDocument | None
+) -> ChainDocument | None:
+    """A chain run's hops (analyze/hops.py), None for a single DuT or when the chain's own
+    captures could not be analysed (the run says why); a hop that cannot be analysed makes
+    the run invalid, as its end-to-end analysis would."""
+    if not combo.dut.hops or analysis is None or outcome.pre is None or outcome.post is None:
+        return None
+    sides = [("pre", outcome.pre), *((p.name.removesuffix(".pcap.zst"), p) for p in outcome.links)]
+    hops = hops_between([(h.name, h.kind) for h in combo.dut.hops], [*sides, ("post", outcome.post)])
+    series = analysis.get("export_path")
+    try:
+        return analyze_chain(hops, Path(series) if series else None, run_dir, exp.warmup_ns, combo.traffic.udp_dst_port)
+    except (UserError, Failure) as e:
+        if is_disk_full(e):
+            raise
+        outcome.invalid_reasons.append(f"the chain's hops could not be analysed: {e}")
+        return None
 
 
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:

@@ -9,6 +9,9 @@
     [testbed]     kind (namespaces, interfaces, hosts) and its wiring (testbed/wiring.py)
     [[dut]]       name, kind, the kind's options (a list sweeps over its values), and on
                   real wiring the DuT's `interfaces` (in, out)
+    chain         (a top-level key, before the tables) the [[dut]] names in the order traffic
+                  passes them, e.g. chain = ["fw", "ips", "fwd"]: every run measures them in
+                  sequence, with a capture on every link (docs/chains.md)
 
 Every mistake is a UserError naming the file and, where it can be found, the line.
 """
@@ -34,6 +37,7 @@ from lowtail.core.errors import UserError
 from lowtail.core.units import format_rate_setting, parse_duration_ns, parse_rate_pps
 from lowtail.testbed import wiring
 from lowtail.testbed.duts import KINDS
+from lowtail.testbed.duts.chain import CHAIN
 from lowtail.verdict.judge import Verdict, VerdictSettingError, VerdictTable, parse_verdict
 
 DEFAULT_NAME = "default.toml"
@@ -90,10 +94,17 @@ class DutConfig:
     options: dict[str, Any]
     # The DuT's in and out interfaces on real wiring (an `interfaces` or `hosts` testbed).
     interfaces: tuple[str, ...] | None = None
+    # A chain (kind CHAIN): its DuTs in the order traffic passes them, each one configuration.
+    hops: tuple[DutConfig, ...] = ()
 
     @property
     def calibration(self) -> bool:
         return self.kind == "wire"
+
+    @property
+    def parts(self) -> tuple[DutConfig, ...]:
+        """The DuTs a run of this configuration starts: a chain's hops, else itself."""
+        return self.hops or (self,)
 
 
 WIRE = DutConfig("wire", "wire", {})
@@ -257,6 +268,8 @@ _ExperimentId = Annotated[
     int, schema.rule("must be an experiment id whose calibration runs are the floor", ge=1, le=schema.INT64_MAX)
 ]
 _Name = Annotated[str, schema.rule("must be a non-empty string", min_length=1, max_length=200)]
+# The most DuTs one chain may hold: each is a namespace, a DuT and a captured link.
+MAX_HOPS = 16
 
 
 class _ExperimentTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
@@ -304,9 +317,18 @@ class _ExperimentFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     dut: Annotated[list[dict[str, Any]], schema.rule(": DuTs are declared as [[dut]] tables (double brackets)")] = (
         msgspec.field(default_factory=list)
     )  # checked by each kind
+    chain: (
+        Annotated[
+            list[Annotated[str, schema.rule("must name [[dut]] tables", min_length=1, max_length=40)]],
+            schema.rule('must list [[dut]] names in order, e.g. chain = ["fw", "ips", "fwd"]', max_length=MAX_HOPS),
+        ]
+        | None
+    ) = None
 
 
 _SECTIONS = _ExperimentFile.__struct_fields__
+# `chain` is a key of the file itself, not a table.
+_TABLES = tuple(s for s in _SECTIONS if s != CHAIN)
 
 
 def _sweep(value: Any) -> list[Any]:
@@ -336,10 +358,10 @@ def parse(text: str, source: str) -> Experiment:
     w = _Where(text, source)
     for section in doc:
         if section not in _SECTIONS:
-            known = ", ".join("[" + s + "]" for s in _SECTIONS)
+            known = ", ".join("[" + s + "]" for s in _TABLES)
             import difflib  # only when a section is mistyped
 
-            close = difflib.get_close_matches(section, list(_SECTIONS), n=1)
+            close = difflib.get_close_matches(section, list(_TABLES), n=1)
             hint = f"did you mean [{close[0]}]? " if close else ""
             raise w.error(f"unknown section [{section}] ({hint}known: {known})", section)
     if isinstance(doc.get("dut"), dict):
@@ -395,6 +417,10 @@ def parse(text: str, source: str) -> Experiment:
             "calibrate",
         )
     duts = _parse_duts(tables.dut, w, testbed)
+    if tables.chain is not None:
+        duts = _parse_chain(tables.chain, duts, w, testbed)
+    if isinstance(testbed, wiring.Interfaces) and testbed.vlans is not None:
+        _check_vlans(testbed, testbed.vlans, duts, tables.chain, w)
     if not duts and not calibrate:
         raise w.error("nothing to run: add a [[dut]] table (or keep calibrate = true)", "experiment")
     runs = len(points) * (len(duts) + calibrate) * exp.repetitions
@@ -488,6 +514,88 @@ def _parse_duts(tables: Any, w: _Where, testbed: wiring.Wiring) -> list[DutConfi
             )
         configs += [DutConfig(name, kind, options, interfaces) for options in expanded]
     return configs
+
+
+def _parse_chain(names: list[str], duts: list[DutConfig], w: _Where, testbed: wiring.Wiring) -> list[DutConfig]:
+    """The chain's configurations: its DuTs in order, one configuration of each per chain
+    (a [[dut]] that sweeps makes one chain per value, their product over the hops)."""
+    declared = list(dict.fromkeys(d.name for d in duts))
+    for name in names:
+        if name not in declared:
+            known = ", ".join(repr(n) for n in declared) or "none: declare each as a [[dut]] table"
+            hint = schema.did_you_mean(name, declared)
+            raise w.error(f"chain names {name!r}, which no [[dut]] declares ({hint}declared: {known})", CHAIN, None)
+    if len(names) < 2:
+        raise w.error(
+            f"a chain needs at least two DuTs (this one has {len(names)}); for one DuT leave `chain` out", CHAIN, None
+        )
+    repeated = next((n for n in names if names.count(n) > 1), None)
+    if repeated is not None:
+        raise w.error(
+            f"chain names {repeated!r} {names.count(repeated)} times: each hop is a DuT of its own, "
+            f"declare another [[dut]] with its own name",
+            CHAIN,
+            None,
+        )
+    unused = [n for n in declared if n not in names]
+    if unused:
+        raise w.error(
+            f"[[dut]] {', '.join(map(repr, unused))} {'is' if len(unused) == 1 else 'are'} not in the chain: "
+            f"with `chain` every DuT is a hop (add it to the chain or remove its table)",
+            CHAIN,
+            None,
+        )
+    if testbed.kind == "hosts":
+        raise w.error(
+            'a chain runs on the namespaces testbed or on this host\'s interfaces ([testbed] kind = "interfaces" '
+            "with one VLAN id per link), not on a hosts testbed",
+            CHAIN,
+            None,
+        )
+    if isinstance(testbed, wiring.Interfaces) and testbed.vlans is None:
+        raise w.error(
+            f"a chain on real wiring has one VLAN id per link over one physical loop: [testbed] vlans = "
+            f"[...] with {len(names) + 1} ids (PRE, the links between the DuTs, POST)",
+            CHAIN,
+            None,
+        )
+    configurations = [[d for d in duts if d.name == name] for name in names]
+    if math.prod(map(len, configurations)) > MAX_RUNS:
+        raise w.error(f"the chain's DuTs sweep over more than {MAX_RUNS:,} configurations", CHAIN, None)
+    return [chain_config(hops) for hops in itertools.product(*configurations)]
+
+
+def _check_vlans(
+    testbed: wiring.Interfaces, vlans: tuple[int, ...], duts: list[DutConfig], chain: list[str] | None, w: _Where
+) -> None:
+    """One VLAN id per link: two for one DuT, one more than a chain's DuTs; every VLAN
+    sub-interface's name one the kernel takes."""
+    links = len(chain) + 1 if chain else 2
+    if len(vlans) != links:
+        what = f"a chain of {len(chain)} DuTs has {links} links" if chain else "one DuT has two links (PRE, POST)"
+        raise w.error(f"vlans lists {len(vlans)} ids: {what}, one VLAN id each", "testbed", "vlans")
+    try:
+        for parent in (testbed.generator, testbed.pre, testbed.post):
+            for vlan in vlans:
+                wiring.vlan_interface(parent, vlan)
+        for dut in duts:
+            for hop in dut.parts:
+                for parent in hop.interfaces or ():
+                    for vlan in vlans:
+                        wiring.vlan_interface(parent, vlan)
+    except wiring.WiringError as e:
+        raise w.error(str(e), "testbed", "vlans") from None
+
+
+def chain_config(hops: tuple[DutConfig, ...]) -> DutConfig:
+    """One configuration of a chain: named after its hops ("fw+ips+fwd"), its options each
+    hop's name, kind and options (what the run's combination key and the stored run hold)."""
+    return DutConfig(
+        "+".join(h.name for h in hops),
+        CHAIN,
+        {"hops": [{"name": h.name, "kind": h.kind, "options": h.options} for h in hops]},
+        hops=hops,
+    )
 
 
 def _dut_interfaces(

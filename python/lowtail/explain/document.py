@@ -71,6 +71,29 @@ class UnseenDoc(TypedDict):
     steal_ns: NotRequired[int]
 
 
+class HopShareDoc(TypedDict):
+    """One hop's part in the tail: its median latency over the packets seen on every link,
+    its mean over the tail packets, the mean it adds there above its median, and its share."""
+
+    hop: int
+    name: str
+    kind: str
+    median_ns: int
+    tail_mean_ns: float
+    added_ns: float
+    share: float
+
+
+class HopsDoc(TypedDict):
+    """The tail of a chain run split by hop (`lowtail explain`'s "hops")."""
+
+    threshold_ns: int
+    tail_packets: int
+    hops: list[HopShareDoc]
+    tail_hop: str | None  # the hop with the largest share, None when no hop added any
+    said: str
+
+
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
@@ -87,3 +110,4 @@ class ExplainDocument(TypedDict, total=False):
     interrupts: list[dict[str, Any]]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]
     partial: bool
+    hops: HopsDoc  # a chain run's tail split by hop (explain/hops.py)

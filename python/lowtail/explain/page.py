@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.core.terminal import shown
-from lowtail.core.units import format_percent, format_rate
+from lowtail.core.units import format_ns, format_percent, format_rate
 from lowtail.experiment.page import experiment_cards
 from lowtail.explain.section import explain_section, unseen_html
 from lowtail.explain.words import KIND_WORDS
 from lowtail.report.cards import cards_html
-from lowtail.report.page import Page, esc
+from lowtail.report.page import Page, esc, table_html
 from lowtail.store import DbPath, open_store
 from lowtail.store import runs as runstore
 from lowtail.verdict import judge as verdicts
@@ -43,12 +43,34 @@ def write_explain_report(db: DbPath, doc: Mapping[str, Any], output: Path) -> Pa
         page.lead(
             cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}")
             + _answer(doc)
+            + _by_hop(doc)
             + unseen_html(doc)
         )
         if doc.get("headline"):
             page.banner(shown(doc["headline"]), "warn")
         explain_section(page, store, run_id, "Causes of the tail", level=2, doc=doc, unseen=False)
     return page.write(output)
+
+
+def _by_hop(doc: Mapping[str, Any]) -> str:
+    """A chain run's tail split by hop (explain/hops.py): the hop that makes it, then each hop."""
+    hops = doc.get("hops")
+    if not hops:
+        return ""
+    rows = [
+        [
+            h["hop"],
+            shown(h["name"]),
+            h["kind"],
+            format_ns(h["median_ns"]),
+            format_ns(round(h["tail_mean_ns"])),
+            format_ns(round(h["added_ns"])),
+            format_percent(h["share"]),
+        ]
+        for h in hops["hops"]
+    ]
+    header = ["hop", "DuT", "kind", "median", "tail mean", "adds", "share of the tail's added latency"]
+    return f"<p><b>By hop:</b> {esc(shown(hops['said']))}.</p>" + table_html(header, rows)
 
 
 def _answer(doc: Mapping[str, Any]) -> str:

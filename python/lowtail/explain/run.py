@@ -31,18 +31,21 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lowtail.analyze.document import ChainDocument
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.files import special_kind
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
 from lowtail.explain.document import ExplainDocument, UnseenDoc
+from lowtail.explain.hops import hops_of_tail
 from lowtail.explain.packets import Packets
 from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
 from lowtail.host.plan import remedy_here, stored_plan
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
+from lowtail.store.chains import run_chain
 from lowtail.store.db import Store
 from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
@@ -67,6 +70,8 @@ class ExplainInputs:
     spikes: list[int] = field(default_factory=list)
     # The experiment's host metadata: the one core plan the remedies name cores from.
     host: dict[str, Any] = field(default_factory=dict)
+    # A chain run's hops (analyze/hops.py): its tail is split by hop.
+    chain: ChainDocument | None = None
 
 
 def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
@@ -103,6 +108,7 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
         samples=samples,
         spikes=[t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]],
         host=dict(experiment.get("host") or {}),
+        chain=run_chain(store, run_id),
     )
 
 
@@ -127,6 +133,10 @@ def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> Expla
     if intervals is None:
         doc["unseen"] += _only_sampled(doc["interrupts"], doc.get("unexplained_share", 0.0))
     doc["interrupt_coincidence"] = _coincidence(inputs)
+    if inputs.chain is not None:
+        hops = hops_of_tail(inputs.chain, Path(inputs.series), doc["tail"]["threshold_ns"])
+        if hops is not None:
+            doc["hops"] = hops
     return doc
 
 

@@ -230,4 +230,5 @@ def describe(run: Mapping[str, Any], axes: Iterable[Axis]) -> str:
 def _hashable(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((k, _hashable(v)) for k, v in value.items()))
-    return tuple(value) if isinstance(value, list) else value
+    # Nested all the way down: a chain's `hops` option is a list of tables.
+    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value

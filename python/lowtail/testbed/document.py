@@ -210,6 +210,7 @@ class TestbedDocument(TypedDict, total=False):
     post: PointDocument | str
     dut: DutSide  # a testbed of hosts
     dut_interfaces: list[str]  # a testbed of this host's interfaces
+    vlans: list[int]  # one VLAN id per link over one physical loop (interfaces testbed)
     dst_mac: str
     clocks: ClockJudgement
     axes: dict[str, object]  # an imported run: axis → value, as its spec's pattern read them

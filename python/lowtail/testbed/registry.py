@@ -27,8 +27,9 @@ from lowtail.testbed.system import ip, local_argv, sh, tool
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_STATE_DIR", "/run/lowtail/testbeds"))
 TAG_PATTERN = re.compile(r"^lt(\d+)x([0-9a-f]{4})$")
-NETNS_PATTERN = re.compile(r"^(lt\d+x[0-9a-f]{4})-(lg|dut)$")
-CGROUP_PATTERN = re.compile(r"^lowtail-(lt\d+x[0-9a-f]{4})$")
+# A chain's hops have namespaces <tag>-h1 … and, when contained, cgroups lowtail-<tag>-h1 ….
+NETNS_PATTERN = re.compile(r"^(lt\d+x[0-9a-f]{4})-(lg|dut|h\d+)$")
+CGROUP_PATTERN = re.compile(r"^lowtail-(lt\d+x[0-9a-f]{4})(?:-h\d+)?$")
 
 
 def new_tag() -> str:
@@ -39,6 +40,11 @@ def new_tag() -> str:
 def netns_name(tag: str, side: str) -> str:
     """The network namespace of a testbed's side: "lg" (generator, timestamper) or "dut"."""
     return f"{tag}-{side}"
+
+
+def hop_tag(tag: str, index: int) -> str:
+    """The name a chain's `index`-th hop (from 0) gives what it makes outside its namespace."""
+    return f"{tag}-h{index + 1}"
 
 
 def cgroup_name(tag: str) -> str:

@@ -43,9 +43,15 @@ class Session(Protocol):
         ...
 
     def testbed(
-        self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None
+        self,
+        run_dir: Path,
+        wire: bool,
+        dut_interfaces: tuple[str, ...] | None,
+        hops: list[tuple[str, ...] | None] | None = None,
     ) -> AbstractContextManager[NamespacesTestbed]:
-        """A fresh testbed for one run (a context manager)."""
+        """A fresh testbed for one run (a context manager); `hops`, a chain's: each hop's
+        interfaces (None on lowtail's namespaces; the hosts testbed takes no chain, the
+        experiment file refuses one there)."""
         ...
 
 
@@ -76,10 +82,16 @@ class LocalSession:
     def check_disk(self, need_bytes: int) -> None:
         pass
 
-    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> NamespacesTestbed:
+    def testbed(
+        self,
+        run_dir: Path,
+        wire: bool,
+        dut_interfaces: tuple[str, ...] | None,
+        hops: list[tuple[str, ...] | None] | None = None,
+    ) -> NamespacesTestbed:
         if isinstance(self.wiring, Interfaces):
-            return InterfacesTestbed(run_dir, self.wiring, dut_interfaces)
-        return NamespacesTestbed(run_dir, wire=wire)
+            return InterfacesTestbed(run_dir, self.wiring, dut_interfaces, hops)
+        return NamespacesTestbed(run_dir, wire=wire, hops=max(1, len(hops or [])))
 
 
 def open_session(wiring: Wiring, log: Callable[[str], None] = lambda message: None) -> Any:

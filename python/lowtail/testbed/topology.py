@@ -8,6 +8,16 @@ The generator sends on lg0, the timestamper captures lg0 (frames leaving towards
 DuT: PRE) and lg1 (frames coming back: POST). A calibration testbed has no DuT: lg0 and
 lg1 are the two ends of one veth pair, a plain wire.
 
+A chain of N DuTs (`hops = N`, N ≥ 2) gives each its own namespace <tag>-h1 … <tag>-hN,
+with its in0 and out0, linked in sequence:
+
+    lg0 ──► h1:in0 │ h1:out0 ──► h2:in0 │ h2:out0 ──► … hN:in0 │ hN:out0 ──► lg1
+
+Every link is captured where its frames leave (`links`: h1's out0 … h(N-1)'s out0, between
+PRE and POST), by the one timestamper, so every timestamp of a packet comes from one clock
+and its per-hop latencies add up to its end-to-end latency. Each hop's DuT sees the testbed
+through `hop(i)`: its own namespace, in0, out0 and work directory, as a lone DuT would.
+
 Everything is recorded in the testbed's registry before it is made and removed by
 `close()`, which runs on normal exit, on errors and on Ctrl-C/SIGTERM/SIGHUP, to its end
 whatever signals arrive while it runs (`lowtail.core.signals`).
@@ -33,7 +43,15 @@ from lowtail.testbed.container import ContainerCgroups, create_container_cgroups
 from lowtail.testbed.document import TestbedDocument
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
-from lowtail.testbed.registry import OwnedProcess, Registry, delete_netns, netns_name, new_tag, run_undo
+from lowtail.testbed.registry import (
+    OwnedProcess,
+    Registry,
+    delete_netns,
+    hop_tag,
+    netns_name,
+    new_tag,
+    run_undo,
+)
 from lowtail.testbed.sites import LocalSite, Point
 from lowtail.testbed.system import ip, local_argv, require_privileges, sh, tool
 
@@ -45,12 +63,20 @@ class NamespacesTestbed:
     dut_in = "in0"
     dut_out = "out0"
 
-    def __init__(self, work_dir: Path, wire: bool = False):
+    def __init__(self, work_dir: Path, wire: bool = False, hops: int = 1):
         self.work_dir = Path(work_dir)
         self.wire = wire
         self.tag = new_tag()
         self.lg_ns = netns_name(self.tag, "lg")
-        self.dut_ns = None if wire else netns_name(self.tag, "dut")
+        # The DuTs' namespaces in the order traffic passes them: one "dut", or a chain's h1 … hN.
+        self.hop_ns: list[str] = (
+            []
+            if wire
+            else [netns_name(self.tag, "dut")]
+            if hops == 1
+            else [netns_name(self.tag, f"h{i}") for i in range(1, hops + 1)]
+        )
+        self.dut_ns = self.hop_ns[0] if self.hop_ns else None
         self.programs: list[Program] = []
         self.macs: dict[str, str] = {}
         self.registry: Registry | None = None
@@ -72,6 +98,16 @@ class NamespacesTestbed:
     def post(self) -> Point:
         """The timestamper's POST point: frames the DuT sent out."""
         return Point(self.site, self.rx, self.lg_ns, self.macs[self.rx])
+
+    @property
+    def links(self) -> list[Point]:
+        """A chain's captured links between PRE and POST, in order: where each hop's frames
+        leave it (its out0) on their way to the next (none for one DuT)."""
+        return [Point(self.site, self.dut_out, ns, self.macs[f"{ns}/{self.dut_out}"]) for ns in self.hop_ns[:-1]]
+
+    def hop(self, index: int, name: str) -> HopTestbed:
+        """The testbed as the chain's `index`-th DuT (from 0), named `name`, sees it."""
+        return HopTestbed(self, index, name, self.hop_ns[index], self.dut_in, self.dut_out)
 
     @property
     def dst_mac(self) -> str:
@@ -169,35 +205,35 @@ class NamespacesTestbed:
             )
             ends = [(self.lg_ns, self.tx), (self.lg_ns, self.rx)]
         else:
-            for lg_end, dut_end in ((self.tx, self.dut_in), (self.rx, self.dut_out)):
+            # The ends in the order traffic passes them; each consecutive pair is one veth link.
+            ends = [(self.lg_ns, self.tx)]
+            for ns in self.hop_ns:
+                ends += [(ns, self.dut_in), (ns, self.dut_out)]
+            ends.append((self.lg_ns, self.rx))
+            for (from_ns, from_dev), (to_ns, to_dev) in zip(ends[::2], ends[1::2], strict=True):
                 ip(
                     "link",
                     "add",
-                    lg_end,
+                    from_dev,
                     "netns",
-                    self.lg_ns,
+                    from_ns,
                     "type",
                     "veth",
                     "peer",
                     "name",
-                    dut_end,
+                    to_dev,
                     "netns",
-                    self.dut_ns,
-                    what=f"creating the veth pair {lg_end}–{dut_end}",
+                    to_ns,
+                    what=f"creating the veth pair {from_dev}–{to_dev}",
                 )
-            ends = [
-                (self.lg_ns, self.tx),
-                (self.lg_ns, self.rx),
-                (self.dut_ns, self.dut_in),
-                (self.dut_ns, self.dut_out),
-            ]
         for ns, dev in ends:
             ip("-n", ns, "link", "set", dev, "up", what=f"bringing {dev} up")
-            self.macs[dev] = self.link(ns, dev)["address"]
+            mac = self.link(ns, dev)["address"]
+            self.macs[dev if ns == self.lg_ns or len(self.hop_ns) == 1 else f"{ns}/{dev}"] = mac
 
     @property
     def namespaces(self) -> list[str]:
-        return [self.lg_ns] + ([self.dut_ns] if self.dut_ns else [])
+        return [self.lg_ns, *self.hop_ns]
 
     def link(self, ns: str, dev: str) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(
@@ -278,6 +314,92 @@ class NamespacesTestbed:
     def own_path(self, path: Path) -> None:
         """A file or directory outside the work dir that must go with the testbed."""
         self.registry.add("paths", str(path))
+
+
+class HopTestbed:
+    """One hop of a chain as its DuT sees the testbed (`testbed.protocol.Testbed`): its own
+    namespace with in0 and out0 (or, on real wiring, its VLAN sub-interfaces in this host's),
+    its own work directory and name (`tag`) for what it makes outside the namespace (cgroups,
+    sockets, links), everything else the chain's testbed's — which starts, registers and
+    removes it all."""
+
+    wire = False
+
+    def __init__(
+        self,
+        chain: NamespacesTestbed,
+        index: int,
+        name: str,
+        dut_ns: str | None,
+        dut_in: str | None,
+        dut_out: str | None,
+    ):
+        self.chain = chain
+        self.kind = chain.kind
+        self.index = index
+        self.dut_ns = dut_ns
+        self.dut_in, self.dut_out = dut_in, dut_out
+        self.tag = hop_tag(chain.tag, index)
+        self.work_dir = chain.work_dir / f"hop{index + 1}-{name}"
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def dut_site(self) -> LocalSite:
+        return self.chain.site
+
+    def dut_run(self, argv: list[str], what: str, undo: list[str] | None = None) -> None:
+        if self.dut_ns is None:  # real wiring: the chain's testbed registers the undo
+            self.chain.dut_run(argv, what, undo)
+        else:
+            sh(tool("ip"), "netns", "exec", self.dut_ns, *local_argv(argv), what=what)
+
+    def dut_undo(self, argv: list[str]) -> None:
+        """In its namespace nothing (it goes with the testbed); on real wiring, registered."""
+        if self.dut_ns is None:
+            self.chain.dut_undo(argv)
+
+    def dut_binary(self, name: str) -> str:
+        return self.chain.dut_binary(name)
+
+    def dut_path(self, name: str) -> Path:
+        return self.work_dir / name
+
+    def dut_link_name(self, prefix: str) -> str:
+        # In this host's namespace each hop's links need names of their own.
+        return f"{prefix}0" if self.dut_ns is not None else f"{self.chain.dut_link_name(prefix)}{self.index + 1}"
+
+    def dut_isolated_cpus(self) -> set[int] | None:
+        return None
+
+    def spawn(
+        self,
+        name: str,
+        ns: str | None,
+        argv: list[str],
+        stats: Path | None = None,
+        cpus: list[int] | None = None,
+        cgroup: Path | list[Path] | None = None,
+        container: bool = False,
+    ) -> Program:
+        return self.chain.spawn(name, ns, argv, stats, cpus, cgroup, container)
+
+    def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], ContainerCgroups]:
+        registry = self.chain.registry
+        assert registry is not None
+        return create_container_cgroups(
+            self.tag, cpus, memory_bytes, register=lambda path: registry.add("cgroups", str(path))
+        )
+
+    def own_path(self, path: Path) -> None:
+        self.chain.own_path(path)
+
+    def wait_until_forwarding(
+        self, timeout_s: float, still_starting: Callable[[], bool] = lambda: True
+    ) -> float | None:
+        return self.chain.wait_until_forwarding(timeout_s, still_starting)
+
+    def describe(self) -> TestbedDocument:
+        return self.chain.describe()
 
 
 def _remove_path(path: str) -> None:

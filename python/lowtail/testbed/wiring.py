@@ -20,7 +20,13 @@ POST are stamped, and where the DuT sits.
                                        ssh = "root@dut"
 
 A DuT on such wiring names its interfaces (`interfaces = ["eth2", "eth3"]`, in then out) or
-is `kind = "external"`: outside lowtail's control. Parsing raises `WiringError` with the key
+is `kind = "external"`: outside lowtail's control.
+
+One physical loop carries every link when `vlans` lists one VLAN id per link (HVNet's layout:
+each packet crosses the wire once per link): `vlans = [10, 11, 12, 13]` for a chain of three
+DuTs (PRE, the two links between them, POST; two ids for one DuT). The named interfaces are
+then the loop's ends — the generator's, PRE's and POST's, and each DuT's in and out — and
+lowtail makes a VLAN sub-interface `NAME.ID` on each for its link (docs/chains.md). Parsing raises `WiringError` with the key
 at fault; the experiment file's parser adds the file and line.
 """
 
@@ -73,6 +79,8 @@ class Interfaces:
     probe: bool = True
     settle_ns: int = DEFAULT_SETTLE_NS
     kind: str = "interfaces"
+    # One VLAN id per link over one physical loop (PRE, the links between hops, POST), or None.
+    vlans: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -178,7 +186,7 @@ def _mac(table: dict[str, Any], name: str) -> str | None:
 
 
 def _interfaces(table: dict[str, Any]) -> Interfaces:
-    _only(table, "testbed", {"kind", "generator", "pre", "post", "dst_mac", "probe", "settle"})
+    _only(table, "testbed", {"kind", "generator", "pre", "post", "dst_mac", "probe", "settle", "vlans"})
     points = {
         key: interface_name(_required(table, "testbed", key), "testbed", key) for key in ("generator", "pre", "post")
     }
@@ -189,7 +197,41 @@ def _interfaces(table: dict[str, Any]) -> Interfaces:
         dst_mac=_mac(table, "testbed"),
         probe=table.get("probe", True),
         settle_ns=_duration(table, "testbed", "settle"),
+        vlans=_vlans(table.get("vlans")),
     )
+
+
+MAX_VLAN = 4094
+
+
+def _vlans(value: Any) -> tuple[int, ...] | None:
+    """`vlans`: distinct VLAN ids 1 … 4094, one per link."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) < 2:
+        raise WiringError(
+            "vlans takes one VLAN id per link, PRE first and POST last, e.g. vlans = [10, 11] for one DuT", key="vlans"
+        )
+    for v in value:
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_VLAN:
+            raise WiringError(f"vlans: {v!r} is not a VLAN id (a whole number from 1 to {MAX_VLAN})", key="vlans")
+    repeated = next((v for v in value if value.count(v) > 1), None)
+    if repeated is not None:
+        raise WiringError(f"vlans: VLAN {repeated} is given twice: each link has its own", key="vlans")
+    return tuple(value)
+
+
+def vlan_interface(parent: str, vlan: int) -> str:
+    """The VLAN sub-interface of `parent` for `vlan` (`eth1.10`); WiringError when the name
+    would be longer than the kernel allows."""
+    name = f"{parent}.{vlan}"
+    if len(name) > 15:
+        raise WiringError(
+            f"the VLAN sub-interface {name} would be longer than 15 characters: name the interface shorter "
+            f"(an altname does not help: VLAN sub-interfaces are named after the interface)",
+            key="vlans",
+        )
+    return name
 
 
 _ROLE_KEYS = {

@@ -10,6 +10,7 @@ from typing import Any
 
 from lowtail.testbed.duts.base import Dut, Wire
 from lowtail.testbed.duts.bridge import Bridge
+from lowtail.testbed.duts.chain import CHAIN, Chain
 from lowtail.testbed.duts.custom import Custom
 from lowtail.testbed.duts.external import External
 from lowtail.testbed.duts.kernel_mirred import KernelMirred
@@ -38,5 +39,8 @@ KINDS: dict[str, type[Dut]] = {
 
 
 def make_dut(kind: str, name: str, config: dict[str, Any]) -> Dut:
-    """The DuT of a kind ("wire" for calibration) with its configuration."""
+    """The DuT of a kind ("wire" for calibration, "chain" for a chain of DuTs, duts/chain.py)
+    with its configuration."""
+    if kind == CHAIN:
+        return Chain(name, config, make_dut)
     return (Wire if kind == "wire" else KINDS[kind])(name, config)

@@ -270,8 +270,14 @@ class HostsSession:
                     f"[testbed]) and run the same command again to resume (finished runs are kept)"
                 )
 
-    def testbed(self, run_dir: Path, wire: bool, dut_interfaces: tuple[str, ...] | None) -> HostsTestbed:
-        """A fresh testbed on the hosts for one run."""
+    def testbed(
+        self,
+        run_dir: Path,
+        wire: bool,
+        dut_interfaces: tuple[str, ...] | None,
+        hops: list[tuple[str, ...] | None] | None = None,
+    ) -> HostsTestbed:
+        """A fresh testbed on the hosts for one run (one DuT: chains run on namespaces)."""
         return HostsTestbed(run_dir, self, dut_interfaces)
 
 
