@@ -1,6 +1,6 @@
 """`analyze_and_store`: one capture pair analysed, judged against a budget when one is
-asked for, its series and distribution written where asked, stored once and its page
-written — what `lowtail analyze` does, without the printing.
+asked for, its series and distribution written where asked, and stored once — what
+`lowtail analyze` does, without the printing (nor its page: pages are drawn from the store).
 
 The database is opened while the native analysis runs (`OpenedEarly`); a database that
 cannot take the analysis (busy) does not lose the figures: they come back with the reason
@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 class AnalyzeRequest:
     """One `lowtail analyze`: the pair, how to read it (`options`), the budget to judge it
     against (None: no verdict), the rate it was sent at (a configuration), what to write
-    beside the figures and whether and where to store it."""
+    beside the figures, whether and where to store it."""
 
     pre: Path
     post: Path
@@ -45,7 +45,6 @@ class AnalyzeRequest:
     store: bool = True
     keep_series: bool = True
     label: str | None = None
-    report: Path | None = None
 
     @staticmethod
     def check_outputs(export: Path | None, report: Path | None, store: bool) -> None:
@@ -66,9 +65,10 @@ class AnalyzeRequest:
 
 @dataclass
 class AnalyzeOutcome:
-    """The analysis (with `analysis_id`, `verdict`, `export_path`, `report` as they were
-    made), whether storing it made a new analysis (False: it repeats a stored one exactly),
-    the report written, and why it was not stored when the database could not take it."""
+    """The analysis (with `analysis_id`, `verdict`, `export_path` as they were made),
+    whether storing it made a new analysis (False: it repeats a stored one exactly), why it
+    was not stored when the database could not take it, and the page written of it (by the
+    caller, from the store)."""
 
     doc: AnalysisDocument
     new: bool = True
@@ -146,9 +146,6 @@ def analyze_and_store(
             a["analysis_id"], outcome.new = _store(stored, request, early)
         except DatabaseBusy as e:  # the figures are still printed: they are the result
             outcome.not_stored = e
-    if request.report and outcome.not_stored is None:
-        outcome.report = _write_report(request.db, a["analysis_id"], request.report)
-        a["report"] = str(outcome.report)
     return outcome
 
 
@@ -202,17 +199,3 @@ def _store(a: AnalysisDocument, request: AnalyzeRequest, early: OpenedEarly | No
         what = f"the analysis was stored as analysis {stored[0][0]} in {db}" if stored else "nothing was stored"
         raise Interrupted(f"interrupted: {what}") from None
     return stored[0]
-
-
-def _write_report(db: Path, analysis_id: int, report: Path) -> Path:
-    """The report of the analysis just stored; when it cannot be written, the error says
-    that the analysis is stored all the same."""
-    from lowtail.analyze.page import write_analysis_report
-
-    try:
-        return write_analysis_report(db, analysis_id, report)
-    except (UserError, Failure) as e:
-        raise type(e)(
-            f"{e} (the analysis is stored as analysis {analysis_id} in {db}: "
-            f"`lowtail report {analysis_id} -o FILE` writes its report later)"
-        ) from None

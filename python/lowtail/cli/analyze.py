@@ -14,7 +14,7 @@ from lowtail.cli._options import db_option, duration_option, unit_option, verdic
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.core import series
-from lowtail.core.errors import Failure
+from lowtail.core.errors import Failure, UserError
 from lowtail.verdict.judge import Verdict
 
 # Defaults shown and used here are the native options' own.
@@ -122,9 +122,11 @@ def analyze(
         store=store,
         keep_series=keep_series,
         label=label,
-        report=report,
     )
     outcome = analyze_and_store(request, progress=lambda: byte_progress("analysing"))
+    if report and outcome.not_stored is None:
+        outcome.report = _write_report(db, outcome.doc["analysis_id"], report)
+        outcome.doc["report"] = str(outcome.report)
     _render(outcome, request, worst, json_out)
 
 
@@ -177,3 +179,17 @@ def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: 
     if budget_ns is None:
         return None
     return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
+
+
+def _write_report(db: Path, analysis_id: int, report: Path) -> Path:
+    """The report of the analysis just stored; when it cannot be written, the error says
+    that the analysis is stored all the same."""
+    from lowtail.analyze.page import write_analysis_report
+
+    try:
+        return write_analysis_report(db, analysis_id, report)
+    except (UserError, Failure) as e:
+        raise type(e)(
+            f"{e} (the analysis is stored as analysis {analysis_id} in {db}: "
+            f"`lowtail report {analysis_id} -o FILE` writes its report later)"
+        ) from None

@@ -86,6 +86,12 @@ class NamespacesTestbed:
         return self.macs[self.rx]
 
     @property
+    def dut_host_named(self) -> bool:
+        """Whether the DuT runs on a host of the testbed: here, this one (an external DuT of a
+        hosts testbed runs on none)."""
+        return True
+
+    @property
     def dut_site(self) -> LocalSite:
         """Where the DuT runs."""
         return self.site
