@@ -274,5 +274,7 @@ def test_experiment_report_takes_the_whole_verdict_request(tmp_path):
     page = (tmp_path / "r.html").read_text()
     assert "99.9th percentile under 2.000 ms (99 % confidence), at most 7 lost" in page
     # A confidence no verdict reads is refused by name, before any page is written.
-    bad = lowtail(tmp_path, "experiment", "report", "latest", "--db", "t.duckdb", "-o", "bad.html", "--confidence", "30")
+    bad = lowtail(
+        tmp_path, "experiment", "report", "latest", "--db", "t.duckdb", "-o", "bad.html", "--confidence", "30"
+    )
     assert bad.returncode == 2 and "--confidence" in bad.stderr and not (tmp_path / "bad.html").exists()

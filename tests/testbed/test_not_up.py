@@ -56,3 +56,15 @@ def test_a_trace_on_a_testbed_not_up_says_why(tmp_path):
     tracer = start_run_trace(tb, CoreRoles(housekeeping=0, generator=1, capture=0, dut=[1]), None, 1.0, 1000.0)
     assert tracer.recordings == []
     assert "keeps no registry" in tracer.reason
+
+
+def test_the_trace_tells_another_hosts_site_from_this_ones(tmp_path):
+    """A hosts testbed's site is recorded through its SSH shell and a keeper leash
+    (`RemoteTracedSite`); this host's site has neither and is traced with the registry."""
+    from lowtail.testbed.hosts.remote import RemoteSite
+    from lowtail.trace.protocol import RemoteTracedSite
+
+    remote = object.__new__(RemoteSite)  # its attributes, without an SSH connection
+    remote.label = "dut-1"
+    assert isinstance(remote, RemoteTracedSite)
+    assert not isinstance(NamespacesTestbed(tmp_path).site, RemoteTracedSite)
