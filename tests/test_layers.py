@@ -147,6 +147,12 @@ def test_explanations_and_traces_never_run_the_testbed():
     assert _edges(lambda m: _in("lowtail.trace", m), lambda t: is_document(t) or not any(_in(b, t) for b in bad)) == []
 
 
+def test_recording_a_trace_needs_no_testbed():
+    """The testbed's hosts record with trace/tracefs.py's `Shell`; the trace sees the testbed,
+    its DuT and core plan through trace/protocol.py, never by importing them (a loop)."""
+    assert _edges(lambda m: _in("lowtail.trace", m), lambda t: not _in("lowtail.testbed", t)) == []
+
+
 def test_the_package_face_and_the_api_stay_on_top():
     """`lowtail.open` and `lowtail.api` hand the stages to Python users: no stage imports them."""
     top = ("lowtail", "lowtail.api", "lowtail.__main__")

@@ -258,3 +258,23 @@ def test_repetitions_without_a_rate_in_their_names_are_one_configuration(tmp_pat
     assert compared.returncode in (0, 3), compared.stderr
     (configuration,) = json.loads(compared.stdout)["configurations"]
     assert configuration["repetitions"] == 2 and "kpps" not in configuration["label"]
+
+
+def test_experiment_report_takes_the_whole_verdict_request(tmp_path):
+    """`experiment report` reads --budget, --percentile, --max-loss and --confidence as one
+    request over the experiment file's verdict, as `compare` does: the page judges by all four."""
+    campaign = tmp_path / "campaign"
+    synth(campaign / "fwd/10000pps-r0-in.pcap", campaign / "fwd/10000pps-r0-out.pcap", 10000, 0)
+    (tmp_path / "spec.toml").write_text(SPEC)
+    imported = lowtail(tmp_path, "import-captures", str(campaign), "--spec", "spec.toml", "--db", "t.duckdb")
+    assert imported.returncode == 0, imported.stderr
+    asked = ["--budget", "2ms", "--percentile", "99.9", "--max-loss", "7", "--confidence", "99"]
+    report = lowtail(tmp_path, "experiment", "report", "latest", "--db", "t.duckdb", "-o", "r.html", *asked)
+    assert report.returncode == 0, report.stderr
+    page = (tmp_path / "r.html").read_text()
+    assert "99.9th percentile under 2.000 ms (99 % confidence), at most 7 lost" in page
+    # A confidence no verdict reads is refused by name, before any page is written.
+    bad = lowtail(
+        tmp_path, "experiment", "report", "latest", "--db", "t.duckdb", "-o", "bad.html", "--confidence", "30"
+    )
+    assert bad.returncode == 2 and "--confidence" in bad.stderr and not (tmp_path / "bad.html").exists()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ __all__ = [
     "analyze_pair",
     "worst_first",
     "lowtail_error",
+    "measured_rate",
 ]
 
 ProgressCallback = Callable[[int, int], None]
@@ -153,3 +154,11 @@ def analyze_pair(
         else None
     )
     return doc
+
+
+def measured_rate(a: Mapping[str, Any]) -> float | None:
+    """The rate an analysis's PRE capture shows (packets over the time they span): a
+    measurement, never a configuration."""
+    dur = a.get("duration_ns") or 0
+    sent: int = a["sent"]
+    return (sent - 1) / (dur / 1e9) if dur > 0 and sent > 1 else None

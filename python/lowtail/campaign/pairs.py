@@ -105,3 +105,34 @@ def campaign_key(options: CampaignOptions) -> str:
     (not where it runs or where its series go)."""
     parts = [options.source, options.pattern, options.analysis]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def choose_pairs(
+    directory: Path | None,
+    db: Path,
+    pattern: str,
+    options: AnalyzeOptionsDocument,
+    scheduler: str | None,
+    series: bool,
+    series_dir: Path | None,
+) -> tuple[list[Pair], CampaignOptions]:
+    """The pairs a campaign analyses and the campaign itself (on the cluster at `scheduler`):
+    those of `directory` by `pattern`, or (no directory) every capture pair the database at
+    `db` has analysed, again; with `series`, each pair's matched series goes to `series_dir`,
+    by default beside a directory's captures. UserError for an empty directory, or stored
+    pairs without a place for their series."""
+    from lowtail.store import open_store
+    from lowtail.store.campaigns import analysed_capture_pairs
+
+    if directory is None:
+        with open_store(db, read_only=True) as s:
+            stored = analysed_capture_pairs(s)
+        if series and series_dir is None:
+            raise UserError("--from-db: say where the matched series go (--series-dir DIR) or pass --no-series")
+        pairs = [pairs_of(name_of(pre), pre, post, options) for pre, post in stored]
+        return pairs, CampaignOptions("database", pattern, options, scheduler, series_dir if series else None)
+    pairs = find_pairs(directory, pattern, options)
+    if not pairs:
+        raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
+    source = str(directory.resolve())
+    return pairs, CampaignOptions(source, pattern, options, scheduler, (series_dir or directory) if series else None)

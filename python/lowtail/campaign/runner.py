@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lowtail.campaign import CampaignOptions
 from lowtail.campaign.pairs import Pair, campaign_key
@@ -25,6 +25,8 @@ from lowtail.store import DbPath, open_store
 from lowtail.store import campaigns as stored
 
 if TYPE_CHECKING:
+    from distributed import Client, Future
+
     from lowtail.analyze.document import AnalysisDocument
     from lowtail.campaign.document import CampaignDocument, CampaignFailure, CampaignPairEntry, CampaignWorker
     from lowtail.store.campaigns import StoredPair
@@ -104,7 +106,7 @@ def _pair_entry(
     }
 
 
-def _connect(scheduler: str | None) -> Any:
+def _connect(scheduler: str | None) -> Client:
     """A client of the user's scheduler, or of a local cluster of this machine's cores."""
     from distributed import Client, LocalCluster
 
@@ -135,7 +137,7 @@ def _connect(scheduler: str | None) -> Any:
         raise UserError(f"--scheduler {scheduler}: cannot reach the scheduler ({e})") from None
 
 
-def _close(client: Any) -> None:
+def _close(client: Client) -> None:
     cluster = client.cluster
     try:
         client.close(timeout=3)
@@ -145,7 +147,7 @@ def _close(client: Any) -> None:
         pass
 
 
-def _worker_addresses(client: Any) -> list[str]:
+def _worker_addresses(client: Client) -> list[str]:
     try:
         return sorted(client.scheduler_info(n_workers=-1)["workers"])
     except Exception:  # noqa: BLE001 - a scheduler that is gone has no workers to list
@@ -194,13 +196,13 @@ class _Campaign:
         self.done += 1
         self.progress()
 
-    def run(self, client: Any, todo: list[Pair]) -> None:
+    def run(self, client: Client, todo: list[Pair]) -> None:
         from distributed import wait
         from distributed.client import FuturesCancelledError  # a CancelledError
 
         self.total += len(todo)
         started_with = set(_worker_addresses(client))
-        futures = {}
+        futures: dict[Future[PairOutcome], Pair] = {}
         for pair in todo:
             assert pair.pre is not None and pair.post is not None
             series_dir = self.options.series_dir
@@ -245,7 +247,7 @@ class _Campaign:
                 for w in sorted(seen)
             ]
 
-    def _scheduler_lost(self, client: Any, pending: set[Any]) -> bool:
+    def _scheduler_lost(self, client: Client, pending: set[Future[PairOutcome]]) -> bool:
         """The client has been without its scheduler for longer than the grace period."""
         if client.status == "running" and not any(f.status == "lost" for f in pending):
             self.lost_since = None
@@ -255,14 +257,14 @@ class _Campaign:
         return time.monotonic() - self.lost_since > SCHEDULER_GRACE_S
 
     @staticmethod
-    def _release(futures: dict[Any, Any]) -> None:
+    def _release(futures: dict[Future[PairOutcome], Pair]) -> None:
         for fut in futures:
             try:
                 fut.release()
             except Exception:  # noqa: BLE001 - a client without its scheduler has nothing to release
                 pass
 
-    def _collect(self, fut: Any, pair: Pair) -> None:
+    def _collect(self, fut: Future[PairOutcome], pair: Pair) -> None:
         if fut.status == "finished":
             outcome = fut.result(timeout=SCHEDULER_GRACE_S)
             self.collected.add(fut.key)

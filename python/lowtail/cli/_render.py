@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.table import Table
 
+from lowtail.analyze.pair import measured_rate
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns, format_ns_range, format_percent, format_rate, format_share
 
@@ -62,13 +63,6 @@ def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
         t.add_row("stddev", format_ns(lat["stddev"]), "")
         tables.append(t)
     return tables
-
-
-def measured_rate(a: Mapping[str, Any]) -> float | None:
-    """The rate an analysis's PRE capture shows (packets over the time they span): a
-    measurement, never a configuration."""
-    dur = a.get("duration_ns") or 0
-    return (a["sent"] - 1) / (dur / 1e9) if dur > 0 and a["sent"] > 1 else None
 
 
 def header_line(a: Mapping[str, Any]) -> str:

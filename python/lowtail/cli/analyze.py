@@ -2,33 +2,20 @@
 
 from __future__ import annotations
 
-import importlib
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
-from lowtail.analyze.pair import (
-    SHOWN_WORST,
-    AnalysisDocument,
-    AnalyzeOptions,
-    analyze_options,
-    analyze_pair,
-    worst_first,
-)
+from lowtail.analyze.pair import SHOWN_WORST, AnalyzeOptions, analyze_options, worst_first
+from lowtail.analyze.stored import AnalyzeOutcome, AnalyzeRequest, analyze_and_store
 from lowtail.cli._app import app
 from lowtail.cli._options import db_option, duration_option, unit_option, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
-from lowtail.cli._render import analysis_tables, header_line, measured_rate
-from lowtail.core import series, signals
-from lowtail.core.errors import Failure, Interrupted, UserError
-from lowtail.core.files import write_result
-from lowtail.store import DatabaseBusy
-from lowtail.verdict.judge import DEFAULT_CONFIDENCE, Verdict
-
-if TYPE_CHECKING:
-    from lowtail.store.db import Store
+from lowtail.cli._render import analysis_tables, header_line
+from lowtail.core import series
+from lowtail.core.errors import Failure, UserError
+from lowtail.verdict.judge import Verdict
 
 # Defaults shown and used here are the native options' own.
 DEFAULTS = AnalyzeOptions()
@@ -42,42 +29,6 @@ class Endianness(str, Enum):
 class IdFormat(str, Enum):
     lowtail = "lowtail"
     moonsniff = "moonsniff"
-
-
-class _OpenedEarly:
-    """The database, opened while the analysis runs: DuckDB's module takes a tenth of a
-    second to import and a new database as long again to be given its tables, and the
-    analysis's native threads need no interpreter meanwhile. A database this command made
-    is removed again when the analysis fails (nothing is left that the user did not get);
-    a database that cannot be opened is said after the figures, as before."""
-
-    def __init__(self, db: Path):
-        self.db = db
-        self.store: Store | None = None
-        self.made = False
-        self.problem: Failure | None = None
-
-    def __call__(self) -> None:
-        importlib.import_module("lowtail.store.analyses")
-        from lowtail.store import open_store
-
-        self.made = not self.db.exists()
-        try:
-            self.store = open_store(self.db)
-        except DatabaseBusy as e:
-            self.problem = e
-            self.made = False
-        except (UserError, Failure):
-            self.made = False  # said again, with its exit code, when the analysis is stored
-
-    def discard(self) -> None:
-        """The analysis failed: close the database, and remove it if this command made it."""
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-        if self.made:
-            for leftover in (self.db, self.db.with_name(self.db.name + ".wal")):
-                leftover.unlink(missing_ok=True)
 
 
 @app.command(
@@ -147,77 +98,42 @@ def analyze(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
     """`lowtail analyze` (its help is the user's documentation)."""
-    if export is not None:
-        series.check_export_path(export)
-    if report and not store:
-        raise UserError("--report needs the analysis stored (drop --no-store)")
-    verdict = _verdict(budget_ns, percentile, max_loss, confidence)
-    if nominal is not None and nominal <= 0:
-        raise UserError("--rate 0: a rate above zero, e.g. 100kpps")
-    options = analyze_options(
-        id_offset=id_offset,
-        id_width=id_width,
-        id_endian=id_endian.value if id_endian else None,
-        id_format=id_format.value if id_format else None,
-        udp_port=udp_port,
-        moonsniff_records=moonsniff_records,
-        trim_ns=trim_ns,
-        max_latency_ns=max_latency_ns,
-        worst=max(worst, DEFAULTS.worst),
-        export=series.parquet_path_for(export) if export else None,
+    AnalyzeRequest.check_outputs(export, report, store)
+    request = AnalyzeRequest(
+        pre,
+        post,
+        verdict=_verdict(budget_ns, percentile, max_loss, confidence),
+        nominal_rate_pps=AnalyzeRequest.checked_rate(nominal),
+        options=analyze_options(
+            id_offset=id_offset,
+            id_width=id_width,
+            id_endian=id_endian.value if id_endian else None,
+            id_format=id_format.value if id_format else None,
+            udp_port=udp_port,
+            moonsniff_records=moonsniff_records,
+            trim_ns=trim_ns,
+            max_latency_ns=max_latency_ns,
+            worst=max(worst, DEFAULTS.worst),
+            export=series.parquet_path_for(export) if export else None,
+        ),
+        db=db,
+        export=export,
+        hgrm=hgrm,
+        store=store,
+        keep_series=keep_series,
+        label=label,
     )
-    early = _OpenedEarly(db) if store else None
-    try:
-        with byte_progress("analysing") as progress:
-            a = analyze_pair(
-                pre,
-                post,
-                options,
-                on_progress=progress,
-                while_waiting=early,
-                confidence=verdict.confidence if verdict else DEFAULT_CONFIDENCE,
-                budgets=[verdict.budget_ns] if verdict else (),
-            )
-    except BaseException:
-        if early is not None:
-            early.discard()
-        raise
-    if not keep_series:
-        a["summary"] = None
-    if nominal is not None:
-        a["nominal_rate_pps"] = nominal
-    if verdict is not None:
-        figures = a.get("latency_ns") or {}
-        judged = figures.get(verdict.key)
-        a["verdict"] = verdict.judge_figures(
-            int(figures.get("samples") or 0),
-            None if judged is None else int(judged),
-            a["lost"],
-            a["sent"],
-            intervals=a.get("intervals"),
-            rate_pps=nominal or measured_rate(a),
-        ).as_dict() | {"budget": verdict.describe()}
-    if export:
-        series.finish_export(export)
-        a["export_path"] = str(export)
-    if hgrm:
-        write_result(hgrm, a["hgrm"], "--hgrm")
-    not_stored: Failure | None = None
-    new = True
-    if store:
-        # Models read a stored series as Parquet: a CSV export is not one.
-        stored = a
-        if export is not None and export.suffix.lower() != ".parquet":
-            stored = a.copy()
-            stored["export_path"] = None
-        try:
-            a["analysis_id"], new = _store(stored, db, options, label, early)
-        except DatabaseBusy as e:  # the figures are still printed: they are the result
-            not_stored = e
-    written = None
-    if report and not_stored is None:
-        written = _write_report(db, a["analysis_id"], report)
-        a["report"] = str(written)
+    outcome = analyze_and_store(request, progress=lambda: byte_progress("analysing"))
+    if report and outcome.not_stored is None:
+        outcome.report = _write_report(db, outcome.doc["analysis_id"], report)
+        outcome.doc["report"] = str(outcome.report)
+    _render(outcome, request, worst, json_out)
+
+
+def _render(outcome: AnalyzeOutcome, request: AnalyzeRequest, worst: int, json_out: bool) -> None:
+    """The analysis as one JSON document or as tables with what was written and stored;
+    the exit code says whether it is partial, or that it could not be stored."""
+    a, not_stored = outcome.doc, outcome.not_stored
     for w in a["warnings"]:
         warn(w)
     not_stored_message = f"the analysis printed above was not stored: {not_stored}" if not_stored else None
@@ -228,28 +144,33 @@ def analyze(
             a["error"], a["exit_code"] = not_stored_message, Failure.exit_code
         print_json(worst_first(a, worst))
     else:
-        note(header_line(a))
-        for table in analysis_tables(a):
-            out.print(table)
-        if a.get("verdict"):
-            v = a["verdict"]
-            out.print(f"verdict: {v['label']} · {v['budget']} · {v['reason']}", soft_wrap=True)
-        if store and not_stored is None:
-            note(
-                f"stored as analysis {a['analysis_id']} in {db}"
-                if new
-                else f"already stored as analysis {a['analysis_id']} in {db} (the same captures, options and figures): "
-                "not stored again"
-            )
-        if export:
-            note(f"wrote the matched series to {export}")
-        if hgrm:
-            note(f"wrote the HDR distribution to {hgrm}")
-        if written:
-            note(f"wrote the report to {written}")
+        _print_tables(outcome, request)
     if not_stored_message:
         fail(not_stored_message, Failure.exit_code, json_doc=False)
     raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
+
+
+def _print_tables(outcome: AnalyzeOutcome, request: AnalyzeRequest) -> None:
+    a, db = outcome.doc, request.db
+    note(header_line(a))
+    for table in analysis_tables(a):
+        out.print(table)
+    if a.get("verdict"):
+        v = a["verdict"]
+        out.print(f"verdict: {v['label']} · {v['budget']} · {v['reason']}", soft_wrap=True)
+    if request.store and outcome.not_stored is None:
+        note(
+            f"stored as analysis {a['analysis_id']} in {db}"
+            if outcome.new
+            else f"already stored as analysis {a['analysis_id']} in {db} (the same captures, options and figures): "
+            "not stored again"
+        )
+    if request.export:
+        note(f"wrote the matched series to {request.export}")
+    if request.hgrm:
+        note(f"wrote the HDR distribution to {request.hgrm}")
+    if outcome.report:
+        note(f"wrote the report to {outcome.report}")
 
 
 def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
@@ -258,33 +179,6 @@ def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: 
     if budget_ns is None:
         return None
     return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
-
-
-def _store(
-    a: AnalysisDocument, db: Path, options: AnalyzeOptions, label: str | None, early: _OpenedEarly | None = None
-) -> tuple[int, bool]:
-    """Store the analysis, once (in the database opened while it ran, when it could be):
-    (its id, whether it is new) — an analysis that repeats a stored one exactly (the same
-    captures read the same way, the same figures) is that one. A stop signal while it is
-    written waits for the commit, and the command then says whether the analysis was stored."""
-    from lowtail.store import open_store
-    from lowtail.store.analyses import identical_analysis, save_analysis
-
-    if early is not None and early.problem is not None:
-        raise early.problem
-    opened = early.store if early is not None else None
-    stored: list[tuple[int, bool]] = []
-    try:
-        with opened or open_store(db) as s, signals.held():
-            found = identical_analysis(s, a, options=options.to_dict(), label=label)
-            if found is not None:
-                stored.append((found, False))
-            else:
-                stored.append((save_analysis(s, a, options=options.to_dict(), label=label), True))
-    except KeyboardInterrupt:
-        what = f"the analysis was stored as analysis {stored[0][0]} in {db}" if stored else "nothing was stored"
-        raise Interrupted(f"interrupted: {what}") from None
-    return stored[0]
 
 
 def _write_report(db: Path, analysis_id: int, report: Path) -> Path:

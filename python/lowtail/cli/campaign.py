@@ -20,6 +20,7 @@ from lowtail.cli.analyze import DEFAULTS, IdFormat
 from lowtail.core.errors import Interrupted, UserError
 
 if TYPE_CHECKING:
+    from lowtail.campaign.runner import CampaignResult
     from lowtail.campaign.runner import Progress as CampaignProgress
 
 campaign_app = typer.Typer(
@@ -97,8 +98,8 @@ def campaign_analyze(
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (pairs, failed, workers)."),
 ) -> None:
     """`lowtail campaign analyze`."""
-    from lowtail.campaign import CampaignOptions
-    from lowtail.campaign.pairs import find_pairs, name_of, pairs_of
+    from lowtail.campaign.pairs import choose_pairs
+    from lowtail.campaign.runner import run_campaign
 
     if (directory is None) == (not from_db):
         raise UserError("campaign analyze needs a DIR or --from-db (one of them)")
@@ -108,27 +109,15 @@ def campaign_analyze(
         max_latency_ns=max_latency_ns,
     ).to_dict()
     options.pop("export", None)
-    if from_db:
-        from lowtail.store import open_store
-        from lowtail.store.campaigns import analysed_capture_pairs
-
-        with open_store(db, read_only=True) as s:
-            stored = analysed_capture_pairs(s)
-        pairs = [pairs_of(name_of(pre), pre, post, options) for pre, post in stored]
-        source = "database"
-        if series and series_dir is None:
-            raise UserError("--from-db: say where the matched series go (--series-dir DIR) or pass --no-series")
-    else:
-        assert directory is not None
-        pairs = find_pairs(directory, pattern, options)
-        source = str(directory.resolve())
-        if not pairs:
-            raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
-    from lowtail.campaign.runner import run_campaign
-
-    campaign = CampaignOptions(source, pattern, options, scheduler, (series_dir or directory) if series else None)
+    pairs, campaign = choose_pairs(directory, db, pattern, options, scheduler, series, series_dir)
     with _progress_bar(not json_out) as progress:
         result = run_campaign(db, pairs, campaign, on_progress=progress)
+    _render(result, db, json_out)
+
+
+def _render(result: CampaignResult, db: Path, json_out: bool) -> None:
+    """The campaign's pairs (or one JSON document), what failed or stopped it; the exit code
+    says whether it was interrupted or partial."""
     for f in result.failed:
         warn(f"{f['name']}: {f['error']}")
     if result.stopped:

@@ -3,8 +3,10 @@ what a damaged one still holds, copied out."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -32,6 +34,12 @@ def list_(
     if json_out:
         print_json(rows)
         return
+    _print_analyses(rows)
+
+
+def _print_analyses(rows: Sequence[Mapping[str, Any]]) -> None:
+    """The analyses as a table within the terminal's width: the label and the capture's name
+    share what the figures leave (a narrow terminal drops the median)."""
     p50, p99_999 = percentiles.by_key("p50").short, percentiles.by_key("p99_999").short
     this_year = datetime.now().year
     cells = [

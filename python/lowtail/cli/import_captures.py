@@ -15,7 +15,8 @@ from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, ta
 from lowtail.cli.run import run_json, runs_table
 
 if TYPE_CHECKING:
-    from lowtail.experiment.external import Pair
+    from lowtail.experiment.external import ImportResult, Pair
+    from lowtail.store.runs import ExperimentRuns
 
 
 @app.command(
@@ -39,7 +40,6 @@ def import_captures(
     from lowtail.experiment.external import import_campaign, load_spec
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
-    from lowtail.verdict.judge import stored_verdict
 
     import_spec = load_spec(spec)
     data_dir = data_dir or default_data_dir(db)
@@ -51,6 +51,14 @@ def import_captures(
     with open_store(db) as store:
         result = import_campaign(store, directory, import_spec, data_dir, fresh=fresh, on_pair=progress)
         view = runstore.experiment_runs(store, result.experiment_id)
+    _render(result, view, db, json_out)
+
+
+def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool) -> None:
+    """The imported experiment's runs (or one JSON document), what was left out and why; exit
+    3 when the experiment is partial."""
+    from lowtail.verdict.judge import stored_verdict
+
     experiment, rows, floors = view.experiment, view.runs, view.floor
     verdict = stored_verdict(experiment["spec"])
     if json_out:

@@ -5,7 +5,6 @@ library's, shared with `lowtail.open()`'s Database."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +20,7 @@ from lowtail.core.errors import UserError
 from lowtail.core.percentiles import quantile_of_percent
 
 if TYPE_CHECKING:
-    from lowtail.models.document import DeviceSpec, InterruptSource, ServiceTime
+    from lowtail.models.document import InterruptSource, ServiceTime
     from lowtail.models.overload import InterruptLoad
     from lowtail.store.db import Store
 
@@ -86,10 +85,6 @@ def _finish(
         warn("partial result: " + "; ".join(doc.get("partial_reasons", [])))
         raise typer.Exit(EXIT_PARTIAL)
     raise typer.Exit(EXIT_OK)
-
-
-# --simulate's per-packet CPU time unless given (or the --spec file's).
-DEFAULT_SERVICE = "2us"
 
 
 def _overload_irq(text: str) -> InterruptLoad:
@@ -443,22 +438,17 @@ def simulate(
     if show_spec:
         print_json(sim.defaults())
         return
-    if arrivals not in ("cbr", "poisson"):
-        raise UserError(f"--arrivals {arrivals!r}: cbr or poisson")
-    base: DeviceSpec = {}
-    if spec_file:
-        try:
-            base = json.loads(spec_file.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise UserError(f"--spec {spec_file}: cannot read it as JSON ({e})") from None
-    base.update({"arrivals": arrivals, "burst_gap_ns": float(burst_gap_ns), "seed": seed})
-    base.update({"batch_overhead_ns": float(batch_overhead_ns), "queue_capacity": queue})
-    if service is not None or not spec_file:
-        base["service"] = service if service is not None else sim.parse_service(DEFAULT_SERVICE)
-    if irqs:
-        base["interrupts"] = list(irqs)
-    if base_latency_ns is not None:
-        base["base_latency_ns"] = base_latency_ns
+    base = sim.device_spec(
+        spec_file,
+        arrivals=arrivals,
+        burst_gap_ns=float(burst_gap_ns),
+        seed=seed,
+        batch_overhead_ns=float(batch_overhead_ns),
+        queue_capacity=queue,
+        service=service,
+        interrupts=list(irqs),
+        base_latency_ns=base_latency_ns,
+    )
     if rates is not None and min(rates) <= 0:
         raise UserError("--rate: rates must be above zero")
     opts = sim.SimulateOptions(

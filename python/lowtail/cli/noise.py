@@ -78,6 +78,12 @@ def noise(
             f"(gaps above {format_ns(threshold_ns)})…"
         )
     result = noise_and_store(opts, db, save=store, label=label, warn=warn)
+    _finish(result, db, store, report, json_out)
+
+
+def _finish(result: NoiseDocument, db: Path, store: bool, report: Path | None, json_out: bool) -> None:
+    """The report written when asked, then the result: one JSON document, or its tables and
+    where it was stored."""
     if report:
         from lowtail.report.interrupts import write_noise_report
 

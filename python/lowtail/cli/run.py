@@ -496,6 +496,14 @@ def experiment_report(
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
     ),
+    max_loss: int | None = typer.Option(
+        None, min=0, help="...with at most this many packets lost [default: the experiment file's, else 0]."
+    ),
+    confidence: str | None = typer.Option(
+        None,
+        help="Confidence level of the verdict's bounds and the intervals shown: 95, 95% or 0.95 "
+        "[default: the experiment file's verdict's, else 95].",
+    ),
     calibration: int | None = typer.Option(
         None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
     ),
@@ -506,7 +514,7 @@ def experiment_report(
 
     if output is not None:  # before any work: a FIFO, device or directory is refused at once
         check_output(output, "--output")
-    request = verdict_request(budget_ns, percentile)
+    request = verdict_request(budget_ns, percentile, max_loss, confidence)
     path = write_experiment_report(db, experiment, output, request=request, calibration=calibration)
     if json_out:
         print_json({"report": str(path)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -66,33 +67,15 @@ def synth(
     json_out: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """`lowtail synth`."""
-    defaults = DEFAULTS
     if show_model:
-        print_json(defaults)
+        print_json(DEFAULTS)
         return
     if pre is None or post is None:
         raise UserError("synth needs PRE and POST file names (or --show-model)")
     if rate is not None and rate < 1:
         raise UserError(f"--rate {format_rate_setting(rate)}: a rate of at least 1pps")
-    spec: dict[str, Any] = {}
-    for item in set_:
-        key, sep, value = item.partition("=")
-        if not sep or key not in defaults:
-            raise UserError(f"--set {item!r}: expected key=value with a key from --show-model")
-        spec[key] = _parse_value(value)
-    given: tuple[tuple[str, object], ...] = (
-        ("packets", packets),
-        ("rate_pps", rate),
-        ("format", format),
-        ("compression", compression),
-        ("seed", seed),
-    )
-    for name, chosen in given:
-        if chosen is not None:
-            spec[name] = chosen
-    # The model's values go to the native generator as JSON: a number JSON cannot say (inf,
-    # nan) or one too large for 64 bits is refused here, by name.
-    schema.check_shape(spec, "synth", names=_option_name)
+    given = {"packets": packets, "rate_pps": rate, "format": format, "compression": compression, "seed": seed}
+    spec = _model_spec(set_, given)
     for what, path in (("PRE", pre), ("POST", post), ("--truth", truth)):
         if path is not None:
             files.check_output(path, what)
@@ -103,9 +86,24 @@ def synth(
     if json_out:
         print_json(summary)
     else:
-        merged = {**defaults, **spec}
+        merged = {**DEFAULTS, **spec}
         note(
             f"wrote {summary['packets']:,} packets at {format_rate(merged['rate_pps'])}: {pre} "
             f"({summary['pre_bytes']:,} B), {post} ({summary['post_bytes']:,} B); "
             f"{summary['lost']:,} lost, {summary['duplicates']:,} duplicated"
         )
+
+
+def _model_spec(set_: list[str], given: Mapping[str, object]) -> dict[str, Any]:
+    """The model's fields the command sets: each --set key=value (a key of the model), then
+    the options given (those not None). A number JSON cannot say (inf, nan) or one too large
+    for 64 bits is refused here, by name: the values go to the native generator as JSON."""
+    spec: dict[str, Any] = {}
+    for item in set_:
+        key, sep, value = item.partition("=")
+        if not sep or key not in DEFAULTS:
+            raise UserError(f"--set {item!r}: expected key=value with a key from --show-model")
+        spec[key] = _parse_value(value)
+    spec |= {name: chosen for name, chosen in given.items() if chosen is not None}
+    schema.check_shape(spec, "synth", names=_option_name)
+    return spec

@@ -4,7 +4,9 @@ it needs too, but a first build downloads a kernel package and takes a minute)."
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.table import Table
@@ -67,6 +69,11 @@ def build(
     if json_out:
         print_json({"images": rows, "acceleration": accel})
         return
+    _print_images(rows, cache, accel)
+
+
+def _print_images(rows: Sequence[Mapping[str, Any]], cache: Path, accel: Mapping[str, str] | None) -> None:
+    """The images built or found, the cache they are in and the acceleration probed."""
     t = Table(box=None)
     for col in ("kernel", "release", "package version", "image", "initramfs", "took"):
         t.add_column(col)

@@ -346,6 +346,45 @@ def comparison(
     }
 
 
+# `model simulate`'s per-packet CPU time unless given (or the --spec file's).
+DEFAULT_SERVICE = "2us"
+
+
+def device_spec(
+    spec_file: Path | None,
+    *,
+    arrivals: str,
+    burst_gap_ns: float,
+    seed: int,
+    batch_overhead_ns: float,
+    queue_capacity: int,
+    service: ServiceTime | None = None,
+    interrupts: list[InterruptSource] | None = None,
+    base_latency_ns: int | None = None,
+) -> DeviceSpec:
+    """The device model `model simulate` runs: a JSON spec file's fields (when given) with
+    the options over them; the service time is the file's, else DEFAULT_SERVICE unless given.
+    UserError naming the option for arrivals other than cbr or poisson, or a file that is
+    not JSON."""
+    if arrivals not in ("cbr", "poisson"):
+        raise UserError(f"--arrivals {arrivals!r}: cbr or poisson")
+    base: DeviceSpec = {}
+    if spec_file:
+        try:
+            base = json.loads(spec_file.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise UserError(f"--spec {spec_file}: cannot read it as JSON ({e})") from None
+    base.update({"arrivals": arrivals, "burst_gap_ns": burst_gap_ns, "seed": seed})
+    base.update({"batch_overhead_ns": batch_overhead_ns, "queue_capacity": queue_capacity})
+    if service is not None or not spec_file:
+        base["service"] = service if service is not None else parse_service(DEFAULT_SERVICE)
+    if interrupts:
+        base["interrupts"] = list(interrupts)
+    if base_latency_ns is not None:
+        base["base_latency_ns"] = base_latency_ns
+    return base
+
+
 @dataclass(frozen=True)
 class SimulateOptions:
     """The device model to simulate and the cases to sweep: `base` holds the model's fields

@@ -17,7 +17,10 @@ import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from lowtail.testbed.hosts.ssh import SshHost
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -37,7 +40,12 @@ class ProcessHandle:
 
     popen: subprocess.Popen[bytes]
     log: Path
+    name: str
     stop_signal: Any = None
+    # Where it runs: None here; a program on another host names it, and its pid there once
+    # its leash said (the `pid` of any handle is the local process's).
+    host: SshHost | None = None
+    remote_pid: int | None = None
 
     @property
     def pid(self) -> int:

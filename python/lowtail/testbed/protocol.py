@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lowtail.core.errors import Failure
 from lowtail.testbed.sites import Site
 
 if TYPE_CHECKING:
@@ -109,3 +110,21 @@ class Testbed(Protocol):
     def describe(self) -> TestbedDocument:
         """The testbed as stored with a run."""
         ...
+
+
+def dut_ports(tb: Testbed) -> tuple[str, str]:
+    """The interfaces traffic enters and leaves the DuT by (in, out); Failure where the
+    testbed names none (a user's wiring without the DuT's interfaces)."""
+    if tb.dut_in is None or tb.dut_out is None:
+        raise Failure(
+            f"this {tb.kind} testbed names no interfaces of the DuT's: a DuT that forwards between two cannot be set up on it"
+        )
+    return tb.dut_in, tb.dut_out
+
+
+def dut_namespace(tb: Testbed) -> str:
+    """The DuT's network namespace; Failure where it runs in a host's own (its kind is then
+    not one for this testbed)."""
+    if tb.dut_ns is None:
+        raise Failure(f"this {tb.kind} testbed gives the DuT no network namespace of its own")
+    return tb.dut_ns

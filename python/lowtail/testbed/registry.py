@@ -229,10 +229,9 @@ def testbeds_on_host() -> dict[str, TestbedOnHost]:
     for tag, cgroup in tagged_cgroups():
         entry(tag).cgroups.append(cgroup)
     for tag, e in found.items():
-        reg = e.registry
         # Without a state file only the pid in the name is known; a live pid is given the
         # benefit of the doubt (it may be a testbed being set up right now).
-        e.alive = reg.owner_alive() if reg else is_alive(tag_owner(tag), None)
+        e.alive = e.registry.owner_alive() if e.registry else is_alive(tag_owner(tag), None)
     return found
 
 

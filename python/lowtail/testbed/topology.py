@@ -43,6 +43,7 @@ from lowtail.testbed.container import ContainerCgroups, create_container_cgroups
 from lowtail.testbed.document import TestbedDocument
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.process import Program
+from lowtail.testbed.protocol import dut_ports
 from lowtail.testbed.registry import (
     OwnedProcess,
     Registry,
@@ -60,8 +61,14 @@ class NamespacesTestbed:
     kind = "namespaces"
     tx = "lg0"
     rx = "lg1"
-    dut_in = "in0"
-    dut_out = "out0"
+    # The DuT's interfaces (None on a user's wiring that names none: a DuT kind that needs
+    # them asks `protocol.dut_ports`, which says so).
+    dut_in: str | None = "in0"
+    dut_out: str | None = "out0"
+    # None where the testbed is not this host's namespaces (a user's interfaces, hosts) and,
+    # for the DuT's, on a calibration wire.
+    lg_ns: str | None
+    dut_ns: str | None
 
     def __init__(self, work_dir: Path, wire: bool = False, hops: int = 1):
         self.work_dir = Path(work_dir)
@@ -103,7 +110,8 @@ class NamespacesTestbed:
     def links(self) -> list[Point]:
         """A chain's captured links between PRE and POST, in order: where each hop's frames
         leave it (its out0) on their way to the next (none for one DuT)."""
-        return [Point(self.site, self.dut_out, ns, self.macs[f"{ns}/{self.dut_out}"]) for ns in self.hop_ns[:-1]]
+        _, dut_out = dut_ports(self)
+        return [Point(self.site, dut_out, ns, self.macs[f"{ns}/{dut_out}"]) for ns in self.hop_ns[:-1]]
 
     def hop(self, index: int, name: str) -> HopTestbed:
         """The testbed as the chain's `index`-th DuT (from 0), named `name`, sees it."""
@@ -115,6 +123,12 @@ class NamespacesTestbed:
         return self.macs[self.rx]
 
     @property
+    def dut_host_named(self) -> bool:
+        """Whether the DuT runs on a host of the testbed: here, this one (an external DuT of a
+        hosts testbed runs on none)."""
+        return True
+
+    @property
     def dut_site(self) -> LocalSite:
         """Where the DuT runs."""
         return self.site
@@ -124,7 +138,7 @@ class NamespacesTestbed:
         back when the testbed goes. In the DuT's own namespace nothing needs undoing."""
         if undo:
             self.dut_undo(undo)
-        sh(tool("ip"), "netns", "exec", self.dut_ns, *local_argv(argv), what=what)
+        sh(tool("ip"), "netns", "exec", self._namespace(self.dut_ns, "DuT"), *local_argv(argv), what=what)
 
     def dut_undo(self, argv: list[str]) -> None:
         """A command that takes set-up back when the testbed goes (the namespace does here)."""
@@ -173,9 +187,26 @@ class NamespacesTestbed:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @property
+    def registry_in_use(self) -> Registry:
+        """The registry of what this testbed makes: it exists from `__enter__` until `close()`;
+        before or after, nothing may be made (it would be left behind)."""
+        if self.registry is None:
+            raise Failure(
+                f"testbed {self.tag} is not up: nothing can be set up before it is entered or after it is closed"
+            )
+        return self.registry
+
+    def _namespace(self, ns: str | None, role: str) -> str:
+        """A namespace this testbed made (a calibration wire has no DuT's; a user's wiring none)."""
+        if ns is None:
+            raise Failure(f"testbed {self.tag} ({self.kind}{', a wire' if self.wire else ''}) has no {role} namespace")
+        return ns
+
     def _build(self) -> None:
+        lg_ns = self._namespace(self.lg_ns, "generator")
         for ns in self.namespaces:
-            self.registry.add("netns", ns)
+            self.registry_in_use.add("netns", ns)
             ip("netns", "add", ns, what=f"creating network namespace {ns}")
             # No IPv6 autoconfiguration chatter (router solicitations, MLD) on the test links.
             sh(
@@ -192,7 +223,7 @@ class NamespacesTestbed:
         if self.wire:
             ip(
                 "-n",
-                self.lg_ns,
+                lg_ns,
                 "link",
                 "add",
                 self.tx,
@@ -203,13 +234,14 @@ class NamespacesTestbed:
                 self.rx,
                 what="creating the calibration wire",
             )
-            ends = [(self.lg_ns, self.tx), (self.lg_ns, self.rx)]
+            ends = [(lg_ns, self.tx), (lg_ns, self.rx)]
         else:
             # The ends in the order traffic passes them; each consecutive pair is one veth link.
-            ends = [(self.lg_ns, self.tx)]
+            dut_in, dut_out = dut_ports(self)
+            ends = [(lg_ns, self.tx)]
             for ns in self.hop_ns:
-                ends += [(ns, self.dut_in), (ns, self.dut_out)]
-            ends.append((self.lg_ns, self.rx))
+                ends += [(ns, dut_in), (ns, dut_out)]
+            ends.append((lg_ns, self.rx))
             for (from_ns, from_dev), (to_ns, to_dev) in zip(ends[::2], ends[1::2], strict=True):
                 ip(
                     "link",
@@ -233,7 +265,7 @@ class NamespacesTestbed:
 
     @property
     def namespaces(self) -> list[str]:
-        return [self.lg_ns, *self.hop_ns]
+        return [ns for ns in (self.lg_ns, *self.hop_ns) if ns]
 
     def link(self, ns: str, dev: str) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(
@@ -301,19 +333,19 @@ class NamespacesTestbed:
         with signals.held():  # a program is never started without being known to the teardown
             program = Program(name, cmd, self.work_dir / f"{name}.log", stats, signal_group=container)
             self.programs.append(program)
-            self.registry.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
+            self.registry_in_use.add("processes", OwnedProcess(program.pid, process_start_time(program.pid), name))
         return program
 
     def container_cgroups(self, cpus: list[int], memory_bytes: int) -> tuple[list[Path], ContainerCgroups]:
         """The cgroups of a container DuT (exclusive cpuset, memory reservation) and what
         was applied; each is in the registry before it exists."""
         return create_container_cgroups(
-            self.tag, cpus, memory_bytes, register=lambda path: self.registry.add("cgroups", str(path))
+            self.tag, cpus, memory_bytes, register=lambda path: self.registry_in_use.add("cgroups", str(path))
         )
 
     def own_path(self, path: Path) -> None:
         """A file or directory outside the work dir that must go with the testbed."""
-        self.registry.add("paths", str(path))
+        self.registry_in_use.add("paths", str(path))
 
 
 class HopTestbed:

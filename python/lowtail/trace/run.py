@@ -21,9 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-from lowtail.testbed.cores import CoreRoles
 from lowtail.trace import timeline
 from lowtail.trace.own import OwnProcessDoc, merged, own_processes
+from lowtail.trace.protocol import CorePlan, RemoteTracedSite, TracedDut, TracedSite, TracedTestbed
 from lowtail.trace.tracefs import LocalShell, Recorder, Shell, TraceUnavailable, buffer_kb_for
 
 TRACE_FILE = "trace.parquet"
@@ -97,7 +97,7 @@ class RunTracer:
     # lowtail's own process tree as the trace started (read again before it stops).
     own: list[OwnProcessDoc] = field(default_factory=own_processes)
 
-    def stop(self, testbed: Any, run_dir: Path) -> TraceDocument:
+    def stop(self, testbed: TracedTestbed, run_dir: Path) -> TraceDocument:
         """Stop every recording, name each role's own tasks, write `trace.parquet` (all hosts'
         rows, each with its host); the document stored with the run."""
         self.own = merged(self.own, own_processes())
@@ -145,7 +145,7 @@ class RunTracer:
                 pass
 
 
-def role_cores(plan: CoreRoles, dut_cpus: list[int] | None, hosts: dict[str, str]) -> dict[str, RoleDoc]:
+def role_cores(plan: CorePlan, dut_cpus: list[int] | None, hosts: dict[str, str]) -> dict[str, RoleDoc]:
     """Each role's host and cores from the run's core plan (the DuT's own, where it names
     them): a `hosts` testbed's plan holds each role's core on that role's host."""
     return {
@@ -156,9 +156,9 @@ def role_cores(plan: CoreRoles, dut_cpus: list[int] | None, hosts: dict[str, str
 
 
 def start_run_trace(
-    testbed: Any,
-    plan: CoreRoles,
-    dut: Any,
+    testbed: TracedTestbed,
+    plan: CorePlan,
+    dut: TracedDut | None,
     duration_s: float,
     rate_pps: float,
     enabled: bool = True,
@@ -168,7 +168,7 @@ def start_run_trace(
     sites = {"dut": testbed.dut_site, "generator": testbed.generator.site, "timestamper": testbed.pre.site}
     roles = role_cores(plan, cpus if isinstance(cpus, list) else None, {r: s.label for r, s in sites.items()})
     untraced: list[UntracedDoc] = []
-    if not getattr(testbed, "dut_host_named", True):
+    if not testbed.dut_host_named:
         roles.pop("dut")
         untraced.append(UntracedDoc(role="dut", host="", reason="the DuT runs on no host of the testbed"))
     post = testbed.post.site
@@ -182,7 +182,7 @@ def start_run_trace(
     for role, doc in roles.items():
         by_host.setdefault(doc["host"], []).append(role)
     buffer_kb = buffer_kb_for(duration_s, rate_pps)
-    vm = getattr(dut, "virtualization", None) == "kvm"
+    vm = dut is not None and dut.virtualization == "kvm"
     recordings: list[HostRecording] = []
     # One host after the other: never two instances set up at once (see tracefs.LOCK_FILE).
     for index, (host, names) in enumerate(by_host.items()):
@@ -210,44 +210,49 @@ def _none(roles: dict[str, RoleDoc], reason: str, untraced: list[UntracedDoc]) -
     return RunTracer([], roles, reason, every)
 
 
-def _recorder(testbed: Any, site: Any, index: int, cpus: list[int], buffer_kb: int, vm: bool) -> Recorder:
+def _recorder(
+    testbed: TracedTestbed, site: TracedSite, index: int, cpus: list[int], buffer_kb: int, vm: bool
+) -> Recorder:
     """A recorder on `site`'s host whose instance's removal is registered to happen however
     the run ends: this host's in the testbed's registry, another's by a keeper leash there."""
-    registry = getattr(testbed, "registry", None)
+    registry = testbed.registry
     if registry is None:
         raise TraceUnavailable("this testbed keeps no registry to undo a trace instance with")
-    tag = testbed.tag if hasattr(testbed, "tag") else registry.tag
+    tag = testbed.tag
     if site.local:
         if os.geteuid() != 0:
             raise TraceUnavailable("tracing the kernel needs root")
         return Recorder(
             LocalShell(site.label), tag, cpus, buffer_kb, register_undo=lambda argv: registry.add("undo", argv), vm=vm
         )
+    if not isinstance(site, RemoteTracedSite):
+        raise TraceUnavailable(f"{site.label}: lowtail reaches no shell there to trace with")
+    remote: RemoteTracedSite = site
 
     def keep(argv: list[str]) -> None:
         from lowtail.core.errors import Failure
 
         try:
-            site.keep(f"trace-keeper-{index}", undo=[argv]).wait_started()
+            remote.keep(f"trace-keeper-{index}", undo=[argv]).wait_started()
         except Failure as e:
-            raise TraceUnavailable(f"holding the trace instance's removal on {site.label}: {e}") from None
+            raise TraceUnavailable(f"holding the trace instance's removal on {remote.label}: {e}") from None
 
     # Hosts may share a kernel (containers, the tests' namespaces): each its own instance.
-    return Recorder(site.trace_shell(), f"{tag}h{index}", cpus, buffer_kb, register_undo=keep, vm=vm)
+    return Recorder(remote.trace_shell(), f"{tag}h{index}", cpus, buffer_kb, register_undo=keep, vm=vm)
 
 
-def _own_tasks(testbed: Any, roles: dict[str, RoleDoc], shells: dict[str, Shell]) -> None:
+def _own_tasks(testbed: TracedTestbed, roles: dict[str, RoleDoc], shells: dict[str, Shell]) -> None:
     """Each role's programs on this testbed: their pids, every thread of those still running,
     their command names — read on the host each runs on (another host's pids are its own)."""
-    for program in getattr(testbed, "programs", []):
-        name = getattr(program, "name", "")
+    for program in testbed.programs:
+        name = program.name
         role = _PROGRAM_ROLES.get(name) or ("dut" if name.startswith("dut-") else None)
         if role is None or role not in roles:
             continue
         doc = roles[role]
-        host = getattr(program, "host", None)
+        host = program.host
         if host is not None:  # a program on another host: its pid there, as its leash said
-            pid = getattr(program, "remote_pid", None)
+            pid = program.remote_pid
             shell = shells.get(host.label)
             if pid is None or shell is None or host.label != doc["host"]:
                 continue

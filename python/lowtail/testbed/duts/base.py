@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar, TypedDict
 
-from lowtail.core.errors import UserError
+from lowtail.core.errors import Failure, UserError
 from lowtail.core.schema import did_you_mean
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
@@ -100,6 +100,13 @@ class Dut:
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         raise NotImplementedError
+
+    @property
+    def started(self) -> Program:
+        """The DuT's program, once `start` spawned it (asked before: a Failure that says so)."""
+        if self.program is None:
+            raise Failure(f"the DuT {self.name} ({self.kind}) has no program running: it was not started")
+        return self.program
 
     def failure(self) -> str | None:
         """Why the DuT is no longer forwarding, when its process ended by itself."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_ports
 
 
 class Bridge(Dut):
@@ -18,6 +18,6 @@ class Bridge(Dut):
             what="creating the bridge",
             undo=["ip", "link", "del", bridge],
         )
-        for port in (tb.dut_in, tb.dut_out):
+        for port in dut_ports(tb):
             tb.dut_run(["ip", "link", "set", port, "master", bridge], what=f"adding {port} to the bridge")
         tb.dut_run(["ip", "link", "set", bridge, "up"], what="bringing the bridge up")

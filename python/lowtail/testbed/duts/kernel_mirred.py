@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_ports
 from lowtail.testbed.system import tc
 
 
@@ -14,14 +14,13 @@ class KernelMirred(Dut):
     testbeds = ALL_TESTBEDS
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
+        dut_in, dut_out = dut_ports(tb)
         tb.dut_run(
-            ["tc", "qdisc", "add", "dev", tb.dut_in, "ingress"],
+            ["tc", "qdisc", "add", "dev", dut_in, "ingress"],
             what="adding the ingress qdisc",
-            undo=["tc", "qdisc", "del", "dev", tb.dut_in, "ingress"],
+            undo=["tc", "qdisc", "del", "dev", dut_in, "ingress"],
         )
-        tb.dut_run(
-            mirred_filter(tb.dut_in, tb.dut_out), what=f"adding the u32 + mirred redirect {tb.dut_in} → {tb.dut_out}"
-        )
+        tb.dut_run(mirred_filter(dut_in, dut_out), what=f"adding the u32 + mirred redirect {dut_in} → {dut_out}")
 
 
 def mirred_filter(from_dev: str, to_dev: str) -> list[str]:

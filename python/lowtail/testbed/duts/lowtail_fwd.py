@@ -9,7 +9,7 @@ from lowtail.core.binaries import find_binary
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption, Option
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_ports
 
 # lowtail-fwd's own options, declared once: the forwarder on a host (`LowtailFwd`) and
 # inside a VM guest (`duts.vm.VirtualMachine`, as `guest_options`).
@@ -70,12 +70,13 @@ class LowtailFwd(Dut):
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         stats = tb.dut_path("fwd.json")
+        dut_in, dut_out = dut_ports(tb)
         argv = [
             tb.dut_binary("lowtail-fwd"),
             "--in",
-            tb.dut_in,
+            dut_in,
             "--out",
-            tb.dut_out,
+            dut_out,
             "--work-ns",
             str(self.config["work_ns"]),
             "--batch",

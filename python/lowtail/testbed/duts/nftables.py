@@ -31,7 +31,7 @@ from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts.bridge import Bridge
 from lowtail.testbed.duts.options import NO_RULES, ChoiceOption, IntOption, RuleSet, RulesOption, StrOption
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_namespace
 from lowtail.testbed.system import sh, tool
 
 RULE_KINDS = ("ports", "set", "match")
@@ -101,7 +101,7 @@ class Nftables(Bridge):
             tool("ip"),
             "netns",
             "exec",
-            tb.dut_ns,
+            dut_namespace(tb),
             _nft(),
             "-f",
             str(path),
@@ -109,7 +109,7 @@ class Nftables(Bridge):
             timeout=300.0,
         )
         self.load_s = time.monotonic() - t0
-        self.ns = tb.dut_ns
+        self.ns = dut_namespace(tb)
 
     def stop(self) -> dict[str, Any]:
         stats: dict[str, Any] = {"ruleset_load_s": round(self.load_s, 3)}

@@ -24,7 +24,7 @@ from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption
 from lowtail.testbed.process import Program, make_realtime
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_ports
 from lowtail.testbed.system import sh, tool
 
 PACKAGE = "openvswitch-switch"
@@ -92,6 +92,7 @@ class OpenVSwitch(Dut):
                 "--no-chdir",
             ],
         )
+        dut_in, dut_out = dut_ports(tb)
         self.vsctl(
             "add-br",
             BRIDGE,
@@ -103,18 +104,18 @@ class OpenVSwitch(Dut):
             "--",
             "add-port",
             BRIDGE,
-            tb.dut_in,
+            dut_in,
             "--",
             "add-port",
             BRIDGE,
-            tb.dut_out,
+            dut_out,
         )
         self.ofctl("del-flows")
-        for flow in self.config["flows"] or [f"in_port={tb.dut_in},actions=output:{tb.dut_out}"]:
+        for flow in self.config["flows"] or [f"in_port={dut_in},actions=output:{dut_out}"]:
             self.ofctl("add-flow", flow)
         # ovs-vswitchd polls its userspace ports from threads that sleep when idle: real-time,
         # like the other DuT processes (on a busy host it otherwise waits tens of ms per turn).
-        pid = self.containment.get("namespaces", {}).get("contained_pid") or self.program.pid
+        pid = self.containment.get("namespaces", {}).get("contained_pid") or self.started.pid
         self.containment["scheduling"] = make_realtime(pid, DUT_RT_PRIORITY)
 
     def _wait_socket(self, path: Path, program: Program, timeout_s: float = 15.0) -> None:

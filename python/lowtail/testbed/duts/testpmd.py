@@ -11,7 +11,7 @@ from lowtail.core.errors import UserError
 from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_ports
 
 
 class DpdkTestpmd(Dut):
@@ -31,11 +31,7 @@ class DpdkTestpmd(Dut):
 
     @classmethod
     def check_available(cls) -> None:
-        if not shutil.which("dpdk-testpmd"):
-            raise UserError(
-                "the dpdk-testpmd DuT needs DPDK, which is not installed: install the Debian "
-                "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment"
-            )
+        _testpmd()
 
     # The frame size of its af_packet rings: the largest frame (1518 B) and the ring's header.
     RING_FRAME_BYTES = 2048
@@ -60,10 +56,12 @@ class DpdkTestpmd(Dut):
         # The main lcore only waits; the forwarding lcore busy-polls. One core serves both.
         lcores = f"0@{cores[0]},1@{cores[-1]}"
         tb.own_path(Path("/var/run/dpdk") / tb.tag)
+        testpmd = _testpmd()
+        dut_in, dut_out = dut_ports(tb)
         ring = f"framecnt={self.config['ring_frames']},framesz={self.RING_FRAME_BYTES},blocksz=4096"
         argv = [
             *self.scheduling(plan),
-            shutil.which("dpdk-testpmd"),
+            testpmd,
             "--no-huge",
             "--no-pci",
             "-m",
@@ -71,8 +69,8 @@ class DpdkTestpmd(Dut):
             f"--file-prefix={tb.tag}",
             "--lcores",
             lcores,
-            f"--vdev=net_af_packet0,iface={tb.dut_in},{ring}",
-            f"--vdev=net_af_packet1,iface={tb.dut_out},{ring}",
+            f"--vdev=net_af_packet0,iface={dut_in},{ring}",
+            f"--vdev=net_af_packet1,iface={dut_out},{ring}",
             "--",
             "--forward-mode=io",
             "--auto-start",
@@ -84,11 +82,22 @@ class DpdkTestpmd(Dut):
         ]
         self._spawn(tb, plan, argv, pin_with_taskset=False)
         self.containment["lcores"] = lcores
-        self.containment["scheduling"] = " ".join(argv[: argv.index(shutil.which("dpdk-testpmd"))])
+        self.containment["scheduling"] = " ".join(argv[: argv.index(testpmd)])
 
     def stop(self) -> dict[str, Any]:
         super().stop()
-        return parse_testpmd_totals(self.program.log.read_text(errors="replace"))
+        return parse_testpmd_totals(self.started.log.read_text(errors="replace"))
+
+
+def _testpmd() -> str:
+    """The dpdk-testpmd program; UserError when DPDK is not installed."""
+    found = shutil.which("dpdk-testpmd")
+    if not found:
+        raise UserError(
+            "the dpdk-testpmd DuT needs DPDK, which is not installed: install the Debian "
+            "package dpdk-dev (apt-get install dpdk-dev), or remove this DuT from the experiment"
+        )
+    return found
 
 
 def parse_testpmd_totals(log: str) -> dict[str, Any]:

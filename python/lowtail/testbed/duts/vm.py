@@ -42,7 +42,7 @@ from lowtail.testbed.duts.options import (
 from lowtail.testbed.duts.suricata import GUEST_MEMORY_MIB, Suricata, from_guest, guest_layer
 from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_reasons
 from lowtail.testbed.process import make_realtime
-from lowtail.testbed.protocol import Testbed
+from lowtail.testbed.protocol import Testbed, dut_namespace, dut_ports
 from lowtail.testbed.system import ip
 from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
@@ -218,16 +218,17 @@ class VirtualMachine(Dut):
             qmp_socket=sockets / "qmp.sock",
             control_socket=sockets / "control.sock",
         )
-        self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, cpus=emulator)
-        qmp = Qmp(sockets / "qmp.sock", timeout_s=30.0, alive=self.program.running)
+        ns, (dut_in, dut_out) = dut_namespace(tb), dut_ports(tb)
+        program = self.program = tb.spawn(f"dut-{self.name}", ns, argv, cpus=emulator)
+        qmp = Qmp(sockets / "qmp.sock", timeout_s=30.0, alive=program.running)
         try:
             pinned = self._pin_vcpus(qmp, vcpu_cores)
             for tap in (TAP_IN, TAP_OUT):
-                ip("-n", tb.dut_ns, "link", "set", tap, "up", what=f"bringing the VM's tap {tap} up")
-            mirred_redirect(tb.dut_ns, tb.dut_in, TAP_IN)
-            mirred_redirect(tb.dut_ns, TAP_OUT, tb.dut_out)
-            self.channel = GuestChannel(sockets / "control.sock")
-            self.channel.connect(10.0, alive=self.program.running)
+                ip("-n", ns, "link", "set", tap, "up", what=f"bringing the VM's tap {tap} up")
+            mirred_redirect(ns, dut_in, TAP_IN)
+            mirred_redirect(ns, TAP_OUT, dut_out)
+            channel = self.channel = GuestChannel(sockets / "control.sock")
+            channel.connect(10.0, alive=program.running)
             qmp.execute("cont")
         finally:
             qmp.close()
@@ -243,7 +244,7 @@ class VirtualMachine(Dut):
             "guest_kernel": image.info["kernel"],
             "image": image.key,
         }
-        self._wait_ready()
+        self._wait_ready(channel)
         self.containment["scheduling"] = self._realtime()
 
     def _realtime(self) -> str:
@@ -254,18 +255,19 @@ class VirtualMachine(Dut):
         engineers): as ordinary threads the guest got its turn every few tens of ms and fell
         behind even 500 pps (p50 0.8 s, growing); under SCHED_FIFO 45 it forwarded 20 kpps
         without loss, p50 2.4 ms."""
-        pid = self.program.pid
+        pid = self.started.pid
         # QEMU's threads winding down under SCHED_FIFO on one core starve each other: a
         # powered-off guest's QEMU took 20 s to exit. Ordinary again before it stops.
-        self.program.before_stop = lambda: make_realtime(pid, None)
+        self.started.before_stop = lambda: make_realtime(pid, None)
         return make_realtime(pid, DUT_RT_PRIORITY)
 
     def _pin_vcpus(self, qmp: Qmp, cores: list[int]) -> dict[int, int]:
         """Each vCPU thread to a host core (in turn over `cores`); vCPU index → core."""
         threads = vcpu_threads(qmp)
-        unknown = [t for t in threads.values() if t not in process_threads(self.program.pid)]
+        pid = self.started.pid
+        unknown = [t for t in threads.values() if t not in process_threads(pid)]
         if unknown:
-            raise Failure(f"QEMU's vCPU threads {unknown} are not threads of its process {self.program.pid}")
+            raise Failure(f"QEMU's vCPU threads {unknown} are not threads of its process {pid}")
         pinned = {}
         for index, tid in sorted(threads.items()):
             core = cores[index % len(cores)]
@@ -273,10 +275,10 @@ class VirtualMachine(Dut):
             pinned[index] = core
         return pinned
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, channel: GuestChannel) -> None:
         deadline = time.monotonic() + self.ready_timeout_s
-        while not self.channel.ready.wait(0.1):
-            if not self.program.running() or time.monotonic() > deadline:
+        while not channel.ready.wait(0.1):
+            if not self.started.running() or time.monotonic() > deadline:
                 break
         # The caller's forwarding probe says what went wrong when the guest never got ready.
 

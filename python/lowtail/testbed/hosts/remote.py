@@ -71,6 +71,8 @@ class RemoteProgram(ProcessHandle):
     succeeds). Quacks like testbed.process.Program: its statistics come back on the leash's
     last lines, without another round trip."""
 
+    host: SshHost
+
     def __init__(
         self,
         name: str,

@@ -287,8 +287,9 @@ def _each(work: Any, items: list[Any]) -> list[Any]:
     with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
         futures = [pool.submit(work, item) for item in items]
     for f in futures:
-        if f.exception() is not None:
-            raise f.exception()
+        error = f.exception()
+        if error is not None:
+            raise error
     return [f.result() for f in futures]
 
 

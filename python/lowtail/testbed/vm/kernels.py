@@ -172,6 +172,14 @@ def fetch_package(cache: Path, flavour: str, progress: Progress) -> tuple[str, s
     return package, version, deb
 
 
+def _file_bytes(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    """The contents of a regular file of the archive (what `extractfile` gives for one)."""
+    f = tar.extractfile(member)
+    if f is None:
+        raise Failure(f"{member.name} in the kernel package is not a regular file")
+    return f.read()
+
+
 def extract_package(cache: Path, package: str, version: str, deb: Path, progress: Progress) -> Path:
     """vmlinuz, the modules under MODULE_DIRS and every module's dependencies, taken out of
     the package once (into the cache) by streaming its data archive."""
@@ -186,31 +194,33 @@ def extract_package(cache: Path, package: str, version: str, deb: Path, progress
     builtin: list[str] = []
     release = None
     proc = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE)
+    stream = proc.stdout
+    assert stream is not None  # stdout=PIPE always gives one
     try:
-        with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
             for member in tar:
                 name = member.name.removeprefix("./")
                 if not member.isfile():
                     continue
                 if re.fullmatch(r"boot/vmlinuz-.+", name):
                     release = name.removeprefix("boot/vmlinuz-")
-                    (tmp / "vmlinuz").write_bytes(tar.extractfile(member).read())
+                    (tmp / "vmlinuz").write_bytes(_file_bytes(tar, member))
                     continue
                 m = re.fullmatch(r"lib/modules/([^/]+)/(.+)", name)
                 if not m:
                     continue
                 rel_path = m.group(2)
                 if rel_path == "modules.builtin":
-                    builtin = [module_name(line) for line in tar.extractfile(member).read().decode().split()]
+                    builtin = [module_name(line) for line in _file_bytes(tar, member).decode().split()]
                 elif rel_path.endswith(".ko"):
-                    data = tar.extractfile(member).read()
+                    data = _file_bytes(tar, member)
                     info = modinfo(data)
                     mod = module_name(rel_path)
                     depends[mod] = [d.replace("-", "_") for d in info.get("depends", "").split(",") if d]
                     if rel_path.startswith(MODULE_DIRS):
                         (tmp / "modules" / f"{mod}.ko").write_bytes(data)
     finally:
-        proc.stdout.close()
+        stream.close()
         if proc.wait() != 0:
             shutil.rmtree(tmp, ignore_errors=True)
             raise Failure(f"{deb}: dpkg-deb could not read the package (exit code {proc.returncode})")

@@ -308,7 +308,7 @@ class GuestChannel:
     def _handle(self, lines: Iterable[str]) -> None:
         table: list[str] | None = None
         last = None
-        last_t = None
+        last_t = 0  # when `last` was read (read only once there is a `last`)
         for raw in lines:
             line = raw.rstrip("\n")
             if table is not None:

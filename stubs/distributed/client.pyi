@@ -1,0 +1,3 @@
+from concurrent.futures import CancelledError
+
+class FuturesCancelledError(CancelledError): ...
