@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from lowtail.analyze.document import latency_of
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.store import axes
@@ -168,7 +169,7 @@ class Database:
             row |= {k: r.get(k) for k in ("repetition", "calibration", "valid", "sent", "received", "lost")}
             sent = r.get("sent")
             row["loss_ratio"] = (r.get("lost") or 0) / sent if sent else None
-            lat = (r.get("figures") or {}).get("latency_ns") or {}
+            lat = latency_of(r.get("figures"))
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {
                 "mean_ns": lat.get("mean"),
                 "samples": lat.get("samples"),
@@ -203,7 +204,7 @@ class Database:
         out = []
         for a in [*by_analysis.values(), *plain]:
             run = a if a.get("run_id") else None
-            lat = (a.get("figures") or {}).get("latency_ns") or {}
+            lat = latency_of(a.get("figures"))
             row: dict[str, Any] = {
                 "analysis_id": a["analysis_id"],
                 "run_id": a.get("run_id"),

@@ -5,6 +5,7 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from lowtail.analyze.document import IntervalDoc
@@ -84,6 +85,20 @@ class ComparisonDocument(TypedDict):
     # Where two configurations' host-state fingerprints differ (host/state.py): each pair's
     # indices and the settings that differ, {name: [a's value, b's value]}.
     host_state_differences: NotRequired[list[dict[str, Any]]]
+
+
+class StoredComparison(TypedDict):
+    """A stored comparison as the store hands it back (`store.comparisons.comparison`): its
+    row, with the selection, the axes and the document read back."""
+
+    comparison_id: int
+    created_at: datetime
+    lowtail_version: str
+    label: str | None
+    selection: list[str]
+    by_axes: list[str]
+    document: ComparisonDocument
+    partial: bool
 
 
 # -- a qualification record (`lowtail certify --json`) ------------------------------------------

@@ -5,10 +5,11 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypedDict
 
 from lowtail.analyze.document import StoredFigures
-from lowtail.host.document import EnergyReading
+from lowtail.host.document import EnergyReading, HostStateDocument
 from lowtail.testbed.document import CaptureStatistics, CorePlanDocument, GeneratorStatistics, TestbedDocument
 
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
@@ -74,6 +75,7 @@ class RunRow(TypedDict, total=False):
     lat_max_ns: int | None
     kernel: str | None
     hostname: str | None
+    host_state: HostStateDocument | None  # the host's tuning when the run started (host/state.py)
 
 
 # -- the traffic of a run (`runs.traffic`) -------------------------------------------------------
@@ -90,3 +92,34 @@ class TrafficDocument(TypedDict, total=False):
     core_plan: CorePlanDocument
     rate_given: bool
     measured_rate_pps: float | None
+
+
+# -- a stored experiment (`store.runs.experiment`) -----------------------------------------------
+
+
+class ExperimentStatus(TypedDict):
+    """Where an experiment stands (`store.runs.latest_experiment`): what resuming it needs."""
+
+    experiment_id: int
+    name: str
+    status: str
+    data_dir: str | None
+
+
+class ExperimentRow(TypedDict):
+    """One stored experiment as the store hands it back (its JSON columns read back). `spec`
+    is the experiment file as read (its tables, each its own section's keys), `host` the host
+    metadata stored with it (host/document.py's HostMetadata; an imported experiment's has
+    the keys its importer gave), `origin` where a bundle brought it from."""
+
+    experiment_id: int
+    name: str
+    created_at: datetime
+    spec: dict[str, Any]
+    spec_hash: str
+    host: dict[str, Any]
+    status: str
+    finished_at: datetime | None
+    data_dir: str | None
+    calibration_experiment_id: int | None
+    origin: dict[str, Any] | None

@@ -37,6 +37,7 @@ from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import NamespacesTestbed
+from lowtail.trace.document import TraceDocument
 from lowtail.trace.run import start_run_trace
 
 # RFC 2544's benchmarking range: never a real host's address.
@@ -75,7 +76,7 @@ class Outcome:
     frames_planned: int = 0
     # Set as soon as the testbed is built (a run whose testbed fails is not stored).
     testbed: TestbedDocument = field(default_factory=lambda: TestbedDocument(kind=""))
-    trace: dict[str, Any] | None = None  # the kernel trace of the roles' cores (trace/run.py's TraceDocument)
+    trace: TraceDocument | None = None  # the kernel trace of the roles' cores
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -110,7 +111,7 @@ def measure(
             )
             _send(exp, combo, tb, plan, run_dir, dut, outcome, captures, on_live)
             time.sleep(exp.drain_ns / 1e9)
-            outcome.trace = dict(tracer.stop(tb, run_dir))
+            outcome.trace = tracer.stop(tb, run_dir)
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
             _record_dut(outcome, dut.facts(dut.stop(), frames_sent=None))

@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.files import special_kind
+from lowtail.experiment.document import ExperimentRow, RunRow, TrafficDocument
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
@@ -47,6 +48,7 @@ from lowtail.store.db import Store
 from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
 from lowtail.trace import timeline
+from lowtail.trace.document import RoleDoc, TraceDocument
 from lowtail.trace.own import task_ids
 from lowtail.verdict import judge as verdicts
 
@@ -58,9 +60,9 @@ Samples = list[tuple[int, int, str, int, int]]
 class ExplainInputs:
     """What explaining a run needs from the database, read in one visit."""
 
-    run: dict[str, Any]
+    run: RunRow
     facts: RunFacts
-    trace: dict[str, Any]
+    trace: TraceDocument
     series: str
     # The interrupt samples by source ("host", "guest"), the times of the largest latencies.
     samples: dict[str, Samples] = field(default_factory=dict)
@@ -76,7 +78,7 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
     store.release()
     doc = compute(inputs, above)
     if above is None:
-        save_explanation(store, dict(doc))
+        save_explanation(store, doc)
     return doc
 
 
@@ -85,12 +87,12 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
     found = runstore.select_runs(store, run_ids=[run_id])
     if not found:
         raise UserError(f"{store.path}: no run with id {run_id}")
-    run: dict[str, Any] = dict(found[0])
+    run = found[0]
     series = run.get("series_path")
     if not series:
         raise UserError(f"run {run_id} has no matched series to explain (it was not analysed)")
-    trace = run_trace(store, run_id) or {}
-    experiment = runstore.experiment(store, run["experiment_id"])
+    trace = run_trace(store, run_id) or TraceDocument()
+    experiment = runstore.experiment(store, experiment_id_of(run))
     samples = {source: s for source in ("host", "guest") if (s := run_interrupts(store, run_id, source))}
     worst = [] if run["analysis_id"] is None else worst_events(store, run["analysis_id"])
     facts = _facts(run, experiment, trace, run_interrupts(store, run_id, STEAL_SOURCE))
@@ -109,14 +111,14 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
 def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> ExplainDocument:
     """The explanation of a run from its inputs and its files (no database)."""
     run, facts, trace = inputs.run, inputs.facts, inputs.trace
-    packets = _packets(Path(inputs.series), int(run["run_id"]))
+    packets = _packets(Path(inputs.series), facts.run_id)
     intervals, coverage, trace_summary, recorded = _trace(trace)
     if recorded is not None:
         _with_recording(facts, trace, recorded)
     if intervals is None:
         facts.no_trace = trace_summary.get("reason") or "the run was recorded without one"
     else:
-        facts.untraced = [u for u in trace.get("untraced") or [] if isinstance(u, dict)]
+        facts.untraced = list(trace.get("untraced") or [])
     vm = vm_exits(facts.virtualization, intervals is not None)
     if vm.get("vm_exits") is False and intervals is not None:
         facts.vm_exits_unseen = str(vm["vm_exits_reason"])
@@ -128,6 +130,18 @@ def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> Expla
         doc["unseen"] += _only_sampled(doc["interrupts"], doc.get("unexplained_share", 0.0))
     doc["interrupt_coincidence"] = _coincidence(inputs)
     return doc
+
+
+def run_id_of(run: RunRow) -> int:
+    """A stored run's id (a plain analysis selected as a run has none, and is never explained)."""
+    assert run["run_id"] is not None, "a stored run has an id"
+    return run["run_id"]
+
+
+def experiment_id_of(run: RunRow) -> int:
+    """A stored run's experiment."""
+    assert run["experiment_id"] is not None, "a stored run belongs to an experiment"
+    return run["experiment_id"]
 
 
 def _packets(path: Path, run_id: int) -> Packets:
@@ -149,7 +163,7 @@ def _packets(path: Path, run_id: int) -> Packets:
 
 
 def _trace(
-    trace: dict[str, Any],
+    trace: TraceDocument,
 ) -> tuple[Any, dict[Core, tuple[int | None, int | None]], dict[str, Any], timeline.TraceFacts | None]:
     """The trace's intervals (None without a trace), each (host, cpu) core's coverage, its
     summary (with the roles no host's trace covers), and its recordings' facts."""
@@ -183,17 +197,18 @@ def _trace(
     return intervals, info.coverage(), summary, info
 
 
-def _with_recording(facts: RunFacts, trace: Mapping[str, Any], recorded: timeline.TraceFacts) -> None:
+def _with_recording(facts: RunFacts, trace: TraceDocument, recorded: timeline.TraceFacts) -> None:
     """What the trace file says of its hosts, in the facts: the roles stored before they had
-    hosts are the one host's; the steal samples are of this host's roles; another host's
-    events are widened by its clock's uncertainty; lowtail's own tasks are this host's."""
+    hosts (host "", store/codec.py) are the one host's; the steal samples are of this host's
+    roles; another host's events are widened by its clock's uncertainty; lowtail's own tasks
+    are this host's."""
     if len(recorded.hosts) == 1:
-        facts.roles = {r: {"host": recorded.hosts[0].host} | doc for r, doc in facts.roles.items()}
+        facts.roles = {r: doc | {"host": doc.get("host") or recorded.hosts[0].host} for r, doc in facts.roles.items()}
     here = {h.host for h in recorded.hosts if h.local}
     facts.steal_roles = [r for r, doc in facts.roles.items() if doc.get("host") in here]
     facts.widen_ns = recorded.widening_ns()
     own = trace.get("own_processes")
-    if isinstance(own, list):
+    if own is not None:  # a trace stored before lowtail named its own processes has none
         facts.own_tasks = {h: task_ids(own) for h in here}
 
 
@@ -214,13 +229,13 @@ def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
     return {"vm_exits": True}
 
 
-def _facts(run: Mapping[str, Any], experiment: Mapping[str, Any], trace: dict[str, Any], steal: Samples) -> RunFacts:
+def _facts(run: RunRow, experiment: ExperimentRow, trace: TraceDocument, steal: Samples) -> RunFacts:
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
     roles = trace.get("roles") or _roles_from_plan(run)
     hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
     return RunFacts(
-        run_id=int(run["run_id"]),
+        run_id=run_id_of(run),
         rate_pps=float(run["rate_pps"]),
         burst=int(run["burst"] or 1),
         dut_kind=str(run["dut_kind"]),
@@ -249,16 +264,16 @@ def _remedies_on_the_core_plan(doc: ExplainDocument, run: Mapping[str, Any], hos
         cause["remedy"] = remedy_here(cause["remedy"], plan, dut)
 
 
-def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _roles_from_plan(run: RunRow) -> dict[str, RoleDoc]:
     """The roles' cores from the run's stored core plan (a run recorded without a trace)."""
-    plan = (run.get("traffic") or {}).get("core_plan") or {}
+    plan = (run.get("traffic") or TrafficDocument()).get("core_plan")
     if not plan:
         return {}
-    dut = (run.get("containment") or {}).get("cpus") or plan.get("dut") or []
+    dut = (run.get("containment") or {}).get("cpus") or plan["dut"] or []
     return {
-        "dut": {"cpus": list(dut), "pids": [], "comms": []},
-        "generator": {"cpus": [plan["generator"]], "pids": [], "comms": ["lowtail-gen"]},
-        "timestamper": {"cpus": [plan["capture"]], "pids": [], "comms": ["lowtail-cap"]},
+        "dut": RoleDoc(host="", cpus=list(dut), pids=[], comms=[]),
+        "generator": RoleDoc(host="", cpus=[plan["generator"]], pids=[], comms=["lowtail-gen"]),
+        "timestamper": RoleDoc(host="", cpus=[plan["capture"]], pids=[], comms=["lowtail-cap"]),
     }
 
 

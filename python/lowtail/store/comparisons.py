@@ -4,17 +4,15 @@ curves (pooled, per repetition, the floor's), CDF points and the repetitions' wo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
+from lowtail.compare.document import ComparisonDocument, StoredComparison
 from lowtail.core.errors import UserError
 from lowtail.core.version import __version__
+from lowtail.store.codec import COMPARISON, COMPARISON_BY, COMPARISON_SELECTION
 from lowtail.store.db import Store, newest_id, row_as_dict, rows_as_dicts
-
-if TYPE_CHECKING:
-    from lowtail.compare.document import ComparisonDocument
 
 # The sources of a comparison's percentile curves.
 POOLED, REPETITION, FLOOR = "pooled", "repetition", "floor"
@@ -68,9 +66,9 @@ def save_comparison(
                 cid,
                 __version__,
                 label,
-                json.dumps(selection),
-                json.dumps(by),
-                json.dumps(document, default=str),
+                COMPARISON_SELECTION.encode(selection),
+                COMPARISON_BY.encode(by),
+                COMPARISON.encode(document),
                 bool(document.get("partial")),
             ],
         )
@@ -98,7 +96,7 @@ def save_comparison(
     return cid
 
 
-def comparison(store: Store, comparison_id: int | str) -> dict[str, Any]:
+def comparison(store: Store, comparison_id: int | str) -> StoredComparison:
     """One stored comparison (an id, or 'latest'): its row, `document` decoded."""
     if comparison_id == "latest":
         newest = newest_id(store, "comparisons", "comparison_id")
@@ -112,9 +110,11 @@ def comparison(store: Store, comparison_id: int | str) -> dict[str, Any]:
     found = row_as_dict(store.con.execute("SELECT * FROM comparisons WHERE comparison_id = ?", [cid]))
     if found is None:
         raise UserError(f"{store.path}: no comparison with id {cid}")
-    for key in ("selection", "by_axes", "document"):
-        found[key] = json.loads(found[key])
-    return found
+    where = f"comparison {cid}"
+    found["selection"] = COMPARISON_SELECTION.decode(store, found["selection"], where)
+    found["by_axes"] = COMPARISON_BY.decode(store, found["by_axes"], where)
+    found["document"] = COMPARISON.decode(store, found["document"], where)
+    return cast(StoredComparison, found)
 
 
 def comparison_curves(store: Store, comparison_id: int) -> dict[int, dict[str, Any]]:
@@ -172,7 +172,11 @@ def comparison_worst(store: Store, comparison_id: int) -> dict[int, list[dict[st
 def list_comparisons(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     """The newest comparisons: id, when, label, selection, axes, configurations, partial."""
     return [
-        {**row, "selection": json.loads(row["selection"]), "by_axes": json.loads(row["by_axes"])}
+        {
+            **row,
+            "selection": COMPARISON_SELECTION.decode(store, row["selection"], f"comparison {row['comparison_id']}"),
+            "by_axes": COMPARISON_BY.decode(store, row["by_axes"], f"comparison {row['comparison_id']}"),
+        }
         for row in rows_as_dicts(
             store.con.execute(
                 """SELECT comparison_id, created_at, label, selection, by_axes,

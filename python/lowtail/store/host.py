@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from lowtail.store.codec import NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
 from lowtail.store.db import Store, stored_id
 
 if TYPE_CHECKING:
@@ -58,14 +59,14 @@ def save_noise_run(store: Store, result: NoiseDocument, label: str | None = None
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING noise_run_id""",
             [
                 label,
-                json.dumps(result["host"]),
-                json.dumps(result["cpus"]),
+                NOISE_HOST.encode(result["host"]),
+                NOISE_CPUS.encode(result["cpus"]),
                 result["housekeeping_cpu"],
                 result["duration_ns"],
                 result["threshold_ns"],
                 result["sample_interval_ns"],
-                json.dumps(result["sampler"]) if result["sampler"] else None,
-                json.dumps(result["energy"]),
+                NOISE_SAMPLER.encode(result["sampler"] or None),
+                NOISE_ENERGY.encode(result["energy"]),
             ],
         ).fetchone()
         for c in result["cores"]:
@@ -87,7 +88,7 @@ def save_noise_run(store: Store, result: NoiseDocument, label: str | None = None
                     c["p99_ns"],
                     c["p99_9_ns"],
                     c.get("d_sum_ns_per_s"),
-                    json.dumps(c.get("attribution")),
+                    NOISE_ATTRIBUTION.encode(c.get("attribution")),
                 ],
             )
             _insert_many(
@@ -166,14 +167,19 @@ def noise_run(store: Store, noise_run_id: int | str = "latest") -> dict[str, Any
     q = store.con.execute
     cur = q("SELECT * FROM noise_runs WHERE noise_run_id = ?", [rid])
     doc = dict(zip([d[0] for d in cur.description], cur.fetchone()))
-    for k in ("host", "cpus", "sampler", "energy"):
-        doc[k] = json.loads(doc[k]) if doc[k] is not None else None
+    where = f"noise run {rid}"
+    doc["host"] = NOISE_HOST.decode(store, doc["host"], where)
+    doc["cpus"] = NOISE_CPUS.decode(store, doc["cpus"], where) if doc["cpus"] is not None else None
+    doc["sampler"] = NOISE_SAMPLER.decode(store, doc["sampler"], where)
+    doc["energy"] = NOISE_ENERGY.decode(store, doc["energy"], where)
     cur = q("SELECT * FROM noise_cores WHERE noise_run_id = ? ORDER BY cpu", [rid])
     cols = [d[0] for d in cur.description]
     doc["cores"] = []
     for row in cur.fetchall():
         core = dict(zip(cols, row))
-        core["attribution"] = json.loads(core["attribution"]) if core["attribution"] else None
+        core["attribution"] = NOISE_ATTRIBUTION.decode(
+            store, core["attribution"] or None, f"{where}, CPU {core['cpu']}"
+        )
         core["histogram"] = q(
             "SELECT lo_ns, hi_ns, count FROM noise_histograms WHERE noise_run_id = ? AND cpu = ? ORDER BY lo_ns",
             [rid, core["cpu"]],
