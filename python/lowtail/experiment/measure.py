@@ -31,7 +31,7 @@ from lowtail.host.document import EnergyReading
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
-from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics, TestbedDocument
+from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, GeneratorStatistics, TestbedDocument
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
@@ -60,8 +60,8 @@ class Outcome:
     finished_at: datetime | None = None
     generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
     capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
-    dut_stats: dict[str, Any] = field(default_factory=dict)  # the DuT kind's own (testbed/duts), as is
-    containment: dict[str, Any] = field(default_factory=lambda: {"mode": "bare"})
+    dut_stats: DutCounters = field(default_factory=dict)  # the DuT kind's own (testbed/duts), as is
+    containment: Containment = field(default_factory=lambda: {"mode": "bare"})
     virtualization: str | None = None  # kvm | tcg when the DuT is a VM
     guest_interrupts: list[Any] = field(default_factory=list)
     traffic_window_ns: tuple[int, int] | None = None  # when the interrupt samplers ran

@@ -252,8 +252,10 @@ def host_section(page: Page, experiment: ExperimentRow) -> None:
     """The host the experiment ran on, as stored with it."""
     host = experiment["host"]
     plan = host.get("core_plan", {})
+    cpuset = host.get("cgroup_cpuset")
+    rows: list[list[object]]
     if host.get("imported_from"):
-        rows = [["imported from", host["imported_from"]]] + [[k, v] for k, v in (host.get("axes") or {}).items()]
+        rows = [["imported from", host["imported_from"]], *([k, v] for k, v in (host.get("axes") or {}).items())]
         rows += [["lowtail", host.get("lowtail_version")], ["command", " ".join(host.get("command", []))]]
         page.add("Captures and host", table_html(["", ""], rows + [["status", experiment["status"]]]))
         return
@@ -264,9 +266,7 @@ def host_section(page: Page, experiment: ExperimentRow) -> None:
         ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
         [
             "cpuset cgroups",
-            "none"
-            if not host.get("cgroup_cpuset")
-            else f"cgroup v{host['cgroup_cpuset']['version']} at {host['cgroup_cpuset']['root']}",
+            "none" if not cpuset else f"cgroup v{cpuset['version']} at {cpuset['root']}",
         ],
         ["lowtail", host.get("lowtail_version")],
         ["command", " ".join(host.get("command", []))],

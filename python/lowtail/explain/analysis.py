@@ -73,6 +73,7 @@ from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
 from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
+from lowtail.testbed.document import DutCounters, DutOptions
 from lowtail.trace.document import RoleDoc, UntracedDoc
 
 OWN_PROCESS = "lowtail_process"
@@ -89,8 +90,8 @@ class RunFacts:
     rate_pps: float
     burst: int
     dut_kind: str
-    dut_config: dict[str, Any]
-    dut_stats: dict[str, Any]
+    dut_config: DutOptions
+    dut_stats: DutCounters
     virtualization: str | None
     budget_ns: int | None
     budget_failed: bool

@@ -18,11 +18,12 @@ and not added twice."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from lowtail.core import schema
+from lowtail.store import codec
+from lowtail.store.codec import IMPORT_MANIFEST, IMPORT_ORIGIN
 from lowtail.store.db import Store, rows_as_dicts
 
 # Every table a bundle carries, in the order rows are added (ids before their users), with
@@ -531,7 +532,7 @@ def import_rows(
         with store.transaction():
             (import_id,) = con.execute(
                 "INSERT INTO imports (bundle_id, origin, manifest, data_dir) VALUES (?, ?, ?, ?) RETURNING import_id",
-                [bundle_id, json.dumps(origin), json.dumps(manifest), data_dir],
+                [bundle_id, IMPORT_ORIGIN.encode(origin), IMPORT_MANIFEST.encode(manifest), data_dir],
             ).fetchone()
             # The id maps are temporary tables of the transaction: a failure takes them along.
             _map_ids(store, import_id)
@@ -599,7 +600,7 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 ? AS data_dir,
                 json_merge_patch(?::JSON, json_object('experiment_id', b.experiment_id, 'previous', b.origin)) AS origin)
             FROM bundle_experiments b WHERE b.experiment_id NOT IN (SELECT old_id FROM known_experiments)""",
-        [data_dir, json.dumps(origin | {"import_id": import_id})],
+        [data_dir, codec.EXPERIMENT_ORIGIN.encode(origin | {"import_id": import_id})],
     )
     con.execute(
         f"""INSERT INTO analyses BY NAME SELECT * REPLACE (

@@ -27,11 +27,18 @@ import msgspec
 from lowtail.analyze.document import AnalysisFigures, AnalysisInputs, AnalyzeOptionsDocument
 from lowtail.compare.document import ComparisonDocument
 from lowtail.core.terminal import shown
-from lowtail.experiment.document import TrafficDocument
+from lowtail.experiment.document import ExperimentFile, ExperimentHost, TrafficDocument
 from lowtail.explain.document import ExplainDocument
 from lowtail.host.document import EnergyReading, HostStateDocument, NoiseAttribution, NoiseHost, SamplerCost
 from lowtail.store.errors import DamagedDatabase
-from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics, TestbedDocument
+from lowtail.testbed.document import (
+    CaptureStatistics,
+    Containment,
+    DutCounters,
+    DutOptions,
+    GeneratorStatistics,
+    TestbedDocument,
+)
 from lowtail.trace.document import TraceDocument
 from lowtail.tune.document import TuneDocument
 
@@ -83,12 +90,20 @@ class Column(Generic[T]):
         return 1 + len(self.upgrades)
 
     def encode(self, value: T | None) -> str | None:
-        """The column's text for `value` (None: NULL)."""
+        """The column's text for `value` (None: NULL), checked to read back as its type: a
+        document that would not is lowtail's own mistake, raised as a TypeError before
+        anything is written (never a stored document no reader can read)."""
         if value is None:
             return None
+        stored: object = value
         if isinstance(value, dict) and _is_document(self.shape):
-            value = {**value, VERSION_KEY: self.version}  # type: ignore[assignment]
-        return json.dumps(value, default=plain)
+            stored = {**value, VERSION_KEY: self.version}  # no field of the type: validation leaves it out
+        text = json.dumps(stored, default=plain)
+        try:
+            msgspec.convert(json.loads(text), self.shape)
+        except msgspec.ValidationError as e:
+            raise TypeError(f"{self.where}: the document to store is not of its type ({e})") from None
+        return text
 
     def decode(self, store: Store | None, raw: str | bytes | None, row: object = None) -> T:
         """The stored text read back into the column's type, upgraded from its version; a
@@ -173,21 +188,21 @@ ANALYSIS_FIGURES = Column[AnalysisFigures]("analyses.figures", AnalysisFigures, 
 
 # experiments (002_runs.sql, 012_bundles.sql): the experiment file as read (its tables, each
 # its own section's keys), the host, where a bundle brought it from.
-EXPERIMENT_SPEC = Column[dict[str, Any]]("experiments.spec", dict[str, Any], when_null=dict)
-EXPERIMENT_HOST = Column[dict[str, Any]]("experiments.host", dict[str, Any], when_null=dict)
+EXPERIMENT_SPEC = Column[ExperimentFile]("experiments.spec", ExperimentFile, when_null=dict)
+EXPERIMENT_HOST = Column[ExperimentHost]("experiments.host", ExperimentHost, when_null=ExperimentHost)
 EXPERIMENT_ORIGIN = Column["dict[str, Any] | None"]("experiments.origin", dict[str, Any] | None)
 
 # runs (002_runs.sql and the files that added columns): the DuT kind's open maps, the rest typed.
 RUN_COLUMNS: dict[str, Column[Any]] = {
-    "dut_config": Column[dict[str, Any]]("runs.dut_config", dict[str, Any], when_null=dict),
+    "dut_config": Column[DutOptions]("runs.dut_config", DutOptions, when_null=dict),
     "invalid_reasons": Column[list[str]]("runs.invalid_reasons", list[str], when_null=list),
     "degraded_reasons": Column[list[str]]("runs.degraded_reasons", list[str], when_null=list),  # NULL: before 008
     "generator": Column[GeneratorStatistics]("runs.generator", GeneratorStatistics, when_null=GeneratorStatistics),
     "capture": Column[CaptureStatistics]("runs.capture", CaptureStatistics, when_null=CaptureStatistics),
-    "containment": Column[dict[str, Any]]("runs.containment", dict[str, Any], when_null=dict),
+    "containment": Column[Containment]("runs.containment", Containment, when_null=dict),
     "energy": Column["EnergyReading | None"]("runs.energy", EnergyReading | None),
     "traffic": Column[TrafficDocument]("runs.traffic", TrafficDocument, when_null=TrafficDocument),
-    "dut_stats": Column["dict[str, Any] | None"]("runs.dut_stats", dict[str, Any] | None),
+    "dut_stats": Column["DutCounters | None"]("runs.dut_stats", DutCounters | None),
     "capture_paths": Column[list[str]]("runs.capture_paths", list[str], when_null=list),
     "testbed": Column["TestbedDocument | None"]("runs.testbed", TestbedDocument | None),
     "host_state": Column["HostStateDocument | None"]("runs.host_state", HostStateDocument | None),
@@ -219,3 +234,17 @@ NOISE_ATTRIBUTION = Column["NoiseAttribution | None"]("noise_cores.attribution",
 # read back as the kind's open map: the kind's model reads its own keys.
 MODEL_INPUTS = Column[dict[str, Any]]("model_results.inputs", dict[str, Any], when_null=dict)
 MODEL_RESULT = Column[dict[str, Any]]("model_results.result", dict[str, Any], when_null=dict)
+
+# host_audits (003_host.sql): the core plan the audit judged against (host/plan.py's to_json).
+AUDIT_PLAN = Column[dict[str, object]]("host_audits.plan", dict[str, object], when_null=dict)
+
+# imports (012_bundles.sql): where a bundle came from and its manifest, as bundle/manifest.py
+# read and checked them (its msgspec structs, as JSON).
+IMPORT_ORIGIN = Column[dict[str, object]]("imports.origin", dict[str, object], when_null=dict)
+IMPORT_MANIFEST = Column[dict[str, object]]("imports.manifest", dict[str, object], when_null=dict)
+
+# Every column above: a JSON column of the schema that is not here fails tests/store/test_codec.py.
+COLUMNS: tuple[Column[Any], ...] = (
+    *(c for c in list(globals().values()) if isinstance(c, Column)),
+    *RUN_COLUMNS.values(),
+)

@@ -29,7 +29,7 @@ from lowtail.store import runs
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
-    from lowtail.experiment.document import ExperimentRow, ExperimentStatus
+    from lowtail.experiment.document import ExperimentFile, ExperimentRow, ExperimentStatus
     from lowtail.host.document import HostMetadata
 
 IDENTITY_FILE = "lowtail-data.json"
@@ -146,7 +146,7 @@ def create_or_resume(
     store: Store,
     root: Path,
     name: str,
-    spec: dict[str, Any],
+    spec: ExperimentFile,
     spec_hash: str,
     host: Callable[[], HostMetadata],
     fresh: bool = False,

@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from lowtail.store.codec import NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
+from lowtail.store.codec import AUDIT_PLAN, NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
 from lowtail.store.db import Store, stored_id
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ def save_audit(store: Store, doc: dict[str, Any]) -> int:
                 doc["host"],
                 doc["kernel"],
                 doc["cmdline"],
-                json.dumps(doc["plan"]),
+                AUDIT_PLAN.encode(doc["plan"]),
                 s["score"],
                 s["passed"],
                 s["warned"],

@@ -28,7 +28,8 @@ from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
     from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument
-    from lowtail.experiment.document import ExperimentRow, ExperimentStatus, RunRow
+    from lowtail.experiment.document import ExperimentFile, ExperimentHost, ExperimentRow, ExperimentStatus, RunRow
+    from lowtail.host.document import HostMetadata
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
@@ -36,14 +37,21 @@ Floor = dict[tuple[int, int | None, int | None], "RunRow"]
 
 
 def create_experiment(
-    store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: Mapping[str, object], data_dir: str
+    store: Store, name: str, spec: ExperimentFile, spec_hash: str, host: ExperimentHost | HostMetadata, data_dir: str
 ) -> int:
-    """A new experiment, status 'running'; returns its id."""
+    """A new experiment, status 'running'; returns its id. Its host: a measured experiment's
+    `HostMetadata` (every key of `ExperimentHost`), an imported one's what is known."""
     with store.transaction():
         (eid,) = store.con.execute(
             "INSERT INTO experiments (name, spec, spec_hash, host, status, data_dir) VALUES (?, ?, ?, ?, 'running', ?) "
             "RETURNING experiment_id",
-            [name, EXPERIMENT_SPEC.encode(spec), spec_hash, EXPERIMENT_HOST.encode(dict(host)), data_dir],
+            [
+                name,
+                EXPERIMENT_SPEC.encode(spec),
+                spec_hash,
+                EXPERIMENT_HOST.encode(cast("ExperimentHost", host)),
+                data_dir,
+            ],
         ).fetchone()
     return int(eid)
 
