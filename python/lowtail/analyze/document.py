@@ -35,8 +35,9 @@ class AnalyzeOptionsDocument(TypedDict):
 
 # A distribution's figures by name ("min", "mean", "stddev", "p50", …, "p99_9999", "max",
 # "samples"): a mapping, as its percentile keys come from the native analysis's list; a
-# figure is None when nothing was matched.
-LatencyFigures = dict[str, float | None]
+# figure is None when nothing was matched. Whole nanoseconds are ints, the mean and spread
+# floats: `int | float`, so that the store's codec reads each back as it was written.
+LatencyFigures = dict[str, int | float | None]
 
 
 class PercentileRow(TypedDict):
