@@ -76,7 +76,7 @@ class Comparison:
                 row[f"{key}_resolvable"] = iv["resolvable"]
             for key, s in c["spread"].items():
                 row |= {f"{key}_min_ns": s["min"], f"{key}_max_ns": s["max"]}
-            floor = (c.get("floor") or {}).get("latency_ns") or {}
+            floor = c["floor"]["latency_ns"] if c["floor"] else {}
             row |= {f"floor_{k}_ns": v for k, v in floor.items() if k != "samples"}
             row |= {"verdict": c["verdict"]["status"], "verdict_reason": c["verdict"]["reason"], "runs": c["runs"]}
             rows.append(row)

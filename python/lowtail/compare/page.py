@@ -196,7 +196,7 @@ def table_section(page: Page, doc: ComparisonDocument) -> None:
     rows = []
     for c in configs:
         v = c.get("verdict") or {}
-        floor = ((c.get("floor") or {}).get("latency_ns") or {}).get(judged)
+        floor = c["floor"]["latency_ns"].get(judged) if c["floor"] else None
         key_text = c.get("key_text") or {}
         rows.append(
             [
@@ -216,7 +216,7 @@ def table_section(page: Page, doc: ComparisonDocument) -> None:
         for c in configs
         if (c.get("verdict") or {}).get("reason")
     )
-    floors = sorted({str(text) for c in configs if (text := (c.get("floor") or {}).get("text")) is not None})
+    floors = sorted({c["floor"]["text"] for c in configs if c["floor"] is not None})
     page.add(
         "Configurations",
         "<p class='meta'>Pooled exact percentiles; under each, its lowest–highest over the repetitions; hover "

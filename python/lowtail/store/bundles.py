@@ -45,6 +45,7 @@ class ImportedRows(TypedDict):
     analyses: list[int]
     models: list[int]
 
+
 # Every table a bundle carries, in the order rows are added (ids before their users), with
 # the id column it is keyed by.
 TABLES: tuple[tuple[str, str], ...] = (
