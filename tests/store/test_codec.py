@@ -44,7 +44,10 @@ def stored(tmp_path_factory):
     db = tmp / "c.duckdb"
     with open_store(db) as store:
         eid = experiment(store, "e", verdict={"budget": "1ms"})
-        runs = [store_run(store, tmp, eid, "fwd", repetition=k, spikes_every=400, spike_ns=60_000) for k in (0, 1)]
+        runs = [
+            store_run(store, tmp, eid, "fwd", repetition=k, seed=k + 7, spike_probability=0.003, spike_ns=40_000)
+            for k in (0, 1)
+        ]
         explained = trace_and_explain(store, runs[0], tmp)
         compared = compare_and_store(store, [str(eid)], CompareOptions())
         doc, options = analysed(tmp, "plain")
@@ -132,12 +135,14 @@ def test_comparisons_models_tune_sessions_and_campaigns_read_back(stored):
         model = modelstore.model_result(s, stored["model_id"])
         tune_id, tune = stored["tune"]
         session = tunestore.session(s, tune_id)
-        (options,) = s.con.execute("SELECT options FROM campaigns WHERE campaign_id = ?", [stored["campaign_id"]])
+        (options,) = s.con.execute(
+            "SELECT options FROM campaigns WHERE campaign_id = ?", [stored["campaign_id"]]
+        ).fetchone()
     assert comparison["document"] == _plain(stored["compared"])
     assert comparison["selection"] == [str(stored["eid"])]
     assert model["result"] == {"knees": [], "partial": False} and model["inputs"] == {"experiment": stored["eid"]}
     assert session == tune | {"tune_id": tune_id}
-    assert codec.CAMPAIGN_OPTIONS.decode(None, options[0]) == _plain(stored["plain"][2])
+    assert codec.CAMPAIGN_OPTIONS.decode(None, options) == _plain(stored["plain"][2])
 
 
 @pytest.mark.skipif(
