@@ -323,4 +323,4 @@ def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[RunRow]:
         where = f"analysis {row['analysis_id']}"
         row["warnings"] = ANALYSIS_WARNINGS.decode(store, row["warnings"], where)
         row["figures"] = ANALYSIS_FIGURES.decode(store, row["figures"], where)
-    return cast(list[RunRow], rows)
+    return cast("list[RunRow]", rows)
