@@ -266,3 +266,20 @@ def test_an_analysis_stored_before_a_figure_existed_reads_it_as_zero_or_none(sto
         back = analysis(s, aid)["figures"]
     assert (back["pre_duplicates"], back["horizon_ns"], back["export_rows"]) == (0, 0, 0)
     assert back["sent"] == doc["sent"] and back["latency_ns"] == doc["latency_ns"]
+
+
+def test_run_json_prints_every_key_of_a_stored_run(stored):
+    """`lowtail run --json` is derived from `RunRow`: a column added there is printed, under
+    its own name (the DuT's name and kind as the file gives them), with no list to keep."""
+    from lowtail.cli.run import run_json
+    from lowtail.experiment.document import RunRow
+    from lowtail.verdict.judge import Verdict
+
+    with open_store(stored["db"], read_only=True) as s:
+        (row,) = runstore.select_runs(s, run_ids=stored["runs"][:1])
+    printed = run_json(row, {}, Verdict())
+    renamed = {"dut_name": "dut", "dut_kind": "kind"}
+    expected = {renamed.get(k, k) for k in RunRow.__annotations__ if k != "figures" and not k.startswith("lat_")}
+    assert expected <= set(printed)
+    assert printed["dut"] == "fwd" and printed["latency_ns"] == row["figures"]["latency_ns"]
+    assert printed["traffic"] == {"flows": 1} and printed["host_state"] is None

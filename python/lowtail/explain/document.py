@@ -71,6 +71,41 @@ class UnseenDoc(TypedDict):
     steal_ns: NotRequired[int]
 
 
+class RateDoc(TypedDict):
+    """One kind's rate on one CPU over the recording."""
+
+    cpu: int
+    kind: str
+    description: str
+    count: int
+    rate_hz: float
+
+
+class CorrelationDoc(TypedDict):
+    """One kind on one CPU against the tail, period by period."""
+
+    cpu: int
+    kind: str
+    r: float | None  # None: the count (or the tail) is the same in every period
+    p: float | None  # one-sided, circular shifts
+    periods: int
+    significant: bool
+
+
+class SampledDoc(TypedDict):
+    """A source's interrupt samples as explain reads them (explain/sampled.py; stored in the explanation's `interrupts`)."""
+
+    source: str
+    period_ns: int
+    periods: int  # sampling periods inside the packets' span
+    dut_cpus: list[int] | None
+    placed: str | None  # how the samples were placed in time when their file held no time
+    rates: list[RateDoc]
+    correlation: list[CorrelationDoc]
+    resolution: str
+    sentences: list[str]
+
+
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
@@ -84,6 +119,6 @@ class ExplainDocument(TypedDict, total=False):
     unseen: list[UnseenDoc]
     trace: dict[str, Any]
     interrupt_coincidence: dict[str, Any]
-    interrupts: list[dict[str, Any]]  # the interrupt samples at their resolution (explain/sampled.py)
+    interrupts: list[SampledDoc]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]
     partial: bool

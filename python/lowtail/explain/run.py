@@ -22,7 +22,6 @@ what is wrong (a path that is not a regular file: exit 2; a damaged file: exit 1
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -33,13 +32,13 @@ import pyarrow.parquet as pq
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.files import special_kind
-from lowtail.experiment.document import ExperimentRow, RunRow, TrafficDocument
+from lowtail.experiment.document import ExperimentHost, ExperimentRow, RunRow, TrafficDocument
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
-from lowtail.explain.document import ExplainDocument, UnseenDoc
+from lowtail.explain.document import ExplainDocument, SampledDoc, UnseenDoc
 from lowtail.explain.packets import Packets
-from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
+from lowtail.explain.sampled import dut_cpus_of, period_of, recording_facts, sampled_doc
 from lowtail.host.plan import remedy_here, stored_plan
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
@@ -68,7 +67,7 @@ class ExplainInputs:
     samples: dict[str, Samples] = field(default_factory=dict)
     spikes: list[int] = field(default_factory=list)
     # The experiment's host metadata: the one core plan the remedies name cores from.
-    host: dict[str, Any] = field(default_factory=dict)
+    host: ExperimentHost = field(default_factory=ExperimentHost)
 
 
 def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) -> ExplainDocument:
@@ -104,7 +103,7 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
         series=str(series),
         samples=samples,
         spikes=[t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]],
-        host=dict(experiment.get("host") or {}),
+        host=experiment["host"],
     )
 
 
@@ -251,7 +250,7 @@ def _facts(run: RunRow, experiment: ExperimentRow, trace: TraceDocument, steal: 
     )
 
 
-def _remedies_on_the_core_plan(doc: ExplainDocument, run: Mapping[str, Any], host: Mapping[str, Any]) -> None:
+def _remedies_on_the_core_plan(doc: ExplainDocument, run: RunRow, host: ExperimentHost) -> None:
     """Each remedy with the cores of the run's host's one core plan (host/plan.py), the ones
     `host plan`, `host audit` and `tune` name: its boot parameters with their values, and on a
     host too small to isolate the DuT's cores, which roles share them and why."""
@@ -277,12 +276,12 @@ def _roles_from_plan(run: RunRow) -> dict[str, RoleDoc]:
     }
 
 
-def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> list[dict[str, Any]]:
+def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> list[SampledDoc]:
     """Each source's interrupt samples read against the tail at their own resolution."""
     if len(packets) == 0:
         return []
     tail = packets.pre_ns[packets.latency_ns > doc["tail"]["threshold_ns"]]
-    out: list[dict[str, Any]] = []
+    out: list[SampledDoc] = []
     for source, samples in inputs.samples.items():
         facts = recording_facts(inputs.run, source)
         placed = (
@@ -295,11 +294,11 @@ def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> l
         found: SampledDoc = sampled_doc(
             source, samples, tail, int(packets.pre_ns[0]), int(packets.pre_ns[-1]), cpus, placed
         )
-        out.append(dict(found))
+        out.append(found)
     return out
 
 
-def _only_sampled(sampled: list[dict[str, Any]], left: float) -> list[UnseenDoc]:
+def _only_sampled(sampled: list[SampledDoc], left: float) -> list[UnseenDoc]:
     """Without a trace the interrupts are seen only as counts per sampling period: what that
     resolution cannot attribute is part of what could not be seen."""
     return [
