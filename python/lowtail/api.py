@@ -67,7 +67,7 @@ class Comparison:
 
         rows = []
         for c in self.document["configurations"]:
-            row: dict[str, Any] = {"configuration": c["index"], "label": c["label"], **c["key"]}
+            row: dict[str, object] = {"configuration": c["index"], "label": c["label"], **c["key"]}
             row |= {k: c[k] for k in ("repetitions", "sent", "lost", "loss_ratio", "worst_repetition")}
             for key, value in (c["latency_ns"] or {}).items():
                 row[f"{key}_ns" if key != "samples" else "samples"] = value
@@ -160,7 +160,7 @@ class Database:
         ]
         out = []
         for r in rows:
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "run_id": r["run_id"],
                 "experiment_id": r["experiment_id"],
                 "analysis_id": r["analysis_id"],
@@ -205,7 +205,7 @@ class Database:
         for a in [*by_analysis.values(), *plain]:
             run = a if a.get("run_id") else None
             lat = latency_of(a.get("figures"))
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "analysis_id": a["analysis_id"],
                 "run_id": a.get("run_id"),
                 "label": a.get("label"),
@@ -348,10 +348,10 @@ class Database:
             cid = row["comparison_id"]
             curves = comparestore.comparison_curves(store, cid)
             cdf = comparestore.comparison_cdf(store, cid)
-        rows = []
+        rows: list[tuple[int, str, int | None, float, int]] = []
         for config, entry in curves.items():
-            for source in (comparestore.POOLED, comparestore.FLOOR):
-                rows += [(config, source, None, p, v) for p, v in entry[source]]
+            rows += [(config, comparestore.POOLED, None, p, v) for p, v in entry["pooled"]]
+            rows += [(config, comparestore.FLOOR, None, p, v) for p, v in entry["floor"]]
             for aid, points in entry["repetitions"].items():
                 rows += [(config, comparestore.REPETITION, aid, p, v) for p, v in points]
         frame = pd.DataFrame(rows, columns=["configuration", "source", "analysis_id", "percentile", "value_ns"])

@@ -141,6 +141,27 @@ class StoredComparison(TypedDict):
     partial: bool
 
 
+class ConfigurationCurves(TypedDict):
+    """What a comparison's page draws of one configuration (`store.comparisons.comparison_curves`):
+    (percentile, value_ns) of its pooled packets and its floor's, of each repetition by its
+    analysis, and the band (percentile, least, greatest) over the repetitions."""
+
+    pooled: list[tuple[float, int]]
+    floor: list[tuple[float, int]]
+    repetitions: dict[int, list[tuple[float, int]]]
+    band: list[tuple[float, int, int]]
+
+
+class WorstEventRow(TypedDict):
+    """One of a repetition's worst events as a comparison stored it (its time from the
+    repetition's first packet)."""
+
+    run_id: int | None
+    analysis_id: int
+    t_ns: int
+    latency_ns: int
+
+
 # -- a qualification record (`lowtail certify --json`) ------------------------------------------
 
 

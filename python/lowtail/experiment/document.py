@@ -123,7 +123,7 @@ class ExperimentHost(TypedDict, total=False):
     cpu_model: str
     cpus_online: int | None
     cpus_available: list[int]
-    core_plan: CorePlanDocument
+    core_plan: dict[str, int | list[int]]  # role → its core(s): a measured experiment's CorePlanDocument
     cgroup_cpuset: CgroupCpuset | None
     lowtail_version: str
     python: str

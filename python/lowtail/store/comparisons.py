@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, cast
 
-from lowtail.compare.document import ComparisonDocument, StoredComparison
+from lowtail.compare.document import ComparisonDocument, ConfigurationCurves, StoredComparison, WorstEventRow
 from lowtail.core.errors import UserError
 from lowtail.core.version import __version__
 from lowtail.store.codec import COMPARISON, COMPARISON_BY, COMPARISON_SELECTION
@@ -117,22 +117,22 @@ def comparison(store: Store, comparison_id: int | str) -> StoredComparison:
     return cast(StoredComparison, found)
 
 
-def comparison_curves(store: Store, comparison_id: int) -> dict[int, dict[str, Any]]:
+def comparison_curves(store: Store, comparison_id: int) -> dict[int, ConfigurationCurves]:
     """Per configuration: `pooled` and `floor` as [(percentile, value_ns)], `repetitions`
     as {analysis_id: [(percentile, value_ns)]} and `band` as [(percentile, min, max)] over
     the repetitions, every list in percentile order."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, ConfigurationCurves] = {}
     rows = store.con.execute(
         "SELECT configuration, source, analysis_id, percentile, value_ns FROM comparison_curves "
         "WHERE comparison_id = ? ORDER BY configuration, source, analysis_id, percentile",
         [comparison_id],
     ).fetchall()
     for config, source, analysis_id, p, v in rows:
-        entry = out.setdefault(config, {POOLED: [], FLOOR: [], "repetitions": {}, "band": []})
+        entry = out.setdefault(config, ConfigurationCurves(pooled=[], floor=[], repetitions={}, band=[]))
         if source == REPETITION:
             entry["repetitions"].setdefault(analysis_id, []).append((p, v))
         else:
-            entry[source].append((p, v))
+            (entry["pooled"] if source == POOLED else entry["floor"]).append((p, v))
     for config, lo, hi, p in store.con.execute(
         "SELECT configuration, min(value_ns), max(value_ns), percentile FROM comparison_curves "
         "WHERE comparison_id = ? AND source = ? GROUP BY configuration, percentile ORDER BY configuration, percentile",
@@ -154,18 +154,18 @@ def comparison_cdf(store: Store, comparison_id: int) -> dict[int, list[tuple[flo
     return out
 
 
-def comparison_worst(store: Store, comparison_id: int) -> dict[int, list[dict[str, Any]]]:
+def comparison_worst(store: Store, comparison_id: int) -> dict[int, list[WorstEventRow]]:
     """Per configuration: its repetitions' worst events (run_id, analysis_id, t_ns since the
     repetition's first packet, latency_ns), in time order within each repetition."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for row in rows_as_dicts(
-        store.con.execute(
-            "SELECT configuration, run_id, analysis_id, t_ns, latency_ns FROM comparison_worst "
-            "WHERE comparison_id = ? ORDER BY configuration, analysis_id, t_ns",
-            [comparison_id],
+    out: dict[int, list[WorstEventRow]] = {}
+    for config, run_id, analysis_id, t_ns, latency_ns in store.con.execute(
+        "SELECT configuration, run_id, analysis_id, t_ns, latency_ns FROM comparison_worst "
+        "WHERE comparison_id = ? ORDER BY configuration, analysis_id, t_ns",
+        [comparison_id],
+    ).fetchall():
+        out.setdefault(config, []).append(
+            WorstEventRow(run_id=run_id, analysis_id=analysis_id, t_ns=t_ns, latency_ns=latency_ns)
         )
-    ):
-        out.setdefault(row.pop("configuration"), []).append(row)
     return out
 
 
