@@ -106,6 +106,30 @@ class SampledDoc(TypedDict):
     sentences: list[str]
 
 
+class CoincidenceRow(TypedDict):
+    """One interrupt kind against a run's spikes: in how many spikes' sampling intervals it
+    incremented, against the share of all intervals in which it did (explain/coincidence.py)."""
+
+    kind: str
+    description: str
+    spikes_with: int
+    spikes: int
+    interval_share: float
+    count: int
+
+
+class CoincidenceDoc(TypedDict):
+    """One source's coincidence (host or guest) as stored in an explanation."""
+
+    cpus: list[int] | None
+    cpus_text: str
+    spikes: int
+    spike_times_ns: list[int]
+    interval_ns: int
+    rows: list[CoincidenceRow]
+    sentences: list[str]
+
+
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
@@ -118,7 +142,7 @@ class ExplainDocument(TypedDict, total=False):
     headline: str | None
     unseen: list[UnseenDoc]
     trace: dict[str, Any]
-    interrupt_coincidence: dict[str, Any]
+    interrupt_coincidence: dict[str, CoincidenceDoc]  # by source: "host", "guest"
     interrupts: list[SampledDoc]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]
     partial: bool

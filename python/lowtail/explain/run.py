@@ -36,7 +36,7 @@ from lowtail.experiment.document import ExperimentHost, ExperimentRow, RunRow, T
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
-from lowtail.explain.document import ExplainDocument, SampledDoc, UnseenDoc
+from lowtail.explain.document import CoincidenceDoc, ExplainDocument, SampledDoc, UnseenDoc
 from lowtail.explain.packets import Packets
 from lowtail.explain.sampled import dut_cpus_of, period_of, recording_facts, sampled_doc
 from lowtail.host.plan import remedy_here, stored_plan
@@ -316,9 +316,9 @@ def _only_sampled(sampled: list[SampledDoc], left: float) -> list[UnseenDoc]:
     ]
 
 
-def _coincidence(inputs: ExplainInputs) -> dict[str, Any]:
+def _coincidence(inputs: ExplainInputs) -> dict[str, CoincidenceDoc]:
     """Which sampled interrupt kinds coincide with the run's largest latencies, per source."""
-    out: dict[str, Any] = {}
+    out: dict[str, CoincidenceDoc] = {}
     for source, samples in inputs.samples.items():
         if source == "guest":
             cpus, text = None, "the guest's vCPUs"
