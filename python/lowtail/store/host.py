@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from lowtail.host.document import InterruptProfileRow
 from lowtail.store.codec import AUDIT_PLAN, NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
 from lowtail.store.db import Store, stored_id
 
@@ -147,7 +148,9 @@ def _resolve_noise_id(store: Store, noise_run_id: int | str) -> int:
     return stored_id(store, noise_run_id, "noise_runs", "noise_run_id", "noise runs", "run `lowtail noise`")
 
 
-def interrupt_profile(store: Store, noise_run_id: int | str = "latest", cpu: int | None = None) -> list[dict[str, Any]]:
+def interrupt_profile(
+    store: Store, noise_run_id: int | str = "latest", cpu: int | None = None
+) -> list[InterruptProfileRow]:
     """The interrupt profile measured by a noise run: per CPU and kind, rate (Hz) and
     typical duration (ns) — the inputs of the overload model's d_Σ = Σ rate × duration."""
     rid = _resolve_noise_id(store, noise_run_id)
@@ -156,8 +159,10 @@ def interrupt_profile(store: Store, noise_run_id: int | str = "latest", cpu: int
         "AND (? IS NULL OR cpu = ?) ORDER BY cpu, rate_hz DESC",
         [rid, cpu, cpu],
     )
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return [
+        InterruptProfileRow(cpu=c, kind=k, description=d, count=n, rate_hz=hz, typical_ns=ns)
+        for c, k, d, n, hz, ns in cur.fetchall()
+    ]
 
 
 def noise_run(store: Store, noise_run_id: int | str = "latest") -> dict[str, Any]:
