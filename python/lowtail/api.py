@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
 
+from lowtail.analyze.document import latency_of
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.store import axes
@@ -66,7 +67,7 @@ class Comparison:
 
         rows = []
         for c in self.document["configurations"]:
-            row: dict[str, Any] = {"configuration": c["index"], "label": c["label"], **c["key"]}
+            row: dict[str, object] = {"configuration": c["index"], "label": c["label"], **c["key"]}
             row |= {k: c[k] for k in ("repetitions", "sent", "lost", "loss_ratio", "worst_repetition")}
             for key, value in (c["latency_ns"] or {}).items():
                 row[f"{key}_ns" if key != "samples" else "samples"] = value
@@ -75,7 +76,7 @@ class Comparison:
                 row[f"{key}_resolvable"] = iv["resolvable"]
             for key, s in c["spread"].items():
                 row |= {f"{key}_min_ns": s["min"], f"{key}_max_ns": s["max"]}
-            floor = (c.get("floor") or {}).get("latency_ns") or {}
+            floor = c["floor"]["latency_ns"] if c["floor"] else {}
             row |= {f"floor_{k}_ns": v for k, v in floor.items() if k != "samples"}
             row |= {"verdict": c["verdict"]["status"], "verdict_reason": c["verdict"]["reason"], "runs": c["runs"]}
             rows.append(row)
@@ -159,7 +160,7 @@ class Database:
         ]
         out = []
         for r in rows:
-            row: dict[str, Any] = {
+            row: dict[str, object] = {
                 "run_id": r["run_id"],
                 "experiment_id": r["experiment_id"],
                 "analysis_id": r["analysis_id"],
@@ -168,7 +169,7 @@ class Database:
             row |= {k: r.get(k) for k in ("repetition", "calibration", "valid", "sent", "received", "lost")}
             sent = r.get("sent")
             row["loss_ratio"] = (r.get("lost") or 0) / sent if sent else None
-            lat = (r.get("figures") or {}).get("latency_ns") or {}
+            lat = latency_of(r.get("figures"))
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {
                 "mean_ns": lat.get("mean"),
                 "samples": lat.get("samples"),
@@ -203,8 +204,8 @@ class Database:
         out = []
         for a in [*by_analysis.values(), *plain]:
             run = a if a.get("run_id") else None
-            lat = (a.get("figures") or {}).get("latency_ns") or {}
-            row: dict[str, Any] = {
+            lat = latency_of(a.get("figures"))
+            row: dict[str, object] = {
                 "analysis_id": a["analysis_id"],
                 "run_id": a.get("run_id"),
                 "label": a.get("label"),
@@ -347,10 +348,10 @@ class Database:
             cid = row["comparison_id"]
             curves = comparestore.comparison_curves(store, cid)
             cdf = comparestore.comparison_cdf(store, cid)
-        rows = []
+        rows: list[tuple[int, str, int | None, float, int]] = []
         for config, entry in curves.items():
-            for source in (comparestore.POOLED, comparestore.FLOOR):
-                rows += [(config, source, None, p, v) for p, v in entry[source]]
+            rows += [(config, comparestore.POOLED, None, p, v) for p, v in entry["pooled"]]
+            rows += [(config, comparestore.FLOOR, None, p, v) for p, v in entry["floor"]]
             for aid, points in entry["repetitions"].items():
                 rows += [(config, comparestore.REPETITION, aid, p, v) for p, v in points]
         frame = pd.DataFrame(rows, columns=["configuration", "source", "analysis_id", "percentile", "value_ns"])

@@ -137,9 +137,9 @@ def trace_and_explain(store: Store, run_id: int, folder: Path, spike_ns: int = 3
     path = folder / f"trace-{run_id}.parquet"
     timeline.write(table, info, path)
     roles = {
-        "dut": {"cpus": [2], "pids": [100], "comms": ["lowtail-fwd"]},
-        "generator": {"cpus": [0], "pids": [], "comms": ["lowtail-gen"]},
-        "timestamper": {"cpus": [1], "pids": [], "comms": ["lowtail-cap"]},
+        "dut": {"host": "lab-a", "cpus": [2], "pids": [100], "comms": ["lowtail-fwd"]},
+        "generator": {"host": "lab-a", "cpus": [0], "pids": [], "comms": ["lowtail-gen"]},
+        "timestamper": {"host": "lab-a", "cpus": [1], "pids": [], "comms": ["lowtail-cap"]},
     }
     document = {"method": "tracefs", "path": str(path), "roles": roles, "untraced": [], "info": asdict(info)}
     save_run_trace(store, run_id, document)

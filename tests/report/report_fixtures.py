@@ -114,11 +114,22 @@ def _curve(samples: np.ndarray) -> list[tuple[float, float]]:
     return [(p, float(ordered[max(0, int(np.ceil(p * n)) - 1)])) for p in CURVE_PS]
 
 
-def _figures(samples: np.ndarray, keys: list[str]) -> dict[str, float]:
+def _figures(samples: np.ndarray, keys: list[str]) -> dict[str, int]:
+    """Nearest-rank figures in whole nanoseconds, as `lowtail compare` pools them."""
     ordered = np.sort(samples)
     n = len(ordered)
-    out = {k: float(ordered[max(0, int(np.ceil(percentiles.fraction(k) * n)) - 1)]) for k in keys}
-    return out | {"max": float(ordered[-1]), "samples": n}
+    out = {k: int(ordered[max(0, int(np.ceil(percentiles.fraction(k) * n)) - 1)]) for k in keys}
+    return out | {"max": int(ordered[-1]), "samples": n}
+
+
+def _interval(value: int, resolvable: bool) -> dict[str, Any]:
+    """A percentile's interval as `compare` stores it: ±3 % where resolvable, else unbounded above."""
+    ranks = {"lower_rank": 1, "upper_rank": 2, "dispersion": 1.0, "blocks": 20, "why": None}
+    if resolvable:
+        bounds = {"lower_ns": int(0.97 * value), "upper_ns": int(1.03 * value), "packets_needed": None}
+    else:
+        bounds = {"lower_ns": value, "upper_ns": None, "packets_needed": 1_000_000}
+    return {"value_ns": value, "resolvable": resolvable} | ranks | bounds
 
 
 _DEGRADED_WHY = "a side has degraded runs (generator stalled 2.6 ms): shown, never called"
@@ -170,28 +181,42 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "lost": 0,
                 "loss_ratio": 0.0,
                 "latency_ns": figures,
-                "intervals": {
-                    k: {"lower_ns": 0.97 * figures[k], "upper_ns": 1.03 * figures[k], "resolvable": True}
-                    if k != "p99_999"
-                    else {"lower_ns": figures[k], "upper_ns": None, "resolvable": False, "packets_needed": 1_000_000}
-                    for k in keys
-                },
+                "intervals": {k: _interval(figures[k], resolvable=k != "p99_999") for k in keys},
                 "spread": {
                     k: {"min": min(r[k] for r in per_rep), "max": max(r[k] for r in per_rep)} for k in [*keys, "max"]
                 },
                 "worst_repetition": run_ids[worst],
                 "verdict": judgement.as_dict() | {"budget": verdict.describe()},
                 "floor": {
-                    "latency_ns": {k: 3_000.0 for k in [*keys, "max"]},
+                    "runs": [1, 2, 3],
+                    "experiments": [1],
+                    "repetitions": 3,
+                    "latency_ns": {k: 3_000 for k in [*keys, "max"]},
+                    "spread": {},
                     "text": "calibration runs 1, 2, 3 of experiment 1",
                 },
                 "invalid_runs": [],
                 "degraded": ["generator stalled 2.6 ms"] if index == 5 else [],
                 # Two of configuration 5's three runs degraded (its reasons above).
                 "per_run": [
-                    {"run_id": run_id, "degraded": ["generator stalled 2.6 ms"] if index == 5 and i != 1 else []}
+                    {
+                        "resolvable": {k: k != "p99_999" for k in keys},
+                        "intervals": {k: None for k in keys},
+                        "run_id": run_id,
+                        "analysis_id": run_id,
+                        "experiment_id": 1,
+                        "repetition": i,
+                        "sent": len(reps[i]),
+                        "lost": 0,
+                        "latency_ns": per_rep[i],
+                        "verdict": "PASS",
+                        "degraded": ["generator stalled 2.6 ms"] if index == 5 and i != 1 else [],
+                    }
                     for i, run_id in enumerate(run_ids)
                 ],
+                "analyses": run_ids,
+                "experiments": [1],
+                "emulated": False,
                 "partial_reasons": [],
             }
         )
@@ -308,9 +333,11 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 ],
             }
         ],
+        "difference_family": {},
         "left_out": [],
         "notes": [],
         "partial": False,
         "partial_reasons": [],
+        "emulated_runs": [],
     }
     return doc, drawn

@@ -5,6 +5,7 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from lowtail.testbed.document import HistogramBin
@@ -34,8 +35,9 @@ class AnalyzeOptionsDocument(TypedDict):
 
 # A distribution's figures by name ("min", "mean", "stddev", "p50", …, "p99_9999", "max",
 # "samples"): a mapping, as its percentile keys come from the native analysis's list; a
-# figure is None when nothing was matched.
-LatencyFigures = dict[str, float | None]
+# figure is None when nothing was matched. Whole nanoseconds are ints, the mean and spread
+# floats: `int | float`, so that the store's codec reads each back as it was written.
+LatencyFigures = dict[str, int | float | None]
 
 
 class PercentileRow(TypedDict):
@@ -54,8 +56,9 @@ class WorstPacket(TypedDict):
     id: int
 
 
-class CaptureSide(TypedDict):
-    """What was read of one capture (PRE or POST)."""
+class StoredCaptureSide(TypedDict):
+    """What was read of one capture (PRE or POST), as the store keeps it (`analyses.inputs`):
+    the capture side without its frames per second (kept in a table)."""
 
     path: str
     format: str
@@ -70,7 +73,19 @@ class CaptureSide(TypedDict):
     first_ts_ns: int | None
     last_ts_ns: int | None
     backwards: int
+
+
+class CaptureSide(StoredCaptureSide):
+    """What was read of one capture (PRE or POST)."""
+
     per_second: list[int]  # frames in each second from the first
+
+
+class AnalysisInputs(TypedDict):
+    """What identifies an analysis's data (`analyses.inputs`): its captures as read."""
+
+    pre: StoredCaptureSide
+    post: StoredCaptureSide
 
 
 class IntervalDoc(TypedDict):
@@ -106,10 +121,13 @@ class BoundsDoc(TypedDict):
     reach: NotRequired[list[list[int]]]
 
 
-class AnalysisDocument(TypedDict):
-    """The figures of one analysed capture pair, as the native analysis writes them (JSON).
-    `latency_ns` maps each figure ("min", "p99_999", …, "samples") to its value (None when
-    nothing was matched); the bulky parts are lists of rows the store keeps in tables."""
+class AnalysisFigures(TypedDict):
+    """The figures of one analysed capture pair: an analysis document without its bulky parts
+    (lists of rows the store keeps in tables) and its capture sides — what the store keeps as
+    `analyses.figures` (`StoredFigures`) and hands back with every run. `latency_ns` maps each
+    figure ("min", "p99_999", …, "samples") to its value (None when nothing was matched).
+    Analyses stored before a figure existed read it as zero, or none where it may be none
+    (the store's codec, store/codec.py)."""
 
     sent: int
     received: int
@@ -127,24 +145,14 @@ class AnalysisDocument(TypedDict):
     start_ts_ns: int | None
     duration_ns: int | None
     latency_ns: LatencyFigures | None
-    percentiles: list[PercentileRow]
-    hgrm: str
-    latency_histogram: list[HistogramBin]
-    jitter_pre_histogram: list[HistogramBin]
-    jitter_post_histogram: list[HistogramBin]
-    worst: list[WorstPacket]
-    pre: CaptureSide
-    post: CaptureSide
     warnings: list[str]
     partial: bool
     export_path: str | None
     export_rows: int
     elapsed_s: float
     # Each headline percentile's interval and one-sided bounds (`compare.intervals.
-    # bounds_document`), None without latencies; the summary the statistics pool (a native
-    # `SeriesSummary`, stored as bytes, never printed).
+    # bounds_document`), None without latencies.
     intervals: NotRequired[BoundsDoc | None]
-    summary: NotRequired[Any]
     # `analyze --rate`: the rate the traffic was configured at; `analyze --budget`: its verdict.
     nominal_rate_pps: NotRequired[float]
     verdict: NotRequired[JudgementDocument]
@@ -158,32 +166,94 @@ class AnalysisDocument(TypedDict):
     worst_kept: NotRequired[int]
 
 
-class StoredFigures(TypedDict, total=False):
-    """An analysis's figures as the store keeps them (`analyses.figures`): the document
-    without its bulky parts (kept in tables) and its capture sides. `total=False`: analyses
-    stored by older versions lack the newer figures."""
+# An analysis's figures as the store keeps them: the one definition above.
+StoredFigures = AnalysisFigures
 
+# The parts of an analysis document that are not figures: the store keeps the lists in
+# tables, the sides as `inputs`, the summary as bytes.
+BULKY_PARTS = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
+NOT_FIGURES = (*BULKY_PARTS, "pre", "post", "summary")
+
+
+class AnalysisDocument(AnalysisFigures):
+    """The figures of one analysed capture pair, as the native analysis writes them (JSON),
+    with the bulky parts (lists of rows the store keeps in tables), the capture sides and the
+    latencies' summary the statistics pool (a native `SeriesSummary`, stored as bytes, never
+    printed)."""
+
+    percentiles: list[PercentileRow]
+    hgrm: str
+    latency_histogram: list[HistogramBin]
+    jitter_pre_histogram: list[HistogramBin]
+    jitter_post_histogram: list[HistogramBin]
+    worst: list[WorstPacket]
+    pre: CaptureSide
+    post: CaptureSide
+    summary: NotRequired[Any]
+
+
+# -- a stored analysis (`store.analyses.analysis`) ------------------------------------------------
+
+
+class StoredAnalysis(TypedDict):
+    """One stored analysis as the store hands it back: its `analyses` row (the headline
+    figures as columns, `lat_<figure>_ns` one per figure of `store.db.LATENCY_FIGURES`), its
+    JSON columns read back into their types, and its bulky tables as rows."""
+
+    analysis_id: int
+    created_at: datetime
+    lowtail_version: str
+    label: str | None
+    pre_path: str
+    post_path: str
+    options: AnalyzeOptionsDocument
     sent: int
     received: int
     lost: int
     duplicates: int
     reordered: int
-    foreign: int
+    foreign_frames: int
     negative: int
     unmatched: int
-    pre_duplicates: int
-    trimmed_pre: int
-    trimmed_post: int
     trim_ns: int
-    horizon_ns: int
     start_ts_ns: int | None
-    duration_ns: int | None
-    latency_ns: LatencyFigures | None
-    warnings: list[str]
+    duration_ns: int
+    lat_min_ns: int | None
+    lat_mean_ns: float | None
+    lat_stddev_ns: float | None
+    lat_p50_ns: int | None
+    lat_p90_ns: int | None
+    lat_p99_ns: int | None
+    lat_p99_9_ns: int | None
+    lat_p99_99_ns: int | None
+    lat_p99_999_ns: int | None
+    lat_p99_9999_ns: int | None
+    lat_max_ns: int | None
     partial: bool
-    export_path: str | None
-    export_rows: int
-    elapsed_s: float
+    warnings: list[str]
+    series_path: str | None
+    hgrm: str
+    inputs: AnalysisInputs
+    figures: AnalysisFigures
+    percentiles: list[tuple[float, int, int]]  # (percentile in 0..1, value_ns, total_count)
+    histograms: dict[str, list[tuple[int, int, int]]]  # kind → (lo_ns, hi_ns, count)
+    worst: list[tuple[int, int, int]]  # (pre_ts_ns, latency_ns, packet_id)
+    rates: dict[str, list[int]]  # side → packets in each second
+
+
+class AnalysisInputsRow(TypedDict):
+    """What identifies a stored analysis's data (`store.analyses.analysis_inputs`)."""
+
+    analysis_id: int
+    created_at: datetime
+    lowtail_version: str
+    inputs: AnalysisInputs
+
+
+def latency_of(figures: AnalysisFigures | None) -> LatencyFigures:
+    """The latency figures of an analysis's figures ({} without figures or latencies: a run
+    not analysed, or nothing matched)."""
+    return (figures["latency_ns"] if figures else None) or {}
 
 
 # -- a chain's hops (`chain = [...]`, analyze/hops.py, stored by store/chains.py) ----------------

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from lowtail.analyze.document import AnalysisFigures, StoredAnalysis
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns
 from lowtail.report import plots
@@ -16,7 +16,7 @@ from lowtail.store.records import analysis_as_run
 from lowtail.verdict.judge import Verdict
 
 
-def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
+def analysis_sections(page: Page, doc: StoredAnalysis, name: str = "") -> None:
     """Append the tables and plots of one stored analysis to a page."""
     f = doc["figures"]
     prefix = f"{name} · " if name else ""
@@ -93,7 +93,7 @@ def analysis_sections(page: Page, doc: dict[str, Any], name: str = "") -> None:
     )
 
 
-def analysis_card(doc: dict[str, Any], verdict: Verdict | None = None) -> str:
+def analysis_card(doc: StoredAnalysis, verdict: Verdict | None = None) -> str:
     """The analysis's verdict card: its judged percentile against the budget (the default
     one unless given: a plain analysis is stored without a budget of its own)."""
     verdict = verdict or Verdict()
@@ -103,7 +103,7 @@ def analysis_card(doc: dict[str, Any], verdict: Verdict | None = None) -> str:
     return cards_html([card], f"Budget: {verdict.describe()}{whose}")
 
 
-def sending_span_ns(figures: dict[str, Any]) -> int | None:
+def sending_span_ns(figures: AnalysisFigures) -> int | None:
     """PRE's first to last packet: the analysed duration plus the trim cut from its start
     (the per-second counts start at the first packet, before the trim)."""
     duration = figures.get("duration_ns")

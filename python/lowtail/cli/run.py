@@ -26,7 +26,9 @@ from lowtail.core.units import format_count, format_ns, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
+from lowtail.experiment.document import ExperimentRow, RunRow
 from lowtail.store import axes
+from lowtail.store.db import LATENCY_FIGURES, latency_column, latency_figures_of
 from lowtail.verdict.judge import Status, Verdict
 
 if TYPE_CHECKING:
@@ -102,8 +104,8 @@ def untrustworthy(rows: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def show_experiment(
-    experiment: dict[str, Any],
-    rows: Sequence[Mapping[str, Any]],
+    experiment: ExperimentRow,
+    rows: Sequence[RunRow],
     floors: Floor,
     verdict: Verdict,
     json_out: bool,
@@ -135,7 +137,7 @@ def show_experiment(
             [
                 run_json(r, floors, verdict)
                 | {"device_verdict": devices.get(r["dut_name"])}
-                | ({"chain": chains[r["run_id"]]} if r["run_id"] in chains else {})
+                | ({"chain": chain} if (chain := _chain_of(r, chains)) else {})
                 for r in rows
             ]
         )
@@ -149,10 +151,15 @@ def show_experiment(
             for line in lines:
                 printer.print(f"  {line}", markup=False, soft_wrap=True)
         for r in rows:
-            if r["run_id"] in chains:
-                for line in chain_lines(r["run_id"], chains[r["run_id"]]):
+            if (chain := _chain_of(r, chains)) and r["run_id"] is not None:
+                for line in chain_lines(r["run_id"], chain):
                     printer.print(line, markup=False, soft_wrap=True)
     return EXIT_OK if untrustworthy(rows) is None else EXIT_PARTIAL
+
+
+def _chain_of(run: RunRow, chains: Mapping[int, ChainDocument]) -> ChainDocument | None:
+    """A chain run's hops, None for any other run (or a plain analysis, which has no run id)."""
+    return chains.get(run["run_id"]) if run["run_id"] is not None else None
 
 
 def chain_lines(run_id: int, chain: ChainDocument) -> list[str]:
@@ -219,50 +226,29 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     raise typer.Exit(code)
 
 
-def run_json(r: Mapping[str, Any], floors: Floor, verdict: Verdict) -> dict[str, Any]:
-    """One run as `lowtail run --json` prints it (latency_ns as `lowtail analyze --json`),
-    with its verdict."""
-    from lowtail.store.db import LATENCY_FIGURES, latency_column
+# How `lowtail run --json` names the run-row keys it does not print as they are: the DuT's
+# name and kind as the experiment file gives them; the figures and latency columns not at all
+# (its `latency_ns` gives them, as `lowtail analyze --json` does).
+_PRINTED_AS = {"dut_name": "dut", "dut_kind": "kind"}
+_NOT_PRINTED = frozenset({"figures", *(latency_column(k) for k in LATENCY_FIGURES)})
 
+
+def run_json(r: RunRow, floors: Floor, verdict: Verdict) -> dict[str, object]:
+    """One run as `lowtail run --json` prints it: every key of a stored run (`RunRow`, the one
+    definition: a column added there is printed here), its latency figures as `lowtail analyze
+    --json` gives them, its verdict and its calibration floor."""
     figures = r.get("figures")
-    figures = figures if isinstance(figures, dict) else {}
     floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-    return {
-        "run_id": r["run_id"],
-        "experiment_id": r["experiment_id"],
-        "dut": r["dut_name"],
-        "kind": r["dut_kind"],
-        "host_state": r.get("host_state"),
-        "calibration": r["calibration"],
-        "dut_config": r["dut_config"],
-        "rate_pps": r["rate_pps"],
-        "frame_size": r["frame_size"],
-        "burst": r["burst"],
-        "repetition": r["repetition"],
-        "sent": r["sent"],
-        "received": r["received"],
-        "lost": r["lost"],
-        "duplicates": r["duplicates"],
-        "reordered": r["reordered"],
-        "latency_ns": figures.get("latency_ns"),
+    printed: dict[str, object] = {
+        _PRINTED_AS.get(key, key): r.get(key) for key in RunRow.__annotations__ if key not in _NOT_PRINTED
+    }
+    return printed | {
+        "latency_ns": figures["latency_ns"] if figures else None,
         "verdict": verdict.judge(r).as_dict(),
-        "valid": r["valid"],
-        "invalid_reasons": r["invalid_reasons"],
         "degraded_reasons": r.get("degraded_reasons") or [],
-        "analysis_id": r["analysis_id"],
-        "series_path": r["series_path"],
-        "generator": r["generator"],
-        "capture": r["capture"],
-        "containment": r["containment"],
-        "virtualization": r.get("virtualization"),
-        "testbed": r.get("testbed"),
-        "dut_stats": r["dut_stats"],
-        "energy": r["energy"],
         "calibration_floor": None
         if floor is None or r["calibration"]
-        else {"run_id": floor["run_id"], "latency_ns": {k: floor[latency_column(k)] for k in LATENCY_FIGURES}},
-        "started_at": r["started_at"],
-        "finished_at": r["finished_at"],
+        else {"run_id": floor["run_id"], "latency_ns": latency_figures_of(floor)},
     }
 
 
@@ -274,7 +260,7 @@ def _axes_beside_dut(rows: Sequence[Mapping[str, Any]]) -> list[axes.Axis]:
 
 
 def runs_table(
-    experiment: dict[str, Any],
+    experiment: ExperimentRow,
     rows: Sequence[Mapping[str, Any]],
     floors: Floor,
     verdict: Verdict,
@@ -287,14 +273,12 @@ def runs_table(
     columns: `sent`, `max` and then the median are left out where they do not fit. With
     `degraded_said` (the caller says what degraded the runs once, grouped: degraded_lines),
     the notes leave it out: a degraded PASS needs no note, the others only their reason."""
-    from lowtail.store.db import latency_column
-
     judged = verdict.judged
     median = percentiles.by_key("p50")
 
     def floor_of(r: Mapping[str, Any]) -> str:
         floor = floors.get((r["rate_pps"], r["frame_size"], r["burst"]))
-        return "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(judged.key)])
+        return "" if r["calibration"] else "–" if floor is None else format_ns(latency_figures_of(floor)[judged.key])
 
     judgements = [verdict.judge(r) for r in rows]
     columns = [

@@ -118,7 +118,8 @@ def _configuration(
     # An invalid configuration is judged on no percentile: the selection's budget names it.
     key = verdict["percentile"] or common_key or Verdict().key
     latency = c["latency_ns"] or {}
-    floor = c["floor"] or {}
+    floor = c["floor"]
+    floor_ns = floor["latency_ns"].get(key) if floor else None
     return {
         "label": c["label"],
         "configuration": dict(c["key_text"]),
@@ -136,7 +137,7 @@ def _configuration(
         "interval": (c["intervals"] or {}).get(key),
         "bounds": judged_bounds(verdict),
         "verdict": verdict,
-        "floor_ns": (floor.get("latency_ns") or {}).get(key),
+        "floor_ns": None if floor_ns is None else int(floor_ns),
         "degraded": list(c["degraded"]),
         "emulated": c["emulated"],
         "invalid_runs": list(c["invalid_runs"]),

@@ -11,10 +11,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lowtail.analyze.document import IntervalDoc
+from lowtail.analyze.document import IntervalDoc, latency_of
 from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
-from lowtail.compare.document import CauseSummary, ComparisonDocument, ConfigurationCauses, ConfigurationDocument
+from lowtail.compare.document import (
+    CauseSummary,
+    ComparisonDocument,
+    ConfigurationCauses,
+    ConfigurationDocument,
+    FloorDoc,
+    PooledFigures,
+    RepetitionDoc,
+)
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
 from lowtail.compare.pooling import Distribution, curve_fractions, pooled, read_run
 from lowtail.core import percentiles
@@ -27,7 +35,7 @@ from lowtail.store import comparisons as comparestore
 from lowtail.store import models as modelstore
 from lowtail.store import runs as runstore
 from lowtail.store.comparisons import CurvePoint, Member
-from lowtail.store.db import Store, latency_column
+from lowtail.store.db import Store, latency_figures_of
 from lowtail.verdict.document import BudgetDocument
 from lowtail.verdict.judge import Judgement, Status, Verdict, VerdictRequest, VerdictSettingError, parse_verdict
 
@@ -294,11 +302,10 @@ def _figure_keys(verdict: Verdict) -> list[str]:
     return [k for k in percentiles.KEYS if k in wanted]
 
 
-def _stored_figures(run: Mapping[str, Any], keys: list[str]) -> dict[str, Any]:
+def _stored_figures(run: Mapping[str, Any], keys: list[str]) -> PooledFigures:
     """A run's figures as its analysis stored them (when its series cannot be read)."""
-    return {k: run.get(latency_column(k)) for k in [*keys, "max"]} | {
-        "samples": ((run.get("figures") or {}).get("latency_ns") or {}).get("samples") or 0
-    }
+    stored = latency_figures_of(run, [*keys, "max"]) | {"samples": latency_of(run.get("figures")).get("samples") or 0}
+    return {k: None if v is None else int(v) for k, v in stored.items()}
 
 
 class _Reader:
@@ -327,7 +334,7 @@ def _configuration(
     invalid = [r for r in members if r not in valid]
     partial: list[str] = []
     dists: dict[int, Distribution] = {}
-    per_run = []
+    per_run: list[RepetitionDoc] = []
     for r in valid:
         try:
             dists[r["analysis_id"]] = read(r)
@@ -391,7 +398,7 @@ def _configuration(
         "loss_ratio": lost / sent if sent else None,
         "latency_ns": latency,
         "intervals": bounds["percentiles"] if bounds else None,
-        "spread": _spread(per_run, [*keys, "max"]),
+        "spread": _spread([p["latency_ns"] for p in per_run], [*keys, "max"]),
         "per_run": per_run,
         "worst_repetition": _worst(per_run, verdict.key),
         "verdict": judgement.as_dict() | {"budget": verdict.describe()},
@@ -439,16 +446,16 @@ def _name(run: Mapping[str, Any]) -> str:
     return f"run {run['run_id']}" if run["run_id"] is not None else f"analysis {run['analysis_id']}"
 
 
-def _spread(per_run: list[dict[str, Any]], keys: list[str]) -> dict[str, dict[str, int | None]]:
+def _spread(figures: list[PooledFigures], keys: list[str]) -> dict[str, dict[str, int | float | None]]:
     """Each figure's min and max over the repetitions."""
-    out: dict[str, dict[str, int | None]] = {}
+    out: dict[str, dict[str, int | float | None]] = {}
     for k in keys:
-        values = [p["latency_ns"].get(k) for p in per_run if p["latency_ns"].get(k) is not None]
+        values = [v for f in figures if (v := f.get(k)) is not None]
         out[k] = {"min": min(values), "max": max(values)} if values else {"min": None, "max": None}
     return out
 
 
-def _worst(per_run: list[dict[str, Any]], key: str) -> int | None:
+def _worst(per_run: list[RepetitionDoc], key: str) -> int | None:
     """The repetition with the worst judged percentile (then the worst maximum): the one
     Perf. Eval. 2024 keeps of its repetitions."""
     ranked = [p for p in per_run if p["latency_ns"].get(key) is not None]
@@ -465,7 +472,7 @@ def _worst(per_run: list[dict[str, Any]], key: str) -> int | None:
 @dataclass
 class _Floor:
     distribution: Distribution
-    document: dict[str, Any]
+    document: FloorDoc
 
 
 class _Floors:
@@ -497,7 +504,8 @@ class _Floors:
         return self.cache[ids]
 
     def _read(self, runs: Sequence[Mapping[str, Any]], keys: list[str]) -> _Floor | None:
-        dists, per_run = [], []
+        dists: list[Distribution] = []
+        figures: list[PooledFigures] = []
         stored = analysisstore.summary_bytes(self.store, [r["analysis_id"] for r in runs])
         for r in runs:
             try:
@@ -506,17 +514,17 @@ class _Floors:
                 d = None
             if d is not None:
                 dists.append(d)
-            per_run.append({"latency_ns": d.figures([*keys, "max"]) if d else _stored_figures(r, keys)})
+            figures.append(d.figures([*keys, "max"]) if d else _stored_figures(r, keys))
         pool = pooled(dists)
-        spread = _spread(per_run, [*keys, "max"])
+        spread = _spread(figures, [*keys, "max"])
         for s in spread.values():
             lo, hi = s["min"], s["max"]
-            s["width_ns"] = hi - lo if len(per_run) > 1 and lo is not None and hi is not None else None
-        document = {
+            s["width_ns"] = hi - lo if len(figures) > 1 and lo is not None and hi is not None else None
+        document: FloorDoc = {
             "runs": [r["run_id"] for r in runs],
             "experiments": sorted({r["experiment_id"] for r in runs}),
             "repetitions": len(runs),
-            "latency_ns": pool.figures([*keys, "max"]) if pool.samples else per_run[0]["latency_ns"],
+            "latency_ns": pool.figures([*keys, "max"]) if pool.samples else figures[0],
             "spread": spread,
             "text": _floor_text(runs),
         }

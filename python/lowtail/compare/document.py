@@ -5,10 +5,51 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from lowtail.analyze.document import IntervalDoc
 from lowtail.verdict.document import BudgetDocument, DeviceVerdictDocument, JudgementDocument
+
+# Nearest-rank figures of some packets, whole nanoseconds ("p99_9", "max", and "samples"),
+# None where there are none (`compare.pooling.Distribution.figures`).
+PooledFigures = dict[str, int | None]
+
+
+class RepetitionDoc(TypedDict):
+    """One repetition of a configuration (its run, or a plain analysis): its figures, whether
+    each is resolvable, its own intervals and its verdict in short."""
+
+    resolvable: dict[str, bool]
+    intervals: dict[str, list[int | None] | None]  # figure → [lower_ns, upper_ns]
+    run_id: int | None
+    analysis_id: int
+    experiment_id: int | None
+    repetition: int
+    sent: int | None
+    lost: int | None
+    latency_ns: PooledFigures
+    verdict: str
+    degraded: list[str]
+
+
+class FloorDoc(TypedDict):
+    """A configuration's floor: the calibration runs of the same traffic, pooled, and their spread."""
+
+    runs: list[int]
+    experiments: list[int]
+    repetitions: int
+    latency_ns: PooledFigures
+    spread: dict[str, dict[str, int | float | None]]  # figure → min, max, width_ns
+    text: str
+
+
+class RunWhy(TypedDict):
+    """A run a comparison left out, and why (its invalid reasons, or the one reason)."""
+
+    run_id: int | None
+    reasons: NotRequired[list[str]]
+    why: NotRequired[str]
 
 
 class ConfigurationDocument(TypedDict):
@@ -27,12 +68,12 @@ class ConfigurationDocument(TypedDict):
     loss_ratio: float | None
     latency_ns: dict[str, int | None] | None  # figure → pooled nearest-rank value, and samples
     intervals: dict[str, IntervalDoc] | None
-    spread: dict[str, dict[str, int | None]]
-    per_run: list[dict[str, Any]]
+    spread: dict[str, dict[str, int | float | None]]  # figure → its min and max over the repetitions
+    per_run: list[RepetitionDoc]
     worst_repetition: int | None
     verdict: JudgementDocument
-    floor: dict[str, Any] | None
-    invalid_runs: list[dict[str, Any]]
+    floor: FloorDoc | None
+    invalid_runs: list[RunWhy]
     degraded: list[str]
     emulated: bool  # a run under QEMU's emulator (TCG): never the basis of a called difference
     partial_reasons: list[str]
@@ -75,7 +116,7 @@ class ComparisonDocument(TypedDict):
     difference_family: dict[str, Any]  # how many comparisons, at what level, by which procedure
     evt: list[dict[str, Any]]
     rates: list[dict[str, Any]]
-    left_out: list[dict[str, Any]]
+    left_out: list[RunWhy]
     causes: NotRequired[list[ConfigurationCauses]]
     notes: list[str]
     partial: bool
@@ -84,6 +125,41 @@ class ComparisonDocument(TypedDict):
     # Where two configurations' host-state fingerprints differ (host/state.py): each pair's
     # indices and the settings that differ, {name: [a's value, b's value]}.
     host_state_differences: NotRequired[list[dict[str, Any]]]
+
+
+class StoredComparison(TypedDict):
+    """A stored comparison as the store hands it back (`store.comparisons.comparison`): its
+    row, with the selection, the axes and the document read back."""
+
+    comparison_id: int
+    created_at: datetime
+    lowtail_version: str
+    label: str | None
+    selection: list[str]
+    by_axes: list[str]
+    document: ComparisonDocument
+    partial: bool
+
+
+class ConfigurationCurves(TypedDict):
+    """What a comparison's page draws of one configuration (`store.comparisons.comparison_curves`):
+    (percentile, value_ns) of its pooled packets and its floor's, of each repetition by its
+    analysis, and the band (percentile, least, greatest) over the repetitions."""
+
+    pooled: list[tuple[float, int]]
+    floor: list[tuple[float, int]]
+    repetitions: dict[int, list[tuple[float, int]]]
+    band: list[tuple[float, int, int]]
+
+
+class WorstEventRow(TypedDict):
+    """One of a repetition's worst events as a comparison stored it (its time from the
+    repetition's first packet)."""
+
+    run_id: int | None
+    analysis_id: int
+    t_ns: int
+    latency_ns: int
 
 
 # -- a qualification record (`lowtail certify --json`) ------------------------------------------
@@ -150,7 +226,7 @@ class CertifiedConfiguration(TypedDict):
     floor_ns: int | None  # the floor's value at the judged percentile
     degraded: list[str]
     emulated: bool
-    invalid_runs: list[dict[str, Any]]
+    invalid_runs: list[RunWhy]
     hosts: list[dict[str, Any]]  # each experiment's host fingerprint (kernel, CPU, command line, …)
     data: list[dict[str, Any]]  # each analysis's captures (path, bytes, frames), when and by which lowtail
 

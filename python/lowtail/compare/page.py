@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from lowtail.compare.document import ComparisonDocument, ConfigurationDocument
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_ns, format_ns_range, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING
@@ -51,29 +52,30 @@ class Drawn:
     worst: Mapping[int, Sequence[Mapping[str, Any]]] = field(default_factory=dict)
 
 
-def _status(c: dict[str, Any]) -> str:
+def _status(c: ConfigurationDocument) -> str:
     return str((c.get("verdict") or {}).get("status", Status.INCONCLUSIVE.value))
 
 
-def _css(c: dict[str, Any]) -> str:
+def _css(c: ConfigurationDocument) -> str:
     """The css class of a configuration's verdict, as the experiment page colours a run's."""
-    return status_class(_status(c), bool((c.get("verdict") or {}).get("degraded")))
+    return status_class(_status(c), bool(c["verdict"]["degraded"]))
 
 
-def _budget_ns(doc: dict[str, Any]) -> int | None:
+def _budget_ns(doc: ComparisonDocument) -> int | None:
     """The budget every latency plot draws: the one all configurations share, if any."""
-    return (doc.get("verdict") or {}).get("budget_ns")
+    verdict = doc.get("verdict")
+    return verdict["budget_ns"] if verdict else None
 
 
-def _judged_key(doc: dict[str, Any]) -> str:
-    keys = {(c.get("verdict") or {}).get("percentile") for c in doc["configurations"]} - {None, ""}
-    return str((doc.get("verdict") or {}).get("key") or (keys.pop() if len(keys) == 1 else Verdict().key))
+def _judged_key(doc: ComparisonDocument) -> str:
+    keys = {c["verdict"]["percentile"] for c in doc["configurations"]} - {""}
+    verdict = doc.get("verdict")
+    return verdict["key"] if verdict else (keys.pop() if len(keys) == 1 else Verdict().key)
 
 
-def _margin(c: dict[str, Any]) -> str:
+def _margin(c: ConfigurationDocument) -> str:
     """How far the judged percentile is from the budget, in words."""
-    v = c.get("verdict") or {}
-    value, budget = v.get("value_ns"), v.get("budget_ns")
+    value, budget = c["verdict"]["value_ns"], c["verdict"]["budget_ns"]
     if value is None or not budget:
         return "no latency to compare with the budget"
     gap = budget - value
@@ -82,12 +84,12 @@ def _margin(c: dict[str, Any]) -> str:
     return f"{format_ns(-gap)} over the budget"
 
 
-def _swept(doc: dict[str, Any]) -> list[dict[str, Any]]:
+def _swept(doc: ComparisonDocument) -> list[dict[str, Any]]:
     """The latency-against-rate series with two rates or more."""
     return [s for s in doc.get("rates") or [] if len(s.get("points") or []) >= 2]
 
 
-def summary_section(page: Page, doc: dict[str, Any]) -> None:
+def summary_section(page: Page, doc: ComparisonDocument) -> None:
     """The page's lead: per configuration a verdict card (its judged figure, margin,
     repetitions and loss); a rate sweep as one card with the highest rate that meets the
     budget."""
@@ -135,7 +137,8 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
                 ],
             )
         )
-    budget = (doc.get("verdict") or {}).get("text") or "each configuration against its runs' own budget"
+    verdict = doc.get("verdict")
+    budget = verdict["text"] if verdict else "each configuration against its runs' own budget"
     passed = sum(_status(c) == Status.PASS.value for c in configs)
     page.lead(
         PAGE_STYLE
@@ -144,12 +147,12 @@ def summary_section(page: Page, doc: dict[str, Any]) -> None:
     )
 
 
-def _emulated(c: dict[str, Any]) -> bool:
+def _emulated(c: ConfigurationDocument) -> bool:
     """Whether a configuration's runs ran under an emulator (TCG)."""
     return any(str(v).lower() == "tcg" for v in (c.get("key") or {}).values())
 
 
-def _figure_cell(c: dict[str, Any], key: str) -> Cell:
+def _figure_cell(c: ConfigurationDocument, key: str) -> Cell:
     """A pooled percentile, its range over repetitions under it, its interval on hover;
     greyed and marked where the data cannot bound it."""
     value = (c.get("latency_ns") or {}).get(key)
@@ -171,7 +174,7 @@ def _figure_cell(c: dict[str, Any], key: str) -> Cell:
     return Cell(text, "" if resolvable else "unresolved", html=True, title=title)
 
 
-def table_section(page: Page, doc: dict[str, Any]) -> None:
+def table_section(page: Page, doc: ComparisonDocument) -> None:
     """NOMS 2020's Table II: per configuration its axes, repetitions, loss, pooled
     percentiles with their spread, the floor at the judged percentile, the worst
     repetition and the verdict; the verdicts' reasons; the differences."""
@@ -193,7 +196,7 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
     rows = []
     for c in configs:
         v = c.get("verdict") or {}
-        floor = ((c.get("floor") or {}).get("latency_ns") or {}).get(judged)
+        floor = c["floor"]["latency_ns"].get(judged) if c["floor"] else None
         key_text = c.get("key_text") or {}
         rows.append(
             [
@@ -201,7 +204,7 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
                 str(c["repetitions"]),
                 format_count(c.get("sent")),
                 format_count(c.get("lost"))
-                + (f" ({format_percent(c['loss_ratio'], '.2g')})" if c.get("loss_ratio") else ""),
+                + (f" ({format_percent(ratio, '.2g')})" if (ratio := c.get("loss_ratio")) else ""),
                 *(_figure_cell(c, k) for k in keys),
                 format_ns(floor) if floor is not None else "–",
                 f"run {c['worst_repetition']}" if c.get("worst_repetition") is not None else "–",
@@ -213,7 +216,7 @@ def table_section(page: Page, doc: dict[str, Any]) -> None:
         for c in configs
         if (c.get("verdict") or {}).get("reason")
     )
-    floors = sorted({str(text) for c in configs if (text := (c.get("floor") or {}).get("text")) is not None})
+    floors = sorted({c["floor"]["text"] for c in configs if c["floor"] is not None})
     page.add(
         "Configurations",
         "<p class='meta'>Pooled exact percentiles; under each, its lowest–highest over the repetitions; hover "
@@ -233,7 +236,7 @@ _DIFFERENCES_SHOWN = 8
 """Differences a page lists before folding the rest."""
 
 
-def _differences(doc: dict[str, Any]) -> str:
+def _differences(doc: ComparisonDocument) -> str:
     """The differences beyond run-to-run variation, with the family they were judged in:
     first those between configurations that differ on one axis (each isolates an effect),
     largest first, the smaller ones and the rest folded with a count, a note the pairs share
@@ -282,7 +285,7 @@ def _differences(doc: dict[str, Any]) -> str:
     return "<h3>Differences</h3>" + how + body
 
 
-def hdr_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
+def hdr_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
     """One HDR curve per configuration over its repetitions' band, its floor dashed."""
     curves = []
     for c in doc["configurations"]:
@@ -309,7 +312,7 @@ def hdr_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
     )
 
 
-def cdf_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
+def cdf_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
     """The CDF overlay of NOMS 2020, Fig. 5 (steps of batches and bursts show in it)."""
     series = [
         (c["label"], [(v, f) for f, v in drawn.cdf[c["index"]]])
@@ -327,7 +330,7 @@ def cdf_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
         )
 
 
-def worst_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
+def worst_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
     """The worst events of each configuration's worst repetition, side by side."""
     panels = []
     for c in doc["configurations"]:
@@ -347,7 +350,7 @@ def worst_section(page: Page, doc: dict[str, Any], drawn: Drawn) -> None:
         )
 
 
-def rate_section(page: Page, doc: dict[str, Any]) -> None:
+def rate_section(page: Page, doc: ComparisonDocument) -> None:
     """Latency against rate for every swept series, with knees and predicted R_max."""
     judged = _judged_key(doc)
     sweeps = []
@@ -391,7 +394,7 @@ def _knee_source(series: dict[str, Any]) -> str:
     return "".join(f" (read from all {k['dut']} runs of experiment {k['experiment_id']})" for k in wider)
 
 
-def evt_section(page: Page, doc: dict[str, Any]) -> None:
+def evt_section(page: Page, doc: ComparisonDocument) -> None:
     """Perf. Eval. 2024, Tables 4–5: per configuration the share of bounded tails among its runs' EVT
     models and the mean number of validation exceedances (1 expected)."""
     rows = doc.get("evt") or []
@@ -431,7 +434,7 @@ def evt_section(page: Page, doc: dict[str, Any]) -> None:
     )
 
 
-def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
+def interrupts_section(page: Page, store: Store, doc: ComparisonDocument) -> None:
     """The interrupt timeline of each configuration's worst repetition, where sampled."""
     for c in doc["configurations"]:
         run_id = c.get("worst_repetition")
@@ -449,7 +452,7 @@ def interrupts_section(page: Page, store: Store, doc: dict[str, Any]) -> None:
                 )
 
 
-def host_state_section(page: Page, doc: dict[str, Any]) -> None:
+def host_state_section(page: Page, doc: ComparisonDocument) -> None:
     """Where configurations' host-state fingerprints differ (the settings in force when their
     runs started: host/state.py), setting by setting."""
     found = doc.get("host_state_differences") or []
@@ -469,7 +472,7 @@ def host_state_section(page: Page, doc: dict[str, Any]) -> None:
     )
 
 
-def _banners(page: Page, doc: dict[str, Any]) -> None:
+def _banners(page: Page, doc: ComparisonDocument) -> None:
     configs = doc["configurations"]
     headline = cause_headline(doc)
     if headline:
@@ -490,7 +493,7 @@ def _banners(page: Page, doc: dict[str, Any]) -> None:
         )
 
 
-def _left_out(doc: dict[str, Any]) -> list[str]:
+def _left_out(doc: ComparisonDocument) -> list[str]:
     """The runs the selection named but the comparison left out, one line per reason."""
     by_reason: dict[str, list[str]] = {}
     for r in doc.get("left_out") or []:
@@ -498,7 +501,7 @@ def _left_out(doc: dict[str, Any]) -> list[str]:
     return [f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} left out: {why}" for why, ids in by_reason.items()]
 
 
-def comparison_page(doc: dict[str, Any], drawn: Drawn, store: Store | None = None) -> Page:
+def comparison_page(doc: ComparisonDocument, drawn: Drawn, store: Store | None = None) -> Page:
     """The page of a comparison document and what it draws; with the store it was read
     from, also the interrupts of each configuration's worst repetition."""
     configs = doc["configurations"]

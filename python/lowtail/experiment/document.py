@@ -5,11 +5,20 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, TypedDict
 
 from lowtail.analyze.document import StoredFigures
-from lowtail.host.document import EnergyReading
-from lowtail.testbed.document import CaptureStatistics, CorePlanDocument, GeneratorStatistics, TestbedDocument
+from lowtail.host.document import CgroupCpuset, EnergyReading, HostStateDocument, RoleHost
+from lowtail.testbed.document import (
+    CaptureStatistics,
+    Containment,
+    CorePlanDocument,
+    DutCounters,
+    DutOptions,
+    GeneratorStatistics,
+    TestbedDocument,
+)
 
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
 
@@ -28,7 +37,7 @@ class RunRow(TypedDict, total=False):
     dut_kind: str
     # The DuT kind's own options and what it measured and how it was contained: open maps,
     # each DuT kind's (testbed/duts) with its own keys.
-    dut_config: dict[str, Any]
+    dut_config: DutOptions
     calibration: bool
     rate_pps: int
     frame_size: int | None
@@ -45,11 +54,11 @@ class RunRow(TypedDict, total=False):
     degraded_reasons: list[str]
     generator: GeneratorStatistics
     capture: CaptureStatistics
-    containment: dict[str, Any]
+    containment: Containment
     virtualization: str | None
     testbed: TestbedDocument | None
     energy: EnergyReading | None
-    dut_stats: dict[str, Any] | None
+    dut_stats: DutCounters | None
     capture_paths: list[str]
     traffic: TrafficDocument
     sent: int | None
@@ -74,6 +83,7 @@ class RunRow(TypedDict, total=False):
     lat_max_ns: int | None
     kernel: str | None
     hostname: str | None
+    host_state: HostStateDocument | None  # the host's tuning when the run started (host/state.py)
 
 
 # -- the traffic of a run (`runs.traffic`) -------------------------------------------------------
@@ -90,3 +100,63 @@ class TrafficDocument(TypedDict, total=False):
     core_plan: CorePlanDocument
     rate_given: bool
     measured_rate_pps: float | None
+
+
+# -- a stored experiment (`store.runs.experiment`) -----------------------------------------------
+
+
+# The experiment file as read, stored with the experiment: its TOML tables as the user wrote them
+# (experiment/spec.py reads each table into its own options when it reads the file; the stored
+# copy is what the file said, and a reader asks it only for a table it owns, as the verdict's).
+ExperimentFile = dict[str, Any]
+
+
+class ExperimentHost(TypedDict, total=False):
+    """The host an experiment was measured on, as stored with it: a measured experiment's
+    `HostMetadata` (host/document.py), an imported one's what its directory and axes say of
+    where the captures came from."""
+
+    hostname: str | None
+    kernel: str | None
+    kernel_version: str
+    kernel_cmdline: str | None
+    cpu_model: str
+    cpus_online: int | None
+    cpus_available: list[int]
+    core_plan: dict[str, int | list[int]]  # role → its core(s): a measured experiment's CorePlanDocument
+    cgroup_cpuset: CgroupCpuset | None
+    lowtail_version: str
+    python: str
+    command: list[str]
+    testbed: str
+    roles: dict[str, RoleHost]
+    imported_from: str  # an imported experiment's capture directory
+    axes: dict[str, object]  # the axes its import spec gives every pair
+
+
+class ExperimentStatus(TypedDict):
+    """Where an experiment stands (`store.runs.latest_experiment`): what resuming it needs."""
+
+    experiment_id: int
+    name: str
+    status: str
+    data_dir: str | None
+
+
+class ExperimentRow(TypedDict):
+    """One stored experiment as the store hands it back (its JSON columns read back). `spec`
+    is the experiment file as read (its tables, each its own section's keys), `host` the host
+    metadata stored with it (host/document.py's HostMetadata; an imported experiment's has
+    the keys its importer gave), `origin` where a bundle brought it from."""
+
+    experiment_id: int
+    name: str
+    created_at: datetime
+    spec: ExperimentFile
+    spec_hash: str
+    host: ExperimentHost
+    status: str
+    finished_at: datetime | None
+    data_dir: str | None
+    calibration_experiment_id: int | None
+    origin: dict[str, Any] | None

@@ -61,6 +61,7 @@ from lowtail.core import files, schema
 from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.core.units import parse_duration_ns
 from lowtail.core.version import __version__
+from lowtail.experiment.document import ExperimentHost
 from lowtail.experiment.irq_recordings import read_recording
 from lowtail.experiment.runner import is_disk_full
 from lowtail.host.interrupts import InterruptSample
@@ -662,7 +663,7 @@ def _safe(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", key)
 
 
-def _host(directory: Path, spec: ImportSpec) -> dict[str, Any]:
+def _host(directory: Path, spec: ImportSpec) -> ExperimentHost:
     """What is known of where the captures came from: the directory and the shared axes."""
     axes = spec.axes
     return {

@@ -31,12 +31,13 @@ from lowtail.host.document import EnergyReading
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.interrupts import InterruptSampler
 from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
-from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics, TestbedDocument
+from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, GeneratorStatistics, TestbedDocument
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import NamespacesTestbed
+from lowtail.trace.document import TraceDocument
 from lowtail.trace.run import start_run_trace
 
 # RFC 2544's benchmarking range: never a real host's address.
@@ -59,8 +60,8 @@ class Outcome:
     finished_at: datetime | None = None
     generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
     capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
-    dut_stats: dict[str, Any] = field(default_factory=dict)  # the DuT kind's own (testbed/duts), as is
-    containment: dict[str, Any] = field(default_factory=lambda: {"mode": "bare"})
+    dut_stats: DutCounters = field(default_factory=dict)  # the DuT kind's own (testbed/duts), as is
+    containment: Containment = field(default_factory=lambda: {"mode": "bare"})
     virtualization: str | None = None  # kvm | tcg when the DuT is a VM
     guest_interrupts: list[Any] = field(default_factory=list)
     traffic_window_ns: tuple[int, int] | None = None  # when the interrupt samplers ran
@@ -77,7 +78,7 @@ class Outcome:
     frames_planned: int = 0
     # Set as soon as the testbed is built (a run whose testbed fails is not stored).
     testbed: TestbedDocument = field(default_factory=lambda: TestbedDocument(kind=""))
-    trace: dict[str, Any] | None = None  # the kernel trace of the roles' cores (trace/run.py's TraceDocument)
+    trace: TraceDocument | None = None  # the kernel trace of the roles' cores
 
 
 def frames_for(exp: Experiment, combo: Combination) -> int:
@@ -119,7 +120,7 @@ def measure(
             )
             _send(exp, combo, tb, plan, run_dir, dut, outcome, captures, on_live)
             time.sleep(exp.drain_ns / 1e9)
-            outcome.trace = dict(tracer.stop(tb, run_dir))
+            outcome.trace = tracer.stop(tb, run_dir)
         except DutFailed as e:
             outcome.invalid_reasons.append(str(e))
             _record_dut(outcome, dut.facts(dut.stop(), frames_sent=None))

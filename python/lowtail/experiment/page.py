@@ -9,11 +9,13 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
+from lowtail.analyze.document import latency_of
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_ns, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
+from lowtail.experiment.document import ExperimentRow, RunRow
 from lowtail.explain.section import explain_section, headline_banner
 from lowtail.models.page import knee_section
 from lowtail.report import plots
@@ -23,9 +25,10 @@ from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.store import DbPath, axes, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import PAGE_ROWS, percentile_curve, worst_events
-from lowtail.store.db import Store, latency_column
+from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.host import run_interrupts
 from lowtail.store.records import show_value
+from lowtail.testbed.document import CaptureStatistics, DutOptions, GeneratorStatistics, TestbedDocument
 from lowtail.verdict import judge as verdicts
 from lowtail.verdict.device import DeviceVerdict, Judged, device_verdicts
 from lowtail.verdict.judge import Verdict, VerdictRequest, stored_verdict
@@ -73,7 +76,7 @@ def verdict_class(judgement: verdicts.Judgement) -> str:
 
 def summary_section(
     page: Page,
-    experiment: dict[str, Any],
+    experiment: ExperimentRow,
     rows: Sequence[Mapping[str, Any]],
     floors: runstore.Floor,
     verdict: Verdict,
@@ -105,7 +108,7 @@ def summary_section(
                 format_rate(r["rate_pps"]),
                 Cell(judgement.label, f"text verdict {verdict_class(judgement)}"),
                 format_ns(lat.get(verdict.key)),
-                "" if r["calibration"] else "–" if floor is None else format_ns(floor[latency_column(verdict.key)]),
+                "" if r["calibration"] else "–" if floor is None else format_ns(latency_figures_of(floor)[verdict.key]),
                 *(format_ns(lat.get(k)) for k, _ in figures),
                 format_count(r["sent"]),
                 format_count(r["lost"]),
@@ -238,19 +241,21 @@ def _invalid_list(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
-def _options_text(options: dict[str, Any], leave_out: AbstractSet[str | None] = frozenset()) -> str:
+def _options_text(options: DutOptions, leave_out: AbstractSet[str | None] = frozenset()) -> str:
     """A run's DuT options as set (durations as typed: `ready_timeout=3min`, a rules file by
     its name and hash), the defaults that say nothing left out."""
     shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}
     return ", ".join(f"{k}={show_value(v)}" for k, v in shown.items()) or "–"
 
 
-def host_section(page: Page, experiment: dict[str, Any]) -> None:
+def host_section(page: Page, experiment: ExperimentRow) -> None:
     """The host the experiment ran on, as stored with it."""
     host = experiment["host"]
     plan = host.get("core_plan", {})
+    cpuset = host.get("cgroup_cpuset")
+    rows: list[list[object]]
     if host.get("imported_from"):
-        rows = [["imported from", host["imported_from"]]] + [[k, v] for k, v in (host.get("axes") or {}).items()]
+        rows = [["imported from", host["imported_from"]], *([k, v] for k, v in (host.get("axes") or {}).items())]
         rows += [["lowtail", host.get("lowtail_version")], ["command", " ".join(host.get("command", []))]]
         page.add("Captures and host", table_html(["", ""], rows + [["status", experiment["status"]]]))
         return
@@ -261,9 +266,7 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
         ["core plan", ", ".join(f"{k} {v}" for k, v in plan.items())],
         [
             "cpuset cgroups",
-            "none"
-            if not host.get("cgroup_cpuset")
-            else f"cgroup v{host['cgroup_cpuset']['version']} at {host['cgroup_cpuset']['root']}",
+            "none" if not cpuset else f"cgroup v{cpuset['version']} at {cpuset['root']}",
         ],
         ["lowtail", host.get("lowtail_version")],
         ["command", " ".join(host.get("command", []))],
@@ -289,17 +292,17 @@ def host_section(page: Page, experiment: dict[str, Any]) -> None:
 def run_section(
     page: Page,
     store: Store,
-    r: Mapping[str, Any],
-    floor: dict[str, Any] | None,
+    r: RunRow,
+    floor: RunRow | None,
     verdict: Verdict,
     shown: Sequence[axes.Axis] = (),
 ) -> None:
     """One run: its verdict and facts, its HDR percentile plot over the floor's, its worst
     events; its heading names its values on the `shown` axes (those that vary)."""
     title = _run_title(r, list(shown))
-    lat = (r.get("figures") or {}).get("latency_ns") or {}
+    lat = latency_of(r.get("figures"))
     judgement = verdict.judge(r)
-    gen, cap = r["generator"] or {}, r["capture"] or {}
+    gen, cap = r["generator"] or GeneratorStatistics(), r["capture"] or CaptureStatistics()
     facts = [
         [
             "verdict",
@@ -319,11 +322,11 @@ def run_section(
         ["containment", esc(_flat(r["containment"]))],
     ]
     facts += _testbed_facts(r.get("testbed"))
-    if r.get("virtualization"):
+    if virtualization := r.get("virtualization"):
         facts.append(
             [
                 "virtualization",
-                esc(r["virtualization"].upper())
+                esc(virtualization.upper())
                 + (
                     " <span class='fail'>(QEMU's emulator: not a VM's latencies)</span>"
                     if r["virtualization"] == "tcg"
@@ -354,9 +357,10 @@ def run_section(
         + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)
         + "</tbody></table>"
     )
-    curve = percentile_curve(store, r["analysis_id"])
+    analysis_id = r["analysis_id"]
+    curve = percentile_curve(store, analysis_id)
     budget = None if r["calibration"] else verdict.budget_ns
-    if curve:
+    if curve and analysis_id is not None:
         floor_curve, floor_label = [], ""
         caption = "HDR percentile plot (x: 1/(1−p), log scale)"
         if floor is not None and not r["calibration"]:
@@ -371,8 +375,9 @@ def run_section(
             ),
             caption,
         )
-        worst = [(t, v) for t, v, _ in worst_events(store, r["analysis_id"], PAGE_ROWS)]
-        start = (r.get("figures") or {}).get("start_ts_ns") or 0
+        worst = [(t, v) for t, v, _ in worst_events(store, analysis_id, PAGE_ROWS)]
+        figures = r.get("figures")
+        start = (figures["start_ts_ns"] if figures else None) or 0
         body += figure_html(
             plots.worst_scatter(worst, f"{len(worst):,} worst latencies over time", start_ns=start, budget_ns=budget),
             "The worst events over the run: periodic patterns point at interrupts or timers",
@@ -380,16 +385,16 @@ def run_section(
     page.add(f"Run {r['run_id']}: {title}", body)
 
 
-def _testbed_facts(testbed: dict[str, Any] | None) -> list[list[str]]:
+def _testbed_facts(testbed: TestbedDocument | None) -> list[list[str]]:
     """Where a run's roles were (on real wiring) and which clocks stamped its two sides."""
     if not testbed:
         return []
     facts = []
     if testbed.get("kind") in ("interfaces", "hosts"):
         points = [
-            f"{role} {p.get('interface')} on {p.get('host')}"
+            f"{role} {p['interface']} on {p['host']}"
             for role in ("generator", "pre", "post")
-            if (p := testbed.get(role))
+            if isinstance(p := testbed.get(role), dict)
         ]
         facts.append(["testbed", esc(f"{testbed['kind']}: " + ", ".join(points))])
     if testbed.get("axes"):
@@ -406,7 +411,7 @@ def _testbed_facts(testbed: dict[str, Any] | None) -> list[list[str]]:
     return facts
 
 
-def generator_summary(gen: dict[str, Any]) -> str:
+def generator_summary(gen: GeneratorStatistics) -> str:
     """What a reader needs of the generator's statistics: did it send what was asked, how evenly."""
     if not gen:
         return "no statistics"
@@ -418,10 +423,10 @@ def generator_summary(gen: dict[str, Any]) -> str:
         )
     if "sent" in gen:
         parts.append(f"{gen['sent']:,} frames sent")
-    pacing = gen.get("pacing_error_ns") or {}
+    pacing = gen.get("pacing_error_ns")
     if pacing:
         parts.append(
-            "pacing error " + " · ".join(f"{k} {format_ns(pacing[k])}" for k in ("p50", "p99", "max") if k in pacing)
+            f"pacing error p50 {format_ns(pacing['p50'])} · p99 {format_ns(pacing['p99'])} · max {format_ns(pacing['max'])}"
         )
     if gen.get("send_errors"):
         parts.append(f"{gen['send_errors']:,} frames refused")
@@ -460,7 +465,7 @@ def dut_summary(stats: dict[str, Any]) -> str:
     return _flat(stats)
 
 
-def capture_summary(cap: dict[str, Any]) -> str:
+def capture_summary(cap: CaptureStatistics) -> str:
     """Per interface: frames, kernel drops, timestamp source."""
     if not cap:
         return "no statistics"

@@ -73,6 +73,8 @@ from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
 from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
+from lowtail.testbed.document import DutCounters, DutOptions
+from lowtail.trace.document import RoleDoc, UntracedDoc
 
 OWN_PROCESS = "lowtail_process"
 MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", OWN_PROCESS, HYPERVISOR)
@@ -88,12 +90,12 @@ class RunFacts:
     rate_pps: float
     burst: int
     dut_kind: str
-    dut_config: dict[str, Any]
-    dut_stats: dict[str, Any]
+    dut_config: DutOptions
+    dut_stats: DutCounters
     virtualization: str | None
     budget_ns: int | None
     budget_failed: bool
-    roles: dict[str, dict[str, Any]]
+    roles: dict[str, RoleDoc]
     trace_reason: str = ""
     notes: list[str] = field(default_factory=list)
     # Per host: how much a packet's window on its cores is widened (its clock's uncertainty).
@@ -109,7 +111,7 @@ class RunFacts:
     own_tasks: dict[str, set[int]] | None = None
     # What could not be seen, besides steal: roles whose cores were not traced ({role, host,
     # reason}), why there is no trace at all, why a VM's exits cannot be in it.
-    untraced: list[dict[str, Any]] = field(default_factory=list)
+    untraced: list[UntracedDoc] = field(default_factory=list)
     no_trace: str | None = None
     vm_exits_unseen: str | None = None
 
@@ -225,7 +227,7 @@ def _unseeable(facts: RunFacts) -> Unseeable:
     return Unseeable(facts.steal, facts.steal_period_ns, facts.untraced, facts.no_trace, facts.vm_exits_unseen)
 
 
-def _steal_roles(facts: RunFacts) -> dict[str, dict[str, Any]] | None:
+def _steal_roles(facts: RunFacts) -> dict[str, RoleDoc] | None:
     """The roles whose CPUs the steal samples are of (this host's); None when every role is on
     another host, whose steal this host's samples are not."""
     here = {r: d for r, d in facts.roles.items() if facts.steal_roles is None or r in facts.steal_roles}
@@ -395,7 +397,7 @@ def _interrupt_ns_per_s(trace: TraceView | None, facts: RunFacts) -> float:
     """d_Σ: the time per second the DuT's core spent in interrupt handlers, from the trace."""
     if trace is None or trace.rows == 0:
         return 0.0
-    cpus = set(facts.roles.get("dut", {}).get("cpus") or [])
+    cpus = set(_role(facts, "dut").get("cpus") or [])
     start, end = trace.start, trace.end
     chosen = (
         np.isin(trace.cpu, list(cpus))
@@ -411,21 +413,26 @@ def _interrupt_ns_per_s(trace: TraceView | None, facts: RunFacts) -> float:
 # -- candidates from the trace ----------------------------------------------------------------------
 
 
+def _role(facts: RunFacts, role: str) -> RoleDoc:
+    """A role's cores and own tasks (none for a role the run did not have)."""
+    return facts.roles.get(role) or RoleDoc(host="", cpus=[], pids=[], comms=[])
+
+
 def _first_cpu(facts: RunFacts, role: str) -> int | None:
-    cpus = facts.roles.get(role, {}).get("cpus") or []
+    cpus = _role(facts, role).get("cpus") or []
     return int(cpus[0]) if cpus else None
 
 
 def _host(facts: RunFacts, role: str) -> str:
     """The host a role ran on ("" in a run stored before roles had hosts: its one host)."""
-    return str(facts.roles.get(role, {}).get("host") or "")
+    return str(_role(facts, role).get("host") or "")
 
 
 def _primary_roles(facts: RunFacts) -> dict[Core, str]:
     """Whose each traced core is: the DuT's first, then the generator's, then the timestamper's."""
     owner: dict[Core, str] = {}
     for role in ("dut", "generator", "timestamper"):
-        for cpu in facts.roles.get(role, {}).get("cpus") or []:
+        for cpu in _role(facts, role).get("cpus") or []:
             owner.setdefault((_host(facts, role), int(cpu)), role)
     return owner
 
@@ -440,8 +447,8 @@ def _core_candidates(
     coverage: dict[Core, tuple[int | None, int | None]],
 ) -> list[Candidate]:
     owner = _primary_roles(facts)
-    own_pids = {core: set(facts.roles.get(role, {}).get("pids") or []) for core, role in owner.items()}
-    own_comms = {core: set(facts.roles.get(role, {}).get("comms") or []) for core, role in owner.items()}
+    own_pids = {core: set(_role(facts, role).get("pids") or []) for core, role in owner.items()}
+    own_comms = {core: set(_role(facts, role).get("comms") or []) for core, role in owner.items()}
     out = []
     waits = {
         core: waiting(trace, core, own_pids[core], own_comms[core]) for core, role in owner.items() if role == "dut"
@@ -529,7 +536,7 @@ def _testbed_role_of(s: Suspect, facts: RunFacts) -> str | None:
     DuT's core is, by pid or command name, on the same host; None for any other task."""
     pids = set(np.unique(s.pid).tolist())
     for role in ("timestamper", "generator"):
-        own = facts.roles.get(role, {})
+        own = _role(facts, role)
         if _host(facts, role) != s.host:
             continue  # another host's pids and programs are not this core's
         if s.name in (own.get("comms") or []) or pids & set(own.get("pids") or []):

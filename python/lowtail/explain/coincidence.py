@@ -9,29 +9,17 @@ from __future__ import annotations
 import bisect
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
+from lowtail.explain.document import CoincidenceDoc, CoincidenceRow
 from lowtail.host.document import KIND_NAMES
-
-
-class CoincidenceDoc(TypedDict):
-    """One source's coincidence (host or guest) as stored in an explanation."""
-
-    cpus: list[int] | None
-    cpus_text: str
-    spikes: int
-    spike_times_ns: list[int]
-    interval_ns: int
-    rows: list[dict[str, Any]]
-    sentences: list[str]
-
 
 SPIKES = 20  # how many of a run's largest latencies count as its spikes
 
 
 def coincidence(
     spike_times_ns: Sequence[int], samples: Sequence[tuple[int, int, str, int, int]], cpus: set[int] | None
-) -> list[dict[str, Any]]:
+) -> list[CoincidenceRow]:
     """For each interrupt kind on `cpus` (all when None): in how many spikes' sampling
     intervals it incremented, against the share of all intervals in which it did. A kind
     present in nearly every interval (a periodic tick) coincides with every spike and says
@@ -54,24 +42,24 @@ def coincidence(
         return ends[i] if i < len(ends) and ends[i] - interval < t else None
 
     spike_ends = [interval_end(t) for t in spike_times_ns]
-    out: list[dict[str, Any]] = []
+    out: list[CoincidenceRow] = []
     for kind, per_t in by_kind.items():
         hits = sum(e is not None and e in per_t for e in spike_ends)
         out.append(
-            {
-                "kind": kind,
-                "description": KIND_NAMES.get(kind, kind),
-                "spikes_with": hits,
-                "spikes": len(spike_times_ns),
-                "interval_share": min(1.0, len(per_t) / n_intervals),
-                "count": sum(per_t.values()),
-            }
+            CoincidenceRow(
+                kind=kind,
+                description=KIND_NAMES.get(kind, kind),
+                spikes_with=hits,
+                spikes=len(spike_times_ns),
+                interval_share=min(1.0, len(per_t) / n_intervals),
+                count=sum(per_t.values()),
+            )
         )
     out.sort(key=lambda r: (-r["spikes_with"] / r["spikes"] + r["interval_share"], r["kind"]))
     return out
 
 
-def verdicts(rows: list[dict[str, Any]], cpus_text: str) -> list[str]:
+def verdicts(rows: list[CoincidenceRow], cpus_text: str) -> list[str]:
     """Plain sentences: which kinds coincide with the spikes (more often than by chance)."""
     said = []
     for r in rows:

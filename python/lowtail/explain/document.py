@@ -94,6 +94,65 @@ class HopsDoc(TypedDict):
     said: str
 
 
+class RateDoc(TypedDict):
+    """One kind's rate on one CPU over the recording."""
+
+    cpu: int
+    kind: str
+    description: str
+    count: int
+    rate_hz: float
+
+
+class CorrelationDoc(TypedDict):
+    """One kind on one CPU against the tail, period by period."""
+
+    cpu: int
+    kind: str
+    r: float | None  # None: the count (or the tail) is the same in every period
+    p: float | None  # one-sided, circular shifts
+    periods: int
+    significant: bool
+
+
+class SampledDoc(TypedDict):
+    """A source's interrupt samples as explain reads them (explain/sampled.py; stored in the explanation's `interrupts`)."""
+
+    source: str
+    period_ns: int
+    periods: int  # sampling periods inside the packets' span
+    dut_cpus: list[int] | None
+    placed: str | None  # how the samples were placed in time when their file held no time
+    rates: list[RateDoc]
+    correlation: list[CorrelationDoc]
+    resolution: str
+    sentences: list[str]
+
+
+class CoincidenceRow(TypedDict):
+    """One interrupt kind against a run's spikes: in how many spikes' sampling intervals it
+    incremented, against the share of all intervals in which it did (explain/coincidence.py)."""
+
+    kind: str
+    description: str
+    spikes_with: int
+    spikes: int
+    interval_share: float
+    count: int
+
+
+class CoincidenceDoc(TypedDict):
+    """One source's coincidence (host or guest) as stored in an explanation."""
+
+    cpus: list[int] | None
+    cpus_text: str
+    spikes: int
+    spike_times_ns: list[int]
+    interval_ns: int
+    rows: list[CoincidenceRow]
+    sentences: list[str]
+
+
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
@@ -106,8 +165,8 @@ class ExplainDocument(TypedDict, total=False):
     headline: str | None
     unseen: list[UnseenDoc]
     trace: dict[str, Any]
-    interrupt_coincidence: dict[str, Any]
-    interrupts: list[dict[str, Any]]  # the interrupt samples at their resolution (explain/sampled.py)
+    interrupt_coincidence: dict[str, CoincidenceDoc]  # by source: "host", "guest"
+    interrupts: list[SampledDoc]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]
     partial: bool
     hops: HopsDoc  # a chain run's tail split by hop (explain/hops.py)

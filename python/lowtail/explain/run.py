@@ -22,7 +22,6 @@ what is wrong (a path that is not a regular file: exit 2; a damaged file: exit 1
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -34,13 +33,14 @@ import pyarrow.parquet as pq
 from lowtail.analyze.document import ChainDocument
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.files import special_kind
+from lowtail.experiment.document import ExperimentHost, ExperimentRow, RunRow, TrafficDocument
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
-from lowtail.explain.document import ExplainDocument, UnseenDoc
+from lowtail.explain.document import CoincidenceDoc, ExplainDocument, SampledDoc, UnseenDoc
 from lowtail.explain.hops import hops_of_tail
 from lowtail.explain.packets import Packets
-from lowtail.explain.sampled import SampledDoc, dut_cpus_of, period_of, recording_facts, sampled_doc
+from lowtail.explain.sampled import dut_cpus_of, period_of, recording_facts, sampled_doc
 from lowtail.host.plan import remedy_here, stored_plan
 from lowtail.host.steal import STEAL_SOURCE
 from lowtail.store import runs as runstore
@@ -50,6 +50,7 @@ from lowtail.store.db import Store
 from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
 from lowtail.trace import timeline
+from lowtail.trace.document import RoleDoc, TraceDocument
 from lowtail.trace.own import task_ids
 from lowtail.verdict import judge as verdicts
 
@@ -61,15 +62,15 @@ Samples = list[tuple[int, int, str, int, int]]
 class ExplainInputs:
     """What explaining a run needs from the database, read in one visit."""
 
-    run: dict[str, Any]
+    run: RunRow
     facts: RunFacts
-    trace: dict[str, Any]
+    trace: TraceDocument
     series: str
     # The interrupt samples by source ("host", "guest"), the times of the largest latencies.
     samples: dict[str, Samples] = field(default_factory=dict)
     spikes: list[int] = field(default_factory=list)
     # The experiment's host metadata: the one core plan the remedies name cores from.
-    host: dict[str, Any] = field(default_factory=dict)
+    host: ExperimentHost = field(default_factory=ExperimentHost)
     # A chain run's hops (analyze/hops.py): its tail is split by hop.
     chain: ChainDocument | None = None
 
@@ -81,7 +82,7 @@ def explain_run(store: Store, run_id: int, above: int | Fraction | None = None) 
     store.release()
     doc = compute(inputs, above)
     if above is None:
-        save_explanation(store, dict(doc))
+        save_explanation(store, doc)
     return doc
 
 
@@ -90,12 +91,12 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
     found = runstore.select_runs(store, run_ids=[run_id])
     if not found:
         raise UserError(f"{store.path}: no run with id {run_id}")
-    run: dict[str, Any] = dict(found[0])
+    run = found[0]
     series = run.get("series_path")
     if not series:
         raise UserError(f"run {run_id} has no matched series to explain (it was not analysed)")
-    trace = run_trace(store, run_id) or {}
-    experiment = runstore.experiment(store, run["experiment_id"])
+    trace = run_trace(store, run_id) or TraceDocument()
+    experiment = runstore.experiment(store, experiment_id_of(run))
     samples = {source: s for source in ("host", "guest") if (s := run_interrupts(store, run_id, source))}
     worst = [] if run["analysis_id"] is None else worst_events(store, run["analysis_id"])
     facts = _facts(run, experiment, trace, run_interrupts(store, run_id, STEAL_SOURCE))
@@ -107,7 +108,7 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
         series=str(series),
         samples=samples,
         spikes=[t for t, _, _ in sorted(worst, key=lambda w: -w[1])[:SPIKES]],
-        host=dict(experiment.get("host") or {}),
+        host=experiment["host"],
         chain=run_chain(store, run_id),
     )
 
@@ -115,14 +116,14 @@ def read_inputs(store: Store, run_id: int) -> ExplainInputs:
 def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> ExplainDocument:
     """The explanation of a run from its inputs and its files (no database)."""
     run, facts, trace = inputs.run, inputs.facts, inputs.trace
-    packets = _packets(Path(inputs.series), int(run["run_id"]))
+    packets = _packets(Path(inputs.series), facts.run_id)
     intervals, coverage, trace_summary, recorded = _trace(trace)
     if recorded is not None:
         _with_recording(facts, trace, recorded)
     if intervals is None:
         facts.no_trace = trace_summary.get("reason") or "the run was recorded without one"
     else:
-        facts.untraced = [u for u in trace.get("untraced") or [] if isinstance(u, dict)]
+        facts.untraced = list(trace.get("untraced") or [])
     vm = vm_exits(facts.virtualization, intervals is not None)
     if vm.get("vm_exits") is False and intervals is not None:
         facts.vm_exits_unseen = str(vm["vm_exits_reason"])
@@ -138,6 +139,18 @@ def compute(inputs: ExplainInputs, above: int | Fraction | None = None) -> Expla
         if hops is not None:
             doc["hops"] = hops
     return doc
+
+
+def run_id_of(run: RunRow) -> int:
+    """A stored run's id (a plain analysis selected as a run has none, and is never explained)."""
+    assert run["run_id"] is not None, "a stored run has an id"
+    return run["run_id"]
+
+
+def experiment_id_of(run: RunRow) -> int:
+    """A stored run's experiment."""
+    assert run["experiment_id"] is not None, "a stored run belongs to an experiment"
+    return run["experiment_id"]
 
 
 def _packets(path: Path, run_id: int) -> Packets:
@@ -159,7 +172,7 @@ def _packets(path: Path, run_id: int) -> Packets:
 
 
 def _trace(
-    trace: dict[str, Any],
+    trace: TraceDocument,
 ) -> tuple[Any, dict[Core, tuple[int | None, int | None]], dict[str, Any], timeline.TraceFacts | None]:
     """The trace's intervals (None without a trace), each (host, cpu) core's coverage, its
     summary (with the roles no host's trace covers), and its recordings' facts."""
@@ -193,17 +206,18 @@ def _trace(
     return intervals, info.coverage(), summary, info
 
 
-def _with_recording(facts: RunFacts, trace: Mapping[str, Any], recorded: timeline.TraceFacts) -> None:
+def _with_recording(facts: RunFacts, trace: TraceDocument, recorded: timeline.TraceFacts) -> None:
     """What the trace file says of its hosts, in the facts: the roles stored before they had
-    hosts are the one host's; the steal samples are of this host's roles; another host's
-    events are widened by its clock's uncertainty; lowtail's own tasks are this host's."""
+    hosts (host "", store/codec.py) are the one host's; the steal samples are of this host's
+    roles; another host's events are widened by its clock's uncertainty; lowtail's own tasks
+    are this host's."""
     if len(recorded.hosts) == 1:
-        facts.roles = {r: {"host": recorded.hosts[0].host} | doc for r, doc in facts.roles.items()}
+        facts.roles = {r: doc | {"host": doc.get("host") or recorded.hosts[0].host} for r, doc in facts.roles.items()}
     here = {h.host for h in recorded.hosts if h.local}
     facts.steal_roles = [r for r, doc in facts.roles.items() if doc.get("host") in here]
     facts.widen_ns = recorded.widening_ns()
     own = trace.get("own_processes")
-    if isinstance(own, list):
+    if own is not None:  # a trace stored before lowtail named its own processes has none
         facts.own_tasks = {h: task_ids(own) for h in here}
 
 
@@ -224,13 +238,13 @@ def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
     return {"vm_exits": True}
 
 
-def _facts(run: Mapping[str, Any], experiment: Mapping[str, Any], trace: dict[str, Any], steal: Samples) -> RunFacts:
+def _facts(run: RunRow, experiment: ExperimentRow, trace: TraceDocument, steal: Samples) -> RunFacts:
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
     roles = trace.get("roles") or _roles_from_plan(run)
     hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
     return RunFacts(
-        run_id=int(run["run_id"]),
+        run_id=run_id_of(run),
         rate_pps=float(run["rate_pps"]),
         burst=int(run["burst"] or 1),
         dut_kind=str(run["dut_kind"]),
@@ -246,7 +260,7 @@ def _facts(run: Mapping[str, Any], experiment: Mapping[str, Any], trace: dict[st
     )
 
 
-def _remedies_on_the_core_plan(doc: ExplainDocument, run: Mapping[str, Any], host: Mapping[str, Any]) -> None:
+def _remedies_on_the_core_plan(doc: ExplainDocument, run: RunRow, host: ExperimentHost) -> None:
     """Each remedy with the cores of the run's host's one core plan (host/plan.py), the ones
     `host plan`, `host audit` and `tune` name: its boot parameters with their values, and on a
     host too small to isolate the DuT's cores, which roles share them and why."""
@@ -259,25 +273,25 @@ def _remedies_on_the_core_plan(doc: ExplainDocument, run: Mapping[str, Any], hos
         cause["remedy"] = remedy_here(cause["remedy"], plan, dut)
 
 
-def _roles_from_plan(run: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _roles_from_plan(run: RunRow) -> dict[str, RoleDoc]:
     """The roles' cores from the run's stored core plan (a run recorded without a trace)."""
-    plan = (run.get("traffic") or {}).get("core_plan") or {}
+    plan = (run.get("traffic") or TrafficDocument()).get("core_plan")
     if not plan:
         return {}
-    dut = (run.get("containment") or {}).get("cpus") or plan.get("dut") or []
+    dut = (run.get("containment") or {}).get("cpus") or plan["dut"] or []
     return {
-        "dut": {"cpus": list(dut), "pids": [], "comms": []},
-        "generator": {"cpus": [plan["generator"]], "pids": [], "comms": ["lowtail-gen"]},
-        "timestamper": {"cpus": [plan["capture"]], "pids": [], "comms": ["lowtail-cap"]},
+        "dut": RoleDoc(host="", cpus=list(dut), pids=[], comms=[]),
+        "generator": RoleDoc(host="", cpus=[plan["generator"]], pids=[], comms=["lowtail-gen"]),
+        "timestamper": RoleDoc(host="", cpus=[plan["capture"]], pids=[], comms=["lowtail-cap"]),
     }
 
 
-def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> list[dict[str, Any]]:
+def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> list[SampledDoc]:
     """Each source's interrupt samples read against the tail at their own resolution."""
     if len(packets) == 0:
         return []
     tail = packets.pre_ns[packets.latency_ns > doc["tail"]["threshold_ns"]]
-    out: list[dict[str, Any]] = []
+    out: list[SampledDoc] = []
     for source, samples in inputs.samples.items():
         facts = recording_facts(inputs.run, source)
         placed = (
@@ -290,11 +304,11 @@ def _sampled(inputs: ExplainInputs, packets: Packets, doc: ExplainDocument) -> l
         found: SampledDoc = sampled_doc(
             source, samples, tail, int(packets.pre_ns[0]), int(packets.pre_ns[-1]), cpus, placed
         )
-        out.append(dict(found))
+        out.append(found)
     return out
 
 
-def _only_sampled(sampled: list[dict[str, Any]], left: float) -> list[UnseenDoc]:
+def _only_sampled(sampled: list[SampledDoc], left: float) -> list[UnseenDoc]:
     """Without a trace the interrupts are seen only as counts per sampling period: what that
     resolution cannot attribute is part of what could not be seen."""
     return [
@@ -312,9 +326,9 @@ def _only_sampled(sampled: list[dict[str, Any]], left: float) -> list[UnseenDoc]
     ]
 
 
-def _coincidence(inputs: ExplainInputs) -> dict[str, Any]:
+def _coincidence(inputs: ExplainInputs) -> dict[str, CoincidenceDoc]:
     """Which sampled interrupt kinds coincide with the run's largest latencies, per source."""
-    out: dict[str, Any] = {}
+    out: dict[str, CoincidenceDoc] = {}
     for source, samples in inputs.samples.items():
         if source == "guest":
             cpus, text = None, "the guest's vCPUs"

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
 
 from lowtail.core.units import format_ns
 from lowtail.explain.coincidence import run_cpus
+from lowtail.explain.document import CorrelationDoc, RateDoc, SampledDoc
 from lowtail.host.document import KIND_NAMES
 
 # A correlation is said to be beyond chance at this one-sided p-value (circular shifts).
@@ -35,41 +36,6 @@ SIGNIFICANCE = 0.05
 KINDS_SHOWN = 12
 
 Sample = tuple[int, int, str, int, int]  # (t_ns, cpu, kind, delta, interval_ns)
-
-
-class RateDoc(TypedDict):
-    """One kind's rate on one CPU over the recording."""
-
-    cpu: int
-    kind: str
-    description: str
-    count: int
-    rate_hz: float
-
-
-class CorrelationDoc(TypedDict):
-    """One kind on one CPU against the tail, period by period."""
-
-    cpu: int
-    kind: str
-    r: float | None  # None: the count (or the tail) is the same in every period
-    p: float | None  # one-sided, circular shifts
-    periods: int
-    significant: bool
-
-
-class SampledDoc(TypedDict):
-    """A source's interrupt samples as explain reads them (stored in the explanation's `interrupts`)."""
-
-    source: str
-    period_ns: int
-    periods: int  # sampling periods inside the packets' span
-    dut_cpus: list[int] | None
-    placed: str | None  # how the samples were placed in time when their file held no time
-    rates: list[RateDoc]
-    correlation: list[CorrelationDoc]
-    resolution: str
-    sentences: list[str]
 
 
 def description(kind: str) -> str:

@@ -15,7 +15,7 @@ of the tail than it would anyway.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +25,7 @@ from lowtail.core.units import format_ns
 from lowtail.explain import packets as pk
 from lowtail.explain.candidates import Candidate, by_chance, chance_seed
 from lowtail.host.steal import user_hz
+from lowtail.trace.document import RoleDoc
 
 HYPERVISOR = "hypervisor"
 # How many of the intervals with steal around tail packets the evidence lists.
@@ -86,11 +87,11 @@ def steal_of(samples: Sequence[tuple[int, int, str, int, int]], cpus: set[int]) 
     return out
 
 
-def role_cpus(roles: dict[str, dict[str, Any]]) -> dict[int, str]:
+def role_cpus(roles: Mapping[str, RoleDoc]) -> dict[int, str]:
     """Whose each measured core is: the DuT's first, then the generator's, then the timestamper's."""
     owner: dict[int, str] = {}
     for role in ("dut", "generator", "timestamper"):
-        for cpu in roles.get(role, {}).get("cpus") or []:
+        for cpu in roles[role]["cpus"] if role in roles else []:
             owner.setdefault(int(cpu), role)
     return owner
 
@@ -98,7 +99,7 @@ def role_cpus(roles: dict[str, dict[str, Any]]) -> dict[int, str]:
 def hypervisor_candidate(
     p: pk.Packets,
     samples: Sequence[tuple[int, int, str, int, int]],
-    roles: dict[str, dict[str, Any]],
+    roles: dict[str, RoleDoc],
     in_tail: np.ndarray,
     excess: np.ndarray,
     due_since: np.ndarray,

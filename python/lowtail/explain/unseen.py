@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
@@ -26,6 +25,7 @@ from lowtail.core.units import format_ns
 from lowtail.explain import packets as pk
 from lowtail.explain.document import UnseenDoc
 from lowtail.explain.steal import role_cpus, steal_of, steal_resolution, tick_ns
+from lowtail.trace.document import RoleDoc, UntracedDoc
 
 Samples = Sequence[tuple[int, int, str, int, int]]
 
@@ -38,14 +38,14 @@ class Unseeable:
 
     steal: Samples = ()
     steal_period_ns: int = 0
-    untraced: list[dict[str, Any]] = field(default_factory=list)
+    untraced: list[UntracedDoc] = field(default_factory=list)
     no_trace: str | None = None
     vm_exits: str | None = None
 
 
 def unseen_entries(
     facts: Unseeable,
-    steal_roles: dict[str, dict[str, Any]] | None,
+    steal_roles: dict[str, RoleDoc] | None,
     window: tuple[np.ndarray, np.ndarray],
     excess: np.ndarray,
     unexplained: np.ndarray,
@@ -98,7 +98,7 @@ def unseen_entries(
 def _hypervisor(
     samples: Samples,
     period_ns: int,
-    roles: dict[str, dict[str, Any]] | None,
+    roles: dict[str, RoleDoc] | None,
     window: tuple[np.ndarray, np.ndarray],
     excess: np.ndarray,
     unexplained: np.ndarray,

@@ -109,6 +109,18 @@ class NoiseDocument(TypedDict):
     noise_run_id: NotRequired[int]  # once stored
 
 
+class InterruptProfileRow(TypedDict):
+    """One interrupt kind on one CPU of a stored noise run (`store.host.interrupt_profile`):
+    how often it fired and how long it typically took."""
+
+    cpu: int
+    kind: str
+    description: str
+    count: int
+    rate_hz: float
+    typical_ns: float | None  # None when the gaps could not be attributed
+
+
 class CgroupCpuset(TypedDict):
     """The cpuset controller's hierarchy: cgroup v1 or v2, and where it is mounted."""
 

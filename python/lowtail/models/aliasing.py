@@ -31,9 +31,11 @@ from typing import Any
 
 import numpy as np
 
+from lowtail.analyze.document import latency_of
 from lowtail.core import series
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_ns
+from lowtail.experiment.document import TrafficDocument
 from lowtail.explain.sampled import dut_cpus_of, period_of, rates
 from lowtail.models.document import (
     AliasingDocument,
@@ -49,6 +51,7 @@ from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id
 from lowtail.store.models import ModelLinks, save_model
 from lowtail.store.runs import run_figures
+from lowtail.trace.document import RoleDoc, TraceDocument
 
 _CHUNK = 1 << 20
 # The most packets one simulation walks through (about a minute of 2-core time per 10⁹).
@@ -473,7 +476,7 @@ def measured_worst(store: Store, text: str) -> tuple[AliasingMeasurement, ModelL
             "worst": [[t - start, v] for t, v, _ in a["worst"]],
             "rate_pps": (a["sent"] - 1) / (span / 1e9),
             "duration_ns": span,
-            "base_latency_ns": a["lat_p50_ns"],
+            "base_latency_ns": a["lat_p50_ns"] or 0,  # worst events stored: latencies were matched
             "analysis_id": a["analysis_id"],
         },
         keys,
@@ -486,7 +489,8 @@ def _packet_clock(store: Store, a: Mapping[str, Any]) -> tuple[int, int]:
     are preferred over the analysis window, which starts at the trim, not at a packet."""
     path = a.get("series_path")
     if path and Path(path).exists():
-        samples = ((a.get("figures") or {}).get("latency_ns") or {}).get("samples")
+        found_samples = latency_of(a["figures"]).get("samples")
+        samples = None if found_samples is None else int(found_samples)
         problem = series_problem(store, path, samples, a["lat_min_ns"], a["lat_max_ns"])
         if problem:
             raise UserError(f"analysis {a['analysis_id']}: {problem}")
@@ -620,9 +624,9 @@ def run_cycle(store: Store, run_id: int) -> InterruptCycleDoc | None:
     from lowtail.store.host import run_interrupts
 
     (run,) = runstore.select_runs(store, run_ids=[run_id])
-    trace = run_trace(store, run_id) or {}
-    traffic: dict[str, Any] = dict(run.get("traffic") or {})
-    roles = trace.get("roles") or {"dut": {"cpus": (traffic.get("core_plan") or {}).get("dut")}}
+    trace = run_trace(store, run_id) or TraceDocument()
+    plan = (run.get("traffic") or TrafficDocument()).get("core_plan")
+    roles = trace.get("roles") or {"dut": RoleDoc(host="", cpus=list(plan["dut"]) if plan else [], pids=[], comms=[])}
     for source in ("guest", "host"):
         samples = run_interrupts(store, run_id, source)
         if samples:

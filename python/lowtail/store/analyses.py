@@ -7,16 +7,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from lowtail.analyze.document import (
+    NOT_FIGURES,
+    AnalysisDocument,
+    AnalysisFigures,
+    AnalysisInputs,
+    AnalysisInputsRow,
+    AnalyzeOptionsDocument,
+    StoredAnalysis,
+    StoredCaptureSide,
+)
 from lowtail.core.series import SUMMARY_FORMAT
 from lowtail.core.version import __version__
+from lowtail.store.codec import ANALYSIS_FIGURES, ANALYSIS_INPUTS, ANALYSIS_OPTIONS, ANALYSIS_WARNINGS
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
 
 if TYPE_CHECKING:
-    from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument
-
-_BULKY = ("percentiles", "latency_histogram", "jitter_pre_histogram", "jitter_post_histogram", "worst", "hgrm")
+    from lowtail.experiment.document import RunRow
 
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
@@ -41,12 +50,18 @@ def identical_analysis(
         [row[c] for c in _IDENTITY],
     ).fetchall()
 
-    def figures(text: str) -> dict[str, Any]:
-        return {k: v for k, v in json.loads(text).items() if k not in _NOT_A_FIGURE}
+    def figures(text: str, analysis_id: object = None) -> dict[str, object]:
+        stored = ANALYSIS_FIGURES.decode(store, text, f"analysis {analysis_id}" if analysis_id else None)
+        return {k: v for k, v in stored.items() if k not in _NOT_A_FIGURE}
 
+    mine = (ANALYSIS_OPTIONS.decode(store, row["options"]), ANALYSIS_INPUTS.decode(store, row["inputs"]))
     for analysis_id, stored_options, inputs, stored_figures in candidates:
-        if (json.loads(stored_options), json.loads(inputs)) == (json.loads(row["options"]), json.loads(row["inputs"])):
-            if figures(stored_figures) == figures(row["figures"]):
+        where = f"analysis {analysis_id}"
+        if (
+            ANALYSIS_OPTIONS.decode(store, stored_options, where),
+            ANALYSIS_INPUTS.decode(store, inputs, where),
+        ) == mine:
+            if figures(stored_figures, analysis_id) == figures(row["figures"]):
                 return int(analysis_id)
     return None
 
@@ -73,14 +88,17 @@ def _row(a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None
     """The `analyses` row of an analysis document."""
     lat = a.get("latency_ns") or {}
     sides = {"pre": a["pre"], "post": a["post"]}
-    inputs = {side: {k: v for k, v in read.items() if k != "per_second"} for side, read in sides.items()}
-    figures = {k: v for k, v in a.items() if k not in _BULKY and k not in SIDES and k != "summary"}
+    inputs = AnalysisInputs(
+        pre=cast(StoredCaptureSide, {k: v for k, v in sides["pre"].items() if k != "per_second"}),
+        post=cast(StoredCaptureSide, {k: v for k, v in sides["post"].items() if k != "per_second"}),
+    )
+    figures = cast(AnalysisFigures, {k: v for k, v in a.items() if k not in NOT_FIGURES})
     row = {
         "lowtail_version": __version__,
         "label": label,
         "pre_path": str(Path(a["pre"]["path"]).resolve()),
         "post_path": str(Path(a["post"]["path"]).resolve()),
-        "options": json.dumps(options),
+        "options": ANALYSIS_OPTIONS.encode(options),
         "sent": a["sent"],
         "received": a["received"],
         "lost": a["lost"],
@@ -94,11 +112,11 @@ def _row(a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None
         "duration_ns": a["duration_ns"],
         **{latency_column(k): lat.get(k) for k in LATENCY_FIGURES},
         "partial": a["partial"],
-        "warnings": json.dumps(a["warnings"]),
+        "warnings": ANALYSIS_WARNINGS.encode(a["warnings"]),
         "series_path": a.get("export_path"),
         "hgrm": a["hgrm"],
-        "inputs": json.dumps(inputs),
-        "figures": json.dumps(figures),
+        "inputs": ANALYSIS_INPUTS.encode(inputs),
+        "figures": ANALYSIS_FIGURES.encode(figures),
     }
     return row
 
@@ -186,16 +204,18 @@ def latency_summary(store: Store, analysis_id: int) -> tuple[int | None, int | N
 PAGE_ROWS = 10_000
 
 
-def analysis(store: Store, analysis_id: int | str, most: int | None = None) -> dict[str, Any]:
+def analysis(store: Store, analysis_id: int | str, most: int | None = None) -> StoredAnalysis:
     """One stored analysis (an id, or 'latest'): its row plus the bulky tables, as plain
     Python values; `most` bounds the HDR rows and worst events read (see `percentile_rows`,
     `worst_events`)."""
     aid = stored_id(store, analysis_id, "analyses", "analysis_id", "analyses", "see `lowtail list`")
     doc = row_as_dict(store.con.execute("SELECT * FROM analyses WHERE analysis_id = ?", [aid]))
     assert doc is not None
-    for key in ("options", "warnings", "inputs", "figures"):
-        doc[key] = json.loads(doc[key])
-    aid = doc["analysis_id"]
+    where = f"analysis {aid}"
+    doc["options"] = ANALYSIS_OPTIONS.decode(store, doc["options"], where)
+    doc["warnings"] = ANALYSIS_WARNINGS.decode(store, doc["warnings"], where)
+    doc["inputs"] = ANALYSIS_INPUTS.decode(store, doc["inputs"], where)
+    doc["figures"] = ANALYSIS_FIGURES.decode(store, doc["figures"], where)
     doc["percentiles"] = percentile_rows(store, aid, most)
     doc["histograms"] = {
         kind: store.con.execute(
@@ -214,7 +234,7 @@ def analysis(store: Store, analysis_id: int | str, most: int | None = None) -> d
         ]
         for side in SIDES
     }
-    return doc
+    return cast(StoredAnalysis, doc)
 
 
 def percentile_rows(store: Store, analysis_id: int, most: int | None = None) -> list[tuple[float, int, int]]:
@@ -265,7 +285,7 @@ def list_analyses(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     )
 
 
-def analysis_inputs(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:
+def analysis_inputs(store: Store, analysis_ids: list[int]) -> list[AnalysisInputsRow]:
     """What identifies these analyses' data: their captures as read (`inputs`, per side:
     path, format, bytes, frames), when and by which lowtail they were analysed."""
     if not analysis_ids:
@@ -278,11 +298,11 @@ def analysis_inputs(store: Store, analysis_ids: list[int]) -> list[dict[str, Any
         )
     )
     for row in rows:
-        row["inputs"] = json.loads(row["inputs"])
-    return rows
+        row["inputs"] = ANALYSIS_INPUTS.decode(store, row["inputs"], f"analysis {row['analysis_id']}")
+    return cast(list[AnalysisInputsRow], rows)
 
 
-def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[dict[str, Any]]:
+def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[RunRow]:
     """Those of these analyses that belong to no run (`lowtail analyze`), with the columns
     a run row has of its analysis (figures and warnings decoded)."""
     if not analysis_ids:
@@ -300,5 +320,7 @@ def standalone_analyses(store: Store, analysis_ids: list[int]) -> list[dict[str,
         )
     )
     for row in rows:
-        row["warnings"], row["figures"] = json.loads(row["warnings"]), json.loads(row["figures"])
-    return rows
+        where = f"analysis {row['analysis_id']}"
+        row["warnings"] = ANALYSIS_WARNINGS.decode(store, row["warnings"], where)
+        row["figures"] = ANALYSIS_FIGURES.decode(store, row["figures"], where)
+    return cast("list[RunRow]", rows)

@@ -18,12 +18,33 @@ and not added twice."""
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 from lowtail.core import schema
+from lowtail.store import codec
+from lowtail.store.codec import IMPORT_MANIFEST, IMPORT_ORIGIN
 from lowtail.store.db import Store, rows_as_dicts
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+# A bundle's rows: per table, an Arrow table.
+Tables = dict[str, "pa.Table"]
+
+
+class ImportedRows(TypedDict):
+    """An import of a bundle: its id (when it was made, once stored) and the new ids of what it added."""
+
+    import_id: int
+    imported_at: NotRequired[datetime]
+    experiments: list[int]
+    runs: list[int]
+    analyses: list[int]
+    models: list[int]
+
 
 # Every table a bundle carries, in the order rows are added (ids before their users), with
 # the id column it is keyed by.
@@ -145,7 +166,7 @@ _NEW_IDS = {
 }
 
 
-def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) -> dict[str, Any]:
+def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) -> Tables:
     """The rows of these runs (with the calibration runs of their floors) and of these plain
     analyses, per table as an Arrow table, in id order."""
     runs = set(run_ids)
@@ -218,7 +239,7 @@ def column_types(store: Store, table: str) -> dict[str, tuple[str, bool]]:
     }
 
 
-def _compatible(db_type: str, arrow_type: Any) -> bool:
+def _compatible(db_type: str, arrow_type: pa.DataType) -> bool:
     """Whether a bundle's column of `arrow_type` holds values of the database's `db_type`
     without conversion (a string is no id, a 64-bit number no INTEGER)."""
     import pyarrow as pa
@@ -245,7 +266,7 @@ def _compatible(db_type: str, arrow_type: Any) -> bool:
     return False
 
 
-def with_absent_tables(store: Store, tables: dict[str, Any]) -> dict[str, Any]:
+def with_absent_tables(store: Store, tables: Tables) -> Tables:
     """The bundle's tables, with the ones a bundle of an earlier format version lacks as
     tables of no rows (this database's columns)."""
     return tables | {
@@ -255,7 +276,7 @@ def with_absent_tables(store: Store, tables: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def check_rows(store: Store, tables: dict[str, Any], series_ids: set[int], trace_ids: set[int] | None = None) -> None:
+def check_rows(store: Store, tables: Tables, series_ids: set[int], trace_ids: set[int] | None = None) -> None:
     """Refuse (RowsRefused) a bundle's rows that this database could not take whole: every
     rule is checked before the first write, so that a refused bundle changes nothing."""
     counts = {table: rows.num_rows for table, rows in tables.items()}
@@ -304,7 +325,7 @@ def check_rows(store: Store, tables: dict[str, Any], series_ids: set[int], trace
             con.unregister(name)
 
 
-def _check_types(store: Store, table: str, rows: Any, member: str) -> None:
+def _check_types(store: Store, table: str, rows: pa.Table, member: str) -> None:
     known = column_types(store, table)
     for column in rows.column_names:
         if column not in known:
@@ -320,7 +341,7 @@ def _check_types(store: Store, table: str, rows: Any, member: str) -> None:
             raise RowsRefused(member, f"has no column {column}, which {table} needs")
 
 
-def _check_json(store: Store, tables: dict[str, Any]) -> None:
+def _check_json(store: Store, tables: Tables) -> None:
     for table, _ in TABLES:
         for column, (db_type, _) in column_types(store, table).items():
             if db_type == "JSON" and column in tables[table].column_names:
@@ -454,7 +475,7 @@ class KnownContent:
         }
 
 
-def known_content(store: Store, tables: dict[str, Any]) -> KnownContent:
+def known_content(store: Store, tables: Tables) -> KnownContent:
     """Which of the bundle's experiments, analyses, runs and model results this database holds
     already, by content (CONTENT): what another bundle brought, or what was measured here."""
     con = store.con
@@ -474,7 +495,7 @@ def known_content(store: Store, tables: dict[str, Any]) -> KnownContent:
     return known
 
 
-def imported(store: Store, bundle_id: str) -> dict[str, Any] | None:
+def imported(store: Store, bundle_id: str) -> ImportedRows | None:
     """The import of this bundle, if it was imported before: its id, when, and the new ids
     of its experiments and runs."""
     rows = rows_as_dicts(
@@ -482,30 +503,44 @@ def imported(store: Store, bundle_id: str) -> dict[str, Any] | None:
     )
     if not rows:
         return None
-    return rows[0] | _new_ids(store, rows[0]["import_id"])
+    new = _new_ids(store, rows[0]["import_id"])
+    return ImportedRows(
+        import_id=rows[0]["import_id"],
+        imported_at=rows[0]["imported_at"],
+        experiments=new["experiments"],
+        runs=new["runs"],
+        analyses=new["analyses"],
+        models=new["models"],
+    )
 
 
-def _new_ids(store: Store, import_id: int) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {"experiments": [], "runs": [], "analyses": [], "models": []}
-    plural = {"experiment": "experiments", "run": "runs", "analysis": "analyses", "model": "models"}
+class _NewIds(TypedDict):
+    experiments: list[int]
+    runs: list[int]
+    analyses: list[int]
+    models: list[int]
+
+
+def _new_ids(store: Store, import_id: int) -> _NewIds:
+    ids: dict[str, list[int]] = {"experiment": [], "run": [], "analysis": [], "model": []}
     for kind, new in store.con.execute(
         "SELECT kind, new_id FROM import_ids WHERE import_id = ? ORDER BY kind, new_id", [import_id]
     ).fetchall():
-        out[plural[kind]].append(new)
-    return out
+        ids[kind].append(new)
+    return _NewIds(experiments=ids["experiment"], runs=ids["run"], analyses=ids["analysis"], models=ids["model"])
 
 
 def import_rows(
     store: Store,
-    tables: dict[str, Any],
+    tables: Tables,
     bundle_id: str,
-    origin: dict[str, Any],
-    manifest: dict[str, Any],
+    origin: dict[str, object],
+    manifest: dict[str, object],
     data_dir: str,
     series_paths: dict[int, str],
     known: KnownContent | None = None,
     trace_paths: dict[int, str] | None = None,
-) -> dict[str, Any]:
+) -> ImportedRows:
     """Add a bundle's rows (Arrow tables by name) under new ids, in one transaction: ids
     remapped wherever a row names another (in the explanations' documents too), each
     experiment's origin recorded, its data directory, its runs' series paths (`series_paths`:
@@ -531,7 +566,7 @@ def import_rows(
         with store.transaction():
             (import_id,) = con.execute(
                 "INSERT INTO imports (bundle_id, origin, manifest, data_dir) VALUES (?, ?, ?, ?) RETURNING import_id",
-                [bundle_id, json.dumps(origin), json.dumps(manifest), data_dir],
+                [bundle_id, IMPORT_ORIGIN.encode(origin), IMPORT_MANIFEST.encode(manifest), data_dir],
             ).fetchone()
             # The id maps are temporary tables of the transaction: a failure takes them along.
             _map_ids(store, import_id)
@@ -540,10 +575,17 @@ def import_rows(
                 con.execute(f"DROP TABLE map_{table}")
     finally:
         _unregister(store, views)
-    return {"import_id": import_id, **_new_ids(store, import_id)}
+    new = _new_ids(store, import_id)
+    return ImportedRows(
+        import_id=import_id,
+        experiments=new["experiments"],
+        runs=new["runs"],
+        analyses=new["analyses"],
+        models=new["models"],
+    )
 
 
-def _unregister(store: Store, names: dict[str, Any]) -> None:
+def _unregister(store: Store, names: Mapping[str, object]) -> None:
     """Drop the views of a bundle; after a failure that closed the connection (a full disk)
     there is nothing to drop, and the failure is what the user must hear."""
     for name in names:
@@ -553,7 +595,7 @@ def _unregister(store: Store, names: dict[str, Any]) -> None:
             return
 
 
-def _with_all_columns(store: Store, table: str, arrow: Any) -> Any:
+def _with_all_columns(store: Store, table: str, arrow: pa.Table) -> pa.Table:
     """The bundle's rows of `table` with a null column for each one this database has and
     the bundle does not (a bundle of an older lowtail)."""
     import pyarrow as pa
@@ -590,7 +632,7 @@ def _new(table: str, column: str, alias: str) -> str:
     return f"(SELECT new_id FROM map_{table} WHERE old_id = {alias}.{column})"
 
 
-def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: str) -> None:
+def _insert_all(store: Store, import_id: int, origin: dict[str, object], data_dir: str) -> None:
     con = store.con
     con.execute(
         f"""INSERT INTO experiments BY NAME SELECT * REPLACE (
@@ -599,7 +641,7 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, Any], data_dir: 
                 ? AS data_dir,
                 json_merge_patch(?::JSON, json_object('experiment_id', b.experiment_id, 'previous', b.origin)) AS origin)
             FROM bundle_experiments b WHERE b.experiment_id NOT IN (SELECT old_id FROM known_experiments)""",
-        [data_dir, json.dumps(origin | {"import_id": import_id})],
+        [data_dir, codec.EXPERIMENT_ORIGIN.encode(origin | {"import_id": import_id})],
     )
     con.execute(
         f"""INSERT INTO analyses BY NAME SELECT * REPLACE (

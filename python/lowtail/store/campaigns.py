@@ -3,10 +3,10 @@ stored (with their analysis) or failed, so that a campaign resumes where it stop
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, TypedDict
 
 from lowtail.store.analyses import save_analysis
+from lowtail.store.codec import ANALYSIS_FIGURES, CAMPAIGN_OPTIONS
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ def open_campaign(store: Store, campaign_key: str, source: str, options: Analyze
         (campaign_id,) = store.con.execute(
             "INSERT INTO campaigns (campaign_key, source, options, status) VALUES (?, ?, ?, 'running') "
             "RETURNING campaign_id",
-            [campaign_key, source, json.dumps(options)],
+            [campaign_key, source, CAMPAIGN_OPTIONS.encode(options)],
         ).fetchone()
         return int(campaign_id)
 
@@ -65,7 +65,7 @@ def stored_pairs(store: Store, pair_keys: list[str]) -> dict[str, StoredPair]:
             lost=lost,
             partial=partial,
             export_path=series_path,
-            latency_ns=json.loads(figures).get("latency_ns"),
+            latency_ns=ANALYSIS_FIGURES.decode(store, figures, f"analysis {analysis_id}").get("latency_ns"),
         )
         for key, analysis_id, worker, sent, lost, partial, series_path, figures in rows
     }

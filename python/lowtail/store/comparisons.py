@@ -4,17 +4,15 @@ curves (pooled, per repetition, the floor's), CDF points and the repetitions' wo
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, cast
 
+from lowtail.compare.document import ComparisonDocument, ConfigurationCurves, StoredComparison, WorstEventRow
 from lowtail.core.errors import UserError
 from lowtail.core.version import __version__
+from lowtail.store.codec import COMPARISON, COMPARISON_BY, COMPARISON_SELECTION
 from lowtail.store.db import Store, newest_id, row_as_dict, rows_as_dicts
-
-if TYPE_CHECKING:
-    from lowtail.compare.document import ComparisonDocument
 
 # The sources of a comparison's percentile curves.
 POOLED, REPETITION, FLOOR = "pooled", "repetition", "floor"
@@ -68,9 +66,9 @@ def save_comparison(
                 cid,
                 __version__,
                 label,
-                json.dumps(selection),
-                json.dumps(by),
-                json.dumps(document, default=str),
+                COMPARISON_SELECTION.encode(selection),
+                COMPARISON_BY.encode(by),
+                COMPARISON.encode(document),
                 bool(document.get("partial")),
             ],
         )
@@ -98,7 +96,7 @@ def save_comparison(
     return cid
 
 
-def comparison(store: Store, comparison_id: int | str) -> dict[str, Any]:
+def comparison(store: Store, comparison_id: int | str) -> StoredComparison:
     """One stored comparison (an id, or 'latest'): its row, `document` decoded."""
     if comparison_id == "latest":
         newest = newest_id(store, "comparisons", "comparison_id")
@@ -112,27 +110,29 @@ def comparison(store: Store, comparison_id: int | str) -> dict[str, Any]:
     found = row_as_dict(store.con.execute("SELECT * FROM comparisons WHERE comparison_id = ?", [cid]))
     if found is None:
         raise UserError(f"{store.path}: no comparison with id {cid}")
-    for key in ("selection", "by_axes", "document"):
-        found[key] = json.loads(found[key])
-    return found
+    where = f"comparison {cid}"
+    found["selection"] = COMPARISON_SELECTION.decode(store, found["selection"], where)
+    found["by_axes"] = COMPARISON_BY.decode(store, found["by_axes"], where)
+    found["document"] = COMPARISON.decode(store, found["document"], where)
+    return cast(StoredComparison, found)
 
 
-def comparison_curves(store: Store, comparison_id: int) -> dict[int, dict[str, Any]]:
+def comparison_curves(store: Store, comparison_id: int) -> dict[int, ConfigurationCurves]:
     """Per configuration: `pooled` and `floor` as [(percentile, value_ns)], `repetitions`
     as {analysis_id: [(percentile, value_ns)]} and `band` as [(percentile, min, max)] over
     the repetitions, every list in percentile order."""
-    out: dict[int, dict[str, Any]] = {}
+    out: dict[int, ConfigurationCurves] = {}
     rows = store.con.execute(
         "SELECT configuration, source, analysis_id, percentile, value_ns FROM comparison_curves "
         "WHERE comparison_id = ? ORDER BY configuration, source, analysis_id, percentile",
         [comparison_id],
     ).fetchall()
     for config, source, analysis_id, p, v in rows:
-        entry = out.setdefault(config, {POOLED: [], FLOOR: [], "repetitions": {}, "band": []})
+        entry = out.setdefault(config, ConfigurationCurves(pooled=[], floor=[], repetitions={}, band=[]))
         if source == REPETITION:
             entry["repetitions"].setdefault(analysis_id, []).append((p, v))
         else:
-            entry[source].append((p, v))
+            (entry["pooled"] if source == POOLED else entry["floor"]).append((p, v))
     for config, lo, hi, p in store.con.execute(
         "SELECT configuration, min(value_ns), max(value_ns), percentile FROM comparison_curves "
         "WHERE comparison_id = ? AND source = ? GROUP BY configuration, percentile ORDER BY configuration, percentile",
@@ -154,25 +154,29 @@ def comparison_cdf(store: Store, comparison_id: int) -> dict[int, list[tuple[flo
     return out
 
 
-def comparison_worst(store: Store, comparison_id: int) -> dict[int, list[dict[str, Any]]]:
+def comparison_worst(store: Store, comparison_id: int) -> dict[int, list[WorstEventRow]]:
     """Per configuration: its repetitions' worst events (run_id, analysis_id, t_ns since the
     repetition's first packet, latency_ns), in time order within each repetition."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    for row in rows_as_dicts(
-        store.con.execute(
-            "SELECT configuration, run_id, analysis_id, t_ns, latency_ns FROM comparison_worst "
-            "WHERE comparison_id = ? ORDER BY configuration, analysis_id, t_ns",
-            [comparison_id],
+    out: dict[int, list[WorstEventRow]] = {}
+    for config, run_id, analysis_id, t_ns, latency_ns in store.con.execute(
+        "SELECT configuration, run_id, analysis_id, t_ns, latency_ns FROM comparison_worst "
+        "WHERE comparison_id = ? ORDER BY configuration, analysis_id, t_ns",
+        [comparison_id],
+    ).fetchall():
+        out.setdefault(config, []).append(
+            WorstEventRow(run_id=run_id, analysis_id=analysis_id, t_ns=t_ns, latency_ns=latency_ns)
         )
-    ):
-        out.setdefault(row.pop("configuration"), []).append(row)
     return out
 
 
 def list_comparisons(store: Store, limit: int = 50) -> list[dict[str, Any]]:
     """The newest comparisons: id, when, label, selection, axes, configurations, partial."""
     return [
-        {**row, "selection": json.loads(row["selection"]), "by_axes": json.loads(row["by_axes"])}
+        {
+            **row,
+            "selection": COMPARISON_SELECTION.decode(store, row["selection"], f"comparison {row['comparison_id']}"),
+            "by_axes": COMPARISON_BY.decode(store, row["by_axes"], f"comparison {row['comparison_id']}"),
+        }
         for row in rows_as_dicts(
             store.con.execute(
                 """SELECT comparison_id, created_at, label, selection, by_axes,

@@ -21,13 +21,15 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
+from lowtail.analyze.document import latency_of
 from lowtail.core.errors import UserError
 from lowtail.store import runs
 from lowtail.store.db import Store
 
 if TYPE_CHECKING:
+    from lowtail.experiment.document import ExperimentFile, ExperimentRow, ExperimentStatus
     from lowtail.host.document import HostMetadata
 
 IDENTITY_FILE = "lowtail-data.json"
@@ -40,25 +42,35 @@ def experiment_dir(store: Store, root: Path, experiment_id: int) -> Path:
     return Path(root) / f"experiment-{experiment_id}-{identity[:8]}"
 
 
-def _identity(store: Store, experiment: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "database_id": store.database_id,
-        "database": str(store.path.resolve()),
-        "experiment_id": experiment["experiment_id"],
-        "experiment_created_at": str(experiment["created_at"]),
-    }
+class FolderIdentity(TypedDict):
+    """What an experiment's folder says of its owner (its identity file)."""
+
+    database_id: str | None
+    database: str
+    experiment_id: int
+    experiment_created_at: str
 
 
-def read_identity(folder: Path) -> dict[str, Any] | None:
-    """The identity file of an experiment's folder; None when there is none (or unreadable)."""
+def _identity(store: Store, experiment: ExperimentRow) -> FolderIdentity:
+    return FolderIdentity(
+        database_id=store.database_id,
+        database=str(store.path.resolve()),
+        experiment_id=experiment["experiment_id"],
+        experiment_created_at=str(experiment["created_at"]),
+    )
+
+
+def read_identity(folder: Path) -> dict[str, object] | None:
+    """The identity file of an experiment's folder, as it is (another lowtail's may hold other
+    keys: it is only compared); None when there is none (or unreadable)."""
     try:
-        found: dict[str, Any] = json.loads((Path(folder) / IDENTITY_FILE).read_text())
-        return found
+        found = json.loads((Path(folder) / IDENTITY_FILE).read_text())
     except (OSError, ValueError):
         return None
+    return found if isinstance(found, dict) else None
 
 
-def claim(store: Store, folder: Path, experiment: dict[str, Any], adopt: bool = False) -> None:
+def claim(store: Store, folder: Path, experiment: ExperimentRow, adopt: bool = False) -> None:
     """Make `folder` the experiment's own (create it with its identity file), or check that
     it already is. UserError when it belongs to another experiment or database, or holds
     files no identity vouches for (unless `adopt`: the caller checked them): they are left
@@ -67,7 +79,8 @@ def claim(store: Store, folder: Path, experiment: dict[str, Any], adopt: bool = 
     mine = _identity(store, experiment)
     found = read_identity(folder)
     if found is not None:
-        if all(found.get(k) == mine[k] for k in ("database_id", "experiment_id", "experiment_created_at")):
+        owner = (found.get("database_id"), found.get("experiment_id"), found.get("experiment_created_at"))
+        if owner == (mine["database_id"], mine["experiment_id"], mine["experiment_created_at"]):
             return
         raise UserError(
             f"{folder} belongs to experiment {found.get('experiment_id')} of another database "
@@ -133,7 +146,7 @@ def create_or_resume(
     store: Store,
     root: Path,
     name: str,
-    spec: dict[str, Any],
+    spec: ExperimentFile,
     spec_hash: str,
     host: Callable[[], HostMetadata],
     fresh: bool = False,
@@ -147,9 +160,10 @@ def create_or_resume(
     not ours leaves no experiment behind. UserError names a folder that cannot be used.
     `into`: that experiment resumed (it must be of the same file), whatever `fresh` says."""
     if into is not None:
-        existing: dict[str, Any] | None = runs.experiment(store, into)
-        if existing is None or existing["spec_hash"] != spec_hash:
+        into_row = runs.experiment(store, into)
+        if into_row["spec_hash"] != spec_hash:
             raise UserError(f"experiment {into} was not measured from this experiment file: no runs of it are added")
+        existing: ExperimentStatus | None = into_row
     else:
         existing = None if fresh else runs.resumable_experiment(store, spec_hash)
     if existing:
@@ -175,7 +189,7 @@ def _claim_resumed(store: Store, folder: Path, eid: int) -> None:
     if adopt:
         for r in runs.runs(store, eid):
             if r["series_path"] and Path(r["series_path"]).exists():
-                samples = ((r.get("figures") or {}).get("latency_ns") or {}).get("samples")
+                samples = latency_of(r.get("figures")).get("samples")
                 count = None if samples is None else int(samples)
                 problem = series_problem(store, r["series_path"], count, r["lat_min_ns"], r["lat_max_ns"])
                 if problem:

@@ -4,18 +4,32 @@ run's trace was recorded and where its intervals are, and what `lowtail explain`
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TypedDict
 
 from lowtail.core.terminal import shown
 from lowtail.explain.document import ExplainDocument
+from lowtail.store.codec import EXPLANATION, RUN_TRACE
 from lowtail.store.db import Store, as_id
+from lowtail.trace.document import TraceDocument
 
 
-def save_run_trace(store: Store, run_id: int, document: dict[str, Any]) -> None:
+class StoredCause(TypedDict):
+    """One of a run's stored causes (`run_causes`), as `compare` and the pages read them."""
+
+    rank: int
+    kind: str
+    role: str
+    cpu: int | None
+    share: float
+    added_ns: int
+    what: str | None
+
+
+def save_run_trace(store: Store, run_id: int, document: TraceDocument) -> None:
     """Store (or replace) a run's trace document."""
     info = document.get("info") or {}
+    raw_bytes = info.get("raw_bytes")
     with store.transaction():
         store.con.execute("DELETE FROM run_traces WHERE run_id = ?", [run_id])
         store.con.execute(
@@ -25,19 +39,19 @@ def save_run_trace(store: Store, run_id: int, document: dict[str, Any]) -> None:
                 document.get("method", "none"),
                 document.get("reason") or None,
                 document.get("path"),
-                info.get("raw_bytes"),
-                json.dumps(document),
+                raw_bytes if isinstance(raw_bytes, int) else None,
+                RUN_TRACE.encode(document),
             ],
         )
 
 
-def run_trace(store: Store, run_id: int) -> dict[str, Any] | None:
+def run_trace(store: Store, run_id: int) -> TraceDocument | None:
     """A run's trace document, None when the run has none stored."""
     row = store.con.execute("SELECT document FROM run_traces WHERE run_id = ?", [run_id]).fetchone()
-    return json.loads(row[0]) if row else None
+    return RUN_TRACE.decode(store, row[0], f"run {run_id}") if row else None
 
 
-def save_explanation(store: Store, document: dict[str, Any]) -> None:
+def save_explanation(store: Store, document: ExplainDocument) -> None:
     """Store a run's explanation, replacing an earlier one, with its causes in rank order."""
     run_id = document["run"]
     with store.transaction():
@@ -52,7 +66,7 @@ def save_explanation(store: Store, document: dict[str, Any]) -> None:
                 document["tail"]["packets"],
                 document["unexplained_share"],
                 document.get("headline"),
-                json.dumps(document),
+                EXPLANATION.encode(document),
             ],
         )
         causes = document.get("causes") or []
@@ -71,11 +85,10 @@ def explanation(store: Store, run_id: int) -> ExplainDocument | None:
     row = store.con.execute("SELECT document FROM run_explanations WHERE run_id = ?", [run_id]).fetchone()
     if row is None:
         return None
-    document: ExplainDocument = json.loads(row[0])
-    return document
+    return EXPLANATION.decode(store, row[0], f"run {run_id}")
 
 
-def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[dict[str, Any]]]:
+def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[StoredCause]]:
     """The stored causes of these runs, in rank order, by run (runs never explained are absent)."""
     ids = sorted(set(run_ids))
     if not ids:
@@ -85,10 +98,10 @@ def causes_of(store: Store, run_ids: Iterable[int]) -> dict[int, list[dict[str, 
         "WHERE run_id IN (SELECT unnest(?::BIGINT[])) ORDER BY run_id, rank",
         [ids],
     ).fetchall()
-    out: dict[int, list[dict[str, Any]]] = {}
+    out: dict[int, list[StoredCause]] = {}
     for run_id, rank, kind, role, cpu, share, added_ns, what in rows:
         out.setdefault(run_id, []).append(
-            {"rank": rank, "kind": kind, "role": role, "cpu": cpu, "share": share, "added_ns": added_ns, "what": what}
+            StoredCause(rank=rank, kind=kind, role=role, cpu=cpu, share=share, added_ns=added_ns, what=what)
         )
     return out
 

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from lowtail.host.document import InterruptProfileRow
+from lowtail.store.codec import AUDIT_PLAN, NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
 from lowtail.store.db import Store, stored_id
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def save_audit(store: Store, doc: dict[str, Any]) -> int:
                 doc["host"],
                 doc["kernel"],
                 doc["cmdline"],
-                json.dumps(doc["plan"]),
+                AUDIT_PLAN.encode(doc["plan"]),
                 s["score"],
                 s["passed"],
                 s["warned"],
@@ -58,14 +59,14 @@ def save_noise_run(store: Store, result: NoiseDocument, label: str | None = None
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING noise_run_id""",
             [
                 label,
-                json.dumps(result["host"]),
-                json.dumps(result["cpus"]),
+                NOISE_HOST.encode(result["host"]),
+                NOISE_CPUS.encode(result["cpus"]),
                 result["housekeeping_cpu"],
                 result["duration_ns"],
                 result["threshold_ns"],
                 result["sample_interval_ns"],
-                json.dumps(result["sampler"]) if result["sampler"] else None,
-                json.dumps(result["energy"]),
+                NOISE_SAMPLER.encode(result["sampler"] or None),
+                NOISE_ENERGY.encode(result["energy"]),
             ],
         ).fetchone()
         for c in result["cores"]:
@@ -87,7 +88,7 @@ def save_noise_run(store: Store, result: NoiseDocument, label: str | None = None
                     c["p99_ns"],
                     c["p99_9_ns"],
                     c.get("d_sum_ns_per_s"),
-                    json.dumps(c.get("attribution")),
+                    NOISE_ATTRIBUTION.encode(c.get("attribution")),
                 ],
             )
             _insert_many(
@@ -147,7 +148,9 @@ def _resolve_noise_id(store: Store, noise_run_id: int | str) -> int:
     return stored_id(store, noise_run_id, "noise_runs", "noise_run_id", "noise runs", "run `lowtail noise`")
 
 
-def interrupt_profile(store: Store, noise_run_id: int | str = "latest", cpu: int | None = None) -> list[dict[str, Any]]:
+def interrupt_profile(
+    store: Store, noise_run_id: int | str = "latest", cpu: int | None = None
+) -> list[InterruptProfileRow]:
     """The interrupt profile measured by a noise run: per CPU and kind, rate (Hz) and
     typical duration (ns) — the inputs of the overload model's d_Σ = Σ rate × duration."""
     rid = _resolve_noise_id(store, noise_run_id)
@@ -156,8 +159,10 @@ def interrupt_profile(store: Store, noise_run_id: int | str = "latest", cpu: int
         "AND (? IS NULL OR cpu = ?) ORDER BY cpu, rate_hz DESC",
         [rid, cpu, cpu],
     )
-    cols = [d[0] for d in cur.description]
-    return [dict(zip(cols, r)) for r in cur.fetchall()]
+    return [
+        InterruptProfileRow(cpu=c, kind=k, description=d, count=n, rate_hz=hz, typical_ns=ns)
+        for c, k, d, n, hz, ns in cur.fetchall()
+    ]
 
 
 def noise_run(store: Store, noise_run_id: int | str = "latest") -> dict[str, Any]:
@@ -166,14 +171,19 @@ def noise_run(store: Store, noise_run_id: int | str = "latest") -> dict[str, Any
     q = store.con.execute
     cur = q("SELECT * FROM noise_runs WHERE noise_run_id = ?", [rid])
     doc = dict(zip([d[0] for d in cur.description], cur.fetchone()))
-    for k in ("host", "cpus", "sampler", "energy"):
-        doc[k] = json.loads(doc[k]) if doc[k] is not None else None
+    where = f"noise run {rid}"
+    doc["host"] = NOISE_HOST.decode(store, doc["host"], where)
+    doc["cpus"] = NOISE_CPUS.decode(store, doc["cpus"], where) if doc["cpus"] is not None else None
+    doc["sampler"] = NOISE_SAMPLER.decode(store, doc["sampler"], where)
+    doc["energy"] = NOISE_ENERGY.decode(store, doc["energy"], where)
     cur = q("SELECT * FROM noise_cores WHERE noise_run_id = ? ORDER BY cpu", [rid])
     cols = [d[0] for d in cur.description]
     doc["cores"] = []
     for row in cur.fetchall():
         core = dict(zip(cols, row))
-        core["attribution"] = json.loads(core["attribution"]) if core["attribution"] else None
+        core["attribution"] = NOISE_ATTRIBUTION.decode(
+            store, core["attribution"] or None, f"{where}, CPU {core['cpu']}"
+        )
         core["histogram"] = q(
             "SELECT lo_ns, hi_ns, count FROM noise_histograms WHERE noise_run_id = ? AND cpu = ? ORDER BY lo_ns",
             [rid, core["cpu"]],

@@ -6,18 +6,16 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
 from lowtail.core.errors import UserError
 from lowtail.core.version import __version__
 from lowtail.store import records
 from lowtail.store.analyses import analysis, latency_summary
+from lowtail.store.codec import MODEL_INPUTS, MODEL_RESULT, RUN_COLUMNS
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id, rows_as_dicts, stored_id
 from lowtail.store.runs import run_figures
-
-if TYPE_CHECKING:
-    pass
 
 
 class ModelLinks(TypedDict, total=False):
@@ -59,19 +57,12 @@ def save_model(
                 run_id,
                 analysis_id,
                 source,
-                json.dumps(inputs, default=_plain),
-                json.dumps(result, default=_plain),
+                MODEL_INPUTS.encode(dict(inputs)),
+                MODEL_RESULT.encode(dict(result)),
                 bool(result.get("partial")),
             ],
         ).fetchone()
     return int(model_id)
-
-
-def _plain(value: Any) -> Any:
-    """numpy scalars and paths as JSON values."""
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
 
 
 _COLUMNS = (
@@ -97,7 +88,9 @@ def _rows(store: Store, where: str, params: list[Any], limit: int | None = None)
     out = []
     for row in store.con.execute(sql, params).fetchall():
         doc = dict(zip(_COLUMNS, row))
-        doc["inputs"], doc["result"] = json.loads(doc["inputs"]), json.loads(doc["result"])
+        where = f"model result {doc['model_id']}"
+        doc["inputs"] = MODEL_INPUTS.decode(store, doc["inputs"], where)
+        doc["result"] = MODEL_RESULT.decode(store, doc["result"], where)
         out.append(doc)
     return out
 
@@ -182,7 +175,10 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
     else:
         a = analysis(store, int(ident))
         src = SeriesSource(
-            path=a["series_path"], analysis_id=a["analysis_id"], partial=bool(a["partial"]), label=f"analysis {ident}"
+            path=a["series_path"] or "",
+            analysis_id=a["analysis_id"],
+            partial=bool(a["partial"]),
+            label=f"analysis {ident}",
         )
     if not src.path:
         raise UserError(
@@ -237,8 +233,8 @@ def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) 
     parts: dict[tuple[str, str], dict[str, str]] = {}
     for row in rows_as_dicts(store.con.execute(sql + " ORDER BY r.rate_pps, r.run_id", params)):
         for name in records.JSON_COLUMNS:
-            if isinstance(row.get(name), str):
-                row[name] = json.loads(row[name])
+            if name in row:
+                row[name] = RUN_COLUMNS[name].decode(store, row[name], f"run {row['run_id']}")
         shown = {a.name: a.show(a.value(row)) for a in _SWEEP_AXES if a.name != "dut"}
         shown |= {k: records.show_value(v) for k, v in sorted((row.get("dut_config") or {}).items())}
         key = (row["dut_name"], json.dumps(shown, sort_keys=True))

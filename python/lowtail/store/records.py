@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_rate, parse_rate_pps
 from lowtail.experiment.document import TrafficDocument
-from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics
+from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, DutOptions, GeneratorStatistics
 
 if TYPE_CHECKING:
     from lowtail.experiment.document import RunRow
@@ -70,18 +70,18 @@ class RunRecord:
     valid: bool
     # Open maps, each DuT kind's own keys (testbed/duts): its options (dut_config), how it was
     # contained (containment) and what it measured of itself (dut_stats).
-    dut_config: dict[str, Any] = field(default_factory=dict)
+    dut_config: DutOptions = field(default_factory=dict)
     calibration: bool = False
     series_path: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)
     degraded_reasons: list[str] = field(default_factory=list)
     generator: GeneratorStatistics = field(default_factory=lambda: GeneratorStatistics())
     capture: CaptureStatistics = field(default_factory=lambda: CaptureStatistics())
-    containment: dict[str, Any] = field(default_factory=dict)
+    containment: Containment = field(default_factory=dict)
     virtualization: str | None = None
     testbed: TestbedDocument | None = None
     energy: EnergyReading | None = None
-    dut_stats: dict[str, Any] | None = None
+    dut_stats: DutCounters | None = None
     capture_paths: list[str] = field(default_factory=list)
     traffic: TrafficDocument = field(default_factory=lambda: TrafficDocument())
     host_state: HostStateDocument | None = None  # the host's tuning when the run started (host/state.py)

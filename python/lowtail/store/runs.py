@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.core.errors import UserError
 from lowtail.store.analyses import save_analysis
+from lowtail.store.codec import (
+    ANALYSIS_FIGURES,
+    ANALYSIS_WARNINGS,
+    EXPERIMENT_HOST,
+    EXPERIMENT_ORIGIN,
+    EXPERIMENT_SPEC,
+    RUN_COLUMNS,
+)
 from lowtail.store.db import (
     Store,
     latency_columns,
@@ -21,27 +28,35 @@ from lowtail.store.records import JSON_COLUMNS, RunRecord, derived_columns_sql
 
 if TYPE_CHECKING:
     from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument
-    from lowtail.experiment.document import RunRow
+    from lowtail.experiment.document import ExperimentFile, ExperimentHost, ExperimentRow, ExperimentStatus, RunRow
+    from lowtail.host.document import HostMetadata
 
 # The calibration runs an experiment's runs are read against, by their traffic:
 # (rate_pps, frame_size, burst) -> the calibration run with its latency columns.
-Floor = dict[tuple[int, int | None, int | None], dict[str, Any]]
+Floor = dict[tuple[int, int | None, int | None], "RunRow"]
 
 
 def create_experiment(
-    store: Store, name: str, spec: dict[str, Any], spec_hash: str, host: Mapping[str, object], data_dir: str
+    store: Store, name: str, spec: ExperimentFile, spec_hash: str, host: ExperimentHost | HostMetadata, data_dir: str
 ) -> int:
-    """A new experiment, status 'running'; returns its id."""
+    """A new experiment, status 'running'; returns its id. Its host: a measured experiment's
+    `HostMetadata` (every key of `ExperimentHost`), an imported one's what is known."""
     with store.transaction():
         (eid,) = store.con.execute(
             "INSERT INTO experiments (name, spec, spec_hash, host, status, data_dir) VALUES (?, ?, ?, ?, 'running', ?) "
             "RETURNING experiment_id",
-            [name, json.dumps(spec, default=str), spec_hash, json.dumps(host), data_dir],
+            [
+                name,
+                EXPERIMENT_SPEC.encode(spec),
+                spec_hash,
+                EXPERIMENT_HOST.encode(cast("ExperimentHost", host)),
+                data_dir,
+            ],
         ).fetchone()
     return int(eid)
 
 
-def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
+def resumable_experiment(store: Store, spec_hash: str) -> ExperimentStatus | None:
     """The latest unfinished experiment of the same file measured in this database, if any:
     resuming continues it (an imported one, however unfinished, is another lab's)."""
     found = latest_experiment(store, spec_hash)
@@ -50,17 +65,18 @@ def resumable_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
     return found
 
 
-def latest_experiment(store: Store, spec_hash: str) -> dict[str, Any] | None:
+def latest_experiment(store: Store, spec_hash: str) -> ExperimentStatus | None:
     """The latest experiment of the same file (or campaign of `import-captures`) measured in
     this database, whatever its status: never one a bundle brought (`origin`), which a local
     run must not resume or write into."""
-    return row_as_dict(
+    found = row_as_dict(
         store.con.execute(
             "SELECT experiment_id, name, status, data_dir FROM experiments WHERE spec_hash = ? AND origin IS NULL "
             "ORDER BY experiment_id DESC LIMIT 1",
             [spec_hash],
         )
     )
+    return cast("ExperimentStatus | None", found)
 
 
 def set_data_dir(store: Store, experiment_id: int, data_dir: str) -> None:
@@ -103,7 +119,7 @@ def save_run(
         analysis_id = save_analysis(store, analysis, options=analysis_options, label=record.label) if analysis else None
         row = record.columns() | {"analysis_id": analysis_id}
         for k in JSON_COLUMNS:
-            row[k] = None if row[k] is None else json.dumps(row[k], default=str)
+            row[k] = RUN_COLUMNS[k].encode(row[k])
         cols = list(row)
         (run_id,) = store.con.execute(
             f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))}) RETURNING run_id",
@@ -112,24 +128,35 @@ def save_run(
     return int(run_id)
 
 
-def _decode(run: dict[str, Any]) -> Any:
-    for k in JSON_COLUMNS + ("spec", "host", "figures", "warnings", "origin"):
-        if isinstance(run.get(k), str):
-            run[k] = json.loads(run[k])
-    if "degraded_reasons" in run and run["degraded_reasons"] is None:
-        run["degraded_reasons"] = []  # stored before runs could be degraded
-    return run
+def _decoded_run(store: Store, run: dict[str, Any]) -> RunRow:
+    """A run row with its JSON columns (and its analysis's) read back into their types."""
+    where = f"run {run.get('run_id')}"
+    for k in JSON_COLUMNS:
+        if k in run:
+            run[k] = RUN_COLUMNS[k].decode(store, run[k], where)
+    if run.get("figures") is not None:
+        run["figures"] = ANALYSIS_FIGURES.decode(store, run["figures"], where)
+    if run.get("warnings") is not None:
+        run["warnings"] = ANALYSIS_WARNINGS.decode(store, run["warnings"], where)
+    return cast("RunRow", run)
 
 
-def experiment(store: Store, experiment_id: int | str) -> dict[str, Any]:
+def _decoded_runs(store: Store, rows: list[dict[str, Any]]) -> list[RunRow]:
+    return [_decoded_run(store, r) for r in rows]
+
+
+def experiment(store: Store, experiment_id: int | str) -> ExperimentRow:
     """One stored experiment (an id, or 'latest') with its file and host, JSON decoded."""
     eid = stored_id(
         store, experiment_id, "experiments", "experiment_id", "experiments", "`lowtail experiment list` lists them"
     )
     found = row_as_dict(store.con.execute("SELECT * FROM experiments WHERE experiment_id = ?", [eid]))
     assert found is not None
-    decoded: dict[str, Any] = _decode(found)
-    return decoded
+    where = f"experiment {eid}"
+    found["spec"] = EXPERIMENT_SPEC.decode(store, found["spec"], where)
+    found["host"] = EXPERIMENT_HOST.decode(store, found["host"], where)
+    found["origin"] = EXPERIMENT_ORIGIN.decode(store, found.get("origin"), where)
+    return cast("ExperimentRow", found)
 
 
 def latest_swept_experiment(store: Store) -> int:
@@ -152,12 +179,12 @@ _RUNS_WITH_FIGURES = f"""SELECT r.* EXCLUDE (series_path), a.sent, a.received, a
 def runs(store: Store, experiment_id: int) -> list[RunRow]:
     """The experiment's runs with their headline figures and their host's kernel and name,
     in the order they ran."""
-    return [
-        _decode(r)
-        for r in rows_as_dicts(
+    return _decoded_runs(
+        store,
+        rows_as_dicts(
             store.con.execute(f"{_RUNS_WITH_FIGURES} WHERE r.experiment_id = ? ORDER BY r.run_id", [experiment_id])
-        )
-    ]
+        ),
+    )
 
 
 def select_runs(
@@ -172,9 +199,9 @@ def select_runs(
     clauses = [f"list_contains(?::BIGINT[], {column})" for column, ids in wanted if ids]
     params = [list(map(int, ids)) for _, ids in wanted if ids]
     where = f"WHERE {' OR '.join(clauses)}" if clauses else ""
-    return [
-        _decode(r) for r in rows_as_dicts(store.con.execute(f"{_RUNS_WITH_FIGURES} {where} ORDER BY r.run_id", params))
-    ]
+    return _decoded_runs(
+        store, rows_as_dicts(store.con.execute(f"{_RUNS_WITH_FIGURES} {where} ORDER BY r.run_id", params))
+    )
 
 
 def missing_ids(store: Store, table: str, id_column: str, ids: list[int]) -> list[int]:
@@ -199,30 +226,30 @@ def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[
         "WHERE list_contains(?::BIGINT[], experiment_id)",
         [list(map(int, experiment_ids))],
     ).fetchall()
-    return {eid: json.loads(v) if v else {} for eid, v in rows}
+    return {eid: EXPERIMENT_SPEC.decode(store, v, f"experiment {eid}") for eid, v in rows}
 
 
 def calibration_runs(store: Store, source: int, rate_pps: int, frame_size: int, burst: int) -> list[RunRow]:
     """Every valid analysed calibration run of experiment `source` with this traffic (its
     repetitions), as `runs` returns them: the floor of a configuration and its spread."""
-    return [
-        _decode(r)
-        for r in rows_as_dicts(
+    return _decoded_runs(
+        store,
+        rows_as_dicts(
             store.con.execute(
                 f"""{_RUNS_WITH_FIGURES} WHERE r.experiment_id = ? AND r.calibration AND r.valid
                    AND r.analysis_id IS NOT NULL AND r.rate_pps = ? AND r.frame_size = ? AND r.burst = ?
                    ORDER BY r.run_id""",
                 [source, rate_pps, frame_size, burst],
             )
-        )
-    ]
+        ),
+    )
 
 
 @dataclass(frozen=True)
 class ExperimentRuns:
     """A stored experiment with its runs (as `runs` returns them) and the floor they are read against."""
 
-    experiment: dict[str, Any]
+    experiment: ExperimentRow
     runs: list[RunRow]
     floor: Floor
 
@@ -248,10 +275,7 @@ def run_figures(store: Store, run_id: int) -> RunRow:
     )
     if doc is None:
         raise UserError(f"{store.path}: no run with id {run_id}")
-    for key in ("dut_config", "containment"):
-        doc[key] = json.loads(doc[key]) if doc[key] else {}
-    found: RunRow = _decode(doc)
-    return found
+    return _decoded_run(store, doc)
 
 
 def run_latency(store: Store, run_id: int, figure: str = "p50") -> int:
@@ -315,7 +339,7 @@ def calibration_floor(store: Store, experiment_id: int, source: int | None = Non
            ORDER BY r.rate_pps, r.frame_size, r.burst, r.run_id DESC""",
         [source],
     )
-    return {(r["rate_pps"], r["frame_size"], r["burst"]): r for r in rows_as_dicts(cur)}
+    return {(r["rate_pps"], r["frame_size"], r["burst"]): cast("RunRow", r) for r in rows_as_dicts(cur)}
 
 
 def list_experiments(store: Store, limit: int = 50) -> list[dict[str, Any]]:

@@ -5,7 +5,15 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
-from typing import Required, TypedDict
+from typing import Any, Required, TypedDict
+
+# A DuT kind's open maps, documented free-form: each kind (testbed/duts) owns its keys. Its
+# options as the experiment file gave them, passed through to the kind (`dut_config`); how it
+# was contained (`containment`: "mode" and the kind's facts); what it counted of itself
+# (`dut_stats`). The store keeps and hands them back as they are.
+DutOptions = dict[str, Any]
+Containment = dict[str, Any]
+DutCounters = dict[str, Any]
 
 
 class HistogramBin(TypedDict):

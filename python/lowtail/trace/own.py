@@ -18,17 +18,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TypedDict
 
-
-class OwnProcessDoc(TypedDict):
-    """One of lowtail's own processes during a run: its pid, when it started (CLOCK_REALTIME
-    ns, from /proc's start time in clock ticks after boot), its command name, its threads."""
-
-    pid: int
-    started_ns: int | None
-    comm: str
-    threads: list[int]
+from lowtail.trace.document import OwnProcessDoc
 
 
 def _stat(pid: int, proc: Path) -> tuple[int, int] | None:

@@ -19,10 +19,10 @@ import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
 
 from lowtail.trace import timeline
-from lowtail.trace.own import OwnProcessDoc, merged, own_processes
+from lowtail.trace.document import POST_UNTRACED, OwnProcessDoc, RoleDoc, TraceDocument, UntracedDoc
+from lowtail.trace.own import merged, own_processes
 from lowtail.trace.protocol import CorePlan, RemoteTracedSite, TracedDut, TracedSite, TracedTestbed
 from lowtail.trace.tracefs import LocalShell, Recorder, Shell, TraceUnavailable, buffer_kb_for
 
@@ -34,44 +34,6 @@ _PROGRAM_ROLES = {
     "capture-pre": "timestamper",
     "capture-post": "timestamper",
 }
-
-
-class RoleDoc(TypedDict):
-    """A role's host and cores there, and the tasks that are its own (by pid and by command name)."""
-
-    host: str
-    cpus: list[int]
-    pids: list[int]
-    comms: list[str]
-
-
-# Why a POST timestamper on a host of its own is listed as untraced.
-POST_UNTRACED = "only the PRE timestamper's core is traced; the POST capture runs on a host of its own"
-
-
-class UntracedDoc(TypedDict):
-    """A role whose host was not traced, and why."""
-
-    role: str
-    host: str
-    reason: str
-
-
-class TraceDocument(TypedDict, total=False):
-    """What a run stores of its trace: how it was recorded (`method` "tracefs", or "none"
-    with `reason`), the file, the roles, what was not traced, and the recordings' facts
-    (timeline.TraceFacts)."""
-
-    method: str
-    reason: str
-    path: str
-    roles: dict[str, RoleDoc]
-    untraced: list[UntracedDoc]
-    info: dict[str, Any]
-    parse_s: float
-    # lowtail's own processes on this host during the run (trace/own.py): the measurement's,
-    # never "another task" on a DuT core.
-    own_processes: list[OwnProcessDoc]
 
 
 @dataclass

@@ -6,16 +6,17 @@ parameters still worth setting with the GRUB line and the reason."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from lowtail.compare.document import ComparisonDocument
 from lowtail.compare.page import PAGE_STYLE, Drawn, hdr_section, host_state_section, table_section
 from lowtail.report.page import Cell, Page, esc, table_html
 from lowtail.store import DbPath, open_store
 from lowtail.store import comparisons as comparestore
 from lowtail.store import tune as tunestore
+from lowtail.tune.document import TuneDocument
 
 
-def _changes_section(page: Page, doc: dict[str, Any]) -> None:
+def _changes_section(page: Page, doc: TuneDocument) -> None:
     rows = []
     for c in doc["changes"]:
         result = "planned" if c["kept"] is None else ("kept" if c["kept"] else "undone")
@@ -43,7 +44,7 @@ def _changes_section(page: Page, doc: dict[str, Any]) -> None:
     page.add("Changes tried", body)
 
 
-def _boot_section(page: Page, doc: dict[str, Any]) -> None:
+def _boot_section(page: Page, doc: TuneDocument) -> None:
     boot = doc.get("boot") or {}
     params = boot.get("params") or []
     if not params:
@@ -64,7 +65,7 @@ def _boot_section(page: Page, doc: dict[str, Any]) -> None:
     )
 
 
-def tune_page(doc: dict[str, Any], comparison: dict[str, Any] | None, drawn: Drawn) -> Page:
+def tune_page(doc: TuneDocument, comparison: ComparisonDocument | None, drawn: Drawn) -> Page:
     """The session's page: changes, before/after curves and table, boot-time tuning."""
     kept = ", ".join(doc["kept"]) or "nothing"
     page = Page(
@@ -79,8 +80,8 @@ def tune_page(doc: dict[str, Any], comparison: dict[str, Any] | None, drawn: Dra
         page.banner(
             "The session was killed outright; the next tune undid the change it was trying; what it kept stays."
         )
-    resolved = doc.get("resolution") or {}
-    if resolved.get("why"):
+    resolved = doc.get("resolution")
+    if resolved and resolved.get("why"):
         page.banner(f"The before cannot resolve what tune judges: {resolved['why']}.", "warn")
     _changes_section(page, doc)
     unseen = doc.get("unseen") or []
@@ -106,7 +107,7 @@ def tune_page(doc: dict[str, Any], comparison: dict[str, Any] | None, drawn: Dra
 def write_tune_report(db: DbPath, tune_id: int, path: str | Path) -> Path:
     """Write the page of stored tune session `tune_id` to `path`."""
     with open_store(db, read_only=True) as store:
-        doc: dict[str, Any] = dict(tunestore.session(store, tune_id))
+        doc = tunestore.session(store, tune_id)
         comparison, drawn = None, Drawn()
         cid = doc.get("comparison_id")
         if cid is not None:

@@ -37,6 +37,7 @@ from lowtail.core import confidence as bounds
 from lowtail.core import percentiles, schema
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_count, format_ns, format_percent, format_rate, parse_duration_ns
+from lowtail.experiment.document import ExperimentFile
 from lowtail.verdict.document import JudgementDocument
 
 # The keys of an experiment file's [verdict] table.
@@ -500,7 +501,7 @@ def parse_confidence(value: str | float) -> float:
     return level
 
 
-def stored_verdict(spec: dict[str, Any], request: VerdictRequest | None = None) -> Verdict:
+def stored_verdict(spec: ExperimentFile, request: VerdictRequest | None = None) -> Verdict:
     """The verdict of a stored experiment file, with what a request asks for over it. A
     file stored by another version whose settings no longer parse falls back to the
     default budget."""

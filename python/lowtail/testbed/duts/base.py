@@ -21,6 +21,7 @@ from lowtail.core.errors import Failure, UserError
 from lowtail.core.schema import did_you_mean
 from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
+from lowtail.testbed.document import Containment
 from lowtail.testbed.duts.options import Option
 from lowtail.testbed.process import Program
 from lowtail.testbed.protocol import Testbed
@@ -31,7 +32,7 @@ class DutFacts(TypedDict):
     reasons the DuT's own counters give to distrust the run)."""
 
     statistics: dict[str, Any]
-    containment: dict[str, Any]
+    containment: Containment
     virtualization: str | None
     invalid_reasons: list[str]
 
@@ -52,7 +53,7 @@ class Dut:
         self.name = name
         self.config = config
         self.program: Program | None = None
-        self.containment: dict[str, Any] = {"mode": "bare"}
+        self.containment: Containment = {"mode": "bare"}
 
     @classmethod
     def expand(cls, raw: dict[str, Any]) -> list[dict[str, Any]]:
