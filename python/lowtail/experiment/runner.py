@@ -18,6 +18,8 @@ from lowtail.analyze.document import AnalyzeOptionsDocument
 from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
+from lowtail.experiment import matching
+from lowtail.experiment.document import MatchingDocument
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
@@ -249,6 +251,7 @@ def _run_one(
     try:
         outcome = measure(exp, combo, plan, run_dir, session, on_live)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
+        matching = _matching(combo, outcome, analysis)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -291,6 +294,8 @@ def _run_one(
             "udp_dst_port": t.udp_dst_port,
             "frames_planned": outcome.frames_planned,
             "core_plan": plan.as_dict(),
+            **({"match_share": t.match_share} if t.match_share else {}),
+            **({"matching": matching} if matching is not None else {}),
         },
         host_state=host_state,
     )
@@ -331,6 +336,20 @@ def _analyze(
             raise
         outcome.invalid_reasons.append(f"the captures could not be analysed: {e}")
         return None, options.to_dict()
+
+
+def _matching(combo: Combination, outcome: Outcome, analysis: AnalysisDocument | None) -> MatchingDocument | None:
+    """What became of the packets the IPS rule matches (`[traffic] match_share`), with the
+    DuT's counters checked against them: a disagreement is a reason on the outcome."""
+    if not combo.traffic.match_share or analysis is None:
+        return None
+    doc, unknown = matching.account(combo.traffic.match_share, outcome.generator, analysis, outcome.dut_stats)
+    outcome.degraded_reasons.extend(unknown)
+    if doc is not None:
+        invalid, degraded = matching.disagreements(doc)
+        outcome.invalid_reasons.extend(invalid)
+        outcome.degraded_reasons.extend(degraded)
+    return doc
 
 
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:
