@@ -304,7 +304,7 @@ def matching_table(rows: Sequence[Mapping[str, Any]], width: int = 80) -> Table 
         return None
     header, cells = found
     # The DuT's own counters, then the medians, give way first on a narrow terminal.
-    optional = {"alerts": 2, "blocked": 2, "p50 matched": 1, "p50 other": 1}
+    optional = {"marked (whole run)": 2, "alerts": 2, "blocked": 2, "p50 matched": 1, "p50 other": 1}
     columns = [
         Column(h.replace(" ", "\n", 1) if h.startswith("p") or "(" in h else h, [row[i] for row in cells],
                figure=h != "action", optional=optional.get(h, 0))

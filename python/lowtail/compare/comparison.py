@@ -399,6 +399,7 @@ def _configuration(
         "sent": sent,
         "lost": lost,
         "loss_ratio": lost / sent if sent else None,
+        "intended_drops": lost - unintended,
         "latency_ns": latency,
         "intervals": bounds["percentiles"] if bounds else None,
         "spread": _spread(per_run, [*keys, "max"]),

@@ -123,9 +123,13 @@ def _axis_text(c: Mapping[str, Any], axis: dict[str, str], by_nothing: bool) -> 
 
 
 def _loss(c: Mapping[str, Any]) -> str:
+    """The loss the verdict counts; an IPS's intended drops beside it, as what they are."""
     if not c["sent"]:
         return "–"
-    return "0" if not c["lost"] else format_percent(c["lost"] / c["sent"], ".2g")
+    meant = int(c.get("intended_drops") or 0)
+    lost = c["lost"] - meant
+    loss = "0" if not lost else format_percent(lost / c["sent"], ".2g")
+    return loss if not meant else f"{loss} (+{format_percent(meant / c['sent'], '.2g')} dropped as meant)"
 
 
 def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -> str | None:
@@ -308,9 +312,10 @@ MATCHING_TITLE = "packets the IPS rule matches (match_share): those it dropped a
 
 def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
     """What an IPS did with the packets its rule matches (`[traffic] match_share`), one row per
-    run that marked packets (None when none did): how many were marked and arrived, how many
-    the rule dropped as meant, the loss beside them that the verdict counts, the DuT's own
-    alert and block counters, the latency of matching packets beside the others'."""
+    run that marked packets (None when none did): how many were marked and arrived after the
+    warm-up, how many the rule dropped as meant, the loss beside them that the verdict counts;
+    the packets marked over the whole run beside the DuT's own alert and block counters (which
+    count the warm-up too); the latency of matching packets beside the others'."""
     marked = [(r, m) for r in runs if (m := (r.get("traffic") or {}).get("matching"))]
     if not marked:
         return None
@@ -318,7 +323,8 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
     def latency(m: Mapping[str, Any], side: str, key: str) -> str:
         return format_ns((m["latency_ns"].get(side) or {}).get(key))
 
-    header = ["run", "action", "matched", "arrived", "dropped (meant)", "lost (not meant)", "alerts", "blocked"]
+    header = ["run", "action", "matched", "arrived", "dropped (meant)", "lost (not meant)", "marked (whole run)"]
+    header += ["alerts", "blocked"]
     header += ["p50 matched", "p50 other", "p99 matched", "p99 other"]
     rows = [
         [
@@ -328,6 +334,7 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
             format_count(m["matched_arrived"]),
             format_count(m["intended_drops"]),
             format_count(m["unintended_loss"]),
+            format_count(m["generated"]),
             format_count(m["dut_alerts"]),
             format_count(m["dut_blocked"]),
             latency(m, "matched", "p50"),

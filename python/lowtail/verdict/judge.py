@@ -9,7 +9,8 @@ analysis stores with its figures (`intervals.bounds`, at the verdict's confidenc
 `compare.intervals`, which allows for clustered packets), in this order:
 
 - a calibration run is the floor, not judged; a run its instruments distrust is INVALID;
-- more packets lost than the budget allows: FAIL (loss);
+- more packets lost than the budget allows: FAIL (loss) — packets an IPS's drop rule meant
+  to remove (`[traffic] match_share`, `unintended_loss`) are not loss;
 - the percentile's lower bound at or above the budget: FAIL (latency) — with that
   confidence, the percentile breaks the budget;
 - its upper bound under the budget: PASS — with that confidence, it keeps it. With no
