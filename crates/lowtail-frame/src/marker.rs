@@ -34,7 +34,7 @@ impl MatchShare {
             return Err(MatchShareError(share));
         }
         // 2^64 · share, exactly where it is representable: an f64 of at most 1 times a power of two.
-        let threshold = (share < 1.0).then(|| (share * 18_446_744_073_709_551_616.0) as u64);
+        let threshold = (share < 1.0).then_some((share * 18_446_744_073_709_551_616.0) as u64);
         Ok(MatchShare { share, threshold })
     }
 
