@@ -64,6 +64,10 @@ __all__ = [
     "SERIES_COLUMNS",
     "FCS_BYTES",
     "FRAME_SIZES",
+    "MATCH_MARKER",
+    "MATCH_MARKER_OFFSET",
+    "match_marked",
+    "match_count",
 ]
 
 __version__: str
@@ -445,3 +449,16 @@ what a socket sends and a capture shows."""
 
 FRAME_SIZES: tuple[int, int]
 """(smallest, largest) frame size on the wire, FCS included: RFC 2544's 64 and 1518."""
+
+MATCH_MARKER: bytes
+"""The bytes a matching packet carries right after its id: what lowtail's IPS rule matches."""
+
+MATCH_MARKER_OFFSET: int
+"""Where the marker sits in the UDP payload of the generator's frames (after its 8-byte id)."""
+
+def match_marked(ids: Buffer, match_share: float) -> bytes:
+    """One byte per id of a uint64 buffer: 1 where the generator marked that packet at this
+    share (0 to 1), else 0; ValueError for a share outside 0 to 1."""
+
+def match_count(first: int, count: int, match_share: float) -> int:
+    """How many of the `count` ids from `first` on the generator marks at this share."""

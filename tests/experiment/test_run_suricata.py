@@ -206,3 +206,77 @@ def test_a_double_ctrl_c_leaves_nothing_of_suricata(tmp_path):
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert resources_of(proc.pid) == [] and programs_under(tmp_path) == []
+
+
+def _marked(ids: list[int], share: float) -> int:
+    """How many of these ids the generator marked at this share."""
+    import numpy as np
+
+    from lowtail import _native
+
+    return int(np.frombuffer(_native.match_marked(np.array(ids, dtype=np.uint64), share), dtype=np.uint8).sum())
+
+
+@pytest.mark.slow
+def test_a_tenth_of_the_packets_match_and_the_drops_are_told_apart_from_loss(tmp_path):
+    """`match_share = 0.1` through generated rule sets: with `drop`, Suricata's drop counter is
+    the marked packets that did not arrive and the run's loss (what the verdict counts) is 0;
+    with `alert`, its alerts are the marked packets; a rule on another port matches none of
+    them, and the run says that its counters disagree. No warm-up trim: every packet sent is
+    in the analysis, so the counters and the analysis count the same packets."""
+    traffic = "match_share = 0.1\n"
+    duts = """
+[[dut]]
+name = "drop"
+kind = "suricata"
+rules = 16
+action = "drop"
+[[dut]]
+name = "alert"
+kind = "suricata"
+rules = 16
+[[dut]]
+name = "elsewhere"
+kind = "suricata"
+rules = 16
+action = "drop"
+port = 54
+"""
+    toml = experiment(tmp_path, traffic + duts, rates=(RATE,), duration="1s", warmup="0s")
+    done, runs = run_json(tmp_path, toml)
+    assert done.returncode in (0, 3), done.stderr
+    drop, alert, elsewhere = runs
+    for run in runs:
+        m = run["matching"]
+        assert m["share"] == 0.1 and m["generated"] == m["matched_sent"] > 0, run["dut"]
+        assert m["matched_sent"] + m["unmatched_sent"] == run["sent"], run["dut"]
+    for run in (drop, alert):
+        assert trusted(run), f"{run['dut']}: {run['invalid_reasons']}"
+        assert run["dut_stats"]["suricata"]["alerts"] == run["matching"]["matched_sent"], run["dut"]
+    # Drop: the counter equals the marked packets that did not arrive, and none arrived.
+    m = drop["matching"]
+    assert drop["dut_stats"]["suricata"]["blocked"] == m["matched_lost"] == m["matched_sent"]
+    ids = _series_ids(drop)
+    assert _marked(ids, 0.1) == 0 and len(ids) == drop["received"] == m["unmatched_sent"]
+    assert drop["lost"] == m["matched_lost"] == m["intended_drops"] and m["unintended_loss"] == 0
+    assert drop["verdict"]["lost"] == 0 and drop["verdict"]["cause"] != "loss"
+    assert m["latency_ns"]["matched"]["samples"] == 0 and m["latency_ns"]["unmatched"]["samples"] == len(ids)
+    # Alert: every marked packet goes on, its latency measured beside the others'.
+    m = alert["matching"]
+    assert alert["lost"] == 0 and m["matched_arrived"] == m["matched_sent"] == _marked(_series_ids(alert), 0.1)
+    assert m["latency_ns"]["matched"]["samples"] == m["matched_sent"] and m["latency_ns"]["matched"]["p50"] > 0
+    # A rule on port 54 sees none of the traffic to port 53: the counters disagree, said so.
+    m = elsewhere["matching"]
+    assert elsewhere["dut_stats"]["suricata"]["blocked"] == 0 and m["matched_arrived"] == m["matched_sent"]
+    assert not elsewhere["valid"]
+    reasons = " ".join(elsewhere["invalid_reasons"])
+    assert f"{m['matched_sent']:,} of the {m['matched_sent']:,} packets the drop rule matches came through" in reasons
+    assert f"Suricata blocked 0 packets where its drop rule matches {m['generated']:,}" in reasons
+    assert m["intended_drops"] == 0 and m["unintended_loss"] == elsewhere["lost"]
+    # The terminal and the page show the split.
+    shown = lowtail(tmp_path, "experiment", "show", "latest", "--db", str(tmp_path / "t.duckdb"))
+    assert "packets the IPS rule matches" in shown.stdout, shown.stdout + shown.stderr
+    page = lowtail(tmp_path, "experiment", "report", "latest", "--db", str(tmp_path / "t.duckdb"), "-o", "r.html")
+    assert page.returncode == 0, page.stderr
+    assert "IPS: the packets its rule matches" in (tmp_path / "r.html").read_text()
+    assert resources_of(done.pid) == [] and programs_under(tmp_path) == []

@@ -4,6 +4,7 @@
 use std::net::IpAddr;
 
 use crate::decode::{Endian, IdSpec};
+use crate::marker::MARKER;
 
 /// 802.1Q tagging of generated frames.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,6 +77,14 @@ pub enum FrameError {
     /// Larger than a jumbo frame.
     #[error("frame size {0} B exceeds a jumbo frame")]
     TooLarge(usize),
+    /// The match marker does not fit after the id.
+    #[error("a {frame_size} B frame cannot carry the match marker after the id: it needs {needed} B plus the 4 B FCS")]
+    NoRoomForMarker {
+        /// The requested size on the wire.
+        frame_size: usize,
+        /// Bytes the headers, the id and the marker need (without the FCS).
+        needed: usize,
+    },
 }
 
 /// A prepared frame; `frame(id)` writes the id (and fixes checksums) in place.
@@ -86,6 +95,8 @@ pub struct FrameTemplate {
     id: IdSpec,
     udp_at: usize,
     ipv6: bool,
+    /// Where the match marker goes (right after the id), once `with_marker_room` made room.
+    marker_at: Option<usize>,
 }
 
 /// Bytes of the Ethernet frame check sequence. A frame's size means its size on the wire,
@@ -173,7 +184,34 @@ impl FrameTemplate {
         udp[0..2].copy_from_slice(&spec.src_port.to_be_bytes());
         udp[2..4].copy_from_slice(&spec.dst_port.to_be_bytes());
         udp[4..6].copy_from_slice(&udp_len.to_be_bytes());
-        Ok(FrameTemplate { bytes: b, id_at: udp_at + 8 + spec.id.offset, id: spec.id, udp_at, ipv6 })
+        Ok(FrameTemplate { bytes: b, id_at: udp_at + 8 + spec.id.offset, id: spec.id, udp_at, ipv6, marker_at: None })
+    }
+
+    /// The same frame, able to carry the match marker (`set_marked`) right after its id.
+    pub fn with_marker_room(mut self) -> Result<FrameTemplate, FrameError> {
+        let at = self.id_at + self.id.width;
+        if at + MARKER.len() > self.bytes.len() {
+            return Err(FrameError::NoRoomForMarker {
+                frame_size: self.bytes.len() + FCS_BYTES,
+                needed: at + MARKER.len(),
+            });
+        }
+        self.marker_at = Some(at);
+        Ok(self)
+    }
+
+    /// Whether the next `frame` carries the match marker (zeros where it does not); a
+    /// template made without `with_marker_room` never does.
+    #[inline]
+    pub fn set_marked(&mut self, marked: bool) {
+        if let Some(at) = self.marker_at {
+            let bytes = &mut self.bytes[at..at + MARKER.len()];
+            if marked {
+                bytes.copy_from_slice(MARKER);
+            } else {
+                bytes.fill(0);
+            }
+        }
     }
 
     /// The frame carrying `id` (valid until the next call).
@@ -265,6 +303,23 @@ mod tests {
         let spec = TemplateSpec { id: IdSpec { offset: 40, ..IdSpec::default() }, ..TemplateSpec::default() };
         assert_eq!(FrameTemplate::new(&spec).unwrap_err(), FrameError::TooSmall { frame_size: 64, needed: 90 });
         assert!(FrameTemplate::new(&spec).unwrap_err().to_string().contains("cannot hold the id"));
+    }
+
+    #[test]
+    fn the_marker_follows_the_id_and_goes_again() {
+        let mut t = FrameTemplate::new(&TemplateSpec { vlan: Vlan::Single(7), ..TemplateSpec::default() })
+            .unwrap()
+            .with_marker_room()
+            .unwrap();
+        let payload = 14 + 4 + 20 + 8;
+        t.set_marked(true);
+        let f = t.frame(9).to_vec();
+        assert_eq!(&f[payload + 8..payload + 14], MARKER);
+        t.set_marked(false);
+        assert!(t.frame(10)[payload + 8..].iter().all(|b| *b == 0));
+        let qinq = TemplateSpec { vlan: Vlan::Double(3, 7), ..TemplateSpec::default() };
+        let err = FrameTemplate::new(&qinq).unwrap().with_marker_room().unwrap_err();
+        assert_eq!(err, FrameError::NoRoomForMarker { frame_size: 64, needed: 64 });
     }
 
     proptest! {

@@ -27,6 +27,7 @@ from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
 from lowtail.experiment.document import ExperimentRow, RunRow
+from lowtail.report import tables
 from lowtail.store import axes
 from lowtail.store.db import LATENCY_FIGURES, latency_column, latency_figures_of
 from lowtail.verdict.judge import Status, Verdict
@@ -246,6 +247,8 @@ def run_json(r: RunRow, floors: Floor, verdict: Verdict) -> dict[str, object]:
         "latency_ns": figures["latency_ns"] if figures else None,
         "verdict": verdict.judge(r).as_dict(),
         "degraded_reasons": r.get("degraded_reasons") or [],
+        # What became of the packets an IPS's rule matches (also under "traffic"), said at the top.
+        "matching": (r.get("traffic") or {}).get("matching"),
         "calibration_floor": None
         if floor is None or r["calibration"]
         else {"run_id": floor["run_id"], "latency_ns": latency_figures_of(floor)},
@@ -318,7 +321,25 @@ def runs_table(
     lines = [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
     if not floors and not all(r["calibration"] for r in rows):
         lines.append(Text("no floor: the experiment has no calibration and names none (--calibration ID)"))
-    return Group(t, *lines)
+    matched = matching_table(rows, width)
+    return Group(t, *lines, *((Text(""), matched) if matched is not None else ()))
+
+
+def matching_table(rows: Sequence[Mapping[str, Any]], width: int = 80) -> Table | None:
+    """What the IPS did with the packets its rule matches (report/tables.py `matching_table`),
+    as the terminal shows it; None when no run marked packets."""
+    found = tables.matching_table(rows)
+    if found is None:
+        return None
+    header, cells = found
+    # The DuT's own counters, then the medians, give way first on a narrow terminal.
+    optional = {"marked (whole run)": 2, "alerts": 2, "blocked": 2, "p50 matched": 1, "p50 other": 1}
+    columns = [
+        Column(h.replace(" ", "\n", 1) if h.startswith("p") or "(" in h else h, [row[i] for row in cells],
+               figure=h != "action", optional=optional.get(h, 0))
+        for i, h in enumerate(header)
+    ]  # fmt: skip
+    return columns_table(tables.MATCHING_TITLE, fit_columns(columns, width))
 
 
 @app.command(

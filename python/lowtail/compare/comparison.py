@@ -37,7 +37,15 @@ from lowtail.store import runs as runstore
 from lowtail.store.comparisons import CurvePoint, Member
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.verdict.document import BudgetDocument
-from lowtail.verdict.judge import Judgement, Status, Verdict, VerdictRequest, VerdictSettingError, parse_verdict
+from lowtail.verdict.judge import (
+    Judgement,
+    Status,
+    Verdict,
+    VerdictRequest,
+    VerdictSettingError,
+    parse_verdict,
+    unintended_loss,
+)
 
 # The percentiles of every configuration's figures (with the judged one, and max).
 COMPARED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
@@ -364,6 +372,8 @@ def _configuration(
     label = axes.label(first, by) if by else first["dut_name"]
     sent = sum(int(r.get("sent") or 0) for r in valid)
     lost = sum(int(r.get("lost") or 0) for r in valid)
+    # What the budget's max_loss counts: the loss an IPS did not mean (its intended drops are not loss).
+    unintended = sum(int(unintended_loss(r) or 0) for r in valid)
     latency = pool.figures([*keys, "max"]) if pool is not None and pool.samples else None
     bounds = (
         pool.bounds(keys, level, verdict.confidence, [verdict.budget_ns]) if pool is not None and pool.samples else None
@@ -377,7 +387,7 @@ def _configuration(
         judgement = verdict.judge_figures(
             (latency["samples"] or 0) if latency else 0,
             (latency or {}).get(verdict.key),
-            lost,
+            unintended,
             sent,
             tuple(degraded),
             dict(bounds) if bounds else None,
@@ -396,6 +406,7 @@ def _configuration(
         "sent": sent,
         "lost": lost,
         "loss_ratio": lost / sent if sent else None,
+        "intended_drops": lost - unintended,
         "latency_ns": latency,
         "intervals": bounds["percentiles"] if bounds else None,
         "spread": _spread([p["latency_ns"] for p in per_run], [*keys, "max"]),

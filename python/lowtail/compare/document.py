@@ -66,6 +66,9 @@ class ConfigurationDocument(TypedDict):
     sent: int
     lost: int
     loss_ratio: float | None
+    # Of `lost`, the packets an IPS's drop rule meant to remove (`[traffic] match_share`): not
+    # loss to the verdict. Comparisons stored before lack it.
+    intended_drops: NotRequired[int]
     latency_ns: dict[str, int | None] | None  # figure → pooled nearest-rank value, and samples
     intervals: dict[str, IntervalDoc] | None
     spread: dict[str, dict[str, int | float | None]]  # figure → its min and max over the repetitions

@@ -346,6 +346,8 @@ def generator_argv(
         *plan.generator_scheduling(isolated),
         "--stats-json",
         stats,
+        # The share of packets that carry the IPS rule's marker (none unless asked).
+        *(("--match-share", repr(traffic.match_share)) if traffic.match_share else ()),
     ]
 
 

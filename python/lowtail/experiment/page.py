@@ -18,7 +18,7 @@ from lowtail.experiment.degraded import degraded_lines
 from lowtail.experiment.document import ExperimentRow, RunRow
 from lowtail.explain.section import explain_section, headline_banner
 from lowtail.models.page import knee_section
-from lowtail.report import plots
+from lowtail.report import plots, tables
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
@@ -385,6 +385,23 @@ def run_section(
     page.add(f"Run {r['run_id']}: {title}", body)
 
 
+def matching_section(page: Page, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The IPS's work on the packets its rule matches (`[traffic] match_share`), the table the
+    terminal shows: nothing when no run marked packets."""
+    found = tables.matching_table(rows)
+    if found is None:
+        return
+    header, cells = found
+    page.add(
+        "IPS: the packets its rule matches",
+        f"<p>{esc(tables.MATCHING_TITLE)}. A share of the packets, chosen by packet id, carries the marker a rule "
+        f'of the generated rule set matches; with <code>action = "drop"</code> the marked packets that did not '
+        f"arrive are the filter working, and the verdict's <code>max_loss</code> counts only the loss beside them. "
+        f"Suricata's own alert and block counters are checked against the marked packets.</p>"
+        + table_html(header, cells),
+    )
+
+
 def _testbed_facts(testbed: TestbedDocument | None) -> list[list[str]]:
     """Where a run's roles were (on real wiring) and which clocks stamped its two sides."""
     if not testbed:
@@ -529,6 +546,7 @@ def write_experiment_report(
         headline_banner(page, store, [r["run_id"] for r in rows if r["run_id"] is not None])
         _banners(page, rows, verdict)
         summary_section(page, experiment, rows, floors, verdict, source)
+        matching_section(page, rows)
         knee_section(page, store, eid, budget_ns=verdict.budget_ns)
         host_section(page, experiment)
         shown = varying_axes(rows)

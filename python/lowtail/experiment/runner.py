@@ -19,6 +19,8 @@ from lowtail.analyze.hops import analyze_chain, hops_between
 from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
+from lowtail.experiment import matching
+from lowtail.experiment.document import MatchingDocument
 from lowtail.experiment.hostinfo import host_metadata
 from lowtail.experiment.live import LiveSample
 from lowtail.experiment.measure import SNAPLEN, Outcome, frames_for, measure
@@ -256,6 +258,7 @@ def _run_one(
         outcome = measure(exp, combo, plan, run_dir, session, on_live)
         analysis, options = _analyze(exp, combo, outcome, run_dir)
         chain = _analyze_chain(exp, combo, outcome, run_dir, analysis)
+        matching = _matching(combo, outcome, analysis)
     except BaseException:
         shutil.rmtree(run_dir, ignore_errors=True)
         raise
@@ -298,6 +301,8 @@ def _run_one(
             "udp_dst_port": t.udp_dst_port,
             "frames_planned": outcome.frames_planned,
             "core_plan": plan.as_dict(),
+            **({"match_share": t.match_share} if t.match_share else {}),
+            **({"matching": matching} if matching is not None else {}),
         },
         host_state=host_state,
     )
@@ -360,6 +365,20 @@ def _analyze_chain(
             raise
         outcome.invalid_reasons.append(f"the chain's hops could not be analysed: {e}")
         return None
+
+
+def _matching(combo: Combination, outcome: Outcome, analysis: AnalysisDocument | None) -> MatchingDocument | None:
+    """What became of the packets the IPS rule matches (`[traffic] match_share`), with the
+    DuT's counters checked against them: a disagreement is a reason on the outcome."""
+    if not combo.traffic.match_share or analysis is None:
+        return None
+    doc, unknown = matching.account(combo.traffic.match_share, outcome.generator, analysis, outcome.dut_stats)
+    outcome.degraded_reasons.extend(unknown)
+    if doc is not None:
+        invalid, degraded = matching.disagreements(doc)
+        outcome.invalid_reasons.extend(invalid)
+        outcome.degraded_reasons.extend(degraded)
+    return doc
 
 
 def _save_interrupts(store: Store, run_id: int, outcome: Outcome) -> None:

@@ -2,7 +2,7 @@
 
     [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures,
                   trace (the kernel trace of the roles' cores that `lowtail explain` reads; default true)
-    [traffic]     rates (list), frame_size, burst, flows (each a number or a list), udp_dst_port
+    [traffic]     rates (list), frame_size, burst, flows, match_share (each a number or a list), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
     [trust]       max_stall, max_pacing_p99 (when the generator's pacing marks a run degraded)
@@ -70,6 +70,8 @@ class Traffic:
     burst: int
     flows: int
     udp_dst_port: int
+    # The share of packets (0 to 1, chosen by id) that carry the marker an IPS rule matches.
+    match_share: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -121,18 +123,22 @@ class Combination:
     @property
     def key(self) -> str:
         """Stable across invocations of the same experiment: resuming skips stored keys."""
+        traffic = dict(self.traffic.__dict__)
+        if not self.traffic.match_share:  # only then: the keys of runs stored before stay the same
+            del traffic["match_share"]
         doc = {
             "dut": self.dut.name,
             "kind": self.dut.kind,
             "options": self.dut.options,
-            "traffic": self.traffic.__dict__,
+            "traffic": traffic,
             "repetition": self.repetition,
         }
         if self.dut.interfaces:  # only then: the keys of runs stored before stay the same
             doc["interfaces"] = list(self.dut.interfaces)
         digest = hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
         t = self.traffic
-        return f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}/r{self.repetition}/{digest}"
+        matching = f"/m{t.match_share:g}" if t.match_share else ""
+        return f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}{matching}/r{self.repetition}/{digest}"
 
 
 @dataclass
@@ -260,6 +266,9 @@ _FrameSize = Annotated[
 ]
 _Burst = Annotated[int, schema.rule("must be whole numbers from 1 to 1,000,000", ge=1, le=1_000_000)]
 _Flows = Annotated[int, schema.rule("must be whole numbers from 1 to 65,535", ge=1, le=65_535)]
+_Share = Annotated[
+    float, schema.rule("must be numbers from 0 to 1 (the share of packets an IPS rule matches)", ge=0, le=1)
+]
 _Port = Annotated[int, schema.rule("must be a whole number from 1 to 65,535", ge=1, le=65_535)]
 _Repetitions = Annotated[int, schema.rule("must be a whole number from 1 to 1,000,000", ge=1, le=1_000_000)]
 _Duration = Annotated[schema.UnitValue, schema.with_unit("duration")]
@@ -289,6 +298,7 @@ class _TrafficTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     frame_size: _FrameSize | Annotated[list[_FrameSize], _NOT_EMPTY] = 64
     burst: _Burst | Annotated[list[_Burst], _NOT_EMPTY] = 1
     flows: _Flows | Annotated[list[_Flows], _NOT_EMPTY] = 1
+    match_share: _Share | Annotated[list[_Share], _NOT_EMPTY] = 0.0
     udp_dst_port: _Port = 53
 
 
@@ -388,14 +398,14 @@ def parse(text: str, source: str) -> Experiment:
     if not name.strip():
         raise w.error("name must be a non-empty string", "experiment", "name")
     rates = [_rate(v, w) for v in _sweep(traffic.rates)]
-    sweep = [rates, *(_sweep(v) for v in (traffic.frame_size, traffic.burst, traffic.flows))]
+    sweep = [rates, *(_sweep(v) for v in (traffic.frame_size, traffic.burst, traffic.flows, traffic.match_share))]
     if math.prod(map(len, sweep)) > MAX_RUNS:  # counted before the points are built
         raise w.error(
             f"[traffic] sweeps over {math.prod(map(len, sweep)):,} traffic points; lowtail runs at most {MAX_RUNS:,} "
             f"from one file",
             "traffic",
         )
-    points = [Traffic(r, f, b, n, traffic.udp_dst_port) for r, f, b, n in itertools.product(*sweep)]
+    points = [Traffic(r, f, b, n, traffic.udp_dst_port, float(m)) for r, f, b, n, m in itertools.product(*sweep)]
     testbed = _parse_testbed(doc.get("testbed"), w)
     # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed.
     # A calibration run replaces the DuT with a wire, which lowtail can make only in its own

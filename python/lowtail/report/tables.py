@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lowtail.core import percentiles
-from lowtail.core.units import format_ns, format_ns_per_s, format_percent, format_rate
+from lowtail.core.units import format_count, format_ns, format_ns_per_s, format_percent, format_rate
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -123,9 +123,13 @@ def _axis_text(c: Mapping[str, Any], axis: dict[str, str], by_nothing: bool) -> 
 
 
 def _loss(c: Mapping[str, Any]) -> str:
+    """The loss the verdict counts; an IPS's intended drops beside it, as what they are."""
     if not c["sent"]:
         return "–"
-    return "0" if not c["lost"] else format_percent(c["lost"] / c["sent"], ".2g")
+    meant = int(c.get("intended_drops") or 0)
+    lost = c["lost"] - meant
+    loss = "0" if not lost else format_percent(lost / c["sent"], ".2g")
+    return loss if not meant else f"{loss} (+{format_percent(meant / c['sent'], '.2g')} dropped as meant)"
 
 
 def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -> str | None:
@@ -301,3 +305,43 @@ def not_called_by_reason(pairs: Iterable[Mapping[str, Any]]) -> list[tuple[str, 
         pair = f"{d['a']} and {d['b']} at {percentiles.by_key(d['percentile']).short}"
         groups.setdefault(str(d.get("why") or d.get("reason") or "not called"), []).append(pair)
     return sorted(groups.items(), key=lambda group: -len(group[1]))
+
+
+MATCHING_TITLE = "packets the IPS rule matches (match_share): those it dropped as meant are not loss"
+
+
+def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
+    """What an IPS did with the packets its rule matches (`[traffic] match_share`), one row per
+    run that marked packets (None when none did): how many were marked and arrived after the
+    warm-up, how many the rule dropped as meant, the loss beside them that the verdict counts;
+    the packets marked over the whole run beside the DuT's own alert and block counters (which
+    count the warm-up too); the latency of matching packets beside the others'."""
+    marked = [(r, m) for r in runs if (m := (r.get("traffic") or {}).get("matching"))]
+    if not marked:
+        return None
+
+    def latency(m: Mapping[str, Any], side: str, key: str) -> str:
+        return format_ns((m["latency_ns"].get(side) or {}).get(key))
+
+    header = ["run", "action", "matched", "arrived", "dropped (meant)", "lost (not meant)", "marked (whole run)"]
+    header += ["alerts", "blocked"]
+    header += ["p50 matched", "p50 other", "p99 matched", "p99 other"]
+    rows = [
+        [
+            str(r["run_id"]),
+            m["action"] or "no rule",
+            format_count(m["matched_sent"]),
+            format_count(m["matched_arrived"]),
+            format_count(m["intended_drops"]),
+            format_count(m["unintended_loss"]),
+            format_count(m["generated"]),
+            format_count(m["dut_alerts"]),
+            format_count(m["dut_blocked"]),
+            latency(m, "matched", "p50"),
+            latency(m, "unmatched", "p50"),
+            latency(m, "matched", "p99"),
+            latency(m, "unmatched", "p99"),
+        ]
+        for r, m in marked
+    ]
+    return header, rows

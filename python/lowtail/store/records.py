@@ -144,6 +144,21 @@ def _flows(row: Mapping[str, Any]) -> Any:
     return (row.get("traffic") or {}).get("flows", 1)
 
 
+def _match_share(row: Mapping[str, Any]) -> Any:
+    return (row.get("traffic") or {}).get("match_share", 0)
+
+
+def _share(value: Any) -> float:
+    """A share typed for a filter (`match_share=0.1`): a number from 0 to 1."""
+    try:
+        share = float(value)
+    except (TypeError, ValueError):
+        raise UserError(f"must be a number from 0 to 1, not {value!r}") from None
+    if not 0 <= share <= 1:
+        raise UserError(f"must be a number from 0 to 1, not {value!r}")
+    return share
+
+
 @dataclass(frozen=True)
 class RunAxis:
     """One configuration axis of a run, declared beside the run-row key that holds it."""
@@ -243,6 +258,7 @@ RUN_AXES: tuple[RunAxis, ...] = (
     ),
     RunAxis("burst", "burst", "burst", parse=_whole, numeric=True, pattern="[0-9]+", imported=int, import_default=1),
     RunAxis("flows", "flows", "traffic", read=_flows, parse=_whole, numeric=True, absent={}),
+    RunAxis("match_share", "matched", "traffic", read=_match_share, parse=_share, numeric=True, absent={}),
     RunAxis("kernel", "kernel", "kernel", sql="json_extract_string(e.host, '$.kernel')", self_evident=True),
     RunAxis("host", "host", "hostname", sql="json_extract_string(e.host, '$.hostname')", self_evident=True),
 )

@@ -73,6 +73,7 @@ class GeneratorStatistics(TypedDict, total=False):
     frame_size: int
     flows: int
     udp_dst_port: int
+    match_share: float | None  # the share of frames carrying the IPS rule's marker (--match-share)
     tx_method: str
     qdisc_bypass: bool
     cpu: int | None

@@ -9,7 +9,8 @@ analysis stores with its figures (`intervals.bounds`, at the verdict's confidenc
 `compare.intervals`, which allows for clustered packets), in this order:
 
 - a calibration run is the floor, not judged; a run its instruments distrust is INVALID;
-- more packets lost than the budget allows: FAIL (loss);
+- more packets lost than the budget allows: FAIL (loss) — packets an IPS's drop rule meant
+  to remove (`[traffic] match_share`, `unintended_loss`) are not loss;
 - the percentile's lower bound at or above the budget: FAIL (latency) — with that
   confidence, the percentile breaks the budget;
 - its upper bound under the budget: PASS — with that confidence, it keeps it. With no
@@ -199,7 +200,7 @@ class Verdict:
         return self.judge_figures(
             int(lat.get("samples") or 0),
             lat.get(self.key),
-            run.get("lost"),
+            unintended_loss(run),
             run.get("sent"),
             degraded,
             figures.get("intervals"),
@@ -414,6 +415,17 @@ def _budget_setting(value: Any, stored: bool = False) -> int:
         return parse_duration_ns(value, what="budget")
     except UserError as e:
         raise VerdictSettingError(str(e), "budget") from None
+
+
+def unintended_loss(run: Mapping[str, Any]) -> int | None:
+    """The packets a stored run lost that its IPS did not mean to drop: what `max_loss`
+    counts. A marked packet a drop rule removed (`traffic.matching.intended_drops`,
+    experiment/matching.py) is the filter working; every other lost packet is loss."""
+    lost = run.get("lost")
+    matching = (run.get("traffic") or {}).get("matching")
+    if lost is None or not matching:
+        return None if lost is None else int(lost)
+    return int(lost) - int(matching.get("intended_drops") or 0)
 
 
 def _max_loss_setting(value: Any) -> int:

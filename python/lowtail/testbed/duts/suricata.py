@@ -21,7 +21,8 @@ Rule sets (`rules`):
                 stream and application-layer events; suricata-update, which fetches the
                 Emerging Threats set, cannot reach the internet here)
     N           N generated rules on UDP port `port`, every one a candidate for every test
-                frame and none matching (see `generate_rules`): the rule cost grows with N
+                frame and none matching (see `generate_rules`): the rule cost grows with N;
+                the last of them matches the packets `[traffic] match_share` marks
     a file      the user's rules, copied into the run's data and hashed
 
 `action` is what every rule of the set does when it matches: `alert` (the frame goes on,
@@ -44,6 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+from lowtail import _native
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.terminal import shown
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
@@ -171,11 +173,38 @@ def invalid_reasons(found: SuricataCounters | None, frames_sent: int) -> list[st
 
 # One generated rule in this many is a candidate for every test frame (see generate_rules).
 CANDIDATE_EVERY = 16
+# The rule id of the rule that matches the marked packets (`[traffic] match_share`): the last
+# of the local range, above every generated rule's (at most MAX_RULES from FIRST_SID).
+MARKER_SID = 1_999_999
+
+
+def marker_rule(action: str, port: int) -> str:
+    """The rule every generated rule set ends with: it matches the packets the generator marks
+    (`[traffic] match_share`: the marker right after the id, `_native.MATCH_MARKER`) and none
+    other, so alerts (or drops) count exactly the marked packets."""
+    marker = "|" + " ".join(f"{b:02X}" for b in _native.MATCH_MARKER) + "|"
+    return (
+        f'{action} udp any any -> any {port} (msg:"lowtail match marker"; content:"{marker}"; '
+        f"offset:{_native.MATCH_MARKER_OFFSET}; depth:{len(_native.MATCH_MARKER)}; sid:{MARKER_SID}; rev:1;)\n"
+    )
+
+
+def marker_rule_action(statistics: dict[str, Any]) -> str | None:
+    """What a run's Suricata did to marked packets, from its stored statistics: its `action`
+    where its rule set was generated (and so holds `marker_rule`), else None (no rule of
+    lowtail's matches them: no rules, Debian's, a file of the user's, or another kind)."""
+    rules = statistics.get("rules")
+    if statistics.get("program") != "suricata" or isinstance(rules, bool) or not isinstance(rules, int) or rules < 1:
+        return None
+    action = statistics.get("action")
+    return str(action) if action in ACTIONS else None
 
 
 def generate_rules(count: int, action: str, port: int) -> str:
-    """`count` rules on UDP port `port` that Suricata evaluates against the test traffic and
-    that match none of it: no alert, no drop, only their cost.
+    """`count` rules on UDP port `port`: `count − 1` that Suricata evaluates against the test
+    traffic and that match none of it (no alert, no drop, only their cost), and last
+    `marker_rule`, which matches only the packets `[traffic] match_share` marks (none unless
+    asked). `count` is what Suricata loads, as a rule set of that size.
 
     The test traffic's UDP payload is lowtail's 64-bit big-endian sequence id followed by
     zeros (crates/lowtail-frame), so its first four bytes are zero for the first 2³² frames.
@@ -188,7 +217,7 @@ def generate_rules(count: int, action: str, port: int) -> str:
     as a frame meets a few rules of a large real rule set, and the cost grows with N (a full
     check costs about 0.2 µs of Suricata 7's time here: 1,000 rules are about 13 µs a frame)."""
     lines = []
-    for i in range(count):
+    for i in range(count - 1):
         if i % CANDIDATE_EVERY == 0:
             check = (
                 f'content:"|00 00 00 00|"; depth:4; fast_pattern; content:"lowtail-{i}"; distance:0;'
@@ -201,7 +230,7 @@ def generate_rules(count: int, action: str, port: int) -> str:
             f'{action} udp any any -> any {port} (msg:"lowtail generated rule {i}"; {check} '
             f"sid:{FIRST_SID + i}; rev:1;)"
         )
-    return "\n".join(lines) + ("\n" if lines else "")
+    return "".join(f"{line}\n" for line in lines) + (marker_rule(action, port) if count else "")
 
 
 _ACTION_WORD = re.compile(r"^(\s*#?\s*)(alert|drop)(\s)", re.MULTILINE)

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use lowtail_frame::{FrameTemplate, IdSpec, TemplateSpec, Vlan, MIN_FRAME_SIZE};
+use lowtail_frame::{FrameTemplate, IdSpec, MatchShare, TemplateSpec, Vlan, MIN_FRAME_SIZE};
 use serde_json::json;
 
 use lowtail_net::clock::{monotonic_ns, realtime_ns, Monotonic};
@@ -94,6 +94,10 @@ struct Args {
     /// Sequence id of the first frame.
     #[arg(long, default_value_t = 0, value_name = "ID")]
     first_id: u64,
+    /// Share of frames (0 to 1) that carry the match marker right after their id, chosen
+    /// by id (lowtail_frame::MatchShare): the frames an IPS rule of lowtail's matches.
+    #[arg(long, value_name = "SHARE", value_parser = parse_match_share)]
+    match_share: Option<MatchShare>,
     #[command(flatten)]
     placement: Placement,
     #[command(flatten)]
@@ -157,7 +161,11 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
                 frame_size: args.frame_size,
                 id: IdSpec::default(),
             };
-            FrameTemplate::new(&spec).map_err(|e| Fatal::usage(e.to_string()))
+            let template = match args.match_share {
+                Some(_) => FrameTemplate::new(&spec).and_then(FrameTemplate::with_marker_room),
+                None => FrameTemplate::new(&spec),
+            };
+            template.map_err(|e| Fatal::usage(e.to_string()))
         })
         .collect()
 }
@@ -208,6 +216,7 @@ fn run(args: Args) -> Result<Exit, Fatal> {
         "frame_size": args.frame_size,
         "flows": args.flows,
         "udp_dst_port": args.udp_dst_port,
+        "match_share": args.match_share.map(|m| m.share()),
         "tx_method": sink.method().name(),
         "qdisc_bypass": args.qdisc_bypass,
         "cpu": args.placement.cpu,
@@ -304,7 +313,13 @@ fn prepare(args: &Args) -> Result<(Plan, SocketSink), Fatal> {
         TxArg::Copy => TxMethod::Copy,
         TxArg::Ring => TxMethod::Ring,
     };
-    let sink = SocketSink::new(sock, Frames::new(flows, args.first_id), method, args.burst, args.qdisc_bypass)?;
+    let sink = SocketSink::new(
+        sock,
+        Frames::new(flows, args.first_id, args.match_share),
+        method,
+        args.burst,
+        args.qdisc_bypass,
+    )?;
     Ok((plan, sink))
 }
 
@@ -366,6 +381,11 @@ enum MacError {
 }
 
 /// "02:00:00:00:00:01".
+fn parse_match_share(s: &str) -> Result<MatchShare, String> {
+    let share: f64 = s.parse().map_err(|_| format!("not a number from 0 to 1: {s:?}"))?;
+    MatchShare::new(share).map_err(|e| e.to_string())
+}
+
 fn parse_mac(s: &str) -> Result<[u8; 6], MacError> {
     let parts: Vec<&str> = s.split([':', '-']).collect();
     let mut mac = [0u8; 6];

@@ -12,7 +12,7 @@
 use std::io;
 use std::mem::zeroed;
 
-use lowtail_frame::FrameTemplate;
+use lowtail_frame::{FrameTemplate, MatchShare};
 
 use crate::pacing::BurstSink;
 use lowtail_net::ring::{FrameRing, TxSlot};
@@ -23,13 +23,15 @@ use lowtail_program::Fatal;
 pub struct Frames {
     flows: Vec<FrameTemplate>,
     first_id: u64,
+    match_share: Option<MatchShare>,
 }
 
 impl Frames {
-    /// `flows` holds one template per flow (they differ in UDP source port).
-    pub fn new(flows: Vec<FrameTemplate>, first_id: u64) -> Frames {
+    /// `flows` holds one template per flow (they differ in UDP source port); the frames
+    /// `match_share` selects by id carry the match marker (the templates have room for it).
+    pub fn new(flows: Vec<FrameTemplate>, first_id: u64, match_share: Option<MatchShare>) -> Frames {
         assert!(!flows.is_empty());
-        Frames { flows, first_id }
+        Frames { flows, first_id, match_share }
     }
 
     /// Bytes per frame.
@@ -41,7 +43,11 @@ impl Frames {
     #[inline(always)]
     pub fn frame(&mut self, k: u64) -> &[u8] {
         let flow = (k % self.flows.len() as u64) as usize;
-        self.flows[flow].frame(self.first_id.wrapping_add(k))
+        let id = self.first_id.wrapping_add(k);
+        if let Some(share) = self.match_share {
+            self.flows[flow].set_marked(share.selects(id));
+        }
+        self.flows[flow].frame(id)
     }
 }
 
