@@ -64,6 +64,8 @@ __all__ = [
     "SERIES_COLUMNS",
     "FCS_BYTES",
     "FRAME_SIZES",
+    "FLOW_KEYS",
+    "MAX_FLOWS",
 ]
 
 __version__: str
@@ -166,6 +168,7 @@ class AnalyzeOptions:
         worst: int | None = None,
         histogram_bins: int | None = None,
         export: str | os.PathLike[str] | None = None,
+        flow_key: str | None = None,
     ) -> Self: ...
     @property
     def id_format(self) -> str: ...
@@ -189,6 +192,8 @@ class AnalyzeOptions:
     def histogram_bins(self) -> int: ...
     @property
     def export(self) -> str | None: ...
+    @property
+    def flow_key(self) -> str: ...
     def to_dict(self) -> AnalyzeOptionsDocument:
         """Every option by name, as the database stores them."""
 
@@ -445,3 +450,9 @@ what a socket sends and a capture shows."""
 
 FRAME_SIZES: tuple[int, int]
 """(smallest, largest) frame size on the wire, FCS included: RFC 2544's 64 and 1518."""
+FLOW_KEYS: tuple[str, ...]
+"""The keys that tell a capture's flows apart, the default first: "5tuple", "src-port",
+"none" (`AnalyzeOptions(flow_key=...)`)."""
+MAX_FLOWS: int
+"""The most flows an analysis tells apart; packets of further flows are counted together
+as one more ("other flows")."""
