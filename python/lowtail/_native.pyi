@@ -450,7 +450,7 @@ what a socket sends and a capture shows."""
 
 FRAME_SIZES: tuple[int, int]
 """(smallest, largest) frame size on the wire, FCS included: RFC 2544's 64 and 1518."""
-FLOW_KEYS: tuple[str, ...]
+FLOW_KEYS: list[str]
 """The keys that tell a capture's flows apart, the default first: "5tuple", "src-port",
 "none" (`AnalyzeOptions(flow_key=...)`)."""
 MAX_FLOWS: int

@@ -49,7 +49,7 @@ def test_64_flows_through_suricata_with_two_workers(tmp_path: Path) -> None:
     # the worst flow's p99.9 is on the experiment's page
     worst_p99_9 = max(f[5] for f in flows)
     text = page.read_text()
-    assert "worst flow 10.0.0.1:" in text and f"p99.9 {format_ns(worst_p99_9)}" in text
+    assert "worst flow " in text and f"p99.9 {format_ns(worst_p99_9)}" in text
     # compare --by flow: one configuration per flow
     db = str(tmp_path / "t.duckdb")
     compared = lowtail(tmp_path, "compare", "latest", "--by", "flow", "--db", db, "--json")

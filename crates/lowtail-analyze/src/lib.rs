@@ -17,5 +17,5 @@ pub use error::{AnalyzeError, ExportError, OptionsError};
 pub use export::{SeriesWriter, SERIES_COLUMNS};
 pub use figures::{Analysis, FlowFigures, FlowsPart, LatencySummary, SideSummary};
 pub use options::{AnalyzeOptions, MAX_HISTOGRAM_BINS, MAX_WORST};
-pub use reader::MAX_FLOWS;
 pub use pipeline::{analyze_pair, Control};
+pub use reader::MAX_FLOWS;

@@ -8,8 +8,8 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use lowtail_capture::{open, CaptureError, CaptureReader, Item, OpenOptions, Progress};
-use lowtail_match::suggest::SampleFrame;
 use lowtail_frame::{Flow, FlowKey};
+use lowtail_match::suggest::SampleFrame;
 use lowtail_match::{extract_id, Extracted, IdSpec};
 use lowtail_stats::{ExactHistogram, PerSecond};
 

@@ -70,8 +70,8 @@ def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
 
 def worst_flows_table(a: Mapping[str, Any]) -> Table | None:
     """The worst flows of an analysis of several flows (None for one flow): how far the
-    flows lie apart in its title, the worst `SHOWN_FLOWS` below, each with its packets,
-    loss, median, ranking percentile and worst case."""
+    flows lie apart in its title, the worst `SHOWN_FLOWS` below, each with its loss, median,
+    ranking percentile and worst case."""
     from lowtail.analyze.document import RANKED_BY, flow_spread, flows_worst_first
     from lowtail.analyze.flows import SHOWN_FLOWS
 
@@ -86,13 +86,14 @@ def worst_flows_table(a: Mapping[str, Any]) -> Table | None:
         f"{format_percent(s['least_loss'])} to {format_percent(s['greatest_loss'])}) — worst first"
     )
     t = Table(title=title, title_justify="left", box=None, pad_edge=False)
-    for col in ("flow", "sent", "lost", "p50", ranked.short, "max"):
-        t.add_column(col, justify="left" if col == "flow" else "right")
+    # A 5-tuple is ~30 characters: the flow's packets stay in --json, so that a row fits 80.
+    t.add_column("flow", justify="left", no_wrap=True)
+    for col in ("lost", "p50", ranked.short, "max"):
+        t.add_column(col, justify="right", no_wrap=True)
     for f in flows_worst_first(flows)[:SHOWN_FLOWS]:
         lat = f["latency_ns"] or {}
         t.add_row(
             markup_escape(f["key"]),
-            f"{f['sent']:,}",
             f"{f['lost']:,} ({format_share(f['lost'], f['sent'])})",
             format_ns(lat.get("p50")),
             format_ns(lat.get(RANKED_BY)),
