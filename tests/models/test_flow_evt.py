@@ -81,3 +81,24 @@ def test_options_out_of_range_are_refused() -> None:
 
     with pytest.raises(UserError):
         FlowEvtOptions(fit_fraction=1.5).check()
+
+
+def test_model_flows_from_an_analysis_stored_and_paged(tmp_path: Path, cli, db) -> None:
+    """`lowtail model flows analysis:ID`: real captures, analysed with their series, each
+    flow's tail stored as a model result and drawn on its page."""
+    pre, post, export = tmp_path / "pre.pcap", tmp_path / "post.pcap", tmp_path / "series.parquet"
+    sets = ["flows=3", "jitter_ns=2000", "spike_probability=0.002", "spike_ns=20000", "fifo=false"]
+    made = cli("synth", pre, post, "--packets", 150_000, "--rate", "50kpps", *(a for s in sets for a in ("--set", s)))
+    assert made.code == 0, made.err
+    analysed = cli("analyze", pre, post, "--db", db, "--export", export, "--json")
+    assert analysed.code == 0, analysed.err
+    done = cli("model", "flows", f"analysis:{analysed.json()['analysis_id']}", "--db", db, "--json")
+    assert done.code == 0, done.err
+    doc = done.json()
+    assert [f["flow"] for f in doc["flows"]] == [0, 1, 2]
+    assert doc["verified"] + doc["contradicted"] + doc["unsupported"] == 3 and "model_id" in doc
+    text = cli("model", "flows", export, "--no-store")
+    assert text.code == 0 and "flows' tails" in text.out
+    page = tmp_path / "model.html"
+    assert cli("model", "report", str(doc["model_id"]), "--db", db, "-o", page).code == 0
+    assert "(EVT per flow)" in page.read_text()
