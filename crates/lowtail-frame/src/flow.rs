@@ -186,6 +186,7 @@ mod tests {
             src_ip: "fd00::1".parse().unwrap(),
             dst_ip: "fd00::2".parse().unwrap(),
             vlan: Vlan::Double(200, 100),
+            frame_size: 128,
             ..v4
         };
         let f6 = FlowKey::FiveTuple.flow_of(LinkType::Ethernet, &frame(v6, 50000));
