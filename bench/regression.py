@@ -89,7 +89,7 @@ def timed(argv: list[str], cwd: Path) -> float:
 
 def synth(here: Path, name: str, packets: int, seed: int) -> list[str]:
     pre, post = f"{name}-pre.pcap", f"{name}-post.pcap"
-    argv = [*lowtail_command(), "synth", pre, post, "--packets", str(packets), "--rate", str(RATE)]
+    argv = [*lowtail_command(), "synth", pre, post, "--packets", str(packets), "--rate", f"{RATE}pps"]
     argv += ["--seed", str(seed), "--format", "pcap-ns"]
     for key, value in MODEL.items():
         argv += ["--set", f"{key}={json.dumps(value)}"]

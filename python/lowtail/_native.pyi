@@ -68,6 +68,8 @@ __all__ = [
     "MATCH_MARKER_OFFSET",
     "match_marked",
     "match_count",
+    "FLOW_KEYS",
+    "MAX_FLOWS",
 ]
 
 __version__: str
@@ -170,6 +172,7 @@ class AnalyzeOptions:
         worst: int | None = None,
         histogram_bins: int | None = None,
         export: str | os.PathLike[str] | None = None,
+        flow_key: str | None = None,
     ) -> Self: ...
     @property
     def id_format(self) -> str: ...
@@ -193,6 +196,8 @@ class AnalyzeOptions:
     def histogram_bins(self) -> int: ...
     @property
     def export(self) -> str | None: ...
+    @property
+    def flow_key(self) -> str: ...
     def to_dict(self) -> AnalyzeOptionsDocument:
         """Every option by name, as the database stores them."""
 
@@ -462,3 +467,10 @@ def match_marked(ids: Buffer, match_share: float) -> bytes:
 
 def match_count(first: int, count: int, match_share: float) -> int:
     """How many of the `count` ids from `first` on the generator marks at this share."""
+
+FLOW_KEYS: list[str]
+"""The keys that tell a capture's flows apart, the default first: "5tuple", "src-port",
+"none" (`AnalyzeOptions(flow_key=...)`)."""
+MAX_FLOWS: int
+"""The most flows an analysis tells apart; packets of further flows are counted together
+as one more ("other flows")."""

@@ -222,7 +222,7 @@ class Database:
     def latencies(self, run_id: int, format: Literal["numpy"]) -> np.ndarray: ...
 
     def latencies(self, run_id: int, format: Literal["arrow", "numpy"] = "arrow") -> pa.Table | np.ndarray:
-        """A run's matched series: the Arrow table (id, pre_ts_ns, post_ts_ns, latency_ns,
+        """A run's matched series: the Arrow table (id, pre_ts_ns, post_ts_ns, latency_ns, flow,
         in PRE order), or with format="numpy" its latencies (int64 ns)."""
         import numpy as np
         import pyarrow.parquet as pq

@@ -126,7 +126,8 @@ def expected_from_truth(pair: Pair, trim_ns: int = 1_000_000_000, lost_ids: set[
         "negative": int(negative.sum()),
     }
     lat = (post - pre)[good]
-    series = {"id": ids[good], "pre_ts_ns": pre[good], "post_ts_ns": post[good], "latency_ns": lat}
+    flow = t.column("flow").to_numpy()  # round robin: the order flows first appear in PRE
+    series = {"id": ids[good], "pre_ts_ns": pre[good], "post_ts_ns": post[good], "latency_ns": lat, "flow": flow[good]}
     return Expected(counts, latency_summary(lat), series, start)
 
 

@@ -94,7 +94,7 @@ def test_export_and_hgrm_files(stored):
     pair, _, series, doc, d = stored
     want = expected_from_truth(pair)
     t = pq.read_table(series)
-    assert t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
+    assert t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns", "flow"]
     for col in t.column_names:
         np.testing.assert_array_equal(t.column(col).to_numpy(), want.series[col])
     hgrm = (d / "dist.hgrm").read_text()

@@ -217,7 +217,7 @@ def test_export_is_the_matched_series_in_pre_order(tmp_path):
     doc = analyze(pair.pre, pair.post, export=str(out))
     want = expected_from_truth(pair)
     t = pq.read_table(out)
-    assert t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
+    assert t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns", "flow"]
     assert doc["export_rows"] == t.num_rows == len(want.series["id"])
     for col in t.column_names:
         np.testing.assert_array_equal(t.column(col).to_numpy(), want.series[col], err_msg=col)

@@ -88,7 +88,7 @@ def test_runs_carry_their_verdict_and_whether_they_are_degraded(db, tmp_path):
 def test_latencies_as_arrow_and_numpy(db):
     handle = lowtail.open(db)
     table = handle.latencies(1)
-    assert table.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"]
+    assert table.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns", "flow"]
     values = handle.latencies(1, format="numpy")
     assert values.dtype == np.int64 and np.array_equal(values, table.column("latency_ns").to_numpy())
     run = handle.runs("run:1").iloc[0]

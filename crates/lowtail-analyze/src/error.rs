@@ -72,6 +72,9 @@ pub enum OptionsError {
     /// Not "big" or "little".
     #[error("--id-endian must be big or little, not {0:?}")]
     IdEndian(String),
+    /// Not a known flow key.
+    #[error("--flow-key must be 5tuple, src-port or none, not {0:?}")]
+    FlowKey(String),
     /// Not a known id format.
     #[error("unknown id format {0:?} (lowtail, moonsniff)")]
     IdFormat(String),

@@ -4,7 +4,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt64Array};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt32Array, UInt64Array};
 use arrow_schema::{DataType, Field, Schema};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, Encoding};
@@ -15,13 +15,15 @@ use crate::error::ExportError;
 const BATCH_ROWS: usize = 1 << 16;
 
 /// The matched series' columns in file order, with their Arrow types (none nullable):
-/// the packet id (32-bit ids unwrapped), both capture times and their difference, in
-/// PRE order. Python reads this schema from `lowtail._native.SERIES_COLUMNS`.
-pub const SERIES_COLUMNS: [(&str, DataType); 4] = [
+/// the packet id (32-bit ids unwrapped), both capture times and their difference, and
+/// the packet's flow (the index of its flow in the analysis's flows, from PRE's headers),
+/// in PRE order. Python reads this schema from `lowtail._native.SERIES_COLUMNS`.
+pub const SERIES_COLUMNS: [(&str, DataType); 5] = [
     ("id", DataType::UInt64),
     ("pre_ts_ns", DataType::Int64),
     ("post_ts_ns", DataType::Int64),
     ("latency_ns", DataType::Int64),
+    ("flow", DataType::UInt32),
 ];
 
 /// The Arrow schema of `SERIES_COLUMNS`.
@@ -29,7 +31,7 @@ fn series_schema() -> Schema {
     Schema::new(SERIES_COLUMNS.iter().map(|(name, ty)| Field::new(*name, ty.clone(), false)).collect::<Vec<_>>())
 }
 
-/// Streams the matched series (id, pre_ts_ns, post_ts_ns, latency_ns) to Parquet.
+/// Streams the matched series (id, pre_ts_ns, post_ts_ns, latency_ns, flow) to Parquet.
 ///
 /// Rows go to a temporary file beside the target that is renamed into place only by
 /// `finish`, so a failed or cancelled analysis never leaves a half-written series.
@@ -41,6 +43,7 @@ pub struct SeriesWriter {
     id: Vec<u64>,
     pre: Vec<i64>,
     post: Vec<i64>,
+    flow: Vec<u32>,
     rows: u64,
 }
 
@@ -68,16 +71,18 @@ impl SeriesWriter {
             id: Vec::with_capacity(BATCH_ROWS),
             pre: Vec::with_capacity(BATCH_ROWS),
             post: Vec::with_capacity(BATCH_ROWS),
+            flow: Vec::with_capacity(BATCH_ROWS),
             rows: 0,
         })
     }
 
     /// One matched packet (in PRE order).
     #[inline]
-    pub fn push(&mut self, id: u64, pre_ts: i64, post_ts: i64) -> Result<(), ExportError> {
+    pub fn push(&mut self, id: u64, pre_ts: i64, post_ts: i64, flow: u32) -> Result<(), ExportError> {
         self.id.push(id);
         self.pre.push(pre_ts);
         self.post.push(post_ts);
+        self.flow.push(flow);
         if self.id.len() >= BATCH_ROWS {
             self.flush()?;
         }
@@ -94,6 +99,7 @@ impl SeriesWriter {
             Arc::new(Int64Array::from(std::mem::take(&mut self.pre))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.post))),
             Arc::new(Int64Array::from(latency)),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.flow))),
         ];
         self.rows += columns[0].len() as u64;
         let batch = RecordBatch::try_new(self.schema.clone(), columns)?;
@@ -101,6 +107,7 @@ impl SeriesWriter {
         self.id.reserve(BATCH_ROWS);
         self.pre.reserve(BATCH_ROWS);
         self.post.reserve(BATCH_ROWS);
+        self.flow.reserve(BATCH_ROWS);
         Ok(())
     }
 

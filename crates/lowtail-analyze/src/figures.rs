@@ -46,6 +46,38 @@ impl Serialize for LatencySummary {
     }
 }
 
+/// One flow's figures: its packets (sent = received + lost, summed over all flows the
+/// analysis's own counts exactly) and the latencies of those that arrived.
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowFigures {
+    /// The flow's index: the `flow` column of the matched series.
+    pub flow: u32,
+    /// The flow as a person reads it ("10.0.0.1:49152 > 10.0.0.2:53"; "other flows" for
+    /// the flows beyond `MAX_FLOWS`).
+    pub key: String,
+    /// PRE packets of this flow after the trim.
+    pub sent: u64,
+    /// Of those, found in POST (negative latencies included).
+    pub received: u64,
+    /// Of those, never found in POST.
+    pub lost: u64,
+    /// Received before they were sent (a clock problem; not in the latency figures).
+    pub negative: u64,
+    /// Latency figures of the flow's received packets; None when none arrived.
+    pub latency_ns: Option<LatencySummary>,
+}
+
+/// The analysis's flows.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct FlowsPart {
+    /// What told the flows apart ("5tuple", "src-port", "none").
+    pub key: String,
+    /// More flows than an analysis tells apart: the last one holds all the rest.
+    pub overflowed: bool,
+    /// Each flow, in order of its first packet in PRE.
+    pub flows: Vec<FlowFigures>,
+}
+
 /// What one capture file held.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct SideSummary {
@@ -148,6 +180,8 @@ pub struct Analysis {
     pub export_rows: u64,
     /// Wall time of the analysis.
     pub elapsed_s: f64,
+    /// The figures of each flow (PRE's flows under `AnalyzeOptions::flow_key`).
+    pub flows: FlowsPart,
     /// The latencies' exact distribution and time blocks: what pooling and confidence
     /// intervals need of the series, in a few hundred kilobytes (not in the JSON document).
     #[serde(skip)]

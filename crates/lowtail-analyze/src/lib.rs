@@ -2,7 +2,7 @@
 //!
 //! `analyze_pair` merges the two captures in timestamp order, matches packets by id,
 //! and accumulates every figure on the way: exact percentiles, the HDR distribution,
-//! histograms, the worst events, per-second rates. The matched series can be exported
+//! histograms, the worst events, per-second rates, and the same per flow. The matched series can be exported
 //! to Parquet for the tail models.
 #![warn(missing_docs)]
 
@@ -15,6 +15,7 @@ mod reader;
 
 pub use error::{AnalyzeError, ExportError, OptionsError};
 pub use export::{SeriesWriter, SERIES_COLUMNS};
-pub use figures::{Analysis, LatencySummary, SideSummary};
+pub use figures::{Analysis, FlowFigures, FlowsPart, LatencySummary, SideSummary};
 pub use options::{AnalyzeOptions, MAX_HISTOGRAM_BINS, MAX_WORST};
 pub use pipeline::{analyze_pair, Control};
+pub use reader::MAX_FLOWS;

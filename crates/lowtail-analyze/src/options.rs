@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use lowtail_frame::{Endian, IdFormat, IdSpec};
+use lowtail_frame::{Endian, FlowKey, IdFormat, IdSpec};
 use serde::{Serialize, Serializer};
 
 use crate::error::OptionsError;
@@ -43,6 +43,9 @@ pub struct AnalyzeOptions {
     pub histogram_bins: usize,
     /// Write the matched series to this Parquet file.
     pub export: Option<PathBuf>,
+    /// What tells the flows apart in PRE's headers ("none": all packets are one flow).
+    #[serde(serialize_with = "flow_key_name")]
+    pub flow_key: FlowKey,
 }
 
 impl Default for AnalyzeOptions {
@@ -67,6 +70,7 @@ impl AnalyzeOptions {
             worst: 5000,
             histogram_bins: 100,
             export: None,
+            flow_key: FlowKey::default(),
         }
     }
 
@@ -95,6 +99,10 @@ impl AnalyzeOptions {
 
 fn id_format_name<S: Serializer>(format: &IdFormat, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(format.name())
+}
+
+fn flow_key_name<S: Serializer>(key: &FlowKey, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(key.name())
 }
 
 fn endian_name<S: Serializer>(endian: &Endian, s: S) -> Result<S::Ok, S::Error> {
@@ -137,6 +145,7 @@ mod tests {
         assert_eq!(v["id_endian"], "big");
         assert_eq!(v["max_latency_ns"], 10_000_000_000i64);
         assert_eq!(v["worst"], 5000);
+        assert_eq!(v["flow_key"], "5tuple");
         assert!(v["export"].is_null() && v["udp_port"].is_null());
     }
 }

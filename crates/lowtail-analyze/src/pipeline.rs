@@ -15,9 +15,9 @@ use lowtail_stats::{
 
 use crate::error::{AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
-use crate::figures::{Analysis, LatencySummary};
+use crate::figures::{Analysis, FlowFigures, FlowsPart, LatencySummary};
 use crate::options::AnalyzeOptions;
-use crate::reader::{Batch, ReaderConfig, Role, SideReader, SideReport, Stamp, StartClock};
+use crate::reader::{Batch, FlowTable, ReaderConfig, Role, SideReader, SideReport, Stamp, StartClock, MAX_FLOWS};
 
 /// Lets another thread follow progress and cancel.
 #[derive(Debug, Clone, Default)]
@@ -33,8 +33,96 @@ pub struct Control {
 /// 32-bit ids are shown as they were sent: unwrapped, first epoch at zero.
 const WRAP_BIAS: u64 = 1 << 32;
 
+/// One flow's packet counts.
+#[derive(Debug, Clone, Copy, Default)]
+struct FlowCounts {
+    sent: u64,
+    received: u64,
+    lost: u64,
+    negative: u64,
+}
+
+/// The figures of each flow. While every received packet is of flow 0 the pooled
+/// histogram is flow 0's, so nothing is recorded twice: a run of one flow costs a few
+/// counters per packet. The first received packet of another flow splits them (flow 0's
+/// histogram starts as a copy of the pooled one).
+#[derive(Default)]
+struct PerFlow {
+    counts: Vec<FlowCounts>,
+    /// Each flow's latencies, once split; empty before.
+    latencies: Vec<ExactHistogram>,
+}
+
+impl PerFlow {
+    #[inline(always)]
+    fn counts(&mut self, flow: u32) -> &mut FlowCounts {
+        let f = flow as usize;
+        if f >= self.counts.len() {
+            self.grow(f);
+        }
+        &mut self.counts[f]
+    }
+
+    #[cold]
+    fn grow(&mut self, f: usize) {
+        self.counts.resize(f + 1, FlowCounts::default());
+    }
+
+    /// Record a received packet's latency in its flow; `pooled` holds every latency
+    /// recorded before this one.
+    #[inline(always)]
+    fn record(&mut self, flow: u32, latency: i64, pooled: &ExactHistogram) {
+        if self.latencies.is_empty() {
+            if flow == 0 {
+                return;
+            }
+            self.split(pooled);
+        }
+        let f = flow as usize;
+        if f >= self.latencies.len() {
+            self.latencies.resize_with(f + 1, ExactHistogram::new);
+        }
+        self.latencies[f].record(latency);
+    }
+
+    #[cold]
+    fn split(&mut self, pooled: &ExactHistogram) {
+        self.latencies.push(pooled.clone());
+    }
+
+    /// Each flow's figures; `pooled` is the run's histogram (flow 0's when never split).
+    fn figures(mut self, table: FlowTable, pooled: &mut ExactHistogram) -> FlowsPart {
+        let (key, flows, overflowed) = table.finish();
+        let mut out = Vec::with_capacity(flows.len());
+        for (i, flow) in flows.iter().enumerate() {
+            let c = self.counts.get(i).copied().unwrap_or_default();
+            let latency_ns = if self.latencies.is_empty() {
+                if i == 0 {
+                    summarize(pooled)
+                } else {
+                    None
+                }
+            } else {
+                self.latencies.get_mut(i).and_then(summarize)
+            };
+            let label = if overflowed && i == MAX_FLOWS - 1 { "other flows".to_string() } else { flow.describe(key) };
+            out.push(FlowFigures {
+                flow: i as u32,
+                key: label,
+                sent: c.sent,
+                received: c.received,
+                lost: c.lost,
+                negative: c.negative,
+                latency_ns,
+            });
+        }
+        FlowsPart { key: key.name().to_string(), overflowed, flows: out }
+    }
+}
+
 /// Receives matched packets in PRE order and turns them into figures.
 struct FigureSink {
+    flows: PerFlow,
     exact: ExactHistogram,
     /// The same latencies by time block (with `exact`, the run's summary).
     blocks: TimeBlocks,
@@ -49,19 +137,29 @@ struct FigureSink {
 impl MatchSink for FigureSink {
     #[inline(always)] // into the matcher's expiry loop: a call per packet cost a third of the work
     fn resolved(&mut self, outcome: Outcome, m: &Matched) {
+        let counts = self.flows.counts(m.flow);
+        counts.sent += 1;
         match outcome {
-            Outcome::Received => {}
-            Outcome::Negative => return self.early.record(m.pre_ts.saturating_sub(m.post_ts)),
-            Outcome::Lost => return,
+            Outcome::Received => counts.received += 1,
+            Outcome::Negative => {
+                counts.received += 1;
+                counts.negative += 1;
+                return self.early.record(m.pre_ts.saturating_sub(m.post_ts));
+            }
+            Outcome::Lost => {
+                counts.lost += 1;
+                return;
+            }
         }
         // saturating: corrupt timestamps can be a whole i64 range apart
         let latency = m.post_ts.saturating_sub(m.pre_ts);
         let id = m.id.wrapping_sub(self.id_bias);
+        self.flows.record(m.flow, latency, &self.exact);
         self.exact.record(latency);
         self.blocks.record(m.pre_ts, latency);
         self.worst.offer(latency, m.pre_ts, id);
         if let Some(w) = self.export.as_mut() {
-            if let Err(e) = w.push(id, m.pre_ts, m.post_ts) {
+            if let Err(e) = w.push(id, m.pre_ts, m.post_ts, m.flow) {
                 self.export_error.get_or_insert(e);
             }
         }
@@ -141,7 +239,7 @@ fn merge<S: MatchSink, const WRAPS: bool>(
         while i < a && j < b {
             if pre_stamps[i].ts <= post_stamps[j].ts {
                 let s = pre_stamps[i];
-                matcher.push_pre(s.ts, id_of::<WRAPS>(s.id, &mut pre.unwrapper, &post.unwrapper));
+                matcher.push_pre_in_flow(s.ts, id_of::<WRAPS>(s.id, &mut pre.unwrapper, &post.unwrapper), s.flow);
                 i += 1;
             } else {
                 let s = post_stamps[j];
@@ -151,7 +249,7 @@ fn merge<S: MatchSink, const WRAPS: bool>(
         }
         if b == 0 {
             for s in pre_stamps {
-                matcher.push_pre(s.ts, id_of::<WRAPS>(s.id, &mut pre.unwrapper, &post.unwrapper));
+                matcher.push_pre_in_flow(s.ts, id_of::<WRAPS>(s.id, &mut pre.unwrapper, &post.unwrapper), s.flow);
             }
             i = a;
         } else if a == 0 {
@@ -184,6 +282,7 @@ pub fn analyze_pair(
         clock: clock.clone(),
         role,
         trim_ns: options.trim_ns,
+        flow_key: options.flow_key,
     };
     let (pre_reader, pre_rx) = SideReader::start(side(pre_path, Role::Pre, &control.pre_bytes))?;
     let (post_reader, post_rx) = SideReader::start(side(post_path, Role::Post, &control.post_bytes))?;
@@ -193,6 +292,7 @@ pub fn analyze_pair(
     };
     let wraps = pre_reader.wraps || post_reader.wraps;
     let sink = FigureSink {
+        flows: PerFlow::default(),
         exact: ExactHistogram::new(),
         blocks: TimeBlocks::new(),
         early: ExactHistogram::new(),
@@ -227,7 +327,7 @@ pub fn analyze_pair(
         abandon(&mut sink);
         return Err(AnalyzeError::Cancelled);
     }
-    let (pre_report, post_report) = match (pre_report, post_report) {
+    let (mut pre_report, post_report) = match (pre_report, post_report) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
             abandon(&mut sink);
@@ -259,6 +359,14 @@ pub fn analyze_pair(
         }
     }
     collect_warnings(&mut warnings, &counters, &pre_report, &post_report, options);
+    let table = pre_report.flows.take().unwrap_or_else(|| FlowTable::new(options.flow_key));
+    let flows = std::mem::take(&mut sink.flows).figures(table, &mut sink.exact);
+    if flows.overflowed {
+        warnings.push(format!(
+            "PRE holds more than {MAX_FLOWS} flows: the packets of flows beyond the first {} are counted together as \"other flows\"",
+            MAX_FLOWS - 1
+        ));
+    }
 
     let export_rows = match sink.export.take() {
         Some(w) => w.finish()?,
@@ -303,6 +411,7 @@ pub fn analyze_pair(
         export_path: options.export.as_ref().map(|p| p.display().to_string()),
         export_rows,
         elapsed_s: started.elapsed().as_secs_f64(),
+        flows,
         summary: SeriesSummary { exact: sink.exact, blocks: sink.blocks },
     })
 }

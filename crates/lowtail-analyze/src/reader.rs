@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use lowtail_capture::{open, CaptureError, CaptureReader, Item, OpenOptions, Progress};
+use lowtail_frame::{Flow, FlowKey};
 use lowtail_match::suggest::SampleFrame;
 use lowtail_match::{extract_id, Extracted, IdSpec};
 use lowtail_stats::{ExactHistogram, PerSecond};
@@ -18,14 +19,79 @@ use crate::figures::SideSummary;
 const BATCH: usize = 16384;
 const SAMPLE_FRAMES: usize = 2000;
 
-/// Timestamp and raw id of an id-carrying frame.
+/// Timestamp, raw id and flow (an index into PRE's `FlowTable`; 0 on POST) of an
+/// id-carrying frame.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Stamp {
     pub ts: i64,
     pub id: u64,
+    pub flow: u32,
 }
 
+/// The most flows an analysis tells apart: beyond them, packets of new flows are counted
+/// together as one more flow ("other flows"), and a warning says so. Each flow keeps its
+/// own exact latency histogram.
+pub const MAX_FLOWS: usize = 4096;
+
 pub(crate) type Batch = Vec<Stamp>;
+
+/// PRE's flows in order of first appearance: a packet's flow becomes a small index.
+pub(crate) struct FlowTable {
+    pub key: FlowKey,
+    /// The flow of each index; the last is "other flows" once the table is full.
+    pub flows: Vec<Flow>,
+    /// The flows have outgrown `MAX_FLOWS`.
+    pub overflowed: bool,
+    by_flow: rustc_hash::FxHashMap<Flow, u32>,
+    /// The previous packet's flow and index: with one flow (or runs of one) no lookup.
+    last: Option<(Flow, u32)>,
+}
+
+impl FlowTable {
+    pub(crate) fn new(key: FlowKey) -> FlowTable {
+        FlowTable { key, flows: Vec::new(), overflowed: false, by_flow: Default::default(), last: None }
+    }
+
+    /// The index of this frame's flow.
+    #[inline(always)]
+    fn index(&mut self, link: lowtail_capture::LinkType, data: &[u8]) -> u32 {
+        let flow = self.key.flow_of(link, data);
+        match self.last {
+            Some((last, index)) if last == flow => index,
+            _ => self.look_up(flow),
+        }
+    }
+
+    #[inline]
+    fn look_up(&mut self, flow: Flow) -> u32 {
+        let index = match self.by_flow.get(&flow) {
+            Some(&i) => i,
+            None => self.add(flow),
+        };
+        self.last = Some((flow, index));
+        index
+    }
+
+    #[cold]
+    fn add(&mut self, flow: Flow) -> u32 {
+        if self.flows.len() >= MAX_FLOWS {
+            self.overflowed = true;
+            return (MAX_FLOWS - 1) as u32;
+        }
+        let index = self.flows.len() as u32;
+        self.flows.push(flow);
+        self.by_flow.insert(flow, index);
+        index
+    }
+
+    /// The flows, at least one: records without headers (MoonSniff) are all flow 0.
+    pub(crate) fn finish(mut self) -> (FlowKey, Vec<Flow>, bool) {
+        if self.flows.is_empty() {
+            self.flows.push(Flow::default());
+        }
+        (self.key, self.flows, self.overflowed)
+    }
+}
 
 /// Time zero of the analysis: the first PRE packet with an id. The PRE reader
 /// publishes it; the POST reader waits for it to place its packets in the same
@@ -83,6 +149,8 @@ pub(crate) struct ReaderConfig<'a> {
     pub clock: Arc<StartClock>,
     pub role: Role,
     pub trim_ns: i64,
+    /// What tells PRE's flows apart (POST's are not looked at).
+    pub flow_key: FlowKey,
 }
 
 /// Packets per second since time zero and inter-arrival times after the warm-up.
@@ -133,6 +201,8 @@ pub(crate) struct SideReport {
     pub broken: Option<String>,
     /// The capture ends early: cut inside a record, or a compressed stream before its end.
     pub cut: bool,
+    /// PRE's flows (None on POST).
+    pub flows: Option<FlowTable>,
 }
 
 pub(crate) struct SideReader {
@@ -146,7 +216,7 @@ impl SideReader {
     /// Open the file here (so errors surface before any thread starts), then read it
     /// on a thread of its own; batches arrive on the returned receiver.
     pub(crate) fn start(config: ReaderConfig<'_>) -> Result<(SideReader, Receiver<Batch>), AnalyzeError> {
-        let ReaderConfig { path, spec, force_moonsniff, progress, cancel, clock, role, trim_ns } = config;
+        let ReaderConfig { path, spec, force_moonsniff, progress, cancel, clock, role, trim_ns, flow_key } = config;
         let publish_guard = (role == Role::Pre).then(|| PublishOnDrop(clock.clone()));
         let options = OpenOptions { force_moonsniff, progress: Some(progress.clone()), cancel: Some(cancel.clone()) };
         let reader = open(path, &options)?;
@@ -165,7 +235,7 @@ impl SideReader {
             .name("lowtail-read".into())
             .spawn(move || {
                 let _publish_guard = publish_guard;
-                let side = SideContext { spec, cancel, clock, role, trim_ns };
+                let side = SideContext { spec, cancel, clock, role, trim_ns, flow_key };
                 read_side(reader, side, summary, tx, recycle_rx)
             })
             .expect("spawn reader thread");
@@ -185,6 +255,7 @@ struct SideContext {
     clock: Arc<StartClock>,
     role: Role,
     trim_ns: i64,
+    flow_key: FlowKey,
 }
 
 /// A reader thread's tallies of the frames it has seen.
@@ -197,6 +268,8 @@ struct SideTally {
     last_ts: i64,
     sample: Vec<SampleFrame>,
     batch: Batch,
+    /// PRE's flows; None on POST.
+    flows: Option<FlowTable>,
     frames: u64,
     not_udp: u64,
     too_short: u64,
@@ -212,13 +285,18 @@ impl SideTally {
     #[inline(always)]
     fn see(&mut self, item: Item<'_>, side: &SideContext) {
         self.frames += 1;
-        let (ts, extracted) = match item {
-            Item::Record { ts_ns, id } => (ts_ns, Extracted::Id(id as u64)),
+        let (ts, extracted, flow) = match item {
+            Item::Record { ts_ns, id } => (ts_ns, Extracted::Id(id as u64), 0),
             Item::Frame(f) => {
                 if self.sample.len() < SAMPLE_FRAMES {
                     self.keep_sample(&f);
                 }
-                (f.ts_ns, extract_id(f.link, f.data, f.orig_len, &self.spec))
+                let extracted = extract_id(f.link, f.data, f.orig_len, &self.spec);
+                let flow = match (&mut self.flows, extracted) {
+                    (Some(table), Extracted::Id(_)) => table.index(f.link, f.data),
+                    _ => 0,
+                };
+                (f.ts_ns, extracted, flow)
             }
         };
         match extracted {
@@ -231,7 +309,7 @@ impl SideTally {
                 }
                 self.backwards += (ts < self.last_ts) as u64;
                 self.last_ts = ts;
-                self.batch.push(Stamp { ts, id });
+                self.batch.push(Stamp { ts, id, flow });
             }
             Extracted::NotUdp => self.not_udp += 1,
             Extracted::TooShort => self.too_short += 1,
@@ -276,6 +354,7 @@ fn read_side(
         last_ts: NO_STAMP,
         sample: Vec::new(),
         batch: Vec::with_capacity(BATCH),
+        flows: (side.role == Role::Pre).then(|| FlowTable::new(side.flow_key)),
         frames: 0,
         not_udp: 0,
         too_short: 0,
@@ -332,5 +411,6 @@ fn read_side(
         sample: t.sample,
         broken,
         cut,
+        flows: t.flows,
     })
 }

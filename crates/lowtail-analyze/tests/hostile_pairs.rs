@@ -69,6 +69,9 @@ fn hostile_moonsniff_pairs_never_panic() {
         match analyze_pair(&pre, &post, &options, &Control::default()) {
             Ok(a) => {
                 assert_eq!(a.sent, a.received + a.lost, "seed {seed}");
+                let by_flow =
+                    |pick: fn(&lowtail_analyze::FlowFigures) -> u64| a.flows.flows.iter().map(pick).sum::<u64>();
+                assert_eq!((by_flow(|f| f.sent), by_flow(|f| f.lost)), (a.sent, a.lost), "seed {seed}: flows add up");
                 if let Some(l) = &a.latency_ns {
                     let p50 = l.percentile("p50").unwrap();
                     assert!(l.min <= p50 && p50 <= l.max, "seed {seed}");

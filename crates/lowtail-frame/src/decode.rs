@@ -119,8 +119,8 @@ pub enum Extracted {
     Snapped,
 }
 
-const ETH_IPV4: u16 = 0x0800;
-const ETH_IPV6: u16 = 0x86dd;
+pub(crate) const ETH_IPV4: u16 = 0x0800;
+pub(crate) const ETH_IPV6: u16 = 0x86dd;
 const PROTO_UDP: u8 = 17;
 
 /// Find the packet id in a frame of the given link type.
@@ -203,7 +203,7 @@ fn extract_any(link: LinkType, data: &[u8], orig_len: u32, spec: &IdSpec) -> Ext
 
 /// (ethertype, offset of the layer-3 header), VLAN tags skipped.
 #[inline]
-fn link_payload(link: LinkType, d: &[u8]) -> Option<(u16, usize)> {
+pub(crate) fn link_payload(link: LinkType, d: &[u8]) -> Option<(u16, usize)> {
     match link {
         LinkType::Ethernet => {
             let mut off = 12;
@@ -241,7 +241,7 @@ fn link_payload(link: LinkType, d: &[u8]) -> Option<(u16, usize)> {
 }
 
 /// What the IP layer leads to.
-enum Transport {
+pub(crate) enum Transport {
     /// (offset of the UDP header, end of the IP packet)
     Udp(usize, usize),
     NotUdp,
@@ -251,7 +251,7 @@ enum Transport {
 
 /// The first fragment of a UDP datagram over IPv4.
 #[inline]
-fn ipv4_udp(d: &[u8], off: usize) -> Transport {
+pub(crate) fn ipv4_udp(d: &[u8], off: usize) -> Transport {
     let Some(h) = d.get(off..off + 20) else { return Transport::Cut };
     if h[0] >> 4 != 4 || h[9] != PROTO_UDP {
         return Transport::NotUdp;
@@ -267,7 +267,7 @@ fn ipv4_udp(d: &[u8], off: usize) -> Transport {
 
 /// Same for IPv6, walking extension headers (a snap length can cut them too).
 #[inline]
-fn ipv6_udp(d: &[u8], off: usize) -> Transport {
+pub(crate) fn ipv6_udp(d: &[u8], off: usize) -> Transport {
     let Some(h) = d.get(off..off + 40) else { return Transport::Cut };
     if h[0] >> 4 != 6 {
         return Transport::NotUdp;

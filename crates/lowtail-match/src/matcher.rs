@@ -31,6 +31,8 @@ pub struct Matched {
     pub pre_ts: i64,
     /// Meaningless for `Outcome::Lost`.
     pub post_ts: i64,
+    /// The flow PRE saw it in (an index the caller chose; 0 when it keeps none).
+    pub flow: u32,
 }
 
 /// What became of a PRE packet.
@@ -98,9 +100,10 @@ struct Entry {
     pre_ts: i64,
     /// `PENDING`, `TRIMMED`, or the first POST timestamp.
     post_ts: i64,
+    flow: u32,
 }
 
-// SAFETY: three integers; the derived Default is all zeros.
+// SAFETY: four integers; the derived Default is all zeros.
 unsafe impl ZeroDefault for Entry {}
 
 /// The streaming PRE/POST join: feed both sides in merged time order (`push_pre`,
@@ -231,9 +234,16 @@ impl<S: MatchSink> Matcher<S> {
         }
     }
 
-    /// A packet seen on the PRE side, in merged time order.
-    #[inline(always)] // into the merge loop, the only caller on the per-packet path
+    /// A packet seen on the PRE side, in merged time order, in flow 0.
+    #[inline(always)]
     pub fn push_pre(&mut self, ts: i64, id: u64) {
+        self.push_pre_in_flow(ts, id, 0);
+    }
+
+    /// A packet seen on the PRE side, in merged time order, in `flow` (which its fate
+    /// carries to the sink).
+    #[inline(always)] // into the merge loop, the only caller on the per-packet path
+    pub fn push_pre_in_flow(&mut self, ts: i64, id: u64, flow: u32) {
         self.expire(ts);
         let trim_until = *self.trim_until.get_or_insert(ts.saturating_add(self.trim_ns));
         if self.lookup(id).is_some() {
@@ -265,7 +275,7 @@ impl<S: MatchSink> Matcher<S> {
         if self.ring.len() == 0 {
             self.expire_after = self.expire_after.min(ts.saturating_add(self.horizon_ns));
         }
-        self.ring.push(Entry { id, pre_ts: ts, post_ts });
+        self.ring.push(Entry { id, pre_ts: ts, post_ts, flow });
     }
 
     /// Keep the anchor on runs of consecutive ids; when a run breaks, hash its entries.
@@ -372,7 +382,7 @@ impl<S: MatchSink> Matcher<S> {
         if index < self.segment_start {
             self.forget_hashed(e.id);
         }
-        let m = Matched { index, id: e.id, pre_ts: e.pre_ts, post_ts: e.post_ts };
+        let m = Matched { index, id: e.id, pre_ts: e.pre_ts, post_ts: e.post_ts, flow: e.flow };
         match e.post_ts {
             TRIMMED => {}
             PENDING => {

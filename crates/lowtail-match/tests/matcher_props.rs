@@ -109,7 +109,7 @@ fn reference(pre: &[Event], post: &[Event], trim: i64) -> (Counters, Vec<(Outcom
             None => {
                 c.lost += 1;
                 // post_ts is meaningless for a loss: copy whatever the matcher says below
-                resolved.push((Outcome::Lost, Matched { index, id, pre_ts, post_ts: 0 }));
+                resolved.push((Outcome::Lost, Matched { index, id, pre_ts, post_ts: 0, flow: 0 }));
             }
             Some(&post_ts) => {
                 c.received += 1;
@@ -119,7 +119,7 @@ fn reference(pre: &[Event], post: &[Event], trim: i64) -> (Counters, Vec<(Outcom
                 } else {
                     Outcome::Received
                 };
-                resolved.push((outcome, Matched { index, id, pre_ts, post_ts }));
+                resolved.push((outcome, Matched { index, id, pre_ts, post_ts, flow: 0 }));
             }
         }
     }

@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use lowtail_analyze::{analyze_pair, AnalyzeOptions, Control, OptionsError};
-use lowtail_frame::{Endian, IdFormat};
+use lowtail_frame::{Endian, FlowKey, IdFormat};
 
 use crate::errors::{analyze_error, options_error};
 use crate::stats::PySeriesSummary;
@@ -27,7 +27,8 @@ impl PyAnalyzeOptions {
     #[new]
     #[pyo3(signature = (
         *, id_format=None, id_offset=None, id_width=None, id_endian=None, udp_port=None,
-        moonsniff_records=false, trim_ns=None, max_latency_ns=None, worst=None, histogram_bins=None, export=None
+        moonsniff_records=false, trim_ns=None, max_latency_ns=None, worst=None, histogram_bins=None, export=None,
+        flow_key=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -42,6 +43,7 @@ impl PyAnalyzeOptions {
         worst: Option<i64>,
         histogram_bins: Option<i64>,
         export: Option<PathBuf>,
+        flow_key: Option<&str>,
     ) -> PyResult<Self> {
         let build = || -> Result<AnalyzeOptions, OptionsError> {
             let format = match id_format {
@@ -71,6 +73,9 @@ impl PyAnalyzeOptions {
                 o.histogram_bins = count("histogram_bins", v)?;
             }
             o.export = export;
+            if let Some(name) = flow_key {
+                o.flow_key = FlowKey::from_name(name).ok_or_else(|| OptionsError::FlowKey(name.to_string()))?;
+            }
             o.check()?;
             Ok(o)
         };
@@ -141,6 +146,12 @@ impl PyAnalyzeOptions {
     #[getter]
     fn export(&self) -> Option<String> {
         self.0.export.as_ref().map(|p| p.display().to_string())
+    }
+
+    /// What tells PRE's flows apart: "5tuple", "src-port" or "none".
+    #[getter]
+    fn flow_key(&self) -> &'static str {
+        self.0.flow_key.name()
     }
 
     /// Every option by name, as the database stores them.

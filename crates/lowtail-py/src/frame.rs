@@ -1,12 +1,13 @@
-//! The wire format's facts Python must not restate: what a frame size counts, and which
-//! packet ids carry the match marker an IPS rule matches.
+//! The wire format's facts Python must not restate: what a frame size counts, what
+//! tells flows apart, and which packet ids carry the match marker an IPS rule matches.
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
-use lowtail_frame::{MatchShare, FCS_BYTES, MARKER, MARKER_OFFSET, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+use lowtail_analyze::MAX_FLOWS;
+use lowtail_frame::{MatchShare, FCS_BYTES, FLOW_KEYS, MARKER, MARKER_OFFSET, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
 
 fn share(share: f64) -> PyResult<MatchShare> {
     MatchShare::new(share).map_err(|e| PyValueError::new_err(e.to_string()))
@@ -39,5 +40,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(match_marked, m)?)?;
     m.add_function(wrap_pyfunction!(match_count, m)?)?;
     // (smallest, largest) frame size on the wire, FCS included: RFC 2544's 64 and 1518.
-    m.add("FRAME_SIZES", (MIN_FRAME_SIZE, MAX_FRAME_SIZE))
+    m.add("FRAME_SIZES", (MIN_FRAME_SIZE, MAX_FRAME_SIZE))?;
+    // The names of the keys that tell flows apart, the default first.
+    m.add("FLOW_KEYS", FLOW_KEYS.map(|k| k.name()))?;
+    // The most flows an analysis tells apart (the rest are counted as one more).
+    m.add("MAX_FLOWS", MAX_FLOWS)
 }

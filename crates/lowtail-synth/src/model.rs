@@ -7,7 +7,7 @@ use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt64Array, UInt8Array};
+use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt32Array, UInt64Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema};
 use lowtail_frame::{Endian, FrameTemplate, IdSpec, TemplateSpec, Vlan};
 use parquet::arrow::ArrowWriter;
@@ -56,8 +56,11 @@ pub struct SynthSpec {
     pub first_id: u64,
     /// UDP destination port of the test traffic.
     pub udp_dst_port: u16,
-    /// Flows (UDP source ports), packets assigned round-robin.
+    /// Flows (UDP source ports 49152, 49153, …), packets assigned round-robin.
     pub flows: u16,
+    /// Latency added to every packet of flow f: `flow_offsets_ns[f % len]` (none when
+    /// empty). Flows with known, different latencies: per-flow figures to check.
+    pub flow_offsets_ns: Vec<i64>,
     /// Latency every packet has at least.
     pub base_latency_ns: i64,
     /// Mean of the exponential jitter added to every packet.
@@ -116,6 +119,7 @@ impl Default for SynthSpec {
             first_id: 0,
             udp_dst_port: 53,
             flows: 1,
+            flow_offsets_ns: vec![],
             base_latency_ns: 3_300,
             jitter_ns: 200.0,
             irq_period_ns: 0,
@@ -347,7 +351,7 @@ fn write_pair(
         if moonsniff {
             out.record(d.ts, id as u32)?;
         } else {
-            template.set_src_port(49152 + (d.seq % spec.flows as u64) as u16);
+            template.set_src_port(49152 + flow_of(spec, d.seq) as u16);
             out.frame(iface, d.ts, template.frame(id))?;
             if spec.foreign > 0.0 && rng.random_bool(spec.foreign) {
                 out.frame(iface, d.ts, &tcp)?;
@@ -375,7 +379,7 @@ fn write_pair(
         if moonsniff {
             pre_out.record(pre_ts, id as u32)?;
         } else {
-            template.set_src_port(49152 + (seq % spec.flows as u64) as u16);
+            template.set_src_port(49152 + flow_of(spec, seq) as u16);
             pre_out.frame(iface, pre_ts, template.frame(id))?;
             if spec.foreign > 0.0 && rng.random_bool(spec.foreign) {
                 pre_out.frame(iface, pre_ts, &arp)?;
@@ -395,7 +399,8 @@ fn write_pair(
         let mut copies = 0u8;
         let mut post_ts = None;
         if !lost {
-            let (latency, overtakable) = latency_of(spec, &mut rng, pre_ts);
+            let (mut latency, overtakable) = latency_of(spec, &mut rng, pre_ts);
+            latency += flow_offset(spec, seq);
             let mut ts = pre_out.resolution(iface).as_read(pre_ts + latency + spec.post_clock_offset_ns);
             if spec.fifo && !overtakable {
                 ts = ts.max(last_fifo_departure);
@@ -413,7 +418,7 @@ fn write_pair(
             summary.lost += 1;
         }
         if let Some(t) = truth_w.as_mut() {
-            t.push(id_for_truth(spec, seq), pre_ts, post_ts, copies)?;
+            t.push(id_for_truth(spec, seq), pre_ts, post_ts, copies, flow_of(spec, seq))?;
         }
     }
     while let Some(Reverse(d)) = heap.pop() {
@@ -442,6 +447,19 @@ fn id_for_truth(spec: &SynthSpec, seq: u64) -> u64 {
         (spec.first_id & 0xffff_ffff) + seq
     } else {
         spec.first_id.wrapping_add(seq)
+    }
+}
+
+/// The flow of packet `seq` (its source port is 49152 + this): round robin.
+fn flow_of(spec: &SynthSpec, seq: u64) -> u32 {
+    (seq % spec.flows as u64) as u32
+}
+
+/// The latency every packet of `seq`'s flow has on top of the model's.
+fn flow_offset(spec: &SynthSpec, seq: u64) -> i64 {
+    match spec.flow_offsets_ns.len() {
+        0 => 0,
+        n => spec.flow_offsets_ns[flow_of(spec, seq) as usize % n],
     }
 }
 
@@ -491,7 +509,9 @@ fn foreign_tcp() -> Vec<u8> {
     f
 }
 
-/// Per-packet ground truth in PRE order.
+/// Per-packet ground truth in PRE order: id, both times (POST's empty when lost), copies
+/// that reached POST, and the flow (the index `lowtail analyze` gives it: flows appear
+/// round robin).
 struct TruthWriter {
     writer: ArrowWriter<std::fs::File>,
     schema: Arc<Schema>,
@@ -499,6 +519,7 @@ struct TruthWriter {
     pre: Vec<i64>,
     post: Vec<Option<i64>>,
     copies: Vec<u8>,
+    flow: Vec<u32>,
 }
 
 impl TruthWriter {
@@ -508,15 +529,17 @@ impl TruthWriter {
             Field::new("pre_ts_ns", DataType::Int64, false),
             Field::new("post_ts_ns", DataType::Int64, true),
             Field::new("copies", DataType::UInt8, false),
+            Field::new("flow", DataType::UInt32, false),
         ]));
         let file =
             std::fs::File::create(path).map_err(|source| SynthError::File { path: path.to_path_buf(), source })?;
         let writer = ArrowWriter::try_new(file, schema.clone(), None)?;
-        Ok(TruthWriter { writer, schema, id: vec![], pre: vec![], post: vec![], copies: vec![] })
+        Ok(TruthWriter { writer, schema, id: vec![], pre: vec![], post: vec![], copies: vec![], flow: vec![] })
     }
 
-    fn push(&mut self, id: u64, pre: i64, post: Option<i64>, copies: u8) -> Result<(), SynthError> {
+    fn push(&mut self, id: u64, pre: i64, post: Option<i64>, copies: u8, flow: u32) -> Result<(), SynthError> {
         self.id.push(id);
+        self.flow.push(flow);
         self.pre.push(pre);
         self.post.push(post);
         self.copies.push(copies);
@@ -535,6 +558,7 @@ impl TruthWriter {
             Arc::new(Int64Array::from(std::mem::take(&mut self.pre))),
             Arc::new(Int64Array::from(std::mem::take(&mut self.post))),
             Arc::new(UInt8Array::from(std::mem::take(&mut self.copies))),
+            Arc::new(UInt32Array::from(std::mem::take(&mut self.flow))),
         ];
         let batch = RecordBatch::try_new(self.schema.clone(), cols)?;
         Ok(self.writer.write(&batch)?)

@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lowtail.analyze.document import AnalysisFigures, StoredAnalysis
+from lowtail.analyze.document import (
+    RANKED_BY,
+    AnalysisFigures,
+    FlowDocument,
+    FlowsDocument,
+    StoredAnalysis,
+    flow_spread,
+    flows_worst_first,
+)
 from lowtail.core import percentiles
-from lowtail.core.units import format_ns
+from lowtail.core.units import format_ns, format_percent, format_share
 from lowtail.report import plots
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.page import Page, esc, figure_html, table_html
@@ -79,6 +87,9 @@ def analysis_sections(page: Page, doc: StoredAnalysis, name: str = "") -> None:
             "The worst events over the run: periodic patterns point at interrupts or timers",
         ),
     )
+    flows = doc.get("flows")
+    if flows and len(flows["flows"]) > 1:
+        flows_section(page, flows, prefix)
     page.add(
         f"{prefix}Traffic",
         figure_html(plots.rates_plot(doc["rates"]["pre"], doc["rates"]["post"], sending_span_ns(f)))
@@ -90,6 +101,62 @@ def analysis_sections(page: Page, doc: StoredAnalysis, name: str = "") -> None:
             plots.histogram_plot(doc["histograms"]["jitter_post"], "Inter-arrival times, POST", "inter-arrival time")
         )
         + "</div>",
+    )
+
+
+# The most flows the section's table lists and its plots draw (the worst ones, and the best).
+SHOWN_FLOWS = 20
+PLOTTED_FLOWS = 12
+
+
+def _flow_points(flow: FlowDocument) -> list[tuple[float, float]]:
+    """A flow's distribution at the figures the store keeps of it: (percentile in 0..1,
+    latency ns) from its minimum through every headline percentile to its maximum."""
+    lat = flow["latency_ns"] or {}
+    keys = percentiles.figure_keys()
+    return [(percentiles.fraction(k), float(v)) for k in keys if (v := lat.get(k)) is not None]
+
+
+def flows_section(page: Page, flows: FlowsDocument, prefix: str = "") -> None:
+    """The section "flows": how far the flows lie apart, the worst flows first with their
+    packets, loss and figures, and their distributions overlaid (the worst, and the best)."""
+    rows = flows["flows"]
+    s = flow_spread(rows)
+    ranked = flows_worst_first(rows)
+    shown_pct = percentiles.by_key(RANKED_BY)
+    table = table_html(
+        ["flow", "sent", "lost", "p50", shown_pct.short, "p99.99", "max"],
+        [
+            [
+                f["key"],
+                f"{f['sent']:,}",
+                f"{f['lost']:,} ({format_share(f['lost'], f['sent'])})",
+                *(format_ns((f["latency_ns"] or {}).get(k)) for k in ("p50", RANKED_BY, "p99_99", "max")),
+            ]
+            for f in ranked[:SHOWN_FLOWS]
+        ],
+    )
+    lead = (
+        f"<p class='meta'>{len(rows):,} flows told apart by {esc(flows['key'])}"
+        + (" (the last holds every flow beyond those told apart)" if flows["overflowed"] else "")
+        + f" · {esc(shown_pct.short)} from {esc(format_ns(s['least_ns']))} to {esc(format_ns(s['greatest_ns']))},"
+        f" median {esc(format_ns(s['median_ns']))} · worst case {esc(format_ns(s['worst_max_ns']))} · loss"
+        f" {esc(format_percent(s['least_loss']))} to {esc(format_percent(s['greatest_loss']))} · the"
+        f" {min(SHOWN_FLOWS, len(rows))} worst flows by {esc(shown_pct.short)}, then worst case</p>"
+    )
+    plotted = ranked[: PLOTTED_FLOWS - 1] + ranked[-1:] if len(ranked) > PLOTTED_FLOWS else ranked
+    curves = [plots.Curve(f["key"], _flow_points(f)) for f in plotted if f["latency_ns"]]
+    cdf = [(f["key"], [(v, p) for p, v in _flow_points(f)]) for f in plotted if f["latency_ns"]]
+    page.add(
+        f"{prefix}Flows",
+        lead
+        + table
+        + figure_html(
+            plots.hdr_percentile_plot(curves, "Latency by percentile, per flow"),
+            f"The {len(curves)} worst flows and the best, at the figures stored per flow (min, every "
+            "headline percentile, max)",
+        )
+        + figure_html(plots.cdf_plot(cdf, "Latency distribution per flow (CDF)", log=True)),
     )
 
 

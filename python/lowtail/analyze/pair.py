@@ -20,6 +20,7 @@ from typing import Any
 from lowtail import _native
 from lowtail._native import AnalyzeOptions
 from lowtail.analyze.document import AnalysisDocument, CaptureSide
+from lowtail.analyze.flows import sums_disagree, with_spread
 from lowtail.compare.intervals import DEFAULT_LEVEL, Evidence, bounds_document
 from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.core.files import DISK_FULL, os_error
@@ -145,6 +146,11 @@ def analyze_pair(
         error = outcome["error"]
         raise lowtail_error(error) from error
     doc: AnalysisDocument = json.loads(outcome["json"])
+    # Flows partition the packets: figures that do not add up would be a defect, said aloud.
+    disagree = sums_disagree(doc)
+    if disagree:
+        doc["warnings"].append(f"the flows' figures do not add up to the pooled ones ({disagree}): a defect")
+    with_spread(doc)
     summary = analyzer.take_summary()
     doc["summary"] = summary
     has_latencies = summary is not None and summary.count > 0

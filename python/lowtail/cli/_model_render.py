@@ -12,6 +12,7 @@ from rich.table import Table
 from lowtail.cli._output import note, out, warn
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
+from lowtail.models.document import FlowTailsDocument
 from lowtail.report.tables import comparison_table, evt_tail_text, knee_table, overload_table
 
 
@@ -188,3 +189,29 @@ def simulate_tables(d: Mapping[str, Any]) -> None:
             f"loss: measured {'–' if ml is None else format_percent(ml)}, "
             f"predicted {format_percent(comp['predicted_loss'])}"
         )
+
+
+def flow_tails_table(d: FlowTailsDocument) -> None:
+    """Each flow's tail model: verified ones worst predicted first, then the contradicted
+    and those the data cannot support, with why."""
+    from lowtail.models.flow_evt import worst_predicted
+
+    note(
+        f"{d.get('source', d['series'])}: {len(d['flows']):,} flows · {d['verified']:,} verified · "
+        f"{d['contradicted']:,} contradicted · {d['unsupported']:,} the data cannot support"
+    )
+    t = Table(title="flows' tails, worst predicted first", title_justify="left", box=None, pad_edge=False)
+    for col in ("flow", "packets", "ξ", "p99.99 predicted", "p99.99 observed", "check"):
+        t.add_column(col, justify="right")
+    shown = worst_predicted(d) + [f for f in d["flows"] if f["status"] != "verified"]
+    for f in shown[:30]:
+        xi = "–" if f["xi"] is None else f"{f['xi']:.3f}"
+        t.add_row(
+            str(f["flow"]),
+            f"{f['packets']:,}",
+            xi,
+            format_ns(f["predicted_ns"].get("p99_99")),
+            format_ns(f["observed_ns"].get("p99_99")),
+            f"{f['status']}: {f['reason']}",
+        )
+    out.print(t)

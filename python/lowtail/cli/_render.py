@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
 from lowtail.analyze.pair import measured_rate
@@ -62,7 +63,44 @@ def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
         t.add_row("mean", format_ns(lat["mean"]), "")
         t.add_row("stddev", format_ns(lat["stddev"]), "")
         tables.append(t)
+    flows_table = worst_flows_table(a)
+    if flows_table is not None:
+        tables.append(flows_table)
     return tables
+
+
+def worst_flows_table(a: Mapping[str, Any]) -> Table | None:
+    """The worst flows of an analysis of several flows (None for one flow): how far the
+    flows lie apart in its title, the worst `SHOWN_FLOWS` below, each with its loss, median,
+    ranking percentile and worst case."""
+    from lowtail.analyze.document import RANKED_BY, flow_spread, flows_worst_first
+    from lowtail.analyze.flows import SHOWN_FLOWS
+
+    flows = (a.get("flows") or {}).get("flows") or []
+    if len(flows) < 2:
+        return None
+    s = flow_spread(flows)
+    ranked = percentiles.by_key(RANKED_BY)
+    title = (
+        f"flows ({len(flows):,} by {a['flows']['key']}; {ranked.short} from {format_ns(s['least_ns'])} to "
+        f"{format_ns(s['greatest_ns'])}, median {format_ns(s['median_ns'])}; loss "
+        f"{format_percent(s['least_loss'])} to {format_percent(s['greatest_loss'])}) — worst first"
+    )
+    t = Table(title=title, title_justify="left", box=None, pad_edge=False)
+    # A 5-tuple is ~30 characters: the flow's packets stay in --json, so that a row fits 80.
+    t.add_column("flow", justify="left", no_wrap=True)
+    for col in ("lost", "p50", ranked.short, "max"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for f in flows_worst_first(flows)[:SHOWN_FLOWS]:
+        lat = f["latency_ns"] or {}
+        t.add_row(
+            markup_escape(f["key"]),
+            f"{f['lost']:,} ({format_share(f['lost'], f['sent'])})",
+            format_ns(lat.get("p50")),
+            format_ns(lat.get(RANKED_BY)),
+            format_ns(lat.get("max")),
+        )
+    return t
 
 
 def header_line(a: Mapping[str, Any]) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from lowtail.analyze.flows import DEFAULT_FLOW_KEY, FLOW_KEYS, for_printing, parse_flow_key
 from lowtail.analyze.pair import SHOWN_WORST, AnalyzeOptions, analyze_options, worst_first
 from lowtail.analyze.stored import AnalyzeOutcome, AnalyzeRequest, analyze_and_store
 from lowtail.cli._app import app
@@ -67,6 +68,13 @@ def analyze(
         help=f"How many of the worst events --json prints, worst first (the analysis keeps and stores "
         f"at least {DEFAULTS.worst:,} for the report and the models).",
     ),
+    flow_key: str | None = typer.Option(
+        None,
+        "--flow-key",
+        help=f"What tells PRE's flows apart: {', '.join(FLOW_KEYS)} (5tuple: addresses and UDP ports; "
+        f"src-port: the UDP source port; none: one flow, for captures whose flows mean nothing) "
+        f"[default: {DEFAULT_FLOW_KEY}].",
+    ),
     export: Path | None = typer.Option(
         None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
     ),
@@ -115,6 +123,7 @@ def analyze(
             max_latency_ns=max_latency_ns,
             worst=max(worst, DEFAULTS.worst),
             export=series.parquet_path_for(export) if export else None,
+            flow_key=parse_flow_key(flow_key) if flow_key is not None else None,
         ),
         db=db,
         export=export,
@@ -142,7 +151,10 @@ def _render(outcome: AnalyzeOutcome, request: AnalyzeRequest, worst: int, json_o
         if not_stored_message:
             # One document on stdout: the figures, and the error beside them.
             a["error"], a["exit_code"] = not_stored_message, Failure.exit_code
-        print_json(worst_first(a, worst))
+        shown = worst_first(a, worst)
+        if "flows" in shown:
+            shown["flows"] = for_printing(shown["flows"])
+        print_json(shown)
     else:
         _print_tables(outcome, request)
     if not_stored_message:

@@ -279,6 +279,42 @@ def evt(
     _finish(doc, json_out, evt_tables, db, not_credible=doc.get("warnings", []))
 
 
+# -- flows -----------------------------------------------------------------------------
+
+
+@model_app.command(
+    help="Each flow's latency tail by extreme value theory (after Helm, Wiedner, Carle: Flow-level tail "
+    "latency estimation and verification based on extreme value theory, CNSM 2022): every flow of a "
+    f"matched series ({series.FLOW} column) fitted from its exceedances on its first packets, checked "
+    "against its held-out packets; flows whose data cannot support a tail model are named. INPUT is a "
+    "Parquet series, a run id (12 or run:12) or analysis:ID."
+)
+def flows(
+    input: str = typer.Argument(..., help="Parquet series, run id, or analysis:ID."),
+    fit_fraction: float = typer.Option(50.0, help="Percent of each flow's packets (the first) the model is fitted on."),
+    threshold: str = typer.Option("99", help="The threshold, as a percentile of each flow's fitted packets."),
+    min_exceedances: int = typer.Option(30, help="Fewest exceedances a flow's fit is made from."),
+    db: Path = db_option(),
+    store: bool = typer.Option(True, help="Store the result in the database."),
+    label: str | None = typer.Option(None, help="A name for the stored result."),
+    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+) -> None:
+    """`lowtail model flows`: each flow's tail, estimated and verified."""
+    from lowtail.cli._model_render import flow_tails_table
+    from lowtail.models.flow_evt import FlowEvtOptions, flow_tails_and_store
+
+    try:
+        fit_quantile, threshold_quantile = quantile_of_percent(fit_fraction), quantile_of_percent(threshold)
+    except ValueError as e:
+        raise UserError(f"--fit-fraction / --threshold: {e}") from None
+    opts = FlowEvtOptions(
+        fit_fraction=float(fit_quantile), threshold=threshold_quantile, min_exceedances=min_exceedances
+    )
+    with _store(db, store or not Path(input).exists()) as s:
+        doc = flow_tails_and_store(s, input, opts, save=store, label=label)
+    _finish(doc, json_out, flow_tails_table, db)
+
+
 # -- aliasing --------------------------------------------------------------------------
 
 

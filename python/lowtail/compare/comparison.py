@@ -14,6 +14,7 @@ from typing import Any
 from lowtail.analyze.document import IntervalDoc, latency_of
 from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
+from lowtail.compare import flows as flowcompare
 from lowtail.compare.document import (
     CauseSummary,
     ComparisonDocument,
@@ -111,6 +112,8 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     duts = [r for r in rows if not r["calibration"]]
     left_out = [r for r in rows if r["calibration"]] if duts else []
     duts = duts or rows  # only calibration runs: the floors themselves are compared
+    if axes.FLOW in (opts.by or []):
+        duts = flowcompare.split_by_flow(store, duts)
     by = axes.resolve(opts.by, duts) if opts.by else axes.configuration_axes(duts)
     if opts.floor is not None:
         runstore.check_calibration(store, opts.floor)
@@ -126,9 +129,10 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     summaries = analysisstore.summary_bytes(store, [aid for r in duts if (aid := r.get("analysis_id")) is not None])
     configurations = []
     mixed: list[str] = []
+    flow_distributions = flowcompare.FlowDistributions(counter)
     for index, members in enumerate(groups.values()):
         verdict, mixes = _configuration_verdict(members, verdicts, common)
-        reader = _Reader(summaries, counter)
+        reader = _Reader(summaries, counter, flow_distributions)
         configurations.append(_configuration(index, members, by, verdict, opts.level, floors, reader, out))
         if mixes:
             mixed.append(configurations[-1]["label"])
@@ -320,10 +324,12 @@ class _Reader:
     """Runs' distributions from their stored summaries (else their series), counted for
     the progress bar."""
 
-    def __init__(self, summaries: dict[int, bytes], counter: _Counter):
-        self.summaries, self.counter = summaries, counter
+    def __init__(self, summaries: dict[int, bytes], counter: _Counter, flows: flowcompare.FlowDistributions):
+        self.summaries, self.counter, self.flows = summaries, counter, flows
 
     def __call__(self, run: Mapping[str, Any]) -> Distribution:
+        if run.get(flowcompare.FLOW_INDEX) is not None:  # one flow of a run (`--by flow`)
+            return self.flows(run)  # type: ignore[arg-type]
         return read_run(self.summaries.get(run["analysis_id"]), run.get("series_path"), self.counter)
 
 

@@ -21,8 +21,10 @@ if TYPE_CHECKING:
     from lowtail._native import SeriesSummary
 
 COLUMNS: tuple[str, ...] = tuple(name for name, _ in SERIES_COLUMNS)
-# The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre.
-ID, PRE_TS, POST_TS, LATENCY = COLUMNS
+# The packet id (UInt64), when it entered the DuT and when it left (Int64 ns), post − pre,
+# and its flow (UInt32: the index of its flow among the analysis's flows, from PRE's headers;
+# series written before flows were told apart lack the column).
+ID, PRE_TS, POST_TS, LATENCY, FLOW = COLUMNS
 
 # What stands in for the series where the statistics need no more: its latencies' exact
 # distribution and time blocks (`_native.SeriesSummary`). An analysis document carries it
@@ -40,7 +42,7 @@ def arrow_schema() -> Any:
 
 
 def columns_text() -> str:
-    """The columns as help texts and messages name them: "id, pre_ts_ns, post_ts_ns, latency_ns"."""
+    """The columns as help texts and messages name them: "id, pre_ts_ns, post_ts_ns, latency_ns, flow"."""
     return ", ".join(COLUMNS)
 
 
@@ -83,15 +85,16 @@ def finish_export(path: Path) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def write_series(path: Path, ids: Any, pre_ts_ns: Any, post_ts_ns: Any) -> None:
-    """Write a series of the same shape (numpy arrays; latency is post − pre), atomically:
-    a reader never sees half a file."""
+def write_series(path: Path, ids: Any, pre_ts_ns: Any, post_ts_ns: Any, flows: Any = None) -> None:
+    """Write a series of the same shape (numpy arrays; latency is post − pre; every packet
+    in flow 0 unless `flows` says), atomically: a reader never sees half a file."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     pre, post = np.asarray(pre_ts_ns, dtype=np.int64), np.asarray(post_ts_ns, dtype=np.int64)
-    columns = [np.asarray(ids).astype(np.uint64), pre, post, post - pre]
+    flow = np.zeros(len(pre), dtype=np.uint32) if flows is None else np.asarray(flows).astype(np.uint32)
+    columns = [np.asarray(ids).astype(np.uint64), pre, post, post - pre, flow]
     table = pa.table([pa.array(c) for c in columns], schema=arrow_schema())
     tmp = path.with_name(f".{path.name}.partial")
     pq.write_table(table, tmp)
@@ -159,6 +162,22 @@ def summary_of(path: str | Path) -> SeriesSummary:
     for pre_ts, latencies in _iter_columns(path, (PRE_TS, LATENCY), "the matched series is gone"):
         summary.record(pre_ts, latencies)  # type: ignore[arg-type]  # an int64 array is a buffer
     return summary
+
+
+def flow_summaries(path: str | Path) -> dict[int, SeriesSummary]:
+    """The `SeriesSummary` of each flow of a series file (its `flow` column), in one streamed
+    pass. UserError when the file is missing, is not a series or has no flow column."""
+    import numpy as np
+
+    from lowtail._native import SeriesSummary
+
+    out: dict[int, SeriesSummary] = {}
+    for pre_ts, latencies, flows in _iter_columns(path, (PRE_TS, LATENCY, FLOW), "the matched series is gone"):
+        for flow in np.unique(flows):
+            mine = flows == flow
+            summary = out.setdefault(int(flow), SeriesSummary())
+            summary.record(np.ascontiguousarray(pre_ts[mine]), np.ascontiguousarray(latencies[mine]))  # type: ignore[arg-type]
+    return out
 
 
 def iter_latencies(path: str | Path) -> Iterator[np.ndarray]:

@@ -9,7 +9,7 @@ from collections.abc import Set as AbstractSet
 from pathlib import Path
 from typing import Any
 
-from lowtail.analyze.document import latency_of
+from lowtail.analyze.document import RANKED_BY, FlowsDocument, flow_spread, flows_worst_first, latency_of
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_ns, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
@@ -24,7 +24,7 @@ from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.store import DbPath, axes, open_store
 from lowtail.store import runs as runstore
-from lowtail.store.analyses import PAGE_ROWS, percentile_curve, worst_events
+from lowtail.store.analyses import PAGE_ROWS, analysis_flows, percentile_curve, worst_events
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.host import run_interrupts
 from lowtail.store.records import show_value
@@ -334,6 +334,10 @@ def run_section(
                 ),
             ]
         )
+    analysis_id = r.get("analysis_id")
+    flows = analysis_flows(store, analysis_id) if analysis_id is not None else None
+    if flows and len(flows["flows"]) > 1:
+        facts.append(["flows", esc(flows_summary(flows))])
     if r["dut_stats"]:
         facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
@@ -399,6 +403,20 @@ def matching_section(page: Page, rows: Sequence[Mapping[str, Any]]) -> None:
         f"arrive are the filter working, and the verdict's <code>max_loss</code> counts only the loss beside them. "
         f"Suricata's own alert and block counters are checked against the marked packets.</p>"
         + table_html(header, cells),
+    )
+
+
+def flows_summary(flows: FlowsDocument) -> str:
+    """A run's flows in a line: how many, the worst flow at the ranking percentile and its
+    worst case, the spread across flows."""
+    ranked = flows_worst_first(flows["flows"])
+    worst, s = ranked[0], flow_spread(flows["flows"])
+    shown = percentiles.by_key(RANKED_BY).short
+    lat = worst["latency_ns"] or {}
+    return (
+        f"{len(ranked):,} by {flows['key']} · worst flow {worst['key']}: {shown} {format_ns(lat.get(RANKED_BY))}, "
+        f"max {format_ns(lat.get('max'))}, lost {format_count(worst['lost'])} · {shown} across flows "
+        f"{format_ns(s['least_ns'])} to {format_ns(s['greatest_ns'])}"
     )
 
 

@@ -115,6 +115,45 @@ class EvtDocument(TypedDict):
     model_id: NotRequired[int]
 
 
+class FlowTailDocument(TypedDict):
+    """One flow's tail model and its check (models/flow_evt.py): its packets and how many the
+    model was fitted on, the threshold and its exceedances, the GPD's ξ (with its Wald
+    interval) and σ, each predicted percentile beside the one observed in all its packets, the
+    level checked on the held-out packets with the count expected and observed there, the
+    binomial test's p-value, and the verdict: verified, contradicted, or unsupported (the data
+    cannot support a tail model; `reason` says why)."""
+
+    flow: int
+    packets: int
+    fit_packets: int
+    threshold_ns: int | None
+    exceedances: int
+    xi: float | None
+    xi_ci: list[float] | None
+    sigma_ns: float | None
+    predicted_ns: dict[str, float | None]
+    observed_ns: dict[str, int]
+    check_level_ns: float | None
+    expected: float | None
+    observed: int | None
+    p_value: float | None
+    status: str
+    reason: str
+
+
+class FlowTailsDocument(TypedDict):
+    """Every flow's tail of a series (`lowtail model flows --json`)."""
+
+    series: str
+    options: dict[str, float | int]
+    flows: list[FlowTailDocument]
+    verified: int
+    contradicted: int
+    unsupported: int
+    source: NotRequired[str]
+    model_id: NotRequired[int]
+
+
 class AliasingSpecDocument(TypedDict):
     """The aliasing model's parameters (`models.aliasing.AliasingSpec`, as JSON)."""
 

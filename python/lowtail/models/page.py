@@ -486,6 +486,36 @@ def write_knee_report(db: DbPath, experiment_id: int, dut_name: str | None, outp
     return page.write(Path(output))
 
 
+def flow_tails_section(page: Page, doc: dict[str, Any]) -> None:
+    """Each flow's tail model (`lowtail model flows`): the verified flows worst predicted first,
+    then the contradicted ones and those the data cannot support, each with why."""
+    verified = sorted(
+        (f for f in doc["flows"] if f["status"] == "verified"),
+        key=lambda f: -(f["predicted_ns"].get("p99_99") or 0.0),
+    )
+    rows = verified + [f for f in doc["flows"] if f["status"] != "verified"]
+    page.add(
+        "Flows' tails (EVT per flow)",
+        f"<p class='meta'>{len(doc['flows']):,} flows · {doc['verified']:,} verified · {doc['contradicted']:,} "
+        f"contradicted · {doc['unsupported']:,} the data cannot support (CNSM 2022's flow-level estimation and "
+        "verification)</p>"
+        + table_html(
+            ["flow", "packets", "ξ", "p99.99 predicted", "p99.99 observed", "check"],
+            [
+                [
+                    f["flow"],
+                    f"{f['packets']:,}",
+                    "–" if f["xi"] is None else f"{f['xi']:.3f}",
+                    format_ns(f["predicted_ns"].get("p99_99")),
+                    format_ns(f["observed_ns"].get("p99_99")),
+                    f"{f['status']}: {f['reason']}",
+                ]
+                for f in rows[:200]
+            ],
+        ),
+    )
+
+
 def write_model_report(db: DbPath, model_id: int | str, output: str | Path) -> Path:
     """A page for one stored model result."""
     with open_store(db, read_only=True) as s:
@@ -500,6 +530,8 @@ def write_model_report(db: DbPath, model_id: int | str, output: str | Path) -> P
             overload_section(page, s, row["model_id"])
         elif kind == "aliasing":
             aliasing_section(page, s, row["model_id"])
+        elif kind == "flows":
+            flow_tails_section(page, row["result"])
         else:
             simulate_section(page, s, row["model_id"])
     return page.write(Path(output))
@@ -516,6 +548,7 @@ __all__: Sequence[str] = [
     "overload_section",
     "aliasing_section",
     "simulate_section",
+    "flow_tails_section",
     "write_model_report",
     "evt_figure",
     "latency_vs_rate_figure",

@@ -1,7 +1,8 @@
 """Analyses in the database (tables of schema/001_analyses.sql): the headline figures as
 columns of `analyses`, the bulky results (percentile rows, histogram bins, worst events,
 per-second rates) in narrow tables keyed by `analysis_id`; the latencies' summary, what
-pooling and intervals read instead of the series, in `analysis_summaries` (016_summaries.sql)."""
+pooling and intervals read instead of the series, in `analysis_summaries` (016_summaries.sql);
+each flow's packets and figures in `analysis_flows` (022_flows.sql)."""
 
 from __future__ import annotations
 
@@ -22,10 +23,21 @@ from lowtail.analyze.document import (
 from lowtail.core.series import SUMMARY_FORMAT
 from lowtail.core.version import __version__
 from lowtail.store.codec import ANALYSIS_FIGURES, ANALYSIS_INPUTS, ANALYSIS_OPTIONS, ANALYSIS_WARNINGS
-from lowtail.store.db import LATENCY_FIGURES, Store, latency_column, row_as_dict, rows_as_dicts, stored_id
+from lowtail.store.db import (
+    LATENCY_FIGURES,
+    Store,
+    latency_column,
+    latency_columns,
+    latency_figures_of,
+    row_as_dict,
+    rows_as_dicts,
+    stored_id,
+)
 
 if TYPE_CHECKING:
+    from lowtail.analyze.document import AnalysisDocument, AnalyzeOptionsDocument, FlowDocument, FlowsDocument
     from lowtail.experiment.document import RunRow
+
 
 HISTOGRAM_KINDS = ("latency", "jitter_pre", "jitter_post")
 SIDES = ("pre", "post")
@@ -176,6 +188,70 @@ def _save_bulk(store: Store, analysis_id: int, a: AnalysisDocument) -> None:
             f"INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), {_unnest('BIGINT')}",
             [analysis_id, side, len(counts), _column(counts)],
         )
+    flows = a.get("flows")
+    if flows:
+        _save_flows(store, analysis_id, flows)
+
+
+# The columns of `analysis_flows` after its key, in the order `_save_flows` fills them.
+_FLOW_COUNTS = ("sent", "received", "lost", "negative")
+
+
+def _save_flows(store: Store, analysis_id: int, flows: FlowsDocument) -> None:
+    """Each flow as a row of `analysis_flows`, the key in `analysis_flow_keys`."""
+    store.con.execute(
+        "INSERT INTO analysis_flow_keys VALUES (?, ?, ?)", [analysis_id, flows["key"], flows["overflowed"]]
+    )
+    rows = flows["flows"]
+    if not rows:
+        return
+    figures = [f["latency_ns"] or {} for f in rows]
+    types = {"mean": "DOUBLE", "stddev": "DOUBLE"}
+    columns = [
+        _column([f["flow"] for f in rows]),
+        _column([f["key"] for f in rows]),
+        *(_column([f[c] for f in rows]) for c in _FLOW_COUNTS),  # type: ignore[literal-required]
+        _column([int(lat.get("samples") or 0) for lat in figures]),
+        *(_column([lat.get(k) for lat in figures]) for k in LATENCY_FIGURES),
+    ]
+    kinds = ["INTEGER", "VARCHAR", *("BIGINT" for _ in _FLOW_COUNTS), "BIGINT"]
+    kinds += [types.get(k, "BIGINT") for k in LATENCY_FIGURES]
+    store.con.execute(
+        f"INSERT INTO analysis_flows SELECT ?, {', '.join(_unnest(k) for k in kinds)}",
+        [analysis_id, *columns],
+    )
+
+
+def analysis_flows(store: Store, analysis_id: int) -> FlowsDocument | None:
+    """An analysis's flows as its document had them (in flow order), or None for an
+    analysis stored before flows were told apart."""
+    key = store.con.execute(
+        "SELECT flow_key, overflowed FROM analysis_flow_keys WHERE analysis_id = ?", [int(analysis_id)]
+    ).fetchone()
+    if key is None:
+        return None
+    rows = rows_as_dicts(
+        store.con.execute(
+            f"SELECT flow, flow_label, {', '.join(_FLOW_COUNTS)}, samples, {latency_columns()} "
+            "FROM analysis_flows WHERE analysis_id = ? ORDER BY flow",
+            [int(analysis_id)],
+        )
+    )
+    flows: list[FlowDocument] = []
+    for row in rows:
+        latency = {**latency_figures_of(row), "samples": row["samples"]} if row["samples"] else None
+        flows.append(
+            {
+                "flow": int(row["flow"]),
+                "key": row["flow_label"],
+                "sent": int(row["sent"]),
+                "received": int(row["received"]),
+                "lost": int(row["lost"]),
+                "negative": int(row["negative"]),
+                "latency_ns": latency,
+            }
+        )
+    return {"key": key[0], "overflowed": bool(key[1]), "flows": flows}
 
 
 def summary_bytes(store: Store, analysis_ids: list[int]) -> dict[int, bytes]:
@@ -225,6 +301,7 @@ def analysis(store: Store, analysis_id: int | str, most: int | None = None) -> S
         for kind in HISTOGRAM_KINDS
     }
     doc["worst"] = worst_events(store, aid, most)
+    doc["flows"] = analysis_flows(store, aid)
     doc["rates"] = {
         side: [
             c

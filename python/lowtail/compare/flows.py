@@ -1,0 +1,63 @@
+"""`compare --by flow`: each run split into its flows, so that flow is an axis of the
+configurations like any other. A flow's row carries the run's configuration and, from the
+store (`analysis_flows`), the flow's own packets and figures; its distribution is read from
+the run's matched series (its `flow` column), each series once for all its flows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from lowtail.compare.pooling import Distribution
+from lowtail.core import series
+from lowtail.core.errors import UserError
+from lowtail.experiment.document import RunRow
+from lowtail.store import analyses as analysisstore
+from lowtail.store.axes import FLOW
+from lowtail.store.db import LATENCY_FIGURES, Store, latency_column
+
+# The run-row key of a flow's index in its run's series (set only on rows split by flow).
+FLOW_INDEX = "flow_index"
+
+
+def split_by_flow(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
+    """One row per flow of each run (a run analysed before flows were told apart stays one
+    row, of flow "–"): the run's configuration with the flow's label, packets and figures."""
+    out: list[RunRow] = []
+    for run in runs:
+        aid = run.get("analysis_id")
+        flows = analysisstore.analysis_flows(store, aid) if aid is not None else None
+        if not flows:
+            out.append(run)
+            continue
+        for flow in flows["flows"]:
+            row: dict[str, Any] = dict(run)
+            latency = flow["latency_ns"] or {}
+            row[FLOW], row[FLOW_INDEX] = flow["key"], flow["flow"]
+            row["sent"], row["received"], row["lost"] = flow["sent"], flow["received"], flow["lost"]
+            row.update({latency_column(k): latency.get(k) for k in LATENCY_FIGURES})
+            row["figures"] = {**(run.get("figures") or {}), "latency_ns": latency or None}
+            out.append(row)  # type: ignore[arg-type]  # a run row with the flow's figures
+    return out
+
+
+class FlowDistributions:
+    """The distribution of one flow of a run, from its matched series (each series read
+    once, for all its flows)."""
+
+    def __init__(self, on_rows: Callable[[int], None] | None = None):
+        self.on_rows = on_rows
+        self._by_series: dict[str, dict[int, Any]] = {}
+
+    def __call__(self, run: RunRow) -> Distribution:
+        path = run.get("series_path")
+        if not path:
+            raise UserError("its matched series was not kept: a flow's distribution is read from it")
+        if path not in self._by_series:
+            self._by_series[path] = series.flow_summaries(path)
+            if self.on_rows:
+                self.on_rows(sum(s.count for s in self._by_series[path].values()))
+        summary = self._by_series[path].get(int(run[FLOW_INDEX]))  # type: ignore[literal-required]
+        if summary is None:
+            return Distribution()
+        return Distribution.of(summary)
