@@ -3,10 +3,10 @@ hop's figures as rows (`run_hops`) for SQL and the Python API."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from lowtail.analyze.document import ChainDocument
+from lowtail.store.codec import RUN_CHAIN
 from lowtail.store.db import Store
 
 
@@ -24,7 +24,7 @@ def save_run_chain(store: Store, run_id: int, document: ChainDocument) -> None:
                 document["packets_compared"],
                 document["sum_mismatch_ns"],
                 document["clock"]["bound_ns"],
-                json.dumps(document),
+                RUN_CHAIN.encode(document),
             ],
         )
         rows = []
@@ -58,8 +58,7 @@ def run_chain(store: Store, run_id: int) -> ChainDocument | None:
     row = store.con.execute("SELECT document FROM run_chains WHERE run_id = ?", [run_id]).fetchone()
     if row is None:
         return None
-    document: ChainDocument = json.loads(row[0])
-    return document
+    return RUN_CHAIN.decode(store, row[0], f"run {run_id}")
 
 
 def run_chains(store: Store, run_ids: Iterable[int | None]) -> dict[int, ChainDocument]:
@@ -71,4 +70,4 @@ def run_chains(store: Store, run_ids: Iterable[int | None]) -> dict[int, ChainDo
     found = store.con.execute(
         f"SELECT run_id, document FROM run_chains WHERE run_id IN ({', '.join('?' * len(ids))})", ids
     ).fetchall()
-    return {int(run_id): json.loads(document) for run_id, document in found}
+    return {int(run_id): RUN_CHAIN.decode(store, document, f"run {run_id}") for run_id, document in found}

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import msgspec
 
-from lowtail.analyze.document import AnalysisFigures, AnalysisInputs, AnalyzeOptionsDocument
+from lowtail.analyze.document import AnalysisFigures, AnalysisInputs, AnalyzeOptionsDocument, ChainDocument
 from lowtail.compare.document import ComparisonDocument
 from lowtail.core.terminal import shown
 from lowtail.experiment.document import ExperimentFile, ExperimentHost, TrafficDocument
@@ -211,6 +211,9 @@ RUN_COLUMNS: dict[str, Column[Any]] = {
 # run_traces, run_explanations (017_explain.sql)
 RUN_TRACE = Column[TraceDocument]("run_traces.document", TraceDocument, upgrades=(_trace_before_the_codec,))
 EXPLANATION = Column[ExplainDocument]("run_explanations.document", ExplainDocument)
+
+# run_chains (021_chains.sql): a chain run's hops and how they add up.
+RUN_CHAIN = Column[ChainDocument]("run_chains.document", ChainDocument)
 
 # tune_sessions (019_host_state.sql)
 TUNE_SESSION = Column[TuneDocument]("tune_sessions.document", TuneDocument)
