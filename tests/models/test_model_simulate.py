@@ -164,9 +164,7 @@ def test_cli_simulate_drops_at_capacity(cli, db, tmp_path):
     import pyarrow.parquet as pq
 
     t = pq.read_table(series)
-    assert (
-        t.column_names == ["id", "pre_ts_ns", "post_ts_ns", "latency_ns"] and t.num_rows == case["result"]["delivered"]
-    )
+    assert t.column_names == list(SERIES_COLUMNS) and t.num_rows == case["result"]["delivered"]
 
 
 def test_cli_simulate_says_the_rate_it_used_by_default(cli):

@@ -292,7 +292,10 @@ def evt(
 def flows(
     input: str = typer.Argument(..., help="Parquet series, run id, or analysis:ID."),
     fit_fraction: float = typer.Option(50.0, help="Percent of each flow's packets (the first) the model is fitted on."),
-    threshold: str = typer.Option("99", help="The threshold, as a percentile of each flow's fitted packets."),
+    # A percentile, named so (a bare `--threshold 99` would read as a latency: docs/units).
+    threshold: str = typer.Option(
+        "99", "--threshold-percentile", help="The threshold, as a percentile of each flow's fitted packets."
+    ),
     min_exceedances: int = typer.Option(30, help="Fewest exceedances a flow's fit is made from."),
     db: Path = db_option(),
     store: bool = typer.Option(True, help="Store the result in the database."),
@@ -306,7 +309,7 @@ def flows(
     try:
         fit_quantile, threshold_quantile = quantile_of_percent(fit_fraction), quantile_of_percent(threshold)
     except ValueError as e:
-        raise UserError(f"--fit-fraction / --threshold: {e}") from None
+        raise UserError(f"--fit-fraction / --threshold-percentile: {e}") from None
     opts = FlowEvtOptions(
         fit_fraction=float(fit_quantile), threshold=threshold_quantile, min_exceedances=min_exceedances
     )

@@ -63,7 +63,7 @@ class FlowEvtOptions:
         if not 0.0 < self.fit_fraction < 1.0:
             raise UserError(f"--fit-fraction must lie between 0 and 100 %, not {self.fit_fraction * 100:g} %")
         if not Fraction(0) < self.threshold < Fraction(1):
-            raise UserError("--threshold must be a percentile between 0 and 100")
+            raise UserError("--threshold-percentile must be a percentile between 0 and 100")
         if self.min_exceedances < 3 or self.depth < 2 or not 0.5 <= self.level < 1.0:
             raise UserError("--min-exceedances must be at least 3, the depth at least 2, the level in [50, 100) %")
 
