@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import click
 import typer
@@ -21,6 +22,11 @@ def db_option(help: str = "Results database.") -> Any:
     """The `--db` option: the results database every command shares, $LOWTAIL_DB or
     ./lowtail.duckdb unless given."""
     return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)
+
+
+# Inside `Annotated` a typer.Option takes no default (its first argument would be read as the
+# option's name): the default follows `=` in the signature, as in `db: Db = DEFAULT_DB`.
+Db = Annotated[Path, typer.Option(envvar=DB_ENV, show_envvar=True, help="Results database.")]
 
 
 class UnitType(click.ParamType[Any]):
@@ -84,15 +90,34 @@ class SpecType(click.ParamType[Any]):
 def unit_option(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
     """An option `name` taking a duration, rate or interrupt rate with its unit (`UnitType`;
     with `many`, a comma-separated list), its default shown as people write it."""
-    _, writer, _ = UNIT_KINDS[kind]
-    if default is not None and "[default" not in help:  # click would show a string default in parentheses
-        help += f" [default: {','.join(map(writer, default)) if many else writer(default)}]"
+    help = _with_default(kind, default, help, many)
     return typer.Option(default, name, click_type=UnitType(kind, many, whole), show_default=False, help=help)
 
 
 def duration_option(name: str, default_ns: int | None, help: str) -> Any:
     """An option `name` taking a duration (nanoseconds to the command)."""
     return unit_option(name, "duration", default_ns, help)
+
+
+def unit_info(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
+    """`unit_option` for `Annotated[int | None, unit_info(...)] = default`: typer takes the
+    default from the signature, so `default` here only shows it in the help (give both)."""
+    help = _with_default(kind, default, help, many)
+    return typer.Option(name, click_type=UnitType(kind, many, whole), show_default=False, help=help)
+
+
+def duration_info(name: str, default_ns: int | None, help: str) -> Any:
+    """`duration_option` for `Annotated` (`unit_info`)."""
+    return unit_info(name, "duration", default_ns, help)
+
+
+def _with_default(kind: str, default: Any, help: str, many: bool) -> str:
+    """The help with the default written as people write it; click would show a string default
+    in parentheses."""
+    _, writer, _ = UNIT_KINDS[kind]
+    if default is not None and "[default" not in help:
+        help += f" [default: {','.join(map(writer, default)) if many else writer(default)}]"
+    return help
 
 
 def verdict_request(

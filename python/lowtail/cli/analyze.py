@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import Enum
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
@@ -11,11 +12,12 @@ from lowtail.analyze.flows import DEFAULT_FLOW_KEY, FLOW_KEYS, for_printing, par
 from lowtail.analyze.pair import SHOWN_WORST, AnalyzeOptions, analyze_options, worst_first
 from lowtail.analyze.stored import AnalyzeOutcome, AnalyzeRequest, analyze_and_store
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option, unit_option, verdict_request
+from lowtail.cli._options import Db, duration_info, unit_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.core import series
 from lowtail.core.errors import Failure, UserError
+from lowtail.store import DEFAULT_DB
 from lowtail.verdict.judge import Verdict
 
 # Defaults shown and used here are the native options' own.
@@ -32,78 +34,124 @@ class IdFormat(str, Enum):
     moonsniff = "moonsniff"
 
 
+# The options of `lowtail analyze`, each declared once; the signature lists them a line each.
+Pre = Annotated[Path, typer.Argument(help="Capture of the packets entering the device under test.")]
+Post = Annotated[Path, typer.Argument(help="Capture of the packets leaving it.")]
+IdOffset = Annotated[
+    int | None,
+    typer.Option(min=0, help=f"Bytes from the start of the UDP payload to the id [default: {DEFAULTS.id_offset}]."),
+]
+IdWidth = Annotated[
+    int | None,
+    typer.Option(help=f"Id width in bytes, 4 or 8 [default: {DEFAULTS.id_width}]; 4-byte ids are unwrapped."),
+]
+IdEndian = Annotated[Endianness | None, typer.Option(help=f"Id byte order [default: {DEFAULTS.id_endian}].")]
+IdFormatOption = Annotated[
+    IdFormat | None, typer.Option(help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0).")
+]
+UdpPort = Annotated[int | None, typer.Option(min=0, max=65535, help="Only UDP datagrams to this port carry ids.")]
+MoonsniffRecords = Annotated[
+    bool,
+    typer.Option(
+        "--moonsniff-records", help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
+    ),
+]
+Trim = Annotated[
+    int, duration_info("--trim", DEFAULTS.trim_ns, "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all.")
+]
+MaxLatency = Annotated[
+    int,
+    duration_info(
+        "--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses (bounds memory to rate × this)."
+    ),
+]
+Worst = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help=f"How many of the worst events --json prints, worst first (the analysis keeps and stores "
+        f"at least {DEFAULTS.worst:,} for the report and the models).",
+    ),
+]
+FlowKey = Annotated[
+    str | None,
+    typer.Option(
+        "--flow-key",
+        help=f"What tells PRE's flows apart: {', '.join(FLOW_KEYS)} (5tuple: addresses and UDP ports; "
+        f"src-port: the UDP source port; none: one flow, for captures whose flows mean nothing) "
+        f"[default: {DEFAULT_FLOW_KEY}].",
+    ),
+]
+Export = Annotated[
+    Path | None,
+    typer.Option(help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."),
+]
+Hgrm = Annotated[Path | None, typer.Option(help="Write the HDR percentile distribution (.hgrm, values in µs) here.")]
+NominalRate = Annotated[
+    int | None,
+    unit_info(
+        "--rate",
+        "rate",
+        None,
+        "The rate the traffic was sent at, e.g. 100kpps: its configuration (a measured rate is not one).",
+    ),
+]
+Budget = Annotated[
+    int | None,
+    duration_info(
+        "--budget", None, "Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
+    ),
+]
+Percentile = Annotated[str, typer.Option(help="...at this percentile (with --budget).")]
+MaxLoss = Annotated[int, typer.Option(min=0, help="...with at most this many packets lost (with --budget).")]
+Confidence = Annotated[
+    str, typer.Option(help="...with this confidence: the one-sided bound judged (with --budget): 95, 95% or 0.95.")
+]
+StoreAnalysis = Annotated[bool, typer.Option(help="Store the analysis in the database.")]
+KeepSeries = Annotated[
+    bool,
+    typer.Option(
+        "--series/--no-series",
+        help="Store the latencies' summary (exact distribution and time blocks, a few hundred kB) that "
+        "`lowtail compare` pools and bounds; --no-series keeps only the figures.",
+    ),
+]
+Label = Annotated[str | None, typer.Option(help="A name for this analysis in the database.")]
+Report = Annotated[Path | None, typer.Option(help="Also write an HTML report to this file.")]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
+
+
 @app.command(
     help="Match a PRE and a POST capture by packet id and print exact latency figures. "
     "Reads pcap (µs/ns, either byte order), pcapng and MoonSniff .mscap records, "
     "plain or zstd/gzip-compressed."
 )
 def analyze(
-    pre: Path = typer.Argument(..., help="Capture of the packets entering the device under test."),
-    post: Path = typer.Argument(..., help="Capture of the packets leaving it."),
-    id_offset: int | None = typer.Option(
-        None, min=0, help=f"Bytes from the start of the UDP payload to the id [default: {DEFAULTS.id_offset}]."
-    ),
-    id_width: int | None = typer.Option(
-        None, help=f"Id width in bytes, 4 or 8 [default: {DEFAULTS.id_width}]; 4-byte ids are unwrapped."
-    ),
-    id_endian: Endianness | None = typer.Option(None, help=f"Id byte order [default: {DEFAULTS.id_endian}]."),
-    id_format: IdFormat | None = typer.Option(
-        None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."
-    ),
-    udp_port: int | None = typer.Option(None, min=0, max=65535, help="Only UDP datagrams to this port carry ids."),
-    moonsniff_records: bool = typer.Option(
-        False, "--moonsniff-records", help="Read files without pcap magic as MoonSniff records (automatic for *.mscap)."
-    ),
-    trim_ns: int = duration_option(
-        "--trim",
-        DEFAULTS.trim_ns,
-        "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all.",
-    ),
-    max_latency_ns: int = duration_option(
-        "--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses (bounds memory to rate × this)."
-    ),
-    worst: int = typer.Option(
-        SHOWN_WORST,
-        min=0,
-        help=f"How many of the worst events --json prints, worst first (the analysis keeps and stores "
-        f"at least {DEFAULTS.worst:,} for the report and the models).",
-    ),
-    flow_key: str | None = typer.Option(
-        None,
-        "--flow-key",
-        help=f"What tells PRE's flows apart: {', '.join(FLOW_KEYS)} (5tuple: addresses and UDP ports; "
-        f"src-port: the UDP source port; none: one flow, for captures whose flows mean nothing) "
-        f"[default: {DEFAULT_FLOW_KEY}].",
-    ),
-    export: Path | None = typer.Option(
-        None, help=f"Write the matched series ({series.columns_text()}) to this file: FILE.parquet or FILE.csv."
-    ),
-    hgrm: Path | None = typer.Option(None, help="Write the HDR percentile distribution (.hgrm, values in µs) here."),
-    nominal: int | None = unit_option(
-        "--rate",
-        "rate",
-        None,
-        "The rate the traffic was sent at, e.g. 100kpps: its configuration (a measured rate is not one).",
-    ),
-    budget_ns: int | None = duration_option(
-        "--budget", None, "Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
-    ),
-    percentile: str = typer.Option("99.999", help="...at this percentile (with --budget)."),
-    max_loss: int = typer.Option(0, min=0, help="...with at most this many packets lost (with --budget)."),
-    confidence: str = typer.Option(
-        "95", help="...with this confidence: the one-sided bound judged (with --budget): 95, 95% or 0.95."
-    ),
-    db: Path = db_option(),
-    store: bool = typer.Option(True, help="Store the analysis in the database."),
-    keep_series: bool = typer.Option(
-        True,
-        "--series/--no-series",
-        help="Store the latencies' summary (exact distribution and time blocks, a few hundred kB) that "
-        "`lowtail compare` pools and bounds; --no-series keeps only the figures.",
-    ),
-    label: str | None = typer.Option(None, help="A name for this analysis in the database."),
-    report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
-    json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
+    pre: Pre,
+    post: Post,
+    id_offset: IdOffset = None,
+    id_width: IdWidth = None,
+    id_endian: IdEndian = None,
+    id_format: IdFormatOption = None,
+    udp_port: UdpPort = None,
+    moonsniff_records: MoonsniffRecords = False,
+    trim_ns: Trim = DEFAULTS.trim_ns,
+    max_latency_ns: MaxLatency = DEFAULTS.max_latency_ns,
+    worst: Worst = SHOWN_WORST,
+    flow_key: FlowKey = None,
+    export: Export = None,
+    hgrm: Hgrm = None,
+    nominal: NominalRate = None,
+    budget_ns: Budget = None,
+    percentile: Percentile = "99.999",
+    max_loss: MaxLoss = 0,
+    confidence: Confidence = "95",
+    db: Db = DEFAULT_DB,
+    store: StoreAnalysis = True,
+    keep_series: KeepSeries = True,
+    label: Label = None,
+    report: Report = None,
+    json_out: JsonOut = False,
 ) -> None:
     """`lowtail analyze` (its help is the user's documentation)."""
     AnalyzeRequest.check_outputs(export, report, store)
@@ -134,8 +182,7 @@ def analyze(
     )
     outcome = analyze_and_store(request, progress=lambda: byte_progress("analysing"))
     if report and outcome.not_stored is None:
-        outcome.report = _write_report(db, outcome.doc["analysis_id"], report)
-        outcome.doc["report"] = str(outcome.report)
+        _write_report(outcome, db, report)
     _render(outcome, request, worst, json_out)
 
 
@@ -193,13 +240,15 @@ def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: 
     return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
 
 
-def _write_report(db: Path, analysis_id: int, report: Path) -> Path:
-    """The report of the analysis just stored; when it cannot be written, the error says
-    that the analysis is stored all the same."""
+def _write_report(outcome: AnalyzeOutcome, db: Path, report: Path) -> None:
+    """The report of the analysis just stored, named in the outcome and its document; when it
+    cannot be written, the error says that the analysis is stored all the same."""
     from lowtail.analyze.page import write_analysis_report
 
+    analysis_id = outcome.doc["analysis_id"]
     try:
-        return write_analysis_report(db, analysis_id, report)
+        outcome.report = write_analysis_report(db, analysis_id, report)
+        outcome.doc["report"] = str(outcome.report)
     except (UserError, Failure) as e:
         raise type(e)(
             f"{e} (the analysis is stored as analysis {analysis_id} in {db}: "

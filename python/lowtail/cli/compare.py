@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Group
@@ -15,10 +15,11 @@ from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option, verdict_request
+from lowtail.cli._options import Db, db_option, duration_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core.virtualization import TCG_WARNING
+from lowtail.store import DEFAULT_DB
 from lowtail.store.selection import HELP as SELECTION_HELP
 
 if TYPE_CHECKING:
@@ -26,6 +27,48 @@ if TYPE_CHECKING:
 
 comparison_app = typer.Typer(help="Stored comparisons: list them, write their page.", no_args_is_help=True)
 app.add_typer(comparison_app, name="comparison")
+
+
+# The options of `lowtail compare`, each declared once; with Annotated the default follows `=`
+# in the signature.
+Selection = Annotated[list[str], typer.Argument(help=SELECTION_HELP)]
+By = Annotated[
+    str | None,
+    typer.Option(
+        "--by",
+        help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
+    ),
+]
+Budget = Annotated[
+    int | None,
+    duration_info(
+        "--budget", None, "Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
+    ),
+]
+Percentile = Annotated[
+    str | None, typer.Option(help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999].")
+]
+Confidence = Annotated[
+    str | None,
+    typer.Option(
+        help="Confidence level of the intervals, verdicts and differences: 95, 95% or 0.95 "
+        "[default: the runs' own verdict's, else 95].",
+    ),
+]
+Evt = Annotated[bool, typer.Option("--evt", help="Fit (and store) the EVT model of runs that have none yet.")]
+Floor = Annotated[
+    int | None,
+    typer.Option(
+        help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
+    ),
+]
+Label = Annotated[str | None, typer.Option(help="A name for the stored comparison.")]
+Output = Annotated[Path | None, typer.Option("--output", "-o", help="Also write the comparison's HTML page here.")]
+StoreComparison = Annotated[
+    bool,
+    typer.Option(help="Store the comparison (`lowtail comparison list`); --no-store only shows it (and fits no EVT)."),
+]
+JsonOut = Annotated[bool, typer.Option("--json", help="Print the comparison as one JSON document.")]
 
 
 @app.command(
@@ -36,48 +79,24 @@ app.add_typer(comparison_app, name="comparison")
     "is stored (`lowtail comparison list`). SELECTION: " + SELECTION_HELP
 )
 def compare(
-    selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
-    by: str | None = typer.Option(
-        None,
-        "--by",
-        help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
-    ),
-    budget_ns: int | None = duration_option(
-        "--budget", None, "Judge every configuration against this latency bound, e.g. 350us [default: the runs' own]."
-    ),
-    percentile: str | None = typer.Option(
-        None, help="...at this percentile, e.g. 99.99 [default: the runs' own, else 99.999]."
-    ),
-    confidence: str | None = typer.Option(
-        None,
-        help="Confidence level of the intervals, verdicts and differences: 95, 95% or 0.95 "
-        "[default: the runs' own verdict's, else 95].",
-    ),
-    evt: bool = typer.Option(False, "--evt", help="Fit (and store) the EVT model of runs that have none yet."),
-    floor: int | None = typer.Option(
-        None, help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
-    ),
-    label: str | None = typer.Option(None, help="A name for the stored comparison."),
-    db: Path = db_option(),
-    output: Path | None = typer.Option(None, "--output", "-o", help="Also write the comparison's HTML page here."),
-    store: bool = typer.Option(
-        True, help="Store the comparison (`lowtail comparison list`); --no-store only shows it (and fits no EVT)."
-    ),
-    json_out: bool = typer.Option(False, "--json", help="Print the comparison as one JSON document."),
+    selection: Selection,
+    by: By = None,
+    budget_ns: Budget = None,
+    percentile: Percentile = None,
+    confidence: Confidence = None,
+    evt: Evt = False,
+    floor: Floor = None,
+    label: Label = None,
+    db: Db = DEFAULT_DB,
+    output: Output = None,
+    store: StoreComparison = True,
+    json_out: JsonOut = False,
 ) -> None:
     """`lowtail compare`."""
     from lowtail.compare.comparison import CompareOptions, compare, compare_and_store
-    from lowtail.core.errors import UserError
-    from lowtail.core.files import check_output
     from lowtail.store import open_store
 
-    if output is not None and not store:
-        raise UserError("--output needs the comparison stored (drop --no-store): its page reads it from the database")
-    if evt and not store:
-        raise UserError("--evt stores the EVT models it fits (drop --no-store)")
-    if output is not None:  # before anything is computed or stored
-        check_output(output, "--output")
-
+    _check_outputs(output, store, evt)
     opts = CompareOptions(
         by=[a.strip() for a in by.split(",") if a.strip()] if by else None,
         verdict=verdict_request(budget_ns, percentile, confidence=confidence),
@@ -95,6 +114,26 @@ def compare(
         from lowtail.compare.page import write_comparison_report
 
         write_comparison_report(db, doc["comparison_id"] or "latest", output)
+    _show(doc, json_out, store, db, output)
+
+
+def _check_outputs(output: Path | None, store: bool, evt: bool) -> None:
+    """Refuse, before anything is computed or stored, a page or EVT models of a comparison
+    not stored, and an --output that cannot be written."""
+    from lowtail.core.errors import UserError
+    from lowtail.core.files import check_output
+
+    if output is not None and not store:
+        raise UserError("--output needs the comparison stored (drop --no-store): its page reads it from the database")
+    if evt and not store:
+        raise UserError("--evt stores the EVT models it fits (drop --no-store)")
+    if output is not None:
+        check_output(output, "--output")
+
+
+def _show(doc: ComparisonDocument, json_out: bool, store: bool, db: Path, output: Path | None) -> None:
+    """The comparison as one JSON document or as the terminal's view with where it is stored,
+    then its warnings; the exit code says whether it is partial."""
     if json_out:
         print_json(doc)
     else:

@@ -8,16 +8,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import SpecType, db_option, duration_option, unit_option
+from lowtail.cli._options import Db, SpecType, db_option, duration_info, duration_option, unit_info, unit_option
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.core import series
 from lowtail.core.errors import UserError
 from lowtail.core.percentiles import quantile_of_percent
+from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
     from lowtail.models.document import InterruptSource, ServiceTime
@@ -318,7 +319,58 @@ def flows(
     _finish(doc, json_out, flow_tails_table, db)
 
 
+# The options of `lowtail model aliasing` and `lowtail model simulate`, each declared once;
+# with Annotated the default follows `=` in the signature.
+StoreResult = Annotated[bool, typer.Option(help="Store the result in the database.")]
+Label = Annotated[str | None, typer.Option(help="A name for the stored result.")]
+Plot = Annotated[Path | None, typer.Option(help=PLOT_HELP)]
+JsonOut = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
+
+
 # -- aliasing --------------------------------------------------------------------------
+
+AliasingRate = Annotated[
+    float | None, unit_info("--rate", "rate", None, "Packet rate [default: 10kpps, or the run's].", whole=False)
+]
+IrqRate = Annotated[
+    float | None,
+    unit_info(
+        "--irq-rate",
+        "frequency",
+        None,
+        "Interrupt rate (nominal, with --run) [default: 250Hz, or the run's timer from its samples].",
+    ),
+]
+IrqDurations = Annotated[
+    Any,
+    unit_info(
+        "--irq-durations",
+        "duration",
+        None,
+        "Durations of successive interrupts, cycled [default: 5.5us,8.2us]; against a run with interrupt "
+        "samples, two durations are the timer's alone and with its companion [default: fitted to the run].",
+        many=True,
+    ),
+]
+AliasingDuration = Annotated[
+    int | None, duration_info("--duration", None, "Simulated time [default: 30s, or the run's].")
+]
+AliasingBaseLatency = Annotated[
+    int | None,
+    duration_info("--base-latency", None, "Latency of an undisturbed packet [default: 3.1us, or the run's median]."),
+]
+AliasingService = Annotated[
+    int, duration_info("--service", 0, "The packet's own processing time (an interrupt starting during it delays it).")
+]
+Phase = Annotated[int, duration_info("--phase", 0, "Time of the first interrupt after the first packet.")]
+AliasingWorst = Annotated[int, typer.Option(min=1, help="How many worst events to keep.")]
+Jitter = Annotated[
+    int,
+    duration_info("--jitter", 100, "Mean of an exponential noise added to every packet (the body's band in the plot)."),
+]
+OverlayRun = Annotated[str | None, typer.Option("--run", help="A stored run (12, run:12) or analysis:ID to overlay.")]
+Fit = Annotated[bool, typer.Option(help="With --run: fit the interrupt frequency and phase to the run.")]
+MaxPpm = Annotated[float, typer.Option(help="With --fit: search the interrupt clock within ± this many ppm.")]
 
 
 @model_app.command(
@@ -330,42 +382,22 @@ def flows(
     "given. The slopes of the measured and modelled lines are printed side by side."
 )
 def aliasing(
-    rate: float | None = unit_option(
-        "--rate", "rate", None, "Packet rate [default: 10kpps, or the run's].", whole=False
-    ),
-    irq_rate: float | None = unit_option(
-        "--irq-rate",
-        "frequency",
-        None,
-        "Interrupt rate (nominal, with --run) [default: 250Hz, or the run's timer from its samples].",
-    ),
-    irq_durations: Any = unit_option(
-        "--irq-durations",
-        "duration",
-        None,
-        "Durations of successive interrupts, cycled [default: 5.5us,8.2us]; against a run with interrupt "
-        "samples, two durations are the timer's alone and with its companion [default: fitted to the run].",
-        many=True,
-    ),
-    duration_ns: int | None = duration_option("--duration", None, "Simulated time [default: 30s, or the run's]."),
-    base_latency_ns: int | None = duration_option(
-        "--base-latency", None, "Latency of an undisturbed packet [default: 3.1us, or the run's median]."
-    ),
-    service_ns: int = duration_option(
-        "--service", 0, "The packet's own processing time (an interrupt starting during it delays it)."
-    ),
-    phase_ns: int = duration_option("--phase", 0, "Time of the first interrupt after the first packet."),
-    worst: int = typer.Option(5000, min=1, help="How many worst events to keep."),
-    jitter_ns: int = duration_option(
-        "--jitter", 100, "Mean of an exponential noise added to every packet (the body's band in the plot)."
-    ),
-    run: str | None = typer.Option(None, "--run", help="A stored run (12, run:12) or analysis:ID to overlay."),
-    fit: bool = typer.Option(True, help="With --run: fit the interrupt frequency and phase to the run."),
-    max_ppm: float = typer.Option(500.0, help="With --fit: search the interrupt clock within ± this many ppm."),
-    db: Path = db_option(),
-    store: bool = typer.Option(True, help="Store the result in the database."),
-    plot: Path | None = typer.Option(None, help=PLOT_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    rate: AliasingRate = None,
+    irq_rate: IrqRate = None,
+    irq_durations: IrqDurations = None,
+    duration_ns: AliasingDuration = None,
+    base_latency_ns: AliasingBaseLatency = None,
+    service_ns: AliasingService = 0,
+    phase_ns: Phase = 0,
+    worst: AliasingWorst = 5000,
+    jitter_ns: Jitter = 100,
+    run: OverlayRun = None,
+    fit: Fit = True,
+    max_ppm: MaxPpm = 500.0,
+    db: Db = DEFAULT_DB,
+    store: StoreResult = True,
+    plot: Plot = None,
+    json_out: JsonOut = False,
 ) -> None:
     """`lowtail model aliasing`: the worst-N pattern of interrupts against constant-rate traffic."""
     from lowtail.cli._model_render import aliasing_lines
@@ -397,6 +429,75 @@ def aliasing(
 
 # -- simulate --------------------------------------------------------------------------
 
+SimulateRates = Annotated[
+    Any,
+    unit_info(
+        "--rate",
+        "rate",
+        None,
+        "Offered rate(s), e.g. 10kpps or 10kpps,50kpps [default: 10kpps].",
+        many=True,
+        whole=False,
+    ),
+]
+Packets = Annotated[
+    int | None,
+    typer.Option(min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."),
+]
+SimulateDuration = Annotated[
+    int | None, duration_info("--duration", None, "Instead of --packets: simulated time per case, e.g. 10s.")
+]
+Arrivals = Annotated[str, typer.Option(help="cbr (constant rate) or poisson.")]
+Burst = Annotated[str | None, typer.Option(help="Packets per burst, or a list: 1,4,16,32,64 [default: 1].")]
+BurstGap = Annotated[int, duration_info("--burst-gap", 0, "Gap between packets of a burst (wire time of one frame).")]
+Service = Annotated[
+    Any,
+    typer.Option(
+        click_type=SpecType(_service, ("N", "exp:N", "uniform:10us:N", "lognormal:N:0.3")),
+        help="CPU time per packet: 20us, const:20us, exp:20us, uniform:10us:30us, normal:20us:2us, "
+        "lognormal:20us:0.3 [default: 2us].",
+    ),
+]
+Batch = Annotated[str | None, typer.Option(help="Batch size(s) [default: 1].")]
+BatchOverhead = Annotated[int, duration_info("--batch-overhead", 0, "Fixed cost of each poll that takes a batch.")]
+Queue = Annotated[
+    int,
+    typer.Option(min=0, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."),
+]
+SimulateBaseLatency = Annotated[
+    int | None,
+    duration_info(
+        "--base-latency",
+        None,
+        "Latency outside the core (wire, NIC, both directions) [default: 0; with --run: fitted at the median].",
+    ),
+]
+SimulateIrqs = Annotated[
+    list[Any],
+    typer.Option(
+        "--irq",
+        click_type=SpecType(_simulate_irq, ("N:5.5us", "250Hz:N", "250Hz:5.5us,N", "250Hz:5us@N")),
+        help="Interrupts: RATE:DUR[,DUR...][@PHASE], e.g. 250Hz:5.5us,8.2us; poisson@1kHz:2us; repeatable.",
+    ),
+]
+Seed = Annotated[int, typer.Option(help="Random seed.")]
+SpecFile = Annotated[
+    Path | None,
+    typer.Option("--spec", help="A JSON model spec (its keys: see --show-spec); options given override it."),
+]
+ShowSpec = Annotated[bool, typer.Option("--show-spec", help="Print the model's fields and defaults as JSON and exit.")]
+SimulateRun = Annotated[int | None, typer.Option("--run", help="Compare with this stored lowtail-fwd run.")]
+Overhead = Annotated[
+    int, duration_info("--overhead", 0, "With --run: per-packet cost of the forwarder besides work_ns.")
+]
+BaselineRun = Annotated[
+    int | None, typer.Option(help="With --run: take the base latency from this run's median (2·t_transfer).")
+]
+SimulateExport = Annotated[
+    Path | None,
+    typer.Option(help=f"Write the first case's series ({series.columns_text()}) to FILE.parquet or FILE.csv."),
+]
+
 
 @model_app.command(
     help="Discrete-event model of a device: arrivals (constant rate or Poisson, bursts), a "
@@ -407,67 +508,30 @@ def aliasing(
     "what was measured, percentile by percentile."
 )
 def simulate(
-    rates: Any = unit_option(
-        "--rate",
-        "rate",
-        None,
-        "Offered rate(s), e.g. 10kpps or 10kpps,50kpps [default: 10kpps].",
-        many=True,
-        whole=False,
-    ),
-    packets: int | None = typer.Option(
-        None, min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."
-    ),
-    duration_ns: int | None = duration_option(
-        "--duration", None, "Instead of --packets: simulated time per case, e.g. 10s."
-    ),
-    arrivals: str = typer.Option("cbr", help="cbr (constant rate) or poisson."),
-    burst: str | None = typer.Option(None, help="Packets per burst, or a list: 1,4,16,32,64 [default: 1]."),
-    burst_gap_ns: int = duration_option("--burst-gap", 0, "Gap between packets of a burst (wire time of one frame)."),
-    service: Any = typer.Option(
-        None,
-        click_type=SpecType(_service, ("N", "exp:N", "uniform:10us:N", "lognormal:N:0.3")),
-        help="CPU time per packet: 20us, const:20us, exp:20us, uniform:10us:30us, normal:20us:2us, "
-        "lognormal:20us:0.3 [default: 2us].",
-    ),
-    batch: str | None = typer.Option(None, help="Batch size(s) [default: 1]."),
-    batch_overhead_ns: int = duration_option("--batch-overhead", 0, "Fixed cost of each poll that takes a batch."),
-    queue: int = typer.Option(
-        0, min=0, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."
-    ),
-    base_latency_ns: int | None = duration_option(
-        "--base-latency",
-        None,
-        "Latency outside the core (wire, NIC, both directions) [default: 0; with --run: fitted at the median].",
-    ),
-    irqs: list[Any] = typer.Option(
-        [],
-        "--irq",
-        click_type=SpecType(_simulate_irq, ("N:5.5us", "250Hz:N", "250Hz:5.5us,N", "250Hz:5us@N")),
-        help="Interrupts: RATE:DUR[,DUR...][@PHASE], e.g. 250Hz:5.5us,8.2us; poisson@1kHz:2us; repeatable.",
-    ),
-    seed: int = typer.Option(1, help="Random seed."),
-    spec_file: Path | None = typer.Option(
-        None, "--spec", help="A JSON model spec (its keys: see --show-spec); options given override it."
-    ),
-    show_spec: bool = typer.Option(
-        False, "--show-spec", help="Print the model's fields and defaults as JSON and exit."
-    ),
-    run: int | None = typer.Option(None, "--run", help="Compare with this stored lowtail-fwd run."),
-    overhead_ns: int = duration_option(
-        "--overhead", 0, "With --run: per-packet cost of the forwarder besides work_ns."
-    ),
-    baseline_run: int | None = typer.Option(
-        None, help="With --run: take the base latency from this run's median (2·t_transfer)."
-    ),
-    export: Path | None = typer.Option(
-        None, help=f"Write the first case's series ({series.columns_text()}) to FILE.parquet or FILE.csv."
-    ),
-    db: Path = db_option(),
-    store: bool = typer.Option(True, help="Store the result in the database."),
-    label: str | None = typer.Option(None, help="A name for the stored result."),
-    plot: Path | None = typer.Option(None, help=PLOT_HELP),
-    json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
+    rates: SimulateRates = None,
+    packets: Packets = None,
+    duration_ns: SimulateDuration = None,
+    arrivals: Arrivals = "cbr",
+    burst: Burst = None,
+    burst_gap_ns: BurstGap = 0,
+    service: Service = None,
+    batch: Batch = None,
+    batch_overhead_ns: BatchOverhead = 0,
+    queue: Queue = 0,
+    base_latency_ns: SimulateBaseLatency = None,
+    irqs: SimulateIrqs = [],  # noqa: B006 (typer's default, read and never changed)
+    seed: Seed = 1,
+    spec_file: SpecFile = None,
+    show_spec: ShowSpec = False,
+    run: SimulateRun = None,
+    overhead_ns: Overhead = 0,
+    baseline_run: BaselineRun = None,
+    export: SimulateExport = None,
+    db: Db = DEFAULT_DB,
+    store: StoreResult = True,
+    label: Label = None,
+    plot: Plot = None,
+    json_out: JsonOut = False,
 ) -> None:
     """`lowtail model simulate`: the discrete-event model of a device, optionally against a run."""
     from lowtail.cli._model_render import simulate_tables
@@ -488,20 +552,8 @@ def simulate(
         interrupts=list(irqs),
         base_latency_ns=base_latency_ns,
     )
-    if rates is not None and min(rates) <= 0:
-        raise UserError("--rate: rates must be above zero")
-    opts = sim.SimulateOptions(
-        base,
-        tuple(float(r) for r in rates) if rates else None,
-        tuple(sim.int_list(burst, "--burst")) if burst else None,
-        tuple(sim.int_list(batch, "--batch")) if batch else None,
-        duration_ns,
-        packets,
-        run,
-        float(overhead_ns),
-        baseline_run,
-        export,
-    )
+    cases = sim.sweep_axes(rates, burst, batch)
+    opts = sim.SimulateOptions(base, *cases, duration_ns, packets, run, float(overhead_ns), baseline_run, export)
     with _store(db, store or run is not None) as s:
         doc = sim.simulate_and_store(s, opts, save=store, label=label)
     if export is not None:

@@ -30,7 +30,7 @@ from lowtail.experiment.document import ExperimentRow, RunRow
 from lowtail.report import tables
 from lowtail.store import axes
 from lowtail.store.db import LATENCY_FIGURES, latency_column, latency_figures_of
-from lowtail.verdict.judge import Status, Verdict
+from lowtail.verdict.judge import Judgement, Status, Verdict
 
 if TYPE_CHECKING:
     from lowtail.analyze.document import ChainDocument
@@ -312,17 +312,24 @@ def runs_table(
         f"experiment {experiment['experiment_id']} · {experiment['name']} · verdict: {verdict.describe()}",
         fit_columns(columns, width),
     )
+    lines = _judgement_notes(rows, judgements, degraded_said)
+    if not floors and not all(r["calibration"] for r in rows):
+        lines.append(Text("no floor: the experiment has no calibration and names none (--calibration ID)"))
+    matched = matching_table(rows, width)
+    return Group(t, *lines, *((Text(""), matched) if matched is not None else ()))
+
+
+def _judgement_notes(
+    rows: Sequence[Mapping[str, Any]], judgements: Sequence[Judgement], degraded_said: bool
+) -> list[Text]:
+    """Why each run that did not plainly pass was judged as it was (`runs_table`); runs judged
+    alike for the same reason share one note."""
     notes: dict[str, list[str]] = {}
     for r, judgement in zip(rows, judgements):
         if judgement.status not in (Status.FLOOR, Status.PASS) or (judgement.degraded and not degraded_said):
             why = judgement.reason if degraded_said else judgement.explanation
             notes.setdefault(f"({judgement.label}): {why}", []).append(str(r["run_id"]))
-    # Runs judged alike for the same reason share one note.
-    lines = [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
-    if not floors and not all(r["calibration"] for r in rows):
-        lines.append(Text("no floor: the experiment has no calibration and names none (--calibration ID)"))
-    matched = matching_table(rows, width)
-    return Group(t, *lines, *((Text(""), matched) if matched is not None else ()))
+    return [Text(f"run{'s' if len(ids) > 1 else ''} {', '.join(ids)} {why}") for why, ids in notes.items()]
 
 
 def matching_table(rows: Sequence[Mapping[str, Any]], width: int = 80) -> Table | None:

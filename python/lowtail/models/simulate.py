@@ -8,6 +8,7 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -205,6 +206,21 @@ def int_list(text: str, what: str) -> list[int]:
     if not values or min(values) <= 0:
         raise UserError(f"{what} {text!r}: values must be positive")
     return values
+
+
+def sweep_axes(
+    rates: Sequence[float] | None, bursts: str | None, batches: str | None
+) -> tuple[tuple[float, ...] | None, tuple[int, ...] | None, tuple[int, ...] | None]:
+    """`SimulateOptions`' rates, bursts and batches from what `model simulate` was given:
+    its --rate values (each above zero), its --burst and --batch lists (`int_list`); None
+    (the base's or the run's) where nothing or an empty list was given."""
+    if rates is not None and min(rates) <= 0:
+        raise UserError("--rate: rates must be above zero")
+    return (
+        tuple(float(r) for r in rates) if rates else None,
+        tuple(int_list(bursts, "--burst")) if bursts else None,
+        tuple(int_list(batches, "--batch")) if batches else None,
+    )
 
 
 # -- against a measured run ------------------------------------------------------------
