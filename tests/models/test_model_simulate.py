@@ -12,6 +12,7 @@ import pytest
 from model_helpers import add_experiment, add_run, synth_and_analyze
 
 from lowtail.core.errors import UserError
+from lowtail.core.series import COLUMNS as SERIES_COLUMNS
 from lowtail.models import simulate as sim
 
 
