@@ -24,6 +24,7 @@ from compare_support import experiment, store_run, trace_and_explain
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lowtail.bundle.manifest import FORMAT_VERSION
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 
@@ -169,7 +170,7 @@ def _drop_table_file(manifest, files):
         (_edit_manifest(lambda m: m["files"].update({"rows/runs.parquet": "x"})), "files"),
         (_edit_manifest(lambda m: m.update(tables=None)), "manifest.json: tables must be a table"),
         (_edit_manifest(lambda m: m.update(origin="lab-a")), "manifest.json: origin must be a table"),
-        (_edit_manifest(lambda m: m.update(format_version="1")), "format_version must be 1 to 2"),
+        (_edit_manifest(lambda m: m.update(format_version="1")), f"format_version must be 1 to {FORMAT_VERSION}"),
         (_edit_manifest(lambda m: m.update(format_version=1)), "lists a table 'analysis_summaries'"),
         (_edit_manifest(lambda m: m["tables"].pop("run_explanations")), "manifest.json: has no run_explanations rows"),
         (
@@ -588,13 +589,29 @@ def test_any_manifest_is_imported_or_refused_in_one_line_and_a_refusal_changes_n
         assert not (folder / "data").exists() or not any((folder / "data").iterdir())
 
 
+def test_a_bundle_of_format_version_2_is_read_as_one_without_flows(lab_a, target, tmp_path):
+    """A bundle written before bundles carried each flow's figures imports: its analyses come
+    with one flow's figures only (none stored per flow)."""
+    from lowtail.store.bundles import SINCE_VERSION
+
+    manifest, files = read_bundle(lab_a[1])
+    for table in [t for t, since in SINCE_VERSION.items() if since == 3]:
+        manifest["tables"].pop(table)
+        files.pop(f"rows/{table}.parquet")
+    manifest["format_version"] = 2
+    old = write_bundle(tmp_path / "v2.lowtail", manifest, files)
+    done = lowtail("import", old, "--json", db=target)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runs"]
+
+
 def test_a_bundle_of_format_version_1_is_read_as_one_without_traces_or_explanations(lab_a, target, tmp_path):
     """What lowtail wrote before bundles carried explanations still imports: its runs come
     without them, and explaining one says it has no trace."""
-    from lowtail.store.bundles import SINCE_VERSION_2
+    from lowtail.store.bundles import SINCE_VERSION
 
     manifest, files = read_bundle(lab_a[1])
-    for table in SINCE_VERSION_2:
+    for table in SINCE_VERSION:
         manifest["tables"].pop(table)
         files.pop(f"rows/{table}.parquet")
     files = {name: data for name, data in files.items() if not name.startswith("traces/")}

@@ -225,11 +225,9 @@ def _read_manifest(path: Path, tar: tarfile.TarFile, first: tarfile.TarInfo | No
 
 def _check_layout(path: Path, manifest: Manifest) -> None:
     """Every file a name of the layout; every table one a bundle carries, with its file."""
-    from lowtail.store.bundles import SINCE_VERSION_2, TABLES
+    from lowtail.store.bundles import tables_of_version
 
-    names = {table for table, _ in TABLES}
-    if manifest.format_version < 2:
-        names -= SINCE_VERSION_2
+    names = set(tables_of_version(manifest.format_version))
     for table in manifest.tables:
         if table not in names:
             raise BundleError(path, f"lists a table {table!r} lowtail's bundles do not carry", MANIFEST)

@@ -38,10 +38,10 @@ from lowtail.core import schema
 from lowtail.core.errors import UserError
 
 FORMAT = "lowtail-bundle"
-# Version 1: the layout above without traces, and without the tables of
-# store.bundles.SINCE_VERSION_2. Version 2: with them. A reader refuses bundles of a later
-# version, and reads version 1 as having none of those rows.
-FORMAT_VERSION = 2
+# Version 1: the layout above without traces, and without the tables store.bundles.SINCE_VERSION
+# names. Version 2: traces, explanations and summaries. Version 3: each flow's figures. A reader
+# refuses bundles of a later version, and reads an earlier one as having none of the later rows.
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 
 # Limits a bundle must keep (far beyond any real export; a bundle past them is refused before

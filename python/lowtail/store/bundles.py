@@ -56,6 +56,8 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("analysis_worst", "analysis_id"),
     ("analysis_rates", "analysis_id"),
     ("analysis_summaries", "analysis_id"),
+    ("analysis_flows", "analysis_id"),
+    ("analysis_flow_keys", "analysis_id"),
     ("runs", "run_id"),
     ("run_interrupts", "run_id"),
     ("run_traces", "run_id"),
@@ -63,9 +65,24 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("run_causes", "run_id"),
     ("model_results", "model_id"),
 )
-# The tables bundles carry since format version 2 (issue 23's explanations, issue 22's
-# summaries): a bundle of format version 1 has none of them, and is read as having no rows.
-SINCE_VERSION_2: frozenset[str] = frozenset({"analysis_summaries", "run_traces", "run_explanations", "run_causes"})
+# The format version that first carried each table not in version 1 (2: the explanations and
+# the summaries; 3: each flow's figures): an older bundle has none of them, and is read as
+# having no rows of them.
+SINCE_VERSION: dict[str, int] = {
+    "analysis_summaries": 2,
+    "run_traces": 2,
+    "run_explanations": 2,
+    "run_causes": 2,
+    "analysis_flows": 3,
+    "analysis_flow_keys": 3,
+}
+
+
+def tables_of_version(format_version: int) -> list[str]:
+    """The tables a bundle of this format version carries, in the order rows are added."""
+    return [table for table, _ in TABLES if SINCE_VERSION.get(table, 1) <= format_version]
+
+
 # The most rows a bundle may carry per table, and per analysis or run of the bulky ones
 # (what lowtail itself stores: at most 10^6 worst events, 10^4 bins of three histograms, an
 # .hgrm of a few thousand rows, a rate per second for 23 days, interrupt samples of a long run).
@@ -80,6 +97,8 @@ MAX_ROWS: dict[str, int] = {
     "analysis_rates": 20_000_000,
     "run_interrupts": 20_000_000,
     "analysis_summaries": 100_000,
+    "analysis_flows": 20_000_000,
+    "analysis_flow_keys": 100_000,
     "run_traces": 100_000,
     "run_explanations": 100_000,
     "run_causes": 10_000_000,
@@ -91,6 +110,9 @@ PER_PARENT: dict[str, tuple[str, int]] = {
     "analysis_rates": ("analyses", 4_000_000),
     "run_interrupts": ("runs", 10_000_000),
     "analysis_summaries": ("analyses", 1),
+    # The flows an analysis tells apart (MAX_FLOWS) and the one holding the rest.
+    "analysis_flows": ("analyses", 4_097),
+    "analysis_flow_keys": ("analyses", 1),
     "run_traces": ("runs", 1),
     "run_explanations": ("runs", 1),
     # A cause per kind, role and CPU: far fewer than this on any host.
@@ -120,6 +142,8 @@ _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "analysis_worst": ("analysis_id", "pre_ts_ns", "latency_ns", "packet_id"),
     "run_interrupts": ("run_id", "source", "t_ns", "cpu", "kind"),
     "analysis_summaries": ("analysis_id",),
+    "analysis_flows": ("analysis_id", "flow"),
+    "analysis_flow_keys": ("analysis_id",),
     "run_traces": ("run_id",),
     "run_explanations": ("run_id",),
     "run_causes": ("run_id", "rank"),
@@ -133,6 +157,8 @@ _REFERENCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     "analysis_rates": (("analysis_id", "analyses", False),),
     "run_interrupts": (("run_id", "runs", False),),
     "analysis_summaries": (("analysis_id", "analyses", False),),
+    "analysis_flows": (("analysis_id", "analyses", False),),
+    "analysis_flow_keys": (("analysis_id", "analyses", False),),
     "run_traces": (("run_id", "runs", False),),
     "run_explanations": (("run_id", "runs", False),),
     "run_causes": (("run_id", "runs", False),),
@@ -655,6 +681,8 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, object], data_di
         "analysis_worst",
         "analysis_rates",
         "analysis_summaries",
+        "analysis_flows",
+        "analysis_flow_keys",
     ):
         con.execute(
             f"INSERT INTO {table} BY NAME SELECT * REPLACE ({_new('analyses', 'analysis_id', 'b')} AS analysis_id) "
