@@ -232,6 +232,7 @@ def store_synthetic_run(
 
     from lowtail import _native
     from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
+    from lowtail.analyze.pair import analyze_options
     from lowtail.store.analyses import save_analysis
 
     spec = synth or SYNTHETIC_RUN
@@ -241,7 +242,7 @@ def store_synthetic_run(
     _native.synth_pair(str(pre), str(post), json.dumps(spec | {"seed": repetition + 1}), None)
     series = where / "series.parquet"
     a = analyze_pair(pre, post, AnalyzeOptions(trim_ns=0, export=str(series)))
-    aid = save_analysis(store, a, options={})
+    aid = save_analysis(store, a, options=analyze_options().to_dict())
     store.con.execute(
         """INSERT INTO experiments (experiment_id, name, spec, spec_hash, host, status)
            VALUES (1, 'e', '{}', 'h', '{}', 'finished') ON CONFLICT DO NOTHING"""
