@@ -231,8 +231,7 @@ def store_synthetic_run(
     import json
 
     from lowtail import _native
-    from lowtail.analyze.pair import AnalyzeOptions, analyze_pair
-    from lowtail.analyze.pair import analyze_options
+    from lowtail.analyze.pair import AnalyzeOptions, analyze_options, analyze_pair
     from lowtail.store.analyses import save_analysis
 
     spec = synth or SYNTHETIC_RUN

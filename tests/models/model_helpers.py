@@ -44,9 +44,10 @@ def add_analysis(
                reordered, foreign_frames, negative, unmatched, trim_ns, start_ts_ns, duration_ns, lat_min_ns,
                lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_p99_999_ns,
                lat_p99_9999_ns, lat_max_ns, partial, warnings, series_path, hgrm, inputs, figures)
-           VALUES ('test', 'pre', 'post', '{}', ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
+           VALUES ('test', 'pre', 'post', ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
                    '[]', ?, '', '{}', '{}') RETURNING analysis_id""",
         [
+            json.dumps(analyze_options().to_dict()),
             sent,
             sent - lost,
             lost,
