@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lowtail.analyze.pair import analyze_options
+
 
 def add_experiment(store, name: str = "sweep") -> int:
     (eid,) = store.con.execute(
