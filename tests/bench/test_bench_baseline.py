@@ -113,7 +113,7 @@ def test_benchmark_runs_end_to_end_at_a_tiny_size(tmp_path):
             "--packets",
             "30000",
             "--rate",
-            "10000pps",
+            "10000",  # the benchmark's own flag: packets per second
             "--repeat",
             "1",
             "--large-packets",

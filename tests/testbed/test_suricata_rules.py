@@ -173,7 +173,7 @@ def test_the_ips_example_is_an_experiment_of_the_studies():
         assert ("vm", rules, None) in kinds
     assert sorted({c.traffic.rate_pps for c in combos}) == [10_000, 20_000, 50_000, 100_000]
     assert exp.verdict.budget_ns == 350_000
-    with pytest.raises(UserError, match="examples: chain, ips"):
+    with pytest.raises(UserError, match="examples: chain, flows, ips"):
         spec.example_text("snort")
 
 
