@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import errno
 import inspect
-import json
 import math
 import os
 import subprocess
@@ -24,6 +23,7 @@ from lowtail import _native
 from lowtail.analyze.pair import AnalyzeOptions, analyze_options, analyze_pair, lowtail_error
 from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
 from lowtail.experiment.runner import is_disk_full
+from lowtail.store.codec import ANALYSIS_OPTIONS
 
 SMALL = {"packets": 15_000, "rate_pps": 10_000}
 
@@ -81,7 +81,8 @@ def test_the_cli_defaults_are_the_native_ones(good, tmp_path):
     p = run_cli("analyze", good.pre, good.post, "--json", "--db", tmp_path / "db.duckdb")
     assert p.returncode == 0, p.stderr
     con = duckdb.connect(str(tmp_path / "db.duckdb"), read_only=True)
-    stored = json.loads(con.execute("SELECT options FROM analyses").fetchone()[0])
+    # Read as lowtail reads it back: the store's codec (which also keeps the document's version).
+    stored = ANALYSIS_OPTIONS.decode(None, con.execute("SELECT options FROM analyses").fetchone()[0])
     assert stored == AnalyzeOptions().to_dict()
 
 
