@@ -47,7 +47,7 @@ def add_analysis(
                lat_mean_ns, lat_p50_ns, lat_p90_ns, lat_p99_ns, lat_p99_9_ns, lat_p99_99_ns, lat_p99_999_ns,
                lat_p99_9999_ns, lat_max_ns, partial, warnings, series_path, hgrm, inputs, figures)
            VALUES ('test', 'pre', 'post', ?, ?, ?, ?, 0, 0, 0, 0, 0, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?,
-                   '[]', ?, '', '{}', '{}') RETURNING analysis_id""",
+                   '[]', ?, '', ?, '{}') RETURNING analysis_id""",
         [
             json.dumps(analyze_options().to_dict()),
             sent,
@@ -67,9 +67,23 @@ def add_analysis(
             max_ns,
             partial,
             series_path,
+            json.dumps({"pre": _side("pre"), "post": _side("post")}),
         ],
     ).fetchone()
     return aid
+
+
+def _side(path: str) -> dict[str, object]:
+    """A capture side as an analysis stores it (`analyses.inputs`), for a row made by hand."""
+    counts = dict.fromkeys(("bytes", "frames", "with_id", "not_udp", "too_short", "snapped", "backwards"), 0)
+    return (
+        {"path": path, "format": "pcap-ns", "compression": "none", "snaplen": 65535}
+        | counts
+        | {
+            "first_ts_ns": None,
+            "last_ts_ns": None,
+        }
+    )
 
 
 def add_run(
