@@ -78,8 +78,8 @@ def test_the_live_view_updates_while_the_run_is_in_progress(tmp_path):
     # The running latency (µs on this testbed, from the timestamper's own matching).
     assert re.search(r"p99 so far.*max so far", text, re.S)
     assert re.search(r"\d+\.\d{3} (µs|ms)", text)
-    # Then the final table and the hand-over.
-    assert "verdict (" in text and re.search(r"kernel\s+(PASS|FAIL|inconclusive|INVALID)", text)
+    # Then the final table, the verdict per device and the hand-over.
+    assert "verdict per device (" in text and re.search(r"kernel\s+(PASS|FAIL|inconclusive|INVALID)", text)
     assert "stored as experiment 1 in" in text
 
 
