@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from lowtail.core import schema
 from lowtail.core.errors import UserError
 from lowtail.experiment import external, spec
+from lowtail.store import open_store
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
 from cli_support import one_line  # noqa: E402
@@ -303,10 +304,14 @@ DB = ("--db", "t.duckdb")
 
 @pytest.fixture(scope="module")
 def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A synthetic capture pair for the commands that take numbers (their database stays empty)."""
+    """A synthetic capture pair and an empty database for the commands that take numbers (the
+    database made here, so that no case depends on another having made it: the cases run in
+    any order, on any worker)."""
     here = tmp_path_factory.mktemp("typed")
     made = lowtail(here, "synth", "pre.pcap", "post.pcap", "--packets", "3000", "--rate", "1kpps")
     assert made.returncode == 0, made.stderr
+    with open_store(here / "t.duckdb"):
+        pass
     return here
 
 

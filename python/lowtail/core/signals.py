@@ -15,8 +15,11 @@ and the record of it, a commit): a signal that arrives inside is raised when it 
 A stop raised where Python cannot raise — inside a weakref callback or a finalizer, such as
 the import system's module-lock callback while the command's modules load — would be
 "ignored" (printed as an unraisable exception, the command going on as if never stopped):
-the unraisable hook takes it back and delivers the signal again, so the stop is raised at
-the next place that can raise it.
+the unraisable hook takes it back and a thread delivers the signal to the main thread again
+until a stop is raised at a place that can raise it (a real signal, so that a main thread
+blocked in a system call wakes for it; a delivery the handler takes while the hook itself
+still runs is put off to the thread's next try, never raised inside the hook, where it would
+be lost too).
 
 Why handlers and not a blocked signal mask: a process-directed signal goes to any thread
 that does not block it (DuckDB's workers, the analysis thread), and CPython then raises
@@ -25,11 +28,11 @@ it in the main thread at its next instruction whatever that thread's mask says.
 
 from __future__ import annotations
 
-import _thread
 import os
 import signal
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -43,6 +46,8 @@ class _State:
     pending: int | None = None  # a signal that arrived inside held(), raised when it ends
     stopping: int | None = None  # the signal that stopped the command
     told = False  # the "still stopping" note was printed
+    redelivery = 0  # which stop lost in a finalizer is being delivered again (its thread's number)
+    handled = threading.Event()  # the handler ran since the redelivering thread last signalled
 
 
 _state = _State()
@@ -67,6 +72,9 @@ def _tell(message: str) -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    _state.handled.set()
+    if _inside_the_unraisable_hook(frame):  # raised here it would be lost: the thread tries again
+        return
     if _state.stopping is not None:
         if not _state.told:
             _state.told = True
@@ -82,21 +90,41 @@ def _on_signal(signum: int, frame: FrameType | None) -> None:
     raise Stop
 
 
+def _inside_the_unraisable_hook(frame: FrameType | None) -> bool:
+    while frame is not None:
+        if frame.f_code is _delivered_again.__code__:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _delivered_again(unraisable: sys.UnraisableHookArgs) -> None:
     """The unraisable hook while stop signals are handled: a `Stop` raised where it could not
-    propagate (a weakref callback, a finalizer) is not a stop yet — its signal is raised again
-    and the handler runs at the next point that can raise. Anything else goes to the hook
-    that was there before."""
+    propagate (a weakref callback, a finalizer) is not a stop yet — its signal is delivered
+    again, from another thread, until the handler raises it at a point that can raise.
+    Anything else goes to the hook that was there before."""
     if isinstance(unraisable.exc_value, Stop) and _state.stopping is not None:
         signum, _state.stopping = _state.stopping, None
-        # From another thread, a moment later: marking it arrived from here (raise_signal,
-        # interrupt_main) runs the handler at once, inside this hook, where it cannot
-        # propagate either; the main thread runs it at its next check, past the finalizer.
-        again = threading.Timer(0.001, _thread.interrupt_main, args=(signum,))
-        again.daemon = True
+        _state.redelivery += 1
+        main = threading.main_thread().ident
+        assert main is not None  # the main thread runs: it is the one in this hook
+        again = threading.Thread(target=_redeliver, args=(signum, _state.redelivery, main), daemon=True)
         again.start()
         return
     _previous_hook(unraisable)
+
+
+def _redeliver(signum: int, redelivery: int, main: int) -> None:
+    """Signal the main thread until its handler has raised the stop (`stopping` set), the
+    handling ended, or a later lost stop took over. A real signal, not interrupt_main: that
+    one does not wake a main thread blocked in a system call. Deliveries not yet handled
+    merge into one (the interpreter keeps one flag per signal), so a slow main thread gets
+    no second stop from here."""
+    while _state.installed and _state.redelivery == redelivery and _state.stopping is None:
+        _state.handled.clear()
+        signal.pthread_kill(main, signum)
+        _state.handled.wait(1.0)
+        time.sleep(0.01)  # a try put off inside the hook: the next, once the hook has returned
 
 
 _previous_hook = sys.unraisablehook
