@@ -115,9 +115,16 @@ test-rust: deps
 	  cargo test --workspace --exclude lowtail-py --no-run
 	cargo test --workspace --exclude lowtail-py --quiet
 
-# The 20 slowest tests are printed at the end: where the suite's time goes, run after run.
+# Two parts: the tests that leave the host's settings alone run on two workers (a file's
+# tests on one worker: they share its testbeds and fixtures); then, alone, those that change
+# the host's settings or hold its cores busy (marked `host`: tune moves every task off a
+# core, a hog pins one, an emulated guest runs Suricata). The second part runs whatever the
+# first gives; the slowest tests of each are printed at its end: where the time goes.
 test-python: build $(STAMPS)/apt-test
-	$(PY) -m pytest -q --durations=20
+	@status=0; \
+	  $(PY) -m pytest -q -m "not host" -n 2 --dist loadfile --durations=20 || status=$$?; \
+	  $(PY) -m pytest -q -m host --durations=10 || status=$$?; \
+	  exit $$status
 
 test: lint test-rust test-python ## everything CI runs
 
@@ -128,7 +135,7 @@ check: build ## format, lint, types and the fast tests, for development
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q -m "not slow and not root" $(CHECK_PYTEST)
+	$(PY) -m pytest -q -m "not slow and not root" -n 2 $(CHECK_PYTEST)
 
 run: build ## the default experiment, ending in a verdict per DuT, the report's link and what to type next
 	@scripts/demo.sh

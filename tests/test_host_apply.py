@@ -470,6 +470,7 @@ def test_a_signal_during_apply_rolls_back_every_write_including_the_one_it_inter
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="writes the live /proc/sys (as root), and restores it")
+@pytest.mark.host
 def test_a_signal_during_apply_on_the_live_host_leaves_its_setting_as_it_was(tmp_path):
     """The same on the live kernel: vm.stat_interval is changed and a SIGINT arrives right
     after; it must read as before afterwards (restored by the test whatever happens)."""

@@ -49,7 +49,10 @@ def test_noise_probe_on_cpu_1(tmp_path, capsys):
     # It stops at the first clock read past 2 s, so it overshoots by at most the last gap
     # (which it records): seconds on a loaded machine, microseconds on a quiet one.
     assert 2e9 <= core["duration_ns"] <= 2e9 + max(core["max_ns"], 1_000_000)
-    assert core["loops"] > 1_000_000 and 0 < core["min_loop_ns"] < 1_000
+    # As many loops as the probe was given the CPU for: on a core shared with a second suite a
+    # fraction of an idle one's millions, never fewer than the shortest loop allows.
+    assert core["loops"] > 10_000 and 0 < core["min_loop_ns"] < 1_000
+    assert core["loops"] * core["min_loop_ns"] <= core["duration_ns"]
     assert core["rate_hz"] == pytest.approx(core["gaps"] / (core["duration_ns"] / 1e9))
     if core["gaps"]:
         assert core["p99_ns"] <= core["max_ns"] and core["max_ns"] > 1_000

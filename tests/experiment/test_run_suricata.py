@@ -167,6 +167,7 @@ def _vm_missing() -> str | None:
 
 
 @pytest.mark.slow
+@pytest.mark.host  # Suricata in an emulated guest needs the host's cores to itself
 @pytest.mark.skipif(_vm_missing() is not None, reason=f"no VM DuT here: {_vm_missing()}")
 def test_the_same_ips_inside_a_vm_guest_counts_the_same_alerts(tmp_path):
     """The guest image gains Suricata, its libraries and the rule set (TCG here: 2 kpps, what

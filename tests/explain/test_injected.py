@@ -21,7 +21,7 @@ from tb_helpers import needs_root  # noqa: E402
 
 from lowtail.testbed.cores import CoreRoles  # noqa: E402
 
-pytestmark = [needs_root, pytest.mark.root]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.host]
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 HOG = "lowtail-hog"

@@ -61,6 +61,7 @@ def test_the_trace_says_whether_vm_exits_could_be_seen():
 @needs_vm
 @pytest.mark.root
 @pytest.mark.slow
+@pytest.mark.host
 def test_a_task_on_the_vcpus_core_is_virtualization_on_the_host(tmp_path):
     toml = tmp_path / "vm.toml"
     toml.write_text(EXPERIMENT)

@@ -35,6 +35,7 @@ pytestmark = [
     needs_sshd,
     pytest.mark.root,
     pytest.mark.slow,
+    pytest.mark.host,
     pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two cores: the generator's apart"),
 ]
 

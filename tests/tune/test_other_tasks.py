@@ -22,7 +22,7 @@ from lowtail.host.state import kernel_thread  # noqa: E402
 from lowtail.host.sysroot import SysRoot, format_cpulist  # noqa: E402
 from lowtail.tune.proposals import GUIDELINE, propose  # noqa: E402
 
-pytestmark = [needs_root, pytest.mark.root]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.host]
 
 CPUS = sorted(os.sched_getaffinity(0))
 if len(CPUS) < 2:

@@ -46,7 +46,7 @@ from lowtail.store import open_store  # noqa: E402
 from lowtail.store import runs as runstore  # noqa: E402
 from lowtail.testbed.cores import CoreRoles  # noqa: E402
 
-pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow, pytest.mark.host]
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 PLAN = CoreRoles.for_host()

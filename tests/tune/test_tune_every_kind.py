@@ -29,7 +29,7 @@ from test_tune_signals import _SIGNAL_AFTER_A_KEPT_TRIAL, _SIGNAL_AT_PHASE, EXPE
 from lowtail.host import settings as host_settings  # noqa: E402
 from lowtail.host.state import OWN_PROGRAMS  # noqa: E402
 
-pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow, pytest.mark.host]
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 KINDS = "vm.stat_interval,timer_migration,thp,governor,other-tasks"

@@ -22,7 +22,7 @@ from lowtail.store import runs as runstore  # noqa: E402
 from lowtail.store import tune as tunestore  # noqa: E402
 from lowtail.tune.loop import PHASES  # noqa: E402
 
-pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow]
+pytestmark = [needs_root, pytest.mark.root, pytest.mark.slow, pytest.mark.host]
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 STAT_INTERVAL = Path("/proc/sys/vm/stat_interval")
