@@ -18,15 +18,19 @@ if TYPE_CHECKING:
     from lowtail.verdict.judge import VerdictRequest
 
 
-def db_option(help: str = "Results database.") -> Any:
+DB_HELP = "Results database."
+
+
+def db_option(help: str = DB_HELP) -> Any:
     """The `--db` option: the results database every command shares, $LOWTAIL_DB or
     ./lowtail.duckdb unless given."""
     return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)
 
 
-# Inside `Annotated` a typer.Option takes no default (its first argument would be read as the
-# option's name): the default follows `=` in the signature, as in `db: Db = DEFAULT_DB`.
-Db = Annotated[Path, typer.Option(envvar=DB_ENV, show_envvar=True, help="Results database.")]
+# The same option inside `Annotated`, where a typer.Option takes no default (its first
+# argument would be read as the option's name): the default follows `=` in the signature, as
+# in `db: Db = DEFAULT_DB`.
+Db = Annotated[Path, typer.Option(envvar=DB_ENV, show_envvar=True, help=DB_HELP)]
 
 
 class UnitType(click.ParamType[Any]):
@@ -90,8 +94,7 @@ class SpecType(click.ParamType[Any]):
 def unit_option(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
     """An option `name` taking a duration, rate or interrupt rate with its unit (`UnitType`;
     with `many`, a comma-separated list), its default shown as people write it."""
-    help = _with_default(kind, default, help, many)
-    return typer.Option(default, name, click_type=UnitType(kind, many, whole), show_default=False, help=help)
+    return _unit_option((default, name), kind, default, help, many, whole)
 
 
 def duration_option(name: str, default_ns: int | None, help: str) -> Any:
@@ -102,13 +105,19 @@ def duration_option(name: str, default_ns: int | None, help: str) -> Any:
 def unit_info(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
     """`unit_option` for `Annotated[int | None, unit_info(...)] = default`: typer takes the
     default from the signature, so `default` here only shows it in the help (give both)."""
-    help = _with_default(kind, default, help, many)
-    return typer.Option(name, click_type=UnitType(kind, many, whole), show_default=False, help=help)
+    return _unit_option((name,), kind, default, help, many, whole)
 
 
 def duration_info(name: str, default_ns: int | None, help: str) -> Any:
     """`duration_option` for `Annotated` (`unit_info`)."""
     return unit_info(name, "duration", default_ns, help)
+
+
+def _unit_option(leading: tuple[Any, ...], kind: str, default: Any, help: str, many: bool, whole: bool) -> Any:
+    """The one maker of both forms: they differ only in what comes first (a default and the
+    name, or, inside `Annotated`, the name alone)."""
+    help = _with_default(kind, default, help, many)
+    return typer.Option(*leading, click_type=UnitType(kind, many, whole), show_default=False, help=help)
 
 
 def _with_default(kind: str, default: Any, help: str, many: bool) -> str:
