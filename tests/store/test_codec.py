@@ -283,3 +283,25 @@ def test_run_json_prints_every_key_of_a_stored_run(stored):
     assert expected <= set(printed)
     assert printed["dut"] == "fwd" and printed["latency_ns"] == row["figures"]["latency_ns"]
     assert printed["traffic"] == {"flows": 1} and printed["host_state"] is None
+
+
+def test_the_latency_columns_are_declared_once_as_the_table_has_them(stored):
+    """`LatencyColumns` is the one declaration of the `lat_<figure>_ns` columns that a stored
+    analysis and a stored run both carry: one per figure of `LATENCY_FIGURES`, each a column
+    of `analyses`, and both documents have exactly those."""
+    from lowtail.analyze.document import LatencyColumns, StoredAnalysis
+    from lowtail.experiment.document import RunRow
+    from lowtail.store.db import LATENCY_FIGURES
+
+    declared = set(LatencyColumns.__annotations__)
+    assert declared == {f"lat_{f}_ns" for f in LATENCY_FIGURES}
+    with duckdb.connect(str(stored["db"]), read_only=True) as con:
+        columns = {
+            c
+            for (c,) in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE table_name = 'analyses'"
+            ).fetchall()
+        }
+    assert declared <= columns, sorted(declared - columns)
+    for document in (StoredAnalysis, RunRow):
+        assert {k for k in document.__annotations__ if k.startswith("lat_")} == declared

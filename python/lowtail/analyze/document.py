@@ -291,7 +291,27 @@ class AnalysisDocument(AnalysisFigures):
 # -- a stored analysis (`store.analyses.analysis`) ------------------------------------------------
 
 
-class StoredAnalysis(TypedDict):
+class LatencyColumns(TypedDict, total=False):
+    """The headline latency figures as the `analyses` table holds them, one column
+    `lat_<figure>_ns` per figure of `store.db.LATENCY_FIGURES`: the one declaration of them
+    for a stored analysis and a stored run (`experiment.document.RunRow`), which both carry
+    them (None where the run has no analysis). tests/store/test_codec.py checks it against
+    the table."""
+
+    lat_min_ns: int | None
+    lat_mean_ns: float | None
+    lat_stddev_ns: float | None
+    lat_p50_ns: int | None
+    lat_p90_ns: int | None
+    lat_p99_ns: int | None
+    lat_p99_9_ns: int | None
+    lat_p99_99_ns: int | None
+    lat_p99_999_ns: int | None
+    lat_p99_9999_ns: int | None
+    lat_max_ns: int | None
+
+
+class StoredAnalysis(LatencyColumns):
     """One stored analysis as the store hands it back: its `analyses` row (the headline
     figures as columns, `lat_<figure>_ns` one per figure of `store.db.LATENCY_FIGURES`), its
     JSON columns read back into their types, and its bulky tables as rows."""
@@ -314,17 +334,6 @@ class StoredAnalysis(TypedDict):
     trim_ns: int
     start_ts_ns: int | None
     duration_ns: int
-    lat_min_ns: int | None
-    lat_mean_ns: float | None
-    lat_stddev_ns: float | None
-    lat_p50_ns: int | None
-    lat_p90_ns: int | None
-    lat_p99_ns: int | None
-    lat_p99_9_ns: int | None
-    lat_p99_99_ns: int | None
-    lat_p99_999_ns: int | None
-    lat_p99_9999_ns: int | None
-    lat_max_ns: int | None
     partial: bool
     warnings: list[str]
     series_path: str | None

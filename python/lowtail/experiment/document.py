@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, TypedDict
 
-from lowtail.analyze.document import StoredFigures
+from lowtail.analyze.document import LatencyColumns, StoredFigures
 from lowtail.host.document import CgroupCpuset, EnergyReading, HostStateDocument, RoleHost
 from lowtail.testbed.document import (
     CaptureStatistics,
@@ -23,10 +23,10 @@ from lowtail.testbed.document import (
 # -- a stored run (`store.runs.runs`, `select_runs`, `calibration_runs`) -------------------------
 
 
-class RunRow(TypedDict, total=False):
+class RunRow(LatencyColumns, total=False):
     """A stored run as the store returns it: its `runs` columns (`store.records.RunRecord`,
-    JSON decoded), its headline figures from its analysis (and the latency columns
-    `lat_<figure>_ns`, one per figure of `store.db.LATENCY_FIGURES`, read through a Mapping),
+    JSON decoded), its headline figures from its analysis (`LatencyColumns`, read through a
+    Mapping),
     and the derived axis columns of its experiment's host. A plain analysis selected as a run
     (`store.records.analysis_as_run`) has the same keys, with no run."""
 
@@ -70,17 +70,6 @@ class RunRow(TypedDict, total=False):
     warnings: list[str] | None
     figures: StoredFigures | None
     start_ts_ns: int | None
-    lat_min_ns: int | None
-    lat_mean_ns: float | None
-    lat_stddev_ns: float | None
-    lat_p50_ns: int | None
-    lat_p90_ns: int | None
-    lat_p99_ns: int | None
-    lat_p99_9_ns: int | None
-    lat_p99_99_ns: int | None
-    lat_p99_999_ns: int | None
-    lat_p99_9999_ns: int | None
-    lat_max_ns: int | None
     kernel: str | None
     hostname: str | None
     host_state: HostStateDocument | None  # the host's tuning when the run started (host/state.py)
