@@ -115,15 +115,16 @@ test-rust: deps
 	  cargo test --workspace --exclude lowtail-py --no-run
 	cargo test --workspace --exclude lowtail-py --quiet
 
-# Two parts: the tests that leave the host's settings alone run on two workers (a file's
-# tests on one worker: they share its testbeds and fixtures); then, alone, those that change
-# the host's settings or hold its cores busy (marked `host`: tune moves every task off a
-# core, a hog pins one, an emulated guest runs Suricata). The second part runs whatever the
-# first gives; the slowest tests of each are printed at its end: where the time goes.
+# Two parts: the tests that need no root (no testbed, no host setting) run on two workers;
+# then, one at a time, those that build testbeds, change the host's settings or hold its
+# cores busy (`root`, `host`: tune moves every task off a core, a hog pins one, an emulated
+# guest runs Suricata): beside a second worker, testbed tests failed now and then (which hop
+# of a chain carries the tail). The second part runs whatever the first gives; the slowest
+# tests of each are printed at its end.
 test-python: build $(STAMPS)/apt-test
 	@status=0; \
-	  $(PY) -m pytest -q -m "not host" -n 2 --dist loadfile --durations=20 || status=$$?; \
-	  $(PY) -m pytest -q -m host --durations=10 || status=$$?; \
+	  $(PY) -m pytest -q -m "not root and not host" -n 2 --durations=20 || status=$$?; \
+	  $(PY) -m pytest -q -m "root or host" --durations=20 || status=$$?; \
 	  exit $$status
 
 test: lint test-rust test-python ## everything CI runs
