@@ -76,14 +76,8 @@ def add_analysis(
 def _side(path: str) -> dict[str, object]:
     """A capture side as an analysis stores it (`analyses.inputs`), for a row made by hand."""
     counts = dict.fromkeys(("bytes", "frames", "with_id", "not_udp", "too_short", "snapped", "backwards"), 0)
-    return (
-        {"path": path, "format": "pcap-ns", "compression": "none", "snaplen": 65535}
-        | counts
-        | {
-            "first_ts_ns": None,
-            "last_ts_ns": None,
-        }
-    )
+    side = {"path": path, "format": "pcap-ns", "compression": "none", "snaplen": 65535, "first_ts_ns": None}
+    return side | counts | {"last_ts_ns": None}
 
 
 def add_run(

@@ -26,8 +26,7 @@ from lowtail.testbed.document import (
 class RunRow(LatencyColumns, total=False):
     """A stored run as the store returns it: its `runs` columns (`store.records.RunRecord`,
     JSON decoded), its headline figures from its analysis (`LatencyColumns`, read through a
-    Mapping),
-    and the derived axis columns of its experiment's host. A plain analysis selected as a run
+    Mapping), and the derived axis columns of its experiment's host. A plain analysis selected as a run
     (`store.records.analysis_as_run`) has the same keys, with no run."""
 
     run_id: int | None
