@@ -104,6 +104,27 @@ def test_the_hop_that_delays_the_tail_is_named(tmp_path, slow_hop):
     assert doc["said"].startswith(f"hop {slow_hop + 1} (h{slow_hop + 1}, lowtail-fwd) makes the tail")
 
 
+def test_a_long_stall_on_a_few_packets_does_not_outweigh_the_hop_that_delays_most_of_the_tail(tmp_path):
+    """What failed on CI: the first hop queues every burst (a shaper: each packet up to 1.7 ms),
+    the second stalls once for 50 ms on 200 packets; the tail (above 1 ms) is mostly the
+    first hop's, though the stall's mean added latency is larger."""
+    rng = np.random.default_rng(3)
+    n = 10_000
+    per_hop = rng.integers(9_000, 11_000, size=(3, n))
+    per_hop[0] += (np.arange(n) % 16) * 110_000  # the burst's k-th packet waits k frames
+    per_hop[1, 5_000:5_200] += np.linspace(50_000_000, 0, 200).astype(np.int64)
+    start = np.arange(n, dtype=np.int64) * 200_000
+    links = np.vstack([start, start + np.cumsum(per_hop, axis=0)])
+    end_to_end, hop_paths = _write(tmp_path, links, np.arange(n, dtype=np.int64), [np.ones(n, dtype=bool)] * 4)
+    doc = hops_of_tail(_chain(hop_paths), end_to_end, threshold_ns=1_000_000)
+    assert doc is not None
+    first, stalled, _ = doc["hops"]
+    assert stalled["added_ns"] > first["added_ns"]  # by the mean, the stall would be named
+    assert doc["tail_hop"] == "h1" and first["share"] > 0.9
+    assert first["made_late"] + stalled["made_late"] + doc["hops"][2]["made_late"] == doc["tail_packets"]
+    assert doc["said"].startswith("hop 1 (h1, lowtail-fwd) makes the tail: it adds the most to ")
+
+
 def test_a_chain_has_one_more_captured_link_than_duts():
     hops = hops_between([("fw", "nftables"), ("fwd", "lowtail-fwd")], [(s, Path(s)) for s in ("pre", "link1", "post")])
     assert [(h.name, h.before[0], h.after[0]) for h in hops] == [("fw", "pre", "link1"), ("fwd", "link1", "post")]

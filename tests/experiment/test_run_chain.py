@@ -119,8 +119,9 @@ def test_a_chain_adds_up_hop_by_hop_and_explain_names_the_delayed_hop(tmp_path: 
     assert all(abs(sum(h[i] for h in hops) - end_to_end[i]) <= bound for i in everywhere)
     assert chain["sum_mismatch_ns"] <= bound
     assert sum(h["share"] for h in chain["hops"]) == pytest.approx(1.0)
-    # The shaped hop carries the largest share of the chain's latency (the bursts queue there).
-    assert max(chain["hops"], key=lambda h: h["share"])["name"] == "fw"
+    # The shaped hop has the largest median (the bursts queue there). Not its share of the
+    # latency summed: one stall of Suricata's on a loaded host can sum to more.
+    assert max(chain["hops"], key=lambda h: h["latency_ns"]["p50"])["name"] == "fw"
     assert chain["hops"][0]["latency_ns"]["p50"] > 500_000
 
     # Stored: the chain and one row per hop.

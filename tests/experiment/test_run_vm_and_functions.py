@@ -92,7 +92,8 @@ def test_vm_guests_of_both_kernels_forward_without_loss_and_say_how_they_ran(tmp
             for run_id in (vanilla["run_id"], rt["run_id"])
         }
         stored = con.execute("SELECT virtualization FROM runs ORDER BY run_id").fetchall()
-    assert all("LOC" in k for k in kinds.values()), kinds
+    tables = [r["dut_stats"].get("guest_interrupt_tables") for r in runs]
+    assert all("LOC" in k for k in kinds.values()), (kinds, "tables sent by each guest:", tables)
     assert stored == [(r["virtualization"],) for r in runs]
     html = (tmp_path / "r.html").read_text()
     assert f"Run {vanilla['run_id']}: guest interrupts" in html and f"Run {rt['run_id']}: guest interrupts" in html

@@ -136,12 +136,18 @@ def test_a_task_on_the_duts_core_is_the_first_cause(tmp_path):
       event's, and the first cause must show a delay at least the hog's — never a short
       event named in the hog's place;
     - nothing the trace records explains the tail (time the hypervisor took): it is reported
-      unexplained, not given to a cause."""
+      unexplained, not given to a cause.
+    With a headline (the measurement's own stalls beside the hog) the hog's preemption is still
+    the first of the DuT's causes, though not necessarily of all: causes rank by packets."""
     with hog(PLAN.dut[0], busy_s=HOG_BUSY_S):
         doc = run_and_explain(tmp_path, "dut-hog", "work_ns = 0", 20_000)
+    # Whatever the host did: the causes in order of the tail packets each explains, and a
+    # headline exactly when the measurement's own stalls are among them.
+    packets = [c["tail_packets"] for c in doc["causes"]]
+    assert packets == sorted(packets, reverse=True), doc["causes"]
+    assert (doc["headline"] is not None) == any(c["kind"] in MEASUREMENT_KINDS for c in doc["causes"])
     if not _the_duts(doc) and doc["headline"]:
         # The product's own answer on a host too busy to measure: its headline says so, first.
-        assert doc["causes"][0]["kind"] in MEASUREMENT_KINDS, doc["causes"]
         pytest.skip(f"this host could not measure the DuT: {doc['headline']}")
     _skip_when_nothing_explains(doc)
     first = _the_duts(doc)[0]
@@ -153,7 +159,10 @@ def test_a_task_on_the_duts_core_is_the_first_cause(tmp_path):
     if doc["headline"] is None:
         assert doc["causes"][0] is first and first["share"] >= 0.5, doc["causes"]
     else:
-        assert doc["causes"][0]["kind"] in MEASUREMENT_KINDS
+        # The measurement stalled too: every surface says so first (the headline), while the
+        # causes keep their order by packets, the hog's preemption first of it or not (as on
+        # 1a375dd's fresh clone, where it explained more of the tail than the stalls).
+        assert "could not measure" in doc["headline"]
 
 
 def test_the_same_task_on_the_generators_core_is_a_measurement_artefact(tmp_path):

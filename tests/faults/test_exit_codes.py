@@ -162,3 +162,20 @@ def test_a_failed_analysis_leaves_no_thread_running(pair, tmp_path):
     for _ in range(5):  # and as a user runs it, a few times
         run = run_cli("analyze", p.pre, p.post, "--trim", "100s", "--db", "y.duckdb", cwd=tmp_path, process=True)
         assert_clean_failure(run, 1, "--trim")
+
+
+@pytest.mark.parametrize(("number", "code", "label"), [(9, 70, "internal error"), (28, 1, "error")])
+def test_an_os_error_without_a_file_of_the_users_is_told_by_whose_it_is(monkeypatch, capsys, number, code, label):
+    """Before: "lowtail: error: Bad file descriptor", exit 2, as if the user had given a bad
+    file (a fresh clone's `lowtail run`, 1a375dd). A closed descriptor is lowtail's own bug
+    (exit 70); a full disk is the machine's (exit 1)."""
+    import lowtail.cli as cli
+
+    def broken(argv: list[str]) -> None:
+        raise OSError(number, os.strerror(number))
+
+    monkeypatch.setattr(cli, "_say_leftovers", broken)
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["list"])
+    assert ended.value.code == code
+    assert capsys.readouterr().err.startswith(f"lowtail: {label}: ")

@@ -171,6 +171,21 @@ def test_a_document_that_is_not_of_its_type_is_never_written(tmp_path):
         assert s.con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
+def test_every_figure_lowtail_gen_may_leave_empty_is_stored_as_empty(tmp_path):
+    """lowtail-gen writes null for what it could not observe (no burst on time at a rate it cannot
+    reach, no send error, no frame sent): such a run is stored, not ended by the codec."""
+    may_be_null = [
+        "netns", "match_share", "cpu", "first_send_error", "last_id", "last_on_time_ns",
+        "pacing_error_ns", "inter_departure_ns", "send_call_ns", "iface_counters", "cpu_wait",
+    ]  # fmt: skip
+    generator = {"program": "lowtail-gen", "planned": 2_000_000, "sent": 0} | dict.fromkeys(may_be_null)
+    with open_store(tmp_path / "g.duckdb") as s:
+        eid = experiment(s, "g")
+        runstore.save_run(s, _bare_run(eid) | {"generator": generator}, None, {})
+        [stored_run] = runstore.runs(s, eid)
+        assert stored_run["generator"]["last_on_time_ns"] is None
+
+
 def _bare_run(eid: int) -> dict:
     from datetime import datetime
 

@@ -88,3 +88,21 @@ def test_the_guest_init_script_is_valid_shell():
     script = Path(__file__).parents[2] / "python/lowtail/testbed/vm/guest-init.sh"
     done = subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_starved_guests_first_table_after_the_traffic_still_covers_it(monkeypatch):
+    """What failed on CI: an emulated real-time guest sent no interrupt table while the traffic
+    flowed (1 s); the table after it covers the window and its interrupts are the run's."""
+    from lowtail.testbed.vm import qemu
+
+    def table(loc: int) -> list[str]:
+        return ["@irq", "           CPU0       CPU1", f"LOC:   {loc}   {loc}   Local timer interrupts", "@end"]
+
+    arrivals = iter([0, 5_000_000_000, 10_000_000_000])  # the host's clock as each table arrives
+    monkeypatch.setattr(qemu.time, "time_ns", lambda: next(arrivals))
+    channel = qemu.GuestChannel(Path("/nonexistent"))
+    channel._handle([*table(100), *table(600), *table(700)])
+    assert channel.tables == 3
+    covering = channel.samples_between(1_000_000_000, 2_000_000_000)
+    assert {(s.kind, s.delta, s.t_ns) for s in covering} == {("LOC", 500, 5_000_000_000)}
+    assert channel.samples_between(11_000_000_000, 12_000_000_000) == []

@@ -3,10 +3,12 @@ and a meaningful exit code; a traceback appears only with LOWTAIL_DEBUG=1."""
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 import click
 import typer
@@ -103,6 +105,8 @@ def main(argv: list[str] | None = None) -> None:
         except OSError as e:  # a file or the machine's state (a full disk, a name too long)
             if debug:
                 raise
+            if e.errno == errno.EBADF:  # no file of the user's nor the machine's: lowtail's own bug
+                _internal_error(e, json_doc)
             error = os_error(e)
             fail(str(error), error.exit_code, json_doc)
         except (KeyboardInterrupt, click.Abort):
@@ -112,12 +116,7 @@ def main(argv: list[str] | None = None) -> None:
                 fail(f"interrupted ({type(e).__name__}: {_first_line(e)})", Interrupted.exit_code, json_doc, kind=None)
             if debug:
                 raise
-            fail(
-                f"{type(e).__name__}: {_first_line(e)} (LOWTAIL_DEBUG=1 shows a traceback)",
-                EXIT_BUG,
-                json_doc,
-                kind="internal error",
-            )
+            _internal_error(e, json_doc)
         if code == Interrupted.exit_code and signals.stop_signal() is not None:
             # Typer turned the KeyboardInterrupt into this exit code, silently.
             fail("interrupted", Interrupted.exit_code, json_doc, kind=None)
@@ -138,6 +137,16 @@ def _say_leftovers(argv: Sequence[str]) -> None:
     words = [a for a in argv if not a.startswith("-")]
     for line in notices(words):
         warn(line)
+
+
+def _internal_error(e: BaseException, json_doc: bool) -> NoReturn:
+    """A bug, not a user mistake: one line, exit 70."""
+    fail(
+        f"{type(e).__name__}: {_first_line(e)} (LOWTAIL_DEBUG=1 shows a traceback)",
+        EXIT_BUG,
+        json_doc,
+        kind="internal error",
+    )
 
 
 def _first_line(e: BaseException) -> str:

@@ -120,7 +120,7 @@ def show(doc: Any) -> None:
             note(
                 f"  hop {h['hop']} {shown(h['name'])} ({h['kind']}): median {format_ns(h['median_ns'])}, "
                 f"tail mean {format_ns(round(h['tail_mean_ns']))}, adds {format_ns(round(h['added_ns']))} "
-                f"({format_percent(h['share'])} of the tail's added latency)"
+                f"(adds the most to {format_percent(h['share'])} of the tail packets)"
             )
     for n in doc.get("notes") or []:
         note(shown(n))

@@ -73,7 +73,8 @@ class UnseenDoc(TypedDict):
 
 class HopShareDoc(TypedDict):
     """One hop's part in the tail: its median latency over the packets seen on every link,
-    its mean over the tail packets, the mean it adds there above its median, and its share."""
+    its mean over the tail packets, the mean it adds there above its median, the tail packets
+    it added the most to, and that count's share of the tail packets some hop delayed."""
 
     hop: int
     name: str
@@ -81,6 +82,7 @@ class HopShareDoc(TypedDict):
     median_ns: int
     tail_mean_ns: float
     added_ns: float
+    made_late: NotRequired[int]  # absent from explanations stored before the hops were counted by packet
     share: float
 
 

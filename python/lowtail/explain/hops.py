@@ -4,9 +4,12 @@ Every tail packet of a chain run (end-to-end latency at or above the explanation
 was seen on every link, so its latency is the sum of its hop latencies (analyze/hops.py). What
 a hop *adds* to a tail packet is its latency there above that hop's own median: a hop that is
 slow for every packet (a long rule list) adds little to the tail, a hop that delays some
-packets (a busy core, a queue) adds much. Each hop's share is its part of the latency the tail
-packets carry above the hops' medians, counting only hops that added (the shares add up to 1);
-the hop with the largest share is named the tail's hop.
+packets (a busy core, a queue) adds much. Each tail packet is laid at the door of the hop that
+added the most to it; a hop's share is the part of the tail packets it made late (the shares of
+the packets some hop delayed add up to 1), and the hop with the largest share is named the tail's
+hop. Counted by packet, as explain ranks its causes, not by latency: a single stall of many
+milliseconds on one hop (a VM's steal, a container's scheduler) delays a few hundred packets by
+much, and in a mean it would outweigh the hop that makes most packets miss the budget.
 """
 
 from __future__ import annotations
@@ -30,25 +33,23 @@ def hops_of_tail(chain: ChainDocument, end_to_end_series: Path, threshold_ns: in
     end_to_end, per_hop = joined[0], joined[1:]
     tail = end_to_end >= threshold_ns
     count = int(np.count_nonzero(tail))
-    shares: list[HopShareDoc] = []
-    for hop, latencies in zip(chain["hops"], per_hop, strict=True):
-        median = _median(latencies)
-        tail_mean = float(np.mean(latencies[tail])) if count else 0.0
-        shares.append(
-            HopShareDoc(
-                hop=hop["hop"],
-                name=hop["name"],
-                kind=hop["kind"],
-                median_ns=median,
-                tail_mean_ns=tail_mean,
-                added_ns=tail_mean - median if count else 0.0,
-                share=0.0,
-            )
+    medians = [_median(latencies) for latencies in per_hop]
+    made_late = _made_late(per_hop[:, tail], medians)
+    delayed = sum(made_late)
+    shares = [
+        HopShareDoc(
+            hop=hop["hop"],
+            name=hop["name"],
+            kind=hop["kind"],
+            median_ns=median,
+            tail_mean_ns=float(np.mean(latencies[tail])) if count else 0.0,
+            added_ns=float(np.mean(latencies[tail])) - median if count else 0.0,
+            made_late=late,
+            share=late / delayed if delayed else 0.0,
         )
-    added = sum(max(s["added_ns"], 0.0) for s in shares)
-    for s in shares:
-        s["share"] = max(s["added_ns"], 0.0) / added if added > 0 else 0.0
-    top = max(shares, key=lambda s: s["share"]) if added > 0 else None
+        for hop, latencies, median, late in zip(chain["hops"], per_hop, medians, made_late, strict=True)
+    ]
+    top = max(shares, key=lambda s: (s["share"], s["added_ns"])) if delayed else None
     return HopsDoc(
         threshold_ns=threshold_ns,
         tail_packets=count,
@@ -56,6 +57,17 @@ def hops_of_tail(chain: ChainDocument, end_to_end_series: Path, threshold_ns: in
         tail_hop=top["name"] if top else None,
         said=_said(top, count),
     )
+
+
+def _made_late(tail_latencies: np.ndarray, medians: list[int]) -> list[int]:
+    """For each hop, the tail packets it added the most to above its median (none of a packet
+    no hop delayed); rows are hops, columns the tail packets."""
+    if not tail_latencies.size:
+        return [0] * len(medians)
+    above = tail_latencies - np.asarray(medians, dtype=np.int64)[:, None]
+    worst = np.argmax(above, axis=0)
+    delayed = above.max(axis=0) > 0
+    return [int(n) for n in np.bincount(worst[delayed], minlength=len(medians))]
 
 
 def _median(latencies: np.ndarray) -> int:
@@ -70,6 +82,7 @@ def _said(top: HopShareDoc | None, count: int) -> str:
     if top is None:
         return f"no hop adds latency to the {count:,} tail packets beyond its median"
     return (
-        f"hop {top['hop']} ({top['name']}, {top['kind']}) makes the tail: {format_percent(top['share'])} of what the "
-        f"{count:,} tail packets carry above the hops' medians (it adds {format_ns(round(top['added_ns']))} on average)"
+        f"hop {top['hop']} ({top['name']}, {top['kind']}) makes the tail: it adds the most to {top['made_late']:,} of "
+        f"the {count:,} tail packets ({format_percent(top['share'])}), {format_ns(round(top['added_ns']))} above its "
+        "median on average"
     )

@@ -65,11 +65,12 @@ def _by_hop(doc: Mapping[str, Any]) -> str:
             format_ns(h["median_ns"]),
             format_ns(round(h["tail_mean_ns"])),
             format_ns(round(h["added_ns"])),
+            f"{h.get('made_late', '–')}",
             format_percent(h["share"]),
         ]
         for h in hops["hops"]
     ]
-    header = ["hop", "DuT", "kind", "median", "tail mean", "adds", "share of the tail's added latency"]
+    header = ["hop", "DuT", "kind", "median", "tail mean", "adds", "tail packets it delays most", "share"]
     return f"<p><b>By hop:</b> {esc(shown(hops['said']))}.</p>" + table_html(header, rows)
 
 

@@ -93,7 +93,7 @@ class GeneratorStatistics(TypedDict, total=False):
     kept_up: bool
     interrupted: bool
     final_lag_ns: int
-    last_on_time_ns: int
+    last_on_time_ns: int | None  # None when no burst left on time (a rate the generator cannot reach)
     max_lag_ns: int
     late_bursts: int
     bursts: int

@@ -344,8 +344,10 @@ class GuestChannel:
                 self.ready.set()
 
     def samples_between(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
-        """The samples whose interval ends inside [start_ns, end_ns] (the traffic's window)."""
-        return [s for s in list(self.samples) if start_ns <= s.t_ns <= end_ns]
+        """The samples whose interval overlaps [start_ns, end_ns] (the traffic's window). Not
+        only those that end inside it: a guest starved under emulation may send no table while
+        the traffic flows, and the first one after it is then all that covers the window."""
+        return [s for s in list(self.samples) if s.t_ns >= start_ns and s.t_ns - s.interval_ns <= end_ns]
 
     def close(self) -> None:
         try:
