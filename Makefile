@@ -38,7 +38,7 @@ PHASE := scripts/phase.sh
 BINDIR ?= $(if $(filter 0,$(shell id -u)),/usr/local/bin,$(HOME)/.local/bin)
 COMPLETIONS ?= $(if $(filter 0,$(shell id -u)),/usr/local/share,$(HOME)/.local/share)
 
-.PHONY: build deps test test-rust test-python lint check run bench clean fuzz install soak
+.PHONY: build deps test test-rust test-python lint lint-rust lint-python check run bench clean fuzz install soak
 
 $(STAMPS):
 	@mkdir -p $(STAMPS)
@@ -101,11 +101,16 @@ install: build
 	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) echo "note: $(BINDIR) is not on your PATH: add it (export PATH=\"$(BINDIR):\$$PATH\")";; esac
 
 # Formatters and linters: the tree as committed must pass them (CI fails on drift).
-lint: $(STAMPS)/venv
+lint: lint-rust lint-python
+
+# Without make's job slots: beside pip (make -j2 in `test`) clippy still takes both cores.
+lint-rust: | $(STAMPS)
 	cargo fmt --all --check
 	cd fuzz && cargo fmt --check
 	@$(PHASE) $(STAMPS)/clippy.log "clippy over every crate and test" "first time: about 3 min, then seconds" -- \
-	  cargo clippy --workspace --all-targets -- -D warnings
+	  env -u MAKEFLAGS -u MFLAGS cargo clippy --workspace --all-targets -- -D warnings
+
+lint-python: $(STAMPS)/venv
 	$(VENV)/bin/ruff format --check --quiet .
 	$(VENV)/bin/ruff check --quiet .
 	$(VENV)/bin/mypy
@@ -115,19 +120,29 @@ test-rust: deps
 	  cargo test --workspace --exclude lowtail-py --no-run
 	cargo test --workspace --exclude lowtail-py --quiet
 
-# Two parts: the tests that need no root (no testbed, no host setting) run on two workers;
-# then, one at a time, those that build testbeds, change the host's settings or hold its
-# cores busy (`root`, `host`: tune moves every task off a core, a hog pins one, an emulated
-# guest runs Suricata): beside a second worker, testbed tests failed now and then (which hop
-# of a chain carries the tail). The second part runs whatever the first gives; the slowest
-# tests of each are printed at its end.
-test-python: build $(STAMPS)/apt-test
-	@status=0; \
-	  $(PY) -m pytest -q -m "not root and not host" -n 2 --durations=20 || status=$$?; \
-	  $(PY) -m pytest -q -m "root or host" --durations=20 || status=$$?; \
-	  exit $$status
+# Every test but the `host` ones, on two workers, a test file to a worker (its testbeds and
+# VM boots, built once a file, are not built again on the other worker).
+PYTEST_SHARED := $(PY) -m pytest -q -m "not host" -n 2 --dist loadfile --durations=20
+# Then, one at a time, those that change the host's settings or hold its cores busy (`host`:
+# tune moves every task off a core, a hog pins one, an emulated guest runs Suricata).
+PYTEST_HOST   := $(PY) -m pytest -q -m host --durations=20
 
-test: lint test-rust test-python ## everything CI runs
+# Both parts; the second runs whatever the first gives.
+test-python: build $(STAMPS)/apt-test
+	@status=0; $(PYTEST_SHARED) || status=$$?; $(PYTEST_HOST) || status=$$?; exit $$status
+
+# Everything CI runs, packed for two cores: clippy beside pip (which mostly waits on the
+# network), and the Rust tests compiled and run at the lowest priority beside the host tests
+# (one run of traffic keeps about one core busy, its programs real-time or at nice -20: the
+# other core is idle). Their output follows the host tests'; any part failing fails `test`.
+test: ## everything CI runs
+	@$(MAKE) --no-print-directory -j2 lint-rust deps
+	@$(MAKE) --no-print-directory lint-python build $(STAMPS)/apt-test
+	@status=0; $(PYTEST_SHARED) || status=$$?; \
+	  nice -n 19 $(MAKE) --no-print-directory test-rust > $(STAMPS)/test-rust.log 2>&1 & rust=$$!; \
+	  $(PYTEST_HOST) || status=$$?; \
+	  wait $$rust || { echo "the Rust tests failed:"; status=1; }; cat $(STAMPS)/test-rust.log; \
+	  exit $$status
 
 # The loop to work in: formatters, linters, types and the fast tests (neither `slow` nor
 # `root`: no testbed, no VM, no host settings), on two workers; a few minutes on 2 cores.

@@ -18,7 +18,9 @@ contract on either host: a move the comparison calls an improvement without harm
 its undo file written, the host reading as the kept set; a move it cannot call is undone
 with the reason said, and the host reads as before. (A heavier intruder does not help: moved
 to the housekeeping core it stalls the generator, whose catch-up bursts queue at the DuT.)
-The host is shared and busy: the generator's stalls up to 50 ms do not degrade a run.
+The host is shared and busy: the generator's stalls up to 50 ms do not degrade a run. All
+changes at once as one trial (kept or undone together, one undo file) is
+tests/tune/test_tune_every_kind.py's, with every kind of change this host allows.
 Whatever a failing test leaves kept is undone (the move includes the test's own processes).
 """
 
@@ -80,8 +82,8 @@ TARGET = PLAN.dut[0]
 
 @pytest.fixture(scope="module")
 def intruder():
-    """The hog on the DuT's core, one for the module (the before both tests start from was
-    measured with it); killed (and so off every core) after the last test."""
+    """The hog on the DuT's core, one for the module (the before the test starts from was
+    measured with it); killed (and so off every core) after the test."""
     proc = subprocess.Popen([sys.executable, "-c", HOG_SOURCE, HOG, str(TARGET), str(HOG_PRIORITY), "0.0015", "0.05"])
     try:
         yield proc
@@ -121,8 +123,8 @@ def fingerprints(where: Path, experiment: int) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def dry_run(tmp_path_factory, intruder):
-    """tune's dry run, measured once for both tests (each tries its changes `--before` it):
-    the database, what it planned, what it said, and vm.stat_interval as it read."""
+    """tune's dry run (the test tries its changes `--before` it): the database, what it
+    planned, what it said, and vm.stat_interval as it read."""
     if not HOUSEKEEPING:
         pytest.skip("one CPU: there is no other core to move a task to")
     where = tmp_path_factory.mktemp("tune-e2e")
@@ -235,29 +237,3 @@ def test_tune_keeps_moving_the_intruder_off_the_duts_core_and_undoes_what_cannot
         undone = subprocess.run([*LOWTAIL, "host", "undo", moved["undo_file"]], capture_output=True, text=True)
         assert undone.returncode == 0, undone.stderr
         assert os.sched_getaffinity(intruder.pid) == {TARGET}
-
-
-def test_without_one_by_one_the_changes_are_one_trial_kept_or_undone_together(dry_run, tmp_path, intruder):
-    """All at once: one trial, one undo file for both changes; kept together when the
-    comparison calls the improvement (the move dominates), else both undone — never one of
-    them left behind. host undo of the kept file restores both exactly."""
-    where, planned, _, stat_before = dry_run
-    move = "other-tasks"
-    assert move in [c["id"] for c in planned["changes"]], planned["changes"]
-    code, doc, stderr = tune(
-        where, "--yes", "--before", str(planned["before"]), "--only", f"{move},vm.stat_interval",
-        "--undo-dir", str(tmp_path),
-    )  # fmt: skip
-    assert code == 0, stderr
-    changes = {c["id"]: c for c in doc["changes"]}
-    assert changes[move]["after"] == changes["vm.stat_interval"]["after"] is not None  # one measurement
-    assert changes[move]["kept"] == changes["vm.stat_interval"]["kept"]
-    kept = changes[move]["kept"]
-    assert os.sched_getaffinity(intruder.pid) == (HOUSEKEEPING if kept else {TARGET})
-    assert STAT_INTERVAL.read_text().strip() == ("3600" if kept else stat_before)
-    if kept:
-        assert changes[move]["undo_file"] == changes["vm.stat_interval"]["undo_file"]
-        undone = subprocess.run([*LOWTAIL, "host", "undo", changes[move]["undo_file"]], capture_output=True, text=True)
-        assert undone.returncode == 0, undone.stderr
-    assert os.sched_getaffinity(intruder.pid) == {TARGET}
-    assert STAT_INTERVAL.read_text().strip() == stat_before

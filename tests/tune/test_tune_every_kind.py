@@ -97,7 +97,7 @@ def test_tune_kept_or_undone_then_host_undo_gives_every_setting_back(before, tmp
     undo_dir.mkdir()
     try:
         done = subprocess.run(
-            [*LOWTAIL, *tune_args(d, eid, undo_dir, *(["--one-by-one"] if one_by_one else []))],
+            [*LOWTAIL, *tune_args(d, eid, undo_dir, "--json", *(["--one-by-one"] if one_by_one else []))],
             cwd=tmp_path, capture_output=True, text=True, timeout=1800,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
@@ -105,6 +105,11 @@ def test_tune_kept_or_undone_then_host_undo_gives_every_setting_back(before, tmp
         kept = sorted(undo_dir.glob("*.undo.json"))
         if not kept:  # every trial undone by tune itself
             assert differences(as_before, host_now()) == {}
+        changes = json.loads(done.stdout)["changes"]
+        if not one_by_one:  # one trial: one measurement, kept or undone together, one undo file
+            assert len({c["after"] for c in changes}) == 1 and changes[0]["after"] is not None, changes
+            assert len({c["kept"] for c in changes}) == 1, changes
+            assert len({c["undo_file"] for c in changes}) == 1 and len(kept) == (1 if changes[0]["kept"] else 0)
     finally:
         undo_kept(undo_dir)
     assert differences(as_before, host_now()) == {}

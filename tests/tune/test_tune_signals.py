@@ -1,6 +1,6 @@
 """An interrupted `lowtail tune` leaves the host as it was before tune, or with only the kept
-set — never half-applied: Ctrl-C, a double Ctrl-C and SIGTERM, sent (for real, to the process)
-as each phase of a trial begins. The trial tries vm.stat_interval (a guideline every untuned
+set — never half-applied: Ctrl-C sent (for real, to the process) as each phase of a trial
+begins, a double Ctrl-C and SIGTERM as a change is applied and measured. The trial tries vm.stat_interval (a guideline every untuned
 host is proposed; harmless), so "as before" is read back from /proc."""
 
 from __future__ import annotations
@@ -137,10 +137,19 @@ def before(tmp_path_factory):
     return d, runs[0]["experiment_id"]
 
 
-@pytest.mark.parametrize("phase", PHASES)
-@pytest.mark.parametrize(
-    ("sig", "times"), [(signal.SIGINT, 1), (signal.SIGINT, 2), (signal.SIGTERM, 1)], ids=["ctrl-c", "double", "term"]
-)
+# Ctrl-C as every phase begins; a double Ctrl-C and SIGTERM (the same handler: core/signals.py)
+# as a change is applied and while its effect is measured, where what is undone differs.
+INTERRUPTIONS = [
+    *(pytest.param(p, signal.SIGINT, 1, id=f"ctrl-c-{p}") for p in PHASES),
+    *(
+        pytest.param(p, sig, times, id=f"{name}-{p}")
+        for p in ("apply", "measure-after")
+        for sig, times, name in ((signal.SIGINT, 2, "double"), (signal.SIGTERM, 1, "term"))
+    ),
+]
+
+
+@pytest.mark.parametrize(("phase", "sig", "times"), INTERRUPTIONS)
 def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(before, phase, sig, times, tmp_path):
     d, eid = before
     stat_before = STAT_INTERVAL.read_text().strip()
@@ -167,20 +176,19 @@ def test_an_interrupted_tune_leaves_the_host_as_before_or_with_the_kept_set(befo
 
 
 TIMER_MIGRATION = Path("/proc/sys/kernel/timer_migration")
-# The phases of a trial (the first two are the session's, before any trial).
-TRIAL_PHASES = PHASES[2:]
 
 
 @pytest.mark.parametrize(
     ("phase", "sig", "times"),
     [
-        *(pytest.param(p, signal.SIGTERM, 1, id=f"term-{p}") for p in TRIAL_PHASES),
+        *(pytest.param(p, signal.SIGTERM, 1, id=f"term-{p}") for p in ("apply", "compare")),
         pytest.param("apply", signal.SIGINT, 2, id="double-apply"),
         pytest.param("measure-after", signal.SIGINT, 1, id="ctrl-c-measure-after"),
     ],
 )
 def test_interrupted_after_a_kept_trial_the_host_holds_exactly_the_kept_set(before, phase, sig, times, tmp_path):
-    """One by one, the first trial kept, the second interrupted as each of its phases begins:
+    """One by one, the first trial kept, the second interrupted as its change is applied, as
+    its effect is measured and as it is compared:
     the host holds the first trial's setting and nothing of the second's, the kept undo file
     stays (and gives back the first exactly), the second trial's is gone, and the line says both."""
     d, eid = before

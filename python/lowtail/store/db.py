@@ -160,9 +160,11 @@ class Store:
         if self._con is not None:
             self._con.close()
             self._con = None
-        if self._file is not None:  # after DuckDB's connection: see __init__
-            os.close(self._file)
-            self._file = None
+        # After DuckDB's connection (see __init__); taken before it is closed, so that a second
+        # close never closes a descriptor the number has since been given to.
+        fd, self._file = self._file, None
+        if fd is not None:
+            os.close(fd)
 
     def __enter__(self) -> Store:
         return self
