@@ -589,17 +589,18 @@ def test_any_manifest_is_imported_or_refused_in_one_line_and_a_refusal_changes_n
         assert not (folder / "data").exists() or not any((folder / "data").iterdir())
 
 
-def test_a_bundle_of_format_version_2_is_read_as_one_without_flows(lab_a, target, tmp_path):
-    """A bundle written before bundles carried each flow's figures imports: its analyses come
-    with one flow's figures only (none stored per flow)."""
+@pytest.mark.parametrize("version", [2, 3])
+def test_a_bundle_of_format_version_2_or_3_is_read_as_one_without_flows_or_hops(lab_a, target, tmp_path, version):
+    """A bundle written before bundles carried each flow's figures (2) or a chain's hops (3)
+    imports: its runs come without them."""
     from lowtail.store.bundles import SINCE_VERSION
 
     manifest, files = read_bundle(lab_a[1])
-    for table in [t for t, since in SINCE_VERSION.items() if since == 3]:
+    for table in [t for t, since in SINCE_VERSION.items() if since > version]:
         manifest["tables"].pop(table)
         files.pop(f"rows/{table}.parquet")
-    manifest["format_version"] = 2
-    old = write_bundle(tmp_path / "v2.lowtail", manifest, files)
+    manifest["format_version"] = version
+    old = write_bundle(tmp_path / f"v{version}.lowtail", manifest, files)
     done = lowtail("import", old, "--json", db=target)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["runs"]

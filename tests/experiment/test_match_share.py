@@ -241,3 +241,20 @@ def test_the_verdict_counts_only_the_loss_not_meant():
     assert unintended_loss({"lost": None}) is None
     judged = verdict.judge_figures(10, 1000, unintended_loss(run), 9000)
     assert judged.cause == Cause.LOSS and judged.reason.startswith("5 of 9,000 packets lost")
+
+
+def test_every_table_of_runs_says_the_loss_not_meant_with_the_drops_beside_it():
+    """Before: the run tables and the certificate said "lost 905" of a run whose drop rule
+    removed 900 packets as meant: the loss a customer signs must be the verdict's."""
+    from lowtail.compare.certificate_page import _loss_text
+    from lowtail.report.tables import run_loss
+
+    run = {"lost": 905, "traffic": {"matching": _doc(intended_drops=900)}}
+    assert run_loss(run) == "5 (+900 dropped as meant)"
+    assert run_loss({"lost": 905, "traffic": {}}) == "905"
+    assert run_loss({"lost": 0, "traffic": {"matching": _doc(intended_drops=0)}}) == "0"
+    assert run_loss({"lost": None}) == "–"
+    config = {"lost": 905, "intended_drops": 900, "sent": 9000}
+    assert _loss_text(config) == "5 (0.05556 %) not meant; 900 (10 %) dropped by the rule set as meant"
+    assert _loss_text(config | {"lost": 5, "intended_drops": 0}).startswith("5 (0.05556 %)")
+    assert "meant" not in _loss_text(config | {"lost": 5, "intended_drops": 0})

@@ -106,3 +106,18 @@ def test_a_starved_guests_first_table_after_the_traffic_still_covers_it(monkeypa
     covering = channel.samples_between(1_000_000_000, 2_000_000_000)
     assert {(s.kind, s.delta, s.t_ns) for s in covering} == {("LOC", 500, 5_000_000_000)}
     assert channel.samples_between(11_000_000_000, 12_000_000_000) == []
+
+
+def test_a_table_cut_short_by_the_stop_loses_neither_the_statistics_nor_the_stop():
+    """What failed on a fresh clone: the guest's sampler was killed inside a table (no
+    "@end"), and its @stats and @stopped lines were read as rows of that table: the run's
+    statistics were lost and the host waited for a stop it had been told of."""
+    from lowtail.testbed.vm import qemu
+
+    channel = qemu.GuestChannel(Path("/nonexistent"))
+    cut = ["@irq", "           CPU0", "LOC:   100   Local timer interrupts"]
+    whole = ["@irq", "           CPU0", "LOC:   150   Local timer interrupts", "@end"]
+    channel._handle(["@ready", *cut, *whole, *cut, '@stats {"forwarder": "mirred", "out_tx_packets": 7}', "@stopped"])
+    assert channel.ready.is_set() and channel.stopped.is_set()
+    assert channel.stats == {"forwarder": "mirred", "out_tx_packets": 7}
+    assert channel.tables == 1  # the whole one; a cut table is no sample

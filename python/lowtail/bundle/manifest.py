@@ -39,9 +39,10 @@ from lowtail.core.errors import UserError
 
 FORMAT = "lowtail-bundle"
 # Version 1: the layout above without traces, and without the tables store.bundles.SINCE_VERSION
-# names. Version 2: traces, explanations and summaries. Version 3: each flow's figures. A reader
-# refuses bundles of a later version, and reads an earlier one as having none of the later rows.
-FORMAT_VERSION = 3
+# names. Version 2: traces, explanations and summaries. Version 3: each flow's figures. Version
+# 4: a chain's hops (their rows, not their series files). A reader refuses bundles of a later
+# version, and reads an earlier one as having none of the later rows.
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 
 # Limits a bundle must keep (far beyond any real export; a bundle past them is refused before

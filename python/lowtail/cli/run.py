@@ -64,7 +64,7 @@ def _run_line(r: Mapping[str, Any], verdict: Any) -> str:
     judged = percentiles.by_key(verdict.key)
     return (
         f"{marked(r['dut_name'], r.get('virtualization'))} @ {format_rate(r['rate_pps'])}: {verdict.judge(r).label} · "
-        f"lost {format_count(r['lost'])} · {judged.short} {format_ns(lat.get(verdict.key))} (run {r['run_id']})"
+        f"lost {tables.run_loss(r)} · {judged.short} {format_ns(lat.get(verdict.key))} (run {r['run_id']})"
     )
 
 
@@ -297,7 +297,7 @@ def runs_table(
         ],
         Column("rate", [format_rate(r["rate_pps"]) for r in rows]),
         Column("sent", [format_count(r["sent"]) for r in rows], optional=3),
-        Column("lost", [format_count(r["lost"]) for r in rows]),
+        Column("lost", [tables.run_loss(r) for r in rows]),
         *(
             [Column(median.short, [format_ns(r[latency_column(median.key)]) for r in rows], optional=1)]
             if judged != median

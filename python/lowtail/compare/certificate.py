@@ -131,6 +131,7 @@ def _configuration(
         "packets": int(latency.get("samples") or 0),
         "sent": c["sent"],
         "lost": c["lost"],
+        "intended_drops": int(c.get("intended_drops") or 0),
         "loss_ratio": c["loss_ratio"],
         "percentile": key,
         "value_ns": latency.get(key),

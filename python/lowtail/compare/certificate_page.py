@@ -118,7 +118,7 @@ def _facts(c: CertifiedConfiguration, level: float) -> str:
         ["traffic", _traffic_text(traffic)],
         ["runs", f"{runs}, {format_counted(c['repetitions'], 'repetition')}"],
         ["packets", f"{format_count(c['packets'])} with a latency, {format_count(c['sent'])} sent"],
-        ["loss", f"{format_count(c['lost'])} ({format_share(c['lost'], c['sent'])})"],
+        ["loss", _loss_text(c)],
         ["judged percentile", f"{name}: {format_ns(c['value_ns'])}"],
         [f"its {format_percent(level, 'g')} interval (two-sided)", interval],
         ["its one-sided bounds (what the verdict judged)", c["bounds"]["text"]],
@@ -130,6 +130,18 @@ def _facts(c: CertifiedConfiguration, level: float) -> str:
         ["left out as invalid", "; ".join(_invalid(r) for r in c["invalid_runs"]) or "none"],
     ]
     return table_html(["", ""], rows, "kv")
+
+
+def _loss_text(c: CertifiedConfiguration) -> str:
+    """The loss the verdict counts; an IPS's intended drops beside it, as what they are."""
+    lost = c["lost"] - c["intended_drops"]
+    text = f"{format_count(lost)} ({format_share(lost, c['sent'])})"
+    if not c["intended_drops"]:
+        return text
+    meant = c["intended_drops"]
+    return (
+        f"{text} not meant; {format_count(meant)} ({format_share(meant, c['sent'])}) dropped by the rule set as meant"
+    )
 
 
 def _traffic_text(t: CertifiedTraffic) -> str:

@@ -219,7 +219,8 @@ class CertifiedConfiguration(TypedDict):
     repetitions: int
     packets: int
     sent: int
-    lost: int
+    lost: int  # every packet sent that did not arrive
+    intended_drops: int  # of those, what an IPS's drop rule removed as meant: not loss
     loss_ratio: float | None
     percentile: str  # the judged percentile's key
     value_ns: int | None

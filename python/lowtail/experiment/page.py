@@ -111,7 +111,7 @@ def summary_section(
                 "" if r["calibration"] else "–" if floor is None else format_ns(latency_figures_of(floor)[verdict.key]),
                 *(format_ns(lat.get(k)) for k, _ in figures),
                 format_count(r["sent"]),
-                format_count(r["lost"]),
+                tables.run_loss(r),
                 Cell(_options_text(r["dut_config"], leave_out={a.option for a in shown}), "text options"),
             ]
         )
@@ -310,7 +310,7 @@ def run_section(
         ],
         [
             "sent / received / lost",
-            f"{format_count(r['sent'])} / {format_count(r['received'])} / {format_count(r['lost'])}",
+            f"{format_count(r['sent'])} / {format_count(r['received'])} / {tables.run_loss(r)}",
         ],
         [
             "latency " + " · ".join(lbl for _, lbl in _with_judged(_RUN_FIGURES, verdict)),

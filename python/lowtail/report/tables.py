@@ -8,6 +8,7 @@ from typing import Any
 
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_ns, format_ns_per_s, format_percent, format_rate
+from lowtail.verdict.judge import unintended_loss
 
 Table = tuple[list[str], list[list[str]]]
 
@@ -120,6 +121,17 @@ def _judged_keys(doc: Mapping[str, Any]) -> list[str]:
 
 def _axis_text(c: Mapping[str, Any], axis: dict[str, str], by_nothing: bool) -> str:
     return str(c["label"] if by_nothing else c["key_text"].get(axis["name"], "–"))
+
+
+def run_loss(run: Mapping[str, Any]) -> str:
+    """A stored run's loss as its verdict counts it, with the packets its IPS dropped as its
+    rule set meant beside it as what they are: "0 (+2,545 dropped as meant)". Every table of
+    runs (the terminal's, the experiment page's) says a run's loss this way."""
+    lost = unintended_loss(run)
+    if lost is None:
+        return "–"
+    meant = int(run["lost"]) - lost
+    return format_count(lost) if not meant else f"{format_count(lost)} (+{format_count(meant)} dropped as meant)"
 
 
 def _loss(c: Mapping[str, Any]) -> str:

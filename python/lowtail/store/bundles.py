@@ -63,11 +63,13 @@ TABLES: tuple[tuple[str, str], ...] = (
     ("run_traces", "run_id"),
     ("run_explanations", "run_id"),
     ("run_causes", "run_id"),
+    ("run_chains", "run_id"),
+    ("run_hops", "run_id"),
     ("model_results", "model_id"),
 )
 # The format version that first carried each table not in version 1 (2: the explanations and
-# the summaries; 3: each flow's figures): an older bundle has none of them, and is read as
-# having no rows of them.
+# the summaries; 3: each flow's figures; 4: a chain's hops): an older bundle has none of them,
+# and is read as having no rows of them.
 SINCE_VERSION: dict[str, int] = {
     "analysis_summaries": 2,
     "run_traces": 2,
@@ -75,6 +77,8 @@ SINCE_VERSION: dict[str, int] = {
     "run_causes": 2,
     "analysis_flows": 3,
     "analysis_flow_keys": 3,
+    "run_chains": 4,
+    "run_hops": 4,
 }
 
 
@@ -102,6 +106,8 @@ MAX_ROWS: dict[str, int] = {
     "run_traces": 100_000,
     "run_explanations": 100_000,
     "run_causes": 10_000_000,
+    "run_chains": 100_000,
+    "run_hops": 1_600_000,
 }
 PER_PARENT: dict[str, tuple[str, int]] = {
     "analysis_percentiles": ("analyses", 100_000),
@@ -117,6 +123,9 @@ PER_PARENT: dict[str, tuple[str, int]] = {
     "run_explanations": ("runs", 1),
     # A cause per kind, role and CPU: far fewer than this on any host.
     "run_causes": ("runs", 10_000),
+    # A chain of at most 16 DuTs a run (experiment/spec.py MAX_HOPS).
+    "run_chains": ("runs", 1),
+    "run_hops": ("runs", 16),
 }
 # The largest value a bundle's row may hold, by the column's type in this database, and the
 # most bytes a table's rows may take decoded (what a dictionary-encoded Parquet column
@@ -147,6 +156,8 @@ _NATURAL_KEYS: dict[str, tuple[str, ...]] = {
     "run_traces": ("run_id",),
     "run_explanations": ("run_id",),
     "run_causes": ("run_id", "rank"),
+    "run_chains": ("run_id",),
+    "run_hops": ("run_id", "hop"),
 }
 # Which ids a row names, and the table that must carry them (None allowed where the column is).
 _REFERENCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
@@ -162,6 +173,8 @@ _REFERENCES: dict[str, tuple[tuple[str, str, bool], ...]] = {
     "run_traces": (("run_id", "runs", False),),
     "run_explanations": (("run_id", "runs", False),),
     "run_causes": (("run_id", "runs", False),),
+    "run_chains": (("run_id", "runs", False),),
+    "run_hops": (("run_id", "runs", False),),
 }
 
 
@@ -226,6 +239,8 @@ def rows_to_export(store: Store, run_ids: list[int], analysis_ids: list[int]) ->
         "run_traces": ("list_contains(?::BIGINT[], run_id)", [ids]),
         "run_explanations": ("list_contains(?::BIGINT[], run_id)", [ids]),
         "run_causes": ("list_contains(?::BIGINT[], run_id)", [ids]),
+        "run_chains": ("list_contains(?::BIGINT[], run_id)", [ids]),
+        "run_hops": ("list_contains(?::BIGINT[], run_id)", [ids]),
         "model_results": (
             "list_contains(?::BIGINT[], run_id) OR list_contains(?::BIGINT[], analysis_id) "
             "OR (run_id IS NULL AND analysis_id IS NULL AND list_contains(?::BIGINT[], experiment_id))",
@@ -702,6 +717,7 @@ def _insert_all(store: Store, import_id: int, origin: dict[str, object], data_di
         f"FROM bundle_run_interrupts b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     )
     _insert_explanations(store)
+    _insert_chains(store)
     con.execute(
         f"""INSERT INTO model_results BY NAME SELECT * REPLACE (
                 {_new("model_results", "model_id", "b")} AS model_id,
@@ -739,3 +755,28 @@ def _insert_explanations(store: Store) -> None:
         f"INSERT INTO run_causes BY NAME SELECT * REPLACE ({_new('runs', 'run_id', 'b')} AS run_id) "
         f"FROM bundle_run_causes b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     )
+
+
+def _insert_chains(store: Store) -> None:
+    """The chain runs' hops under the runs' new ids. A hop's series file stays with the lab
+    that measured it (a bundle carries the runs' end-to-end series only): its path is dropped
+    from the row and the document, and explaining the run here says the tail cannot be split
+    by hop."""
+    con = store.con
+    new_run = _new("runs", "run_id", "b")
+    con.execute(
+        f"INSERT INTO run_hops BY NAME SELECT * REPLACE ({new_run} AS run_id, NULL AS series_path) "
+        f"FROM bundle_run_hops b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
+    )
+    added = con.execute(
+        f"SELECT {new_run}, b.document FROM bundle_run_chains b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
+    ).fetchall()
+    for run_id, raw in added:
+        document = codec.RUN_CHAIN.decode(store, raw, f"run {run_id}")
+        for hop in document["hops"]:
+            hop["series_path"] = None
+        con.execute(
+            f"INSERT INTO run_chains BY NAME SELECT * REPLACE (? AS run_id, ?::JSON AS document) "
+            f"FROM bundle_run_chains b WHERE {new_run} = ?",
+            [run_id, codec.RUN_CHAIN.encode(document), run_id],
+        )

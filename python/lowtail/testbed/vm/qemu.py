@@ -312,8 +312,15 @@ class GuestChannel:
         for raw in lines:
             line = raw.rstrip("\n")
             if table is not None:
-                if line != "@end":
+                if not line.startswith("@"):
                     table.append(line)
+                    continue
+                if line != "@end":
+                    # The sampler was stopped inside a table (its `cat` cut short): the table
+                    # is dropped and the line read as what it is — the guest's @stats and
+                    # @stopped follow, and read as table rows they were lost.
+                    table = [] if line == "@irq" else None
+                    self._control(line)
                     continue
                 t = time.time_ns()
                 try:
@@ -330,18 +337,23 @@ class GuestChannel:
                 last, last_t = parsed, t
             elif line == "@irq":
                 table = []
-            elif line == "@ready":
-                self.ready.set()
-            elif line.startswith("@stats "):
-                try:
-                    self.stats = json.loads(line[len("@stats ") :])
-                except ValueError:
-                    self.stats = {"unreadable": line[len("@stats ") : 200]}
-            elif line == "@stopped":
-                self.stopped.set()
-            elif line.startswith("@error "):
-                self.error = line[len("@error ") :]
-                self.ready.set()
+            else:
+                self._control(line)
+
+    def _control(self, line: str) -> None:
+        """A line of the guest's other than a table's: ready, statistics, stopped, an error."""
+        if line == "@ready":
+            self.ready.set()
+        elif line.startswith("@stats "):
+            try:
+                self.stats = json.loads(line[len("@stats ") :])
+            except ValueError:
+                self.stats = {"unreadable": line[len("@stats ") : 200]}
+        elif line == "@stopped":
+            self.stopped.set()
+        elif line.startswith("@error "):
+            self.error = line[len("@error ") :]
+            self.ready.set()
 
     def samples_between(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
         """The samples whose interval overlaps [start_ns, end_ns] (the traffic's window). Not
