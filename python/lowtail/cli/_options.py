@@ -12,7 +12,7 @@ import typer
 
 from lowtail.core.errors import UserError
 from lowtail.core.units import UNIT_KINDS, parse_rate_exact
-from lowtail.store import DB_ENV, DEFAULT_DB
+from lowtail.store import DB_ENV
 
 if TYPE_CHECKING:
     from lowtail.verdict.judge import VerdictRequest
@@ -21,16 +21,15 @@ if TYPE_CHECKING:
 DB_HELP = "Results database."
 
 
-def db_option(help: str = DB_HELP) -> Any:
+def db_info(help: str = DB_HELP) -> Any:
     """The `--db` option: the results database every command shares, $LOWTAIL_DB or
-    ./lowtail.duckdb unless given."""
-    return typer.Option(DEFAULT_DB, envvar=DB_ENV, show_envvar=True, help=help)
+    ./lowtail.duckdb unless given. Inside `Annotated`, where a typer.Option takes no default
+    (its first argument would be read as the option's name): the default follows `=` in the
+    signature, as in `db: Db = DEFAULT_DB`."""
+    return typer.Option(envvar=DB_ENV, show_envvar=True, help=help)
 
 
-# The same option inside `Annotated`, where a typer.Option takes no default (its first
-# argument would be read as the option's name): the default follows `=` in the signature, as
-# in `db: Db = DEFAULT_DB`.
-Db = Annotated[Path, typer.Option(envvar=DB_ENV, show_envvar=True, help=DB_HELP)]
+Db = Annotated[Path, db_info()]
 
 
 class UnitType(click.ParamType[Any]):
@@ -91,33 +90,18 @@ class SpecType(click.ParamType[Any]):
             self.fail(str(e), param, ctx)
 
 
-def unit_option(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
-    """An option `name` taking a duration, rate or interrupt rate with its unit (`UnitType`;
-    with `many`, a comma-separated list), its default shown as people write it."""
-    return _unit_option((default, name), kind, default, help, many, whole)
-
-
-def duration_option(name: str, default_ns: int | None, help: str) -> Any:
-    """An option `name` taking a duration (nanoseconds to the command)."""
-    return unit_option(name, "duration", default_ns, help)
-
-
 def unit_info(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:
-    """`unit_option` for `Annotated[int | None, unit_info(...)] = default`: typer takes the
-    default from the signature, so `default` here only shows it in the help (give both)."""
-    return _unit_option((name,), kind, default, help, many, whole)
+    """An option `name` taking a duration, rate or interrupt rate with its unit (`UnitType`;
+    with `many`, a comma-separated list), for `Annotated[int | None, unit_info(...)] = default`:
+    typer takes the default from the signature, so `default` here only shows it in the help,
+    as people write it (give both)."""
+    help = _with_default(kind, default, help, many)
+    return typer.Option(name, click_type=UnitType(kind, many, whole), show_default=False, help=help)
 
 
 def duration_info(name: str, default_ns: int | None, help: str) -> Any:
-    """`duration_option` for `Annotated` (`unit_info`)."""
+    """`unit_info` of a duration (nanoseconds to the command)."""
     return unit_info(name, "duration", default_ns, help)
-
-
-def _unit_option(leading: tuple[Any, ...], kind: str, default: Any, help: str, many: bool, whole: bool) -> Any:
-    """The one maker of both forms: they differ only in what comes first (a default and the
-    name, or, inside `Annotated`, the name alone)."""
-    help = _with_default(kind, default, help, many)
-    return typer.Option(*leading, click_type=UnitType(kind, many, whole), show_default=False, help=help)
 
 
 def _with_default(kind: str, default: Any, help: str, many: bool) -> str:

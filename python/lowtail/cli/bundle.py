@@ -8,10 +8,11 @@ from pathlib import Path
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import Db
 from lowtail.cli._output import note, print_json, warn
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_counted
+from lowtail.store import DEFAULT_DB
 from lowtail.store.selection import HELP as SELECTION_HELP
 
 
@@ -25,7 +26,7 @@ from lowtail.store.selection import HELP as SELECTION_HELP
 def export(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
     output: Path = typer.Option(..., "--output", "-o", help="The bundle file to write (a tar file)."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help="Print the bundle's manifest as JSON."),
 ) -> None:
     """`lowtail export`."""
@@ -62,7 +63,7 @@ def export(
 )
 def import_(
     bundle: Path = typer.Argument(..., help="The bundle file."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     data_dir: Path | None = typer.Option(
         None, help="Where its matched series go [default: lowtail-data beside the database]."
     ),

@@ -7,17 +7,18 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from lowtail.analyze.pair import analyze_options
 from lowtail.campaign import DEFAULT_PATTERN
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option
+from lowtail.cli._options import Db, duration_info
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
 from lowtail.core.errors import Interrupted, UserError
+from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
     from lowtail.campaign.runner import CampaignResult
@@ -86,15 +87,14 @@ def campaign_analyze(
     id_format: IdFormat | None = typer.Option(
         None, help="Preset: lowtail (u64 big-endian at 0) or moonsniff (u32 little-endian at 0)."
     ),
-    trim_ns: int = duration_option(
-        "--trim",
-        DEFAULTS.trim_ns,
-        "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all.",
-    ),
-    max_latency_ns: int = duration_option(
-        "--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses."
-    ),
-    db: Path = db_option(),
+    trim_ns: Annotated[
+        int,
+        duration_info("--trim", DEFAULTS.trim_ns, "Warm-up to cut from the first PRE packet: 1s, 500ms; 0 keeps all."),
+    ] = DEFAULTS.trim_ns,
+    max_latency_ns: Annotated[
+        int, duration_info("--max-latency", DEFAULTS.max_latency_ns, "Latencies above this count as losses.")
+    ] = DEFAULTS.max_latency_ns,
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document (pairs, failed, workers)."),
 ) -> None:
     """`lowtail campaign analyze`."""

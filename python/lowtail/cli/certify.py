@@ -4,13 +4,15 @@ customer reads (and its --json), on the stored comparison of those runs."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option, verdict_request
+from lowtail.cli._options import Db, duration_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
 from lowtail.core.files import check_output
+from lowtail.store import DEFAULT_DB
 from lowtail.store.selection import HELP as SELECTION_HELP
 
 
@@ -26,14 +28,15 @@ from lowtail.store.selection import HELP as SELECTION_HELP
 def certify(
     selection: list[str] = typer.Argument(..., help=SELECTION_HELP),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the record's page here (HTML)."),
-    budget_ns: int | None = duration_option(
-        "--budget", None, "Judge against this latency bound, e.g. 350us [default: the runs' own]."
-    ),
+    budget_ns: Annotated[
+        int | None,
+        duration_info("--budget", None, "Judge against this latency bound, e.g. 350us [default: the runs' own]."),
+    ] = None,
     percentile: str | None = typer.Option(None, help="...at this percentile [default: the runs' own]."),
     confidence: str | None = typer.Option(
         None, help="...with this confidence: 95, 95% or 0.95 [default: the runs' own, else 95]."
     ),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the comparison the record rests on (`lowtail comparison list`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the record as one JSON document."),
 ) -> None:

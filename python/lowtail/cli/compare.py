@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, db_option, duration_info, verdict_request
+from lowtail.cli._options import Db, duration_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core.virtualization import TCG_WARNING
@@ -343,9 +343,7 @@ def _plain_table(title: str, header: list[str], rows: list[list[str]]) -> Table:
 
 
 @comparison_app.command("list", help="List stored comparisons, newest first.")
-def list_comparisons(
-    db: Path = db_option(), json_out: bool = typer.Option(False, "--json", help="Print JSON.")
-) -> None:
+def list_comparisons(db: Db = DEFAULT_DB, json_out: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """`lowtail comparison list`."""
     from lowtail.store import comparisons, open_store
 
@@ -372,7 +370,7 @@ def list_comparisons(
 @comparison_app.command("report", help="Write the HTML page of a stored comparison (an id, or 'latest').")
 def comparison_report(
     comparison: str = typer.Argument("latest", help="Comparison id or 'latest'."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     output: Path | None = typer.Option(
         None, "--output", "-o", help="HTML file [default: lowtail-comparison-<id>.html]."
     ),

@@ -12,16 +12,17 @@ import typer
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import Db
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import analysis_tables, header_line, middle_cut
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns
+from lowtail.store import DEFAULT_DB
 
 
 @app.command("list", help="List the analyses stored in the database, newest first.")
 def list_(
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     limit: int = typer.Option(50, min=1, help="How many to show."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
@@ -103,7 +104,7 @@ def _label_and_capture_widths(widths: list[int], terminal: int) -> tuple[int, in
 @app.command(help="Show one stored analysis (an id, or 'latest').")
 def show(
     analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help="Print the stored figures as JSON."),
 ) -> None:
     """`lowtail show`."""

@@ -12,12 +12,13 @@ import typer
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import Db
 from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.core.files import check_output
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent
 from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
+from lowtail.store import DEFAULT_DB
 
 
 @app.command(
@@ -35,7 +36,7 @@ def explain(
         "--above",
         help="The tail: packets above this percentile (p99) or latency (500us) [default: the run's own, stored].",
     ),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help="Print the explanation as JSON."),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Also write the explanation's page to this HTML file."

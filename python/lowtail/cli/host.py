@@ -5,15 +5,16 @@ changed at run time (and change it back)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import db_info
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
+from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
     from lowtail.host.facts import Host
@@ -83,7 +84,7 @@ def audit(
     why: bool = typer.Option(False, "--why", help="Also print why each check matters."),
     strict: bool = typer.Option(False, "--strict", help=f"Exit {EXIT_VERDICT_FAILED} when a check fails."),
     store: bool = typer.Option(False, "--store", help="Store the audit in the database."),
-    db: Path = db_option("Results database (with --store)."),
+    db: Annotated[Path, db_info("Results database (with --store).")] = DEFAULT_DB,
     json_out: bool = _JSON,
 ) -> None:
     """`lowtail host audit`."""

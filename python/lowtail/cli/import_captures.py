@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import Db
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, table_console, warn
 from lowtail.cli.run import run_json, runs_table
+from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
     from lowtail.experiment.external import ImportResult, Pair
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 def import_captures(
     directory: Path = typer.Argument(..., help="Directory of the captures (searched recursively)."),
     spec: Path = typer.Option(..., "--spec", help="TOML file: [import] pattern, [axes], [analysis], [verdict]."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     data_dir: Path | None = typer.Option(
         None, help="Where the matched series go [default: lowtail-data beside the database]."
     ),

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, SpecType, db_option, duration_info, duration_option, unit_info, unit_option
+from lowtail.cli._options import Db, SpecType, duration_info, unit_info
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.core import series
 from lowtail.core.errors import UserError
@@ -116,10 +116,13 @@ def _simulate_irq(text: str) -> InterruptSource:
     "medians directly or as stored runs."
 )
 def overload(
-    t_transfer_ns: int | None = duration_option(
-        "--t-transfer", None, "Median latency of the bare forwarder (2·t_transfer), e.g. 3.1us."
-    ),
-    t_e2e_ns: int | None = duration_option("--t-e2e", None, "Median latency of the application, e.g. 14.5us."),
+    t_transfer_ns: Annotated[
+        int | None,
+        duration_info("--t-transfer", None, "Median latency of the bare forwarder (2·t_transfer), e.g. 3.1us."),
+    ] = None,
+    t_e2e_ns: Annotated[
+        int | None, duration_info("--t-e2e", None, "Median latency of the application, e.g. 14.5us.")
+    ] = None,
     baseline_run: int | None = typer.Option(None, help="Take 2·t_transfer from this stored run's median."),
     app_run: int | None = typer.Option(
         None, help="Take t_e2e from this stored run's median (and link the result to its experiment and DuT)."
@@ -141,7 +144,7 @@ def overload(
     irq_cpu: int | None = typer.Option(
         None, help="The core of a `lowtail noise` profile to take [default: its only one]."
     ),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for the stored result."),
     plot: Path | None = typer.Option(None, help=PLOT_HELP),
@@ -180,14 +183,17 @@ def knee(
     growth: float = typer.Option(
         10.0, min=1.0, help="Overloaded when the 99th percentile exceeds this multiple of the lowest rate's."
     ),
-    r_max: float | None = unit_option(
-        "--r-max",
-        "rate",
-        None,
-        "Predicted R_max, e.g. 80kpps [default: the latest stored overload model of the experiment and DuT].",
-        whole=False,
-    ),
-    db: Path = db_option(),
+    r_max: Annotated[
+        float | None,
+        unit_info(
+            "--r-max",
+            "rate",
+            None,
+            "Predicted R_max, e.g. 80kpps [default: the latest stored overload model of the experiment and DuT].",
+            whole=False,
+        ),
+    ] = None,
+    db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
     plot: Path | None = typer.Option(
         None, help="Write the latency-versus-rate plot here (PNG; one DuT, or DUT inserted before the suffix)."
@@ -244,14 +250,17 @@ def evt(
     js_bins: int = typer.Option(20, help="Equal-probability bins for the Jensen–Shannon divergence."),
     confidence: float = typer.Option(95.0, help="Confidence level of the intervals, in percent."),
     decluster: int = typer.Option(1, help="Validation exceedances at most this many packets apart count as one event."),
-    rate: float | None = unit_option(
-        "--rate",
-        "rate",
-        None,
-        "Packet rate for the wall-clock horizons, e.g. 100kpps [default: measured from the series].",
-        whole=False,
-    ),
-    db: Path = db_option(),
+    rate: Annotated[
+        float | None,
+        unit_info(
+            "--rate",
+            "rate",
+            None,
+            "Packet rate for the wall-clock horizons, e.g. 100kpps [default: measured from the series].",
+            whole=False,
+        ),
+    ] = None,
+    db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for the stored result."),
     plot: Path | None = typer.Option(None, help="Write the return-level and QQ plots to this PNG file."),
@@ -298,7 +307,7 @@ def flows(
         "99", "--threshold-percentile", help="The threshold, as a percentile of each flow's fitted packets."
     ),
     min_exceedances: int = typer.Option(30, help="Fewest exceedances a flow's fit is made from."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for the stored result."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
@@ -569,7 +578,7 @@ def simulate(
 def list_(
     kind: str | None = typer.Option(None, help="Only this kind: overload, knee, evt, aliasing, simulate."),
     limit: int = typer.Option(50, min=1, max=1_000_000, help="How many to show."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model list`."""
@@ -605,7 +614,7 @@ def list_(
 @model_app.command(help="Write an HTML page of one stored model result (an id, or 'latest').")
 def report(
     model: str = typer.Argument("latest", help="Model id or 'latest'."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-model-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option, duration_option
+from lowtail.cli._options import Db, duration_info
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.core.units import format_ns, format_ns_per_s
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
+from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
     from lowtail.host.document import NoiseDocument
@@ -31,14 +32,19 @@ def noise(
         "--cpus",
         help="Cores to probe, e.g. 1-3 [default: isolcpus of the boot command line, else every CPU but the first].",
     ),
-    duration_ns: int = duration_option("--duration", 5_000_000_000, "How long to probe (all cores at once)."),
-    threshold_ns: int = duration_option("--threshold", 1_000, "Gaps longer than this are recorded."),
+    duration_ns: Annotated[
+        int, duration_info("--duration", 5_000_000_000, "How long to probe (all cores at once).")
+    ] = 5_000_000_000,
+    threshold_ns: Annotated[int, duration_info("--threshold", 1_000, "Gaps longer than this are recorded.")] = 1_000,
     interrupts: bool = typer.Option(True, help="Read /proc/interrupts around the probe and attribute the gaps."),
-    sample_interval_ns: int = duration_option(
-        "--sample-interval",
-        round(DEFAULT_INTERVAL_S * 1e9),
-        "Also sample interrupts this often from the housekeeping core, to tell kinds apart (0: before and after only).",
-    ),
+    sample_interval_ns: Annotated[
+        int,
+        duration_info(
+            "--sample-interval",
+            round(DEFAULT_INTERVAL_S * 1e9),
+            "Also sample interrupts this often from the housekeeping core, to tell kinds apart (0: before and after only).",
+        ),
+    ] = round(DEFAULT_INTERVAL_S * 1e9),
     housekeeping: int | None = typer.Option(
         None, help="CPU for the sampler and the probe's main thread [default: the first CPU not probed]."
     ),
@@ -46,7 +52,7 @@ def noise(
     top: int = typer.Option(
         20, min=0, max=1_000_000, help="How many of the largest gaps to keep per core, with their times."
     ),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
     label: str | None = typer.Option(None, help="A name for this probe in the database."),
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),

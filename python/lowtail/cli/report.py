@@ -7,15 +7,16 @@ from pathlib import Path
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import Db
 from lowtail.cli._output import note, print_json
 from lowtail.core.files import check_output
+from lowtail.store import DEFAULT_DB
 
 
 @app.command(help="Write an HTML report of a stored analysis (an id, or 'latest').")
 def report(
     analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     output: Path | None = typer.Option(None, "--output", "-o", help="HTML file [default: lowtail-report-<id>.html]."),
     json_out: bool = typer.Option(False, "--json", help="Print the written path as JSON."),
 ) -> None:

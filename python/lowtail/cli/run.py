@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Group
@@ -15,7 +15,7 @@ from rich.text import Text
 
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
-from lowtail.cli._options import db_option, duration_option, verdict_request
+from lowtail.cli._options import Db, duration_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core import percentiles
@@ -28,7 +28,7 @@ from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
 from lowtail.experiment.document import ExperimentRow, RunRow
 from lowtail.report import tables
-from lowtail.store import axes
+from lowtail.store import DEFAULT_DB, axes
 from lowtail.store.db import LATENCY_FIGURES, latency_column, latency_figures_of
 from lowtail.verdict.judge import Judgement, Status, Verdict
 
@@ -358,7 +358,7 @@ def matching_table(rows: Sequence[Mapping[str, Any]], width: int = 80) -> Table 
 )
 def run(
     file: Path | None = typer.Argument(None, help="Experiment file (TOML) [default: the embedded default]."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the experiment's HTML report to this file."),
     fresh: bool = typer.Option(
@@ -401,7 +401,7 @@ def calibrate(
     file: Path | None = typer.Argument(
         None, help="Experiment file whose traffic to use [default: the embedded default]."
     ),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     data_dir: Path | None = typer.Option(None, help=_DATA_HELP),
     report: Path | None = typer.Option(None, help="Also write the HTML report to this file."),
     fresh: bool = typer.Option(
@@ -426,7 +426,7 @@ def calibrate(
 
 @experiment_app.command("list", help="List stored experiments, newest first.")
 def list_experiments(
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """`lowtail experiment list`."""
@@ -460,10 +460,13 @@ def list_experiments(
 )
 def experiment_show(
     experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
-    db: Path = db_option(),
-    budget_ns: int | None = duration_option(
-        "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
-    ),
+    db: Db = DEFAULT_DB,
+    budget_ns: Annotated[
+        int | None,
+        duration_info(
+            "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
+        ),
+    ] = None,
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
     ),
@@ -498,13 +501,16 @@ def experiment_show(
 @experiment_app.command("report", help="Write the HTML report of a stored experiment (an id, or 'latest').")
 def experiment_report(
     experiment: str = typer.Argument("latest", help="Experiment id or 'latest'."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     output: Path | None = typer.Option(
         None, "--output", "-o", help="HTML file [default: lowtail-experiment-<id>.html]."
     ),
-    budget_ns: int | None = duration_option(
-        "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
-    ),
+    budget_ns: Annotated[
+        int | None,
+        duration_info(
+            "--budget", None, "Latency budget of the verdict, e.g. 350us [default: the experiment file's, else 1ms]."
+        ),
+    ] = None,
     percentile: str | None = typer.Option(
         None, help="...at this percentile, e.g. 99.99 [default: the experiment file's, else 99.999]."
     ),

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
 from lowtail import _native
 from lowtail.cli._app import app
-from lowtail.cli._options import unit_option
+from lowtail.cli._options import unit_info
 from lowtail.cli._output import note, print_json
 from lowtail.core import files, schema
 from lowtail.core.errors import UserError
@@ -44,13 +44,16 @@ def synth(
     pre: Path | None = typer.Argument(None, help="PRE capture to write."),
     post: Path | None = typer.Argument(None, help="POST capture to write."),
     packets: int | None = typer.Option(None, min=1, help=f"Packets to send [default: {DEFAULTS['packets']}]."),
-    rate: float | None = unit_option(
-        "--rate",
-        "rate",
-        None,
-        f"Send rate, e.g. 50kpps [default: {format_rate_setting(DEFAULTS['rate_pps'])}].",
-        whole=False,
-    ),
+    rate: Annotated[
+        float | None,
+        unit_info(
+            "--rate",
+            "rate",
+            None,
+            f"Send rate, e.g. 50kpps [default: {format_rate_setting(DEFAULTS['rate_pps'])}].",
+            whole=False,
+        ),
+    ] = None,
     format: str | None = typer.Option(
         None,
         help=f"pcap-ns, pcap-us, pcap-ns-be, pcap-us-be, pcapng, pcapng-be or moonsniff [default: {DEFAULTS['format']}].",

@@ -12,9 +12,10 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import db_option
+from lowtail.cli._options import Db
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.core.errors import UserError
+from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
     from lowtail.tune.document import TuneDocument
@@ -42,7 +43,7 @@ def tune(
     ),
     report: Path | None = typer.Option(None, "-o", "--report", help="Write the before/after page to this file."),
     data_dir: Path | None = typer.Option(None, help="Where the runs' series go [default: beside the database]."),
-    db: Path = db_option(),
+    db: Db = DEFAULT_DB,
     json_out: bool = typer.Option(False, "--json", help="Print the session's document as JSON."),
 ) -> None:
     """`lowtail tune`."""
