@@ -126,6 +126,10 @@ PYTEST_SHARED := $(PY) -m pytest -q -m "not host" -n 2 --dist loadfile --duratio
 # Then, one at a time, those that change the host's settings or hold its cores busy (`host`:
 # tune moves every task off a core, a hog pins one, an emulated guest runs Suricata).
 PYTEST_HOST   := $(PY) -m pytest -q -m host --durations=20
+# Of those, the ones that judge what the kernel trace saw on the DuT's core (explain naming an
+# injected task, tracing across hosts): any other task there is a cause to them, so in `test`
+# they run first, with the machine to themselves.
+TRACE_JUDGED  := tests/explain tests/hosts
 
 # Both parts; the second runs whatever the first gives.
 test-python: build $(STAMPS)/apt-test
@@ -133,14 +137,16 @@ test-python: build $(STAMPS)/apt-test
 
 # Everything CI runs, packed for two cores: clippy beside pip (which mostly waits on the
 # network), and the Rust tests compiled and run at the lowest priority beside the host tests
-# (one run of traffic keeps about one core busy, its programs real-time or at nice -20: the
-# other core is idle). Their output follows the host tests'; any part failing fails `test`.
+# that judge no trace (one run of traffic keeps about one core busy, its programs real-time or
+# at nice -20: the other core is idle). Their output follows the host tests'; any part failing
+# fails `test`.
 test: ## everything CI runs
 	@$(MAKE) --no-print-directory -j2 lint-rust deps
 	@$(MAKE) --no-print-directory lint-python build $(STAMPS)/apt-test
 	@status=0; $(PYTEST_SHARED) || status=$$?; \
+	  $(PYTEST_HOST) $(TRACE_JUDGED) || status=$$?; \
 	  nice -n 19 $(MAKE) --no-print-directory test-rust > $(STAMPS)/test-rust.log 2>&1 & rust=$$!; \
-	  $(PYTEST_HOST) || status=$$?; \
+	  $(PYTEST_HOST) $(addprefix --ignore=,$(TRACE_JUDGED)) || status=$$?; \
 	  wait $$rust || { echo "the Rust tests failed:"; status=1; }; cat $(STAMPS)/test-rust.log; \
 	  exit $$status
 
