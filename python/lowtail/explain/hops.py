@@ -34,6 +34,7 @@ def hops_of_tail(chain: ChainDocument, end_to_end_series: Path, threshold_ns: in
     tail = end_to_end >= threshold_ns
     count = int(np.count_nonzero(tail))
     medians = [_median(latencies) for latencies in per_hop]
+    tail_means = [float(np.mean(latencies[tail])) if count else 0.0 for latencies in per_hop]
     made_late = _made_late(per_hop[:, tail], medians)
     delayed = sum(made_late)
     shares = [
@@ -42,12 +43,12 @@ def hops_of_tail(chain: ChainDocument, end_to_end_series: Path, threshold_ns: in
             name=hop["name"],
             kind=hop["kind"],
             median_ns=median,
-            tail_mean_ns=float(np.mean(latencies[tail])) if count else 0.0,
-            added_ns=float(np.mean(latencies[tail])) - median if count else 0.0,
+            tail_mean_ns=mean,
+            added_ns=mean - median if count else 0.0,
             made_late=late,
             share=late / delayed if delayed else 0.0,
         )
-        for hop, latencies, median, late in zip(chain["hops"], per_hop, medians, made_late, strict=True)
+        for hop, median, mean, late in zip(chain["hops"], medians, tail_means, made_late, strict=True)
     ]
     top = max(shares, key=lambda s: (s["share"], s["added_ns"])) if delayed else None
     return HopsDoc(
