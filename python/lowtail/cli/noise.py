@@ -19,6 +19,11 @@ from lowtail.store import DEFAULT_DB
 if TYPE_CHECKING:
     from lowtail.host.document import NoiseDocument
 
+# The options' defaults, each named once: the signature takes it and the help shows it.
+PROBE_NS = 5_000_000_000
+THRESHOLD_NS = 1_000
+SAMPLE_INTERVAL_NS = round(DEFAULT_INTERVAL_S * 1e9)
+
 
 @app.command(
     help="Measure OS noise: a native probe pinned to each core spins on the monotonic clock and records "
@@ -33,18 +38,20 @@ def noise(
         help="Cores to probe, e.g. 1-3 [default: isolcpus of the boot command line, else every CPU but the first].",
     ),
     duration_ns: Annotated[
-        int, duration_info("--duration", 5_000_000_000, "How long to probe (all cores at once).")
-    ] = 5_000_000_000,
-    threshold_ns: Annotated[int, duration_info("--threshold", 1_000, "Gaps longer than this are recorded.")] = 1_000,
+        int, duration_info("--duration", PROBE_NS, "How long to probe (all cores at once).")
+    ] = PROBE_NS,
+    threshold_ns: Annotated[
+        int, duration_info("--threshold", THRESHOLD_NS, "Gaps longer than this are recorded.")
+    ] = THRESHOLD_NS,
     interrupts: bool = typer.Option(True, help="Read /proc/interrupts around the probe and attribute the gaps."),
     sample_interval_ns: Annotated[
         int,
         duration_info(
             "--sample-interval",
-            round(DEFAULT_INTERVAL_S * 1e9),
+            SAMPLE_INTERVAL_NS,
             "Also sample interrupts this often from the housekeeping core, to tell kinds apart (0: before and after only).",
         ),
-    ] = round(DEFAULT_INTERVAL_S * 1e9),
+    ] = SAMPLE_INTERVAL_NS,
     housekeeping: int | None = typer.Option(
         None, help="CPU for the sampler and the probe's main thread [default: the first CPU not probed]."
     ),
