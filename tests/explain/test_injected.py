@@ -159,7 +159,10 @@ def test_a_task_on_the_duts_core_is_the_first_cause(tmp_path):
     assert first["role"] == "dut", doc["causes"]
     assert "isolcpus" in first["remedy"]["boot_parameters"]
     if doc["headline"] is None:
-        assert doc["causes"][0] is first and first["share"] >= 0.5, doc["causes"]
+        # Most of what the trace explains: time the hypervisor took from this VM's vCPU is no
+        # cause the trace sees, and stays unexplained (0.44 of the tail on CI's host at 0e63b99+).
+        explained = 1.0 - doc["unexplained_share"]
+        assert doc["causes"][0] is first and first["share"] >= 0.5 * explained, doc
     else:
         # The measurement stalled too: every surface says so first (the headline), while the
         # causes keep their order by packets, the hog's preemption first of it or not (as on

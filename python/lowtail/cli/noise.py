@@ -24,6 +24,15 @@ PROBE_NS = 5_000_000_000
 THRESHOLD_NS = 1_000
 SAMPLE_INTERVAL_NS = round(DEFAULT_INTERVAL_S * 1e9)
 
+SampleInterval = Annotated[
+    int,
+    duration_info(
+        "--sample-interval",
+        SAMPLE_INTERVAL_NS,
+        "Also sample interrupts this often from the housekeeping core, to tell kinds apart (0: before and after only).",
+    ),
+]
+
 
 @app.command(
     help="Measure OS noise: a native probe pinned to each core spins on the monotonic clock and records "
@@ -44,14 +53,7 @@ def noise(
         int, duration_info("--threshold", THRESHOLD_NS, "Gaps longer than this are recorded.")
     ] = THRESHOLD_NS,
     interrupts: bool = typer.Option(True, help="Read /proc/interrupts around the probe and attribute the gaps."),
-    sample_interval_ns: Annotated[
-        int,
-        duration_info(
-            "--sample-interval",
-            SAMPLE_INTERVAL_NS,
-            "Also sample interrupts this often from the housekeeping core, to tell kinds apart (0: before and after only).",
-        ),
-    ] = SAMPLE_INTERVAL_NS,
+    sample_interval_ns: SampleInterval = SAMPLE_INTERVAL_NS,
     housekeeping: int | None = typer.Option(
         None, help="CPU for the sampler and the probe's main thread [default: the first CPU not probed]."
     ),
