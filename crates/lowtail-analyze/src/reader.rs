@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use lowtail_capture::{open, CaptureError, CaptureReader, Item, OpenOptions, Progress};
-use lowtail_frame::{Flow, FlowKey};
+use lowtail_frame::{quick_flow_bytes, Flow, FlowKey};
 use lowtail_match::suggest::SampleFrame;
 use lowtail_match::{extract_id, Extracted, IdSpec};
 use lowtail_stats::{ExactHistogram, PerSecond};
@@ -45,16 +45,39 @@ pub(crate) struct FlowTable {
     by_flow: rustc_hash::FxHashMap<Flow, u32>,
     /// The previous packet's flow and index: with one flow (or runs of one) no lookup.
     last: Option<(Flow, u32)>,
+    /// The previous packet's `quick_flow_bytes` and index, when it had that shape: the same
+    /// bytes again are the same flow without building it.
+    last_quick: Option<(u128, u32)>,
 }
 
 impl FlowTable {
     pub(crate) fn new(key: FlowKey) -> FlowTable {
-        FlowTable { key, flows: Vec::new(), overflowed: false, by_flow: Default::default(), last: None }
+        FlowTable {
+            key,
+            flows: Vec::new(),
+            overflowed: false,
+            by_flow: Default::default(),
+            last: None,
+            last_quick: None,
+        }
     }
 
     /// The index of this frame's flow.
     #[inline(always)]
     fn index(&mut self, link: lowtail_capture::LinkType, data: &[u8]) -> u32 {
+        let quick = quick_flow_bytes(link, data);
+        if let (Some(bytes), Some((last, index))) = (quick, self.last_quick) {
+            if bytes == last {
+                return index;
+            }
+        }
+        let index = self.index_of(link, data);
+        self.last_quick = quick.map(|bytes| (bytes, index));
+        index
+    }
+
+    #[inline]
+    fn index_of(&mut self, link: lowtail_capture::LinkType, data: &[u8]) -> u32 {
         let flow = self.key.flow_of(link, data);
         match self.last {
             Some((last, index)) if last == flow => index,

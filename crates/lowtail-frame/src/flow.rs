@@ -55,6 +55,25 @@ impl FlowKey {
     }
 }
 
+/// The bytes a flow is read from in the shape nearly all test traffic has (untagged
+/// Ethernet, a 20-byte IPv4 header, UDP): addresses and ports, twelve bytes packed in one
+/// integer. Two frames with the same value are of the same flow under every key, so a
+/// reader can compare this against the previous frame's and skip building the `Flow`
+/// (which cost a sixth of the analysis on one flow). None for any other shape.
+#[inline(always)]
+pub fn quick_flow_bytes(link: LinkType, d: &[u8]) -> Option<u128> {
+    if link != LinkType::Ethernet {
+        return None;
+    }
+    let h: &[u8; 38] = d.first_chunk()?;
+    if h[12..15] != [0x08, 0x00, 0x45] || h[23] != 17 {
+        return None;
+    }
+    let mut bytes = [0u8; 16];
+    bytes[..12].copy_from_slice(&h[26..38]);
+    Some(u128::from_ne_bytes(bytes))
+}
+
 /// A packet's flow under some key: the fields the key leaves out are zero.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Flow {
@@ -203,6 +222,40 @@ mod tests {
         let tagged = frame(TemplateSpec { vlan: Vlan::Single(7), ..TemplateSpec::default() }, 9);
         assert_eq!(untagged_ipv4_udp(&tagged), None);
         assert_eq!(five_tuple(LinkType::Ethernet, &tagged).map(|f| f.src_port), Some(9));
+    }
+
+    proptest::proptest! {
+        /// What lets the reader skip building a flow: frames with the same quick bytes are
+        /// one flow under every key, and a frame of another shape has none.
+        #[test]
+        fn equal_quick_bytes_are_one_flow_under_every_key(
+            a in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            b in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+            header in proptest::bool::ANY,
+            same_tuple in proptest::bool::ANY,
+        ) {
+            let (mut a, mut b) = (a, b);
+            if header && a.len() >= 38 && b.len() >= 38 {
+                for d in [&mut a, &mut b] {
+                    d[12..15].copy_from_slice(&[0x08, 0x00, 0x45]);
+                    d[23] = 17;
+                }
+                if same_tuple {
+                    let tuple = a[26..38].to_vec();
+                    b[26..38].copy_from_slice(&tuple);
+                }
+            }
+            let (qa, qb) = (quick_flow_bytes(LinkType::Ethernet, &a), quick_flow_bytes(LinkType::Ethernet, &b));
+            if qa.is_some() {
+                proptest::prop_assert_eq!(qa.map(|_| ()), untagged_ipv4_udp(&a).map(|_| ()));
+            }
+            if qa.is_some() && qa == qb {
+                for key in FLOW_KEYS {
+                    proptest::prop_assert_eq!(key.flow_of(LinkType::Ethernet, &a), key.flow_of(LinkType::Ethernet, &b));
+                }
+            }
+            proptest::prop_assert_eq!(quick_flow_bytes(LinkType::RawIp, &a), None);
+        }
     }
 
     #[test]

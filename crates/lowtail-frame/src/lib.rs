@@ -10,5 +10,5 @@ pub mod marker;
 
 pub use build::{FrameError, FrameTemplate, TemplateSpec, Vlan, FCS_BYTES, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
 pub use decode::{extract_id, Endian, Extracted, IdFormat, IdSpec};
-pub use flow::{Flow, FlowKey, FLOW_KEYS};
+pub use flow::{quick_flow_bytes, Flow, FlowKey, FLOW_KEYS};
 pub use marker::{MatchShare, MatchShareError, MARKER, MARKER_OFFSET};
