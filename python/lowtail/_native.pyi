@@ -70,6 +70,8 @@ __all__ = [
     "match_count",
     "FLOW_KEYS",
     "MAX_FLOWS",
+    "MAX_FLOW_WEIGHT",
+    "check_flow_weights",
 ]
 
 __version__: str
@@ -474,3 +476,9 @@ FLOW_KEYS: list[str]
 MAX_FLOWS: int
 """The most flows an analysis tells apart; packets of further flows are counted together
 as one more ("other flows")."""
+MAX_FLOW_WEIGHT: int
+"""The most one flow may weigh in `[traffic] flow_weights` (`lowtail-gen --flow-weights`)."""
+
+def check_flow_weights(weights: list[int]) -> None:
+    """Whether these weights (one per flow) make a schedule the generator sends; ValueError
+    saying why not (a weight out of range, a sum too long for one cycle)."""

@@ -123,6 +123,47 @@ def test_the_series_carries_each_packets_flow(pair, exported) -> None:
     assert all(flow_of_id[i] == f for i, f in zip(ids, flows))
 
 
+# An elephant among mice: flow 5 (the slowest) sends 8 of every 20 packets, flow 2 five.
+WEIGHTS = [1, 1, 5, 1, 1, 8, 2, 1]
+
+
+def test_weighted_flows_send_their_weights_and_reproduce_their_truth(tmp_path: Path) -> None:
+    """`flow_weights` (what `[traffic] flow_weights` has lowtail-gen send): every whole cycle of
+    Σ weights packets gives each flow its weight, and each flow's figures are still exactly its
+    truth's, numbered in the order flows first appear."""
+    spec = {**SPEC, "flow_weights": WEIGHTS, "packets": 20 * 2_000}
+    weighted = synth(tmp_path, **spec)
+    doc = analyze(weighted.pre, weighted.post, trim_ns=0)
+    flows = {f["flow"]: f for f in doc["flows"]["flows"]}
+    assert [flows[f]["sent"] for f in range(FLOWS)] == [w * 2_000 for w in WEIGHTS]
+    assert [flows[f]["key"] for f in range(FLOWS)] == [f"10.0.0.1:{49152 + f} > 10.0.0.2:53" for f in range(FLOWS)]
+    trimmed = analyze(weighted.pre, weighted.post)
+    want = truth_by_flow(weighted)
+    for f in trimmed["flows"]["flows"]:
+        w = want[f["flow"]]
+        assert (f["sent"], f["received"], f["lost"]) == (w["sent"], w["received"], w["lost"]), f["key"]
+        for key in ("min", "max", *(k for k, _ in PERCENTILES)):
+            assert f["latency_ns"][key] == w["latency"][key], (f["flow"], key)
+
+
+@pytest.mark.parametrize(
+    ("weights", "says"),
+    [([1, 2], "2 weights for 8 flows"), ([1, 0, 1, 1, 1, 1, 1, 1], "flow weight 0"), ([10_001] * 8, "flow weight")],
+)
+def test_weights_that_make_no_schedule_are_refused(tmp_path: Path, weights: list[int], says: str) -> None:
+    done = run_cli(
+        "synth",
+        tmp_path / "a.pcap",
+        tmp_path / "b.pcap",
+        "--set",
+        f"flows={FLOWS}",
+        "--set",
+        f"flow_weights={json.dumps(weights)}",
+    )
+    assert done.returncode == 2 and says in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not (tmp_path / "a.pcap").exists()
+
+
 def test_one_flow_is_the_pooled_analysis(tmp_path: Path) -> None:
     p = synth(tmp_path, packets=30_000, rate_pps=20_000, seed=3, loss=0.001)
     doc = analyze(p.pre, p.post)

@@ -1,7 +1,8 @@
 """64 flows through Suricata with two workers on the namespace testbed, as a user runs it
-(`lowtail run --print-example flows`, shortened): each flow's packets and losses add up to
-the run's exactly, the worst flow's p99.9 is shown on the experiment's page, `compare --by
-flow` compares the flows, and nothing of the testbed is left behind."""
+(`lowtail run --print-example flows`, shortened, with one elephant flow weighted 8 among 63
+mice): each flow's packets and losses add up to the run's exactly, each flow sent its weight's
+share, the worst flow's p99.9 and the weights are shown on the experiment's page, `compare
+--by flow` compares the flows, and nothing of the testbed is left behind."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from lowtail.core.units import format_ns  # noqa: E402
 
 pytestmark = [needs_root, needs_programs, needs_kind("suricata"), pytest.mark.root]
 FLOWS = 64
+ELEPHANT = 8
 
 
 @pytest.mark.slow
@@ -27,7 +29,12 @@ def test_64_flows_through_suricata_with_two_workers(tmp_path: Path) -> None:
     example = lowtail(tmp_path, "run", "--print-example", "flows").stdout
     assert "flows = 64" in example and "threads = 2" in example
     toml = tmp_path / "flows.toml"
-    toml.write_text(example.replace('duration = "10s"', 'duration = "3s"').replace('"100kpps"', '"20kpps"'))
+    weights = [ELEPHANT] + [1] * (FLOWS - 1)
+    toml.write_text(
+        example.replace('duration = "10s"', 'duration = "3s"')
+        .replace('"100kpps"', '"20kpps"')
+        .replace("flows = 64 ", f"flow_weights = {weights}\nflows = 64 ")
+    )
     page = tmp_path / "page.html"
     done, runs = run_json(tmp_path, toml, "--report", str(page))
     assert done.returncode in (0, 3), done.stderr
@@ -44,12 +51,18 @@ def test_64_flows_through_suricata_with_two_workers(tmp_path: Path) -> None:
     assert sum(f[2] for f in flows) == run["sent"] > 0
     assert sum(f[3] for f in flows) == run["received"]
     assert sum(f[4] for f in flows) == run["lost"]
-    # round robin: every flow got its share of the packets, to within one
-    assert max(f[2] for f in flows) - min(f[2] for f in flows) <= 1
+    # each mouse got one packet of every cycle of Σ weights, the elephant its eight: the
+    # measured window cuts the cycles anywhere, so to within one cycle's share
+    mice = [f[2] for f in flows[1:]]
+    assert max(mice) - min(mice) <= 1
+    cycles = run["sent"] / sum(weights)
+    assert abs(flows[0][2] - ELEPHANT * cycles) <= ELEPHANT + 1, (flows[0][2], cycles)
     # the worst flow's p99.9 is on the experiment's page
     worst_p99_9 = max(f[5] for f in flows)
     text = page.read_text()
     assert "worst flow " in text and f"p99.9 {format_ns(worst_p99_9)}" in text
+    assert "flow weights" in text and f"{ELEPHANT} ({ELEPHANT / sum(weights):.1%})" in text
+    assert run["traffic"]["flow_weights"] == weights
     # compare --by flow: one configuration per flow
     db = str(tmp_path / "t.duckdb")
     compared = lowtail(tmp_path, "compare", "latest", "--by", "flow", "--db", db, "--json")

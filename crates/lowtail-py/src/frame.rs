@@ -7,7 +7,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 use lowtail_analyze::MAX_FLOWS;
-use lowtail_frame::{MatchShare, FCS_BYTES, FLOW_KEYS, MARKER, MARKER_OFFSET, MAX_FRAME_SIZE, MIN_FRAME_SIZE};
+use lowtail_frame::{
+    FlowSchedule, MatchShare, FCS_BYTES, FLOW_KEYS, MARKER, MARKER_OFFSET, MAX_FLOW_WEIGHT, MAX_FRAME_SIZE,
+    MIN_FRAME_SIZE,
+};
 
 fn share(share: f64) -> PyResult<MatchShare> {
     MatchShare::new(share).map_err(|e| PyValueError::new_err(e.to_string()))
@@ -30,6 +33,13 @@ fn match_count(py: Python<'_>, first: u64, count: u64, match_share: f64) -> PyRe
     Ok(py.detach(|| selection.count(first, count)))
 }
 
+/// Whether these flow weights (one per flow) make a schedule the generator sends: ValueError
+/// saying why not.
+#[pyfunction]
+fn check_flow_weights(weights: Vec<u32>) -> PyResult<()> {
+    FlowSchedule::weighted(&weights).map(|_| ()).map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Bytes of the FCS: counted in a frame size (on the wire), absent from a capture.
     m.add("FCS_BYTES", FCS_BYTES)?;
@@ -44,5 +54,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // The names of the keys that tell flows apart, the default first.
     m.add("FLOW_KEYS", FLOW_KEYS.map(|k| k.name()))?;
     // The most flows an analysis tells apart (the rest are counted as one more).
-    m.add("MAX_FLOWS", MAX_FLOWS)
+    m.add("MAX_FLOWS", MAX_FLOWS)?;
+    // The most one flow may weigh in `[traffic] flow_weights`.
+    m.add("MAX_FLOW_WEIGHT", MAX_FLOW_WEIGHT)?;
+    m.add_function(wrap_pyfunction!(check_flow_weights, m)?)
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use arrow_array::{ArrayRef, Int64Array, RecordBatch, UInt32Array, UInt64Array, UInt8Array};
 use arrow_schema::{DataType, Field, Schema};
-use lowtail_frame::{Endian, FrameTemplate, IdSpec, TemplateSpec, Vlan};
+use lowtail_frame::{Endian, FlowSchedule, FrameTemplate, IdSpec, TemplateSpec, Vlan};
 use parquet::arrow::ArrowWriter;
 use rand::rngs::Xoshiro256PlusPlus;
 use rand::{RngExt, SeedableRng};
@@ -58,6 +58,9 @@ pub struct SynthSpec {
     pub udp_dst_port: u16,
     /// Flows (UDP source ports 49152, 49153, …), packets assigned round-robin.
     pub flows: u16,
+    /// Each flow's weight, one per flow (none: round robin): flow f has `flow_weights[f]`
+    /// of every Σ weights packets, as `lowtail-gen --flow-weights` sends them.
+    pub flow_weights: Vec<u32>,
     /// Latency added to every packet of flow f: `flow_offsets_ns[f % len]` (none when
     /// empty). Flows with known, different latencies: per-flow figures to check.
     pub flow_offsets_ns: Vec<i64>,
@@ -119,6 +122,7 @@ impl Default for SynthSpec {
             first_id: 0,
             udp_dst_port: 53,
             flows: 1,
+            flow_weights: vec![],
             flow_offsets_ns: vec![],
             base_latency_ns: 3_300,
             jitter_ns: 200.0,
@@ -207,7 +211,23 @@ fn validate(spec: &SynthSpec) -> Result<(), SynthError> {
     if spec.burst == 0 || spec.flows == 0 || spec.loss_burst == 0 {
         return bad("burst, flows and loss_burst must be at least 1");
     }
+    flow_schedule(spec)?;
     Ok(())
+}
+
+/// Which flow each packet is of: round robin, or by `flow_weights`.
+fn flow_schedule(spec: &SynthSpec) -> Result<FlowSchedule, SynthError> {
+    if spec.flow_weights.is_empty() {
+        return Ok(FlowSchedule::round_robin(spec.flows));
+    }
+    if spec.flow_weights.len() != usize::from(spec.flows) {
+        return Err(SynthError::InvalidSpec(format!(
+            "flow_weights has {} weights for {} flows: one per flow",
+            spec.flow_weights.len(),
+            spec.flows
+        )));
+    }
+    FlowSchedule::weighted(&spec.flow_weights).map_err(|e| SynthError::InvalidSpec(e.to_string()))
 }
 
 /// Write PRE and POST captures (and the truth as Parquet when `truth` is given).
@@ -332,6 +352,7 @@ fn write_pair(
         None => None,
     };
     let mut summary = SynthSummary { packets: spec.packets, ..SynthSummary::default() };
+    let schedule = flow_schedule(spec)?;
     let interval_ns = 1e9 / spec.rate_pps * spec.burst as f64;
     let min_latency = spec.base_latency_ns + spec.post_clock_offset_ns;
     let mut heap: BinaryHeap<Reverse<Departure>> = BinaryHeap::new();
@@ -351,7 +372,7 @@ fn write_pair(
         if moonsniff {
             out.record(d.ts, id as u32)?;
         } else {
-            template.set_src_port(49152 + flow_of(spec, d.seq) as u16);
+            template.set_src_port(49152 + schedule.flow_of(d.seq) as u16);
             out.frame(iface, d.ts, template.frame(id))?;
             if spec.foreign > 0.0 && rng.random_bool(spec.foreign) {
                 out.frame(iface, d.ts, &tcp)?;
@@ -379,7 +400,7 @@ fn write_pair(
         if moonsniff {
             pre_out.record(pre_ts, id as u32)?;
         } else {
-            template.set_src_port(49152 + flow_of(spec, seq) as u16);
+            template.set_src_port(49152 + schedule.flow_of(seq) as u16);
             pre_out.frame(iface, pre_ts, template.frame(id))?;
             if spec.foreign > 0.0 && rng.random_bool(spec.foreign) {
                 pre_out.frame(iface, pre_ts, &arp)?;
@@ -400,7 +421,7 @@ fn write_pair(
         let mut post_ts = None;
         if !lost {
             let (mut latency, overtakable) = latency_of(spec, &mut rng, pre_ts);
-            latency += flow_offset(spec, seq);
+            latency += flow_offset(spec, schedule.flow_of(seq));
             let mut ts = pre_out.resolution(iface).as_read(pre_ts + latency + spec.post_clock_offset_ns);
             if spec.fifo && !overtakable {
                 ts = ts.max(last_fifo_departure);
@@ -418,7 +439,7 @@ fn write_pair(
             summary.lost += 1;
         }
         if let Some(t) = truth_w.as_mut() {
-            t.push(id_for_truth(spec, seq), pre_ts, post_ts, copies, flow_of(spec, seq))?;
+            t.push(id_for_truth(spec, seq), pre_ts, post_ts, copies, schedule.flow_of(seq))?;
         }
     }
     while let Some(Reverse(d)) = heap.pop() {
@@ -450,16 +471,11 @@ fn id_for_truth(spec: &SynthSpec, seq: u64) -> u64 {
     }
 }
 
-/// The flow of packet `seq` (its source port is 49152 + this): round robin.
-fn flow_of(spec: &SynthSpec, seq: u64) -> u32 {
-    (seq % spec.flows as u64) as u32
-}
-
-/// The latency every packet of `seq`'s flow has on top of the model's.
-fn flow_offset(spec: &SynthSpec, seq: u64) -> i64 {
+/// The latency every packet of `flow` has on top of the model's.
+fn flow_offset(spec: &SynthSpec, flow: u32) -> i64 {
     match spec.flow_offsets_ns.len() {
         0 => 0,
-        n => spec.flow_offsets_ns[flow_of(spec, seq) as usize % n],
+        n => spec.flow_offsets_ns[flow as usize % n],
     }
 }
 
@@ -511,7 +527,7 @@ fn foreign_tcp() -> Vec<u8> {
 
 /// Per-packet ground truth in PRE order: id, both times (POST's empty when lost), copies
 /// that reached POST, and the flow (the index `lowtail analyze` gives it: flows appear
-/// round robin).
+/// in flow order at the start of every cycle of the schedule).
 struct TruthWriter {
     writer: ArrowWriter<std::fs::File>,
     schema: Arc<Schema>,

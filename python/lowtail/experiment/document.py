@@ -119,6 +119,8 @@ class TrafficDocument(TypedDict, total=False):
     rate was given (a pattern's or the spec's `rate`) and the rate its PRE capture shows."""
 
     flows: int
+    # `[traffic] flow_weights`: each flow's weight (runs sent round robin lack the key).
+    flow_weights: list[int]
     udp_dst_port: int
     frames_planned: int
     core_plan: CorePlanDocument

@@ -333,6 +333,7 @@ def generator_argv(
         str(traffic.udp_dst_port),
         "--flows",
         str(traffic.flows),
+        *(("--flow-weights", ",".join(map(str, traffic.flow_weights))) if traffic.flow_weights else ()),
         "--src-mac",
         src_mac,
         "--dst-mac",

@@ -338,6 +338,8 @@ def run_section(
     flows = analysis_flows(store, analysis_id) if analysis_id is not None else None
     if flows and len(flows["flows"]) > 1:
         facts.append(["flows", esc(flows_summary(flows))])
+    if weights := (r.get("traffic") or {}).get("flow_weights"):
+        facts.append(["flow weights", esc(weights_text(weights))])
     if r["dut_stats"]:
         facts.append(["DuT counters", esc(dut_summary(r["dut_stats"]))])
     if r["energy"]:
@@ -418,6 +420,15 @@ def flows_summary(flows: FlowsDocument) -> str:
         f"max {format_ns(lat.get('max'))}, lost {format_count(worst['lost'])} · {shown} across flows "
         f"{format_ns(s['least_ns'])} to {format_ns(s['greatest_ns'])}"
     )
+
+
+def weights_text(weights: list[int]) -> str:
+    """`[traffic] flow_weights` in a line: each flow's weight and share of the packets (the
+    first eight flows, then how many more)."""
+    total = sum(weights)
+    shown = ", ".join(f"{w} ({w / total:.1%})" for w in weights[:8])
+    more = f", … {len(weights) - 8:,} more" if len(weights) > 8 else ""
+    return f"{shown}{more} of every {total:,} packets, flows in the order of their UDP source ports"
 
 
 def _testbed_facts(testbed: TestbedDocument | None) -> list[list[str]]:

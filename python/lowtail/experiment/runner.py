@@ -298,6 +298,7 @@ def _run_one(
         capture_paths=captures,
         traffic={
             "flows": t.flows,
+            **({"flow_weights": list(t.flow_weights)} if t.flow_weights else {}),
             "udp_dst_port": t.udp_dst_port,
             "frames_planned": outcome.frames_planned,
             "core_plan": plan.as_dict(),

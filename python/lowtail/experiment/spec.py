@@ -2,7 +2,8 @@
 
     [experiment]  name, duration ("auto" or a time), warmup, repetitions, calibrate, calibration, keep_captures,
                   trace (the kernel trace of the roles' cores that `lowtail explain` reads; default true)
-    [traffic]     rates (list), frame_size, burst, flows, match_share (each a number or a list), udp_dst_port
+    [traffic]     rates (list), frame_size, burst, flows, match_share (each a number or a list),
+                  flow_weights (one per flow), udp_dst_port
     [cores]       generator, capture, housekeeping, dut (optional: the core plan)
     [verdict]     percentile, budget, max_loss (the URLLC verdict in reports)
     [trust]       max_stall, max_pacing_p99 (when the generator's pacing marks a run degraded)
@@ -31,7 +32,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-from lowtail._native import FRAME_SIZES
+from lowtail._native import FRAME_SIZES, MAX_FLOW_WEIGHT, check_flow_weights
 from lowtail.core import files, schema
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_rate_setting, parse_duration_ns, parse_rate_pps
@@ -72,6 +73,9 @@ class Traffic:
     udp_dst_port: int
     # The share of packets (0 to 1, chosen by id) that carry the marker an IPS rule matches.
     match_share: float = 0.0
+    # Each flow's weight, one per flow (empty: round robin): flow i sends weight i of every
+    # sum-of-weights packets (lowtail_frame::FlowSchedule).
+    flow_weights: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,6 +130,10 @@ class Combination:
         traffic = dict(self.traffic.__dict__)
         if not self.traffic.match_share:  # only then: the keys of runs stored before stay the same
             del traffic["match_share"]
+        if self.traffic.flow_weights:
+            traffic["flow_weights"] = list(self.traffic.flow_weights)
+        else:  # only then: the keys of runs stored before stay the same
+            del traffic["flow_weights"]
         doc = {
             "dut": self.dut.name,
             "kind": self.dut.kind,
@@ -138,7 +146,11 @@ class Combination:
         digest = hashlib.sha1(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:12]
         t = self.traffic
         matching = f"/m{t.match_share:g}" if t.match_share else ""
-        return f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}{matching}/r{self.repetition}/{digest}"
+        weighted = "w" if t.flow_weights else ""
+        return (
+            f"{self.dut.name}/{t.rate_pps}pps/{t.frame_size}B/b{t.burst}/f{t.flows}{weighted}{matching}"
+            f"/r{self.repetition}/{digest}"
+        )
 
 
 @dataclass
@@ -266,6 +278,9 @@ _FrameSize = Annotated[
 ]
 _Burst = Annotated[int, schema.rule("must be whole numbers from 1 to 1,000,000", ge=1, le=1_000_000)]
 _Flows = Annotated[int, schema.rule("must be whole numbers from 1 to 65,535", ge=1, le=65_535)]
+_FlowWeight = Annotated[
+    int, schema.rule(f"must be whole numbers from 1 to {MAX_FLOW_WEIGHT:,}", ge=1, le=MAX_FLOW_WEIGHT)
+]
 _Share = Annotated[
     float, schema.rule("must be numbers from 0 to 1 (the share of packets an IPS rule matches)", ge=0, le=1)
 ]
@@ -299,6 +314,7 @@ class _TrafficTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     burst: _Burst | Annotated[list[_Burst], _NOT_EMPTY] = 1
     flows: _Flows | Annotated[list[_Flows], _NOT_EMPTY] = 1
     match_share: _Share | Annotated[list[_Share], _NOT_EMPTY] = 0.0
+    flow_weights: Annotated[list[_FlowWeight], _NOT_EMPTY] | None = None
     udp_dst_port: _Port = 53
 
 
@@ -343,6 +359,26 @@ _TABLES = tuple(s for s in _SECTIONS if s != CHAIN)
 
 def _sweep(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def _flow_weights(traffic: _TrafficTable, w: _Where) -> tuple[int, ...]:
+    """`[traffic] flow_weights`: one per flow, for one number of flows (a sweep over `flows`
+    would need weights per point)."""
+    if traffic.flow_weights is None:
+        return ()
+    if isinstance(traffic.flows, list):
+        raise w.error("flow_weights needs one number of flows, not a sweep over flows", "traffic", "flow_weights")
+    if len(traffic.flow_weights) != traffic.flows:
+        raise w.error(
+            f"flow_weights has {len(traffic.flow_weights)} weights for {traffic.flows} flows: one per flow",
+            "traffic",
+            "flow_weights",
+        )
+    try:
+        check_flow_weights(traffic.flow_weights)
+    except ValueError as e:
+        raise w.error(str(e), "traffic", "flow_weights") from None
+    return tuple(traffic.flow_weights)
 
 
 def _rate(value: schema.UnitValue, w: _Where) -> int:
@@ -405,7 +441,10 @@ def parse(text: str, source: str) -> Experiment:
             f"from one file",
             "traffic",
         )
-    points = [Traffic(r, f, b, n, traffic.udp_dst_port, float(m)) for r, f, b, n, m in itertools.product(*sweep)]
+    weights = _flow_weights(traffic, w)
+    points = [
+        Traffic(r, f, b, n, traffic.udp_dst_port, float(m), weights) for r, f, b, n, m in itertools.product(*sweep)
+    ]
     testbed = _parse_testbed(doc.get("testbed"), w)
     # A calibration run replaces the DuT with a wire, which lowtail can make only in its own testbed.
     # A calibration run replaces the DuT with a wire, which lowtail can make only in its own

@@ -72,6 +72,7 @@ class GeneratorStatistics(TypedDict, total=False):
     burst: int
     frame_size: int
     flows: int
+    flow_weights: list[int]  # each flow's weight (--flow-weights); absent when round robin
     udp_dst_port: int
     match_share: float | None  # the share of frames carrying the IPS rule's marker (--match-share)
     tx_method: str

@@ -4,7 +4,7 @@ use std::net::IpAddr;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
-use lowtail_frame::{FrameTemplate, IdSpec, MatchShare, TemplateSpec, Vlan, MIN_FRAME_SIZE};
+use lowtail_frame::{FlowSchedule, FrameTemplate, IdSpec, MatchShare, TemplateSpec, Vlan, MIN_FRAME_SIZE};
 use serde_json::json;
 
 use lowtail_net::clock::{monotonic_ns, realtime_ns, Monotonic};
@@ -79,6 +79,10 @@ struct Args {
     /// Number of flows (UDP source ports), used round robin.
     #[arg(long, default_value_t = 1, value_name = "N")]
     flows: u16,
+    /// Each flow's weight, one per flow (e.g. 8,1,1): flow i sends weight i of every
+    /// Σ weights frames, spread through the cycle (lowtail_frame::FlowSchedule).
+    #[arg(long, value_name = "W,W,…", value_delimiter = ',')]
+    flow_weights: Vec<u32>,
     #[arg(long, default_value = "02:00:00:00:00:01", value_parser = parse_mac, value_name = "MAC")]
     src_mac: [u8; 6],
     #[arg(long, default_value = "02:00:00:00:00:02", value_parser = parse_mac, value_name = "MAC")]
@@ -206,7 +210,7 @@ fn run(args: Args) -> Result<Exit, Fatal> {
         })
     });
     let lateness = summarize(&mut pacing.lateness);
-    let doc = json!({
+    let mut doc = json!({
         "program": "lowtail-gen",
         "version": env!("CARGO_PKG_VERSION"),
         "iface": args.iface.name,
@@ -249,6 +253,10 @@ fn run(args: Args) -> Result<Exit, Fatal> {
         "iface_counters": counters,
         "cpu_wait": cpu_wait_json,
     });
+    // Beside the rest (one json! of every key passes the macro's recursion limit).
+    if !args.flow_weights.is_empty() {
+        doc["flow_weights"] = json!(args.flow_weights);
+    }
     args.stats_json.write(&doc)?;
     Ok(report(&args, &plan, &pacing, &v, lateness.as_ref(), &sink))
 }
@@ -294,6 +302,7 @@ impl LiveWriter {
 /// Check the arguments against the interface and get the socket ready to send.
 fn prepare(args: &Args) -> Result<(Plan, SocketSink), Fatal> {
     let flows = templates(args)?;
+    let schedule = flow_schedule(args)?;
     let frames_planned = match (args.count, args.duration) {
         (Some(n), _) => n,
         (None, Some(d)) => Plan::frames_in(args.rate, d.as_nanos() as u64),
@@ -315,7 +324,7 @@ fn prepare(args: &Args) -> Result<(Plan, SocketSink), Fatal> {
     };
     let sink = SocketSink::new(
         sock,
-        Frames::new(flows, args.first_id, args.match_share),
+        Frames::new(flows, schedule, args.first_id, args.match_share),
         method,
         args.burst,
         args.qdisc_bypass,
@@ -378,6 +387,21 @@ enum MacError {
     /// A part that is not a hex byte.
     #[error("`{0}` is not a MAC address")]
     Byte(String),
+}
+
+/// Round robin, or the weights' schedule (one weight per flow).
+fn flow_schedule(args: &Args) -> Result<FlowSchedule, Fatal> {
+    if args.flow_weights.is_empty() {
+        return Ok(FlowSchedule::round_robin(args.flows));
+    }
+    if args.flow_weights.len() != usize::from(args.flows) {
+        return Err(Fatal::usage(format!(
+            "--flow-weights gives {} weights for {} flows: one per flow",
+            args.flow_weights.len(),
+            args.flows
+        )));
+    }
+    FlowSchedule::weighted(&args.flow_weights).map_err(|e| Fatal::usage(e.to_string()))
 }
 
 /// "02:00:00:00:00:01".

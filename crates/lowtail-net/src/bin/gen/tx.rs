@@ -12,26 +12,33 @@
 use std::io;
 use std::mem::zeroed;
 
-use lowtail_frame::{FrameTemplate, MatchShare};
+use lowtail_frame::{FlowSchedule, FrameTemplate, MatchShare};
 
 use crate::pacing::BurstSink;
 use lowtail_net::ring::{FrameRing, TxSlot};
 use lowtail_net::socket::PacketSocket;
 use lowtail_program::Fatal;
 
-/// Frame number `k` of the run: flow `k mod flows`, sequence id `first_id + k`.
+/// Frame number `k` of the run: the schedule's flow for `k`, sequence id `first_id + k`.
 pub struct Frames {
     flows: Vec<FrameTemplate>,
+    schedule: FlowSchedule,
     first_id: u64,
     match_share: Option<MatchShare>,
 }
 
 impl Frames {
-    /// `flows` holds one template per flow (they differ in UDP source port); the frames
-    /// `match_share` selects by id carry the match marker (the templates have room for it).
-    pub fn new(flows: Vec<FrameTemplate>, first_id: u64, match_share: Option<MatchShare>) -> Frames {
-        assert!(!flows.is_empty());
-        Frames { flows, first_id, match_share }
+    /// `flows` holds one template per flow (they differ in UDP source port), `schedule`
+    /// says which one each frame is of; the frames `match_share` selects by id carry the
+    /// match marker (the templates have room for it).
+    pub fn new(
+        flows: Vec<FrameTemplate>,
+        schedule: FlowSchedule,
+        first_id: u64,
+        match_share: Option<MatchShare>,
+    ) -> Frames {
+        assert!(!flows.is_empty() && schedule.flows() as usize == flows.len());
+        Frames { flows, schedule, first_id, match_share }
     }
 
     /// Bytes per frame.
@@ -39,10 +46,10 @@ impl Frames {
         self.flows[0].len()
     }
 
-    /// Frame number `k` of the run (flow k mod flows, id first_id + k).
+    /// Frame number `k` of the run (the schedule's flow, id first_id + k).
     #[inline(always)]
     pub fn frame(&mut self, k: u64) -> &[u8] {
-        let flow = (k % self.flows.len() as u64) as usize;
+        let flow = self.schedule.flow_of(k) as usize;
         let id = self.first_id.wrapping_add(k);
         if let Some(share) = self.match_share {
             self.flows[flow].set_marked(share.selects(id));
