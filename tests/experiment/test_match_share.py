@@ -19,6 +19,7 @@ from lowtail import _native
 from lowtail.core.errors import UserError
 from lowtail.experiment import matching, spec
 from lowtail.experiment.document import MatchingDocument, MatchLatency
+from lowtail.report import tables
 from lowtail.testbed.duts import suricata
 from lowtail.verdict.judge import Cause, Verdict, unintended_loss
 
@@ -258,3 +259,53 @@ def test_every_table_of_runs_says_the_loss_not_meant_with_the_drops_beside_it():
     assert _loss_text(config) == "5 (0.05556 %) not meant; 900 (10 %) dropped by the rule set as meant"
     assert _loss_text(config | {"lost": 5, "intended_drops": 0}).startswith("5 (0.05556 %)")
     assert "meant" not in _loss_text(config | {"lost": 5, "intended_drops": 0})
+
+
+# -- matching packets against the others: the difference as called ------------------------------
+
+
+def _queue(seed: int, packets: int, slower_ns: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A FIFO queue (Lindley: each packet waits for the one before) at load 0.4 with 1 ms
+    stalls, 1 in 5,000 packets: latencies correlated in time, as a DuT's are. The packets
+    marked at a share of 0.1 take `slower_ns` longer to serve (the rule's work); PRE times,
+    latencies and the marks."""
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(1e9 / 20_000, packets)
+    service = rng.exponential(20_000, packets)
+    service[rng.random(packets) < 2e-4] += 1_000_000
+    ids = (np.arange(packets) + int(rng.integers(0, 2**40))).astype(np.uint64)
+    marked = np.frombuffer(_native.match_marked(ids, 0.1), dtype=np.uint8).astype(bool)
+    service[marked] += slower_ns
+    walk = np.cumsum(service - gaps)
+    waiting = walk - np.minimum(np.minimum.accumulate(walk), 0)
+    return np.cumsum(gaps).astype(np.int64), (waiting + service).astype(np.int64), marked
+
+
+def _calls(runs: int, packets: int, key: str, slower_ns: int = 0) -> list[str]:
+    return [matching.latency_difference(*_queue(seed, packets, slower_ns), key)["called"] for seed in range(runs)]
+
+
+@pytest.mark.slow
+def test_with_no_difference_few_runs_are_called_either_way():
+    """A/A: the rule costs nothing, so every call of "slower" or "faster" is false. The
+    sign-test interval over 20 blocks leaves out the median at most 4.1 % of the time; over
+    150 runs (p50) and 50 larger ones (p99, resolved only from ~500 packets of each kind in a
+    block), allowing about 2.5 binomial standard errors of sampling."""
+    p50 = _calls(150, 40_000, "p50")
+    assert sum(c in ("slower", "faster") for c in p50) <= 14, p50
+    assert "not resolved" not in p50
+    p99 = _calls(50, 200_000, "p99")
+    assert sum(c in ("slower", "faster") for c in p99) <= 6, p99
+    # too few packets above p99 in a block of the shorter runs: said, not guessed
+    (small,) = _calls(1, 40_000, "p99")
+    assert small == "not resolved"
+
+
+def test_a_rule_that_costs_5_us_is_called_slower():
+    """Power, and never the wrong way: 5 µs more service for the matching packets (a quarter of
+    the mean) is called slower at p50 in every run of 20 000 packets a second for 2 s."""
+    calls = _calls(20, 40_000, "p50", slower_ns=5_000)
+    assert calls == ["slower"] * 20, calls
+    d = matching.latency_difference(*_queue(0, 40_000, 5_000), "p50")
+    assert d["low_ns"] is not None and 0 < d["low_ns"] <= d["median_ns"] <= d["high_ns"]
+    assert tables.difference_text(d).startswith("slower by ")

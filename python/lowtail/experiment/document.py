@@ -6,7 +6,7 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from lowtail.analyze.document import LatencyColumns, StoredFigures
 from lowtail.host.document import CgroupCpuset, EnergyReading, HostStateDocument, RoleHost
@@ -88,6 +88,24 @@ class MatchLatency(TypedDict):
     max: int | None
 
 
+class MatchDifference(TypedDict):
+    """Whether matching packets are slower or faster than the others at one percentile, called
+    from the run's time blocks (experiment/matching.py `latency_difference`): in each block
+    the percentile of the matching packets minus that of the others, and a distribution-free
+    interval for the median of those block differences."""
+
+    percentile: str  # a percentile key: "p50", "p99"
+    # Blocks with enough packets of both kinds to resolve the percentile in each.
+    blocks: int
+    level: float
+    # matching − others, in ns; None when not resolved.
+    median_ns: int | None
+    low_ns: int | None
+    high_ns: int | None
+    # "slower", "faster", "no difference shown" or "not resolved".
+    called: str
+
+
 class MatchingDocument(TypedDict):
     """What became of the packets an IPS rule matches (`[traffic] match_share`), told apart from
     the others by packet id (experiment/matching.py): counted after the warm-up trim as the
@@ -111,6 +129,9 @@ class MatchingDocument(TypedDict):
     dut_alerts: int | None
     dut_blocked: int | None
     latency_ns: dict[str, MatchLatency]  # "matched", "unmatched"
+    # Whether the matching packets' latency differs, called per percentile (runs stored before
+    # it was called lack the key).
+    difference: NotRequired[list[MatchDifference]]
 
 
 class TrafficDocument(TypedDict, total=False):

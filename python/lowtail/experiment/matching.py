@@ -8,7 +8,9 @@ the ids that arrived, the generator's id range the ids sent. From them a run kno
 - how many marked packets were sent, arrived and were lost, and the same of the others;
 - which losses the filter intended: a marked packet a `drop` rule removed is the function
   working, not loss — the verdict's `max_loss` counts only the rest (`unintended_loss`);
-- the latency of marked packets (inspected, alerted on) beside the others';
+- the latency of marked packets (inspected, alerted on) beside the others', and whether they
+  differ (`latency_difference`: called from the run's time blocks, not from the pooled
+  packets, whose latencies are correlated in time);
 - whether the DuT's own counters agree: alerts (and, with `drop`, packets blocked) equal to
   the marked packets the generator sent, and no marked packet through a `drop` rule.
 
@@ -18,19 +20,34 @@ every packet sent (else the run says why the split is not known)."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
 from lowtail import _native
 from lowtail.analyze.document import AnalysisDocument
-from lowtail.core import series
+from lowtail.compare.intervals import DEFAULT_LEVEL
+from lowtail.core import percentiles, series
+from lowtail.core.confidence import rank_interval
 from lowtail.core.units import format_count
-from lowtail.experiment.document import MatchingDocument, MatchLatency
+from lowtail.experiment.document import MatchDifference, MatchingDocument, MatchLatency
 from lowtail.testbed.document import GeneratorStatistics
 from lowtail.testbed.duts.suricata import marker_rule_action
 
 # The figures of each side of the split (exact nearest rank, as every headline figure).
 _SPLIT_FIGURES = (("p50", 50), ("p99", 99), ("p99_9", 99.9))
+
+# The percentiles at which matching packets are called slower or faster than the others.
+DIFFERENCE_PERCENTILES = ("p50", "p99")
+# The run is cut into this many blocks of equal time; in each, both kinds of packets met the
+# same conditions (the same queue, the same stalls), so a block's difference is the rule's
+# work alone, and blocks far apart in time are close to independent.
+DIFFERENCE_BLOCKS = 20
+# A block resolves a percentile when each kind has this many packets above it there.
+_ABOVE_PER_BLOCK = 5
+# The fewest resolved blocks from which the median block difference is bounded.
+_MIN_BLOCKS = 10
 
 
 def account(
@@ -48,7 +65,7 @@ def account(
             f"the packets the IPS rule matches cannot be told apart from the rest: PRE holds "
             f"{format_count(trimmed + sent)} packets of the {format_count(attempted)} the generator sent"
         ]
-    ids, latencies = _arrived(Path(str(analysis["export_path"])))
+    ids, pre_ts, latencies = _arrived(Path(str(analysis["export_path"])))
     import numpy as np
 
     marked = np.frombuffer(_native.match_marked(ids, share), dtype=np.uint8).astype(bool)
@@ -72,8 +89,62 @@ def account(
         dut_alerts=counters.get("alerts"),
         dut_blocked=counters.get("blocked"),
         latency_ns={"matched": _latency(latencies[marked]), "unmatched": _latency(latencies[~marked])},
+        difference=[latency_difference(pre_ts, latencies, marked, key) for key in DIFFERENCE_PERCENTILES],
     )
     return doc, []
+
+
+def latency_difference(
+    pre_ts: Any, latencies: Any, marked: Any, key: str, level: float = DEFAULT_LEVEL
+) -> MatchDifference:
+    """Matching packets against the others at percentile `key`: the run cut into
+    DIFFERENCE_BLOCKS blocks of equal time, in each block the percentile of the matching
+    packets minus the others' (nearest rank), and the interval at `level` for the median of
+    those differences from their order statistics (a sign-test interval: it needs no model of
+    the latencies, only blocks whose differences are independent). Called slower or faster
+    when the interval leaves out zero; "not resolved" with fewer than _MIN_BLOCKS blocks that
+    hold _ABOVE_PER_BLOCK packets of each kind above the percentile."""
+    import numpy as np
+
+    diffs = sorted(_block_differences(np.asarray(pre_ts), np.asarray(latencies), np.asarray(marked, bool), key))
+    doc = MatchDifference(
+        percentile=key, blocks=len(diffs), level=level, median_ns=None, low_ns=None, high_ns=None, called="not resolved"
+    )
+    ranks = rank_interval(len(diffs), Fraction(1, 2), level)
+    if len(diffs) < _MIN_BLOCKS or not ranks.resolvable:
+        return doc
+    low, high = diffs[ranks.lower - 1], diffs[ranks.upper - 1]
+    doc["median_ns"], doc["low_ns"], doc["high_ns"] = int(np.median(diffs)), low, high
+    doc["called"] = "slower" if low > 0 else "faster" if high < 0 else "no difference shown"
+    return doc
+
+
+def _block_differences(pre_ts: Any, latencies: Any, marked: Any, key: str) -> list[int]:
+    """Each resolved block's percentile `key` of the marked packets minus the others' (ns)."""
+    import numpy as np
+
+    if not len(pre_ts):
+        return []
+    percentile = percentiles.by_key(key)
+    edges = np.linspace(pre_ts.min(), pre_ts.max() + 1, DIFFERENCE_BLOCKS + 1)
+    block = np.searchsorted(edges, pre_ts, side="right") - 1
+    need = math.ceil(_ABOVE_PER_BLOCK / (1 - percentile.quantile))
+    out = []
+    for b in range(DIFFERENCE_BLOCKS):
+        here = block == b
+        mine, others = latencies[here & marked], latencies[here & ~marked]
+        if len(mine) < need or len(others) < need:
+            continue
+        out.append(_at(mine, percentile) - _at(others, percentile))
+    return out
+
+
+def _at(values: Any, percentile: percentiles.Percentile) -> int:
+    """The percentile of these latencies by nearest rank, as every figure of lowtail's."""
+    import numpy as np
+
+    rank = percentile.rank(len(values))
+    return int(np.partition(values, rank - 1)[rank - 1])
 
 
 def disagreements(doc: MatchingDocument) -> tuple[list[str], list[str]]:
@@ -105,12 +176,16 @@ def disagreements(doc: MatchingDocument) -> tuple[list[str], list[str]]:
     return invalid, degraded
 
 
-def _arrived(path: Path) -> tuple[Any, Any]:
-    """The ids and latencies of the packets that arrived (the matched series)."""
+def _arrived(path: Path) -> tuple[Any, Any, Any]:
+    """The ids, PRE times and latencies of the packets that arrived (the matched series)."""
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path, columns=[series.ID, series.LATENCY])
-    return table.column(series.ID).to_numpy(), table.column(series.LATENCY).to_numpy()
+    table = pq.read_table(path, columns=[series.ID, series.PRE_TS, series.LATENCY])
+    return (
+        table.column(series.ID).to_numpy(),
+        table.column(series.PRE_TS).to_numpy(),
+        table.column(series.LATENCY).to_numpy(),
+    )
 
 
 def _latency(latencies: Any) -> MatchLatency:

@@ -7,7 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from lowtail.core import percentiles
-from lowtail.core.units import format_count, format_ns, format_ns_per_s, format_percent, format_rate
+from lowtail.core.units import (
+    format_count,
+    format_ns,
+    format_ns_interval,
+    format_ns_per_s,
+    format_percent,
+    format_rate,
+)
 from lowtail.verdict.judge import unintended_loss
 
 Table = tuple[list[str], list[list[str]]]
@@ -338,6 +345,7 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
     header = ["run", "action", "matched", "arrived", "dropped (meant)", "lost (not meant)", "marked (whole run)"]
     header += ["alerts", "blocked"]
     header += ["p50 matched", "p50 other", "p99 matched", "p99 other"]
+    header += ["matched − other at p50", "at p99"]
     rows = [
         [
             str(r["run_id"]),
@@ -353,7 +361,28 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
             latency(m, "unmatched", "p50"),
             latency(m, "matched", "p99"),
             latency(m, "unmatched", "p99"),
+            *(difference_text(d) for d in _differences_at(m, ("p50", "p99"))),
         ]
         for r, m in marked
     ]
     return header, rows
+
+
+def _differences_at(m: Mapping[str, Any], keys: tuple[str, ...]) -> list[Mapping[str, Any] | None]:
+    found = {d["percentile"]: d for d in m.get("difference") or []}
+    return [found.get(key) for key in keys]
+
+
+def difference_text(d: Mapping[str, Any] | None) -> str:
+    """Matching packets against the others at one percentile, as called from the run's time
+    blocks (experiment/matching.py): "slower by 48.600 µs (40.100 µs … 55.000 µs)", "no
+    difference shown (−2.000 µs … 3.100 µs)", "not resolved (6 blocks)"; "–" for runs stored
+    before the difference was called."""
+    if d is None:
+        return "–"
+    interval = format_ns_interval([d["low_ns"], d["high_ns"]]) if d["low_ns"] is not None else None
+    if d["called"] in ("slower", "faster"):
+        return f"{d['called']} by {format_ns(abs(d['median_ns']))} ({interval})"
+    if d["called"] == "no difference shown":
+        return f"no difference shown ({interval})"
+    return f"{d['called']} ({d['blocks']} blocks)"
