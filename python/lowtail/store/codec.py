@@ -35,8 +35,8 @@ from lowtail.testbed.document import (
     CaptureStatistics,
     Containment,
     DutCounters,
-    DutOptions,
     GeneratorStatistics,
+    StoredDutOptions,
     TestbedDocument,
 )
 from lowtail.trace.document import TraceDocument
@@ -194,7 +194,7 @@ EXPERIMENT_ORIGIN = Column["dict[str, Any] | None"]("experiments.origin", dict[s
 
 # runs (002_runs.sql and the files that added columns): the DuT kind's open maps, the rest typed.
 RUN_COLUMNS: dict[str, Column[Any]] = {
-    "dut_config": Column[DutOptions]("runs.dut_config", DutOptions, when_null=dict),
+    "dut_config": Column[StoredDutOptions]("runs.dut_config", StoredDutOptions, when_null=dict),
     "invalid_reasons": Column[list[str]]("runs.invalid_reasons", list[str], when_null=list),
     "degraded_reasons": Column[list[str]]("runs.degraded_reasons", list[str], when_null=list),  # NULL: before 008
     "generator": Column[GeneratorStatistics]("runs.generator", GeneratorStatistics, when_null=GeneratorStatistics),

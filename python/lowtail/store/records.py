@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_rate, parse_rate_pps
 from lowtail.experiment.document import TrafficDocument
-from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, DutOptions, GeneratorStatistics
+from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, GeneratorStatistics, StoredDutOptions
 
 if TYPE_CHECKING:
     from lowtail.experiment.document import RunRow
@@ -70,7 +70,7 @@ class RunRecord:
     valid: bool
     # Open maps, each DuT kind's own keys (testbed/duts): its options (dut_config), how it was
     # contained (containment) and what it measured of itself (dut_stats).
-    dut_config: DutOptions = field(default_factory=dict)
+    dut_config: StoredDutOptions = field(default_factory=dict)
     calibration: bool = False
     series_path: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)

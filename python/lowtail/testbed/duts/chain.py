@@ -11,21 +11,21 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import CHAIN, ChainOptions
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.protocol import Testbed
 
-# The kind of a configuration that is a chain of DuTs.
-CHAIN = "chain"
+__all__ = ["CHAIN", "Chain"]  # CHAIN: the kind of a configuration that is a chain of DuTs
 
 
-class Chain(Dut):
+class Chain(Dut[ChainOptions]):
     kind: ClassVar[str] = CHAIN
+    Options = ChainOptions
 
-    def __init__(self, name: str, config: dict[str, Any], make: Any):
-        """`config["hops"]` is the hops' name, kind and options in order; `make(kind, name,
-        options)` makes each hop's DuT (duts.make_dut)."""
+    def __init__(self, name: str, config: ChainOptions, make: Any):
+        """`make(kind, name, options)` makes each hop's DuT (duts.make_dut)."""
         super().__init__(name, config)
-        self.hops: list[Dut] = [make(h["kind"], h["name"], h["options"]) for h in config["hops"]]
+        self.hops: list[Dut[Any]] = [make(h.kind, h.name, h.options) for h in config.hops]
         # The slowest hop's start-up decides how long the chain may take to forward.
         self.ready_timeout_s = sum(h.ready_timeout_s for h in self.hops)
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
+from lowtail.testbed.duts.options import NoOptions
 from lowtail.testbed.protocol import Testbed, dut_ports
 from lowtail.testbed.system import tc
 
 
-class KernelMirred(Dut):
+class KernelMirred(Dut[NoOptions]):
     kind = "kernel-mirred"
     testbeds = ALL_TESTBEDS
 

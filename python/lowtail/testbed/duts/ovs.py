@@ -21,6 +21,7 @@ from typing import Any
 
 from lowtail.core.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
+from lowtail.testbed.document import OvsOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption
 from lowtail.testbed.process import Program, make_realtime
@@ -36,12 +37,13 @@ def _ovs(name: str) -> str:
     return tool(name, PACKAGE)
 
 
-class OpenVSwitch(Dut):
+class OpenVSwitch(Dut[OvsOptions]):
     kind = "ovs"
+    Options = OvsOptions
     ready_timeout_s = 30.0
     options = {
         "flows": CommandsOption(
-            [], help="OpenFlow flows (ovs-ofctl add-flow syntax) [default: in_port=in0,actions=output:out0]"
+            help="OpenFlow flows (ovs-ofctl add-flow syntax) [default: in_port=in0,actions=output:out0]"
         ),
         **PROCESS_OPTIONS,
     }
@@ -111,7 +113,7 @@ class OpenVSwitch(Dut):
             dut_out,
         )
         self.ofctl("del-flows")
-        for flow in self.config["flows"] or [f"in_port={dut_in},actions=output:{dut_out}"]:
+        for flow in self.config.flows or [f"in_port={dut_in},actions=output:{dut_out}"]:
             self.ofctl("add-flow", flow)
         # ovs-vswitchd polls its userspace ports from threads that sleep when idle: real-time,
         # like the other DuT processes (on a busy host it otherwise waits tens of ms per turn).
