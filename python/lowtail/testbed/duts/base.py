@@ -23,7 +23,7 @@ from lowtail.core.errors import Failure, UserError
 from lowtail.core.schema import did_you_mean
 from lowtail.testbed.container import recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
-from lowtail.testbed.document import Containment, DutOptions, NoOptions, ProcessOptions
+from lowtail.testbed.document import Containment, DutCounters, DutOptions, NoOptions, ProcessOptions
 from lowtail.testbed.duts.options import Option
 from lowtail.testbed.process import Program
 from lowtail.testbed.protocol import Testbed
@@ -33,7 +33,7 @@ class DutFacts(TypedDict):
     """What a run stores of its DuT (runs.dut_stats, containment, virtualization, the
     reasons the DuT's own counters give to distrust the run)."""
 
-    statistics: dict[str, Any]
+    statistics: DutCounters
     containment: Containment
     virtualization: str | None
     invalid_reasons: list[str]
@@ -134,19 +134,19 @@ class Dut(Generic[KindOptions]):
             return f"the DuT {self.name} ({self.kind}): {self.program.exit_message()}"
         return None
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Stop the DuT; its own statistics (empty when it keeps none)."""
         if self.program is None:
             return {}
         self.program.stop()
         return self.program.statistics() or {}
 
-    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+    def invalid_reasons(self, statistics: DutCounters, frames_sent: int) -> list[str]:
         """Why the DuT's own counters (`statistics`, what `stop` returned) make the run
         untrustworthy, given the frames the generator sent: none for a DuT that keeps none."""
         return []
 
-    def facts(self, statistics: dict[str, Any], frames_sent: int | None) -> DutFacts:
+    def facts(self, statistics: DutCounters, frames_sent: int | None) -> DutFacts:
         """What the run stores of this DuT once it stopped (see the module's docstring);
         `frames_sent` is None when no traffic was sent (the DuT never got ready)."""
         return DutFacts(

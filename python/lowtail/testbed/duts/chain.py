@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.document import CHAIN, ChainOptions
+from lowtail.testbed.document import CHAIN, ChainOptions, DutCounters
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.protocol import Testbed
 
@@ -45,11 +45,11 @@ class Chain(Dut[ChainOptions]):
     def failure(self) -> str | None:
         return next((f for f in (h.failure() for h in self.hops) if f), None)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Stop the hops, last first (the traffic's way back); each one's statistics by name."""
         return {h.name: h.stop() for h in reversed(self.hops)}
 
-    def facts(self, statistics: dict[str, Any], frames_sent: int | None) -> DutFacts:
+    def facts(self, statistics: DutCounters, frames_sent: int | None) -> DutFacts:
         """Each hop's facts under its name; every hop's reasons to distrust the run, named."""
         per_hop = [(h, h.facts(statistics.get(h.name) or {}, frames_sent)) for h in self.hops]
         virtualization = next((f["virtualization"] for _, f in per_hop if f["virtualization"]), None)

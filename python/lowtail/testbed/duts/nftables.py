@@ -25,11 +25,10 @@ import ipaddress
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.document import NO_RULES, DutOptions, NftablesOptions, RuleFile
+from lowtail.testbed.document import NO_RULES, DutCounters, DutOptions, NftablesOptions, RuleFile
 from lowtail.testbed.duts.bridge import Bridge
 from lowtail.testbed.duts.options import ChoiceOption, IntOption, RuleSet, RulesOption, StrOption
 from lowtail.testbed.protocol import Testbed, dut_namespace
@@ -112,8 +111,8 @@ class Nftables(Bridge[NftablesOptions]):
         self.load_s = time.monotonic() - t0
         self.ns = dut_namespace(tb)
 
-    def stop(self) -> dict[str, Any]:
-        stats: dict[str, Any] = {"ruleset_load_s": round(self.load_s, 3)}
+    def stop(self) -> DutCounters:
+        stats: DutCounters = {"ruleset_load_s": round(self.load_s, 3)}
         if not self.config.ruleset and not isinstance(self.config.rules, RuleFile):
             stats |= {"rules": self.config.rules, "rule_kind": self.config.rule_kind}
             passed = _counter(self.ns, "passed")

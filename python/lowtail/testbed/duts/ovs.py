@@ -17,11 +17,10 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from lowtail.core.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
-from lowtail.testbed.document import OvsOptions
+from lowtail.testbed.document import DutCounters, OvsOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption
 from lowtail.testbed.process import Program, make_realtime
@@ -156,9 +155,9 @@ class OpenVSwitch(Dut[OvsOptions]):
             return f"the DuT {self.name} (ovs): {ovsdb.exit_message()}"
         return None
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """The flows' packet counts, then ovs-vswitchd and ovsdb-server stop (in that order)."""
-        stats: dict[str, Any] = {}
+        stats: DutCounters = {}
         if self.program is not None and self.program.running():
             done = sh(
                 _ovs("ovs-ofctl"),

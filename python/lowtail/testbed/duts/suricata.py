@@ -51,7 +51,7 @@ from lowtail import _native
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.terminal import shown
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
-from lowtail.testbed.document import DEFAULT_RULES, NO_RULES, DutOptions, RulesValue, SuricataOptions
+from lowtail.testbed.document import DEFAULT_RULES, NO_RULES, DutCounters, DutOptions, RulesValue, SuricataOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import (
     PROCESS_OPTIONS,
@@ -142,7 +142,7 @@ def last_stats(text: str) -> dict[str, Any] | None:
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("stats"), dict):
-            stats: dict[str, Any] = record["stats"]
+            stats: DutCounters = record["stats"]
             return stats
     return None
 
@@ -188,7 +188,7 @@ def marker_rule(action: str, port: int) -> str:
     )
 
 
-def marker_rule_action(statistics: dict[str, Any]) -> str | None:
+def marker_rule_action(statistics: DutCounters) -> str | None:
     """What a run's Suricata did to marked packets, from its stored statistics: its `action`
     where its rule set was generated (and so holds `marker_rule`), else None (no rule of
     lowtail's matches them: no rules, Debian's, a file of the user's, or another kind)."""
@@ -635,12 +635,12 @@ class Suricata(Dut[SuricataOptions]):
     def failure(self) -> str | None:
         return self.not_ready or super().failure()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Suricata stopped (SIGINT: it writes its final statistics), and what the run keeps."""
         if self.program is None:
             return {}
         self.program.stop(grace_s=30.0)
-        stats: dict[str, Any] = {"program": "suricata", "action": self.config.action}
+        stats: DutCounters = {"program": "suricata", "action": self.config.action}
         if self.rules is not None:
             stats |= self.rules.description
         if self.load_s is not None:
@@ -653,7 +653,7 @@ class Suricata(Dut[SuricataOptions]):
             stats["suricata"] = dict(counters(final))
         return stats
 
-    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+    def invalid_reasons(self, statistics: DutCounters, frames_sent: int) -> list[str]:
         found = statistics.get("suricata")
         return invalid_reasons(found, frames_sent)
 
@@ -695,10 +695,10 @@ def guest_layer(
     return ImageLayer("suricata", programs, data), rules.description
 
 
-def from_guest(report: dict[str, Any], action: str, rules: dict[str, Any]) -> dict[str, Any]:
+def from_guest(report: dict[str, Any], action: str, rules: dict[str, Any]) -> DutCounters:
     """What a guest's Suricata reported (its last eve stats record, `@stats {"program":
     "suricata", "eve": …}`) as the statistics a bare Suricata run stores."""
-    stats: dict[str, Any] = {"program": "suricata", "action": action, **rules}
+    stats: DutCounters = {"program": "suricata", "action": action, **rules}
     eve = report.get("eve")
     if isinstance(eve, dict) and isinstance(eve.get("stats"), dict):
         stats["suricata"] = dict(counters(eve["stats"]))

@@ -9,7 +9,7 @@ from typing import Any
 
 from lowtail.core.errors import UserError
 from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles
-from lowtail.testbed.document import TestpmdOptions
+from lowtail.testbed.document import DutCounters, TestpmdOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption
 from lowtail.testbed.protocol import Testbed, dut_ports
@@ -85,7 +85,7 @@ class DpdkTestpmd(Dut[TestpmdOptions]):
         self.containment["lcores"] = lcores
         self.containment["scheduling"] = " ".join(argv[: argv.index(testpmd)])
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         super().stop()
         return parse_testpmd_totals(self.started.log.read_text(errors="replace"))
 

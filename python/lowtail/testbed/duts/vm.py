@@ -29,7 +29,7 @@ from lowtail.core.errors import Failure, UserError
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
-from lowtail.testbed.document import DutOptions, SuricataOptions, VmOptions
+from lowtail.testbed.document import DutCounters, DutOptions, SuricataOptions, VmOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.kernel_mirred import mirred_redirect
 from lowtail.testbed.duts.lowtail_fwd import FORWARDER_OPTIONS, LowtailFwd, guest_options
@@ -302,11 +302,11 @@ class VirtualMachine(Dut[VmOptions]):
             )
         return None
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Ask the guest to stop its forwarder and report, then let it power off."""
         if self.program is None:
             return {}
-        stats: dict[str, Any] = {}
+        stats: DutCounters = {}
         if self.channel is not None and self.program.running():
             self.channel.send("stop")
             deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -326,7 +326,7 @@ class VirtualMachine(Dut[VmOptions]):
             stats = stats | {"guest_interrupt_tables": self.channel.tables}
         return stats
 
-    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+    def invalid_reasons(self, statistics: DutCounters, frames_sent: int) -> list[str]:
         if self.config.guest_forwarder != "suricata":
             return []
         return suricata_invalid_reasons(statistics.get("suricata"), frames_sent)
