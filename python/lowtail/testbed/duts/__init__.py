@@ -2,7 +2,8 @@
 forwarders (kernel_mirred, bridge), lowtail's own (lowtail_fwd), DPDK's testpmd, custom
 commands, the network functions (nftables, ovs, suricata), the virtual machine (vm) and,
 on real wiring, external devices. A new network function is one module here (a `Dut`
-subclass with its options, see base.py and options.py) added to `KINDS`, and one test."""
+subclass with its option table, see base.py and options.py) added to `KINDS`, its options'
+struct in testbed/document.py (`DUT_OPTIONS`), and one test."""
 
 from __future__ import annotations
 
