@@ -499,6 +499,43 @@ def test_each_kinds_typed_options_are_its_declared_options():
         assert set(cls.Options.__struct_fields__) == set(cls.options), kind
 
 
+def test_a_default_configuration_is_stored_as_before():
+    """The stored options, and so the combination keys a sweep resumes by, of a kind's
+    default configuration are what lowtail stored before they were typed."""
+    assert options_json(KINDS["suricata"].expand({})[0]) == {
+        "rules": "none",
+        "action": "alert",
+        "port": 53,
+        "threads": 1,
+        "ready_timeout": "3min",
+        "containment": "bare",
+        "cpus": None,
+        "memory_reservation": 256,
+    }
+    assert options_json(KINDS["vm"].expand({})[0]) == {
+        "guest_kernel": "vanilla",
+        "guest_forwarder": "mirred",
+        "work_ns": 0,
+        "batch": 1,
+        "spin_us": None,
+        "guest_cmdline": "",
+        "vcpus": 1,
+        "memory": 256,
+        "cpus": None,
+        "accel": "auto",
+        "guest_interrupts": True,
+        "ready_timeout": "3min",
+    }
+    assert options_json(KINDS["custom"].expand({"command": "x"})[0]) == {
+        "command": "x",
+        "setup": [],
+        "ready_timeout": "10s",
+        "containment": "bare",
+        "cpus": None,
+        "memory_reservation": 256,
+    }
+
+
 def test_options_stored_by_an_older_lowtail_read_back_typed():
     """Rows stored before an option existed, a duration stored in nanoseconds, an option no
     longer known: read into today's struct, each in the one place that upgrades them."""

@@ -346,7 +346,7 @@ class SuricataOptions(ProcessOptions, frozen=True, kw_only=True):
     port: int = 53
     threads: int = 1
     # Rule loading takes seconds (10,000 generated rules: about 10 s here on a busy core).
-    ready_timeout: str = "180s"
+    ready_timeout: str = "3min"
 
 
 class VmOptions(DutOptions, frozen=True, kw_only=True):
@@ -366,7 +366,7 @@ class VmOptions(DutOptions, frozen=True, kw_only=True):
     accel: str = "auto"
     guest_interrupts: bool = True
     # TCG boots Debian's kernel in about 10 s on an idle core; a shared host takes several times that.
-    ready_timeout: str = "180s"
+    ready_timeout: str = "3min"
 
     def dut_cpus(self) -> list[int] | None:
         return self.cpus
@@ -411,7 +411,7 @@ DUT_OPTIONS: dict[str, type[DutOptions]] = {
     "external": ExternalOptions,
 }
 CHAIN = "chain"
-# Options held as a duration setting ("180s"); an older lowtail stored them in nanoseconds.
+# Options held as a duration setting ("3min"); an older lowtail stored them in nanoseconds.
 _DURATIONS = ("ready_timeout",)
 
 
