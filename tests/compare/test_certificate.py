@@ -32,8 +32,8 @@ from lowtail.core.units import format_ns
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.records import show_value
+from lowtail.testbed.document import options_json
 from lowtail.testbed.duts import KINDS
-from lowtail.testbed.duts.options import options_json
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 CORE_PLAN = {"housekeeping": 0, "generator": 1, "capture": 0, "dut": [2]}

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from lowtail.core.errors import UserError
 from lowtail.experiment import spec
-from lowtail.testbed.duts.options import options_json
+from lowtail.testbed.document import options_json
 
 HOPS = """
 [experiment]

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from lowtail.core.errors import UserError
 from lowtail.experiment import spec
 from lowtail.store.codec import RUN_COLUMNS
-from lowtail.testbed.document import DUT_OPTIONS, CustomOptions, LowtailFwdOptions, VmOptions
+from lowtail.testbed.document import DUT_OPTIONS, CustomOptions, LowtailFwdOptions, VmOptions, options_json
 from lowtail.testbed.duts import KINDS, options_from_json
 from lowtail.testbed.duts.options import (
     BoolOption,
@@ -29,7 +29,6 @@ from lowtail.testbed.duts.options import (
     RulesOption,
     StrOption,
     TextOption,
-    options_json,
 )
 from lowtail.testbed.duts.suricata import GUEST_MEMORY_MIB
 from lowtail.testbed.vm.kernels import FLAVOURS

@@ -12,8 +12,9 @@ import pytest
 
 from lowtail.core.errors import UserError
 from lowtail.store import axes
+from lowtail.testbed.document import RuleFile, options_json
 from lowtail.testbed.duts import KINDS
-from lowtail.testbed.duts.options import RuleFile, RuleSet, RulesOption, options_json
+from lowtail.testbed.duts.options import RuleSet, RulesOption
 from lowtail.testbed.duts.suricata import (
     CANDIDATE_EVERY,
     SuricataSettings,

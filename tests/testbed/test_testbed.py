@@ -20,8 +20,8 @@ from lowtail.host.sysroot import parse_cpulist
 from lowtail.testbed import duts
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import DutOptions
 from lowtail.testbed.duts import options_from_json
-from lowtail.testbed.duts.options import DutOptions
 from lowtail.testbed.duts.testpmd import DpdkTestpmd, parse_testpmd_totals
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover

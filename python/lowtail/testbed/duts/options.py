@@ -1,6 +1,6 @@
 """The options a DuT kind accepts in the experiment file, one type per kind of value. A kind
-declares its options as a dict of these (`Dut.options`: their order, defaults, help and
-checks); each type checks and normalises a value (ValueError with a readable reason
+declares its options as a dict of these (`Dut.options`: their order, help and checks);
+each type checks and normalises a value (ValueError with a readable reason
 otherwise), and options shared by several kinds are one object reused, not a branch repeated:
 `PROCESS_OPTIONS` (how a DuT process is contained and pinned) and `RULES` (a rule set:
 nftables and Suricata).
@@ -23,27 +23,7 @@ from lowtail.core.errors import UserError
 from lowtail.core.files import read_input
 from lowtail.core.units import format_duration_setting, parse_duration_ns
 from lowtail.testbed.containment import MODES
-from lowtail.testbed.document import (  # the typed configurations, for the kinds that declare options
-    DEFAULT_RULES,
-    NO_RULES,
-    DutOptions,
-    NoOptions,
-    ProcessOptions,
-    RuleFile,
-    RulesValue,
-    options_json,
-)
-
-__all__ = [
-    "DEFAULT_RULES",
-    "NO_RULES",
-    "DutOptions",
-    "NoOptions",
-    "ProcessOptions",
-    "RuleFile",
-    "RulesValue",
-    "options_json",
-]
+from lowtail.testbed.document import RuleFile, RulesValue
 
 
 @dataclass(frozen=True)
