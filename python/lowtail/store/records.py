@@ -68,7 +68,8 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     valid: bool
-    # Open maps, each DuT kind's own keys (testbed/duts): its options (dut_config), how it was
+    # The DuT's options as stored (dut_config: its kind's struct as JSON, `options_json`; an
+    # imported run's axes), and open maps, each DuT kind's own keys (testbed/duts): how it was
     # contained (containment) and what it measured of itself (dut_stats).
     dut_config: StoredDutOptions = field(default_factory=dict)
     calibration: bool = False
