@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.document import CHAIN, ChainOptions, DutCounters
+from lowtail.testbed.document import CHAIN, ChainOptions, Containment, DutCounters
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.protocol import Testbed
 
@@ -36,7 +36,7 @@ class Chain(Dut[ChainOptions]):
             dut.start(hop(index, dut.name), plan)
         self.containment = self._containment()
 
-    def _containment(self) -> dict[str, Any]:
+    def _containment(self) -> Containment:
         """The chain's containment: every hop's (by name), and the cores they use together,
         which the run's trace records as the DuT's."""
         cpus = sorted({c for h in self.hops for c in (h.containment.get("cpus") or [])})
