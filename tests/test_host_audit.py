@@ -237,7 +237,7 @@ def test_plan_for_a_guest_gives_the_vm_duts_boot_parameters(capsys):
         f'[traffic]\nrates = ["2000pps"]\n[[dut]]\nname = "v"\nkind = "vm"\n{doc["experiment_file"]}\n', "e.toml"
     )
     (dut,) = exp.duts
-    assert dut.options["guest_cmdline"] == doc["cmdline"] and dut.options["vcpus"] == 3
+    assert dut.options.guest_cmdline == doc["cmdline"] and dut.options.vcpus == 3
     code, out, err = cli(capsys, "host", "plan", "--guest-vcpus", "1")
     assert code == 2 and "at least 2 vCPUs" in err and len(err.strip().splitlines()) == 1
 

@@ -286,4 +286,4 @@ def test_the_flows_example_is_a_valid_experiment() -> None:
     exp = spec.parse(spec.example_text("flows"), "flows.toml")
     (combination,) = exp.combinations()
     assert combination.traffic.flows == 64 and combination.dut.kind == "suricata"
-    assert combination.dut.options["threads"] == 2
+    assert combination.dut.options.threads == 2

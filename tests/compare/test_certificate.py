@@ -32,6 +32,7 @@ from lowtail.core.units import format_ns
 from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.records import show_value
+from lowtail.testbed.document import options_json
 from lowtail.testbed.duts import KINDS
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
@@ -49,7 +50,7 @@ RAW = {
 
 
 def _store(store, tmp: Path, eid: int, kind: str, repetition: int) -> int:
-    options = KINDS[kind].expand(RAW.get(kind, {}))[0]
+    options = options_json(KINDS[kind].expand(RAW.get(kind, {}))[0])
     doc, opts = analysed(tmp, f"{kind}-{repetition}", packets=20_000, rate_pps=20_000.0, seed=repetition + 1)
     stats = {"rules": options["rules"], "port": 53, "sha256": RULES_SHA} if "rules" in options else {}
     contained = options.get("containment", "bare")
@@ -118,7 +119,7 @@ def test_the_record_of_each_kind_names_what_was_certified(stored, kind):
     doc, page = certify(db, str(ids[kind]))
     (c,) = doc["configurations"]
     device = c["device"]
-    options = KINDS[kind].expand(RAW.get(kind, {}))[0]
+    options = options_json(KINDS[kind].expand(RAW.get(kind, {}))[0])
 
     # The device by name and kind, on the page and in the JSON.
     assert (device["name"], device["kind"]) == (f"my-{kind}", kind)

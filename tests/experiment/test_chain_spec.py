@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from lowtail.core.errors import UserError
 from lowtail.experiment import spec
+from lowtail.testbed.document import options_json
 
 HOPS = """
 [experiment]
@@ -49,9 +50,13 @@ def test_a_chain_runs_its_duts_in_order_each_with_its_own_options():
     first, second = exp.duts
     assert first.kind == spec.CHAIN
     assert [(h.name, h.kind) for h in first.hops] == [("fw", "nftables"), ("ips", "suricata"), ("fwd", "lowtail-fwd")]
-    assert first.hops[0].options["rules"] == 10
-    assert [c.hops[2].options["work_ns"] for c in exp.duts] == [0, 2000]
-    assert first.options["hops"][1] == {"name": "ips", "kind": "suricata", "options": first.hops[1].options}
+    assert first.hops[0].options.rules == 10
+    assert [c.hops[2].options.work_ns for c in exp.duts] == [0, 2000]
+    assert options_json(first.options)["hops"][1] == {
+        "name": "ips",
+        "kind": "suricata",
+        "options": options_json(first.hops[1].options),
+    }
     # The configurations are told apart: the sweep resumes each of them.
     keys = {c.key for c in exp.combinations()}
     assert len(keys) == 2
@@ -211,7 +216,7 @@ def test_runs_whose_options_hold_tables_in_lists_have_axes():
 
     exp = spec.parse(chain_file('["fw", "ips", "fwd"]'), "exp.toml")
     rows = [
-        {"dut_name": c.name, "dut_kind": c.kind, "dut_config": c.options, "rate_pps": 10_000, "run_id": i}
+        {"dut_name": c.name, "dut_kind": c.kind, "dut_config": options_json(c.options), "rate_pps": 10_000, "run_id": i}
         for i, c in enumerate(exp.duts)
     ]
     varying = [a.name for a in axes.varying(rows)]

@@ -17,7 +17,10 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
 from tb_helpers import needs_kind  # noqa: E402
 from test_run import experiment, lowtail, run_dirs  # noqa: E402
 
-from lowtail.testbed.duts import suricata  # noqa: E402
+from lowtail.testbed.duts import (
+    KINDS,  # noqa: E402
+    suricata,  # noqa: E402
+)
 from lowtail.testbed.duts.nftables import MAX_RULES as NFT_MAX  # noqa: E402
 from lowtail.testbed.duts.options import RulesOption  # noqa: E402
 
@@ -61,7 +64,7 @@ def test_a_file_suricata_refuses_is_named_by_path_and_line_never_by_its_content(
 
     exp = spec.load(toml)
     config = exp.duts[0].options
-    assert config["rules"]["path"] == str((tmp_path / "etc" / "shadow").resolve())
+    assert config.rules.path == str((tmp_path / "etc" / "shadow").resolve())
     from lowtail.core.errors import UserError
 
     said: list[str] = []
@@ -76,7 +79,7 @@ def test_a_file_suricata_refuses_is_named_by_path_and_line_never_by_its_content(
 def test_suricata_t_is_bounded_by_ready_timeout_and_says_it_is_still_loading(tmp_path, monkeypatch):
     monkeypatch.setattr(suricata, "PROGRESS_EVERY_S", 0.5)
     suricata._CHECKED.clear()
-    config = {"rules": 50_000, "action": "alert", "port": 53, "ready_timeout": 2_000_000_000}
+    config = KINDS["suricata"].expand({"rules": 50_000, "ready_timeout": "2s"})[0]
     said: list[str] = []
     from lowtail.core.errors import UserError
 

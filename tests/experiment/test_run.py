@@ -22,7 +22,7 @@ from lowtail.core.binaries import find_binary  # noqa: E402
 from lowtail.core.errors import UserError  # noqa: E402
 from lowtail.experiment.measure import GENERATOR_BEHIND_REASON  # noqa: E402
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles  # noqa: E402
-from lowtail.testbed.duts import LowtailFwd  # noqa: E402
+from lowtail.testbed.duts import LowtailFwd, options_from_json  # noqa: E402
 
 
 def _native_programs_installed() -> bool:
@@ -191,7 +191,9 @@ def test_every_installed_dut_kind_end_to_end_with_calibration_and_report(tmp_pat
     assert all(r["virtualization"] is None for r in runs)
     # Not alone on an isolated core, the forwarder must sleep when idle (else frames wait
     # milliseconds for it).
-    assert fwd["dut_stats"]["spin_us"] == LowtailFwd("f", fwd["dut_config"]).spin_us(CoreRoles.for_host())
+    assert fwd["dut_stats"]["spin_us"] == LowtailFwd("f", options_from_json("lowtail-fwd", fwd["dut_config"])).spin_us(
+        CoreRoles.for_host()
+    )
     assert fwd["dut_stats"]["scheduling"] == f"SCHED_FIFO {DUT_RT_PRIORITY}"
     if with_dpdk:
         pmd = runs[-1]

@@ -3,10 +3,38 @@ where it is."""
 
 from __future__ import annotations
 
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from lowtail.core.errors import UserError
 from lowtail.experiment import spec
+from lowtail.store.codec import RUN_COLUMNS
+from lowtail.testbed.document import DUT_OPTIONS, CustomOptions, LowtailFwdOptions, VmOptions, options_json
+from lowtail.testbed.duts import KINDS, options_from_json
+from lowtail.testbed.duts.options import (
+    BoolOption,
+    ChoiceOption,
+    CommandsOption,
+    CpusOption,
+    DurationOption,
+    IntOption,
+    Option,
+    RulesOption,
+    StrOption,
+    TextOption,
+)
+from lowtail.testbed.duts.suricata import GUEST_MEMORY_MIB
+from lowtail.testbed.vm.kernels import FLAVOURS
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from host_fixtures import cli  # noqa: E402
 
 ISSUE_EXAMPLE = """\
 [experiment]
@@ -49,7 +77,7 @@ def test_the_issue_example_gives_calibration_then_each_dut_at_each_rate():
         ("fwd", 50000),
     ]
     fwd = combos[-1].dut
-    assert fwd.options == {
+    assert options_json(fwd.options) == {
         "work_ns": 2000,
         "batch": 1,
         "spin_us": None,
@@ -72,9 +100,9 @@ def test_every_list_is_swept_and_repetitions_multiply():
     per_traffic = 2 * 2 * 3  # rates × frame sizes × repetitions
     assert len(combos) == per_traffic * (1 + 1 + 4)  # wire, kernel, fwd × batch × containment
     assert len({c.key for c in combos}) == len(combos)
-    fwd_configs = {(c.dut.options["batch"], c.dut.options["containment"]) for c in combos if c.dut.name == "fwd"}
+    fwd_configs = {(c.dut.options.batch, c.dut.options.containment) for c in combos if c.dut.name == "fwd"}
     assert fwd_configs == {(1, "bare"), (1, "container"), (32, "bare"), (32, "container")}
-    assert all(c.dut.options["cpus"] == [0] for c in combos if c.dut.name == "fwd")
+    assert all(c.dut.options.cpus == [0] for c in combos if c.dut.name == "fwd")
 
 
 def test_combination_keys_are_stable_and_spec_hash_follows_the_content():
@@ -368,3 +396,188 @@ def test_testbed_durations_default_and_parse():
     assert exp.testbed.settle_ns == 1_000_000_000 and exp.testbed.probe is True
     timed = spec.parse(INTERFACES.replace('post = "eth4"', 'post = "eth4"\nsettle = "250ms"\nprobe = false'), "x")
     assert (timed.testbed.settle_ns, timed.testbed.probe) == (250_000_000, False)
+
+
+# -- each kind's options: typed from the file to the store and back ------------------------------
+
+RULES_FILE = Path(tempfile.mkdtemp(prefix="lowtail-test-rules-")) / "mine.rules"
+RULES_FILE.write_text("alert udp any any -> any 53 (sid:1;)\n")
+_TEXT = st.text(st.characters(exclude_categories=("Cs", "Cc"), exclude_characters="{}"), max_size=12)
+_WORDS = _TEXT.filter(str.strip)
+
+
+def _values(kind: str, name: str, option: Option) -> st.SearchStrategy[object]:
+    """Values a user may write for one option (those a kind's own check would refuse left out)."""
+    if name == "port":
+        return st.integers(1, 65_535)
+    if (kind, name) == ("vm", "memory"):
+        return st.integers(GUEST_MEMORY_MIB, 4096)  # a guest IPS needs this much
+    if name == "guest_kernel":
+        return st.sampled_from(sorted(FLAVOURS))
+    if name == "guest_cmdline":
+        return _TEXT.filter(lambda t: "lowtail." not in t)
+    if isinstance(option, RulesOption):
+        return st.one_of(st.integers(0, 1000), st.sampled_from(option.named), st.just(str(RULES_FILE)))
+    if isinstance(option, IntOption):
+        return st.integers(option.minimum, option.minimum + 100_000)
+    if isinstance(option, ChoiceOption):
+        return st.sampled_from(option.choices)
+    if isinstance(option, BoolOption):
+        return st.booleans()
+    if isinstance(option, CpusOption):
+        return st.lists(st.integers(0, 1), min_size=1, max_size=2)
+    if isinstance(option, DurationOption):
+        return st.builds(lambda n, unit: f"{n}{unit}", st.integers(1, 10**6), st.sampled_from(("us", "ms", "s", "min")))
+    if isinstance(option, CommandsOption):
+        return st.lists(_WORDS, max_size=3)
+    if isinstance(option, StrOption):
+        return _WORDS
+    if isinstance(option, TextOption):
+        return _TEXT
+    raise AssertionError(f"no values for {kind}'s option {name} ({type(option).__name__})")
+
+
+def _toml(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, str) else str(value)
+
+
+def _dut_file(kind: str, table: dict[str, object]) -> str:
+    """An experiment file of one DuT of this kind with these options (on this host's
+    interfaces where the kind does not run in a namespace)."""
+    text = '[traffic]\nrates = ["1000pps"]\n'
+    if "namespaces" not in KINDS[kind].testbeds:
+        text += '[testbed]\nkind = "interfaces"\ngenerator = "eth1"\npre = "eth1"\npost = "eth2"\n'
+        table = {"interfaces": ["eth3", "eth4"], **table}
+    return text + f'[[dut]]\nname = "d"\nkind = "{kind}"\n' + "".join(f"{k} = {_toml(v)}\n" for k, v in table.items())
+
+
+@st.composite
+def _dut_table(draw: st.DrawFn) -> tuple[str, dict[str, object]]:
+    """A kind and a [[dut]] table of some of its options (ruleset, a file that must exist, left out)."""
+    kind = draw(st.sampled_from(sorted(KINDS)))
+    cls = KINDS[kind]
+    table: dict[str, object] = {}
+    for name, option in cls.options.items():
+        if name == "ruleset" or not draw(st.booleans()):
+            continue
+        values = draw(st.lists(_values(kind, name, option), min_size=1, max_size=2))
+        # One value, or a sweep over two (a list-valued option sweeps as a list of lists).
+        table[name] = values if len(values) > 1 and not option.list_valued else values[0]
+    if isinstance(table.get("guest_forwarder"), list):  # the IPS's options go with one forwarder
+        table["guest_forwarder"] = table["guest_forwarder"][0]
+    if kind == "vm" and table.get("guest_forwarder") != "suricata":
+        table = {k: v for k, v in table.items() if k not in ("rules", "action", "port")}
+    elif kind == "vm":
+        table.setdefault("memory", GUEST_MEMORY_MIB)
+    if kind == "custom" and not table.get("command") and not table.get("setup"):
+        table["setup"] = ["true"]
+    return kind, table
+
+
+@settings(max_examples=150, deadline=None)
+@given(_dut_table())
+def test_every_kinds_options_round_trip_from_the_file_to_the_store_and_back(drawn):
+    kind, table = drawn
+    exp = spec.parse(_dut_file(kind, table), "exp.toml")
+    column = RUN_COLUMNS["dut_config"]
+    for dut in exp.duts:
+        assert isinstance(dut.options, KINDS[kind].Options)
+        stored = column.decode_text(column.encode(options_json(dut.options)))
+        assert options_from_json(kind, stored) == dut.options
+
+
+def test_each_kinds_typed_options_are_its_declared_options():
+    """The struct a kind's configuration is typed as (the one the store's rows are read back
+    into) has a field for each option it declares, no more."""
+    for kind, cls in KINDS.items():
+        assert DUT_OPTIONS[kind] is cls.Options, kind
+        assert set(cls.Options.__struct_fields__) == set(cls.options), kind
+
+
+def test_a_default_configuration_is_stored_as_before():
+    """The stored options, and so the combination keys a sweep resumes by, of a kind's
+    default configuration are what lowtail stored before they were typed."""
+    assert options_json(KINDS["suricata"].expand({})[0]) == {
+        "rules": "none",
+        "action": "alert",
+        "port": 53,
+        "threads": 1,
+        "ready_timeout": "3min",
+        "containment": "bare",
+        "cpus": None,
+        "memory_reservation": 256,
+    }
+    assert options_json(KINDS["vm"].expand({})[0]) == {
+        "guest_kernel": "vanilla",
+        "guest_forwarder": "mirred",
+        "work_ns": 0,
+        "batch": 1,
+        "spin_us": None,
+        "guest_cmdline": "",
+        "vcpus": 1,
+        "memory": 256,
+        "cpus": None,
+        "accel": "auto",
+        "guest_interrupts": True,
+        "ready_timeout": "3min",
+    }
+    assert options_json(KINDS["custom"].expand({"command": "x"})[0]) == {
+        "command": "x",
+        "setup": [],
+        "ready_timeout": "10s",
+        "containment": "bare",
+        "cpus": None,
+        "memory_reservation": 256,
+    }
+
+
+def test_options_stored_by_an_older_lowtail_read_back_typed():
+    """Rows stored before an option existed, a duration stored in nanoseconds, an option no
+    longer known: read into today's struct, each in the one place that upgrades them."""
+    custom = options_from_json("custom", {"command": "sleep 1", "setup": [], "ready_timeout": 5_000_000_000})
+    assert isinstance(custom, CustomOptions)
+    assert custom.ready_timeout == "5s" and custom.containment == "bare" and custom.teardown is msgspec.UNSET
+    assert "teardown" not in options_json(custom)  # left out, as it was stored
+    fwd = options_from_json("lowtail-fwd", {"work_ns": 2000, "batch": 4, "gone_option": 1})
+    assert isinstance(fwd, LowtailFwdOptions) and (fwd.batch, fwd.batch_timeout_us, fwd.spin_us) == (4, None, None)
+    vm = options_from_json("vm", {"guest_forwarder": "mirred"})
+    assert isinstance(vm, VmOptions) and vm.rules is msgspec.UNSET and "rules" not in options_json(vm)
+    chain = options_from_json(
+        "chain",
+        {"hops": [{"name": "fw", "kind": "nftables", "options": {"rules": 10}}, {"name": "k", "kind": "bridge"}]},
+    )
+    assert options_json(chain)["hops"][0]["options"]["rules"] == 10
+    assert options_from_json("external", {"site": "lab"}) == options_from_json("external", {})
+    assert options_from_json("analysis", {"anything": 1}) is None  # a plain analysis: no kind lowtail runs
+    with pytest.raises(ValueError, match="not of their kind's shape"):
+        options_from_json("suricata", {"rules": [1, 2]})
+
+
+def _bad_value(option: Option) -> object:
+    """A value the option refuses, by its type."""
+    if isinstance(option, (CommandsOption, CpusOption)):
+        return "one"
+    if isinstance(option, (IntOption, RulesOption)):
+        return -1
+    if isinstance(option, DurationOption):
+        return "soon"
+    if isinstance(option, BoolOption):
+        return "yes"
+    if isinstance(option, TextOption):
+        return 5
+    return ""  # StrOption, ChoiceOption
+
+
+@pytest.mark.parametrize(
+    "kind, name", [(kind, name) for kind, cls in sorted(KINDS.items()) for name in cls.options if name != "ruleset"]
+)
+def test_a_bad_option_value_is_one_line_and_exit_2(tmp_path, capsys, kind, name):
+    (tmp_path / "exp.toml").write_text(_dut_file(kind, {name: _bad_value(KINDS[kind].options[name])}))
+    code, out, err = cli(capsys, "run", str(tmp_path / "exp.toml"), "--db", str(tmp_path / "l.duckdb"))
+    assert code == 2 and out == "", (code, out)
+    assert len(err.strip().splitlines()) == 1 and f"option '{name}'" in err, err
+    assert not (tmp_path / "l.duckdb").exists()

@@ -140,3 +140,17 @@ def test_a_damaged_series_is_one_line_naming_it(explained, tmp_path, case):
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == code, done.stderr
     assert len(lines) == 1 and str(series) in lines[0] and "matched series" in lines[0], done.stderr
+
+
+def test_damaged_stored_dut_options_are_one_line_naming_them(explained, tmp_path):
+    """The run's DuT options are read back typed (a lowtail-fwd's batch is a number): stored
+    options not of their kind's shape end the command as a damaged store, one line."""
+    db, run, _, _ = _copy(explained, tmp_path)
+    with open_store(db) as store:
+        store.con.execute("UPDATE runs SET dut_config = ?::JSON WHERE run_id = ?", ['{"batch": "many"}', run])
+    done = _explain(db, run, "--above", "p99")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 1, done.stderr
+    assert len(lines) == 1 and "runs.dut_config" in lines[0] and f"run {run}" in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+    assert _explain(db, run).returncode == 0  # the stored explanation is not lost

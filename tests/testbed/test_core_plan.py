@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import LowtailFwd
+from lowtail.testbed.duts import LowtailFwd, options_from_json
 
 FOUR_CORES = CoreRoles(housekeeping=0, generator=1, capture=2, dut=[3])
 TWO_CORES = CoreRoles(housekeeping=0, generator=1, capture=0, dut=[0])
 
 
 def fwd(**options) -> LowtailFwd:
-    return LowtailFwd("f", {"work_ns": 0, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None} | options)
+    stored = {"work_ns": 0, "batch": 1, "spin_us": None, "containment": "bare", "cpus": None} | options
+    return LowtailFwd("f", options_from_json("lowtail-fwd", stored))
 
 
 def test_a_forwarder_busy_polls_only_on_an_isolated_core_of_its_own():
@@ -41,7 +42,8 @@ def test_the_generator_runs_real_time_only_on_a_core_the_scheduler_keeps_free():
 def pmd(**options):
     from lowtail.testbed.duts import DpdkTestpmd
 
-    return DpdkTestpmd("pmd", {"burst": 32, "mbufs": 16384, "ring_frames": 4096, "cpus": None} | options)
+    stored = {"burst": 32, "mbufs": 16384, "ring_frames": 4096, "cpus": None} | options
+    return DpdkTestpmd("pmd", options_from_json("dpdk-testpmd", stored))
 
 
 def test_a_dut_that_never_sleeps_is_warned_about_on_a_shared_core_and_scheduled_to_keep_it():

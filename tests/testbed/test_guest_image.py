@@ -56,7 +56,7 @@ def test_modules_load_after_their_dependencies_and_built_in_ones_are_skipped():
 
 def test_vm_options_are_checked_and_sweep():
     configs = KINDS["vm"].expand({"guest_kernel": ["vanilla", "rt"], "guest_forwarder": "lowtail-fwd"})
-    assert [(c["guest_kernel"], c["guest_forwarder"]) for c in configs] == [
+    assert [(c.guest_kernel, c.guest_forwarder) for c in configs] == [
         ("vanilla", "lowtail-fwd"),
         ("rt", "lowtail-fwd"),
     ]

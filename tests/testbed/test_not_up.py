@@ -9,7 +9,7 @@ import pytest
 
 from lowtail.core.errors import Failure
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import make_dut
+from lowtail.testbed.duts import make_dut, options_from_json
 from lowtail.testbed.interfaces import InterfacesTestbed
 from lowtail.testbed.protocol import dut_namespace, dut_ports
 from lowtail.testbed.topology import NamespacesTestbed
@@ -42,7 +42,7 @@ def test_a_wiring_without_the_duts_interfaces_names_none(tmp_path):
 
 
 def test_a_dut_not_started_has_no_program(tmp_path):
-    dut = make_dut("lowtail-fwd", "fwd", {})
+    dut = make_dut("lowtail-fwd", "fwd", options_from_json("lowtail-fwd", {}))
     with pytest.raises(Failure, match="was not started"):
         _ = dut.started
     assert dut.stop() == {}  # stopping one never started is nothing to do

@@ -12,6 +12,7 @@ import pytest
 
 from lowtail.core.errors import UserError
 from lowtail.store import axes
+from lowtail.testbed.document import RuleFile, options_json
 from lowtail.testbed.duts import KINDS
 from lowtail.testbed.duts.options import RuleSet, RulesOption
 from lowtail.testbed.duts.suricata import (
@@ -36,17 +37,19 @@ def test_rules_is_a_number_a_word_or_a_file_held_with_its_hash(tmp_path, monkeyp
     (tmp_path / "mine.rules").write_text("alert udp any any -> any 53 (sid:1;)\n")
     assert OPTION.check(1000) == 1000 and OPTION.check("default") == "default"
     held = OPTION.check("mine.rules")
-    assert held["path"] == str(tmp_path / "mine.rules") and len(held["sha256"]) == 64
-    assert OPTION.check(held) == held  # a stored configuration reads back as itself
-    assert RuleSet.of(held).label() == f"mine.rules (sha {held['sha256'][:8]})"
+    assert isinstance(held, RuleFile)
+    assert held.path == str(tmp_path / "mine.rules") and len(held.sha256) == 64
+    assert OPTION.check(held) == held  # a configuration reads back as itself
+    assert OPTION.check({"path": held.path, "sha256": held.sha256}) == held  # and so does a stored one
+    assert RuleSet.of(held).label() == f"mine.rules (sha {held.sha256[:8]})"
     assert RuleSet.of(1000).label() == "1,000 rules" and RuleSet.of("none").label() == "none"
     for bad in (-1, True, "", "nothing.rules", 2.5):
         with pytest.raises(ValueError):
             OPTION.check(bad)
     # Sweeps over rule sets, each configuration checked by the kind.
     configs = KINDS["suricata"].expand({"rules": ["none", "default", 10, "mine.rules"], "action": "drop"})
-    assert [c["rules"] for c in configs][:3] == ["none", "default", 10] and configs[3]["rules"] == held
-    assert {c["action"] for c in configs} == {"drop"}
+    assert [c.rules for c in configs][:3] == ["none", "default", 10] and configs[3].rules == held
+    assert {c.action for c in configs} == {"drop"}
 
 
 def test_a_rules_file_that_changed_since_the_experiment_was_read_is_refused(tmp_path):
@@ -167,7 +170,10 @@ def test_the_ips_example_is_an_experiment_of_the_studies():
     text = spec.example_text("ips")
     exp = spec.parse(text, "ips.toml")
     combos = exp.combinations()
-    kinds = {(c.dut.kind, str(c.dut.options.get("rules")), c.dut.options.get("containment")) for c in combos}
+    kinds = {
+        (c.dut.kind, str(options_json(c.dut.options).get("rules")), options_json(c.dut.options).get("containment"))
+        for c in combos
+    }
     for rules in ("none", "default", "1000"):
         assert ("suricata", rules, "bare") in kinds and ("suricata", rules, "container") in kinds
         assert ("vm", rules, None) in kinds
@@ -182,8 +188,8 @@ def test_nftables_takes_the_same_rules_option(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "mine.nft").write_text("table bridge lowtail { }\n")
     configs = KINDS["nftables"].expand({"rules": [100, "none", "mine.nft"]})
-    assert [c["rules"] for c in configs][:2] == [100, "none"]
-    assert configs[2]["rules"]["path"] == str(tmp_path / "mine.nft")
+    assert [c.rules for c in configs][:2] == [100, "none"]
+    assert configs[2].rules.path == str(tmp_path / "mine.nft")
     assert KINDS["nftables"].options["rules"] is not KINDS["suricata"].options["rules"]
     assert type(KINDS["nftables"].options["rules"]) is type(KINDS["suricata"].options["rules"])
     assert KINDS["vm"].options["rules"] is KINDS["suricata"].options["rules"]

@@ -17,9 +17,11 @@ from tb_helpers import needs_dpdk, needs_root, resources_of
 from lowtail.core.errors import Failure
 from lowtail.core.processes import is_alive
 from lowtail.host.sysroot import parse_cpulist
+from lowtail.testbed import duts
 from lowtail.testbed.containment import cpuset_hierarchy
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import make_dut
+from lowtail.testbed.document import DutOptions
+from lowtail.testbed.duts import options_from_json
 from lowtail.testbed.duts.testpmd import DpdkTestpmd, parse_testpmd_totals
 from lowtail.testbed.probe import wait_forwarding
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
@@ -42,6 +44,11 @@ def custom(command=None, setup=(), containment="bare", cpus=None, ready_timeout=
         "containment": containment,
         "cpus": cpus,
     }
+
+
+def make_dut(kind, name, options):
+    """The DuT of a kind with these options (the rest their defaults)."""
+    return duts.make_dut(kind, name, options if isinstance(options, DutOptions) else options_from_json(kind, options))
 
 
 def forwards(tb: SoftTestbed, dut, timeout: float = 10.0) -> bool:
@@ -178,11 +185,11 @@ _ORPHAN = """
 import sys, time
 from pathlib import Path
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts import make_dut
+from lowtail.testbed.duts import make_dut, options_from_json
 from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 tb = SoftTestbed(Path(sys.argv[1])).__enter__()
-dut = make_dut("custom", "x", {"command": "sleep 300", "setup": [], "ready_timeout": 10**9,
-                               "containment": "container", "cpus": [CoreRoles.available()[0]]})
+dut = make_dut("custom", "x", options_from_json("custom", {"command": "sleep 300", "setup": [], "ready_timeout": 10**9,
+                               "containment": "container", "cpus": [CoreRoles.available()[0]]}))
 dut.start(tb, CoreRoles.for_host())
 print(tb.tag, dut.program.pid, flush=True)
 time.sleep(300)

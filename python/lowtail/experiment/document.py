@@ -15,8 +15,8 @@ from lowtail.testbed.document import (
     Containment,
     CorePlanDocument,
     DutCounters,
-    DutOptions,
     GeneratorStatistics,
+    StoredDutOptions,
     TestbedDocument,
 )
 
@@ -36,7 +36,7 @@ class RunRow(LatencyColumns, total=False):
     dut_kind: str
     # The DuT kind's own options and what it measured and how it was contained: open maps,
     # each DuT kind's (testbed/duts) with its own keys.
-    dut_config: DutOptions
+    dut_config: StoredDutOptions
     calibration: bool
     rate_pps: int
     frame_size: int | None

@@ -148,7 +148,7 @@ def _record_dut(outcome: Outcome, facts: DutFacts) -> None:
     outcome.invalid_reasons += facts["invalid_reasons"]
 
 
-def _wait_until_forwarding(tb: NamespacesTestbed, dut: Dut) -> None:
+def _wait_until_forwarding(tb: NamespacesTestbed, dut: Dut[Any]) -> None:
     took = tb.wait_until_forwarding(dut.ready_timeout_s, still_starting=lambda: dut.failure() is None)
     if took is None:
         raise DutFailed(
@@ -358,7 +358,7 @@ def _send(
     tb: NamespacesTestbed,
     plan: CoreRoles,
     run_dir: Path,
-    dut: Dut,
+    dut: Dut[Any],
     outcome: Outcome,
     captures: list[_Capture],
     on_live: Callable[[LiveSample], None],

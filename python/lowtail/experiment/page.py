@@ -28,7 +28,7 @@ from lowtail.store.analyses import PAGE_ROWS, analysis_flows, percentile_curve, 
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.host import run_interrupts
 from lowtail.store.records import show_value
-from lowtail.testbed.document import CaptureStatistics, DutOptions, GeneratorStatistics, TestbedDocument
+from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics, StoredDutOptions, TestbedDocument
 from lowtail.verdict import judge as verdicts
 from lowtail.verdict.device import DeviceVerdict, Judged, device_verdicts
 from lowtail.verdict.judge import Verdict, VerdictRequest, stored_verdict
@@ -241,7 +241,7 @@ def _invalid_list(rows: Sequence[Mapping[str, Any]]) -> str:
     return f"<p class='fail'>Invalid runs (figures not to be trusted):</p><ul>{''.join(items)}</ul>" if items else ""
 
 
-def _options_text(options: DutOptions, leave_out: AbstractSet[str | None] = frozenset()) -> str:
+def _options_text(options: StoredDutOptions, leave_out: AbstractSet[str | None] = frozenset()) -> str:
     """A run's DuT options as set (durations as typed: `ready_timeout=3min`, a rules file by
     its name and hash), the defaults that say nothing left out."""
     shown = {k: v for k, v in options.items() if k not in leave_out and v not in (None, [], "bare")}

@@ -39,6 +39,7 @@ from lowtail.store.explain import save_run_trace
 from lowtail.store.host import save_run_interrupts
 from lowtail.store.records import RunRecord
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import options_json
 from lowtail.testbed.duts import KINDS, make_dut
 from lowtail.testbed.sessions import Session, open_session
 
@@ -274,7 +275,7 @@ def _run_one(
         combination_key=combo.key,
         dut_name=combo.dut.name,
         dut_kind=combo.dut.kind,
-        dut_config=combo.dut.options,
+        dut_config=options_json(combo.dut.options),
         calibration=combo.dut.calibration,
         rate_pps=t.rate_pps,
         frame_size=t.frame_size,

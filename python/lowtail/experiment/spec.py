@@ -37,8 +37,8 @@ from lowtail.core import files, schema
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_rate_setting, parse_duration_ns, parse_rate_pps
 from lowtail.testbed import wiring
+from lowtail.testbed.document import CHAIN, ChainOptions, DutOptions, Hop, NoOptions, options_json
 from lowtail.testbed.duts import KINDS
-from lowtail.testbed.duts.chain import CHAIN
 from lowtail.verdict.judge import Verdict, VerdictSettingError, VerdictTable, parse_verdict
 
 DEFAULT_NAME = "default.toml"
@@ -97,7 +97,7 @@ class Trust:
 class DutConfig:
     name: str
     kind: str
-    options: dict[str, Any]
+    options: DutOptions  # the kind's struct (its `Dut.Options`), checked when the file was read
     # The DuT's in and out interfaces on real wiring (an `interfaces` or `hosts` testbed).
     interfaces: tuple[str, ...] | None = None
     # A chain (kind CHAIN): its DuTs in the order traffic passes them, each one configuration.
@@ -113,7 +113,7 @@ class DutConfig:
         return self.hops or (self,)
 
 
-WIRE = DutConfig("wire", "wire", {})
+WIRE = DutConfig("wire", "wire", NoOptions())
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ class Combination:
         doc = {
             "dut": self.dut.name,
             "kind": self.dut.kind,
-            "options": self.dut.options,
+            "options": options_json(self.dut.options),
             "traffic": traffic,
             "repetition": self.repetition,
         }
@@ -557,7 +557,7 @@ def _parse_duts(tables: Any, w: _Where, testbed: wiring.Wiring) -> list[DutConfi
         except ValueError as e:
             bad_key = next((k for k in table if repr(k) in str(e)), None)
             raise w.error(f"DuT {name!r} ({kind}): {e}", "dut", bad_key, index) from None
-        if testbed.kind == "hosts" and any(o.get("containment", "bare") != "bare" for o in expanded):
+        if testbed.kind == "hosts" and any(o.contained() for o in expanded):
             raise w.error(
                 f"DuT {name!r}: containment on another host is not supported (only bare)", "dut", "containment", index
             )
@@ -642,7 +642,7 @@ def chain_config(hops: tuple[DutConfig, ...]) -> DutConfig:
     return DutConfig(
         "+".join(h.name for h in hops),
         CHAIN,
-        {"hops": [{"name": h.name, "kind": h.kind, "options": h.options} for h in hops]},
+        ChainOptions(hops=[Hop(h.name, h.kind, h.options) for h in hops]),
         hops=hops,
     )
 

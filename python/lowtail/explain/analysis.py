@@ -73,7 +73,7 @@ from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
 from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
-from lowtail.testbed.document import DutCounters, DutOptions
+from lowtail.testbed.document import DutCounters, DutOptions, LowtailFwdOptions, TestpmdOptions, VmOptions
 from lowtail.trace.document import RoleDoc, UntracedDoc
 
 OWN_PROCESS = "lowtail_process"
@@ -90,7 +90,7 @@ class RunFacts:
     rate_pps: float
     burst: int
     dut_kind: str
-    dut_config: DutOptions
+    dut_config: DutOptions | None  # None: a run of a kind lowtail did not start (imported, a plain analysis)
     dut_stats: DutCounters
     virtualization: str | None
     budget_ns: int | None
@@ -323,8 +323,8 @@ def _packet_candidates(
         )
     batch = _batch_size(facts)
     if batch > 1:
-        timeout_us = facts.dut_config.get("batch_timeout_us")
-        timeout_ns = int(timeout_us) * 1000 if isinstance(timeout_us, int) else None
+        timeout_us = facts.dut_config.batch_timeout_us if isinstance(facts.dut_config, LowtailFwdOptions) else None
+        timeout_ns = timeout_us * 1000 if timeout_us is not None else None
         wait, sizes = pk.batch_wait(p, _t_cpu_ns(facts), timeout_ns)
         out.append(
             Candidate(
@@ -348,11 +348,21 @@ def _packet_candidates(
 
 def _batch_size(facts: RunFacts) -> int:
     """The DuT's batch: its configuration's, or the largest batch it reports having taken."""
-    configured = facts.dut_config.get("batch") or facts.dut_config.get("burst") or 1
+    configured = _configured_batch(facts.dut_config)
     taken = (facts.dut_stats.get("batch_size") or {}).get("max") if isinstance(facts.dut_stats, dict) else None
     if isinstance(taken, (int, float)) and taken <= 1:
         return 1
-    return int(configured) if isinstance(configured, int) else 1
+    return configured
+
+
+def _configured_batch(options: DutOptions | None) -> int:
+    """The packets a DuT's configuration takes at once: lowtail-fwd's (on a host or in a
+    guest) batch, testpmd's burst; 1 for a kind that forwards packet by packet."""
+    if isinstance(options, (LowtailFwdOptions, VmOptions)):
+        return options.batch
+    if isinstance(options, TestpmdOptions):
+        return options.burst
+    return 1
 
 
 def _t_cpu_ns(facts: RunFacts) -> float | None:

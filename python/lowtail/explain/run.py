@@ -47,8 +47,10 @@ from lowtail.store import runs as runstore
 from lowtail.store.analyses import worst_events
 from lowtail.store.chains import run_chain
 from lowtail.store.db import Store
+from lowtail.store.errors import DamagedDatabase
 from lowtail.store.explain import run_trace, save_explanation
 from lowtail.store.host import run_interrupts
+from lowtail.testbed.document import DutOptions, options_from_json
 from lowtail.trace import timeline
 from lowtail.trace.document import RoleDoc, TraceDocument
 from lowtail.trace.own import task_ids
@@ -238,6 +240,17 @@ def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
     return {"vm_exits": True}
 
 
+def _dut_options(run: RunRow) -> DutOptions | None:
+    """The run's DuT options, typed (None for a kind lowtail did not start); stored options
+    that are not of their kind's shape end the command as a damaged database."""
+    try:
+        return options_from_json(str(run["dut_kind"]), run.get("dut_config") or {})
+    except ValueError as e:
+        raise DamagedDatabase(
+            f"the stored runs.dut_config of run {run_id_of(run)} is damaged ({e}); lowtail leaves it as it is"
+        ) from None
+
+
 def _facts(run: RunRow, experiment: ExperimentRow, trace: TraceDocument, steal: Samples) -> RunFacts:
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
@@ -248,7 +261,7 @@ def _facts(run: RunRow, experiment: ExperimentRow, trace: TraceDocument, steal: 
         rate_pps=float(run["rate_pps"]),
         burst=int(run["burst"] or 1),
         dut_kind=str(run["dut_kind"]),
-        dut_config=run.get("dut_config") or {},
+        dut_config=_dut_options(run),
         dut_stats=run.get("dut_stats") or {},
         virtualization=run.get("virtualization"),
         budget_ns=None if run["calibration"] else verdict.budget_ns,

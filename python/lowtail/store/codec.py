@@ -9,9 +9,11 @@ lowtails stored. A document (a JSON object) is written with its column's version
 the upgrades from its version to the current one, then validates it against its type (the
 version key is no field of any document: validation leaves it out).
 
-Free-form maps (a DuT kind's options, containment and statistics, the experiment file's
-tables, QEMU's JSON) are declared with their open shape and are never versioned: their keys
-are their owners'."""
+Free-form maps (a DuT kind's containment and statistics, the experiment file's tables, QEMU's
+JSON) are declared with their open shape and are never versioned: their keys are their
+owners'. A run's DuT options are kept as the JSON object of its kind's options struct: which
+struct is told by another column (`runs.dut_kind`), so a reader that wants them typed reads
+them with `testbed.document.options_from_json`, where their older shapes are upgraded."""
 
 from __future__ import annotations
 
@@ -35,8 +37,8 @@ from lowtail.testbed.document import (
     CaptureStatistics,
     Containment,
     DutCounters,
-    DutOptions,
     GeneratorStatistics,
+    StoredDutOptions,
     TestbedDocument,
 )
 from lowtail.trace.document import TraceDocument
@@ -192,9 +194,10 @@ EXPERIMENT_SPEC = Column[ExperimentFile]("experiments.spec", ExperimentFile, whe
 EXPERIMENT_HOST = Column[ExperimentHost]("experiments.host", ExperimentHost, when_null=ExperimentHost)
 EXPERIMENT_ORIGIN = Column["dict[str, Any] | None"]("experiments.origin", dict[str, Any] | None)
 
-# runs (002_runs.sql and the files that added columns): the DuT kind's open maps, the rest typed.
+# runs (002_runs.sql and the files that added columns): the DuT's options as their JSON object
+# (typed by its kind: `options_from_json`), the DuT kind's open maps, the rest typed.
 RUN_COLUMNS: dict[str, Column[Any]] = {
-    "dut_config": Column[DutOptions]("runs.dut_config", DutOptions, when_null=dict),
+    "dut_config": Column[StoredDutOptions]("runs.dut_config", StoredDutOptions, when_null=dict),
     "invalid_reasons": Column[list[str]]("runs.invalid_reasons", list[str], when_null=list),
     "degraded_reasons": Column[list[str]]("runs.degraded_reasons", list[str], when_null=list),  # NULL: before 008
     "generator": Column[GeneratorStatistics]("runs.generator", GeneratorStatistics, when_null=GeneratorStatistics),

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, cast
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_rate, parse_rate_pps
 from lowtail.experiment.document import TrafficDocument
-from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, DutOptions, GeneratorStatistics
+from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, GeneratorStatistics, StoredDutOptions
 
 if TYPE_CHECKING:
     from lowtail.experiment.document import RunRow
@@ -68,9 +68,10 @@ class RunRecord:
     started_at: datetime
     finished_at: datetime | None
     valid: bool
-    # Open maps, each DuT kind's own keys (testbed/duts): its options (dut_config), how it was
+    # The DuT's options as stored (dut_config: its kind's struct as JSON, `options_json`; an
+    # imported run's axes), and open maps, each DuT kind's own keys (testbed/duts): how it was
     # contained (containment) and what it measured of itself (dut_stats).
-    dut_config: DutOptions = field(default_factory=dict)
+    dut_config: StoredDutOptions = field(default_factory=dict)
     calibration: bool = False
     series_path: str | None = None
     invalid_reasons: list[str] = field(default_factory=list)

@@ -29,7 +29,6 @@ from lowtail.testbed.registry import cgroup_name
 from lowtail.testbed.system import tool
 
 NAMESPACES = ("pid", "mnt", "uts", "net")
-DEFAULT_MEMORY_RESERVATION_MIB = 256
 
 
 class CpusetExclusive(TypedDict, total=False):

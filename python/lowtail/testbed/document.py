@@ -5,13 +5,20 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Required, TypedDict
 
+import msgspec
+
+from lowtail.core.units import format_duration_setting
+
 # A DuT kind's open maps, documented free-form: each kind (testbed/duts) owns its keys. Its
-# options as the experiment file gave them, passed through to the kind (`dut_config`); how it
-# was contained (`containment`: "mode" and the kind's facts); what it counted of itself
-# (`dut_stats`). The store keeps and hands them back as they are.
-DutOptions = dict[str, Any]
+# options as stored (`dut_config`): the JSON object of its kind's typed options
+# (`testbed.duts.options.options_json`), read back typed by `testbed.duts.options_from_json`
+# (the store, below the kinds, keeps the object; an imported run's are the axes its file
+# names gave, free-form). How it was contained (`containment`: "mode" and the kind's facts);
+# what it counted of itself (`dut_stats`). The store keeps and hands them back as they are.
+StoredDutOptions = dict[str, Any]
 Containment = dict[str, Any]
 DutCounters = dict[str, Any]
 
@@ -239,3 +246,220 @@ class CorePlanDocument(TypedDict):
     generator: int
     capture: int
     dut: list[int]
+
+
+# -- a DuT's options, typed per kind (`[[dut]]`, `runs.dut_config`) ------------------------------
+# Each kind's checked configuration is a struct whose fields are its options with their
+# defaults (the one place a default is declared; the kind's `Option` table in testbed/duts
+# holds each option's help and check). The experiment file is read into it, the testbed's DuT
+# reads it, the store keeps it as the JSON object of its fields (`options_json`: the shape
+# runs have always stored) and `options_from_json` reads a stored one back. The kind is the
+# union's tag, stored beside the options (`runs.dut_kind`), not inside them.
+
+# What `rules` may name besides a number of generated rules and a file.
+NO_RULES, DEFAULT_RULES = "none", "default"
+# Memory a contained DuT gets reserved, MiB.
+DEFAULT_MEMORY_RESERVATION_MIB = 256
+
+
+class DutOptions(msgspec.Struct, frozen=True, kw_only=True):
+    """A kind's checked configuration (each kind's struct below adds its options). A field
+    whose value is `msgspec.UNSET` is left out of the stored JSON: an option a configuration
+    leaves out, so that the keys of runs stored before it existed stay the same."""
+
+    def dut_cpus(self) -> list[int] | None:
+        """The host cores the user gave the DuT (`cpus`), None for the core plan's."""
+        return None
+
+    def contained(self) -> bool:
+        """Whether the DuT's process runs in a container (`containment = "container"`)."""
+        return False
+
+
+class NoOptions(DutOptions, frozen=True, kw_only=True):
+    """A kind without options (kernel-mirred, bridge; calibration's wire)."""
+
+
+class RuleFile(msgspec.Struct, frozen=True):
+    """A user's rules file as a configuration holds it: its resolved path and the SHA-256 of
+    its content when the experiment file was read."""
+
+    path: str
+    sha256: str
+
+
+# What `rules` holds: a number of generated rules, a word (NO_RULES, DEFAULT_RULES), or a file.
+RulesValue = int | str | RuleFile
+
+
+class ProcessOptions(DutOptions, frozen=True, kw_only=True):
+    """The options of a kind that runs a process: how it is contained and pinned."""
+
+    containment: str = "bare"
+    cpus: list[int] | None = None
+    memory_reservation: int = DEFAULT_MEMORY_RESERVATION_MIB
+
+    def dut_cpus(self) -> list[int] | None:
+        return self.cpus
+
+    def contained(self) -> bool:
+        return self.containment == "container"
+
+
+class LowtailFwdOptions(ProcessOptions, frozen=True, kw_only=True):
+    work_ns: int = 0  # work_ns, batch, spin_us: also the VM guest's forwarder's (VmOptions)
+    batch: int = 1
+    spin_us: int | None = None  # None: by the core it runs on (testbed/duts/lowtail_fwd.py)
+    batch_timeout_us: int | None = None
+
+
+class TestpmdOptions(ProcessOptions, frozen=True, kw_only=True):
+    burst: int = 32
+    mbufs: int = 16384
+    ring_frames: int = 4096
+
+
+class OvsOptions(ProcessOptions, frozen=True, kw_only=True):
+    flows: list[str] = []
+
+
+class CustomOptions(ProcessOptions, frozen=True, kw_only=True):
+    command: str | None = None
+    setup: list[str] = []
+    teardown: list[str] | msgspec.UnsetType = msgspec.UNSET  # left out when empty
+    ready_timeout: str = "10s"
+
+    @property
+    def teardown_commands(self) -> list[str]:
+        return self.teardown or []
+
+
+class NftablesOptions(DutOptions, frozen=True, kw_only=True):
+    rules: RulesValue = 1
+    rule_kind: str = "ports"
+    port: int = 53
+    ruleset: str | None = None
+
+
+class SuricataOptions(ProcessOptions, frozen=True, kw_only=True):
+    rules: RulesValue = NO_RULES  # rules, action, port: also the VM guest's IPS's (VmOptions)
+    action: str = "alert"
+    port: int = 53
+    threads: int = 1
+    # Rule loading takes seconds (10,000 generated rules: about 10 s here on a busy core).
+    ready_timeout: str = "3min"
+
+
+class VmOptions(DutOptions, frozen=True, kw_only=True):
+    guest_kernel: str = "vanilla"
+    guest_forwarder: str = "mirred"
+    # The guest IPS's, as the suricata kind's: UNSET (left out) unless the guest runs Suricata.
+    rules: RulesValue | msgspec.UnsetType = msgspec.UNSET
+    action: str | msgspec.UnsetType = msgspec.UNSET
+    port: int | msgspec.UnsetType = msgspec.UNSET
+    work_ns: int = 0
+    batch: int = 1
+    spin_us: int | None = None
+    guest_cmdline: str = ""
+    vcpus: int = 1
+    memory: int = 256
+    cpus: list[int] | None = None
+    accel: str = "auto"
+    guest_interrupts: bool = True
+    # TCG boots Debian's kernel in about 10 s on an idle core; a shared host takes several times that.
+    ready_timeout: str = "3min"
+
+    def dut_cpus(self) -> list[int] | None:
+        return self.cpus
+
+    def ips(self) -> tuple[RulesValue, str, int]:
+        """The guest IPS's rule set, action and port (a guest that runs Suricata has them)."""
+        assert not isinstance(self.rules, msgspec.UnsetType), "a guest IPS has its rules"
+        assert not isinstance(self.action, msgspec.UnsetType) and not isinstance(self.port, msgspec.UnsetType)
+        return self.rules, self.action, self.port
+
+
+class ExternalOptions(DutOptions, frozen=True, kw_only=True):
+    description: str = ""
+
+
+class Hop(msgspec.Struct, frozen=True):
+    """One DuT of a chain: its name, kind and that kind's options."""
+
+    name: str
+    kind: str
+    options: DutOptions
+
+
+class ChainOptions(DutOptions, frozen=True, kw_only=True):
+    """A chain's configuration: its hops in the order traffic passes them."""
+
+    hops: list[Hop]
+
+
+# Every kind's options by its name (`Dut.kind`): the union over kinds, tagged by `runs.dut_kind`.
+DUT_OPTIONS: dict[str, type[DutOptions]] = {
+    "wire": NoOptions,
+    "kernel-mirred": NoOptions,
+    "bridge": NoOptions,
+    "lowtail-fwd": LowtailFwdOptions,
+    "dpdk-testpmd": TestpmdOptions,
+    "custom": CustomOptions,
+    "nftables": NftablesOptions,
+    "ovs": OvsOptions,
+    "suricata": SuricataOptions,
+    "vm": VmOptions,
+    "external": ExternalOptions,
+}
+CHAIN = "chain"
+# Options held as a duration setting ("3min"); an older lowtail stored them in nanoseconds.
+_DURATIONS = ("ready_timeout",)
+
+
+def options_json(options: DutOptions) -> dict[str, Any]:
+    """A configuration as the JSON object the store keeps and a combination's key hashes:
+    its fields by name (UNSET ones left out). Free-form to a reader of the object: any kind's
+    keys, JSON values (numbers, strings, lists, a rules file's path and hash)."""
+    found: dict[str, Any] = msgspec.to_builtins(options)
+    return found
+
+
+def options_from_json(kind: str, stored: Mapping[str, Any]) -> DutOptions | None:
+    """A run's stored DuT options (`options_json` of what it ran with) read back into its
+    kind's struct; None for a kind lowtail does not run (an imported run's options are the
+    axes its file names gave, a plain analysis has none: free-form). ValueError when they
+    are not of the kind's shape.
+
+    The one place that reads what earlier lowtails stored: an option the kind has gained
+    since reads as its default (what the DuT then ran with), a duration stored in nanoseconds
+    as the setting it stands for, an option no longer known is left out."""
+    if kind == CHAIN:
+        hops = stored.get("hops")
+        if not isinstance(hops, list):
+            raise ValueError("a chain's options have no list of hops")
+        return ChainOptions(hops=[_hop(h) for h in hops])
+    shape = DUT_OPTIONS.get(kind)
+    if shape is None:
+        return None
+    upgraded = dict(stored)
+    for name in _DURATIONS:
+        value = upgraded.get(name)
+        if isinstance(value, int) and not isinstance(value, bool):
+            upgraded[name] = format_duration_setting(value)
+    try:
+        return msgspec.convert(upgraded, shape)
+    except msgspec.ValidationError as e:
+        raise ValueError(f"the {kind} options are not of their kind's shape: {e}") from None
+
+
+def _hop(stored: object) -> Hop:
+    if (
+        not isinstance(stored, dict)
+        or not isinstance(stored.get("kind"), str)
+        or not isinstance(stored.get("name"), str)
+    ):
+        raise ValueError("a chain's hop has no name and kind")
+    options = options_from_json(stored["kind"], stored.get("options") or {})
+    if options is None:
+        raise ValueError(f"a chain's hop is of an unknown kind {stored['kind']!r}")
+    return Hop(stored["name"], stored["kind"], options)

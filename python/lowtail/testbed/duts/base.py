@@ -15,13 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+
+import msgspec
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.schema import did_you_mean
-from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB, recorded_namespaces
+from lowtail.testbed.container import recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
-from lowtail.testbed.document import Containment
+from lowtail.testbed.document import Containment, DutCounters, DutOptions, NoOptions, ProcessOptions
 from lowtail.testbed.duts.options import Option
 from lowtail.testbed.process import Program
 from lowtail.testbed.protocol import Testbed
@@ -31,7 +33,7 @@ class DutFacts(TypedDict):
     """What a run stores of its DuT (runs.dut_stats, containment, virtualization, the
     reasons the DuT's own counters give to distrust the run)."""
 
-    statistics: dict[str, Any]
+    statistics: DutCounters
     containment: Containment
     virtualization: str | None
     invalid_reasons: list[str]
@@ -39,27 +41,34 @@ class DutFacts(TypedDict):
 
 ALL_TESTBEDS = ("namespaces", "interfaces", "hosts")
 
+KindOptions = TypeVar("KindOptions", bound=DutOptions)
 
-class Dut:
+
+class Dut(Generic[KindOptions]):
     kind: ClassVar[str]
     options: ClassVar[dict[str, Option]] = {}
+    # The kind's checked configuration: a struct whose fields are `options`.
+    Options: ClassVar[type[DutOptions]] = NoOptions
     # The testbed kinds (testbed/wiring.py) this DuT can be set up on.
     testbeds: ClassVar[tuple[str, ...]] = ("namespaces",)
     ready_timeout_s: float = 10.0
     # kvm | tcg for a DuT that is a virtual machine (set when it starts), None otherwise.
     virtualization: str | None = None
 
-    def __init__(self, name: str, config: dict[str, Any]):
+    def __init__(self, name: str, config: KindOptions):
+        if not isinstance(config, self.Options):
+            raise TypeError(f"the DuT {name} ({self.kind}) is configured by {self.Options.__name__}, not {config!r}")
         self.name = name
-        self.config = config
+        self.config: KindOptions = config
         self.program: Program | None = None
         self.containment: Containment = {"mode": "bare"}
 
     @classmethod
-    def expand(cls, raw: dict[str, Any]) -> list[dict[str, Any]]:
-        """The configurations a `[[dut]]` table stands for: a list where one value is
-        expected sweeps over its values (lists of lists for list-valued options).
-        ValueError names an unknown option or a bad value."""
+    def expand(cls, raw: dict[str, Any]) -> list[DutOptions]:
+        """The configurations a `[[dut]]` table stands for (`raw`: the table as TOML read it,
+        free-form until checked here): a list where one value is expected sweeps over its
+        values (lists of lists for list-valued options). ValueError names an unknown option
+        or a bad value."""
         axes = []
         for key, value in raw.items():
             opt = cls.options.get(key)
@@ -83,10 +92,20 @@ class Dut:
         configs: list[dict[str, Any]] = [{}]
         for key, values in axes:
             configs = [c | {key: v} for c in configs for v in values]
-        return [cls.validate({k: opt.default for k, opt in cls.options.items()} | c) for c in configs]
+        return [cls.validate(cls.typed(c)) for c in configs]
 
     @classmethod
-    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
+    def typed(cls, checked: dict[str, Any]) -> DutOptions:
+        """A configuration whose given options were checked, as the kind's struct (the others
+        their defaults; a value of the wrong type here is lowtail's own mistake: its check
+        let it through)."""
+        try:
+            return msgspec.convert(checked, cls.Options)
+        except msgspec.ValidationError as e:
+            raise TypeError(f"kind {cls.kind}: a checked configuration is not a {cls.Options.__name__}: {e}") from None
+
+    @classmethod
+    def validate(cls, config: DutOptions) -> DutOptions:
         """Check one complete configuration (defaults filled in)."""
         return config
 
@@ -95,7 +114,7 @@ class Dut:
         """UserError when what this kind needs is not installed."""
 
     @classmethod
-    def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
+    def prepare(cls, config: DutOptions, log: Callable[[str], None]) -> None:
         """Slow one-time work for a configuration (building a guest image), done before the
         sweep starts; `log` says what is being done."""
 
@@ -115,19 +134,19 @@ class Dut:
             return f"the DuT {self.name} ({self.kind}): {self.program.exit_message()}"
         return None
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Stop the DuT; its own statistics (empty when it keeps none)."""
         if self.program is None:
             return {}
         self.program.stop()
         return self.program.statistics() or {}
 
-    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+    def invalid_reasons(self, statistics: DutCounters, frames_sent: int) -> list[str]:
         """Why the DuT's own counters (`statistics`, what `stop` returned) make the run
         untrustworthy, given the frames the generator sent: none for a DuT that keeps none."""
         return []
 
-    def facts(self, statistics: dict[str, Any], frames_sent: int | None) -> DutFacts:
+    def facts(self, statistics: DutCounters, frames_sent: int | None) -> DutFacts:
         """What the run stores of this DuT once it stopped (see the module's docstring);
         `frames_sent` is None when no traffic was sent (the DuT never got ready)."""
         return DutFacts(
@@ -178,14 +197,14 @@ class Dut:
     # -- helpers for DuTs that run a process ----------------------------------------------------
 
     def _cores(self, plan: CoreRoles) -> list[int]:
-        return self.config.get("cpus") or plan.dut
+        return self.config.dut_cpus() or plan.dut
 
     def _spawn(
         self, tb: Testbed, plan: CoreRoles, argv: list[str], stats: Path | None = None, pin_with_taskset: bool = True
     ) -> Program:
         cores = self._cores(plan)
-        if self.config.get("containment") == "container":
-            reservation = self.config.get("memory_reservation", DEFAULT_MEMORY_RESERVATION_MIB)
+        if isinstance(self.config, ProcessOptions) and self.config.contained():
+            reservation = self.config.memory_reservation
             cgroups, applied = tb.container_cgroups(cores, reservation << 20)
             self.program = tb.spawn(f"dut-{self.name}", tb.dut_ns, argv, stats=stats, cgroup=cgroups, container=True)
             self.containment = {
@@ -203,7 +222,7 @@ class Dut:
         return self.program
 
 
-class Wire(Dut):
+class Wire(Dut[NoOptions]):
     """Calibration: no DuT at all."""
 
     kind = "wire"

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
+from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut, KindOptions
 from lowtail.testbed.protocol import Testbed, dut_ports
 
 
-class Bridge(Dut):
+class Bridge(Dut[KindOptions]):
+    """Its own kind (no options), and the bridge nftables filters (`Bridge[NftablesOptions]`)."""
+
     kind = "bridge"
     testbeds = ALL_TESTBEDS
 

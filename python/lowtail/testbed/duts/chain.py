@@ -11,21 +11,21 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import CHAIN, ChainOptions, Containment, DutCounters
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.protocol import Testbed
 
-# The kind of a configuration that is a chain of DuTs.
-CHAIN = "chain"
+__all__ = ["CHAIN", "Chain"]  # CHAIN: the kind of a configuration that is a chain of DuTs
 
 
-class Chain(Dut):
+class Chain(Dut[ChainOptions]):
     kind: ClassVar[str] = CHAIN
+    Options = ChainOptions
 
-    def __init__(self, name: str, config: dict[str, Any], make: Any):
-        """`config["hops"]` is the hops' name, kind and options in order; `make(kind, name,
-        options)` makes each hop's DuT (duts.make_dut)."""
+    def __init__(self, name: str, config: ChainOptions, make: Any):
+        """`make(kind, name, options)` makes each hop's DuT (duts.make_dut)."""
         super().__init__(name, config)
-        self.hops: list[Dut] = [make(h["kind"], h["name"], h["options"]) for h in config["hops"]]
+        self.hops: list[Dut[Any]] = [make(h.kind, h.name, h.options) for h in config.hops]
         # The slowest hop's start-up decides how long the chain may take to forward.
         self.ready_timeout_s = sum(h.ready_timeout_s for h in self.hops)
 
@@ -36,7 +36,7 @@ class Chain(Dut):
             dut.start(hop(index, dut.name), plan)
         self.containment = self._containment()
 
-    def _containment(self) -> dict[str, Any]:
+    def _containment(self) -> Containment:
         """The chain's containment: every hop's (by name), and the cores they use together,
         which the run's trace records as the DuT's."""
         cpus = sorted({c for h in self.hops for c in (h.containment.get("cpus") or [])})
@@ -45,11 +45,11 @@ class Chain(Dut):
     def failure(self) -> str | None:
         return next((f for f in (h.failure() for h in self.hops) if f), None)
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Stop the hops, last first (the traffic's way back); each one's statistics by name."""
         return {h.name: h.stop() for h in reversed(self.hops)}
 
-    def facts(self, statistics: dict[str, Any], frames_sent: int | None) -> DutFacts:
+    def facts(self, statistics: DutCounters, frames_sent: int | None) -> DutFacts:
         """Each hop's facts under its name; every hop's reasons to distrust the run, named."""
         per_hop = [(h, h.facts(statistics.get(h.name) or {}, frames_sent)) for h in self.hops]
         virtualization = next((f["virtualization"] for _, f in per_hop if f["virtualization"]), None)

@@ -5,41 +5,42 @@ from __future__ import annotations
 
 import shlex
 import string
-from typing import Any
+
+import msgspec
 
 from lowtail.testbed.containment import format_cpu_list
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import CustomOptions, DutOptions
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption, DurationOption, StrOption
 from lowtail.testbed.protocol import Testbed
 
 
-class Custom(Dut):
+class Custom(Dut[CustomOptions]):
     kind = "custom"
+    Options = CustomOptions
     testbeds = ALL_TESTBEDS
     options = {
-        "command": StrOption(
-            None, help="a long-running program: the DuT ({in}, {out}, {netns}, {cpus} are substituted)"
-        ),
-        "setup": CommandsOption([], help="one-shot commands run in the DuT namespace first, e.g. tc or nft"),
+        "command": StrOption(help="a long-running program: the DuT ({in}, {out}, {netns}, {cpus} are substituted)"),
+        "setup": CommandsOption(help="one-shot commands run in the DuT namespace first, e.g. tc or nft"),
         "teardown": CommandsOption(
-            [],
             help="commands that undo `setup` on real wiring, run when the run ends however it ends "
             "(a namespace testbed needs none: its namespace goes)",
         ),
-        "ready_timeout": DurationOption(10_000_000_000, help="how long the DuT may take to forward"),
+        "ready_timeout": DurationOption(help="how long the DuT may take to forward"),
         **PROCESS_OPTIONS,
     }
     PLACEHOLDERS = ("in", "out", "netns", "cpus")
 
     @classmethod
-    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
-        if not config["teardown"]:
+    def validate(cls, config: DutOptions) -> DutOptions:
+        assert isinstance(config, CustomOptions)
+        if not config.teardown_commands:
             # Left out when empty: the combination keys of custom DuTs stored before it existed stay the same.
-            config.pop("teardown")
-        if not config["command"] and not config["setup"]:
+            config = msgspec.structs.replace(config, teardown=msgspec.UNSET)
+        if not config.command and not config.setup:
             raise ValueError("a custom DuT needs `command` (a program) or `setup` (commands), or both")
-        for text in [config["command"] or ""] + config["setup"] + config.get("teardown", []):
+        for text in [config.command or "", *config.setup, *config.teardown_commands]:
             for _, field_name, _, _ in string.Formatter().parse(text):
                 if field_name is not None and field_name not in cls.PLACEHOLDERS:
                     raise ValueError(
@@ -50,7 +51,7 @@ class Custom(Dut):
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return DurationOption.seconds(self.config["ready_timeout"])
+        return DurationOption.seconds(self.config.ready_timeout)
 
     def _expand(self, template: str, tb: Testbed, plan: CoreRoles) -> list[str]:
         return shlex.split(
@@ -65,10 +66,10 @@ class Custom(Dut):
         )
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
-        for template in self.config.get("teardown", []):
+        for template in self.config.teardown_commands:
             tb.dut_undo(self._expand(template, tb, plan))
-        for template in self.config["setup"]:
+        for template in self.config.setup:
             argv = self._expand(template, tb, plan)
             tb.dut_run(argv, what=f"DuT {self.name}: setup `{' '.join(argv)}`")
-        if self.config["command"]:
-            self._spawn(tb, plan, self._expand(self.config["command"], tb, plan))
+        if self.config.command:
+            self._spawn(tb, plan, self._expand(self.config.command, tb, plan))

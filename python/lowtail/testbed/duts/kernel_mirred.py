@@ -4,12 +4,13 @@ a mirred redirect in → out (also how the VM DuT joins its taps)."""
 from __future__ import annotations
 
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import NoOptions
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
 from lowtail.testbed.protocol import Testbed, dut_ports
 from lowtail.testbed.system import tc
 
 
-class KernelMirred(Dut):
+class KernelMirred(Dut[NoOptions]):
     kind = "kernel-mirred"
     testbeds = ALL_TESTBEDS
 

@@ -7,6 +7,7 @@ import dataclasses
 
 from lowtail.core.binaries import find_binary
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, isolated_cpus
+from lowtail.testbed.document import LowtailFwdOptions
 from lowtail.testbed.duts.base import ALL_TESTBEDS, Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption, Option
 from lowtail.testbed.protocol import Testbed, dut_ports
@@ -14,10 +15,9 @@ from lowtail.testbed.protocol import Testbed, dut_ports
 # lowtail-fwd's own options, declared once: the forwarder on a host (`LowtailFwd`) and
 # inside a VM guest (`duts.vm.VirtualMachine`, as `guest_options`).
 FORWARDER_OPTIONS: dict[str, Option] = {
-    "work_ns": IntOption(0, help="synthetic per-packet work, in nanoseconds"),
-    "batch": IntOption(1, minimum=1, help="packets held until the whole batch is processed"),
+    "work_ns": IntOption(help="synthetic per-packet work, in nanoseconds"),
+    "batch": IntOption(minimum=1, help="packets held until the whole batch is processed"),
     "spin_us": IntOption(
-        None,
         help="busy-poll this long after the last packet, then sleep until the "
         "next [default: never sleep on an isolated core of its own, "
         "10 µs elsewhere]",
@@ -27,7 +27,6 @@ FORWARDER_OPTIONS: dict[str, Option] = {
 
 # Only on a host: the guest's forwarder is started without it (duts/vm.py).
 BATCH_TIMEOUT_OPTION = IntOption(
-    None,
     minimum=1,
     help="wait up to this long (µs) after a batch's first packet for the batch to fill "
     "[default: take what is waiting, never wait]",
@@ -39,8 +38,9 @@ def guest_options(options: dict[str, Option]) -> dict[str, Option]:
     return {name: dataclasses.replace(o, help=f"lowtail-fwd in the guest: {o.help}") for name, o in options.items()}
 
 
-class LowtailFwd(Dut):
+class LowtailFwd(Dut[LowtailFwdOptions]):
     kind = "lowtail-fwd"
+    Options = LowtailFwdOptions
     testbeds = ALL_TESTBEDS
     options = {**FORWARDER_OPTIONS, "batch_timeout_us": BATCH_TIMEOUT_OPTION, **PROCESS_OPTIONS}
     # Measured on the 2-vCPU VM, work_ns 2000, batch 1, sharing core 0 with the timestamper:
@@ -54,8 +54,8 @@ class LowtailFwd(Dut):
         on a core of its own that the scheduler keeps other tasks off (isolcpus): a
         real-time task that never sleeps on any other core is throttled by the kernel in
         50 ms pieces as soon as an ordinary task waits for that core."""
-        if self.config.get("spin_us") is not None:
-            return int(self.config["spin_us"])
+        if self.config.spin_us is not None:
+            return self.config.spin_us
         core = self._cores(plan)[0]
         if isolated is None:
             isolated = isolated_cpus()
@@ -78,9 +78,9 @@ class LowtailFwd(Dut):
             "--out",
             dut_out,
             "--work-ns",
-            str(self.config["work_ns"]),
+            str(self.config.work_ns),
             "--batch",
-            str(self.config["batch"]),
+            str(self.config.batch),
             "--cpu",
             str(self._cores(plan)[0]),
             "--rt-priority",
@@ -88,8 +88,8 @@ class LowtailFwd(Dut):
             "--stats-json",
             str(stats),
         ]
-        if self.config.get("batch_timeout_us") is not None:
-            argv += ["--batch-timeout-us", str(self.config["batch_timeout_us"])]
+        if self.config.batch_timeout_us is not None:
+            argv += ["--batch-timeout-us", str(self.config.batch_timeout_us)]
         spin = self.spin_us(plan, tb.dut_isolated_cpus())
         if spin is not None:
             argv += ["--spin-us", str(spin)]

@@ -25,12 +25,12 @@ import ipaddress
 import json
 import time
 from pathlib import Path
-from typing import Any
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import NO_RULES, DutCounters, DutOptions, NftablesOptions, RuleFile
 from lowtail.testbed.duts.bridge import Bridge
-from lowtail.testbed.duts.options import NO_RULES, ChoiceOption, IntOption, RuleSet, RulesOption, StrOption
+from lowtail.testbed.duts.options import ChoiceOption, IntOption, RuleSet, RulesOption, StrOption
 from lowtail.testbed.protocol import Testbed, dut_namespace
 from lowtail.testbed.system import sh, tool
 
@@ -52,11 +52,11 @@ def _nft() -> str:
     return tool("nft", "nftables")
 
 
-class Nftables(Bridge):
+class Nftables(Bridge[NftablesOptions]):
     kind = "nftables"
+    Options = NftablesOptions
     options = {
         "rules": RulesOption(
-            1,
             named=(NO_RULES,),
             maximum=MAX_RULES,
             bytes_per_rule=BYTES_PER_RULE,
@@ -65,21 +65,21 @@ class Nftables(Bridge):
             f"(about {MAX_RULES * BYTES_PER_RULE >> 20} MiB of memory while nft loads them)",
         ),
         "rule_kind": ChoiceOption(
-            "ports",
             choices=RULE_KINDS,
             help="ports (N non-matching port rules), set (one rule over a set of N addresses) or "
             "match (N rules matching the traffic's UDP port)",
         ),
-        "port": IntOption(53, minimum=1, help="the traffic's UDP destination port, as [traffic] udp_dst_port"),
-        "ruleset": StrOption(None, help="an older spelling of rules = FILE (not copied into the run's data)"),
+        "port": IntOption(minimum=1, help="the traffic's UDP destination port, as [traffic] udp_dst_port"),
+        "ruleset": StrOption(help="an older spelling of rules = FILE (not copied into the run's data)"),
     }
 
     @classmethod
-    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
-        if config["port"] > 65_535:
-            raise ValueError(f"option 'port' must be a UDP port (1 to 65535), not {config['port']}")
-        if config["ruleset"] is not None and not Path(config["ruleset"]).expanduser().is_file():
-            raise ValueError(f"option 'ruleset': no such file {config['ruleset']!r}")
+    def validate(cls, config: DutOptions) -> DutOptions:
+        assert isinstance(config, NftablesOptions)
+        if config.port > 65_535:
+            raise ValueError(f"option 'port' must be a UDP port (1 to 65535), not {config.port}")
+        if config.ruleset is not None and not Path(config.ruleset).expanduser().is_file():
+            raise ValueError(f"option 'ruleset': no such file {config.ruleset!r}")
         return config
 
     @classmethod
@@ -88,14 +88,14 @@ class Nftables(Bridge):
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         super().start(tb, plan)  # the bridge
-        rules = RuleSet.of(self.config["rules"])
-        if self.config["ruleset"]:
-            path = Path(self.config["ruleset"]).expanduser().resolve()
+        rules = RuleSet.of(self.config.rules)
+        if self.config.ruleset:
+            path = Path(self.config.ruleset).expanduser().resolve()
         elif rules.path is not None:
             path = rules.copy_into(tb.work_dir)
         else:
             path = tb.work_dir / "ruleset.nft"
-            path.write_text(generate_ruleset(rules.count or 0, self.config["rule_kind"], self.config["port"]))
+            path.write_text(generate_ruleset(rules.count or 0, self.config.rule_kind, self.config.port))
         t0 = time.monotonic()
         sh(
             tool("ip"),
@@ -111,10 +111,10 @@ class Nftables(Bridge):
         self.load_s = time.monotonic() - t0
         self.ns = dut_namespace(tb)
 
-    def stop(self) -> dict[str, Any]:
-        stats: dict[str, Any] = {"ruleset_load_s": round(self.load_s, 3)}
-        if not self.config["ruleset"] and not isinstance(self.config["rules"], dict):
-            stats |= {"rules": self.config["rules"], "rule_kind": self.config["rule_kind"]}
+    def stop(self) -> DutCounters:
+        stats: DutCounters = {"ruleset_load_s": round(self.load_s, 3)}
+        if not self.config.ruleset and not isinstance(self.config.rules, RuleFile):
+            stats |= {"rules": self.config.rules, "rule_kind": self.config.rule_kind}
             passed = _counter(self.ns, "passed")
             if passed is not None:
                 stats["passed"] = passed

@@ -1,8 +1,15 @@
 """The options a DuT kind accepts in the experiment file, one type per kind of value. A kind
-declares its options as a dict of these (`Dut.options`); each type checks and normalises a
-value (ValueError with a readable reason otherwise), and options shared by several kinds are
-one object reused, not a branch repeated: `PROCESS_OPTIONS` (how a DuT process is contained
-and pinned) and `RULES` (a rule set: nftables and Suricata).
+declares its options as a dict of these (`Dut.options`: their order, help and checks);
+each type checks and normalises a value (ValueError with a readable reason
+otherwise), and options shared by several kinds are one object reused, not a branch repeated:
+`PROCESS_OPTIONS` (how a DuT process is contained and pinned) and `RULES` (a rule set:
+nftables and Suricata).
+
+A configuration, once checked, is typed: each kind's `Dut.Options`, a `DutOptions` struct
+(msgspec, testbed/document.py) whose fields are its options with their defaults, carried
+from the experiment file through the testbed into the store (as the JSON object of its
+fields, `options_json`) and read back into the same struct (`options_from_json`, where older
+stored shapes are upgraded). An option here holds its help and its check, not its default.
 """
 
 from __future__ import annotations
@@ -15,16 +22,16 @@ from typing import Any
 from lowtail.core.errors import UserError
 from lowtail.core.files import read_input
 from lowtail.core.units import format_duration_setting, parse_duration_ns
-from lowtail.testbed.container import DEFAULT_MEMORY_RESERVATION_MIB
 from lowtail.testbed.containment import MODES
+from lowtail.testbed.document import RuleFile, RulesValue
 
 
 @dataclass(frozen=True)
 class Option:
-    """One option: its default and help; `check` turns a value of the file into the one a
-    configuration holds. `list_valued`: a list is one value (a sweep is a list of lists)."""
+    """One option: its help; `check` turns a value of the file into the one a configuration
+    holds (its default is its field's in the kind's struct). `list_valued`: a list is one
+    value (a sweep is a list of lists)."""
 
-    default: Any = None
     help: str = ""
     list_valued: bool = field(default=False, init=False)
 
@@ -92,12 +99,7 @@ class CpusOption(Option):
 class DurationOption(Option):
     """A duration with its unit ("10s", "500ms", "3min"; `lowtail help units`), held as the
     grammar writes it ("3min"), so that a configuration reads as typed wherever it is shown
-    (reports, `compare`, the qualification record); `seconds` is its value. The default may
-    be given in nanoseconds."""
-
-    def __post_init__(self) -> None:
-        if isinstance(self.default, int):
-            object.__setattr__(self, "default", format_duration_setting(self.default))
+    (reports, `compare`, the qualification record); `seconds` is its value."""
 
     def check(self, value: Any) -> str:
         try:
@@ -124,9 +126,6 @@ class CommandsOption(Option):
 
 # -- rule sets ----------------------------------------------------------------------------------
 
-# What `rules` may name besides a number of generated rules and a file.
-NO_RULES, DEFAULT_RULES = "none", "default"
-
 
 @dataclass(frozen=True)
 class RuleSet:
@@ -139,7 +138,7 @@ class RuleSet:
     path: str | None = None
     sha256: str | None = None
 
-    def as_value(self) -> int | str | dict[str, str]:
+    def as_value(self) -> RulesValue:
         """What the configuration (and the run's stored DuT options) hold: the number, the
         word, or the file and its hash."""
         if self.count is not None:
@@ -147,15 +146,15 @@ class RuleSet:
         if self.named is not None:
             return self.named
         assert self.path is not None and self.sha256 is not None
-        return {"path": self.path, "sha256": self.sha256}
+        return RuleFile(self.path, self.sha256)
 
     @classmethod
-    def of(cls, value: int | str | dict[str, str]) -> RuleSet:
+    def of(cls, value: RulesValue) -> RuleSet:
         """The rule set a configuration's value stands for (`as_value` read back)."""
         if isinstance(value, int):
             return cls(count=value)
-        if isinstance(value, dict):
-            return cls(path=value["path"], sha256=value["sha256"])
+        if isinstance(value, RuleFile):
+            return cls(path=value.path, sha256=value.sha256)
         return cls(named=value)
 
     def label(self) -> str:
@@ -218,7 +217,7 @@ class RulesOption(Option):
             f"to load: {self.maximum:,} take about {_size(self.maximum * self.bytes_per_rule)})"
         )
 
-    def check(self, value: Any) -> int | str | dict[str, str]:
+    def check(self, value: Any) -> RulesValue:
         if isinstance(value, bool):
             raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
         if isinstance(value, int):
@@ -227,8 +226,10 @@ class RulesOption(Option):
             if value > self.maximum:
                 raise ValueError(f"must be {self.bound()}, not {value:,}")
             return value
+        if isinstance(value, RuleFile):  # a configuration again
+            return value
         if isinstance(value, dict) and set(value) == {"path", "sha256"}:  # a stored configuration again
-            return {"path": str(value["path"]), "sha256": str(value["sha256"])}
+            return RuleFile(str(value["path"]), str(value["sha256"]))
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
         if value in self.named:
@@ -253,11 +254,10 @@ class RulesOption(Option):
 
 PROCESS_OPTIONS: dict[str, Option] = {
     "containment": ChoiceOption(
-        "bare",
         help="bare (an ordinary process) or container (own PID, mount and UTS namespaces, an exclusive "
         "cpuset, reserved memory)",
         choices=MODES,
     ),
-    "cpus": CpusOption(None, help="cores the DuT runs on [default: the core plan's DuT cores]"),
-    "memory_reservation": IntOption(DEFAULT_MEMORY_RESERVATION_MIB, help="container: memory reserved for the DuT, MiB"),
+    "cpus": CpusOption(help="cores the DuT runs on [default: the core plan's DuT cores]"),
+    "memory_reservation": IntOption(help="container: memory reserved for the DuT, MiB"),
 }

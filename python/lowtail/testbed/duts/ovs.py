@@ -17,10 +17,10 @@ import re
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
 
 from lowtail.core.errors import Failure
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles
+from lowtail.testbed.document import DutCounters, OvsOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, CommandsOption
 from lowtail.testbed.process import Program, make_realtime
@@ -36,12 +36,13 @@ def _ovs(name: str) -> str:
     return tool(name, PACKAGE)
 
 
-class OpenVSwitch(Dut):
+class OpenVSwitch(Dut[OvsOptions]):
     kind = "ovs"
+    Options = OvsOptions
     ready_timeout_s = 30.0
     options = {
         "flows": CommandsOption(
-            [], help="OpenFlow flows (ovs-ofctl add-flow syntax) [default: in_port=in0,actions=output:out0]"
+            help="OpenFlow flows (ovs-ofctl add-flow syntax) [default: in_port=in0,actions=output:out0]"
         ),
         **PROCESS_OPTIONS,
     }
@@ -111,7 +112,7 @@ class OpenVSwitch(Dut):
             dut_out,
         )
         self.ofctl("del-flows")
-        for flow in self.config["flows"] or [f"in_port={dut_in},actions=output:{dut_out}"]:
+        for flow in self.config.flows or [f"in_port={dut_in},actions=output:{dut_out}"]:
             self.ofctl("add-flow", flow)
         # ovs-vswitchd polls its userspace ports from threads that sleep when idle: real-time,
         # like the other DuT processes (on a busy host it otherwise waits tens of ms per turn).
@@ -154,9 +155,9 @@ class OpenVSwitch(Dut):
             return f"the DuT {self.name} (ovs): {ovsdb.exit_message()}"
         return None
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """The flows' packet counts, then ovs-vswitchd and ovsdb-server stop (in that order)."""
-        stats: dict[str, Any] = {}
+        stats: DutCounters = {}
         if self.program is not None and self.program.running():
             done = sh(
                 _ovs("ovs-ofctl"),

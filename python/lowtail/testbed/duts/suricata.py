@@ -45,14 +45,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
+import msgspec
+
 from lowtail import _native
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.terminal import shown
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
+from lowtail.testbed.document import DEFAULT_RULES, NO_RULES, DutCounters, DutOptions, RulesValue, SuricataOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import (
-    DEFAULT_RULES,
-    NO_RULES,
     PROCESS_OPTIONS,
     ChoiceOption,
     DurationOption,
@@ -72,8 +73,6 @@ ACTIONS = ("alert", "drop")
 # Rule ids of generated rules: the range local rules may use (1000000-1999999).
 FIRST_SID = 1_000_000
 READY_LINE = "Engine started"
-# Rule loading takes seconds (10,000 generated rules: about 10 s here on a busy core).
-DEFAULT_READY_TIMEOUT_NS = 180_000_000_000
 # The most rules a set may hold, and what each costs Suricata 7 to load (`suricata -T` of
 # generated rules here: 20,000 rules 159 MiB of peak memory, none 27 MiB: about 6.6 KiB each).
 MAX_RULES = 100_000
@@ -143,7 +142,7 @@ def last_stats(text: str) -> dict[str, Any] | None:
         except ValueError:
             continue
         if isinstance(record, dict) and isinstance(record.get("stats"), dict):
-            stats: dict[str, Any] = record["stats"]
+            stats: DutCounters = record["stats"]
             return stats
     return None
 
@@ -189,7 +188,7 @@ def marker_rule(action: str, port: int) -> str:
     )
 
 
-def marker_rule_action(statistics: dict[str, Any]) -> str | None:
+def marker_rule_action(statistics: DutCounters) -> str | None:
     """What a run's Suricata did to marked packets, from its stored statistics: its `action`
     where its rule set was generated (and so holds `marker_rule`), else None (no rule of
     lowtail's matches them: no rules, Debian's, a file of the user's, or another kind)."""
@@ -252,7 +251,7 @@ class PreparedRules:
     sources: dict[str, str] = field(default_factory=dict)  # file written → the file it came from
 
 
-def prepare_rules(value: int | str | dict[str, str], action: str, port: int, directory: Path) -> PreparedRules:
+def prepare_rules(value: RulesValue, action: str, port: int, directory: Path) -> PreparedRules:
     """The rule files of a `rules` value, written into `directory` with `action` applied."""
     rules = RuleSet.of(value)
     directory.mkdir(parents=True, exist_ok=True)
@@ -495,11 +494,31 @@ def _shorten(line: str, limit: int = 400) -> str:
 # -- the DuT kind -------------------------------------------------------------------------------
 
 
-class Suricata(Dut):
+def check_port(port: int) -> None:
+    """ValueError for a `port` beyond UDP's (the option's own check holds it ≥ 1)."""
+    if port > 65_535:
+        raise ValueError(f"option 'port' must be a UDP port (1 to 65535), not {port}")
+
+
+def check_rule_set(rules: RulesValue, action: str, port: int, timeout_s: float, log: Any) -> None:
+    """A rule set checked by `suricata -T` before any run (once per rule set, action and port)."""
+    key = json.dumps(msgspec.to_builtins([rules, action, port]), sort_keys=True)
+    if key in _CHECKED:
+        return
+    log(f"checking Suricata's rule set {RuleSet.of(rules).label()} (suricata -T)")
+    with tempfile.TemporaryDirectory(prefix="lowtail-suricata-") as tmp:
+        prepared = prepare_rules(rules, action, port, Path(tmp))
+        settings = SuricataSettings(("in0", "out0"), [0], [0], tmp, [str(f) for f in prepared.files])
+        (Path(tmp) / CONFIG).write_text(config_text(settings))
+        check_config(Path(tmp) / CONFIG, prepared.sources, timeout_s, log)
+    _CHECKED.add(key)
+
+
+class Suricata(Dut[SuricataOptions]):
     kind = "suricata"
+    Options = SuricataOptions
     options = {
         "rules": RulesOption(
-            NO_RULES,
             named=(NO_RULES, DEFAULT_RULES),
             maximum=MAX_RULES,
             bytes_per_rule=BYTES_PER_RULE,
@@ -507,18 +526,16 @@ class Suricata(Dut):
             "generated rules that every test frame is checked against, or a rules file (copied into the run's data); "
             f"at most {MAX_RULES:,} rules (about {MAX_RULES * BYTES_PER_RULE >> 20} MiB of Suricata's memory)",
         ),
-        "action": ChoiceOption(
-            "alert", choices=ACTIONS, help="what a matching rule does: alert (forward, count) or drop"
-        ),
+        "action": ChoiceOption(choices=ACTIONS, help="what a matching rule does: alert (forward, count) or drop"),
         "port": IntOption(
-            53, minimum=1, help="the UDP destination port generated rules inspect, as [traffic] udp_dst_port"
+            minimum=1, help="the UDP destination port generated rules inspect, as [traffic] udp_dst_port"
         ),
-        "threads": IntOption(1, minimum=1, help="worker threads per interface"),
-        "ready_timeout": DurationOption(DEFAULT_READY_TIMEOUT_NS, help="how long Suricata may take to load its rules"),
+        "threads": IntOption(minimum=1, help="worker threads per interface"),
+        "ready_timeout": DurationOption(help="how long Suricata may take to load its rules"),
         **PROCESS_OPTIONS,
     }
 
-    def __init__(self, name: str, config: dict[str, Any]):
+    def __init__(self, name: str, config: SuricataOptions):
         super().__init__(name, config)
         self.log_dir: Path | None = None
         self.rules: PreparedRules | None = None
@@ -526,9 +543,9 @@ class Suricata(Dut):
         self.not_ready: str | None = None  # why start-up ended without "Engine started"
 
     @classmethod
-    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
-        if config["port"] > 65_535:
-            raise ValueError(f"option 'port' must be a UDP port (1 to 65535), not {config['port']}")
+    def validate(cls, config: DutOptions) -> DutOptions:
+        assert isinstance(config, SuricataOptions)
+        check_port(config.port)
         return config
 
     @classmethod
@@ -536,28 +553,20 @@ class Suricata(Dut):
         suricata_binary()
 
     @classmethod
-    def prepare(cls, config: dict[str, Any], log: Any) -> None:
+    def prepare(cls, config: DutOptions, log: Any) -> None:
         """The rule set checked by `suricata -T` before any run (once per configuration)."""
-        key = json.dumps([config["rules"], config["action"], config["port"]], sort_keys=True)
-        if key in _CHECKED:
-            return
-        log(f"checking Suricata's rule set {RuleSet.of(config['rules']).label()} (suricata -T)")
-        with tempfile.TemporaryDirectory(prefix="lowtail-suricata-") as tmp:
-            rules = prepare_rules(config["rules"], config["action"], config["port"], Path(tmp))
-            settings = SuricataSettings(("in0", "out0"), [0], [0], tmp, [str(f) for f in rules.files])
-            (Path(tmp) / CONFIG).write_text(config_text(settings))
-            check_config(Path(tmp) / CONFIG, rules.sources, DurationOption.seconds(config["ready_timeout"]), log)
-        _CHECKED.add(key)
+        assert isinstance(config, SuricataOptions)
+        check_rule_set(config.rules, config.action, config.port, DurationOption.seconds(config.ready_timeout), log)
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return DurationOption.seconds(self.config["ready_timeout"])
+        return DurationOption.seconds(self.config.ready_timeout)
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         self.log_dir = tb.work_dir / "suricata"
-        self.rules = prepare_rules(self.config["rules"], self.config["action"], self.config["port"], self.log_dir)
+        self.rules = prepare_rules(self.config.rules, self.config.action, self.config.port, self.log_dir)
         workers = self._cores(plan)
-        contained = self.config.get("containment") == "container"
+        contained = self.config.contained()
         # A container's cpuset holds only the DuT's cores: its management threads stay there.
         management = workers if contained else housekeeping_cores(plan, workers)
         assert tb.dut_in is not None and tb.dut_out is not None
@@ -567,7 +576,7 @@ class Suricata(Dut):
             management,
             str(self.log_dir),
             [str(f) for f in self.rules.files],
-            self.config["threads"],
+            self.config.threads,
         )
         config = self.log_dir / CONFIG
         config.write_text(config_text(settings))
@@ -626,12 +635,12 @@ class Suricata(Dut):
     def failure(self) -> str | None:
         return self.not_ready or super().failure()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Suricata stopped (SIGINT: it writes its final statistics), and what the run keeps."""
         if self.program is None:
             return {}
         self.program.stop(grace_s=30.0)
-        stats: dict[str, Any] = {"program": "suricata", "action": self.config["action"]}
+        stats: DutCounters = {"program": "suricata", "action": self.config.action}
         if self.rules is not None:
             stats |= self.rules.description
         if self.load_s is not None:
@@ -644,7 +653,7 @@ class Suricata(Dut):
             stats["suricata"] = dict(counters(final))
         return stats
 
-    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
+    def invalid_reasons(self, statistics: DutCounters, frames_sent: int) -> list[str]:
         found = statistics.get("suricata")
         return invalid_reasons(found, frames_sent)
 
@@ -662,13 +671,15 @@ GUEST_IN, GUEST_OUT = "@IN@", "@OUT@"
 GUEST_MEMORY_MIB = 512
 
 
-def guest_layer(config: dict[str, Any], worker_cpu: int, management_cpu: int) -> tuple[ImageLayer, dict[str, Any]]:
-    """What a VM guest needs to run Suricata with this configuration's rule set — the program
+def guest_layer(
+    rules_value: RulesValue, action: str, port: int, worker_cpu: int, management_cpu: int
+) -> tuple[ImageLayer, dict[str, Any]]:
+    """What a VM guest needs to run Suricata with this rule set, action and port — the program
     (its libraries come along), Debian's classification and reference files, the rules with
     their action applied, and the configuration (its interfaces filled in by the guest) —
     and what a run records of the rule set."""
     with tempfile.TemporaryDirectory(prefix="lowtail-suricata-") as tmp:
-        rules = prepare_rules(config["rules"], config["action"], config["port"], Path(tmp))
+        rules = prepare_rules(rules_value, action, port, Path(tmp))
         data = {f"{GUEST_DIR}/{f.name}": f.read_bytes() for f in rules.files}
     settings = SuricataSettings(
         (GUEST_IN, GUEST_OUT),
@@ -684,10 +695,10 @@ def guest_layer(config: dict[str, Any], worker_cpu: int, management_cpu: int) ->
     return ImageLayer("suricata", programs, data), rules.description
 
 
-def from_guest(report: dict[str, Any], action: str, rules: dict[str, Any]) -> dict[str, Any]:
+def from_guest(report: dict[str, Any], action: str, rules: dict[str, Any]) -> DutCounters:
     """What a guest's Suricata reported (its last eve stats record, `@stats {"program":
     "suricata", "eve": …}`) as the statistics a bare Suricata run stores."""
-    stats: dict[str, Any] = {"program": "suricata", "action": action, **rules}
+    stats: DutCounters = {"program": "suricata", "action": action, **rules}
     eve = report.get("eve")
     if isinstance(eve, dict) and isinstance(eve.get("stats"), dict):
         stats["suricata"] = dict(counters(eve["stats"]))

@@ -9,19 +9,20 @@ from typing import Any
 
 from lowtail.core.errors import UserError
 from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles
+from lowtail.testbed.document import DutCounters, TestpmdOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.options import PROCESS_OPTIONS, IntOption
 from lowtail.testbed.protocol import Testbed, dut_ports
 
 
-class DpdkTestpmd(Dut):
+class DpdkTestpmd(Dut[TestpmdOptions]):
     kind = "dpdk-testpmd"
+    Options = TestpmdOptions
     ready_timeout_s = 30.0
     options = {
-        "burst": IntOption(32, minimum=1, help="testpmd's packets per burst"),
-        "mbufs": IntOption(16384, minimum=1024, help="mbufs in the pool (memory without hugepages is scarce)"),
+        "burst": IntOption(minimum=1, help="testpmd's packets per burst"),
+        "mbufs": IntOption(minimum=1024, help="mbufs in the pool (memory without hugepages is scarce)"),
         "ring_frames": IntOption(
-            4096,
             minimum=64,
             help="frames in each af_packet ring (DPDK's default, 512, is 51 ms at 10 kpps: less than a "
             "busy host keeps the poller off a shared core; each frame takes 2 KiB of kernel memory)",
@@ -58,7 +59,7 @@ class DpdkTestpmd(Dut):
         tb.own_path(Path("/var/run/dpdk") / tb.tag)
         testpmd = _testpmd()
         dut_in, dut_out = dut_ports(tb)
-        ring = f"framecnt={self.config['ring_frames']},framesz={self.RING_FRAME_BYTES},blocksz=4096"
+        ring = f"framecnt={self.config.ring_frames},framesz={self.RING_FRAME_BYTES},blocksz=4096"
         argv = [
             *self.scheduling(plan),
             testpmd,
@@ -75,8 +76,8 @@ class DpdkTestpmd(Dut):
             "--forward-mode=io",
             "--auto-start",
             "--no-lsc-interrupt",
-            f"--burst={self.config['burst']}",
-            f"--total-num-mbufs={self.config['mbufs']}",
+            f"--burst={self.config.burst}",
+            f"--total-num-mbufs={self.config.mbufs}",
             # Without -i testpmd waits for Enter, or with a stats period for a signal.
             "--stats-period=86400",
         ]
@@ -84,7 +85,7 @@ class DpdkTestpmd(Dut):
         self.containment["lcores"] = lcores
         self.containment["scheduling"] = " ".join(argv[: argv.index(testpmd)])
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         super().stop()
         return parse_testpmd_totals(self.started.log.read_text(errors="replace"))
 

@@ -23,10 +23,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from lowtail.core.errors import Failure, UserError
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
+from lowtail.testbed.document import DutCounters, DutOptions, SuricataOptions, VmOptions
 from lowtail.testbed.duts.base import Dut
 from lowtail.testbed.duts.kernel_mirred import mirred_redirect
 from lowtail.testbed.duts.lowtail_fwd import FORWARDER_OPTIONS, LowtailFwd, guest_options
@@ -39,7 +42,14 @@ from lowtail.testbed.duts.options import (
     StrOption,
     TextOption,
 )
-from lowtail.testbed.duts.suricata import GUEST_MEMORY_MIB, Suricata, from_guest, guest_layer
+from lowtail.testbed.duts.suricata import (
+    GUEST_MEMORY_MIB,
+    Suricata,
+    check_port,
+    check_rule_set,
+    from_guest,
+    guest_layer,
+)
 from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_reasons
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.protocol import Testbed, dut_namespace, dut_ports
@@ -64,70 +74,67 @@ GUEST_FORWARDERS = ("mirred", "bridge", "lowtail-fwd", "suricata")
 # takes the same rule sets and actions. Left out of other forwarders' configurations.
 IPS_OPTIONS = ("rules", "action", "port")
 TAP_IN, TAP_OUT = "vm-in", "vm-out"
-# How long a guest may take from `cont` to saying it forwards. TCG boots Debian's kernel in
-# about 10 s on an idle core; a host shared with other work takes several times that.
-BOOT_TIMEOUT_NS = 180_000_000_000
 # How long the guest may take to stop its forwarder and report (seconds, TCG on a busy host:
 # Suricata's exit, its final statistics written, took past 30 s under an emulated guest while
 # the host's other core ran a second test suite; waiting costs only where the guest is slow).
 STOP_TIMEOUT_S = 60.0
 
 
-class VirtualMachine(Dut):
+class VirtualMachine(Dut[VmOptions]):
     kind = "vm"
+    Options = VmOptions
     options = {
         "guest_kernel": StrOption(
-            "vanilla",
             help="vanilla (Debian's linux-image-amd64), rt (linux-image-rt-amd64: PREEMPT_RT) or a vmlinuz file",
         ),
         "guest_forwarder": ChoiceOption(
-            "mirred",
             choices=GUEST_FORWARDERS,
             help="what forwards inside the guest: tc mirred, a bridge, lowtail-fwd, or the Suricata IPS (rules, "
             "action and port as the suricata kind's)",
         ),
         **{name: Suricata.options[name] for name in IPS_OPTIONS},
         **guest_options(FORWARDER_OPTIONS),
-        "guest_cmdline": TextOption(
-            "", help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"
-        ),
-        "vcpus": IntOption(1, minimum=1, help="virtual CPUs; lowtail-fwd runs on the last one"),
-        "memory": IntOption(256, minimum=64, help="guest memory, MiB"),
-        "cpus": CpusOption(None, help="host cores for the vCPU threads, in turn [default: the plan's DuT cores]"),
-        "accel": ChoiceOption(
-            "auto", choices=("auto", "kvm", "tcg"), help="KVM or TCG (auto: KVM if a guest boots under it)"
-        ),
-        "guest_interrupts": BoolOption(True, help="sample the guest's /proc/interrupts (every 100 ms)"),
-        "ready_timeout": DurationOption(BOOT_TIMEOUT_NS, help="how long the guest may take to boot and forward"),
+        "guest_cmdline": TextOption(help="boot parameters for the guest kernel (isolcpus=1 nohz_full=1 rcu_nocbs=1 …)"),
+        "vcpus": IntOption(minimum=1, help="virtual CPUs; lowtail-fwd runs on the last one"),
+        "memory": IntOption(minimum=64, help="guest memory, MiB"),
+        "cpus": CpusOption(help="host cores for the vCPU threads, in turn [default: the plan's DuT cores]"),
+        "accel": ChoiceOption(choices=("auto", "kvm", "tcg"), help="KVM or TCG (auto: KVM if a guest boots under it)"),
+        "guest_interrupts": BoolOption(help="sample the guest's /proc/interrupts (every 100 ms)"),
+        "ready_timeout": DurationOption(help="how long the guest may take to boot and forward"),
     }
 
-    def __init__(self, name: str, config: dict[str, Any]):
+    def __init__(self, name: str, config: VmOptions):
         super().__init__(name, config)
         self.channel: GuestChannel | None = None
         self.acceleration: Acceleration | None = None
         self.ips_rules: dict[str, Any] = {}
 
     @classmethod
-    def validate(cls, config: dict[str, Any]) -> dict[str, Any]:
-        choice = config["guest_kernel"]
+    def validate(cls, config: DutOptions) -> DutOptions:
+        assert isinstance(config, VmOptions)
+        choice = config.guest_kernel
         if choice not in FLAVOURS and not Path(choice).expanduser().is_file():
             raise ValueError(
                 f"option 'guest_kernel' must be {' or '.join(FLAVOURS)} or an existing vmlinuz file, not {choice!r}"
             )
-        if "lowtail." in config["guest_cmdline"]:
+        if "lowtail." in config.guest_cmdline:
             raise ValueError("option 'guest_cmdline' must not set lowtail.* parameters: the run sets them")
-        if config["guest_forwarder"] == "suricata":
-            if config["memory"] < GUEST_MEMORY_MIB:
+        ips = SuricataOptions()  # the IPS's defaults
+        if config.guest_forwarder == "suricata":
+            if config.memory < GUEST_MEMORY_MIB:
                 raise ValueError(
                     f"a guest running Suricata needs memory ≥ {GUEST_MEMORY_MIB} (MiB): the program, its libraries "
                     f"and its flow tables live in the guest's RAM; set memory = {GUEST_MEMORY_MIB}"
                 )
-            return Suricata.validate(config)
+            given = {name: getattr(config, name) for name in IPS_OPTIONS if getattr(config, name) is not msgspec.UNSET}
+            config = msgspec.structs.replace(config, **({name: getattr(ips, name) for name in IPS_OPTIONS} | given))
+            check_port(config.ips()[2])
+            return config
         for name in IPS_OPTIONS:
             # Not the IPS: its options would only change the stored configuration's key.
-            if config.pop(name) != Suricata.options[name].default:
+            if getattr(config, name) not in (msgspec.UNSET, getattr(ips, name)):
                 raise ValueError(f'option {name!r} is the Suricata IPS\'s: it needs guest_forwarder = "suricata"')
-        return config
+        return msgspec.structs.replace(config, rules=msgspec.UNSET, action=msgspec.UNSET, port=msgspec.UNSET)
 
     @classmethod
     def check_available(cls) -> None:
@@ -137,67 +144,68 @@ class VirtualMachine(Dut):
             raise UserError("a VM DuT needs /dev/net/tun (the tun driver) for its tap devices")
 
     @classmethod
-    def prepare(cls, config: dict[str, Any], log: Callable[[str], None]) -> None:
+    def prepare(cls, config: DutOptions, log: Callable[[str], None]) -> None:
         """Build (or find) the guest image and learn the acceleration before the sweep (and
         check a guest IPS's rule set as the bare one's is)."""
-        if config["guest_forwarder"] == "suricata":
-            Suricata.prepare(config, log)
-        image = build_image(config["guest_kernel"], progress=log, layer=cls._layer(config)[0])
-        if config["accel"] == "auto":
+        assert isinstance(config, VmOptions)
+        if config.guest_forwarder == "suricata":
+            check_rule_set(*config.ips(), DurationOption.seconds(config.ready_timeout), log)
+        image = build_image(config.guest_kernel, progress=log, layer=cls._layer(config)[0])
+        if config.accel == "auto":
             probe_acceleration(image.kernel, image.initrd, cache_dir(), log)
 
     @property
     def ready_timeout_s(self) -> float:  # type: ignore[override]
-        return DurationOption.seconds(self.config["ready_timeout"])
+        return DurationOption.seconds(self.config.ready_timeout)
 
     @classmethod
-    def _layer(cls, config: dict[str, Any]) -> tuple[ImageLayer | None, dict[str, Any]]:
+    def _layer(cls, config: VmOptions) -> tuple[ImageLayer | None, dict[str, Any]]:
         """The guest image's Suricata layer (and what a run records of its rules), if the
         guest runs the IPS: its workers on the forwarding vCPU, the rest on vCPU 0."""
-        if config["guest_forwarder"] != "suricata":
+        if config.guest_forwarder != "suricata":
             return None, {}
-        return guest_layer(config, worker_cpu=config["vcpus"] - 1, management_cpu=0)
+        return guest_layer(*config.ips(), worker_cpu=config.vcpus - 1, management_cpu=0)
 
     def _acceleration(self, image: GuestImage) -> Acceleration:
-        if self.config["accel"] == "auto":
+        if self.config.accel == "auto":
             return probe_acceleration(image.kernel, image.initrd, cache_dir(), lambda message: None)
-        return Acceleration(self.config["accel"], "chosen in the experiment file")
+        return Acceleration(self.config.accel, "chosen in the experiment file")
 
     def guest_spin_us(self) -> int | None:
         """lowtail-fwd's busy-poll time in the guest, by the host forwarder's rule: never
         sleep only on a vCPU of its own that the guest's scheduler keeps free (isolcpus)."""
-        if self.config["spin_us"] is not None:
-            return int(self.config["spin_us"])
-        fwd_vcpu = self.config["vcpus"] - 1
+        if self.config.spin_us is not None:
+            return self.config.spin_us
+        fwd_vcpu = self.config.vcpus - 1
         isolated: set[int] = set()
-        for param in self.config["guest_cmdline"].split():
+        for param in self.config.guest_cmdline.split():
             if param.startswith("isolcpus="):
                 isolated |= set(split_isolcpus(param.partition("=")[2])[1])
-        alone = self.config["vcpus"] > 1 and fwd_vcpu in isolated
+        alone = self.config.vcpus > 1 and fwd_vcpu in isolated
         return None if alone else LowtailFwd.SHARED_CORE_SPIN_US
 
     def guest_cmdline(self, macs: tuple[str, str]) -> str:
         c = self.config
         spin = self.guest_spin_us()
-        interval_ms = round(DEFAULT_INTERVAL_S * 1000) if c["guest_interrupts"] else 0
+        interval_ms = round(DEFAULT_INTERVAL_S * 1000) if c.guest_interrupts else 0
         params = {
-            "fwd": c["guest_forwarder"],
+            "fwd": c.guest_forwarder,
             "in": macs[0],
             "out": macs[1],
-            "work_ns": c["work_ns"],
-            "batch": c["batch"],
+            "work_ns": c.work_ns,
+            "batch": c.batch,
             "spin_us": "" if spin is None else spin,
-            "fwd_cpu": c["vcpus"] - 1,
+            "fwd_cpu": c.vcpus - 1,
             "hk_cpu": 0,
             "rt_priority": DUT_RT_PRIORITY,
             "irq_ms": interval_ms,
         }
         ours = " ".join(f"lowtail.{k}={v}" for k, v in params.items())
-        return f"{GUEST_BASE_CMDLINE} {ours} {c['guest_cmdline']}".strip()
+        return f"{GUEST_BASE_CMDLINE} {ours} {c.guest_cmdline}".strip()
 
     def start(self, tb: Testbed, plan: CoreRoles) -> None:
         layer, self.ips_rules = self._layer(self.config)
-        image = build_image(self.config["guest_kernel"], layer=layer)
+        image = build_image(self.config.guest_kernel, layer=layer)
         self.acceleration = self._acceleration(image)
         self.virtualization = self.acceleration.name
         sockets = Path("/run/lowtail") / tb.tag  # short: unix socket paths are limited to 107 bytes
@@ -212,8 +220,8 @@ class VirtualMachine(Dut):
             accel=self.acceleration,
             kernel=image.kernel,
             initrd=image.initrd,
-            vcpus=self.config["vcpus"],
-            memory_mib=self.config["memory"],
+            vcpus=self.config.vcpus,
+            memory_mib=self.config.memory,
             cmdline=self.guest_cmdline(macs),
             nics=[Nic(TAP_IN, macs[0]), Nic(TAP_OUT, macs[1])],
             console_log=tb.work_dir / "guest-console.log",
@@ -238,7 +246,7 @@ class VirtualMachine(Dut):
             "mode": "vm",
             "virtualization": self.acceleration.name,
             "acceleration_reason": self.acceleration.reason,
-            "vcpus": self.config["vcpus"],
+            "vcpus": self.config.vcpus,
             "vcpu_threads": pinned,
             "cpus": sorted(set(pinned.values())),
             "emulator_cpus": emulator,
@@ -294,11 +302,11 @@ class VirtualMachine(Dut):
             )
         return None
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> DutCounters:
         """Ask the guest to stop its forwarder and report, then let it power off."""
         if self.program is None:
             return {}
-        stats: dict[str, Any] = {}
+        stats: DutCounters = {}
         if self.channel is not None and self.program.running():
             self.channel.send("stop")
             deadline = time.monotonic() + STOP_TIMEOUT_S
@@ -314,12 +322,12 @@ class VirtualMachine(Dut):
         if self.channel is not None:
             self.channel.close()
             if stats.get("program") == "suricata":
-                stats = from_guest(stats, self.config["action"], self.ips_rules)
+                stats = from_guest(stats, self.config.ips()[1], self.ips_rules)
             stats = stats | {"guest_interrupt_tables": self.channel.tables}
         return stats
 
-    def invalid_reasons(self, statistics: dict[str, Any], frames_sent: int) -> list[str]:
-        if self.config["guest_forwarder"] != "suricata":
+    def invalid_reasons(self, statistics: DutCounters, frames_sent: int) -> list[str]:
+        if self.config.guest_forwarder != "suricata":
             return []
         return suricata_invalid_reasons(statistics.get("suricata"), frames_sent)
 
