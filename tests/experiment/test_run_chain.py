@@ -86,7 +86,7 @@ def test_a_chain_adds_up_hop_by_hop_and_explain_names_the_delayed_hop(tmp_path: 
     injector = threading.Thread(target=_delay_the_first_hop, args=(stop, delayed))
     injector.start()
     try:
-        done, runs = run_json(tmp_path, toml)
+        done, runs = run_json(tmp_path, toml, "--report", str(tmp_path / "page.html"))
     finally:
         stop.set()
         injector.join()
@@ -130,6 +130,11 @@ def test_a_chain_adds_up_hop_by_hop_and_explain_names_the_delayed_hop(tmp_path: 
     stored = db_rows(tmp_path, "SELECT hop, name, kind, received, share FROM run_hops ORDER BY hop")
     assert [r[:3] for r in stored] == [(1, "fw", "nftables"), (2, "ips", "suricata"), (3, "fwd", "lowtail-fwd")]
     assert db_rows(tmp_path, "SELECT sum_mismatch_ns, clock_bound_ns FROM run_chains") == [(0, 0)]
+
+    # The experiment page has the hops as the terminal has them.
+    page = (tmp_path / "page.html").read_text()
+    assert "Hop by hop" in page and "the hops add up to the end-to-end latency within 0 ns" in page
+    assert all(f"<td>{name}</td>" in page for name in ("fw", "ips", "fwd"))
 
     # explain: the tail split by hop names the delayed one.
     # The packets over the budget: the run's own tail (its p99.9) may be one stall of Suricata's

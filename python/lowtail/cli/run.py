@@ -164,23 +164,14 @@ def _chain_of(run: RunRow, chains: Mapping[int, ChainDocument]) -> ChainDocument
 
 
 def chain_lines(run_id: int, chain: ChainDocument) -> list[str]:
-    """A chain run's hops in a few lines: each hop's latency, loss and share, and how the
-    hops add up against the clock's bound."""
-    mismatch, bound = chain["sum_mismatch_ns"], chain["clock"]["bound_ns"]
-    adds_up = (
-        f"the hops add up to the end-to-end latency within {format_ns(mismatch)} (clock bound {format_ns(bound)}) "
-        f"over {chain['packets_compared']:,} packets"
-        if mismatch is not None
-        else "the hops could not be added up"
-    )
-    lines = [f"\nrun {run_id}, hop by hop ({adds_up}):"]
-    for hop in chain["hops"]:
-        latency = hop["latency_ns"] or {}
-        share = "–" if hop["share"] is None else f"{100 * hop['share']:.1f} %"
+    """A chain run's hops in a few lines (the page's table of them, `tables.chain_table`):
+    each hop's latency, loss and share, and how the hops add up against the clock's bound."""
+    header, rows = tables.chain_table(chain)
+    lines = [f"\nrun {run_id}, hop by hop ({tables.chain_adds_up(chain)}):"]
+    for hop, name, kind, p50, p99_9, worst, lost, share in rows:
         lines.append(
-            f"  {hop['hop']}. {escape(hop['name'])} ({hop['kind']}): p50 {format_ns(latency.get('p50'))}, "
-            f"p99.9 {format_ns(latency.get('p99_9'))}, max {format_ns(latency.get('max'))}, "
-            f"lost {format_count(hop['lost'])}, share of the chain's latency {share}"
+            f"  {hop}. {escape(name)} ({kind}): p50 {p50}, p99.9 {p99_9}, max {worst}, lost {lost}, "
+            f"{header[-1]} {share}"
         )
     return lines + [f"  {escape(w)}" for w in chain["warnings"]]
 

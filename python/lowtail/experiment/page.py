@@ -25,6 +25,7 @@ from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.store import DbPath, axes, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import PAGE_ROWS, analysis_flows, percentile_curve, worst_events
+from lowtail.store.chains import run_chain
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.host import run_interrupts
 from lowtail.store.records import show_value
@@ -363,6 +364,7 @@ def run_section(
         + "".join(f"<tr><td>{k if k.startswith('<') else esc(k)}</td><td>{v}</td></tr>" for k, v in facts)
         + "</tbody></table>"
     )
+    body += _chain_html(store, r)
     analysis_id = r["analysis_id"]
     curve = percentile_curve(store, analysis_id)
     budget = None if r["calibration"] else verdict.budget_ns
@@ -389,6 +391,23 @@ def run_section(
             "The worst events over the run: periodic patterns point at interrupts or timers",
         )
     page.add(f"Run {r['run_id']}: {title}", body)
+
+
+def _chain_html(store: Store, r: Mapping[str, Any]) -> str:
+    """A chain run's hops (the terminal's lines as a table), with how they add up and which
+    hop explain names; nothing for a run of one DuT."""
+    chain = run_chain(store, r["run_id"]) if r.get("run_id") is not None else None
+    if chain is None:
+        return ""
+    header, cells = tables.chain_table(chain)
+    warnings = "".join(f"<p class='warn'>{esc(w)}</p>" for w in chain["warnings"])
+    return (
+        f"<h3>Hop by hop</h3><p>The budget judges the whole chain (PRE → POST); each hop is the analysis of the "
+        f"captures on either side of its DuT, and {esc(tables.chain_adds_up(chain))}. "
+        f"<code>lowtail explain {int(r['run_id'])}</code> names the hop that made the tail.</p>"
+        + table_html(header, cells)
+        + warnings
+    )
 
 
 def matching_section(page: Page, rows: Sequence[Mapping[str, Any]]) -> None:

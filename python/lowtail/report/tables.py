@@ -386,3 +386,38 @@ def difference_text(d: Mapping[str, Any] | None) -> str:
     if d["called"] == "no difference shown":
         return f"no difference shown ({interval})"
     return f"{d['called']} ({d['blocks']} blocks)"
+
+
+def chain_adds_up(chain: Mapping[str, Any]) -> str:
+    """How a chain run's hops add up against the clock's bound, in a clause."""
+    mismatch, bound = chain["sum_mismatch_ns"], chain["clock"]["bound_ns"]
+    if mismatch is None:
+        return "the hops could not be added up"
+    return (
+        f"the hops add up to the end-to-end latency within {format_ns(mismatch)} (clock bound {format_ns(bound)}) "
+        f"over {chain['packets_compared']:,} packets"
+    )
+
+
+CHAIN_HEADER = ["hop", "DuT", "kind", "p50", "p99.9", "max", "lost", "share of the chain's latency"]
+
+
+def chain_table(chain: Mapping[str, Any]) -> Table:
+    """A chain run's hops, one row each in the order traffic meets them: latency, loss and
+    the hop's share of the chain's mean latency."""
+    rows = []
+    for hop in chain["hops"]:
+        latency = hop["latency_ns"] or {}
+        rows.append(
+            [
+                str(hop["hop"]),
+                hop["name"],
+                hop["kind"],
+                format_ns(latency.get("p50")),
+                format_ns(latency.get("p99_9")),
+                format_ns(latency.get("max")),
+                format_count(hop["lost"]),
+                "–" if hop["share"] is None else f"{100 * hop['share']:.1f} %",
+            ]
+        )
+    return CHAIN_HEADER, rows
