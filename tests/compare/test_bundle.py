@@ -275,10 +275,11 @@ def test_a_round_trip_keeps_each_flows_figures(tmp_path):
     assert len(before) == 1 + 4 and flows(dst) == before
 
 
-def test_a_chain_runs_hops_travel_without_their_series_files(tmp_path):
-    """A chain run carries its chain document and a row per hop (format version 4), under the
-    run's new id; its hops' series files stay with the lab that measured them (a bundle
-    carries the end-to-end series), so the paths are dropped, not left pointing elsewhere."""
+def test_a_chain_runs_hops_travel_with_their_series_files(tmp_path):
+    """A chain run carries its chain document, a row per hop (format version 4) and each hop's
+    series file (version 5: series/hop-<run>-<hop>.parquet), under the run's new id, the paths
+    set to where the files now are; a hop whose file was gone when exported travels without
+    one (its path dropped, not left pointing into the other lab)."""
     from lowtail.analyze.document import ChainDocument, HopDocument
     from lowtail.analyze.hops import ONE_CLOCK
     from lowtail.store.chains import run_chain, save_run_chain
@@ -286,6 +287,11 @@ def test_a_chain_runs_hops_travel_without_their_series_files(tmp_path):
     src, dst, bundle = tmp_path / "src.duckdb", tmp_path / "dst.duckdb", tmp_path / "c.lowtail"
     with open_store(dst) as store:  # a database already holding a run: the chain's id moves
         store_run(store, tmp_path, experiment(store, "other"), "fwd", seed=9)
+    with open_store(src) as store:
+        run_id = store_run(store, tmp_path, experiment(store, "chain"), "fw+fwd", kind="chain", seed=3)
+        (series,) = store.con.execute("SELECT series_path FROM runs WHERE run_id = ?", [run_id]).fetchone()
+    first_hop = tmp_path / "hop1.parquet"  # a real matched series; hop 2's is gone
+    first_hop.write_bytes(Path(series).read_bytes())
     latency = {"samples": 100, "p50": 2_300, "p99": 9_000, "p99_9": 12_000, "max": 15_000, "mean": 2_500.0}
     hops = [
         HopDocument(hop=i, name=name, kind=kind, captures=[a, b], sent=100, received=100 - i, lost=i,
@@ -296,21 +302,26 @@ def test_a_chain_runs_hops_travel_without_their_series_files(tmp_path):
     ]  # fmt: skip
     chain = ChainDocument(hops=hops, clock=ONE_CLOCK, packets_compared=98, sum_mismatch_ns=0, warnings=[])
     with open_store(src) as store:
-        run_id = store_run(store, tmp_path, experiment(store, "chain"), "fw+fwd", kind="chain", seed=3)
         save_run_chain(store, run_id, chain)
     assert lowtail("export", run_id, "-o", bundle, db=src).returncode == 0
+    with tarfile.open(bundle) as tar:
+        members = tar.getnames()
+    assert f"series/hop-{run_id}-1.parquet" in members and f"series/hop-{run_id}-2.parquet" not in members
     done = lowtail("import", bundle, "--json", db=dst)
     assert done.returncode == 0, done.stderr
-    (new_id,) = json.loads(done.stdout)["runs"]
+    imported = json.loads(done.stdout)
+    (new_id,) = imported["runs"]
     assert new_id != run_id
     with open_store(dst, read_only=True) as store:
         carried = run_chain(store, new_id)
         rows = store.con.execute("SELECT hop, name, kind, lost, lat_p99_ns, share, series_path FROM run_hops "
                                  "WHERE run_id = ? ORDER BY hop", [new_id]).fetchall()  # fmt: skip
     assert carried is not None
-    assert [h["series_path"] for h in carried["hops"]] == [None, None]
-    assert carried == chain | {"hops": [h | {"series_path": None} for h in hops]}
-    assert rows == [(1, "fw", "nftables", 1, 9_000, 0.25, None), (2, "fwd", "lowtail-fwd", 2, 9_000, 0.75, None)]
+    moved, gone = (h["series_path"] for h in carried["hops"])
+    assert gone is None and moved is not None and Path(moved).read_bytes() == first_hop.read_bytes()
+    assert Path(moved).parent == Path(imported["data_dir"]).resolve()
+    assert carried == chain | {"hops": [hops[0] | {"series_path": moved}, hops[1] | {"series_path": None}]}
+    assert rows == [(1, "fw", "nftables", 1, 9_000, 0.25, moved), (2, "fwd", "lowtail-fwd", 2, 9_000, 0.75, None)]
     # Imported twice: nothing added.
     assert json.loads(lowtail("import", bundle, "--json", db=dst).stdout)["runs"] == [new_id]
     with open_store(dst, read_only=True) as store:

@@ -178,6 +178,14 @@ def _drop_table_file(manifest, files):
             "traces/run-1.parquet: is the trace of no traced run",
         ),
         (_rename("traces/run-2.parquet", "traces/evil.parquet"), "lists 'traces/evil.parquet', which is no file"),
+        (
+            _rename("series/analysis-1.parquet", "series/hop-1-1.parquet"),
+            "series/hop-1-1.parquet: is the series of no chain run's hop in the bundle",
+        ),
+        (
+            _rename("series/analysis-1.parquet", "series/hop-1-100.parquet"),
+            "lists 'series/hop-1-100.parquet', which is no file of a bundle",
+        ),
         (_replace("traces/run-2.parquet", b"PAR1 not parquet at all"), "traces/run-2.parquet: is not a Parquet file"),
         (_trace(lambda t: t.drop_columns(["pid"])), "traces/run-2.parquet: has other columns than a trace's"),
         (_trace(lambda t: t.replace_schema_metadata(None)), "traces/run-2.parquet: has no recording facts"),
@@ -604,6 +612,18 @@ def test_a_bundle_of_format_version_2_or_3_is_read_as_one_without_flows_or_hops(
     done = lowtail("import", old, "--json", db=target)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["runs"]
+
+
+def test_a_hop_series_in_a_bundle_of_format_version_4_is_refused(lab_a, target, tmp_path):
+    """Format 4 carried a chain's hop rows, not their files: a hop series in one is no file of
+    that bundle, one line, and nothing changes."""
+    manifest, files = read_bundle(lab_a[1])
+    files["series/hop-1-1.parquet"] = files.pop("series/analysis-1.parquet")
+    manifest["format_version"] = 4
+    before = experiment_ids(target)
+    done = lowtail("import", write_bundle(tmp_path / "v4.lowtail", manifest, files), db=target)
+    assert done.returncode == 2 and "lists 'series/hop-1-1.parquet', which is no file of a bundle" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and experiment_ids(target) == before
 
 
 def test_a_bundle_of_format_version_1_is_read_as_one_without_traces_or_explanations(lab_a, target, tmp_path):

@@ -58,6 +58,11 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
             missing.append(a["analysis_id"])
             continue
         shutil.copyfile(source, folder / f"series/analysis-{a['analysis_id']}.parquet")
+    for hop in tables["run_hops"].to_pylist():
+        # A hop whose series is gone travels without it: explain then says its tail cannot be split.
+        source = hop.get("series_path")
+        if source and Path(source).is_file():
+            shutil.copyfile(source, folder / f"series/hop-{hop['run_id']}-{hop['hop']}.parquet")
     traces_missing = []
     for t in tables["run_traces"].to_pylist():
         source = t.get("path")

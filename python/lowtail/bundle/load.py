@@ -16,11 +16,13 @@ from typing import IO, Any
 import msgspec
 
 from lowtail.bundle.manifest import (
+    _HOP_SERIES_NAME,
     _SERIES_NAME,
     _TRACE_NAME,
     DISK_MARGIN_BYTES,
     FORMAT,
     FORMAT_VERSION,
+    HOP_SERIES_SINCE,
     MANIFEST,
     MAX_MANIFEST_BYTES,
     MAX_MEMBERS,
@@ -90,7 +92,7 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
         manifest, tables = _unpack(path, source, staging, _newer_columns(store, path), limits)
     tables = bundlestore.with_absent_tables(store, tables)
     try:
-        bundlestore.check_rows(store, tables, _series_ids(manifest), _trace_ids(manifest))
+        bundlestore.check_rows(store, tables, _series_ids(manifest), _trace_ids(manifest), _hop_ids(manifest))
     except bundlestore.RowsRefused as e:
         raise BundleError(path, e.rule, e.member) from None
     before = bundlestore.imported(store, manifest.bundle_id)
@@ -105,6 +107,7 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
         # What is here already keeps its own series and trace.
         series = _move_members(manifest.files, _SERIES_NAME, known.of("analyses"), staging, target, None)
         traces = _move_members(manifest.files, _TRACE_NAME, known.of("runs"), staging, target, "trace-run-{}.parquet")
+        hop_series = _move_hop_members(manifest.files, known.of("runs"), staging, target)
         origin = msgspec.structs.asdict(manifest.origin) | {
             "bundle_id": manifest.bundle_id,
             "lowtail_version": manifest.lowtail_version,
@@ -120,6 +123,7 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
             series,
             known,
             traces,
+            hop_series,
         )
         datadir.release_import_folder(target)
     except BaseException:
@@ -149,6 +153,26 @@ def _move_members(
         os.replace(staging / rel, target / name)
         moved[old] = str((target / name).resolve())
     return moved
+
+
+def _move_hop_members(
+    names: Iterable[str], here: Mapping[int, int], staging: Path, target: Path
+) -> dict[tuple[int, int], str]:
+    """The staged hop series moved into the import's folder, but for runs here already:
+    (old run id, hop) → the file's absolute path."""
+    moved = {}
+    for rel in names:
+        m = _HOP_SERIES_NAME.match(rel)
+        if m is None or int(m.group(1)) in here:
+            continue
+        name = Path(rel).name
+        os.replace(staging / rel, target / name)
+        moved[(int(m.group(1)), int(m.group(2)))] = str((target / name).resolve())
+    return moved
+
+
+def _hop_ids(manifest: Manifest) -> set[tuple[int, int]]:
+    return {(int(m.group(1)), int(m.group(2))) for rel in manifest.files if (m := _HOP_SERIES_NAME.match(rel))}
 
 
 def _series_ids(manifest: Manifest) -> set[int]:
@@ -238,11 +262,12 @@ def _check_layout(path: Path, manifest: Manifest) -> None:
             raise BundleError(path, f"lists table {table} without its file rows/{table}.parquet", MANIFEST)
     for rel in manifest.files:
         is_trace = _TRACE_NAME.match(rel) and manifest.format_version >= 2
-        if not (_SERIES_NAME.match(rel) or is_trace or rel in {f"rows/{table}.parquet" for table in names}):
+        is_hop = _HOP_SERIES_NAME.match(rel) and manifest.format_version >= HOP_SERIES_SINCE
+        if not (_SERIES_NAME.match(rel) or is_trace or is_hop or rel in {f"rows/{table}.parquet" for table in names}):
             raise BundleError(
                 path,
-                f"lists {rel!r}, which is no file of a bundle "
-                "(rows/<table>.parquet, series/analysis-<id>.parquet, traces/run-<id>.parquet)",
+                f"lists {rel!r}, which is no file of a bundle (rows/<table>.parquet, series/analysis-<id>.parquet, "
+                "series/hop-<run id>-<hop>.parquet, traces/run-<id>.parquet)",
                 MANIFEST,
             )
     if bundle_id({k: {"sha256": v.sha256} for k, v in manifest.files.items()}) != manifest.bundle_id:

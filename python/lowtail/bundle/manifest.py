@@ -40,9 +40,12 @@ from lowtail.core.errors import UserError
 FORMAT = "lowtail-bundle"
 # Version 1: the layout above without traces, and without the tables store.bundles.SINCE_VERSION
 # names. Version 2: traces, explanations and summaries. Version 3: each flow's figures. Version
-# 4: a chain's hops (their rows, not their series files). A reader refuses bundles of a later
-# version, and reads an earlier one as having none of the later rows.
-FORMAT_VERSION = 4
+# 4: a chain's hops (their rows). Version 5: the hops' series files (series/hop-<run>-<hop>),
+# which `lowtail explain` splits a chain's tail by. A reader refuses bundles of a later
+# version, and reads an earlier one as having none of the later rows or files.
+FORMAT_VERSION = 5
+# The first version whose bundles may carry hop series files.
+HOP_SERIES_SINCE = 5
 MANIFEST = "manifest.json"
 
 # Limits a bundle must keep (far beyond any real export; a bundle past them is refused before
@@ -56,6 +59,8 @@ DISK_MARGIN_BYTES = 64 << 20
 
 _SERIES_NAME = re.compile(r"^series/analysis-([1-9][0-9]{0,17})\.parquet$")
 _TRACE_NAME = re.compile(r"^traces/run-([1-9][0-9]{0,17})\.parquet$")
+# A chain run's hop (run id, hop number: a chain has at most 16 hops).
+_HOP_SERIES_NAME = re.compile(r"^series/hop-([1-9][0-9]{0,17})-([1-9][0-9]?)\.parquet$")
 _Sha256 = Annotated[str, schema.rule("must be a SHA-256 (64 lowercase hex digits)", pattern="^[0-9a-f]{64}$")]
 _Short = Annotated[str, schema.rule("must be a string of at most 4,096 characters", max_length=4096)]
 

@@ -317,7 +317,13 @@ def with_absent_tables(store: Store, tables: Tables) -> Tables:
     }
 
 
-def check_rows(store: Store, tables: Tables, series_ids: set[int], trace_ids: set[int] | None = None) -> None:
+def check_rows(
+    store: Store,
+    tables: Tables,
+    series_ids: set[int],
+    trace_ids: set[int] | None = None,
+    hop_ids: set[tuple[int, int]] | None = None,
+) -> None:
     """Refuse (RowsRefused) a bundle's rows that this database could not take whole: every
     rule is checked before the first write, so that a refused bundle changes nothing."""
     counts = {table: rows.num_rows for table, rows in tables.items()}
@@ -361,6 +367,11 @@ def check_rows(store: Store, tables: Tables, series_ids: set[int], trace_ids: se
         stray = sorted((trace_ids or set()) - traced)
         if stray:
             raise RowsRefused(f"traces/run-{stray[0]}.parquet", "is the trace of no traced run in the bundle")
+        hops = {(r, h) for r, h in con.execute("SELECT run_id, hop FROM check_run_hops").fetchall()}
+        stray_hops = sorted((hop_ids or set()) - hops)
+        if stray_hops:
+            run, hop = stray_hops[0]
+            raise RowsRefused(f"series/hop-{run}-{hop}.parquet", "is the series of no chain run's hop in the bundle")
     finally:
         for name in names:
             con.unregister(name)
@@ -581,12 +592,14 @@ def import_rows(
     series_paths: dict[int, str],
     known: KnownContent | None = None,
     trace_paths: dict[int, str] | None = None,
+    hop_series_paths: dict[tuple[int, int], str] | None = None,
 ) -> ImportedRows:
     """Add a bundle's rows (Arrow tables by name) under new ids, in one transaction: ids
     remapped wherever a row names another (in the explanations' documents too), each
     experiment's origin recorded, its data directory, its runs' series paths (`series_paths`:
-    old analysis id → file) and trace paths (`trace_paths`: old run id → file) set to where
-    the files now are, captures not carried left out. Rows this database holds already
+    old analysis id → file), trace paths (`trace_paths`: old run id → file) and hop series
+    paths (`hop_series_paths`: (old run id, hop) → file) set to where the files now are,
+    captures not carried left out. Rows this database holds already
     (`known`, by content) are not added again: what names them names the rows here. Returns
     the import's id and the new ids."""
     import pyarrow as pa
@@ -596,6 +609,7 @@ def import_rows(
     views = {f"bundle_{table}": _with_all_columns(store, table, tables[table]) for table, _ in TABLES}
     views["bundle_series"] = _series_table(series_paths)
     views["bundle_trace_files"] = _series_table(trace_paths or {})
+    views["bundle_hop_series"] = _hop_series_table(hop_series_paths or {})
     for table in _NEW_IDS:
         pairs = known.of(table)
         views[f"known_{table}"] = pa.table(
@@ -652,6 +666,18 @@ def _series_table(series_paths: dict[int, str]) -> Any:
 
     return pa.table(
         {"old_id": pa.array(list(series_paths), pa.int64()), "path": pa.array(list(series_paths.values()), pa.string())}
+    )
+
+
+def _hop_series_table(paths: dict[tuple[int, int], str]) -> Any:
+    import pyarrow as pa
+
+    return pa.table(
+        {
+            "old_run": pa.array([run for run, _ in paths], pa.int64()),
+            "hop": pa.array([hop for _, hop in paths], pa.int64()),
+            "path": pa.array(list(paths.values()), pa.string()),
+        }
     )
 
 
@@ -758,23 +784,27 @@ def _insert_explanations(store: Store) -> None:
 
 
 def _insert_chains(store: Store) -> None:
-    """The chain runs' hops under the runs' new ids. A hop's series file stays with the lab
-    that measured it (a bundle carries the runs' end-to-end series only): its path is dropped
-    from the row and the document, and explaining the run here says the tail cannot be split
-    by hop."""
+    """The chain runs' hops under the runs' new ids, each hop's series path set to where its
+    file now is (bundle_hop_series), in the row and the document; a hop whose file the bundle
+    does not carry (a bundle of format 4, or one exported where the file was gone) gets none,
+    and explaining the run here says its tail cannot be split by hop."""
     con = store.con
     new_run = _new("runs", "run_id", "b")
+    carried = "(SELECT s.path FROM bundle_hop_series s WHERE s.old_run = b.run_id AND s.hop = b.hop)"
     con.execute(
-        f"INSERT INTO run_hops BY NAME SELECT * REPLACE ({new_run} AS run_id, NULL AS series_path) "
+        f"INSERT INTO run_hops BY NAME SELECT * REPLACE ({new_run} AS run_id, {carried} AS series_path) "
         f"FROM bundle_run_hops b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     )
+    rows = con.execute("SELECT old_run, hop, path FROM bundle_hop_series").fetchall()
+    files = {(run, hop): path for run, hop, path in rows}
     added = con.execute(
-        f"SELECT {new_run}, b.document FROM bundle_run_chains b WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
+        f"SELECT b.run_id, {new_run}, b.document FROM bundle_run_chains b "
+        f"WHERE b.run_id NOT IN (SELECT old_id FROM known_runs)"
     ).fetchall()
-    for run_id, raw in added:
+    for old_run, run_id, raw in added:
         document = codec.RUN_CHAIN.decode(store, raw, f"run {run_id}")
         for hop in document["hops"]:
-            hop["series_path"] = None
+            hop["series_path"] = files.get((old_run, hop["hop"]))
         con.execute(
             f"INSERT INTO run_chains BY NAME SELECT * REPLACE (? AS run_id, ?::JSON AS document) "
             f"FROM bundle_run_chains b WHERE {new_run} = ?",
