@@ -36,7 +36,7 @@ By = Annotated[
     str | None,
     typer.Option(
         "--by",
-        help="Axes that make a configuration, comma-separated (experiment: one per experiment) [default: those that vary among the runs].",
+        help="Axes that make a configuration, comma-separated (experiment: one per experiment; flow: each run's flows; hop: each chain run's hops) [default: those that vary among the runs].",
     ),
 ]
 Budget = Annotated[

@@ -15,6 +15,7 @@ from lowtail.analyze.document import IntervalDoc, latency_of
 from lowtail.compare import differences as diffs
 from lowtail.compare import evt_runs
 from lowtail.compare import flows as flowcompare
+from lowtail.compare import hops as hopcompare
 from lowtail.compare.document import (
     CauseSummary,
     ComparisonDocument,
@@ -114,6 +115,8 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     duts = duts or rows  # only calibration runs: the floors themselves are compared
     if axes.FLOW in (opts.by or []):
         duts = flowcompare.split_by_flow(store, duts)
+    if axes.HOP in (opts.by or []):
+        duts = hopcompare.split_by_hop(store, duts)
     by = axes.resolve(opts.by, duts) if opts.by else axes.configuration_axes(duts)
     if opts.floor is not None:
         runstore.check_calibration(store, opts.floor)
@@ -330,6 +333,8 @@ class _Reader:
     def __call__(self, run: Mapping[str, Any]) -> Distribution:
         if run.get(flowcompare.FLOW_INDEX) is not None:  # one flow of a run (`--by flow`)
             return self.flows(run)  # type: ignore[arg-type]
+        if run.get(hopcompare.HOP_SERIES) is not None:  # one hop of a chain run (`--by hop`)
+            return hopcompare.hop_distribution(run, self.counter)  # type: ignore[arg-type]
         return read_run(self.summaries.get(run["analysis_id"]), run.get("series_path"), self.counter)
 
 

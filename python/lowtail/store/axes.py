@@ -30,6 +30,7 @@ REPETITION = records.REPETITION_AXIS.name
 EXPERIMENT = records.EXPERIMENT_AXIS.name
 # One flow of a run: `--by flow` compares the flows of the runs (each run split into them).
 FLOW = records.FLOW_AXIS.name
+HOP = records.HOP_AXIS.name
 # Always shown by tables of runs, varying or not.
 DUT, KIND, RATE, VIRTUALIZATION = "dut", "kind", "rate", "virtualization"
 # DuT options with an axis of their own (containment: what was applied, from the run).
@@ -91,6 +92,7 @@ _REPETITION_AXIS = _declared(records.REPETITION_AXIS)
 _EXPERIMENT_AXIS = _declared(records.EXPERIMENT_AXIS)
 _HOST_STATE_AXIS = _declared(records.HOST_STATE_AXIS)
 _FLOW_AXIS = _declared(records.FLOW_AXIS)
+_HOP_AXIS = _declared(records.HOP_AXIS)
 _FIXED_NAMES = {a.name for a in records.ALL_AXES}
 # Where the DuT options go among the fixed axes: after the DuT's name and kind.
 _OPTIONS_AFTER = 2
@@ -168,9 +170,10 @@ def _determined(axis: Axis, by: Axis, runs: Sequence[Mapping[str, Any]]) -> bool
 
 
 def find(name: str, runs: Iterable[Mapping[str, Any]]) -> Axis | None:
-    """The axis called `name` among these runs' axes (repetition, experiment, host state and
-    flow included), or None."""
-    return next((a for a in [*axes_of(runs), _EXPERIMENT_AXIS, _HOST_STATE_AXIS, _FLOW_AXIS] if a.name == name), None)
+    """The axis called `name` among these runs' axes (repetition, experiment, host state, flow
+    and hop included), or None."""
+    extra = [_EXPERIMENT_AXIS, _HOST_STATE_AXIS, _FLOW_AXIS, _HOP_AXIS]
+    return next((a for a in [*axes_of(runs), *extra] if a.name == name), None)
 
 
 def names(runs: Iterable[Mapping[str, Any]]) -> list[str]:

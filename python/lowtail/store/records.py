@@ -285,8 +285,11 @@ HOST_STATE_AXIS = RunAxis("host_state", "host state", "host_state", read=_host_s
 # One flow of a run (store/analyses.py's `analysis_flows`, by its label): `compare --by flow`
 # splits each run into its flows (compare/flows.py), never part of a configuration by default.
 FLOW_AXIS = RunAxis("flow", "flow", "flow", absent=None)
+# One hop of a chain run (store/chains.py, "1. fw"): `compare --by hop` splits each chain run
+# into its hops (compare/hops.py), never part of a configuration by default.
+HOP_AXIS = RunAxis("hop", "hop", "hop", absent=None)
 
-ALL_AXES: tuple[RunAxis, ...] = (*RUN_AXES, REPETITION_AXIS, EXPERIMENT_AXIS, HOST_STATE_AXIS, FLOW_AXIS)
+ALL_AXES: tuple[RunAxis, ...] = (*RUN_AXES, REPETITION_AXIS, EXPERIMENT_AXIS, HOST_STATE_AXIS, FLOW_AXIS, HOP_AXIS)
 # The axes an import spec fills columns of (the others become DuT options).
 IMPORTED_AXES: tuple[RunAxis, ...] = tuple(a for a in ALL_AXES if a.imported is not None)
 DERIVED_AXES: tuple[RunAxis, ...] = tuple(a for a in ALL_AXES if a.sql is not None)
