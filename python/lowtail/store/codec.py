@@ -10,8 +10,9 @@ the upgrades from its version to the current one, then validates it against its 
 version key is no field of any document: validation leaves it out).
 
 Free-form maps (a DuT kind's options, containment and statistics, the experiment file's
-tables, QEMU's JSON) are declared with their open shape and are never versioned: their keys
-are their owners'."""
+tables, QEMU's JSON, a model's inputs) are declared with their open shape and are never
+versioned: their keys are their owners'. A model result is typed by its kind but, stored as
+it always was, unversioned (`Column.versioned`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,14 @@ from lowtail.core.terminal import shown
 from lowtail.experiment.document import ExperimentFile, ExperimentHost, TrafficDocument
 from lowtail.explain.document import ExplainDocument
 from lowtail.host.document import EnergyReading, HostStateDocument, NoiseAttribution, NoiseHost, SamplerCost
+from lowtail.models.document import (
+    AliasingDocument,
+    EvtDocument,
+    FlowTailsDocument,
+    KneeDocument,
+    OverloadDocument,
+    SimulateDocument,
+)
 from lowtail.store.errors import DamagedDatabase
 from lowtail.testbed.document import (
     CaptureStatistics,
@@ -84,6 +93,12 @@ class Column(Generic[T]):
     shape: Any
     when_null: Callable[[], T] | None = None
     upgrades: tuple[Upgrade, ...] = ()
+    # False: a document stored as it was before the codec, with no version key (a column whose
+    # stored text must keep its shape: a model result); it has no upgrades then.
+    versioned: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.versioned or not self.upgrades, f"{self.where}: an unversioned column cannot be upgraded"
 
     @property
     def version(self) -> int:
@@ -96,7 +111,7 @@ class Column(Generic[T]):
         if value is None:
             return None
         stored: object = value
-        if isinstance(value, dict) and _is_document(self.shape):
+        if isinstance(value, dict) and self.versioned and _is_document(self.shape):
             stored = {**value, VERSION_KEY: self.version}  # no field of the type: validation leaves it out
         text = json.dumps(stored, default=plain)
         try:
@@ -115,7 +130,7 @@ class Column(Generic[T]):
             raw = "null"
         try:
             value = json.loads(raw)  # the standard library reads the NaN an older lowtail wrote
-            if isinstance(value, dict) and _is_document(self.shape):
+            if isinstance(value, dict) and self.versioned and _is_document(self.shape):
                 value = self._upgraded(value)
             found: T = msgspec.convert(value, self.shape)
             return found
@@ -190,6 +205,8 @@ ANALYSIS_FIGURES = Column[AnalysisFigures]("analyses.figures", AnalysisFigures, 
 # its own section's keys), the host, where a bundle brought it from.
 EXPERIMENT_SPEC = Column[ExperimentFile]("experiments.spec", ExperimentFile, when_null=dict)
 EXPERIMENT_HOST = Column[ExperimentHost]("experiments.host", ExperimentHost, when_null=ExperimentHost)
+# where a bundle brought it from: free-form, as each lowtail's import wrote it (the bundle's
+# origin, the import, the experiment's old id and its own earlier origin, nested).
 EXPERIMENT_ORIGIN = Column["dict[str, Any] | None"]("experiments.origin", dict[str, Any] | None)
 
 # runs (002_runs.sql and the files that added columns): the DuT kind's open maps, the rest typed.
@@ -233,10 +250,23 @@ NOISE_SAMPLER = Column["SamplerCost | None"]("noise_runs.sampler", SamplerCost |
 NOISE_ENERGY = Column["EnergyReading | None"]("noise_runs.energy", EnergyReading | None)
 NOISE_ATTRIBUTION = Column["NoiseAttribution | None"]("noise_cores.attribution", NoiseAttribution | None)
 
-# model_results (004_models.sql): each kind's inputs and its document (models/document.py),
-# read back as the kind's open map: the kind's model reads its own keys.
-MODEL_INPUTS = Column[dict[str, Any]]("model_results.inputs", dict[str, Any], when_null=dict)
-MODEL_RESULT = Column[dict[str, Any]]("model_results.result", dict[str, Any], when_null=dict)
+# model_results (004_models.sql): each kind's inputs (its options, an open map: the kind's
+# own keys) and its document (models/document.py), by kind, as stored since 004 (unversioned).
+MODEL_INPUTS = Column[dict[str, object]]("model_results.inputs", dict[str, object], when_null=dict)
+
+
+def _model_result(shape: type[T]) -> Column[T]:
+    return Column[T]("model_results.result", shape, versioned=False)
+
+
+MODEL_RESULTS: dict[str, Column[Any]] = {
+    "overload": _model_result(OverloadDocument),
+    "knee": _model_result(KneeDocument),
+    "evt": _model_result(EvtDocument),
+    "flows": _model_result(FlowTailsDocument),
+    "aliasing": _model_result(AliasingDocument),
+    "simulate": _model_result(SimulateDocument),
+}
 
 # host_audits (003_host.sql): the core plan the audit judged against (host/plan.py's to_json).
 AUDIT_PLAN = Column[dict[str, object]]("host_audits.plan", dict[str, object], when_null=dict)
@@ -250,4 +280,5 @@ IMPORT_MANIFEST = Column[dict[str, object]]("imports.manifest", dict[str, object
 COLUMNS: tuple[Column[Any], ...] = (
     *(c for c in list(globals().values()) if isinstance(c, Column)),
     *RUN_COLUMNS.values(),
+    *MODEL_RESULTS.values(),
 )

@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lowtail.trace.document import ClockFacts, TraceSummary
 from lowtail.trace.ringbuffer import EventFormat, page_events, page_stats, parse_format
 from lowtail.trace.tracefs import SYNC_MARKER, SyncPoint, TraceRecording
 
@@ -127,18 +128,18 @@ class TraceInfo:
     buffer_kb: int
     raw_bytes: int
     duration_ns: int
-    clock: dict[str, Any]
-    coverage: list[dict[str, Any]] = field(default_factory=list)
+    clock: ClockFacts
+    coverage: list[CpuCoverage] = field(default_factory=list)
     local: bool = True
 
     @property
     def truncated_cpus(self) -> list[int]:
-        return [c["cpu"] for c in self.coverage if c["dropped"] or c["pages_with_loss"]]
+        return [c.cpu for c in self.coverage if c.dropped or c.pages_with_loss]
 
     def coverage_of(self, cpu: int) -> tuple[int | None, int | None]:
         for c in self.coverage:
-            if c["cpu"] == cpu:
-                return c["first_ns"], c["last_ns"]
+            if c.cpu == cpu:
+                return c.first_ns, c.last_ns
         return None, None
 
 
@@ -162,7 +163,7 @@ class TraceFacts:
 
     def coverage(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
         """Each traced core's (host, cpu) stretch of time: its first and last event."""
-        return {(h.host, c["cpu"]): (c["first_ns"], c["last_ns"]) for h in self.hosts for c in h.coverage}
+        return {(h.host, c.cpu): (c.first_ns, c.last_ns) for h in self.hosts for c in h.coverage}
 
     def widening_ns(self) -> dict[str, int]:
         """How much a packet's window on each host's cores is widened: another host's clock
@@ -170,7 +171,7 @@ class TraceFacts:
         within microseconds, left as it is."""
         return {h.host: 0 if h.local else int(h.clock.get("uncertainty_ns", 0)) for h in self.hosts}
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self) -> TraceSummary:
         """What an explanation says of the trace's hosts: cores, truncation, clock mapping."""
         return {
             "cpus": sorted({c for h in self.hosts for c in h.cpus}),
@@ -306,13 +307,11 @@ def build(recording: TraceRecording, local: bool = True) -> tuple[pa.Table, Trac
         },
         schema=SCHEMA,
     )
-    mapped = []
-    for c in coverage:
-        d = asdict(c)
-        for k in ("first_ns", "last_ns"):
-            if d[k] is not None:
-                d[k] = int(clock.to_realtime(np.asarray([d[k]], dtype=np.int64))[0])
-        mapped.append(d)
+
+    def realtime(ns: int | None) -> int | None:
+        return None if ns is None else int(clock.to_realtime(np.asarray([ns], dtype=np.int64))[0])
+
+    mapped = [replace(c, first_ns=realtime(c.first_ns), last_ns=realtime(c.last_ns)) for c in coverage]
     info = TraceInfo(
         host=recording.host,
         cpus=recording.cpus,
@@ -532,10 +531,7 @@ def check(path: Path, max_intervals: int) -> None:
     if raw is None:
         raise ValueError("has no recording facts in its metadata")
     try:
-        facts = _facts(msgspec.json.decode(raw))
-        for info in facts.hosts:
-            for c in info.coverage:
-                msgspec.convert(c, CpuCoverage)
+        _facts(msgspec.json.decode(raw))  # each host's coverage read into CpuCoverage, validated
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise ValueError(f"its recording facts are not a trace's ({e})") from None
 
