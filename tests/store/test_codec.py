@@ -31,6 +31,23 @@ from lowtail.store.campaigns import open_campaign  # noqa: E402
 from lowtail.store.errors import DamagedDatabase  # noqa: E402
 from lowtail.tune.document import TuneDocument  # noqa: E402
 
+# A model result and a tune session's boot parameters as their documents are typed: a knee
+# of a sweep with no rate, a session with no boot parameter left to set.
+KNEE_OF_NO_SWEEP = {
+    "knee_pps": None,
+    "last_ok_pps": None,
+    "rates": [],
+    "criteria": {"loss_limit": 0.01, "growth_limit": 3.0},
+}
+BOOT_WITH_NOTHING_LEFT = {
+    "plan": {"housekeeping": [0], "isolated": [1], "source": "test", "shared": ""},
+    "params": [],
+    "grub": "",
+    "grub_steps": [],
+    "preempt_rt": False,
+    "notes": [],
+}
+
 
 def _plain(value: object) -> object:
     """A document as JSON gives it back (tuples as lists, numbers as JSON has them)."""
@@ -52,7 +69,7 @@ def stored(tmp_path_factory):
         compared = compare_and_store(store, [str(eid)], CompareOptions())
         doc, options = analysed(tmp, "plain")
         plain_id = save_analysis(store, doc, options, label="plain")
-        model_id = modelstore.save_model(store, "knee", {"experiment": eid}, {"knees": [], "partial": False})
+        model_id = modelstore.save_model(store, modelstore.KNEE, {"experiment": eid}, KNEE_OF_NO_SWEEP)
         tune = TuneDocument(
             tune_id=None,
             spec="x.toml",
@@ -63,7 +80,7 @@ def stored(tmp_path_factory):
             changes=[],
             kept=[],
             undone=[],
-            boot={},
+            boot=BOOT_WITH_NOTHING_LEFT,
             dry_run=True,
             status="planned",
             after_reboot=[],
@@ -132,7 +149,7 @@ def test_runs_experiments_traces_and_explanations_read_back_as_they_were_written
 def test_comparisons_models_tune_sessions_and_campaigns_read_back(stored):
     with open_store(stored["db"], read_only=True) as s:
         comparison = comparestore.comparison(s, stored["compared"]["comparison_id"])
-        model = modelstore.model_result(s, stored["model_id"])
+        model = modelstore.model_result(s, stored["model_id"], modelstore.KNEE)
         tune_id, tune = stored["tune"]
         session = tunestore.session(s, tune_id)
         (options,) = s.con.execute(
@@ -140,7 +157,7 @@ def test_comparisons_models_tune_sessions_and_campaigns_read_back(stored):
         ).fetchone()
     assert comparison["document"] == _plain(stored["compared"])
     assert comparison["selection"] == [str(stored["eid"])]
-    assert model["result"] == {"knees": [], "partial": False} and model["inputs"] == {"experiment": stored["eid"]}
+    assert model["result"] == KNEE_OF_NO_SWEEP and model["inputs"] == {"experiment": stored["eid"]}
     assert session == tune | {"tune_id": tune_id}
     assert codec.CAMPAIGN_OPTIONS.decode(None, options) == _plain(stored["plain"][2])
 

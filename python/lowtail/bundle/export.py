@@ -88,7 +88,7 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
         created_at=datetime.now(UTC).isoformat(timespec="seconds"),
         origin=Origin(host=socket.gethostname(), database=str(Path(db).resolve())),
         selection=list(words),
-        bundle_id=bundle_id(listed),
+        bundle_id=bundle_id({name: {"sha256": entry.sha256} for name, entry in listed.items()}),
         tables={t: TableEntry(rows=counts[t], columns=tables[t].column_names) for t in tables},
         files=listed,
         series_missing=missing,

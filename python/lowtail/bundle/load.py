@@ -279,7 +279,7 @@ def _check_layout(path: Path, manifest: Manifest) -> None:
                 "(rows/<table>.parquet, series/analysis-<id>.parquet, traces/run-<id>.parquet)",
                 MANIFEST,
             )
-    if bundle_id(manifest.files) != manifest.bundle_id:
+    if bundle_id({k: {"sha256": v.sha256} for k, v in manifest.files.items()}) != manifest.bundle_id:
         raise BundleError(path, "its id does not match its files", MANIFEST)
 
 

@@ -119,11 +119,12 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def bundle_id(files: Mapping[str, FileEntry]) -> str:
-    """The id of a bundle: SHA-256 over its file names and checksums, in name order."""
+def bundle_id(files: Mapping[str, Mapping[str, object]]) -> str:
+    """The id of a bundle: SHA-256 over its file names and checksums (name: {"sha256": …},
+    as a manifest lists them), in name order."""
     h = hashlib.sha256()
     for name in sorted(files):
-        h.update(f"{name}\0{files[name].sha256}\n".encode())
+        h.update(f"{name}\0{files[name]['sha256']}\n".encode())
     return h.hexdigest()
 
 

@@ -254,6 +254,19 @@ class StoredComparison(TypedDict):
     partial: bool
 
 
+class ComparisonListed(TypedDict):
+    """A stored comparison as `lowtail compare list` shows it (`store.comparisons.list_comparisons`):
+    its row, with how many configurations its document holds."""
+
+    comparison_id: int
+    created_at: datetime
+    label: str | None
+    selection: list[str]
+    by_axes: list[str]
+    configurations: int
+    partial: bool
+
+
 class ConfigurationCurves(TypedDict):
     """What a comparison's page draws of one configuration (`store.comparisons.comparison_curves`):
     (percentile, value_ns) of its pooled packets and its floor's, of each repetition by its

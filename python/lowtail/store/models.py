@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Generic, TypedDict, TypeVar
 
 from lowtail.core.errors import UserError
+from lowtail.core.terminal import shown
 from lowtail.core.version import __version__
 from lowtail.models.document import (
     AliasingDocument,
@@ -24,6 +25,7 @@ from lowtail.store.analyses import analysis, latency_summary
 from lowtail.store.codec import MODEL_INPUTS, MODEL_RESULTS, RUN_COLUMNS, Column
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id, rows_as_dicts, stored_id
+from lowtail.store.errors import DamagedDatabase
 from lowtail.store.runs import run_figures
 
 D = TypeVar("D")
@@ -41,6 +43,9 @@ class ModelKind(Generic[D]):
         found: Column[D] = MODEL_RESULTS[self.name]
         return found
 
+
+# Any kind's document (a list of model results of every kind).
+ModelDocument = OverloadDocument | KneeDocument | EvtDocument | FlowTailsDocument | AliasingDocument | SimulateDocument
 
 OVERLOAD = ModelKind[OverloadDocument]("overload")
 KNEE = ModelKind[KneeDocument]("knee")
@@ -219,12 +224,21 @@ def latest_model(store: Store, kind: ModelKind[D], **keys: Any) -> StoredModel[D
     return _stored(store, kind, *rows[0]) if rows else None
 
 
-def list_models(store: Store, kind: str | None = None, limit: int = 50) -> list[ModelRow]:
-    """The newest model results, of one kind or all (their documents left unread)."""
+def list_models(store: Store, kind: str | None = None, limit: int = 50) -> list[StoredModel[ModelDocument]]:
+    """The newest model results, of one kind or all, each document read back into its kind's."""
     if not _has_models(store):
         return []
     rows = _rows(store, "kind = ?", [kind], limit) if kind else _rows(store, "true", [], limit)
-    return [row for row, _ in rows]
+    return [_stored(store, _kind_of(store, row), row, text) for row, text in rows]
+
+
+def _kind_of(store: Store, row: ModelRow) -> ModelKind[ModelDocument]:
+    if row["kind"] not in MODEL_RESULTS:
+        raise DamagedDatabase(
+            f"{store.path}: model result {row['model_id']} is of kind {shown(row['kind'])!r}, which this lowtail "
+            "does not know; lowtail leaves it as it is"
+        )
+    return ModelKind[ModelDocument](row["kind"])
 
 
 # -- what models read ------------------------------------------------------------------
