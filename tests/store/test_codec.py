@@ -20,6 +20,7 @@ from compare_support import analysed, experiment, store_run, trace_and_explain  
 
 from lowtail.analyze.document import NOT_FIGURES  # noqa: E402
 from lowtail.compare.comparison import CompareOptions, compare_and_store  # noqa: E402
+from lowtail.core.errors import UserError  # noqa: E402
 from lowtail.store import codec, open_store  # noqa: E402
 from lowtail.store import comparisons as comparestore  # noqa: E402
 from lowtail.store import explain as explainstore  # noqa: E402
@@ -186,6 +187,26 @@ def test_a_document_that_is_not_of_its_type_is_never_written(tmp_path):
         with pytest.raises(TypeError, match="runs.testbed"):
             runstore.save_run(s, _bare_run(eid) | {"testbed": {"kind": 5}}, None, {})
         assert s.con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_a_model_result_is_stored_as_before_and_read_back_as_its_kind(stored, tmp_path):
+    """A model result was an open map: a page read `result["validation"]` of whatever JSON was
+    there. It is now its kind's document, validated, and stored as every earlier lowtail stored
+    it (no version key), so older databases and bundles read alike."""
+    with open_store(stored["db"], read_only=True) as s:
+        (text,) = s.con.execute("SELECT result FROM model_results WHERE model_id = ?", [stored["model_id"]]).fetchone()
+        assert json.loads(text) == KNEE_OF_NO_SWEEP
+        with pytest.raises(UserError, match="is a knee model, not evt"):
+            modelstore.model_result(s, stored["model_id"], modelstore.EVT)
+        assert [m["result"] for m in modelstore.list_models(s, "knee")] == [KNEE_OF_NO_SWEEP]
+    db = tmp_path / "m.duckdb"
+    with open_store(db) as s:
+        with pytest.raises(TypeError, match="model_results.result"):
+            modelstore.save_model(s, modelstore.KNEE, {}, {"knees": [], "partial": False})
+        model_id = modelstore.save_model(s, modelstore.KNEE, {}, KNEE_OF_NO_SWEEP)
+        s.con.execute("UPDATE model_results SET result = ? WHERE model_id = ?", ['{"knee_pps": "fast"}', model_id])
+        with pytest.raises(DamagedDatabase, match=f"model_results.result of model result {model_id} is damaged"):
+            modelstore.model_result(s, model_id, modelstore.KNEE)
 
 
 def test_every_figure_lowtail_gen_may_leave_empty_is_stored_as_empty(tmp_path):

@@ -178,8 +178,21 @@ def _rows(store: Store, where: str, params: list[Any], limit: int | None = None)
 
 
 def _stored(store: Store, kind: ModelKind[D], row: ModelRow, text: str | None) -> StoredModel[D]:
-    result = kind.column.decode(store, text, f"model result {row['model_id']}")
-    return {**row, "result": result}
+    """The row with its document read back, in the columns' order (the document before `partial`)."""
+    return {
+        "model_id": row["model_id"],
+        "created_at": row["created_at"],
+        "kind": row["kind"],
+        "label": row["label"],
+        "experiment_id": row["experiment_id"],
+        "dut_name": row["dut_name"],
+        "run_id": row["run_id"],
+        "analysis_id": row["analysis_id"],
+        "source": row["source"],
+        "inputs": row["inputs"],
+        "result": kind.column.decode(store, text, f"model result {row['model_id']}"),
+        "partial": row["partial"],
+    }
 
 
 def _has_models(store: Store) -> bool:
