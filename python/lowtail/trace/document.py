@@ -46,6 +46,18 @@ class UntracedDoc(TypedDict):
 ClockFacts = dict[str, Any]
 
 
+class CoverageDoc(TypedDict):
+    """The stretch of time one CPU's trace covers (`timeline.CpuCoverage`, its times mapped to
+    CLOCK_REALTIME), and whether it ended early (events dropped, pages with loss)."""
+
+    cpu: int
+    first_ns: int | None
+    last_ns: int | None
+    events: int
+    dropped: int
+    pages_with_loss: int
+
+
 class TraceHostSummary(TypedDict):
     """One traced host as an explanation says it: its cores, those whose trace ended early, its clock."""
 

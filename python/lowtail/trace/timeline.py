@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lowtail.trace.document import ClockFacts, TraceSummary
+from lowtail.trace.document import ClockFacts, CoverageDoc, TraceSummary
 from lowtail.trace.ringbuffer import EventFormat, page_events, page_stats, parse_format
 from lowtail.trace.tracefs import SYNC_MARKER, SyncPoint, TraceRecording
 
@@ -129,17 +129,17 @@ class TraceInfo:
     raw_bytes: int
     duration_ns: int
     clock: ClockFacts
-    coverage: list[CpuCoverage] = field(default_factory=list)
+    coverage: list[CoverageDoc] = field(default_factory=list)
     local: bool = True
 
     @property
     def truncated_cpus(self) -> list[int]:
-        return [c.cpu for c in self.coverage if c.dropped or c.pages_with_loss]
+        return [c["cpu"] for c in self.coverage if c["dropped"] or c["pages_with_loss"]]
 
     def coverage_of(self, cpu: int) -> tuple[int | None, int | None]:
         for c in self.coverage:
-            if c.cpu == cpu:
-                return c.first_ns, c.last_ns
+            if c["cpu"] == cpu:
+                return c["first_ns"], c["last_ns"]
         return None, None
 
 
@@ -163,7 +163,7 @@ class TraceFacts:
 
     def coverage(self) -> dict[tuple[str, int], tuple[int | None, int | None]]:
         """Each traced core's (host, cpu) stretch of time: its first and last event."""
-        return {(h.host, c.cpu): (c.first_ns, c.last_ns) for h in self.hosts for c in h.coverage}
+        return {(h.host, c["cpu"]): (c["first_ns"], c["last_ns"]) for h in self.hosts for c in h.coverage}
 
     def widening_ns(self) -> dict[str, int]:
         """How much a packet's window on each host's cores is widened: another host's clock
@@ -311,7 +311,17 @@ def build(recording: TraceRecording, local: bool = True) -> tuple[pa.Table, Trac
     def realtime(ns: int | None) -> int | None:
         return None if ns is None else int(clock.to_realtime(np.asarray([ns], dtype=np.int64))[0])
 
-    mapped = [replace(c, first_ns=realtime(c.first_ns), last_ns=realtime(c.last_ns)) for c in coverage]
+    mapped: list[CoverageDoc] = [
+        {
+            "cpu": c.cpu,
+            "first_ns": realtime(c.first_ns),
+            "last_ns": realtime(c.last_ns),
+            "events": c.events,
+            "dropped": c.dropped,
+            "pages_with_loss": c.pages_with_loss,
+        }
+        for c in coverage
+    ]
     info = TraceInfo(
         host=recording.host,
         cpus=recording.cpus,
@@ -531,7 +541,7 @@ def check(path: Path, max_intervals: int) -> None:
     if raw is None:
         raise ValueError("has no recording facts in its metadata")
     try:
-        _facts(msgspec.json.decode(raw))  # each host's coverage read into CpuCoverage, validated
+        _facts(msgspec.json.decode(raw))  # each host's coverage validated as a CoverageDoc
     except (msgspec.ValidationError, msgspec.DecodeError) as e:
         raise ValueError(f"its recording facts are not a trace's ({e})") from None
 
