@@ -57,6 +57,17 @@ def test_a_round_trip_keeps_figures_floor_and_models(source, tmp_path):
     assert done.returncode == 0, done.stderr
     manifest = json.loads(done.stdout)
     assert manifest["format"] == "lowtail-bundle" and manifest["format_version"] == FORMAT_VERSION
+    # The manifest is bundle/manifest.py's `Manifest`, printed and written in the order every
+    # earlier lowtail wrote it (the selection after the origin).
+    with tarfile.open(bundle) as tar:
+        member = tar.extractfile("manifest.json")
+        assert member is not None
+        written = json.loads(member.read())
+    assert list(manifest) == list(written) == [
+        "format", "format_version", "lowtail_version", "created_at", "origin", "selection", "bundle_id", "tables",
+        "files", "series_missing", "traces_missing",
+    ]  # fmt: skip
+    assert written == manifest
     # The four fwd runs and the four wire runs of their floor travel.
     assert manifest["tables"]["runs"]["rows"] == 8 and manifest["tables"]["experiments"]["rows"] == 1
     assert manifest["tables"]["model_results"]["rows"] >= 1  # the knee

@@ -23,7 +23,7 @@ from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import save_analysis
 from lowtail.store.host import save_run_interrupts
-from lowtail.store.models import save_model
+from lowtail.store.models import KNEE, save_model
 from lowtail.verdict.judge import Verdict
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiment"))
@@ -78,10 +78,13 @@ def experiment(tmp_path: Path) -> tuple[Path, int]:
         knee = {
             "dut": "fwd",
             "knee_pps": 40_000,
+            "last_ok_pps": 20_000,
             "r_max_pps": 35_000,
+            "criteria": {"loss_limit": 0.01, "growth_limit": 3.0},
             "rates": [
                 {
                     "rate_pps": r["rate_pps"],
+                    "runs": [r["run_id"]],
                     "loss": 0.0,
                     "overloaded": r["rate_pps"] == 40_000,
                     "reasons": ["the median grew 10×"] if r["rate_pps"] == 40_000 else [],
@@ -91,7 +94,7 @@ def experiment(tmp_path: Path) -> tuple[Path, int]:
                 if r["dut_name"] == "fwd"
             ],
         }
-        save_model(store, "knee", {"experiment": eid}, knee, experiment_id=eid, dut_name="fwd")
+        save_model(store, KNEE, {"experiment": eid}, knee, experiment_id=eid, dut_name="fwd")
         run = runstore.run_figures(store, fwd_runs[0])
         start = run["start_ts_ns"]
         samples = [
@@ -262,6 +265,13 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "b": "lowtail-fwd · bare",
                 "percentile": "p99_99",
                 "resolved": True,
+                "difference_ns": 120_000,
+                "lower": "kernel-mirred · bare",
+                "higher": "lowtail-fwd · bare",
+                "reason": None,
+                "why": None,
+                "a_index": 1,
+                "b_index": 2,
                 "axes_differing": ["dut"],
                 "note": None,
                 "text": "kernel-mirred · bare is lower than lowtail-fwd · bare at p99.99 by 120 µs (intervals do not overlap)",
@@ -271,6 +281,13 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "b": "bridge · container",
                 "percentile": "p99_9",
                 "resolved": True,
+                "difference_ns": 80_000,
+                "lower": "kernel-mirred · bare",
+                "higher": "bridge · container",
+                "reason": None,
+                "why": None,
+                "a_index": 1,
+                "b_index": 3,
                 "axes_differing": ["dut", "containment"],
                 "note": None,
                 "text": "kernel-mirred · bare is lower than bridge · container at p99.9 by 80 µs (intervals do not overlap)",
@@ -282,10 +299,16 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "b": b,
                 "percentile": key,
                 "resolved": False,
+                "difference_ns": None,
+                "lower": None,
+                "higher": None,
+                "a_index": 0,
+                "b_index": 1,
                 "axes_differing": ["dut"],
                 "reason": reason,
                 "why": why,
                 "text": f"{a} and {b} at {key}: not called: {why}",
+                "note": None,
             }
             for a, b, key, reason, why in (
                 ("bridge · bare", "lowtail-fwd · bare", "p99_999", "degraded", _DEGRADED_WHY),
@@ -300,9 +323,11 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                 "label": c["label"],
                 "repetitions": 3,
                 "models": 3,
+                "model_ids": [3 * c["index"] + i + 1 for i in range(3)],
                 "bounded": c["index"] % 3,
                 "bounded_share": (c["index"] % 3) / 3,
                 "mean_exceedances": 0.7 + 0.2 * c["index"],
+                "expected_exceedances": 1.0,
                 "mean_xi": -0.1,
                 "not_credible": 0,
                 "missing": [],
@@ -317,6 +342,9 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                     {
                         "configuration": c["index"],
                         "rate_pps": c["key"]["rate"],
+                        "sent": c["sent"],
+                        "lost": c["lost"],
+                        "loss_ratio": c["loss_ratio"],
                         "latency_ns": c["latency_ns"],
                         "verdict": c["verdict"]["status"],
                     }
@@ -326,14 +354,16 @@ def comparison_document(seed: int = 3) -> tuple[dict[str, Any], Drawn]:
                     {
                         "experiment_id": 2,
                         "dut": "lowtail-fwd",
+                        "model_id": 1,
                         "knee_pps": 80_000,
+                        "last_ok_pps": 70_000,
                         "r_max_pps": 75_000,
                         "other_runs": [],
                     }
                 ],
             }
         ],
-        "difference_family": {},
+        "difference_family": {"comparisons": 1, "level": 0.95, "procedure": "Holm", "percentiles": ["p99_99"]},
         "left_out": [],
         "notes": [],
         "partial": False,

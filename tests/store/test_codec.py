@@ -20,6 +20,7 @@ from compare_support import analysed, experiment, store_run, trace_and_explain  
 
 from lowtail.analyze.document import NOT_FIGURES  # noqa: E402
 from lowtail.compare.comparison import CompareOptions, compare_and_store  # noqa: E402
+from lowtail.core.errors import UserError  # noqa: E402
 from lowtail.store import codec, open_store  # noqa: E402
 from lowtail.store import comparisons as comparestore  # noqa: E402
 from lowtail.store import explain as explainstore  # noqa: E402
@@ -30,6 +31,23 @@ from lowtail.store.analyses import analysis, save_analysis  # noqa: E402
 from lowtail.store.campaigns import open_campaign  # noqa: E402
 from lowtail.store.errors import DamagedDatabase  # noqa: E402
 from lowtail.tune.document import TuneDocument  # noqa: E402
+
+# A model result and a tune session's boot parameters as their documents are typed: a knee
+# of a sweep with no rate, a session with no boot parameter left to set.
+KNEE_OF_NO_SWEEP = {
+    "knee_pps": None,
+    "last_ok_pps": None,
+    "rates": [],
+    "criteria": {"loss_limit": 0.01, "growth_limit": 3.0},
+}
+BOOT_WITH_NOTHING_LEFT = {
+    "plan": {"housekeeping": [0], "isolated": [1], "source": "test", "shared": ""},
+    "params": [],
+    "grub": "",
+    "grub_steps": [],
+    "preempt_rt": False,
+    "notes": [],
+}
 
 
 def _plain(value: object) -> object:
@@ -52,7 +70,7 @@ def stored(tmp_path_factory):
         compared = compare_and_store(store, [str(eid)], CompareOptions())
         doc, options = analysed(tmp, "plain")
         plain_id = save_analysis(store, doc, options, label="plain")
-        model_id = modelstore.save_model(store, "knee", {"experiment": eid}, {"knees": [], "partial": False})
+        model_id = modelstore.save_model(store, modelstore.KNEE, {"experiment": eid}, KNEE_OF_NO_SWEEP)
         tune = TuneDocument(
             tune_id=None,
             spec="x.toml",
@@ -63,7 +81,7 @@ def stored(tmp_path_factory):
             changes=[],
             kept=[],
             undone=[],
-            boot={},
+            boot=BOOT_WITH_NOTHING_LEFT,
             dry_run=True,
             status="planned",
             after_reboot=[],
@@ -132,7 +150,7 @@ def test_runs_experiments_traces_and_explanations_read_back_as_they_were_written
 def test_comparisons_models_tune_sessions_and_campaigns_read_back(stored):
     with open_store(stored["db"], read_only=True) as s:
         comparison = comparestore.comparison(s, stored["compared"]["comparison_id"])
-        model = modelstore.model_result(s, stored["model_id"])
+        model = modelstore.model_result(s, stored["model_id"], modelstore.KNEE)
         tune_id, tune = stored["tune"]
         session = tunestore.session(s, tune_id)
         (options,) = s.con.execute(
@@ -140,7 +158,7 @@ def test_comparisons_models_tune_sessions_and_campaigns_read_back(stored):
         ).fetchone()
     assert comparison["document"] == _plain(stored["compared"])
     assert comparison["selection"] == [str(stored["eid"])]
-    assert model["result"] == {"knees": [], "partial": False} and model["inputs"] == {"experiment": stored["eid"]}
+    assert model["result"] == KNEE_OF_NO_SWEEP and model["inputs"] == {"experiment": stored["eid"]}
     assert session == tune | {"tune_id": tune_id}
     assert codec.CAMPAIGN_OPTIONS.decode(None, options) == _plain(stored["plain"][2])
 
@@ -169,6 +187,30 @@ def test_a_document_that_is_not_of_its_type_is_never_written(tmp_path):
         with pytest.raises(TypeError, match="runs.testbed"):
             runstore.save_run(s, _bare_run(eid) | {"testbed": {"kind": 5}}, None, {})
         assert s.con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_a_model_result_is_stored_as_before_and_read_back_as_its_kind(stored, tmp_path):
+    """A model result was an open map: a page read `result["validation"]` of whatever JSON was
+    there. It is now its kind's document, validated, and stored as every earlier lowtail stored
+    it (no version key), so older databases and bundles read alike."""
+    with open_store(stored["db"], read_only=True) as s:
+        (text,) = s.con.execute("SELECT result FROM model_results WHERE model_id = ?", [stored["model_id"]]).fetchone()
+        assert json.loads(text) == KNEE_OF_NO_SWEEP
+        with pytest.raises(UserError, match="is a knee model, not evt"):
+            modelstore.model_result(s, stored["model_id"], modelstore.EVT)
+        assert [m["result"] for m in modelstore.list_models(s, "knee")] == [KNEE_OF_NO_SWEEP]
+    db = tmp_path / "m.duckdb"
+    with open_store(db) as s:
+        with pytest.raises(TypeError, match="model_results.result"):
+            modelstore.save_model(s, modelstore.KNEE, {}, {"knees": [], "partial": False})
+        model_id = modelstore.save_model(s, modelstore.KNEE, {}, KNEE_OF_NO_SWEEP)
+        older = {k: v for k, v in KNEE_OF_NO_SWEEP.items() if k != "criteria"}  # as if added since
+        s.con.execute("UPDATE model_results SET result = ? WHERE model_id = ?", [json.dumps(older), model_id])
+        assert modelstore.model_result(s, model_id, modelstore.KNEE)["result"] == older  # read as stored, not lost
+        bad = {**KNEE_OF_NO_SWEEP, "knee_pps": "fast"}
+        s.con.execute("UPDATE model_results SET result = ? WHERE model_id = ?", [json.dumps(bad), model_id])
+        with pytest.raises(DamagedDatabase, match=f"model_results.result of model result {model_id} is damaged"):
+            modelstore.model_result(s, model_id, modelstore.KNEE)
 
 
 def test_every_figure_lowtail_gen_may_leave_empty_is_stored_as_empty(tmp_path):

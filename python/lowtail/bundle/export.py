@@ -11,14 +11,25 @@ import tarfile
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
-from lowtail.bundle.manifest import FORMAT, FORMAT_VERSION, MANIFEST, bundle_id, sha256_of
+import msgspec
+
+from lowtail.bundle.manifest import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    FileEntry,
+    Manifest,
+    Origin,
+    TableEntry,
+    bundle_id,
+    sha256_of,
+)
 from lowtail.core import files
 from lowtail.core.version import __version__
 
 
-def export_bundle(db: str | Path, words: list[str], output: str | Path) -> dict[str, Any]:
+def export_bundle(db: str | Path, words: list[str], output: str | Path) -> Manifest:
     """Write the runs a selection names (see lowtail.store.selection), with everything a
     comparison elsewhere needs, to the bundle `output`; returns its manifest. The bundle is
     written whole or not at all, as a regular file (files.write_atomically)."""
@@ -30,7 +41,7 @@ def export_bundle(db: str | Path, words: list[str], output: str | Path) -> dict[
         raise files.os_error(e, output, "export") from None
 
 
-def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -> dict[str, Any]:
+def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -> Manifest:
     import pyarrow.parquet as pq
 
     from lowtail.store import bundles as bundlestore
@@ -44,7 +55,7 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
         run_ids = [r["run_id"] for r in chosen if r["run_id"] is not None]
         plain = [r["analysis_id"] for r in chosen if r["run_id"] is None and r["analysis_id"] is not None]
         tables = bundlestore.rows_to_export(store, run_ids, plain)
-    listed: dict[str, dict[str, Any]] = {}
+    listed: dict[str, FileEntry] = {}
     counts = {}
     for table, rows in tables.items():
         name = f"rows/{table}.parquet"
@@ -74,24 +85,24 @@ def _export_into(db: str | Path, words: list[str], output: Path, folder: Path) -
         shutil.copyfile(source, folder / f"traces/run-{t['run_id']}.parquet")
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         rel = path.relative_to(folder).as_posix()
-        listed[rel] = {"sha256": sha256_of(path), "bytes": path.stat().st_size}
-    manifest = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "lowtail_version": __version__,
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "origin": {"host": socket.gethostname(), "database": str(Path(db).resolve())},
-        "selection": list(words),
-        "bundle_id": bundle_id(listed),
-        "tables": {t: {"rows": counts[t], "columns": tables[t].column_names} for t in tables},
-        "files": listed,
-        "series_missing": missing,
-        "traces_missing": traces_missing,
-    }
+        listed[rel] = FileEntry(sha256=sha256_of(path), bytes=path.stat().st_size)
+    manifest = Manifest(
+        format=FORMAT,
+        format_version=FORMAT_VERSION,
+        lowtail_version=__version__,
+        created_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        origin=Origin(host=socket.gethostname(), database=str(Path(db).resolve())),
+        selection=list(words),
+        bundle_id=bundle_id({name: {"sha256": entry.sha256} for name, entry in listed.items()}),
+        tables={t: TableEntry(rows=counts[t], columns=tables[t].column_names) for t in tables},
+        files=listed,
+        series_missing=missing,
+        traces_missing=traces_missing,
+    )
 
     def write(tmp: Path) -> None:
         with tarfile.open(tmp, "w") as tar:
-            _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode())
+            _add_bytes(tar, MANIFEST, json.dumps(msgspec.to_builtins(manifest), indent=1).encode())
             for rel in sorted(listed):
                 tar.add(folder / rel, arcname=rel, recursive=False)
 

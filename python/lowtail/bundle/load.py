@@ -11,10 +11,11 @@ import stat
 import tarfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import msgspec
 
+from lowtail.bundle.document import ImportOrigin, ImportResult
 from lowtail.bundle.manifest import (
     _HOP_SERIES_NAME,
     _SERIES_NAME,
@@ -36,6 +37,9 @@ from lowtail.core import files, schema, terminal
 from lowtail.core.errors import DiskFull, UserError
 from lowtail.core.version import __version__
 
+if TYPE_CHECKING:
+    from lowtail.store.bundles import Tables
+
 # A rows file's footer (its schema, row groups and statistics), read whole before anything
 # else: far beyond a real footer, far below what would cost memory (a value's min/max
 # statistics are copied into it).
@@ -44,7 +48,7 @@ MAX_FOOTER_BYTES = 16 << 20
 _BATCH_ROWS = 8192
 
 
-def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None = None) -> dict[str, Any]:
+def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None = None) -> ImportResult:
     """Add the runs of bundle `path` to database `db` under new ids, their series under
     `data_dir` (default: the database's data directory). Returns what was imported (or, for
     a bundle whose every row is here already, what it was imported as, with `already: true`)."""
@@ -83,7 +87,7 @@ def _remove_if_empty(folder: Path) -> None:
         pass  # not empty: it holds what was imported
 
 
-def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[str, Any]:
+def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> ImportResult:
     from lowtail.store import bundles as bundlestore
     from lowtail.store import datadir
 
@@ -97,27 +101,47 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
         raise BundleError(path, e.rule, e.member) from None
     before = bundlestore.imported(store, manifest.bundle_id)
     if before is not None:
-        return {"already": True, "bundle_id": manifest.bundle_id, **before}
+        return {
+            "already": True,
+            "bundle_id": manifest.bundle_id,
+            "import_id": before["import_id"],
+            "imported_at": before["imported_at"],
+            "experiments": before["experiments"],
+            "runs": before["runs"],
+            "analyses": before["analyses"],
+            "models": before["models"],
+        }
     known = bundlestore.known_content(store, tables)
     if known.everything:
         # Every row came here before, by another bundle (a re-export) or measured here.
-        return {"already": True, "bundle_id": manifest.bundle_id, "import_id": None, **known.as_result()}
+        here = known.as_result()
+        return {
+            "already": True,
+            "bundle_id": manifest.bundle_id,
+            "import_id": None,
+            "experiments": here["experiments"],
+            "runs": here["runs"],
+            "analyses": here["analyses"],
+            "models": here["models"],
+        }
     target = datadir.import_folder(store, root, f"{datadir.IMPORT_FOLDER_PREFIX}{manifest.bundle_id[:12]}-")
     try:
         # What is here already keeps its own series and trace.
         series = _move_members(manifest.files, _SERIES_NAME, known.of("analyses"), staging, target, None)
         traces = _move_members(manifest.files, _TRACE_NAME, known.of("runs"), staging, target, "trace-run-{}.parquet")
         hop_series = _move_hop_members(manifest.files, known.of("runs"), staging, target)
-        origin = msgspec.structs.asdict(manifest.origin) | {
-            "bundle_id": manifest.bundle_id,
-            "lowtail_version": manifest.lowtail_version,
-            "exported_at": manifest.created_at,
-        }
+        origin = ImportOrigin(
+            host=manifest.origin.host,
+            database=manifest.origin.database,
+            bundle_id=manifest.bundle_id,
+            lowtail_version=manifest.lowtail_version,
+            exported_at=manifest.created_at,
+        )
         done = bundlestore.import_rows(
             store,
             tables,
             manifest.bundle_id,
-            origin,
+            dict(origin),
             msgspec.to_builtins(manifest),
             str(target.resolve()),
             series,
@@ -129,7 +153,17 @@ def _import_staged(store: Any, path: Path, root: Path, staging: Path) -> dict[st
     except BaseException:
         shutil.rmtree(target, ignore_errors=True)
         raise
-    return {"already": False, "bundle_id": manifest.bundle_id, "data_dir": str(target), "origin": origin, **done}
+    return {
+        "already": False,
+        "bundle_id": manifest.bundle_id,
+        "data_dir": str(target),
+        "origin": origin,
+        "import_id": done["import_id"],
+        "experiments": done["experiments"],
+        "runs": done["runs"],
+        "analyses": done["analyses"],
+        "models": done["models"],
+    }
 
 
 def _move_members(
@@ -351,7 +385,7 @@ def _unpack(
     staging: Path,
     check_columns: Callable[[Manifest], None],
     limits: Mapping[str, Mapping[str, int]],
-) -> tuple[Manifest, dict[str, Any]]:
+) -> tuple[Manifest, Tables]:
     """Check the manifest, the total it declares against the free space, and every member's
     header before a byte of that member is copied — of a regular file every header before
     anything is extracted; of a FIFO, read as a stream, each header before its member —
@@ -429,9 +463,7 @@ def _check_trace(path: Path, extracted: Path, member: str) -> None:
         raise BundleError(path, str(e), member) from None
 
 
-def _read_rows(
-    path: Path, staging: Path, manifest: Manifest, limits: Mapping[str, Mapping[str, int]]
-) -> dict[str, Any]:
+def _read_rows(path: Path, staging: Path, manifest: Manifest, limits: Mapping[str, Mapping[str, int]]) -> Tables:
     """Each table's rows: the footer's count must be the manifest's and within the limits
     before the rows are read; then their decoded size (`_read_bounded`)."""
     import pyarrow as pa

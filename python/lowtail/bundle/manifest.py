@@ -29,15 +29,16 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Final, Literal
 
 import msgspec
 
 from lowtail.core import schema
 from lowtail.core.errors import UserError
 
-FORMAT = "lowtail-bundle"
+FORMAT: Final = "lowtail-bundle"
 # Version 1: the layout above without traces, and without the tables store.bundles.SINCE_VERSION
 # names. Version 2: traces, explanations and summaries. Version 3: each flow's figures. Version
 # 4: a chain's hops (their rows). Version 5: the hops' series files (series/hop-<run>-<hop>),
@@ -89,21 +90,21 @@ class Origin(msgspec.Struct, forbid_unknown_fields=True):
     database: _Short
 
 
-class Manifest(msgspec.Struct, forbid_unknown_fields=True):
-    """manifest.json of format version 1."""
+class Manifest(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
+    """manifest.json (its fields in the order `lowtail export` writes them)."""
 
     format: Literal["lowtail-bundle"]
     format_version: Annotated[int, schema.rule(f"must be 1 to {FORMAT_VERSION}", ge=1, le=FORMAT_VERSION)]
     lowtail_version: Annotated[str, schema.rule("must be a version", max_length=100)]
     created_at: Annotated[str, schema.rule("must be a time", max_length=64)]
     origin: Origin
+    selection: Annotated[list[_Short], schema.rule("must be a list of words", max_length=10_000)] = []
     bundle_id: _Sha256
     tables: dict[str, TableEntry]
     files: Annotated[
         dict[str, FileEntry],
         schema.rule(f"must be a table of at most {MAX_MEMBERS:,} files (name: sha256, bytes)", max_length=MAX_MEMBERS),
     ]
-    selection: Annotated[list[_Short], schema.rule("must be a list of words", max_length=10_000)] = []
     series_missing: Annotated[
         list[Annotated[int, schema.rule("must be analysis ids", ge=0, le=schema.INT64_MAX)]],
         schema.rule("must be a list of analysis ids", max_length=MAX_MEMBERS),
@@ -123,8 +124,9 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
-def bundle_id(files: dict[str, dict[str, Any]]) -> str:
-    """The id of a bundle: SHA-256 over its file names and checksums, in name order."""
+def bundle_id(files: Mapping[str, Mapping[str, object]]) -> str:
+    """The id of a bundle: SHA-256 over its file names and checksums (name: {"sha256": …},
+    as a manifest lists them), in name order."""
     h = hashlib.sha256()
     for name in sorted(files):
         h.update(f"{name}\0{files[name]['sha256']}\n".encode())

@@ -33,26 +33,28 @@ def export(
     from lowtail.bundle.export import export_bundle
 
     manifest = export_bundle(db, list(selection), output)
-    if manifest["series_missing"]:
+    if manifest.series_missing:
         warn(
-            f"analyses {', '.join(map(str, manifest['series_missing']))} have no matched series to carry: "
+            f"analyses {', '.join(map(str, manifest.series_missing))} have no matched series to carry: "
             "a comparison elsewhere uses their stored figures only"
         )
-    if manifest["traces_missing"]:
+    if manifest.traces_missing:
         warn(
-            f"runs {', '.join(map(str, manifest['traces_missing']))} have lost their kernel traces: "
+            f"runs {', '.join(map(str, manifest.traces_missing))} have lost their kernel traces: "
             "their explanations travel, but explaining them again elsewhere finds no trace"
         )
     if json_out:
-        print_json(manifest)
+        import msgspec
+
+        print_json(msgspec.to_builtins(manifest))
         return
-    t = manifest["tables"]
+    t = manifest.tables
     note(
-        f"wrote {output}: {format_counted(t['runs']['rows'], 'run')} of "
-        f"{format_counted(t['experiments']['rows'], 'experiment')}, "
-        f"{format_counted(t['analyses']['rows'], 'analysis', 'analyses')}, "
-        f"{format_counted(t['model_results']['rows'], 'model result')} "
-        f"(bundle {manifest['bundle_id'][:12]})"
+        f"wrote {output}: {format_counted(t['runs'].rows, 'run')} of "
+        f"{format_counted(t['experiments'].rows, 'experiment')}, "
+        f"{format_counted(t['analyses'].rows, 'analysis', 'analyses')}, "
+        f"{format_counted(t['model_results'].rows, 'model result')} "
+        f"(bundle {manifest.bundle_id[:12]})"
     )
 
 

@@ -5,7 +5,7 @@ changed at run time (and change it back)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.markup import escape
@@ -17,6 +17,7 @@ from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
+    from lowtail.host.document import AuditDocument
     from lowtail.host.facts import Host
     from lowtail.host.plan import CorePlan
 
@@ -119,7 +120,7 @@ def audit(
         raise typer.Exit(EXIT_VERDICT_FAILED)
 
 
-def _print_audit(doc: dict[str, Any], why: bool) -> None:
+def _print_audit(doc: AuditDocument, why: bool) -> None:
     s = doc["summary"]
     plan = doc["plan"]
     from lowtail.host.sysroot import format_cpulist
@@ -170,13 +171,13 @@ def plan(
     from lowtail.host.sysroot import format_cpulist
 
     if guest_vcpus is not None:
-        doc = guest_cmdline(guest_vcpus)
+        guest = guest_cmdline(guest_vcpus)
         if json_out:
-            print_json(doc)
+            print_json(guest)
             return
-        note(f"core plan of the guest: vCPU 0 housekeeping, {format_cpulist(doc['plan']['isolated'])} isolated")
+        note(f"core plan of the guest: vCPU 0 housekeeping, {format_cpulist(guest['plan']['isolated'])} isolated")
         out.print('[[dut]] options of the VM (kind = "vm"):', markup=False)
-        for line in doc["experiment_file"].splitlines():
+        for line in guest["experiment_file"].splitlines():
             out.print(f"  {line}", markup=False)
         return
     host, core_plan = _host_and_plan(sysroot, housekeeping, isolated, experiment)

@@ -5,7 +5,7 @@ improvement (tune/)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
@@ -18,6 +18,7 @@ from lowtail.core.errors import UserError
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
+    from lowtail.host.document import CorePlanSplit
     from lowtail.tune.document import TuneDocument
 
 
@@ -80,7 +81,7 @@ def tune(
         note(f"report: {report.resolve().as_uri()}")
 
 
-def _plan_line(plan: dict[str, Any]) -> str:
+def _plan_line(plan: CorePlanSplit) -> str:
     """The one core plan in a line, as `host plan` says it, with which roles share a core."""
     from lowtail.host.sysroot import format_cpulist
 

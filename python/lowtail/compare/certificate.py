@@ -17,21 +17,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from lowtail.compare.comparison import CompareOptions, Progress, compare, compare_and_store
 from lowtail.compare.document import (
+    AnalysisIdentity,
+    CaptureIdentity,
     CertificateDocument,
     CertifiedBounds,
     CertifiedConfiguration,
     CertifiedDevice,
     CertifiedTraffic,
     ConfigurationDocument,
+    RuleSetRecord,
 )
 from lowtail.core import percentiles
 from lowtail.core.units import format_counted, format_ns, format_percent, format_rate
 from lowtail.core.version import __version__
-from lowtail.experiment.document import RunRow
+from lowtail.experiment.document import ExperimentHost, RunRow
 from lowtail.store import analyses as analysisstore
 from lowtail.store import runs as runstore
 from lowtail.store.db import Store
@@ -39,6 +42,8 @@ from lowtail.store.records import show_value
 from lowtail.verdict.device import Judged, device_verdicts
 from lowtail.verdict.document import JudgementDocument
 from lowtail.verdict.judge import Verdict
+
+T = TypeVar("T")
 
 
 def certify_and_store(
@@ -53,7 +58,7 @@ def certify_and_store(
     )
     configurations = comparison["configurations"]
     experiments = sorted({e for c in configurations for e in c["experiments"]})
-    hosts = {eid: runstore.experiment(store, eid).get("host") or {} for eid in experiments}
+    hosts: dict[int, ExperimentHost] = {eid: runstore.experiment(store, eid).get("host") or {} for eid in experiments}
     inputs = {
         row["analysis_id"]: row
         for row in analysisstore.analysis_inputs(store, [a for c in configurations for a in c["analyses"]])
@@ -109,7 +114,7 @@ def _within_device(c: CertifiedConfiguration) -> str:
 
 def _configuration(
     c: ConfigurationDocument,
-    hosts: Mapping[int, Mapping[str, Any]],
+    hosts: Mapping[int, ExperimentHost],
     inputs: Mapping[int, Mapping[str, Any]],
     common_key: str | None,
     runs: Sequence[RunRow],
@@ -123,7 +128,7 @@ def _configuration(
     return {
         "label": c["label"],
         "configuration": dict(c["key_text"]),
-        "device": _device(c, runs, [dict(hosts[e]) for e in c["experiments"] if e in hosts]),
+        "device": _device(c, runs, [hosts[e] for e in c["experiments"] if e in hosts]),
         "traffic": _traffic(c, runs),
         "runs": list(c["runs"]),
         "analyses": list(c["analyses"]),
@@ -142,7 +147,7 @@ def _configuration(
         "degraded": list(c["degraded"]),
         "emulated": c["emulated"],
         "invalid_runs": list(c["invalid_runs"]),
-        "hosts": [dict(hosts[e]) for e in c["experiments"] if e in hosts],
+        "hosts": [hosts[e].copy() for e in c["experiments"] if e in hosts],
         "data": [_identity(inputs[a]) for a in c["analyses"] if a in inputs],
     }
 
@@ -168,7 +173,7 @@ def judged_bounds(verdict: JudgementDocument) -> CertifiedBounds:
     return {"confidence": sure, "lower_ns": lower, "upper_ns": upper, "text": text}
 
 
-def _device(c: ConfigurationDocument, runs: Sequence[RunRow], hosts: Sequence[Mapping[str, Any]]) -> CertifiedDevice:
+def _device(c: ConfigurationDocument, runs: Sequence[RunRow], hosts: Sequence[ExperimentHost]) -> CertifiedDevice:
     """The device of a configuration as its runs stored it (a plain analysis: its label)."""
     first: Mapping[str, Any] = runs[0] if runs else {}
     options = dict(first.get("dut_config") or {})
@@ -188,14 +193,23 @@ def _device(c: ConfigurationDocument, runs: Sequence[RunRow], hosts: Sequence[Ma
     }
 
 
-def _rule_set(run: Mapping[str, Any]) -> dict[str, Any]:
+def _rule_set(run: Mapping[str, Any]) -> RuleSetRecord:
     """What a run recorded of its rules (Suricata, a VM's guest IPS): the set and its hash."""
     stats = run.get("dut_stats") or {}
-    return {k: stats[k] for k in ("rules", "files", "port", "sha256") if k in stats}
+    found: RuleSetRecord = {}
+    if "rules" in stats:
+        found["rules"] = stats["rules"]
+    if "files" in stats:
+        found["files"] = stats["files"]
+    if "port" in stats:
+        found["port"] = stats["port"]
+    if "sha256" in stats:
+        found["sha256"] = stats["sha256"]
+    return found
 
 
-def _distinct(items: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _distinct(items: Sequence[T]) -> list[T]:
+    out: list[T] = []
     for item in items:
         if item not in out:
             out.append(item)
@@ -239,7 +253,7 @@ def _cores(runs: Sequence[RunRow]) -> str:
     if not plans:
         return "not recorded (runs not measured by lowtail's testbed)"
     return "; ".join(
-        f"DuT on CPU {','.join(map(str, p.get('dut') or []))}, generator on CPU {p.get('generator')}, "
+        f"DuT on CPU {','.join(map(str, _cpus(p.get('dut'))))}, generator on CPU {p.get('generator')}, "
         f"timestamper on CPU {p.get('capture')}, housekeeping on CPU {p.get('housekeeping')}"
         for p in plans
     )
@@ -264,7 +278,12 @@ def _traffic(c: ConfigurationDocument, runs: Sequence[RunRow]) -> CertifiedTraff
     }
 
 
-def _identity(row: Mapping[str, Any]) -> dict[str, Any]:
+def _cpus(value: object) -> list[object]:
+    """A role's cores as a core plan stores them: a list, or one core."""
+    return list(value) if isinstance(value, list) else [] if value is None else [value]
+
+
+def _identity(row: Mapping[str, Any]) -> AnalysisIdentity:
     """One analysis's data as a reader can check it again: its captures (path, bytes, frames),
     when and by which lowtail it was analysed."""
     sides = row.get("inputs") or {}
@@ -272,8 +291,14 @@ def _identity(row: Mapping[str, Any]) -> dict[str, Any]:
         "analysis_id": row["analysis_id"],
         "analysed_at": str(row.get("created_at")),
         "lowtail_version": row.get("lowtail_version"),
-        "captures": {
-            side: {k: (sides.get(side) or {}).get(k) for k in ("path", "bytes", "frames", "format")}
-            for side in ("pre", "post")
-        },
+        "captures": {side: _capture(sides.get(side) or {}) for side in ("pre", "post")},
+    }
+
+
+def _capture(side: Mapping[str, Any]) -> CaptureIdentity:
+    return {
+        "path": side.get("path"),
+        "bytes": side.get("bytes"),
+        "frames": side.get("frames"),
+        "format": side.get("format"),
     }

@@ -27,6 +27,7 @@ from lowtail.core.units import (
     format_share,
 )
 from lowtail.core.virtualization import TCG_WARNING
+from lowtail.experiment.document import ExperimentHost
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.page import Page, esc, table_html
 from lowtail.verdict.document import DeviceVerdictDocument
@@ -166,7 +167,7 @@ def _invalid(run: Mapping[str, Any]) -> str:
 
 
 def _hosts(configs: Sequence[CertifiedConfiguration]) -> str:
-    seen: list[dict[str, Any]] = []
+    seen: list[ExperimentHost] = []
     for c in configs:
         for h in c["hosts"]:
             if h not in seen:

@@ -21,8 +21,11 @@ from lowtail.compare.document import (
     ComparisonDocument,
     ConfigurationCauses,
     ConfigurationDocument,
+    EvtRunsRow,
     FloorDoc,
+    HostStateDifference,
     PooledFigures,
+    RateSeries,
     RepetitionDoc,
 )
 from lowtail.compare.intervals import DEFAULT_LEVEL, check_level
@@ -170,12 +173,12 @@ def compare(store: Store, words: list[str], opts: CompareOptions, on_progress: P
     return Comparison(document, out.curves, out.cdf, out.members)
 
 
-def host_state_differences(groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[dict[str, Any]]:
+def host_state_differences(groups: Sequence[Sequence[Mapping[str, Any]]]) -> list[HostStateDifference]:
     """Each pair of configurations (by index) whose runs' host-state fingerprints differ, with
     the settings that differ (the first fingerprint of each: a configuration's runs that differ
     among themselves are said in its own entry, `a_index == b_index`)."""
     states = [[r["host_state"] for r in runs if r.get("host_state")] for runs in groups]
-    out: list[dict[str, Any]] = []
+    out: list[HostStateDifference] = []
     for i, mine in enumerate(states):
         if len({s["id"] for s in mine}) > 1:
             diff = hoststate.differing(mine[0]["settings"], mine[-1]["settings"])
@@ -205,6 +208,8 @@ def _pooled_axes(groups: Iterable[Sequence[Mapping[str, Any]]], by: list[axes.Ax
     """What a `--by` leaving out a varying axis pools: runs that differ on it are taken as
     repetitions of one configuration, which the reader should know."""
     chosen = {a.name for a in by}
+    # Each axis's values by how they are shown: free-form, the axis's own kind of value (sorted
+    # in its own order where its values compare).
     mixed: dict[str, tuple[axes.Axis, dict[str, Any]]] = {}
     for members in groups:
         for axis in axes.varying(members, repetition=False):
@@ -253,7 +258,7 @@ def _verdicts(
     return {**stored, None: common}, common
 
 
-def _parsed(table: dict[str, Any]) -> Verdict:
+def _parsed(table: Mapping[str, object]) -> Verdict:
     try:
         return parse_verdict(table, stored=True)
     except VerdictSettingError:  # a file stored by another version: the default budget
@@ -565,9 +570,7 @@ def _floor_text(runs: Sequence[Mapping[str, Any]]) -> str:
 # -- EVT and rates ----------------------------------------------------------------------------
 
 
-def _evt(
-    store: Store, configurations: list[ConfigurationDocument], fit: bool, notes: list[str]
-) -> list[dict[str, Any]]:
+def _evt(store: Store, configurations: list[ConfigurationDocument], fit: bool, notes: list[str]) -> list[EvtRunsRow]:
     run_ids = [r for c in configurations for r in c["runs"]]
     models, missing = evt_runs.run_models(store, run_ids, fit)
     if not models:
@@ -585,55 +588,63 @@ def _evt(
     return [evt_runs.table_row(c, models, missing) for c in configurations]
 
 
+@dataclass
+class _RateSeriesBuilt:
+    """A rate series while it is gathered: its document and the sweeps and runs it holds."""
+
+    document: RateSeries
+    sweeps: set[tuple[int, str]] = field(default_factory=set)
+    runs: set[int] = field(default_factory=set)
+
+
 def _rates(
     store: Store,
     configurations: list[ConfigurationDocument],
     groups: Sequence[Sequence[Mapping[str, Any]]],
     by: list[axes.Axis],
-) -> list[dict[str, Any]]:
+) -> list[RateSeries]:
     """Latency against rate: one series per configuration without its rate (the DuT and
     whatever else makes it), one point per configuration whose runs share a rate, and the
     knee and predicted R_max each series' sweeps have stored (`lowtail model knee`)."""
     others = [a for a in by if a.name != axes.RATE]
-    series: dict[tuple[Any, ...], dict[str, Any]] = {}
+    series: dict[tuple[Any, ...], _RateSeriesBuilt] = {}
     for c, members in zip(configurations, groups):
-        rates = {r["rate_pps"] for r in members}
-        if not c["latency_ns"] or len(rates) != 1 or None in rates:  # one configured rate, known
+        rates, latency = {r["rate_pps"] for r in members}, c["latency_ns"]
+        if not latency or len(rates) != 1 or None in rates:  # one configured rate, known
             continue
         first = members[0]
         entry = series.setdefault(
             axes.value_key(first, others),
-            {
-                "label": axes.label(first, others) if others else first["dut_name"],
-                "key": {a.name: a.read(first) if a.present(first) else None for a in others},
-                "points": [],
-                "knees": [],
-                "_sweeps": set(),
-                "_runs": set(),
-            },
+            _RateSeriesBuilt(
+                {
+                    "label": axes.label(first, others) if others else first["dut_name"],
+                    "key": {a.name: a.read(first) if a.present(first) else None for a in others},
+                    "points": [],
+                    "knees": [],
+                }
+            ),
         )
-        entry["points"].append(
+        entry.document["points"].append(
             {
                 "configuration": c["index"],
                 "rate_pps": rates.pop(),
                 "sent": c["sent"],
                 "lost": c["lost"],
                 "loss_ratio": c["loss_ratio"],
-                "latency_ns": c["latency_ns"],
+                "latency_ns": latency,
                 "verdict": c["verdict"]["status"],
             }
         )
-        entry["_sweeps"] |= {(r["experiment_id"], r["dut_name"]) for r in members if r["experiment_id"] is not None}
-        entry["_runs"] |= {r["run_id"] for r in members}
+        entry.sweeps |= {(r["experiment_id"], r["dut_name"]) for r in members if r["experiment_id"] is not None}
+        entry.runs |= {r["run_id"] for r in members if r["run_id"] is not None}
     for entry in series.values():
-        entry["points"].sort(key=lambda p: p["rate_pps"])
-        sweeps = sorted(entry.pop("_sweeps"))
-        for eid, dut in sweeps:
-            knee = modelstore.latest_model(store, "knee", experiment_id=eid, dut_name=dut)
+        entry.document["points"].sort(key=lambda p: p["rate_pps"])
+        for eid, dut in sorted(entry.sweeps):
+            knee = modelstore.latest_model(store, modelstore.KNEE, experiment_id=eid, dut_name=dut)
             if knee:
                 r = knee["result"]
                 swept = {rid for row in r.get("rates", []) for rid in row.get("runs", [])}
-                entry["knees"].append(
+                entry.document["knees"].append(
                     {
                         "experiment_id": eid,
                         "dut": dut,
@@ -643,11 +654,10 @@ def _rates(
                         "r_max_pps": r.get("r_max_pps"),
                         # The knee model sweeps every run of the DuT's name: it speaks for
                         # this series alone only when it read no other run.
-                        "other_runs": sorted(swept - entry["_runs"]),
+                        "other_runs": sorted(r for r in swept - entry.runs if r is not None),
                     }
                 )
-        del entry["_runs"]
-    return list(series.values())
+    return [entry.document for entry in series.values()]
 
 
 CAUSES_SHOWN = 3  # causes per configuration in `compare`'s causes column

@@ -22,8 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
+from lowtail.compare.document import DifferenceDoc, DifferenceFamily
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns
 
@@ -191,30 +192,60 @@ def _ratio_text(t: Test, a: str, b: str, level: float) -> str:
     return f"{b} is {t.ratio:.3g}× {a} ({100 * level:g} % interval {t.lower:.3g}×–{t.upper:.3g}×)"
 
 
-def judge(a: Side, b: Side, key: str, level: float) -> dict[str, Any]:
+class Judged(TypedDict):
+    """A pair at one percentile before the family's correction (a `DifferenceDoc` but the
+    pair's indices and the axes it differs on, which `differences` adds)."""
+
+    a: str
+    b: str
+    percentile: str
+    resolved: bool
+    ratio: NotRequired[float]
+    ratio_lower: NotRequired[float]
+    ratio_upper: NotRequired[float]
+    p_value: NotRequired[float]
+    df: NotRequired[int]
+    repetitions: NotRequired[list[int]]
+    difference_ns: int | None
+    lower: str | None
+    higher: str | None
+    reason: str | None
+    why: str | None
+    text: str
+    note: str | None
+
+
+class _TestFigures(TypedDict):
+    ratio: float
+    ratio_lower: float
+    ratio_upper: float
+    p_value: float
+    df: int
+    repetitions: list[int]
+    difference_ns: int | None
+
+
+def judge(a: Side, b: Side, key: str, level: float) -> Judged:
     """One pair at one percentile, before the family's correction: the test (when one can
     be made) and, when the pair cannot be called whatever the test says, why."""
     short = percentiles.by_key(key).short
-    base: dict[str, Any] = {"a": a.label, "b": b.label, "percentile": key, "resolved": False}
+    base = _Pair(a, b, key, short)
     for s in (a, b):
         if s.pooled_ns is None or not s.logs:
-            return base | _not_called(a, b, short, NO_LATENCY, f"{s.label} has no latency to compare")
+            return base.not_called(NO_LATENCY, f"{s.label} has no latency to compare")
     unbounded = [s.label for s in (a, b) if not all(s.bounded)]
     if unbounded:
-        return base | _not_called(
-            a, b, short, UNBOUNDED, f"the packets of a repetition of {' and '.join(unbounded)} do not bound its {short}"
+        return base.not_called(
+            UNBOUNDED, f"the packets of a repetition of {' and '.join(unbounded)} do not bound its {short}"
         )
     if min(len(a.logs), len(b.logs)) < 2:
         single = [s.label for s in (a, b) if len(s.logs) < 2]
-        return base | _not_called(
-            a, b, short, FEW_REPETITIONS, f"one repetition of {' and '.join(single)}: run-to-run variation not measured"
+        return base.not_called(
+            FEW_REPETITIONS, f"one repetition of {' and '.join(single)}: run-to-run variation not measured"
         )
     if min(len(a.logs), len(b.logs)) < FEWEST_REPETITIONS:
         few = [s.label for s in (a, b) if len(s.logs) < FEWEST_REPETITIONS]
-        return base | _not_called(
-            a,
-            b,
-            short,
+        return base.not_called(
             FEW_REPETITIONS,
             f"not enough repetitions: {' and '.join(few)} has 2, which cannot show whether run-to-run variation "
             f"is continuous or comes in levels (one core placement or another); at least {FEWEST_REPETITIONS} are needed",
@@ -223,39 +254,27 @@ def judge(a: Side, b: Side, key: str, level: float) -> dict[str, Any]:
     step = resolution_ns(values + [e for s in (a, b) for span in s.spans if span for e in span if e is not None])
     geometric = [math.exp(sum(s.logs) / len(s.logs)) for s in (a, b)]
     if abs(geometric[1] - geometric[0]) <= step * (1 + 1e-9):  # within rounding of the step
-        return base | _not_called(
-            a,
-            b,
-            short,
+        return base.not_called(
             RESOLUTION,
             f"the repetitions differ by {format_ns(abs(geometric[1] - geometric[0]), 1)}, within the timestamps' "
             f"resolution ({format_ns(step)}): not resolvable",
         )
     test = t_test(a.logs, b.logs, level, _variance_floor(a, b, level, step))
     if test is None:
-        return base | _not_called(
-            a, b, short, RESOLUTION, "every repetition ties at one value on both sides: no variation to judge against"
+        return base.not_called(
+            RESOLUTION, "every repetition ties at one value on both sides: no variation to judge against"
         )
-    doc = base | _test_doc(test, a, b)
     if a.emulated != b.emulated:
         emulated = a.label if a.emulated else b.label
-        return doc | _not_called(
-            a, b, short, EMULATED, f"{emulated} ran under QEMU's emulator (TCG) and the other did not", test
-        )
+        return base.not_called(EMULATED, f"{emulated} ran under QEMU's emulator (TCG) and the other did not", test)
     degraded = [s.label for s in (a, b) if s.degraded]
     if degraded:
-        return doc | _not_called(
-            a,
-            b,
-            short,
+        return base.not_called(
             DEGRADED,
             f"runs of {' and '.join(degraded)} are degraded: shown, not the basis of a call",
             test,
         )
-    return doc | _not_called(
-        a,
-        b,
-        short,
+    return base.not_called(
         NOT_SIGNIFICANT,
         f"not beyond run-to-run variation: {_ratio_text(test, a.label, b.label, level)}",
         test,
@@ -272,7 +291,7 @@ def _variance_floor(a: Side, b: Side, level: float, step: int) -> float:
     return max(sum(sampling) / len(sampling) if sampling else 0.0, rounding)
 
 
-def _test_doc(test: Test, a: Side, b: Side) -> dict[str, Any]:
+def _test_doc(test: Test, a: Side, b: Side) -> _TestFigures:
     return {
         "ratio": test.ratio,
         "ratio_lower": test.lower,
@@ -284,19 +303,48 @@ def _test_doc(test: Test, a: Side, b: Side) -> dict[str, Any]:
     }
 
 
-def _not_called(a: Side, b: Side, short: str, reason: str, why: str, test: Test | None = None) -> dict[str, Any]:
-    return {
-        "resolved": False,
-        "lower": None,
-        "higher": None,
-        "reason": reason,
-        "why": why,
-        "text": f"{a.label} and {b.label} at {short}: not called: {why}",
-        "note": None,
-    } | ({} if test is not None else {"difference_ns": None})
+@dataclass(frozen=True)
+class _Pair:
+    """The pair being judged at one percentile (`short`: the percentile as words name it)."""
+
+    a: Side
+    b: Side
+    key: str
+    short: str
+
+    def not_called(self, reason: str, why: str, test: Test | None = None) -> Judged:
+        """The pair not called, and why (with the test's figures when one was made)."""
+        a, b, text = self.a, self.b, f"{self.a.label} and {self.b.label} at {self.short}: not called: {why}"
+        if test is None:
+            return {
+                "a": a.label,
+                "b": b.label,
+                "percentile": self.key,
+                "resolved": False,
+                "lower": None,
+                "higher": None,
+                "reason": reason,
+                "why": why,
+                "text": text,
+                "note": None,
+                "difference_ns": None,
+            }
+        return {
+            "a": a.label,
+            "b": b.label,
+            "percentile": self.key,
+            "resolved": False,
+            **_test_doc(test, a, b),
+            "lower": None,
+            "higher": None,
+            "reason": reason,
+            "why": why,
+            "text": text,
+            "note": None,
+        }
 
 
-def _called(d: dict[str, Any], level: float, family: int) -> dict[str, Any]:
+def _called(d: DifferenceDoc, level: float, family: int) -> DifferenceDoc:
     """A pair the family's correction calls different: the sentence that says so."""
     short = percentiles.by_key(d["percentile"]).short
     lo, hi = (d["a"], d["b"]) if d["ratio"] >= 1 else (d["b"], d["a"])
@@ -306,7 +354,9 @@ def _called(d: dict[str, Any], level: float, family: int) -> dict[str, Any]:
         else (1 / d["ratio"], 1 / d["ratio_upper"], 1 / d["ratio_lower"])
     )
     n_a, n_b = d["repetitions"]
-    return d | {
+    assert d["difference_ns"] is not None  # a tested pair has its difference
+    return {
+        **d,
         "resolved": True,
         "lower": lo,
         "higher": hi,
@@ -328,16 +378,16 @@ def _differing(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
 
 def differences(
     configurations: Sequence[Mapping[str, Any]], level: float, keys: tuple[str, ...] = JUDGED
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+) -> tuple[list[DifferenceDoc], list[DifferenceDoc], DifferenceFamily]:
     """Every pair of configurations at every judged percentile: (the differences called,
     the pairs not called with why, the family: its size, level and procedure)."""
     judged = [c for c in configurations if c.get("latency_ns")]
-    pairs = []
+    pairs: list[DifferenceDoc] = []
     for i, a in enumerate(judged):
         for b in judged[i + 1 :]:
             for key in keys:
                 d = judge(side(a, key), side(b, key), key, level)
-                pairs.append(d | {"a_index": a["index"], "b_index": b["index"], "axes_differing": _differing(a, b)})
+                pairs.append({**d, "a_index": a["index"], "b_index": b["index"], "axes_differing": _differing(a, b)})
     family = [d for d in pairs if d["reason"] == NOT_SIGNIFICANT]
     for d, rejected in zip(family, holm([d["p_value"] for d in family], 1.0 - level)):
         if rejected:

@@ -6,14 +6,20 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, NotRequired, TypedDict
+from typing import NotRequired, TypedDict
 
 from lowtail.analyze.document import IntervalDoc
+from lowtail.experiment.document import ExperimentHost
+from lowtail.testbed.document import StoredDutOptions
 from lowtail.verdict.document import BudgetDocument, DeviceVerdictDocument, JudgementDocument
 
 # Nearest-rank figures of some packets, whole nanoseconds ("p99_9", "max", and "samples"),
 # None where there are none (`compare.pooling.Distribution.figures`).
 PooledFigures = dict[str, int | None]
+
+# A configuration's value on each axis that makes it (axis name → value): each axis's own
+# kind of value (a count, a name, a DuT option, which may be a table).
+AxisValues = dict[str, object]
 
 
 class RepetitionDoc(TypedDict):
@@ -57,7 +63,7 @@ class ConfigurationDocument(TypedDict):
 
     index: int
     label: str
-    key: dict[str, Any]  # axis name → value
+    key: AxisValues
     key_text: dict[str, str]  # axis name → as shown
     runs: list[int]
     analyses: list[int]
@@ -104,6 +110,110 @@ class ConfigurationCauses(TypedDict):
     headline: str | None  # "run N: " and that run's own headline (its shares are that run's)
 
 
+class DifferenceDoc(TypedDict):
+    """One pair of configurations at one percentile (compare/differences.py): called
+    (`resolved`: which is `lower`, by what ratio and interval, in `text`) or not, with the
+    `reason` and `why`; the test's figures when a test could be made."""
+
+    a: str
+    b: str
+    percentile: str
+    resolved: bool
+    ratio: NotRequired[float]  # b's geometric mean over a's
+    ratio_lower: NotRequired[float]
+    ratio_upper: NotRequired[float]
+    p_value: NotRequired[float]
+    df: NotRequired[int]
+    repetitions: NotRequired[list[int]]  # [a's, b's]
+    difference_ns: int | None
+    lower: str | None
+    higher: str | None
+    reason: str | None
+    why: str | None
+    text: str
+    note: str | None
+    a_index: int
+    b_index: int
+    axes_differing: list[str]
+
+
+class DifferenceFamily(TypedDict):
+    """The family the differences were called in: how many comparisons, at what level, by
+    which procedure, at which percentiles."""
+
+    comparisons: int
+    level: float
+    procedure: str
+    percentiles: list[str]
+
+
+class EvtMissing(TypedDict):
+    """A run of a configuration without a tail model, and why."""
+
+    run_id: int
+    why: str
+
+
+class EvtRunsRow(TypedDict):
+    """One configuration's EVT over its runs (compare/evt_runs.py): how many of its
+    repetitions' tail models are bounded, their mean validation exceedances (1 expected) and ξ."""
+
+    configuration: int
+    label: str
+    repetitions: int
+    models: int
+    model_ids: list[int]
+    bounded: int
+    bounded_share: float | None
+    mean_exceedances: float | None
+    expected_exceedances: float
+    mean_xi: float | None
+    not_credible: int
+    missing: list[EvtMissing]
+
+
+class RatePoint(TypedDict):
+    """One configuration of a rate series: its one rate and what it measured there."""
+
+    configuration: int
+    rate_pps: int
+    sent: int
+    lost: int
+    loss_ratio: float | None
+    latency_ns: dict[str, int | None]
+    verdict: str
+
+
+class RateKnee(TypedDict):
+    """A stored knee of a sweep of a rate series (`lowtail model knee`)."""
+
+    experiment_id: int
+    dut: str
+    model_id: int
+    knee_pps: float | None
+    last_ok_pps: float | None
+    r_max_pps: float | None
+    other_runs: list[int]  # runs the knee model read that are not in this series
+
+
+class RateSeries(TypedDict):
+    """Latency against rate: the configurations that differ only in their rate."""
+
+    label: str
+    key: AxisValues  # the axes but the rate
+    points: list[RatePoint]
+    knees: list[RateKnee]
+
+
+class HostStateDifference(TypedDict):
+    """Two configurations (by index; the same twice: runs of one configuration) whose
+    host-state fingerprints differ, and the settings that do: {name: [a's value, b's value]}."""
+
+    a_index: int
+    b_index: int
+    settings: dict[str, list[str | None]]
+
+
 class ComparisonDocument(TypedDict):
     """A comparison of stored runs, as `lowtail compare --json` prints it and the store keeps it."""
 
@@ -114,11 +224,11 @@ class ComparisonDocument(TypedDict):
     level: float
     verdict: BudgetDocument | None
     configurations: list[ConfigurationDocument]
-    differences: list[dict[str, Any]]
-    not_resolvable: list[dict[str, Any]]
-    difference_family: dict[str, Any]  # how many comparisons, at what level, by which procedure
-    evt: list[dict[str, Any]]
-    rates: list[dict[str, Any]]
+    differences: list[DifferenceDoc]
+    not_resolvable: list[DifferenceDoc]
+    difference_family: DifferenceFamily
+    evt: list[EvtRunsRow]
+    rates: list[RateSeries]
     left_out: list[RunWhy]
     causes: NotRequired[list[ConfigurationCauses]]
     notes: list[str]
@@ -126,8 +236,8 @@ class ComparisonDocument(TypedDict):
     partial_reasons: list[str]
     emulated_runs: list[int]
     # Where two configurations' host-state fingerprints differ (host/state.py): each pair's
-    # indices and the settings that differ, {name: [a's value, b's value]}.
-    host_state_differences: NotRequired[list[dict[str, Any]]]
+    # indices and the settings that differ. Comparisons stored before lack it.
+    host_state_differences: NotRequired[list[HostStateDifference]]
 
 
 class StoredComparison(TypedDict):
@@ -141,6 +251,19 @@ class StoredComparison(TypedDict):
     selection: list[str]
     by_axes: list[str]
     document: ComparisonDocument
+    partial: bool
+
+
+class ComparisonListed(TypedDict):
+    """A stored comparison as `lowtail compare list` shows it (`store.comparisons.list_comparisons`):
+    its row, with how many configurations its document holds."""
+
+    comparison_id: int
+    created_at: datetime
+    label: str | None
+    selection: list[str]
+    by_axes: list[str]
+    configurations: int
     partial: bool
 
 
@@ -168,6 +291,35 @@ class WorstEventRow(TypedDict):
 # -- a qualification record (`lowtail certify --json`) ------------------------------------------
 
 
+class RuleSetRecord(TypedDict, total=False):
+    """What a run recorded of its rules (Suricata, a VM's guest IPS): how many were
+    generated (or the file's name), how many files, the port, the hash of the rules loaded."""
+
+    rules: int | str
+    files: int
+    port: int
+    sha256: str
+
+
+class CaptureIdentity(TypedDict):
+    """One capture of an analysis as a reader can find it again."""
+
+    path: str | None
+    bytes: int | None
+    frames: int | None
+    format: str | None
+
+
+class AnalysisIdentity(TypedDict):
+    """One analysis's data as a reader can check it again: its captures, when and by which
+    lowtail it was analysed."""
+
+    analysis_id: int
+    analysed_at: str
+    lowtail_version: str | None
+    captures: dict[str, CaptureIdentity]  # "pre", "post"
+
+
 class CertifiedDevice(TypedDict):
     """What a qualification record says the device was: its name and kind, every option it
     was configured with (the stored values, and as shown: durations with their units, a rule
@@ -176,9 +328,9 @@ class CertifiedDevice(TypedDict):
 
     name: str
     kind: str
-    options: dict[str, Any]  # the kind's options as stored with its runs
+    options: StoredDutOptions  # the kind's options as stored with its runs
     options_shown: dict[str, str]
-    rule_sets: list[dict[str, Any]]  # what its runs recorded of their rules (count or files, sha256)
+    rule_sets: list[RuleSetRecord]
     containment: str
     cores: str
     kernel: str | None
@@ -231,8 +383,8 @@ class CertifiedConfiguration(TypedDict):
     degraded: list[str]
     emulated: bool
     invalid_runs: list[RunWhy]
-    hosts: list[dict[str, Any]]  # each experiment's host fingerprint (kernel, CPU, command line, …)
-    data: list[dict[str, Any]]  # each analysis's captures (path, bytes, frames), when and by which lowtail
+    hosts: list[ExperimentHost]  # each experiment's host fingerprint (kernel, CPU, command line, …)
+    data: list[AnalysisIdentity]
 
 
 class CertificateDocument(TypedDict):

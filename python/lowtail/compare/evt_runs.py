@@ -7,20 +7,22 @@ fits and stores the missing ones."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from lowtail.compare.document import ConfigurationDocument
+from lowtail.compare.document import ConfigurationDocument, EvtRunsRow
 from lowtail.core.errors import UserError
+from lowtail.models.document import EvtDocument
 from lowtail.store import models as modelstore
 from lowtail.store.db import Store
 
+EvtModels = dict[int, modelstore.StoredModel[EvtDocument]]
 
-def run_models(store: Store, run_ids: list[int], fit: bool) -> tuple[dict[int, dict[str, Any]], dict[int, str]]:
+
+def run_models(store: Store, run_ids: list[int], fit: bool) -> tuple[EvtModels, dict[int, str]]:
     """The newest stored EVT result of each run, fitting (and storing) missing ones when
     `fit`: ({run_id: stored model row}, {run_id: why it has none})."""
-    found, missing = {}, {}
+    found: EvtModels = {}
+    missing: dict[int, str] = {}
     for rid in run_ids:
-        row = modelstore.latest_model(store, "evt", run_id=rid)
+        row = modelstore.latest_model(store, modelstore.EVT, run_id=rid)
         if row is None and fit:
             try:
                 row = _fit(store, rid)
@@ -34,7 +36,7 @@ def run_models(store: Store, run_ids: list[int], fit: bool) -> tuple[dict[int, d
     return found, missing
 
 
-def _fit(store: Store, run_id: int) -> dict[str, Any]:
+def _fit(store: Store, run_id: int) -> modelstore.StoredModel[EvtDocument]:
     from lowtail.models.evt import EvtOptions, evt_of_source
 
     src = modelstore.series_source(store, f"run:{run_id}")
@@ -42,7 +44,7 @@ def _fit(store: Store, run_id: int) -> dict[str, Any]:
     inputs = {"input": f"run:{run_id}", "series": src.path, **doc["options"], "rate": None}
     model_id = modelstore.save_model(
         store,
-        "evt",
+        modelstore.EVT,
         inputs,
         doc,
         run_id=run_id,
@@ -50,12 +52,10 @@ def _fit(store: Store, run_id: int) -> dict[str, Any]:
         source=src.label,
         label="lowtail compare --evt",
     )
-    return modelstore.model_result(store, model_id)
+    return modelstore.model_result(store, model_id, modelstore.EVT)
 
 
-def table_row(
-    configuration: ConfigurationDocument, models: dict[int, dict[str, Any]], missing: dict[int, str]
-) -> dict[str, Any]:
+def table_row(configuration: ConfigurationDocument, models: EvtModels, missing: dict[int, str]) -> EvtRunsRow:
     """One configuration's row: repetitions, models, share bounded, mean validation
     exceedances (expected: 1), mean ξ, and the runs without a model and why."""
     rows = [models[r] for r in configuration["runs"] if r in models]

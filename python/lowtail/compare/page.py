@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.compare.document import ComparisonDocument, ConfigurationDocument
+from lowtail.compare.document import ComparisonDocument, ConfigurationDocument, RateSeries
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_ns, format_ns_range, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING
@@ -84,7 +84,7 @@ def _margin(c: ConfigurationDocument) -> str:
     return f"{format_ns(-gap)} over the budget"
 
 
-def _swept(doc: ComparisonDocument) -> list[dict[str, Any]]:
+def _swept(doc: ComparisonDocument) -> list[RateSeries]:
     """The latency-against-rate series with two rates or more."""
     return [s for s in doc.get("rates") or [] if len(s.get("points") or []) >= 2]
 
@@ -387,7 +387,7 @@ def rate_section(page: Page, doc: ComparisonDocument) -> None:
     )
 
 
-def _knee_source(series: dict[str, Any]) -> str:
+def _knee_source(series: RateSeries) -> str:
     """Where a knee model read runs beyond this series (it sweeps every run of the DuT's
     name), so the reader knows it speaks for more than the runs compared here."""
     wider = [k for k in series.get("knees") or [] if k.get("other_runs")]
@@ -405,7 +405,7 @@ def evt_section(page: Page, doc: ComparisonDocument) -> None:
             Cell(r["label"], "text"),
             str(r.get("repetitions", "–")),
             str(r.get("models", "–")),
-            "–" if r.get("bounded_share") is None else f"{r['bounded']} ({format_percent(r['bounded_share'], '.3g')})",
+            "–" if r["bounded_share"] is None else f"{r['bounded']} ({format_percent(r['bounded_share'], '.3g')})",
             "–" if r.get("mean_exceedances") is None else f"{r['mean_exceedances']:.2f}",
             "–" if r.get("mean_xi") is None else f"{r['mean_xi']:.3f}",
             str(r.get("not_credible") or 0),

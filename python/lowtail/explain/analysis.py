@@ -48,7 +48,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -68,7 +67,7 @@ from lowtail.explain.cores import (
     task_label,
     waiting,
 )
-from lowtail.explain.document import CauseDoc, ExplainDocument, Tail
+from lowtail.explain.document import CauseDoc, Evidence, ExplainDocument, Tail
 from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
 from lowtail.explain.unseen import Unseeable, unseen_entries
 from lowtail.host.remedies import remedy_for
@@ -374,7 +373,7 @@ def _t_cpu_ns(facts: RunFacts) -> float | None:
     return None
 
 
-def _overload(p: pk.Packets, facts: RunFacts, trace: TraceView | None) -> tuple[float | None, dict[str, Any] | None]:
+def _overload(p: pk.Packets, facts: RunFacts, trace: TraceView | None) -> tuple[float | None, Evidence | None]:
     """R_max of the DuT (NOMS 2020: (1 s − d_Σ) / t_CPU, t_CPU from the DuT's own busy time per
     packet, d_Σ the interrupt time per second on its core from the trace) and, when the offered
     rate reaches it or a standing queue holds most packets, the evidence of overload."""
@@ -391,7 +390,7 @@ def _overload(p: pk.Packets, facts: RunFacts, trace: TraceView | None) -> tuple[
     )
     if not over:
         return r_max, None
-    evidence: dict[str, Any] = {
+    evidence: Evidence = {
         "what": f"offered {format_rate(facts.rate_pps)}"
         + (f" against an R_max of {format_rate(r_max)}" if r_max is not None else " into a queue that never emptied"),
         "rate_pps": facts.rate_pps,
@@ -554,7 +553,7 @@ def _testbed_role_of(s: Suspect, facts: RunFacts) -> str | None:
     return None
 
 
-def _suspect_facts(s: Suspect) -> dict[str, Any]:
+def _suspect_facts(s: Suspect) -> Evidence:
     """What a remedy needs of a suspect besides its name: a task's pid (`lowtail tune` moves it)."""
     if s.kind != "task":
         return {}
@@ -651,16 +650,16 @@ def _winners(live: list[Candidate], excess: np.ndarray) -> tuple[np.ndarray, np.
 
 def _evidence(
     c: Candidate, mine: np.ndarray, ids: np.ndarray, sent: np.ndarray, lat: np.ndarray, rate_pps: float
-) -> dict[str, Any]:
+) -> Evidence:
     """What ran (its name), how many tail packets it explains against chance, and the
     largest cases: each packet beside the event that delayed it."""
-    ev: dict[str, Any] = {"what": c.name} | c.evidence
+    ev: Evidence = {"what": c.name} | c.evidence
     ev["tail_packets"] = int(mine.size)
     ev["explained_by_chance"] = None if c.expected is None else round(c.expected, 2)
     largest = mine[np.argsort(-c.delay[mine], kind="stable")[:EVIDENCE_EVENTS]]
     events = []
     for k in largest:
-        item: dict[str, Any] = {
+        item: Evidence = {  # one of the largest cases: the packet, and the event that delayed it
             "packet_id": int(ids[k]),
             "sent_ns": int(sent[k]),
             "latency_ns": int(lat[k]),

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 from lowtail.explain import packets as pk
 from lowtail.explain.cores import Suspect, shifted_windows
+from lowtail.explain.document import Evidence
 
 # A cause is named only when it explains at least this share of the tail packets.
 CAUSE_FLOOR = 0.05
@@ -31,12 +31,12 @@ class Candidate:
     name: str
     delay: np.ndarray  # per tail packet: the delay this cause accounts for
     expected: float | None  # tail packets it would explain by chance; None: a condition of the run
-    evidence: dict[str, Any]
+    evidence: Evidence
     suspect: Suspect | None = None
     windows: tuple[np.ndarray, np.ndarray] | None = None
     # What delayed the packet in flight in [a, b), for a cause that is no traced suspect
     # (start_ns, duration_ns, what: the evidence's event), or None.
-    event_in: Callable[[int, int], dict[str, Any] | None] | None = None
+    event_in: Callable[[int, int], Evidence | None] | None = None
     # The host of the core `cpu` is on (a run may be traced on several), None for no core's.
     host: str | None = None
     # The delay before `bound`: how long the cause held the packet's window (the tie-break).

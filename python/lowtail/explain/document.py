@@ -41,6 +41,11 @@ class Tail(TypedDict):
     median_ns: NotRequired[int]
 
 
+# A cause's evidence: free-form, each kind of cause its own keys (`what`, `tail_packets`,
+# `explained_by_chance`, `events`, and a task's `pid`, an overload's `r_max_pps`, …).
+Evidence = dict[str, Any]
+
+
 class CauseDoc(TypedDict):
     """One cause as `lowtail explain --json` gives it."""
 
@@ -51,7 +56,7 @@ class CauseDoc(TypedDict):
     tail_packets: int  # the tail packets this cause keeps
     share: float  # tail_packets over the tail's packets: the one number every surface shows
     added_ns: int
-    evidence: dict[str, Any]
+    evidence: Evidence
     remedy: RemedyDoc
 
 

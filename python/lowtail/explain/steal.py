@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from lowtail.core.units import format_ns
 from lowtail.explain import packets as pk
 from lowtail.explain.candidates import Candidate, by_chance, chance_seed
+from lowtail.explain.document import Evidence
 from lowtail.host.steal import user_hz
 from lowtail.trace.document import RoleDoc
 
@@ -141,7 +141,7 @@ def hypervisor_candidate(
     )
 
 
-def _largest_steal(steals: list[Steal], a: int, b: int) -> dict[str, Any] | None:
+def _largest_steal(steals: list[Steal], a: int, b: int) -> Evidence | None:
     """The sampling interval with the most steal among those the window [a, b) flew in."""
     found = [
         (int(s.stolen[i]), int(s.start[i]), int(s.end[i]), s.cpu)
@@ -159,9 +159,7 @@ def _largest_steal(steals: list[Steal], a: int, b: int) -> dict[str, Any] | None
     }
 
 
-def _evidence(
-    steals: list[Steal], owner: dict[int, str], a: np.ndarray, b: np.ndarray, period_ns: int
-) -> dict[str, Any]:
+def _evidence(steals: list[Steal], owner: dict[int, str], a: np.ndarray, b: np.ndarray, period_ns: int) -> Evidence:
     """What the hypervisor took, per CPU, and the intervals with steal the tail packets flew in."""
     cpus = ", ".join(f"CPU {s.cpu}" + (f" ({owner[s.cpu]})" if s.cpu in owner else "") for s in steals)
     total = {str(s.cpu): int(s.stolen.sum()) for s in steals}

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
+from lowtail.host.document import AuditCheckDocument, AuditDocument, AuditScore
 from lowtail.host.facts import Host, split_isolcpus
 from lowtail.host.plan import CorePlan
 from lowtail.host.sysroot import format_cpulist
@@ -29,8 +29,17 @@ class Check:
     why: str
     remedy: str
 
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+    def to_json(self) -> AuditCheckDocument:
+        return AuditCheckDocument(
+            id=self.id,
+            title=self.title,
+            category=self.category,
+            status=self.status,
+            observed=self.observed,
+            expected=self.expected,
+            why=self.why,
+            remedy=self.remedy,
+        )
 
 
 CheckFn = Callable[[Host, CorePlan], Check]
@@ -747,7 +756,7 @@ def run_audit(host: Host, plan: CorePlan, only: set[str] | None = None) -> list[
     return [fn(host, plan) for cid, fn in CHECKS if only is None or cid in only]
 
 
-def score(checks: list[Check]) -> dict[str, Any]:
+def score(checks: list[Check]) -> AuditScore:
     """Share of applicable checks passed, a warning counting half: 100 is a host tuned as
     the URLLC studies tune theirs."""
     counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
@@ -763,7 +772,7 @@ def score(checks: list[Check]) -> dict[str, Any]:
     }
 
 
-def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> dict[str, Any]:
+def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> AuditDocument:
     """What `lowtail host audit --json` prints and the database stores."""
     return {
         "host": socket.gethostname() if host.root.live else str(host.root.root),

@@ -210,3 +210,87 @@ def describe_energy(energy: Mapping[str, Any] | None) -> str:
         reason = (energy or {}).get("reason")
         return f"not available ({reason})" if reason else "not available"
     return f"{energy['joules']:.3g} J, {energy['mean_w']:.3g} W mean"
+
+
+# -- the boot-time core plan and its parameters (host/plan.py), the audit (host/audit.py) --------
+
+
+class CorePlanSplit(TypedDict):
+    """A host's boot-time split of its CPUs (`host.plan.CorePlan`, as JSON)."""
+
+    housekeeping: list[int]
+    isolated: list[int]
+    source: str  # where the plan came from
+    shared: str  # which roles share a core on a host too small, and why ("" when none do)
+
+
+class BootParamDocument(TypedDict):
+    """One latency-optimised boot parameter: its name and value, as written, why, and which
+    paper's table asks for it."""
+
+    name: str
+    value: str | None
+    text: str
+    purpose: str
+    source: str
+
+
+class GuestCmdlineDocument(TypedDict):
+    """A VM DuT's guest kernel parameters (`lowtail host plan --guest-vcpus`)."""
+
+    plan: CorePlanSplit
+    params: list[BootParamDocument]
+    cmdline: str
+    experiment_file: str  # the lines of the experiment file that carry it
+
+
+class KernelCmdlineDocument(TypedDict):
+    """The plan's boot parameters and the GRUB line that keeps everything else the host has."""
+
+    plan: CorePlanSplit
+    params: list[BootParamDocument]
+    cmdline: str
+    kept: list[str]  # the host's own parameters carried over
+    kept_from: str  # etc/default/grub or proc/cmdline
+    grub: str
+    grub_steps: list[str]
+    vendor: str
+    notes: list[str]
+
+
+class AuditCheckDocument(TypedDict):
+    """One audit check's outcome (`host.audit.Check`)."""
+
+    id: str
+    title: str
+    category: str  # boot | runtime | kernel | hardware
+    status: str
+    observed: str
+    expected: str
+    why: str
+    remedy: str
+
+
+class AuditScore(TypedDict):
+    """The share of applicable checks passed (a warning counting half) and the counts."""
+
+    score: int
+    passed: int
+    warned: int
+    failed: int
+    skipped: int
+    applicable: int
+
+
+class AuditDocument(TypedDict):
+    """What `lowtail host audit --json` prints and the database stores."""
+
+    host: str
+    sysroot: str | None
+    kernel: str
+    cmdline: str
+    plan: CorePlanSplit
+    summary: AuditScore
+    checks: list[AuditCheckDocument]
+    unreadable: list[str]
+    audit_id: NotRequired[int]  # once stored

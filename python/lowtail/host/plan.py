@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from lowtail.core.errors import UserError
 from lowtail.explain.document import RemedyDoc
+from lowtail.host.document import CorePlanSplit, GuestCmdlineDocument, KernelCmdlineDocument
 from lowtail.host.facts import Host, param_cpus, parse_cmdline
 from lowtail.host.remedies import BOOT_PARAMETERS
 from lowtail.host.sysroot import format_cpulist, parse_cpulist
@@ -35,7 +36,7 @@ class CorePlan:
     source: str  # where the plan came from, for messages
     shared: str = ""
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> CorePlanSplit:
         return {
             "housekeeping": list(self.housekeeping),
             "isolated": list(self.isolated),
@@ -67,6 +68,7 @@ def role_cores(cpus: Sequence[int], chosen: Mapping[str, Any] | None = None) -> 
     the one isolated and what `tune` moves off it has somewhere to go; with 1 everything
     shares it. The testbed's `CoreRoles` holds this plan for a run."""
     if len(cpus) >= 4:
+        # free-form until the user's [cores] choices are merged in: read as a CorePlanDocument below
         plan: dict[str, Any] = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
     elif len(cpus) == 3:
         plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[2]])
@@ -237,7 +239,7 @@ def boot_params(plan: CorePlan, vendor: str) -> list[BootParam]:
 _HOST_ONLY = {"nosmt", "intel_idle.max_cstate", "intel_pstate"}
 
 
-def guest_cmdline(vcpus: int) -> dict[str, Any]:
+def guest_cmdline(vcpus: int) -> GuestCmdlineDocument:
     """The same latency-optimised parameters for a VM DuT's guest kernel with `vcpus`
     virtual CPUs: vCPU 0 for housekeeping, the others isolated (lowtail-fwd runs on the
     last); what the experiment file's `guest_cmdline` takes."""
@@ -284,7 +286,7 @@ def grub_base(host: Host) -> tuple[list[str], str]:
     return words, "proc/cmdline"
 
 
-def kernel_cmdline(host: Host, plan: CorePlan) -> dict[str, Any]:
+def kernel_cmdline(host: Host, plan: CorePlan) -> KernelCmdlineDocument:
     """The plan's parameters, and the GRUB line that keeps everything else the host has."""
     params = boot_params(plan, host.vendor)
     ours = {p.name.replace("-", "_") for p in params}  # replaced on the host's line, or dropped

@@ -44,12 +44,14 @@ from lowtail.models.document import (
     AliasingSpecDocument,
     Beat,
     InterruptClockFit,
+    InterruptCompanion,
     InterruptCycleDoc,
+    InterruptKindRate,
 )
 from lowtail.store.analyses import analysis
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id
-from lowtail.store.models import ModelLinks, save_model
+from lowtail.store.models import ALIASING, ModelLinks, save_model
 from lowtail.store.runs import run_figures
 from lowtail.trace.document import RoleDoc, TraceDocument
 
@@ -375,8 +377,8 @@ def interrupt_cycle(
     on = by_cpu[cpu]
     base = _TIMER if _TIMER in on else max(on, key=lambda k: on[k])
     base_rate = on[base]
-    companions: list[dict[str, Any]] = []
-    others: list[dict[str, Any]] = []
+    companions: list[InterruptCompanion] = []
+    others: list[InterruptKindRate] = []
     for kind, rate in sorted(on.items(), key=lambda kv: -kv[1]):
         if kind == base:
             continue
@@ -606,7 +608,7 @@ def aliasing_and_store(store: Store | None, opts: AliasingOptions, *, save: bool
         }
         doc["model_id"] = save_model(
             store,
-            "aliasing",
+            ALIASING,
             inputs,
             doc,
             source=keys.get("source"),

@@ -5,7 +5,7 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, Required, TypedDict
+from typing import NotRequired, Required, TypedDict
 
 from lowtail.analyze.document import LatencyFigures
 
@@ -71,6 +71,97 @@ class KneeDocument(TypedDict):
     model_id: NotRequired[int]
 
 
+class EvtThreshold(TypedDict):
+    """One candidate threshold of an EVT model and its GPD fit (`models.evt.ThresholdFit`)."""
+
+    percentile: float
+    threshold_ns: int
+    exceedances: int
+    converged: bool
+    sigma_ns: float | None
+    xi: float | None
+    sigma_ci_ns: list[float] | None
+    xi_ci: list[float] | None
+    js_divergence: float | None
+    note: str
+
+
+class ReturnLevel(TypedDict):
+    """The latency exceeded once in `packets` packets on average, and its interval."""
+
+    packets: float
+    level_ns: float | None
+    ci_ns: list[float] | None
+
+
+class HorizonLevel(ReturnLevel):
+    """A return level over a span of time at the series' rate (a day, a year)."""
+
+    seconds: float
+
+
+class ValidationCheck(TypedDict):
+    """A return level checked on the held-out part: the exceedances expected and counted."""
+
+    return_period: float
+    return_level_ns: float | None
+    expected: float
+    exceedances: int
+    exceedance_samples: int
+
+
+class EvtValidation(TypedDict):
+    """The held-out part against the model: the return level of its own length (one
+    exceedance expected), each of `checks`, and its largest value."""
+
+    samples: int
+    return_period: float
+    return_level_ns: float | None
+    expected: float
+    exceedances: int
+    exceedance_samples: int
+    decluster_packets: int
+    first_exceedance_rows: list[int]
+    max_ns: int | None
+    checks: list[ValidationCheck]
+
+
+class EvtStationarity(TypedDict):
+    """ADF and KPSS on the fit part's block maxima (`adf_p` None: not tested, `note` says why)."""
+
+    series: str
+    blocks: int
+    block_packets: int
+    kpss_p_bound: NotRequired[str | None]  # "lower"/"upper": KPSS's p-value beyond statsmodels' table
+    adf_p: float | None
+    kpss_p: float | None
+    verdict: str
+    note: NotRequired[str]
+
+
+class EvtPlot(TypedDict):
+    """What the return-level and QQ plots draw: [return period, latency ns] of the fit and
+    validation parts, the model's curve [period, level, lower, upper], QQ [model, data]."""
+
+    empirical_fit: list[list[float]]
+    empirical_validation: list[list[float]]
+    curve: list[list[float | None]]
+    qq: list[list[float]]
+
+
+class EvtOptionsDocument(TypedDict):
+    """`models.evt.EvtOptions` as JSON (exact quantiles as their nearest floats)."""
+
+    fit_fraction: float
+    thresholds: list[float]
+    min_exceedances: int
+    js_bins: int
+    confidence: float
+    return_periods: list[int]
+    stationarity_blocks: int
+    decluster_packets: int
+
+
 class EvtDocument(TypedDict):
     """The EVT model of a series' tail (`models/evt.py`): the chosen threshold and its GPD
     fit, every candidate threshold, return levels, validation, stationarity, plot data."""
@@ -99,16 +190,16 @@ class EvtDocument(TypedDict):
     js_divergence: float | None
     js_binning: str
     note: str
-    thresholds: list[dict[str, Any]]
+    thresholds: list[EvtThreshold]
     return_levels_ns: dict[str, float | None]
-    return_levels: dict[str, dict[str, Any]]
-    horizons: dict[str, dict[str, Any]]
-    validation: dict[str, Any]
-    stationarity: dict[str, Any]
-    plot: dict[str, Any]
+    return_levels: dict[str, ReturnLevel]  # by return period in packets
+    horizons: dict[str, HorizonLevel]  # "hour", "day", "year", …
+    validation: EvtValidation
+    stationarity: EvtStationarity
+    plot: EvtPlot
     partial: bool
     partial_reasons: list[str]
-    options: dict[str, Any]
+    options: EvtOptionsDocument
     warnings: list[str]
     credible: bool
     source: NotRequired[str]  # what the series is (a run, an analysis, a file)
@@ -214,6 +305,19 @@ class AliasingMeasurement(TypedDict):
     analysis_id: int
 
 
+class InterruptKindRate(TypedDict):
+    """An interrupt kind on a run's DuT CPU and its rate."""
+
+    kind: str
+    rate_hz: float
+
+
+class InterruptCompanion(InterruptKindRate):
+    """A kind that comes with every `every`-th tick of the timer."""
+
+    every: int
+
+
 class InterruptCycleDoc(TypedDict):
     """The interrupt cycle on a run's DuT CPU from its interrupt samples (models/aliasing.py):
     the timer, the kinds that come with every k-th tick, and the ticks' cycle with durations."""
@@ -224,8 +328,8 @@ class InterruptCycleDoc(TypedDict):
     span_ns: int  # the time they cover
     base: str  # the timer's kind ("LOC")
     base_rate_hz: float
-    companions: list[dict[str, Any]]  # {kind, rate_hz, every}: one with every `every`-th tick
-    others: list[dict[str, Any]]  # {kind, rate_hz}: kinds that keep no step with the timer
+    companions: list[InterruptCompanion]  # kinds that come with every `every`-th tick
+    others: list[InterruptKindRate]  # kinds that keep no step with the timer
     cycle: list[str]  # each tick of the cycle ("LOC", "LOC", "LOC+IWI")
     durations_ns: list[float]  # each tick's duration as modelled
     resolution: str  # what the samples can and cannot say

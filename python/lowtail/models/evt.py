@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -31,9 +31,19 @@ from lowtail.core import percentiles, series
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.units import format_ns
 from lowtail.models import gpd
-from lowtail.models.document import EvtDocument
+from lowtail.models.document import (
+    EvtDocument,
+    EvtOptionsDocument,
+    EvtPlot,
+    EvtStationarity,
+    EvtThreshold,
+    EvtValidation,
+    HorizonLevel,
+    ReturnLevel,
+    ValidationCheck,
+)
 from lowtail.store.db import Store
-from lowtail.store.models import SeriesSource, save_model, series_source
+from lowtail.store.models import EVT, SeriesSource, save_model, series_source
 
 # Quantiles are exact (Fractions): a threshold is a rank, and a float ranks one too high
 # whenever p·n is whole (see lowtail.core.percentiles).
@@ -362,7 +372,7 @@ def evt_model(
     z = float(sstats.norm.ppf(0.5 + opts.confidence / 2))
     top = TopValues(math.ceil((1 - min(opts.thresholds)) * n_fit) + 1)
     blocks = BlockMaxima(n_fit, min(opts.stationarity_blocks, n_fit // 20))
-    model: dict[str, Any] | None = None
+    model: _Choice | None = None
     counter: ExceedanceCounter | None = None
     val_top: TopValues | None = None
     first_time = last_time = None
@@ -380,8 +390,8 @@ def evt_model(
                 fit_end_time = int(times[cut - 1])
         if row + cut >= n_fit and model is None:
             model = _choose_and_extrapolate(top.descending(), n_fit, n - n_fit, opts, z)
-            counter = ExceedanceCounter(model["_levels"], opts.decluster_packets)
-            val_top = TopValues(min(1_000_000, 4 * model["exceedances"] + 100))
+            counter = ExceedanceCounter(model.levels, opts.decluster_packets)
+            val_top = TopValues(min(1_000_000, 4 * model.chosen.exceedances + 100))
         if cut < len(values):
             assert counter is not None and val_top is not None  # made once the fit part was read
             counter.add(row + cut - n_fit, values[cut:])
@@ -443,12 +453,27 @@ def evt_and_store(
             raise UserError("storing the model needs the database (--db)")
         inputs = {"input": source, "series": src.path, **doc["options"], "rate": rate_pps}
         doc["model_id"] = save_model(
-            store, "evt", inputs, doc, label=label, run_id=src.run_id, analysis_id=src.analysis_id, source=src.label
+            store, EVT, inputs, doc, label=label, run_id=src.run_id, analysis_id=src.analysis_id, source=src.label
         )
     return doc
 
 
-def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOptions, z: float) -> dict[str, Any]:
+@dataclass(frozen=True)
+class _Choice:
+    """The threshold chosen among the fits of the fit part, what it extrapolates to and what
+    the validation part is counted against."""
+
+    fits: list[ThresholdFit]
+    chosen: ThresholdFit
+    xi_ci: tuple[float, float] | None  # the hull of ξ's intervals over every usable threshold
+    zeta: float  # the share of the fit part above the threshold
+    levels: list[float]  # the return levels of the validation part's length, /10, /100 (NaN: none)
+    periods: list[float]  # those return periods, in packets
+    top_max: float | None  # the fit part's largest value
+    z: float  # the normal quantile of the confidence
+
+
+def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOptions, z: float) -> _Choice:
     fits = [_fit_threshold(p, top, n_fit, opts, z) for p in sorted(opts.thresholds)]
     usable = [f for f in fits if f.converged and f.js_divergence is not None]
     if not usable:
@@ -476,37 +501,34 @@ def _choose_and_extrapolate(top: np.ndarray, n_fit: int, n_val: int, opts: EvtOp
         return_level(n_val / 10, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
         return_level(n_val / 100, chosen.threshold_ns, zeta, chosen.sigma_ns, chosen.xi),
     ]
-    return {
-        "fits": fits,
-        "chosen": chosen,
-        "xi_ci": hull,
-        "zeta": zeta,
-        "exceedances": chosen.exceedances,
-        "_levels": [lv if lv is not None else math.nan for lv in levels],
-        "_top_max": float(top[0]) if len(top) else None,
-        "z": z,
-        "_periods": [n_val, n_val / 10, n_val / 100],
-    }
+    return _Choice(
+        fits=fits,
+        chosen=chosen,
+        xi_ci=hull,
+        zeta=zeta,
+        levels=[lv if lv is not None else math.nan for lv in levels],
+        periods=[n_val, n_val / 10, n_val / 100],
+        top_max=float(top[0]) if len(top) else None,
+        z=z,
+    )
 
 
-def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
+def _stationarity(maxima: np.ndarray, block_size: int) -> EvtStationarity:
     """ADF (null: unit root) and KPSS (null: stationary) on the fit part's block maxima."""
     from statsmodels.tools.sm_exceptions import InterpolationWarning
     from statsmodels.tsa.stattools import adfuller, kpss
 
-    out: dict[str, Any] = {
-        "series": f"maxima of {len(maxima)} consecutive blocks of {block_size:,} packets in the fit part",
-        "blocks": len(maxima),
-        "block_packets": block_size,
-    }
+    series = f"maxima of {len(maxima)} consecutive blocks of {block_size:,} packets in the fit part"
     if len(maxima) < 20 or np.ptp(maxima) == 0:
-        out.update(
-            adf_p=None,
-            kpss_p=None,
-            verdict="not tested",
-            note="fewer than 20 blocks or constant maxima: the tests need a varying series",
-        )
-        return out
+        return {
+            "series": series,
+            "blocks": len(maxima),
+            "block_packets": block_size,
+            "adf_p": None,
+            "kpss_p": None,
+            "verdict": "not tested",
+            "note": "fewer than 20 blocks or constant maxima: the tests need a varying series",
+        }
     x = maxima.astype(np.float64)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # statsmodels announces a new result type
@@ -515,8 +537,6 @@ def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
         warnings.simplefilter("always", InterpolationWarning)
         kpss_p = float(kpss(x, regression="c", nlags="auto")[1])
     caught = [w for w in caught if issubclass(w.category, InterpolationWarning)]
-    # statsmodels reports KPSS p-values only inside its table (0.01 … 0.1).
-    out["kpss_p_bound"] = ("lower" if kpss_p >= 0.1 else "upper") if caught else None
     stationary_adf, stationary_kpss = adf_p < 0.05, kpss_p > 0.05
     verdict = (
         "stationary"
@@ -525,8 +545,16 @@ def _stationarity(maxima: np.ndarray, block_size: int) -> dict[str, Any]:
         if not stationary_adf and not stationary_kpss
         else "inconclusive"
     )
-    out.update(adf_p=adf_p, kpss_p=kpss_p, verdict=verdict)
-    return out
+    return {
+        "series": series,
+        "blocks": len(maxima),
+        "block_packets": block_size,
+        # statsmodels reports KPSS p-values only inside its table (0.01 … 0.1).
+        "kpss_p_bound": ("lower" if kpss_p >= 0.1 else "upper") if caught else None,
+        "adf_p": adf_p,
+        "kpss_p": kpss_p,
+        "verdict": verdict,
+    }
 
 
 def _downsample_log(xs: np.ndarray, count: int) -> np.ndarray:
@@ -541,7 +569,7 @@ def _document(
     n: int,
     n_fit: int,
     opts: EvtOptions,
-    model: dict[str, Any],
+    model: _Choice,
     counter: ExceedanceCounter,
     val_top: TopValues,
     blocks: BlockMaxima,
@@ -550,26 +578,27 @@ def _document(
     fit_end_time: int | None,
     first_time: int | None,
 ) -> EvtDocument:
-    chosen: ThresholdFit = model["chosen"]
+    chosen = model.chosen
     fit: gpd.GpdFit = chosen.fit
-    top_fit_max = model.get("_top_max")
-    u, zeta, z, n_val = chosen.threshold_ns, model["zeta"], model["z"], n - n_fit
+    top_fit_max = model.top_max
+    u, zeta, z, n_val = chosen.threshold_ns, model.zeta, model.z, n - n_fit
 
-    def level_row(m: float) -> dict[str, Any]:
+    def level_row(m: float) -> ReturnLevel:
         x = return_level(m, u, zeta, fit.sigma, fit.xi)
         se = _return_level_se(m, zeta, n_fit, fit) if x is not None else None
-        return {"packets": m, "level_ns": x, "ci_ns": [x - z * se, x + z * se] if se is not None else None}
+        ci = [x - z * se, x + z * se] if x is not None and se is not None else None
+        return {"packets": m, "level_ns": x, "ci_ns": ci}
 
     return_levels = {str(int(m)): level_row(m) for m in opts.return_periods}
-    horizons = {}
+    horizons: dict[str, HorizonLevel] = {}
     if rate:
         for name, seconds in HORIZONS_S.items():
             horizons[name] = {"seconds": seconds, **level_row(rate * seconds)}
-    xi_ci = model["xi_ci"]  # over every threshold the choice was made among
+    xi_ci = model.xi_ci  # over every threshold the choice was made among
     endpoint, endpoint_ci = _endpoint(u, fit, z, xi_ci)
-    checks = []
-    for i, m in enumerate(model["_periods"]):
-        level = model["_levels"][i]
+    checks: list[ValidationCheck] = []
+    for i, m in enumerate(model.periods):
+        level = model.levels[i]
         checks.append(
             {
                 "return_period": m,
@@ -579,7 +608,7 @@ def _document(
                 "exceedance_samples": counter.samples[i],
             }
         )
-    validation = {
+    validation: EvtValidation = {
         "samples": n_val,
         "return_period": n_val,
         "return_level_ns": checks[0]["return_level_ns"],
@@ -596,7 +625,7 @@ def _document(
     if fit.cov is None:
         partial_reasons.append("the information matrix is singular: no confidence intervals")
     if stationarity["adf_p"] is None:
-        partial_reasons.append("stationarity not tested: " + stationarity["note"])
+        partial_reasons.append("stationarity not tested: " + stationarity.get("note", ""))
     doc: EvtDocument = {
         "input": info.path,
         "samples": n,
@@ -623,7 +652,7 @@ def _document(
         "js_binning": f"{opts.js_bins} bins of equal probability under each fitted GPD (edges at its k/{opts.js_bins} "
         "quantiles, the last bin open-ended); divergence in bits, 0 = identical",
         "note": fit.message,
-        "thresholds": [_threshold_row(f) for f in model["fits"]],
+        "thresholds": [_threshold_row(f) for f in model.fits],
         "return_levels_ns": {k: v["level_ns"] for k, v in return_levels.items()},
         "return_levels": return_levels,
         "horizons": horizons,
@@ -632,7 +661,7 @@ def _document(
         "plot": _plot_data(chosen, n_fit, n_val, val_top, fit, u, zeta, z),
         "partial": bool(partial_reasons),
         "partial_reasons": partial_reasons,
-        "options": {k: _jsonable(v) for k, v in asdict(opts).items()},
+        "options": _options_document(opts),
         "warnings": [],
         "credible": True,
     }
@@ -685,14 +714,22 @@ def _pct(p: Fraction) -> float:
     return float(100 * p)
 
 
-def _jsonable(value: Any) -> Any:
-    """An option as JSON holds it: exact quantiles as their nearest floats, tuples as lists."""
-    if isinstance(value, tuple):
-        return [_jsonable(v) for v in value]
-    return float(value) if isinstance(value, Fraction) else value
+def _options_document(opts: EvtOptions) -> EvtOptionsDocument:
+    """The options as JSON holds them (in EvtOptions' field order, as stored): exact quantiles
+    as their nearest floats, tuples as lists."""
+    return {
+        "fit_fraction": float(opts.fit_fraction),
+        "thresholds": [float(p) for p in opts.thresholds],
+        "min_exceedances": opts.min_exceedances,
+        "js_bins": opts.js_bins,
+        "confidence": opts.confidence,
+        "return_periods": list(opts.return_periods),
+        "stationarity_blocks": opts.stationarity_blocks,
+        "decluster_packets": opts.decluster_packets,
+    }
 
 
-def _threshold_row(f: ThresholdFit) -> dict[str, Any]:
+def _threshold_row(f: ThresholdFit) -> EvtThreshold:
     return {
         "percentile": _pct(f.percentile),
         "threshold_ns": f.threshold_ns,
@@ -709,7 +746,7 @@ def _threshold_row(f: ThresholdFit) -> dict[str, Any]:
 
 def _plot_data(
     chosen: ThresholdFit, n_fit: int, n_val: int, val_top: TopValues, fit: gpd.GpdFit, u: int, zeta: float, z: float
-) -> dict[str, Any]:
+) -> EvtPlot:
     """What the return-level and QQ plots need, small enough to store with the result."""
     # Empirical return levels: the k-th largest value recurs every n/k packets.
     emp_fit = []

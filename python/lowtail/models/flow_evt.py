@@ -33,7 +33,7 @@ from lowtail.core.percentiles import nearest_rank
 from lowtail.models import gpd
 from lowtail.models.document import FlowTailDocument, FlowTailsDocument
 from lowtail.store.db import Store
-from lowtail.store.models import save_model, series_source
+from lowtail.store.models import FLOWS, save_model, series_source
 
 FlowTailStatus = Literal["verified", "contradicted", "unsupported"]
 
@@ -209,7 +209,7 @@ def flow_tails_and_store(
             raise UserError("storing the model needs the database (--db)")
         doc["model_id"] = save_model(
             store,
-            "flows",
+            FLOWS,
             {"input": source, "series": src.path, **doc["options"]},
             doc,
             label=label,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from lowtail.core.errors import UserError
 from lowtail.models.document import KneeCriteria, KneeDocument, KneeRate
 from lowtail.store.db import Store
-from lowtail.store.models import latest_model, save_model, sweep_points
+from lowtail.store.models import KNEE, OVERLOAD, latest_model, save_model, sweep_points
 from lowtail.store.runs import experiment as experiment_of
 from lowtail.store.runs import latest_swept_experiment
 
@@ -128,13 +128,13 @@ def sweep_knees(
         doc = find_knee(points, loss_limit_percent / 100.0, growth_limit)
         doc["experiment_id"], doc["dut"], doc["r_max_pps"], doc["r_max_model_id"] = experiment_id, name, r_max, None
         if r_max is None:
-            overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=name)
+            overload = latest_model(store, OVERLOAD, experiment_id=experiment_id, dut_name=name)
             if overload:
                 doc["r_max_pps"], doc["r_max_model_id"] = overload["result"]["r_max_pps"], overload["model_id"]
         if save:
             doc["model_id"] = save_model(
                 store,
-                "knee",
+                KNEE,
                 {"loss_limit": loss_limit_percent, "growth": growth_limit, "r_max": r_max},
                 doc,
                 experiment_id=experiment_id,

@@ -19,7 +19,7 @@ from lowtail.core.errors import UserError
 from lowtail.core.units import parse_duration_ns, parse_frequency_hz
 from lowtail.models.document import OverloadDocument
 from lowtail.store.db import Store
-from lowtail.store.models import ModelLinks, save_model
+from lowtail.store.models import OVERLOAD, ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
 
 NS_PER_S = 1_000_000_000
@@ -175,7 +175,7 @@ def overload_and_store(
         store, opts.t_transfer_ns, opts.t_e2e_ns, opts.baseline_run, opts.app_run, opts.statistic, opts.interrupts
     )
     if save:
-        doc["model_id"] = save_model(_needs(store), "overload", asdict(opts), doc, label=label, **keys)
+        doc["model_id"] = save_model(_needs(store), OVERLOAD, asdict(opts), doc, label=label, **keys)
     return doc
 
 

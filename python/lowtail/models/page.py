@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_count, format_ns, format_ns_interval, format_p_value, format_rate
+from lowtail.models.document import FlowTailsDocument
 from lowtail.report import figure as tk
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
@@ -23,7 +24,18 @@ from lowtail.report.png import write_png
 from lowtail.report.tables import comparison_table, knee_table, overload_table
 from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
-from lowtail.store.models import latest_model, model_result, sweep_points
+from lowtail.store.models import (
+    ALIASING,
+    EVT,
+    FLOWS,
+    KNEE,
+    OVERLOAD,
+    SIMULATE,
+    latest_model,
+    model_result,
+    model_row,
+    sweep_points,
+)
 
 # -- figures -----------------------------------------------------------------------------
 
@@ -293,7 +305,7 @@ def simulate_figure(doc: Mapping[str, Any]) -> go.Figure:
 
 def evt_section(page: Page, store: Store, model_id: int | str | None = None, run_id: int | None = None) -> bool:
     """The tail model of a run (or a given model result). False when there is none."""
-    row = model_result(store, model_id) if model_id is not None else latest_model(store, "evt", run_id=run_id)
+    row = model_result(store, model_id, EVT) if model_id is not None else latest_model(store, EVT, run_id=run_id)
     if row is None:
         return False
     doc = row["result"]
@@ -335,7 +347,7 @@ def evt_section(page: Page, store: Store, model_id: int | str | None = None, run
         ]
         + [
             [
-                f"{name} at {format_rate(doc['rate_pps'])}",
+                f"{name} at {format_rate(doc['rate_pps'] or 0)}",  # horizons are there when the rate is
                 format_ns(h["level_ns"]),
                 format_ns_interval(h["ci_ns"]),
             ]
@@ -393,7 +405,7 @@ def knee_section(
             continue
         shown = True
         title = f"Latency versus rate — {dut}"
-        stored = latest_model(store, "knee", experiment_id=experiment_id, dut_name=dut)
+        stored = latest_model(store, KNEE, experiment_id=experiment_id, dut_name=dut)
         if stored is None:
             page.add(
                 title,
@@ -403,7 +415,7 @@ def knee_section(
             continue
         knee = stored["result"]
         if knee.get("r_max_pps") is None:
-            overload = latest_model(store, "overload", experiment_id=experiment_id, dut_name=dut)
+            overload = latest_model(store, OVERLOAD, experiment_id=experiment_id, dut_name=dut)
             if overload:
                 knee = {**knee, "r_max_pps": overload["result"]["r_max_pps"]}
         verdict = (
@@ -411,8 +423,9 @@ def knee_section(
             if knee["knee_pps"] is not None
             else "no overloaded rate in this sweep (overload is loss or a growing queue; the budget's verdicts are above)"
         )
-        if knee.get("r_max_pps") is not None:
-            verdict += f"; predicted R_max: <b>{esc(format_rate(knee['r_max_pps']))}</b>"
+        r_max = knee.get("r_max_pps")
+        if r_max is not None:
+            verdict += f"; predicted R_max: <b>{esc(format_rate(r_max))}</b>"
         page.add(
             title,
             f"<p>{verdict}</p>"
@@ -427,7 +440,7 @@ def knee_section(
 
 def overload_section(page: Page, store: Store, model_id: int | str) -> None:
     """A stored overload model: its figures, the interrupt load and the CPU-time plot."""
-    row = model_result(store, model_id)
+    row = model_result(store, model_id, OVERLOAD)
     doc = row["result"]
     irqs = table_html(
         ["interrupt", "rate", "duration", "per second"],
@@ -449,15 +462,15 @@ def overload_section(page: Page, store: Store, model_id: int | str) -> None:
 
 def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
     """A stored aliasing model: the beat, the fitted interrupt clock and the overlay."""
-    row = model_result(store, model_id)
+    row = model_result(store, model_id, ALIASING)
     doc = row["result"]
     m = doc["model"]
     text = (
         f"<p>Beat {m['beat_hz']:.4g} Hz against harmonic {m['harmonic']}: the pattern repeats every "
         f"{'∞' if m['pattern_period_s'] is None else format_ns(m['pattern_period_s'] * 1e9)}.</p>"
     )
-    if doc.get("fit"):
-        f = doc["fit"]
+    f = doc["fit"]
+    if f:
         text += (
             f"<p>Interrupt clock fitted to the measurement: {f['irq_rate_hz']:.6f} Hz "
             f"({f['offset_ppm']:+.2f} ppm{', locked to the traffic' if f.get('locked') else ''}), "
@@ -469,7 +482,7 @@ def aliasing_section(page: Page, store: Store, model_id: int | str) -> None:
 
 def simulate_section(page: Page, store: Store, model_id: int | str) -> None:
     """A stored device simulation: the comparison with its run and the predicted CDFs."""
-    row = model_result(store, model_id)
+    row = model_result(store, model_id, SIMULATE)
     doc = row["result"]
     html = ""
     comp = doc.get("comparison")
@@ -486,7 +499,7 @@ def write_knee_report(db: DbPath, experiment_id: int, dut_name: str | None, outp
     return page.write(Path(output))
 
 
-def flow_tails_section(page: Page, doc: dict[str, Any]) -> None:
+def flow_tails_section(page: Page, doc: FlowTailsDocument) -> None:
     """Each flow's tail model (`lowtail model flows`): the verified flows worst predicted first,
     then the contradicted ones and those the data cannot support, each with why."""
     verified = sorted(
@@ -519,19 +532,20 @@ def flow_tails_section(page: Page, doc: dict[str, Any]) -> None:
 def write_model_report(db: DbPath, model_id: int | str, output: str | Path) -> Path:
     """A page for one stored model result."""
     with open_store(db, read_only=True) as s:
-        row = model_result(s, model_id)
+        row = model_row(s, model_id)
         page = Page(title=f"lowtail model {row['model_id']} — {row['kind']}", subtitle=row["source"] or "")
         kind = row["kind"]
         if kind == "evt":
             evt_section(page, s, row["model_id"])
         elif kind == "knee":
+            assert row["experiment_id"] is not None  # a knee is of an experiment's sweep
             knee_section(page, s, row["experiment_id"], row["dut_name"])
         elif kind == "overload":
             overload_section(page, s, row["model_id"])
         elif kind == "aliasing":
             aliasing_section(page, s, row["model_id"])
         elif kind == "flows":
-            flow_tails_section(page, row["result"])
+            flow_tails_section(page, model_result(s, row["model_id"], FLOWS)["result"])
         else:
             simulate_section(page, s, row["model_id"])
     return page.write(Path(output))

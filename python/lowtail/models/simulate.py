@@ -33,7 +33,7 @@ from lowtail.models.document import (
     SimulateDocument,
 )
 from lowtail.store.db import Store, latency_figures_of
-from lowtail.store.models import ModelLinks, save_model
+from lowtail.store.models import SIMULATE, ModelLinks, save_model
 from lowtail.store.runs import run_figures, run_latency
 
 _DROPPED = np.iinfo(np.int64).min
@@ -476,5 +476,5 @@ def simulate_and_store(
             "baseline_run": opts.baseline_run,
             "overhead_ns": opts.overhead_ns,
         }
-        doc["model_id"] = save_model(store, "simulate", inputs, doc, label=label, **keys)
+        doc["model_id"] = save_model(store, SIMULATE, inputs, doc, label=label, **keys)
     return doc

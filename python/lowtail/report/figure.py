@@ -33,6 +33,9 @@ FLOOR_COLOUR = "#6b6b6b"
 KNEE_COLOUR = "#b42318"
 R_MAX_COLOUR = "#067647"
 
+# A plotly layout, axis, trace or shape as plotly takes it: free-form, its keys are plotly's.
+PlotlySpec = dict[str, Any]
+
 # -- the nines axis of the HDR percentile plot -------------------------------------------
 
 
@@ -50,7 +53,7 @@ def nines_x(p: float) -> float:
     return 1.0 / (1.0 - p)
 
 
-def nines_axis(top_x: float) -> dict[str, Any]:
+def nines_axis(top_x: float) -> PlotlySpec:
     """The x axis of an HDR percentile plot: 1/(1−p) on a log scale, ticked at the nines,
     shown up to the last nine the data reaches (at least 90 %)."""
     top = max(10.0, top_x)
@@ -122,7 +125,7 @@ def _distinct_labels(ticks: list[float], kind: str) -> list[str]:
 
 def value_axis(
     values: Iterable[float | None], kind: str, title: str, log: bool | None = None, include_zero: bool = False
-) -> dict[str, Any]:
+) -> PlotlySpec:
     """An axis over `values` whose ticks read in a person's units. kind: "duration" (ns),
     "count" or "rate" (packets/s). log None: logarithmic when the positive values span more
     than 30×. include_zero: a linear axis starts at 0 (counts, rates)."""
@@ -160,12 +163,12 @@ def value_axis(
     )
 
 
-def latency_axis(values: Iterable[float | None], log: bool | None = None, title: str = "latency") -> dict[str, Any]:
+def latency_axis(values: Iterable[float | None], log: bool | None = None, title: str = "latency") -> PlotlySpec:
     """A latency axis (values in ns) labelled in ns, µs, ms or s."""
     return value_axis(values, "duration", title, log)
 
 
-def time_axis(title: str = "time since the first packet") -> dict[str, Any]:
+def time_axis(title: str = "time since the first packet") -> PlotlySpec:
     """Seconds since a run's first packet: plotly's own ticks, with the unit."""
     return dict(type="linear", ticksuffix=" s", title=dict(text=title))
 

@@ -7,7 +7,7 @@ Each function takes stored figures and returns a plotly figure."""
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -377,7 +377,7 @@ class Sweep:
     points: (rate_pps, {figure key: ns}, overloaded)."""
 
     label: str
-    points: Sequence[tuple[float, dict[str, float | None], bool]]
+    points: Sequence[tuple[float, Mapping[str, float | None], bool]]
     knee_pps: float | None = None
     r_max_pps: float | None = None
     figures: Sequence[str] = field(default=("p50", "p99", "p99_999", "max"))

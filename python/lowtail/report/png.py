@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import plotly.graph_objects as go
     from matplotlib.axes import Axes
 
+    from lowtail.report.figure import PlotlySpec
+
 _DASH = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-.", "longdash": "--", None: "-"}
 _MARKER = {"circle": "o", "circle-open": "o", "square": "s", "triangle-up": "^", "diamond": "D", "x": "x", None: "o"}
 _DPI = 110
@@ -47,7 +49,7 @@ def _ref(name: str | None, letter: str) -> str:
     return f"{letter}axis" if name in (letter, "paper") else f"{letter}axis{name[1:]}"
 
 
-def _panels(layout: dict[str, Any], refs: set[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
+def _panels(layout: PlotlySpec, refs: set[tuple[str, str]]) -> dict[tuple[str, str], tuple[int, int]]:
     """Where each (x axis, y axis) pair goes in a grid, from the axes' domains."""
 
     def domain(key: str) -> float:
@@ -58,7 +60,7 @@ def _panels(layout: dict[str, Any], refs: set[tuple[str, str]]) -> dict[tuple[st
     return {(x, y): (rows.index(round(domain(y), 3)), cols.index(round(domain(x), 3))) for x, y in refs}
 
 
-def _draw_trace(ax: Axes, t: dict[str, Any], previous_y: list[float] | None) -> list[float]:
+def _draw_trace(ax: Axes, t: PlotlySpec, previous_y: list[float] | None) -> list[float]:
     kind = t.get("type", "scatter")
     x, y = _numbers(t.get("x")), _numbers(t.get("y"))
     name = t.get("name") if t.get("showlegend", True) is not False else None
@@ -107,9 +109,9 @@ def _draw_trace(ax: Axes, t: dict[str, Any], previous_y: list[float] | None) -> 
     return y
 
 
-def _draw_shape(ax: Axes, s: dict[str, Any]) -> None:
+def _draw_shape(ax: Axes, s: PlotlySpec) -> None:
     line = s.get("line") or {}
-    style: dict[str, Any] = dict(
+    style: dict[str, Any] = dict(  # matplotlib's keyword arguments: free-form
         color=line.get("color"), linestyle=_DASH.get(line.get("dash")), linewidth=line.get("width") or 1.2
     )
     label = s.get("name") if s.get("showlegend") else None
@@ -119,7 +121,7 @@ def _draw_shape(ax: Axes, s: dict[str, Any]) -> None:
         ax.axvline(s["x0"], label=label, **style)
 
 
-def _style_axis(ax: Axes, which: str, a: dict[str, Any]) -> None:
+def _style_axis(ax: Axes, which: str, a: PlotlySpec) -> None:
     set_scale, set_lim, set_ticks, set_label = (
         (ax.set_xscale, ax.set_xlim, ax.set_xticks, ax.set_xlabel)
         if which == "x"

@@ -10,10 +10,12 @@ the upgrades from its version to the current one, then validates it against its 
 version key is no field of any document: validation leaves it out).
 
 Free-form maps (a DuT kind's containment and statistics, the experiment file's tables, QEMU's
-JSON) are declared with their open shape and are never versioned: their keys are their
-owners'. A run's DuT options are kept as the JSON object of its kind's options struct: which
-struct is told by another column (`runs.dut_kind`), so a reader that wants them typed reads
-them with `testbed.document.options_from_json`, where their older shapes are upgraded."""
+JSON, a model's inputs) are declared with their open shape and are never versioned: their keys
+are their owners'. A run's DuT options are kept as the JSON object of its kind's options
+struct: which struct is told by another column (`runs.dut_kind`), so a reader that wants them
+typed reads them with `testbed.document.options_from_json`, where their older shapes are
+upgraded. A model result is typed by its kind but, stored as it always was, unversioned
+(`Column.versioned`)."""
 
 from __future__ import annotations
 
@@ -32,6 +34,14 @@ from lowtail.core.terminal import shown
 from lowtail.experiment.document import ExperimentFile, ExperimentHost, TrafficDocument
 from lowtail.explain.document import ExplainDocument
 from lowtail.host.document import EnergyReading, HostStateDocument, NoiseAttribution, NoiseHost, SamplerCost
+from lowtail.models.document import (
+    AliasingDocument,
+    EvtDocument,
+    FlowTailsDocument,
+    KneeDocument,
+    OverloadDocument,
+    SimulateDocument,
+)
 from lowtail.store.errors import DamagedDatabase
 from lowtail.testbed.document import (
     CaptureStatistics,
@@ -86,6 +96,12 @@ class Column(Generic[T]):
     shape: Any
     when_null: Callable[[], T] | None = None
     upgrades: tuple[Upgrade, ...] = ()
+    # False: a document stored as it was before the codec, with no version key (a column whose
+    # stored text must keep its shape: a model result); it has no upgrades then.
+    versioned: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.versioned or not self.upgrades, f"{self.where}: an unversioned column cannot be upgraded"
 
     @property
     def version(self) -> int:
@@ -98,7 +114,7 @@ class Column(Generic[T]):
         if value is None:
             return None
         stored: object = value
-        if isinstance(value, dict) and _is_document(self.shape):
+        if isinstance(value, dict) and self.versioned and _is_document(self.shape):
             stored = {**value, VERSION_KEY: self.version}  # no field of the type: validation leaves it out
         text = json.dumps(stored, default=plain)
         try:
@@ -117,11 +133,17 @@ class Column(Generic[T]):
             raw = "null"
         try:
             value = json.loads(raw)  # the standard library reads the NaN an older lowtail wrote
-            if isinstance(value, dict) and _is_document(self.shape):
+            if isinstance(value, dict) and self.versioned and _is_document(self.shape):
                 value = self._upgraded(value)
             found: T = msgspec.convert(value, self.shape)
             return found
-        except (ValueError, msgspec.ValidationError) as e:
+        except msgspec.ValidationError as e:
+            if not self.versioned and isinstance(value, dict) and str(e).startswith("Object missing required field"):
+                # An unversioned document an older lowtail wrote before a field was added: read as
+                # stored (what every reader got before its type was declared), never lost.
+                return typing.cast(T, value)
+            raise self.damaged(store, row, e) from None
+        except ValueError as e:
             raise self.damaged(store, row, e) from None
 
     def decode_text(self, raw: str | bytes | None) -> T:
@@ -192,6 +214,8 @@ ANALYSIS_FIGURES = Column[AnalysisFigures]("analyses.figures", AnalysisFigures, 
 # its own section's keys), the host, where a bundle brought it from.
 EXPERIMENT_SPEC = Column[ExperimentFile]("experiments.spec", ExperimentFile, when_null=dict)
 EXPERIMENT_HOST = Column[ExperimentHost]("experiments.host", ExperimentHost, when_null=ExperimentHost)
+# where a bundle brought it from: free-form, as each lowtail's import wrote it (the bundle's
+# origin, the import, the experiment's old id and its own earlier origin, nested).
 EXPERIMENT_ORIGIN = Column["dict[str, Any] | None"]("experiments.origin", dict[str, Any] | None)
 
 # runs (002_runs.sql and the files that added columns): the DuT's options as their JSON object
@@ -236,10 +260,23 @@ NOISE_SAMPLER = Column["SamplerCost | None"]("noise_runs.sampler", SamplerCost |
 NOISE_ENERGY = Column["EnergyReading | None"]("noise_runs.energy", EnergyReading | None)
 NOISE_ATTRIBUTION = Column["NoiseAttribution | None"]("noise_cores.attribution", NoiseAttribution | None)
 
-# model_results (004_models.sql): each kind's inputs and its document (models/document.py),
-# read back as the kind's open map: the kind's model reads its own keys.
-MODEL_INPUTS = Column[dict[str, Any]]("model_results.inputs", dict[str, Any], when_null=dict)
-MODEL_RESULT = Column[dict[str, Any]]("model_results.result", dict[str, Any], when_null=dict)
+# model_results (004_models.sql): each kind's inputs (its options, an open map: the kind's
+# own keys) and its document (models/document.py), by kind, as stored since 004 (unversioned).
+MODEL_INPUTS = Column[dict[str, object]]("model_results.inputs", dict[str, object], when_null=dict)
+
+
+def _model_result(shape: type[T]) -> Column[T]:
+    return Column[T]("model_results.result", shape, versioned=False)
+
+
+MODEL_RESULTS: dict[str, Column[Any]] = {
+    "overload": _model_result(OverloadDocument),
+    "knee": _model_result(KneeDocument),
+    "evt": _model_result(EvtDocument),
+    "flows": _model_result(FlowTailsDocument),
+    "aliasing": _model_result(AliasingDocument),
+    "simulate": _model_result(SimulateDocument),
+}
 
 # host_audits (003_host.sql): the core plan the audit judged against (host/plan.py's to_json).
 AUDIT_PLAN = Column[dict[str, object]]("host_audits.plan", dict[str, object], when_null=dict)
@@ -253,4 +290,5 @@ IMPORT_MANIFEST = Column[dict[str, object]]("imports.manifest", dict[str, object
 COLUMNS: tuple[Column[Any], ...] = (
     *(c for c in list(globals().values()) if isinstance(c, Column)),
     *RUN_COLUMNS.values(),
+    *MODEL_RESULTS.values(),
 )

@@ -6,13 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
-from lowtail.compare.document import ComparisonDocument, ConfigurationCurves, StoredComparison, WorstEventRow
+from lowtail.compare.document import (
+    ComparisonDocument,
+    ComparisonListed,
+    ConfigurationCurves,
+    StoredComparison,
+    WorstEventRow,
+)
 from lowtail.core.errors import UserError
 from lowtail.core.version import __version__
 from lowtail.store.codec import COMPARISON, COMPARISON_BY, COMPARISON_SELECTION
-from lowtail.store.db import Store, newest_id, row_as_dict, rows_as_dicts
+from lowtail.store.db import Store, newest_id, row_as_dict
 
 # The sources of a comparison's percentile curves.
 POOLED, REPETITION, FLOOR = "pooled", "repetition", "floor"
@@ -169,20 +175,22 @@ def comparison_worst(store: Store, comparison_id: int) -> dict[int, list[WorstEv
     return out
 
 
-def list_comparisons(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+def list_comparisons(store: Store, limit: int = 50) -> list[ComparisonListed]:
     """The newest comparisons: id, when, label, selection, axes, configurations, partial."""
     return [
-        {
-            **row,
-            "selection": COMPARISON_SELECTION.decode(store, row["selection"], f"comparison {row['comparison_id']}"),
-            "by_axes": COMPARISON_BY.decode(store, row["by_axes"], f"comparison {row['comparison_id']}"),
-        }
-        for row in rows_as_dicts(
-            store.con.execute(
-                """SELECT comparison_id, created_at, label, selection, by_axes,
-                          json_array_length(document, '$.configurations') AS configurations, partial
-                   FROM comparisons ORDER BY comparison_id DESC LIMIT ?""",
-                [limit],
-            )
+        ComparisonListed(
+            comparison_id=comparison_id,
+            created_at=created_at,
+            label=label,
+            selection=COMPARISON_SELECTION.decode(store, selection, f"comparison {comparison_id}"),
+            by_axes=COMPARISON_BY.decode(store, by_axes, f"comparison {comparison_id}"),
+            configurations=configurations,
+            partial=partial,
         )
+        for comparison_id, created_at, label, selection, by_axes, configurations, partial in store.con.execute(
+            """SELECT comparison_id, created_at, label, selection, by_axes,
+                      json_array_length(document, '$.configurations') AS configurations, partial
+               FROM comparisons ORDER BY comparison_id DESC LIMIT ?""",
+            [limit],
+        ).fetchall()
     ]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from lowtail.host.document import InterruptProfileRow
+from lowtail.host.document import AuditDocument, InterruptProfileRow
 from lowtail.store.codec import AUDIT_PLAN, NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
 from lowtail.store.db import Store, stored_id
 
@@ -19,7 +19,7 @@ def _insert_many(store: Store, sql: str, rows: list[list[Any]]) -> None:
         store.con.executemany(sql, rows)
 
 
-def save_audit(store: Store, doc: dict[str, Any]) -> int:
+def save_audit(store: Store, doc: AuditDocument) -> int:
     """Store one audit document (as `lowtail host audit --json` prints it)."""
     s = doc["summary"]
     with store.transaction():
@@ -30,7 +30,7 @@ def save_audit(store: Store, doc: dict[str, Any]) -> int:
                 doc["host"],
                 doc["kernel"],
                 doc["cmdline"],
-                AUDIT_PLAN.encode(doc["plan"]),
+                AUDIT_PLAN.encode(dict(doc["plan"])),
                 s["score"],
                 s["passed"],
                 s["warned"],

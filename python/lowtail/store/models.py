@@ -5,17 +5,77 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, Generic, TypedDict, TypeVar
 
 from lowtail.core.errors import UserError
+from lowtail.core.terminal import shown
 from lowtail.core.version import __version__
+from lowtail.models.document import (
+    AliasingDocument,
+    EvtDocument,
+    FlowTailsDocument,
+    KneeDocument,
+    OverloadDocument,
+    SimulateDocument,
+)
 from lowtail.store import records
 from lowtail.store.analyses import analysis, latency_summary
-from lowtail.store.codec import MODEL_INPUTS, MODEL_RESULT, RUN_COLUMNS
+from lowtail.store.codec import MODEL_INPUTS, MODEL_RESULTS, RUN_COLUMNS, Column
 from lowtail.store.datadir import series_problem
 from lowtail.store.db import Store, as_id, rows_as_dicts, stored_id
+from lowtail.store.errors import DamagedDatabase
 from lowtail.store.runs import run_figures
+
+D = TypeVar("D")
+
+
+@dataclass(frozen=True)
+class ModelKind(Generic[D]):
+    """A kind of model result: its name in model_results.kind and the column its document
+    is written from and read back into (store/codec.py)."""
+
+    name: str
+
+    @property
+    def column(self) -> Column[D]:
+        found: Column[D] = MODEL_RESULTS[self.name]
+        return found
+
+
+# Any kind's document (a list of model results of every kind).
+ModelDocument = OverloadDocument | KneeDocument | EvtDocument | FlowTailsDocument | AliasingDocument | SimulateDocument
+
+OVERLOAD = ModelKind[OverloadDocument]("overload")
+KNEE = ModelKind[KneeDocument]("knee")
+EVT = ModelKind[EvtDocument]("evt")
+FLOWS = ModelKind[FlowTailsDocument]("flows")
+ALIASING = ModelKind[AliasingDocument]("aliasing")
+SIMULATE = ModelKind[SimulateDocument]("simulate")
+
+
+class ModelRow(TypedDict):
+    """A stored model result's row but its document: what it is and was computed from,
+    and its inputs (the kind's options, its own keys)."""
+
+    model_id: int
+    created_at: datetime
+    kind: str
+    label: str | None
+    experiment_id: int | None
+    dut_name: str | None
+    run_id: int | None
+    analysis_id: int | None
+    source: str | None
+    inputs: dict[str, object]
+    partial: bool
+
+
+class StoredModel(ModelRow, Generic[D]):
+    """A stored model result with its document read back into its kind's type."""
+
+    result: D
 
 
 class ModelLinks(TypedDict, total=False):
@@ -31,9 +91,9 @@ class ModelLinks(TypedDict, total=False):
 
 def save_model(
     store: Store,
-    kind: str,
+    kind: ModelKind[D],
     inputs: Mapping[str, object],
-    result: Mapping[str, Any],
+    result: D,
     *,
     label: str | None = None,
     experiment_id: int | None = None,
@@ -50,7 +110,7 @@ def save_model(
                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING model_id""",
             [
                 __version__,
-                kind,
+                kind.name,
                 label,
                 experiment_id,
                 dut_name,
@@ -58,8 +118,8 @@ def save_model(
                 analysis_id,
                 source,
                 MODEL_INPUTS.encode(dict(inputs)),
-                MODEL_RESULT.encode(dict(result)),
-                bool(result.get("partial")),
+                kind.column.encode(result),
+                bool(isinstance(result, Mapping) and result.get("partial")),
             ],
         ).fetchone()
     return int(model_id)
@@ -76,23 +136,63 @@ _COLUMNS = (
     "analysis_id",
     "source",
     "inputs",
-    "result",
     "partial",
 )
 
 
-def _rows(store: Store, where: str, params: list[Any], limit: int | None = None) -> list[dict[str, Any]]:
-    sql = f"SELECT {', '.join(_COLUMNS)} FROM model_results WHERE {where} ORDER BY model_id DESC"
+def _rows(store: Store, where: str, params: list[Any], limit: int | None = None) -> list[tuple[ModelRow, str | None]]:
+    """The rows matching `where`, newest first, each with its document's stored text."""
+    sql = f"SELECT {', '.join(_COLUMNS)}, result FROM model_results WHERE {where} ORDER BY model_id DESC"
     if limit:
         sql += f" LIMIT {int(limit)}"
     out = []
-    for row in store.con.execute(sql, params).fetchall():
-        doc = dict(zip(_COLUMNS, row))
-        where = f"model result {doc['model_id']}"
-        doc["inputs"] = MODEL_INPUTS.decode(store, doc["inputs"], where)
-        doc["result"] = MODEL_RESULT.decode(store, doc["result"], where)
-        out.append(doc)
+    for (
+        model_id,
+        created,
+        kind,
+        label,
+        experiment_id,
+        dut_name,
+        run_id,
+        analysis_id,
+        source,
+        inputs,
+        partial,
+        result,
+    ) in store.con.execute(sql, params).fetchall():
+        row = ModelRow(
+            model_id=model_id,
+            created_at=created,
+            kind=kind,
+            label=label,
+            experiment_id=experiment_id,
+            dut_name=dut_name,
+            run_id=run_id,
+            analysis_id=analysis_id,
+            source=source,
+            inputs=MODEL_INPUTS.decode(store, inputs, f"model result {model_id}"),
+            partial=partial,
+        )
+        out.append((row, result))
     return out
+
+
+def _stored(store: Store, kind: ModelKind[D], row: ModelRow, text: str | None) -> StoredModel[D]:
+    """The row with its document read back, in the columns' order (the document before `partial`)."""
+    return {
+        "model_id": row["model_id"],
+        "created_at": row["created_at"],
+        "kind": row["kind"],
+        "label": row["label"],
+        "experiment_id": row["experiment_id"],
+        "dut_name": row["dut_name"],
+        "run_id": row["run_id"],
+        "analysis_id": row["analysis_id"],
+        "source": row["source"],
+        "inputs": row["inputs"],
+        "result": kind.column.decode(store, text, f"model result {row['model_id']}"),
+        "partial": row["partial"],
+    }
 
 
 def _has_models(store: Store) -> bool:
@@ -103,19 +203,30 @@ def _has_models(store: Store) -> bool:
     )
 
 
-def model_result(store: Store, model_id: int | str) -> dict[str, Any]:
-    """One stored model result (an id, or 'latest')."""
+def model_row(store: Store, model_id: int | str) -> ModelRow:
+    """One stored model result's row, its document left unread (an id, or 'latest')."""
     if not _has_models(store):
         raise UserError(f"{store.path}: holds no model results yet (run `lowtail model ...`)")
     mid = stored_id(store, model_id, "model_results", "model_id", "model results", "`lowtail model list` lists them")
-    return _rows(store, "model_id = ?", [mid])[0]
+    return _rows(store, "model_id = ?", [mid])[0][0]
 
 
-def latest_model(store: Store, kind: str, **keys: Any) -> dict[str, Any] | None:
+def model_result(store: Store, model_id: int | str, kind: ModelKind[D]) -> StoredModel[D]:
+    """One stored model result of `kind` (an id, or 'latest'), its document read back."""
+    if not _has_models(store):
+        raise UserError(f"{store.path}: holds no model results yet (run `lowtail model ...`)")
+    mid = stored_id(store, model_id, "model_results", "model_id", "model results", "`lowtail model list` lists them")
+    row, text = _rows(store, "model_id = ?", [mid])[0]
+    if row["kind"] != kind.name:
+        raise UserError(f"model result {mid} is a {row['kind']} model, not {kind.name}")
+    return _stored(store, kind, row, text)
+
+
+def latest_model(store: Store, kind: ModelKind[D], **keys: Any) -> StoredModel[D] | None:
     """The newest result of `kind` matching the given columns (experiment_id, dut_name, run_id ...)."""
     if not _has_models(store):
         return None
-    where, params = ["kind = ?"], [kind]
+    where, params = ["kind = ?"], [kind.name]
     for column, value in keys.items():
         if column not in _COLUMNS:
             raise ValueError(column)
@@ -123,14 +234,24 @@ def latest_model(store: Store, kind: str, **keys: Any) -> dict[str, Any] | None:
             where.append(f"{column} = ?")
             params.append(value)
     rows = _rows(store, " AND ".join(where), params, 1)
-    return rows[0] if rows else None
+    return _stored(store, kind, *rows[0]) if rows else None
 
 
-def list_models(store: Store, kind: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
-    """The newest model results, of one kind or all."""
+def list_models(store: Store, kind: str | None = None, limit: int = 50) -> list[StoredModel[ModelDocument]]:
+    """The newest model results, of one kind or all, each document read back into its kind's."""
     if not _has_models(store):
         return []
-    return _rows(store, "kind = ?", [kind], limit) if kind else _rows(store, "true", [], limit)
+    rows = _rows(store, "kind = ?", [kind], limit) if kind else _rows(store, "true", [], limit)
+    return [_stored(store, _kind_of(store, row), row, text) for row, text in rows]
+
+
+def _kind_of(store: Store, row: ModelRow) -> ModelKind[ModelDocument]:
+    if row["kind"] not in MODEL_RESULTS:
+        raise DamagedDatabase(
+            f"{store.path}: model result {row['model_id']} is of kind {shown(row['kind'])!r}, which this lowtail "
+            "does not know; lowtail leaves it as it is"
+        )
+    return ModelKind[ModelDocument](row["kind"])
 
 
 # -- what models read ------------------------------------------------------------------

@@ -5,7 +5,7 @@ JSON by nature, typed as `TypedDict`s: no cost at run time, one definition for e
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class OwnProcessDoc(TypedDict):
@@ -39,6 +39,43 @@ class UntracedDoc(TypedDict):
     role: str
     host: str
     reason: str
+
+
+# A recording's clock mapping (trace/timeline.py's ClockMapping as written, with `stepped` and
+# `change_ns`): free-form, as each lowtail wrote it into the trace file's metadata.
+ClockFacts = dict[str, Any]
+
+
+class CoverageDoc(TypedDict):
+    """The stretch of time one CPU's trace covers (`timeline.CpuCoverage`, its times mapped to
+    CLOCK_REALTIME), and whether it ended early (events dropped, pages with loss)."""
+
+    cpu: int
+    first_ns: int | None
+    last_ns: int | None
+    events: int
+    dropped: int
+    pages_with_loss: int
+
+
+class TraceHostSummary(TypedDict):
+    """One traced host as an explanation says it: its cores, those whose trace ended early, its clock."""
+
+    host: str
+    local: bool  # this host's recording, read with its own clock
+    cpus: list[int]
+    truncated_cpus: list[int]
+    clock: ClockFacts
+
+
+class TraceSummary(TypedDict):
+    """What an explanation says of the trace's hosts (`timeline.TraceFacts.summary`): every
+    traced core, those truncated, the clock mapping when there is one host ({} otherwise)."""
+
+    cpus: list[int]
+    truncated_cpus: list[int]
+    clock: ClockFacts
+    hosts: list[TraceHostSummary]
 
 
 class TraceDocument(TypedDict, total=False):

@@ -5,9 +5,10 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 
 from __future__ import annotations
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from lowtail.explain.document import RemedyDoc
+from lowtail.host.document import BootParamDocument, CorePlanSplit
 
 
 class TuneChangeDocument(TypedDict):
@@ -48,6 +49,35 @@ class ResolutionDocument(TypedDict):
     why: str | None  # one sentence, with what to do; None when bounded
 
 
+class BootParamWhy(BootParamDocument):
+    """A boot parameter still worth setting, with the measured causes whose remedies ask for it."""
+
+    causes: list[str]  # "<cause kind> on CPU <n>"
+
+
+class TuneBootDocument(TypedDict):
+    """The boot-time parameters still worth setting: host/plan.py's kernel_cmdline less what
+    the running command line has, each with why, and the GRUB line that sets them."""
+
+    plan: CorePlanSplit
+    params: list[BootParamWhy]
+    grub: str
+    grub_steps: list[str]
+    preempt_rt: bool
+    notes: list[str]
+
+
+class AfterRebootDocument(TypedDict):
+    """`tune --after-reboot`: one later measurement against the session's before."""
+
+    after: int  # its experiment
+    comparison_id: int | None
+    improved: bool
+    harmed: list[str]
+    effect: str
+    cmdline: str  # the kernel command line it was measured under
+
+
 class TuneDocument(TypedDict):
     """What `lowtail tune --json` prints and the store keeps (store/tune.py)."""
 
@@ -60,10 +90,10 @@ class TuneDocument(TypedDict):
     changes: list[TuneChangeDocument]
     kept: list[str]  # the ids of the changes kept
     undone: list[str]  # the ids of the changes tried and undone
-    boot: dict[str, Any]  # the boot-time parameters still worth setting: host/plan.py's kernel_cmdline + why
+    boot: TuneBootDocument  # the boot-time parameters still worth setting
     dry_run: bool
     status: str  # planned | running | finished | interrupted | failed | killed
-    after_reboot: list[dict[str, Any]]  # `tune --after-reboot`: each later measurement against the before
+    after_reboot: list[AfterRebootDocument]  # `tune --after-reboot`: each later measurement against the before
     unseen: list[str]  # what explain could not see in the before runs (why a targeted change may be missing)
     owner: TuneOwnerDocument | None
     trial_undo_file: str | None  # the undo file of the trial in force while it is measured, else None

@@ -29,6 +29,7 @@ from lowtail.core import signals
 from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.experiment.runner import Part
 from lowtail.experiment.spec import Experiment
+from lowtail.explain.document import CauseDoc
 from lowtail.host import pending, settings
 from lowtail.host.apply import Change, apply_changes, read_setting, task_start, undo
 from lowtail.host.facts import Host
@@ -40,7 +41,7 @@ from lowtail.store import explain as explainstore
 from lowtail.store import runs as runstore
 from lowtail.store import tune as tunestore
 from lowtail.store.db import Store
-from lowtail.tune.document import TuneChangeDocument, TuneDocument, TuneOwnerDocument
+from lowtail.tune.document import BootParamWhy, TuneBootDocument, TuneChangeDocument, TuneDocument, TuneOwnerDocument
 from lowtail.tune.proposals import Proposal, check_ids, propose, select
 
 # The phases a session goes through, in order (`TuneHooks.phase` is told each; the fault tests
@@ -395,16 +396,16 @@ def _measure(
     return result.experiment_id
 
 
-def _causes(store: Store, experiment_id: int) -> list[dict[str, Any]]:
+def _causes(store: Store, experiment_id: int) -> list[CauseDoc]:
     """The causes explain stored for the experiment's runs (the DuT's, not calibration's)."""
     rows = [r for r in runstore.runs(store, experiment_id) if not r.get("calibration")]
-    out: list[dict[str, Any]] = []
+    out: list[CauseDoc] = []
     for r in rows:
         run_id = r.get("run_id")
         if run_id is None:
             continue
         found = explainstore.explanation(store, run_id)
-        out += [dict(c) for c in (found or {}).get("causes", [])]
+        out += [c.copy() for c in found["causes"]] if found else []
     return out
 
 
@@ -465,7 +466,7 @@ def _planned(p: Proposal) -> TuneChangeDocument:
     )
 
 
-def _boot(root: SysRoot, plan: CorePlan, causes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def _boot(root: SysRoot, plan: CorePlan, causes: Sequence[CauseDoc]) -> TuneBootDocument:
     """The boot-time parameters still worth setting: the plan's, less what the running
     command line has, each with the remedies of the measured causes that ask for it."""
     host = Host(root)
@@ -478,7 +479,9 @@ def _boot(root: SysRoot, plan: CorePlan, causes: Sequence[Mapping[str, Any]]) ->
             reason = f"{c.get('kind')} on CPU {c.get('cpu')}"
             if reason not in why[name]:
                 why[name].append(reason)
-    params = [p | {"causes": why.get(p["name"], [])} for p in line["params"] if p["name"] not in booted]
+    params: list[BootParamWhy] = [
+        {**p, "causes": why.get(p["name"], [])} for p in line["params"] if p["name"] not in booted
+    ]
     params.sort(key=lambda p: (not p["causes"], 0))
     rt = REMEDIES["isolate-dut-cores"]
     return {

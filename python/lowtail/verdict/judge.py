@@ -30,7 +30,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypedDict
 
 import msgspec
 
@@ -83,6 +83,22 @@ class VerdictSettingError(ValueError):
     def __init__(self, message: str, key: str):
         super().__init__(message)
         self.key = key
+
+
+class _Measured(TypedDict):
+    """The figures a judgement used (`Judgement`'s fields of the same names)."""
+
+    percentile: percentiles.Percentile
+    value_ns: int | None
+    budget_ns: int
+    samples: int
+    packets_needed: int | None
+    lost: int | None
+    max_loss: int
+    degraded: tuple[str, ...]
+    confidence: float
+    lower_ns: int | None
+    upper_ns: int | None
 
 
 @dataclass(frozen=True)
@@ -227,7 +243,7 @@ class Verdict:
         # The packets that can bound the percentile from above at the clustering measured:
         # the interval's own figure, where there is one (independent packets' otherwise).
         needed = (bound or {}).get("packets_needed") or self.packets_needed
-        figures: dict[str, Any] = dict(
+        figures = _Measured(
             percentile=self.percentile,
             value_ns=value,
             budget_ns=self.budget_ns,
@@ -284,7 +300,7 @@ class Verdict:
         bound: Mapping[str, Any],
         intervals: Mapping[str, Any],
         rate_pps: float | None,
-        figures: dict[str, Any],
+        figures: _Measured,
     ) -> Judgement:
         """Neither bound decides: what is known, and about how many packets more would decide."""
         name, limit, sure = self.judged.label, format_ns(self.budget_ns), format_percent(self.confidence, "g")
@@ -327,7 +343,9 @@ class Verdict:
             Status.INCONCLUSIVE,
             f"{known}, budget {limit}; {reaching} reach it: a run about {more:,} packets longer{at} would be "
             f"decided about half the time, if that share stays as measured{clustered}",
-            **figures | {"more_packets": more, "more_seconds": seconds},
+            **figures,
+            more_packets=more,
+            more_seconds=seconds,
         )
 
     def describe(self) -> str:
@@ -434,7 +452,7 @@ def _max_loss_setting(value: Any) -> int:
     return value
 
 
-def parse_verdict(table: dict[str, Any], stored: bool = False) -> Verdict:
+def parse_verdict(table: Mapping[str, object], stored: bool = False) -> Verdict:
     """The budget of a [verdict] table (missing keys take the defaults). Raises
     VerdictSettingError naming the key at fault. `stored`: a table kept with an experiment,
     read as the lowtail that stored it read it (a bare budget in seconds)."""
@@ -493,7 +511,7 @@ class VerdictRequest:
         )
 
 
-def parse_confidence(value: str | float) -> float:
+def parse_confidence(value: object) -> float:
     """A confidence level as a fraction: "95", "95%" and 95 are percents, "0.95" and 0.95
     a fraction already. VerdictSettingError unless it lies strictly between 0 and 1."""
     text = str(value).strip()
