@@ -54,8 +54,9 @@ def stored(tmp_path: Path):
 
 
 # Every axis a run has one value of; `flow` splits a run's packets by flow (compare --by flow,
-# from its series), so a run has no one flow to store or show (tests/analyze/test_flows.py).
-_COLUMN_AXES = [a for a in ALL_AXES if a is not records.FLOW_AXIS]
+# from its series) and `hop` a chain run by hop (compare --by hop), so a run has no one flow or
+# hop to store or show (tests/analyze/test_flows.py, tests/compare/test_by_hop.py).
+_COLUMN_AXES = [a for a in ALL_AXES if a not in (records.FLOW_AXIS, records.HOP_AXIS)]
 
 
 def test_every_declared_axis_and_record_field_is_a_column_of_the_runs_query(stored):
