@@ -9,6 +9,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 PHASE = Path(__file__).resolve().parents[1] / "scripts" / "phase.sh"
 CARGO_LIKE = r"""
 printf '   Compiling lowtail-stats v0.1.0\n'
@@ -42,6 +44,7 @@ def _phase(tmp_path: Path, env: dict[str, str]) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_last_step_says_what_it_does_and_for_how_long(tmp_path: Path) -> None:
     out = _phase(tmp_path, {"PHASE_LAST_STEP": "linking the module"})
     beats = [line for line in out.splitlines() if "150/151: linking the module" in line]
@@ -52,6 +55,7 @@ def test_the_last_step_says_what_it_does_and_for_how_long(tmp_path: Path) -> Non
     assert last.startswith("    done in 0:1") and "(the last step: " in last, out
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_without_a_description_the_heartbeat_is_cargos_line(tmp_path: Path) -> None:
     out = _phase(tmp_path, {"PHASE_LAST_STEP": ""})
     assert "Building [=======> ] 150/151: lowtail-py" in out and "the last step" not in out

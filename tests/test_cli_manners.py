@@ -67,6 +67,7 @@ def _complete(words: list[str], cword: int) -> list[str]:
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_bash_completion_completes_commands_subcommands_and_options():
     if not (BIN / "lowtail").exists():
         pytest.skip("the lowtail command is not installed in this environment")
@@ -111,6 +112,7 @@ def test_a_command_loads_its_own_module_and_no_other():
     assert typo.returncode == 2 and "analyze" in typo.stderr and typo.stderr.count("\n") == 1
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_help_topics_and_help_of_a_command():
     listing = lowtail("help")
     assert listing.returncode == 0
@@ -168,6 +170,7 @@ def test_analyze_json_is_a_summary_of_the_worst_events_and_the_store_keeps_them_
     assert len(json.loads(more.stdout)["worst"]) == 300
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_list_fits_100_columns_one_line_per_analysis(synth_pair, tmp_path):
     """A long label and a capture deep in folders: one line per analysis within 100 columns,
     the date whole, the capture's file name (not a prefix of its folder)."""
@@ -208,6 +211,7 @@ def test_one_duration_formatter_for_analyze_list_show_and_the_report(synth_pair,
     assert re.search(r"\b6\.9\d\d ms\b", analyzed.stdout) and "µs" not in analyzed.stdout.split("mean")[0]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_report_latest_writes_the_file_its_help_promises_and_says_so(synth_pair, tmp_path):
     db = tmp_path / "t.duckdb"
     assert lowtail("analyze", "pre.pcap", "post.pcap", "--db", str(db), cwd=synth_pair).returncode == 0
@@ -219,6 +223,7 @@ def test_report_latest_writes_the_file_its_help_promises_and_says_so(synth_pair,
     assert done.stderr.strip() == "wrote lowtail-report-1.html"
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_analyze_says_where_it_wrote_and_exports_csv_beside_parquet(synth_pair, tmp_path):
     db = tmp_path / "t.duckdb"
     report, csv_path, parquet = tmp_path / "r.html", tmp_path / "s.csv", tmp_path / "s.parquet"

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PYTHON_SOURCE = Path(__file__).resolve().parents[1] / "python"
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_stub_matches_the_native_module(tmp_path):
     # The package is installed editable and has no py.typed, so mypy finds the stub only
     # on MYPYPATH; the cache goes to a temporary directory, not into the tree.

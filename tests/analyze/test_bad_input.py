@@ -84,6 +84,7 @@ def test_fifo_is_read_as_a_stream(tmp_path, good, delay_s):
     assert doc["received"] == whole["received"] and doc["latency_ns"] == whole["latency_ns"]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_fifo_without_a_writer_is_refused_not_waited_for_forever(tmp_path, good):
     """No writer ever opens the FIFO: after a bounded wait, one line saying so (exit 2)."""
     fifo = tmp_path / "nobody.fifo"

@@ -180,6 +180,7 @@ def test_a_lost_scheduler_stops_cleanly_and_the_campaign_resumes(tmp_path, clust
     assert {p["name"]: p["analysis_id"] for p in redo["pairs"] if p["resumed"]} == kept
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_unpaired_and_unreadable_captures_are_named_and_the_rest_analysed(tmp_path, cluster):
     data, db = tmp_path / "captures", tmp_path / "lowtail.duckdb"
     truth = synth_pairs(data, count=2, packets=20_000)
@@ -207,6 +208,7 @@ def test_unpaired_and_unreadable_captures_are_named_and_the_rest_analysed(tmp_pa
     assert [p["sent"] for p in again["pairs"]] == [p["sent"] for p in doc["pairs"]]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_directory_without_pairs_and_an_unreachable_scheduler_are_one_line_errors(tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()

@@ -121,6 +121,7 @@ def test_compare_returns_the_cli_document_and_dataframes(db):
     assert unstored.document["comparison_id"] is None
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_documented_example_runs_and_type_checks(db, tmp_path):
     code = re.search(r"```python\n(.*?)```", DOC.read_text(), re.S).group(1)
     example = tmp_path / "example.py"

@@ -50,6 +50,7 @@ def _rows(db, eid=None):
         return runstore.select_runs(store, [eid] if eid else None)
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_round_trip_keeps_figures_floor_and_models(source, tmp_path):
     db, _ = source
     bundle = tmp_path / "b.lowtail"
@@ -105,6 +106,7 @@ def _same_explanation(doc, run_id, trace_path):
     return json.loads(json.dumps(doc)) | {"run": run_id, "trace": doc["trace"] | {"path": trace_path}}
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_round_trip_carries_explanations_traces_and_summaries(tmp_path):
     """An imported run shows the explanation it had (stored, and made again from its carried
     trace), and comparisons pool it from its carried summary. Before: the bundle had no
@@ -161,6 +163,7 @@ def test_a_round_trip_carries_explanations_traces_and_summaries(tmp_path):
     ] == [runs[0]]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_importing_the_same_bundle_twice_adds_nothing(source, tmp_path):
     db, _ = source
     bundle = tmp_path / "b.lowtail"
@@ -192,6 +195,7 @@ def _tamper(bundle, out, edit):
             dst.addfile(m, io.BytesIO(data))
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_damaged_or_newer_bundle_is_refused_and_nothing_changes(source, tmp_path):
     db, _ = source
     bundle = tmp_path / "b.lowtail"
@@ -260,6 +264,7 @@ def _with_a_column_from_the_future(bundle):
     return edit
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_round_trip_keeps_each_flows_figures(tmp_path):
     """An analysis of several flows carries its per-flow rows (format version 3): the
     imported analysis lists the same flows with the same packets and figures."""
@@ -286,6 +291,7 @@ def test_a_round_trip_keeps_each_flows_figures(tmp_path):
     assert len(before) == 1 + 4 and flows(dst) == before
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_chain_runs_hops_travel_with_their_series_files(tmp_path):
     """A chain run carries its chain document, a row per hop (format version 4) and each hop's
     series file (version 5: series/hop-<run>-<hop>.parquet), under the run's new id, the paths

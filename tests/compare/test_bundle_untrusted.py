@@ -241,6 +241,7 @@ def _drop_table_file(manifest, files):
         (_drop_table_file, "lists table run_interrupts without its file"),
     ],
 )
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_damaged_bundle_is_one_line_naming_the_member_and_nothing_changes(lab_a, target, tmp_path, edit, needle):
     """Before: exit 70 for each but the last, whose message was a bare temporary path."""
     manifest, files = read_bundle(lab_a[1])
@@ -370,6 +371,7 @@ def test_a_row_count_other_than_the_manifests_is_refused(lab_a, target, tmp_path
 # -- identity by content ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_runs_that_come_back_through_another_labs_bundle_are_not_added_twice(lab_a, tmp_path):
     """Before: lab A's runs re-exported by lab B were added a second time (four repetitions
     of the same packets); "importing twice adds nothing" held only for the identical file."""
@@ -400,6 +402,7 @@ def test_runs_that_come_back_through_another_labs_bundle_are_not_added_twice(lab
 # -- FIFOs, full disks, killed imports -----------------------------------------------------------
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_bundle_from_a_fifo_is_read_and_one_nobody_writes_to_is_given_up(lab_a, tmp_path):
     """Before: `lowtail import FIFO` blocked until it was killed."""
     fifo = tmp_path / "in.fifo"
@@ -453,6 +456,7 @@ def test_a_full_disk_during_an_import_is_one_line_and_changes_nothing(lab_a, sma
     assert left == [], left
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_what_a_killed_import_left_is_removed_by_the_next_one(lab_a, tmp_path):
     """Before: kill -9 left .lowtail-import-* folders (2 MB each) and orphan import-* folders
     that no later command removed."""
@@ -560,6 +564,7 @@ def manifest_target(tmp_path_factory):
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(data=st.data())
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_any_manifest_is_imported_or_refused_in_one_line_and_a_refusal_changes_nothing(
     lab_a, manifest_target, tmp_path_factory, data
 ):
@@ -626,6 +631,7 @@ def test_a_hop_series_in_a_bundle_of_format_version_4_is_refused(lab_a, target, 
     assert len(done.stderr.strip().splitlines()) == 1 and experiment_ids(target) == before
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_bundle_of_format_version_1_is_read_as_one_without_traces_or_explanations(lab_a, target, tmp_path):
     """What lowtail wrote before bundles carried explanations still imports: its runs come
     without them, and explaining one says it has no trace."""
@@ -688,6 +694,7 @@ def interrupts(schema: pa.Schema, runs: pa.Table, sources: list[str]) -> pa.Tabl
     return pa.table({f.name: pa.array(columns[f.name], f.type) for f in schema}, schema=schema)
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_dictionary_value_named_by_every_row_is_refused_before_it_is_decoded(lab_a, target, tmp_path):
     """Before: an 890 KB bundle whose run_interrupts.source held 102 rows pointing at one
     8 MB dictionary value peaked at 4.2 GB and was imported."""
@@ -705,6 +712,7 @@ def test_a_dictionary_value_named_by_every_row_is_refused_before_it_is_decoded(l
     assert experiment_ids(target) == [1] and data_left(target.parent) == []
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_one_huge_string_is_refused_from_the_footer(lab_a, target, tmp_path):
     """Before: a 20 MB bundle with one 400 MB string reached 2.3 GB before its refusal."""
     value = "y" * (200 << 20)
@@ -789,6 +797,7 @@ def test_a_staging_folder_without_its_owner_file_is_removed_by_the_next_import(l
     assert not stale.exists()
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_names_from_a_bundle_reach_the_terminal_escaped(lab_a, tmp_path):
     """Before: experiment and DuT names, origin.host and lowtail_version from a bundle were
     printed raw — ESC, OSC and NUL included — by `experiment list`, `compare`, the import line

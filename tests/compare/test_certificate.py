@@ -114,6 +114,7 @@ def certify(db: Path, *words: str) -> tuple[dict, str]:
 
 
 @pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_record_of_each_kind_names_what_was_certified(stored, kind):
     db, ids = stored
     doc, page = certify(db, str(ids[kind]))
@@ -232,6 +233,7 @@ def test_the_record_of_a_run_the_testbed_measured(tmp_path):
     assert c["bounds"]["text"] in page
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_experiment_page_shows_a_duration_option_as_typed(stored, tmp_path):
     """It printed `ready_timeout=180000000000` (nanoseconds): the one unit writer now."""
     db, ids = stored

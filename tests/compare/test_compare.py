@@ -188,6 +188,7 @@ def test_the_difference_test_is_students_t_on_log_repetitions_and_holm_over_the_
     assert diffs.judge(_side(a), _side(b, "b", bounded=False), "p99_9", 0.95)["reason"] == diffs.UNBOUNDED
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_what_the_page_reads_is_stored(compared, stored, tmp_path):
     db, _ = stored
     cid = compared["comparison_id"]
@@ -241,6 +242,7 @@ def test_the_cli_prints_the_table_and_stores_the_comparison(stored):
     assert any(c["by_axes"] == ["dut"] for c in json.loads(listed.stdout))
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_filters_narrow_and_bad_input_is_one_line(stored):
     db, eid = stored
     narrowed = json.loads(lowtail("compare", "containment=container", "--json", db=db).stdout)
@@ -306,6 +308,7 @@ def test_a_lost_series_pools_from_the_stored_summary_and_a_run_without_either_is
     assert c["repetitions"] == 2 and c["latency_ns"]["samples"] < c["sent"]  # pooled over one run only
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_evt_over_runs_fits_missing_models_and_reads_them_back(tmp_path):
     db = tmp_path / "e.duckdb"
     with open_store(db) as store:
@@ -352,6 +355,7 @@ def test_latency_against_rate_carries_the_stored_knee(tmp_path):
     assert series["fwd"]["knees"][0]["knee_pps"] == 90_000
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_comparison_with_emulated_vm_runs_says_so(tmp_path):
     """VM runs under QEMU's emulator (TCG) carry an emulator's latencies: the comparison
     names them in its document, warns on the terminal and puts the warning over its page."""

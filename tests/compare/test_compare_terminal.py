@@ -75,6 +75,7 @@ def test_the_comparison_reads_in_100_columns(ips):
     assert "FAIL: 99.99 % is at least" in why
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_no_store_stores_no_comparison(ips):
     with open_store(ips, read_only=True) as store:
         before = len(comparestore.list_comparisons(store))

@@ -78,6 +78,7 @@ def cards(page: Path) -> dict[str, str]:
     return {html.unescape(name).split(" (")[0]: status for name, status in found}
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_every_surface_gives_each_device_the_same_verdict(mixed):
     # The experiment page's headline cards.
     page = mixed.parent / "experiment.html"
@@ -115,6 +116,7 @@ def test_every_surface_gives_each_device_the_same_verdict(mixed):
     assert "FAIL: latency at 50 kpps" in fwd and "inconclusive at 20 kpps" in fwd and "PASS at 10 kpps" in fwd
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_card_never_shows_pass_over_a_run_that_did_not_pass(mixed):
     """The rule holds for every card of every page, a comparison's rate sweep included (it
     was "PASS" when one rate passed)."""

@@ -64,6 +64,7 @@ def _runs(rng: np.random.Generator, repetitions: int, base_shift_ns: float = 0.0
 
 
 @pytest.mark.parametrize("repetitions", [2, 3])
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_configurations_drawn_alike_are_rarely_called_different(repetitions):
     rng = np.random.default_rng(4400 + repetitions)
     called = comparisons = 0

@@ -144,6 +144,7 @@ def test_the_tie_of_four_runs_is_not_called(tmp_path):
 
 
 @pytest.mark.parametrize("repetitions", [2, 3])
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_two_level_run_variation_is_not_called_more_than_its_level(repetitions):
     keys = {"p50": Fraction(1, 2), "p99": Fraction(99, 100)}
     rng = np.random.default_rng(3520 + repetitions)

@@ -104,6 +104,7 @@ def test_the_python_api_says_the_same(judged):
         assert by_label[dut]["status"] == j.status.value, dut
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_certify_states_the_same_verdict_with_what_it_rests_on(judged):
     """`lowtail certify`: the qualification record a customer reads, on the same verdict."""
     page = judged["tmp"] / "cert.html"

@@ -51,6 +51,7 @@ def test_the_floor_is_the_experiments_own_or_the_named_calibration(three_experim
             runstore.check_calibration(store, 9)
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_report_claims_no_wire_curve_it_does_not_draw(three_experiments, tmp_path):
     db, (calibrated, bare, named) = three_experiments
     without = write_experiment_report(db, bare, tmp_path / "bare.html").read_text()

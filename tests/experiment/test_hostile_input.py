@@ -232,6 +232,7 @@ def test_any_import_spec_is_a_spec_or_one_line(doc):
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
 @given(_documents)
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_import_captures_with_any_spec_is_exit_0_or_2_and_a_refused_spec_stores_nothing(campaign, doc):
     """Through the real command: a spec it refuses leaves the database as it was."""
     text = _toml(doc)
@@ -336,6 +337,7 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["model", "simulate", "--rate", "٥٠٠٠", *DB], "'--rate': cannot read '٥٠٠٠' as a rate"),
     ],
 )
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):
     """Before: exit 70 for the huge --worst and --id-offset (OverflowError from the native
     options; host plan's --guest-vcpus too), --rate 1e308 (int(inf) packets) and --limit

@@ -85,6 +85,7 @@ def campaign(tmp_path):
     return root
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_campaign_becomes_an_experiment_with_its_axes_and_says_what_it_left_out(tmp_path, campaign):
     done = lowtail(tmp_path, "import-captures", str(campaign), "--spec", "spec.toml", "--db", "t.duckdb", "--json")
     assert done.returncode == 3, done.stderr  # partial
@@ -240,6 +241,7 @@ def test_pairs_made_by_tcpdump_on_a_veth_testbed(tmp_path):
     assert 0 < run["latency_ns"]["min"] <= run["latency_ns"]["p50"] <= run["latency_ns"]["max"]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_repetitions_without_a_rate_in_their_names_are_one_configuration(tmp_path):
     """Issue 22: without {rate}, an import took each pair's measured rate as its axis, so
     repetitions of 2,000 and 2,003 packets became two configurations. The rate is now "not
@@ -260,6 +262,7 @@ def test_repetitions_without_a_rate_in_their_names_are_one_configuration(tmp_pat
     assert configuration["repetitions"] == 2 and "kpps" not in configuration["label"]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_experiment_report_takes_the_whole_verdict_request(tmp_path):
     """`experiment report` reads --budget, --percentile, --max-loss and --confidence as one
     request over the experiment file's verdict, as `compare` does: the page judges by all four."""

@@ -19,6 +19,7 @@ from pathlib import Path
 import duckdb
 import numpy as np
 import pyarrow.parquet as pq
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from irq_files import study_file  # noqa: E402
@@ -64,6 +65,7 @@ def _pair(root: Path, rep: int) -> np.ndarray:
     return np.bincount((sent[latency >= SPIKE_NS] - sent.min()) // 1_000_000_000, minlength=SECONDS)[:SECONDS]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_an_imported_vm_study_gives_rates_per_cpu_and_their_correlation_with_the_tail(tmp_path):
     root = tmp_path / "study"
     root.mkdir()

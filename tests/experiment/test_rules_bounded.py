@@ -76,6 +76,7 @@ def test_a_file_suricata_refuses_is_named_by_path_and_line_never_by_its_content(
 
 
 @needs_kind("suricata")
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_suricata_t_is_bounded_by_ready_timeout_and_says_it_is_still_loading(tmp_path, monkeypatch):
     monkeypatch.setattr(suricata, "PROGRESS_EVERY_S", 0.5)
     suricata._CHECKED.clear()

@@ -161,6 +161,7 @@ def test_the_report_has_verdicts_floor_plots_and_host(stored, tmp_path):
     assert "0 of 3 runs pass" in stricter
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_experiment_report_takes_the_percentile_too(stored, tmp_path):
     """`experiment report --percentile` over the stored [verdict] (99th under 100 µs): the
     same request type as `compare`'s, the budget kept where only the percentile is given."""

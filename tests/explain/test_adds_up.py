@@ -23,6 +23,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -124,6 +125,7 @@ def _run(
     seed=st.integers(0, 2**16),
     above=st.sampled_from([None, Fraction(99, 100)]),
 )
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_evidence_adds_up(sources, steal_ticks, seed, above):
     doc, attribution = _run(_events(sources), steal_ticks, seed, above)
     tail, causes = doc["tail"], doc["causes"]
@@ -170,6 +172,7 @@ def _lowtail(*args: object, db: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_json_compare_and_page_carry_the_stored_shares(tmp_path):
     """One explained run: `explain --json`, `compare --json`'s causes column, the terminal and
     the page each show the stored share of each cause, not one worked out again."""

@@ -116,6 +116,7 @@ def _explain(db: Path, run: int, *extra: str) -> subprocess.CompletedProcess[str
 
 
 @pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_damaged_trace_is_one_line_naming_it(explained, tmp_path, case):
     damage, code, reason = CASES[case]
     db, run, trace, _ = _copy(explained, tmp_path)

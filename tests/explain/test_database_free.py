@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
 from compare_support import experiment, store_run  # noqa: E402
 
@@ -47,6 +49,7 @@ def _explained(db: Path, run: int) -> bool:
     return bool(row and row[0])
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_compare_started_during_explain_does_not_wait_for_it(tmp_path):
     db = tmp_path / "runs.duckdb"
     with open_store(db) as store:

@@ -161,6 +161,7 @@ def test_this_hosts_steal_is_not_blamed_on_a_role_of_another_host():
     assert explain(p, facts, _intervals([]), COVERAGE)["causes"][0]["kind"] == HYPERVISOR
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_steal_injected_into_a_stored_run_names_the_hypervisor_with_its_resolution(tmp_path):
     """A stored run, and steal written into its stored samples in the intervals its slowest
     packets flew in: `explain --json` names the hypervisor — a cause of its own kind (never a

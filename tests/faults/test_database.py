@@ -51,6 +51,7 @@ def held_by_another_process(db: Path, seconds: float):
         holder.wait(timeout=60)
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_an_analysis_waits_for_a_database_another_process_holds(pair, tmp_path):
     """Before: exit 2 with DuckDB's lock error, the finished analysis thrown away."""
     db = tmp_path / "x.duckdb"
@@ -63,6 +64,7 @@ def test_an_analysis_waits_for_a_database_another_process_holds(pair, tmp_path):
 
 
 @pytest.mark.parametrize("command", [["list"], ["show", "latest"], ["experiment", "list"]])
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_reading_commands_wait_for_a_writer_and_read(pair, tmp_path, command):
     db = tmp_path / "x.duckdb"
     assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode == 0
@@ -72,6 +74,7 @@ def test_reading_commands_wait_for_a_writer_and_read(pair, tmp_path, command):
     json.loads(done.stdout)
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_analyses_writing_one_database_at_once_are_all_stored(pair, tmp_path):
     """Before: in 4 of 6 rounds one of two concurrent analyses exited 2 ("Could not set lock")."""
     db = tmp_path / "x.duckdb"
@@ -104,6 +107,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_database_held_past_the_bound_still_prints_the_analysis(pair, tmp_path):
     """When the holder does not let go in time, the analysis is not lost: its figures are
     printed, and one line says it was not stored and why (exit 1)."""
@@ -124,6 +128,7 @@ def test_a_database_held_past_the_bound_still_prints_the_analysis(pair, tmp_path
     assert analyses_in(db) == 1
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_run_lets_go_of_the_database_between_its_runs(tmp_path):
     """A sweep holds the database only while it stores: `Store.release` closes it, and the
     next query opens it again (waiting if another process holds it then)."""
@@ -204,6 +209,7 @@ def test_a_block_that_fails_its_checksum_is_damage_not_an_internal_error(pair, t
     assert "is damaged" in done.stderr and "lowtail recover" in done.stderr
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_recover_copies_what_a_damaged_database_still_holds(pair, cut_short, tmp_path):
     new = tmp_path / "new.duckdb"
     done = run_cli("recover", cut_short, new, "--json", cwd=tmp_path)

@@ -145,6 +145,7 @@ print(code, alive)
 """
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_failed_analysis_leaves_no_thread_running(pair, tmp_path):
     """The database driver is imported on a thread while the analysis runs; an analysis
     that fails at once (a trim longer than the captures) must not end the command while

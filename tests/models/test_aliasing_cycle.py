@@ -78,6 +78,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, int]:
     return tmp, run["run_id"]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_runs_own_cycle_is_fitted_and_its_lines_have_the_measured_slope(imported):
     tmp, run_id = imported
     done = lowtail(tmp, "model", "aliasing", "--run", str(run_id), "--db", "t.duckdb", "--json", "--no-store")
@@ -114,6 +115,7 @@ def test_the_slope_estimate_reads_a_known_pattern():
     assert slope is not None and abs(abs(slope) / expected - 1) < 0.05, (slope, expected)
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_without_samples_the_given_pattern_is_used(imported):
     """--irq-rate given: the run's cycle is not looked for; the document has no cycle."""
     tmp, run_id = imported

@@ -118,6 +118,7 @@ def test_cli_aliasing_overlay_on_a_stored_run(cli, db, tmp_path, store_at):
     assert "beat 0 Hz" in r.out and "pattern period ∞" in r.out
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_locked_clocks_are_fitted_as_locked(cli, db, tmp_path, store_at):
     """100 kpps against 250 Hz exactly (400 packets per interrupt, every interrupt at a
     packet's arrival): the delayed packets form flat lines, and so must the fitted model,

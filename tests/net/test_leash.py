@@ -131,6 +131,7 @@ def test_the_program_ending_ends_the_leash_with_its_exit_code(tmp_path):
     assert (tmp_path / "undo").read_text() == "undone\n"
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_keeper_holds_until_released_and_a_killed_leash_takes_its_program_along(tmp_path):
     keeper = start(tmp_path)
     assert keeper.stdout.readline().startswith("@leash holding clock ")

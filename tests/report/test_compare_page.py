@@ -92,6 +92,7 @@ def test_every_latency_figure_draws_the_budget():
         assert budget in names, spec["layout"]["title"]["text"]
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_the_worst_repetitions_interrupts_are_drawn_where_sampled(tmp_path):
     """A configuration whose worst repetition has interrupt samples gets its timeline
     under its own name; one whose worst repetition has none gets no such section."""

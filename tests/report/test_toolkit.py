@@ -117,6 +117,7 @@ def test_worst_events_panels_fill_their_rows():
         assert (len(ys), len(xs)) == grid
 
 
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_png_is_drawn_without_pyplot(tmp_path):
     """`model evt --plot` profiled: pyplot's import (its backends, its state machine) was a
     second of the plot step on a busy host; a Figure saved straight to the file needs none."""

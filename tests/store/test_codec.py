@@ -256,6 +256,7 @@ def _bare_run(eid: int) -> dict:
         ("traffic", "[1, 2]"),
     ],
 )
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_a_damaged_stored_document_is_one_line_and_exit_1(tmp_path, column, damage):
     """Before the codec a damaged run column came back as whatever JSON it held and failed
     somewhere in a page or a table with a traceback; now the store says which and where."""
