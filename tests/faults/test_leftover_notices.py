@@ -97,6 +97,27 @@ def test_a_testbed_whose_owner_is_gone_is_said_by_the_next_command(tmp_path, sta
     assert said and tag in said[0] and "`lowtail testbed clean` removes them" in said[0], listed.stderr
 
 
+def test_a_state_file_its_owner_was_killed_while_saving_is_said_and_cleaned(tmp_path, state_dirs):
+    """SIGKILL between creating a testbed's state file copy and renaming it leaves `<tag>.partial`
+    (a fresh clone's `make test` left one, empty): the next command says so, and `testbed clean`
+    removes it; a live owner's is not touched."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    tag, live = f"lt{gone.pid}x0abc", f"lt{os.getpid()}x0def"
+    states = Path(state_dirs["LOWTAIL_STATE_DIR"])
+    states.mkdir()
+    (states / f"{tag}.partial").write_text("")
+    (states / f"{live}.partial").write_text("")
+    listed = run(state_dirs, "list", "--db", tmp_path / "x.duckdb")
+    said = [line for line in listed.stderr.splitlines() if "killed run(s) left testbed(s)" in line]
+    assert said and tag in said[0] and live not in said[0], listed.stderr
+    if os.geteuid() != 0:
+        pytest.skip("testbed clean needs root")
+    cleaned = run(state_dirs, "testbed", "clean")
+    assert cleaned.returncode == 0, cleaned.stderr
+    assert not (states / f"{tag}.partial").exists() and (states / f"{live}.partial").exists()
+
+
 def test_the_notices_are_one_line_each_and_quiet_when_nothing_is_left(tmp_path, state_dirs):
     done = run(state_dirs, "list", "--db", tmp_path / "x.duckdb")
     assert "killed" not in done.stderr, done.stderr

@@ -205,6 +205,8 @@ class TestbedOnHost:
     netns: list[str] = field(default_factory=list)
     cgroups: list[str] = field(default_factory=list)
     alive: bool = False
+    # A state file's temporary copy, left when its owner was killed (SIGKILL) while saving it.
+    partial: Path | None = None
 
 
 def testbeds_on_host() -> dict[str, TestbedOnHost]:
@@ -222,6 +224,9 @@ def testbeds_on_host() -> dict[str, TestbedOnHost]:
             except (ValueError, TypeError, OSError):
                 continue  # a state file being written right now, or not ours
             entry(reg.tag).registry = reg
+        for path in sorted(STATE_DIR.glob("lt*.partial")):
+            if TAG_PATTERN.match(path.stem):
+                entry(path.stem).partial = path
     for name in list_netns():
         m = NETNS_PATTERN.match(name)
         if m:
@@ -246,7 +251,7 @@ def find_leftovers() -> list[Leftover]:
             Leftover(
                 tag=tag,
                 owner_pid=tag_owner(tag),
-                state_file=reg.file if reg else None,
+                state_file=reg.file if reg else e.partial,
                 netns=sorted(set(e.netns) | set(reg.netns if reg else [])),
                 cgroups=sorted(set(e.cgroups) | set(reg.cgroups if reg else [])),
                 paths=[p for p in (reg.paths if reg else []) if Path(p).exists()],
@@ -269,6 +274,7 @@ def dead_owner_tags() -> list[str]:
     tags: dict[str, int | None] = {}
     try:
         states = sorted(STATE_DIR.glob("lt*.json")) if STATE_DIR.is_dir() else []
+        partials = sorted(STATE_DIR.glob("lt*.partial")) if STATE_DIR.is_dir() else []
         names = sorted(os.listdir(NETNS_RUN_DIR)) if NETNS_RUN_DIR.is_dir() else []
     except OSError:
         return []
@@ -283,6 +289,9 @@ def dead_owner_tags() -> list[str]:
         m = NETNS_PATTERN.match(name)
         if m and m.group(1) not in tags:
             tags[m.group(1)] = None
+    for path in partials:  # a state file its owner was killed while saving
+        if TAG_PATTERN.match(path.stem) and path.stem not in tags:
+            tags[path.stem] = None
     return [tag for tag, start in tags.items() if not is_alive(tag_owner(tag), start)]
 
 
@@ -339,6 +348,7 @@ def remove_leftover(left: Leftover) -> None:
         shutil.rmtree(p, ignore_errors=True)
     if left.state_file:
         left.state_file.unlink(missing_ok=True)
+    (STATE_DIR / f"{left.tag}.partial").unlink(missing_ok=True)  # a save its owner was killed in
 
 
 def remove_leftovers() -> list[Leftover]:
