@@ -17,8 +17,8 @@ from lowtail.store.axes import HOP
 from lowtail.store.chains import run_chains
 from lowtail.store.db import LATENCY_FIGURES, Store, latency_column
 
-# The run-row key of a hop's matched series (set only on rows split by hop; None when the hop's
-# series was not kept).
+# The run-row key of a hop's matched series (set only on rows split by hop; empty when the hop's
+# series was not kept, which `hop_distribution` then says).
 HOP_SERIES = "hop_series_path"
 
 

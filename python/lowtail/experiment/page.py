@@ -11,7 +11,7 @@ from typing import Any
 
 from lowtail.analyze.document import RANKED_BY, FlowsDocument, flow_spread, flows_worst_first, latency_of
 from lowtail.core import percentiles
-from lowtail.core.units import format_count, format_ns, format_rate
+from lowtail.core.units import format_count, format_ns, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
@@ -445,7 +445,7 @@ def weights_text(weights: list[int]) -> str:
     """`[traffic] flow_weights` in a line: each flow's weight and share of the packets (the
     first eight flows, then how many more)."""
     total = sum(weights)
-    shown = ", ".join(f"{w} ({w / total:.1%})" for w in weights[:8])
+    shown = ", ".join(f"{w} ({format_percent(w / total)})" for w in weights[:8])
     more = f", … {len(weights) - 8:,} more" if len(weights) > 8 else ""
     return f"{shown}{more} of every {total:,} packets, flows in the order of their UDP source ports"
 
