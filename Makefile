@@ -77,7 +77,7 @@ $(STAMPS)/bytecode: $(STAMPS)/venv $(PY_SOURCES) | $(STAMPS)
 	@touch $@
 
 # The native programs (lowtail-gen, lowtail-fwd, lowtail-noise, ...) go beside the command.
-$(STAMPS)/bins: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS)
+$(STAMPS)/bins: $(STAMPS)/venv $(RUST_SOURCES) | $(STAMPS) $(STAMPS)/native
 	@$(PHASE) $(STAMPS)/bins.log "[4/4] native programs lowtail-gen, -cap, -fwd, -noise" \
 	  "first build: about 1 min more" -- cargo build --release --workspace --bins
 	@bins=$$(find target/release -maxdepth 1 -type f -perm -u+x -name 'lowtail-*'); \
@@ -136,19 +136,14 @@ test-python: build $(STAMPS)/apt-test
 	@status=0; $(PYTEST_SHARED) || status=$$?; $(PYTEST_HOST) || status=$$?; exit $$status
 
 # Everything CI runs, packed for two cores: clippy beside pip (which mostly waits on the
-# network), and the Rust tests compiled and run at the lowest priority beside the host tests
-# that judge no trace (one run of traffic keeps about one core busy, its programs real-time or
-# at nice -20: the other core is idle). Their output follows the host tests'; any part failing
-# fails `test`.
+# network), the type check beside the release build, then scripts/test-suite.sh: the tests
+# on two workers, the trace-judged host tests alone, the other host tests, with the Rust
+# tests compiled at the lowest priority beside all but the trace-judged ones.
 test: ## everything CI runs
 	@$(MAKE) --no-print-directory -j2 lint-rust deps
-	@$(MAKE) --no-print-directory lint-python build $(STAMPS)/apt-test
-	@status=0; $(PYTEST_SHARED) || status=$$?; \
-	  $(PYTEST_HOST) $(TRACE_JUDGED) || status=$$?; \
-	  nice -n 19 $(MAKE) --no-print-directory test-rust > $(STAMPS)/test-rust.log 2>&1 & rust=$$!; \
-	  $(PYTEST_HOST) $(addprefix --ignore=,$(TRACE_JUDGED)) || status=$$?; \
-	  wait $$rust || { echo "the Rust tests failed:"; status=1; }; cat $(STAMPS)/test-rust.log; \
-	  exit $$status
+	@$(MAKE) --no-print-directory -j2 lint-python build $(STAMPS)/apt-test
+	@PYTEST_SHARED='$(PYTEST_SHARED)' PYTEST_HOST='$(PYTEST_HOST)' TRACE_JUDGED='$(TRACE_JUDGED)' \
+	  RUST_LOG=$(STAMPS)/test-rust.log MAKE='$(MAKE)' scripts/test-suite.sh
 
 # The loop to work in: formatters, linters, types and the fast tests (neither `slow` nor
 # `root`: no testbed, no VM, no host settings), on two workers; a few minutes on 2 cores.
