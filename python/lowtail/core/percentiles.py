@@ -88,6 +88,10 @@ class Percentile:
 HEADLINE: tuple[Percentile, ...] = tuple(Percentile(key, q) for key, q in HEADLINE_PERCENTILES)
 KEYS: tuple[str, ...] = tuple(p.key for p in HEADLINE)
 
+# The percentiles at which an IPS's matching packets are compared with the others (the
+# rule's work: experiment/matching.py), and which the matching table shows side by side.
+MATCHING_PERCENTILES: tuple[str, ...] = ("p50", "p99")
+
 # The extremes shown around the percentiles, with the fraction they stand for.
 MIN, MAX = "min", "max"
 EXTREME_FRACTIONS = {MIN: 0.0, MAX: 1.0}

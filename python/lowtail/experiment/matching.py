@@ -38,8 +38,6 @@ from lowtail.testbed.duts.suricata import marker_rule_action
 # The figures of each side of the split (exact nearest rank, as every headline figure).
 _SPLIT_FIGURES = (("p50", 50), ("p99", 99), ("p99_9", 99.9))
 
-# The percentiles at which matching packets are called slower or faster than the others.
-DIFFERENCE_PERCENTILES = ("p50", "p99")
 # The run is cut into this many blocks of equal time; in each, both kinds of packets met the
 # same conditions (the same queue, the same stalls), so a block's difference is the rule's
 # work alone, and blocks far apart in time are close to independent.
@@ -89,7 +87,7 @@ def account(
         dut_alerts=counters.get("alerts"),
         dut_blocked=counters.get("blocked"),
         latency_ns={"matched": _latency(latencies[marked]), "unmatched": _latency(latencies[~marked])},
-        difference=[latency_difference(pre_ts, latencies, marked, key) for key in DIFFERENCE_PERCENTILES],
+        difference=[latency_difference(pre_ts, latencies, marked, key) for key in percentiles.MATCHING_PERCENTILES],
     )
     return doc, []
 

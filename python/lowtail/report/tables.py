@@ -344,8 +344,9 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
 
     header = ["run", "action", "matched", "arrived", "dropped (meant)", "lost (not meant)", "marked (whole run)"]
     header += ["alerts", "blocked"]
-    header += ["p50 matched", "p50 other", "p99 matched", "p99 other"]
-    header += ["matched − other at p50", "at p99"]
+    shown = [percentiles.by_key(key).short for key in percentiles.MATCHING_PERCENTILES]
+    header += [f"{p} {side}" for p in shown for side in ("matched", "other")]
+    header += [f"matched − other at {shown[0]}", *(f"at {p}" for p in shown[1:])]
     rows = [
         [
             str(r["run_id"]),
@@ -357,11 +358,8 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
             format_count(m["generated"]),
             format_count(m["dut_alerts"]),
             format_count(m["dut_blocked"]),
-            latency(m, "matched", "p50"),
-            latency(m, "unmatched", "p50"),
-            latency(m, "matched", "p99"),
-            latency(m, "unmatched", "p99"),
-            *(difference_text(d) for d in _differences_at(m, ("p50", "p99"))),
+            *(latency(m, side, key) for key in percentiles.MATCHING_PERCENTILES for side in ("matched", "unmatched")),
+            *(difference_text(d) for d in _differences_at(m, percentiles.MATCHING_PERCENTILES)),
         ]
         for r, m in marked
     ]
