@@ -41,6 +41,7 @@ from typing import TypeGuard
 from lowtail.core.errors import UserError
 from lowtail.core.schema import unknown_key
 from lowtail.core.units import parse_duration_ns
+from lowtail.testbed.system import home_path
 
 KINDS = ("namespaces", "interfaces", "hosts")
 DEFAULT_WORKDIR = "/var/tmp/lowtail"
@@ -322,7 +323,10 @@ def _file(table: RawTable, key: str, base: Path, must_exist: bool = True) -> str
         return None
     if not isinstance(value, str) or not value:
         raise WiringError(f"{key} must be a file name", key=key)
-    path = (base / Path(value).expanduser()).resolve()
+    try:
+        path = (base / home_path(value)).resolve()
+    except ValueError as e:
+        raise WiringError(f"{key}: {e}", key=key) from None
     if must_exist and not path.is_file():
         raise WiringError(f"{key}: no such file: {path}", key=key)
     return str(path)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+from typing import ClassVar, Generic, TypedDict, TypeVar
 
 import msgspec
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.schema import did_you_mean
+from lowtail.host.interrupts import InterruptSample
 from lowtail.testbed.container import recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
 from lowtail.testbed.document import Containment, DutCounters, DutOptions, NoOptions, ProcessOptions
@@ -154,7 +155,7 @@ class Dut(Generic[KindOptions]):
             invalid_reasons=[] if frames_sent is None else self.invalid_reasons(statistics, frames_sent),
         )
 
-    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[Any]:
+    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
         """Interrupt samples from inside the DuT (a VM's guest) in a time window, if it has any."""
         return []
 

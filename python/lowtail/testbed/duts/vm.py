@@ -53,7 +53,7 @@ from lowtail.testbed.duts.suricata import (
 from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_reasons
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.protocol import Testbed, dut_namespace, dut_ports
-from lowtail.testbed.system import ip
+from lowtail.testbed.system import ip, names_file
 from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
@@ -113,7 +113,7 @@ class VirtualMachine(Dut[VmOptions]):
     def validate(cls, config: DutOptions) -> DutOptions:
         assert isinstance(config, VmOptions)
         choice = config.guest_kernel
-        if choice not in FLAVOURS and not Path(choice).expanduser().is_file():
+        if choice not in FLAVOURS and not names_file(choice):
             raise ValueError(
                 f"option 'guest_kernel' must be {' or '.join(FLAVOURS)} or an existing vmlinuz file, not {choice!r}"
             )
