@@ -121,3 +121,74 @@ def test_a_table_cut_short_by_the_stop_loses_neither_the_statistics_nor_the_stop
     assert channel.ready.is_set() and channel.stopped.is_set()
     assert channel.stats == {"forwarder": "mirred", "out_tx_packets": 7}
     assert channel.tables == 1  # the whole one; a cut table is no sample
+
+
+@pytest.mark.skipif(shutil.which("qemu-system-x86_64") is None, reason="QEMU is not installed")
+def test_qmp_replies_are_read_by_their_type_from_a_real_qemu(tmp_path):
+    """QMP against a real QEMU, paused before it boots anything (no kernel, no root): the
+    greeting and events are skipped, `query-cpus-fast` reads as each vCPU's host thread (threads
+    of QEMU's process), a command QEMU refuses is its own description, and a reply of another
+    shape than lowtail reads is one error naming where."""
+    from lowtail.testbed.vm import qemu
+
+    socket_path = tmp_path / "qmp.sock"
+    argv = ["qemu-system-x86_64", "-machine", "pc", "-accel", "tcg", "-smp", "2", "-m", "64", "-nodefaults"]
+    argv += ["-no-user-config", "-display", "none", "-S", "-qmp", f"unix:{socket_path},server=on,wait=off"]
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        qmp = qemu.Qmp(socket_path, alive=lambda: process.poll() is None)
+        threads = qemu.vcpu_threads(qmp)
+        assert sorted(threads) == [0, 1] and set(threads.values()) <= set(qemu.process_threads(process.pid))
+        with pytest.raises(
+            Failure, match="QEMU refused no-such-command: The command no-such-command has not been found"
+        ):
+            qmp.execute("no-such-command")
+        with pytest.raises(Failure, match=r"cannot read \(Expected `array`, got `object`.*\): \{\"status\""):
+            qmp.query("query-status", list[qemu.CpuInfo])
+        qmp.execute("quit")
+        qmp.close()
+        assert process.wait(10) == 0
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_guest_report_that_is_no_json_object_is_kept_as_unreadable():
+    from lowtail.testbed.vm import qemu
+
+    channel = qemu.GuestChannel(Path("/nonexistent"))
+    channel._handle(["@stats [1, 2]"])
+    assert channel.stats == {"unreadable": "[1, 2]"}
+    channel._handle(['@stats {"forwarder": "bridge"}'])
+    assert channel.stats == {"forwarder": "bridge"}
+
+
+def test_an_image_record_lowtail_cannot_read_means_the_image_is_built_again(tmp_path):
+    """`image.json` read back into its type: a record cut short, of another shape (an older
+    lowtail's) or missing is no image (`build_image` builds it again), not a KeyError later."""
+    import json
+
+    from lowtail.testbed.vm import image
+
+    record = {
+        "key": "k",
+        "boot_kernel": "vmlinux",
+        "kernel": {
+            "choice": "vanilla",
+            "release": "6.1.0-1-amd64",
+            "package": "linux-image-6.1.0-1-amd64",
+            "version": "1",
+        },
+        "kernel_identity": "linux-image-6.1.0-1-amd64_1",
+        "modules": ["virtio_net"],
+        "programs": {"usr/sbin/tc": "/usr/sbin/tc"},
+        "layer": None,
+        "size_bytes": 1234,
+    }
+    assert image._recorded(tmp_path) is None
+    (tmp_path / "image.json").write_text(json.dumps(record, indent=1))
+    assert image._recorded(tmp_path) == record
+    without_kernel = {k: v for k, v in record.items() if k != "boot_kernel"}
+    for damaged in ('{"key": "k", "boot', json.dumps({**record, "size_bytes": "big"}), json.dumps(without_kernel)):
+        (tmp_path / "image.json").write_text(damaged)
+        assert image._recorded(tmp_path) is None

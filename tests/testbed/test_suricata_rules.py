@@ -5,6 +5,8 @@ and the rules axis of stored runs."""
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 
@@ -17,10 +19,13 @@ from lowtail.testbed.duts import KINDS
 from lowtail.testbed.duts.options import RuleSet, RulesOption
 from lowtail.testbed.duts.suricata import (
     CANDIDATE_EVERY,
+    EveStatsError,
     SuricataSettings,
     check_config,
     config_text,
     counters,
+    eve_stats,
+    from_guest,
     generate_rules,
     invalid_reasons,
     last_stats,
@@ -137,6 +142,33 @@ def test_counters_and_what_makes_a_run_invalid():
     assert invalid_reasons(found | {"kernel_drops": 0, "drop_reasons": {"rules": 10}}, frames_sent=100) == []
     assert invalid_reasons(None, 10) == ["Suricata wrote no statistics: whether it saw every frame is unknown"]
     assert last_stats("") is None
+
+
+def test_a_suricata_whose_counters_changed_shape_is_named_not_a_key_error():
+    """Suricata's eve stats record is read into the counters lowtail keeps: a counter of
+    another type, or decoder events nested otherwise than by layer, is one error naming
+    where (a Suricata whose statistics lowtail cannot read), not a KeyError or a TypeError."""
+    good = {"decoder": {"pkts": 5, "udp": 5, "event": {"ipv4": {"trunc_pkt": 1}}}, "detect": {"alert": 2}}
+    assert counters(eve_stats(good))["decoder_events"] == {"ipv4.trunc_pkt": 1}
+    assert counters(eve_stats({}))["udp"] == 0  # sections Suricata leaves out read as zeros (no `capture` off a pcap)
+    for changed, where in (
+        ({"decoder": {"pkts": "5"}}, "$.decoder.pkts"),
+        (
+            {"decoder": {"event": {"ipv4": {"frag": {"overlap": 1}}}}},
+            "$.decoder.event[...][...]",
+        ),  # msgspec names no map key
+        ({"ips": {"drop_reason": []}}, "$.ips.drop_reason"),
+        ({"detect": {"engines": {"rules_loaded": 3}}}, "$.detect.engines"),
+    ):
+        record = json.dumps({"event_type": "stats", "stats": changed})
+        with pytest.raises(EveStatsError, match=re.escape(where)):
+            last_stats(record + "\n")
+        with pytest.raises(EveStatsError, match=re.escape(where)):
+            from_guest({"program": "suricata", "eve": {"stats": changed}}, "alert", {"rules": "none"})
+    # The guest's report becomes what a bare Suricata's run stores.
+    stored = from_guest({"program": "suricata", "eve": {"stats": good}}, "drop", {"rules": 10, "port": 53})
+    assert stored["program"] == "suricata" and stored["action"] == "drop" and stored["rules"] == 10
+    assert stored["suricata"] == counters(eve_stats(good))
 
 
 def test_rule_sets_are_an_axis_of_stored_runs():

@@ -19,7 +19,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Required, TypedDict
+from typing import Literal, Required, TypedDict
 
 from lowtail.core.errors import Failure
 from lowtail.host.sysroot import parse_cpulist
@@ -28,7 +28,32 @@ from lowtail.testbed.containment import CpusetHierarchy, MemoryHierarchy, format
 from lowtail.testbed.registry import cgroup_name
 from lowtail.testbed.system import tool
 
-NAMESPACES = ("pid", "mnt", "uts", "net")
+Namespace = Literal["pid", "mnt", "uts", "net"]
+NAMESPACES: tuple[Namespace, ...] = ("pid", "mnt", "uts", "net")
+
+
+class NamespaceIds(TypedDict, total=False):
+    """The namespaces a process is in, as /proc/PID/ns shows them ("pid:[4026531836]"): those it could read."""
+
+    pid: str
+    mnt: str
+    uts: str
+    net: str
+
+
+class RecordedNamespaces(NamespaceIds, total=False):
+    """What a run records of a container's namespaces (`containment.namespaces`): the
+    contained program's PID and namespaces, and which of them are its own (not lowtail's)."""
+
+    contained_pid: Required[int]
+    own: Required[list[str]]
+
+
+class UnseenNamespaces(TypedDict):
+    """What a run records of a container whose program was not seen starting: why not."""
+
+    own: list[str]  # none
+    why: str
 
 
 class CpusetExclusive(TypedDict, total=False):
@@ -207,9 +232,9 @@ def create_container_cgroups(
     return paths, {"cgroup_version": cpuset.version, "cpuset": cpuset_applied, "memory": reserved}
 
 
-def namespaces_of(pid: int) -> dict[str, str]:
+def namespaces_of(pid: int) -> NamespaceIds:
     """The namespaces a process is in, as /proc/PID/ns shows them ("pid:[4026531836]")."""
-    out = {}
+    out: NamespaceIds = {}
     for ns in NAMESPACES:
         try:
             out[ns] = os.readlink(f"/proc/{pid}/ns/{ns}")
@@ -232,7 +257,7 @@ def contained_process(unshare_pid: int, timeout_s: float = 5.0) -> int | None:
     return None
 
 
-def recorded_namespaces(unshare_pid: int) -> dict[str, Any]:
+def recorded_namespaces(unshare_pid: int) -> RecordedNamespaces | UnseenNamespaces:
     """What the run records of the container's namespaces: each one's id, and whether it
     differs from lowtail's own (it must, for all four)."""
     child = contained_process(unshare_pid)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan, plan_for_roles, role_cores
@@ -56,8 +55,8 @@ class CoreRoles:
         """The same plan for a host whose usable cores are `cpus` (another host's): the one
         core plan's roles (host/plan.py `role_cores`, which `host plan`, `host audit`, `tune`
         and `explain` read too)."""
-        roles: dict[str, Any] = dict(role_cores(cpus, overrides))  # the user's choices are checked by CoreRoles
-        return cls(**roles)
+        plan = role_cores(cpus, overrides)
+        return cls(plan["housekeeping"], plan["generator"], plan["capture"], list(plan["dut"]))
 
     def boot_plan(self, cpus: list[int], booted: list[int] | None = None) -> CorePlan:
         """The boot-time split of a host's CPUs these roles ask for (host/plan.py

@@ -14,13 +14,16 @@ from lowtail.core.units import format_duration_setting
 
 # A DuT kind's open maps, documented free-form: each kind (testbed/duts) owns its keys. Its
 # options as stored (`dut_config`): the JSON object of its kind's typed options
-# (`testbed.duts.options.options_json`), read back typed by `testbed.duts.options_from_json`
-# (the store, below the kinds, keeps the object; an imported run's are the axes its file
-# names gave, free-form). How it was contained (`containment`: "mode" and the kind's facts);
-# what it counted of itself (`dut_stats`). The store keeps and hands them back as they are.
-StoredDutOptions = dict[str, Any]
-Containment = dict[str, Any]
-DutCounters = dict[str, Any]
+# (`options_json` below), read back typed by `options_from_json` (the store, below the kinds,
+# keeps the object; an imported run's are the axes its file names gave, free-form). How it was
+# contained (`containment`: "mode" and the kind's facts, e.g. `container.RecordedNamespaces`);
+# what it counted of itself (`dut_stats`: e.g. `duts.suricata.SuricataCounters` and its rule
+# set's `RuleSetRecord`, a guest's forwarder's counters). The store keeps and hands them back
+# as they are; their readers outside the testbed (explain, models, compare, the pages) read
+# the keys of the kinds they know.
+StoredDutOptions = dict[str, Any]  # free-form: any kind's options, as JSON (above)
+Containment = dict[str, Any]  # free-form: "mode" and the kind's own facts (above)
+DutCounters = dict[str, Any]  # free-form: the kind's own counters, as it keeps them (above)
 
 
 class HistogramBin(TypedDict):
@@ -416,15 +419,16 @@ CHAIN = "chain"
 _DURATIONS = ("ready_timeout",)
 
 
-def options_json(options: DutOptions) -> dict[str, Any]:
+def options_json(options: DutOptions) -> dict[str, object]:
     """A configuration as the JSON object the store keeps and a combination's key hashes:
     its fields by name (UNSET ones left out). Free-form to a reader of the object: any kind's
     keys, JSON values (numbers, strings, lists, a rules file's path and hash)."""
-    found: dict[str, Any] = msgspec.to_builtins(options)
+    found = msgspec.to_builtins(options)
+    assert isinstance(found, dict), "a struct's builtins are an object"
     return found
 
 
-def options_from_json(kind: str, stored: Mapping[str, Any]) -> DutOptions | None:
+def options_from_json(kind: str, stored: Mapping[str, object]) -> DutOptions | None:
     """A run's stored DuT options (`options_json` of what it ran with) read back into its
     kind's struct; None for a kind lowtail does not run (an imported run's options are the
     axes its file names gave, a plain analysis has none: free-form). ValueError when they
@@ -453,13 +457,14 @@ def options_from_json(kind: str, stored: Mapping[str, Any]) -> DutOptions | None
 
 
 def _hop(stored: object) -> Hop:
-    if (
-        not isinstance(stored, dict)
-        or not isinstance(stored.get("kind"), str)
-        or not isinstance(stored.get("name"), str)
-    ):
+    if not isinstance(stored, dict):
         raise ValueError("a chain's hop has no name and kind")
-    options = options_from_json(stored["kind"], stored.get("options") or {})
-    if options is None:
-        raise ValueError(f"a chain's hop is of an unknown kind {stored['kind']!r}")
-    return Hop(stored["name"], stored["kind"], options)
+    kind, name, options = stored.get("kind"), stored.get("name"), stored.get("options") or {}
+    if not isinstance(kind, str) or not isinstance(name, str):
+        raise ValueError("a chain's hop has no name and kind")
+    if not isinstance(options, dict):
+        raise ValueError(f"a chain's hop {name!r} has options that are no table")
+    typed = options_from_json(kind, options)
+    if typed is None:
+        raise ValueError(f"a chain's hop is of an unknown kind {kind!r}")
+    return Hop(name, kind, typed)

@@ -14,6 +14,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from typing import TypedDict
 
 ETH_P_PROBE = 0x88B5
 _CLONE_NEWNET = 0x40000000
@@ -32,12 +33,19 @@ def _enter_netns(netns: str) -> None:
         os.close(fd)
 
 
+class _Made(TypedDict, total=False):
+    """What the thread that entered the namespace made there, or why it could not."""
+
+    sockets: tuple[socket.socket, socket.socket]
+    error: OSError
+
+
 def packet_sockets_in(netns: str | None, tx_iface: str, rx_iface: str) -> tuple[socket.socket, socket.socket]:
     """A sending and a receiving packet socket on interfaces of another namespace (None:
     this one). A socket
     stays in the namespace it was made in, so a short-lived thread enters the namespace,
     makes them, and ends."""
-    made: dict[str, object] = {}
+    made: _Made = {}
 
     def make() -> None:
         try:
@@ -55,8 +63,8 @@ def packet_sockets_in(netns: str | None, tx_iface: str, rx_iface: str) -> tuple[
     t.start()
     t.join()
     if "error" in made:
-        raise made["error"]  # type: ignore[misc]
-    return made["sockets"]  # type: ignore[return-value]
+        raise made["error"]
+    return made["sockets"]
 
 
 def wait_forwarding(

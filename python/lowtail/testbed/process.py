@@ -10,7 +10,6 @@ cleanly; a launcher's children (unshare's, QEMU's threads) go with it."""
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import signal
 import subprocess
@@ -18,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import msgspec
 
 if TYPE_CHECKING:
     from lowtail.testbed.hosts.ssh import SshHost
@@ -41,7 +42,7 @@ class ProcessHandle:
     popen: subprocess.Popen[bytes]
     log: Path
     name: str
-    stop_signal: Any = None
+    stop_signal: int | None = None
     # Where it runs: None here; a program on another host names it, and its pid there once
     # its leash said (the `pid` of any handle is the local process's).
     host: SshHost | None = None
@@ -121,13 +122,16 @@ class Program(ProcessHandle):
         tail = self.log_tail()
         return f"{self.name} {how}" + (f" (its last output: {tail})" if tail else "")
 
+    # Free-form: the JSON object the program wrote (--stats-json), whose shape is the
+    # program's; its reader types it (experiment.measure: GeneratorStatistics,
+    # CaptureStatistics; a DuT kind its counters, `DutCounters`).
     def statistics(self) -> dict[str, Any] | None:
+        """What the program wrote of itself as it ended; None when it wrote nothing readable."""
         if self.stats_path is None or not self.stats_path.exists():
             return None
         try:
-            found: dict[str, Any] = json.loads(self.stats_path.read_text())
-            return found
-        except ValueError:
+            return msgspec.json.decode(self.stats_path.read_bytes(), type=dict[str, object])
+        except msgspec.DecodeError:  # not JSON, or not an object
             return None
 
     def wait_file(self, path: Path, timeout_s: float) -> bool:

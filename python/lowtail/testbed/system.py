@@ -31,6 +31,23 @@ def tool(name: str, package: str = "iproute2") -> str:
     return found
 
 
+def home_path(name: str) -> Path:
+    """A file name as the user wrote it, with `~` and `~user` expanded; ValueError, saying
+    which, when it starts with a home this host does not know."""
+    try:
+        return Path(name).expanduser()
+    except RuntimeError:  # Path.expanduser: no such user, or no HOME
+        raise ValueError(f"{name!r} starts with a home directory this host does not know") from None
+
+
+def names_file(name: str) -> bool:
+    """Whether a file name as the user wrote it names a regular file here."""
+    try:
+        return home_path(name).is_file()
+    except ValueError:
+        return False
+
+
 def missing_capabilities() -> list[str]:
     """The capabilities a testbed needs that this process does not have."""
     for line in Path("/proc/self/status").read_text().splitlines():

@@ -30,10 +30,10 @@ user's wiring.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from lowtail.core import signals
 from lowtail.core.errors import Failure
@@ -55,6 +55,12 @@ from lowtail.testbed.registry import (
 )
 from lowtail.testbed.sites import LocalSite, Point
 from lowtail.testbed.system import ip, local_argv, require_privileges, sh, tool
+
+
+class Link(msgspec.Struct):
+    """An interface as `ip -json link show` describes it, as far as the testbed reads it."""
+
+    address: str  # its MAC address
 
 
 class NamespacesTestbed:
@@ -260,18 +266,19 @@ class NamespacesTestbed:
                 )
         for ns, dev in ends:
             ip("-n", ns, "link", "set", dev, "up", what=f"bringing {dev} up")
-            mac = self.link(ns, dev)["address"]
+            mac = self.link(ns, dev).address
             self.macs[dev if ns == self.lg_ns or len(self.hop_ns) == 1 else f"{ns}/{dev}"] = mac
 
     @property
     def namespaces(self) -> list[str]:
         return [ns for ns in (self.lg_ns, *self.hop_ns) if ns]
 
-    def link(self, ns: str, dev: str) -> dict[str, Any]:
-        found: dict[str, Any] = json.loads(
-            ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout
-        )[0]
-        return found
+    def link(self, ns: str, dev: str) -> Link:
+        shown = ip("-n", ns, "-json", "-details", "link", "show", dev, what=f"reading {dev}").stdout
+        try:
+            return msgspec.json.decode(shown, type=tuple[Link])[0]
+        except msgspec.DecodeError as e:
+            raise Failure(f"`ip -json link show {dev}` in {ns} said what lowtail cannot read: {e}") from None
 
     def close(self) -> None:
         """Remove everything this testbed made; safe to call twice."""

@@ -33,13 +33,15 @@ at fault; the experiment file's parser adds the file and line.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeGuard
 
 from lowtail.core.errors import UserError
 from lowtail.core.schema import unknown_key
 from lowtail.core.units import parse_duration_ns
+from lowtail.testbed.system import home_path
 
 KINDS = ("namespaces", "interfaces", "hosts")
 DEFAULT_WORKDIR = "/var/tmp/lowtail"
@@ -130,12 +132,17 @@ class Hosts:
 Wiring = Namespaces | Interfaces | Hosts
 
 
-def parse(table: Any, base: Path) -> Wiring:
+# A table as TOML read it, before its checks: what its keys hold is not known yet, and each
+# check below narrows the value it reads (`isinstance`) before using it.
+RawTable = Mapping[str, object]
+
+
+def parse(table: object, base: Path) -> Wiring:
     """The wiring a [testbed] table declares; `base` is the directory relative file names
     (identity, known_hosts, ssh_config) are read from."""
     if table is None:
         return Namespaces()
-    if not isinstance(table, dict):
+    if not _is_table(table):
         raise WiringError("[testbed] must be a table")
     kind = table.get("kind", "namespaces")
     if kind not in KINDS:
@@ -148,13 +155,18 @@ def parse(table: Any, base: Path) -> Wiring:
     return _hosts(table, base)
 
 
-def _only(table: dict[str, Any], name: str, allowed: set[str]) -> None:
+def _is_table(value: object) -> TypeGuard[RawTable]:
+    """Whether `value` is a TOML table (TOML's keys are strings)."""
+    return isinstance(value, dict) and all(isinstance(key, str) for key in value)
+
+
+def _only(table: RawTable, name: str, allowed: set[str]) -> None:
     for key in table:
         if key not in allowed:
             raise WiringError(unknown_key(key, allowed, f"[{name}]"), name, key)
 
 
-def interface_name(value: Any, table: str, key: str) -> str:
+def interface_name(value: object, table: str, key: str) -> str:
     """An interface name as the kernel allows it; WiringError otherwise."""
     if not isinstance(value, str) or not _IFACE.match(value):
         raise WiringError(
@@ -163,13 +175,13 @@ def interface_name(value: Any, table: str, key: str) -> str:
     return value
 
 
-def _required(table: dict[str, Any], name: str, key: str) -> Any:
+def _required(table: RawTable, name: str, key: str) -> object:
     if key not in table:
         raise WiringError(f"[{name}] needs `{key}`", name, None)
     return table[key]
 
 
-def _duration(table: dict[str, Any], name: str, key: str) -> int:
+def _duration(table: RawTable, name: str, key: str) -> int:
     if key not in table:
         return DURATION_KEYS[key]
     try:
@@ -178,24 +190,27 @@ def _duration(table: dict[str, Any], name: str, key: str) -> int:
         raise WiringError(str(e), name, key) from None
 
 
-def _mac(table: dict[str, Any], name: str) -> str | None:
+def _mac(table: RawTable, name: str) -> str | None:
     mac = table.get("dst_mac")
-    if mac is not None and (not isinstance(mac, str) or not _MAC.match(mac)):
+    if mac is None:
+        return None
+    if not isinstance(mac, str) or not _MAC.match(mac):
         raise WiringError(f"dst_mac must be a MAC address like 02:00:00:00:00:01, not {mac!r}", name, "dst_mac")
     return mac
 
 
-def _interfaces(table: dict[str, Any]) -> Interfaces:
+def _interfaces(table: RawTable) -> Interfaces:
     _only(table, "testbed", {"kind", "generator", "pre", "post", "dst_mac", "probe", "settle", "vlans"})
     points = {
         key: interface_name(_required(table, "testbed", key), "testbed", key) for key in ("generator", "pre", "post")
     }
-    if not isinstance(table.get("probe", True), bool):
+    probe = table.get("probe", True)
+    if not isinstance(probe, bool):
         raise WiringError("probe must be true or false", key="probe")
     return Interfaces(
         **points,
         dst_mac=_mac(table, "testbed"),
-        probe=table.get("probe", True),
+        probe=probe,
         settle_ns=_duration(table, "testbed", "settle"),
         vlans=_vlans(table.get("vlans")),
     )
@@ -204,7 +219,7 @@ def _interfaces(table: dict[str, Any]) -> Interfaces:
 MAX_VLAN = 4094
 
 
-def _vlans(value: Any) -> tuple[int, ...] | None:
+def _vlans(value: object) -> tuple[int, ...] | None:
     """`vlans`: distinct VLAN ids 1 … 4094, one per link."""
     if value is None:
         return None
@@ -212,13 +227,15 @@ def _vlans(value: Any) -> tuple[int, ...] | None:
         raise WiringError(
             "vlans takes one VLAN id per link, PRE first and POST last, e.g. vlans = [10, 11] for one DuT", key="vlans"
         )
+    ids: list[int] = []
     for v in value:
         if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_VLAN:
             raise WiringError(f"vlans: {v!r} is not a VLAN id (a whole number from 1 to {MAX_VLAN})", key="vlans")
-    repeated = next((v for v in value if value.count(v) > 1), None)
+        ids.append(v)
+    repeated = next((v for v in ids if ids.count(v) > 1), None)
     if repeated is not None:
         raise WiringError(f"vlans: VLAN {repeated} is given twice: each link has its own", key="vlans")
-    return tuple(value)
+    return tuple(ids)
 
 
 def vlan_interface(parent: str, vlan: int) -> str:
@@ -241,13 +258,13 @@ _ROLE_KEYS = {
 }
 
 
-def _hosts(table: dict[str, Any], base: Path) -> Hosts:
+def _hosts(table: RawTable, base: Path) -> Hosts:
     _only(
         table,
         "testbed",
         {"kind", "identity", "known_hosts", "ssh_config", "connect_timeout", "settle", "dst_mac", *_ROLE_KEYS},
     )
-    roles: dict[str, dict[str, Any]] = {}
+    roles: dict[str, RawTable] = {}
     for role, keys in _ROLE_KEYS.items():
         name = f"testbed.{role}"
         value = table.get(role)
@@ -255,7 +272,7 @@ def _hosts(table: dict[str, Any], base: Path) -> Hosts:
             if role == "dut":
                 continue
             raise WiringError(f"a hosts testbed needs a [{name}] table with `ssh` ({', '.join(sorted(keys))})")
-        if not isinstance(value, dict):
+        if not _is_table(value):
             raise WiringError(f"[{name}] must be a table", name)
         _only(value, name, keys)
         roles[role] = value
@@ -300,13 +317,16 @@ def _hosts(table: dict[str, Any], base: Path) -> Hosts:
     )
 
 
-def _file(table: dict[str, Any], key: str, base: Path, must_exist: bool = True) -> str | None:
+def _file(table: RawTable, key: str, base: Path, must_exist: bool = True) -> str | None:
     value = table.get(key)
     if value is None:
         return None
     if not isinstance(value, str) or not value:
         raise WiringError(f"{key} must be a file name", key=key)
-    path = (base / Path(value).expanduser()).resolve()
+    try:
+        path = (base / home_path(value)).resolve()
+    except ValueError as e:
+        raise WiringError(f"{key}: {e}", key=key) from None
     if must_exist and not path.is_file():
         raise WiringError(f"{key}: no such file: {path}", key=key)
     return str(path)

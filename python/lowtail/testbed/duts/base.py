@@ -13,14 +13,15 @@ configuration, a copied rules file) and the reasons its own counters make the ru
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar, Generic, TypedDict, TypeVar
+from typing import ClassVar, Generic, TypedDict, TypeVar
 
 import msgspec
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.core.schema import did_you_mean
+from lowtail.host.interrupts import InterruptSample
 from lowtail.testbed.container import recorded_namespaces
 from lowtail.testbed.cores import BUSY_WAIT_NICE, CoreRoles
 from lowtail.testbed.document import Containment, DutCounters, DutOptions, NoOptions, ProcessOptions
@@ -64,38 +65,36 @@ class Dut(Generic[KindOptions]):
         self.containment: Containment = {"mode": "bare"}
 
     @classmethod
-    def expand(cls, raw: dict[str, Any]) -> list[DutOptions]:
+    def expand(cls, raw: Mapping[str, object]) -> list[DutOptions]:
         """The configurations a `[[dut]]` table stands for (`raw`: the table as TOML read it,
         free-form until checked here): a list where one value is expected sweeps over its
         values (lists of lists for list-valued options). ValueError names an unknown option
         or a bad value."""
-        axes = []
+        axes: list[tuple[str, list[object]]] = []
         for key, value in raw.items():
             opt = cls.options.get(key)
             if opt is None:
                 known = ", ".join(cls.options) or "none: it runs inside the kernel"
                 hint = did_you_mean(key, cls.options)
                 raise ValueError(f"unknown option {key!r} for kind {cls.kind} ({hint}its options: {known})")
-            sweep = isinstance(value, list) and (
-                not opt.list_valued or bool(value and all(isinstance(v, list) for v in value))
-            )
-            points = value if sweep else [value]
+            points = _points(opt, value)
             if not points:
                 raise ValueError(f"option {key!r}: an empty list sweeps over nothing")
-            checked = []
+            checked: list[object] = []
             for v in points:
                 try:
                     checked.append(opt.check(v))
                 except ValueError as e:
                     raise ValueError(f"option {key!r} {e}") from None
             axes.append((key, checked))
-        configs: list[dict[str, Any]] = [{}]
+        # Each option's checked value (of the type its `Option.check` returns), not yet the struct.
+        configs: list[dict[str, object]] = [{}]
         for key, values in axes:
             configs = [c | {key: v} for c in configs for v in values]
         return [cls.validate(cls.typed(c)) for c in configs]
 
     @classmethod
-    def typed(cls, checked: dict[str, Any]) -> DutOptions:
+    def typed(cls, checked: Mapping[str, object]) -> DutOptions:
         """A configuration whose given options were checked, as the kind's struct (the others
         their defaults; a value of the wrong type here is lowtail's own mistake: its check
         let it through)."""
@@ -156,7 +155,7 @@ class Dut(Generic[KindOptions]):
             invalid_reasons=[] if frames_sent is None else self.invalid_reasons(statistics, frames_sent),
         )
 
-    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[Any]:
+    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
         """Interrupt samples from inside the DuT (a VM's guest) in a time window, if it has any."""
         return []
 
@@ -220,6 +219,14 @@ class Dut(Generic[KindOptions]):
             f"dut-{self.name}", tb.dut_ns, argv, stats=stats, cpus=cores if pin_with_taskset else None
         )
         return self.program
+
+
+def _points(opt: Option, value: object) -> list[object]:
+    """The values a `[[dut]]` key sweeps over: the list given where one value is expected
+    (a list of lists for a list-valued option), else the one value given."""
+    if isinstance(value, list) and (not opt.list_valued or (value and all(isinstance(v, list) for v in value))):
+        return value
+    return [value]
 
 
 class Wire(Dut[NoOptions]):

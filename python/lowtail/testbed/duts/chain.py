@@ -8,10 +8,12 @@ Not a kind a [[dut]] table may name: a chain is made of [[dut]] tables."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, ClassVar
 
+from lowtail.host.interrupts import InterruptSample
 from lowtail.testbed.cores import CoreRoles
-from lowtail.testbed.document import CHAIN, ChainOptions, Containment, DutCounters
+from lowtail.testbed.document import CHAIN, ChainOptions, Containment, DutCounters, DutOptions
 from lowtail.testbed.duts.base import Dut, DutFacts
 from lowtail.testbed.protocol import Testbed
 
@@ -22,7 +24,7 @@ class Chain(Dut[ChainOptions]):
     kind: ClassVar[str] = CHAIN
     Options = ChainOptions
 
-    def __init__(self, name: str, config: ChainOptions, make: Any):
+    def __init__(self, name: str, config: ChainOptions, make: Callable[[str, str, DutOptions], Dut[Any]]):
         """`make(kind, name, options)` makes each hop's DuT (duts.make_dut)."""
         super().__init__(name, config)
         self.hops: list[Dut[Any]] = [make(h.kind, h.name, h.options) for h in config.hops]
@@ -60,7 +62,7 @@ class Chain(Dut[ChainOptions]):
             invalid_reasons=[f"hop {h.name}: {r}" for h, f in per_hop for r in f["invalid_reasons"]],
         )
 
-    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[Any]:
+    def guest_interrupts(self, start_ns: int, end_ns: int) -> list[InterruptSample]:
         return [i for h in self.hops for i in h.guest_interrupts(start_ns, end_ns)]
 
     def busy_polls(self, plan: CoreRoles, isolated: set[int] | None = None) -> bool:

@@ -32,7 +32,7 @@ from lowtail.testbed.document import NO_RULES, DutCounters, DutOptions, Nftables
 from lowtail.testbed.duts.bridge import Bridge
 from lowtail.testbed.duts.options import ChoiceOption, IntOption, RuleSet, RulesOption, StrOption
 from lowtail.testbed.protocol import Testbed, dut_namespace
-from lowtail.testbed.system import sh, tool
+from lowtail.testbed.system import names_file, sh, tool
 
 RULE_KINDS = ("ports", "set", "match")
 TABLE = "lowtail"
@@ -78,7 +78,7 @@ class Nftables(Bridge[NftablesOptions]):
         assert isinstance(config, NftablesOptions)
         if config.port > 65_535:
             raise ValueError(f"option 'port' must be a UDP port (1 to 65535), not {config.port}")
-        if config.ruleset is not None and not Path(config.ruleset).expanduser().is_file():
+        if config.ruleset is not None and not names_file(config.ruleset):
             raise ValueError(f"option 'ruleset': no such file {config.ruleset!r}")
         return config
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from lowtail.core.errors import UserError
 from lowtail.core.files import read_input
 from lowtail.core.units import format_duration_setting, parse_duration_ns
 from lowtail.testbed.containment import MODES
 from lowtail.testbed.document import RuleFile, RulesValue
+from lowtail.testbed.system import home_path
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ class Option:
     help: str = ""
     list_valued: bool = field(default=False, init=False)
 
-    def check(self, value: Any) -> Any:
+    def check(self, value: object) -> object:
         return value
 
 
@@ -43,7 +43,7 @@ class Option:
 class IntOption(Option):
     minimum: int = 0
 
-    def check(self, value: Any) -> int:
+    def check(self, value: object) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or value < self.minimum:
             raise ValueError(f"must be a whole number ≥ {self.minimum}, not {value!r}")
         return value
@@ -51,7 +51,7 @@ class IntOption(Option):
 
 @dataclass(frozen=True)
 class StrOption(Option):
-    def check(self, value: Any) -> str:
+    def check(self, value: object) -> str:
         if not isinstance(value, str) or not value.strip():
             raise ValueError(f"must be a non-empty string, not {value!r}")
         return value
@@ -61,7 +61,7 @@ class StrOption(Option):
 class TextOption(Option):
     """A string that may be empty (stripped)."""
 
-    def check(self, value: Any) -> str:
+    def check(self, value: object) -> str:
         if not isinstance(value, str):
             raise ValueError(f"must be a string, not {value!r}")
         return value.strip()
@@ -69,7 +69,7 @@ class TextOption(Option):
 
 @dataclass(frozen=True)
 class BoolOption(Option):
-    def check(self, value: Any) -> bool:
+    def check(self, value: object) -> bool:
         if not isinstance(value, bool):
             raise ValueError(f"must be true or false, not {value!r}")
         return value
@@ -79,7 +79,7 @@ class BoolOption(Option):
 class ChoiceOption(Option):
     choices: tuple[str, ...] = ()
 
-    def check(self, value: Any) -> str:
+    def check(self, value: object) -> str:
         if value not in self.choices:
             raise ValueError(f"must be one of {', '.join(self.choices)}, not {value!r}")
         return str(value)
@@ -89,10 +89,15 @@ class ChoiceOption(Option):
 class CpusOption(Option):
     list_valued: bool = field(default=True, init=False)
 
-    def check(self, value: Any) -> list[int]:
-        if not (isinstance(value, list) and value and all(isinstance(c, int) and c >= 0 for c in value)):
+    def check(self, value: object) -> list[int]:
+        if not isinstance(value, list) or not value or not all(_is_core(c) for c in value):
             raise ValueError(f"must be a list of core numbers such as [1] or [2, 3], not {value!r}")
         return sorted(set(value))
+
+
+def _is_core(value: object) -> bool:
+    """A core number: a whole number ≥ 0 (TOML's `true` is none, though Python counts it as 1)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,7 @@ class DurationOption(Option):
     grammar writes it ("3min"), so that a configuration reads as typed wherever it is shown
     (reports, `compare`, the qualification record); `seconds` is its value."""
 
-    def check(self, value: Any) -> str:
+    def check(self, value: object) -> str:
         try:
             return format_duration_setting(parse_duration_ns(value))
         except UserError as e:
@@ -118,7 +123,7 @@ class DurationOption(Option):
 class CommandsOption(Option):
     list_valued: bool = field(default=True, init=False)
 
-    def check(self, value: Any) -> list[str]:
+    def check(self, value: object) -> list[str]:
         if not (isinstance(value, list) and all(isinstance(c, str) and c.strip() for c in value)):
             raise ValueError(f"must be a list of command strings, not {value!r}")
         return value
@@ -217,7 +222,7 @@ class RulesOption(Option):
             f"to load: {self.maximum:,} take about {_size(self.maximum * self.bytes_per_rule)})"
         )
 
-    def check(self, value: Any) -> RulesValue:
+    def check(self, value: object) -> RulesValue:
         if isinstance(value, bool):
             raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
         if isinstance(value, int):
@@ -234,7 +239,10 @@ class RulesOption(Option):
             raise ValueError(f"must be a number of rules, {self._words()} or a rules file, not {value!r}")
         if value in self.named:
             return value
-        resolved = Path(value).expanduser().resolve()
+        try:
+            resolved = home_path(value).resolve()
+        except ValueError as e:
+            raise ValueError(f"must be a number of rules, {self._words()} or a rules file; {e}") from None
         if not resolved.is_file():
             raise ValueError(
                 f"must be a number of rules, {self._words()} or a rules file; there is no file {value!r} ({resolved})"

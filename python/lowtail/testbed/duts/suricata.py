@@ -41,9 +41,10 @@ import re
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Required, TypedDict
 
 import msgspec
 
@@ -61,6 +62,7 @@ from lowtail.testbed.duts.options import (
     RuleSet,
     RulesOption,
 )
+from lowtail.testbed.process import Program
 from lowtail.testbed.protocol import Testbed
 from lowtail.testbed.system import tool
 from lowtail.testbed.vm.image import ImageLayer
@@ -103,47 +105,98 @@ class SuricataCounters(TypedDict):
     rules_failed: int
 
 
-def counters(stats: dict[str, Any]) -> SuricataCounters:
+# -- Suricata's eve `stats` record, as far as lowtail reads it ------------------------------------
+# Suricata 7 writes a few hundred counters; these structs name the ones `counters` keeps
+# (msgspec skips the others). A section Suricata leaves out reads as zeros (`capture` is
+# absent when it reads a capture file rather than interfaces); a counter of another type
+# than this, or decoder events nested otherwise than by layer, is a Suricata whose
+# statistics lowtail cannot read: `EveStatsError`, naming the counter.
+
+
+class EveDecoder(msgspec.Struct):
+    pkts: int = 0
+    udp: int = 0
+    event: dict[str, dict[str, int]] = {}  # layer → event name → count ("ipv4" → "trunc_pkt" → 2)
+
+
+class EveCapture(msgspec.Struct):
+    kernel_packets: int = 0
+    kernel_drops: int = 0
+
+
+class EveIps(msgspec.Struct):
+    accepted: int = 0
+    blocked: int = 0
+    drop_reason: dict[str, int] = {}
+
+
+class EveEngine(msgspec.Struct):
+    rules_loaded: int = 0
+    rules_failed: int = 0
+
+
+class EveDetect(msgspec.Struct):
+    alert: int = 0
+    engines: list[EveEngine] = []
+
+
+class EveStats(msgspec.Struct):
+    """An eve `stats` record's "stats" object: the counters lowtail keeps."""
+
+    decoder: EveDecoder = msgspec.field(default_factory=EveDecoder)
+    capture: EveCapture = msgspec.field(default_factory=EveCapture)
+    ips: EveIps = msgspec.field(default_factory=EveIps)
+    detect: EveDetect = msgspec.field(default_factory=EveDetect)
+
+
+class EveStatsError(Failure):
+    """Suricata's statistics are not of the shape lowtail reads (another Suricata version)."""
+
+
+def eve_stats(stats: object) -> EveStats:
+    """An eve `stats` record's "stats" object read into the counters lowtail keeps."""
+    try:
+        return msgspec.convert(stats, EveStats)
+    except msgspec.ValidationError as e:
+        raise EveStatsError(f"Suricata's statistics are not of the shape lowtail reads (Suricata 7's): {e}") from None
+
+
+def counters(stats: EveStats) -> SuricataCounters:
     """The counters lowtail keeps, from one eve `stats` record's "stats" object."""
-    decoder, capture = stats.get("decoder", {}), stats.get("capture", {})
-    ips = stats.get("ips", {})
-    engines = (stats.get("detect", {}) or {}).get("engines") or [{}]
+    decoder, ips = stats.decoder, stats.ips
+    engine = stats.detect.engines[0] if stats.detect.engines else EveEngine()
     return SuricataCounters(
-        packets=int(decoder.get("pkts", 0)),
-        udp=int(decoder.get("udp", 0)),
-        kernel_packets=int(capture.get("kernel_packets", 0)),
-        kernel_drops=int(capture.get("kernel_drops", 0)),
-        alerts=int((stats.get("detect", {}) or {}).get("alert", 0)),
-        accepted=int(ips.get("accepted", 0)),
-        blocked=int(ips.get("blocked", 0)),
-        drop_reasons={k: int(v) for k, v in (ips.get("drop_reason") or {}).items() if v},
-        decoder_events=dict(_nonzero(decoder.get("event", {}), "")),
-        rules_loaded=int(engines[0].get("rules_loaded", 0)),
-        rules_failed=int(engines[0].get("rules_failed", 0)),
+        packets=decoder.pkts,
+        udp=decoder.udp,
+        kernel_packets=stats.capture.kernel_packets,
+        kernel_drops=stats.capture.kernel_drops,
+        alerts=stats.detect.alert,
+        accepted=ips.accepted,
+        blocked=ips.blocked,
+        drop_reasons={k: v for k, v in ips.drop_reason.items() if v},
+        decoder_events={
+            f"{layer}.{name}": count
+            for layer, events in decoder.event.items()
+            for name, count in events.items()
+            if count
+        },
+        rules_loaded=engine.rules_loaded,
+        rules_failed=engine.rules_failed,
     )
 
 
-def _nonzero(tree: dict[str, Any], prefix: str) -> list[tuple[str, int]]:
-    found: list[tuple[str, int]] = []
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            found += _nonzero(value, f"{prefix}{key}.")
-        elif isinstance(value, int) and value:
-            found.append((f"{prefix}{key}", value))
-    return found
-
-
-def last_stats(text: str) -> dict[str, Any] | None:
+def last_stats(text: str) -> EveStats | None:
     """The "stats" object of the last eve `stats` record in `text` (Suricata writes one as
-    it exits, with the final totals); None when there is none."""
+    it exits, with the final totals); None when there is none. EveStatsError when it is not
+    of the shape lowtail reads."""
     for line in reversed(text.splitlines()):
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = msgspec.json.decode(line, type=dict[str, object])
+        except msgspec.DecodeError:  # not JSON, or JSON but no object: not a record
             continue
-        if isinstance(record, dict) and isinstance(record.get("stats"), dict):
-            stats: DutCounters = record["stats"]
-            return stats
+        stats = record.get("stats")
+        if isinstance(stats, dict):
+            return eve_stats(stats)
     return None
 
 
@@ -188,7 +241,7 @@ def marker_rule(action: str, port: int) -> str:
     )
 
 
-def marker_rule_action(statistics: DutCounters) -> str | None:
+def marker_rule_action(statistics: Mapping[str, object]) -> str | None:
     """What a run's Suricata did to marked packets, from its stored statistics: its `action`
     where its rule set was generated (and so holds `marker_rule`), else None (no rule of
     lowtail's matches them: no rules, Debian's, a file of the user's, or another kind)."""
@@ -241,13 +294,23 @@ def with_action(rules_text: str, action: str) -> str:
     return _ACTION_WORD.sub(lambda m: f"{m.group(1)}{action}{m.group(3)}", rules_text)
 
 
+class RuleSetRecord(TypedDict, total=False):
+    """What a run records of its rule set, among Suricata's statistics: which set, and the
+    SHA-256 of the rules as loaded (what a qualification record names the set by)."""
+
+    rules: Required[int | str]  # the number generated, "none", "default", or the user's file's name
+    port: int  # generated rules: the UDP port they inspect
+    files: int  # "default": how many of Debian's rule files
+    sha256: str
+
+
 @dataclass(frozen=True)
 class PreparedRules:
     """A rule set made ready for one Suricata: its files (in the run's directory) and what
     the run records of it."""
 
     files: list[Path]
-    description: dict[str, Any]
+    description: RuleSetRecord
     sources: dict[str, str] = field(default_factory=dict)  # file written → the file it came from
 
 
@@ -279,7 +342,8 @@ def prepare_rules(value: RulesValue, action: str, port: int, directory: Path) ->
         return PreparedRules(
             files, {"rules": DEFAULT_RULES, "files": len(files), "sha256": digest.hexdigest()}, written
         )
-    copied = rules.copy_into(directory)
+    copied = rules.copy_into(directory)  # a file's rule set has its hash: checked against it here
+    assert rules.sha256 is not None
     copied.write_text(with_action(copied.read_text(errors="replace"), action))
     return PreparedRules(
         [copied], {"rules": Path(rules.path or "").name, "sha256": rules.sha256}, {str(copied): str(rules.path)}
@@ -333,7 +397,7 @@ def config_text(s: SuricataSettings) -> str:
         }
         for here, there, cluster in ((a, b, 98), (b, a, 97))
     ]
-    doc: dict[str, Any] = {
+    doc: dict[str, object] = {
         "vars": {
             "address-groups": {
                 "HOME_NET": "any",
@@ -423,7 +487,10 @@ _BAD_SIGNATURE = re.compile(r'error parsing signature "(?P<rule>.*)" from file (
 
 
 def check_config(
-    config: Path, sources: dict[str, str] | None = None, timeout_s: float = 600.0, log: Any = None
+    config: Path,
+    sources: dict[str, str] | None = None,
+    timeout_s: float = 600.0,
+    log: Callable[[str], None] | None = None,
 ) -> None:
     """`suricata -T`, at most `timeout_s` (the DuT's ready_timeout; `log` told every
     PROGRESS_EVERY_S that it is still loading): UserError with Suricata's own first error —
@@ -456,7 +523,9 @@ def _without_quotes(text: str) -> str:
     return re.sub(r"(['\"`]).*?\1", "…", text)
 
 
-def _run_with_progress(argv: list[str], timeout_s: float, log: Any) -> subprocess.CompletedProcess[str]:
+def _run_with_progress(
+    argv: list[str], timeout_s: float, log: Callable[[str], None] | None
+) -> subprocess.CompletedProcess[str]:
     """Run `argv` to its end, at most `timeout_s` (then stopped, and UserError), saying every
     PROGRESS_EVERY_S through `log` that it is still at work."""
     started = time.monotonic()
@@ -500,7 +569,7 @@ def check_port(port: int) -> None:
         raise ValueError(f"option 'port' must be a UDP port (1 to 65535), not {port}")
 
 
-def check_rule_set(rules: RulesValue, action: str, port: int, timeout_s: float, log: Any) -> None:
+def check_rule_set(rules: RulesValue, action: str, port: int, timeout_s: float, log: Callable[[str], None]) -> None:
     """A rule set checked by `suricata -T` before any run (once per rule set, action and port)."""
     key = json.dumps(msgspec.to_builtins([rules, action, port]), sort_keys=True)
     if key in _CHECKED:
@@ -553,7 +622,7 @@ class Suricata(Dut[SuricataOptions]):
         suricata_binary()
 
     @classmethod
-    def prepare(cls, config: DutOptions, log: Any) -> None:
+    def prepare(cls, config: DutOptions, log: Callable[[str], None]) -> None:
         """The rule set checked by `suricata -T` before any run (once per configuration)."""
         assert isinstance(config, SuricataOptions)
         check_rule_set(config.rules, config.action, config.port, DurationOption.seconds(config.ready_timeout), log)
@@ -609,7 +678,7 @@ class Suricata(Dut[SuricataOptions]):
             "config": str(config),
         }
 
-    def _program(self) -> Any:
+    def _program(self) -> Program:
         assert self.program is not None
         return self.program
 
@@ -673,7 +742,7 @@ GUEST_MEMORY_MIB = 512
 
 def guest_layer(
     rules_value: RulesValue, action: str, port: int, worker_cpu: int, management_cpu: int
-) -> tuple[ImageLayer, dict[str, Any]]:
+) -> tuple[ImageLayer, RuleSetRecord]:
     """What a VM guest needs to run Suricata with this rule set, action and port — the program
     (its libraries come along), Debian's classification and reference files, the rules with
     their action applied, and the configuration (its interfaces filled in by the guest) —
@@ -695,13 +764,14 @@ def guest_layer(
     return ImageLayer("suricata", programs, data), rules.description
 
 
-def from_guest(report: dict[str, Any], action: str, rules: dict[str, Any]) -> DutCounters:
+def from_guest(report: Mapping[str, object], action: str, rules: RuleSetRecord | None) -> DutCounters:
     """What a guest's Suricata reported (its last eve stats record, `@stats {"program":
-    "suricata", "eve": …}`) as the statistics a bare Suricata run stores."""
-    stats: DutCounters = {"program": "suricata", "action": action, **rules}
+    "suricata", "eve": …}`) as the statistics a bare Suricata run stores (`rules`: what the
+    run records of its rule set). EveStatsError when the record is not of the shape lowtail reads."""
+    stats: DutCounters = {"program": "suricata", "action": action, **(rules or {})}
     eve = report.get("eve")
     if isinstance(eve, dict) and isinstance(eve.get("stats"), dict):
-        stats["suricata"] = dict(counters(eve["stats"]))
+        stats["suricata"] = dict(counters(eve_stats(eve["stats"])))
     return stats
 
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from lowtail.core.errors import UserError
 from lowtail.testbed.cores import BUSY_WAIT_NICE, DUT_RT_PRIORITY, CoreRoles
@@ -101,7 +100,7 @@ def _testpmd() -> str:
     return found
 
 
-def parse_testpmd_totals(log: str) -> dict[str, Any]:
+def parse_testpmd_totals(log: str) -> dict[str, int]:
     """The 'Accumulated forward statistics for all ports' testpmd prints when it stops."""
     block = log.rpartition("Accumulated forward statistics")[2]
     figures = {

@@ -21,7 +21,6 @@ import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -44,6 +43,7 @@ from lowtail.testbed.duts.options import (
 )
 from lowtail.testbed.duts.suricata import (
     GUEST_MEMORY_MIB,
+    RuleSetRecord,
     Suricata,
     check_port,
     check_rule_set,
@@ -53,7 +53,7 @@ from lowtail.testbed.duts.suricata import (
 from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_reasons
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.protocol import Testbed, dut_namespace, dut_ports
-from lowtail.testbed.system import ip
+from lowtail.testbed.system import ip, names_file
 from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, cache_dir, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
@@ -107,13 +107,13 @@ class VirtualMachine(Dut[VmOptions]):
         super().__init__(name, config)
         self.channel: GuestChannel | None = None
         self.acceleration: Acceleration | None = None
-        self.ips_rules: dict[str, Any] = {}
+        self.ips_rules: RuleSetRecord | None = None  # a guest IPS's rule set, as its runs record it
 
     @classmethod
     def validate(cls, config: DutOptions) -> DutOptions:
         assert isinstance(config, VmOptions)
         choice = config.guest_kernel
-        if choice not in FLAVOURS and not Path(choice).expanduser().is_file():
+        if choice not in FLAVOURS and not names_file(choice):
             raise ValueError(
                 f"option 'guest_kernel' must be {' or '.join(FLAVOURS)} or an existing vmlinuz file, not {choice!r}"
             )
@@ -159,11 +159,11 @@ class VirtualMachine(Dut[VmOptions]):
         return DurationOption.seconds(self.config.ready_timeout)
 
     @classmethod
-    def _layer(cls, config: VmOptions) -> tuple[ImageLayer | None, dict[str, Any]]:
+    def _layer(cls, config: VmOptions) -> tuple[ImageLayer | None, RuleSetRecord | None]:
         """The guest image's Suricata layer (and what a run records of its rules), if the
         guest runs the IPS: its workers on the forwarding vCPU, the rest on vCPU 0."""
         if config.guest_forwarder != "suricata":
-            return None, {}
+            return None, None
         return guest_layer(*config.ips(), worker_cpu=config.vcpus - 1, management_cpu=0)
 
     def _acceleration(self, image: GuestImage) -> Acceleration:

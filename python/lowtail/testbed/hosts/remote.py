@@ -13,7 +13,6 @@ looks like a local `Program` to the run, so measure.py starts roles the same way
 
 from __future__ import annotations
 
-import json
 import shlex
 import signal
 import subprocess
@@ -22,6 +21,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import msgspec
 
 from lowtail.core.errors import Failure
 from lowtail.testbed.document import SiteIdentity
@@ -96,7 +97,7 @@ class RemoteProgram(ProcessHandle):
         # The program's pid on its host, as the leash says it (`pid` is the ssh client's here).
         self.remote_pid: int | None = None
         self.exit_code: int | None = None
-        self._statistics: dict[str, Any] | None = None
+        self._statistics: dict[str, object] | None = None
         self._ready = threading.Event()
         self._started = threading.Event()
         self._write = threading.Lock()
@@ -134,10 +135,7 @@ class RemoteProgram(ProcessHandle):
                     self.clock_start = (int(words[-2]), int(words[-1]))
                     self._started.set()
                 elif words[1] == "stats":
-                    try:
-                        self._statistics = json.loads(line.split(None, 2)[2])
-                    except (ValueError, IndexError):
-                        self._statistics = None
+                    self._statistics = _json_object(line.split(None, 2)[2]) if len(words) > 2 else None
                 elif words[1] == "exit":
                     self.exit_code = int(words[2])
                     self.clock_end = (int(words[-2]), int(words[-1]))
@@ -187,6 +185,7 @@ class RemoteProgram(ProcessHandle):
             f" (its last output: {tail})" if tail else ""
         )
 
+    # Free-form, as a local Program's (`process.Program.statistics`): the program's JSON object.
     def statistics(self) -> dict[str, Any] | None:
         """The program's statistics, as the leash passed them on when it ended."""
         if self.running():
@@ -203,6 +202,14 @@ class RemoteProgram(ProcessHandle):
             if not self.running():
                 return False
         return False
+
+
+def _json_object(text: str) -> dict[str, object] | None:
+    """The JSON object a leash's `@leash stats` line carries; None when it carries none."""
+    try:
+        return msgspec.json.decode(text, type=dict[str, object])
+    except msgspec.DecodeError:  # not JSON, or not an object
+        return None
 
 
 class RunOnHosts(Protocol):

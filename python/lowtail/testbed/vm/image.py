@@ -25,13 +25,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
+
+import msgspec
 
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.system import tool
 from lowtail.testbed.vm.cpio import CpioWriter
-from lowtail.testbed.vm.kernels import GuestKernel, guest_kernel
+from lowtail.testbed.vm.kernels import GuestKernel, KernelDescription, guest_kernel
 from lowtail.testbed.vm.kmod import load_order
 
 # The modules every guest loads (whatever its forwarder: the forwarder is chosen at boot):
@@ -73,13 +75,26 @@ def cache_dir() -> Path:
     return Path(base) / "lowtail"
 
 
+class ImageInfo(TypedDict):
+    """What an image's directory records of it (`image.json`)."""
+
+    key: str
+    boot_kernel: str  # the file QEMU boots, in the image's directory
+    kernel: KernelDescription
+    kernel_identity: str  # which kernel: images of the same one (and layer) replace each other
+    modules: list[str]  # in the order the guest loads them
+    programs: dict[str, str]  # guest path → the host file it was copied from
+    layer: str | None
+    size_bytes: int  # of the initramfs
+
+
 @dataclass(frozen=True)
 class GuestImage:
     key: str
     directory: Path
     kernel: Path  # what QEMU boots: an uncompressed vmlinux with a PVH entry, or the vmlinuz
     initrd: Path
-    info: dict[str, Any]
+    info: ImageInfo
 
     @property
     def kernel_release(self) -> str:
@@ -268,7 +283,8 @@ def build_image(
         data = layer.data if layer else {}
         key = image_key(kernel, files, data)
         target = cache / "images" / key
-        if not (target / "image.json").exists():
+        info = _recorded(target)
+        if info is None:
             progress(f"building the guest image for kernel {kernel.release}")
             tmp = target.with_name(f"{key}.partial-{os.getpid()}")
             shutil.rmtree(tmp, ignore_errors=True)
@@ -293,10 +309,18 @@ def build_image(
                 shutil.rmtree(tmp, ignore_errors=True)
                 raise
             _prune(cache / "images", keep=key, kernel=kernel.identity, layer=layer.name if layer else None)
-        info = json.loads((target / "image.json").read_text())
     image = GuestImage(key, target, target / info["boot_kernel"], target / "initrd.cpio", info)
     _FOUND[(choice, cache, layer_id)] = image
     return image
+
+
+def _recorded(directory: Path) -> ImageInfo | None:
+    """An image's record (`image.json`); None when there is none, or none lowtail can read
+    (a build cut short, an older lowtail's): the image is then built again."""
+    try:
+        return msgspec.json.decode((directory / "image.json").read_bytes(), type=ImageInfo)
+    except (OSError, msgspec.DecodeError):
+        return None
 
 
 def _prune(images: Path, keep: str, kernel: str, layer: str | None = None) -> None:
@@ -304,12 +328,8 @@ def _prune(images: Path, keep: str, kernel: str, layer: str | None = None) -> No
     for other in images.iterdir():
         if other.name == keep or ".partial-" in other.name:
             continue
-        try:
-            info = json.loads((other / "image.json").read_text())
-            same_kernel = info.get("kernel_identity") == kernel and info.get("layer") == layer
-        except (OSError, ValueError):
-            continue
-        if same_kernel:
+        info = _recorded(other)
+        if info is not None and info["kernel_identity"] == kernel and info["layer"] == layer:
             shutil.rmtree(other, ignore_errors=True)
 
 

@@ -19,6 +19,7 @@ import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.testbed.vm.kmod import modinfo, module_name
@@ -45,6 +46,15 @@ _EXTRACT_FORMAT = 1
 Progress = Callable[[str], None]
 
 
+class KernelDescription(TypedDict):
+    """A guest kernel as its image records it (and a VM run its `containment.guest_kernel`)."""
+
+    choice: str  # vanilla | rt | a path
+    release: str
+    package: str | None
+    version: str | None
+
+
 @dataclass(frozen=True)
 class GuestKernel:
     """A kernel ready to go into an image: its vmlinuz, modules by name, and identity."""
@@ -59,7 +69,7 @@ class GuestKernel:
     package: str | None = None
     version: str | None = None
 
-    def describe(self) -> dict[str, str | None]:
+    def describe(self) -> KernelDescription:
         return {"choice": self.choice, "release": self.release, "package": self.package, "version": self.version}
 
 

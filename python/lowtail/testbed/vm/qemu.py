@@ -19,7 +19,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
+
+import msgspec
 
 from lowtail.core.errors import Failure, UserError
 from lowtail.host.interrupts import InterruptSample, diff, parse_interrupts
@@ -198,6 +200,32 @@ def qemu_argv(
 
 
 # -- QMP ----------------------------------------------------------------------------------------------
+# QEMU's Machine Protocol: one JSON object a line. lowtail reads the replies to its own
+# commands (`return`, or `error` with its description) and skips the rest (the greeting,
+# events), whatever else they carry.
+
+Reply = TypeVar("Reply")
+
+
+class QmpError(msgspec.Struct):
+    """A command's error: QEMU's description of it (its `class` is not read)."""
+
+    desc: str | None = None
+
+
+class QmpMessage(msgspec.Struct):
+    """A line of QMP: a command's reply has `return` (kept as its JSON, read by the command's
+    own type) or `error`; the greeting and events have neither."""
+
+    returned: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="return")  # empty: absent
+    error: QmpError | None = None
+
+
+class CpuInfo(msgspec.Struct):
+    """A vCPU as `query-cpus-fast` lists it: its index and its host thread."""
+
+    cpu_index: int = msgspec.field(name="cpu-index")
+    thread_id: int = msgspec.field(name="thread-id")
 
 
 class Qmp:
@@ -220,24 +248,28 @@ class Qmp:
         self._next()  # the greeting
         self.execute("qmp_capabilities")
 
-    def _next(self) -> dict[str, Any]:
+    def _next(self) -> QmpMessage:
         line = self.reader.readline()
         if not line:
             raise Failure("QEMU closed its QMP connection")
-        answer: dict[str, Any] = json.loads(line)
-        return answer
+        return _qmp_decode(line, QmpMessage)
 
-    def execute(self, command: str, **arguments: Any) -> Any:
-        doc: dict[str, Any] = {"execute": command}
+    def execute(self, command: str, **arguments: object) -> msgspec.Raw:
+        """`command` done by QEMU: what it returns, as JSON (a Failure when it refuses it)."""
+        doc: dict[str, object] = {"execute": command}
         if arguments:
             doc["arguments"] = arguments
         self.sock.sendall(json.dumps(doc).encode() + b"\n")
         while True:
             reply = self._next()
-            if "return" in reply:
-                return reply["return"]
-            if "error" in reply:
-                raise Failure(f"QEMU refused {command}: {reply['error'].get('desc')}")
+            if reply.returned:
+                return reply.returned
+            if reply.error is not None:
+                raise Failure(f"QEMU refused {command}: {reply.error.desc}")
+
+    def query(self, command: str, returns: type[Reply], **arguments: object) -> Reply:
+        """What QEMU returns to `command`, read as a `returns`."""
+        return _qmp_decode(self.execute(command, **arguments), returns)
 
     def close(self) -> None:
         try:
@@ -247,9 +279,18 @@ class Qmp:
             pass
 
 
+def _qmp_decode(text: str | msgspec.Raw, shape: type[Reply]) -> Reply:
+    """A QMP line (or a reply's `return`) as `shape`; a Failure when it is not one."""
+    try:
+        return msgspec.json.decode(text, type=shape)
+    except msgspec.DecodeError as e:
+        shown = text if isinstance(text, str) else bytes(text).decode(errors="replace")
+        raise Failure(f"QEMU said on QMP what lowtail cannot read ({e}): {shown.strip()[:200]}") from None
+
+
 def vcpu_threads(qmp: Qmp) -> dict[int, int]:
     """vCPU index → host thread id."""
-    return {c["cpu-index"]: c["thread-id"] for c in qmp.execute("query-cpus-fast")}
+    return {c.cpu_index: c.thread_id for c in qmp.query("query-cpus-fast", list[CpuInfo])}
 
 
 def process_threads(pid: int) -> list[int]:
@@ -273,7 +314,9 @@ class GuestChannel:
     ready: threading.Event = field(default_factory=threading.Event)
     stopped: threading.Event = field(default_factory=threading.Event)
     error: str | None = None
-    stats: dict[str, Any] | None = None
+    # What the guest's forwarder counted (`@stats`, a JSON object): the DuT's own statistics,
+    # whose keys are its forwarder's (duts/vm.py reads a guest Suricata's).
+    stats: dict[str, object] | None = None
     samples: list[InterruptSample] = field(default_factory=list)
     tables: int = 0
 
@@ -346,8 +389,8 @@ class GuestChannel:
             self.ready.set()
         elif line.startswith("@stats "):
             try:
-                self.stats = json.loads(line[len("@stats ") :])
-            except ValueError:
+                self.stats = msgspec.json.decode(line[len("@stats ") :], type=dict[str, object])
+            except msgspec.DecodeError:  # not JSON, or not an object
                 self.stats = {"unreadable": line[len("@stats ") : 200]}
         elif line == "@stopped":
             self.stopped.set()
