@@ -482,3 +482,51 @@ def test_a_stop_signal_that_lands_in_a_finalizer_is_raised_where_it_can_be():
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["stopped", "True"], done.stdout
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+# A stop raised inside subprocess's poll(), between its taking of the child's wait lock and
+# the `try` that gives it back (forced here: the tracer raises SIGINT at that very line, and
+# the handler runs inside raise_signal), left the lock taken: the child, ended, could never
+# be waited for again — lowtail hung in a program's stop() after Ctrl-C in a VM run.
+_STOP_INSIDE_POLL = """
+import inspect, signal, subprocess, sys
+from lowtail.core import signals
+from lowtail.core.processes import exit_code, wait_for
+
+source, first = inspect.getsourcelines(subprocess.Popen._internal_poll)
+taken = next(i for i, line in enumerate(source) if "_waitpid_lock.acquire(False)" in line)
+window = first + next(i for i in range(taken + 1, len(source)) if source[i].strip() == "try:")
+fired = []
+
+def tracer(frame, event, arg):
+    if frame.f_code.co_name != "_internal_poll":
+        return None
+    if event == "line" and frame.f_lineno == window and not fired:
+        fired.append(True)
+        signal.raise_signal(signal.SIGINT)
+    return tracer
+
+poll = exit_code if sys.argv[1] == "whole" else subprocess.Popen.poll
+child = subprocess.Popen(["sleep", "0.3"])
+with signals.stop_on_signals():
+    sys.settrace(tracer)
+    try:
+        poll(child)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sys.settrace(None)
+print("fired" if fired else "not fired", wait_for(child, 5.0))
+"""
+
+
+@pytest.mark.parametrize("how", ["whole", "plain"])
+def test_a_stop_inside_a_childs_poll_leaves_it_waitable(how):
+    done = subprocess.run([sys.executable, "-c", _STOP_INSIDE_POLL, how], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    if how == "whole":  # lowtail's poll: the stop waited for the poll's end, the child is reaped
+        assert done.stdout.split() == ["fired", "0"], done.stdout
+    elif done.stdout.split() == ["fired", "0"]:
+        pytest.skip("this Python's subprocess gives the lock back: the plain poll is safe here")
+    else:  # what it guards against, shown: the plain poll left the lock taken
+        assert done.stdout.split() == ["fired", "None"], done.stdout

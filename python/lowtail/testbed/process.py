@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from lowtail.core.processes import exit_code, wait_for
+
 if TYPE_CHECKING:
     from lowtail.testbed.hosts.ssh import SshHost
 
@@ -53,13 +55,10 @@ class ProcessHandle:
         return self.popen.pid
 
     def running(self) -> bool:
-        return self.popen.poll() is None
+        return exit_code(self.popen) is None
 
     def wait(self, timeout: float) -> int | None:
-        try:
-            return self.popen.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return wait_for(self.popen, timeout)
 
     def died(self) -> bool:
         """Ended without being asked to."""
@@ -110,14 +109,16 @@ class Program(ProcessHandle):
             except ProcessLookupError:
                 break
             self.wait(wait_s)
-        return self.popen.wait()
+        code = wait_for(self.popen)
+        assert code is not None  # waited without a limit
+        return code
 
     def returncode(self) -> int | None:
         """The program's exit code (negative: the signal that ended it); None while it runs."""
-        return self.popen.poll()
+        return exit_code(self.popen)
 
     def exit_message(self) -> str:
-        code = self.popen.poll()
+        code = exit_code(self.popen)
         how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
         tail = self.log_tail()
         return f"{self.name} {how}" + (f" (its last output: {tail})" if tail else "")

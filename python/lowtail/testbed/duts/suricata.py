@@ -50,6 +50,7 @@ import msgspec
 
 from lowtail import _native
 from lowtail.core.errors import Failure, UserError
+from lowtail.core.processes import exit_code, wait_for
 from lowtail.core.terminal import shown
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
 from lowtail.testbed.document import DEFAULT_RULES, NO_RULES, DutCounters, DutOptions, RulesValue, SuricataOptions
@@ -539,18 +540,16 @@ def _run_with_progress(
                         f"`suricata -T` did not finish loading the rule set within ready_timeout "
                         f"({timeout_s:g} s): give the DuT a longer ready_timeout, or fewer rules"
                     )
-                try:
-                    process.wait(timeout=min(left, PROGRESS_EVERY_S))
+                if wait_for(process, min(left, PROGRESS_EVERY_S)) is not None:
                     break
-                except subprocess.TimeoutExpired:
-                    if log is not None:
-                        log(
-                            f"suricata -T still loading the rule set ({time.monotonic() - started:.0f} s of at most {timeout_s:g} s)"
-                        )
+                if log is not None:
+                    log(
+                        f"suricata -T still loading the rule set ({time.monotonic() - started:.0f} s of at most {timeout_s:g} s)"
+                    )
         finally:
-            if process.poll() is None:
+            if exit_code(process) is None:
                 process.kill()
-                process.wait()
+                wait_for(process)
         out.seek(0)
         err.seek(0)
         return subprocess.CompletedProcess(argv, process.returncode, out.read(), err.read())

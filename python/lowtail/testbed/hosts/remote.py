@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import msgspec
 
 from lowtail.core.errors import Failure
+from lowtail.core.processes import exit_code, wait_for
 from lowtail.testbed.document import SiteIdentity
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
 from lowtail.testbed.process import ProcessHandle
@@ -162,24 +163,25 @@ class RemoteProgram(ProcessHandle):
                 self.popen.terminate()
                 if self.wait(5.0) is None:
                     self.popen.kill()
-        code = self.popen.wait()
+        code = wait_for(self.popen)
+        assert code is not None  # waited without a limit
         self._reader.join(5)
         return code
 
     def returncode(self) -> int | None:
         """The program's exit code as its leash reported it, else the ssh client's; None while it runs."""
-        return self.exit_code if self.exit_code is not None else self.popen.poll()
+        return self.exit_code if self.exit_code is not None else exit_code(self.popen)
 
     def lost(self) -> bool:
         """Whether the connection went before the leash said how its program ended."""
-        return self.popen.poll() == SSH_FAILED and self.exit_code is None
+        return exit_code(self.popen) == SSH_FAILED and self.exit_code is None
 
     def exit_message(self) -> str:
         if self.lost():
             return f"lost the SSH connection to host {self.host.label} ({self.name} ran there" + (
                 f"; {self.log_tail()})" if self.log_tail() else ")"
             )
-        code = self.exit_code if self.exit_code is not None else self.popen.poll()
+        code = self.exit_code if self.exit_code is not None else exit_code(self.popen)
         tail = self.log_tail()
         return f"{self.name} on {self.host.label} exited with code {code}" + (
             f" (its last output: {tail})" if tail else ""

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from lowtail.core.errors import Failure, UserError
+from lowtail.core.processes import exit_code, wait_for
 from lowtail.testbed.system import tool
 from lowtail.testbed.wiring import Ssh
 
@@ -127,7 +128,7 @@ class SshHost:
         limit_s = self.options.connect_timeout_ns / 1e9 + 10
         deadline = time.monotonic() + limit_s
         while time.monotonic() < deadline:
-            if self.master.poll() is not None:
+            if exit_code(self.master) is not None:
                 raise _reachability(self.label, self.log.read_text(errors="replace"))
             if self.control_socket.exists() and self._check():
                 return
@@ -143,7 +144,7 @@ class SshHost:
 
     def alive(self) -> bool:
         """Whether the master connection is still up."""
-        return self.master is not None and self.master.poll() is None
+        return self.master is not None and exit_code(self.master) is None
 
     def require_alive(self) -> None:
         """ConnectionLost when the master connection went away."""
@@ -204,13 +205,11 @@ class SshHost:
 
     def close(self) -> None:
         """End the master connection (whatever still runs there on a leash stops itself)."""
-        if self.master is not None and self.master.poll() is None:
+        if self.master is not None and exit_code(self.master) is None:
             self.master.terminate()
-            try:
-                self.master.wait(5)
-            except subprocess.TimeoutExpired:
+            if wait_for(self.master, 5) is None:
                 self.master.kill()
-                self.master.wait()
+                wait_for(self.master)
         self.control_socket.unlink(missing_ok=True)
 
 
