@@ -281,3 +281,23 @@ def test_experiment_report_takes_the_whole_verdict_request(tmp_path):
         tmp_path, "experiment", "report", "latest", "--db", "t.duckdb", "-o", "bad.html", "--confidence", "30"
     )
     assert bad.returncode == 2 and "--confidence" in bad.stderr and not (tmp_path / "bad.html").exists()
+
+
+def test_a_host_or_kernel_given_as_a_number_is_stored_as_its_text(tmp_path):
+    """[axes] host = 5 (a lab's machines numbered, not named) is the experiment's host "5".
+    Before: an internal error (exit 70) storing the experiment's host, whose hostname and
+    kernel are text."""
+    root = tmp_path / "c"
+    synth(root / "fwd-in.pcap", root / "fwd-out.pcap", 10_000, 1)
+    (tmp_path / "spec.toml").write_text(
+        '[import]\npattern = "{dut}-{side}.pcap"\npre = "in"\npost = "out"\n'
+        '[axes]\nhost = 5\nkernel = 6.1\n[analysis]\ntrim = "0s"\n'
+    )
+    done = lowtail(tmp_path, "import-captures", str(root), "--spec", "spec.toml", "--db", "t.duckdb")
+    assert done.returncode == 0, done.stderr
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+
+    with open_store(tmp_path / "t.duckdb", read_only=True) as store:
+        host = runstore.experiment(store, "latest")["host"]
+    assert (host["hostname"], host["kernel"], host.get("axes")) == ("5", "6.1", {"host": 5, "kernel": 6.1})

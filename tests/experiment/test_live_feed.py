@@ -27,3 +27,19 @@ def test_sent_and_received_are_counted_at_one_moment(tmp_path: Path) -> None:
     sample = feed.poll()
     assert sample is not None and (sample.sent, sample.received, sample.planned) == (99_601, 99_577, 180_000)
     assert sample.received <= sample.sent
+
+
+def test_a_line_not_of_its_program_s_shape_is_skipped(tmp_path: Path) -> None:
+    """Each line is read as its program's line type: one that is not JSON, not an object or
+    has a count that is no number is skipped (the view goes on with the next), never a crash
+    of the run it watches."""
+    gen, cap = tmp_path / "gen.jsonl", tmp_path / "cap.jsonl"
+    feed = LiveFeed(gen, cap)
+    with gen.open("a") as f:
+        f.write('{"elapsed_ns": 1000000000, "sent": "many"}\n[1, 2]\nnot json\n')
+    assert feed.poll() is None
+    _append(gen, {"elapsed_ns": 2_000_000_000, "sent": 200})
+    _append(cap, {"pre_frames": 190, "post_frames": 180, "latency_ns": {"samples": 180, "p99": 900, "max": 1200}})
+    sample = feed.poll()
+    assert sample is not None
+    assert (sample.elapsed_s, sample.sent, sample.received, sample.p99_ns, sample.max_ns) == (2.0, 190, 180, 900, 1200)

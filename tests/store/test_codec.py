@@ -363,3 +363,24 @@ def test_the_latency_columns_are_declared_once_as_the_table_has_them(stored):
     assert declared <= columns, sorted(declared - columns)
     for document in (StoredAnalysis, RunRow):
         assert {k for k in document.__annotations__ if k.startswith("lat_")} == declared
+
+
+def test_an_explanation_stored_before_untraced_roles_had_hosts_reads_back(stored, tmp_path):
+    """An explanation's trace summary is typed (`ExplainTrace`): one stored before untraced
+    roles had a host and a reason, naming each by its role alone, and before the trace said its
+    hosts, still reads back as it was stored — never as a damaged database."""
+    with open_store(stored["db"], read_only=True) as s:
+        today = explainstore.explanation(s, stored["runs"][0])
+    assert today is not None
+    older = {**today, "trace": {"method": "none", "reason": "tracing is off", "untraced": ["dut", "generator"]}}
+    db = tmp_path / "x.duckdb"
+    with open_store(db) as s:
+        eid = experiment(s, "x")
+        run_id = runstore.save_run(s, _bare_run(eid), None, {})
+        s.con.execute(
+            "INSERT INTO run_explanations (run_id, threshold_ns, tail_packets, unexplained_share, headline, document) "
+            "VALUES (?, 1, 1, 0.0, NULL, ?)",
+            [run_id, json.dumps({**older, "run": run_id}, default=str)],
+        )
+        back = explainstore.explanation(s, run_id)
+    assert back is not None and back["trace"] == older["trace"]

@@ -347,6 +347,23 @@ class StoredAnalysis(LatencyColumns):
     flows: FlowsDocument | None  # None: stored before flows were told apart
 
 
+class AnalysisListRow(TypedDict):
+    """A stored analysis as `lowtail list` shows it (`store.analyses.list_analyses`; `--json`
+    prints these keys in this order)."""
+
+    analysis_id: int
+    created_at: datetime
+    label: str | None
+    sent: int
+    received: int
+    lost: int
+    lat_p50_ns: int | None
+    lat_p99_999_ns: int | None
+    lat_max_ns: int | None
+    partial: bool
+    pre_path: str
+
+
 class AnalysisInputsRow(TypedDict):
     """What identifies a stored analysis's data (`store.analyses.analysis_inputs`)."""
 

@@ -14,6 +14,7 @@ import json
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,14 @@ def lowtail_error(e: _native.LowtailError) -> Exception:
     return UserError(str(e))
 
 
+@dataclass
+class _Outcome:
+    """What the analysis thread hands back: the figures as JSON, or the native error it raised."""
+
+    json: str | None = None
+    error: _native.LowtailError | None = None
+
+
 def analyze_pair(
     pre: str | Path,
     post: str | Path,
@@ -115,13 +124,13 @@ def analyze_pair(
         except OSError as e:  # a name too long, a path through a file
             raise os_error(e, path, f"{name} capture") from None
     analyzer = _native.Analyzer(str(pre), str(post), options)
-    outcome: dict[str, Any] = {}
+    outcome = _Outcome()
 
     def work() -> None:
         try:
-            outcome["json"] = analyzer.run()
+            outcome.json = analyzer.run()
         except _native.LowtailError as e:
-            outcome["error"] = e
+            outcome.error = e
 
     worker = threading.Thread(target=work, name="lowtail-analyze", daemon=True)
     try:
@@ -142,10 +151,9 @@ def analyze_pair(
         if isinstance(e, KeyboardInterrupt):
             raise Interrupted(CANCELLED) from None
         raise
-    if "error" in outcome:
-        error = outcome["error"]
-        raise lowtail_error(error) from error
-    doc: AnalysisDocument = json.loads(outcome["json"])
+    if outcome.error is not None:
+        raise lowtail_error(outcome.error) from outcome.error
+    doc: AnalysisDocument = json.loads(outcome.json or "")
     # Flows partition the packets: figures that do not add up would be a defect, said aloud.
     disagree = sums_disagree(doc)
     if disagree:

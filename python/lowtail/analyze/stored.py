@@ -14,9 +14,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lowtail.analyze.document import AnalysisDocument
+from lowtail.analyze.document import AnalysisDocument, LatencyFigures
 from lowtail.analyze.pair import AnalyzeOptions, ProgressCallback, analyze_pair, measured_rate
 from lowtail.core import series, signals
 from lowtail.core.errors import Failure, Interrupted, UserError
@@ -158,7 +158,7 @@ def _judge_and_write(a: AnalysisDocument, request: AnalyzeRequest) -> None:
         a["nominal_rate_pps"] = request.nominal_rate_pps
     verdict = request.verdict
     if verdict is not None:
-        figures: dict[str, Any] = dict(a.get("latency_ns") or {})
+        figures: LatencyFigures = a.get("latency_ns") or {}
         judged = figures.get(verdict.key)
         a["verdict"] = verdict.judge_figures(
             int(figures.get("samples") or 0),

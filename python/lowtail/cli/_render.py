@@ -10,6 +10,7 @@ from typing import Any
 from rich.markup import escape as markup_escape
 from rich.table import Table
 
+from lowtail.analyze.document import IntervalDoc
 from lowtail.analyze.pair import measured_rate
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns, format_ns_range, format_percent, format_rate, format_share
@@ -19,7 +20,7 @@ NOT_RESOLVED = "not resolved"
 MAX_NOT_RESOLVED = "max, not resolved"
 
 
-def interval_text(value: int | None, interval: dict[str, Any] | None, maximum: int | None) -> str:
+def interval_text(value: int | None, interval: IntervalDoc | None, maximum: int | None) -> str:
     """A percentile's interval as tables show it: "16.015–16.078 µs", or why there is none:
     "max, not resolved" where the percentile is the packets' largest (p99.9999 of 100,000
     packets), "not resolved" where they do not bound it."""

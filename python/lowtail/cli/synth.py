@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -28,7 +28,7 @@ def _option_name(path: tuple[str | int, ...]) -> str:
     return flags.get(key, f"--set {key}")
 
 
-def _parse_value(raw: str) -> Any:
+def _parse_value(raw: str) -> object:
     try:
         return json.loads(raw)
     except json.JSONDecodeError:
@@ -97,11 +97,11 @@ def synth(
         )
 
 
-def _model_spec(set_: list[str], given: Mapping[str, object]) -> dict[str, Any]:
+def _model_spec(set_: list[str], given: Mapping[str, object]) -> dict[str, object]:
     """The model's fields the command sets: each --set key=value (a key of the model), then
     the options given (those not None). A number JSON cannot say (inf, nan) or one too large
     for 64 bits is refused here, by name: the values go to the native generator as JSON."""
-    spec: dict[str, Any] = {}
+    spec: dict[str, object] = {}  # the native model's fields (--show-model): it checks their values
     for item in set_:
         key, sep, value = item.partition("=")
         if not sep or key not in DEFAULTS:

@@ -31,7 +31,7 @@ def split_by_flow(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
             out.append(run)
             continue
         for flow in flows["flows"]:
-            row: dict[str, Any] = dict(run)
+            row: dict[str, object] = dict(run)
             latency = flow["latency_ns"] or {}
             row[FLOW], row[FLOW_INDEX] = flow["key"], flow["flow"]
             row["sent"], row["received"], row["lost"] = flow["sent"], flow["received"], flow["lost"]

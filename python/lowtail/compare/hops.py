@@ -8,7 +8,6 @@ hop alone takes (the chain's own verdict is its end-to-end one, `compare` withou
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from lowtail.compare.pooling import Distribution, read_run
 from lowtail.core.errors import UserError
@@ -34,7 +33,7 @@ def split_by_hop(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
             out.append(run)
             continue
         for hop in chain["hops"]:
-            row: dict[str, Any] = dict(run)
+            row: dict[str, object] = dict(run)
             latency = hop["latency_ns"] or {}
             row[HOP], row[HOP_SERIES] = f"{hop['hop']}. {hop['name']}", hop["series_path"] or ""
             row["sent"], row["received"], row["lost"] = hop["sent"], hop["received"], hop["lost"]

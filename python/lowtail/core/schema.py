@@ -107,9 +107,10 @@ def decode_text(data: bytes, source: str, limit: int = MAX_TEXT_BYTES) -> str:
         raise InputError(source, f"not UTF-8 text (byte {e.start})") from None
 
 
-def load_toml(text: str, source: str) -> dict[str, Any]:
+def load_toml(text: str, source: str) -> dict[str, object]:
     """A TOML document whose shape is within the limits; a syntax error names its line and
-    column first, as compilers do."""
+    column first, as compilers do. Its tables are as the user wrote them (hence `object`): the
+    caller's checks narrow each value to what it must be."""
     if len(text) > MAX_TEXT_BYTES:
         raise InputError(
             source, f"is {len(text):,} characters; lowtail reads files of this kind up to {MAX_TEXT_BYTES:,}"

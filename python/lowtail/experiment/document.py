@@ -158,8 +158,9 @@ class TrafficDocument(TypedDict, total=False):
 
 # The experiment file as read, stored with the experiment: its TOML tables as the user wrote them
 # (experiment/spec.py reads each table into its own options when it reads the file; the stored
-# copy is what the file said, and a reader asks it only for a table it owns, as the verdict's).
-ExperimentFile = dict[str, Any]
+# copy is what the file said, and a reader asks it only for a table it owns, as the verdict's,
+# and checks that table's shape itself: hence `object`, not a shape promised).
+ExperimentFile = dict[str, object]
 
 
 class ExperimentHost(TypedDict, total=False):
@@ -194,6 +195,18 @@ class ExperimentStatus(TypedDict):
     data_dir: str | None
 
 
+class ExperimentListRow(TypedDict):
+    """A stored experiment as `lowtail experiment list` shows it (`store.runs.list_experiments`;
+    `--json` prints these keys in this order): how many runs it has, and how many are valid."""
+
+    experiment_id: int
+    name: str
+    created_at: datetime
+    status: str
+    runs: int
+    valid_runs: int
+
+
 class ExperimentRow(TypedDict):
     """One stored experiment as the store hands it back (its JSON columns read back). `spec`
     is the experiment file as read (its tables, each its own section's keys), `host` the host
@@ -210,4 +223,6 @@ class ExperimentRow(TypedDict):
     finished_at: datetime | None
     data_dir: str | None
     calibration_experiment_id: int | None
-    origin: dict[str, Any] | None
+    # Where a bundle brought it from: what the bundle's manifest said of its source, with the
+    # import's ids (store/bundles.py); free-form, its keys its bundle's.
+    origin: dict[str, object] | None

@@ -61,7 +61,7 @@ from lowtail.core import files, schema
 from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.core.units import parse_duration_ns
 from lowtail.core.version import __version__
-from lowtail.experiment.document import ExperimentHost
+from lowtail.experiment.document import ExperimentFile, ExperimentHost
 from lowtail.experiment.irq_recordings import read_recording
 from lowtail.experiment.runner import is_disk_full
 from lowtail.host.interrupts import InterruptSample
@@ -92,6 +92,12 @@ _ANALYSIS_KEYS = {
 }
 
 
+# A pair's configuration: axis name -> value, from its file name's pattern and the spec's [axes]
+# (a declared axis's value parsed by it, `store.records.RUN_AXES`; any other is a DuT option,
+# kept as given: a string, number or boolean).
+AxisValues = dict[str, object]
+
+
 @dataclass(frozen=True)
 class ImportSpec:
     """What a campaign's files are: the pattern of their names, shared axes, analysis options."""
@@ -100,9 +106,9 @@ class ImportSpec:
     name: str | None
     pattern: str
     sides: dict[str, str]  # the {side} value in a file name -> "pre" | "post"
-    axes: dict[str, Any]
-    analysis: dict[str, Any]  # AnalyzeOptions keyword arguments
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    axes: AxisValues
+    analysis: dict[str, str | int | bool]  # AnalyzeOptions keyword arguments, checked
+    raw: ExperimentFile = field(repr=False, default_factory=dict)  # the spec's tables as TOML read them
     interrupts: InterruptFiles | None = None
 
     def with_unit(self, axis: str, text: str) -> str:
@@ -203,7 +209,7 @@ class _InterruptsTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True)
 class _SpecFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     # Optional here so that a spec without it gets the example, not msgspec's words.
     import_: _ImportTable | None = msgspec.field(default=None, name="import")
-    axes: dict[str, Any] = msgspec.field(default_factory=dict)  # each value converted on its own
+    axes: dict[str, object] = msgspec.field(default_factory=dict)  # each value converted on its own
     analysis: _AnalysisTable = msgspec.field(default_factory=_AnalysisTable)
     verdict: VerdictTable = msgspec.field(default_factory=VerdictTable)
     interrupts: _InterruptsTable | None = None
@@ -226,7 +232,7 @@ def load_spec(path: Path) -> ImportSpec:
     return parse_spec(schema.load_toml(text, str(path)), str(path), schema.TomlLines(text).line)
 
 
-def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None = None) -> ImportSpec:
+def parse_spec(doc: dict[str, object], source: str, locate: schema.Locator | None = None) -> ImportSpec:
     """An import spec from its TOML document; `source` names it in errors, `locate` finds a
     field's line."""
 
@@ -257,7 +263,7 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
         raise bad("[import] pre and post must be two different non-empty names", "import", "post")
     if table.name is not None and not table.name.strip():
         raise bad("[import] name must be a non-empty string", "import", "name")
-    axes: dict[str, Any] = {}
+    axes: AxisValues = {}
     for axis, value in tables.axes.items():
         if not _AXIS_NAME.match(axis) or axis == SIDE:
             raise bad(f"[axes] {axis!r} is not an axis name", "axes", axis)
@@ -268,7 +274,7 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
             axes[axis] = _axis_value(axis, value)
         except UserError as e:
             raise bad(f"[axes] {axis}: {e}", "axes", axis) from None
-    analysis = {}
+    analysis: dict[str, str | int | bool] = {}
     for key, value in msgspec.structs.asdict(tables.analysis).items():
         if value is None:
             continue
@@ -283,7 +289,8 @@ def parse_spec(doc: dict[str, Any], source: str, locate: schema.Locator | None =
     except UserError as e:
         raise bad(f"[analysis] {e}", "analysis") from None
     try:
-        parse_verdict(doc.get("verdict", {}))
+        verdict = doc.get("verdict", {})  # a table: the conversion above checked it is one
+        parse_verdict(verdict if isinstance(verdict, dict) else {})
     except VerdictSettingError as e:
         raise bad(f"[verdict] {e}", "verdict", e.key) from None
     name = table.name.strip() if table.name else None
@@ -340,7 +347,7 @@ def _axis_value(axis: str, value: Any) -> Any:
 class Pair:
     """One PRE/POST pair of a campaign and its axis values."""
 
-    axes: dict[str, Any]
+    axes: AxisValues
     pre: Path
     post: Path
     # Its interrupt recordings by source ("guest", "host"), where the spec names them.
@@ -500,7 +507,7 @@ class PairRecordings:
     not be read (one line each)."""
 
     samples: dict[str, list[InterruptSample]] = field(default_factory=dict)
-    facts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    facts: dict[str, dict[str, object]] = field(default_factory=dict)  # irq_recordings' facts, by source
     problems: list[str] = field(default_factory=list)
 
 
@@ -663,14 +670,19 @@ def _safe(key: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.=-]+", "_", key)
 
 
+def _text(value: object) -> str | None:
+    """An axis value as the host's text field it fills ("host", "kernel"; None when not given)."""
+    return None if value is None else str(value)
+
+
 def _host(directory: Path, spec: ImportSpec) -> ExperimentHost:
     """What is known of where the captures came from: the directory and the shared axes."""
     axes = spec.axes
     return {
         "imported_from": str(directory.resolve()),
         "axes": axes,
-        "hostname": axes.get("host"),
-        "kernel": axes.get("kernel"),
+        "hostname": _text(axes.get("host")),
+        "kernel": _text(axes.get("kernel")),
         "testbed": "imported",
         "lowtail_version": __version__,
         "command": [Path(sys.argv[0]).name, *sys.argv[1:]],

@@ -6,10 +6,11 @@ come from the analysis after the run."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Generic, TypeVar
+
+import msgspec
 
 
 @dataclass(frozen=True)
@@ -27,15 +28,47 @@ class LiveSample:
     max_ns: int | None = None
 
 
-class JsonLinesTail:
-    """The complete lines a program has appended to a file since the last read."""
+class GeneratorLine(msgspec.Struct):
+    """A line of lowtail-gen's --live-json (crates/lowtail-net gen/main.rs, `LiveWriter`): the
+    keys the live view shows (the others are left unread)."""
 
-    def __init__(self, path: Path):
+    elapsed_ns: int = 0
+    planned: int | None = None
+    sent: int | None = None
+    late_bursts: int | None = None
+    interval_pacing_error_max_ns: int | None = None
+
+
+class LiveLatency(msgspec.Struct):
+    """The running latency of lowtail-cap's line: its HDR histogram's p99 and maximum."""
+
+    p99: int | None = None
+    max: int | None = None
+
+
+class CaptureLine(msgspec.Struct):
+    """A line of lowtail-cap's --live-json (crates/lowtail-net cap/matcher.rs, `summary`)."""
+
+    pre_frames: int | None = None
+    post_frames: int | None = None
+    lost: int | None = None
+    latency_ns: LiveLatency | None = None
+
+
+Line = TypeVar("Line", GeneratorLine, CaptureLine)
+
+
+class JsonLinesTail(Generic[Line]):
+    """The complete lines a program has appended to a file since the last read, each read
+    as the program's line type."""
+
+    def __init__(self, path: Path, line: type[Line]):
         self.path = path
+        self.line: type[Line] = line
         self.offset = 0
         self.partial = b""
 
-    def read(self) -> list[dict[str, Any]]:
+    def read(self) -> list[Line]:
         """New whole lines, parsed; a line still being written waits for the next read."""
         try:
             with open(self.path, "rb") as f:
@@ -48,9 +81,9 @@ class JsonLinesTail:
         docs = []
         for line in lines:
             try:
-                docs.append(json.loads(line))
-            except ValueError:
-                continue  # a view, not a result: a damaged line is skipped
+                docs.append(msgspec.json.decode(line, type=self.line))
+            except msgspec.DecodeError:
+                continue  # a view, not a result: a damaged line (or one of another shape) is skipped
         return docs
 
 
@@ -58,10 +91,10 @@ class LiveFeed:
     """The generator's and the timestamper's running figures, merged."""
 
     def __init__(self, generator: Path, capture: Path):
-        self.generator = JsonLinesTail(generator)
-        self.capture = JsonLinesTail(capture)
-        self.gen: dict[str, Any] = {}
-        self.cap: dict[str, Any] = {}
+        self.generator = JsonLinesTail(generator, GeneratorLine)
+        self.capture = JsonLinesTail(capture, CaptureLine)
+        self.gen = GeneratorLine()
+        self.cap = CaptureLine()
 
     def poll(self) -> LiveSample | None:
         """The latest figures when either program wrote a line since the last poll."""
@@ -70,19 +103,19 @@ class LiveFeed:
             return None
         self.gen = gen[-1] if gen else self.gen
         self.cap = cap[-1] if cap else self.cap
-        latency = self.cap.get("latency_ns") or {}
+        latency = self.cap.latency_ns or LiveLatency()
         # Sent and received from one line of the timestamper, counted at one moment (the frames
         # it saw before the DuT and after it): the generator's own count is from its own second,
         # up to a second apart, which showed more received than sent.
-        sent = self.cap.get("pre_frames", self.gen.get("sent"))
+        sent = self.cap.pre_frames if self.cap.pre_frames is not None else self.gen.sent
         return LiveSample(
-            elapsed_s=self.gen.get("elapsed_ns", 0) / 1e9,
-            planned=self.gen.get("planned"),
+            elapsed_s=self.gen.elapsed_ns / 1e9,
+            planned=self.gen.planned,
             sent=sent,
-            late_bursts=self.gen.get("late_bursts"),
-            pacing_error_max_ns=self.gen.get("interval_pacing_error_max_ns"),
-            received=self.cap.get("post_frames"),
-            lost=self.cap.get("lost"),
-            p99_ns=latency.get("p99"),
-            max_ns=latency.get("max"),
+            late_bursts=self.gen.late_bursts,
+            pacing_error_max_ns=self.gen.interval_pacing_error_max_ns,
+            received=self.cap.post_frames,
+            lost=self.cap.lost,
+            p99_ns=latency.p99,
+            max_ns=latency.max,
         )

@@ -32,7 +32,7 @@ from lowtail.core import percentiles, series
 from lowtail.core.confidence import rank_interval
 from lowtail.core.units import format_count
 from lowtail.experiment.document import MatchDifference, MatchingDocument, MatchLatency
-from lowtail.testbed.document import GeneratorStatistics
+from lowtail.testbed.document import DutCounters, GeneratorStatistics
 from lowtail.testbed.duts.suricata import marker_rule_action
 
 # The figures of each side of the split (exact nearest rank, as every headline figure).
@@ -52,7 +52,7 @@ def account(
     share: float,
     generator: GeneratorStatistics,
     analysis: AnalysisDocument,
-    dut_stats: dict[str, Any],
+    dut_stats: DutCounters,
 ) -> tuple[MatchingDocument | None, list[str]]:
     """The matching document of a run, and why it cannot be made (one reason) when PRE does
     not hold the generator's packets in one unbroken range of ids."""

@@ -29,7 +29,13 @@ from lowtail.store.chains import run_chain
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.host import run_interrupts
 from lowtail.store.records import show_value
-from lowtail.testbed.document import CaptureStatistics, GeneratorStatistics, StoredDutOptions, TestbedDocument
+from lowtail.testbed.document import (
+    CaptureStatistics,
+    DutCounters,
+    GeneratorStatistics,
+    StoredDutOptions,
+    TestbedDocument,
+)
 from lowtail.verdict import judge as verdicts
 from lowtail.verdict.device import DeviceVerdict, Judged, device_verdicts
 from lowtail.verdict.judge import Verdict, VerdictRequest, stored_verdict
@@ -500,7 +506,7 @@ def generator_summary(gen: GeneratorStatistics) -> str:
     return ", ".join(parts)
 
 
-def dut_summary(stats: dict[str, Any]) -> str:
+def dut_summary(stats: DutCounters) -> str:
     """The DuT's own counters: lowtail-fwd's and testpmd's headline ones, anything else as is."""
     if "forwarded" in stats:  # lowtail-fwd
         dropped = stats.get("dropped", 0)

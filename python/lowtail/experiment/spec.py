@@ -25,10 +25,11 @@ import itertools
 import json
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
 
@@ -40,6 +41,10 @@ from lowtail.testbed import wiring
 from lowtail.testbed.document import CHAIN, ChainOptions, DutOptions, Hop, NoOptions, options_json
 from lowtail.testbed.duts import KINDS
 from lowtail.verdict.judge import Verdict, VerdictSettingError, VerdictTable, parse_verdict
+
+if TYPE_CHECKING:
+    from lowtail.experiment.document import ExperimentFile
+    from lowtail.testbed.cores import CoreChoices
 
 DEFAULT_NAME = "default.toml"
 
@@ -168,10 +173,10 @@ class Experiment:
     keep_captures: bool
     traffic: list[Traffic]
     duts: list[DutConfig]
-    cores: dict[str, Any]
+    cores: CoreChoices  # the [cores] table: the roles the file pins, each a core (the DuT a list)
     verdict: Verdict
     trust: Trust
-    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    raw: ExperimentFile = field(repr=False, default_factory=dict)
     testbed: wiring.Wiring = field(default_factory=wiring.Namespaces)
     # Record the kernel trace of the roles' cores during each run (trace/run.py).
     trace: bool = True
@@ -197,7 +202,7 @@ class Experiment:
     def spec_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.raw, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> ExperimentFile:
         return self.raw
 
 
@@ -335,12 +340,12 @@ class _TrustTable(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
 
 class _ExperimentFile(msgspec.Struct, forbid_unknown_fields=True, kw_only=True):
     experiment: _ExperimentTable = msgspec.field(default_factory=_ExperimentTable)
-    traffic: Annotated[dict[str, Any], schema.rule("must be a table")] = msgspec.field(default_factory=dict)
+    traffic: Annotated[dict[str, object], schema.rule("must be a table")] = msgspec.field(default_factory=dict)
     cores: _CoresTable = msgspec.field(default_factory=_CoresTable)
     verdict: VerdictTable = msgspec.field(default_factory=VerdictTable)
     trust: _TrustTable = msgspec.field(default_factory=_TrustTable)
-    testbed: Annotated[dict[str, Any], schema.rule("must be a table")] | None = None  # testbed/wiring.py
-    dut: Annotated[list[dict[str, Any]], schema.rule(": DuTs are declared as [[dut]] tables (double brackets)")] = (
+    testbed: Annotated[dict[str, object], schema.rule("must be a table")] | None = None  # testbed/wiring.py
+    dut: Annotated[list[dict[str, object]], schema.rule(": DuTs are declared as [[dut]] tables (double brackets)")] = (
         msgspec.field(default_factory=list)
     )  # checked by each kind
     chain: (
@@ -493,9 +498,9 @@ def parse(text: str, source: str) -> Experiment:
         traffic=points,
         duts=duts,
         # A hosts testbed's cores are the remote hosts': checked once they are reached.
-        cores=_parse_cores(doc.get("cores", {}), w, check_here=testbed.kind != "hosts"),
-        verdict=_parse_verdict(doc.get("verdict", {}), w),
-        trust=_parse_trust(doc.get("trust", {}), w),
+        cores=_parse_cores(_table(doc, "cores"), w, check_here=testbed.kind != "hosts"),
+        verdict=_parse_verdict(_table(doc, "verdict"), w),
+        trust=_parse_trust(tables.trust, w),
         raw=doc,
         testbed=testbed,
     )
@@ -687,15 +692,23 @@ def _dut_interfaces(
         raise w.error(f"DuT {name!r}: {e}", "dut", "interfaces", index) from None
 
 
-def _parse_cores(table: dict[str, Any], w: _Where, check_here: bool = True) -> dict[str, Any]:
+def _table(doc: Mapping[str, object], name: str) -> Mapping[str, object]:
+    """One table of the file as TOML read it ({} where the file has none): its keys are
+    checked by the table's own parser."""
+    table = doc.get(name, {})
+    return table if isinstance(table, dict) else {}
+
+
+def _parse_cores(table: Mapping[str, object], w: _Where, check_here: bool = True) -> dict[str, int | list[int]]:
     from lowtail.testbed.cores import CoreRoles
 
     available = set(CoreRoles.available()) if check_here else None
-    cores: dict[str, Any] = {}
+    cores: dict[str, int | list[int]] = {}
     for key, value in table.items():
-        values = value if key == "dut" else [value]
         if key == "dut" and not isinstance(value, list):
             raise w.error("dut takes a list of cores, e.g. dut = [1]", "cores", key)
+        values: list[object] = value if key == "dut" and isinstance(value, list) else [value]
+        checked: list[int] = []
         for v in values:
             if isinstance(v, bool) or not isinstance(v, int) or v < 0 or (available is not None and v not in available):
                 where = (
@@ -704,23 +717,27 @@ def _parse_cores(table: dict[str, Any], w: _Where, check_here: bool = True) -> d
                     else "(a core number)"
                 )
                 raise w.error(f"{key}: core {v!r} is not one this process may use {where}", "cores", key)
-        cores[key] = value
+            checked.append(v)
+        cores[key] = checked if key == "dut" else checked[0]
     return cores
 
 
-def _parse_verdict(table: dict[str, Any], w: _Where) -> Verdict:
+def _parse_verdict(table: Mapping[str, object], w: _Where) -> Verdict:
     try:
         return parse_verdict(table)
     except VerdictSettingError as e:
         raise w.error(str(e), "verdict", e.key) from None
 
 
-def _parse_trust(table: dict[str, Any], w: _Where) -> Trust:
+def _parse_trust(table: _TrustTable, w: _Where) -> Trust:
     values = {}
-    for key, field_name in (("max_stall", "max_stall_ns"), ("max_pacing_p99", "max_pacing_p99_ns")):
-        if key in table:
+    for key, field_name, given in (
+        ("max_stall", "max_stall_ns", table.max_stall),
+        ("max_pacing_p99", "max_pacing_p99_ns", table.max_pacing_p99),
+    ):
+        if given is not None:
             try:
-                values[field_name] = parse_duration_ns(table[key], what=key)
+                values[field_name] = parse_duration_ns(given, what=key)
             except UserError as e:
                 raise w.error(str(e), "trust", key) from None
     return Trust(**values)

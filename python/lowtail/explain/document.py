@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, NotRequired, TypedDict
 
+from lowtail.trace.document import ClockFacts, TraceHostSummary, UntracedDoc
+
 # -- an explanation (`lowtail explain --json`, stored by store/explain.py) --------------------
 
 
@@ -160,6 +162,30 @@ class CoincidenceDoc(TypedDict):
     sentences: list[str]
 
 
+class ExplainTrace(TypedDict, total=False):
+    """What an explanation says of the run's trace (explain/run.py): how it was recorded
+    (`method` "tracefs", or "none" with the `reason`), the roles no host's trace covers, and
+    with a trace file its size and hosts (`trace.document.TraceSummary`); for a VM DuT whether
+    its exits could be in the trace (`vm_exits`, and why not)."""
+
+    method: str
+    reason: str | None
+    # The roles no host's trace covers: an explanation stored before they had their host and
+    # reason (the trace's own older shape, store/codec.py) names each by its role alone.
+    untraced: list[UntracedDoc | str]
+    path: str
+    events: list[str]  # the kernel events recorded
+    raw_bytes: int
+    bytes_per_s: float | None
+    intervals: int
+    cpus: list[int]
+    truncated_cpus: list[int]
+    clock: ClockFacts
+    hosts: list[TraceHostSummary]
+    vm_exits: bool
+    vm_exits_reason: str
+
+
 class ExplainDocument(TypedDict, total=False):
     """What `lowtail explain --json` prints and the store keeps."""
 
@@ -171,7 +197,7 @@ class ExplainDocument(TypedDict, total=False):
     unexplained_share: float
     headline: str | None
     unseen: list[UnseenDoc]
-    trace: dict[str, Any]
+    trace: ExplainTrace
     interrupt_coincidence: dict[str, CoincidenceDoc]  # by source: "host", "guest"
     interrupts: list[SampledDoc]  # the interrupt samples at their resolution (explain/sampled.py)
     notes: list[str]

@@ -37,7 +37,7 @@ from lowtail.experiment.document import ExperimentHost, ExperimentRow, RunRow, T
 from lowtail.explain.analysis import RunFacts, explain
 from lowtail.explain.coincidence import SPIKES, coincidence_doc, run_cpus
 from lowtail.explain.cores import Core
-from lowtail.explain.document import CoincidenceDoc, ExplainDocument, SampledDoc, UnseenDoc
+from lowtail.explain.document import CoincidenceDoc, ExplainDocument, ExplainTrace, SampledDoc, UnseenDoc
 from lowtail.explain.hops import hops_of_tail
 from lowtail.explain.packets import Packets
 from lowtail.explain.sampled import dut_cpus_of, period_of, recording_facts, sampled_doc
@@ -175,13 +175,13 @@ def _packets(path: Path, run_id: int) -> Packets:
 
 def _trace(
     trace: TraceDocument,
-) -> tuple[Any, dict[Core, tuple[int | None, int | None]], dict[str, Any], timeline.TraceFacts | None]:
+) -> tuple[Any, dict[Core, tuple[int | None, int | None]], ExplainTrace, timeline.TraceFacts | None]:
     """The trace's intervals (None without a trace), each (host, cpu) core's coverage, its
     summary (with the roles no host's trace covers), and its recordings' facts."""
-    summary: dict[str, Any] = {
+    summary: ExplainTrace = {
         "method": trace.get("method", "none"),
         "reason": trace.get("reason"),
-        "untraced": trace.get("untraced") or [],
+        "untraced": [*(trace.get("untraced") or [])],
     }
     path = trace.get("path")
     if trace.get("method") != "tracefs" or not path or not Path(path).exists():
@@ -197,14 +197,14 @@ def _trace(
         raise Failure(
             f"{path}: the run's trace is damaged: it {e}; remove the file to explain the run without it"
         ) from None
-    summary.update(
-        path=path,
-        events=info.events,
-        raw_bytes=info.raw_bytes,
-        bytes_per_s=round(info.raw_bytes / (info.duration_ns / 1e9), 1) if info.duration_ns else None,
-        intervals=intervals.num_rows,
-        **info.summary(),
-    )
+    summary["path"] = path
+    summary["events"] = info.events
+    summary["raw_bytes"] = info.raw_bytes
+    summary["bytes_per_s"] = round(info.raw_bytes / (info.duration_ns / 1e9), 1) if info.duration_ns else None
+    summary["intervals"] = intervals.num_rows
+    hosts = info.summary()
+    summary["cpus"], summary["truncated_cpus"] = hosts["cpus"], hosts["truncated_cpus"]
+    summary["clock"], summary["hosts"] = hosts["clock"], hosts["hosts"]
     return intervals, info.coverage(), summary, info
 
 
@@ -223,7 +223,7 @@ def _with_recording(facts: RunFacts, trace: TraceDocument, recorded: timeline.Tr
         facts.own_tasks = {h: task_ids(own) for h in here}
 
 
-def vm_exits(virtualization: str | None, traced: bool) -> dict[str, Any]:
+def vm_exits(virtualization: str | None, traced: bool) -> ExplainTrace:
     """Whether a VM DuT's exits could be in the trace (`kvm_exit`/`kvm_entry`, traced under KVM
     only): said where they cannot, so an emulated run's trace does not read as one without exits."""
     if virtualization is None:
@@ -255,7 +255,8 @@ def _facts(run: RunRow, experiment: ExperimentRow, trace: TraceDocument, steal: 
     verdict = verdicts.stored_verdict(experiment["spec"])
     judgement = verdict.judge(run)
     roles = trace.get("roles") or _roles_from_plan(run)
-    hosts_testbed = ((experiment.get("spec") or {}).get("testbed") or {}).get("kind") == "hosts"
+    testbed = (experiment.get("spec") or {}).get("testbed")
+    hosts_testbed = isinstance(testbed, dict) and testbed.get("kind") == "hosts"
     return RunFacts(
         run_id=run_id_of(run),
         rate_pps=float(run["rate_pps"]),

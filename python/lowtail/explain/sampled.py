@@ -197,8 +197,9 @@ def _top(found: list[RateDoc]) -> list[RateDoc]:
     return out
 
 
-def recording_facts(run: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """What an imported run stored of its interrupt recording of `source` (experiment/external.py)."""
+def recording_facts(run: Mapping[str, Any], source: str) -> dict[str, object]:
+    """What an imported run stored of its interrupt recording of `source` (experiment/external.py,
+    `TestbedDocument.interrupts`: the recording's facts, each read by the key it needs)."""
     found = ((run.get("testbed") or {}).get("interrupts") or {}).get(source)
     return found if isinstance(found, dict) else {}
 

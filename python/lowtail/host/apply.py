@@ -490,7 +490,9 @@ class UndoDocument(msgspec.Struct, forbid_unknown_fields=True):
         list[UndoChange],
         schema.rule(f"must be a list of at most {MAX_UNDO_CHANGES:,} changes", max_length=MAX_UNDO_CHANGES),
     ]
-    plan: dict[str, Any] = {}
+    # The core plan applied (`CorePlan.to_json`), kept for whoever reads the file: undo restores
+    # from `changes` alone and never reads it, so any older shape of it loads.
+    plan: dict[str, object] = {}
     created_at: Annotated[str, schema.rule("must be a time", max_length=64)] = ""
     host: _Text | None = None
 

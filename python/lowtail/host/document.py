@@ -6,6 +6,7 @@ codec), typed as `TypedDict`s: no cost at run time, one definition for every rea
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, NotRequired, TypedDict
 
 from lowtail.testbed.document import CorePlanDocument, HistogramBin
@@ -49,6 +50,47 @@ class NoiseAttribution(TypedDict):
     explained_share: float
     long_gaps: int  # gaps too long to be interrupt handlers: only counted
     long_gap_total_ns: int
+
+
+class ProbeCore(TypedDict):
+    """One probed core as lowtail-noise prints it (crates/lowtail-noise `CoreSummary`)."""
+
+    cpu: int
+    start_ns: int
+    duration_ns: int
+    threshold_ns: int
+    loops: int
+    min_loop_ns: int
+    gaps: int
+    dropped: int
+    rate_hz: float
+    noise_ns_per_s: float
+    gap_total_ns: int
+    max_ns: int
+    p50_ns: int | None
+    p90_ns: int | None
+    p99_ns: int | None
+    p99_9_ns: int | None
+    histogram: list[HistogramBin]
+    largest: list[NoiseGap]
+
+
+class ProbeInterrupts(TypedDict):
+    """/proc/interrupts as the probe read it just before (or after) its loops, and when."""
+
+    t_ns: int
+    text: str
+
+
+class ProbeOutput(TypedDict):
+    """What lowtail-noise prints (host/noise.py reads it into a `NoiseDocument`): its cores, and
+    /proc/interrupts around them when it was asked to read it."""
+
+    threshold_ns: int
+    requested_duration_ns: int
+    interrupts_before: ProbeInterrupts | None
+    interrupts_after: ProbeInterrupts | None
+    cores: list[ProbeCore]
 
 
 class NoiseCore(TypedDict):
@@ -202,6 +244,50 @@ KIND_NAMES = {
     "IPI0": "rescheduling IPIs",
     "IPI1": "function call IPIs",
 }
+
+
+class StoredNoiseCore(TypedDict):
+    """One probed core as the store hands it back (`store.host.noise_run`: a `noise_cores`
+    row with its histogram bins (lo_ns, hi_ns, count), largest gaps (t_ns, gap_ns) and
+    interrupt profile)."""
+
+    noise_run_id: int
+    cpu: int
+    start_ns: int
+    duration_ns: int
+    loops: int
+    min_loop_ns: int
+    gaps: int
+    rate_hz: float
+    noise_ns_per_s: float
+    max_ns: int
+    p50_ns: int | None
+    p90_ns: int | None
+    p99_ns: int | None
+    p99_9_ns: int | None
+    d_sum_ns_per_s: float | None
+    attribution: NoiseAttribution | None
+    histogram: list[tuple[int, int, int]]
+    largest: list[tuple[int, int]]
+    interrupts: list[InterruptProfileRow]
+
+
+class StoredNoiseRun(TypedDict):
+    """A stored noise probe as the store hands it back (`store.host.noise_run`: its
+    `noise_runs` row, JSON read back, and its cores)."""
+
+    noise_run_id: int
+    created_at: datetime
+    label: str | None
+    host: NoiseHost | None
+    cpus: list[int] | None
+    housekeeping_cpu: int | None
+    duration_ns: int
+    threshold_ns: int
+    sample_interval_ns: int | None
+    sampler: SamplerCost | None
+    energy: EnergyReading | None
+    cores: list[StoredNoiseCore]
 
 
 def describe_energy(energy: Mapping[str, Any] | None) -> str:

@@ -10,19 +10,26 @@ overload model R_max = (1 s − d_Σ) / t_CPU needs (NOMS 2020, §VI)."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+import msgspec
 import numpy as np
 
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import Failure, Interrupted, UserError
-from lowtail.host.document import EnergyReading, InterruptKindLoad, NoiseAttribution, NoiseCore, NoiseDocument
+from lowtail.host.document import (
+    EnergyReading,
+    InterruptKindLoad,
+    NoiseAttribution,
+    NoiseCore,
+    NoiseDocument,
+    ProbeOutput,
+)
 from lowtail.host.energy import EnergyMeter
 from lowtail.host.facts import Host
 from lowtail.host.interrupts import InterruptSample, InterruptSampler, diff, parse_interrupts
@@ -122,7 +129,10 @@ def run_noise(opts: NoiseOptions, warn: Callable[[str], None] = lambda m: None) 
         if proc.returncode != 0:
             last = (errtext.strip().splitlines() or ["no message"])[-1]
             raise Failure(f"the noise probe failed: {last}")
-        probe = json.loads(out)
+        try:
+            probe = msgspec.json.decode(out, type=ProbeOutput)
+        except msgspec.DecodeError as e:  # lowtail's own program: a defect, said in one line
+            raise Failure(f"the noise probe's output is not what this lowtail reads ({e})") from None
         gaps = {c["cpu"]: _read_gaps(Path(tmp) / f"cpu{c['cpu']}.gaps") for c in probe["cores"]}
     return build_result(probe, gaps, samples, sampler, opts, housekeeping, energy_doc, host)
 
@@ -133,7 +143,7 @@ def _read_gaps(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 
 def build_result(
-    probe: dict[str, Any],
+    probe: ProbeOutput,
     gaps: dict[int, tuple[np.ndarray, np.ndarray]],
     samples: list[InterruptSample],
     sampler: InterruptSampler | None,
@@ -145,10 +155,11 @@ def build_result(
     """The noise document from the probe's output, its gaps and the interrupt samples:
     per core its figures, histogram, largest gaps and the interrupt profile behind them."""
     before = after = None
-    if probe.get("interrupts_before") and probe.get("interrupts_after"):
-        before = parse_interrupts(probe["interrupts_before"]["text"])
-        after = parse_interrupts(probe["interrupts_after"]["text"])
-        window_ns = probe["interrupts_after"]["t_ns"] - probe["interrupts_before"]["t_ns"]
+    start, end = probe["interrupts_before"], probe["interrupts_after"]
+    if start and end:
+        before = parse_interrupts(start["text"])
+        after = parse_interrupts(end["text"])
+        window_ns = end["t_ns"] - start["t_ns"]
         counts = diff(before, after)
     cores: list[NoiseCore] = []
     for core in probe["cores"]:

@@ -14,7 +14,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from lowtail.core.errors import UserError
 from lowtail.explain.document import RemedyDoc
@@ -59,7 +59,7 @@ _ROLE_NAMES = {
 }
 
 
-def role_cores(cpus: Sequence[int], chosen: Mapping[str, Any] | None = None) -> CorePlanDocument:
+def role_cores(cpus: Sequence[int], chosen: Mapping[str, object] | None = None) -> CorePlanDocument:
     """The core each program of a run gets on a host whose usable cores are `cpus`
     (ascending), with the user's [cores] choices on top: with 4 cores or more every role has
     its own; with 3 the timestamper shares housekeeping's; with 2 the DuT keeps one (with the
@@ -68,16 +68,31 @@ def role_cores(cpus: Sequence[int], chosen: Mapping[str, Any] | None = None) -> 
     the one isolated and what `tune` moves off it has somewhere to go; with 1 everything
     shares it. The testbed's `CoreRoles` holds this plan for a run."""
     if len(cpus) >= 4:
-        # free-form until the user's [cores] choices are merged in: read as a CorePlanDocument below
-        plan: dict[str, Any] = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
+        plan = CorePlanDocument(housekeeping=cpus[0], generator=cpus[1], capture=cpus[2], dut=[cpus[3]])
     elif len(cpus) == 3:
-        plan = dict(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[2]])
+        plan = CorePlanDocument(housekeeping=cpus[0], generator=cpus[1], capture=cpus[0], dut=[cpus[2]])
     elif len(cpus) == 2:
-        plan = dict(housekeeping=cpus[1], generator=cpus[1], capture=cpus[0], dut=[cpus[0]])
+        plan = CorePlanDocument(housekeeping=cpus[1], generator=cpus[1], capture=cpus[0], dut=[cpus[0]])
     else:
-        plan = dict(housekeeping=cpus[0], generator=cpus[0], capture=cpus[0], dut=[cpus[0]])
-    plan.update(chosen or {})
-    return cast(CorePlanDocument, plan)
+        plan = CorePlanDocument(housekeeping=cpus[0], generator=cpus[0], capture=cpus[0], dut=[cpus[0]])
+    return _with_choices(plan, chosen or {})
+
+
+def _with_choices(plan: CorePlanDocument, chosen: Mapping[str, object]) -> CorePlanDocument:
+    """The plan with the user's [cores] choices on top: experiment/spec.py checked each (a core
+    number, the DuT's a list of them); a role the file leaves out keeps the plan's core."""
+
+    def core(role: str, planned: int) -> int:
+        value = chosen.get(role)
+        return value if isinstance(value, int) else planned
+
+    dut = chosen.get("dut")
+    return CorePlanDocument(
+        housekeeping=core("housekeeping", plan["housekeeping"]),
+        generator=core("generator", plan["generator"]),
+        capture=core("capture", plan["capture"]),
+        dut=[int(c) for c in dut] if isinstance(dut, list) else plan["dut"],
+    )
 
 
 def plan_for_roles(
@@ -129,7 +144,7 @@ def _and(words: Sequence[str]) -> str:
     return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
-def host_roles_plan(host: Host, chosen: Mapping[str, Any] | None = None) -> CorePlan:
+def host_roles_plan(host: Host, chosen: Mapping[str, object] | None = None) -> CorePlan:
     """The plan of a run on this host with these [cores] choices: its roles on the host's
     online CPUs, the split they ask for (or the one booted)."""
     cpus = list(host.cpus_online)
@@ -154,7 +169,7 @@ def resolve_plan(
     host: Host,
     housekeeping: str | None = None,
     isolated: str | None = None,
-    cores: Mapping[str, Any] | None = None,
+    cores: Mapping[str, object] | None = None,
 ) -> CorePlan:
     """The plan from the options, else the one plan of a run on this host (`host_roles_plan`,
     with an experiment's [cores] `cores`): the boot command line's isolation when the host

@@ -194,7 +194,7 @@ def noise_section(page: Page, store: Store, noise_run_id: int | str = "latest") 
     )
     for c in r["cores"]:
         fig = plots.histogram_plot(c["histogram"], f"CPU {c['cpu']}: gap durations", "gap", "gaps")
-        a = c["attribution"] or {}
+        a = c["attribution"]
         profile = table_html(*interrupt_profile_table((p["kind"], p) for p in c["interrupts"]))
         largest = table_html(
             ["time (UTC)", "gap"], [[_utc(t), format_ns(g)] for t, g in sorted(c["largest"], key=lambda x: -x[1])[:10]]

@@ -16,6 +16,7 @@ from lowtail.analyze.document import (
     AnalysisFigures,
     AnalysisInputs,
     AnalysisInputsRow,
+    AnalysisListRow,
     AnalyzeOptionsDocument,
     StoredAnalysis,
     StoredCaptureSide,
@@ -62,7 +63,7 @@ def identical_analysis(
         [row[c] for c in _IDENTITY],
     ).fetchall()
 
-    def figures(text: str, analysis_id: object = None) -> dict[str, object]:
+    def figures(text: object, analysis_id: object = None) -> dict[str, object]:
         stored = ANALYSIS_FIGURES.decode(store, text, f"analysis {analysis_id}" if analysis_id else None)
         return {k: v for k, v in stored.items() if k not in _NOT_A_FIGURE}
 
@@ -96,8 +97,8 @@ def save_analysis(store: Store, a: AnalysisDocument, options: AnalyzeOptionsDocu
     return int(analysis_id)
 
 
-def _row(a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None) -> dict[str, Any]:
-    """The `analyses` row of an analysis document."""
+def _row(a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None) -> dict[str, object]:
+    """The `analyses` row of an analysis document: column -> the value DuckDB is given for it."""
     lat = a.get("latency_ns") or {}
     sides = {"pre": a["pre"], "post": a["post"]}
     inputs = AnalysisInputs(
@@ -105,7 +106,7 @@ def _row(a: AnalysisDocument, options: AnalyzeOptionsDocument, label: str | None
         post=cast(StoredCaptureSide, {k: v for k, v in sides["post"].items() if k != "per_second"}),
     )
     figures = cast(AnalysisFigures, {k: v for k, v in a.items() if k not in NOT_FIGURES})
-    row = {
+    row: dict[str, object] = {
         "lowtail_version": __version__,
         "label": label,
         "pre_path": str(Path(a["pre"]["path"]).resolve()),
@@ -351,15 +352,28 @@ def worst_events(store: Store, analysis_id: int, most: int | None = None) -> lis
     ).fetchall()
 
 
-def list_analyses(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+def list_analyses(store: Store, limit: int = 50) -> list[AnalysisListRow]:
     """The newest analyses with the figures `lowtail list` shows."""
-    return rows_as_dicts(
-        store.con.execute(
+    return [
+        AnalysisListRow(
+            analysis_id=aid,
+            created_at=created_at,
+            label=label,
+            sent=sent,
+            received=received,
+            lost=lost,
+            lat_p50_ns=p50,
+            lat_p99_999_ns=p99_999,
+            lat_max_ns=most,
+            partial=partial,
+            pre_path=pre_path,
+        )
+        for aid, created_at, label, sent, received, lost, p50, p99_999, most, partial, pre_path in store.con.execute(
             """SELECT analysis_id, created_at, label, sent, received, lost, lat_p50_ns, lat_p99_999_ns, lat_max_ns,
                       partial, pre_path FROM analyses ORDER BY analysis_id DESC LIMIT ?""",
             [limit],
-        )
-    )
+        ).fetchall()
+    ]
 
 
 def analysis_inputs(store: Store, analysis_ids: list[int]) -> list[AnalysisInputsRow]:

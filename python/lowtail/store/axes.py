@@ -126,8 +126,9 @@ def axes_of(runs: Iterable[Mapping[str, Any]], repetition: bool = True) -> list[
     return [*_FIXED[:_OPTIONS_AFTER], *options, *_FIXED[_OPTIONS_AFTER:], *([_REPETITION_AXIS] if repetition else [])]
 
 
-def configuration(run: Mapping[str, Any]) -> dict[str, Any]:
-    """The run's configuration: axis name → value, for every axis it has but repetition."""
+def configuration(run: Mapping[str, Any]) -> dict[str, object]:
+    """The run's configuration: axis name → value (each axis's own kind of value, as it reads
+    it), for every axis it has but repetition."""
     return {a.name: a.read(run) for a in axes_of([run], repetition=False) if a.present(run)}
 
 

@@ -123,14 +123,16 @@ class Column(Generic[T]):
             raise TypeError(f"{self.where}: the document to store is not of its type ({e})") from None
         return text
 
-    def decode(self, store: Store | None, raw: str | bytes | None, row: object = None) -> T:
-        """The stored text read back into the column's type, upgraded from its version; a
-        document that is not JSON or not of the type is `DamagedDatabase`, one line naming
-        the column and the row (`row`: "run 12")."""
+    def decode(self, store: Store | None, raw: object, row: object = None) -> T:
+        """The stored text (`raw`: the cell as DuckDB hands it back) read back into the column's
+        type, upgraded from its version; a cell that is not JSON text or not of the type is
+        `DamagedDatabase`, one line naming the column and the row (`row`: "run 12")."""
         if raw is None:
             if self.when_null is not None:
                 return self.when_null()
             raw = "null"
+        if not isinstance(raw, (str, bytes)):
+            raise self.damaged(store, row, TypeError(f"holds a {type(raw).__name__}, not JSON text"))
         try:
             value = json.loads(raw)  # the standard library reads the NaN an older lowtail wrote
             if isinstance(value, dict) and self.versioned and _is_document(self.shape):
@@ -216,7 +218,7 @@ EXPERIMENT_SPEC = Column[ExperimentFile]("experiments.spec", ExperimentFile, whe
 EXPERIMENT_HOST = Column[ExperimentHost]("experiments.host", ExperimentHost, when_null=ExperimentHost)
 # where a bundle brought it from: free-form, as each lowtail's import wrote it (the bundle's
 # origin, the import, the experiment's old id and its own earlier origin, nested).
-EXPERIMENT_ORIGIN = Column["dict[str, Any] | None"]("experiments.origin", dict[str, Any] | None)
+EXPERIMENT_ORIGIN = Column["dict[str, object] | None"]("experiments.origin", dict[str, object] | None)
 
 # runs (002_runs.sql and the files that added columns): the DuT's options as their JSON object
 # (typed by its kind: `options_from_json`), the DuT kind's open maps, the rest typed.

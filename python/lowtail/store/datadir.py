@@ -21,7 +21,9 @@ import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, TypedDict
+
+import msgspec
 
 from lowtail.analyze.document import latency_of
 from lowtail.core.errors import UserError
@@ -281,9 +283,18 @@ def _stale_staging(folder: Path) -> bool:
         return False
 
 
-def _import_owner(folder: Path) -> dict[str, Any] | None:
+class _ImportOwner(TypedDict, total=False):
+    """An import folder's owner file (`import_folder`): the process making it and its database."""
+
+    pid: int
+    start_time: int | None
+    database_id: str
+    database: str
+
+
+def _import_owner(folder: Path) -> _ImportOwner | None:
+    """The folder's owner as its file says; None without one, or with one not of its shape."""
     try:
-        found = json.loads((folder / IMPORT_OWNER_FILE).read_text())
-    except (OSError, ValueError):
+        return msgspec.json.decode((folder / IMPORT_OWNER_FILE).read_bytes(), type=_ImportOwner)
+    except (OSError, ValueError):  # msgspec's decode and validation errors are ValueErrors
         return None
-    return found if isinstance(found, dict) else None

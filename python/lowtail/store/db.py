@@ -475,13 +475,16 @@ def latency_columns(alias: str = "", figures: tuple[str, ...] = LATENCY_FIGURES)
     return ", ".join(prefix + latency_column(f) for f in figures)
 
 
+# Free-form by the driver: DuckDB's Python API types no value it hands back (a cell is whatever
+# the SELECT made it), so a raw row maps each column to Any until its reader builds its row
+# type from it (`RunRow`, `StoredAnalysis`, ...: what each query's columns are).
 def rows_as_dicts(cur: Any) -> list[dict[str, Any]]:
     """Every row of an executed cursor as a column → value dict."""
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 
 
-def row_as_dict(cur: Any) -> dict[str, Any] | None:
+def row_as_dict(cur: Any) -> dict[str, Any] | None:  # free-form by the driver, as rows_as_dicts
     """The next row of an executed cursor as a column → value dict; None when there is none."""
     row = cur.fetchone()
     return None if row is None else dict(zip([d[0] for d in cur.description], row))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from lowtail.host.document import AuditDocument, InterruptProfileRow
+from lowtail.host.document import AuditDocument, InterruptProfileRow, StoredNoiseCore, StoredNoiseRun
 from lowtail.store.codec import AUDIT_PLAN, NOISE_ATTRIBUTION, NOISE_CPUS, NOISE_ENERGY, NOISE_HOST, NOISE_SAMPLER
 from lowtail.store.db import Store, stored_id
 
@@ -165,33 +165,93 @@ def interrupt_profile(
     ]
 
 
-def noise_run(store: Store, noise_run_id: int | str = "latest") -> dict[str, Any]:
+def noise_run(store: Store, noise_run_id: int | str = "latest") -> StoredNoiseRun:
     """One stored noise run with its cores, histograms, largest gaps and profile."""
     rid = _resolve_noise_id(store, noise_run_id)
     q = store.con.execute
-    cur = q("SELECT * FROM noise_runs WHERE noise_run_id = ?", [rid])
-    doc = dict(zip([d[0] for d in cur.description], cur.fetchone()))
+    (
+        created_at,
+        label,
+        host,
+        cpus,
+        housekeeping_cpu,
+        duration_ns,
+        threshold_ns,
+        sample_interval_ns,
+        sampler,
+        energy,
+    ) = q(
+        "SELECT created_at, label, host, cpus, housekeeping_cpu, duration_ns, threshold_ns, sample_interval_ns, "
+        "sampler, energy FROM noise_runs WHERE noise_run_id = ?",
+        [rid],
+    ).fetchone()
     where = f"noise run {rid}"
-    doc["host"] = NOISE_HOST.decode(store, doc["host"], where)
-    doc["cpus"] = NOISE_CPUS.decode(store, doc["cpus"], where) if doc["cpus"] is not None else None
-    doc["sampler"] = NOISE_SAMPLER.decode(store, doc["sampler"], where)
-    doc["energy"] = NOISE_ENERGY.decode(store, doc["energy"], where)
-    cur = q("SELECT * FROM noise_cores WHERE noise_run_id = ? ORDER BY cpu", [rid])
-    cols = [d[0] for d in cur.description]
-    doc["cores"] = []
-    for row in cur.fetchall():
-        core = dict(zip(cols, row))
-        core["attribution"] = NOISE_ATTRIBUTION.decode(
-            store, core["attribution"] or None, f"{where}, CPU {core['cpu']}"
+    cores: list[StoredNoiseCore] = []
+    found = q(f"SELECT {', '.join(_NOISE_CORE_COLUMNS)} FROM noise_cores WHERE noise_run_id = ? ORDER BY cpu", [rid])
+    for row in found.fetchall():
+        core = dict(zip(_NOISE_CORE_COLUMNS, row))
+        cpu = int(core["cpu"])
+        cores.append(
+            StoredNoiseCore(
+                noise_run_id=rid,
+                cpu=cpu,
+                start_ns=core["start_ns"],
+                duration_ns=core["duration_ns"],
+                loops=core["loops"],
+                min_loop_ns=core["min_loop_ns"],
+                gaps=core["gaps"],
+                rate_hz=core["rate_hz"],
+                noise_ns_per_s=core["noise_ns_per_s"],
+                max_ns=core["max_ns"],
+                p50_ns=core["p50_ns"],
+                p90_ns=core["p90_ns"],
+                p99_ns=core["p99_ns"],
+                p99_9_ns=core["p99_9_ns"],
+                d_sum_ns_per_s=core["d_sum_ns_per_s"],
+                attribution=NOISE_ATTRIBUTION.decode(store, core["attribution"] or None, f"{where}, CPU {cpu}"),
+                histogram=q(
+                    "SELECT lo_ns, hi_ns, count FROM noise_histograms WHERE noise_run_id = ? AND cpu = ? "
+                    "ORDER BY lo_ns",
+                    [rid, cpu],
+                ).fetchall(),
+                largest=q(
+                    "SELECT t_ns, gap_ns FROM noise_largest_gaps WHERE noise_run_id = ? AND cpu = ? ORDER BY t_ns",
+                    [rid, cpu],
+                ).fetchall(),
+                interrupts=interrupt_profile(store, rid, cpu),
+            )
         )
-        core["histogram"] = q(
-            "SELECT lo_ns, hi_ns, count FROM noise_histograms WHERE noise_run_id = ? AND cpu = ? ORDER BY lo_ns",
-            [rid, core["cpu"]],
-        ).fetchall()
-        core["largest"] = q(
-            "SELECT t_ns, gap_ns FROM noise_largest_gaps WHERE noise_run_id = ? AND cpu = ? ORDER BY t_ns",
-            [rid, core["cpu"]],
-        ).fetchall()
-        core["interrupts"] = interrupt_profile(store, rid, core["cpu"])
-        doc["cores"].append(core)
-    return doc
+    return StoredNoiseRun(
+        noise_run_id=rid,
+        created_at=created_at,
+        label=label,
+        host=NOISE_HOST.decode(store, host, where),
+        cpus=NOISE_CPUS.decode(store, cpus, where) if cpus is not None else None,
+        housekeeping_cpu=housekeeping_cpu,
+        duration_ns=duration_ns,
+        threshold_ns=threshold_ns,
+        sample_interval_ns=sample_interval_ns,
+        sampler=NOISE_SAMPLER.decode(store, sampler, where),
+        energy=NOISE_ENERGY.decode(store, energy, where),
+        cores=cores,
+    )
+
+
+# The `noise_cores` columns (003_host.sql) a stored noise run's core is read from.
+_NOISE_CORE_COLUMNS = (
+    "cpu",
+    "start_ns",
+    "duration_ns",
+    "loops",
+    "min_loop_ns",
+    "gaps",
+    "rate_hz",
+    "noise_ns_per_s",
+    "max_ns",
+    "p50_ns",
+    "p90_ns",
+    "p99_ns",
+    "p99_9_ns",
+    "d_sum_ns_per_s",
+    "attribution",
+)

@@ -94,7 +94,7 @@ class RunRecord:
         """A record from a mapping of the same fields (a TypeError names a field it does not have)."""
         return cls(**row)
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The record as the `runs` columns it fills (JSON columns still as Python values)."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "label"}
 
@@ -312,7 +312,7 @@ def analysis_as_run(analysis: Mapping[str, Any]) -> RunRow:
     of 100,001 and 100,002 packets a second are repetitions of one 100 kpps configuration)."""
     nominal = (analysis.get("figures") or {}).get("nominal_rate_pps")
     rate = round(nominal) if nominal else None
-    row: dict[str, Any] = {
+    row: dict[str, object] = {
         **analysis,
         **{a.column: a.absent for a in ALL_AXES},
         "run_id": None,

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.core.errors import UserError
+from lowtail.experiment.document import ExperimentListRow
 from lowtail.store.analyses import save_analysis
 from lowtail.store.codec import (
     ANALYSIS_FIGURES,
@@ -128,8 +129,9 @@ def save_run(
     return int(run_id)
 
 
-def _decoded_run(store: Store, run: dict[str, Any]) -> RunRow:
-    """A run row with its JSON columns (and its analysis's) read back into their types."""
+def _decoded_run(store: Store, run: dict[str, object]) -> RunRow:
+    """A run row as DuckDB handed it back (its values not yet typed) with its JSON columns (and
+    its analysis's) read back into their types: the run row it then is."""
     where = f"run {run.get('run_id')}"
     for k in JSON_COLUMNS:
         if k in run:
@@ -141,7 +143,7 @@ def _decoded_run(store: Store, run: dict[str, Any]) -> RunRow:
     return cast("RunRow", run)
 
 
-def _decoded_runs(store: Store, rows: list[dict[str, Any]]) -> list[RunRow]:
+def _decoded_runs(store: Store, rows: list[dict[str, object]]) -> list[RunRow]:
     return [_decoded_run(store, r) for r in rows]
 
 
@@ -217,8 +219,9 @@ def missing_ids(store: Store, table: str, id_column: str, ids: list[int]) -> lis
     return [i for i in ids if i not in found]
 
 
-def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[str, Any]]:
-    """The [verdict] table each experiment was stored with ({} where its file had none)."""
+def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[str, object]]:
+    """The [verdict] table each experiment was stored with ({} where its file had none), as its
+    file said it (`verdict.judge.parse_verdict` checks it)."""
     if not experiment_ids:
         return {}
     rows = store.con.execute(
@@ -342,14 +345,17 @@ def calibration_floor(store: Store, experiment_id: int, source: int | None = Non
     return {(r["rate_pps"], r["frame_size"], r["burst"]): cast("RunRow", r) for r in rows_as_dicts(cur)}
 
 
-def list_experiments(store: Store, limit: int = 50) -> list[dict[str, Any]]:
+def list_experiments(store: Store, limit: int = 50) -> list[ExperimentListRow]:
     """The newest experiments with how many runs each has, and how many are valid."""
-    return rows_as_dicts(
-        store.con.execute(
+    return [
+        ExperimentListRow(
+            experiment_id=eid, name=name, created_at=created_at, status=status, runs=runs, valid_runs=valid_runs
+        )
+        for eid, name, created_at, status, runs, valid_runs in store.con.execute(
             """SELECT e.experiment_id, e.name, e.created_at, e.status, count(r.run_id) AS runs,
                   count(r.run_id) FILTER (WHERE r.valid) AS valid_runs
            FROM experiments e LEFT JOIN runs r USING (experiment_id)
            GROUP BY ALL ORDER BY e.experiment_id DESC LIMIT ?""",
             [limit],
-        )
-    )
+        ).fetchall()
+    ]

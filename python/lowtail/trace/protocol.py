@@ -7,7 +7,7 @@ satisfy them as they are."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from lowtail.trace.tracefs import Shell
@@ -112,6 +112,6 @@ class TracedDut(Protocol):
     """The DuT as its trace sees it: the cores it was contained to and how it ran."""
 
     @property
-    def containment(self) -> dict[str, Any]: ...
+    def containment(self) -> Mapping[str, object]: ...  # its kind's open map: the trace reads its "cpus"
     @property
     def virtualization(self) -> str | None: ...

@@ -535,8 +535,9 @@ def stored_verdict(spec: ExperimentFile, request: VerdictRequest | None = None) 
     """The verdict of a stored experiment file, with what a request asks for over it. A
     file stored by another version whose settings no longer parse falls back to the
     default budget."""
+    table = spec.get("verdict", {})
     try:
-        verdict = parse_verdict(spec.get("verdict", {}), stored=True)
+        verdict = parse_verdict(table, stored=True) if isinstance(table, dict) else Verdict()
     except Exception:  # a spec stored by another version: fall back to the default budget
         verdict = Verdict()
     return request.over(verdict) if request is not None else verdict
