@@ -18,8 +18,8 @@ do not add up to its wall time; their CPU does, nearly: on a 2-core machine the 
 take less wall time than half its CPU time, and a part that runs alone (start-up before the
 analysis, storing after it) adds its wall time whole.
 
-    .venv/bin/python bench/analyze_phases.py [--packets 20000000] [--rounds 3] [--workdir DIR]
-                                             [--lowtail PATH]
+    .venv/bin/python bench/analyze_phases.py [--packets 20000000 | --pair PRE POST] [--rounds 3]
+                                             [--workdir DIR] [--lowtail PATH]
 """
 
 from __future__ import annotations
@@ -128,15 +128,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--lowtail", type=command_path, default=None, help="the lowtail command [the one beside this Python]"
     )
+    p.add_argument(
+        "--pair", nargs=2, type=Path, metavar=("PRE", "POST"), help="measure this pair instead of a synthetic one"
+    )
     a = p.parse_args(argv)
     lowtail = a.lowtail or default_lowtail()
     with tempfile.TemporaryDirectory(prefix="lowtail-phases-", dir=a.workdir) as folder:
         here = Path(folder)
-        files = synth(lowtail, here, "pair", a.packets, seed=1)
+        if a.pair:
+            files = [str(path.resolve()) for path in a.pair]
+            what = " and ".join(files)
+        else:
+            files = synth(lowtail, here, "pair", a.packets, seed=1)
+            what = f"a {a.packets:,}-packet pair"
         run_once(["cat", *files], here)  # into the page cache
         timings = measure(lowtail, here, files, a.rounds)
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"analyze phases: {a.packets:,}-packet pair, best of {a.rounds}; load average {load}")
+    print(f"analyze phases: {what}, best of {a.rounds}; load average {load}")
     print(f"  lowtail: {' '.join(lowtail)}")
     print(render(timings))
     return 0
