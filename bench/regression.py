@@ -16,7 +16,13 @@ targets are 2× the read for the 20M pair and 0.7 s for the compare). `--quick` 
 pair alone against a wide limit that holds on a loaded host: what `make test` runs
 (tests/bench/test_regression.py), so that a regression of 3× the analysis time cannot land.
 
+`--lowtail PATH` gates another build's command (default: the one beside this Python);
+`--against PATH` measures a second build (e.g. the base tree's) in the same rounds,
+interleaved, and prints its times and ratios beside: a before/after on one loaded host.
+Only `--lowtail`'s ratios are gated.
+
     .venv/bin/python bench/regression.py [--quick] [--rounds 3] [--workdir DIR]
+                                         [--lowtail PATH] [--against PATH]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,19 +69,40 @@ class Row:
     lowtail_s: float
     cat_s: float
     limit: float
+    # The `--against` build's time in the same rounds (None: not asked for).
+    against_s: float | None = None
 
     @property
     def ratio(self) -> float:
         return self.lowtail_s / self.cat_s
 
     @property
+    def against_ratio(self) -> float | None:
+        return None if self.against_s is None else self.against_s / self.cat_s
+
+    @property
     def met(self) -> bool:
         return self.ratio <= self.limit
 
 
-def lowtail_command() -> list[str]:
+def default_lowtail() -> list[str]:
     beside = Path(sys.executable).parent / "lowtail"
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "lowtail"]
+
+
+@dataclass(frozen=True)
+class Builds:
+    """The command gated and, optionally, a second one measured beside it."""
+
+    lowtail: list[str]
+    against: list[str] | None = None
+
+    def contestants(self, argv_of: Callable[[list[str]], list[str]]) -> dict[str, list[str]]:
+        """Each build's command line (`argv_of` adds the arguments to its command)."""
+        named = {"lowtail": argv_of(self.lowtail)}
+        if self.against is not None:
+            named["against"] = argv_of(self.against)
+        return named
 
 
 def timed(argv: list[str], cwd: Path) -> float:
@@ -87,9 +115,9 @@ def timed(argv: list[str], cwd: Path) -> float:
     return seconds
 
 
-def synth(here: Path, name: str, packets: int, seed: int) -> list[str]:
+def synth(lowtail: list[str], here: Path, name: str, packets: int, seed: int) -> list[str]:
     pre, post = f"{name}-pre.pcap", f"{name}-post.pcap"
-    argv = [*lowtail_command(), "synth", pre, post, "--packets", str(packets), "--rate", f"{RATE}pps"]
+    argv = [*lowtail, "synth", pre, post, "--packets", str(packets), "--rate", f"{RATE}pps"]
     argv += ["--seed", str(seed), "--format", "pcap-ns"]
     for key, value in MODEL.items():
         argv += ["--set", f"{key}={json.dumps(value)}"]
@@ -97,53 +125,68 @@ def synth(here: Path, name: str, packets: int, seed: int) -> list[str]:
     return [pre, post]
 
 
-def best_of(
-    rounds: int, contestants: dict[str, list[str]], here: Path, before: list[str] | None = None
-) -> dict[str, float]:
-    """Each contestant's best wall time over `rounds` interleaved runs (`before`, untimed,
-    ahead of each round: a fresh database)."""
+def best_of(rounds: int, contestants: dict[str, list[str]], here: Path, fresh_db: bool = False) -> dict[str, float]:
+    """Each contestant's best wall time over `rounds` interleaved runs (`fresh_db`: each
+    analysis into a new database, as a first analysis is)."""
     best = dict.fromkeys(contestants, float("inf"))
     for _ in range(rounds):
         for name, argv in contestants.items():
-            if before and name == "lowtail":
+            if fresh_db:
                 for path in here.glob("gate.duckdb*"):
                     path.unlink()
             best[name] = min(best[name], timed(argv, here))
     return best
 
 
-def analyze_row(here: Path, name: str, packets: int, rounds: int, limit: float) -> Row:
-    files = synth(here, name, packets, seed=1)
+def analyze_row(builds: Builds, here: Path, name: str, packets: int, rounds: int, limit: float) -> Row:
+    files = synth(builds.lowtail, here, name, packets, seed=1)
     cat = ["cat", *files]
     timed(cat, here)  # into the page cache
-    t = best_of(
-        rounds, {"cat": cat, "lowtail": [*lowtail_command(), "analyze", *files, "--db", "gate.duckdb"]}, here, []
-    )
+    analyses = builds.contestants(lambda lowtail: [*lowtail, "analyze", *files, "--db", "gate.duckdb"])
+    t = best_of(rounds, {"cat": cat, **analyses}, here, fresh_db=True)
     for path in [*files, *here.glob("gate.duckdb*")]:
         (here / path).unlink()
-    return Row(f"analyze {name}", t["lowtail"], t["cat"], limit)
+    return Row(f"analyze {name}", t["lowtail"], t["cat"], limit, t.get("against"))
 
 
-def compare_row(here: Path, packets: int, rounds: int, limit: float) -> Row:
+def compare_row(builds: Builds, here: Path, packets: int, rounds: int, limit: float) -> Row:
     files = []
     for seed in (1, 2, 3):
-        pair = synth(here, f"rep{seed}", packets, seed)
+        pair = synth(builds.lowtail, here, f"rep{seed}", packets, seed)
         files += pair
-        timed([*lowtail_command(), "analyze", *pair, "--db", "reps.duckdb", "--trim", "0"], here)
+        # Each build compares repetitions it stored itself.
+        for who, lowtail in builds.contestants(lambda lowtail: lowtail).items():
+            timed([*lowtail, "analyze", *pair, "--db", f"reps-{who}.duckdb", "--trim", "0"], here)
     cat = ["cat", *files]
     timed(cat, here)
     selection = ["analysis:1", "analysis:2", "analysis:3"]
-    compare = [*lowtail_command(), "compare", *selection, "--db", "reps.duckdb", "--json"]
-    t = best_of(rounds, {"cat": cat, "lowtail": compare}, here)
-    return Row("compare 3 × 5M", t["lowtail"], t["cat"], limit)
+    compares = {
+        who: [*lowtail, "compare", *selection, "--db", f"reps-{who}.duckdb", "--json"]
+        for who, lowtail in builds.contestants(lambda lowtail: lowtail).items()
+    }
+    t = best_of(rounds, {"cat": cat, **compares}, here)
+    return Row("compare 3 × 5M", t["lowtail"], t["cat"], limit, t.get("against"))
 
 
 def render(rows: list[Row]) -> str:
-    lines = [f"  {'':18}{'lowtail':>10}{'cat':>10}{'ratio':>9}{'limit':>8}  met"]
+    against = any(r.against_s is not None for r in rows)
+    head = f"  {'':18}{'lowtail':>10}{'cat':>10}{'ratio':>9}{'limit':>8}  met"
+    lines = [head + (f"  {'against':>10}{'ratio':>9}" if against else "")]
     for r in rows:
-        met = "yes" if r.met else "NO"
-        lines.append(f"  {r.name:18}{r.lowtail_s:>9.3f}s{r.cat_s:>9.3f}s{r.ratio:>8.2f}×{r.limit:>7.1f}×  {met}")
+        met = "yes" if r.met else "NO "
+        line = f"  {r.name:18}{r.lowtail_s:>9.3f}s{r.cat_s:>9.3f}s{r.ratio:>8.2f}×{r.limit:>7.1f}×  {met}"
+        if r.against_s is not None and r.against_ratio is not None:
+            line += f"  {r.against_s:>9.3f}s{r.against_ratio:>8.2f}×"
+        lines.append(line.rstrip())
     return "\n".join(lines)
+
+
+def command_path(text: str) -> list[str]:
+    """A lowtail command given on the command line: an executable file."""
+    path = Path(text)
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise argparse.ArgumentTypeError(f"{text}: not an executable file (a lowtail command, e.g. .venv/bin/lowtail)")
+    return [str(path.resolve())]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,16 +194,26 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="the 2M pair alone, against the loaded-host limit")
     p.add_argument("--rounds", type=int, default=3, help="interleaved runs of each contestant (best taken)")
     p.add_argument("--workdir", type=Path, default=None, help="where the captures go [a new directory in /tmp]")
+    p.add_argument(
+        "--lowtail", type=command_path, default=None, help="the lowtail command gated [the one beside this Python]"
+    )
+    p.add_argument(
+        "--against", type=command_path, default=None, help="another lowtail measured beside it (not gated), e.g. main's"
+    )
     a = p.parse_args(argv)
+    builds = Builds(a.lowtail or default_lowtail(), a.against)
     limits = QUICK_LIMITS if a.quick else FULL_LIMITS
     with tempfile.TemporaryDirectory(prefix="lowtail-gate-", dir=a.workdir) as folder:
         here = Path(folder)
-        rows = [analyze_row(here, "2M", 2_000_000, a.rounds, limits["analyze 2M"])]
+        rows = [analyze_row(builds, here, "2M", 2_000_000, a.rounds, limits["analyze 2M"])]
         if not a.quick:
-            rows.append(analyze_row(here, "20M", 20_000_000, max(2, a.rounds - 1), limits["analyze 20M"]))
-            rows.append(compare_row(here, 5_000_000, a.rounds, limits["compare 3 × 5M"]))
+            rows.append(analyze_row(builds, here, "20M", 20_000_000, max(2, a.rounds - 1), limits["analyze 20M"]))
+            rows.append(compare_row(builds, here, 5_000_000, a.rounds, limits["compare 3 × 5M"]))
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"speed gate ({'quick' if a.quick else 'full'}): best of {a.rounds}, whole processes; load average {load}")
+    print(f"  lowtail: {' '.join(builds.lowtail)}")
+    if builds.against is not None:
+        print(f"  against: {' '.join(builds.against)}")
     print(render(rows))
     failed = [r.name for r in rows if not r.met]
     if failed:

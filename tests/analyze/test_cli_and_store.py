@@ -151,6 +151,22 @@ def test_stored_rows(stored):
     con.close()
 
 
+def test_every_histogram_and_both_sides_rates_read_back_as_printed(stored):
+    """Stored in one statement each (every kind's bins, both sides' seconds): each row keeps
+    its kind or side, its order, and its value."""
+    from lowtail.store import open_store
+    from lowtail.store.analyses import analysis
+
+    _, db, _, doc, _ = stored
+    with open_store(db, read_only=True) as s:
+        back = analysis(s, doc["analysis_id"])
+    for kind in ("latency", "jitter_pre", "jitter_post"):
+        printed = [(b["lo_ns"], b["hi_ns"], b["count"]) for b in doc[f"{kind}_histogram"]]
+        assert printed and back["histograms"][kind] == printed, kind
+    for side in ("pre", "post"):
+        assert back["rates"][side] == doc[side]["per_second"], side
+
+
 def test_list_and_show_read_it_back(stored):
     pair, db, _, doc, d = stored
     p = run_cli("list", "--db", db, "--json", cwd=d)

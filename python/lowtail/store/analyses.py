@@ -162,17 +162,20 @@ def _save_bulk(store: Store, analysis_id: int, a: AnalysisDocument) -> None:
         "jitter_pre": a["jitter_pre_histogram"],
         "jitter_post": a["jitter_post_histogram"],
     }
-    for kind, bins in histograms.items():
-        store.con.execute(
-            f"INSERT INTO analysis_histograms SELECT ?, ?, {_unnest('BIGINT')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
-            [
-                analysis_id,
-                kind,
-                _column([b["lo_ns"] for b in bins]),
-                _column([b["hi_ns"] for b in bins]),
-                _column([b["count"] for b in bins]),
-            ],
-        )
+    # Every histogram in one statement, as every side's rates below: a statement costs DuckDB
+    # about 2 ms whatever its rows, a tenth of storing an analysis.
+    bins = [(kind, b) for kind, kind_bins in histograms.items() for b in kind_bins]
+    store.con.execute(
+        f"INSERT INTO analysis_histograms SELECT ?, {_unnest('VARCHAR')}, "
+        f"{_unnest('BIGINT')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
+        [
+            analysis_id,
+            _column([kind for kind, _ in bins]),
+            _column([b["lo_ns"] for _, b in bins]),
+            _column([b["hi_ns"] for _, b in bins]),
+            _column([b["count"] for _, b in bins]),
+        ],
+    )
     worst = a["worst"]
     store.con.execute(
         f"INSERT INTO analysis_worst SELECT ?, {_unnest('BIGINT')}, {_unnest('BIGINT')}, {_unnest('UBIGINT')}",
@@ -183,12 +186,16 @@ def _save_bulk(store: Store, analysis_id: int, a: AnalysisDocument) -> None:
             _column([w["id"] for w in worst]),
         ],
     )
-    for side, read in (("pre", a["pre"]), ("post", a["post"])):
-        counts = read["per_second"]
-        store.con.execute(
-            f"INSERT INTO analysis_rates SELECT ?, ?, unnest(range(?)), {_unnest('BIGINT')}",
-            [analysis_id, side, len(counts), _column(counts)],
-        )
+    sides = [("pre", a["pre"]["per_second"]), ("post", a["post"]["per_second"])]
+    store.con.execute(
+        f"INSERT INTO analysis_rates SELECT ?, {_unnest('VARCHAR')}, {_unnest('BIGINT')}, {_unnest('BIGINT')}",
+        [
+            analysis_id,
+            _column([side for side, counts in sides for _ in counts]),
+            _column([second for _, counts in sides for second in range(len(counts))]),
+            _column([n for _, counts in sides for n in counts]),
+        ],
+    )
     flows = a.get("flows")
     if flows:
         _save_flows(store, analysis_id, flows)
