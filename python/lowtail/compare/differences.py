@@ -22,9 +22,9 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NotRequired, TypedDict
+from typing import Any, TypedDict
 
-from lowtail.compare.document import DifferenceDoc, DifferenceFamily
+from lowtail.compare.document import DifferenceDoc, DifferenceFamily, PairJudgement
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns
 
@@ -192,29 +192,6 @@ def _ratio_text(t: Test, a: str, b: str, level: float) -> str:
     return f"{b} is {t.ratio:.3g}× {a} ({100 * level:g} % interval {t.lower:.3g}×–{t.upper:.3g}×)"
 
 
-class Judged(TypedDict):
-    """A pair at one percentile before the family's correction (a `DifferenceDoc` but the
-    pair's indices and the axes it differs on, which `differences` adds)."""
-
-    a: str
-    b: str
-    percentile: str
-    resolved: bool
-    ratio: NotRequired[float]
-    ratio_lower: NotRequired[float]
-    ratio_upper: NotRequired[float]
-    p_value: NotRequired[float]
-    df: NotRequired[int]
-    repetitions: NotRequired[list[int]]
-    difference_ns: int | None
-    lower: str | None
-    higher: str | None
-    reason: str | None
-    why: str | None
-    text: str
-    note: str | None
-
-
 class _TestFigures(TypedDict):
     ratio: float
     ratio_lower: float
@@ -225,7 +202,7 @@ class _TestFigures(TypedDict):
     difference_ns: int | None
 
 
-def judge(a: Side, b: Side, key: str, level: float) -> Judged:
+def judge(a: Side, b: Side, key: str, level: float) -> PairJudgement:
     """One pair at one percentile, before the family's correction: the test (when one can
     be made) and, when the pair cannot be called whatever the test says, why."""
     short = percentiles.by_key(key).short
@@ -312,7 +289,7 @@ class _Pair:
     key: str
     short: str
 
-    def not_called(self, reason: str, why: str, test: Test | None = None) -> Judged:
+    def not_called(self, reason: str, why: str, test: Test | None = None) -> PairJudgement:
         """The pair not called, and why (with the test's figures when one was made)."""
         a, b, text = self.a, self.b, f"{self.a.label} and {self.b.label} at {self.short}: not called: {why}"
         if test is None:

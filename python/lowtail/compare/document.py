@@ -110,10 +110,11 @@ class ConfigurationCauses(TypedDict):
     headline: str | None  # "run N: " and that run's own headline (its shares are that run's)
 
 
-class DifferenceDoc(TypedDict):
+class PairJudgement(TypedDict):
     """One pair of configurations at one percentile (compare/differences.py): called
     (`resolved`: which is `lower`, by what ratio and interval, in `text`) or not, with the
-    `reason` and `why`; the test's figures when a test could be made."""
+    `reason` and `why`; the test's figures when a test could be made. As judged before the
+    family's correction, which makes it a `DifferenceDoc`."""
 
     a: str
     b: str
@@ -132,6 +133,12 @@ class DifferenceDoc(TypedDict):
     why: str | None
     text: str
     note: str | None
+
+
+class DifferenceDoc(PairJudgement):
+    """A pair's judgement as `compare` gives it: with the pair's indices among the
+    configurations and the axes on which they differ."""
+
     a_index: int
     b_index: int
     axes_differing: list[str]
