@@ -26,7 +26,7 @@ RUNTIME_CHECKS = {"cstates", "cpufreq", "thp", "ksm", "vm_stat_interval", "timer
 
 def runtime_statuses(root: Path) -> dict[str, str]:
     host = Host(SysRoot.open(root))
-    return {c.id: c.status for c in run_audit(host, resolve_plan(host, "0", "1-3"), RUNTIME_CHECKS)}
+    return {c["id"]: c["status"] for c in run_audit(host, resolve_plan(host, "0", "1-3"), RUNTIME_CHECKS)}
 
 
 def settings(root: Path, changes) -> dict[str, object]:

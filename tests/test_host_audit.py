@@ -60,7 +60,7 @@ def untuned(tmp_path):
 
 def audit(root, housekeeping="0", isolated="1-3"):
     host = Host(SysRoot.open(root))
-    return {c.id: c for c in run_audit(host, resolve_plan(host, housekeeping, isolated))}
+    return {c["id"]: c for c in run_audit(host, resolve_plan(host, housekeeping, isolated))}
 
 
 def test_every_check_is_covered_by_the_fixture_expectations():
@@ -69,9 +69,9 @@ def test_every_check_is_covered_by_the_fixture_expectations():
 
 def test_tuned_host_passes_every_check(tuned):
     checks = audit(tuned)
-    bad = {cid: (c.status, c.observed) for cid, c in checks.items() if c.status != "pass"}
+    bad = {cid: (c["status"], c["observed"]) for cid, c in checks.items() if c["status"] != "pass"}
     assert bad == {}
-    assert all(c.remedy == "" for c in checks.values())
+    assert all(c["remedy"] == "" for c in checks.values())
     assert score(list(checks.values()))["score"] == 100
 
 
@@ -79,28 +79,28 @@ def test_tuned_host_passes_every_check(tuned):
 def test_untuned_host_fails_each_check_with_what_it_saw(untuned, check_id):
     c = audit(untuned)[check_id]
     status, fragment = UNTUNED[check_id]
-    assert c.status == status, c
-    assert fragment in c.observed, c.observed
-    assert c.why  # every check says which effect in the URLLC studies it guards against
+    assert c["status"] == status, c
+    assert fragment in c["observed"], c["observed"]
+    assert c["why"]  # every check says which effect in the URLLC studies it guards against
     if status != "pass":
-        assert c.remedy, f"{check_id} fails without a remedy"
+        assert c["remedy"], f"{check_id} fails without a remedy"
 
 
 def test_remedies_name_the_exact_parameter_or_command(untuned):
     checks = audit(untuned)
-    assert "`rcu_nocbs=1-3`" in checks["rcu_nocbs"].remedy
-    assert "`irqaffinity=0`" in checks["irqaffinity"].remedy
-    assert "rcu_nocb_poll" in checks["rcu_nocb_poll"].remedy
-    assert "cpu1/cpuidle/state2/disable" in checks["cstates"].remedy
-    assert "systemctl disable --now irqbalance" in checks["irqbalance"].remedy
-    assert "CONFIG_NO_HZ_FULL=y" in checks["nohz_full_support"].remedy
+    assert "`rcu_nocbs=1-3`" in checks["rcu_nocbs"]["remedy"]
+    assert "`irqaffinity=0`" in checks["irqaffinity"]["remedy"]
+    assert "rcu_nocb_poll" in checks["rcu_nocb_poll"]["remedy"]
+    assert "cpu1/cpuidle/state2/disable" in checks["cstates"]["remedy"]
+    assert "systemctl disable --now irqbalance" in checks["irqbalance"]["remedy"]
+    assert "CONFIG_NO_HZ_FULL=y" in checks["nohz_full_support"]["remedy"]
 
 
 def test_intel_only_parameters_do_not_apply_to_amd(tmp_path):
     root = make_sysroot(tmp_path / "amd", tuned=False, vendor="AuthenticAMD")
     checks = audit(root)
-    assert checks["intel_idle_max_cstate"].status == "skip"
-    assert checks["intel_pstate"].status == "skip"
+    assert checks["intel_idle_max_cstate"]["status"] == "skip"
+    assert checks["intel_pstate"]["status"] == "skip"
 
 
 def test_isolation_asked_for_but_not_in_effect(tuned):
@@ -108,9 +108,9 @@ def test_isolation_asked_for_but_not_in_effect(tuned):
     (tuned / "sys/devices/system/cpu/isolated").write_text("1\n")
     (tuned / "sys/devices/system/cpu/nohz_full").write_text("1-2\n")
     c = audit(tuned)["isolation_in_effect"]
-    assert c.status == "fail"
-    assert "sys/devices/system/cpu/isolated is 1" in c.observed
-    assert "nohz_full asks for 1-3 but the kernel applies 1-2" in c.observed
+    assert c["status"] == "fail"
+    assert "sys/devices/system/cpu/isolated is 1" in c["observed"]
+    assert "nohz_full asks for 1-3 but the kernel applies 1-2" in c["observed"]
 
 
 def test_score_counts_a_warning_as_half(untuned):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 
 from lowtail.host.document import AuditCheckDocument, AuditDocument, AuditScore
 from lowtail.host.facts import Host, split_isolcpus
@@ -18,28 +17,8 @@ from lowtail.host.sysroot import format_cpulist
 PASS, WARN, FAIL, SKIP = "pass", "warn", "fail", "skip"
 
 
-@dataclass
-class Check:
-    id: str
-    title: str
-    category: str  # boot | runtime | kernel | hardware
-    status: str
-    observed: str
-    expected: str
-    why: str
-    remedy: str
-
-    def to_json(self) -> AuditCheckDocument:
-        return AuditCheckDocument(
-            id=self.id,
-            title=self.title,
-            category=self.category,
-            status=self.status,
-            observed=self.observed,
-            expected=self.expected,
-            why=self.why,
-            remedy=self.remedy,
-        )
+# A check's outcome is its document: what `host audit --json` prints of it.
+Check = AuditCheckDocument
 
 
 CheckFn = Callable[[Host, CorePlan], Check]
@@ -55,7 +34,16 @@ def check(check_id: str, title: str, category: str, why: str) -> Callable[[Check
     def register(fn: CheckBody) -> CheckFn:
         def run(host: Host, plan: CorePlan) -> Check:
             status, observed, expected, remedy = fn(host, plan)
-            return Check(check_id, title, category, status, observed, expected, why, remedy if status != PASS else "")
+            return Check(
+                id=check_id,
+                title=title,
+                category=category,
+                status=status,
+                observed=observed,
+                expected=expected,
+                why=why,
+                remedy=remedy if status != PASS else "",
+            )
 
         CHECKS.append((check_id, run))
         return run
@@ -759,7 +747,7 @@ def run_audit(host: Host, plan: CorePlan, only: set[str] | None = None) -> list[
 def score(checks: list[Check]) -> AuditScore:
     """Share of applicable checks passed, a warning counting half: 100 is a host tuned as
     the URLLC studies tune theirs."""
-    counts = {s: sum(c.status == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
+    counts = {s: sum(c["status"] == s for c in checks) for s in (PASS, WARN, FAIL, SKIP)}
     applicable = counts[PASS] + counts[WARN] + counts[FAIL]
     value = round(100 * (counts[PASS] + 0.5 * counts[WARN]) / applicable) if applicable else 100
     return {
@@ -781,6 +769,6 @@ def audit_document(host: Host, plan: CorePlan, checks: list[Check]) -> AuditDocu
         "cmdline": host.cmdline,
         "plan": plan.to_json(),
         "summary": score(checks),
-        "checks": [c.to_json() for c in checks],
+        "checks": checks,
         "unreadable": sorted(set(host.root.unreadable)),
     }

@@ -345,7 +345,7 @@ class KernelCmdlineDocument(TypedDict):
 
 
 class AuditCheckDocument(TypedDict):
-    """One audit check's outcome (`host.audit.Check`)."""
+    """One audit check's outcome (`host.audit.Check`, what each check returns)."""
 
     id: str
     title: str
