@@ -47,7 +47,7 @@ ClockFacts = dict[str, Any]
 
 
 class CoverageDoc(TypedDict):
-    """The stretch of time one CPU's trace covers (`timeline.CpuCoverage`, its times mapped to
+    """The stretch of time one CPU's trace covers (`timeline.build`, its times mapped to
     CLOCK_REALTIME), and whether it ended early (events dropped, pages with loss)."""
 
     cpu: int

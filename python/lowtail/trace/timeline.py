@@ -101,22 +101,6 @@ class ClockMapping:
 
 
 @dataclass
-class CpuCoverage:
-    """The stretch of time a CPU's trace covers, and whether it ended early (buffer full)."""
-
-    cpu: int
-    first_ns: int | None
-    last_ns: int | None
-    events: int
-    dropped: int
-    pages_with_loss: int
-
-    @property
-    def truncated(self) -> bool:
-        return self.dropped > 0 or self.pages_with_loss > 0
-
-
-@dataclass
 class TraceInfo:
     """What is known of one host's recording (`local`: this host's, read with its own
     clock; else another host's, its markers bracketed by `date` there)."""
@@ -269,7 +253,7 @@ def build(recording: TraceRecording, local: bool = True) -> tuple[pa.Table, Trac
     formats = [parse_format(key, text) for key, text in recording.formats.items()]
     builders = {}
     markers: dict[str, int] = {}
-    coverage = []
+    coverage: list[CoverageDoc] = []
     for cpu in recording.cpus:
         buf = recording.raw.get(cpu, b"")
         b = _Builder(cpu)
@@ -287,7 +271,16 @@ def build(recording: TraceRecording, local: bool = True) -> tuple[pa.Table, Trac
                     handle(b, buf, off, ts)
         b.finish()
         stats = page_stats(buf, recording.page_size)
-        coverage.append(CpuCoverage(cpu, b.first, b.last, events, recording.dropped.get(cpu, 0), stats.pages_with_loss))
+        coverage.append(
+            CoverageDoc(
+                cpu=cpu,
+                first_ns=b.first,  # the trace's clock here; CLOCK_REALTIME once the clock is known
+                last_ns=b.last,
+                events=events,
+                dropped=recording.dropped.get(cpu, 0),
+                pages_with_loss=stats.pages_with_loss,
+            )
+        )
     clock = clock_mapping(recording.sync, markers)
     rows = [r for b in builders.values() for r in b.rows]
     rows.sort(key=lambda r: (r[1], r[0]))
@@ -312,15 +305,7 @@ def build(recording: TraceRecording, local: bool = True) -> tuple[pa.Table, Trac
         return None if ns is None else int(clock.to_realtime(np.asarray([ns], dtype=np.int64))[0])
 
     mapped: list[CoverageDoc] = [
-        {
-            "cpu": c.cpu,
-            "first_ns": realtime(c.first_ns),
-            "last_ns": realtime(c.last_ns),
-            "events": c.events,
-            "dropped": c.dropped,
-            "pages_with_loss": c.pages_with_loss,
-        }
-        for c in coverage
+        {**c, "first_ns": realtime(c["first_ns"]), "last_ns": realtime(c["last_ns"])} for c in coverage
     ]
     info = TraceInfo(
         host=recording.host,
