@@ -30,7 +30,7 @@ def test_an_imported_unfinished_experiment_is_not_resumed_by_a_local_run(tmp_pat
     lab_b.mkdir()
     toml = experiment(lab_a, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n', rates=(3000, 5000))
     proc = start_run(lab_a, toml)  # into lab_a/t.duckdb
-    wait_for(lambda: len(run_dirs(lab_a)) >= 2)  # the first run is stored, the second has begun
+    wait_for(lambda: len(run_dirs(lab_a)) >= 2, watching=proc)  # the first run is stored, the second has begun
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)

@@ -102,10 +102,25 @@ def start_run(tmp_path: Path, toml: Path) -> subprocess.Popen:
     )
 
 
-def wait_for(predicate, timeout: float = 120.0) -> None:
+def wait_for(predicate, timeout: float = 120.0, watching: subprocess.Popen | None = None) -> None:
+    """Wait until the predicate holds. With `watching`, a run that ends first fails at once with
+    what it said, and one still going at the deadline is interrupted and its words shown: a
+    timeout alone says nothing of why."""
     deadline = time.monotonic() + timeout
     while not predicate():
-        assert time.monotonic() < deadline, "timed out"
+        if watching is not None and watching.poll() is not None:
+            _, stderr = watching.communicate()
+            raise AssertionError(f"the run ended (exit {watching.returncode}) first: {stderr[-4000:]}")
+        if time.monotonic() >= deadline:
+            said = ""
+            if watching is not None:
+                watching.send_signal(signal.SIGINT)
+                try:
+                    said = watching.communicate(timeout=60)[1][-4000:]
+                except subprocess.TimeoutExpired:
+                    watching.kill()
+                    said = "(no end 60 s after an interrupt) " + watching.communicate()[1][-4000:]
+            raise AssertionError(f"timed out after {timeout} s: {said}")
         time.sleep(0.05)
 
 
@@ -223,7 +238,7 @@ def _netns() -> list[str]:
 def test_ctrl_c_keeps_finished_runs_removes_everything_and_the_same_command_resumes(tmp_path):
     toml = experiment(tmp_path, '[[dut]]\nname = "k"\nkind = "kernel-mirred"\n', rates=(5000, 6000, 7000))
     proc = start_run(tmp_path, toml)
-    wait_for(lambda: len(run_dirs(tmp_path)) >= 2)  # the first run is stored, the second has begun
+    wait_for(lambda: len(run_dirs(tmp_path)) >= 2, watching=proc)  # the first run is stored, the second has begun
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=120)
