@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.testbed.vm.cpio import CpioWriter
-from lowtail.testbed.vm.image import _boot_kernel, _busybox, _busybox_applets, _locked, cache_dir
+from lowtail.testbed.vm.image import boot_kernel, busybox, busybox_applets, cache_dir, cache_locked
 from lowtail.testbed.vm.kernels import GuestKernel, fetch_package, guest_kernel
 from lowtail.testbed.vm.kmod import load_order
-from lowtail.testbed.vm.qemu import qemu_binary
+from lowtail.testbed.vm.qemu import GUEST_BASE_CMDLINE, Acceleration, machine_args, qemu_binary
 
 # What the guest loads: the 9p root and its overlay, the VLANs and veth pairs the test makes,
 # tc's ingress/u32/mirred (kernel-mirred hops), and the PCI transport.
@@ -102,15 +102,15 @@ def _modules(kernel: GuestKernel, deb: Path, into: Path) -> dict[str, Path]:
 
 
 def _initramfs(path: Path, modules: dict[str, Path], command: str, shared: Path) -> None:
-    busybox = _busybox()
+    busybox_path = busybox()
     with open(path, "wb") as f:
         w = CpioWriter(f)
         for d in ("dev", "proc", "sys", "bin", "etc", "lib/modules"):
             w.directory(d)
         w.char_device("dev/console", 5, 1)
         w.file("init", INIT.encode(), 0o755)
-        w.host_file("bin/busybox", busybox)
-        for applet in _busybox_applets(busybox):
+        w.host_file("bin/busybox", busybox_path)
+        for applet in busybox_applets(busybox_path):
             if applet != "busybox":
                 w.symlink(f"bin/{applet}", "busybox")
         for name, ko in modules.items():
@@ -129,11 +129,10 @@ def run_on_guest_kernel(
     timeout_s: float = 900,
     vcpus: int = 2,
     memory_mib: int = 4096,
-    cpu: str = "max",
 ) -> GuestRun:
     """Run argv in cwd on Debian's guest kernel (root, the host's files); `shared` is written back."""
     cache = cache_dir()
-    with _locked(cache):  # the VM tests fetch and extract the same kernel, perhaps right now
+    with cache_locked(cache):  # the VM tests fetch and extract the same kernel, perhaps right now
         kernel = guest_kernel("vanilla", cache, lambda message: None)
         _, _, deb = fetch_package(cache, "vanilla", lambda message: None)
         modules = _modules(kernel, deb, cache / "kernels" / f"{kernel.identity}.test-guest-modules")
@@ -144,31 +143,14 @@ def run_on_guest_kernel(
     boot.mkdir(exist_ok=True)
     initrd = boot / "initrd.cpio"
     _initramfs(initrd, modules, command, shared)
-    vmlinux = _boot_kernel(kernel.vmlinuz, boot)
+    vmlinux = boot_kernel(kernel.vmlinuz, boot)
     console = boot / "console.log"
     argv_qemu = [
         qemu_binary(),
-        "-accel",
-        "tcg,thread=multi" if vcpus > 1 else "tcg",
-        "-cpu",
-        cpu,
-        "-machine",
-        "pc",
-        "-smp",
-        str(vcpus),
-        "-m",
-        str(memory_mib),
-        "-nodefaults",
-        "-no-user-config",
-        "-display",
-        "none",
-        "-no-reboot",
-        "-kernel",
-        str(vmlinux),
-        "-initrd",
-        str(initrd),
+        *Acceleration("tcg", "this host's kernel lacks what the test needs").accel_args(vcpus),
+        *machine_args(vmlinux, initrd, vcpus, memory_mib),
         "-append",
-        "console=ttyS0 quiet panic=-1 ipv6.disable=1 init=/init",
+        f"{GUEST_BASE_CMDLINE} init=/init",
         "-serial",
         f"file:{console}",
         "-virtfs",

@@ -102,7 +102,7 @@ class GuestImage:
 
 
 @contextmanager
-def _locked(cache: Path) -> Iterator[None]:
+def cache_locked(cache: Path) -> Iterator[None]:
     """One build at a time per cache (two runs starting together share one download)."""
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
@@ -135,7 +135,8 @@ def _guest_programs() -> dict[str, Path]:
     }
 
 
-def _busybox() -> Path:
+def busybox() -> Path:
+    """The static busybox every guest's init runs on; UserError naming its package when missing."""
     path = shutil.which("busybox", path="/usr/bin:/bin")
     if path is None:
         raise UserError("a VM DuT's guest needs busybox: install the Debian package busybox-static")
@@ -145,7 +146,7 @@ def _busybox() -> Path:
 def _image_files(layer: ImageLayer | None = None) -> dict[str, Path]:
     """Guest path → host file: busybox, the programs (the layer's too) and every library they need."""
     files: dict[str, Path] = {}
-    programs = {"bin/busybox": _busybox(), **_guest_programs(), **(layer.programs if layer else {})}
+    programs = {"bin/busybox": busybox(), **_guest_programs(), **(layer.programs if layer else {})}
     for guest_path, host_path in programs.items():
         files[guest_path] = host_path
         for lib in shared_libraries(host_path):
@@ -178,7 +179,8 @@ def image_key(kernel: GuestKernel, files: dict[str, Path], data: dict[str, bytes
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def _busybox_applets(busybox: Path) -> list[str]:
+def busybox_applets(busybox: Path) -> list[str]:
+    """The commands this busybox provides (each becomes a link to it in the guest)."""
     done = subprocess.run([str(busybox), "--list"], capture_output=True, text=True)
     return done.stdout.split()
 
@@ -198,7 +200,7 @@ def _write_initramfs(
             w.host_file(guest_path, host_path)
         for guest_path, content in sorted((data or {}).items()):
             w.file(guest_path, content, 0o644)
-        for applet in _busybox_applets(files["bin/busybox"]):
+        for applet in busybox_applets(files["bin/busybox"]):
             if applet != "busybox" and f"usr/sbin/{applet}" not in files:
                 w.symlink(f"bin/{applet}", "busybox")
         for name in order:
@@ -251,7 +253,7 @@ def has_pvh_entry(elf: bytes) -> bool:
     return False
 
 
-def _boot_kernel(vmlinuz: Path, directory: Path) -> Path:
+def boot_kernel(vmlinuz: Path, directory: Path) -> Path:
     """What QEMU boots: the uncompressed kernel through its PVH entry when it has one (the
     bzImage's decompressor and the BIOS's real-mode loader cost an emulated guest seconds:
     2.3 s of CPU instead of 5.2 s to reach init under TCG here), else the bzImage itself."""
@@ -277,7 +279,7 @@ def build_image(
     found = _FOUND.get((choice, cache, layer_id))
     if found is not None and found.initrd.exists():
         return found
-    with _locked(cache):
+    with cache_locked(cache):
         kernel = guest_kernel(choice, cache, progress)
         files = _image_files(layer)
         data = layer.data if layer else {}
@@ -290,7 +292,7 @@ def build_image(
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
             try:
-                boot = _boot_kernel(kernel.vmlinuz, tmp)
+                boot = boot_kernel(kernel.vmlinuz, tmp)
                 order = _write_initramfs(tmp / "initrd.cpio", kernel, files, data)
                 info = {
                     "key": key,
@@ -335,7 +337,7 @@ def _prune(images: Path, keep: str, kernel: str, layer: str | None = None) -> No
 
 def check_image_tools() -> None:
     """UserError naming the Debian package when something the image needs is missing."""
-    _busybox()
+    busybox()
     tool("tc")
     tool("ldd", "libc-bin")
     if shutil.which("dpkg-deb") is None:

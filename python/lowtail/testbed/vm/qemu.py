@@ -98,7 +98,7 @@ def _probe_kvm(kernel: Path, initrd: Path, log: Callable[[str], None]) -> Accele
     argv = [
         qemu_binary(),
         *Acceleration("kvm", "").accel_args(1),
-        *_machine_args(kernel, initrd, 1, 256),
+        *machine_args(kernel, initrd, 1, 256),
         "-append",
         f"{GUEST_BASE_CMDLINE} lowtail.mode=probe",
         "-serial",
@@ -128,7 +128,9 @@ def _probe_kvm(kernel: Path, initrd: Path, log: Callable[[str], None]) -> Accele
 GUEST_BASE_CMDLINE = "console=ttyS0 quiet panic=-1 ipv6.disable=1"
 
 
-def _machine_args(kernel: Path, initrd: Path, vcpus: int, memory_mib: int) -> list[str]:
+def machine_args(kernel: Path, initrd: Path, vcpus: int, memory_mib: int) -> list[str]:
+    """A guest's machine: a PC with `vcpus` and `memory_mib`, no display or default devices,
+    booting `kernel` with `initrd` directly (no firmware disk)."""
     return [
         "-machine",
         "pc",
@@ -174,7 +176,7 @@ def qemu_argv(
         "-name",
         f"{name},debug-threads=on",
         *accel.accel_args(vcpus),
-        *_machine_args(kernel, initrd, vcpus, memory_mib),
+        *machine_args(kernel, initrd, vcpus, memory_mib),
         "-append",
         cmdline,
         "-serial",
