@@ -347,3 +347,41 @@ def test_truncated_compressed_capture(tmp_path, compression, suffix):
     doc = json.loads(p.stdout)
     assert 0 < doc["received"] < doc["sent"]
     assert any(word in p.stderr for word in ("truncated", "ends early")), p.stderr
+
+
+@pytest.mark.parametrize(
+    "extra,named",
+    [
+        (["--percentile", "99.9"], "--percentile judges"),
+        (["--percentile", "nan"], "--percentile judges"),
+        (["--max-loss", "3", "--confidence", "90"], "--max-loss and --confidence judge"),
+    ],
+    ids=["percentile", "not-a-percentile", "loss-and-confidence"],
+)
+def test_a_verdict_option_without_a_budget_is_refused_not_ignored(good, extra, named):
+    """Before: `analyze --percentile 99.9` (even `--percentile nan`) without --budget printed the
+    analysis with exit 0, the option silently ignored, as if it had judged something."""
+    p = analyze_cli(good.pre, good.post, *extra)
+    assert_clean_failure(p, 2, named, "give --budget too")
+    # With --budget the same option judges (or, not being a percentile, is refused as such).
+    with_budget = analyze_cli(good.pre, good.post, "--budget", "1ms", *extra[:2])
+    if extra[1] == "nan":
+        assert_clean_failure(with_budget, 2, "--percentile: percentile must be one of")
+    else:
+        assert with_budget.returncode in (0, 3) and "verdict:" in with_budget.stdout, with_budget.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["compare", "analysis:1", "analysis:2"], ["certify", "analysis:1", "--budget", "10us"], ["explain", "1"],
+     ["model", "evt", "1"], ["model", "knee"], ["compare", "1", "--no-store"]],
+    ids=["compare", "certify", "explain", "model-evt", "model-knee", "compare-no-store"],
+)  # fmt: skip
+def test_a_command_that_reads_the_database_never_makes_an_empty_one(tmp_path, command):
+    """Before: `compare`, `certify`, `explain` and `model` with a mistyped --db made an empty
+    database there and said "no analysis with id 1" (or "no run"), as if the file had been
+    searched; `list` and `report` said "no such database". Now all of them say the latter."""
+    missing = tmp_path / "typo.duckdb"
+    p = run_cli(*command, "--db", missing, cwd=tmp_path)
+    assert_clean_failure(p, 2, "typo.duckdb: no such database")
+    assert list(tmp_path.iterdir()) == []

@@ -148,9 +148,13 @@ def test_locked_clocks_are_fitted_as_locked(cli, db, tmp_path, store_at):
     assert levels and set(levels) <= {m + d for m in measured for d in (-1, 0, 1)}
 
 
-def test_cli_aliasing_bad_input(cli, db):
+def test_cli_aliasing_bad_input(cli, db, store_at):
     r = cli("model", "aliasing", "--irq-durations", "5ms", "--irq-rate", "250Hz", "--no-store")
     assert r.code == 2 and "does not fit in a period" in r.err
+    r = cli("model", "aliasing", "--run", "run:x", "--db", db)
+    assert r.code == 2 and "no such database" in r.err and not db.exists()  # a mistyped --db stays unmade
+    with store_at():
+        pass
     r = cli("model", "aliasing", "--run", "run:x", "--db", db)
     assert r.code == 2 and "run id" in r.err
 

@@ -258,7 +258,9 @@ def test_cli_evt_on_a_stored_run_and_report(cli, db, tmp_path, store_at):
         (["--fit-fraction", "120", "X"], 2, "strictly between 0 and 1"),
     ],
 )
-def test_cli_evt_bad_input(cli, db, tmp_path, args, code, message):
+def test_cli_evt_bad_input(cli, db, tmp_path, store_at, args, code, message):
+    with store_at():  # a database to look the run up in (a missing one is said as such)
+        pass
     path, _ = _series(tmp_path, 0.0, n=60_000)
     args = [str(path) if a == "X" else a for a in args]
     r = cli("model", "evt", *args, "--db", db)

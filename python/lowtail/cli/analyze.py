@@ -18,7 +18,7 @@ from lowtail.cli._render import analysis_tables, header_line
 from lowtail.core import series
 from lowtail.core.errors import Failure, UserError
 from lowtail.store import DEFAULT_DB
-from lowtail.verdict.judge import Verdict
+from lowtail.verdict.judge import DEFAULT_CONFIDENCE, DEFAULT_PERCENTILE, Verdict
 
 # Defaults shown and used here are the native options' own.
 DEFAULTS = AnalyzeOptions()
@@ -102,10 +102,20 @@ Budget = Annotated[
         "--budget", None, "Judge the latencies against this bound, e.g. 350us, as `lowtail run` judges a run."
     ),
 ]
-Percentile = Annotated[str, typer.Option(help="...at this percentile (with --budget).")]
-MaxLoss = Annotated[int, typer.Option(min=0, help="...with at most this many packets lost (with --budget).")]
+Percentile = Annotated[
+    str | None,
+    typer.Option(help=f"...at this percentile (with --budget) [default: {DEFAULT_PERCENTILE.digits}]."),
+]
+MaxLoss = Annotated[
+    int | None,
+    typer.Option(min=0, help=f"...with at most this many packets lost (with --budget) [default: {Verdict.max_loss}]."),
+]
 Confidence = Annotated[
-    str, typer.Option(help="...with this confidence: the one-sided bound judged (with --budget): 95, 95% or 0.95.")
+    str | None,
+    typer.Option(
+        help="...with this confidence: the one-sided bound judged (with --budget): 95, 95% or 0.95 "
+        f"[default: {DEFAULT_CONFIDENCE:.0%}]."
+    ),
 ]
 StoreAnalysis = Annotated[bool, typer.Option(help="Store the analysis in the database.")]
 KeepSeries = Annotated[
@@ -143,9 +153,9 @@ def analyze(
     hgrm: Hgrm = None,
     nominal: NominalRate = None,
     budget_ns: Budget = None,
-    percentile: Percentile = "99.999",
-    max_loss: MaxLoss = 0,
-    confidence: Confidence = "95",
+    percentile: Percentile = None,
+    max_loss: MaxLoss = None,
+    confidence: Confidence = None,
     db: Db = DEFAULT_DB,
     store: StoreAnalysis = True,
     keep_series: KeepSeries = True,
@@ -232,10 +242,23 @@ def _print_tables(outcome: AnalyzeOutcome, request: AnalyzeRequest) -> None:
         note(f"wrote the report to {outcome.report}")
 
 
-def _verdict(budget_ns: int | None, percentile: str, max_loss: int, confidence: str) -> Verdict | None:
+def _verdict(
+    budget_ns: int | None, percentile: str | None, max_loss: int | None, confidence: str | None
+) -> Verdict | None:
     """The budget --budget, --percentile, --max-loss and --confidence ask for (None without
-    --budget): the request over the default budget, as `compare` reads one over the stored."""
+    --budget): the request over the default budget, as `compare` reads one over the stored.
+    The three others without --budget judge nothing: refused rather than ignored."""
     if budget_ns is None:
+        given = [
+            name
+            for name, v in (("--percentile", percentile), ("--max-loss", max_loss), ("--confidence", confidence))
+            if v is not None
+        ]
+        if given:
+            raise UserError(
+                f"{' and '.join(given)} judge{'s' if len(given) == 1 else ''} the latencies against a budget: "
+                "give --budget too (e.g. --budget 350us)"
+            )
         return None
     return verdict_request(budget_ns, percentile, max_loss, confidence).over(Verdict())
 

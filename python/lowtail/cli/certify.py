@@ -49,7 +49,7 @@ def certify(
         check_output(output, "--output")
     opts = CompareOptions(verdict=verdict_request(budget_ns, percentile, confidence=confidence))
     with (
-        open_store(db, read_only=not store) as s,
+        open_store(db, read_only=not store, create=False) as s,
         count_progress("reading latencies", "rows", not json_out) as progress,
     ):
         doc = certify_and_store(s, list(selection), opts, progress, save=store)

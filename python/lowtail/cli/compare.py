@@ -104,7 +104,10 @@ def compare(
         floor=floor,
         label=label,
     )
-    with open_store(db, read_only=not store) as s, count_progress("reading series", "rows", not json_out) as progress:
+    with (
+        open_store(db, read_only=not store, create=False) as s,
+        count_progress("reading series", "rows", not json_out) as progress,
+    ):
         doc = (
             compare_and_store(s, list(selection), opts, progress)
             if store

@@ -51,7 +51,7 @@ def explain(
     if output is not None:  # before any work: a FIFO, device or directory is refused at once
         check_output(output, "--output")
     threshold = latency_above(above) if above is not None else None
-    with open_store(db) as store:
+    with open_store(db, create=False) as store:
         doc = stored_or_explained(store, run_id_of(store, run), threshold)
     if output is not None:
         from lowtail.explain.page import write_explain_report

@@ -39,15 +39,16 @@ PLOT_HELP = "Write the plot to this PNG file."
 
 
 @contextmanager
-def _store(db: Path, needed: bool = True) -> Iterator[Store | None]:
+def _store(db: Path, needed: bool = True, reads: bool = True) -> Iterator[Store | None]:
     """The database, opened for writing (models store their results), or None when
-    neither reading nor storing needs it."""
+    neither reading nor storing needs it; when the model `reads` what is stored, one that
+    exists (a model of a series file may make the database it stores into)."""
     if not needed:
         yield None
         return
     from lowtail.store import open_store
 
-    with open_store(db) as s:
+    with open_store(db, create=not reads) as s:
         yield s
 
 
@@ -158,7 +159,7 @@ def overload(
     irqs = list(irqs) + (read_interrupt_profile(irq_profile, irq_cpu) if irq_profile else [])
     opts = OverloadOptions(t_transfer_ns, t_e2e_ns, baseline_run, app_run, statistic, tuple(irqs))
     opts.check()
-    with _store(db, store or opts.reads_runs) as s:
+    with _store(db, store or opts.reads_runs, reads=opts.reads_runs) as s:
         doc = overload_and_store(s, opts, save=store, label=label)
     _plot(overload_figure, doc, plot)
     _finish(doc, json_out, overload_lines, db)
@@ -270,6 +271,7 @@ def evt(
     from lowtail.cli._model_render import evt_tables
     from lowtail.models.evt import EvtOptions, evt_and_store, parse_thresholds
     from lowtail.models.page import evt_figure
+    from lowtail.store.models import stored_input
 
     try:
         fit_quantile = quantile_of_percent(fit_fraction)
@@ -283,7 +285,11 @@ def evt(
         confidence=confidence / 100.0,
         decluster_packets=decluster,
     )
-    with _store(db, store or not Path(input).exists()) as s, byte_progress("reading the series") as progress:
+    reads = stored_input(input) is not None  # a mistyped file is said before any database is opened
+    with (
+        _store(db, store or reads, reads=reads) as s,
+        byte_progress("reading the series") as progress,
+    ):
         doc = evt_and_store(s, input, opts, rate_pps=rate, save=store, label=label, on_progress=progress)
     _plot(evt_figure, doc, plot)
     _finish(doc, json_out, evt_tables, db, not_credible=doc.get("warnings", []))
@@ -315,6 +321,7 @@ def flows(
     """`lowtail model flows`: each flow's tail, estimated and verified."""
     from lowtail.cli._model_render import flow_tails_table
     from lowtail.models.flow_evt import FlowEvtOptions, flow_tails_and_store
+    from lowtail.store.models import stored_input
 
     try:
         fit_quantile, threshold_quantile = quantile_of_percent(fit_fraction), quantile_of_percent(threshold)
@@ -323,7 +330,8 @@ def flows(
     opts = FlowEvtOptions(
         fit_fraction=float(fit_quantile), threshold=threshold_quantile, min_exceedances=min_exceedances
     )
-    with _store(db, store or not Path(input).exists()) as s:
+    reads = stored_input(input) is not None
+    with _store(db, store or reads, reads=reads) as s:
         doc = flow_tails_and_store(s, input, opts, save=store, label=label)
     _finish(doc, json_out, flow_tails_table, db)
 
@@ -430,7 +438,7 @@ def aliasing(
         irq_rate_hz=irq_rate,
         irq_durations_ns=[float(d) for d in irq_durations] if irq_durations is not None else None,
     )
-    with _store(db, store or run is not None) as s:
+    with _store(db, store or run is not None, reads=run is not None) as s:
         doc = aliasing_and_store(s, opts, save=store)
     _plot(aliasing_figure, doc, plot)
     _finish(doc, json_out, aliasing_lines, db)
@@ -563,7 +571,7 @@ def simulate(
     )
     cases = sim.sweep_axes(rates, burst, batch)
     opts = sim.SimulateOptions(base, *cases, duration_ns, packets, run, float(overhead_ns), baseline_run, export)
-    with _store(db, store or run is not None) as s:
+    with _store(db, store or run is not None, reads=run is not None) as s:
         doc = sim.simulate_and_store(s, opts, save=store, label=label)
     if export is not None:
         note(f"wrote {export}")

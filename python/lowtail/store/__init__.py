@@ -62,11 +62,12 @@ def default_data_dir(db: DbPath) -> Path:
     return resolve_db(db).resolve().parent / "lowtail-data"
 
 
-def open_store(path: DbPath, read_only: bool = False) -> Store:
-    """The database at `path` (None: the default, `default_db()`)."""
+def open_store(path: DbPath, read_only: bool = False, create: bool = True) -> Store:
+    """The database at `path` (None: the default, `default_db()`); `create=False`: one that
+    must already exist (the command reads what is stored in it), else a UserError."""
     from lowtail.store.db import Store
 
-    return Store(resolve_db(path), read_only=read_only)
+    return Store(resolve_db(path), read_only=read_only, create=create)
 
 
 def __getattr__(name: str) -> Any:

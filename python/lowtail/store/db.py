@@ -109,7 +109,7 @@ class Store:
     """A results database. Writes happen in one transaction each: a failure leaves what
     was stored before untouched, and a stop signal waits until the transaction is over."""
 
-    def __init__(self, path: str | Path, read_only: bool = False):
+    def __init__(self, path: str | Path, read_only: bool = False, create: bool = True):
         self.path = Path(path)
         self.read_only = read_only
         self.damage: str | None = None  # why the file is damaged, when it is
@@ -125,7 +125,9 @@ class Store:
         kind = special_kind(self.path)
         if kind is not None:  # a FIFO would be waited on for ever, a device read without end
             raise UserError(f"{self.path}: is {kind}, not a lowtail database (--db names a database file)")
-        if read_only and not self.path.exists():
+        # A command that only reads what is stored (or stores beside it what it read) never
+        # leaves an empty database behind for a mistyped --db.
+        if (read_only or not create) and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
         self._created = not self.path.exists()
         self._open()

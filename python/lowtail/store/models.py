@@ -268,18 +268,29 @@ class SeriesSource:
     label: str = ""
 
 
-def series_source(store: Store | None, text: str) -> SeriesSource:
-    """INPUT as the model commands take it: a Parquet file, `run:ID` (or a bare run id),
-    or `analysis:ID`."""
+def stored_input(text: str) -> tuple[str, str] | None:
+    """INPUT as the model commands take it, read before any database is opened: None for a
+    Parquet file, ("run" | "analysis", id) for `run:ID` (or a bare run id) or `analysis:ID`;
+    UserError for anything else (so a mistyped file makes no database)."""
     kind, _, ident = text.partition(":")
     if not ident and Path(text).exists():
-        return SeriesSource(path=text, label=text)
+        return None
     if not ident and as_id(text) is not None:
         kind, ident = "run", text
     if kind not in ("run", "analysis") or as_id(ident) is None:
         if text.endswith(".parquet"):
             raise UserError(f"{text}: no such file")
         raise UserError(f"{text!r}: give a Parquet series file, a run id (run:12 or 12) or an analysis id (analysis:7)")
+    return kind, ident
+
+
+def series_source(store: Store | None, text: str) -> SeriesSource:
+    """INPUT as the model commands take it: a Parquet file, `run:ID` (or a bare run id),
+    or `analysis:ID`."""
+    stored = stored_input(text)
+    if stored is None:
+        return SeriesSource(path=text, label=text)
+    kind, ident = stored
     if store is None:
         raise UserError(f"{text}: a stored {kind} needs the database (--db)")
     if kind == "run":
