@@ -385,3 +385,9 @@ def test_a_command_that_reads_the_database_never_makes_an_empty_one(tmp_path, co
     p = run_cli(*command, "--db", missing, cwd=tmp_path)
     assert_clean_failure(p, 2, "typo.duckdb: no such database")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_label_for_an_analysis_not_stored_is_refused(good):
+    """Before: `analyze --no-store --label x` ran with exit 0 and the label went nowhere."""
+    p = analyze_cli(good.pre, good.post, "--label", "x")
+    assert_clean_failure(p, 2, "--label names the analysis in the database")

@@ -86,6 +86,54 @@ def test_an_output_that_is_not_a_regular_file_is_refused_and_left_as_it_was(stor
         assert not (tmp_path / "post.pcap").exists() and not (tmp_path / "pre.pcap").exists()
 
 
+@pytest.mark.parametrize("kept", ["database", "capture"])
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_result_is_never_written_over_a_database_or_a_capture(stored, tmp_path, command, kept):
+    """Before: `report 1 -o t.duckdb --db t.duckdb` and `compare … -o t.duckdb` replaced the
+    database with the HTML page (exit 0, everything stored lost), and `analyze --report` over
+    a capture replaced it. Now such an output is refused in one line and the file kept as it
+    was; only `synth` writes over a capture (it writes captures)."""
+    db, pre, post = stored
+    out = tmp_path / "n1"
+    args = [a.format(out=out, db=db, pre=pre, post=post) for a in COMMANDS[command]]
+    target = Path(next(a for a in args if a.startswith(str(out))))
+    target.write_bytes((db if kept == "database" else pre).read_bytes())
+    before = target.read_bytes()
+    done = run_cli(*args, cwd=tmp_path)
+    if command.startswith("synth") and kept == "capture":
+        assert done.returncode == 0, done.stderr
+        return
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    named = {"database": "is a lowtail database (DuckDB)", "capture": "is a capture (pcap"}[kept]
+    assert len(lines) == 1 and named in lines[0] and "does not write a result over it" in lines[0], lines
+    assert target.read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "args, said",
+    [
+        (["synth", "a.pcap", "./a.pcap", "--packets", "100"], "POST a.pcap: the same file as PRE a.pcap"),
+        (["synth", "a.pcap", "b.pcap", "--truth", "a.pcap", "--packets", "100"], "--truth a.pcap: the same file as PRE"),
+        (["analyze", "{pre}", "{post}", "--no-store", "--export", "o.csv", "--hgrm", "o.csv"], "--hgrm o.csv: the same file as --export"),
+        (["analyze", "{pre}", "{post}", "--db", "n.duckdb", "--report", "{pre}"], "is a capture (pcap)"),
+    ],
+    ids=["synth-pre-post", "synth-truth", "analyze-export-hgrm", "analyze-report-over-pre"],
+)  # fmt: skip
+def test_two_outputs_or_an_output_and_an_input_naming_one_file_are_refused(stored, tmp_path, args, said):
+    """Before: `synth a.pcap ./a.pcap` failed with "a.pcap: No such file or directory" after
+    rewriting a.pcap; `analyze --export o.csv --hgrm o.csv` wrote the series, then the
+    distribution over it (exit 0); `analyze --report PRE` wrote the page over the capture."""
+    _, pre, post = stored
+    (tmp_path / "a.pcap").write_bytes(pre.read_bytes())
+    kept = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    done = run_cli(*[a.format(pre=pre, post=post) for a in args], cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert said in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == kept
+    assert pre.read_bytes()[:4] in (b"\xd4\xc3\xb2\xa1", b"\x4d\x3c\xb2\xa1", b"\n\r\r\n")
+
+
 # -- issue 32: --db, outputs checked before work, ASCII digits ---------------------------------------
 
 DB_COMMANDS = {

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from lowtail.analyze.document import AnalysisDocument, LatencyFigures
 from lowtail.analyze.pair import AnalyzeOptions, ProgressCallback, analyze_pair, measured_rate
-from lowtail.core import series, signals
+from lowtail.core import files, series, signals
 from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.core.files import write_result
 from lowtail.store import DatabaseBusy
@@ -47,13 +47,30 @@ class AnalyzeRequest:
     label: str | None = None
 
     @staticmethod
-    def check_outputs(export: Path | None, report: Path | None, store: bool) -> None:
-        """Refuse, before any work, an export file of no known format and a report of an
-        analysis not stored: UserError naming the option."""
+    def check_outputs(
+        export: Path | None,
+        report: Path | None,
+        store: bool,
+        label: str | None = None,
+        hgrm: Path | None = None,
+        captures: tuple[Path, Path] | None = None,
+    ) -> None:
+        """Refuse, before any work, an export file of no known format, two outputs that name
+        one file or an output over a capture, and a report or a label of an analysis not
+        stored (either would be lost): UserError naming the option."""
         if export is not None:
             series.check_export_path(export)
+        for option, output in (("--hgrm", hgrm), ("--report", report)):
+            if output is not None:
+                files.check_output(output, option)
+        files.check_distinct_outputs(
+            (("--export", export), ("--hgrm", hgrm), ("--report", report)),
+            (("PRE", captures[0]), ("POST", captures[1])) if captures else (),
+        )
         if report and not store:
             raise UserError("--report needs the analysis stored (drop --no-store)")
+        if label is not None and not store:
+            raise UserError("--label names the analysis in the database: drop --no-store, or the label")
 
     @staticmethod
     def checked_rate(nominal_rate_pps: int | None) -> int | None:

@@ -164,7 +164,7 @@ def analyze(
     json_out: JsonOut = False,
 ) -> None:
     """`lowtail analyze` (its help is the user's documentation)."""
-    AnalyzeRequest.check_outputs(export, report, store)
+    AnalyzeRequest.check_outputs(export, report, store, label, hgrm, (pre, post))
     request = AnalyzeRequest(
         pre,
         post,

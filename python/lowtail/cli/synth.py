@@ -79,9 +79,11 @@ def synth(
         raise UserError(f"--rate {format_rate_setting(rate)}: a rate of at least 1pps")
     given = {"packets": packets, "rate_pps": rate, "format": format, "compression": compression, "seed": seed}
     spec = _model_spec(set_, given)
-    for what, path in (("PRE", pre), ("POST", post), ("--truth", truth)):
+    outputs = (("PRE", pre), ("POST", post), ("--truth", truth))
+    for what, path in outputs:
         if path is not None:
-            files.check_output(path, what)
+            files.check_output(path, what, over_captures=True)
+    files.check_distinct_outputs(outputs)
     try:
         summary = json.loads(_native.synth_pair(str(pre), str(post), json.dumps(spec), str(truth) if truth else None))
     except _native.LowtailError as e:

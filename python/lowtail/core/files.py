@@ -27,7 +27,7 @@ import os
 import select
 import stat
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from lowtail.core.errors import DiskFull, Failure, UserError
@@ -54,9 +54,33 @@ def special_kind(path: str | Path) -> str | None:
     return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def check_output(path: str | Path, what: str = "") -> Path:
+# What a result is never written over, by the file's first bytes: a mistyped `-o` that names
+# the database (`report 1 -o t.duckdb --db t.duckdb`) or a capture would replace it whole.
+_KEPT_FILES = (
+    (8, b"DUCK", "a lowtail database (DuckDB)"),
+    (0, b"\xd4\xc3\xb2\xa1", "a capture (pcap)"),
+    (0, b"\xa1\xb2\xc3\xd4", "a capture (pcap)"),
+    (0, b"\x4d\x3c\xb2\xa1", "a capture (pcap)"),
+    (0, b"\xa1\xb2\x3c\x4d", "a capture (pcap)"),
+    (0, b"\x0a\x0d\x0d\x0a", "a capture (pcapng)"),
+)
+
+
+def kept_kind(path: str | Path) -> str | None:
+    """What an existing file is, when it is one a result must not replace (a database, a
+    capture); None for anything else, or no file."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(16)
+    except OSError:
+        return None
+    return next((kind for at, magic, kind in _KEPT_FILES if head[at : at + len(magic)] == magic), None)
+
+
+def check_output(path: str | Path, what: str = "", over_captures: bool = False) -> Path:
     """`path` as an output: a regular file to replace or a new name in a directory that
-    exists; UserError (2) when it names a device, FIFO, socket or directory, or its directory
+    exists; UserError (2) when it names a device, FIFO, socket or directory, a lowtail
+    database or (unless `over_captures`: `synth` writes captures) a capture, or its directory
     is missing (lowtail creates none)."""
     path = Path(path)
     where = " ".join(str(part) for part in (what, path) if part)
@@ -64,10 +88,29 @@ def check_output(path: str | Path, what: str = "") -> Path:
     if kind is not None:
         hint = "give a file name" if kind == "a directory" else "lowtail writes results only as regular files"
         raise UserError(f"{where}: is {kind}; {hint}")
+    kept = kept_kind(path) if path.exists() else None
+    if kept is not None and not (over_captures and kept.startswith("a capture")):
+        raise UserError(f"{where}: is {kept}; lowtail does not write a result over it: give another file name")
     if not _is_dir(path.parent):
         why = "does not exist" if not path.parent.exists() else "is not a directory"
         raise UserError(f"{where}: the directory {path.parent} {why} (lowtail does not create it)")
     return path
+
+
+def check_distinct_outputs(
+    outputs: Sequence[tuple[str, str | Path | None]], inputs: Sequence[tuple[str, str | Path]] = ()
+) -> None:
+    """UserError (2) when two outputs of one command name the same file (`a.pcap ./a.pcap`, a
+    link to the other): the second would overwrite the first, or fail half-way; or when an
+    output names one of the command's inputs (a report written over the capture it reads)."""
+    seen = {os.path.realpath(path): f"{what} {path}, which is read" for what, path in inputs}
+    for what, path in outputs:
+        if path is None:
+            continue
+        where = os.path.realpath(path)
+        if where in seen:
+            raise UserError(f"{what} {path}: the same file as {seen[where]}; give each output a file of its own")
+        seen[where] = f"{what} {path}"
 
 
 def os_error(e: OSError, path: str | Path | None = None, what: str = "") -> Failure | UserError:
