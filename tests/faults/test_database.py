@@ -407,3 +407,26 @@ def test_a_reader_of_an_older_database_gives_it_the_tables_of_this_version(tmp_p
     assert any(n.startswith("017_") for (n,) in _query(db, "SELECT name FROM schema_files"))
     done = run_cli("list", "--db", db, "--json")
     assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [["import", "{capture}", "--db", "{db}"], ["recover", "{capture}", "{db}"]],
+    ids=["import-a-capture", "recover-a-capture"],
+)
+def test_a_failed_import_or_recovery_leaves_no_new_database(tmp_path, pair, command):
+    """Before: `import p.pcap --db new.duckdb` ("not a readable lowtail bundle") and `recover
+    p.pcap new.duckdb` ("not a database lowtail can read") each left an empty new.duckdb."""
+    db = tmp_path / "new.duckdb"
+    done = run_cli(*[a.format(capture=pair.pre, db=db) for a in command], cwd=tmp_path)
+    assert_clean_failure(done, 2, str(pair.pre))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_failed_import_into_a_database_that_existed_keeps_it(tmp_path, pair):
+    db = tmp_path / "kept.duckdb"
+    assert run_cli("analyze", pair.pre, pair.post, "--db", db).returncode in (0, 3)
+    before = analyses_in(db)
+    done = run_cli("import", pair.pre, "--db", db, cwd=tmp_path)
+    assert_clean_failure(done, 2, "not a readable lowtail bundle")
+    assert db.exists() and analyses_in(db) == before == 1

@@ -52,7 +52,7 @@ def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None 
     """Add the runs of bundle `path` to database `db` under new ids, their series under
     `data_dir` (default: the database's data directory). Returns what was imported (or, for
     a bundle whose every row is here already, what it was imported as, with `already: true`)."""
-    from lowtail.store import datadir, default_data_dir, open_store
+    from lowtail.store import datadir, default_data_dir, made_whole_or_not_at_all, open_store
 
     path = Path(path)
     if not path.exists():  # before anything is made: a mistyped name leaves nothing behind
@@ -62,7 +62,7 @@ def import_bundle(db: str | Path, path: str | Path, data_dir: str | Path | None 
         raise UserError(f"{path}: is {kind}, not a bundle")
     root = Path(data_dir) if data_dir else default_data_dir(db)
     made_root = not root.exists()
-    with open_store(db) as store:
+    with made_whole_or_not_at_all(db), open_store(db) as store:
         staging: Path | None = None
         try:
             # What killed or failed imports into this database left: gone before this one starts.

@@ -8,6 +8,8 @@ module per family of tables; `Store` itself is only the connection and its trans
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,23 @@ def default_db() -> Path:
 def resolve_db(db: DbPath) -> Path:
     """The database `db` names: the path given, else the default (`default_db()`)."""
     return Path(db) if db is not None else default_db()
+
+
+@contextmanager
+def made_whole_or_not_at_all(db: DbPath) -> Iterator[None]:
+    """Around a command that may make the database `db` (an import, a recovery): when it
+    fails, a database it made is removed again (with DuckDB's write-ahead log), so a bundle
+    or a damaged file that cannot be read leaves no empty database behind. One that existed
+    before is never touched."""
+    path = resolve_db(db)
+    made = not path.exists()
+    try:
+        yield
+    except BaseException:
+        if made:
+            for leftover in (path, path.with_name(path.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+        raise
 
 
 def default_data_dir(db: DbPath) -> Path:

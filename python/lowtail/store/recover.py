@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lowtail.core.errors import UserError
+from lowtail.store import made_whole_or_not_at_all
 from lowtail.store.db import Store, duckdb
 
 _CHUNK_ROWS = 4096
@@ -41,7 +42,7 @@ def recover(damaged: str | Path, target: str | Path) -> list[TableCopy]:
     if target.exists():
         raise UserError(f"{target} exists: give the name of a new database")
     quoted = str(damaged.resolve()).replace("'", "''")
-    with Store(target) as new:
+    with made_whole_or_not_at_all(target), Store(target) as new:
         try:
             new.con.raw.execute(f"ATTACH '{quoted}' AS damaged (READ_ONLY)")
         except duckdb.Error as e:
