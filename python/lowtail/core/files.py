@@ -13,7 +13,9 @@ cannot be written — a directory, a read-only place, a name too long — the us
 
 An output is a regular file or nothing yet: a path that names a device, a FIFO, a socket or a
 directory is refused before anything is written (renaming a finished report over
-`/dev/null` would replace the system's device with a file, as root).
+`/dev/null` would replace the system's device with a file, as root); so is a lowtail database
+or a capture (`report 1 -o t.duckdb --db t.duckdb` replaced the database with its page), and
+two outputs of one command that name one file.
 
 An input (an experiment file, an import spec) is a regular file or a FIFO (`<(…)`), read up to
 a limit; a FIFO nobody writes to is waited for `FIFO_WRITER_WAIT_S`, as the capture readers do,
