@@ -110,6 +110,19 @@ def test_a_result_is_never_written_over_a_database_or_a_capture(stored, tmp_path
     assert target.read_bytes() == before
 
 
+EXPERIMENT = """
+[experiment]
+name = "e"
+duration = "1s"
+repetitions = 2
+[traffic]
+rates = ["1kpps"]
+[[dut]]
+name = "k"
+kind = "kernel-mirred"
+"""
+
+
 @pytest.mark.parametrize(
     "args, said",
     [
@@ -117,15 +130,20 @@ def test_a_result_is_never_written_over_a_database_or_a_capture(stored, tmp_path
         (["synth", "a.pcap", "b.pcap", "--truth", "a.pcap", "--packets", "100"], "--truth a.pcap: the same file as PRE"),
         (["analyze", "{pre}", "{post}", "--no-store", "--export", "o.csv", "--hgrm", "o.csv"], "--hgrm o.csv: the same file as --export"),
         (["analyze", "{pre}", "{post}", "--db", "n.duckdb", "--report", "{pre}"], "is a capture (pcap)"),
+        (["run", "e.toml", "--db", "n.duckdb", "--report", "./e.toml"], "the same file as the experiment file e.toml"),
+        (["tune", "e.toml", "--db", "n.duckdb", "-o", "e.toml"], "the same file as FILE e.toml"),
     ],
-    ids=["synth-pre-post", "synth-truth", "analyze-export-hgrm", "analyze-report-over-pre"],
+    ids=["synth-pre-post", "synth-truth", "analyze-export-hgrm", "analyze-report-over-pre", "run-report-over-file",
+         "tune-report-over-file"],
 )  # fmt: skip
 def test_two_outputs_or_an_output_and_an_input_naming_one_file_are_refused(stored, tmp_path, args, said):
     """Before: `synth a.pcap ./a.pcap` failed with "a.pcap: No such file or directory" after
     rewriting a.pcap; `analyze --export o.csv --hgrm o.csv` wrote the series, then the
-    distribution over it (exit 0); `analyze --report PRE` wrote the page over the capture."""
+    distribution over it (exit 0); `analyze --report PRE` wrote the page over the capture;
+    `run e.toml --report e.toml` and `tune e.toml -o e.toml` the page over the experiment file."""
     _, pre, post = stored
     (tmp_path / "a.pcap").write_bytes(pre.read_bytes())
+    (tmp_path / "e.toml").write_text(EXPERIMENT)
     kept = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     done = run_cli(*[a.format(pre=pre, post=post) for a in args], cwd=tmp_path)
     assert done.returncode == 2, done.stderr

@@ -20,7 +20,7 @@ from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, ta
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
-from lowtail.core.files import check_output
+from lowtail.core.files import check_distinct_outputs, check_output
 from lowtail.core.terminal import escape
 from lowtail.core.units import format_count, format_ns, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
@@ -184,6 +184,8 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
 
     if report is not None:  # a sweep is long: a report it could not write is said before it starts
         check_output(report, "--report")
+        if Path(exp.source).is_file():  # a report over the experiment file would replace it
+            check_distinct_outputs((("--report", report),), (("the experiment file", exp.source),))
     result = sweep_and_store(
         exp,
         db,

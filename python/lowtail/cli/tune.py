@@ -54,9 +54,10 @@ def tune(
     from lowtail.tune.loop import tune as run_tune
 
     if report is not None:
-        from lowtail.core.files import check_output
+        from lowtail.core.files import check_distinct_outputs, check_output
 
         check_output(report, "--report")
+        check_distinct_outputs((("--report", report),), (("FILE", file),))
     if not undo_dir.is_dir():
         raise UserError(f"--undo-dir {undo_dir}: no such directory")
     ids = tuple(w.strip() for w in (only or "").split(",") if w.strip())
