@@ -56,10 +56,12 @@ def special_kind(path: str | Path) -> str | None:
     return None if stat.S_ISREG(mode) else _KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
+# A DuckDB database file's magic and where it stands (the store reads its header by it).
+DUCKDB_MAGIC_AT, DUCKDB_MAGIC = 8, b"DUCK"
 # What a result is never written over, by the file's first bytes: a mistyped `-o` that names
 # the database (`report 1 -o t.duckdb --db t.duckdb`) or a capture would replace it whole.
 _KEPT_FILES = (
-    (8, b"DUCK", "a lowtail database (DuckDB)"),
+    (DUCKDB_MAGIC_AT, DUCKDB_MAGIC, "a lowtail database (DuckDB)"),
     (0, b"\xd4\xc3\xb2\xa1", "a capture (pcap)"),
     (0, b"\xa1\xb2\xc3\xd4", "a capture (pcap)"),
     (0, b"\x4d\x3c\xb2\xa1", "a capture (pcap)"),

@@ -68,10 +68,26 @@ def made_whole_or_not_at_all(db: DbPath) -> Iterator[None]:
     try:
         yield
     except BaseException:
-        if made:
+        if made and _holds_nothing(path):
             for leftover in (path, path.with_name(path.name + ".wal")):
                 leftover.unlink(missing_ok=True)
         raise
+
+
+def _holds_nothing(path: Path) -> bool:
+    """Whether a database holds no experiment, run or analysis: only such a one is removed
+    (another process may have stored into a database made moments ago; a recovery cut short
+    keeps what it copied). Unreadable or busy: kept."""
+    from lowtail.store.db import duckdb
+
+    try:
+        with duckdb.connect(str(path), read_only=True) as con:
+            counts = con.execute(
+                "SELECT (SELECT count(*) FROM experiments) + (SELECT count(*) FROM runs) + (SELECT count(*) FROM analyses)"
+            ).fetchone()
+    except (duckdb.Error, OSError):
+        return False
+    return counts is not None and counts[0] == 0
 
 
 def default_data_dir(db: DbPath) -> Path:

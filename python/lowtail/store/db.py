@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowtail.core import schema, signals
 from lowtail.core.errors import DiskFull, Failure, UserError
-from lowtail.core.files import special_kind
+from lowtail.core.files import DUCKDB_MAGIC, DUCKDB_MAGIC_AT, special_kind
 from lowtail.core.percentiles import KEYS
 
 if TYPE_CHECKING:
@@ -94,7 +94,7 @@ def _blocks(fd: int) -> tuple[int, int] | None:
         head = os.pread(fd, _HEADER_BYTES, 0)
     except OSError:
         return None
-    if len(head) < _HEADER_BYTES or head[8:12] != b"DUCK":
+    if len(head) < _HEADER_BYTES or head[DUCKDB_MAGIC_AT : DUCKDB_MAGIC_AT + len(DUCKDB_MAGIC)] != DUCKDB_MAGIC:
         return None
     # Two database headers after the main one; the active one has the higher iteration:
     # checksum, iteration, meta block, free list, block count, block size, …
