@@ -8,8 +8,8 @@ programs — so the command is the very test the host would run. One directory o
 (`shared`) is mounted read-write at the same path, for what the guest writes back. What the
 command printed and its exit status come back over the serial console.
 
-    done = run_on_guest_kernel(["python", "-m", "pytest", ...], cwd=tree, shared=tmp_path)
-    done.returncode, done.output
+    done = run_on_guest_kernel([sys.executable, "vlan_loop.py", str(tmp_path), "1kpps"], cwd=here, shared=tmp_path)
+    done.returncode, done.output, done.kernel_release
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 from lowtail.testbed.vm.cpio import CpioWriter
 from lowtail.testbed.vm.image import boot_kernel, busybox, busybox_applets, cache_dir, cache_locked
 from lowtail.testbed.vm.kernels import GuestKernel, fetch_package, guest_kernel
-from lowtail.testbed.vm.kmod import load_order
+from lowtail.testbed.vm.kmod import load_order, module_name
 from lowtail.testbed.vm.qemu import GUEST_BASE_CMDLINE, Acceleration, machine_args, qemu_binary
 
 # What the guest loads: the 9p root and its overlay, the VLANs and veth pairs the test makes,
@@ -89,7 +89,7 @@ def _modules(kernel: GuestKernel, deb: Path, into: Path) -> dict[str, Path]:
         assert proc.stdout is not None
         with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
             for member in tar:
-                name = member.name.rsplit("/", 1)[-1].removesuffix(".ko").replace("-", "_")
+                name = module_name(member.name)
                 if member.isfile() and member.name.endswith(".ko") and name in missing:
                     got = tar.extractfile(member)
                     assert got is not None
@@ -125,7 +125,6 @@ def run_on_guest_kernel(
     argv: list[str],
     cwd: Path,
     shared: Path,
-    env: dict[str, str] | None = None,
     timeout_s: float = 900,
     vcpus: int = 2,
     memory_mib: int = 4096,
@@ -136,8 +135,7 @@ def run_on_guest_kernel(
         kernel = guest_kernel("vanilla", cache, lambda message: None)
         _, _, deb = fetch_package(cache, "vanilla", lambda message: None)
         modules = _modules(kernel, deb, cache / "kernels" / f"{kernel.identity}.test-guest-modules")
-    exports = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
-    command = f"cd {shlex.quote(str(cwd))} && exec env {exports} {shlex.join(argv)}\n"
+    command = f"cd {shlex.quote(str(cwd))} && exec {shlex.join(argv)}\n"
     shared.mkdir(parents=True, exist_ok=True)
     boot = shared / ".guest"
     boot.mkdir(exist_ok=True)
