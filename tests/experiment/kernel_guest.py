@@ -21,8 +21,9 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from lowtail.core.files import cache_dir
 from lowtail.testbed.vm.cpio import CpioWriter
-from lowtail.testbed.vm.image import boot_kernel, busybox, busybox_applets, cache_dir, cache_locked
+from lowtail.testbed.vm.image import boot_kernel, busybox, busybox_applets, cache_locked
 from lowtail.testbed.vm.kernels import GuestKernel, fetch_package, guest_kernel
 from lowtail.testbed.vm.kmod import load_order, module_name
 from lowtail.testbed.vm.qemu import GUEST_BASE_CMDLINE, Acceleration, machine_args, qemu_binary

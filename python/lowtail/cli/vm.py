@@ -30,8 +30,9 @@ def build(
     json_out: bool = typer.Option(False, "--json", help="Print the images as JSON."),
 ) -> None:
     """`lowtail vm build`."""
+    from lowtail.core.files import cache_dir
     from lowtail.testbed.duts.vm import VirtualMachine
-    from lowtail.testbed.vm.image import build_image, cache_dir
+    from lowtail.testbed.vm.image import build_image
     from lowtail.testbed.vm.qemu import probe_acceleration
 
     VirtualMachine.check_available()

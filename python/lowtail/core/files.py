@@ -46,6 +46,15 @@ _KINDS = {
 }
 
 
+def cache_dir() -> Path:
+    """Where lowtail keeps what it can make again (guest kernels and images, the store's
+    template database): $LOWTAIL_CACHE_DIR, else the XDG cache."""
+    if os.environ.get("LOWTAIL_CACHE_DIR"):
+        return Path(os.environ["LOWTAIL_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lowtail"
+
+
 def special_kind(path: str | Path) -> str | None:
     """What `path` is when it is not a regular file ("a character device", "a FIFO" …);
     None for a regular file (a link to one too) or a path that does not exist yet."""

@@ -15,6 +15,7 @@ database.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -34,6 +35,7 @@ from lowtail.core.percentiles import KEYS
 if TYPE_CHECKING:
     from lowtail.analyze.document import LatencyFigures
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
+from lowtail.store.template import copy_template, discard_template, template_key
 
 with signals.held():
     # DuckDB's native module builds its enums in Python code that C++ calls (nanobind): a
@@ -59,11 +61,39 @@ def is_out_of_space(e: BaseException) -> bool:
     return isinstance(e, duckdb.Error) and _OUT_OF_SPACE in str(e)
 
 
+@functools.cache
 def _schema_files() -> list[tuple[str, str]]:
     """Every schema file, (name, SQL), in order; each is idempotent (CREATE ... IF NOT EXISTS)."""
     folder = resources.files("lowtail.store").joinpath("schema")
     files = sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
     return [(f.name, f.read_text()) for f in files]
+
+
+def _write_schema(con: Any, files: list[tuple[str, str]]) -> None:
+    """Apply schema files inside the caller's transaction, and record them as applied."""
+    # One statement list (a file's last statement needs no ";", a comment may end it):
+    # DuckDB parses it at once, a call per file cost a sixth more.
+    con.execute(";\n".join(sql for _, sql in files))
+    con.execute(
+        "INSERT INTO schema_files (name) SELECT unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING",
+        [[name for name, _ in files]],
+    )
+
+
+def _make_template(path: Path) -> None:
+    """An empty database with the whole schema and no identity, checkpointed on close."""
+    con = duckdb.connect(str(path))
+    try:
+        con.execute("BEGIN TRANSACTION")
+        _write_schema(con, _schema_files())
+        con.execute("COMMIT")
+    finally:
+        con.close()
+
+
+def _copy_template(path: Path) -> bool:
+    """Make the new database `path` as a copy of the schema's template (store/template.py)."""
+    return copy_template(path, template_key(duckdb.__version__, _schema_files()), _make_template)
 
 
 def _say(message: str) -> None:
@@ -130,6 +160,27 @@ class Store:
         if (read_only or not create) and not self.path.exists():
             raise UserError(f"{self.path}: no such database (run an analysis first, or pass --db)")
         self._created = not self.path.exists()
+        # A new database begins as a copy of the schema's template; it is then given its identity.
+        self._from_template = self._created and not read_only and _copy_template(self.path)
+        try:
+            self._open()
+        except (DiskFull, DatabaseBusy):
+            raise
+        except (UserError, Failure, duckdb.Error):
+            if not self._from_template:
+                raise
+            # The template is not a sound database (a damaged cache file): this database is
+            # made with the statements, and the template made again by the next new one.
+            self._make_without_template()
+
+    def _make_without_template(self) -> None:
+        self.close()
+        for made in (self.path, self.path.with_name(self.path.name + ".wal")):
+            made.unlink(missing_ok=True)
+        discard_template(template_key(duckdb.__version__, _schema_files()))
+        self._from_template = False
+        self.damage = None
+        self._schema_ready = False
         self._open()
 
     # -- the connection ----------------------------------------------------------------------------
@@ -189,7 +240,7 @@ class Store:
         there (no table of them yet), and a failed query costs DuckDB as much as a fifth of
         the schema itself. (Should another process have made the file meanwhile, applying
         the files again changes nothing: each is idempotent.)"""
-        if self._created and not self.read_only:
+        if self._created and not self.read_only and not self._from_template:
             return _schema_files()
         try:
             applied = {name for (name,) in self.con.execute("SELECT name FROM schema_files").fetchall()}
@@ -222,18 +273,13 @@ class Store:
         before it kept their list), and its identity when it has none."""
         con = self.con
         missing = self._missing_schema()
-        if not missing:
+        if not missing and not self._from_template:
             return
         self._making_schema = True
         try:
             with self.transaction():
-                # One statement list (a file's last statement needs no ";", a comment may end
-                # it): DuckDB parses it at once, a call per file cost a sixth more.
-                con.execute(";\n".join(sql for _, sql in missing))
-                con.execute(
-                    "INSERT INTO schema_files (name) SELECT unnest(?::VARCHAR[]) ON CONFLICT DO NOTHING",
-                    [[name for name, _ in missing]],
-                )
+                if missing:
+                    _write_schema(con, missing)
                 # The database's identity, given once (see store/datadir.py).
                 if con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
                     con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])

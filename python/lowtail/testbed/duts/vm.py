@@ -25,6 +25,7 @@ from pathlib import Path
 import msgspec
 
 from lowtail.core.errors import Failure, UserError
+from lowtail.core.files import cache_dir
 from lowtail.host.facts import split_isolcpus
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S, InterruptSample
 from lowtail.testbed.cores import DUT_RT_PRIORITY, CoreRoles, housekeeping_cores
@@ -54,7 +55,7 @@ from lowtail.testbed.duts.suricata import invalid_reasons as suricata_invalid_re
 from lowtail.testbed.process import make_realtime
 from lowtail.testbed.protocol import Testbed, dut_namespace, dut_ports
 from lowtail.testbed.system import ip, names_file
-from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, cache_dir, check_image_tools
+from lowtail.testbed.vm.image import GuestImage, ImageLayer, build_image, check_image_tools
 from lowtail.testbed.vm.kernels import FLAVOURS
 from lowtail.testbed.vm.qemu import (
     GUEST_BASE_CMDLINE,

@@ -31,6 +31,7 @@ import msgspec
 
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import Failure, UserError
+from lowtail.core.files import cache_dir
 from lowtail.testbed.system import tool
 from lowtail.testbed.vm.cpio import CpioWriter
 from lowtail.testbed.vm.kernels import GuestKernel, KernelDescription, guest_kernel
@@ -65,14 +66,6 @@ class ImageLayer:
     name: str
     programs: dict[str, Path]
     data: dict[str, bytes]
-
-
-def cache_dir() -> Path:
-    """Where guest kernels and images are kept: $LOWTAIL_CACHE_DIR, else the XDG cache."""
-    if os.environ.get("LOWTAIL_CACHE_DIR"):
-        return Path(os.environ["LOWTAIL_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "lowtail"
 
 
 class ImageInfo(TypedDict):
