@@ -62,7 +62,9 @@ def test_a_copy_of_the_template_is_the_database_the_statements_make(
     assert not list(tmp_path.glob("*.wal")), "nothing was left uncommitted"
 
 
-def test_a_damaged_template_costs_no_database_and_is_made_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_damaged_template_costs_no_database_and_is_made_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     cache = tmp_path / "cache"
     monkeypatch.setenv("LOWTAIL_CACHE_DIR", str(cache))
     identity(tmp_path / "first.duckdb")
