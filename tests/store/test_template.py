@@ -4,6 +4,8 @@ damaged or cannot be written must never cost a database."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -107,3 +109,28 @@ def test_a_database_path_that_exists_is_opened_not_replaced_by_the_template(
         assert con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = 'mine'").fetchone() == (1,)
     finally:
         con.close()
+
+
+def test_processes_making_one_new_database_at_once_share_one_whole_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each copy is linked into place whole: a process starting beside another never opens
+    a database half copied (it would be "cut short"), and all of them share one identity."""
+    monkeypatch.setenv("LOWTAIL_CACHE_DIR", str(tmp_path / "cache"))
+    identity(tmp_path / "makes-the-template.duckdb")
+    db = tmp_path / "shared.duckdb"
+    script = (
+        "import sys, pathlib; from lowtail.store import open_store\n"
+        "with open_store(pathlib.Path(sys.argv[1])) as s: print(s.database_id)\n"
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(db)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(6)
+    ]
+    results = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    assert [code for code, _, _ in results] == [0] * 6, [err for _, _, err in results]
+    assert len({out.strip() for _, out, _ in results}) == 1, "one database, one identity"
+    assert catalog(db) == catalog(tmp_path / "makes-the-template.duckdb")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == [], "no partial copy left"

@@ -273,7 +273,11 @@ class Store:
         before it kept their list), and its identity when it has none."""
         con = self.con
         missing = self._missing_schema()
-        if not missing and not self._from_template:
+        # A copy of the template has no identity yet, and another process may open it
+        # first (it found the file there): whichever writer opens it first gives it one.
+        # The connection holds DuckDB's lock on the file, so no other process is between
+        # the question and the answer.
+        if not missing and self._has_identity():
             return
         self._making_schema = True
         try:
@@ -281,10 +285,13 @@ class Store:
                 if missing:
                     _write_schema(con, missing)
                 # The database's identity, given once (see store/datadir.py).
-                if con.execute("SELECT count(*) FROM database_identity").fetchone()[0] == 0:
+                if not self._has_identity():
                     con.execute("INSERT INTO database_identity (database_id) VALUES (?)", [uuid.uuid4().hex])
         finally:
             self._making_schema = False
+
+    def _has_identity(self) -> bool:
+        return bool(self.con.execute("SELECT count(*) FROM database_identity").fetchone()[0])
 
     def _connect(self) -> Any:
         """duckdb.connect, waiting (LOCK_WAIT_S at most) while another process holds the file."""

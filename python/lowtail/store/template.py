@@ -45,19 +45,27 @@ def copy_template(target: Path, key: str, make: Callable[[Path], None]) -> bool:
     source = _template(key, make)
     if source is None:
         return False
+    # Copied whole under a hidden name, then linked into place: another process making the
+    # same database at the same moment sees no file or a whole one (the link fails if the
+    # name exists), never one half copied.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
     try:
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        partial.unlink(missing_ok=True)  # left by a killed process that had this pid
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
     except OSError:
-        # Another process made it meanwhile, or the place cannot be written: DuckDB opens
-        # it, or says why it cannot, in the caller's words.
+        # The place cannot be written: DuckDB says why, in the caller's words.
         return False
     try:
         with open(source, "rb") as src, os.fdopen(fd, "wb") as out:
             while chunk := src.read(1 << 20):
                 out.write(chunk)
+        os.link(partial, target)
     except OSError:
-        target.unlink(missing_ok=True)
+        # A full disk, a file system without links, or another process made it meanwhile:
+        # DuckDB opens what is there, or makes it.
         return False
+    finally:
+        _remove([partial])
     return True
 
 
