@@ -236,7 +236,8 @@ class Store:
 
     def _missing_schema(self) -> list[tuple[str, str]]:
         """The schema files this database lacks (a database made by an older lowtail); all of
-        them for a file this store has just made, without asking DuckDB: the question fails
+        them for a file this store has just made (not from the template: a copy of it is
+        asked, as any database), without asking DuckDB: the question fails
         there (no table of them yet), and a failed query costs DuckDB as much as a fifth of
         the schema itself. (Should another process have made the file meanwhile, applying
         the files again changes nothing: each is idempotent.)"""
