@@ -251,6 +251,18 @@ def test_pre_and_post_of_different_runs(tmp_path):
 def test_trim_longer_than_the_capture(tmp_path, good):
     p = run_cli("analyze", good.pre, good.post, "--trim", "5s", "--no-store")
     assert_clean_failure(p, 1, "trim", "--trim 0")
+    assert "the 5.000 s warm-up trim removes every packet: PRE spans only 299.900 ms" in p.stderr
+
+
+def test_one_capture_given_as_both_pre_and_post_is_refused(tmp_path, good):
+    """It matched every packet with itself and printed a latency of 0 ns for all, exit 0;
+    under another name (a hard link) too."""
+    link = tmp_path / "post-by-another-name.pcap"
+    os.link(good.pre, link)
+    for post in (good.pre, link):
+        p = analyze_cli(good.pre, post, db=tmp_path / "kept.duckdb")
+        assert_clean_failure(p, 2, "PRE and POST are the same file", "pre.pcap")
+    assert not (tmp_path / "kept.duckdb").exists(), "nothing was stored, no database made"
 
 
 @pytest.mark.parametrize(
@@ -259,6 +271,8 @@ def test_trim_longer_than_the_capture(tmp_path, good):
         (["--id-width", "3"], "--id-width"),
         (["--export", "series.xlsx"], ".parquet or .csv"),
         (["--max-latency", "soon"], "duration"),
+        # A horizon of 0 counted every packet lost (100 %), exit 0.
+        (["--max-latency", "0s"], "--max-latency must be more than 0"),
         (["--trim", "-1"], "--trim"),
         (["--id-endian", "middle"], "--id-endian"),
     ],

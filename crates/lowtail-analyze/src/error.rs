@@ -26,9 +26,9 @@ pub enum AnalyzeError {
     },
     /// The warm-up trim is longer than the PRE capture.
     #[error(
-        "the {:.3} s warm-up trim removes every packet: PRE spans only {:.3} s (use a smaller --trim, or --trim 0)",
-        *trim_ns as f64 / 1e9,
-        *span_ns as f64 / 1e9
+        "the {} warm-up trim removes every packet: PRE spans only {} (use a smaller --trim, or --trim 0)",
+        human_ns(*trim_ns),
+        human_ns(*span_ns)
     )]
     TrimRemovesAll {
         /// The trim asked for.
@@ -86,6 +86,9 @@ pub enum OptionsError {
         /// The value given.
         value: i64,
     },
+    /// A horizon of zero (or less): every packet would count as lost.
+    #[error("--max-latency must be more than 0 (a packet not found within it counts as lost), not {0} ns")]
+    MaxLatency(i64),
     /// A value above what the option can hold (a UDP port above 65535).
     #[error("--{} must be at most {max}, not {value}", option.replace('_', "-"))]
     TooLarge {
@@ -128,8 +131,9 @@ pub enum ExportError {
     Batch(#[from] arrow_schema::ArrowError),
 }
 
-/// A duration as a message shows it: "850 ns", "12.345 µs", "3.200 ms", "2.000 s".
-fn human_ns(ns: i64) -> String {
+/// A duration as a message shows it: "850 ns", "12.345 µs", "3.200 ms", "2.000 s" (the one
+/// formatter of this crate's messages and warnings).
+pub(crate) fn human_ns(ns: i64) -> String {
     let abs = ns.unsigned_abs();
     match abs {
         0..1_000 => format!("{ns} ns"),

@@ -80,6 +80,9 @@ impl AnalyzeOptions {
         if self.id_width != 4 && self.id_width != 8 {
             return Err(OptionsError::IdWidth(self.id_width as i64));
         }
+        if self.max_latency_ns <= 0 {
+            return Err(OptionsError::MaxLatency(self.max_latency_ns));
+        }
         for (option, value, max) in
             [("worst", self.worst, MAX_WORST), ("histogram_bins", self.histogram_bins, MAX_HISTOGRAM_BINS)]
         {
@@ -126,6 +129,15 @@ mod tests {
         assert_eq!(bad.check(), Err(OptionsError::IdWidth(3)));
         assert_eq!(bad.check().unwrap_err().to_string(), "--id-width must be 4 or 8, not 3");
         assert!(AnalyzeOptions::for_id_format(IdFormat::MoonSniff).check().is_ok());
+    }
+
+    #[test]
+    fn a_horizon_of_zero_is_refused() {
+        for ns in [0, -1, i64::MIN] {
+            let none = AnalyzeOptions { max_latency_ns: ns, ..AnalyzeOptions::default() };
+            assert_eq!(none.check(), Err(OptionsError::MaxLatency(ns)));
+        }
+        assert!(AnalyzeOptions { max_latency_ns: 1, ..AnalyzeOptions::default() }.check().is_ok());
     }
 
     #[test]

@@ -13,7 +13,7 @@ use lowtail_stats::{
     auto_bins, ExactHistogram, HdrRecorder, Quantile, SeriesSummary, TimeBlocks, WorstN, HEADLINE_PERCENTILES,
 };
 
-use crate::error::{AnalyzeError, ExportError};
+use crate::error::{human_ns, AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
 use crate::figures::{Analysis, FlowFigures, FlowsPart, LatencySummary};
 use crate::options::AnalyzeOptions;
@@ -523,16 +523,16 @@ fn collect_warnings(
     }
     if c.unmatched > 0 {
         warnings.push(format!(
-            "POST holds {} packets whose id PRE never sent within {:.1} s",
+            "POST holds {} packets whose id PRE never sent within {}",
             c.unmatched,
-            options.max_latency_ns as f64 / 1e9
+            human_ns(options.max_latency_ns)
         ));
     }
     if let (Some(pre_end), Some(post_end)) = (pre.summary.last_ts_ns, post.summary.last_ts_ns) {
         if post_end.saturating_add(options.max_latency_ns) < pre_end {
             warnings.push(format!(
-                "POST ends {:.3} s before PRE: packets sent after POST stopped count as lost",
-                pre_end.saturating_sub(post_end) as f64 / 1e9
+                "POST ends {} before PRE: packets sent after POST stopped count as lost",
+                human_ns(pre_end.saturating_sub(post_end))
             ));
         }
     }

@@ -116,13 +116,21 @@ def analyze_pair(
     do not need the interpreter): what the caller needs next, such as importing the store,
     is then done meanwhile. A thread of its own would hold the interpreter while it imports
     and delay the start of the analysis instead."""
+    found = []
     for name, path in (("PRE", pre), ("POST", post)):
         try:
-            os.stat(path)
+            found.append(os.stat(path))
         except FileNotFoundError:
             raise UserError(f"{name} capture {path}: no such file") from None
         except OSError as e:  # a name too long, a path through a file
             raise os_error(e, path, f"{name} capture") from None
+    if os.path.samestat(*found):
+        # Every packet would be matched with itself: a latency of 0 for all, said as figures.
+        raise UserError(
+            f"PRE and POST are the same file ({pre}"
+            + ("" if str(pre) == str(post) else f" and {post}")
+            + "): give the capture taken before the device and the one taken after it"
+        )
     analyzer = _native.Analyzer(str(pre), str(post), options)
     outcome = _Outcome()
 
