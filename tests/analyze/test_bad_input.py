@@ -405,3 +405,22 @@ def test_a_label_for_an_analysis_not_stored_is_refused(good):
     """Before: `analyze --no-store --label x` ran with exit 0 and the label went nowhere."""
     p = analyze_cli(good.pre, good.post, "--label", "x")
     assert_clean_failure(p, 2, "--label names the analysis in the database")
+
+
+def test_a_bare_number_that_names_an_analysis_is_said_how_to_name_it(tmp_path, good):
+    """After two `lowtail analyze` runs, `list` shows ids 1 and 2; `compare 1 2` reads a bare
+    number as an experiment and said only "no experiment with id 1, 2"."""
+    db = tmp_path / "two.duckdb"
+    other = synth(tmp_path, "other", seed=2, **SMALL)
+    for pair in (good, other):
+        assert analyze_cli(pair.pre, pair.post, db=db).returncode == 0
+    p = run_cli("compare", "1", "2", "--db", db)
+    assert_clean_failure(p, 2, "no experiment with id 1, 2 (there are analyses 1, 2: write analysis:1 analysis:2)")
+    p = run_cli("certify", "2", "--db", db)
+    assert_clean_failure(p, 2, "no experiment with id 2 (there is an analysis 2: write analysis:2)")
+    p = run_cli("model", "evt", "1", "--db", db)
+    assert_clean_failure(p, 2, "no run with id 1 (there is an analysis 1: write analysis:1)")
+    # Only when every id is one: no guess otherwise.
+    p = run_cli("compare", "1", "7", "--db", db)
+    assert_clean_failure(p, 2, "no experiment with id 1, 7")
+    assert "write" not in p.stderr

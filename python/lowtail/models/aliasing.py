@@ -462,7 +462,7 @@ def measured_worst(store: Store, text: str) -> tuple[AliasingMeasurement, ModelL
         raise UserError(f"--run {text!r}: give a run id (12 or run:12) or analysis:ID")
     keys: ModelLinks = {}
     if kind == "run":
-        r = run_figures(store, int(ident))
+        r = run_figures(store, int(ident), also=("analysis",))
         if r["analysis_id"] is None:
             raise UserError(f"run {ident} has no analysis")
         analysis_id, keys["run_id"] = r["analysis_id"], r["run_id"]

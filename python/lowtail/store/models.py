@@ -294,7 +294,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
     if store is None:
         raise UserError(f"{text}: a stored {kind} needs the database (--db)")
     if kind == "run":
-        run = run_figures(store, int(ident))
+        run = run_figures(store, int(ident), also=("analysis",))
         if run["analysis_id"] is None:
             raise UserError(f"run {ident} has no analysis (it failed or is still running): nothing to model")
         src = SeriesSource(

@@ -219,6 +219,32 @@ def missing_ids(store: Store, table: str, id_column: str, ids: list[int]) -> lis
     return [i for i in ids if i not in found]
 
 
+# What a stored id can name, as a selection writes it (`experiment:3`, `run:12`, `analysis:7`).
+_ID_KINDS = {
+    "experiment": ("experiments", "experiment_id"),
+    "run": ("runs", "run_id"),
+    "analysis": ("analyses", "analysis_id"),
+}
+_PLURAL = {"experiment": "experiments", "run": "runs", "analysis": "analyses"}
+
+
+def not_found(store: Store, kind: str, ids: list[int], also: tuple[str, ...] = ()) -> UserError:
+    """ "no run with id 3" — and when every id is one of another kind the command also takes
+    (`also`), how to name them: `compare 1 2` after two `lowtail analyze` runs, where a bare
+    number is an experiment, says "there are analyses 1, 2: write analysis:1 analysis:2"."""
+    listed = ", ".join(map(str, ids))
+    text = f"{store.path}: no {kind} with id {listed}"
+    for other in also:
+        if other != kind and not missing_ids(store, *_ID_KINDS[other], ids):
+            if len(ids) > 1:
+                there = f"there are {_PLURAL[other]} {listed}"
+            else:
+                there = f"there is {'an' if other[0] in 'aeiou' else 'a'} {other} {listed}"
+            text += f" ({there}: write {' '.join(f'{other}:{i}' for i in ids)})"
+            break
+    return UserError(text)
+
+
 def verdict_settings(store: Store, experiment_ids: list[int]) -> dict[int, dict[str, object]]:
     """The [verdict] table each experiment was stored with ({} where its file had none), as its
     file said it (`verdict.judge.parse_verdict` checks it)."""
@@ -264,8 +290,9 @@ def experiment_runs(store: Store, experiment_id: int) -> ExperimentRuns:
     )
 
 
-def run_figures(store: Store, run_id: int) -> RunRow:
-    """A run joined with the figures of its analysis (its DuT options and containment decoded)."""
+def run_figures(store: Store, run_id: int, also: tuple[str, ...] = ()) -> RunRow:
+    """A run joined with the figures of its analysis (its DuT options and containment decoded);
+    `also`: the other kinds of id the caller takes, named when the id is one of them."""
     doc = row_as_dict(
         store.con.execute(
             f"""SELECT r.run_id, r.experiment_id, r.dut_name, r.dut_kind, r.dut_config, r.containment, r.calibration,
@@ -277,7 +304,7 @@ def run_figures(store: Store, run_id: int) -> RunRow:
         )
     )
     if doc is None:
-        raise UserError(f"{store.path}: no run with id {run_id}")
+        raise not_found(store, "run", [int(run_id)], also)
     return _decoded_run(store, doc)
 
 

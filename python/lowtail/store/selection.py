@@ -123,7 +123,7 @@ def select(store: Store, words: list[str]) -> list[RunRow]:
     ):
         missing = runstore.missing_ids(store, table, column, ids)
         if missing:
-            raise UserError(f"{store.path}: no {what} with id {', '.join(map(str, missing))}")
+            raise runstore.not_found(store, what, missing, also=("analysis", "run", "experiment"))
     if sel.has_ids:
         rows = runstore.select_runs(store, sel.experiments, sel.runs, sel.analyses)
         rows += [analysis_as_run(a) for a in analysisstore.standalone_analyses(store, sel.analyses)]
