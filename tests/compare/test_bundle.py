@@ -343,3 +343,17 @@ def test_a_chain_runs_hops_travel_with_their_series_files(tmp_path):
     assert json.loads(lowtail("import", bundle, "--json", db=dst).stdout)["runs"] == [new_id]
     with open_store(dst, read_only=True) as store:
         assert store.con.execute("SELECT count(*) FROM run_hops").fetchone() == (2,)
+
+
+def test_a_bundle_of_one_analysis_is_said_in_words_that_fit_it(tmp_path):
+    """An analysis without its series, carried alone: the export said "analyses 1 have no
+    matched series", the import "experiment , 0 runs, 1 analysis"."""
+    pre, post = tmp_path / "pre.pcap", tmp_path / "post.pcap"
+    assert lowtail("synth", pre, post, "--packets", "3000").returncode == 0
+    assert lowtail("analyze", pre, post, "--trim", "0", db=tmp_path / "a.duckdb").returncode == 0
+    exported = lowtail("export", "analysis:1", "-o", tmp_path / "one.tar", db=tmp_path / "a.duckdb")
+    assert exported.returncode == 0, exported.stderr
+    assert "warning: analysis 1 has no matched series to carry" in exported.stderr
+    imported = lowtail("import", tmp_path / "one.tar", db=tmp_path / "b.duckdb")
+    assert imported.returncode == 0, imported.stderr
+    assert ": no experiment, 0 runs, 1 analysis (import 1;" in imported.stderr

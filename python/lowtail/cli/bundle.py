@@ -11,7 +11,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import Db
 from lowtail.cli._output import note, print_json, warn
 from lowtail.core.terminal import shown
-from lowtail.core.units import format_counted
+from lowtail.core.units import format_counted, format_named
 from lowtail.store import DEFAULT_DB
 from lowtail.store.selection import HELP as SELECTION_HELP
 
@@ -35,12 +35,14 @@ def export(
     manifest = export_bundle(db, list(selection), output)
     if manifest.series_missing:
         warn(
-            f"analyses {', '.join(map(str, manifest.series_missing))} have no matched series to carry: "
+            f"{format_named(manifest.series_missing, 'analysis', 'analyses')} "
+            f"{'has' if len(manifest.series_missing) == 1 else 'have'} no matched series to carry: "
             "a comparison elsewhere uses their stored figures only"
         )
     if manifest.traces_missing:
         warn(
-            f"runs {', '.join(map(str, manifest.traces_missing))} have lost their kernel traces: "
+            f"{format_named(manifest.traces_missing, 'run')} "
+            f"{'has' if len(manifest.traces_missing) == 1 else 'have'} lost their kernel traces: "
             "their explanations travel, but explaining them again elsewhere finds no trace"
         )
     if json_out:
@@ -78,21 +80,21 @@ def import_(
     if json_out:
         print_json(done)
         return
-    experiments = ", ".join(map(str, done["experiments"]))
+    experiments = format_named(done["experiments"], "experiment")
     if done["already"] and done["import_id"] is None:
         note(
-            f"every run of {bundle} is in this database already (experiment{'s' if len(done['experiments']) > 1 else ''} "
+            f"every run of {bundle} is in this database already ("
             f"{experiments}; brought by another bundle or measured here): nothing added"
         )
     elif done["already"]:
         note(
             f"{bundle} was imported before (import {done['import_id']}, {done['imported_at']:%Y-%m-%d %H:%M}) "
-            f"as experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}: nothing added"
+            f"as {experiments}: nothing added"
         )
     else:
         note(
             f"imported {bundle} from {shown(done['origin']['host'])} ({shown(done['origin']['database'])}): "
-            f"experiment{'s' if len(done['experiments']) > 1 else ''} {experiments}, "
+            f"{experiments}, "
             f"{format_counted(len(done['runs']), 'run')}, {format_counted(len(done['analyses']), 'analysis', 'analyses')} "
             f"(import {done['import_id']}; series in {done['data_dir']})"
         )

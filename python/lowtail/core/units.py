@@ -4,6 +4,7 @@ p-values as people read them: every formatter of figures lives here."""
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from fractions import Fraction
 
 from lowtail.core.errors import UserError
@@ -259,6 +260,13 @@ def format_count(n: int | None) -> str:
 def format_counted(n: int, noun: str, plural: str | None = None) -> str:
     """A count with its noun in the number it takes: "1 experiment", "30 runs", "3 analyses"."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def format_named(ids: Sequence[int], noun: str, plural: str | None = None) -> str:
+    """Ids with their noun in the number it takes: "experiment 3", "analyses 1, 2", "no run"."""
+    if not ids:
+        return f"no {noun}"
+    return f"{noun if len(ids) == 1 else plural or noun + 's'} {', '.join(map(str, ids))}"
 
 
 def format_percent(fraction: float, spec: str = ".3g") -> str:
