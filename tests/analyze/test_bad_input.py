@@ -236,8 +236,9 @@ def test_id_options_matching_nothing_exit_non_zero(tmp_path):
 
 def test_non_udp_traffic_only(tmp_path):
     frames = [(k * 1000, craft.tcp_frame()) for k in range(50)]
-    (tmp_path / "tcp.pcap").write_bytes(craft.pcap(frames))
-    assert_clean_failure(analyze_cli(tmp_path / "tcp.pcap", tmp_path / "tcp.pcap"), 1, "no UDP")
+    for side in ("pre", "post"):
+        (tmp_path / f"tcp-{side}.pcap").write_bytes(craft.pcap(frames))
+    assert_clean_failure(analyze_cli(tmp_path / "tcp-pre.pcap", tmp_path / "tcp-post.pcap"), 1, "no UDP")
 
 
 def test_pre_and_post_of_different_runs(tmp_path):

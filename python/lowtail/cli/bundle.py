@@ -40,11 +40,12 @@ def export(
             "a comparison elsewhere uses their stored figures only"
         )
     if manifest.traces_missing:
-        warn(
-            f"{format_named(manifest.traces_missing, 'run')} "
-            f"{'has' if len(manifest.traces_missing) == 1 else 'have'} lost their kernel traces: "
-            "their explanations travel, but explaining them again elsewhere finds no trace"
-        )
+        runs = format_named(manifest.traces_missing, "run")
+        if len(manifest.traces_missing) == 1:
+            said = "has lost its kernel trace: its explanation travels, but explaining it again"
+        else:
+            said = "have lost their kernel traces: their explanations travel, but explaining them again"
+        warn(f"{runs} {said} elsewhere finds no trace")
     if json_out:
         import msgspec
 
