@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.core.errors import UserError
+from lowtail.core.units import format_named
 from lowtail.experiment.document import ExperimentListRow
 from lowtail.store.analyses import save_analysis
 from lowtail.store.codec import (
@@ -236,10 +237,8 @@ def not_found(store: Store, kind: str, ids: list[int], also: tuple[str, ...] = (
     text = f"{store.path}: no {kind} with id {listed}"
     for other in also:
         if other != kind and not missing_ids(store, *_ID_KINDS[other], ids):
-            if len(ids) > 1:
-                there = f"there are {_PLURAL[other]} {listed}"
-            else:
-                there = f"there is {'an' if other[0] in 'aeiou' else 'a'} {other} {listed}"
+            named = format_named(ids, other, _PLURAL[other])
+            there = f"there are {named}" if len(ids) > 1 else f"there is {'an' if other[0] in 'aeiou' else 'a'} {named}"
             text += f" ({there}: write {' '.join(f'{other}:{i}' for i in ids)})"
             break
     return UserError(text)

@@ -90,8 +90,9 @@ def _template(key: str, make: Callable[[Path], None]) -> Path | None:
             raise OSError("the template was not checkpointed")
         os.replace(partial, path)
     except Exception:  # noqa: BLE001 — any failure: the database is made the usual way
-        _remove(leftovers)
         return None
+    finally:
+        _remove(leftovers)  # whatever ended it (a stop signal too); none once renamed
     _prune(folder, keep=path)
     return path
 
