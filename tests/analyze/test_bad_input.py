@@ -421,6 +421,9 @@ def test_a_bare_number_that_names_an_analysis_is_said_how_to_name_it(tmp_path, g
     assert_clean_failure(p, 2, "no experiment with id 2 (there is an analysis 2: write analysis:2)")
     p = run_cli("model", "evt", "1", "--db", db)
     assert_clean_failure(p, 2, "no run with id 1 (there is an analysis 1: write analysis:1)")
+    # explain takes runs alone (it reads their kernel trace): it says why an analysis will not do.
+    p = run_cli("explain", "2", "--db", db)
+    assert_clean_failure(p, 2, "no run with id 2 (analysis 2 is of captures alone: explain reads the kernel trace")
     # Only when every id is one: no guess otherwise.
     p = run_cli("compare", "1", "7", "--db", db)
     assert_clean_failure(p, 2, "no experiment with id 1, 7")

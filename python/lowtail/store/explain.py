@@ -11,6 +11,7 @@ from lowtail.core.terminal import shown
 from lowtail.explain.document import ExplainDocument
 from lowtail.store.codec import EXPLANATION, RUN_TRACE
 from lowtail.store.db import Store, as_id
+from lowtail.store.runs import missing_ids
 from lowtail.trace.document import TraceDocument
 
 
@@ -144,5 +145,8 @@ def run_id_of(store: Store, text: str) -> int:
         raise UserError(f"{shown(repr(text))} is not a run id (a number in ASCII digits, or 'latest')")
     found = store.con.execute("SELECT count(*) FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if not found or not found[0]:
-        raise UserError(f"{store.path}: no run with id {run_id}")
+        why = ""
+        if not missing_ids(store, "analyses", "analysis_id", [run_id]):  # `explain 1` after `analyze`
+            why = f" (analysis {run_id} is of captures alone: explain reads the kernel trace `lowtail run` records)"
+        raise UserError(f"{store.path}: no run with id {run_id}{why}")
     return run_id
