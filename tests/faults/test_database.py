@@ -212,11 +212,23 @@ def test_a_block_that_fails_its_checksum_is_damage_not_an_internal_error(pair, t
 @pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
 def test_recover_copies_what_a_damaged_database_still_holds(pair, cut_short, tmp_path):
     new = tmp_path / "new.duckdb"
+    con = duckdb.connect(str(cut_short), read_only=True)
+    try:
+        identity = con.execute("SELECT database_id FROM database_identity").fetchall()
+    finally:
+        con.close()
     done = run_cli("recover", cut_short, new, "--json", cwd=tmp_path)
     assert done.returncode in (0, 3), done.stderr
     tables = {t["table"]: t for t in json.loads(done.stdout)}
     assert tables["analyses"]["copied"] == tables["analyses"]["rows"] == 2
     assert "schema_files" not in tables  # the new database's own list, not data to copy
+    # It keeps the damaged database's identity (its experiments' folders are claimed under
+    # it), one row: before, a new identity was made and the old one copied beside it.
+    con = duckdb.connect(str(new), read_only=True)
+    try:
+        assert con.execute("SELECT database_id FROM database_identity").fetchall() == identity
+    finally:
+        con.close()
     lost = sum(t["rows"] - t["copied"] for t in tables.values())
     assert (done.returncode == 3) == (lost > 0)
     listed = run_cli("list", "--db", new, "--json")

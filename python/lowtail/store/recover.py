@@ -55,11 +55,25 @@ def recover(damaged: str | Path, target: str | Path) -> list[TableCopy]:
             ).fetchall()
             if t != "schema_files"
         ]
+        _take_the_damaged_identity(new)
         # Each range is its own transaction: a failed read must not abort what was copied.
         copies = [_copy_table(new, table) for table in tables]
         _continue_sequences(new)
         new.con.execute("DETACH damaged")
     return copies
+
+
+def _take_the_damaged_identity(store: Store) -> None:
+    """The recovered database is the damaged one's data, and its experiments' folders are
+    claimed under the damaged one's identity (store/datadir.py): it keeps that identity (the
+    copy below brings it), instead of a new one beside it — two rows, read as whichever came
+    first. A damaged database without a readable identity leaves the new one."""
+    try:
+        (readable,) = store.con.raw.execute("SELECT count(*) FROM damaged.database_identity").fetchone()
+    except duckdb.Error:
+        return
+    if readable:
+        store.con.execute("DELETE FROM database_identity")
 
 
 def _columns(store: Store, database: str, table: str) -> list[str]:
