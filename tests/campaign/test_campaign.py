@@ -187,15 +187,29 @@ def test_unpaired_and_unreadable_captures_are_named_and_the_rest_analysed(tmp_pa
     (data / "lonely-pre.pcap").write_bytes((data / "run00-pre.pcap").read_bytes())
     (data / "broken-pre.pcap").write_bytes(b"this is not a capture at all")
     (data / "broken-post.pcap").write_bytes(b"neither is this")
+    # One capture as both sides: it matched every packet with itself (0 ns) and was stored.
+    (data / "twin-pre.pcap").symlink_to("run00-pre.pcap")
+    (data / "twin-post.pcap").symlink_to("run00-pre.pcap")
     code, doc, err = finish(campaign(str(data), "--scheduler", cluster.address, db=db))
     assert code == 3, err
     assert doc["partial"]
     check_every_pair_once(doc, truth, db)
     failed = {f["name"]: f["error"] for f in doc["failed"]}
-    assert set(failed) == {"lonely", "broken"}
+    assert set(failed) == {"lonely", "broken", "twin"}
     assert "no POST capture" in failed["lonely"]
     assert "broken-pre.pcap" in failed["broken"]
+    assert "PRE and POST are the same file" in failed["twin"]
     assert "lonely" in err and "broken" in err and "Traceback" not in err
+    # In words: each pair's figures with their unit, the counts in the number they take.
+    words = subprocess.run(
+        [str(BIN / "lowtail"), "campaign", "analyze", str(data), "--trim", "0", "--db", str(db)]
+        + ["--scheduler", cluster.address],
+        capture_output=True,
+        text=True,
+    )
+    assert words.returncode == 3, words.stderr
+    assert "run00: analysis " in words.stderr and " µs, max " in words.stderr, words.stderr
+    assert ": 2 pairs stored (2 before this run), 3 failed, on 2 workers" in words.stderr, words.stderr
 
     # --from-db: the stored pairs again, under other options (a new identity, so analysed anew)
     code, again, err = finish(

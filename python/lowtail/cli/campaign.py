@@ -18,6 +18,7 @@ from lowtail.cli._options import Db, duration_info
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
 from lowtail.core.errors import Interrupted, UserError
+from lowtail.core.units import format_counted, format_ns
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -130,10 +131,12 @@ def _render(result: CampaignResult, db: Path, json_out: bool) -> None:
             lat = p["latency_ns"] or {}
             note(
                 f"{p['name']}: analysis {p['analysis_id']}, {p['sent']:,} sent, {p['lost']:,} lost, "
-                f"p50 {lat.get('p50')} ns, max {lat.get('max')} ns" + (" (stored before)" if p["resumed"] else "")
+                f"p50 {format_ns(lat.get('p50'))}, max {format_ns(lat.get('max'))}"
+                + (" (stored before)" if p["resumed"] else "")
             )
         note(
-            f"campaign {result.campaign_id}: {len(result.pairs)} pairs stored ({resumed} before this run), "
-            f"{len(result.failed)} failed, on {len(result.workers)} workers; in {db}"
+            f"campaign {result.campaign_id}: {format_counted(len(result.pairs), 'pair')} stored "
+            f"({resumed} before this run), {len(result.failed)} failed, "
+            f"on {format_counted(len(result.workers), 'worker')}; in {db}"
         )
     raise typer.Exit(Interrupted.exit_code if result.interrupted else EXIT_PARTIAL if result.partial else EXIT_OK)
