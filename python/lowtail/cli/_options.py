@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -88,6 +89,36 @@ class SpecType(click.ParamType[Any]):
             return self.reader(value)
         except UserError as e:
             self.fail(str(e), param, ctx)
+
+
+# A stored name is shown in tables, lists and pages: one line, short enough to read.
+LABEL_MAX_CHARACTERS = 200
+
+
+class LabelType(click.ParamType[str]):
+    """A name for a stored result (`--label`): one line of at most `LABEL_MAX_CHARACTERS`
+    printable characters. A newline split every table row it was shown in, and a control
+    character is nothing a reader can see."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        text = str(value)
+        if not text.strip():
+            self.fail("give a name (it is empty)", param, ctx)
+        if any(unicodedata.category(c) == "Cc" for c in text):
+            self.fail(
+                "a name is one line of text, without control characters (a newline, a tab, an escape)", param, ctx
+            )
+        if len(text) > LABEL_MAX_CHARACTERS:
+            self.fail(f"a name of at most {LABEL_MAX_CHARACTERS} characters, not {len(text):,}", param, ctx)
+        return text
+
+
+def label_info(help: str) -> Any:
+    """The `--label` option of a command that stores a result (`LabelType`), for
+    `Annotated[str | None, label_info(...)] = None`."""
+    return typer.Option("--label", click_type=LabelType(), help=help)
 
 
 def unit_info(name: str, kind: str, default: Any, help: str, many: bool = False, whole: bool = True) -> Any:

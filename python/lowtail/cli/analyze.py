@@ -12,7 +12,7 @@ from lowtail.analyze.flows import DEFAULT_FLOW_KEY, FLOW_KEYS, for_printing, par
 from lowtail.analyze.pair import SHOWN_WORST, AnalyzeOptions, analyze_options, worst_first
 from lowtail.analyze.stored import AnalyzeOutcome, AnalyzeRequest, analyze_and_store
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, duration_info, unit_info, verdict_request
+from lowtail.cli._options import Db, duration_info, label_info, unit_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.core import series
@@ -126,7 +126,7 @@ KeepSeries = Annotated[
         "`lowtail compare` pools and bounds; --no-series keeps only the figures.",
     ),
 ]
-Label = Annotated[str | None, typer.Option(help="A name for this analysis in the database.")]
+Label = Annotated[str | None, label_info("A name for this analysis in the database.")]
 Report = Annotated[Path | None, typer.Option(help="Also write an HTML report to this file.")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print one JSON document instead of tables.")]
 

@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, duration_info, verdict_request
+from lowtail.cli._options import Db, duration_info, label_info, verdict_request
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core.virtualization import TCG_WARNING
@@ -62,7 +62,7 @@ Floor = Annotated[
         help="Read every configuration against the calibration runs of this experiment [default: each run's own]."
     ),
 ]
-Label = Annotated[str | None, typer.Option(help="A name for the stored comparison.")]
+Label = Annotated[str | None, label_info("A name for the stored comparison.")]
 Output = Annotated[Path | None, typer.Option("--output", "-o", help="Also write the comparison's HTML page here.")]
 StoreComparison = Annotated[
     bool,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, SpecType, duration_info, unit_info
+from lowtail.cli._options import Db, SpecType, duration_info, label_info, unit_info
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out, print_json, warn
 from lowtail.core import series
 from lowtail.core.errors import UserError
@@ -35,6 +35,7 @@ model_app = typer.Typer(
 app.add_typer(model_app, name="model")
 
 JSON_HELP = "Print one JSON document instead of tables."
+ModelLabel = Annotated[str | None, label_info("A name for the stored result.")]
 PLOT_HELP = "Write the plot to this PNG file."
 
 
@@ -147,7 +148,7 @@ def overload(
     ),
     db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: str | None = typer.Option(None, help="A name for the stored result."),
+    label: ModelLabel = None,
     plot: Path | None = typer.Option(None, help=PLOT_HELP),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -263,7 +264,7 @@ def evt(
     ] = None,
     db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: str | None = typer.Option(None, help="A name for the stored result."),
+    label: ModelLabel = None,
     plot: Path | None = typer.Option(None, help="Write the return-level and QQ plots to this PNG file."),
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
@@ -315,7 +316,7 @@ def flows(
     min_exceedances: int = typer.Option(30, help="Fewest exceedances a flow's fit is made from."),
     db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: str | None = typer.Option(None, help="A name for the stored result."),
+    label: ModelLabel = None,
     json_out: bool = typer.Option(False, "--json", help=JSON_HELP),
 ) -> None:
     """`lowtail model flows`: each flow's tail, estimated and verified."""
@@ -339,7 +340,6 @@ def flows(
 # The options of `lowtail model aliasing` and `lowtail model simulate`, each declared once;
 # with Annotated the default follows `=` in the signature.
 StoreResult = Annotated[bool, typer.Option(help="Store the result in the database.")]
-Label = Annotated[str | None, typer.Option(help="A name for the stored result.")]
 Plot = Annotated[Path | None, typer.Option(help=PLOT_HELP)]
 JsonOut = Annotated[bool, typer.Option("--json", help=JSON_HELP)]
 
@@ -546,7 +546,7 @@ def simulate(
     export: SimulateExport = None,
     db: Db = DEFAULT_DB,
     store: StoreResult = True,
-    label: Label = None,
+    label: ModelLabel = None,
     plot: Plot = None,
     json_out: JsonOut = False,
 ) -> None:

@@ -10,7 +10,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, duration_info
+from lowtail.cli._options import Db, duration_info, label_info
 from lowtail.cli._output import note, out, print_json, warn
 from lowtail.core.units import format_ns, format_ns_per_s
 from lowtail.host.interrupts import DEFAULT_INTERVAL_S
@@ -63,7 +63,7 @@ def noise(
     ),
     db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the result in the database."),
-    label: str | None = typer.Option(None, help="A name for this probe in the database."),
+    label: Annotated[str | None, label_info("A name for this probe in the database.")] = None,
     report: Path | None = typer.Option(None, help="Also write an HTML report to this file."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document instead of tables."),
 ) -> None:
