@@ -20,7 +20,7 @@ from lowtail.analyze.document import AnalysisDocument, LatencyFigures
 from lowtail.analyze.pair import AnalyzeOptions, ProgressCallback, analyze_pair, measured_rate
 from lowtail.core import files, series, signals
 from lowtail.core.errors import Failure, Interrupted, UserError
-from lowtail.core.files import write_result
+from lowtail.core.files import remove_database, write_result
 from lowtail.store import DatabaseBusy
 from lowtail.verdict.judge import DEFAULT_CONFIDENCE, Verdict
 
@@ -125,8 +125,7 @@ class OpenedEarly:
             self.store.close()
             self.store = None
         if self.made:
-            for leftover in (self.db, self.db.with_name(self.db.name + ".wal")):
-                leftover.unlink(missing_ok=True)
+            remove_database(self.db)
 
 
 def analyze_and_store(

@@ -164,10 +164,10 @@ def write_atomically(path: str | Path, write: Callable[[Path], None], what: str 
         write(tmp)
         tmp.replace(path)
     except OSError as e:
-        _discard(tmp)
+        discard(tmp)
         raise os_error(e, path, what) from None
     except BaseException:
-        _discard(tmp)
+        discard(tmp)
         raise
     return path
 
@@ -185,11 +185,25 @@ def write_result(path: str | Path, data: str | bytes, what: str = "") -> Path:
     return write_atomically(path, write, what)
 
 
-def _discard(path: Path) -> None:
+def discard(path: Path) -> None:
+    """Remove `path` if it is there; a file that cannot be removed (a name too long to have
+    been made, a place that cannot be changed) is left as it is: the caller is tidying up."""
     try:
         path.unlink(missing_ok=True)
     except OSError:
-        pass  # a name too long to create was never made
+        pass
+
+
+def database_files(db: Path) -> tuple[Path, Path]:
+    """A DuckDB database file and the write-ahead log DuckDB keeps beside it."""
+    return db, db.with_name(db.name + ".wal")
+
+
+def remove_database(db: Path) -> None:
+    """Remove a database a command made, with its write-ahead log; what cannot be removed is
+    left (the caller is tidying up after an error it is about to raise)."""
+    for made in database_files(db):
+        discard(made)
 
 
 def copy_input(path: str | Path, target: Path, what: str, limit: int) -> None:

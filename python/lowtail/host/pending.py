@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from lowtail.core import signals
+from lowtail.core.files import discard
 from lowtail.core.processes import is_alive, process_start_time
 
 STATE_DIR = Path(os.environ.get("LOWTAIL_UNDO_STATE_DIR", "/run/lowtail/undo"))
@@ -59,18 +60,12 @@ def hold(undo_file: Path, command: str) -> None:
             tmp.write_text(json.dumps(asdict(entry)))
             tmp.replace(marker)
     except OSError:
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+        discard(tmp)
 
 
 def release(undo_file: Path) -> None:
     """The changes of `undo_file` are undone, or kept on purpose: no longer in flight."""
-    try:
-        _marker(undo_file).unlink(missing_ok=True)
-    except OSError:
-        pass
+    discard(_marker(undo_file))
 
 
 def _load(marker: Path) -> InFlight | None:
@@ -102,10 +97,7 @@ def pending() -> list[InFlight]:
         if entry is None or entry.owner_alive():
             continue
         if not Path(entry.undo_file).is_file():
-            try:
-                marker.unlink(missing_ok=True)
-            except OSError:
-                pass
+            discard(marker)
             continue
         found.append(entry)
     return found

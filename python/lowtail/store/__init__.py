@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lowtail.core.files import remove_database
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 
 if TYPE_CHECKING:
@@ -69,8 +70,7 @@ def made_whole_or_not_at_all(db: DbPath) -> Iterator[None]:
         yield
     except BaseException:
         if made and _holds_nothing(path):
-            for leftover in (path, path.with_name(path.name + ".wal")):
-                leftover.unlink(missing_ok=True)
+            remove_database(path)
         raise
 
 

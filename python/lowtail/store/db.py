@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from lowtail.core import schema, signals
 from lowtail.core.errors import DiskFull, Failure, UserError
-from lowtail.core.files import DUCKDB_MAGIC, DUCKDB_MAGIC_AT, special_kind
+from lowtail.core.files import DUCKDB_MAGIC, DUCKDB_MAGIC_AT, database_files, remove_database, special_kind
 from lowtail.core.percentiles import KEYS
 
 if TYPE_CHECKING:
@@ -175,8 +175,7 @@ class Store:
 
     def _make_without_template(self) -> None:
         self.close()
-        for made in (self.path, self.path.with_name(self.path.name + ".wal")):
-            made.unlink(missing_ok=True)
+        remove_database(self.path)
         discard_template(template_key(duckdb.__version__, _schema_files()))
         self._from_template = False
         self.damage = None
@@ -383,7 +382,7 @@ class Store:
         """After a full disk: a database this store created (and never filled) is removed,
         and so is an empty write-ahead log: no 0-byte or header-only file stays behind."""
         self.close()
-        wal = self.path.with_name(self.path.name + ".wal")
+        _, wal = database_files(self.path)
         try:
             if self._created:
                 self.path.unlink(missing_ok=True)

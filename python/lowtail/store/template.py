@@ -25,7 +25,7 @@ import stat
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from lowtail.core.files import cache_dir
+from lowtail.core.files import cache_dir, database_files, discard
 
 TEMPLATES = "store-templates"
 
@@ -81,7 +81,7 @@ def _template(key: str, make: Callable[[Path], None]) -> Path | None:
     if _regular_file(path):
         return path
     partial = folder / f".{key}.{os.getpid()}.partial"
-    leftovers = (partial, partial.with_name(partial.name + ".wal"))
+    leftovers = database_files(partial)
     try:
         folder.mkdir(parents=True, exist_ok=True)
         _remove(leftovers)
@@ -98,12 +98,8 @@ def _template(key: str, make: Callable[[Path], None]) -> Path | None:
 
 
 def _remove(paths: Iterable[Path]) -> None:
-    """Remove what exists of `paths`; a cache that cannot be changed is left as it is."""
     for path in paths:
-        try:
-            path.unlink(missing_ok=True)
-        except OSError:
-            pass
+        discard(path)
 
 
 def _regular_file(path: Path) -> bool:
