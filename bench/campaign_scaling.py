@@ -11,56 +11,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-BIN = Path(sys.executable).parent
-
-
-class LocalDask:
-    """`dask scheduler` and `workers` × `dask worker` on localhost, stopped on exit."""
-
-    def __init__(self, workdir: Path, workers: int):
-        self.workdir = workdir
-        self.count = workers
-        self.procs: list[subprocess.Popen] = []
-
-    def __enter__(self) -> LocalDask:
-        scheduler_file = Path(tempfile.mkdtemp(dir=self.workdir)) / "scheduler.json"
-        self._start(["scheduler", "--port", "0", "--no-dashboard", "--scheduler-file", str(scheduler_file)])
-        deadline = time.monotonic() + 60
-        while not scheduler_file.exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("dask scheduler did not start within 60 s")
-            time.sleep(0.1)
-        self.address = json.loads(scheduler_file.read_text())["address"]
-        for i in range(self.count):
-            self._start(
-                ["worker", "--scheduler-file", str(scheduler_file), "--nthreads", "1", "--no-nanny", "--no-dashboard"]
-                + ["--name", f"bench-{i}"]
-            )
-        from distributed import Client
-
-        with Client(self.address, timeout="30s") as c:
-            c.wait_for_workers(self.count, timeout=120)
-        return self
-
-    def _start(self, args: list[str]) -> None:
-        self.procs.append(
-            subprocess.Popen([str(BIN / "dask"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        )
-
-    def __exit__(self, *exc: object) -> None:
-        for p in reversed(self.procs):
-            p.terminate()
-        for p in self.procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+from local_dask import LocalDask
 
 
 def timed_campaign(lowtail: str, directory: Path, address: str, workdir: Path) -> tuple[float, dict]:

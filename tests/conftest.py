@@ -10,9 +10,15 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import tempfile
+from pathlib import Path
 
 import pytest
+
+# The benchmark's helpers live in bench/ (run as scripts there); the tests of the benchmark and
+# the tests that start a local Dask cluster (bench/local_dask.py) import them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 # The suite shares its host with other engineers' runs: what their killed commands left is not
 # a test's output. The tests of those notices (tests/faults/test_leftover_notices.py) set it to 1.

@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from local_dask import LocalDask
 from lowtail import _native
 
 BIN = Path(sys.executable).parent
@@ -35,58 +36,9 @@ def synth_pairs(directory: Path, count: int = PAIRS, packets: int = PACKETS) -> 
     return truth
 
 
-class Cluster:
-    """A scheduler and workers as separate processes, stopped (killed) at the end."""
-
-    def __init__(self, tmp: Path, workers: int):
-        self.file = tmp / "scheduler.json"
-        self.procs: list[subprocess.Popen] = []
-        self.scheduler = self._start(["scheduler", "--port", "0", "--no-dashboard", "--scheduler-file", str(self.file)])
-        deadline = time.monotonic() + 30
-        while not self.file.exists() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        self.address = json.loads(self.file.read_text())["address"]
-        self.workers = [
-            self._start(
-                [
-                    "worker",
-                    "--scheduler-file",
-                    str(self.file),
-                    "--nthreads",
-                    "1",
-                    "--no-nanny",
-                    "--no-dashboard",
-                    "--name",
-                    f"w{i}",
-                    "--death-timeout",
-                    "10",
-                ]
-            )
-            for i in range(workers)
-        ]
-        self._wait_for_workers(workers)
-
-    def _start(self, args: list[str]) -> subprocess.Popen:
-        p = subprocess.Popen([str(BIN / "dask"), *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        self.procs.append(p)
-        return p
-
-    def _wait_for_workers(self, n: int) -> None:
-        from distributed import Client
-
-        with Client(self.address, timeout="20s") as c:
-            c.wait_for_workers(n, timeout=60)
-
-    def stop(self) -> None:
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-
-
 @pytest.fixture
 def cluster(tmp_path):
-    c = Cluster(tmp_path, workers=2)
+    c = LocalDask(tmp_path, workers=2, death_timeout=10)
     yield c
     c.stop()
 
