@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lowtail.cli._options import LABEL_MAX_CHARACTERS, LabelType
+from lowtail.cli._options import LabelType
+from lowtail.core.labels import LABEL_MAX_CHARACTERS
 from test_units import _commands, _invoke
 
 LABEL_OPTIONS = sorted(
@@ -70,3 +71,34 @@ def test_any_text_is_a_label_or_one_clear_refusal(text):
         assert kind.convert(text, None, None) == text and fits
     except click.BadParameter as e:
         assert not fits and "\n" not in e.message
+
+
+@pytest.mark.parametrize("label", ["two\nlines", "", "x" * (LABEL_MAX_CHARACTERS + 1), "tab\there"])
+def test_the_python_api_refuses_the_labels_the_command_line_refuses(label, tmp_path):
+    """`lowtail.open(db).simulate(label=...)` (and compare, evt, overload) ask the same rule as
+    `--label`, before anything runs or is stored."""
+    import lowtail
+    from lowtail.core.errors import UserError
+    from lowtail.store import open_store
+
+    open_store(tmp_path / "db.duckdb").close()
+    db = lowtail.open(tmp_path / "db.duckdb")
+    with pytest.raises(UserError, match="label") as refused:
+        db.simulate(label=label)
+    assert "\n" not in str(refused.value)
+    with pytest.raises(UserError, match="label"):
+        db.compare("analysis:1", label=label)  # refused before the selection is looked up
+    with open_store(tmp_path / "db.duckdb", read_only=True) as store:
+        assert store.con.execute("SELECT count(*) FROM model_results").fetchone() == (0,)
+
+
+def test_a_good_label_is_stored_as_given_through_the_api(tmp_path):
+    import lowtail
+    from lowtail.models.simulate import SimulateOptions
+    from lowtail.store import open_store
+
+    open_store(tmp_path / "db.duckdb").close()
+    doc = lowtail.open(tmp_path / "db.duckdb").simulate(SimulateOptions(packets=2_000), label="fifo — 2 µs service")
+    with open_store(tmp_path / "db.duckdb", read_only=True) as store:
+        stored = store.con.execute("SELECT label FROM model_results WHERE model_id = ?", [doc["model_id"]]).fetchone()
+    assert stored == ("fifo — 2 µs service",)

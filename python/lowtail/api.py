@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from lowtail.analyze.document import latency_of
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
+from lowtail.core.labels import checked_label
 from lowtail.store import axes
 
 if TYPE_CHECKING:
@@ -259,6 +260,7 @@ class Database:
         from lowtail.store import comparisons as comparestore
         from lowtail.verdict.judge import VerdictRequest
 
+        label = checked_label(label)
         opts = CompareOptions(
             by=[b.strip() for b in by.split(",")] if isinstance(by, str) else by,
             verdict=VerdictRequest.parse(budget, percentile, confidence=confidence),
@@ -294,6 +296,7 @@ class Database:
         model overload --json` prints it (`model_id` set once stored)."""
         from lowtail.models.overload import overload_and_store
 
+        label = checked_label(label)
         with self._store(write=store) as s:
             return overload_and_store(s, options, save=store, label=label)
 
@@ -316,6 +319,7 @@ class Database:
         """The EVT tail model of a run (its id, "run:12"), "analysis:7" or a Parquet series file."""
         from lowtail.models.evt import evt_and_store
 
+        label = checked_label(label)
         with self._store(write=store) as s:
             return evt_and_store(s, str(source), options, rate_pps=rate_pps, save=store, label=label)
 
@@ -334,6 +338,7 @@ class Database:
         lowtail-fwd run when `options.run` names one)."""
         from lowtail.models.simulate import SimulateOptions, simulate_and_store
 
+        label = checked_label(label)
         with self._store(write=store) as s:
             return simulate_and_store(s, options or SimulateOptions(), save=store, label=label)
 

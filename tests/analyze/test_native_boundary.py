@@ -67,6 +67,8 @@ def test_options_are_read_only():
         ({"id_format": "pcap"}, "unknown id format"),
         ({"worst": -1}, "--worst must be at least 0"),
         ({"udp_port": 70000}, "--udp-port must be at most 65535"),
+        ({"trim_ns": -1}, "--trim must be at least 0, not -1"),
+        ({"max_latency_ns": 0}, "--max-latency must be more than 0"),
     ],
 )
 def test_bad_options_raise_the_options_class(values, needle):

@@ -83,6 +83,11 @@ impl AnalyzeOptions {
         if self.max_latency_ns <= 0 {
             return Err(OptionsError::MaxLatency(self.max_latency_ns));
         }
+        // A warm-up before the first packet means nothing: the CLI's durations cannot be
+        // negative, and the library's callers get the same refusal.
+        if self.trim_ns < 0 {
+            return Err(OptionsError::Negative { option: "trim", value: self.trim_ns });
+        }
         for (option, value, max) in
             [("worst", self.worst, MAX_WORST), ("histogram_bins", self.histogram_bins, MAX_HISTOGRAM_BINS)]
         {
@@ -138,6 +143,13 @@ mod tests {
             assert_eq!(none.check(), Err(OptionsError::MaxLatency(ns)));
         }
         assert!(AnalyzeOptions { max_latency_ns: 1, ..AnalyzeOptions::default() }.check().is_ok());
+    }
+
+    #[test]
+    fn a_negative_warm_up_is_refused() {
+        let early = AnalyzeOptions { trim_ns: -1, ..AnalyzeOptions::default() };
+        assert_eq!(early.check(), Err(OptionsError::Negative { option: "trim", value: -1 }));
+        assert!(AnalyzeOptions { trim_ns: 0, ..AnalyzeOptions::default() }.check().is_ok());
     }
 
     #[test]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -12,6 +11,7 @@ import click
 import typer
 
 from lowtail.core.errors import UserError
+from lowtail.core.labels import label_problem
 from lowtail.core.units import UNIT_KINDS, parse_rate_exact
 from lowtail.store import DB_ENV
 
@@ -91,27 +91,16 @@ class SpecType(click.ParamType[Any]):
             self.fail(str(e), param, ctx)
 
 
-# A stored name is shown in tables, lists and pages: one line, short enough to read.
-LABEL_MAX_CHARACTERS = 200
-
-
 class LabelType(click.ParamType[str]):
-    """A name for a stored result (`--label`): one line of at most `LABEL_MAX_CHARACTERS`
-    printable characters. A newline split every table row it was shown in, and a control
-    character is nothing a reader can see."""
+    """A name for a stored result (`--label`), as core/labels.py allows it."""
 
     name = "text"
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
         text = str(value)
-        if not text.strip():
-            self.fail("give a name (it is empty)", param, ctx)
-        if any(unicodedata.category(c) == "Cc" for c in text):
-            self.fail(
-                "a name is one line of text, without control characters (a newline, a tab, an escape)", param, ctx
-            )
-        if len(text) > LABEL_MAX_CHARACTERS:
-            self.fail(f"a name of at most {LABEL_MAX_CHARACTERS} characters, not {len(text):,}", param, ctx)
+        problem = label_problem(text)
+        if problem is not None:
+            self.fail(problem, param, ctx)
         return text
 
 
