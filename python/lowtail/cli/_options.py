@@ -145,3 +145,14 @@ def verdict_request(
 
     request = VerdictRequest.parse(None, percentile, max_loss, confidence)
     return dataclasses.replace(request, budget_ns=budget_ns) if budget_ns is not None else request
+
+
+# A CI gate on a command's verdicts (cli/_output.strict_exit owns the codes).
+Strict = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 4 when a verdict is FAIL, 5 when one is not decided (inconclusive, invalid), 3 for a "
+        "partial result, 0 only when every verdict is PASS: a gate for CI.",
+    ),
+]

@@ -42,7 +42,8 @@ err = TerminalConsole(stderr=True, highlight=False, soft_wrap=True)
 # Failure 1, Interrupted 130) and typer exits 2 on a usage error.
 EXIT_OK = 0
 EXIT_PARTIAL = 3  # a result, but not a whole or trustworthy one (partial input, invalid runs)
-EXIT_VERDICT_FAILED = 4  # `host audit --strict` found a failing check
+EXIT_VERDICT_FAILED = 4  # `--strict`: a verdict is FAIL (`host audit --strict`: a check failed)
+EXIT_UNDECIDED = 5  # `--strict`: no verdict is FAIL, but one is not PASS (inconclusive, invalid)
 EXIT_BUG = 70  # an internal error (EX_SOFTWARE): a bug, not the user's doing
 
 
@@ -98,6 +99,28 @@ def warn(message: str) -> None:
 
 def note(message: str) -> None:
     err.print(message, markup=False)
+
+
+def strict_exit(code: int, statuses: Iterable[str], strict: bool, json_out: bool) -> int:
+    """The exit code of a command that judged verdicts. Without `--strict`, `code` (0, or 3
+    for a partial result): a verdict is a result, FAIL included. With it (a CI gate): 4 when
+    any verdict is FAIL; else 3 when the result is partial; else 5 when one is not PASS
+    (inconclusive: the runs cannot show it yet; invalid); else 0. Calibration floors are
+    not verdicts. The last line on stderr says why a gate closed."""
+    if not strict:
+        return code
+    from lowtail.verdict.device import FAIL, PASS, combined_status
+
+    status = combined_status(statuses)
+    if status == FAIL:
+        gated = EXIT_VERDICT_FAILED
+    elif code != EXIT_OK or status == PASS:
+        gated = code
+    else:
+        gated = EXIT_UNDECIDED
+    if gated != code and not json_out:
+        note(f"--strict: the verdict is {status}: exit {gated}")
+    return gated
 
 
 @contextmanager

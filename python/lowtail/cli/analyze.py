@@ -12,8 +12,18 @@ from lowtail.analyze.flows import DEFAULT_FLOW_KEY, FLOW_KEYS, for_printing, par
 from lowtail.analyze.pair import SHOWN_WORST, AnalyzeOptions, analyze_options, worst_first
 from lowtail.analyze.stored import AnalyzeOutcome, AnalyzeRequest, analyze_and_store
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, duration_info, label_info, unit_info, verdict_request
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, fail, note, out, print_json, warn
+from lowtail.cli._options import Db, Strict, duration_info, label_info, unit_info, verdict_request
+from lowtail.cli._output import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    byte_progress,
+    fail,
+    note,
+    out,
+    print_json,
+    strict_exit,
+    warn,
+)
 from lowtail.cli._render import analysis_tables, header_line
 from lowtail.core import series
 from lowtail.core.errors import Failure, UserError
@@ -162,13 +172,14 @@ def analyze(
     label: Label = None,
     report: Report = None,
     json_out: JsonOut = False,
+    strict: Strict = False,
 ) -> None:
     """`lowtail analyze` (its help is the user's documentation)."""
     AnalyzeRequest.check_outputs(export, report, store, label, hgrm, (pre, post))
     request = AnalyzeRequest(
         pre,
         post,
-        verdict=_verdict(budget_ns, percentile, max_loss, confidence),
+        verdict=_verdict(budget_ns, percentile, max_loss, confidence, strict),
         nominal_rate_pps=AnalyzeRequest.checked_rate(nominal),
         options=analyze_options(
             id_offset=id_offset,
@@ -193,10 +204,10 @@ def analyze(
     outcome = analyze_and_store(request, progress=lambda: byte_progress("analysing"))
     if report and outcome.not_stored is None:
         _write_report(outcome, db, report)
-    _render(outcome, request, worst, json_out)
+    _render(outcome, request, worst, json_out, strict)
 
 
-def _render(outcome: AnalyzeOutcome, request: AnalyzeRequest, worst: int, json_out: bool) -> None:
+def _render(outcome: AnalyzeOutcome, request: AnalyzeRequest, worst: int, json_out: bool, strict: bool) -> None:
     """The analysis as one JSON document or as tables with what was written and stored;
     the exit code says whether it is partial, or that it could not be stored."""
     a, not_stored = outcome.doc, outcome.not_stored
@@ -216,7 +227,8 @@ def _render(outcome: AnalyzeOutcome, request: AnalyzeRequest, worst: int, json_o
         _print_tables(outcome, request)
     if not_stored_message:
         fail(not_stored_message, Failure.exit_code, json_doc=False)
-    raise typer.Exit(EXIT_PARTIAL if a["partial"] else EXIT_OK)
+    judged = [a["verdict"]["status"]] if a.get("verdict") else []
+    raise typer.Exit(strict_exit(EXIT_PARTIAL if a["partial"] else EXIT_OK, judged, strict, json_out))
 
 
 def _print_tables(outcome: AnalyzeOutcome, request: AnalyzeRequest) -> None:
@@ -243,15 +255,20 @@ def _print_tables(outcome: AnalyzeOutcome, request: AnalyzeRequest) -> None:
 
 
 def _verdict(
-    budget_ns: int | None, percentile: str | None, max_loss: int | None, confidence: str | None
+    budget_ns: int | None, percentile: str | None, max_loss: int | None, confidence: str | None, strict: bool
 ) -> Verdict | None:
     """The budget --budget, --percentile, --max-loss and --confidence ask for (None without
     --budget): the request over the default budget, as `compare` reads one over the stored.
-    The three others without --budget judge nothing: refused rather than ignored."""
+    The others (and --strict) without --budget judge nothing: refused rather than ignored."""
     if budget_ns is None:
         given = [
             name
-            for name, v in (("--percentile", percentile), ("--max-loss", max_loss), ("--confidence", confidence))
+            for name, v in (
+                ("--percentile", percentile),
+                ("--max-loss", max_loss),
+                ("--confidence", confidence),
+                ("--strict", strict or None),
+            )
             if v is not None
         ]
         if given:

@@ -9,8 +9,8 @@ from typing import Annotated
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, duration_info, verdict_request
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, warn
+from lowtail.cli._options import Db, Strict, duration_info, verdict_request
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, strict_exit, warn
 from lowtail.core.files import check_output
 from lowtail.store import DEFAULT_DB
 from lowtail.store.selection import HELP as SELECTION_HELP
@@ -39,6 +39,7 @@ def certify(
     db: Db = DEFAULT_DB,
     store: bool = typer.Option(True, help="Store the comparison the record rests on (`lowtail comparison list`)."),
     json_out: bool = typer.Option(False, "--json", help="Print the record as one JSON document."),
+    strict: Strict = False,
 ) -> None:
     """`lowtail certify`."""
     from lowtail.compare.certificate import certify_and_store
@@ -75,4 +76,5 @@ def certify(
         note(f"on {on} of {doc['selected']}" + (f"; record: {output}" if output else ""))
     for why in doc["partial_reasons"]:
         warn(why)
-    raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)
+    judged = [c["verdict"]["status"] for c in doc["configurations"]]
+    raise typer.Exit(strict_exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK, judged, strict, json_out))

@@ -15,8 +15,18 @@ from rich.table import Table
 from rich.text import Text
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db, duration_info, label_info, verdict_request
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, count_progress, note, out, print_json, table_console, warn
+from lowtail.cli._options import Db, Strict, duration_info, label_info, verdict_request
+from lowtail.cli._output import (
+    EXIT_OK,
+    EXIT_PARTIAL,
+    count_progress,
+    note,
+    out,
+    print_json,
+    strict_exit,
+    table_console,
+    warn,
+)
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core.virtualization import TCG_WARNING
 from lowtail.store import DEFAULT_DB
@@ -91,6 +101,7 @@ def compare(
     output: Output = None,
     store: StoreComparison = True,
     json_out: JsonOut = False,
+    strict: Strict = False,
 ) -> None:
     """`lowtail compare`."""
     from lowtail.compare.comparison import CompareOptions, compare, compare_and_store
@@ -117,7 +128,7 @@ def compare(
         from lowtail.compare.page import write_comparison_report
 
         write_comparison_report(db, doc["comparison_id"] or "latest", output)
-    _show(doc, json_out, store, db, output)
+    _show(doc, json_out, store, db, output, strict)
 
 
 def _check_outputs(output: Path | None, store: bool, evt: bool) -> None:
@@ -134,7 +145,7 @@ def _check_outputs(output: Path | None, store: bool, evt: bool) -> None:
         check_output(output, "--output")
 
 
-def _show(doc: ComparisonDocument, json_out: bool, store: bool, db: Path, output: Path | None) -> None:
+def _show(doc: ComparisonDocument, json_out: bool, store: bool, db: Path, output: Path | None, strict: bool) -> None:
     """The comparison as one JSON document or as the terminal's view with where it is stored,
     then its warnings; the exit code says whether it is partial."""
     if json_out:
@@ -148,7 +159,8 @@ def _show(doc: ComparisonDocument, json_out: bool, store: bool, db: Path, output
         warn(TCG_WARNING)
     for reason in doc["partial_reasons"]:
         warn(reason)
-    raise typer.Exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK)
+    judged = [c["verdict"]["status"] for c in doc["configurations"]]
+    raise typer.Exit(strict_exit(EXIT_PARTIAL if doc["partial"] else EXIT_OK, judged, strict, json_out))
 
 
 def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:

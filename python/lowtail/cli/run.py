@@ -15,8 +15,8 @@ from rich.text import Text
 
 from lowtail.cli._app import app
 from lowtail.cli._live import Stored, sweep_progress, view_mode
-from lowtail.cli._options import Db, duration_info, verdict_request
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, table_console, warn
+from lowtail.cli._options import Db, Strict, duration_info, verdict_request
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, note, out, print_json, strict_exit, table_console, warn
 from lowtail.cli._render import Column, columns_table, fit_columns
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
@@ -158,6 +158,13 @@ def show_experiment(
     return EXIT_OK if untrustworthy(rows) is None else EXIT_PARTIAL
 
 
+def device_statuses(rows: Sequence[RunRow], verdict: Verdict) -> list[str]:
+    """Each device's verdict status over its runs (what `--strict` gates on)."""
+    from lowtail.experiment.page import experiment_devices
+
+    return [d.status for d in experiment_devices(rows, verdict)]
+
+
 def _chain_of(run: RunRow, chains: Mapping[int, ChainDocument]) -> ChainDocument | None:
     """A chain run's hops, None for any other run (or a plain analysis, which has no run id)."""
     return chains.get(run["run_id"]) if run["run_id"] is not None else None
@@ -176,7 +183,9 @@ def chain_lines(run_id: int, chain: ChainDocument) -> list[str]:
     return lines + [f"  {escape(w)}" for w in chain["warnings"]]
 
 
-def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None) -> None:
+def _sweep(
+    exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: bool, report: Path | None, strict: bool
+) -> None:
     from lowtail.experiment.runner import sweep_and_store
     from lowtail.store import default_data_dir, open_store
     from lowtail.store import runs as runstore
@@ -217,7 +226,7 @@ def _sweep(exp: Any, db: Path, data_dir: Path | None, fresh: bool, json_out: boo
     reason = untrustworthy(rows)
     if reason is not None:
         warn(reason)  # the last line: why exit 3, and what to change
-    raise typer.Exit(code)
+    raise typer.Exit(strict_exit(code, device_statuses(rows, exp.verdict), strict, json_out))
 
 
 # How `lowtail run --json` names the run-row keys it does not print as they are: the DuT's
@@ -370,6 +379,7 @@ def run(
         None, help=_CALIBRATION_HELP + " [default: the file's `calibration`, else this experiment's own]."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
+    strict: Strict = False,
 ) -> None:
     """`lowtail run`."""
     from lowtail.experiment import spec
@@ -383,7 +393,7 @@ def run(
     exp = spec.load(file)
     if calibration is not None:
         exp = spec.with_calibration(exp, calibration)
-    _sweep(exp, db, data_dir, fresh, json_out, report)
+    _sweep(exp, db, data_dir, fresh, json_out, report, strict)
 
 
 @app.command(
@@ -414,7 +424,7 @@ def calibrate(
     exp = dataclasses.replace(
         exp, name=f"{exp.name} (calibration)", duts=[], calibrate=True, raw=exp.raw | {"calibration_only": True}
     )
-    _sweep(exp, db, data_dir, fresh, json_out, report)
+    _sweep(exp, db, data_dir, fresh, json_out, report, strict=False)  # floors are not verdicts
 
 
 @experiment_app.command("list", help="List stored experiments, newest first.")
@@ -467,6 +477,7 @@ def experiment_show(
         None, help=_CALIBRATION_HELP + " [default: the one the experiment names, else its own]."
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the runs as JSON (one object per run)."),
+    strict: Strict = False,
 ) -> None:
     """`lowtail experiment show`."""
     from lowtail.store import open_store
@@ -488,7 +499,7 @@ def experiment_show(
     reason = untrustworthy(rows)
     if reason is not None:
         warn(reason)
-    raise typer.Exit(code)
+    raise typer.Exit(strict_exit(code, device_statuses(rows, verdict), strict, json_out))
 
 
 @experiment_app.command("report", help="Write the HTML report of a stored experiment (an id, or 'latest').")
