@@ -12,7 +12,6 @@ mod error;
 mod format;
 mod item;
 mod link;
-mod mapped;
 mod moonsniff;
 mod pcap;
 mod pcapng;

@@ -214,8 +214,6 @@ impl PcapReader {
         } else {
             format!("record claims {caplen} captured bytes of a {}-byte frame", h.orig_len)
         };
-        // Not corruption when another process cut the file short under the reader.
-        self.window.check().map_err(|e| CaptureError::read(&self.path, e))?;
         Err(CaptureError::Corrupt {
             path: self.path.clone(),
             format: "pcap",

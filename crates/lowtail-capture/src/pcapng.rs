@@ -136,10 +136,6 @@ impl PcapngReader {
 
     /// Corruption at the current block (`next_item` ends the reading on any error).
     fn corrupt(&self, detail: String) -> CaptureError {
-        // Not corruption when another process cut the file short under the reader.
-        if let Err(e) = self.window.check() {
-            return self.io(e);
-        }
         CaptureError::Corrupt { path: self.path.clone(), format: "pcapng", offset: self.window.offset(), detail }
     }
 

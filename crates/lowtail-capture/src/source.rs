@@ -12,12 +12,11 @@ use std::time::{Duration, Instant};
 
 use crate::error::CaptureError;
 use crate::format::Compression;
-use crate::mapped::MappedFile;
 use crate::moonsniff::MoonSniffReader;
 use crate::pcap::PcapReader;
 use crate::pcapng::PcapngReader;
 use crate::reader::{CaptureReader, Readers};
-use crate::stream::{CountingRead, DecodeErrors, Greedy, Progress, StreamCut};
+use crate::stream::{CountingRead, DecodeErrors, Greedy, Progress, RegularFile, StreamCut};
 use crate::window::Window;
 
 /// How to open a capture.
@@ -84,14 +83,15 @@ fn reader_for(
 pub fn open(path: &Path, options: &OpenOptions) -> Result<CaptureReader, CaptureError> {
     let io_err = |source| CaptureError::Io { path: path.to_path_buf(), source };
     let kind = std::fs::metadata(path).map_err(io_err)?.file_type();
-    let file = if kind.is_file() {
+    let raw: Box<dyn Read + Send> = if kind.is_file() {
         let file = File::open(path).map_err(io_err)?;
-        if file.metadata().map_err(io_err)?.len() == 0 {
+        let size = file.metadata().map_err(io_err)?.len();
+        if size == 0 {
             return Err(CaptureError::Empty { path: path.to_path_buf() });
         }
-        file
+        Box::new(RegularFile::new(file, size))
     } else if kind.is_fifo() {
-        open_fifo(path, options).map_err(io_err)?
+        Box::new(open_fifo(path, options).map_err(io_err)?)
     } else {
         let what = match () {
             _ if kind.is_dir() => "a directory",
@@ -104,44 +104,8 @@ pub fn open(path: &Path, options: &OpenOptions) -> Result<CaptureReader, Capture
             "is {what}, not a capture file (lowtail reads regular files and FIFOs)"
         ))));
     };
-    if kind.is_file() {
-        if let Some(reader) = open_mapped(&file, path, options)? {
-            return Ok(reader);
-        }
-    }
-    let counted = CountingRead { inner: file, counter: options.progress.clone() };
+    let counted = CountingRead { inner: raw, counter: options.progress.clone() };
     open_reader(Box::new(counted), path, options)
-}
-
-/// A plain (uncompressed) capture in a regular file, read through a mapping; `None` for a
-/// compressed one, or one that cannot be mapped: it is read as a stream.
-fn open_mapped(file: &File, path: &Path, options: &OpenOptions) -> Result<Option<CaptureReader>, CaptureError> {
-    let mut head = [0u8; 32];
-    let n = read_at_start(file, &mut head).map_err(|e| CaptureError::read(path, e))?;
-    let head = &head[..n];
-    if Compression::sniff(head) != Compression::None {
-        return Ok(None);
-    }
-    let kind = kind_of(head, path, options)?;
-    let Some(mapped) = file.try_clone().ok().and_then(|f| MappedFile::open(f, options.progress.clone())) else {
-        return Ok(None);
-    };
-    reader_for(kind, Window::mapped(mapped), path.to_path_buf(), Compression::None, None).map(Some)
-}
-
-/// The first bytes of a file, without moving its offset (a stream read starts there after).
-fn read_at_start(file: &File, head: &mut [u8]) -> io::Result<usize> {
-    use std::os::unix::fs::FileExt;
-    let mut filled = 0;
-    while filled < head.len() {
-        match file.read_at(&mut head[filled..], filled as u64) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }
 
 /// Open a FIFO without blocking, wait until a writer has written or closed it, then

@@ -1,13 +1,11 @@
 //! A forward-only view of a capture's bytes that parsers can ask "at least n bytes
 //! from here".
 //!
-//! A regular file is read through a sliding mapping (`mapped.rs`: cheaper than copying
-//! each page into a buffer); a FIFO or a decompressor's output with read() into one reused
-//! buffer, which keeps resident memory at the buffer size however large the stream is.
+//! Every input — a regular file (`stream::RegularFile`), a FIFO, a decompressor's output — is
+//! read with `read()` into one reused, page-aligned buffer, which keeps resident memory at
+//! the buffer size however large the stream is.
 
 use std::io::{self, Read};
-
-use crate::mapped::MappedFile;
 
 const READ_CHUNK: usize = 256 << 10;
 /// No record or block of a sane capture is larger than this.
@@ -30,10 +28,8 @@ pub(crate) fn u32_at(b: &[u8], at: usize, big_endian: bool) -> u32 {
     }
 }
 
-/// The bytes of a capture from the current position: a regular file through its mapping,
-/// any other stream (a FIFO, a decompressor) read into a buffer.
+/// The bytes of a capture from the current position, read into a buffer.
 pub struct Window {
-    mapped: Option<MappedFile>,
     src: Box<dyn Read + Send>,
     buf: Vec<u8>,
     start: usize,
@@ -44,30 +40,10 @@ pub struct Window {
 
 impl Window {
     pub(crate) fn new(src: Box<dyn Read + Send>) -> Window {
-        let mut w =
-            Window { mapped: None, src, buf: vec![0; READ_CHUNK + ALIGN], start: 0, end: 0, eof: false, consumed: 0 };
+        let mut w = Window { src, buf: vec![0; READ_CHUNK + ALIGN], start: 0, end: 0, eof: false, consumed: 0 };
         w.start = w.aligned_slot();
         w.end = w.start;
         w
-    }
-
-    /// A regular file, through its mapping.
-    pub(crate) fn mapped(file: MappedFile) -> Window {
-        Window {
-            mapped: Some(file),
-            src: Box::new(io::empty()),
-            buf: Vec::new(),
-            start: 0,
-            end: 0,
-            eof: false,
-            consumed: 0,
-        }
-    }
-
-    /// An error when the file changed under the window in a way reading cannot go on from
-    /// (another process cut a mapped file short).
-    pub(crate) fn check(&self) -> io::Result<()> {
-        self.mapped.as_ref().map_or(Ok(()), MappedFile::check)
     }
 
     /// Where the bytes from `start` should sit so that each keeps its stream offset's place
@@ -80,9 +56,6 @@ impl Window {
     /// Make at least `need` bytes available from the current position; returns how
     /// many are (fewer only at the end of the input).
     pub(crate) fn ensure(&mut self, need: usize) -> io::Result<usize> {
-        if let Some(m) = self.mapped.as_mut() {
-            return m.ensure(need);
-        }
         while self.end - self.start < need && !self.eof {
             let held = self.end - self.start;
             if self.buf.len() < ALIGN + held + READ_CHUNK.min(need) {
@@ -108,17 +81,11 @@ impl Window {
     /// The bytes from the current position (as many as the last `ensure` made ready).
     #[inline]
     pub(crate) fn bytes(&self) -> &[u8] {
-        match &self.mapped {
-            Some(m) => m.bytes(),
-            None => &self.buf[self.start..self.end],
-        }
+        &self.buf[self.start..self.end]
     }
 
     #[inline]
     pub(crate) fn advance(&mut self, n: usize) {
-        if let Some(m) = self.mapped.as_mut() {
-            m.advance(n);
-        }
         self.start += n;
         self.consumed += n as u64;
     }

@@ -95,9 +95,8 @@ fn pcapng_bytes(n: usize) -> Vec<u8> {
     w.into_inner()
 }
 
-/// A regular file is read through a mapping; another process cutting it short while it is
-/// read is one error saying so (where the mapped bytes vanish), never a crash (SIGBUS), nor
-/// corruption (the zeros left where the file was cut are not the capture's).
+/// Another process cutting a regular file short while it is read is one error saying so,
+/// never a crash, nor a shorter capture taken as whole, nor corruption.
 #[test]
 fn a_capture_cut_short_while_it_is_read_is_an_error_not_a_crash() {
     let dir = tempfile::tempdir().unwrap();
@@ -109,8 +108,45 @@ fn a_capture_cut_short_while_it_is_read_is_an_error_not_a_crash() {
         assert_eq!((first.len(), err.is_none()), (1_000, true), "{name}");
         std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(4096).unwrap();
         let (_, _, err) = drain(&mut r, usize::MAX);
-        let err = err.expect("the rest of the mapping is gone: an error");
+        let err = err.expect("the file was cut under the reader: an error");
         assert!(matches!(&err, CaptureError::Io { .. }), "{name}: {err:?}");
         assert!(err.to_string().contains("cut shorter while lowtail read it"), "{name}: {err}");
     }
+}
+
+/// Cut exactly at a record's end, the rest still reads as a whole capture: only the size the
+/// file had when it was opened tells it was cut, and it does.
+#[test]
+fn a_capture_cut_at_a_record_boundary_while_it_is_read_is_still_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("boundary.pcap");
+    let bytes = pcap_bytes(100_000);
+    std::fs::write(&path, &bytes).unwrap();
+    let mut r = open(&path, &OpenOptions::default()).unwrap();
+    let (first, _, err) = drain(&mut r, 10);
+    assert_eq!((first.len(), err.is_none()), (10, true));
+    let record = 16 + 100;
+    let boundary = 24 + 50_000 * record; // past what the first read took in: the cut is met by reading
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(boundary as u64).unwrap();
+    let (rest, _, err) = drain(&mut r, usize::MAX);
+    let err = err.expect("the file held more when it was opened: an error");
+    assert!(err.to_string().contains("cut shorter while lowtail read it"), "{err}");
+    assert!(rest.len() < 100_000 - 10, "{}", rest.len());
+}
+
+/// A capture still being written is read to the end it has when the reading gets there.
+#[test]
+fn a_capture_that_grows_while_it_is_read_is_read_to_its_new_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("growing.pcap");
+    let bytes = pcap_bytes(20_000);
+    let half = 24 + 10_000 * (16 + 100);
+    std::fs::write(&path, &bytes[..half]).unwrap();
+    let mut r = open(&path, &OpenOptions::default()).unwrap();
+    let (first, _, err) = drain(&mut r, 10);
+    assert_eq!((first.len(), err.is_none()), (10, true));
+    std::fs::OpenOptions::new().append(true).open(&path).unwrap().write_all(&bytes[half..]).unwrap();
+    let (rest, _, err) = drain(&mut r, usize::MAX);
+    assert!(err.is_none(), "{err:?}");
+    assert_eq!(first.len() + rest.len(), 20_000);
 }
