@@ -8,10 +8,12 @@ SIGINT as a terminal gives it, and the processes it starts inherit that."""
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -38,3 +40,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(m.name == "skipif" and "root" in str(m.kwargs.get("reason", "")) for m in item.iter_markers()):
             item.add_marker(pytest.mark.root)
+
+
+# `lowtail testbed clean` removes what every killed run on the host left. A test that leaves a
+# killed run's leftovers on purpose and looks at them, and a test that cleans, must not run
+# while the other worker does either (CI once failed so: one test's clean took another's
+# leftovers between its kill and its look). They take this lock, across the workers.
+LEFTOVERS_LOCK = Path(tempfile.gettempdir()) / "lowtail-test-leftovers.lock"
+
+
+@pytest.fixture(autouse=True)
+def _leftovers_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    if request.node.get_closest_marker("leftovers") is None:
+        yield
+        return
+    with open(LEFTOVERS_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)

@@ -280,6 +280,7 @@ def _netns_pids(namespace: str) -> list[str]:
     return subprocess.run(["ip", "netns", "pids", namespace], capture_output=True, text=True).stdout.split()
 
 
+@pytest.mark.leftovers
 def test_testbed_clean_removes_a_killed_runs_leftovers_and_nothing_of_live_ones(tmp_path):
     from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 

@@ -179,4 +179,8 @@ def test_an_os_error_without_a_file_of_the_users_is_told_by_whose_it_is(monkeypa
     with pytest.raises(SystemExit) as ended:
         cli.main(["list"])
     assert ended.value.code == code
-    assert capsys.readouterr().err.startswith(f"lowtail: {label}: ")
+    err = capsys.readouterr().err
+    assert err.startswith(f"lowtail: {label}: ")
+    if code == 70:  # a bug says where in lowtail it came from, in its one line
+        assert "(at lowtail/cli/__init__.py:" in err and " in main; LOWTAIL_DEBUG=1 shows a traceback)" in err, err
+        assert err.count("\n") == 1, err

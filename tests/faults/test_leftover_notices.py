@@ -17,6 +17,9 @@ import pytest
 
 from host_fixtures import file_states, make_sysroot
 
+# Each test leaves a killed command's state on purpose and looks at it (tests/conftest.py).
+pytestmark = pytest.mark.leftovers
+
 LOWTAIL = [sys.executable, "-m", "lowtail"]
 # Apply the untuned sysroot's run-time changes as a tune trial does, then die by SIGKILL
 # with them in force (argv: sysroot, undo file).

@@ -180,6 +180,7 @@ def test_interfaces_that_cannot_serve_are_named_before_anything_starts(tmp_path,
     assert not (tmp_path / "t.duckdb").exists()
 
 
+@pytest.mark.leftovers
 def test_a_killed_run_leaves_only_what_testbed_clean_takes_back(tmp_path, wiring):
     w = wiring
     toml = experiment(

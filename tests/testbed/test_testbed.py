@@ -196,6 +196,7 @@ time.sleep(300)
 """
 
 
+@pytest.mark.leftovers
 @pytest.mark.skipif(cpuset_hierarchy() is None, reason="no cgroup cpuset controller on this host")
 def test_clean_removes_what_killed_runs_left_and_only_that(tmp_path):
     with SoftTestbed(tmp_path / "live") as live:
