@@ -11,6 +11,7 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -89,3 +90,36 @@ def test_a_frames_transmit_event_lines_up_with_its_timestamp(tmp_path):
     assert not info.clock["stepped"] and info.clock["uncertainty_ns"] < BOUND_NS
     assert not Path(recorder.instance).exists()
     assert undo == [removal(recorder.instance)]
+
+
+def test_a_trace_whose_buffer_filled_up_stops_without_its_stop_marker(tmp_path):
+    """With overwrite off, a CPU's full buffer refuses every later event, and the kernel
+    refuses a marker written there with EBADF ("as if not open for write"). Before: `lowtail
+    run` ended "internal error: OSError: [Errno 9] Bad file descriptor (at
+    lowtail/trace/tracefs.py:330 in mark)" on a busy CI host. The stop marker is missing from
+    the trace, which the clock mapping allows: it maps from the start marker alone."""
+    cpu = sorted(os.sched_getaffinity(0))[0]
+    undo: list[list[str]] = []
+    recorder = Recorder(LocalShell(), f"full{os.getpid()}", [cpu], 4, undo.append)
+    try:
+        recorder.start()
+    except TraceUnavailable as e:
+        pytest.skip(f"no tracefs here: {e}")
+    affinity = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {cpu})
+        for _ in range(20_000):  # each sleep switches to the idle task and back: events on that CPU
+            os.sched_yield()
+            time.sleep(0.00001)
+    finally:
+        os.sched_setaffinity(0, affinity)
+        try:
+            recording = recorder.stop(tmp_path)
+        finally:
+            for argv in undo:
+                subprocess.run(argv, check=False, capture_output=True)
+    assert recording.dropped.get(cpu, 0) > 0, recording.dropped  # the buffer did fill up
+    assert [s.label for s in recording.sync] == ["start", "stop"]
+    table, info = timeline.build(recording)
+    assert table.num_rows > 0 and not info.clock["stepped"]
+    assert not Path(recorder.instance).exists()

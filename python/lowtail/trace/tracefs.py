@@ -28,6 +28,7 @@ kernel's binary pages (`per_cpu/cpuN/trace_pipe_raw`), parsed by `ringbuffer.py`
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shlex
@@ -237,6 +238,18 @@ def cpumask(cpus: list[int]) -> str:
     return ",".join(groups) or "0"
 
 
+def _write_marker(fd: int, text: str) -> None:
+    """Write a marker into the trace. The kernel refuses it with EBADF ("as if not open for
+    write") when the CPU's buffer is full — overwrite is off, so the trace of that CPU ended
+    there — or its recording is off: the marker is then missing from the trace, which the clock
+    mapping allows (timeline.clock_mapping maps from the markers it finds)."""
+    try:
+        os.write(fd, text.encode())
+    except OSError as e:
+        if e.errno != errno.EBADF:
+            raise
+
+
 class Recorder:
     """One run's ftrace instance on one host.
 
@@ -327,7 +340,7 @@ echo 1 > {i}/tracing_on
             try:
                 os.sched_setaffinity(0, {self.cpus[0]})  # this thread only
                 before = time.clock_gettime_ns(time.CLOCK_REALTIME)
-                os.write(fd, text.encode())
+                _write_marker(fd, text)
                 after = time.clock_gettime_ns(time.CLOCK_REALTIME)
             finally:
                 os.sched_setaffinity(0, affinity)
