@@ -4,6 +4,8 @@ really analysed (their matched series exported), stored as runs of experiments."
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
@@ -144,3 +146,21 @@ def trace_and_explain(store: Store, run_id: int, folder: Path, spike_ns: int = 3
     document = {"method": "tracefs", "path": str(path), "roles": roles, "untraced": [], "info": asdict(info)}
     save_run_trace(store, run_id, document)
     return dict(explain_run(store, run_id))
+
+
+# Three runs, one of each status against `THREE_STATUS_VERDICT`: PASS (60,000 packets far
+# under the budget), FAIL (latency above it) and inconclusive (5,000 packets cannot bound
+# p99.99 from above). tests/compare/test_one_verdict.py and test_strict.py judge them.
+THREE_STATUS_VERDICT = {"percentile": 99.99, "budget": "100us"}
+THREE_STATUS_RUNS = {
+    "pass": {"packets": 60_000, "base_latency_ns": 10_000},
+    "fail": {"packets": 60_000, "base_latency_ns": 120_000},
+    "short": {"packets": 5_000, "base_latency_ns": 10_000},
+}
+
+
+def lowtail_cli(*args: object) -> subprocess.CompletedProcess[str]:
+    """`python -m lowtail ARGS` as a user runs it: its exit code, stdout and stderr."""
+    return subprocess.run(
+        [sys.executable, "-m", "lowtail", *map(str, args)], capture_output=True, text=True, timeout=300
+    )

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import html
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from compare_support import experiment, store_run
+from compare_support import THREE_STATUS_RUNS, THREE_STATUS_VERDICT, experiment, lowtail_cli, store_run
 
 import lowtail
 from lowtail.cli.run import device_verdict_lines
@@ -24,19 +22,8 @@ from lowtail.store import open_store
 from lowtail.store import runs as runstore
 from lowtail.verdict.judge import parse_verdict
 
-VERDICT = {"percentile": 99.99, "budget": "100us"}
-RUNS = {
-    "pass": {"packets": 60_000, "base_latency_ns": 10_000},
-    "fail": {"packets": 60_000, "base_latency_ns": 120_000},
-    "short": {"packets": 5_000, "base_latency_ns": 10_000},
-}
+VERDICT, RUNS = THREE_STATUS_VERDICT, THREE_STATUS_RUNS
 EXPECTED = {"pass": "PASS", "fail": "FAIL", "short": "inconclusive"}
-
-
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lowtail", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +37,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
         rows = runstore.runs(store, eid)
     verdict = parse_verdict(VERDICT)
     judgements = {r["dut_name"]: verdict.judge(r) for r in rows}
-    compared = _cli("compare", eid, "--db", db, "--json")
+    compared = lowtail_cli("compare", eid, "--db", db, "--json")
     assert compared.returncode in (0, 3), compared.stderr
     doc = json.loads(compared.stdout)
     return {"tmp": tmp, "db": db, "eid": eid, "rows": rows, "judgements": judgements, "compare": doc}
@@ -88,7 +75,7 @@ def test_analyze_budget_on_the_same_captures_says_the_same(judged):
     for dut, j in judged["judgements"].items():
         (pre,) = tmp.glob(f"e*-{dut}-bare-*-pre.pcap")
         post = pre.with_name(pre.name.replace("-pre.pcap", "-post.pcap"))
-        r = _cli(
+        r = lowtail_cli(
             "analyze", pre, post, "--trim", "0", "--rate", "10k", "--budget", "100us", "--percentile", "99.99",
             "--no-store", "--json",
         )  # fmt: skip
@@ -108,7 +95,7 @@ def test_the_python_api_says_the_same(judged):
 def test_certify_states_the_same_verdict_with_what_it_rests_on(judged):
     """`lowtail certify`: the qualification record a customer reads, on the same verdict."""
     page = judged["tmp"] / "cert.html"
-    r = _cli("certify", judged["eid"], "--db", judged["db"], "-o", page, "--json")
+    r = lowtail_cli("certify", judged["eid"], "--db", judged["db"], "-o", page, "--json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["lowtail_version"] == lowtail.__version__ and doc["comparison_id"] is not None
@@ -125,5 +112,5 @@ def test_certify_states_the_same_verdict_with_what_it_rests_on(judged):
         assert html.escape(j.reason, quote=False) in text and html.escape(data["captures"]["pre"]["path"]) in text
     assert "95 % confidence" in text and "lowtail qualification record" in text
     # Bad input: one line, exit 2, no traceback.
-    bad = _cli("certify", judged["eid"], "--db", judged["db"], "--confidence", "120", "--json")
+    bad = lowtail_cli("certify", judged["eid"], "--db", judged["db"], "--confidence", "120", "--json")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and json.loads(bad.stdout)["exit_code"] == 2

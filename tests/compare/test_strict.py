@@ -7,27 +7,14 @@ Three stored runs, one of each status (as tests/compare/test_one_verdict.py buil
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
-from compare_support import experiment, store_run
+from compare_support import THREE_STATUS_RUNS, THREE_STATUS_VERDICT, experiment, lowtail_cli, store_run
 
 from lowtail.store import open_store
 
-VERDICT = {"percentile": 99.99, "budget": "100us"}
-RUNS = {
-    "pass": {"packets": 60_000, "base_latency_ns": 10_000},
-    "fail": {"packets": 60_000, "base_latency_ns": 120_000},
-    "short": {"packets": 5_000, "base_latency_ns": 10_000},
-}
+VERDICT, RUNS = THREE_STATUS_VERDICT, THREE_STATUS_RUNS
 STRICT_EXIT = {"pass": 0, "fail": 4, "short": 5}
-
-
-def _cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "lowtail", *map(str, args)], capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +40,9 @@ def test_each_status_has_its_exit_code_only_with_strict(stored, command, dut):
     args += ["--db", stored["db"]]
     if command != "experiment-show":
         args.append("--no-store")  # the test reads; nothing to keep
-    plain = _cli(*args)
+    plain = lowtail_cli(*args)
     assert plain.returncode == 0, plain.stderr  # a verdict is a result
-    gated = _cli(*args, "--strict")
+    gated = lowtail_cli(*args, "--strict")
     assert gated.returncode == STRICT_EXIT[dut], gated.stderr
     last = gated.stderr.strip().splitlines()[-1] if gated.stderr.strip() else ""
     if STRICT_EXIT[dut]:
@@ -63,13 +50,13 @@ def test_each_status_has_its_exit_code_only_with_strict(stored, command, dut):
     else:
         assert "--strict" not in gated.stderr
     # --json: the same code, the document alone on stdout (the verdict is in it)
-    as_json = _cli(*args, "--strict", "--json")
+    as_json = lowtail_cli(*args, "--strict", "--json")
     assert as_json.returncode == STRICT_EXIT[dut], as_json.stderr
     json.loads(as_json.stdout)
 
 
 def test_one_failing_device_among_three_closes_the_gate_with_4(stored):
-    done = _cli("experiment", "show", stored["three"], "--db", stored["db"], "--strict")
+    done = lowtail_cli("experiment", "show", stored["three"], "--db", stored["db"], "--strict")
     assert done.returncode == 4, done.stderr
     assert done.stderr.strip().splitlines()[-1] == "--strict: the verdict is FAIL: exit 4"
 
@@ -81,11 +68,11 @@ def test_analyze_gates_its_budget_and_refuses_strict_without_one(stored):
     tight = [*common, "--percentile", "99.99", "--budget", "5us"]  # every packet takes 10 µs or more
     loose = [*common, "--percentile", "99.99", "--budget", "100us"]
     unseeable = [*common, "--percentile", "99.9999", "--budget", "1s"]  # 60,000 packets cannot show it
-    assert _cli("analyze", *loose, "--strict").returncode == 0
+    assert lowtail_cli("analyze", *loose, "--strict").returncode == 0
     for args, verdict, gated in ((tight, "FAIL", 4), (unseeable, "inconclusive", 5)):
-        plain = _cli("analyze", *args, "--json")
+        plain = lowtail_cli("analyze", *args, "--json")
         assert plain.returncode == 0 and json.loads(plain.stdout)["verdict"]["status"] == verdict, plain.stderr
-        assert _cli("analyze", *args, "--strict").returncode == gated
-    refused = _cli("analyze", *common, "--strict")
+        assert lowtail_cli("analyze", *args, "--strict").returncode == gated
+    refused = lowtail_cli("analyze", *common, "--strict")
     assert refused.returncode == 2
     assert "--strict judges the latencies against a budget: give --budget too" in refused.stderr
