@@ -188,9 +188,13 @@ def test_the_same_task_on_the_generators_core_is_a_measurement_artefact(tmp_path
         assert doc["headline"] and "could not measure" in doc["headline"]
     _skip_when_nothing_explains(doc)
     if not _the_duts(doc):
-        # The measurement's own: the stall first, unless the hypervisor under this machine took more.
+        # The measurement's own first: the stall, or what else took the measurement's time on
+        # this host — the hypervisor under it, or (on 4b8f337's CI, the timestamper placed on
+        # the DuT's core of a 2-core host) the testbed's own program on the DuT's core. Each is
+        # said in the headline: this run could not measure the DuT.
         first = doc["causes"][0]
-        assert (stalls or first["kind"] == "hypervisor") and first["kind"] in MEASUREMENT_KINDS, doc["causes"]
+        assert first["kind"] in HEADLINE_KINDS, doc["causes"]
+        assert doc["headline"] and "could not measure" in doc["headline"], doc
 
 
 def test_batches_at_a_low_rate_are_batching(tmp_path):
