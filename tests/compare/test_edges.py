@@ -70,7 +70,7 @@ def test_rare_stalls_seed_51_keeps_its_budget_is_not_failed(tmp_path):
 def test_intervals_of_rare_stalls_miss_the_truth_in_at_most_the_stated_share_of_runs():
     """1 ms stalls about 5 times a 200,000-packet run. Issue 35: the runs that were bounded were
     those that saw more stalls than usual, and their intervals missed (1 of 26 and 0 of 25
-    held). Now a percentile the stalls dominate is bounded only from 20 clusters: the runs
+    held). Now a percentile the stalls dominate is bounded only from 15 clusters: the runs
     with many stalls say "not bounded by one run". What remains bounded and wrong are runs
     that saw one stall or none (4 % of runs: a run that misses the stalls looks like a device
     without them), within the stated 5 % of all runs — docs/statistics.md names the limit."""
@@ -95,6 +95,30 @@ def test_intervals_of_rare_stalls_miss_the_truth_in_at_most_the_stated_share_of_
     for k in truth:
         # At most 5 % of all runs, within sampling (150 runs: 13 or more happens 1 % of the time).
         assert missed[k] <= 12, (k, missed)
+
+
+@pytest.mark.slow
+def test_the_median_behind_rare_stalls_is_not_placed_below_its_truth_more_than_stated():
+    """1 ms stalls about 5 times a 200,000-packet run move even the median: how many of their
+    packets a run holds varies as a Poisson count of five, which the run's blocks at the median
+    (it is not clustered there) cannot show. The upper bound behind a PASS fell below the true
+    p50 in 6.7 % of 1,000 runs (bench/stated_confidence.py --only edges); the clusters seen
+    above the median now set a floor under its dispersion (3.3 % there). These 1,000 seeded
+    runs: 58 below before, 36 now."""
+    truth = models.stalls_quantile(0.5, models.RARE_200K)
+    rng = np.random.default_rng(3502)
+    ts = models.timestamps(200_000)
+    below = bounded = 0
+    for _ in range(1000):
+        s = _native.SeriesSummary()
+        s.record(ts, models.stalls(rng, 200_000, models.RARE_200K))
+        doc = bounds_document(Evidence([s]), ["p50"])
+        upper = doc["bounds"]["p50"]["upper_ns"]
+        below += upper is not None and upper < truth
+        bounded += doc["percentiles"]["p50"]["resolvable"]
+    # At most the stated 5 %; and the median stays bounded in most runs (the floor widens its
+    # interval, it does not refuse it: 932 of these 1,000, as before).
+    assert below <= 50 and bounded >= 900, (below, bounded)
 
 
 def test_students_t_is_exact_without_scipy():

@@ -216,6 +216,23 @@ mod tests {
     }
 
     #[test]
+    fn a_few_stalls_above_an_unclustered_median_widen_it() {
+        // Independent-like values, and in one copy three stalls of 100 packets in a row far
+        // above them: the median is not clustered, yet how many stall packets a run holds moves
+        // it. The clusters above set a floor under its dispersion; it stays bounded.
+        let base = |i: i64| 1_000 + (i * 2_654_435_761) % 100_000;
+        let stalled = |i: i64| if (i % 66_000) < 100 { 5_000_000 - (i % 66_000) * 10_000 } else { base(i) };
+        let median = Quantile::decimal(5, 1);
+        let clean = interval(&evidence(base, 200_000), median, 0.95);
+        let stalls = interval(&evidence(stalled, 200_000), median, 0.95);
+        assert!(clean.resolvable() && stalls.resolvable(), "{clean:?} {stalls:?}");
+        assert!(clean.dispersion < 1.5, "{clean:?}");
+        // The blocks at the median alone gave 1.33 (before the floor); a Poisson count seen
+        // three times may be nearly three times as large (λ₊(3) / 3 = 2.9): 2.08 now.
+        assert!(stalls.dispersion > 1.9, "{stalls:?}");
+    }
+
+    #[test]
     fn no_packets_and_too_few_are_said() {
         let ev = evidence(|i| i, 0);
         assert_eq!(interval(&ev, Quantile::decimal(5, 1), 0.95).why, Some(Unbounded::NoPackets));
