@@ -336,9 +336,10 @@ class _Reader:
         self.summaries, self.counter, self.flows = summaries, counter, flows
 
     def __call__(self, run: Mapping[str, Any]) -> Distribution:
-        if run.get(flowcompare.FLOW_INDEX) is not None:  # one flow of a run (`--by flow`)
+        # The configuration's members are read as Mappings; a split row is a RunRow (parts.py).
+        if run.get("flow_index") is not None:  # one flow of a run (`--by flow`)
             return self.flows(run)  # type: ignore[arg-type]
-        if run.get(hopcompare.HOP_SERIES) is not None:  # one hop of a chain run (`--by hop`)
+        if run.get("hop_series_path") is not None:  # one hop of a chain run (`--by hop`)
             return hopcompare.hop_distribution(run, self.counter)  # type: ignore[arg-type]
         return read_run(self.summaries.get(run["analysis_id"]), run.get("series_path"), self.counter)
 

@@ -8,16 +8,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lowtail.compare.parts import part_row
 from lowtail.compare.pooling import Distribution
 from lowtail.core import series
 from lowtail.core.errors import UserError
 from lowtail.experiment.document import RunRow
 from lowtail.store import analyses as analysisstore
-from lowtail.store.axes import FLOW
-from lowtail.store.db import LATENCY_FIGURES, Store, latency_column
-
-# The run-row key of a flow's index in its run's series (set only on rows split by flow).
-FLOW_INDEX = "flow_index"
+from lowtail.store.db import Store
 
 
 def split_by_flow(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
@@ -31,13 +28,9 @@ def split_by_flow(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
             out.append(run)
             continue
         for flow in flows["flows"]:
-            row: dict[str, object] = dict(run)
-            latency = flow["latency_ns"] or {}
-            row[FLOW], row[FLOW_INDEX] = flow["key"], flow["flow"]
-            row["sent"], row["received"], row["lost"] = flow["sent"], flow["received"], flow["lost"]
-            row.update({latency_column(k): latency.get(k) for k in LATENCY_FIGURES})
-            row["figures"] = {**(run.get("figures") or {}), "latency_ns": latency or None}
-            out.append(row)  # type: ignore[arg-type]  # a run row with the flow's figures
+            row = part_row(run, flow["sent"], flow["received"], flow["lost"], flow["latency_ns"])
+            row["flow"], row["flow_index"] = flow["key"], flow["flow"]
+            out.append(row)
     return out
 
 
@@ -57,7 +50,7 @@ class FlowDistributions:
             self._by_series[path] = series.flow_summaries(path)
             if self.on_rows:
                 self.on_rows(sum(s.count for s in self._by_series[path].values()))
-        summary = self._by_series[path].get(int(run[FLOW_INDEX]))  # type: ignore[literal-required]
+        summary = self._by_series[path].get(run["flow_index"])
         if summary is None:
             return Distribution()
         return Distribution.of(summary)

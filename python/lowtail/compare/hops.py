@@ -9,16 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from lowtail.compare.parts import part_row
 from lowtail.compare.pooling import Distribution, read_run
 from lowtail.core.errors import UserError
 from lowtail.experiment.document import RunRow
-from lowtail.store.axes import HOP
 from lowtail.store.chains import run_chains
-from lowtail.store.db import LATENCY_FIGURES, Store, latency_column
-
-# The run-row key of a hop's matched series (set only on rows split by hop; empty when the hop's
-# series was not kept, which `hop_distribution` then says).
-HOP_SERIES = "hop_series_path"
+from lowtail.store.db import Store
 
 
 def split_by_hop(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
@@ -33,19 +29,15 @@ def split_by_hop(store: Store, runs: Sequence[RunRow]) -> list[RunRow]:
             out.append(run)
             continue
         for hop in chain["hops"]:
-            row: dict[str, object] = dict(run)
-            latency = hop["latency_ns"] or {}
-            row[HOP], row[HOP_SERIES] = f"{hop['hop']}. {hop['name']}", hop["series_path"] or ""
-            row["sent"], row["received"], row["lost"] = hop["sent"], hop["received"], hop["lost"]
-            row.update({latency_column(k): latency.get(k) for k in LATENCY_FIGURES})
-            row["figures"] = {**(run.get("figures") or {}), "latency_ns": latency or None}
-            out.append(row)  # type: ignore[arg-type]  # a run row with the hop's figures
+            row = part_row(run, hop["sent"], hop["received"], hop["lost"], hop["latency_ns"])
+            row["hop"], row["hop_series_path"] = f"{hop['hop']}. {hop['name']}", hop["series_path"] or ""
+            out.append(row)
     return out
 
 
 def hop_distribution(run: RunRow, on_rows: Callable[[int], None] | None = None) -> Distribution:
     """The distribution of one hop of a chain run, from the hop's matched series."""
-    path = run.get(HOP_SERIES)
+    path = run.get("hop_series_path")
     if not path:
         raise UserError("its hop's matched series was not kept: a hop's distribution is read from it")
     return read_run(None, str(path), on_rows)

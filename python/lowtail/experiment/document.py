@@ -72,6 +72,13 @@ class RunRow(LatencyColumns, total=False):
     kernel: str | None
     hostname: str | None
     host_state: HostStateDocument | None  # the host's tuning when the run started (host/state.py)
+    # Set only on a row that `compare --by flow` or `--by hop` split from its run
+    # (compare/parts.py): the flow's key and its index in the run's series, or the hop's name
+    # and its matched series ("" when it was not kept).
+    flow: str
+    flow_index: int
+    hop: str
+    hop_series_path: str
 
 
 # -- the traffic of a run (`runs.traffic`) -------------------------------------------------------

@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from lowtail.core import schema, signals
 from lowtail.core.errors import DiskFull, Failure, UserError
@@ -33,7 +33,7 @@ from lowtail.core.files import DUCKDB_MAGIC, DUCKDB_MAGIC_AT, database_files, re
 from lowtail.core.percentiles import KEYS
 
 if TYPE_CHECKING:
-    from lowtail.analyze.document import LatencyFigures
+    from lowtail.analyze.document import LatencyColumns, LatencyFigures
 from lowtail.store.errors import DamagedDatabase, DatabaseBusy
 from lowtail.store.template import copy_template, discard_template, template_key
 
@@ -529,6 +529,14 @@ def latency_figures_of(row: Mapping[str, Any], figures: Iterable[str] = LATENCY_
     """A run row's (or an analyses row's) latency columns as the `latency_ns` figures of an
     analysis: "p99_999" → the value of "lat_p99_999_ns" (None where it has none)."""
     return {figure: row.get(latency_column(figure)) for figure in figures}
+
+
+def latency_columns_of(latency: Mapping[str, Any]) -> LatencyColumns:
+    """An analysis's `latency_ns` figures as the latency columns of its row (the inverse of
+    `latency_figures_of`): "p99_999" → "lat_p99_999_ns", None where a figure is missing."""
+    columns = {latency_column(k): latency.get(k) for k in LATENCY_FIGURES}
+    # LatencyColumns declares one key per figure of LATENCY_FIGURES (tests/store/test_codec.py).
+    return cast("LatencyColumns", columns)
 
 
 def latency_columns(alias: str = "", figures: tuple[str, ...] = LATENCY_FIGURES) -> str:
