@@ -159,6 +159,15 @@ THREE_STATUS_RUNS = {
 }
 
 
+def three_status_experiment(
+    store: Store, tmp: Path, name: str, duts: tuple[str, ...] = tuple(THREE_STATUS_RUNS)
+) -> tuple[int, dict[str, int]]:
+    """An experiment judged by `THREE_STATUS_VERDICT` with one run of each of `duts` (of
+    `THREE_STATUS_RUNS`): its id and each DuT's run id."""
+    eid = experiment(store, name, THREE_STATUS_VERDICT)
+    return eid, {dut: store_run(store, tmp, eid, dut, **THREE_STATUS_RUNS[dut]) for dut in duts}
+
+
 def lowtail_cli(*args: object) -> subprocess.CompletedProcess[str]:
     """`python -m lowtail ARGS` as a user runs it: its exit code, stdout and stderr."""
     return subprocess.run(

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 import pytest
-from compare_support import THREE_STATUS_RUNS, THREE_STATUS_VERDICT, experiment, lowtail_cli, store_run
+from compare_support import THREE_STATUS_RUNS, THREE_STATUS_VERDICT, lowtail_cli, three_status_experiment
 
 import lowtail
 from lowtail.cli.run import device_verdict_lines
@@ -31,9 +31,7 @@ def judged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tmp = tmp_path_factory.mktemp("one-verdict")
     db = tmp / "v.duckdb"
     with open_store(db) as store:
-        eid = experiment(store, "three duts", VERDICT)
-        for dut, spec in RUNS.items():
-            store_run(store, tmp, eid, dut, **spec)
+        eid, _ = three_status_experiment(store, tmp, "three duts")
         rows = runstore.runs(store, eid)
     verdict = parse_verdict(VERDICT)
     judgements = {r["dut_name"]: verdict.judge(r) for r in rows}

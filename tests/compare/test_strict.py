@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from compare_support import THREE_STATUS_RUNS, THREE_STATUS_VERDICT, experiment, lowtail_cli, store_run
+from compare_support import THREE_STATUS_RUNS, lowtail_cli, three_status_experiment
 
 from lowtail.store import open_store
 
-VERDICT, RUNS = THREE_STATUS_VERDICT, THREE_STATUS_RUNS
+RUNS = THREE_STATUS_RUNS
 STRICT_EXIT = {"pass": 0, "fail": 4, "short": 5}
 
 
@@ -22,13 +22,11 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     tmp = tmp_path_factory.mktemp("strict")
     db = tmp / "v.duckdb"
     with open_store(db) as store:
-        three = experiment(store, "three duts", VERDICT)
-        for dut, spec in RUNS.items():
-            store_run(store, tmp, three, dut, **spec)
+        three, _ = three_status_experiment(store, tmp, "three duts")
         alone = {}
-        for dut, spec in RUNS.items():
-            eid = experiment(store, f"{dut} alone", VERDICT)
-            alone[dut] = (eid, store_run(store, tmp, eid, dut, **spec))
+        for dut in RUNS:
+            eid, runs = three_status_experiment(store, tmp, f"{dut} alone", (dut,))
+            alone[dut] = (eid, runs[dut])
     return {"tmp": tmp, "db": db, "three": three, "alone": alone}
 
 
