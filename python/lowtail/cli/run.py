@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NamedTuple
 
 import typer
 from rich.console import Group
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from lowtail.analyze.document import ChainDocument
     from lowtail.experiment.runner import StoredRun
     from lowtail.store.runs import Floor
+    from lowtail.verdict.device import DeviceVerdict
 
 experiment_app = typer.Typer(help="Stored experiments: list them, write their report.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
@@ -74,7 +75,10 @@ def device_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
     with what is missing), as the page's cards say it."""
     from lowtail.experiment.page import experiment_devices
 
-    devices = experiment_devices(rows, verdict)
+    return _device_lines(rows, experiment_devices(rows, verdict))
+
+
+def _device_lines(rows: Sequence[Mapping[str, Any]], devices: Sequence[DeviceVerdict]) -> list[str]:
     width = max((len(d.device) for d in devices), default=0)
     return [f"{marked(d.device, _virtualization(rows, d.device)):<{width}}  {d.summary()}" for d in devices]
 
@@ -111,13 +115,17 @@ def show_experiment(
     verdict: Verdict,
     json_out: bool,
     chains: Mapping[int, ChainDocument] | None = None,
-) -> int:
+) -> Shown:
     """An experiment's runs as `lowtail run` ends: what a reader must know first (an
     emulator, two clocks, invalid and degraded runs), the table, the verdict per device (a
     chain's on the whole chain), each chain run's hops; or with `json_out` the runs, each
-    with its device's verdict and a chain run's hops (`chain`). Returns the exit code: 3
-    (partial) when any run is invalid or degraded (`untrustworthy` says why)."""
+    with its device's verdict and a chain run's hops (`chain`). Returns the exit code — 3
+    (partial) when any run is invalid or degraded (`untrustworthy` says why) — and each
+    device's verdict status (what `--strict` gates on), the devices judged once."""
+    from lowtail.experiment.page import experiment_devices
+
     chains = chains or {}
+    judged = experiment_devices(rows, verdict)
     invalid = [r for r in rows if not r["valid"]]
     if any_emulated(rows):
         warn(TCG_WARNING)
@@ -131,9 +139,7 @@ def show_experiment(
     for line in degraded_lines(rows):  # said once per kind; the table's verdicts mark each run
         warn(line)
     if json_out:
-        from lowtail.experiment.page import experiment_devices
-
-        devices = {d.device: d.as_dict() for d in experiment_devices(rows, verdict)}
+        devices = {d.device: d.as_dict() for d in judged}
         print_json(
             [
                 run_json(r, floors, verdict)
@@ -146,7 +152,7 @@ def show_experiment(
         printer = table_console()
         # What degraded the runs was said above, grouped by kind (degraded_lines).
         printer.print(runs_table(experiment, rows, floors, verdict, width=printer.width, degraded_said=True))
-        lines = device_verdict_lines(rows, verdict)
+        lines = _device_lines(rows, judged)
         if lines:
             printer.print(f"\nverdict per device ({verdict.describe()}):", markup=False, soft_wrap=True)
             for line in lines:
@@ -155,14 +161,18 @@ def show_experiment(
             if (chain := _chain_of(r, chains)) and r["run_id"] is not None:
                 for line in chain_lines(r["run_id"], chain):
                     printer.print(line, markup=False, soft_wrap=True)
-    return EXIT_OK if untrustworthy(rows) is None else EXIT_PARTIAL
+    reason = untrustworthy(rows)
+    return Shown(EXIT_OK if reason is None else EXIT_PARTIAL, [d.status for d in judged], reason)
 
 
-def device_statuses(rows: Sequence[RunRow], verdict: Verdict) -> list[str]:
-    """Each device's verdict status over its runs (what `--strict` gates on)."""
-    from lowtail.experiment.page import experiment_devices
+class Shown(NamedTuple):
+    """What showing an experiment's runs ends with."""
 
-    return [d.status for d in experiment_devices(rows, verdict)]
+    code: int
+    #: Each device's verdict status over its runs.
+    statuses: list[str]
+    #: Why the result is partial (`untrustworthy`), None when it is not.
+    untrustworthy: str | None
 
 
 def _chain_of(run: RunRow, chains: Mapping[int, ChainDocument]) -> ChainDocument | None:
@@ -218,15 +228,14 @@ def _sweep(
         from lowtail.experiment.page import write_experiment_report
 
         written = write_experiment_report(db, result.experiment_id, report, verdict=exp.verdict)
-    code = show_experiment(experiment, rows, floors, exp.verdict, json_out, chains)
+    shown = show_experiment(experiment, rows, floors, exp.verdict, json_out, chains)
     if not json_out:
         note(f"stored as experiment {result.experiment_id} in {db}")
         if written:
             note(f"report: {written.resolve().as_uri()}")
-    reason = untrustworthy(rows)
-    if reason is not None:
-        warn(reason)  # the last line: why exit 3, and what to change
-    raise typer.Exit(strict_exit(code, device_statuses(rows, exp.verdict), strict, json_out))
+    if shown.untrustworthy is not None:
+        warn(shown.untrustworthy)  # the last line: why exit 3, and what to change
+    raise typer.Exit(strict_exit(shown.code, shown.statuses, strict, json_out))
 
 
 # How `lowtail run --json` names the run-row keys it does not print as they are: the DuT's
@@ -495,11 +504,10 @@ def experiment_show(
         rows = runstore.runs(store, eid)
         chains = run_chains(store, [r["run_id"] for r in rows])
     verdict = stored_verdict(stored["spec"], verdict_request(budget_ns, percentile))
-    code = show_experiment(stored, rows, floors, verdict, json_out, chains)
-    reason = untrustworthy(rows)
-    if reason is not None:
-        warn(reason)
-    raise typer.Exit(strict_exit(code, device_statuses(rows, verdict), strict, json_out))
+    shown = show_experiment(stored, rows, floors, verdict, json_out, chains)
+    if shown.untrustworthy is not None:
+        warn(shown.untrustworthy)
+    raise typer.Exit(strict_exit(shown.code, shown.statuses, strict, json_out))
 
 
 @experiment_app.command("report", help="Write the HTML report of a stored experiment (an id, or 'latest').")
