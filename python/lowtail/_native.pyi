@@ -4,11 +4,17 @@ against the built module with mypy's stubtest."""
 import os
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Self, final
+from typing import Self, TypeAlias, final
 
+import numpy as np
+import numpy.typing as npt
 from typing_extensions import Buffer
 
 from lowtail.analyze.document import AnalyzeOptionsDocument
+
+# What the native functions read 64-bit integers from: any buffer of them. NumPy's stubs
+# declare an array a buffer only from Python 3.12 on, so its int64 arrays are named too.
+_Int64Buffer: TypeAlias = Buffer | npt.NDArray[np.int64]
 
 __all__ = [
     "LowtailError",
@@ -248,7 +254,7 @@ class ExactHistogram:
     every analysis computes its figures with)."""
 
     def __new__(cls) -> Self: ...
-    def record(self, values: Buffer) -> None:
+    def record(self, values: _Int64Buffer) -> None:
         """Count every value of a buffer of 64-bit integers (a NumPy int64 array)."""
 
     def merge(self, other: ExactHistogram) -> None:
@@ -285,7 +291,7 @@ class SeriesSummary:
     SUMMARY_FIRST_BLOCK_NS wide and double, merging pairs, to stay within SUMMARY_MAX_BLOCKS."""
 
     def __new__(cls) -> Self: ...
-    def record(self, pre_ts_ns: Buffer, latency_ns: Buffer) -> None:
+    def record(self, pre_ts_ns: _Int64Buffer, latency_ns: _Int64Buffer) -> None:
         """Count packets in PRE order: two int64 buffers of one length; ValueError otherwise."""
 
     @property

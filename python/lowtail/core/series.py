@@ -160,7 +160,7 @@ def summary_of(path: str | Path) -> SeriesSummary:
 
     summary = SeriesSummary()
     for pre_ts, latencies in _iter_columns(path, (PRE_TS, LATENCY), "the matched series is gone"):
-        summary.record(pre_ts, latencies)  # type: ignore[arg-type]  # an int64 array is a buffer
+        summary.record(pre_ts, latencies)
     return summary
 
 
@@ -176,7 +176,7 @@ def flow_summaries(path: str | Path) -> dict[int, SeriesSummary]:
         for flow in np.unique(flows):
             mine = flows == flow
             summary = out.setdefault(int(flow), SeriesSummary())
-            summary.record(np.ascontiguousarray(pre_ts[mine]), np.ascontiguousarray(latencies[mine]))  # type: ignore[arg-type]
+            summary.record(np.ascontiguousarray(pre_ts[mine]), np.ascontiguousarray(latencies[mine]))
     return out
 
 

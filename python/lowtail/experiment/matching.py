@@ -193,7 +193,7 @@ def _latency(latencies: Any) -> MatchLatency:
     import numpy as np
 
     histogram = _native.ExactHistogram()
-    histogram.record(np.ascontiguousarray(latencies, dtype=np.int64))  # type: ignore[arg-type]  # an int64 array is a buffer
+    histogram.record(np.ascontiguousarray(latencies, dtype=np.int64))
     values = histogram.quantiles([Fraction(str(p)) / 100 for _, p in _SPLIT_FIGURES])
     quantiles = dict(zip((k for k, _ in _SPLIT_FIGURES), values or (None,) * len(_SPLIT_FIGURES)))
     return MatchLatency(
