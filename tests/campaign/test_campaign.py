@@ -4,6 +4,7 @@ processes on localhost, started here; one worker (or the scheduler) killed mid-c
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -108,6 +109,57 @@ def test_a_killed_worker_loses_nothing_and_a_rerun_resumes(tmp_path, cluster):
     assert all(p["resumed"] for p in redo["pairs"])
     assert {p["name"]: p["analysis_id"] for p in redo["pairs"]} == {p["name"]: p["analysis_id"] for p in doc["pairs"]}
     check_every_pair_once(redo, truth, db)
+
+
+@pytest.mark.slow
+def test_a_result_lost_with_its_worker_before_it_is_fetched_is_computed_again_and_stored(tmp_path, cluster):
+    """The worker that holds a finished pair's result dies between Dask's `wait` saying the pair
+    is done and the coordinator fetching it: the future turns from finished to lost and is
+    computed again. The coordinator dropped such a pair without a word (a fresh clone's
+    campaign ended "finished", not partial, one pair short); now it waits for the new result.
+    The kill comes at that moment through the coordinator's own collecting step, on a real
+    cluster."""
+    from distributed import Client
+
+    from lowtail.analyze.pair import analyze_options
+    from lowtail.campaign import DEFAULT_PATTERN, runner
+    from lowtail.campaign.pairs import campaign_key, choose_pairs
+    from lowtail.store import campaigns, open_store
+
+    data, db = tmp_path / "captures", tmp_path / "lowtail.duckdb"
+    truth = synth_pairs(data, count=2)
+    options = analyze_options(trim_ns=0).to_dict()
+    options.pop("export", None)
+    pairs, chosen = choose_pairs(data, db, DEFAULT_PATTERN, options, cluster.address, False, None)
+    client = Client(cluster.address, timeout="10s")
+
+    class WorkerDiesBeforeTheFetch(runner._Campaign):
+        killed: str | None = None
+
+        def _collect(self, fut, pair):
+            if self.killed is None:
+                self.killed = client.who_has([fut])[fut.key][0]
+                os.kill(client.run(os.getpid, workers=[self.killed])[self.killed], signal.SIGKILL)
+                deadline = time.monotonic() + 30
+                while fut.status == "finished":  # until the scheduler has seen the result go
+                    assert time.monotonic() < deadline
+                    time.sleep(0.001)
+            return super()._collect(fut, pair)
+
+    try:
+        with open_store(db) as s:
+            campaign_id = campaigns.open_campaign(s, campaign_key(chosen), chosen.source, chosen.analysis)
+            coordinator = WorkerDiesBeforeTheFetch(s, campaign_id, chosen, None)
+            coordinator.run(client, pairs)
+    finally:
+        client.close()
+    result = coordinator.result
+    assert coordinator.killed is not None
+    assert result.failed == [] and not result.partial, result.as_dict()
+    assert sorted(p["name"] for p in result.pairs) == sorted(truth)
+    assert sorted(r[1] for r in stored_analyses(db)) == sorted(truth)
+    for p in result.pairs:
+        assert p["sent"] == truth[p["name"]]["packets"] and p["lost"] == truth[p["name"]]["lost"]
 
 
 @pytest.mark.slow

@@ -225,7 +225,8 @@ class _Campaign:
                     gone = True
                 try:
                     for fut in finished:
-                        self._collect(fut, futures[fut])
+                        if not self._collect(fut, futures[fut]):
+                            pending.add(fut)  # its result went with its worker: Dask computes it again
                 except (OSError, CancelledError):  # a result that could not be fetched: no scheduler
                     pending |= {f for f in finished if f.key not in self.collected}
                     gone = True
@@ -264,7 +265,9 @@ class _Campaign:
             except Exception:  # noqa: BLE001 - a client without its scheduler has nothing to release
                 pass
 
-    def _collect(self, fut: Future[PairOutcome], pair: Pair) -> None:
+    def _collect(self, fut: Future[PairOutcome], pair: Pair) -> bool:
+        """Store a pair `wait` returned as done; False when it is not done any more: a worker
+        that held its result died since (the future is "lost", then computed again)."""
         if fut.status == "finished":
             outcome = fut.result(timeout=SCHEDULER_GRACE_S)
             self.collected.add(fut.key)
@@ -275,6 +278,9 @@ class _Campaign:
             exc = fut.exception(timeout=SCHEDULER_GRACE_S)
             self.collected.add(fut.key)
             self.store_error(pair, f"{type(exc).__name__}: {exc}")
+        else:
+            return False
+        return True
 
 
 def run_campaign(
