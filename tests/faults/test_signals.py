@@ -530,3 +530,61 @@ def test_a_stop_inside_a_childs_poll_leaves_it_waitable(how):
         pytest.skip("this Python's subprocess gives the lock back: the plain poll is safe here")
     else:  # what it guards against, shown: the plain poll left the lock taken
         assert done.stdout.split() == ["fired", "None"], done.stdout
+
+
+# A second stop signal at every line the handler runs (the k-th line executed under it, nested
+# calls included, for k = 1, 2 …): the tracer raises it there and the handler runs again inside
+# itself. The handler used to set a threading.Event: a second Ctrl-C inside the Event's lock ran
+# the handler again, which waited for that lock forever (a double Ctrl-C hung `lowtail run`,
+# its forwarder and capture left spinning at real-time priority; seen on a fresh clone).
+_SECOND_SIGNAL_INSIDE_THE_HANDLER = """
+import os, signal, sys, time
+from lowtail.core import signals
+
+handler = signals._on_signal.__code__
+
+def under_the_handler(frame):
+    while frame is not None:
+        if frame.f_code is handler:
+            return True
+        frame = frame.f_back
+    return False
+
+fired_at = []
+for k in range(1, 61):
+    lines = 0
+
+    def line(frame, event, arg):
+        global lines
+        if event == "line" and len(fired_at) < k:
+            lines += 1
+            if lines == k:
+                fired_at.append(k)
+                signal.raise_signal(signal.SIGINT)
+        return line
+
+    def call(frame, event, arg):
+        return line if len(fired_at) < k and under_the_handler(frame) else None
+
+    with signals.stop_on_signals():
+        sys.settrace(call)
+        try:
+            signal.raise_signal(signal.SIGINT)
+            time.sleep(5)
+            print("not stopped", k)
+        except KeyboardInterrupt:
+            pass
+        finally:
+            sys.settrace(None)
+print("second signals", len(fired_at))
+"""
+
+
+def test_a_second_stop_signal_anywhere_inside_the_handler_does_not_hang_it():
+    done = subprocess.run(
+        [sys.executable, "-c", _SECOND_SIGNAL_INSIDE_THE_HANDLER], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert "not stopped" not in done.stdout, done.stdout
+    fired = int(done.stdout.split()[-1])
+    assert fired >= 3, done.stdout  # the handler's every line took one

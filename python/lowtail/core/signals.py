@@ -47,7 +47,11 @@ class _State:
     stopping: int | None = None  # the signal that stopped the command
     told = False  # the "still stopping" note was printed
     redelivery = 0  # which stop lost in a finalizer is being delivered again (its thread's number)
-    handled = threading.Event()  # the handler ran since the redelivering thread last signalled
+    # Times the handler ran: the redelivering thread watches it move. A counter, not a
+    # threading.Event: a handler takes no lock, since a second signal can run the handler
+    # again in the middle of the first (between any two of its instructions), and an Event's
+    # lock taken twice by the main thread never came free (a double Ctrl-C hung `lowtail run`).
+    handled = 0
 
 
 _state = _State()
@@ -72,7 +76,7 @@ def _tell(message: str) -> None:
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
-    _state.handled.set()
+    _state.handled += 1
     if _inside_the_unraisable_hook(frame):  # raised here it would be lost: the thread tries again
         return
     if _state.stopping is not None:
@@ -121,9 +125,10 @@ def _redeliver(signum: int, redelivery: int, main: int) -> None:
     merge into one (the interpreter keeps one flag per signal), so a slow main thread gets
     no second stop from here."""
     while _state.installed and _state.redelivery == redelivery and _state.stopping is None:
-        _state.handled.clear()
+        before, deadline = _state.handled, time.monotonic() + 1.0
         signal.pthread_kill(main, signum)
-        _state.handled.wait(1.0)
+        while _state.handled == before and time.monotonic() < deadline:
+            time.sleep(0.002)
         time.sleep(0.01)  # a try put off inside the hook: the next, once the hook has returned
 
 
