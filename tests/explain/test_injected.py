@@ -127,6 +127,20 @@ def _skip_when_nothing_explains(doc: dict) -> None:
         pytest.skip("nothing traced explains this tail: the host took the time where no trace sees it")
 
 
+def _skip_when_another_task_takes_the_whole_tail(doc: dict, longer_than_ns: int) -> None:
+    """A task of the host's own that shares the DuT's core (another suite's build, a CPU hog)
+    can hold it for longer than the injected cause delays packets: then every tail packet is
+    that preemption's, and the product must name it, whole, rather than the injected cause
+    (measured with a busy loop at nice 5 beside this suite: preemption by it 100 % of the tail
+    above p99, 20 ms added, where batching holds a packet 10 ms at most)."""
+    taken = [c for c in doc["causes"] if c["kind"] == "preemption" and c["role"] == "dut" and c["share"] == 1.0]
+    if taken and taken[0]["added_ns"] > longer_than_ns:
+        assert taken[0]["evidence"]["what"] and taken[0]["evidence"]["pid"], taken[0]
+        pytest.skip(
+            f"{taken[0]['evidence']['what']} held the DuT's core for the whole tail: the injected cause is smaller"
+        )
+
+
 def test_a_task_on_the_duts_core_is_the_first_cause(tmp_path):
     """First of the DuT's causes, named; on a host quiet enough to measure (no headline)
     also first of all and most of the tail. What a busy shared host may do instead, and what
@@ -210,6 +224,7 @@ def test_batches_at_a_low_rate_are_batching(tmp_path):
         tmp_path, "batch", "batch = 32\nbatch_timeout_us = 10000\nwork_ns = 5000", 10_000, above="p99"
     )
     _skip_when_nothing_explains(doc)
+    _skip_when_another_task_takes_the_whole_tail(doc, longer_than_ns=10_000_000)  # the batch timeout
     batching = [c for c in doc["causes"] if c["kind"] == "batching"]
     assert batching and batching[0]["evidence"]["batch"] == 32, doc["causes"]
     # On a host quiet enough to measure, with no other task taking the DuT's core, it is first.
