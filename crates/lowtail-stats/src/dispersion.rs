@@ -82,9 +82,7 @@ impl Measured {
     /// freedom for independent packets; Wilson–Hilferty's cube-root normal form).
     fn clustered(&self) -> bool {
         let df = self.blocks.saturating_sub(1).max(1) as f64;
-        let z = normal_quantile(0.999);
-        let h = 2.0 / (9.0 * df);
-        let chance = (1.0 - h + z * h.sqrt()).powi(3);
+        let chance = chi_square_over_df(df, 0.999);
         self.raw >= CLUSTERED.max(chance)
     }
 
@@ -273,6 +271,12 @@ fn clusters_above(ev: &Evidence, n: u64, exceed: u64, tail: f64) -> Result<f64, 
 /// quantile with 2k + 2 degrees of freedom (Wilson–Hilferty's cube-root normal form).
 fn poisson_upper(k: f64, tail: f64) -> f64 {
     let df = 2.0 * k + 2.0;
+    0.5 * df * chi_square_over_df(df, 1.0 - tail)
+}
+
+/// The `p` quantile of χ² with `df` degrees of freedom over `df` (Wilson–Hilferty's
+/// cube-root normal form).
+fn chi_square_over_df(df: f64, p: f64) -> f64 {
     let h = 2.0 / (9.0 * df);
-    0.5 * df * (1.0 - h + normal_quantile(1.0 - tail) * h.sqrt()).powi(3)
+    (1.0 - h + normal_quantile(p) * h.sqrt()).powi(3)
 }
