@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 # How long the coordinator waits for a lost scheduler to come back before it stops.
 SCHEDULER_GRACE_S = 5.0
+# How long it waits on a cluster without a worker (a nanny restarts a killed one in seconds;
+# workers may join late) before it stops: Dask itself would wait for ever.
+WORKERLESS_GRACE_S = 30.0
 POLL_S = 0.25
 
 
@@ -171,6 +174,7 @@ class _Campaign:
         self.by_worker: dict[str, int] = {}
         self.collected: set[str] = set()
         self.lost_since: float | None = None
+        self.workerless_since: float | None = None
 
     def progress(self) -> None:
         if self.on_progress:
@@ -230,10 +234,9 @@ class _Campaign:
                 except (OSError, CancelledError):  # a result that could not be fetched: no scheduler
                     pending |= {f for f in finished if f.key not in self.collected}
                     gone = True
-                if gone or self._scheduler_lost(client, pending):
-                    self.result.stopped = (
-                        f"the scheduler went away after {self.done} of {self.total} pairs; {len(pending)} not analysed"
-                    )
+                why = "the scheduler went away" if gone else self._cluster_lost(client)
+                if why is not None:
+                    self.result.stopped = f"{why} after {self.done} of {self.total} pairs; {len(pending)} not analysed"
                     return
         except KeyboardInterrupt:
             self.result.interrupted = True
@@ -248,14 +251,24 @@ class _Campaign:
                 for w in sorted(seen)
             ]
 
-    def _scheduler_lost(self, client: Client, pending: set[Future[PairOutcome]]) -> bool:
-        """The client has been without its scheduler for longer than the grace period."""
-        if client.status == "running" and not any(f.status == "lost" for f in pending):
-            self.lost_since = None
-            return False
-        if self.lost_since is None:
-            self.lost_since = time.monotonic()
-        return time.monotonic() - self.lost_since > SCHEDULER_GRACE_S
+    def _cluster_lost(self, client: Client) -> str | None:
+        """Why the campaign cannot go on: the client has been without its scheduler, or the
+        scheduler without a worker, for longer than their grace periods; None while it can.
+        The client's own state tells a lost scheduler (it turns from "running" to "connecting"
+        at once, its futures to "cancelled"); a future "lost" with a dead worker is not one: it
+        is computed again, however long that takes."""
+        now = time.monotonic()
+        if client.status != "running":
+            self.lost_since = self.lost_since or now
+            return "the scheduler went away" if now - self.lost_since > SCHEDULER_GRACE_S else None
+        self.lost_since = None
+        if _worker_addresses(client):
+            self.workerless_since = None
+            return None
+        self.workerless_since = self.workerless_since or now
+        if now - self.workerless_since > WORKERLESS_GRACE_S:
+            return f"no worker on the cluster for {WORKERLESS_GRACE_S:.0f} s"
+        return None
 
     @staticmethod
     def _release(futures: dict[Future[PairOutcome], Pair]) -> None:
@@ -269,7 +282,13 @@ class _Campaign:
         """Store a pair `wait` returned as done; False when it is not done any more: a worker
         that held its result died since (the future is "lost", then computed again)."""
         if fut.status == "finished":
-            outcome = fut.result(timeout=SCHEDULER_GRACE_S)
+            try:
+                outcome = fut.result(timeout=SCHEDULER_GRACE_S)
+            except TimeoutError:
+                # Its worker died after `wait` returned and the pair is being computed again
+                # (or the scheduler is gone: `_scheduler_lost` tells, from the client's state).
+                # A TimeoutError is an OSError: let through, it read as "no scheduler".
+                return False
             self.collected.add(fut.key)
             self.store_outcome(pair, outcome)
         elif fut.status == "error":
