@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypedDict
 
 from lowtail.core import signals
+from lowtail.core.errors import Failure
 from lowtail.core.processes import is_alive, process_start_time
 from lowtail.testbed.containment import cpuset_hierarchy, memory_hierarchy, remove_cgroup
 from lowtail.testbed.system import ip, local_argv, sh, tool
@@ -323,10 +324,24 @@ def netns_processes(netns: str) -> list[OwnedProcess]:
     return [OwnedProcess(pid, process_start_time(pid), "") for pid in pids]
 
 
+# `ip netns delete` detaches one mount of the name and unlinks it: a name mounted more than
+# once (a bind mount over it) stays, "Device or resource busy", and each try takes one away.
+NETNS_DELETE_TRIES = 3
+
+
 def delete_netns(name: str) -> None:
-    """Stop what runs in a network namespace, then delete it."""
-    kill_processes(netns_processes(name))
-    ip("netns", "delete", name, what=f"deleting network namespace {name}", check=False)
+    """Stop what runs in a network namespace, then delete it and see that its name is gone;
+    a Failure saying why when it is still there after a few tries (the teardown then says
+    the testbed is not fully removed, and keeps it for `lowtail testbed clean`)."""
+    said = ""
+    for attempt in range(NETNS_DELETE_TRIES):
+        kill_processes(netns_processes(name))
+        done = ip("netns", "delete", name, what=f"deleting network namespace {name}", check=False)
+        if not os.path.lexists(NETNS_RUN_DIR / name):
+            return
+        said = (done.stderr.strip() or f"exit code {done.returncode}").splitlines()[-1]
+        time.sleep(0.1 * (attempt + 1))
+    raise Failure(f"network namespace {name} is still there after {NETNS_DELETE_TRIES} deletions: {said}")
 
 
 def run_undo(argv: list[str]) -> None:
@@ -336,16 +351,23 @@ def run_undo(argv: list[str]) -> None:
 
 
 def remove_leftover(left: Leftover) -> None:
-    """Remove everything of a dead owner's testbed that is still there, then its state file."""
+    """Remove everything of a dead owner's testbed that is still there, then its state file;
+    a Failure naming what stays (its state file kept, for another try)."""
     kill_processes(left.processes)
     for argv in reversed(left.undo):
         run_undo(argv)
+    problems = []
     for ns in left.netns:
-        delete_netns(ns)
+        try:
+            delete_netns(ns)
+        except Failure as e:
+            problems.append(str(e))
     for cg in left.cgroups:
         remove_cgroup(cg)
     for p in left.paths:
         shutil.rmtree(p, ignore_errors=True)
+    if problems:
+        raise Failure(f"testbed {left.tag} not fully removed: {'; '.join(problems)}")
     if left.state_file:
         left.state_file.unlink(missing_ok=True)
     (STATE_DIR / f"{left.tag}.partial").unlink(missing_ok=True)  # a save its owner was killed in
@@ -353,8 +375,15 @@ def remove_leftover(left: Leftover) -> None:
 
 def remove_leftovers() -> list[Leftover]:
     """Find the testbeds of dead owners and remove them (`lowtail testbed clean`, and every
-    `lowtail run` before it starts); what was removed."""
+    `lowtail run` before it starts); what was removed, or a Failure naming what stays once
+    every one was tried."""
     leftovers = find_leftovers()
+    problems = []
     for left in leftovers:
-        remove_leftover(left)
+        try:
+            remove_leftover(left)
+        except Failure as e:
+            problems.append(str(e))
+    if problems:
+        raise Failure("; ".join(problems))
     return leftovers
