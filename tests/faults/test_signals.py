@@ -44,6 +44,22 @@ def lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
 
+def time_limits_under(directory: Path) -> dict[str, str | None]:
+    """The LOWTAIL_TIME_LIMIT of each lowtail program of a run under `directory`, by name."""
+    named = {Path(cmd.split()[0]).name: pid for pid, cmd in programs_under(directory)}
+    return {name: time_limit_of(pid) for name, pid in named.items() if name.startswith("lowtail-")}
+
+
+def time_limit_of(pid: int) -> str | None:
+    """The LOWTAIL_TIME_LIMIT in a process's environment."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    found = [e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"LOWTAIL_TIME_LIMIT=")]
+    return found[0] if found else None
+
+
 def traffic_flowing(tmp_path, run: int = 1) -> bool:
     """Has the `run`-th run of the sweep begun sending?"""
     dirs = run_dirs(tmp_path)
@@ -66,7 +82,7 @@ def test_a_double_ctrl_c_during_a_sweep_leaves_nothing_behind(tmp_path, gap_s):
     signal mask on the main thread does not hold off."""
     toml = experiment(tmp_path, FWD, rates=(5000, 6000), duration="2s")
     proc = start(tmp_path, "run", str(toml), "--db", str(tmp_path / "t.duckdb"))
-    wait_for(lambda: traffic_flowing(tmp_path, run=2), timeout=120)
+    wait_for(lambda: traffic_flowing(tmp_path, run=2), timeout=120, watching=proc)
     time.sleep(0.3)
     os.killpg(proc.pid, signal.SIGINT)
     time.sleep(gap_s)
@@ -89,7 +105,20 @@ def test_a_double_ctrl_c_during_a_sweep_leaves_nothing_behind(tmp_path, gap_s):
 def test_sigterm_and_sighup_stop_a_sweep_like_ctrl_c(tmp_path, sig):
     toml = experiment(tmp_path, FWD, duration="5s")
     proc = start(tmp_path, "run", str(toml), "--db", str(tmp_path / "t.duckdb"))
-    wait_for(lambda: traffic_flowing(tmp_path))
+    wait_for(lambda: traffic_flowing(tmp_path), watching=proc)
+    # Should lowtail hang instead, its programs stop by themselves after a time limit: twice
+    # the run's longest (readiness 10 s, the timestamper's start 15 s, 5 s of traffic and its
+    # warm-up and drain) and a minute.
+    programs = {"lowtail-fwd", "lowtail-cap", "lowtail-gen"}
+    limits: dict[str, str | None] = {}
+
+    def every_program_seen() -> bool:
+        limits.update(time_limits_under(tmp_path))
+        return programs <= set(limits)
+
+    wait_for(every_program_seen, watching=proc)
+    (limit,) = {limits[name] for name in programs}
+    assert limit is not None and 120 <= int(limit.removesuffix("s")) <= 180, limits
     proc.send_signal(sig)
     time.sleep(0.2)
     proc.send_signal(sig)  # and again, while it takes the testbed down
@@ -108,7 +137,7 @@ def test_programs_die_with_a_killed_run_and_the_next_run_removes_the_rest(tmp_pa
     of the dead run before it starts, saying so."""
     toml = experiment(tmp_path, FWD, duration="20s")
     proc = start(tmp_path, "run", str(toml), "--db", str(tmp_path / "t.duckdb"))
-    wait_for(lambda: traffic_flowing(tmp_path))
+    wait_for(lambda: traffic_flowing(tmp_path), watching=proc)
     proc.kill()
     proc.wait()
     wait_for(lambda: programs_under(tmp_path) == [], timeout=15)

@@ -225,6 +225,31 @@ def find_leftovers_of_any_owner():
         registry.is_alive = alive
 
 
+def test_lowtail_programs_stop_by_themselves_at_their_time_limit(tmp_path):
+    """A lowtail that hangs, alive, kept its forwarder and timestamper spinning at real-time
+    priority for as long as it hung (a double Ctrl-C once did, for good): they die with
+    lowtail, not with a lowtail that is stuck. Started under a time limit they stop by
+    themselves when it runs out, as SIGTERM would stop them, their statistics written."""
+    from lowtail.core.binaries import find_binary
+    from lowtail.testbed.process import time_limit
+
+    with SoftTestbed(tmp_path) as tb:
+        with time_limit(2):
+            dut = make_dut("lowtail-fwd", "f", {})
+            dut.start(tb, PLAN)
+            stats = tmp_path / "cap.json"
+            argv = [str(find_binary("lowtail-cap")), "--iface", tb.rx, "--out", str(tmp_path / "rx.pcap")]
+            cap = tb.spawn("cap", tb.lg_ns, [*argv, "--stats-json", str(stats)], stats=stats)
+        started = time.monotonic()
+        assert dut.program.wait(30) is not None and cap.wait(30) is not None
+        took = time.monotonic() - started
+        assert 1.5 < took < 30, took
+        assert not dut.program.stop_signal and not cap.stop_signal  # nobody asked them
+        assert dut.program.statistics()["stopped_by"] == "time limit"
+        assert cap.statistics()["stopped_by"] == "time limit"
+        assert cap.returncode() == 0 and dut.program.returncode() == 0
+
+
 def test_the_registry_knows_everything_before_it_exists(tmp_path):
     with SoftTestbed(tmp_path) as tb:
         state = tb.registry.file

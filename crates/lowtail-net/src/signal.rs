@@ -1,9 +1,19 @@
 //! SIGINT/SIGTERM as a flag the busy loops poll: the programs stop at a clean point,
 //! drain what they hold, and write their statistics. The same stop comes when the process
 //! that started a program exits (`PR_SET_PDEATHSIG`): a controller killed with SIGKILL
-//! leaves no generator, timestamper or real-time forwarder spinning behind it.
+//! leaves no generator, timestamper or real-time forwarder spinning behind it. A controller
+//! that hangs, alive, is covered by a time limit: `LOWTAIL_TIME_LIMIT` in the environment (a
+//! duration: 90s, 2m) is the longest the program runs before it stops as SIGTERM would stop it.
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::Duration;
+
+use lowtail_program::args::parse_duration;
+use lowtail_program::Fatal;
+
+/// The environment variable that bounds how long a program runs (lowtail sets it for the
+/// programs of a run: a few times the run's planned length).
+pub const TIME_LIMIT_ENV: &str = "LOWTAIL_TIME_LIMIT";
 
 static STOP: AtomicBool = AtomicBool::new(false);
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
@@ -13,10 +23,12 @@ extern "C" fn on_signal(sig: libc::c_int) {
     STOP.store(true, Ordering::Release);
 }
 
-/// Catch SIGINT and SIGTERM (without SA_RESTART, so a blocking poll returns EINTR), and
-/// ask for SIGTERM when the parent process exits.
-pub fn install() {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+/// Catch SIGINT and SIGTERM (without SA_RESTART, so a blocking poll returns EINTR), ask for
+/// SIGTERM when the parent process exits, and stop at the time limit of the environment (a
+/// value that is not a duration is a usage error).
+pub fn install() -> Result<(), Fatal> {
+    let limit = time_limit(std::env::var_os(TIME_LIMIT_ENV).as_deref())?;
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGALRM] {
         // SAFETY: the handler only stores to atomics, which is async-signal-safe.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
@@ -26,6 +38,35 @@ pub fn install() {
         }
     }
     stop_with_parent();
+    if let Some(limit) = limit {
+        stop_after(limit);
+    }
+    Ok(())
+}
+
+/// The time limit a `LOWTAIL_TIME_LIMIT` value asks for (None: unset or empty).
+fn time_limit(value: Option<&std::ffi::OsStr>) -> Result<Option<Duration>, Fatal> {
+    let Some(value) = value.filter(|v| !v.is_empty()) else { return Ok(None) };
+    let text = value.to_str().ok_or_else(|| Fatal::usage(format!("{TIME_LIMIT_ENV} is not a duration")))?;
+    match parse_duration(text) {
+        Ok(limit) if !limit.is_zero() => Ok(Some(limit)),
+        Ok(_) => Err(Fatal::usage(format!("{TIME_LIMIT_ENV} must be longer than 0, not {text:?}"))),
+        Err(e) => Err(Fatal::usage(format!("{TIME_LIMIT_ENV}: {e}"))),
+    }
+}
+
+/// SIGALRM after `limit` (a one-shot interval timer of this process, kept across exec and
+/// not inherited by children): a stop like SIGTERM's.
+fn stop_after(limit: Duration) {
+    let timer = libc::itimerval {
+        it_interval: libc::timeval { tv_sec: 0, tv_usec: 0 },
+        it_value: libc::timeval {
+            tv_sec: limit.as_secs().min(i32::MAX as u64) as libc::time_t,
+            tv_usec: limit.subsec_micros() as libc::suseconds_t,
+        },
+    };
+    // SAFETY: setitimer only reads the struct given; the handler for SIGALRM is installed.
+    unsafe { libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut()) };
 }
 
 /// SIGTERM when the parent exits; a parent gone already (between our start and the
@@ -40,17 +81,36 @@ fn stop_with_parent() {
     }
 }
 
-/// Has SIGINT or SIGTERM come?
+/// Has SIGINT or SIGTERM come, or the time limit?
 #[inline(always)]
 pub fn stop_requested() -> bool {
     STOP.load(Ordering::Relaxed)
 }
 
-/// "SIGINT"/"SIGTERM" if a signal stopped us.
+/// "SIGINT"/"SIGTERM" if a signal stopped us, "time limit" if the time limit did.
 pub fn received() -> Option<&'static str> {
     match SIGNAL.load(Ordering::Relaxed) {
         libc::SIGINT => Some("SIGINT"),
         libc::SIGTERM => Some("SIGTERM"),
+        libc::SIGALRM => Some("time limit"),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    #[test]
+    fn a_time_limit_is_a_positive_duration_or_nothing() {
+        assert_eq!(time_limit(None).unwrap(), None);
+        assert_eq!(time_limit(Some(OsStr::new(""))).unwrap(), None);
+        assert_eq!(time_limit(Some(OsStr::new("90s"))).unwrap(), Some(Duration::from_secs(90)));
+        assert_eq!(time_limit(Some(OsStr::new("2.5"))).unwrap(), Some(Duration::from_millis(2500)));
+        for bad in ["0", "abc", "-3s", "5 parsecs", "inf"] {
+            let e = time_limit(Some(OsStr::new(bad))).unwrap_err().to_string();
+            assert!(e.starts_with(TIME_LIMIT_ENV), "{bad}: {e}");
+        }
     }
 }

@@ -34,6 +34,7 @@ from lowtail.testbed.cores import CAPTURE_RT_PRIORITY, CoreRoles
 from lowtail.testbed.document import CaptureStatistics, Containment, DutCounters, GeneratorStatistics, TestbedDocument
 from lowtail.testbed.duts import make_dut
 from lowtail.testbed.duts.base import Dut, DutFacts
+from lowtail.testbed.process import time_limit
 from lowtail.testbed.sessions import Session
 from lowtail.testbed.sites import Point
 from lowtail.testbed.topology import NamespacesTestbed
@@ -86,6 +87,18 @@ def frames_for(exp: Experiment, combo: Combination) -> int:
     return math.ceil(combo.traffic.rate_pps * (exp.warmup_ns + exp.measured_ns(combo.traffic)) / 1e9)
 
 
+# How long the timestamper has to say it captures.
+CAPTURE_START_TIMEOUT_S = 15.0
+
+
+def programs_time_limit_s(exp: Experiment, combo: Combination, dut: Dut[Any]) -> float:
+    """The longest a run's programs may run (they stop by themselves then, should lowtail
+    hang): twice what the run takes from its first program's start at the most — the DuT's
+    readiness, the timestamper's start, the traffic and its drain — and a minute."""
+    run_s = dut.ready_timeout_s + CAPTURE_START_TIMEOUT_S + exp.traffic_ns(combo.traffic) / 1e9
+    return 2 * run_s + 60
+
+
 def measure(
     exp: Experiment,
     combo: Combination,
@@ -101,12 +114,15 @@ def measure(
     outcome = Outcome(started_at=datetime.now(), frames_planned=frames_for(exp, combo))
     dut = make_dut(combo.dut.kind, combo.dut.name, combo.dut.options)
     hops = len(combo.dut.hops)
-    with session.testbed(
-        run_dir,
-        wire=combo.dut.calibration,
-        dut_interfaces=combo.dut.interfaces,
-        hops=[h.interfaces for h in combo.dut.hops],
-    ) as tb:
+    with (
+        time_limit(programs_time_limit_s(exp, combo, dut)),
+        session.testbed(
+            run_dir,
+            wire=combo.dut.calibration,
+            dut_interfaces=combo.dut.interfaces,
+            hops=[h.interfaces for h in combo.dut.hops],
+        ) as tb,
+    ):
         outcome.testbed = tb.describe()
         try:
             dut.start(tb, plan)
@@ -238,7 +254,7 @@ def _start_capture(
         program = site.spawn(name, argv, ns=points[sides[0]].netns, stats=stats)
         capture = _Capture(program, site, sides, stats, started)
         captures.append(capture)
-        if not program.wait_file(Path(site.path(f"{name}.ready")), timeout_s=15.0):
+        if not program.wait_file(Path(site.path(f"{name}.ready")), timeout_s=CAPTURE_START_TIMEOUT_S):
             raise Failure(_disk_full_or(capture, f"the timestamper did not start: {capture.exit_message()}"))
     return captures
 

@@ -5,7 +5,8 @@ with SIGINT (the native programs write their statistics then), then SIGTERM, the
 Every program dies with lowtail: it gets SIGKILL when the lowtail process exits, however
 it exits (`PR_SET_PDEATHSIG`, which survives the exec chain `ip netns exec`, `taskset`,
 `sh -c 'exec …'`). lowtail's own programs ask for SIGTERM instead once they run, to stop
-cleanly; a launcher's children (unshare's, QEMU's threads) go with it."""
+cleanly; a launcher's children (unshare's, QEMU's threads) go with it. A lowtail that hangs
+rather than dies is covered by a time limit lowtail's own programs keep (`time_limit`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +29,32 @@ if TYPE_CHECKING:
 
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+# lowtail's native programs stop by themselves after the duration in this variable of their
+# environment (crates/lowtail-net/src/signal.rs): a controller that hangs, alive, leaves no
+# real-time program spinning on a core (one that dies stops them at once, above).
+TIME_LIMIT_ENV = "LOWTAIL_TIME_LIMIT"
+_time_limit_s: float | None = None
+
+
+@contextmanager
+def time_limit(seconds: float) -> Iterator[None]:
+    """The programs started inside stop by themselves after `seconds` (lowtail's own; others
+    ignore it)."""
+    global _time_limit_s
+    before, _time_limit_s = _time_limit_s, seconds
+    try:
+        yield
+    finally:
+        _time_limit_s = before
+
+
+def _environment() -> dict[str, str] | None:
+    """A program's environment: this process's, with the time limit if one is set."""
+    if _time_limit_s is None:
+        return None
+    return os.environ | {TIME_LIMIT_ENV: f"{max(1, round(_time_limit_s))}s"}
 
 
 def die_with(parent: int) -> None:
@@ -94,6 +122,7 @@ class Program(ProcessHandle):
                 stderr=subprocess.STDOUT,
                 process_group=0,
                 preexec_fn=lambda: die_with(parent),
+                env=_environment(),
             )
 
     def stop(self, grace_s: float = 5.0) -> int:

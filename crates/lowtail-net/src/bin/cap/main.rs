@@ -40,9 +40,10 @@ use tstamp::{enable_hardware_rx, ts_info, HwStamping};
 /// otherwise. Outgoing frames always carry software stamps. The statistics record which
 /// source every frame had.
 ///
-/// Runs until SIGINT/SIGTERM (or --duration), then drains the rings, flushes the files
-/// and writes the statistics, including the kernel's drop counters: a capture with
-/// drops is incomplete. Prints "ready" on stdout (and creates --ready-file) once every
+/// Runs until SIGINT/SIGTERM (or --duration, or LOWTAIL_TIME_LIMIT in the environment: a
+/// duration lowtail sets so that a controller that hangs leaves nothing spinning), then
+/// drains the rings, flushes the files and writes the statistics, including the kernel's
+/// drop counters: a capture with drops is incomplete. Prints "ready" on stdout (and creates --ready-file) once every
 /// interface is being captured.
 ///
 /// With --live-json FILE and two interfaces (the first where frames enter the device,
@@ -323,7 +324,7 @@ fn main() {
 }
 
 fn run(args: Args) -> Result<Exit, Fatal> {
-    signal::install();
+    signal::install()?;
     if args.iface.len() != args.out.len() {
         return Err(Fatal::usage(format!(
             "give one --out per --iface ({} interfaces, {} outputs)",

@@ -39,6 +39,10 @@ use lowtail_program::{say, Exit, Fatal};
 /// (ring overflow, send errors, oversized frames), batch sizes, busy fraction. Prints
 /// "ready" on stdout (and creates --ready-file) once forwarding.
 ///
+/// LOWTAIL_TIME_LIMIT in the environment (a duration: 90s, 2m) stops it after that long
+/// as SIGTERM would: lowtail sets it, so that a controller that hangs leaves no real-time
+/// program spinning (one that dies stops it at once).
+///
 /// Scheduling: under --rt-priority ordinary tasks do not preempt it, and a busy-polling
 /// forwarder then leaves everything else on its core only what the kernel lends (50 ms
 /// per second): a timestamper sharing the core then needs a higher priority.
@@ -285,7 +289,7 @@ impl Sender {
 const MAX_BATCH: usize = 1024;
 
 fn run(args: Args) -> Result<Exit, Fatal> {
-    signal::install();
+    signal::install()?;
     if args.batch == 0 {
         return Err(Fatal::usage("--batch must be at least 1"));
     }

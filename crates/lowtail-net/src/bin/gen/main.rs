@@ -45,9 +45,13 @@ use tx::{Frames, SocketSink, TxMethod};
 /// its core) it runs under SCHED_FIFO 40 unless --rt-priority says otherwise (0: ordinary
 /// scheduling) or --nice is given; unpinned, ordinary scheduling.
 ///
+/// LOWTAIL_TIME_LIMIT in the environment (a duration: 90s, 2m) stops it after that long
+/// as SIGTERM would: lowtail sets it, so that a controller that hangs leaves nothing
+/// spinning.
+///
 /// Exit codes: 0 done and kept up; 2 bad arguments or set-up (no such interface, not
 /// root, bad core); 3 done but the rate was not held or frames were refused (the
-/// statistics say which); 130 stopped by SIGINT/SIGTERM; 1 other failures.
+/// statistics say which); 130 stopped by SIGINT/SIGTERM or the time limit; 1 other failures.
 #[derive(Parser, Debug)]
 #[command(verbatim_doc_comment)]
 struct Args {
@@ -175,7 +179,7 @@ fn templates(args: &Args) -> Result<Vec<FrameTemplate>, Fatal> {
 }
 
 fn run(args: Args) -> Result<Exit, Fatal> {
-    signal::install();
+    signal::install()?;
     let (plan, mut sink) = prepare(&args)?;
     // Started before pinning: the writer thread keeps the process's cores and ordinary
     // scheduling, off the pacing core.

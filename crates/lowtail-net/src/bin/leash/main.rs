@@ -80,7 +80,7 @@ enum End {
 }
 
 fn run(args: Args) -> Result<i32, Fatal> {
-    signal::install();
+    signal::install()?;
     let mut child = match args.program.split_first() {
         Some((program, rest)) => Some(spawn(program, rest, args.log.as_ref())?),
         None => None,
