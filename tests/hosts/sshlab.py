@@ -64,6 +64,19 @@ class Host:
                 pass
         return names
 
+    def time_limits(self) -> dict[str, str | None]:
+        """The LOWTAIL_TIME_LIMIT in the environment of each process of this host, by command name."""
+        limits = {}
+        for pid in self.pids():
+            try:
+                comm = Path(f"/proc/{pid}/comm").read_text().strip()
+                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            found = [e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"LOWTAIL_TIME_LIMIT=")]
+            limits[comm] = found[0] if found else None
+        return limits
+
     def start_sshd(
         self, privileged: bool = True, authorized_key: str | None = None, drop: str = "-net_raw,-net_admin"
     ) -> None:

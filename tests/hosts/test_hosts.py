@@ -246,6 +246,10 @@ def test_a_connection_lost_mid_run_stops_the_remote_roles_and_leaves_nothing(tmp
         assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
         time.sleep(0.05)
     assert "lowtail-cap" in ts.commands() and "lowtail-leash" in dut.commands()
+    # The run's time limit reaches the programs on other hosts, through their leashes: the
+    # heartbeat, from a thread of its own, would beat on for a lowtail that hangs.
+    remote = {**lg.time_limits(), **ts.time_limits()}
+    assert remote["lowtail-gen"] == remote["lowtail-cap"] == remote["lowtail-leash"] is not None, remote
     ts.kill_sshd()  # the timestamper's host drops off the network
     _, stderr = proc.communicate(timeout=120)
     assert proc.returncode == 1, stderr

@@ -50,11 +50,16 @@ def time_limit(seconds: float) -> Iterator[None]:
         _time_limit_s = before
 
 
+def time_limit_setting() -> dict[str, str]:
+    """The environment variable of the time limit in force ({} when none is): for a program
+    started here, or on another host through its leash."""
+    return {} if _time_limit_s is None else {TIME_LIMIT_ENV: f"{max(1, round(_time_limit_s))}s"}
+
+
 def _environment() -> dict[str, str] | None:
     """A program's environment: this process's, with the time limit if one is set."""
-    if _time_limit_s is None:
-        return None
-    return os.environ | {TIME_LIMIT_ENV: f"{max(1, round(_time_limit_s))}s"}
+    limit = time_limit_setting()
+    return os.environ | limit if limit else None
 
 
 def die_with(parent: int) -> None:

@@ -28,7 +28,7 @@ from lowtail.core.errors import Failure
 from lowtail.core.processes import exit_code, wait_for
 from lowtail.testbed.document import SiteIdentity
 from lowtail.testbed.hosts.ssh import SSH_FAILED, SshHost
-from lowtail.testbed.process import ProcessHandle
+from lowtail.testbed.process import ProcessHandle, time_limit_setting
 
 if TYPE_CHECKING:
     from lowtail.testbed.hosts.facts import HostFacts
@@ -107,7 +107,10 @@ class RemoteProgram(ProcessHandle):
             leash += ["--undo", shlex.join(command)]
         if stats:
             leash += ["--stats", stats]
-        shell = "exec " + shlex.join(leash + (["--", *argv] if argv else []))
+        # The run's time limit (testbed/process.py) goes along: the heartbeat comes from a
+        # thread of its own, and it beats on while a lowtail that hangs does nothing else.
+        limit = [f"{k}={v}" for k, v in time_limit_setting().items()]
+        shell = "exec " + shlex.join((["env", *limit] if limit else []) + leash + (["--", *argv] if argv else []))
         with open(log, "ab") as err:
             self.popen = host.popen(f"{prelude} && {shell}" if prelude else shell, stdout=subprocess.PIPE, stderr=err)
         self._reader = threading.Thread(target=self._read, name=f"lowtail-{name}", daemon=True)
