@@ -259,13 +259,15 @@ class _Campaign:
         is computed again, however long that takes."""
         now = time.monotonic()
         if client.status != "running":
-            self.lost_since = self.lost_since or now
+            if self.lost_since is None:
+                self.lost_since = now
             return "the scheduler went away" if now - self.lost_since > SCHEDULER_GRACE_S else None
         self.lost_since = None
         if _worker_addresses(client):
             self.workerless_since = None
             return None
-        self.workerless_since = self.workerless_since or now
+        if self.workerless_since is None:
+            self.workerless_since = now
         if now - self.workerless_since > WORKERLESS_GRACE_S:
             return f"no worker on the cluster for {WORKERLESS_GRACE_S:.0f} s"
         return None
@@ -286,8 +288,9 @@ class _Campaign:
                 outcome = fut.result(timeout=SCHEDULER_GRACE_S)
             except TimeoutError:
                 # Its worker died after `wait` returned and the pair is being computed again
-                # (or the scheduler is gone: `_scheduler_lost` tells, from the client's state).
-                # A TimeoutError is an OSError: let through, it read as "no scheduler".
+                # (or the scheduler is gone: `_cluster_lost` tells, from the client's state).
+                # Caught here because a TimeoutError is an OSError, which the caller reads as
+                # "no scheduler".
                 return False
             self.collected.add(fut.key)
             self.store_outcome(pair, outcome)

@@ -43,8 +43,8 @@ use tstamp::{enable_hardware_rx, ts_info, HwStamping};
 /// Runs until SIGINT/SIGTERM (or --duration, or LOWTAIL_TIME_LIMIT in the environment: a
 /// duration lowtail sets so that a controller that hangs leaves nothing spinning), then
 /// drains the rings, flushes the files and writes the statistics, including the kernel's
-/// drop counters: a capture with drops is incomplete. Prints "ready" on stdout (and creates --ready-file) once every
-/// interface is being captured.
+/// drop counters: a capture with drops is incomplete. Prints "ready" on stdout (and
+/// creates --ready-file) once every interface is being captured.
 ///
 /// With --live-json FILE and two interfaces (the first where frames enter the device,
 /// the second where they leave), it matches lowtail's frames by id as it writes them and
