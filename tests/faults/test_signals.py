@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from analyze_support import run_cli, synth
-from tb_helpers import needs_root, programs_under, resources_of
+from tb_helpers import needs_root, programs_under, resources_of, time_limit_of
 from test_run import experiment, needs_programs, run_dirs, wait_for
 
 LOWTAIL = [sys.executable, "-m", "lowtail"]
@@ -48,16 +48,6 @@ def time_limits_under(directory: Path) -> dict[str, str | None]:
     """The LOWTAIL_TIME_LIMIT of each lowtail program of a run under `directory`, by name."""
     named = {Path(cmd.split()[0]).name: pid for pid, cmd in programs_under(directory)}
     return {name: time_limit_of(pid) for name, pid in named.items() if name.startswith("lowtail-")}
-
-
-def time_limit_of(pid: int) -> str | None:
-    """The LOWTAIL_TIME_LIMIT in a process's environment."""
-    try:
-        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return None
-    found = [e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"LOWTAIL_TIME_LIMIT=")]
-    return found[0] if found else None
 
 
 def traffic_flowing(tmp_path, run: int = 1) -> bool:

@@ -17,8 +17,12 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
+from tb_helpers import time_limit_of  # noqa: E402
 
 SSHD = "/usr/sbin/sshd"
 
@@ -65,16 +69,14 @@ class Host:
         return names
 
     def time_limits(self) -> dict[str, str | None]:
-        """The LOWTAIL_TIME_LIMIT in the environment of each process of this host, by command name."""
+        """The time limit in the environment of each process of this host, by command name."""
         limits = {}
         for pid in self.pids():
             try:
                 comm = Path(f"/proc/{pid}/comm").read_text().strip()
-                env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            found = [e.split(b"=", 1)[1].decode() for e in env if e.startswith(b"LOWTAIL_TIME_LIMIT=")]
-            limits[comm] = found[0] if found else None
+            limits[comm] = time_limit_of(pid)
         return limits
 
     def start_sshd(

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from lowtail.testbed.process import TIME_LIMIT_ENV
 from lowtail.testbed.registry import STATE_DIR, list_netns, tagged_cgroups
 from lowtail.testbed.system import missing_capabilities
 
@@ -54,6 +55,17 @@ def resources_of(pid: int) -> list[str]:
     left += [str(p) for p in Path("/run/lowtail").glob(f"lt{pid}x*")]
     left += [f"process {p}: {cmd[:80]}" for p, cmd in tagged_processes(f"lt{pid}x")]
     return left
+
+
+def time_limit_of(pid: int) -> str | None:
+    """The time limit in a process's environment (testbed/process.py's TIME_LIMIT_ENV), or None."""
+    try:
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    prefix = f"{TIME_LIMIT_ENV}=".encode()
+    found = [e.removeprefix(prefix).decode() for e in env if e.startswith(prefix)]
+    return found[0] if found else None
 
 
 def command_lines() -> list[tuple[int, str]]:

@@ -172,7 +172,7 @@ def test_errors_during_setup_remove_what_was_made(tmp_path):
     assert not set(tb.namespaces) & set(list_netns())
 
 
-def test_a_namespace_mounted_twice_is_deleted_by_a_second_try_and_one_that_stays_is_said(tmp_path):
+def test_a_namespace_mounted_twice_is_deleted_by_a_second_try_and_one_that_stays_is_said(tmp_path, monkeypatch):
     """`ip netns delete` failing was not looked at: the name stayed, the teardown said nothing
     and forgot the testbed (a fresh clone's double Ctrl-C left a generator's namespace so). The
     deletion is now checked and tried again; what still stays fails the teardown, named, and
@@ -201,7 +201,7 @@ def test_a_namespace_mounted_twice_is_deleted_by_a_second_try_and_one_that_stays
         assert f"network namespace {tb.lg_ns} is still there after 3 deletions" in said, said
         assert state.exists() and Registry.load(state).netns == [tb.lg_ns]  # the others went
         # The clean-up of a dead owner's testbed says the same and keeps its state.
-        (left,) = [entry for entry in find_leftovers_of_any_owner() if entry.tag == tb.tag]
+        (left,) = [entry for entry in find_leftovers_of_any_owner(monkeypatch) if entry.tag == tb.tag]
         with pytest.raises(Failure, match=f"testbed {tb.tag} not fully removed: network namespace"):
             remove_leftover(left)
         assert state.exists()
@@ -213,16 +213,13 @@ def test_a_namespace_mounted_twice_is_deleted_by_a_second_try_and_one_that_stays
     tb.registry = None
 
 
-def find_leftovers_of_any_owner():
+def find_leftovers_of_any_owner(monkeypatch):
     """The leftovers this host has, the live owners' (this test's) included."""
     from lowtail.testbed import registry
 
-    alive = registry.is_alive
-    try:
-        registry.is_alive = lambda pid, start: False
+    with monkeypatch.context() as m:
+        m.setattr(registry, "is_alive", lambda pid, start: False)
         return find_leftovers()
-    finally:
-        registry.is_alive = alive
 
 
 def test_lowtail_programs_stop_by_themselves_at_their_time_limit(tmp_path):
