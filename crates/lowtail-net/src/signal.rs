@@ -113,4 +113,17 @@ mod tests {
             assert!(e.starts_with(TIME_LIMIT_ENV), "{bad}: {e}");
         }
     }
+
+    proptest::proptest! {
+        /// Whatever the environment holds, the limit is a positive duration, nothing, or a
+        /// usage error naming the variable: never a panic, never a zero limit.
+        #[test]
+        fn any_value_is_a_limit_or_an_error_naming_the_variable(text in "\\PC{0,24}|[0-9.]{1,30}(ms|us|s|m|min|h)?") {
+            match time_limit(Some(OsStr::new(&text))) {
+                Ok(Some(limit)) => proptest::prop_assert!(!limit.is_zero()),
+                Ok(None) => proptest::prop_assert!(text.is_empty()),
+                Err(e) => proptest::prop_assert!(e.to_string().starts_with(TIME_LIMIT_ENV)),
+            }
+        }
+    }
 }

@@ -36,11 +36,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         "m" | "min" => 60.0,
         other => return Err(DurationError::UnknownUnit { unit: other.to_string(), text: s.to_string() }),
     };
-    let secs = value * scale;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(DurationError::OutOfRange(s.to_string()));
-    }
-    Ok(Duration::from_secs_f64(secs))
+    // Negative, not finite, or past what a Duration holds (from_secs_f64 would panic).
+    Duration::try_from_secs_f64(value * scale).map_err(|_| DurationError::OutOfRange(s.to_string()))
 }
 
 /// Why a CPU list does not parse.
@@ -60,15 +57,29 @@ pub enum CpuListError {
     /// Nothing but commas and spaces.
     #[error("no CPUs in {0:?}")]
     Empty(String),
+    /// A CPU number no core can have (a thread is pinned through a `cpu_set_t`).
+    #[error("CPU {part:?} in {text:?} is past the highest core number, {}", MAX_CPUS - 1)]
+    TooLarge {
+        /// The part.
+        part: String,
+        /// The whole list.
+        text: String,
+    },
 }
+
+/// How many cores a CPU list may name: the size of the kernel's `cpu_set_t` that pinning
+/// uses; a range is expanded core by core, so this also bounds what a list costs.
+pub const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
 
 /// "1-3,5" → [1, 2, 3, 5] (the kernel's cpulist format, as in /sys/devices/system/cpu/online),
 /// sorted and without repeats.
 pub fn parse_cpu_list(text: &str) -> Result<Vec<usize>, CpuListError> {
     let mut cpus = Vec::new();
     for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |s: &str| {
-            s.trim().parse::<usize>().map_err(|_| CpuListError::NotACpu { part: s.to_string(), text: text.to_string() })
+        let num = |s: &str| match s.trim().parse::<usize>() {
+            Ok(cpu) if cpu < MAX_CPUS => Ok(cpu),
+            Ok(_) => Err(CpuListError::TooLarge { part: s.trim().to_string(), text: text.to_string() }),
+            Err(_) => Err(CpuListError::NotACpu { part: s.to_string(), text: text.to_string() }),
         };
         match part.split_once('-') {
             Some((a, b)) => {
@@ -106,6 +117,29 @@ mod tests {
             Err(DurationError::UnknownUnit { unit: "parsecs".into(), text: "5 parsecs".into() })
         );
         assert_eq!(parse_duration("fast"), Err(DurationError::NotANumber("fast".into())));
+        // Past what a Duration holds: an error, where it panicked (`--duration` or
+        // LOWTAIL_TIME_LIMIT of 26 nines ended a program with a Rust backtrace).
+        let huge = "99999999999999999999999999s";
+        assert_eq!(parse_duration(huge), Err(DurationError::OutOfRange(huge.into())));
+    }
+
+    proptest::proptest! {
+        /// Any text is a duration or an error, never a panic; numbers within range parse.
+        #[test]
+        fn any_text_is_a_duration_or_an_error(text in "\\PC{0,24}|[0-9.]{1,40}(ns|us|µs|ms|s|m|min)?") {
+            let _ = parse_duration(&text);
+        }
+
+        #[test]
+        fn whole_seconds_parse_to_themselves(secs in 0u64..=(1 << 40)) {
+            proptest::prop_assert_eq!(parse_duration(&format!("{secs}s")).unwrap(), Duration::from_secs(secs));
+        }
+
+        /// Any text is a CPU list or an error, never a panic.
+        #[test]
+        fn any_text_is_a_cpu_list_or_an_error(text in "\\PC{0,24}|[0-9,-]{1,40}") {
+            let _ = parse_cpu_list(&text);
+        }
     }
 
     #[test]
@@ -117,5 +151,11 @@ mod tests {
         assert!(parse_cpu_list("3-1").unwrap_err().to_string().contains("backwards"));
         assert!(parse_cpu_list("a").is_err());
         assert!(parse_cpu_list("").is_err());
+        // A range is expanded core by core: "0-99999999999" asked for 10^11 entries.
+        let huge = "0-99999999999";
+        let e = parse_cpu_list(huge).unwrap_err();
+        assert_eq!(e, CpuListError::TooLarge { part: "99999999999".into(), text: huge.into() });
+        assert!(e.to_string().contains(&format!("highest core number, {}", MAX_CPUS - 1)), "{e}");
+        assert_eq!(parse_cpu_list(&format!("{}", MAX_CPUS - 1)).unwrap(), vec![MAX_CPUS - 1]);
     }
 }
