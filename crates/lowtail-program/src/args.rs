@@ -57,7 +57,7 @@ pub enum CpuListError {
     /// Nothing but commas and spaces.
     #[error("no CPUs in {0:?}")]
     Empty(String),
-    /// A CPU number no core can have (a thread is pinned through a `cpu_set_t`).
+    /// A CPU number no Linux kernel has a core for.
     #[error("CPU {part:?} in {text:?} is past the highest core number, {}", MAX_CPUS - 1)]
     TooLarge {
         /// The part.
@@ -67,9 +67,11 @@ pub enum CpuListError {
     },
 }
 
-/// How many cores a CPU list may name: the size of the kernel's `cpu_set_t` that pinning
-/// uses; a range is expanded core by core, so this also bounds what a list costs.
-pub const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
+/// How many cores a CPU list may name: the most a Linux kernel is built for (x86-64's
+/// largest `CONFIG_NR_CPUS`). A range is expanded core by core, so this also bounds what a
+/// list costs; a core below it that this host lacks is refused where the program pins to
+/// it, naming the cores it has.
+pub const MAX_CPUS: usize = 8192;
 
 /// "1-3,5" → [1, 2, 3, 5] (the kernel's cpulist format, as in /sys/devices/system/cpu/online),
 /// sorted and without repeats.
