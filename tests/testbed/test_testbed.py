@@ -3,7 +3,9 @@ every DuT kind forwards, containment confines, and nothing is left behind."""
 
 from __future__ import annotations
 
+import math
 import os
+import resource
 import signal
 import subprocess
 import sys
@@ -12,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from tb_helpers import needs_dpdk, needs_root, resources_of
+from tb_helpers import needs_dpdk, needs_kind, needs_root, resources_of
 
 from lowtail.core.errors import Failure
 from lowtail.core.processes import is_alive
@@ -24,6 +26,7 @@ from lowtail.testbed.document import DutOptions
 from lowtail.testbed.duts import options_from_json
 from lowtail.testbed.duts.testpmd import DpdkTestpmd, parse_testpmd_totals
 from lowtail.testbed.probe import wait_forwarding
+from lowtail.testbed.process import time_limit
 from lowtail.testbed.registry import Registry, find_leftovers, list_netns, remove_leftover
 from lowtail.testbed.topology import NamespacesTestbed as SoftTestbed
 
@@ -228,7 +231,6 @@ def test_lowtail_programs_stop_by_themselves_at_their_time_limit(tmp_path):
     lowtail, not with a lowtail that is stuck. Started under a time limit they stop by
     themselves when it runs out, as SIGTERM would stop them, their statistics written."""
     from lowtail.core.binaries import find_binary
-    from lowtail.testbed.process import time_limit
 
     with SoftTestbed(tmp_path) as tb:
         with time_limit(2):
@@ -245,6 +247,86 @@ def test_lowtail_programs_stop_by_themselves_at_their_time_limit(tmp_path):
         assert dut.program.statistics()["stopped_by"] == "time limit"
         assert cap.statistics()["stopped_by"] == "time limit"
         assert cap.returncode() == 0 and dut.program.returncode() == 0
+
+
+# Takes SIGALRM as QEMU does (blocked, read through a signalfd and dropped) and spins.
+_SPINS_DEAF_TO_SIGALRM = "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM})\nwhile True: pass"
+
+
+def _ended_unasked(program, within_s: float) -> tuple[int, float]:
+    """How `program` ended without being asked to, and after how long (fails if it runs on)."""
+    started = time.monotonic()
+    code = program.wait(within_s)
+    assert code is not None, f"{program.name} still running after {within_s} s"
+    assert not program.stop_signal  # nobody asked it
+    return code, time.monotonic() - started
+
+
+@needs_dpdk
+def test_a_program_that_does_not_know_the_time_limit_is_ended_by_the_kernel_at_it(tmp_path):
+    """testpmd busy-polls at its own priority and reads no LOWTAIL_TIME_LIMIT: in a lowtail
+    that hangs it spun on. The limit is a timer that survives its exec: SIGALRM ends it."""
+    with SoftTestbed(tmp_path) as tb:
+        with time_limit(2):
+            dut = make_dut("dpdk-testpmd", "pmd", DpdkTestpmd.expand({})[0])
+            dut.start(tb, PLAN)
+        code, took = _ended_unasked(dut.program, 30)
+        assert code == -signal.SIGALRM and 1.5 < took < 30, (code, took, dut.program.log_tail(3))
+
+
+def test_a_program_deaf_to_the_time_limit_that_spins_is_killed_for_its_cpu_time(tmp_path):
+    """A program that blocks SIGALRM (QEMU does) yet spins is killed by the kernel once it
+    has used the limit's seconds of CPU time for every core of the host: the most a run
+    within its limit could use."""
+    cores = os.cpu_count() or 1
+    with SoftTestbed(tmp_path) as tb:
+        before = _cpu_seconds_of_children()
+        with time_limit(1):
+            spinner = tb.spawn("spinner", tb.lg_ns, [sys.executable, "-c", _SPINS_DEAF_TO_SIGALRM])
+        code, _ = _ended_unasked(spinner, 30 + 10 * cores)
+        cpu_s = _cpu_seconds_of_children() - before
+    assert code == -signal.SIGKILL
+    assert cpu_s >= cores - 0.5, cpu_s  # killed for its CPU time, not at the timer's second
+
+
+# CPU time for QEMU (TCG) to boot the guest kernel to its panic: 4.3 s measured here.
+_QEMU_TO_PANIC_CPU_S = 10
+
+
+@needs_kind("vm", "no QEMU here: ")
+def test_qemu_whose_guest_spins_is_killed_for_its_cpu_time_under_the_time_limit(tmp_path):
+    """The real case of the test above: QEMU takes no SIGALRM (`kill -ALRM` leaves it
+    running), and a guest kernel that panicked with panic=0 keeps its vCPU busy forever."""
+    from lowtail.core.files import cache_dir
+    from lowtail.testbed.vm.kernels import guest_kernel
+
+    kernel = guest_kernel("vanilla", cache_dir(), lambda message: None).vmlinuz
+    console = tmp_path / "console.log"
+    argv = ["qemu-system-x86_64", "-accel", "tcg", "-nographic", "-nodefaults", "-no-reboot", "-m", "128"]
+    argv += ["-serial", f"file:{console}", "-kernel", str(kernel), "-append", "console=ttyS0 panic=0 quiet"]
+    cores = os.cpu_count() or 1
+    with SoftTestbed(tmp_path / "tb") as tb:
+        with time_limit(math.ceil(_QEMU_TO_PANIC_CPU_S / cores)):
+            qemu = tb.spawn("qemu", tb.lg_ns, argv)
+        deadline = time.monotonic() + 120
+        while "Kernel panic" not in _text(console) and qemu.running() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "Kernel panic" in _text(console), (qemu.exit_message(), _text(console)[-300:])
+        os.kill(qemu.pid, signal.SIGALRM)
+        time.sleep(0.5)
+        assert qemu.running(), qemu.exit_message()
+        code, _ = _ended_unasked(qemu, 60 + 10 * cores)
+    assert code == -signal.SIGKILL, qemu.exit_message()
+
+
+def _text(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _cpu_seconds_of_children() -> float:
+    """CPU time of this process's children that have ended and been waited for."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def test_the_registry_knows_everything_before_it_exists(tmp_path):

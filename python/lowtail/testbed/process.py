@@ -6,12 +6,15 @@ Every program dies with lowtail: it gets SIGKILL when the lowtail process exits,
 it exits (`PR_SET_PDEATHSIG`, which survives the exec chain `ip netns exec`, `taskset`,
 `sh -c 'exec …'`). lowtail's own programs ask for SIGTERM instead once they run, to stop
 cleanly; a launcher's children (unshare's, QEMU's threads) go with it. A lowtail that hangs
-rather than dies is covered by a time limit lowtail's own programs keep (`time_limit`)."""
+rather than dies is covered by a time limit every program started under `time_limit` keeps:
+lowtail's own stop by themselves, others are ended by the kernel (`keep_to_time_limit`)."""
 
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+import resource
 import signal
 import subprocess
 import time
@@ -50,10 +53,35 @@ def time_limit(seconds: float) -> Iterator[None]:
         _time_limit_s = before
 
 
+def _time_limit_whole_s() -> int | None:
+    """The time limit in force in whole seconds (what the programs are told), None when none is."""
+    return None if _time_limit_s is None else max(1, round(_time_limit_s))
+
+
 def time_limit_setting() -> dict[str, str]:
     """The environment variable of the time limit in force ({} when none is): for a program
     started here, or on another host through its leash."""
-    return {} if _time_limit_s is None else {TIME_LIMIT_ENV: f"{max(1, round(_time_limit_s))}s"}
+    seconds = _time_limit_whole_s()
+    return {} if seconds is None else {TIME_LIMIT_ENV: f"{seconds}s"}
+
+
+def keep_to_time_limit(seconds: int, cores: int) -> None:
+    """In a child between fork and exec: the kernel ends the program it becomes once the
+    time limit has run out, whether or not the program knows the limit (DPDK's testpmd,
+    QEMU, Suricata, a custom command spin on in a lowtail that hangs as lowtail-fwd did).
+    Both survive exec and the launchers' exec chain (`ip netns exec`, `chrt`, `nice`):
+    - a one-shot `ITIMER_REAL` of `seconds`: SIGALRM, whose default action ends a program
+      that does not take it (lowtail's own arm the same timer from their environment and
+      stop cleanly on it; OVS's daemons exit on it; `unshare --fork --kill-child` dies of
+      it and takes the contained program along);
+    - `RLIMIT_CPU` of `seconds` per core of the host, soft and hard alike (SIGKILL): for a
+      program that blocks SIGALRM — QEMU reads it through a signalfd and does nothing —
+      yet spins, which is the harm. A process cannot use more CPU than that in `seconds`,
+      so no run within its limit meets it; a spinning one is ended after at most `cores`
+      times the limit (a program that only sleeps is left to lowtail's teardown)."""
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    cpu_s = math.ceil(seconds * cores)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
 
 
 def _environment() -> dict[str, str] | None:
@@ -119,6 +147,13 @@ class Program(ProcessHandle):
         # would let the program's threads starve each other while they wind down.
         self.before_stop: Callable[[], object] | None = None
         parent = os.getpid()
+        limit_s, cores = _time_limit_whole_s(), os.cpu_count() or 1
+
+        def in_child() -> None:
+            die_with(parent)
+            if limit_s is not None:
+                keep_to_time_limit(limit_s, cores)
+
         with open(log, "wb") as out:
             self.popen = subprocess.Popen(
                 argv,
@@ -126,7 +161,7 @@ class Program(ProcessHandle):
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 process_group=0,
-                preexec_fn=lambda: die_with(parent),
+                preexec_fn=in_child,
                 env=_environment(),
             )
 
