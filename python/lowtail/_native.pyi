@@ -36,6 +36,7 @@ __all__ = [
     "SwappedCapturesError",
     "OutputError",
     "ExportError",
+    "OutOfMemoryError",
     "CancelledError",
     "SummaryError",
     "InternalError",
@@ -149,6 +150,9 @@ class OutputError(LowtailError):
 class ExportError(OutputError):
     """The matched series could not be written."""
 
+class OutOfMemoryError(LowtailError):
+    """The matcher would hold more memory than the analysis may take (the capture's rate times max_latency_ns)."""
+
 class CancelledError(LowtailError):
     """The analysis was cancelled."""
 
@@ -181,6 +185,7 @@ class AnalyzeOptions:
         histogram_bins: int | None = None,
         export: str | os.PathLike[str] | None = None,
         flow_key: str | None = None,
+        max_memory_bytes: int | None = None,
     ) -> Self: ...
     @property
     def id_format(self) -> str: ...
@@ -198,6 +203,10 @@ class AnalyzeOptions:
     def trim_ns(self) -> int: ...
     @property
     def max_latency_ns(self) -> int: ...
+    @property
+    def max_memory_bytes(self) -> int | None:
+        """The most memory the matcher may hold (None: three quarters of what the host, or
+        its memory cgroup, has when the analysis starts)."""
     @property
     def worst(self) -> int: ...
     @property

@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use lowtail_capture::CaptureError;
 
+use crate::memory::{human_bytes, MemoryLimit};
+
 /// Why `analyze_pair` returned no analysis. Each renders as one line.
 #[derive(Debug, thiserror::Error)]
 pub enum AnalyzeError {
@@ -50,6 +52,19 @@ pub enum AnalyzeError {
         received: u64,
         /// The median of how early those packets arrived.
         typical_early_ns: i64,
+    },
+    /// The matcher would hold more memory than it may (`memory::MemoryLimit`): the
+    /// capture's rate times `--max-latency` is more than the host can give.
+    #[error("{}", memory_message(limit, *held, *span_ns, *horizon_ns))]
+    OutOfMemory {
+        /// The limit it reached.
+        limit: MemoryLimit,
+        /// PRE packets held when it stopped.
+        held: u64,
+        /// From the oldest held packet's departure to the newest one's.
+        span_ns: i64,
+        /// `--max-latency`.
+        horizon_ns: i64,
     },
     /// `Control::cancel` was set.
     #[error("analysis cancelled")]
@@ -140,5 +155,65 @@ pub(crate) fn human_ns(ns: i64) -> String {
         1_000..1_000_000 => format!("{:.3} µs", ns as f64 / 1e3),
         1_000_000..1_000_000_000 => format!("{:.3} ms", ns as f64 / 1e6),
         _ => format!("{:.3} s", ns as f64 / 1e9),
+    }
+}
+
+/// Why the matcher stopped for memory, and the `--max-latency` that would fit.
+fn memory_message(limit: &MemoryLimit, held: u64, span_ns: i64, horizon_ns: i64) -> String {
+    let head = format!(
+        "matching needs more memory than {}, {}: it keeps each PRE packet for --max-latency ({}) after it was sent",
+        human_bytes(limit.bytes),
+        limit.describe(),
+        human_ns(horizon_ns),
+    );
+    if span_ns <= 0 {
+        return format!(
+            "{head}, and {held} packets stamped at one and the same time already fill it: PRE's timestamps do \
+             not advance, and a capture whose clock stands still cannot be matched"
+        );
+    }
+    // Memory grows with the PRE time held: what fits is about the span held when the limit
+    // was reached; half of it leaves room for the rings and maps to grow by doubling.
+    let fits_ns = (span_ns.min(horizon_ns) / 2).max(0);
+    let advice = match round_down_to_setting(fits_ns) {
+        Some(setting) => format!(", e.g. --max-latency {setting}"),
+        None => String::new(),
+    };
+    format!(
+        "{head}, and the {held} packets sent in {} ({:.0} a second) already fill it; give a shorter \
+         --max-latency (latencies above it count as lost){advice}",
+        human_ns(span_ns),
+        held as f64 * 1e9 / span_ns as f64
+    )
+}
+
+/// A duration rounded down to 1, 2 or 5 of a unit, written as a setting ("500ms", "2s");
+/// None below 1 µs.
+fn round_down_to_setting(ns: i64) -> Option<String> {
+    let mut best = None;
+    for (unit_ns, unit) in [(1_000i64, "us"), (1_000_000, "ms"), (1_000_000_000, "s")] {
+        for step in [1i64, 2, 5, 10, 20, 50, 100, 200, 500] {
+            if unit == "s" || step < 1000 {
+                let value = unit_ns * step;
+                if value <= ns {
+                    best = Some(format!("{step}{unit}"));
+                }
+            }
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fitting_horizon_is_rounded_down_to_a_setting_one_can_type() {
+        assert_eq!(round_down_to_setting(8_193_000).as_deref(), Some("5ms"));
+        assert_eq!(round_down_to_setting(2_000_000_000).as_deref(), Some("2s"));
+        assert_eq!(round_down_to_setting(999_999).as_deref(), Some("500us"));
+        assert_eq!(round_down_to_setting(73_000_000_000).as_deref(), Some("50s"));
+        assert_eq!(round_down_to_setting(999), None);
     }
 }

@@ -9,6 +9,7 @@
 mod error;
 mod export;
 mod figures;
+mod memory;
 mod options;
 mod pipeline;
 mod reader;
@@ -16,6 +17,7 @@ mod reader;
 pub use error::{AnalyzeError, ExportError, OptionsError};
 pub use export::{SeriesWriter, SERIES_COLUMNS};
 pub use figures::{Analysis, FlowFigures, FlowsPart, LatencySummary, SideSummary};
+pub use memory::{LimitSource, MemoryLimit};
 pub use options::{AnalyzeOptions, MAX_HISTOGRAM_BINS, MAX_WORST};
 pub use pipeline::{analyze_pair, Control};
 pub use reader::MAX_FLOWS;

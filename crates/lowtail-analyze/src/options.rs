@@ -37,6 +37,12 @@ pub struct AnalyzeOptions {
     pub trim_ns: i64,
     /// Latencies above this count as losses; bounds memory to rate × this.
     pub max_latency_ns: i64,
+    /// The most memory the matcher may hold, in bytes (None: three quarters of what the
+    /// host, or the memory cgroup, has: `MemoryLimit::for_analysis`). Past it the analysis
+    /// stops with `AnalyzeError::OutOfMemory`; a finished analysis is the same whatever
+    /// its value, so it is not stored with the options.
+    #[serde(skip)]
+    pub max_memory_bytes: Option<u64>,
     /// How many worst events to keep.
     pub worst: usize,
     /// Bins of the latency and jitter histograms.
@@ -67,6 +73,7 @@ impl AnalyzeOptions {
             moonsniff_records: false,
             trim_ns: 1_000_000_000,
             max_latency_ns: 10_000_000_000,
+            max_memory_bytes: None,
             worst: 5000,
             histogram_bins: 100,
             export: None,

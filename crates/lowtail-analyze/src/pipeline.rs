@@ -16,6 +16,7 @@ use lowtail_stats::{
 use crate::error::{human_ns, AnalyzeError, ExportError};
 use crate::export::SeriesWriter;
 use crate::figures::{Analysis, FlowFigures, FlowsPart, LatencySummary};
+use crate::memory::MemoryLimit;
 use crate::options::AnalyzeOptions;
 use crate::reader::{Batch, FlowTable, ReaderConfig, Role, SideReader, SideReport, Stamp, StartClock, MAX_FLOWS};
 
@@ -215,22 +216,39 @@ fn id_of<const WRAPS: bool>(raw: u64, own: &mut Option<Unwrapper>, other: &Optio
     }
 }
 
+/// How the merge ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Merged {
+    /// Both captures read to their end.
+    Done,
+    /// `Control::cancel` was set.
+    Cancelled,
+    /// The matcher outgrew its memory limit.
+    OutOfMemory,
+}
+
 /// Both sides to the matcher in time order (PRE first on equal times), a pair of batches
-/// at a time; `false` when cancelled. One loop per id kind: without 32-bit ids to unwrap
-/// the per-packet path has no unwrapping in it.
+/// at a time, until both end, the analysis is cancelled or the matcher holds more than
+/// `max_held_bytes`. One loop per id kind: without 32-bit ids to unwrap the per-packet
+/// path has no unwrapping in it.
 fn merge<S: MatchSink, const WRAPS: bool>(
     pre: &mut Cursor,
     post: &mut Cursor,
     matcher: &mut Matcher<S>,
     cancel: &AtomicBool,
-) -> bool {
+    max_held_bytes: u64,
+) -> Merged {
     loop {
         if cancel.load(Ordering::Relaxed) {
-            return false;
+            return Merged::Cancelled;
+        }
+        // Once a batch pair: the rings and maps grow by doubling, never by much within one.
+        if matcher.held_bytes() as u64 > max_held_bytes {
+            return Merged::OutOfMemory;
         }
         let (a, b) = (pre.pending().len(), post.pending().len());
         if a == 0 && b == 0 {
-            return true;
+            return Merged::Done;
         }
         let (pre_stamps, post_stamps) = (&pre.batch[pre.pos..], &post.batch[post.pos..]);
         let (mut i, mut j) = (0, 0);
@@ -302,15 +320,24 @@ pub fn analyze_pair(
         export_error: None,
     };
     let mut matcher = Matcher::new(sink, options.trim_ns, options.max_latency_ns);
+    let memory = MemoryLimit::for_analysis(options.max_memory_bytes);
+    let max_held_bytes = memory.map_or(u64::MAX, |m| m.bytes);
 
     let mut pre = Cursor::new(&pre_reader, pre_rx);
     let mut post = Cursor::new(&post_reader, post_rx);
-    let finished = if pre.unwrapper.is_some() || post.unwrapper.is_some() {
-        merge::<_, true>(&mut pre, &mut post, &mut matcher, &control.cancel)
+    let merged = if pre.unwrapper.is_some() || post.unwrapper.is_some() {
+        merge::<_, true>(&mut pre, &mut post, &mut matcher, &control.cancel, max_held_bytes)
     } else {
-        merge::<_, false>(&mut pre, &mut post, &mut matcher, &control.cancel)
+        merge::<_, false>(&mut pre, &mut post, &mut matcher, &control.cancel, max_held_bytes)
     };
-    let cancelled = !finished;
+    let out_of_memory = match (merged, memory) {
+        (Merged::OutOfMemory, Some(limit)) => {
+            let (held, span_ns) = matcher.held_span();
+            Some(AnalyzeError::OutOfMemory { limit, held, span_ns, horizon_ns: options.max_latency_ns })
+        }
+        _ => None,
+    };
+    let cancelled = merged != Merged::Done;
     // Dropping the cursors lets reader threads blocked on a full channel finish.
     drop(pre);
     drop(post);
@@ -325,7 +352,7 @@ pub fn analyze_pair(
     };
     if cancelled {
         abandon(&mut sink);
-        return Err(AnalyzeError::Cancelled);
+        return Err(out_of_memory.unwrap_or(AnalyzeError::Cancelled));
     }
     let (mut pre_report, post_report) = match (pre_report, post_report) {
         (Ok(a), Ok(b)) => (a, b),

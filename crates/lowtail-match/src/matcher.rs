@@ -419,4 +419,29 @@ impl<S: MatchSink> Matcher<S> {
     pub fn in_flight(&self) -> usize {
         (self.ring.len() + self.arrivals.len()) as usize + self.early_posts.len()
     }
+
+    /// The memory the matcher holds, in bytes: what its rings and maps have room for
+    /// (a ring's room is all written once it wraps), not counting the sink.
+    pub fn held_bytes(&self) -> usize {
+        // A hash map's slot is its key and value plus a control byte.
+        fn map_bytes<K, V>(map: &FxHashMap<K, V>) -> usize {
+            map.capacity() * (std::mem::size_of::<(K, V)>() + 1)
+        }
+        self.ring.capacity_bytes()
+            + self.arrivals.capacity_bytes()
+            + map_bytes(&self.by_id)
+            + map_bytes(&self.early_by_id)
+            + self.early_posts.capacity() * std::mem::size_of::<(i64, u64)>()
+    }
+
+    /// The PRE packets held and the time from the oldest one's departure to the newest
+    /// one's, in ns (0 while fewer than two are held).
+    pub fn held_span(&self) -> (u64, i64) {
+        let held = self.ring.len();
+        if held < 2 {
+            return (held, 0);
+        }
+        let (oldest, newest) = (self.ring.get(self.ring.base).pre_ts, self.ring.get(self.ring.next - 1).pre_ts);
+        (held, newest.saturating_sub(oldest).max(0))
+    }
 }

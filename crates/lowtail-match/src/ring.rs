@@ -46,6 +46,11 @@ impl<T: ZeroDefault> Ring<T> {
         self.next - self.base
     }
 
+    /// The bytes of its slots (the mapping's size).
+    pub(crate) fn capacity_bytes(&self) -> usize {
+        self.slots.len() * std::mem::size_of::<T>()
+    }
+
     #[inline]
     pub(crate) fn contains(&self, index: u64) -> bool {
         index.wrapping_sub(self.base) < self.len()

@@ -28,7 +28,7 @@ impl PyAnalyzeOptions {
     #[pyo3(signature = (
         *, id_format=None, id_offset=None, id_width=None, id_endian=None, udp_port=None,
         moonsniff_records=false, trim_ns=None, max_latency_ns=None, worst=None, histogram_bins=None, export=None,
-        flow_key=None
+        flow_key=None, max_memory_bytes=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -44,6 +44,7 @@ impl PyAnalyzeOptions {
         histogram_bins: Option<i64>,
         export: Option<PathBuf>,
         flow_key: Option<&str>,
+        max_memory_bytes: Option<i64>,
     ) -> PyResult<Self> {
         let build = || -> Result<AnalyzeOptions, OptionsError> {
             let format = match id_format {
@@ -66,6 +67,9 @@ impl PyAnalyzeOptions {
             o.moonsniff_records = moonsniff_records;
             o.trim_ns = trim_ns.unwrap_or(o.trim_ns);
             o.max_latency_ns = max_latency_ns.unwrap_or(o.max_latency_ns);
+            if let Some(v) = max_memory_bytes {
+                o.max_memory_bytes = Some(count("max_memory_bytes", v)? as u64);
+            }
             if let Some(v) = worst {
                 o.worst = count("worst", v)?;
             }
@@ -128,6 +132,13 @@ impl PyAnalyzeOptions {
     #[getter]
     fn max_latency_ns(&self) -> i64 {
         self.0.max_latency_ns
+    }
+
+    /// The most memory the matcher may hold, in bytes (None: three quarters of what the
+    /// host, or its memory cgroup, has when the analysis starts).
+    #[getter]
+    fn max_memory_bytes(&self) -> Option<u64> {
+        self.0.max_memory_bytes
     }
 
     /// How many worst events to keep.

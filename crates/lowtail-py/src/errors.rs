@@ -45,6 +45,7 @@ exception_classes! {
     SwappedCapturesError(NothingToAnalyzeError): "Most latencies are negative: PRE and POST look swapped (or their clocks are far apart).";
     OutputError(LowtailError): "An output file could not be written.";
     ExportError(OutputError): "The matched series could not be written.";
+    OutOfMemoryError(LowtailError): "The matcher would hold more memory than the analysis may take (the capture's rate times max_latency_ns).";
     CancelledError(LowtailError): "The analysis was cancelled.";
     SummaryError(LowtailError): "Stored bytes that are not a latency summary (damaged, or of a later format).";
     InternalError(LowtailError): "A bug in the native code (a thread panicked).";
@@ -100,6 +101,7 @@ pub fn analyze_error(e: &AnalyzeError) -> PyErr {
         AnalyzeError::NoPacketIds { .. } => raise::<NoPacketIdsError>(e),
         AnalyzeError::TrimRemovesAll { .. } => raise::<TrimRemovesAllError>(e),
         AnalyzeError::LooksSwapped { .. } => raise::<SwappedCapturesError>(e),
+        AnalyzeError::OutOfMemory { .. } => raise::<OutOfMemoryError>(e),
         AnalyzeError::Cancelled => raise::<CancelledError>(e),
         AnalyzeError::Export(_) => raise::<ExportError>(e),
         AnalyzeError::ReaderPanicked => raise::<InternalError>(e),

@@ -77,15 +77,16 @@ def worst_first(doc: AnalysisDocument, n: int) -> AnalysisDocument:
 
 
 def lowtail_error(e: _native.LowtailError) -> Exception:
-    """The lowtail error a native one becomes: captures that hold nothing to measure, and a
-    full disk, are a Failure, a cancelled analysis is Interrupted, everything else (options,
+    """The lowtail error a native one becomes: captures that hold nothing to measure, more
+    memory than the host can give, and a full disk, are a Failure, a cancelled analysis is
+    Interrupted, everything else (options,
     unreadable captures, an export that cannot be written) a UserError. The native error stays the
     cause, with its `errno` when the operating system said why."""
     if isinstance(e, _native.CancelledError):
         return Interrupted(CANCELLED)
     if getattr(e, "errno", None) in DISK_FULL:
         return DiskFull(f"the disk is full ({e}); nothing of it was kept: free some space and run it again")
-    if isinstance(e, _native.NothingToAnalyzeError):
+    if isinstance(e, (_native.NothingToAnalyzeError, _native.OutOfMemoryError)):
         return Failure(str(e))
     return UserError(str(e))
 
