@@ -327,6 +327,18 @@ def test_export_never_leaves_a_partial_file(tmp_path, good):
     assert not list(tmp_path.glob(".*partial"))
 
 
+@pytest.mark.parametrize("option,name", [("--export", "s.csv"), ("--export", "s.parquet"), ("--hgrm", "d.hgrm")])
+def test_an_output_where_no_file_can_be_created_is_refused_before_any_work(tmp_path, good, option, name):
+    """/proc exists but takes no new file. Before, a CSV export failed after the analysis
+    naming the writer's temporary file: "export: /proc/..s.csv.parquet.partial.partial: No
+    such file or directory"."""
+    p = analyze_cli(good.pre, good.post, option, f"/proc/{name}")
+    assert_clean_failure(p, 2, f"{option} /proc/{name}: cannot write in /proc")
+    ok = analyze_cli(good.pre, good.post, option, tmp_path / name)
+    assert ok.returncode == 0, ok.stderr
+    assert [f.name for f in tmp_path.iterdir()] == [name]  # the probe left nothing
+
+
 def test_corrupt_record_length_mid_file_is_partial(tmp_path, good):
     """A record length that cannot be right, half-way through: the figures up to there,
     marked partial (exit 3), with a warning saying so."""

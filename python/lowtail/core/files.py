@@ -28,6 +28,7 @@ import errno
 import os
 import select
 import stat
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -94,7 +95,7 @@ def check_output(path: str | Path, what: str = "", over_captures: bool = False) 
     """`path` as an output: a regular file to replace or a new name in a directory that
     exists; UserError (2) when it names a device, FIFO, socket or directory, a lowtail
     database or (unless `over_captures`: `synth` writes captures) a capture, or its directory
-    is missing (lowtail creates none)."""
+    is missing (lowtail creates none), or no file can be created in it."""
     path = Path(path)
     where = " ".join(str(part) for part in (what, path) if part)
     kind = special_kind(path)
@@ -107,7 +108,23 @@ def check_output(path: str | Path, what: str = "", over_captures: bool = False) 
     if not _is_dir(path.parent):
         why = "does not exist" if not path.parent.exists() else "is not a directory"
         raise UserError(f"{where}: the directory {path.parent} {why} (lowtail does not create it)")
+    _check_writable(path.parent, where)
     return path
+
+
+def _check_writable(directory: Path, where: str) -> None:
+    """UserError when no file can be created in `directory` — a read-only mount, no
+    permission, a pseudo file system such as /proc, no inode left: said before any work and
+    naming the output, not when a writer's temporary file fails at the end."""
+    probe = directory / f".lowtail-probe-{os.getpid()}-{threading.get_ident()}"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # a probe of this thread left by a crash: the directory takes files
+        return
+    except OSError as e:
+        raise UserError(f"{where}: cannot write in {directory} ({e.strerror or e})") from None
+    os.close(fd)
+    probe.unlink(missing_ok=True)
 
 
 def check_distinct_outputs(
