@@ -325,12 +325,18 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["model", "aliasing", "--rate", "nan", *DB], "cannot read 'nan' as a rate"),
         (["model", "aliasing", "--rate", "1e10pps", "--duration", "1e9s", *DB], "more than the 10,000,000,000 packets"),
         (["model", "list", "--limit", HUGE, *DB], "is not in the range 1<=x<=1000000"),
+        (["list", "--limit", HUGE, *DB], "is not in the range 1<=x<=1000000"),
+        (["model", "simulate", "--packets", HUGE, *DB], "'--packets': 99999999999999999999999 is not in the range"),
+        (["model", "simulate", "--queue", HUGE, *DB], "'--queue': 99999999999999999999999 is not in the range"),
+        (["model", "simulate", "--packets", str(2**63 - 1), *DB], "packets must be at most 100000000"),
         (["host", "plan", "--guest-vcpus", HUGE], "is not in the range 1<=x<=4096"),
         (["noise", "--top", HUGE, "--no-store", *DB], "is not in the range 0<=x<=1000000"),
         (["compare", "1", "--budget", "1ms", "--confidence", "١٢", *DB], "'١٢' is not a confidence level"),
         (["model", "evt", "run:²", *DB], "give a Parquet series file, a run id"),
         (["model", "aliasing", "--run", "²", *DB], "give a run id (12 or run:12)"),
         (["compare", "١٢", *DB], "cannot read '١٢' as a selection"),
+        (["compare", f"analysis:{HUGE}", *DB], f"{HUGE} is past any id lowtail stores"),
+        (["export", HUGE, "--output", "b.tar", *DB], f"{HUGE} is past any id lowtail stores"),
         (["report", "١٢", *DB], "'١٢' is not an id"),
         (["synth", "p.pcap", "q.pcap", "--packets", "١٢٠"], "'١٢٠' is not a number written in ASCII digits"),
         (["synth", "p.pcap", "q.pcap", "--packets", "1_0"], "'1_0' is not a number written in ASCII digits"),
@@ -341,7 +347,11 @@ def typed_values(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_number_typed_on_the_command_line_is_one_line(typed_values, args, needle):
     """Before: exit 70 for the huge --worst and --id-offset (OverflowError from the native
     options; host plan's --guest-vcpus too), --rate 1e308 (int(inf) packets) and --limit
-    (DuckDB's INT128 cast); noise --top was exit 1 after the probe had run; "١٢"
+    (DuckDB's INT128 cast; `lowtail list --limit` until this was found again: exit 70);
+    `model simulate --packets`/`--queue` past 64 bits said "bad simulation spec: invalid
+    type: floating point `1e+23`, expected u64 at line 1 column 220"; noise --top was exit 1
+    after the probe had run; an id past 64 bits in a selection (`compare analysis:N`,
+    `export N`) was exit 70, DuckDB's INT128 cast; "١٢"
     (Arabic-Indic digits) was read as 12 % and as experiment or analysis 12; "²" (which
     str.isdigit() takes and int() does not) was exit 70 as a run id. A NaN rate was refused
     before too: it pins the finite rule beside the packet cap. Every int/float option read

@@ -23,7 +23,7 @@ from lowtail.store import DEFAULT_DB
 @app.command("list", help="List the analyses stored in the database, newest first.")
 def list_(
     db: Db = DEFAULT_DB,
-    limit: int = typer.Option(50, min=1, help="How many to show."),
+    limit: int = typer.Option(50, min=1, max=1_000_000, help="How many to show."),
     json_out: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """`lowtail list`."""

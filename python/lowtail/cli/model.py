@@ -18,6 +18,7 @@ from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, byte_progress, note, out,
 from lowtail.core import series
 from lowtail.core.errors import UserError
 from lowtail.core.percentiles import quantile_of_percent
+from lowtail.core.schema import INT64_MAX
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -459,7 +460,10 @@ SimulateRates = Annotated[
 ]
 Packets = Annotated[
     int | None,
-    typer.Option(min=1, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."),
+    # The simulation's own check names its limit (100 million); past 64 bits it never sees the number.
+    typer.Option(
+        min=1, max=INT64_MAX, help="Packets per case [default: 100000, with --run: the run's, at most 2 million]."
+    ),
 ]
 SimulateDuration = Annotated[
     int | None, duration_info("--duration", None, "Instead of --packets: simulated time per case, e.g. 10s.")
@@ -479,7 +483,9 @@ Batch = Annotated[str | None, typer.Option(help="Batch size(s) [default: 1].")]
 BatchOverhead = Annotated[int, duration_info("--batch-overhead", 0, "Fixed cost of each poll that takes a batch.")]
 Queue = Annotated[
     int,
-    typer.Option(min=0, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."),
+    typer.Option(
+        min=0, max=INT64_MAX, help="Receive queue capacity in packets (0 = unbounded); arrivals beyond it are dropped."
+    ),
 ]
 SimulateBaseLatency = Annotated[
     int | None,

@@ -17,6 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from lowtail.core.errors import UserError
+from lowtail.core.schema import INT64_MAX
 from lowtail.store import axes
 
 if TYPE_CHECKING:
@@ -83,10 +84,10 @@ def parse(words: list[str]) -> Selection:
             continue
         m = _ID.match(word)
         if m:
-            kind = m.group(1) or "experiment"
-            getattr(sel, {"experiment": "experiments", "run": "runs", "analysis": "analyses"}[kind]).append(
-                int(m.group(2))
-            )
+            kind, number = m.group(1) or "experiment", int(m.group(2))
+            if number > INT64_MAX:  # the database's ids are 64-bit: DuckDB would fail to cast it
+                raise UserError(f"cannot read {word!r} as a selection: {number} is past any id lowtail stores")
+            getattr(sel, {"experiment": "experiments", "run": "runs", "analysis": "analyses"}[kind]).append(number)
             continue
         f = _FILTER.match(word)
         if f and f.group(3).strip():
