@@ -302,3 +302,36 @@ def test_a_directory_without_pairs_and_an_unreachable_scheduler_are_one_line_err
     synth_pairs(tmp_path / "one", count=1, packets=1000)
     code, _, err = finish(campaign(str(tmp_path / "one"), "--scheduler", "tcp://127.0.0.1:9", db=tmp_path / "x.duckdb"))
     assert code == 2 and "cannot reach the scheduler" in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_scheduler_address_that_is_none_and_a_series_directory_that_cannot_be_are_one_line_errors(tmp_path):
+    """Before: `--scheduler nonsense://x` was exit 70, "internal error: ValueError: unknown
+    address scheme"; `--series-dir /proc/x` started the cluster and failed every pair with
+    "FileNotFoundError: [Errno 2] No such file or directory: '/proc/x'", exit 3."""
+    synth_pairs(tmp_path / "one", count=1, packets=1000)
+    for args, needle in (
+        (("--scheduler", "nonsense://x"), "--scheduler nonsense://x: not a scheduler's address"),
+        (("--series-dir", "/proc/x"), "--series-dir /proc/x: cannot create it"),
+    ):
+        code, doc, err = finish(campaign(str(tmp_path / "one"), *args, db=tmp_path / "x.duckdb"))
+        assert code == 2 and needle in err and len(err.strip().splitlines()) == 1, (code, err)
+
+
+def test_a_worker_that_cannot_make_the_series_directory_says_so_for_its_pair(tmp_path):
+    """A remote cluster's workers see their own file system: the pair fails with words, not
+    with the worker's exception."""
+    from lowtail.campaign.work import PairTask, analyze_task
+
+    truth = synth_pairs(tmp_path / "one", count=1, packets=1000)
+    (name,) = truth
+    task = PairTask(
+        name=name,
+        key=name,
+        pre=str(tmp_path / "one" / f"{name}-pre.pcap"),
+        post=str(tmp_path / "one" / f"{name}-post.pcap"),
+        options={"trim_ns": 0},
+        series=f"/proc/x/{name}-series.parquet",
+    )
+    outcome = analyze_task(task)
+    assert outcome.doc is None and outcome.error is not None
+    assert outcome.error.startswith("the series directory /proc/x: cannot create it on "), outcome.error

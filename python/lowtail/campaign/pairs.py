@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lowtail.campaign import DEFAULT_PATTERN, CampaignOptions
+from lowtail.core import files
 from lowtail.core.errors import UserError
 
 if TYPE_CHECKING:
@@ -129,10 +130,26 @@ def choose_pairs(
             stored = analysed_capture_pairs(s)
         if series and series_dir is None:
             raise UserError("--from-db: say where the matched series go (--series-dir DIR) or pass --no-series")
+        if series and series_dir is not None and scheduler is None:
+            check_series_dir(series_dir)
         pairs = [pairs_of(name_of(pre), pre, post, options) for pre, post in stored]
         return pairs, CampaignOptions("database", pattern, options, scheduler, series_dir if series else None)
     pairs = find_pairs(directory, pattern, options)
     if not pairs:
         raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
     source = str(directory.resolve())
-    return pairs, CampaignOptions(source, pattern, options, scheduler, (series_dir or directory) if series else None)
+    series_dir = (series_dir or directory) if series else None
+    if series_dir is not None and scheduler is None:
+        check_series_dir(series_dir)
+    return pairs, CampaignOptions(source, pattern, options, scheduler, series_dir)
+
+
+def check_series_dir(directory: Path) -> None:
+    """UserError, before any pair is analysed, when the local cluster's workers could not
+    write the matched series in `directory` (made here if missing, as they would). A remote
+    cluster's workers see their own file system: each says so for its pairs."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UserError(f"--series-dir {directory}: cannot create it ({e.strerror or e})") from None
+    files.check_writable(directory, f"--series-dir {directory}")

@@ -138,6 +138,8 @@ def _connect(scheduler: str | None) -> Client:
         return Client(scheduler, timeout="10s")
     except (OSError, TimeoutError) as e:
         raise UserError(f"--scheduler {scheduler}: cannot reach the scheduler ({e})") from None
+    except ValueError as e:  # distributed's words for an address it cannot parse
+        raise UserError(f"--scheduler {scheduler}: not a scheduler's address ({e}); e.g. tcp://HOST:8786") from None
 
 
 def _close(client: Client) -> None:

@@ -51,7 +51,12 @@ def analyze_task(task: PairTask) -> PairOutcome:
     (retrying them elsewhere would fail the same way); only a lost worker makes Dask retry."""
     worker = _worker_address()
     if task.series:
-        Path(task.series).parent.mkdir(parents=True, exist_ok=True)
+        directory = Path(task.series).parent
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as e:  # on another host than the one that checked it, or since then
+            why = f"the series directory {directory}: cannot create it on {worker} ({e.strerror or e})"
+            return PairOutcome(key=task.key, worker=worker, error=why)
     try:
         doc = analyze_pair(task.pre, task.post, analyze_options(**task.options, export=task.series or None))
     except (UserError, Failure) as e:

@@ -108,11 +108,11 @@ def check_output(path: str | Path, what: str = "", over_captures: bool = False) 
     if not _is_dir(path.parent):
         why = "does not exist" if not path.parent.exists() else "is not a directory"
         raise UserError(f"{where}: the directory {path.parent} {why} (lowtail does not create it)")
-    _check_writable(path.parent, where)
+    check_writable(path.parent, where)
     return path
 
 
-def _check_writable(directory: Path, where: str) -> None:
+def check_writable(directory: Path, where: str) -> None:
     """UserError when no file can be created in `directory` — a read-only mount, no
     permission, a pseudo file system such as /proc, no inode left: said before any work and
     naming the output, not when a writer's temporary file fails at the end."""
