@@ -193,11 +193,8 @@ fn round_down_to_setting(ns: i64) -> Option<String> {
     let mut best = None;
     for (unit_ns, unit) in [(1_000i64, "us"), (1_000_000, "ms"), (1_000_000_000, "s")] {
         for step in [1i64, 2, 5, 10, 20, 50, 100, 200, 500] {
-            if unit == "s" || step < 1000 {
-                let value = unit_ns * step;
-                if value <= ns {
-                    best = Some(format!("{step}{unit}"));
-                }
+            if unit_ns * step <= ns {
+                best = Some(format!("{step}{unit}"));
             }
         }
     }

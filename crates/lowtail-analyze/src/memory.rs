@@ -67,6 +67,11 @@ fn read(path: &Path) -> Option<String> {
     std::fs::read_to_string(path).ok()
 }
 
+/// A file that holds one whole number (a cgroup's limit); None for "max" or anything else.
+fn read_number(path: &Path) -> Option<u64> {
+    read(path)?.trim().parse().ok()
+}
+
 /// `MemAvailable` of /proc/meminfo, in bytes.
 fn mem_available(meminfo: &str) -> Option<u64> {
     let line = meminfo.lines().find(|l| l.starts_with("MemAvailable:"))?;
@@ -91,11 +96,8 @@ fn cgroup_limit(self_cgroup: &str, root: &Path) -> Option<u64> {
         };
         let relative = Path::new(path.trim_start_matches('/'));
         if controllers.is_empty() {
-            let lowest = relative
-                .ancestors()
-                .filter_map(|dir| read(&root.join(dir).join("memory.max")))
-                .filter_map(|text| text.trim().parse::<u64>().ok()) // "max": no limit there
-                .min();
+            // "max" (no limit there) reads as no number.
+            let lowest = relative.ancestors().filter_map(|dir| read_number(&root.join(dir).join("memory.max"))).min();
             if let Some(bytes) = lowest.and_then(limited) {
                 return Some(bytes);
             }
@@ -105,7 +107,7 @@ fn cgroup_limit(self_cgroup: &str, root: &Path) -> Option<u64> {
                 let line = stat.lines().find(|l| l.starts_with("hierarchical_memory_limit "))?;
                 line.split_whitespace().nth(1)?.parse::<u64>().ok()
             });
-            let own = || read(&dir.join("memory.limit_in_bytes")).and_then(|t| t.trim().parse::<u64>().ok());
+            let own = || read_number(&dir.join("memory.limit_in_bytes"));
             if let Some(bytes) = hierarchical.or_else(own).and_then(limited) {
                 return Some(bytes);
             }
@@ -138,37 +140,36 @@ mod tests {
         assert_eq!(mem_available("MemAvailable: 99999999999999999999 kB\n"), None);
     }
 
+    /// A file of a cgroup file system under `root`, its directories made.
+    fn cgroup_file(root: &tempfile::TempDir, path: &str, text: &str) {
+        let file = root.path().join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, text).unwrap();
+    }
+
     #[test]
     fn an_ancestors_cgroup_limit_counts_too() {
         let root = tempfile::tempdir().unwrap();
-        let v1 = root.path().join("memory/jobs/a");
-        std::fs::create_dir_all(&v1).unwrap();
-        std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
-        std::fs::write(v1.join("memory.stat"), "cache 0\nhierarchical_memory_limit 536870912\n").unwrap();
+        cgroup_file(&root, "memory/jobs/a/memory.limit_in_bytes", "9223372036854771712\n");
+        cgroup_file(&root, "memory/jobs/a/memory.stat", "cache 0\nhierarchical_memory_limit 536870912\n");
         assert_eq!(cgroup_limit("4:memory:/jobs/a\n", root.path()), Some(512 << 20));
 
-        let v2 = root.path().join("pod/container");
-        std::fs::create_dir_all(&v2).unwrap();
-        std::fs::write(v2.join("memory.max"), "max\n").unwrap();
-        std::fs::write(root.path().join("pod/memory.max"), "2147483648\n").unwrap();
+        cgroup_file(&root, "pod/container/memory.max", "max\n");
+        cgroup_file(&root, "pod/memory.max", "2147483648\n");
         assert_eq!(cgroup_limit("0::/pod/container\n", root.path()), Some(2 << 30));
     }
 
     #[test]
     fn a_cgroup_limit_is_found_in_either_version_and_unlimited_is_none() {
         let root = tempfile::tempdir().unwrap();
-        let v1 = root.path().join("memory/jobs/a");
-        std::fs::create_dir_all(&v1).unwrap();
-        std::fs::write(v1.join("memory.limit_in_bytes"), "268435456\n").unwrap();
+        cgroup_file(&root, "memory/jobs/a/memory.limit_in_bytes", "268435456\n");
         assert_eq!(cgroup_limit("4:memory:/jobs/a\n0::/\n", root.path()), Some(256 << 20));
-        std::fs::write(v1.join("memory.limit_in_bytes"), "9223372036854771712\n").unwrap();
+        cgroup_file(&root, "memory/jobs/a/memory.limit_in_bytes", "9223372036854771712\n");
         assert_eq!(cgroup_limit("4:memory:/jobs/a\n", root.path()), None);
 
-        let v2 = root.path().join("user.slice/b");
-        std::fs::create_dir_all(&v2).unwrap();
-        std::fs::write(v2.join("memory.max"), "1073741824\n").unwrap();
+        cgroup_file(&root, "user.slice/b/memory.max", "1073741824\n");
         assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), Some(1 << 30));
-        std::fs::write(v2.join("memory.max"), "max\n").unwrap();
+        cgroup_file(&root, "user.slice/b/memory.max", "max\n");
         assert_eq!(cgroup_limit("0::/user.slice/b\n", root.path()), None);
         assert_eq!(cgroup_limit("garbage", root.path()), None);
     }

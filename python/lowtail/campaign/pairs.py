@@ -130,15 +130,14 @@ def choose_pairs(
             stored = analysed_capture_pairs(s)
         if series and series_dir is None:
             raise UserError("--from-db: say where the matched series go (--series-dir DIR) or pass --no-series")
-        if series and series_dir is not None and scheduler is None:
-            check_series_dir(series_dir)
         pairs = [pairs_of(name_of(pre), pre, post, options) for pre, post in stored]
-        return pairs, CampaignOptions("database", pattern, options, scheduler, series_dir if series else None)
-    pairs = find_pairs(directory, pattern, options)
-    if not pairs:
-        raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
-    source = str(directory.resolve())
-    series_dir = (series_dir or directory) if series else None
+        source = "database"
+    else:
+        pairs = find_pairs(directory, pattern, options)
+        if not pairs:
+            raise UserError(f"{directory}: no capture pairs (files named like NAME-pre.pcap and NAME-post.pcap)")
+        source, series_dir = str(directory.resolve()), series_dir or directory
+    series_dir = series_dir if series else None
     if series_dir is not None and scheduler is None:
         check_series_dir(series_dir)
     return pairs, CampaignOptions(source, pattern, options, scheduler, series_dir)

@@ -12,7 +12,6 @@ lowtail's own stop by themselves, others are ended by the kernel (`keep_to_time_
 from __future__ import annotations
 
 import ctypes
-import math
 import os
 import resource
 import signal
@@ -80,8 +79,7 @@ def keep_to_time_limit(seconds: int, cores: int) -> None:
       so no run within its limit meets it; a spinning one is ended after at most `cores`
       times the limit (a program that only sleeps is left to lowtail's teardown)."""
     signal.setitimer(signal.ITIMER_REAL, seconds)
-    cpu_s = math.ceil(seconds * cores)
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds * cores, seconds * cores))
 
 
 def _environment() -> dict[str, str] | None:
