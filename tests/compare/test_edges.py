@@ -32,7 +32,7 @@ from scipy.stats import t as student
 import latency_models as models
 from lowtail import _native
 from lowtail.compare import differences as diffs
-from lowtail.compare.intervals import Evidence, bounds_document
+from lowtail.compare.intervals import Evidence, bounds_document, interval
 from lowtail.store import open_store
 
 
@@ -64,6 +64,26 @@ def test_rare_stalls_seed_51_keeps_its_budget_is_not_failed(tmp_path):
     assert doc["verdict"]["status"] != "FAIL", doc["verdict"]["reason"]
     p9999 = doc["intervals"]["percentiles"]["p99_99"]
     assert not p9999["resolvable"] and "clusters" in p9999["why"], p9999
+
+
+@pytest.mark.parametrize(
+    ("stalls", "words"),
+    [
+        (1, "come in 1 cluster of about 4 packets (a stall), fewer than the 15"),
+        (3, "come in 3 clusters of about 4 packets (stalls)"),
+    ],
+)
+def test_a_percentile_few_stalls_dominate_says_how_many_in_words_that_count(stalls, words):
+    """`make run` printed "the packets above the p99.999 come in 1 clusters of about 4": one
+    stall of four packets above the p99.99 of 200,000, or three."""
+    rng = np.random.default_rng(35)
+    latency = rng.integers(5_000, 6_000, 200_000).astype(np.int64)
+    for start in (100_000, 150_000, 50_000)[:stalls]:
+        latency[start : start + 4] = 1_000_000 + np.arange(4)
+    s = _native.SeriesSummary()
+    s.record(models.timestamps(200_000), latency)
+    iv = interval(Evidence([s]), "p99_99")
+    assert not iv.resolvable and iv.why is not None and words in iv.why, iv.why
 
 
 @pytest.mark.slow

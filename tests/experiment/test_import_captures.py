@@ -301,3 +301,16 @@ def test_a_host_or_kernel_given_as_a_number_is_stored_as_its_text(tmp_path):
     with open_store(tmp_path / "t.duckdb", read_only=True) as store:
         host = runstore.experiment(store, "latest")["host"]
     assert (host["hostname"], host["kernel"], host.get("axes")) == ("5", "6.1", {"host": 5, "kernel": 6.1})
+
+
+def test_one_pair_and_one_file_left_out_are_said_in_the_singular(tmp_path):
+    """The notes of an import count in words that agree ("1 pairs imported", "1 files do not
+    match" before)."""
+    root = tmp_path / "one"
+    synth(root / "fwd" / "20000pps-r1-in.pcap", root / "fwd" / "20000pps-r1-out.pcap", 20000, 1)
+    (root / "README").write_text("one pair\n")
+    (tmp_path / "spec.toml").write_text(SPEC)
+    done = lowtail(tmp_path, "import-captures", str(root), "--spec", "spec.toml", "--db", "t.duckdb")
+    assert done.returncode == 0, done.stderr
+    assert "stored as experiment 1 in t.duckdb: 1 pair imported" in done.stderr, done.stderr
+    assert "1 file does not match the pattern and was ignored: README" in done.stderr, done.stderr

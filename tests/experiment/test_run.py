@@ -256,7 +256,7 @@ def test_ctrl_c_keeps_finished_runs_removes_everything_and_the_same_command_resu
     gated = {"FAIL": (4,), "PASS": (0, 3)}.get(status, (3, 5))
     assert done.returncode in gated, (status, done.stderr)
     assert all(trusted(r) for r in runs)
-    assert "resumed experiment 1: 1 runs were already stored, 2 measured now" in done.stderr
+    assert "resumed experiment 1: 1 run was already stored, 2 measured now" in done.stderr
     assert [r["rate_pps"] for r in runs] == [5000, 6000, 7000]
     assert {r["experiment_id"] for r in runs} == {1}
     assert db_rows(

@@ -28,6 +28,7 @@ from lowtail.cli._output import (
     warn,
 )
 from lowtail.cli._render import Column, columns_table, fit_columns
+from lowtail.core.units import format_counted
 from lowtail.core.virtualization import TCG_WARNING
 from lowtail.store import DEFAULT_DB
 from lowtail.store.selection import HELP as SELECTION_HELP
@@ -191,7 +192,7 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     which = f"comparison {doc['comparison_id']}" if doc["comparison_id"] is not None else "comparison (not stored)"
     parts += [
         columns_table(
-            f"{which} · {len(doc['configurations'])} configurations by {by} · verdict: {verdict}",
+            f"{which} · {format_counted(len(doc['configurations']), 'configuration')} by {by} · verdict: {verdict}",
             fitted,
         )
     ]

@@ -14,6 +14,7 @@ from rich.table import Table
 from lowtail.cli._app import app
 from lowtail.cli._options import db_info
 from lowtail.cli._output import EXIT_VERDICT_FAILED, note, out, print_json, warn
+from lowtail.core.units import format_counted
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -314,7 +315,7 @@ def snapshot(
         print_json(doc)
     else:
         out.print(
-            f"{doc['files']} files from {doc['host']} (kernel {doc['kernel']}) written to {directory}; "
+            f"{format_counted(doc['files'], 'file')} from {doc['host']} (kernel {doc['kernel']}) written to {directory}; "
             f"audit them with `lowtail host audit --sysroot {directory}`",
             markup=False,
         )

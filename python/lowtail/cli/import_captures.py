@@ -13,6 +13,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import Db
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, table_console, warn
 from lowtail.cli.run import run_json, runs_table
+from lowtail.core.units import format_counted
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -86,12 +87,13 @@ def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool
             )
         else:
             note(
-                f"stored as experiment {result.experiment_id} in {db}: {result.imported} pairs imported"
+                f"stored as experiment {result.experiment_id} in {db}: {format_counted(result.imported, 'pair')} imported"
                 + (f", {result.resumed} were already stored" if result.resumed else "")
             )
         if result.ignored:
             note(
-                f"{len(result.ignored)} files do not match the pattern and were ignored: {', '.join(result.ignored[:10])}"
+                f"{format_counted(len(result.ignored), 'file')} {'does' if len(result.ignored) == 1 else 'do'} not match the pattern "
+                f"and {'was' if len(result.ignored) == 1 else 'were'} ignored: {', '.join(result.ignored[:10])}"
             )
     for pair, w in result.warnings:
         warn(w if pair in w else f"{pair}: {w}")

@@ -22,7 +22,7 @@ from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.core.files import check_distinct_outputs, check_output
 from lowtail.core.terminal import escape
-from lowtail.core.units import format_count, format_ns, format_rate
+from lowtail.core.units import format_count, format_counted, format_ns, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
@@ -220,7 +220,8 @@ def _sweep(
     experiment, rows, floors = view.experiment, view.runs, view.floor
     if result.resumed_runs:
         note(
-            f"resumed experiment {result.experiment_id}: {result.resumed_runs} runs were already stored, "
+            f"resumed experiment {result.experiment_id}: {format_counted(result.resumed_runs, 'run')} "
+            f"{'was' if result.resumed_runs == 1 else 'were'} already stored, "
             f"{result.new_runs} measured now"
         )
     written = None

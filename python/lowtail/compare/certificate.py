@@ -224,7 +224,7 @@ def _option_text(key: str, value: Any, rule_sets: Sequence[Mapping[str, Any]]) -
     text = show_value(value)
     if key == "rules":
         hashes = [f"sha256 {r['sha256']}" for r in rule_sets if r.get("sha256")]
-        files = [f"{r['files']} files" for r in rule_sets if r.get("files")]
+        files = [format_counted(r["files"], "file") for r in rule_sets if r.get("files")]
         if isinstance(value, int):
             text = format_counted(value, "generated rule")
         return "; ".join([text, *files, *hashes])

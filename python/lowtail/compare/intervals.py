@@ -47,7 +47,7 @@ from lowtail._native import ExactHistogram, Interval, SeriesSummary
 from lowtail.analyze.document import BoundsDoc, IntervalDoc
 from lowtail.core import percentiles
 from lowtail.core.confidence import check_level
-from lowtail.core.units import format_count
+from lowtail.core.units import format_count, format_counted
 
 __all__ = ["DEFAULT_LEVEL", "Evidence", "PercentileInterval", "check_level", "interval", "bounds_document"]
 
@@ -133,9 +133,11 @@ def _why(iv: Interval, key: str, n: int) -> str | None:
             f"{iv.lag1:.2f} with {iv.lag1_blocks} blocks): one run cannot bound it; its repetitions can"
         )
     if iv.unbounded == "few clusters":
+        clusters, per_cluster = iv.clusters or 0, round(iv.per_cluster or 0)
         return (
-            f"the packets above the {short} come in {iv.clusters} clusters of about {iv.per_cluster:.0f} "
-            f"(stalls), fewer than the {MIN_CLUSTERS} it takes to measure how much their number varies: "
+            f"the packets above the {short} come in {format_counted(clusters, 'cluster')} of about "
+            f"{format_counted(per_cluster, 'packet')} ({'a stall' if clusters == 1 else 'stalls'}), fewer than the "
+            f"{MIN_CLUSTERS} it takes to measure how much their number varies: "
             f"one run does not bound it (a longer run, with more of them, can)"
         )
     if iv.unbounded == "below":

@@ -20,7 +20,7 @@ from typing import Any
 
 from lowtail.compare.document import ComparisonDocument, ConfigurationDocument, RateSeries
 from lowtail.core import percentiles
-from lowtail.core.units import format_count, format_ns, format_ns_range, format_percent, format_rate
+from lowtail.core.units import format_count, format_counted, format_ns, format_ns_range, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING
 from lowtail.experiment.page import status_class
 from lowtail.report import plots
@@ -509,7 +509,8 @@ def comparison_page(doc: ComparisonDocument, drawn: Drawn, store: Store | None =
     by = ", ".join(a["label"] for a in doc.get("axes") or []) or "nothing (one configuration)"
     page = Page(
         title=f"lowtail comparison{f' {cid}' if cid else ''}",
-        subtitle=f"{len(configs)} configurations by {by} · {sum(len(c.get('runs', [])) for c in configs)} runs"
+        subtitle=f"{format_counted(len(configs), 'configuration')} by {by} · "
+        f"{format_counted(sum(len(c.get('runs', [])) for c in configs), 'run')}"
         + (f" · selection: {' '.join(doc['selection'])}" if doc.get("selection") else ""),
     )
     _banners(page, doc)

@@ -11,7 +11,7 @@ from typing import Any
 
 from lowtail.analyze.document import RANKED_BY, FlowsDocument, flow_spread, flows_worst_first, latency_of
 from lowtail.core import percentiles
-from lowtail.core.units import format_count, format_ns, format_percent, format_rate
+from lowtail.core.units import format_count, format_counted, format_ns, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
 from lowtail.experiment import clocks
 from lowtail.experiment.degraded import degraded_lines
@@ -594,7 +594,7 @@ def write_experiment_report(
         verdict = verdict or stored_verdict(experiment["spec"], request)
         page = Page(
             title=f"lowtail experiment {eid} — {experiment['name']}",
-            subtitle=f"{len(rows)} runs · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
+            subtitle=f"{format_counted(len(rows), 'run')} · started {experiment['created_at']:%Y-%m-%d %H:%M} · {experiment['status']}",
         )
         page.lead(cards_html(experiment_cards(rows, verdict), f"Budget: {verdict.describe()}"))
         headline_banner(page, store, [r["run_id"] for r in rows if r["run_id"] is not None])

@@ -29,7 +29,7 @@ import numpy as np
 
 from lowtail.core import percentiles, series
 from lowtail.core.errors import Failure, UserError
-from lowtail.core.units import format_ns
+from lowtail.core.units import format_counted, format_ns
 from lowtail.models import gpd
 from lowtail.models.document import (
     EvtDocument,
@@ -326,7 +326,7 @@ def _fit_threshold(p: Fraction, top: np.ndarray, n_fit: int, opts: EvtOptions, z
     y = (top[top > u] - u).astype(np.float64)
     tf = ThresholdFit(p, u, len(y), False, data=y)
     if len(y) < opts.min_exceedances:
-        tf.note = f"{len(y)} samples above it, the fit needs {opts.min_exceedances}"
+        tf.note = f"{format_counted(len(y), 'sample')} above it, the fit needs {opts.min_exceedances}"
         return tf
     fit = gpd.fit(y)
     tf.fit, tf.note = fit, fit.message

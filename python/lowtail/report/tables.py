@@ -9,6 +9,7 @@ from typing import Any
 from lowtail.core import percentiles
 from lowtail.core.units import (
     format_count,
+    format_counted,
     format_ns,
     format_ns_interval,
     format_ns_per_s,
@@ -383,7 +384,7 @@ def difference_text(d: Mapping[str, Any] | None) -> str:
         return f"{d['called']} by {format_ns(abs(d['median_ns']))} ({interval})"
     if d["called"] == "no difference shown":
         return f"no difference shown ({interval})"
-    return f"{d['called']} ({d['blocks']} blocks)"
+    return f"{d['called']} ({format_counted(d['blocks'], 'block')})"
 
 
 def chain_adds_up(chain: Mapping[str, Any]) -> str:
