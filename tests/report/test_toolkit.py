@@ -169,3 +169,23 @@ def test_the_inconclusive_note_names_a_percentile_no_packet_count_bounds():
     assert note is not None
     assert "p99.9 takes 3,304,777" in note
     assert "p50 wanders between time blocks" in note
+
+
+def test_the_inconclusive_note_takes_the_most_packets_any_configuration_needs_in_any_order():
+    """With several configurations the note said the last one's count (order of the table):
+    "p99 takes 3,599,993" whatever the others needed. It is the count that bounds them all,
+    and a percentile that wanders in one configuration and is counted in another says both."""
+    from lowtail.report.tables import not_resolvable_note
+
+    def interval(needed):
+        return {"resolvable": False, "packets_needed": needed}
+
+    configurations = [
+        {"intervals": {"p99": interval(9_000_000), "p50": interval(1_000)}},
+        {"intervals": {"p99": interval(500_000), "p50": interval(None)}},
+    ]
+    for order in (configurations, configurations[::-1]):
+        note = not_resolvable_note({"level": 0.95, "configurations": order})
+        assert note is not None
+        assert "p50 takes 1,000, p99 takes 9,000,000" in note, note
+        assert "p50 wanders between time blocks in some: more packets alone do not bound it" in note, note

@@ -299,7 +299,7 @@ _MAX_UNRESOLVED_SHOWN = 8
 def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
     from lowtail.core import percentiles
-    from lowtail.report.tables import by_size, not_called_by_reason, shared_notes
+    from lowtail.report.tables import NOT_RESOLVABLE_MARK, by_size, not_called_by_reason, shared_notes
 
     family = doc.get("difference_family") or {}
     lines = []
@@ -350,7 +350,11 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
     for key, labels in unbounded.items():
         p = percentiles.by_key(key)
         which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
-        lines.append(Text(f"{p.short}: not judged for {which}: a repetition has too few packets to bound it"))
+        lines.append(
+            Text(
+                f"{p.short}: not judged for {which}: the packets of a repetition do not bound it ({NOT_RESOLVABLE_MARK} above)"
+            )
+        )
     return lines
 
 

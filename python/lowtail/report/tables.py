@@ -156,26 +156,28 @@ def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -
     """The footnote of the mark: which percentiles these packets cannot bound, and how
     many packets would (None when every shown one is bounded). `shown`: the headings of the
     percentile columns a narrow table kept (all when None)."""
-    needed: dict[str, int | None] = {}
+    counted: dict[str, int] = {}  # the most packets any configuration needs
+    wandering: set[str] = set()  # no count of packets bounds it: the series wanders between time blocks
     for c in doc["configurations"]:
         for k, iv in (c.get("intervals") or {}).items():
             if not iv["resolvable"] and (shown is None or percentiles.by_key(k).short in shown):
-                # None: no count of packets bounds it (the series wanders between time blocks)
-                needed[k] = iv["packets_needed"]
-    if not needed:
+                if iv["packets_needed"] is None:
+                    wandering.add(k)
+                else:
+                    counted[k] = max(counted.get(k, 0), iv["packets_needed"])
+    if not counted and not wandering:
         return None
     level = f"{100 * doc['level']:g} %"
-    counted = sorted(((k, n) for k, n in needed.items() if n is not None), key=lambda x: x[1])
-    wandering = [k for k, n in needed.items() if n is None]
     takes = ", ".join(
-        [f"{percentiles.by_key(k).short} takes {n:,}" for k, n in counted]
+        [f"{percentiles.by_key(k).short} takes {n:,}" for k, n in sorted(counted.items(), key=lambda x: x[1])]
         + [
-            f"{percentiles.by_key(k).short} wanders between time blocks: more packets alone do not bound it"
-            for k in wandering
+            f"{percentiles.by_key(k).short} wanders between time blocks{' in some' if k in counted else ''}: "
+            "more packets alone do not bound it"
+            for k in sorted(wandering, key=lambda k: percentiles.by_key(k).quantile)
         ]
     )
     return (
-        f"{NOT_RESOLVABLE_MARK} inconclusive: too few packets to bound this percentile at {level} confidence "
+        f"{NOT_RESOLVABLE_MARK} inconclusive: these packets do not bound this percentile at {level} confidence "
         f"(pooled over the repetitions, {takes})"
     )
 
