@@ -33,8 +33,9 @@ from compare_support import experiment, store_run, trace_and_explain  # noqa: E4
 from test_simulated import HOST, _intervals  # noqa: E402
 
 from lowtail.cli.explain import show  # noqa: E402
-from lowtail.core.units import format_percent  # noqa: E402
+from lowtail.core.units import format_ns, format_percent  # noqa: E402
 from lowtail.explain.analysis import MEASUREMENT_KINDS, OWN_PROCESS, RunFacts, attributed  # noqa: E402
+from lowtail.explain.asked import tail_words  # noqa: E402
 from lowtail.explain.packets import Packets  # noqa: E402
 from lowtail.host.steal import STEAL_KIND  # noqa: E402
 from lowtail.store import open_store  # noqa: E402
@@ -164,6 +165,21 @@ def test_the_evidence_adds_up(sources, steal_ticks, seed, above):
     for c in causes:
         assert format_percent(c["share"]) in text
     assert f"unexplained: {format_percent(doc['unexplained_share'])}" in text
+    # The tail's latency is said once: "above p99.9 (1.240 ms)".
+    head = next(line for line in text.splitlines() if line.startswith(f"run {doc['run']}:"))
+    assert head.count(format_ns(tail["threshold_ns"])) == 1, head
+
+
+@pytest.mark.parametrize(
+    ("rule", "shown"),
+    [
+        ("above p99.9", "above p99.9 (1.240 ms)"),
+        ("above the budget, 1.240 ms", "above the budget, 1.240 ms"),  # was "…, 1.240 ms (1.240 ms)"
+        ("above 1.240 ms", "above 1.240 ms"),  # `--above 1240us`: was "above 1.240 ms (1.240 ms)"
+    ],
+)
+def test_the_tails_rule_names_its_latency_once(rule, shown):
+    assert tail_words(rule, 1_240_000) == shown
 
 
 def _lowtail(*args: object, db: Path) -> subprocess.CompletedProcess[str]:

@@ -17,6 +17,7 @@ from lowtail.cli._output import EXIT_PARTIAL, note, out, print_json, table_conso
 from lowtail.core.files import check_output
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent
+from lowtail.explain.asked import tail_words
 from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
 from lowtail.store import DEFAULT_DB
 
@@ -74,7 +75,7 @@ def show(doc: Any) -> None:
     if doc.get("headline"):
         warn(shown(doc["headline"]))
     tail = doc["tail"]
-    note(f"run {doc['run']}: {tail['packets']:,} tail packets, {tail['rule']} ({format_ns(tail['threshold_ns'])})")
+    note(f"run {doc['run']}: {tail['packets']:,} tail packets, {tail_words(tail['rule'], tail['threshold_ns'])}")
     for u in doc.get("unseen") or []:
         note(f"not seen: {shown(u['what'])} (could hold up to {format_percent(u['share'])} of the tail)")
         if u.get("resolution"):

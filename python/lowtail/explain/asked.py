@@ -20,6 +20,12 @@ def rule_of(above: int | Fraction) -> str:
     return f"above {format_ns(above)}"
 
 
+def tail_words(rule: str, threshold_ns: int) -> str:
+    """The tail's rule as shown, with its latency where the rule names a percentile only:
+    "above p99.9 (1.240 ms)", "above the budget, 1.000 ms", "above 500.000 µs"."""
+    return f"{rule} ({format_ns(threshold_ns)})" if rule.startswith("above p") else rule
+
+
 def latency_above(text: str) -> int | Fraction:
     """`--above`'s value: a percentile ("p99", "p99.99", "99.9%") or a latency ("500us")."""
     from lowtail.core.percentiles import quantile_of_percent

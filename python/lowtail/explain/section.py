@@ -13,6 +13,7 @@ from typing import Any
 
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent
+from lowtail.explain.asked import tail_words
 from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
 from lowtail.report.page import Page, esc, table_html
 from lowtail.store.db import Store
@@ -58,8 +59,8 @@ def explain_section(
         return
     tail = doc["tail"]
     head = (
-        f"<p class='meta'>{tail['packets']:,} tail packets, {esc(tail['rule'])} "
-        f"({esc(format_ns(tail['threshold_ns']))}); unexplained: {esc(format_percent(doc['unexplained_share']))} "
+        f"<p class='meta'>{tail['packets']:,} tail packets, {esc(tail_words(tail['rule'], tail['threshold_ns']))}; "
+        f"unexplained: {esc(format_percent(doc['unexplained_share']))} "
         f"of them. Trace: {esc(_trace_text(doc.get('trace') or {}))}.</p>"
     )
     causes = doc.get("causes") or []
