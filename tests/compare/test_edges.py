@@ -86,6 +86,17 @@ def test_a_percentile_few_stalls_dominate_says_how_many_in_words_that_count(stal
     assert not iv.resolvable and iv.why is not None and words in iv.why, iv.why
 
 
+def test_a_percentile_more_packets_would_bound_names_them_as_packets():
+    """It read "not bounded from above: that takes about 769,657 with its packets as
+    clustered as measured" (a count without its noun)."""
+    rng = np.random.default_rng(36)
+    s = _native.SeriesSummary()
+    s.record(models.timestamps(200_000), rng.integers(5_000, 6_000, 200_000).astype(np.int64))
+    iv = interval(Evidence([s]), "p99_999")
+    assert not iv.resolvable and iv.why is not None
+    assert re.search(r"not bounded from above: that takes about [0-9,]+ packets", iv.why), iv.why
+
+
 @pytest.mark.slow
 def test_intervals_of_rare_stalls_miss_the_truth_in_at_most_the_stated_share_of_runs():
     """1 ms stalls about 5 times a 200,000-packet run. Issue 35: the runs that were bounded were

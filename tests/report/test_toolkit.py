@@ -15,7 +15,7 @@ from plotly.offline import get_plotlyjs
 
 from lowtail.report import figure as tk
 from lowtail.report import plots
-from lowtail.report.page import Page, figure_html
+from lowtail.report.page import Page, breakable, figure_html
 from lowtail.report.png import write_png
 
 NINES = ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %", "99.9999 %"]
@@ -189,3 +189,9 @@ def test_the_inconclusive_note_takes_the_most_packets_any_configuration_needs_in
         assert note is not None
         assert "p50 takes 1,000, p99 takes 9,000,000" in note, note
         assert "p50 wanders between time blocks in some: more packets alone do not bound it" in note, note
+
+
+def test_a_dut_option_may_wrap_after_its_underscores_and_equals_and_stays_escaped():
+    """The experiment page's "other options" ("memory_reservation=256, work_ns=2000") pushed
+    the runs table past a 1,280 px window: it wraps at "_" and "=" now, and data stays text."""
+    assert breakable("memory_reservation=256, x=<b>") == "memory_<wbr>reservation=<wbr>256, x=<wbr>&lt;b&gt;"

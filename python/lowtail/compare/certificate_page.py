@@ -19,7 +19,6 @@ from lowtail.core import percentiles
 from lowtail.core.units import (
     format_count,
     format_counted,
-    format_duration_setting,
     format_ns,
     format_ns_range,
     format_percent,
@@ -146,7 +145,8 @@ def _loss_text(c: CertifiedConfiguration) -> str:
 
 
 def _traffic_text(t: CertifiedTraffic) -> str:
-    """ "20 kpps, 64 B frames on the wire, bursts of 1, 1 flow; 24 s measured per run after 1 s of warm-up"."""
+    """ "20 kpps, 64 B frames on the wire, bursts of 1, 1 flow; 9.600 s measured per run after 1.000 s of
+    warm-up": figures in the one unit formatter's words (a setting's exact form read "9600ms" beside "24s")."""
     parts = [
         format_rate(t["rate_pps"]) if t["rate_pps"] else "rate not given",
         f"{t['frame_size']} B frames on the wire" if t["frame_size"] else "frame size not recorded",
@@ -154,8 +154,8 @@ def _traffic_text(t: CertifiedTraffic) -> str:
         format_counted(t["flows"], "flow") if t["flows"] else "flows not recorded",
     ]
     timing = (
-        f"{format_duration_setting(t['duration_ns'])} measured per run"
-        + (f" after {format_duration_setting(t['warmup_ns'])} of warm-up" if t["warmup_ns"] else "")
+        f"{format_ns(t['duration_ns'])} measured per run"
+        + (f" after {format_ns(t['warmup_ns'])} of warm-up" if t["warmup_ns"] else "")
         if t["duration_ns"]
         else "measured time differs between its runs"
     )

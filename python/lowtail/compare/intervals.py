@@ -143,11 +143,11 @@ def _why(iv: Interval, key: str, n: int) -> str | None:
     if iv.unbounded == "below":
         return f"the {short} of {format_count(n)} packets is not bounded from below"
     d = iv.dispersion
-    cluster = f" with its packets as clustered as measured (D = {d:.1f})" if d > 1.05 else ""
+    cluster = f", as clustered as measured (D = {d:.1f})" if d > 1.05 else ""
     top = " is their maximum and" if iv.at_maximum else ""
     return (
         f"the {short} of {format_count(n)} packets{top} is not bounded from above: "
-        f"that takes about {format_count(iv.packets_to_bound)}{cluster}"
+        f"that takes about {format_count(iv.packets_to_bound)} packets{cluster}"
     )
 
 

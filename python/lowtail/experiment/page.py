@@ -21,7 +21,7 @@ from lowtail.models.page import knee_section
 from lowtail.report import plots, tables
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.interrupts import interrupt_timeline_section
-from lowtail.report.page import Cell, Page, esc, figure_html, table_html
+from lowtail.report.page import Cell, Page, breakable, esc, figure_html, table_html
 from lowtail.store import DbPath, axes, open_store
 from lowtail.store import runs as runstore
 from lowtail.store.analyses import PAGE_ROWS, analysis_flows, percentile_curve, worst_events
@@ -119,7 +119,11 @@ def summary_section(
                 *(format_ns(lat.get(k)) for k, _ in figures),
                 format_count(r["sent"]),
                 tables.run_loss(r),
-                Cell(_options_text(r["dut_config"], leave_out={a.option for a in shown}), "text options"),
+                Cell(
+                    breakable(_options_text(r["dut_config"], leave_out={a.option for a in shown})),
+                    "text options",
+                    html=True,
+                ),
             ]
         )
         why = "" if judgement.status is verdicts.Status.FLOOR else judgement.explanation

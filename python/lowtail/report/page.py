@@ -78,6 +78,12 @@ def esc(text: object) -> str:
     return html.escape(str(text))
 
 
+def breakable(text: object) -> str:
+    """Text made safe to put in HTML that may wrap after "_" and "=" too: a DuT's options
+    ("memory_reservation=256") in a narrow column, which pushed a table past the window."""
+    return esc(text).replace("_", "_<wbr>").replace("=", "=<wbr>")
+
+
 @cache
 def plotly_bundle() -> str:
     """plotly's JavaScript bundle as the Python package ships it, gzip-compressed and
