@@ -157,7 +157,10 @@ def test_the_record_of_each_kind_names_what_was_certified(stored, kind):
         "repetitions": 2,
         "runs": 2,
     }
-    assert "20 kpps, 128 B frames on the wire, bursts of 4, 4 flows; 5.000 s measured per run after 1.000 s of warm-up" in page
+    assert (
+        "20 kpps, 128 B frames on the wire, bursts of 4, 4 flows; 5.000 s measured per run after 1.000 s of warm-up"
+        in page
+    )
 
     # Counts that are counts, and the selection it was made from.
     assert f"2 runs (runs {', '.join(map(str, c['runs']))}), 2 repetitions" in page
@@ -228,7 +231,10 @@ def test_the_record_of_a_run_the_testbed_measured(tmp_path):
     assert device["kernel"] == os.uname().release and device["kernel"] in page
     assert device["cores"].startswith("DuT on CPU") and device["cores"] in page
     assert c["traffic"]["rate_pps"] == 2_000 and c["traffic"]["flows"] == 3
-    assert "2 kpps, 128 B frames on the wire, bursts of 2, 3 flows; 1.000 s measured per run after 200.000 ms of warm-up" in page
+    assert (
+        "2 kpps, 128 B frames on the wire, bursts of 2, 3 flows; 1.000 s measured per run after 200.000 ms of warm-up"
+        in page
+    )
     assert "1 run (run 1), 1 repetition" in page
     assert c["bounds"]["text"] in page
 
