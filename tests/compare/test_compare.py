@@ -220,13 +220,13 @@ def test_the_table_reads_in_80_columns(compared):
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "p99.9" in text and "floor" in text and "FAIL" in text and "PASS" in text
     assert "fast · bare is lower than slow · bare at p99.9" in text
-    assert "inconclusive: too few packets" in text  # the p99.999 column is marked
+    assert "inconclusive: these packets do not bound" in text  # the p99.999 column is marked
     # Narrower, the p99.999 column goes, and with it the footnote of its marks.
     narrow = Console(width=60, record=True, highlight=False)
     narrow.print(comparison_view(compared, 60))
     narrow_text = narrow.export_text()
     (header,) = [line for line in narrow_text.splitlines() if "reps" in line]
-    assert "p99.999" not in header and "inconclusive: too few packets" not in narrow_text
+    assert "p99.999" not in header and "inconclusive: these packets do not bound" not in narrow_text
 
 
 def test_the_cli_prints_the_table_and_stores_the_comparison(stored):
