@@ -15,7 +15,8 @@ known (bench/latency_models.py): observed against stated, side by side.
    of comparisons (Holm over the family makes it fewer).
 3. A/B power: the share of pairs called at p50/p99/p99.9 against a shift of the base latency.
 4. EVT on an exponential tail (ξ = 0): how often `model evt` calls the tail bounded (stated:
-   at most 2.5 %, one side of a 95 % interval; judged ≤ 5 %).
+   at most 2.5 %, one side of a 95 % interval; judged ≤ 5 %); on a bounded one (ξ = −0.3),
+   how often it is called bounded and how often its own series refutes a bounded fit.
 5. The verdict's advice on inconclusive runs: of the runs told "a run about M packets longer
    would be decided about half the time", the share that a run of that length (the same
    process, another seed) decides (stated: about half).
@@ -226,6 +227,37 @@ def evt_bounded(runs: int, samples: int, seed: int) -> None:
     print(f"  called bounded: {_share(bounded, fitted)} (stated: at most 2.5 %, judged ≤ 5 %)")
 
 
+def evt_refuted(runs: int, samples: int, seed: int) -> None:
+    """`model evt` on bounded tails (GPD ξ = −0.3 above the 99th percentile): how often the
+    tail is called bounded, and how often a fit that read bounded was refuted by a latency of
+    its own series above the highest end it allows (what the check against the series costs)."""
+    import tempfile
+
+    from lowtail.core import series
+    from lowtail.models import gpd
+    from lowtail.models.evt import evt_model
+
+    rng = np.random.default_rng(seed)
+    bounded = refuted = 0
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "tail.parquet"
+        for _ in range(runs):
+            lat = 10_000 + rng.exponential(300.0, samples)
+            u = np.quantile(lat, 0.99)
+            tail = lat > u
+            lat[tail] = u + gpd.sample(int(tail.sum()), 400.0, -0.3, rng)
+            pre = models.timestamps(samples)
+            series.write_series(path, np.arange(samples, dtype=np.int64), pre, pre + np.round(lat).astype(np.int64))
+            doc = evt_model(path)
+            bounded += bool(doc["bounded"])
+            refuted += "refuted_by_ns" in doc
+    print(
+        f"\nEVT on a bounded tail (ξ = −0.3): {runs} runs of {samples:,} samples ({time.perf_counter() - started:.0f} s)"
+    )
+    print(f"  called bounded: {_share(bounded, runs)}; refuted by the series: {_share(refuted, runs)}")
+
+
 def advice(name: str, model: Model, truth_ns: int, key: str, runs: int, packets: int, seed: int) -> None:
     """Runs inconclusive at a budget 20 % from the truth: how often a run of the length the
     advice names (the same process) is decided."""
@@ -323,6 +355,7 @@ def main() -> None:
         power("independent packets", models.independent, max(100, args.pairs // 4), args.pair_packets, 30)
     if "evt" in parts:
         evt_bounded(args.evt_runs, 300_000, 70)
+        evt_refuted(args.evt_runs, 300_000, 71)
     if "advice" in parts:
         truth = models.independent_quantile(0.9999)
         advice("independent packets", models.independent, truth, "p99_99", args.runs, 30_000, 80)

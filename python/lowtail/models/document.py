@@ -204,6 +204,9 @@ class EvtDocument(TypedDict):
     credible: bool
     source: NotRequired[str]  # what the series is (a run, an analysis, a file)
     model_id: NotRequired[int]
+    # The largest latency of the series, where it lies above the upper end of a tail fitted as
+    # bounded: the model is refuted, `bounded` false and no upper end stated.
+    refuted_by_ns: NotRequired[int]
 
 
 class FlowTailDocument(TypedDict):

@@ -185,13 +185,15 @@ def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -
 def evt_tail_text(doc: Mapping[str, Any]) -> str:
     """What an EVT fit says of the tail's end: "bounded (ξ < 0 at 95 %): upper end 61.0 µs",
     or "not shown bounded: ξ = −0.042, 95 % interval −0.120…0.036" — bounded only when ξ's
-    whole interval lies below 0."""
+    whole interval lies below 0 and the series holds no latency above the fitted end."""
     level = f"{100 * doc['confidence']:g} %"
     if doc["bounded"]:
         return f"bounded (ξ < 0 at {level}): upper end {format_ns(doc['endpoint_ns'])}"
     ci = doc.get("xi_ci")
     interval = f", {level} interval {ci[0]:.3f}…{ci[1]:.3f}" if ci else ", no interval"
-    return f"not shown bounded: ξ = {doc['xi']:.3f}{interval}"
+    refuted = doc.get("refuted_by_ns")
+    beyond = f"; the series holds {format_ns(refuted)}, above the fitted tail's end" if refuted else ""
+    return f"not shown bounded: ξ = {doc['xi']:.3f}{interval}{beyond}"
 
 
 def evt_table(doc: Mapping[str, Any]) -> Table:
