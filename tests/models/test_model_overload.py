@@ -395,3 +395,24 @@ def test_cli_knee_keeps_each_configuration_of_a_dut_its_own_sweep(cli, db, store
     for name, doc in docs.items():
         # Each sweep holds its own two rates, one run each.
         assert [row["rate_pps"] for row in doc["rates"]] == [10_000, 20_000], (name, doc["rates"])
+
+
+def test_cli_knee_says_when_an_overloaded_rate_rests_on_a_degraded_run(cli, db, store_at):
+    """make run's fwd sweep: "overloaded: p99 125× the lowest rate's" at 100 kpps, on a run
+    whose generator stalled 6 ms: the table says the host may be the cause."""
+    with store_at() as s:
+        eid = _stored_sweep(s)
+        knee_run = s.con.execute(
+            "SELECT r.run_id FROM runs r WHERE experiment_id = ? AND rate_pps = 90000", [eid]
+        ).fetchone()[0]
+        s.con.execute(
+            "UPDATE runs SET degraded_reasons = ? WHERE run_id = ?", ['["generator stalled 6.349 ms"]', knee_run]
+        )
+    r = cli("model", "knee", eid, "--db", db, "--json", "--no-store")
+    assert r.code == 0, r.err
+    (doc,) = r.json()
+    by_rate = {row["rate_pps"]: row for row in doc["rates"]}
+    assert by_rate[90_000]["degraded_runs"] == [knee_run] and by_rate[80_000]["degraded_runs"] == []
+    r = cli("model", "knee", eid, "--db", db, "--no-store")
+    assert r.code == 0, r.err
+    assert "(on a degraded run: the host may be the cause)" in " ".join(r.out.split()), r.out

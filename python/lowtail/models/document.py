@@ -46,6 +46,9 @@ class KneeRate(TypedDict):
     max_ns: int | None
     overloaded: bool
     reasons: list[str]
+    # Runs at this rate the host could not measure as asked: their overload may be the
+    # measurement's (absent in documents stored before it was kept).
+    degraded_runs: NotRequired[list[int]]
 
 
 class KneeCriteria(TypedDict):

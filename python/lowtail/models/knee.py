@@ -32,6 +32,7 @@ class SweepPoint:
     p99_ns: int | None
     p99_999_ns: int | None
     max_ns: int | None
+    degraded: bool = False  # the host could not measure the run as asked
 
     @property
     def loss(self) -> float:
@@ -66,6 +67,7 @@ def find_knee(points: Iterable[SweepPoint], loss_limit: float = 0.01, growth_lim
                 "max_ns": _worst(p.max_ns for p in runs),
                 "overloaded": bool(reasons),
                 "reasons": reasons,
+                "degraded_runs": [p.run_id for p in runs if p.degraded and p.run_id is not None],
             }
         )
         if reasons and knee is None:

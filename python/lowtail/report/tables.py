@@ -33,11 +33,21 @@ def knee_table(knee: Mapping[str, Any]) -> Table:
             format_rate(r["rate_pps"]),
             format_percent(r["loss"]),
             *(format_ns(r[f"{k}_ns"]) for k in _KNEE_FIGURES),
-            ("overloaded: " + "; ".join(r["reasons"])) if r["overloaded"] else "not overloaded",
+            _overload_text(r),
         ]
         for r in knee["rates"]
     ]
     return header, rows
+
+
+def _overload_text(rate: Mapping[str, Any]) -> str:
+    """ "overloaded: p99 125× the lowest rate's (on a degraded run: the host may be the cause)"."""
+    text = ("overloaded: " + "; ".join(rate["reasons"])) if rate["overloaded"] else "not overloaded"
+    degraded = rate.get("degraded_runs") or []
+    if degraded and rate["overloaded"]:
+        which = "a degraded run" if len(degraded) == 1 else "degraded runs"
+        text += f" (on {which}: the host may be the cause)"
+    return text
 
 
 def overload_table(doc: Mapping[str, Any]) -> Table:

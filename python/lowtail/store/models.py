@@ -336,6 +336,7 @@ class SweepRow(TypedDict):
     p99_ns: int | None
     p99_999_ns: int | None
     max_ns: int | None
+    degraded: bool  # the run is marked degraded (the host could not measure it as asked)
 
 
 # The run columns that make a sweep's configuration besides its rate (a sweep is one
@@ -354,7 +355,8 @@ def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) 
     )
     columns = ", ".join(sorted({f"r.{a.column}" for a in _SWEEP_AXES} | {"r.dut_config"}))
     sql = f"""SELECT {columns}, r.run_id, r.rate_pps, a.sent, a.lost, a.lat_p50_ns AS p50_ns, a.lat_p99_ns AS p99_ns,
-                    a.lat_p99_999_ns AS p99_999_ns, a.lat_max_ns AS max_ns
+                    a.lat_p99_999_ns AS p99_999_ns, a.lat_max_ns AS max_ns,
+                    coalesce(json_array_length(r.degraded_reasons), 0) > 0 AS degraded
              FROM runs r JOIN analyses a ON a.analysis_id = r.analysis_id
              WHERE r.experiment_id = ? AND r.valid AND NOT r.calibration"""
     params: list[Any] = [experiment_id]
@@ -380,6 +382,7 @@ def sweep_points(store: Store, experiment_id: int, dut_name: str | None = None) 
             p99_ns=row["p99_ns"],
             p99_999_ns=row["p99_999_ns"],
             max_ns=row["max_ns"],
+            degraded=bool(row["degraded"]),
         )
         configured.setdefault(key, []).append(point)
     if not configured:
