@@ -6,6 +6,7 @@ have a tail is named unsupported; a series with a flow column is read flow by fl
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,9 @@ def test_a_tail_that_grows_in_the_held_out_part_is_contradicted() -> None:
     doc = flow_tail(3, grown)
     assert doc["status"] == "contradicted", doc["reason"]
     assert doc["observed"] is not None and doc["expected"] is not None and doc["observed"] > doc["expected"]
+    # The level in the one unit formatter's words ("5276.033 µs" before, where it meant 5.276 ms).
+    slow = flow_tail(3, grown * 100)
+    assert re.search(r"held-out packets above [0-9]{1,3}\.[0-9]{3} ms where", slow["reason"]), slow["reason"]
 
 
 def test_a_flow_too_short_for_a_tail_is_named_unsupported() -> None:

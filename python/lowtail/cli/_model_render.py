@@ -11,7 +11,14 @@ from rich.table import Table
 
 from lowtail.cli._output import note, out, warn
 from lowtail.core import percentiles
-from lowtail.core.units import format_ns, format_ns_interval, format_p_value, format_percent, format_rate
+from lowtail.core.units import (
+    format_counted,
+    format_ns,
+    format_ns_interval,
+    format_p_value,
+    format_percent,
+    format_rate,
+)
 from lowtail.models.document import FlowTailsDocument
 from lowtail.report.tables import comparison_table, evt_tail_text, knee_table, overload_table
 
@@ -197,7 +204,7 @@ def flow_tails_table(d: FlowTailsDocument) -> None:
     from lowtail.models.flow_evt import worst_predicted
 
     note(
-        f"{d.get('source', d['series'])}: {len(d['flows']):,} flows · {d['verified']:,} verified · "
+        f"{d.get('source', d['series'])}: {format_counted(len(d['flows']), 'flow')} · {d['verified']:,} verified · "
         f"{d['contradicted']:,} contradicted · {d['unsupported']:,} the data cannot support"
     )
     t = Table(title="flows' tails, worst predicted first", title_justify="left", box=None, pad_edge=False)

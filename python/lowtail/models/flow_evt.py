@@ -30,6 +30,7 @@ from scipy import stats
 from lowtail.core import series
 from lowtail.core.errors import UserError
 from lowtail.core.percentiles import nearest_rank
+from lowtail.core.units import format_ns
 from lowtail.models import gpd
 from lowtail.models.document import FlowTailDocument, FlowTailsDocument
 from lowtail.store.db import Store
@@ -138,9 +139,7 @@ def flow_tail(flow: int, latencies: np.ndarray, opts: FlowEvtOptions | None = No
     doc["observed"], doc["p_value"] = observed, p_value
     if p_value < 1 - opts.level:
         doc["status"] = "contradicted"
-        doc["reason"] = (
-            f"{observed:,} held-out packets above {level / 1e3:.3f} µs where the model expects {expected:.1f}"
-        )
+        doc["reason"] = f"{observed:,} held-out packets above {format_ns(level)} where the model expects {expected:.1f}"
     else:
         doc["status"], doc["reason"] = (
             "verified",

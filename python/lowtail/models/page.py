@@ -15,7 +15,7 @@ import plotly.graph_objects as go
 
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
-from lowtail.core.units import format_count, format_ns, format_ns_interval, format_p_value, format_rate
+from lowtail.core.units import format_count, format_counted, format_ns, format_ns_interval, format_p_value, format_rate
 from lowtail.models.document import FlowTailsDocument
 from lowtail.report import figure as tk
 from lowtail.report import plots
@@ -509,7 +509,7 @@ def flow_tails_section(page: Page, doc: FlowTailsDocument) -> None:
     rows = verified + [f for f in doc["flows"] if f["status"] != "verified"]
     page.add(
         "Flows' tails (EVT per flow)",
-        f"<p class='meta'>{len(doc['flows']):,} flows · {doc['verified']:,} verified · {doc['contradicted']:,} "
+        f"<p class='meta'>{format_counted(len(doc['flows']), 'flow')} · {doc['verified']:,} verified · {doc['contradicted']:,} "
         f"contradicted · {doc['unsupported']:,} the data cannot support (CNSM 2022's flow-level estimation and "
         "verification)</p>"
         + table_html(
