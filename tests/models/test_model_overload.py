@@ -125,6 +125,8 @@ def test_cli_overload_table_has_units(cli, db):
     "args, message",
     [
         (["--t-transfer", "14.5us", "--t-e2e", "3.1us"], "not above the bare forwarder"),
+        # Medians in the unit that reads best ("2500.000 µs" before).
+        (["--t-transfer", "2.5ms", "--t-e2e", "2ms"], "median (2.000 ms) is not above the bare forwarder's (2.500 ms)"),
         (["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "1000000Hz:2us"], "no time for packets"),
         (
             ["--t-transfer", "3.1us", "--t-e2e", "14.5us", "--irq", "often:2us"],

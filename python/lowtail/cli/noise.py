@@ -139,7 +139,7 @@ def _print_noise(r: NoiseDocument) -> None:
             profile[1].append(["–", "no interrupts on this core while probed", "0", "", ""])
         out.print(_table(title, profile, left=2))
         out.print(
-            f"  d_Σ = Σ rate × duration = {c['d_sum_ns_per_s'] / 1e3:,.1f} µs per second "
+            f"  d_Σ = Σ rate × duration = {format_ns_per_s(c['d_sum_ns_per_s'])} "
             f"(measured lost time {format_ns_per_s(c['noise_ns_per_s'])})"
         )
         if a["long_gaps"]:

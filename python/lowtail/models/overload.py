@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.core.errors import UserError
-from lowtail.core.units import parse_duration_ns, parse_frequency_hz
+from lowtail.core.units import format_ns, parse_duration_ns, parse_frequency_hz
 from lowtail.models.document import OverloadDocument
 from lowtail.store.db import Store
 from lowtail.store.models import OVERLOAD, ModelLinks, save_model
@@ -62,8 +62,8 @@ def overload_model(t_transfer_ns: float, t_e2e_ns: float, interrupts: Iterable[I
     t_cpu = t_e2e_ns - t_transfer_ns
     if t_cpu <= 0:
         raise UserError(
-            f"the application's median ({t_e2e_ns / 1e3:.3f} µs) is not above the bare forwarder's "
-            f"({t_transfer_ns / 1e3:.3f} µs): there is no CPU time per packet to divide by"
+            f"the application's median ({format_ns(t_e2e_ns)}) is not above the bare forwarder's "
+            f"({format_ns(t_transfer_ns)}): there is no CPU time per packet to divide by"
         )
     d_sum = sum(i.ns_per_s for i in irqs)
     if d_sum >= NS_PER_S:
