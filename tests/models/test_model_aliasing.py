@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from model_helpers import add_experiment, add_run, synth_and_analyze
 
+from lowtail.core.errors import UserError
 from lowtail.models import aliasing as al
 
 
@@ -150,7 +151,7 @@ def test_locked_clocks_are_fitted_as_locked(cli, db, tmp_path, store_at):
 
 def test_cli_aliasing_bad_input(cli, db, store_at):
     r = cli("model", "aliasing", "--irq-durations", "5ms", "--irq-rate", "250Hz", "--no-store")
-    assert r.code == 2 and "does not fit in a period" in r.err
+    assert r.code == 2 and "an interrupt of 5.000 ms does not fit in its period, 4.000 ms at 250 Hz" in r.err
     r = cli("model", "aliasing", "--run", "run:x", "--db", db)
     assert r.code == 2 and "no such database" in r.err and not db.exists()  # a mistyped --db stays unmade
     with store_at():
@@ -177,3 +178,23 @@ def test_a_good_fit_says_nothing_more():
     lat = al.latency_at(times, true)
     worst = np.argsort(lat)[-2_000:]
     assert al.fit_interrupt_clock(times[worst], lat[worst], al.AliasingSpec(rate_pps=10_000.5))["warning"] is None
+
+
+def test_stalls_longer_than_a_tick_are_not_fitted_as_the_interrupt_cycle():
+    """`model aliasing --run` of make run's fwd at 100 kpps, whose packets waited behind 21 ms
+    stalls: "an interrupt of 21712489 ns does not fit in a period of 2179294 ns at
+    458.8642297732465 Hz" — the durations were fitted to stalls that are no interrupt's."""
+    rng = np.random.default_rng(9)
+    times = np.sort(rng.uniform(0, 10e9, 500))
+    measured = {
+        "worst": [[t, 3_100 + rng.uniform(15e6, 22e6)] for t in times],
+        "rate_pps": 100_000.0,
+        "duration_ns": 10_000_000_000,
+        "base_latency_ns": 3_100.0,
+        "analysis_id": 1,
+    }
+    spec = al.AliasingSpec(rate_pps=100_000.0, irq_rate_hz=458.864, base_latency_ns=3_100.0)
+    with pytest.raises(
+        UserError, match=r"wait up to 2[0-9]\.[0-9]{3} ms .* longer than the interrupt period \(2\.179 ms"
+    ):
+        al.fitted_levels(spec, measured, ["LOC"], 200.0)

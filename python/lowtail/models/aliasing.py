@@ -108,8 +108,8 @@ class AliasingSpec:
             raise UserError("give at least one non-negative interrupt duration")
         if max(self.irq_durations_ns) >= 1e9 / self.irq_rate_hz:
             raise UserError(
-                f"an interrupt of {max(self.irq_durations_ns):.0f} ns does not fit in a period of "
-                f"{1e9 / self.irq_rate_hz:.0f} ns at {self.irq_rate_hz} Hz"
+                f"an interrupt of {format_ns(max(self.irq_durations_ns))} does not fit in its period, "
+                f"{format_ns(1e9 / self.irq_rate_hz)} at {self.irq_rate_hz:.6g} Hz"
             )
 
 
@@ -438,6 +438,15 @@ def fitted_levels(
             "interrupt cycle's durations (give --irq-durations)"
         )
     long_ns = float(np.quantile(delayed, 0.99))
+    period_ns = 1e9 / spec.irq_rate_hz
+    if long_ns >= period_ns:
+        # Stalls longer than a tick are not the interrupt cycle: no durations of it fit them.
+        raise UserError(
+            f"the run's delayed packets wait up to {format_ns(long_ns)} (99th percentile of their excess), "
+            f"longer than the interrupt period ({format_ns(period_ns)} at {spec.irq_rate_hz:.6g} Hz): these are "
+            f"not the interrupt cycle's delays (`lowtail explain` names their cause); give --irq-durations to "
+            f"simulate the cycle anyway"
+        )
     best: tuple[float, list[float], InterruptClockFit] | None = None
     for share in _SHORT_SHARES if any("+" in slot for slot in cycle) else (1.0,):
         durations = cycle_durations(cycle, share * long_ns, long_ns)
