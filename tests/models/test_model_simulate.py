@@ -236,6 +236,9 @@ def test_cli_simulate_compared_with_a_stored_fwd_run(cli, db, tmp_path, store_at
     assert comp["measured_loss"] == 0 and comp["predicted_loss"] == 0
     r = cli("model", "simulate", "--run", run_id, "--db", db)
     assert r.code == 0 and "measured" in r.out and "predicted" in r.out
+    # Percentiles as every table heads them ("p99_9" before: a key, not words).
+    headings = [line.split("  ")[0].strip() for line in r.out.splitlines()]
+    assert "99.9 %" in headings and "50 %" in headings and not any(h.startswith("p99_") for h in headings)
 
 
 @pytest.mark.parametrize(

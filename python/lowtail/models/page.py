@@ -293,7 +293,7 @@ def simulate_figure(doc: Mapping[str, Any]) -> go.Figure:
                 mode="markers",
                 marker=dict(symbol="x", size=9, color=tk.BUDGET_COLOUR),
                 name=f"measured, run {comp['run_id']}",
-                customdata=[[r["percentile"], format_ns(r["measured_ns"])] for r in rows],
+                customdata=[[percentiles.label(r["percentile"]), format_ns(r["measured_ns"])] for r in rows],
                 hovertemplate=tk.hover("%{customdata[0]}: %{customdata[1]}"),
             )
         )

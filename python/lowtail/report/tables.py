@@ -72,7 +72,7 @@ def comparison_table(comparison: Mapping[str, Any]) -> Table:
         ["percentile", "measured", "predicted", "difference", "ratio"],
         [
             [
-                r["percentile"],
+                percentiles.label(r["percentile"]),
                 format_ns(r["measured_ns"]),
                 format_ns(r["predicted_ns"]),
                 format_ns(r["difference_ns"]),
