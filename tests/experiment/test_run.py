@@ -221,6 +221,9 @@ def test_every_installed_dut_kind_end_to_end_with_calibration_and_report(tmp_pat
         assert pmd["containment"]["scheduling"] in ("nice -n -20", f"chrt -f {DUT_RT_PRIORITY}")
     stored = db_rows(tmp_path, "SELECT count(*), count(analysis_id), count(*) FILTER (valid) FROM runs")
     assert stored == [(len(kinds), len(kinds), sum(r["valid"] for r in runs))]
+    # Each run's analysis is labelled with its rate in words ("t: fwd @ 5 kpps", was "… @ 5000 pps").
+    labels = [label for (label,) in db_rows(tmp_path, "SELECT label FROM analyses ORDER BY analysis_id")]
+    assert labels[0] == f"t: {runs[0]['dut']} @ 5 kpps" and all(label.endswith("@ 5 kpps") for label in labels)
     (host,) = db_rows(tmp_path, "SELECT host FROM experiments")[0]
     host = json.loads(host)
     assert {"kernel", "kernel_cmdline", "cpu_model", "core_plan", "lowtail_version", "command"} <= set(host)

@@ -19,6 +19,7 @@ from lowtail.analyze.hops import analyze_chain, hops_between
 from lowtail.analyze.pair import AnalysisDocument, analyze_options, analyze_pair
 from lowtail.core.binaries import find_binary
 from lowtail.core.errors import DiskFull, Failure, Interrupted, UserError
+from lowtail.core.units import format_rate
 from lowtail.experiment import matching
 from lowtail.experiment.document import MatchingDocument
 from lowtail.experiment.hostinfo import host_metadata
@@ -269,7 +270,7 @@ def _run_one(
             Path(p).unlink()
         captures = []
     record = RunRecord(
-        label=f"{exp.name}: {combo.dut.name} @ {t.rate_pps} pps"
+        label=f"{exp.name}: {combo.dut.name} @ {format_rate(t.rate_pps)}"
         + (f" #{combo.repetition}" if exp.repetitions > 1 else ""),
         experiment_id=eid,
         combination_key=combo.key,
