@@ -78,6 +78,9 @@ def test_a_round_trip_keeps_figures_floor_and_models(source, tmp_path):
         store_run(store, tmp_path, experiment(store, "local"), "local", seed=1)
     imported = json.loads(lowtail("import", bundle, "--json", db=target).stdout)
     assert not imported["already"] and imported["experiments"] == [2] and len(imported["runs"]) == 8
+    # The words say the model results it brought too (they did not).
+    plain = lowtail("import", bundle, db=tmp_path / "plain.duckdb")
+    assert plain.returncode == 0 and f"8 runs, 8 analyses, {len(imported['models'])} model result" in plain.stderr
     assert imported["origin"]["host"] and imported["origin"]["database"] == str(db.resolve())
     before = {(r["dut_name"], r["rate_pps"], r["repetition"]): r for r in _rows(db, 1)}
     after = _rows(target, 2)

@@ -96,6 +96,7 @@ def import_(
         note(
             f"imported {bundle} from {shown(done['origin']['host'])} ({shown(done['origin']['database'])}): "
             f"{experiments}, "
-            f"{format_counted(len(done['runs']), 'run')}, {format_counted(len(done['analyses']), 'analysis', 'analyses')} "
-            f"(import {done['import_id']}; series in {done['data_dir']})"
+            f"{format_counted(len(done['runs']), 'run')}, {format_counted(len(done['analyses']), 'analysis', 'analyses')}"
+            + (f", {format_counted(len(done['models']), 'model result')}" if done["models"] else "")
+            + f" (import {done['import_id']}; series in {done['data_dir']})"
         )
