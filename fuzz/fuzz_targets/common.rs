@@ -65,6 +65,12 @@ fn touch(item: Item<'_>) {
     }
 }
 
+/// Whether the readers will decompress these bytes (zstd's or gzip's magic first): then the
+/// input's length does not bound what they read.
+pub fn starts_compressed(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) || bytes.starts_with(&[0x1f, 0x8b])
+}
+
 pub fn one_line(message: &str, name: &str) {
     assert!(!message.contains('\n'), "multi-line message: {message:?}");
     assert!(message.contains(name), "message without the file name: {message:?}");
