@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
@@ -320,13 +320,15 @@ def _endpoint(
     return end, (end - z * se, end + z * se)
 
 
-def highest_end(endpoint: float, endpoint_ci: Sequence[float] | None) -> float:
-    """The highest upper end a bounded fit allows: its interval's top, else (no interval:
-    a singular information matrix) the end itself. A latency of the series above it refutes
-    the fit. Not the fitted end itself: it lies below the true one about half the time, and
-    the validation part, four times the fit's, reached past it in 8 of 40 GPD(ξ = −0.3) tails
-    of 300,000 packets; past the interval's top in 1 % (bench/stated_confidence.py --only evt)."""
-    return endpoint_ci[1] if endpoint_ci else endpoint
+def refutes(doc: Mapping[str, Any], observed_max_ns: int) -> bool:
+    """Whether the series' largest latency refutes a tail fitted as bounded: it lies above
+    the highest upper end the fit allows, its interval's top, else (no interval: a singular
+    information matrix) the end itself. Not the fitted end itself: it lies below the true
+    one about half the time, and the validation part, four times the fit's, reached past it
+    in 8 of 40 GPD(ξ = −0.3) tails of 300,000 packets; past the interval's top in 1 %
+    (bench/stated_confidence.py --only evt)."""
+    end, ci = doc["endpoint_ns"], doc["endpoint_ci_ns"]
+    return end is not None and observed_max_ns > (ci[1] if ci else end)
 
 
 def _fit_threshold(p: Fraction, top: np.ndarray, n_fit: int, opts: EvtOptions, z: float) -> ThresholdFit:
@@ -679,7 +681,7 @@ def _document(
     }
     observed = max(int(top_fit_max or 0), int(validation["max_ns"] or 0))
     doc["warnings"] = credibility_warnings(doc, observed)
-    if endpoint is not None and observed > highest_end(endpoint, endpoint_ci):
+    if refutes(doc, observed):
         # A bounded tail whose upper end lies below a latency of the same series is refuted
         # by it (the validation part's, as the fit's own lie below its end by construction):
         # not claimed bounded, and no upper end is stated.
@@ -695,13 +697,13 @@ FAR_BEYOND_OBSERVED = 100
 
 def credibility_warnings(doc: Mapping[str, Any], observed_max_ns: int) -> list[str]:
     """Why a fitted tail model is not to be believed, in words (empty: nothing found): an
-    upper end below a latency the series holds, ξ ≥ 1 (the fitted tail has no finite mean) or ξ ≥ 0.5 (no finite variance: the Wald
-    intervals of its return levels mean little), intervals that reach below zero latency,
-    and return levels more than FAR_BEYOND_OBSERVED times the largest latency seen."""
+    upper end below a latency the series holds (`refutes`), ξ ≥ 1 (the fitted tail has no
+    finite mean) or ξ ≥ 0.5 (no finite variance: the Wald intervals of its return levels
+    mean little), intervals that reach below zero latency, and return levels more than
+    FAR_BEYOND_OBSERVED times the largest latency seen."""
     xi, found = doc["xi"], []
-    end = doc["endpoint_ns"]
-    if end is not None and observed_max_ns > highest_end(end, doc["endpoint_ci_ns"]):
-        ci = doc["endpoint_ci_ns"]
+    if refutes(doc, observed_max_ns):
+        end, ci = doc["endpoint_ns"], doc["endpoint_ci_ns"]
         within = f" ({100 * doc['confidence']:g} % interval {format_ns_interval(ci)})" if ci else ""
         found.append(
             f"the fitted tail ends at {format_ns(end)}{within}, yet the series holds {format_ns(observed_max_ns)}: "
