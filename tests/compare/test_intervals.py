@@ -8,6 +8,7 @@ packets cannot bound are said to be so, with the packets it would take."""
 from __future__ import annotations
 
 import math
+import re
 from fractions import Fraction
 
 import numpy as np
@@ -152,6 +153,9 @@ def test_a_series_that_wanders_as_slowly_as_the_run_is_not_bounded():
     s.record(models.timestamps(n), x)
     iv = interval(Evidence([s]), "p50")
     assert not iv.resolvable and "wanders more slowly" in iv.why and "repetitions can" in iv.why
+    # The blocks it names are those it was merged down to ("correlate 0.54 with 10 blocks"
+    # read as a count of the run's blocks).
+    assert re.search(r"still correlate [0-9.]+ when merged down to [0-9]+\)", iv.why), iv.why
 
 
 def test_a_level_outside_zero_and_one_is_refused():
