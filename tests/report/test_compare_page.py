@@ -53,7 +53,7 @@ def test_a_rate_sweep_is_summarised_by_the_highest_rate_that_meets_the_budget():
     passing = [p["rate_pps"] for p in sweep["points"] if p["verdict"] == "PASS"]
     failing = [p["rate_pps"] for p in sweep["points"] if p["verdict"] != "PASS"]
     assert passing and failing  # the fixture sweeps past the budget
-    assert f"meets the budget up to {max(passing) // 1000:g} kpps" in html
+    assert f"meets the budget at every rate up to {max(passing) // 1000:g} kpps" in html
     # Its configurations are in the sweep's card, not a card each.
     swept = {p["configuration"] for p in sweep["points"]}
     cards = re.findall(r"<div class='name'>([^<]+)</div>", html)
@@ -135,7 +135,7 @@ def test_the_stored_comparison_makes_its_page(tmp_path):
     for heading in ("Configurations", "Latency by percentile", "Latency distribution (CDF)"):
         assert f">{heading}</h2>" in html
     assert "<div class='lt-cards'>" in html
-    assert "meets the budget up to" in html and html.count("class='lt-plot-spec'") >= 3
+    assert "meets the budget at every rate up to" in html and html.count("class='lt-plot-spec'") >= 3
 
 
 def _thirteen_differences(doc: dict) -> dict:
@@ -202,3 +202,23 @@ def test_the_terminal_groups_pairs_not_called_alike():
     lines = [str(t) for t in _differences(doc)]
     grouped = [line for line in lines if line.startswith("  a side has degraded runs")]
     assert len(grouped) == 1 and grouped[0].count(" and ") == 3
+
+
+def test_a_sweep_that_passes_above_a_rate_it_does_not_names_its_passing_rates():
+    """make run's kernel: inconclusive at 20 kpps, PASS at 50, inconclusive at 100 read
+    "meets the budget up to 50 kpps" (and its margin "954.512 µs under the budget (95 % of
+    it)" beside a 95 % confidence)."""
+    from lowtail.compare.page import _sweep_notes
+
+    def point(index: int, rate: int, verdict: str) -> dict:
+        return {"configuration": index, "rate_pps": rate, "verdict": verdict}
+
+    by_index = {i: {"verdict": {"value_ns": 45_488, "budget_ns": 1_000_000}} for i in range(3)}
+    kernel = [point(0, 20_000, "inconclusive"), point(1, 50_000, "PASS"), point(2, 100_000, "inconclusive")]
+    assert _sweep_notes(kernel, by_index) == [
+        "meets the budget at 50 kpps only",
+        "954.512 µs under the budget at 50 kpps (95 % of the budget)",
+    ]
+    prefix = [point(0, 20_000, "PASS"), point(1, 50_000, "PASS"), point(2, 100_000, "FAIL")]
+    assert _sweep_notes(prefix, by_index)[0] == "meets the budget at every rate up to 50 kpps"
+    assert _sweep_notes([point(0, 20_000, "FAIL")], by_index) == ["meets the budget at no rate swept"]

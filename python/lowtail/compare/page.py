@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.compare.document import ComparisonDocument, ConfigurationDocument, RateSeries
+from lowtail.compare.document import ComparisonDocument, ConfigurationDocument, RatePoint, RateSeries
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_counted, format_ns, format_ns_range, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING
@@ -73,15 +73,32 @@ def _judged_key(doc: ComparisonDocument) -> str:
     return verdict["key"] if verdict else (keys.pop() if len(keys) == 1 else Verdict().key)
 
 
-def _margin(c: ConfigurationDocument) -> str:
-    """How far the judged percentile is from the budget, in words."""
+def _margin(c: ConfigurationDocument, where: str = "") -> str:
+    """How far the judged percentile is from the budget, in words (`where`: " at 50 kpps")."""
     value, budget = c["verdict"]["value_ns"], c["verdict"]["budget_ns"]
     if value is None or not budget:
         return "no latency to compare with the budget"
     gap = budget - value
     if gap > 0:
-        return f"{format_ns(gap)} under the budget ({format_percent(gap / budget, '.2g')} of it)"
-    return f"{format_ns(-gap)} over the budget"
+        return f"{format_ns(gap)} under the budget{where} ({format_percent(gap / budget, '.2g')} of the budget)"
+    return f"{format_ns(-gap)} over the budget{where}"
+
+
+def _sweep_notes(points: list[RatePoint], by_index: Mapping[int, ConfigurationDocument]) -> list[str]:
+    """Where a rate sweep meets the budget: "up to" the highest rate below which every rate
+    passes; the passing rates by name where a lower one does not (make run's kernel passed at
+    50 kpps only, and read "meets the budget up to 50 kpps" beside an inconclusive 20 kpps)."""
+    passing = [p for p in points if p.get("verdict") == Status.PASS.value]
+    if not passing:
+        return ["meets the budget at no rate swept"]
+    upto = next((i for i, p in enumerate(points) if p.get("verdict") != Status.PASS.value), len(points))
+    if upto:
+        highest = points[upto - 1]
+        said = f"meets the budget at every rate up to {format_rate(highest['rate_pps'])}"
+    else:
+        highest = passing[-1]
+        said = f"meets the budget at {', '.join(format_rate(p['rate_pps']) for p in passing)} only"
+    return [said, _margin(by_index[highest["configuration"]], f" at {format_rate(highest['rate_pps'])}")]
 
 
 def _swept(doc: ComparisonDocument) -> list[RateSeries]:
@@ -100,21 +117,13 @@ def summary_section(page: Page, doc: ComparisonDocument) -> None:
         points = sorted(s["points"], key=lambda p: p["rate_pps"])
         swept = [by_index[p["configuration"]] for p in points if p["configuration"] in by_index]
         in_sweep |= {c["index"] for c in swept}
-        passing = [p for p in points if p.get("verdict") == Status.PASS.value]
         cards.append(
             VerdictCard(
                 s["label"],
                 [c["verdict"] for c in swept if c.get("verdict")],
                 labels=[format_rate(p["rate_pps"]) for p in points if p["configuration"] in by_index],
                 emulated=any(_emulated(c) for c in swept),
-                notes=(
-                    [
-                        f"meets the budget up to {format_rate(passing[-1]['rate_pps'])}",
-                        _margin(by_index[passing[-1]["configuration"]]),
-                    ]
-                    if passing
-                    else ["meets the budget at no rate swept"]
-                ),
+                notes=_sweep_notes([p for p in points if p["configuration"] in by_index], by_index),
             )
         )
     for c in configs:
