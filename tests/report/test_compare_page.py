@@ -222,3 +222,13 @@ def test_a_sweep_that_passes_above_a_rate_it_does_not_names_its_passing_rates():
     prefix = [point(0, 20_000, "PASS"), point(1, 50_000, "PASS"), point(2, 100_000, "FAIL")]
     assert _sweep_notes(prefix, by_index)[0] == "meets the budget at every rate up to 50 kpps"
     assert _sweep_notes([point(0, 20_000, "FAIL")], by_index) == ["meets the budget at no rate swept"]
+
+
+def test_a_stored_knee_that_found_no_overloaded_rate_is_not_called_missing():
+    """make run's comparison read "kernel: knee not stored" where the knee model was stored
+    and found no overloaded rate."""
+    from lowtail.compare.page import _knee_text
+
+    assert _knee_text(None, stored=True) == "no overloaded rate swept"
+    assert _knee_text(None, stored=False) == "knee not stored"
+    assert _knee_text(100_000, stored=True) == "knee 100 kpps"

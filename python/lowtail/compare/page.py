@@ -379,7 +379,7 @@ def rate_section(page: Page, doc: ComparisonDocument) -> None:
     if not sweeps:
         return
     said = "; ".join(
-        f"{s.label}: knee {format_rate(s.knee_pps) if s.knee_pps else 'not stored'}"
+        f"{s.label}: {_knee_text(s.knee_pps, bool(series.get('knees')))}"
         + (f", predicted R_max {format_rate(s.r_max_pps)}" if s.r_max_pps else "")
         + _knee_source(series)
         for s, series in zip(sweeps, _swept(doc))
@@ -394,6 +394,14 @@ def rate_section(page: Page, doc: ComparisonDocument) -> None:
             "overloaded rate, solid) and predicted R_max (dashed), as `lowtail model knee` stored them.",
         ),
     )
+
+
+def _knee_text(knee_pps: float | None, stored: bool) -> str:
+    """ "knee 100 kpps"; "no overloaded rate swept" where the stored knee model found none
+    (it read "knee not stored" then); "knee not stored" where there is no model."""
+    if knee_pps:
+        return f"knee {format_rate(knee_pps)}"
+    return "no overloaded rate swept" if stored else "knee not stored"
 
 
 def _knee_source(series: RateSeries) -> str:
