@@ -372,6 +372,13 @@ def test_explain_has_a_page_of_its_own(browser, pages):
     own = _section(html, "Causes of the tail")
     assert "<table>" in own and "hog" in own
     assert own == _section(experiment_html, "Run 1: causes of the tail")
+    # The remedy reads as prose: left-aligned, where the figures beside it are right-aligned.
+    align = browser.execute_script(
+        "var rows = Array.from(document.querySelectorAll('table')).filter(t => t.innerText.includes('remedy'))"
+        "[0].querySelectorAll('tbody tr');"
+        "return [getComputedStyle(rows[0].cells[7]).textAlign, getComputedStyle(rows[0].cells[4]).textAlign]"
+    )
+    assert align == ["left", "right"], align
 
 
 def test_the_tune_page_overlays_before_and_after_and_says_what_was_kept(browser, tmp_path):

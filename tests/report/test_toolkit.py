@@ -15,7 +15,7 @@ from plotly.offline import get_plotlyjs
 
 from lowtail.report import figure as tk
 from lowtail.report import plots
-from lowtail.report.page import Page, breakable, figure_html
+from lowtail.report.page import Page, breakable, figure_html, table_html
 from lowtail.report.png import write_png
 
 NINES = ["0 %", "90 %", "99 %", "99.9 %", "99.99 %", "99.999 %", "99.9999 %"]
@@ -195,3 +195,11 @@ def test_a_dut_option_may_wrap_after_its_underscores_and_equals_and_stays_escape
     """The experiment page's "other options" ("memory_reservation=256, work_ns=2000") pushed
     the runs table past a 1,280 px window: it wraps at "_" and "=" now, and data stays text."""
     assert breakable("memory_reservation=256, x=<b>") == "memory_<wbr>reservation=<wbr>256, x=<wbr>&lt;b&gt;"
+
+
+def test_prose_columns_are_left_aligned_and_figures_stay_right():
+    """The causes of a tail on the experiment page had their remedies (five lines of prose)
+    right-aligned like the figures beside them."""
+    html = table_html(["#", "cause", "share", "remedy"], [[1, "a stall", "16.7 %", "measure again"]], text=(1, 3))
+    assert "<th class='text'>cause</th>" in html and "<td class='text'>measure again</td>" in html
+    assert "<td>16.7 %</td>" in html and "<th>share</th>" in html

@@ -485,7 +485,7 @@ def host_state_section(page: Page, doc: ComparisonDocument) -> None:
         "Host state",
         "<p class='meta'>The host's tuning when the runs started differs between these configurations "
         "(<code>--by host_state</code> compares by it).</p>"
-        + table_html(["configuration", "against", "setting", "value", "against"], rows),
+        + table_html(["configuration", "against", "setting", "value", "against"], rows, text=(1, 2, 3, 4)),
     )
 
 
@@ -544,7 +544,7 @@ def comparison_page(doc: ComparisonDocument, drawn: Drawn, store: Store | None =
             "<p class='meta'>From each run's stored explanation "
             "(<code>lowtail explain</code>); a cause's share is the tail packets it keeps over all the tail "
             "packets of the configuration's explained runs (with one run, that run's own share).</p>"
-            + table_html(*causes_table(doc)),
+            + table_html(*causes_table(doc), text=(2,)),
         )
     if store is not None:
         interrupts_section(page, store, doc)

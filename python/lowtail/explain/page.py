@@ -71,7 +71,7 @@ def _by_hop(doc: Mapping[str, Any]) -> str:
         for h in hops["hops"]
     ]
     header = ["hop", "DuT", "kind", "median", "tail mean", "adds", "tail packets it delays most", "share"]
-    return f"<p><b>By hop:</b> {esc(shown(hops['said']))}.</p>" + table_html(header, rows)
+    return f"<p><b>By hop:</b> {esc(shown(hops['said']))}.</p>" + table_html(header, rows, text=(1, 2, 6))
 
 
 def _answer(doc: Mapping[str, Any]) -> str:

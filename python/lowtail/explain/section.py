@@ -84,6 +84,7 @@ def explain_section(
                 ]
                 for i, c in enumerate(causes, 1)
             ],
+            text=(1, 2, 6, 7, 8),
         )
         body += _evidence_table(causes)
     body += _sampled_html(doc)
@@ -107,7 +108,7 @@ def unseen_html(doc: Mapping[str, Any]) -> str:
         for u in unseen
     ]
     return "<h4>What explain could not see</h4>" + table_html(
-        ["what", "in detail", "share of the tail it could hold", "resolution"], rows
+        ["what", "in detail", "share of the tail it could hold", "resolution"], rows, text=(1, 3)
     )
 
 
@@ -134,7 +135,7 @@ def _sampled_html(doc: Mapping[str, Any]) -> str:
         )
         if rows:
             out += table_html(
-                ["CPU", "kind", "r with the tail per period", "p (circular shifts)", "beyond chance"], rows
+                ["CPU", "kind", "r with the tail per period", "p (circular shifts)", "beyond chance"], rows, text=(1,)
             )
     return out
 
@@ -157,7 +158,9 @@ def _evidence_table(causes: list[Any]) -> str:
             )
     if not rows:
         return ""
-    return "<h4>Evidence</h4>" + table_html(["#", "packet", "latency", "delay explained", "what ran", "for"], rows)
+    return "<h4>Evidence</h4>" + table_html(
+        ["#", "packet", "latency", "delay explained", "what ran", "for"], rows, text=(4,)
+    )
 
 
 def _trace_text(trace: Mapping[str, Any]) -> str:

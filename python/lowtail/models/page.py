@@ -429,7 +429,7 @@ def knee_section(
         page.add(
             title,
             f"<p>{verdict}</p>"
-            + table_html(*knee_table(knee))
+            + table_html(*knee_table(knee), text=(5,))
             + figure_html(
                 latency_vs_rate_figure(knee, f"{dut}: latency versus rate", budget_ns),
                 "Percentiles per offered rate; the knee is the first overloaded rate",

@@ -13,7 +13,7 @@ import gzip
 import html
 import itertools
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
@@ -147,14 +147,23 @@ class Cell:
         return f"<td{attrs}>{body}</td>"
 
 
-def table_html(header: Sequence[object], rows: Sequence[Sequence[object]], css: str = "") -> str:
-    """An HTML table of a header and rows; a cell (or heading) is text (escaped) or a `Cell`."""
+def table_html(
+    header: Sequence[object], rows: Sequence[Sequence[object]], css: str = "", text: Collection[int] = ()
+) -> str:
+    """An HTML table of a header and rows; a cell (or heading) is text (escaped) or a `Cell`.
+    Columns are figures, right-aligned, but the first; `text` names the other columns of
+    prose, left-aligned (a remedy of five lines read ragged on the left)."""
+
+    def plain(cell: object, column: int, tag: str) -> str:
+        return f"<{tag} class='text'>{esc(cell)}</{tag}>" if column in text else f"<{tag}>{esc(cell)}</{tag}>"
+
     head = "".join(
-        f"<th class='{h.css}'>{h.text if h.html else esc(h.text)}</th>" if isinstance(h, Cell) else f"<th>{esc(h)}</th>"
-        for h in header
+        f"<th class='{h.css}'>{h.text if h.html else esc(h.text)}</th>" if isinstance(h, Cell) else plain(h, i, "th")
+        for i, h in enumerate(header)
     )
     body = "".join(
-        "<tr>" + "".join(c.render() if isinstance(c, Cell) else f"<td>{esc(c)}</td>" for c in r) + "</tr>" for r in rows
+        "<tr>" + "".join(c.render() if isinstance(c, Cell) else plain(c, i, "td") for i, c in enumerate(r)) + "</tr>"
+        for r in rows
     )
     cls = f" class='{css}'" if css else ""
     return f"<table{cls}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"

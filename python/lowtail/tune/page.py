@@ -30,7 +30,7 @@ def _changes_section(page: Page, doc: TuneDocument) -> None:
             ]
         )
     body = PAGE_STYLE + (
-        table_html(["change", "cause it targets", "remedy (study)", "measured effect", "result"], rows)
+        table_html(["change", "cause it targets", "remedy (study)", "measured effect", "result"], rows, text=(1, 2, 3))
         if rows
         else "<p>Nothing to change at run time: the host already follows the remedies that fit.</p>"
     )
@@ -58,7 +58,7 @@ def _boot_section(page: Page, doc: TuneDocument) -> None:
     notes = "".join(f"<li>{esc(n)}</li>" for n in boot.get("notes") or [])
     page.add(
         "Boot-time parameters still worth setting",
-        table_html(["parameter", "purpose", "study", "measured cause it targets"], rows)
+        table_html(["parameter", "purpose", "study", "measured cause it targets"], rows, text=(1, 2, 3))
         + f"<p>The GRUB line:</p><pre>{esc(boot.get('grub', ''))}</pre><ol>{steps}</ol>"
         + f"<p>Then measure again against this session's before: <code>lowtail tune {esc(doc['spec'])} "
         f"--after-reboot {doc['tune_id']}</code>.</p>" + (f"<ul>{notes}</ul>" if notes else ""),
