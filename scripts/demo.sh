@@ -11,9 +11,10 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 # The time said below is measured (`time lowtail run --fresh` of the default experiment): 7 min 39 s on
-# a 2-core VM shared with other work (load 7-8), of it 2 min 06 s of traffic (480,000 packets a run).
+# a 2-core VM shared with other work (load 7-8), of it 2 min 06 s of traffic (480,000 packets a run);
+# 2 min 57 s on a quiet one.
 echo "==> the default experiment: 9 runs (a plain wire, the kernel's forwarder, lowtail's) at 20, 50, 100 kpps,"
-echo "    each long enough for its 99.999th percentile (2 min of traffic); about 5-8 min on 2 cores"
+echo "    each long enough for its 99.999th percentile (2 min of traffic); about 3-8 min on 2 cores"
 mkdir -p reports
 # Exit 3: some runs are degraded or invalid (the line above says why and what to change): still a report.
 status=0
