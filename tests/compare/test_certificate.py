@@ -253,3 +253,20 @@ def test_the_experiment_page_shows_a_duration_option_as_typed(stored, tmp_path):
     assert done.returncode == 0, done.stderr
     text = page.read_text()
     assert "ready_timeout=3min" in text and "180000000000" not in text
+
+
+def test_the_records_host_facts_are_in_words():
+    """The Host section printed the stored mapping ("core_plan {'housekeeping': 1, 'generator':
+    1, 'capture': 0, 'dut': [0]}") under its key: a customer signs words."""
+    from lowtail.compare.certificate_page import _hosts
+
+    host = {
+        "hostname": "lab1",
+        "kernel_cmdline": "isolcpus=2",
+        "cpu_model": "AMD EPYC",
+        "core_plan": {"housekeeping": 0, "generator": 1, "capture": 0, "dut": [2, 3]},
+    }
+    html = _hosts([{"hosts": [host]}])  # a configuration as far as the Host section reads it
+    assert "<td>core plan</td><td class='text'>housekeeping 0, generator 1, capture 0, DuT 2-3</td>" in html
+    assert "<td>kernel command line</td>" in html and "<td>CPU model</td>" in html
+    assert "{" not in html and "core_plan" not in html

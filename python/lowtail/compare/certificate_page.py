@@ -29,19 +29,20 @@ from lowtail.core.virtualization import TCG_WARNING
 from lowtail.experiment.document import ExperimentHost
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.page import Page, esc, table_html
+from lowtail.testbed.cores import CoreRoles
 from lowtail.verdict.document import DeviceVerdictDocument
 
-# The host facts a record names, in this order, where the experiment stored them.
-_HOST_FACTS = (
-    "hostname",
-    "kernel",
-    "kernel_version",
-    "kernel_cmdline",
-    "cpu_model",
-    "cpus_online",
-    "core_plan",
-    "lowtail_version",
-)
+# The host facts a record names, in this order and these words, where the experiment stored them.
+_HOST_FACTS = {
+    "hostname": "host name",
+    "kernel": "kernel",
+    "kernel_version": "kernel build",
+    "kernel_cmdline": "kernel command line",
+    "cpu_model": "CPU model",
+    "cpus_online": "CPUs online",
+    "core_plan": "core plan",
+    "lowtail_version": "lowtail version",
+}
 
 
 def certificate_page(doc: CertificateDocument) -> Page:
@@ -129,7 +130,7 @@ def _facts(c: CertifiedConfiguration, level: float) -> str:
         ["emulated (QEMU TCG)", "yes: not the device's latency" if c["emulated"] else "no"],
         ["left out as invalid", "; ".join(_invalid(r) for r in c["invalid_runs"]) or "none"],
     ]
-    return table_html(["", ""], rows, "kv")
+    return table_html(["", ""], rows, "kv", text=(1,))
 
 
 def _loss_text(c: CertifiedConfiguration) -> str:
@@ -174,8 +175,14 @@ def _hosts(configs: Sequence[CertifiedConfiguration]) -> str:
                 seen.append(h)
     if not seen:
         return "<p>No host was recorded (plain analyses of captures).</p>"
-    rows = [[fact, str(h.get(fact))] for h in seen for fact in _HOST_FACTS if h.get(fact) not in (None, "")]
-    return table_html(["fact", "value"], rows, "kv")
+    rows = []
+    for h in seen:
+        facts: Mapping[str, Any] = h
+        for fact, words in _HOST_FACTS.items():
+            value = facts.get(fact)
+            if value not in (None, ""):
+                rows.append([words, CoreRoles.described(value) if fact == "core_plan" else str(value)])
+    return table_html(["fact", "value"], rows, "kv", text=(1,))
 
 
 def _data(configs: Sequence[CertifiedConfiguration], version: str) -> str:
@@ -193,5 +200,5 @@ def _data(configs: Sequence[CertifiedConfiguration], version: str) -> str:
         for side in ("pre", "post")
     ]
     return f"<p>Record made by lowtail {esc(version)}.</p>" + table_html(
-        ["analysis", "side", "capture", "size", "frames", "analysed"], rows
+        ["analysis", "side", "capture", "size", "frames", "analysed"], rows, text=(1, 2, 5)
     )
