@@ -260,7 +260,7 @@ def test_cli_evt_on_a_stored_run_and_report(cli, db, tmp_path, store_at):
     r = cli("model", "evt", run_id, "--db", db, "--json")
     assert r.code == 0, r.err
     doc = r.json()
-    assert doc["samples"] == 300_000 and doc["source"].startswith(f"run {run_id}")
+    assert doc["samples"] == 300_000 and doc["source"] == f"run {run_id} (fwd, 1 Mpps)"  # was "1,000,000 pps"
     # Exponential jitter: the tail is a GPD with ξ = 0 and σ = the jitter's mean.
     assert doc["xi_ci"][0] <= 0 <= doc["xi_ci"][1]
     assert doc["sigma_ci_ns"][0] <= 400 <= doc["sigma_ci_ns"][1]

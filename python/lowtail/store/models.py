@@ -11,6 +11,7 @@ from typing import Any, Generic, TypedDict, TypeVar
 
 from lowtail.core.errors import UserError
 from lowtail.core.terminal import shown
+from lowtail.core.units import format_rate
 from lowtail.core.version import __version__
 from lowtail.models.document import (
     AliasingDocument,
@@ -302,7 +303,7 @@ def series_source(store: Store | None, text: str) -> SeriesSource:
             run_id=run["run_id"],
             analysis_id=run["analysis_id"],
             partial=bool(run["partial"]),
-            label=f"run {ident} ({run['dut_name']}, {run['rate_pps']:,} pps)",
+            label=f"run {ident} ({run['dut_name']}, {format_rate(run['rate_pps'])})",
         )
     else:
         a = analysis(store, int(ident))
