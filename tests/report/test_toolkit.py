@@ -202,4 +202,9 @@ def test_prose_columns_are_left_aligned_and_figures_stay_right():
     right-aligned like the figures beside them."""
     html = table_html(["#", "cause", "share", "remedy"], [[1, "a stall", "16.7 %", "measure again"]], text=(1, 3))
     assert "<th class='text'>cause</th>" in html and "<td class='text'>measure again</td>" in html
-    assert "<td>16.7 %</td>" in html and "<th>share</th>" in html
+    # The figures beside prose keep number and unit together ("13.6" over "%" before).
+    assert (
+        "<td class='fig'>16.7 %</td>" in html
+        and "<th>share</th>" in html
+        and "td.fig { white-space: nowrap; }" in (Page("t").render())
+    )

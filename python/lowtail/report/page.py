@@ -35,7 +35,7 @@ table { border-collapse: collapse; margin: .6em 0; font-variant-numeric: tabular
 th, td { padding: .25em .55em; text-align: right; border-bottom: 1px solid #eee; vertical-align: top; }
 th { background: #fafafa; }
 th:first-child, td:first-child { text-align: left; }
-td.text, th.text { text-align: left; }
+td.text, th.text { text-align: left; } td.fig { white-space: nowrap; }
 table.facts td { text-align: left; }
 .meta { color: #666; font-size: .9em; } .warn { color: #9a6700; font-weight: 600; }
 .fail { color: #b42318; font-weight: 600; } .pass { color: #067647; font-weight: 600; }
@@ -152,10 +152,13 @@ def table_html(
 ) -> str:
     """An HTML table of a header and rows; a cell (or heading) is text (escaped) or a `Cell`.
     Columns are figures, right-aligned, but the first; `text` names the other columns of
-    prose, left-aligned (a remedy of five lines read ragged on the left)."""
+    prose, left-aligned (a remedy of five lines read ragged on the left). Where it names
+    them, the figures beside the prose keep number and unit on one line ("13.6 %" broke
+    into "13.6" over "%" as the prose took the width)."""
 
     def plain(cell: object, column: int, tag: str) -> str:
-        return f"<{tag} class='text'>{esc(cell)}</{tag}>" if column in text else f"<{tag}>{esc(cell)}</{tag}>"
+        css = "text" if column in text else "fig" if text and column > 0 and tag == "td" else ""
+        return f"<{tag} class='{css}'>{esc(cell)}</{tag}>" if css else f"<{tag}>{esc(cell)}</{tag}>"
 
     head = "".join(
         f"<th class='{h.css}'>{h.text if h.html else esc(h.text)}</th>" if isinstance(h, Cell) else plain(h, i, "th")
