@@ -125,6 +125,22 @@ def test_help_topics_and_help_of_a_command():
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1 and "budget" in unknown.stderr
 
 
+def test_the_budget_page_states_the_figures_the_code_uses():
+    """`lowtail help budget` said a run needs 100,000 packets for 99.999 % and that "auto"
+    measures 5.5 s at 20 kpps, where the verdict needs 299,572 and auto measures 24 s: its
+    figures are now read against the code's, so they cannot drift again."""
+    from lowtail.cli.topics import page
+    from lowtail.experiment.spec import auto_duration_ns
+    from lowtail.verdict.judge import Verdict
+
+    text = " ".join(page("budget").split())
+    for percent in (99.999, 99.99, 99.9):
+        assert f"{Verdict(percent, 1, 0).packets_needed:,}" in text, percent
+    needed = Verdict(99.999, 1, 0).packets_needed
+    for rate, said in ((20_000, "24 s at 20 kpps"), (100_000, "4.8 s at 100 kpps")):
+        assert said in text and said.startswith(f"{auto_duration_ns(rate, needed) / 1e9:g} s")
+
+
 def test_with_json_an_error_is_a_json_document_on_stdout_too(tmp_path):
     done = lowtail("show", "latest", "--json", "--db", str(tmp_path / "none.duckdb"))
     assert done.returncode == 2
