@@ -130,6 +130,7 @@ def test_the_budget_page_states_the_figures_the_code_uses():
     measures 5.5 s at 20 kpps, where the verdict needs 299,572 and auto measures 24 s: its
     figures are now read against the code's, so they cannot drift again."""
     from lowtail.cli.topics import page
+    from lowtail.core import percentiles
     from lowtail.experiment.spec import auto_duration_ns
     from lowtail.verdict.judge import Verdict
 
@@ -137,6 +138,9 @@ def test_the_budget_page_states_the_figures_the_code_uses():
     for percent in (99.999, 99.99, 99.9):
         assert f"{Verdict(percent, 1, 0).packets_needed:,}" in text, percent
     needed = Verdict(99.999, 1, 0).packets_needed
+    # …and the percentiles page names every percentile the tables show.
+    listed = " ".join(page("percentiles").split())
+    assert all(f"{p.digits}th" in listed for p in percentiles.HEADLINE), listed[:300]
     for rate, said in ((20_000, "24 s at 20 kpps"), (100_000, "4.8 s at 100 kpps")):
         assert said in text and said.startswith(f"{auto_duration_ns(rate, needed) / 1e9:g} s")
 
