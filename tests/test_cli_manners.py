@@ -138,6 +138,12 @@ def test_the_budget_page_states_the_figures_the_code_uses():
     for percent in (99.999, 99.99, 99.9):
         assert f"{Verdict(percent, 1, 0).packets_needed:,}" in text, percent
     needed = Verdict(99.999, 1, 0).packets_needed
+    # …the units page shows settings as they are written…
+    from lowtail.core.units import format_duration_setting
+
+    units = page("units")
+    for ns in (180 * 10**9, 2_500_000):
+        assert f"`{format_duration_setting(ns)}`" in units, format_duration_setting(ns)
     # …and the percentiles page names every percentile the tables show.
     listed = " ".join(page("percentiles").split())
     assert all(f"{p.digits}th" in listed for p in percentiles.HEADLINE), listed[:300]

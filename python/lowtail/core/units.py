@@ -161,9 +161,10 @@ def parse_frequency_hz(value: object, what: str = "") -> float:
 
 
 def format_duration_setting(ns: int) -> str:
-    """A duration as the grammar writes it, exactly ("350us", "2.5ms", "180s", "1500ns",
-    "0"): what a setting is shown as (--help defaults, a DuT's options on a page or a
-    certificate), so that what is shown can be typed back and means the same."""
+    """A duration as the grammar writes it, exactly, in whole units where it can ("350us",
+    "2500us", "3min", "1500ns", "0"): what a setting is shown as (--help defaults, a DuT's
+    options on a page or a certificate), so that what is shown can be typed back and means
+    the same."""
     if ns == 0:
         return "0"
     for unit, scale in (("h", 3_600_000_000_000), ("min", 60_000_000_000), ("s", 10**9), ("ms", 10**6), ("us", 1_000)):
