@@ -130,7 +130,8 @@ def _why(iv: Interval, key: str, n: int) -> str | None:
     if iv.unbounded == "wanders":
         return (
             f"the latency wanders more slowly than the run's time blocks show (neighbouring blocks still correlate "
-            f"{iv.lag1:.2f} when merged down to {iv.lag1_blocks}): one run cannot bound it; its repetitions can"
+            f"{iv.lag1:.2f} when merged down to {iv.lag1_blocks}): one run cannot bound it; its repetitions' spread "
+            f"(`lowtail compare`) shows how far it moves from run to run"
         )
     if iv.unbounded == "few clusters":
         clusters, per_cluster = iv.clusters or 0, round(iv.per_cluster or 0)
