@@ -29,7 +29,7 @@ from lowtail.core.virtualization import TCG_WARNING
 from lowtail.experiment.document import ExperimentHost
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.page import Page, esc, table_html
-from lowtail.testbed.cores import CoreRoles
+from lowtail.testbed.document import core_plan_words
 from lowtail.verdict.document import DeviceVerdictDocument
 
 # The host facts a record names, in this order and these words, where the experiment stored them.
@@ -181,7 +181,7 @@ def _hosts(configs: Sequence[CertifiedConfiguration]) -> str:
         for fact, words in _HOST_FACTS.items():
             value = facts.get(fact)
             if value not in (None, ""):
-                rows.append([words, CoreRoles.described(value) if fact == "core_plan" else str(value)])
+                rows.append([words, core_plan_words(value) if fact == "core_plan" else str(value)])
     return table_html(["fact", "value"], rows, "kv", text=(1,))
 
 

@@ -29,13 +29,13 @@ from lowtail.store.chains import run_chain
 from lowtail.store.db import Store, latency_figures_of
 from lowtail.store.host import run_interrupts
 from lowtail.store.records import show_value
-from lowtail.testbed.cores import CoreRoles
 from lowtail.testbed.document import (
     CaptureStatistics,
     DutCounters,
     GeneratorStatistics,
     StoredDutOptions,
     TestbedDocument,
+    core_plan_words,
 )
 from lowtail.verdict import judge as verdicts
 from lowtail.verdict.device import DeviceVerdict, Judged, device_verdicts
@@ -275,7 +275,7 @@ def host_section(page: Page, experiment: ExperimentRow) -> None:
         ["kernel", f"{host.get('kernel')} ({host.get('kernel_version')})"],
         ["kernel command line", host.get("kernel_cmdline")],
         ["CPU", f"{host.get('cpu_model')} · {host.get('cpus_online')} online"],
-        ["core plan", CoreRoles.described(plan)],
+        ["core plan", core_plan_words(plan)],
         [
             "cpuset cgroups",
             "none" if not cpuset else f"cgroup v{cpuset['version']} at {cpuset['root']}",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from lowtail.host.facts import Host
 from lowtail.host.plan import CorePlan, plan_for_roles, role_cores
-from lowtail.host.sysroot import SysRoot, format_cpulist
+from lowtail.host.sysroot import SysRoot
 from lowtail.testbed.document import CorePlanDocument
 
 # SCHED_FIFO priorities of the testbed's programs. lowtail-gen takes 40 by itself when it
@@ -108,16 +108,6 @@ class CoreRoles:
             "capture": self.capture,
             "dut": list(self.dut),
         }
-
-    @staticmethod
-    def described(plan: Mapping[str, object]) -> str:
-        """A stored core plan in words: "housekeeping 1, generator 1, capture 0, DuT 0" (pages
-        printed the stored mapping: "{'housekeeping': 1, …, 'dut': [0]}", "dut [0]")."""
-        names = {"dut": "DuT"}
-        return ", ".join(
-            f"{names.get(role, role)} {format_cpulist(cores) if isinstance(cores, list) else cores}"
-            for role, cores in plan.items()
-        )
 
     @staticmethod
     def available() -> list[int]:

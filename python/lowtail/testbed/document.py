@@ -251,6 +251,16 @@ class CorePlanDocument(TypedDict):
     dut: list[int]
 
 
+def core_plan_words(plan: Mapping[str, object]) -> str:
+    """A stored core plan in words: "housekeeping 1, generator 1, capture 0, DuT 2, 3" (pages
+    printed the stored mapping: "{'housekeeping': 1, …, 'dut': [0]}", "dut [0]")."""
+    names = {"dut": "DuT"}
+    return ", ".join(
+        f"{names.get(role, role)} {', '.join(map(str, cores)) if isinstance(cores, list) else cores}"
+        for role, cores in plan.items()
+    )
+
+
 # -- a DuT's options, typed per kind (`[[dut]]`, `runs.dut_config`) ------------------------------
 # Each kind's checked configuration is a struct whose fields are its options with their
 # defaults (the one place a default is declared; the kind's `Option` table in testbed/duts
