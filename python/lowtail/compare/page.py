@@ -114,16 +114,16 @@ def summary_section(page: Page, doc: ComparisonDocument) -> None:
     by_index = {c["index"]: c for c in configs}
     cards, in_sweep = [], set()
     for s in _swept(doc):
-        points = sorted(s["points"], key=lambda p: p["rate_pps"])
-        swept = [by_index[p["configuration"]] for p in points if p["configuration"] in by_index]
+        points = sorted((p for p in s["points"] if p["configuration"] in by_index), key=lambda p: p["rate_pps"])
+        swept = [by_index[p["configuration"]] for p in points]
         in_sweep |= {c["index"] for c in swept}
         cards.append(
             VerdictCard(
                 s["label"],
                 [c["verdict"] for c in swept if c.get("verdict")],
-                labels=[format_rate(p["rate_pps"]) for p in points if p["configuration"] in by_index],
+                labels=[format_rate(p["rate_pps"]) for p in points],
                 emulated=any(_emulated(c) for c in swept),
-                notes=_sweep_notes([p for p in points if p["configuration"] in by_index], by_index),
+                notes=_sweep_notes(points, by_index),
             )
         )
     for c in configs:
