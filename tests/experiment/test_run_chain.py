@@ -133,7 +133,7 @@ def test_a_chain_adds_up_hop_by_hop_and_explain_names_the_delayed_hop(tmp_path: 
 
     # The experiment page has the hops as the terminal has them.
     page = (tmp_path / "page.html").read_text()
-    assert "Hop by hop" in page and "the hops add up to the end-to-end latency within 0 ns" in page
+    assert "Hop by hop" in page and "the hops add up to the end-to-end latency exactly over" in page
     assert all(f"<td>{name}</td>" in page for name in ("fw", "ips", "fwd"))
 
     # explain: the tail split by hop names the delayed one.

@@ -208,3 +208,16 @@ def test_prose_columns_are_left_aligned_and_figures_stay_right():
         and "<th>share</th>" in html
         and "td.fig { white-space: nowrap; }" in (Page("t").render())
     )
+
+
+def test_a_chain_that_adds_up_exactly_says_so():
+    """A chain on one clock read "within 0 ns (clock bound 0 ns)"."""
+    from lowtail.report.tables import chain_adds_up
+
+    one_clock = {"sum_mismatch_ns": 0, "clock": {"bound_ns": 0}, "packets_compared": 99_998}
+    assert chain_adds_up(one_clock) == "the hops add up to the end-to-end latency exactly over 99,998 packets"
+    two_clocks = {"sum_mismatch_ns": 120, "clock": {"bound_ns": 1_000}, "packets_compared": 10}
+    assert chain_adds_up(two_clocks) == (
+        "the hops add up to the end-to-end latency within 120 ns (the clocks allow 1.000 µs) over 10 packets"
+    )
+    assert chain_adds_up({**one_clock, "sum_mismatch_ns": None}) == "the hops could not be added up"

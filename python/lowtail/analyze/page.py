@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from lowtail.analyze.document import (
     RANKED_BY,
@@ -15,13 +18,18 @@ from lowtail.analyze.document import (
 )
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns, format_percent, format_share
+from lowtail.experiment.document import RunRow
 from lowtail.report import plots
 from lowtail.report.cards import VerdictCard, cards_html
-from lowtail.report.page import Page, esc, figure_html, table_html
+from lowtail.report.page import Cell, Page, esc, figure_html, table_html
+from lowtail.report.tables import interval_text, unresolved_note
 from lowtail.store import DbPath, open_store
+from lowtail.store import runs as runstore
 from lowtail.store.analyses import PAGE_ROWS, analysis
+from lowtail.store.db import Store
 from lowtail.store.records import analysis_as_run
-from lowtail.verdict.judge import Verdict
+from lowtail.verdict.document import JudgementDocument
+from lowtail.verdict.judge import Verdict, VerdictRequest, stored_verdict
 
 
 def analysis_sections(page: Page, doc: StoredAnalysis, name: str = "") -> None:
@@ -40,10 +48,14 @@ def analysis_sections(page: Page, doc: StoredAnalysis, name: str = "") -> None:
     lat = f.get("latency_ns")
     lat_table = ""
     if lat:
-        lat_table = table_html(
-            [label for _, label in percentiles.labelled()] + ["mean"],
-            [[format_ns(lat[k]) for k in percentiles.figure_keys()] + [format_ns(lat["mean"])]],
-        )
+        rows: list[list[object]] = [["latency", *(format_ns(lat[k]) for k in percentiles.figure_keys())]]
+        rows[0].append(format_ns(lat["mean"]))
+        intervals = f.get("intervals")
+        if intervals:
+            rows.append([f"{format_percent(intervals['level'], 'g')} interval"] + _interval_cells(f) + [""])
+        why = unresolved_note(intervals, "hover over one for its reason")
+        lat_table = table_html([""] + [label for _, label in percentiles.labelled()] + ["mean"], rows)
+        lat_table += f"<p class='meta'>{esc(why)}</p>" if why else ""
     inputs = doc["inputs"]
     meta = table_html(
         ["side", "file", "format", "compression", "frames", "with id", "foreign"],
@@ -160,14 +172,68 @@ def flows_section(page: Page, flows: FlowsDocument, prefix: str = "") -> None:
     )
 
 
-def analysis_card(doc: StoredAnalysis, verdict: Verdict | None = None) -> str:
-    """The analysis's verdict card: its judged percentile against the budget (the default
-    one unless given: a plain analysis is stored without a budget of its own)."""
-    verdict = verdict or Verdict()
-    judgement = verdict.judge(analysis_as_run(doc)).as_dict()
-    card = VerdictCard(doc["label"] or f"analysis {doc['analysis_id']}", [judgement])
-    whose = "" if verdict != Verdict() else " (the default; `lowtail help budget`)"
-    return cards_html([card], f"Budget: {verdict.describe()}{whose}")
+@dataclass(frozen=True)
+class AnalysisBudget:
+    """The budget an analysis is judged against wherever it is shown again, the run it is
+    judged as, and whose budget it is: the experiment's for a run's analysis, the one
+    `analyze --budget` judged it against, what a page or `show` was asked for over either,
+    else the default."""
+
+    verdict: Verdict
+    run: RunRow
+    whose: str
+    kept: JudgementDocument | None = None  # the judgement `analyze --budget` stored, as it printed it
+
+    def judge(self) -> JudgementDocument:
+        if self.kept is not None:
+            return self.kept
+        return self.verdict.judge(self.run).as_dict() | {"budget": self.verdict.describe()}
+
+    @property
+    def is_default(self) -> bool:
+        return self.whose == _DEFAULT_BUDGET
+
+
+_DEFAULT_BUDGET = "the default; `lowtail help budget`"
+
+
+def analysis_budget(store: Store, doc: StoredAnalysis, asked: VerdictRequest | None = None) -> AnalysisBudget:
+    """The budget of one stored analysis (see `AnalysisBudget`)."""
+    found = runstore.select_runs(store, analysis_ids=[doc["analysis_id"]])
+    if found:
+        run = found[0]
+        eid = int(run["experiment_id"] or 0)
+        stored = stored_verdict(runstore.experiment(store, eid)["spec"])
+        whose = f"experiment {eid}'s, run {run['run_id']}"
+    else:
+        run = analysis_as_run(doc)
+        judged = doc["figures"].get("verdict")
+        kept = Verdict.of_judgement(judged) if judged else None
+        if kept is not None and not (asked is not None and asked.given):
+            return AnalysisBudget(kept, run, "as `lowtail analyze --budget` judged it", judged)
+        stored, whose = (kept, "") if kept else (Verdict(), _DEFAULT_BUDGET)
+    if asked is not None and asked.given:
+        return AnalysisBudget(asked.over(stored), run, "as asked")
+    return AnalysisBudget(stored, run, whose)
+
+
+def _interval_cells(figures: Mapping[str, Any]) -> list[object]:
+    """Each figure's interval as the terminal's table shows it; one not resolved says why on
+    hover."""
+    lat, shown = figures["latency_ns"], (figures.get("intervals") or {}).get("percentiles") or {}
+    cells: list[object] = []
+    for k in percentiles.figure_keys():
+        iv = shown.get(k)
+        text = interval_text(lat[k], iv, lat["max"])
+        cells.append(Cell(text, title=iv["why"] or "") if iv and not iv["resolvable"] else text)
+    return cells
+
+
+def analysis_card(doc: StoredAnalysis, budget: AnalysisBudget) -> str:
+    """The analysis's verdict card: its judged percentile against its budget, and whose the
+    budget is."""
+    card = VerdictCard(doc["label"] or f"analysis {doc['analysis_id']}", [budget.judge()])
+    return cards_html([card], f"Budget: {budget.verdict.describe()} ({budget.whose})")
 
 
 def sending_span_ns(figures: AnalysisFigures) -> int | None:
@@ -177,15 +243,19 @@ def sending_span_ns(figures: AnalysisFigures) -> int | None:
     return None if duration is None else int(duration) + int(figures.get("trim_ns") or 0)
 
 
-def write_analysis_report(db: DbPath, analysis_id: int | str, output: str | Path | None = None) -> Path:
+def write_analysis_report(
+    db: DbPath, analysis_id: int | str, output: str | Path | None = None, request: VerdictRequest | None = None
+) -> Path:
     """The report of one stored analysis (an id, or 'latest') as one HTML file, by default
-    lowtail-report-<id>.html (the id the analysis has, 'latest' resolved)."""
+    lowtail-report-<id>.html (the id the analysis has, 'latest' resolved), judged against
+    its budget (`analysis_budget`) with what `request` asks for over it."""
     with open_store(db, read_only=True) as s:
         doc = analysis(s, analysis_id, PAGE_ROWS)
+        budget = analysis_budget(s, doc, request)
     page = Page(
         title=f"lowtail analysis {doc['analysis_id']}" + (f" — {doc['label']}" if doc["label"] else ""),
         subtitle=f"{doc['pre_path']} → {doc['post_path']}",
     )
-    page.lead(analysis_card(doc))
+    page.lead(analysis_card(doc, budget))
     analysis_sections(page, doc)
     return page.write(Path(output or f"lowtail-report-{doc['analysis_id']}.html"))

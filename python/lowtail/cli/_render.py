@@ -7,31 +7,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import RenderableType
 from rich.markup import escape as markup_escape
 from rich.table import Table
+from rich.text import Text
 
-from lowtail.analyze.document import IntervalDoc
 from lowtail.analyze.pair import measured_rate
 from lowtail.core import percentiles
-from lowtail.core.units import format_ns, format_ns_range, format_percent, format_rate, format_share
-
-# What a percentile its packets cannot bound reads as, beside its value.
-NOT_RESOLVED = "not resolved"
-MAX_NOT_RESOLVED = "max, not resolved"
+from lowtail.core.units import format_ns, format_percent, format_rate, format_share
+from lowtail.report.tables import interval_text, unresolved_note
 
 
-def interval_text(value: int | None, interval: IntervalDoc | None, maximum: int | None) -> str:
-    """A percentile's interval as tables show it: "16.015–16.078 µs", or why there is none:
-    "max, not resolved" where the percentile is the packets' largest (p99.9999 of 100,000
-    packets), "not resolved" where they do not bound it."""
-    if not interval:
-        return ""
-    if interval.get("resolvable"):
-        return format_ns_range(interval["lower_ns"], interval["upper_ns"])
-    return MAX_NOT_RESOLVED if value is not None and value == maximum else NOT_RESOLVED
-
-
-def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
+def analysis_tables(a: Mapping[str, Any]) -> list[RenderableType]:
     counts = Table(title="packets", title_justify="left", show_header=True, box=None, pad_edge=False)
     for col in ("sent", "received", "lost", "duplicates", "reordered", "foreign", "negative"):
         counts.add_column(col, justify="right")
@@ -40,7 +27,7 @@ def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
         f"{a['lost']:,} ({format_share(a['lost'], a['sent'])})",
         *(f"{a[k]:,}" for k in ("duplicates", "reordered", "foreign", "negative")),
     )
-    tables = [counts]
+    tables: list[RenderableType] = [counts]
     lat = a.get("latency_ns")
     if lat:
         # One row per figure: ten columns of "123.456 µs" do not fit 80 characters, and
@@ -64,6 +51,9 @@ def analysis_tables(a: Mapping[str, Any]) -> list[Table]:
         t.add_row("mean", format_ns(lat["mean"]), "")
         t.add_row("stddev", format_ns(lat["stddev"]), "")
         tables.append(t)
+        why = unresolved_note(a.get("intervals"))
+        if why is not None:
+            tables.append(Text(why))
     flows_table = worst_flows_table(a)
     if flows_table is not None:
         tables.append(flows_table)

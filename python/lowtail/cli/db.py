@@ -105,21 +105,34 @@ def _label_and_capture_widths(widths: list[int], terminal: int) -> tuple[int, in
 def show(
     analysis: str = typer.Argument("latest", help="Analysis id or 'latest'."),
     db: Db = DEFAULT_DB,
-    json_out: bool = typer.Option(False, "--json", help="Print the stored figures as JSON."),
+    json_out: bool = typer.Option(
+        False, "--json", help="Print the stored figures as JSON (with the verdict against its budget, if it has one)."
+    ),
 ) -> None:
     """`lowtail show`."""
+    from lowtail.analyze.page import analysis_budget
     from lowtail.store import open_store
     from lowtail.store.analyses import analysis as stored_analysis
 
     with open_store(db, read_only=True) as s:
         doc = stored_analysis(s, analysis)
-    a = {**doc["figures"], **doc["inputs"], "analysis_id": doc["analysis_id"]}
+        budget = analysis_budget(s, doc)
+    a: dict[str, Any] = {**doc["figures"], **doc["inputs"], "analysis_id": doc["analysis_id"]}
+    # A run's analysis is judged as its experiment judges the run; one of `analyze --budget`
+    # as it was then; a plain analysis has no budget of its own to show.
+    if not budget.is_default:
+        a["verdict"] = budget.judge()
     if json_out:
         print_json(a)
         return
     note(f"analysis {doc['analysis_id']} · {doc['created_at']:%Y-%m-%d %H:%M:%S} · " + header_line(a))
     for table in analysis_tables(a):
         out.print(table)
+    if a.get("verdict"):
+        v = a["verdict"]
+        # A calibration run is the floor, judged against no budget.
+        against = "" if v["status"] == "floor" else f" · {v['budget']}"
+        out.print(f"verdict: {v['label']}{against} ({budget.whose}) · {v['reason']}", soft_wrap=True)
     for w in doc["warnings"]:
         warn(w)
 

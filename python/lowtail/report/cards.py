@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_minutes, format_ns, format_percent
 from lowtail.report.page import esc
-from lowtail.verdict.device import combined_status
+from lowtail.verdict.device import FLOOR, combined_status
 from lowtail.verdict.document import JudgementDocument
 
 CARD_STYLE = """<style>
@@ -31,7 +31,7 @@ CARD_STYLE = """<style>
 .lt-card .detail { color: #444; font-size: .9em; } .lt-card .mark { color: #9a6700; font-weight: 600; font-size: .9em; }
 </style>"""
 
-_CSS = {"FAIL": "fail", "INVALID": "meta", "inconclusive": "warn", "PASS": "pass"}
+_CSS = {"FAIL": "fail", "INVALID": "meta", "inconclusive": "warn", "PASS": "pass", FLOOR: "meta"}
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,10 @@ class VerdictCard:
         """The one rule of several judgements (`device_verdict.combined_status`): FAIL if any
         fails, PASS only if all pass, INVALID when none could be trusted, else inconclusive.
         A sweep's notes may say up to which rate it meets the budget; its card passes only
-        when every rate does."""
+        when every rate does. A card of calibration runs alone (a floor's analysis) is the
+        floor: judged against no budget."""
+        if self.judgements and all(j["status"] == FLOOR for j in self.judgements):
+            return FLOOR
         return combined_status(j["status"] for j in self.judgements)
 
     def lines(self) -> list[str]:

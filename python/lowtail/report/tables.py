@@ -4,8 +4,10 @@ and the HTML reports show the same ones, built here once."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
+from lowtail.analyze.document import IntervalDoc
 from lowtail.core import percentiles
 from lowtail.core.units import (
     format_count,
@@ -13,6 +15,7 @@ from lowtail.core.units import (
     format_ns,
     format_ns_interval,
     format_ns_per_s,
+    format_ns_range,
     format_percent,
     format_rate,
 )
@@ -162,6 +165,22 @@ def _loss(c: Mapping[str, Any]) -> str:
     return loss if not meant else f"{loss} (+{format_percent(meant / c['sent'], '.2g')} dropped as meant)"
 
 
+# What a percentile its packets cannot bound reads as, beside its value.
+NOT_RESOLVED = "not resolved"
+MAX_NOT_RESOLVED = "max, not resolved"
+
+
+def interval_text(value: int | None, interval: IntervalDoc | None, maximum: int | None) -> str:
+    """A percentile's interval as tables show it: "16.015–16.078 µs", or why there is none:
+    "max, not resolved" where the percentile is the packets' largest (p99.9999 of 100,000
+    packets), "not resolved" where they do not bound it."""
+    if not interval:
+        return ""
+    if interval.get("resolvable"):
+        return format_ns_range(interval["lower_ns"], interval["upper_ns"])
+    return MAX_NOT_RESOLVED if value is not None and value == maximum else NOT_RESOLVED
+
+
 def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -> str | None:
     """The footnote of the mark: which percentiles these packets cannot bound, and how
     many packets would (None when every shown one is bounded). `shown`: the headings of the
@@ -169,26 +188,58 @@ def not_resolvable_note(doc: Mapping[str, Any], shown: set[str] | None = None) -
     counted: dict[str, int] = {}  # the most packets any configuration needs
     wandering: set[str] = set()  # no count of packets bounds it: the series wanders between time blocks
     for c in doc["configurations"]:
-        for k, iv in (c.get("intervals") or {}).items():
-            if not iv["resolvable"] and (shown is None or percentiles.by_key(k).short in shown):
-                if iv["packets_needed"] is None:
-                    wandering.add(k)
-                else:
-                    counted[k] = max(counted.get(k, 0), iv["packets_needed"])
+        _unresolved(c.get("intervals") or {}, counted, wandering, shown)
     if not counted and not wandering:
         return None
     level = f"{100 * doc['level']:g} %"
-    takes = ", ".join(
+    return (
+        f"{NOT_RESOLVABLE_MARK} inconclusive: these packets do not bound this percentile at {level} confidence "
+        f"(pooled over the repetitions, {_what_bounds(counted, wandering)})"
+    )
+
+
+def unresolved_note(intervals: Mapping[str, Any] | None, each: str = "`--json` gives each one's reason") -> str | None:
+    """Under one analysis's table of percentiles, why those marked "not resolved" are: how
+    many packets would bound each, or that more packets alone would not (None when every one
+    is bounded, or no intervals were computed); `each`: where the whole reason of each is."""
+    if not intervals:
+        return None
+    counted: dict[str, int] = {}
+    wandering: set[str] = set()
+    _unresolved(intervals.get("percentiles") or {}, counted, wandering, None)
+    if not counted and not wandering:
+        return None
+    return (
+        f"not resolved: these {format_count(int(intervals['samples']))} packets do not bound it at "
+        f"{100 * intervals['level']:g} % confidence ({_what_bounds(counted, wandering)}; "
+        f"{each})"
+    )
+
+
+def _unresolved(
+    intervals: Mapping[str, Any], counted: dict[str, int], wandering: set[str], shown: set[str] | None
+) -> None:
+    """Add the percentiles these intervals do not bound: to `counted` with the most packets
+    that would, to `wandering` where no count of packets would (the series wanders between
+    time blocks)."""
+    for k, iv in intervals.items():
+        if not iv["resolvable"] and (shown is None or percentiles.by_key(k).short in shown):
+            if iv["packets_needed"] is None:
+                wandering.add(k)
+            else:
+                counted[k] = max(counted.get(k, 0), iv["packets_needed"])
+
+
+def _what_bounds(counted: Mapping[str, int], wandering: AbstractSet[str]) -> str:
+    """ "p99.99 takes 499,995, p99.999 takes 1,441,377, p50 wanders between time blocks: more
+    packets alone do not bound it" ("… in some" where others of its kind need a count)."""
+    return ", ".join(
         [f"{percentiles.by_key(k).short} takes {n:,}" for k, n in sorted(counted.items(), key=lambda x: x[1])]
         + [
             f"{percentiles.by_key(k).short} wanders between time blocks{' in some' if k in counted else ''}: "
             "more packets alone do not bound it"
             for k in sorted(wandering, key=lambda k: percentiles.by_key(k).quantile)
         ]
-    )
-    return (
-        f"{NOT_RESOLVABLE_MARK} inconclusive: these packets do not bound this percentile at {level} confidence "
-        f"(pooled over the repetitions, {takes})"
     )
 
 
@@ -406,9 +457,12 @@ def chain_adds_up(chain: Mapping[str, Any]) -> str:
     mismatch, bound = chain["sum_mismatch_ns"], chain["clock"]["bound_ns"]
     if mismatch is None:
         return "the hops could not be added up"
+    over = f"over {chain['packets_compared']:,} packets"
+    if mismatch == 0:
+        return f"the hops add up to the end-to-end latency exactly {over}"
     return (
-        f"the hops add up to the end-to-end latency within {format_ns(mismatch)} (clock bound {format_ns(bound)}) "
-        f"over {chain['packets_compared']:,} packets"
+        f"the hops add up to the end-to-end latency within {format_ns(mismatch)} "
+        f"(the clocks allow {format_ns(bound)}) {over}"
     )
 
 

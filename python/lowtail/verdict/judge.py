@@ -202,6 +202,21 @@ class Verdict:
         bound of the percentile at the verdict's confidence (299,572 for 99.999 % at 95 %)."""
         return bounds.packets_to_bound(self.judged.quantile, self.tail)
 
+    @classmethod
+    def of_judgement(cls, judged: Mapping[str, Any]) -> Verdict | None:
+        """The budget a stored judgement was made against (`analyze --budget` keeps its
+        judgement with the figures, not its options); None when the judgement does not name
+        a whole budget (written by another version, or not by lowtail)."""
+        try:
+            return cls(
+                percentiles.by_key(str(judged["percentile"])),
+                _budget_setting(f"{int(judged['budget_ns'])}ns"),
+                _max_loss_setting(judged["max_loss"]),
+                parse_confidence(judged["confidence"]),
+            )
+        except (KeyError, TypeError, ValueError, VerdictSettingError):
+            return None
+
     def judge(self, run: Mapping[str, Any]) -> Judgement:
         """A stored run (with its analysis figures) against the budget."""
         degraded = tuple(run.get("degraded_reasons") or ())
