@@ -187,3 +187,30 @@ def test_fail_for_a_device_that_keeps_the_budget_is_at_most_k_times_the_error():
 def test_a_device_that_keeps_the_budget_with_room_passes():
     statuses = _device_statuses([0.6, 0.6, 0.6], np.random.default_rng(35))
     assert statuses.count(PASS) > 0.9 * SIMULATIONS and statuses.count(FAIL) == 0
+
+
+def test_a_device_judged_alike_everywhere_says_its_status_once():
+    """The chain example's closing line read "inconclusive — inconclusive, degraded at 10 kpps,
+    20 kpps"; the status stays the line's first word (the tables read it so)."""
+    from lowtail.verdict.device import DeviceVerdict, Judged
+
+    def judged(label: str, status: str, where: str) -> Judged:
+        return Judged(where, {"status": status, "label": label, "degraded": [], "more_packets": None, "reason": "r"})  # type: ignore[typeddict-item]
+
+    alike = DeviceVerdict(
+        "chain",
+        "chain",
+        (
+            judged("inconclusive, degraded", INCONCLUSIVE, "10 kpps"),
+            judged("inconclusive, degraded", INCONCLUSIVE, "20 kpps"),
+        ),
+    )
+    assert alike.summary().startswith("inconclusive — degraded at 10 kpps, 20 kpps · to decide: ")
+    plain = DeviceVerdict("k", "kernel-mirred", (judged("inconclusive", INCONCLUSIVE, "10 kpps"),))
+    assert plain.summary().startswith("inconclusive at 10 kpps · to decide: ")
+    failed = DeviceVerdict("f", "lowtail-fwd", (judged("FAIL: latency", FAIL, "50 kpps"),))
+    assert failed.summary() == "FAIL — latency at 50 kpps"
+    mixed = DeviceVerdict(
+        "f", "lowtail-fwd", (judged("FAIL: latency", FAIL, "50 kpps"), judged("PASS", PASS, "10 kpps"))
+    )
+    assert mixed.summary() == "FAIL — FAIL: latency at 50 kpps; PASS at 10 kpps"

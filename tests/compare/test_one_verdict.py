@@ -47,7 +47,10 @@ def test_run_judges_each_status_as_built(judged):
     # What `lowtail run` prints at its end: one line per device, from the same judgement.
     lines = device_verdict_lines(judged["rows"], parse_verdict(VERDICT))
     for dut, j in judgements.items():
-        assert any(line.lstrip().startswith(dut) and j.label in line for line in lines), (dut, lines)
+        line = next(line for line in lines if line.lstrip().startswith(dut))
+        # The status is the line's second word; the label's cause follows it ("FAIL — latency").
+        assert line.split()[1] == j.status.value, (dut, lines)
+        assert all(word in line for word in j.label.replace(":", " ").replace(",", " ").split()), (dut, lines)
 
 
 def test_compare_json_says_the_same(judged):

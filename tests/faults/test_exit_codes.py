@@ -122,6 +122,21 @@ def test_usage_errors_are_one_line(pair, tmp_path, args, needle):
     assert line.startswith("lowtail: error: ")
 
 
+@pytest.mark.parametrize(
+    "args, where",
+    [
+        (["--db", "x.duckdb", "run"], "lowtail run --db …"),
+        (["--json", "experiment", "list"], "lowtail experiment list --json …"),
+        (["--db", "x.duckdb"], "lowtail COMMAND --db …"),
+    ],
+)
+def test_a_commands_option_before_the_command_says_where_it_goes(tmp_path, args, where):
+    """`lowtail --db x run` said "No such option '--db'" and nothing of where it goes."""
+    line = assert_clean_failure(run_cli(*args, cwd=tmp_path), 2, "No such option")
+    assert line.endswith(f"(a command's option goes after the command: {where})"), line
+    assert "Did you mean" not in line
+
+
 @pytest.mark.parametrize("typo, command", [(["analyse"], "analyze"), (["host", "aplly"], "apply")])
 def test_a_mistyped_command_is_suggested_once(tmp_path, typo, command):
     line = assert_clean_failure(run_cli(*typo, cwd=tmp_path), 2, f"did you mean '{command}'")

@@ -86,16 +86,19 @@ def main(argv: list[str] | None = None) -> None:
         from lowtail.cli.completion import prepare
 
         prepare()
+    given = sys.argv[1:] if argv is None else argv
+    command = ascii_numbers_only(typer.main.get_command(app))
     with signals.stop_on_signals(until_exit=argv is None):  # until the last line is printed
         try:
-            _say_leftovers(sys.argv[1:] if argv is None else argv)
-            command = ascii_numbers_only(typer.main.get_command(app))
+            _say_leftovers(given)
             code = command.main(args=argv, prog_name="lowtail", standalone_mode=False)
         except click.UsageError as e:
             if isinstance(e, click.exceptions.NoArgsIsHelpError):
                 e.show()
                 sys.exit(e.exit_code)
-            fail(f"{e.format_message().rstrip('.')}{_help_hint(e)}", e.exit_code, json_doc)
+            after = _goes_after_the_command(e, command, given)
+            message = f"No such option '{after[0]}' ({after[1]})" if after else e.format_message().rstrip(".")
+            fail(f"{message}{'' if after else _help_hint(e)}", e.exit_code, json_doc)
         except click.ClickException as e:
             fail(e.format_message(), e.exit_code, json_doc)
         except (UserError, Failure, Interrupted) as e:
@@ -172,3 +175,32 @@ def _first_line(e: BaseException) -> str:
 
 def _help_hint(e: click.UsageError) -> str:
     return f" ({e.ctx.command_path} -h shows the usage)" if e.ctx is not None else ""
+
+
+def _goes_after_the_command(e: click.UsageError, top: click.Command, given: Sequence[str]) -> tuple[str, str] | None:
+    """A command's option given before the command (`lowtail --db x run`): the option and
+    where it goes (None for any other error; click's "did you mean --version?" would point
+    elsewhere)."""
+    if not isinstance(e, click.NoSuchOption) or e.ctx is None or e.ctx.parent is not None:
+        return None
+    if not isinstance(top, click.Group):
+        return None
+    path: list[str] = []  # the command the words name ("experiment list"), as far as they go
+    found: click.Command = top
+    for word in given:
+        if isinstance(found, click.Group) and word in found.commands:
+            path.append(word)
+            found = found.commands[word]
+    if not _has_option(found, e.option_name):
+        return None
+    if isinstance(found, click.Group):
+        path.append("COMMAND")
+    where = f"lowtail {' '.join(path)} {e.option_name} …"
+    return e.option_name, f"a command's option goes after the command: {where}"
+
+
+def _has_option(command: click.Command, name: str) -> bool:
+    """Whether `command`, or any command of it, takes the option `name`."""
+    if any(name in p.opts for p in command.params):
+        return True
+    return isinstance(command, click.Group) and any(_has_option(c, name) for c in command.commands.values())

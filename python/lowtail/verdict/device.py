@@ -124,8 +124,15 @@ class DeviceVerdict:
         """The device's answer in one line: "inconclusive — PASS at 100 kpps; inconclusive at
         20 kpps · to decide: 20 kpps: about 120,000 more packets (6 s at its rate), decided about
         half the time"."""
+        labels = {p.judgement["label"] for p in self.parts if p.judgement["status"] != FLOOR}
+        label = labels.pop() if len(labels) == 1 else ""
         if self.status == PASS and not self.degraded:
             head = f"PASS in every configuration ({', '.join(dict.fromkeys(p.label for p in self.parts))})"
+        elif label.startswith(self.status):
+            # One label for every configuration: the status said once ("inconclusive — degraded at
+            # 10 kpps, 20 kpps", not "inconclusive — inconclusive, degraded at …").
+            rest = label[len(self.status) :].lstrip(",: ")
+            head = self.status + (f" — {rest}" if rest else "") + self.outcomes()[len(label) :]
         else:
             head = f"{self.status} — {self.outcomes()}"
         missing = self.missing()
