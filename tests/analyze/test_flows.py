@@ -217,6 +217,13 @@ def test_cli_prints_stores_and_reads_back_the_flows(pair, tmp_path: Path) -> Non
     assert [f["sent"] for f in stored["flows"]] == [by_flow[i]["sent"] for i in range(8)]
     assert stored["flows"][3]["latency_ns"]["p99_9"] == by_flow[3]["latency_ns"]["p99_9"]
 
+    # `show` prints them again as `analyze` did (it left them out), and its JSON has them worst first.
+    shown = run_cli("show", doc["analysis_id"], "--db", db)
+    assert shown.returncode == 0, shown.stderr
+    assert "flows (8 by 5tuple" in shown.stdout and "10.0.0.1:49157 > 10.0.0.2:53" in shown.stdout
+    again = json.loads(run_cli("show", doc["analysis_id"], "--db", db, "--json").stdout)
+    assert again["flows"] == doc["flows"]
+
 
 @given(st.text(max_size=30))
 def test_flow_key_parser_takes_the_names_and_refuses_the_rest(text: str) -> None:

@@ -6,6 +6,7 @@ have a tail is named unsupported; a series with a flow column is read flow by fl
 
 from __future__ import annotations
 
+import html
 import re
 from pathlib import Path
 
@@ -101,8 +102,35 @@ def test_model_flows_from_an_analysis_stored_and_paged(tmp_path: Path, cli, db) 
     doc = done.json()
     assert [f["flow"] for f in doc["flows"]] == [0, 1, 2]
     assert doc["verified"] + doc["contradicted"] + doc["unsupported"] == 3 and "model_id" in doc
+    # Each flow named as its analysis names it (the table said "2", which no other output does).
+    names = [f["key"] for f in analysed.json()["flows"]["flows"]]
+    assert sorted(f["key"] for f in doc["flows"]) == sorted(names) and "10.0.0.1:49152 > 10.0.0.2:53" in names
+    stored = cli("model", "flows", f"analysis:{analysed.json()['analysis_id']}", "--db", db, "--no-store")
+    assert stored.code == 0 and all(name in stored.out for name in names), stored.out
+    # A bare series has no names: its flows are numbered.
     text = cli("model", "flows", export, "--no-store")
-    assert text.code == 0 and "flows' tails" in text.out
+    assert text.code == 0 and "flows' tails" in text.out and "flow 0" in text.out
     page = tmp_path / "model.html"
     assert cli("model", "report", str(doc["model_id"]), "--db", db, "-o", page).code == 0
-    assert "(EVT per flow)" in page.read_text()
+    assert "(EVT per flow)" in page.read_text() and html.escape(names[0]) in page.read_text()
+
+
+def test_flows_not_verified_are_always_in_the_terminals_table(capsys) -> None:
+    """With 49 flows verified and 15 contradicted the table showed the first 30 verified and
+    no contradicted one; each one not verified now has a row and its reason under the table."""
+    from lowtail.cli._model_render import SHOWN_FLOW_TAILS, flow_tails_table
+
+    def flow(i: int, status: str) -> dict:
+        return {
+            "flow": i, "key": f"port {49152 + i}", "packets": 15_625, "xi": -0.3, "status": status,
+            "predicted_ns": {"p99_99": 2_000_000 + i}, "observed_ns": {"p99_99": 1_900_000},
+            "reason": f"reason of {i}",
+        }  # fmt: skip
+
+    flows = [flow(i, "verified") for i in range(49)] + [flow(i, "contradicted") for i in range(49, 64)]
+    doc = {"series": "s.parquet", "flows": flows, "verified": 49, "contradicted": 15, "unsupported": 0}
+    flow_tails_table(doc)  # type: ignore[arg-type]
+    out = capsys.readouterr().out
+    assert all(f"port {49152 + i}" in out and f"contradicted: reason of {i}" in out for i in range(49, 64))
+    assert sum(f"port {49152 + i} " in out for i in range(49)) == SHOWN_FLOW_TAILS - 15
+    assert all(len(line) <= 80 for line in out.splitlines()), out

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from rich.markup import escape as markup_escape
 from rich.table import Table
 
 from lowtail.cli._output import note, out, warn
@@ -19,7 +20,7 @@ from lowtail.core.units import (
     format_percent,
     format_rate,
 )
-from lowtail.models.document import FlowTailsDocument
+from lowtail.models.document import FlowTailsDocument, flow_name
 from lowtail.report.tables import comparison_table, evt_tail_text, knee_table, overload_table
 
 
@@ -198,9 +199,14 @@ def simulate_tables(d: Mapping[str, Any]) -> None:
         )
 
 
+# The flows' tails a terminal's table shows (all of them in --json and on the page).
+SHOWN_FLOW_TAILS = 30
+
+
 def flow_tails_table(d: FlowTailsDocument) -> None:
     """Each flow's tail model: verified ones worst predicted first, then the contradicted
-    and those the data cannot support, with why."""
+    and those the data cannot support; under the table, why those were not verified (the
+    counts of each check are in `--json` and on the page)."""
     from lowtail.models.flow_evt import worst_predicted
 
     note(
@@ -208,17 +214,26 @@ def flow_tails_table(d: FlowTailsDocument) -> None:
         f"{d['contradicted']:,} contradicted · {d['unsupported']:,} the data cannot support"
     )
     t = Table(title="flows' tails, worst predicted first", title_justify="left", box=None, pad_edge=False)
-    for col in ("flow", "packets", "ξ", "p99.99 predicted", "p99.99 observed", "check"):
-        t.add_column(col, justify="right")
-    shown = worst_predicted(d) + [f for f in d["flows"] if f["status"] != "verified"]
-    for f in shown[:30]:
-        xi = "–" if f["xi"] is None else f"{f['xi']:.3f}"
+    # 80 columns: a flow's packets (much alike in a flows experiment) stay in --json and on the page.
+    t.add_column("flow", justify="left", no_wrap=True)
+    for col in ("ξ", "p99.99\npredicted", "p99.99\nobserved"):
+        t.add_column(col, justify="right", no_wrap=True)
+    t.add_column("check", justify="left", no_wrap=True)
+    # Every flow not verified is shown (they are the news), the verified worst first in the room left.
+    others = [f for f in d["flows"] if f["status"] != "verified"][:SHOWN_FLOW_TAILS]
+    shown = worst_predicted(d)[: max(SHOWN_FLOW_TAILS - len(others), 10)] + others
+    for f in shown:
         t.add_row(
-            str(f["flow"]),
-            f"{f['packets']:,}",
-            xi,
+            markup_escape(flow_name(f)),
+            "–" if f["xi"] is None else f"{f['xi']:.3f}",
             format_ns(f["predicted_ns"].get("p99_99")),
             format_ns(f["observed_ns"].get("p99_99")),
-            f"{f['status']}: {f['reason']}",
+            f["status"],
         )
     out.print(t)
+    if len(d["flows"]) > len(shown):
+        hidden = len(d["flows"]) - len(shown)
+        note(f"… and {hidden:,} more {'flow' if hidden == 1 else 'flows'} (`--json`, or the page: all of them)")
+    for f in shown:
+        if f["status"] != "verified":
+            out.print(f"{flow_name(f)} {f['status']}: {f['reason']}", soft_wrap=True, markup=False)

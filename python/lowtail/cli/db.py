@@ -110,6 +110,7 @@ def show(
     ),
 ) -> None:
     """`lowtail show`."""
+    from lowtail.analyze.flows import for_printing
     from lowtail.analyze.page import analysis_budget
     from lowtail.store import open_store
     from lowtail.store.analyses import analysis as stored_analysis
@@ -122,6 +123,8 @@ def show(
     # as it was then; a plain analysis has no budget of its own to show.
     if not budget.is_default:
         a["verdict"] = budget.judge()
+    if doc["flows"] is not None:  # as `analyze` printed them: worst first
+        a["flows"] = for_printing(doc["flows"])
     if json_out:
         print_json(a)
         return

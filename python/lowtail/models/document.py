@@ -221,6 +221,9 @@ class FlowTailDocument(TypedDict):
     cannot support a tail model; `reason` says why)."""
 
     flow: int
+    # The flow as its analysis names it ("10.0.0.1:49152 > 10.0.0.2:53"), when the series is a
+    # stored run's or analysis's.
+    key: NotRequired[str]
     packets: int
     fit_packets: int
     threshold_ns: int | None
@@ -236,6 +239,12 @@ class FlowTailDocument(TypedDict):
     p_value: float | None
     status: str
     reason: str
+
+
+def flow_name(flow: FlowTailDocument) -> str:
+    """A flow as tables name it: its key when the series is a stored analysis's, else its
+    index in the series ("flow 3")."""
+    return flow.get("key") or f"flow {flow['flow']}"
 
 
 class FlowTailsDocument(TypedDict):

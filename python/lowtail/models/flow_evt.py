@@ -30,9 +30,10 @@ from scipy import stats
 from lowtail.core import series
 from lowtail.core.errors import UserError
 from lowtail.core.percentiles import nearest_rank
-from lowtail.core.units import format_ns
+from lowtail.core.units import format_counted, format_ns
 from lowtail.models import gpd
 from lowtail.models.document import FlowTailDocument, FlowTailsDocument
+from lowtail.store.analyses import analysis_flows
 from lowtail.store.db import Store
 from lowtail.store.models import FLOWS, save_model, series_source
 
@@ -139,11 +140,14 @@ def flow_tail(flow: int, latencies: np.ndarray, opts: FlowEvtOptions | None = No
     doc["observed"], doc["p_value"] = observed, p_value
     if p_value < 1 - opts.level:
         doc["status"] = "contradicted"
-        doc["reason"] = f"{observed:,} held-out packets above {format_ns(level)} where the model expects {expected:.1f}"
+        doc["reason"] = (
+            f"{format_counted(observed, 'held-out packet')} above {format_ns(level)} where the model expects "
+            f"{expected:.1f}"
+        )
     else:
         doc["status"], doc["reason"] = (
             "verified",
-            f"{observed:,} held-out packets above the level, {expected:.1f} expected",
+            f"{format_counted(observed, 'held-out packet')} above the level, {expected:.1f} expected",
         )
     return doc
 
@@ -203,6 +207,11 @@ def flow_tails_and_store(
     src = series_source(store, source)
     doc = flow_tails(src.path, opts)
     doc["source"] = src.label
+    stored_flows = analysis_flows(store, src.analysis_id) if store is not None and src.analysis_id else None
+    names = {f["flow"]: f["key"] for f in (stored_flows or {"flows": []})["flows"]}
+    for f in doc["flows"]:
+        if f["flow"] in names:
+            f["key"] = names[f["flow"]]
     if save:
         if store is None:
             raise UserError("storing the model needs the database (--db)")

@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.core.units import format_count, format_counted, format_ns, format_ns_interval, format_p_value, format_rate
-from lowtail.models.document import FlowTailsDocument
+from lowtail.models.document import FlowTailsDocument, flow_name
 from lowtail.report import figure as tk
 from lowtail.report import plots
 from lowtail.report.page import Page, esc, figure_html, table_html
@@ -516,7 +516,7 @@ def flow_tails_section(page: Page, doc: FlowTailsDocument) -> None:
             ["flow", "packets", "ξ", "p99.99 predicted", "p99.99 observed", "check"],
             [
                 [
-                    f["flow"],
+                    flow_name(f),
                     f"{f['packets']:,}",
                     "–" if f["xi"] is None else f"{f['xi']:.3f}",
                     format_ns(f["predicted_ns"].get("p99_99")),
@@ -525,6 +525,7 @@ def flow_tails_section(page: Page, doc: FlowTailsDocument) -> None:
                 ]
                 for f in rows[:200]
             ],
+            text=(5,),
         ),
     )
 
