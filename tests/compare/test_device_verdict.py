@@ -214,3 +214,18 @@ def test_a_device_judged_alike_everywhere_says_its_status_once():
         "f", "lowtail-fwd", (judged("FAIL: latency", FAIL, "50 kpps"), judged("PASS", PASS, "10 kpps"))
     )
     assert mixed.summary() == "FAIL — FAIL: latency at 50 kpps; PASS at 10 kpps"
+
+
+def test_a_configuration_too_short_to_bound_says_how_long_a_run_would_be():
+    """The chain's card repeated each run's whole reason under "to decide" (a wall of text in a
+    card's width); a bound that needs more packets than the run had says how many."""
+    from lowtail.verdict.device import DeviceVerdict, Judged
+
+    short = {"status": INCONCLUSIVE, "label": "inconclusive", "degraded": [], "more_packets": None}
+    few = Judged("10 kpps", {**short, "reason": "5 clusters …", "packets_needed": 299_997, "samples": 99_999})  # type: ignore[typeddict-item]
+    wanders = Judged("20 kpps", {**short, "reason": "it wanders", "packets_needed": None, "samples": 199_999})  # type: ignore[typeddict-item]
+    device = DeviceVerdict("chain", "chain", (few, wanders))
+    assert device.missing() == [
+        "10 kpps: a run of about 299,997 packets (3× this one) can bound it",
+        "20 kpps: it wanders",
+    ]

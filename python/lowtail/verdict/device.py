@@ -110,6 +110,15 @@ class DeviceVerdict:
                     f"{p.label}: about {format_count(j['more_packets'])} more packets{took}, "
                     "decided about half the time",
                 )
+            elif j["status"] == INCONCLUSIVE and (j.get("packets_needed") or 0) > (j.get("samples") or 0) > 0:
+                # Its bound's own count (stalls too few to measure, the maximum): what a longer run
+                # must hold; the whole reason is the judgement's, shown beside it.
+                needed, samples = int(j["packets_needed"] or 0), int(j["samples"] or 0)
+                need = (
+                    needed - samples,
+                    f"{p.label}: a run of about {format_count(needed)} packets ({needed / samples:.2g}× this one) "
+                    "can bound it",
+                )
             elif j["status"] == INCONCLUSIVE:
                 need = (-1, f"{p.label}: {j['reason']}")
             elif j["status"] == INVALID:
