@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lowtail import _native
+from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.experiment import matching, spec
 from lowtail.experiment.document import MatchingDocument, MatchLatency
@@ -259,6 +260,20 @@ def test_every_table_of_runs_says_the_loss_not_meant_with_the_drops_beside_it():
     assert _loss_text(config) == "5 (0.05556 %) not meant; 900 (10 %) dropped by the rule set as meant"
     assert _loss_text(config | {"lost": 5, "intended_drops": 0}).startswith("5 (0.05556 %)")
     assert "meant" not in _loss_text(config | {"lost": 5, "intended_drops": 0})
+
+
+def test_a_filter_that_dropped_every_matching_packet_compares_none():
+    """The filter example's table said "not resolved (0 blocks)" for matching packets against
+    the others, as if the run were too short: none of them arrived, as the rule meant."""
+    unresolved = {"percentile": "p50", "blocks": 0, "level": 0.95, "called": "not resolved"}
+    unresolved |= {"median_ns": None, "low_ns": None, "high_ns": None}
+    doc = _doc(difference=[unresolved | {"percentile": k} for k in percentiles.MATCHING_PERCENTILES])
+    header, rows = tables.matching_table([{"run_id": 1, "traffic": {"matching": doc}}]) or ([], [])
+    compared = [cell for name, cell in zip(header, rows[0]) if name.startswith(("matched − other", "at p"))]
+    assert compared == ["none arrived"] * len(percentiles.MATCHING_PERCENTILES)
+    arrived = _doc(action="alert", matched_arrived=900, difference=doc["difference"])
+    _, rows = tables.matching_table([{"run_id": 1, "traffic": {"matching": arrived}}]) or ([], [])
+    assert rows[0][-1] == "not resolved (0 blocks)"
 
 
 # -- matching packets against the others: the difference as called ------------------------------

@@ -425,7 +425,12 @@ def matching_table(runs: Iterable[Mapping[str, Any]]) -> Table | None:
             format_count(m["dut_alerts"]),
             format_count(m["dut_blocked"]),
             *(latency(m, side, key) for key in percentiles.MATCHING_PERCENTILES for side in ("matched", "unmatched")),
-            *(difference_text(d) for d in _differences_at(m, percentiles.MATCHING_PERCENTILES)),
+            # A filter that dropped every matching packet leaves nothing to compare: said so,
+            # rather than "not resolved (0 blocks)" as if the run were too short.
+            *(
+                difference_text(d) if m["matched_arrived"] else "none arrived"
+                for d in _differences_at(m, percentiles.MATCHING_PERCENTILES)
+            ),
         ]
         for r, m in marked
     ]
