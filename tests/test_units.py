@@ -467,3 +467,15 @@ def test_a_stored_experiment_keeps_the_budget_it_was_judged_against():
 
     assert stored_verdict({"verdict": {"budget": 350}}).budget_ns == 350_000_000_000
     assert stored_verdict({"verdict": {"budget": "350us"}}).budget_ns == 350_000
+
+
+def test_event_rates_read_with_the_prefix_that_reads_best():
+    """explain printed a CPU's call-function interrupts as "CAL 1.833e+04 Hz"; the noise
+    profile, the models and explain each formatted Hz their own way."""
+    from lowtail.core.units import format_hz
+
+    assert [format_hz(x) for x in (18_330.2, 645.12, 0.5439, 250, 166.6667, 0, 2.5e6)] == [
+        "18.33 kHz", "645.1 Hz", "0.5439 Hz", "250 Hz", "166.7 Hz", "0 Hz", "2.5 MHz",
+    ]  # fmt: skip
+    assert format_hz(458.8642297732465, 6) == "458.864 Hz"
+    assert "e+" not in format_hz(99_999.0) and format_hz(99_999.0) == "100 kHz"

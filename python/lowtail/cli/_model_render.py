@@ -14,6 +14,7 @@ from lowtail.cli._output import note, out, warn
 from lowtail.core import percentiles
 from lowtail.core.units import (
     format_counted,
+    format_hz,
     format_ns,
     format_ns_interval,
     format_p_value,
@@ -140,7 +141,9 @@ def aliasing_lines(d: Mapping[str, Any]) -> None:
             warn(f["warning"])
     cycle = d.get("cycle")
     if cycle:
-        steps = ", ".join(f"{c['kind']} every {c['every']} ticks ({c['rate_hz']:.4g} Hz)" for c in cycle["companions"])
+        steps = ", ".join(
+            f"{c['kind']} every {c['every']} ticks ({format_hz(c['rate_hz'])})" for c in cycle["companions"]
+        )
         out.print(
             f"interrupt cycle from the run's {cycle['source']} samples on CPU {cycle['cpu']}: {cycle['base']} at "
             f"{cycle['base_rate_hz']:.6g} Hz"

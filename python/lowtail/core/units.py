@@ -248,6 +248,15 @@ def format_rate(pps: float) -> str:
     return f"{pps:.3g} pps"
 
 
+def format_hz(hz: float, digits: int = 4) -> str:
+    """An event rate (interrupts) with the prefix that reads best, to `digits` significant
+    digits: "250 Hz", "645.1 Hz", "18.33 kHz", "0.5439 Hz"."""
+    for prefix, scale in (("M", 1e6), ("k", 1e3)):
+        if abs(hz) >= scale:
+            return f"{hz / scale:.{digits}g} {prefix}Hz"
+    return f"{hz:.{digits}g} Hz" if abs(hz) >= 1e-3 or hz == 0 else f"{hz:.{max(digits - 3, 1)}e} Hz"
+
+
 def format_ns_per_s(ns_per_s: float | None) -> str:
     """CPU time lost per second ("12.3 µs/s"); "–" when unknown."""
     return "–" if ns_per_s is None else f"{ns_per_s / 1e3:,.1f} µs/s"

@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from lowtail.core.units import format_hz
+
 # What each cause kind is called on a page (docs/explain.md describes them).
 KIND_WORDS = {
     "preemption": "another task preempted the DuT",
@@ -28,7 +30,7 @@ def rates_lines(sampled: Mapping[str, Any]) -> list[str]:
     """A source's interrupt rates per CPU in a line each ("CPU 2: LOC 250 Hz, IWI 83.3 Hz")."""
     per_cpu: dict[int, list[str]] = {}
     for r in sampled.get("rates") or []:
-        per_cpu.setdefault(r["cpu"], []).append(f"{r['kind']} {r['rate_hz']:.4g} Hz")
+        per_cpu.setdefault(r["cpu"], []).append(f"{r['kind']} {format_hz(r['rate_hz'])}")
     return [f"CPU {cpu}: {', '.join(kinds)}" for cpu, kinds in sorted(per_cpu.items())]
 
 

@@ -15,7 +15,15 @@ import plotly.graph_objects as go
 
 from lowtail.core import percentiles
 from lowtail.core.errors import UserError
-from lowtail.core.units import format_count, format_counted, format_ns, format_ns_interval, format_p_value, format_rate
+from lowtail.core.units import (
+    format_count,
+    format_counted,
+    format_hz,
+    format_ns,
+    format_ns_interval,
+    format_p_value,
+    format_rate,
+)
 from lowtail.models.document import FlowTailsDocument, flow_name
 from lowtail.report import figure as tk
 from lowtail.report import plots
@@ -447,7 +455,7 @@ def overload_section(page: Page, store: Store, model_id: int | str) -> None:
         [
             [
                 i["kind"] or "–",
-                f"{i['rate_hz']:g} Hz",
+                format_hz(i["rate_hz"], 6),
                 format_ns(i["duration_ns"]),
                 format_ns(i["rate_hz"] * i["duration_ns"]),
             ]

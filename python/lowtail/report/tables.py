@@ -12,6 +12,7 @@ from lowtail.core import percentiles
 from lowtail.core.units import (
     format_count,
     format_counted,
+    format_hz,
     format_ns,
     format_ns_interval,
     format_ns_per_s,
@@ -363,7 +364,7 @@ def interrupt_profile_table(profile: Iterable[tuple[str, Mapping[str, Any]]]) ->
     """A core's interrupt profile, one row per (kind, {description, count, rate_hz, typical_ns})."""
     header = ["kind", "what", "count", "rate", "typical duration"]
     rows = [
-        [kind, v["description"], f"{v['count']:,}", f"{v['rate_hz']:,.1f} Hz", format_ns(v["typical_ns"])]
+        [kind, v["description"], f"{v['count']:,}", format_hz(v["rate_hz"]), format_ns(v["typical_ns"])]
         for kind, v in profile
     ]
     return header, rows
