@@ -34,7 +34,7 @@ EXPERIMENT = """
 [experiment]
 name = "plan"
 duration = "1s"
-repetitions = 2
+repetitions = 3
 calibrate = false
 [traffic]
 rates = ["5kpps"]

@@ -124,11 +124,17 @@ def test_tune_proposes_for_the_causes_explain_found_then_the_guidelines(tmp_path
     ("toml", "args", "message"),
     [
         (
-            "[experiment]\nname = 'x'\nrepetitions = 2\n[traffic]\nrates = ['1000pps']\n",
+            "[experiment]\nname = 'x'\nrepetitions = 3\n[traffic]\nrates = ['1000pps']\n",
             ["--only", "bogus"],
             "--only bogus: not a change tune proposes",
         ),
-        ("[experiment]\nname = 'x'\n[traffic]\nrates = ['1000pps']\n", [], "set `repetitions = 2` or more"),
+        ("[experiment]\nname = 'x'\n[traffic]\nrates = ['1000pps']\n", [], "set `repetitions = 3` or more"),
+        # Two were taken, and no trial of two could ever be kept: compare calls nothing on fewer than 3.
+        (
+            "[experiment]\nname = 'x'\nrepetitions = 2\n[traffic]\nrates = ['1000pps']\n",
+            [],
+            "set `repetitions = 3` or more",
+        ),
     ],
 )
 def test_bad_input_to_tune_is_one_line_and_exit_2_before_anything_is_measured(tmp_path, toml, args, message):

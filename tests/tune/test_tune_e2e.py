@@ -57,7 +57,7 @@ EXPERIMENT = """
 name = "tune-e2e"
 duration = "6s"
 warmup = "300ms"
-repetitions = 2
+repetitions = 3
 calibrate = false
 [traffic]
 rates = ["10000pps"]

@@ -31,7 +31,7 @@ EXPERIMENT = """
 name = "tune-signals"
 duration = "1s"
 warmup = "200ms"
-repetitions = 2
+repetitions = 3
 calibrate = false
 trace = false
 [traffic]

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from lowtail.compare.differences import FEWEST_REPETITIONS
 from lowtail.compare.document import ComparisonDocument
 from lowtail.compare.resolution import resolution
 from lowtail.core import signals
@@ -96,10 +97,12 @@ def judged_key(exp: Experiment) -> str:
 def tune(exp: Experiment, spec: Path, db: DbPath, opts: TuneOptions, hooks: TuneHooks | None = None) -> TuneDocument:
     """One tune session; its document (stored as it goes)."""
     hooks = hooks or TuneHooks()
-    if exp.repetitions < 2:
+    if exp.repetitions < FEWEST_REPETITIONS:
+        # compare calls no difference on fewer: a trial of 2 could never be kept.
         raise UserError(
-            f"{spec}: tune compares repetitions (the repetition is the unit of a difference): "
-            "set `repetitions = 2` or more in [experiment]"
+            f"{spec}: tune compares repetitions (the repetition is the unit of a difference, and fewer than "
+            f"{FEWEST_REPETITIONS} cannot show whether run-to-run variation is continuous or comes in levels): "
+            f"set `repetitions = {FEWEST_REPETITIONS}` or more in [experiment]"
         )
     check_ids(opts.only)
     if exp.testbed.kind == "hosts":
