@@ -73,6 +73,9 @@ def test_the_comparison_reads_in_100_columns(ips):
     why = " ".join(done.stdout[done.stdout.index("why (") : done.stdout.index("no floor")].split())
     assert "rules none · bare · 10 kpps, rules none · bare · 50 kpps" in why and "inconclusive: about" in why
     assert "FAIL: 99.99 % is at least" in why
+    # Percentiles left unjudged for the same configurations are one line (five lines said the same).
+    unjudged = [line.split(": not judged for ")[1] for line in lines if ": not judged for " in line]
+    assert unjudged and len(unjudged) == len(set(unjudged)), done.stdout
 
 
 @pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out

@@ -347,12 +347,16 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
                 if c["index"] in (d["a_index"], d["b_index"])
                 and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
             )
-    for key, labels in unbounded.items():
-        p = percentiles.by_key(key)
+    # Percentiles left unjudged for the same configurations are said in one line.
+    by_which: dict[str, list[str]] = {}
+    for key, labels in sorted(unbounded.items(), key=lambda item: percentiles.by_key(item[0]).quantile):
         which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
+        by_which.setdefault(which, []).append(percentiles.by_key(key).short)
+    for which, shorts in by_which.items():
         lines.append(
             Text(
-                f"{p.short}: not judged for {which}: the packets of a repetition do not bound it ({NOT_RESOLVABLE_MARK} above)"
+                f"{', '.join(shorts)}: not judged for {which}: the packets of a repetition do not bound "
+                f"{'it' if len(shorts) == 1 else 'them'} ({NOT_RESOLVABLE_MARK} above)"
             )
         )
     return lines
