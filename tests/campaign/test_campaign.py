@@ -335,3 +335,17 @@ def test_a_worker_that_cannot_make_the_series_directory_says_so_for_its_pair(tmp
     outcome = analyze_task(task)
     assert outcome.doc is None and outcome.error is not None
     assert outcome.error.startswith("the series directory /proc/x: cannot create it on "), outcome.error
+
+
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
+def test_a_campaign_whose_every_pair_failed_exits_1(tmp_path):
+    """Every pair unreadable: nothing was stored, and the command said exit 3 — a partial
+    result — where nothing could be computed (README: exit 1)."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    for name in ("a", "b"):
+        for side in ("pre", "post"):
+            (broken / f"{name}-{side}.pcap").write_bytes(b"not a capture" * 10)
+    code, doc, err = finish(campaign(str(broken), db=tmp_path / "x.duckdb"))
+    assert code == 1, err
+    assert doc["pairs"] == [] and len(doc["failed"]) == 2 and "Traceback" not in err

@@ -17,7 +17,7 @@ from lowtail.cli._app import app
 from lowtail.cli._options import Db, duration_info
 from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
 from lowtail.cli.analyze import DEFAULTS, IdFormat
-from lowtail.core.errors import Interrupted, UserError
+from lowtail.core.errors import Failure, Interrupted, UserError
 from lowtail.core.units import format_counted, format_ns
 from lowtail.store import DEFAULT_DB
 
@@ -139,4 +139,6 @@ def _render(result: CampaignResult, db: Path, json_out: bool) -> None:
             f"({resumed} before this run), {len(result.failed)} failed, "
             f"on {format_counted(len(result.workers), 'worker')}; in {db}"
         )
+    if result.failed and not result.pairs and not result.interrupted:
+        raise typer.Exit(Failure.exit_code)  # nothing could be computed (each pair said why above)
     raise typer.Exit(Interrupted.exit_code if result.interrupted else EXIT_PARTIAL if result.partial else EXIT_OK)
