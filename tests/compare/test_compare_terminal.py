@@ -95,3 +95,26 @@ def test_no_store_stores_no_comparison(ips):
     assert compare(ips).returncode == 0  # stored by default, as before
     with open_store(ips, read_only=True) as store:
         assert len(comparestore.list_comparisons(store)) == before + 1
+
+
+def test_a_percentile_one_repetition_does_not_bound_points_at_the_mark_only_where_it_stands():
+    """Imported captures: "p50: not judged for fwd: … (* above)" where the table showed fwd's
+    p50 unmarked (the repetitions pooled bound it; one repetition's packets do not)."""
+    from lowtail.cli.compare import _differences
+    from lowtail.compare.differences import UNBOUNDED
+
+    def config(index: int, label: str, pooled_p50: bool) -> dict:
+        per_run = [{"resolvable": {"p50": False, "p99_999": False}}, {"resolvable": {"p50": True, "p99_999": False}}]
+        intervals = {"p50": {"resolvable": pooled_p50}, "p99_999": {"resolvable": False}}
+        return {"index": index, "label": label, "per_run": per_run, "intervals": intervals}
+
+    not_called = [{"reason": UNBOUNDED, "percentile": k, "a_index": 0, "b_index": 1} for k in ("p50", "p99_999")]
+    doc = {
+        "differences": [], "difference_family": {}, "not_resolvable": not_called, "level": 0.95,
+        "configurations": [config(0, "fwd", True), config(1, "mirred", False)],
+    }  # fmt: skip
+    lines = [str(line) for line in _differences(doc)]  # type: ignore[arg-type]
+    assert lines == [
+        "p50: not judged for any configuration: the packets of a repetition do not bound it",
+        "p99.999: not judged for any configuration: the packets of a repetition do not bound it (* above)",
+    ]

@@ -347,16 +347,25 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
                 if c["index"] in (d["a_index"], d["b_index"])
                 and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
             )
-    # Percentiles left unjudged for the same configurations are said in one line.
-    by_which: dict[str, list[str]] = {}
+    # Percentiles left unjudged for the same configurations are said in one line; the mark
+    # is pointed at only where the pooled figures carry it too (a repetition's packets may not
+    # bound a percentile that the repetitions pooled do).
+    pooled_unbounded = {
+        (c["label"], k)
+        for c in doc["configurations"]
+        for k, iv in (c.get("intervals") or {}).items()
+        if not iv["resolvable"]
+    }
+    by_which: dict[tuple[str, bool], list[str]] = {}
     for key, labels in sorted(unbounded.items(), key=lambda item: percentiles.by_key(item[0]).quantile):
         which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
-        by_which.setdefault(which, []).append(percentiles.by_key(key).short)
-    for which, shorts in by_which.items():
+        marked = all((label, key) in pooled_unbounded for label in labels)
+        by_which.setdefault((which, marked), []).append(percentiles.by_key(key).short)
+    for (which, marked), shorts in by_which.items():
         lines.append(
             Text(
                 f"{', '.join(shorts)}: not judged for {which}: the packets of a repetition do not bound "
-                f"{'it' if len(shorts) == 1 else 'them'} ({NOT_RESOLVABLE_MARK} above)"
+                f"{'it' if len(shorts) == 1 else 'them'}" + (f" ({NOT_RESOLVABLE_MARK} above)" if marked else "")
             )
         )
     return lines
