@@ -139,6 +139,11 @@ def test_a_campaign_becomes_an_experiment_with_its_axes_and_says_what_it_left_ou
         assert con.execute("SELECT count(*), count(DISTINCT combination_key) FROM runs").fetchone() == (7, 7)
     once_more = lowtail(tmp_path, "import-captures", str(campaign), "--spec", "spec.toml", "--db", "t.duckdb")
     assert once_more.returncode == 0 and "already stored as experiment 1" in once_more.stderr
+    # Each device's verdict, as `lowtail run` ends (the import printed the table alone) and in
+    # its JSON beside each run.
+    devices = once_more.stdout.split("verdict per device (")[1].splitlines()[1:]
+    assert {line.split()[0] for line in devices if line.strip()} == {"fwd", "mirred"}, once_more.stdout
+    assert {r["dut"]: r["device_verdict"]["device"] for r in doc["runs"]} == {"fwd": "fwd", "mirred": "mirred"}
 
 
 def test_a_cut_capture_is_imported_with_what_its_analysis_said(tmp_path):

@@ -11,9 +11,10 @@ import typer
 
 from lowtail.cli._app import app
 from lowtail.cli._options import Db
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, table_console, warn
-from lowtail.cli.run import run_json, runs_table
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
+from lowtail.cli.run import print_runs, run_json
 from lowtail.core.units import format_counted
+from lowtail.experiment.degraded import degraded_lines
 from lowtail.store import DEFAULT_DB
 
 if TYPE_CHECKING:
@@ -59,10 +60,15 @@ def import_captures(
 def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool) -> None:
     """The imported experiment's runs (or one JSON document), what was left out and why; exit
     3 when the experiment is partial."""
+    from lowtail.experiment.page import experiment_devices
     from lowtail.verdict.judge import stored_verdict
 
     experiment, rows, floors = view.experiment, view.runs, view.floor
     verdict = stored_verdict(experiment["spec"])
+    judged = experiment_devices(rows, verdict)
+    devices = {d.device: d.as_dict() for d in judged}
+    for line in degraded_lines(rows):  # said once per kind; the table's verdicts mark each run
+        warn(line)
     if json_out:
         print_json(
             {
@@ -70,7 +76,7 @@ def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool
                 "status": experiment["status"],
                 "partial": result.partial,
                 "already_imported": result.already,
-                "runs": [run_json(r, floors, verdict) for r in rows],
+                "runs": [run_json(r, floors, verdict) | {"device_verdict": devices.get(r["dut_name"])} for r in rows],
                 "unpaired": result.unpaired,
                 "failed": [{"pair": pair, "error": why} for pair, why in result.failed],
                 "ignored": result.ignored,
@@ -78,8 +84,7 @@ def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool
             }
         )
     else:
-        printer = table_console()
-        printer.print(runs_table(experiment, rows, floors, verdict))
+        print_runs(experiment, rows, floors, verdict, judged)
         if result.already:
             note(
                 f"this campaign is already stored as experiment {result.experiment_id} in {db} "

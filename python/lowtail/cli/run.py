@@ -78,6 +78,30 @@ def device_verdict_lines(rows: Sequence[Mapping[str, Any]], verdict: Verdict) ->
     return _device_lines(rows, experiment_devices(rows, verdict))
 
 
+def print_runs(
+    experiment: ExperimentRow,
+    rows: Sequence[RunRow],
+    floors: Floor,
+    verdict: Verdict,
+    judged: Sequence[DeviceVerdict],
+    chains: Mapping[int, ChainDocument] | None = None,
+) -> None:
+    """An experiment's table of runs, the verdict per device and each chain run's hops, as
+    `lowtail run`, `experiment show` and `import-captures` end (what degraded the runs is said
+    before it, grouped by kind: `degraded_lines`)."""
+    printer = table_console()
+    printer.print(runs_table(experiment, rows, floors, verdict, width=printer.width, degraded_said=True))
+    lines = _device_lines(rows, judged)
+    if lines:
+        printer.print(f"\nverdict per device ({verdict.describe()}):", markup=False, soft_wrap=True)
+        for line in lines:
+            printer.print(f"  {line}", markup=False, soft_wrap=True)
+    for r in rows:
+        if (chain := _chain_of(r, chains or {})) and r["run_id"] is not None:
+            for line in chain_lines(r["run_id"], chain):
+                printer.print(line, markup=False, soft_wrap=True)
+
+
 def _device_lines(rows: Sequence[Mapping[str, Any]], devices: Sequence[DeviceVerdict]) -> list[str]:
     width = max((len(d.device) for d in devices), default=0)
     return [f"{marked(d.device, _virtualization(rows, d.device)):<{width}}  {d.summary()}" for d in devices]
@@ -149,18 +173,7 @@ def show_experiment(
             ]
         )
     else:
-        printer = table_console()
-        # What degraded the runs was said above, grouped by kind (degraded_lines).
-        printer.print(runs_table(experiment, rows, floors, verdict, width=printer.width, degraded_said=True))
-        lines = _device_lines(rows, judged)
-        if lines:
-            printer.print(f"\nverdict per device ({verdict.describe()}):", markup=False, soft_wrap=True)
-            for line in lines:
-                printer.print(f"  {line}", markup=False, soft_wrap=True)
-        for r in rows:
-            if (chain := _chain_of(r, chains)) and r["run_id"] is not None:
-                for line in chain_lines(r["run_id"], chain):
-                    printer.print(line, markup=False, soft_wrap=True)
+        print_runs(experiment, rows, floors, verdict, judged, chains)
     reason = untrustworthy(rows)
     return Shown(EXIT_OK if reason is None else EXIT_PARTIAL, [d.status for d in judged], reason)
 
