@@ -34,9 +34,10 @@ from test_simulated import HOST, _intervals  # noqa: E402
 
 from lowtail.cli.explain import show  # noqa: E402
 from lowtail.core.units import format_ns, format_percent  # noqa: E402
-from lowtail.explain.analysis import MEASUREMENT_KINDS, OWN_PROCESS, RunFacts, attributed  # noqa: E402
+from lowtail.explain.analysis import RunFacts, attributed  # noqa: E402
 from lowtail.explain.asked import tail_words  # noqa: E402
 from lowtail.explain.packets import Packets  # noqa: E402
+from lowtail.explain.words import MEASUREMENT_KINDS, OWN_PROCESS  # noqa: E402
 from lowtail.host.steal import STEAL_KIND  # noqa: E402
 from lowtail.store import open_store  # noqa: E402
 

@@ -19,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parents[1] / "testbed"))
 from tb_helpers import needs_root  # noqa: E402
 
-from lowtail.explain.analysis import MEASUREMENT_KINDS as HEADLINE_KINDS  # noqa: E402
+from lowtail.explain.words import MEASUREMENT_KINDS as HEADLINE_KINDS  # noqa: E402
 from lowtail.testbed.cores import CoreRoles  # noqa: E402
 
 pytestmark = [needs_root, pytest.mark.root, pytest.mark.host]

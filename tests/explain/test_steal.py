@@ -16,8 +16,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from test_simulated import COVERAGE, PERIOD, T0, N, _facts, _intervals, _packets  # noqa: E402
 
-from lowtail.explain.analysis import MEASUREMENT_KINDS, explain  # noqa: E402
-from lowtail.explain.steal import HYPERVISOR, Steal  # noqa: E402
+from lowtail.explain.analysis import explain  # noqa: E402
+from lowtail.explain.steal import Steal  # noqa: E402
+from lowtail.explain.words import HYPERVISOR, MEASUREMENT_KINDS  # noqa: E402
 from lowtail.host.steal import STEAL_KIND  # noqa: E402
 
 SAMPLE_NS = 100_000_000  # the interrupt sampler's interval

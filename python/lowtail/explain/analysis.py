@@ -52,7 +52,7 @@ from fractions import Fraction
 import numpy as np
 import pyarrow as pa
 
-from lowtail.core.units import format_ns, format_percent, format_rate
+from lowtail.core.units import format_ns, format_rate
 from lowtail.explain import packets as pk
 from lowtail.explain.asked import VERSION, rule_of
 from lowtail.explain.candidates import CAUSE_FLOOR, Candidate, by_chance, chance_seed
@@ -68,15 +68,14 @@ from lowtail.explain.cores import (
     waiting,
 )
 from lowtail.explain.document import CauseDoc, Evidence, ExplainDocument, Tail
-from lowtail.explain.steal import HYPERVISOR, hypervisor_candidate
+from lowtail.explain.steal import hypervisor_candidate
 from lowtail.explain.unseen import Unseeable, unseen_entries
+from lowtail.explain.words import OWN_PROCESS, headline
 from lowtail.host.remedies import remedy_for
 from lowtail.models.aliasing import beat
 from lowtail.testbed.document import DutCounters, DutOptions, LowtailFwdOptions, TestpmdOptions, VmOptions
 from lowtail.trace.document import RoleDoc, UntracedDoc
 
-OWN_PROCESS = "lowtail_process"
-MEASUREMENT_KINDS = ("generator_stall", "timestamper_stall", "shared_core", OWN_PROCESS, HYPERVISOR)
 ROLES = ("dut", "generator", "timestamper", "host", "lowtail")
 EVIDENCE_EVENTS = 5
 
@@ -231,49 +230,6 @@ def _steal_roles(facts: RunFacts) -> dict[str, RoleDoc] | None:
     another host, whose steal this host's samples are not."""
     here = {r: d for r, d in facts.roles.items() if facts.steal_roles is None or r in facts.steal_roles}
     return None if facts.roles and not here else here
-
-
-def headline(causes: list[CauseDoc]) -> str | None:
-    """What every surface says first when the host could not measure what was asked: the
-    measurement's own stalls, its own processes, or the hypervisor's steal explain part of the
-    tail — each such cause with its own share, as its row of the table gives it."""
-    artefacts = [c for c in causes if c["kind"] in MEASUREMENT_KINDS]
-    if not artefacts:
-        return None
-    happened = "; ".join(
-        f"{ARTEFACT_WORDS[c['kind']].format(role=c['role'])} ({artefact_what(c)}): {format_percent(c['share'])} of the tail"
-        for c in artefacts
-    )
-    kinds = {c["kind"] for c in artefacts}
-    remedies = [text for kind, text in ARTEFACT_REMEDIES.items() if kinds & set(kind)]
-    return (
-        f"This host could not measure what was asked: {happened}. The tail is partly the measurement's, not "
-        f"the DuT's: {'; '.join(remedies)}, then measure again."
-    )
-
-
-# How the headline says each measurement artefact happened, and what to change for each.
-ARTEFACT_WORDS = {
-    "generator_stall": "the generator stalled",
-    "timestamper_stall": "the timestamper stalled",
-    "shared_core": "the {role} took the DuT's core",
-    OWN_PROCESS: "lowtail's own process took the DuT's core",
-    HYPERVISOR: "the hypervisor took CPU time from this machine (steal)",
-}
-ARTEFACT_REMEDIES = {
-    ("generator_stall", "timestamper_stall"): "give the generator and the timestamper isolated cores of their own, "
-    "stop other load on them, or lower the rate",
-    ("shared_core",): "give the DuT cores of its own, apart from the generator's and the timestamper's ([cores])",
-    (OWN_PROCESS,): "keep lowtail's own processes off the DuT's cores (a housekeeping core: [cores] housekeeping)",
-    (HYPERVISOR,): "measure on dedicated vCPUs (no overcommitted host) or on bare metal",
-}
-
-
-def artefact_what(cause: CauseDoc) -> str:
-    """What a measurement artefact names: the hypervisor by its CPUs, never a process's name."""
-    if cause["kind"] == HYPERVISOR:
-        return f"steal time on CPU {cause['cpu']}" if cause["cpu"] is not None else "steal time"
-    return str(cause["evidence"].get("what", ""))
 
 
 # -- candidates from the packets alone ------------------------------------------------------------

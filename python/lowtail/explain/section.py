@@ -14,7 +14,7 @@ from typing import Any
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent
 from lowtail.explain.asked import tail_words
-from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
+from lowtail.explain.words import KIND_WORDS, core_text, rates_lines, runs_headline
 from lowtail.report.page import Page, esc, table_html
 from lowtail.store.db import Store
 from lowtail.store.explain import explanation, headlines
@@ -25,16 +25,23 @@ BANNER_RUNS = 3
 
 
 def headline_banner(page: Page, store: Store, run_ids: Iterable[int]) -> None:
-    """Said first, once: the host could not measure what was asked in these runs — each run's
-    own headline (its shares are that run's), the first few of them."""
+    """Said first, once: the host could not measure what was asked in these runs — each kind of
+    artefact once with the share of each run's tail it explains, the remedies once (it read
+    as each run's whole headline one after another)."""
     said = headlines(store, run_ids)
     if not said:
         return
-    runs = sorted(said)
-    text = " ".join(f"Run {r}: {shown(said[r])}" for r in runs[:BANNER_RUNS])
-    if len(runs) > BANNER_RUNS:
-        text += f" (and runs {', '.join(map(str, runs[BANNER_RUNS:]))}: see their causes)"
-    page.banner(text, "warn")
+    causes = {r: list(doc["causes"]) for r in sorted(said) if (doc := explanation(store, r)) is not None}
+    text = runs_headline(causes)
+    if text is None:  # explanations stored by an older version: their own words
+        runs = sorted(said)
+        text = " ".join(f"Run {r}: {said[r]}" for r in runs[:BANNER_RUNS])
+        text += (
+            f" (and runs {', '.join(map(str, runs[BANNER_RUNS:]))}: see their causes)"
+            if len(runs) > BANNER_RUNS
+            else ""
+        )
+    page.banner(shown(text), "warn")
 
 
 def explain_section(

@@ -24,10 +24,10 @@ from lowtail.core.units import format_ns
 from lowtail.explain import packets as pk
 from lowtail.explain.candidates import Candidate, by_chance, chance_seed
 from lowtail.explain.document import Evidence
+from lowtail.explain.words import HYPERVISOR
 from lowtail.host.steal import user_hz
 from lowtail.trace.document import RoleDoc
 
-HYPERVISOR = "hypervisor"
 # How many of the intervals with steal around tail packets the evidence lists.
 EVIDENCE_INTERVALS = 5
 
