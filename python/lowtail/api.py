@@ -18,6 +18,7 @@ from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.core.labels import checked_label
 from lowtail.store import axes
+from lowtail.store.db import latency_column
 
 if TYPE_CHECKING:
     import numpy as np
@@ -216,6 +217,65 @@ class Database:
             row |= {f"{k}_ns": lat.get(k) for k in _FIGURES} | {"samples": lat.get("samples")}
             out.append(row)
         return pd.DataFrame(out, columns=columns).sort_values("analysis_id", ignore_index=True)
+
+    def flows(self) -> pd.DataFrame:
+        """One row per flow of every stored analysis that told flows apart: its analysis and
+        run (None for `lowtail analyze`'s), what told the flows apart (`flow_key`), the flow's
+        index in the matched series (`flow`, the series' column) and its label (`key`:
+        "10.0.0.1:49152 > 10.0.0.2:53"), sent/received/lost/negative, samples, and the
+        latency figures in ns (exact, as the pooled ones; they add up to them)."""
+        import pandas as pd
+
+        from lowtail.store.analyses import every_flow
+
+        with self._store() as store:
+            rows = every_flow(store)
+        columns = [
+            *("analysis_id", "run_id", "flow_key", "flow", "key", "sent", "received", "lost", "negative", "samples"),
+            *(f"{k}_ns" for k in _FIGURES),
+            *("mean_ns", "stddev_ns"),
+        ]
+        out = [
+            {
+                "analysis_id": r["analysis_id"],
+                "run_id": r["run_id"],
+                "flow_key": r["flow_key"],
+                "flow": r["flow"],
+                "key": r["flow_label"],
+                **{k: r[k] for k in ("sent", "received", "lost", "negative", "samples")},
+                **{f"{k}_ns": r[latency_column(k)] for k in (*_FIGURES, "mean", "stddev")},
+            }  # fmt: skip
+            for r in rows
+        ]
+        return pd.DataFrame(out, columns=columns)
+
+    def hops(self) -> pd.DataFrame:
+        """One row per hop of every stored chain run, in the order traffic meets them: its
+        run and experiment, hop number (1 first), the DuT's name and kind, sent/received/lost,
+        p50/p99/p99.9/max and mean in ns, its share of the chain's mean latency (the hops' add
+        up to 1) and its matched series."""
+        import pandas as pd
+
+        from lowtail.store.chains import every_hop
+
+        figures = ("p50", "p99", "p99_9", "max", "mean")
+        with self._store() as store:
+            rows = every_hop(store)
+        columns = [
+            *("run_id", "experiment_id", "hop", "name", "kind", "sent", "received", "lost"),
+            *(f"{k}_ns" for k in figures),
+            *("share", "series_path"),
+        ]
+        out = [
+            {
+                **{k: r[k] for k in ("run_id", "experiment_id", "hop", "name", "kind", "sent", "received", "lost")},
+                **{f"{k}_ns": r[latency_column(k)] for k in figures},
+                "share": r["share"],
+                "series_path": r["series_path"],
+            }
+            for r in rows
+        ]
+        return pd.DataFrame(out, columns=columns)
 
     @overload
     def latencies(self, run_id: int, format: Literal["arrow"] = "arrow") -> pa.Table: ...

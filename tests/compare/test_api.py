@@ -171,3 +171,30 @@ def test_open_without_a_path_takes_the_database_every_command_takes(db, tmp_path
     monkeypatch.delenv("LOWTAIL_DB")
     with pytest.raises(lowtail.core.errors.UserError, match="lowtail.duckdb: no such database"):
         lowtail.open()
+
+
+def test_flows_are_a_dataframe_that_adds_up_to_each_analysis(tmp_path):
+    """`lowtail.open(db).flows()`: each analysis's flows from Python, with the label its
+    analysis gives each (they were reachable only by SQL)."""
+    import json
+    import subprocess
+    import sys
+
+    import lowtail
+
+    argv = [sys.executable, "-m", "lowtail"]
+    made = subprocess.run([*argv, "synth", "p.pcap", "q.pcap", "--packets", "20000", "--set", "flows=4"], cwd=tmp_path)
+    assert made.returncode == 0
+    done = subprocess.run(
+        [*argv, "analyze", "p.pcap", "q.pcap", "--trim", "0", "--db", "f.duckdb", "--json"],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    analysed = json.loads(done.stdout)
+    flows = lowtail.open(tmp_path / "f.duckdb").flows()
+    assert list(flows["flow"]) == [0, 1, 2, 3] and set(flows["flow_key"]) == {"5tuple"}
+    assert set(flows["analysis_id"]) == {analysed["analysis_id"]} and flows["run_id"].isna().all()
+    assert flows["sent"].sum() == analysed["sent"] and flows["samples"].sum() == analysed["latency_ns"]["samples"]
+    by_flow = {f["flow"]: f for f in analysed["flows"]["flows"]}
+    for row in flows.itertuples():
+        assert row.key == by_flow[row.flow]["key"] and row.p99_9_ns == by_flow[row.flow]["latency_ns"]["p99_9"]
+    assert flows["max_ns"].max() == analysed["latency_ns"]["max"]

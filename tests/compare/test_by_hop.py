@@ -75,3 +75,21 @@ def test_a_hop_without_its_series_is_said_and_a_plain_run_stays_whole(tmp_path: 
     assert labels == ["hop 1. fw", "hop 2. fwd", "hop –"], labels
     reasons = doc["partial_reasons"]
     assert doc["partial"] and any("2. fwd" in p and "hop's matched series was not kept" in p for p in reasons), reasons
+
+
+def test_the_python_api_gives_every_hop_as_stored(tmp_path: Path) -> None:
+    """`lowtail.open(db).hops()`: a chain's hops from Python (they were reachable only by SQL)."""
+    import lowtail
+
+    db = tmp_path / "c.duckdb"
+    with open_store(db) as store:
+        eid = experiment(store, "chain")
+        run_id = store_run(store, tmp_path, eid, "fw+fwd", kind="chain", seed=1)
+        chain = _chain(tmp_path, 0)
+        save_run_chain(store, run_id, chain)
+    hops = lowtail.open(db).hops()
+    assert list(hops["hop"]) == [1, 2] and list(hops["name"]) == ["fw", "fwd"] and set(hops["run_id"]) == {run_id}
+    for row, hop in zip(hops.itertuples(), chain["hops"]):
+        assert row.kind == hop["kind"] and row.sent == hop["sent"] and row.lost == hop["lost"]
+        assert row.p99_9_ns == hop["latency_ns"]["p99_9"] and row.max_ns == hop["latency_ns"]["max"]
+        assert row.series_path == hop["series_path"] and row.experiment_id == eid

@@ -231,6 +231,22 @@ def _save_flows(store: Store, analysis_id: int, flows: FlowsDocument) -> None:
     )
 
 
+def every_flow(store: Store) -> list[dict[str, Any]]:
+    """Every stored analysis's flows in one list (the Python API's `flows()`): per flow its
+    analysis, the run that analysis is of (None for a plain analysis), what told the flows
+    apart, its label, counts and latency columns (`lat_<figure>_ns`), in analysis and flow
+    order."""
+    return rows_as_dicts(
+        store.con.execute(
+            f"""SELECT f.analysis_id, r.run_id, k.flow_key, f.flow, f.flow_label,
+                       {", ".join(f"f.{c}" for c in _FLOW_COUNTS)}, f.samples, {latency_columns("f")}
+                FROM analysis_flows f JOIN analysis_flow_keys k USING (analysis_id)
+                LEFT JOIN runs r ON r.analysis_id = f.analysis_id
+                ORDER BY f.analysis_id, f.flow"""
+        )
+    )
+
+
 def analysis_flows(store: Store, analysis_id: int) -> FlowsDocument | None:
     """An analysis's flows as its document had them (in flow order), or None for an
     analysis stored before flows were told apart."""

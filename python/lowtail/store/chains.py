@@ -4,10 +4,11 @@ hop's figures as rows (`run_hops`) for SQL and the Python API."""
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from lowtail.analyze.document import ChainDocument
 from lowtail.store.codec import RUN_CHAIN
-from lowtail.store.db import Store
+from lowtail.store.db import Store, rows_as_dicts
 
 
 def save_run_chain(store: Store, run_id: int, document: ChainDocument) -> None:
@@ -71,3 +72,13 @@ def run_chains(store: Store, run_ids: Iterable[int | None]) -> dict[int, ChainDo
         f"SELECT run_id, document FROM run_chains WHERE run_id IN ({', '.join('?' * len(ids))})", ids
     ).fetchall()
     return {int(run_id): RUN_CHAIN.decode(store, document, f"run {run_id}") for run_id, document in found}
+
+
+def every_hop(store: Store) -> list[dict[str, Any]]:
+    """Every stored chain run's hops in one list (the Python API's `hops()`), in run and hop
+    order: the `run_hops` row (latency columns `lat_<figure>_ns`) with the run's experiment."""
+    return rows_as_dicts(
+        store.con.execute(
+            "SELECT r.experiment_id, h.* FROM run_hops h JOIN runs r USING (run_id) ORDER BY h.run_id, h.hop"
+        )
+    )
