@@ -124,7 +124,7 @@ def test_the_record_of_each_kind_names_what_was_certified(stored, kind):
 
     # The device by name and kind, on the page and in the JSON.
     assert (device["name"], device["kind"]) == (f"my-{kind}", kind)
-    assert f"my-{kind}, a {kind} device" in page
+    assert f"my-{kind} (kind {kind})" in page
     assert doc["devices"][0]["device"] == f"my-{kind}" and doc["devices"][0]["kind"] == kind
 
     # Every option that defines it, as typed (durations with their units).
@@ -224,7 +224,7 @@ def test_the_record_of_a_run_the_testbed_measured(tmp_path):
     doc, page = certify(db, "1", "dut=ips")
     (c,) = doc["configurations"]
     device = c["device"]
-    assert (device["name"], device["kind"]) == ("ips", "suricata") and "ips, a suricata device" in page
+    assert (device["name"], device["kind"]) == ("ips", "suricata") and "ips (kind suricata)" in page
     (rules,) = device["rule_sets"]
     assert rules["rules"] == 20 and len(rules["sha256"]) == 64 and rules["sha256"] in page
     assert "action: drop" in page and "ready_timeout: 3min" in page
@@ -270,3 +270,19 @@ def test_the_records_host_facts_are_in_words():
     assert "<td>core plan</td><td class='text'>housekeeping 0, generator 1, capture 0, DuT 2, 3</td>" in html
     assert "<td>kernel command line</td>" in html and "<td>CPU model</td>" in html
     assert "{" not in html and "core_plan" not in html
+
+
+def test_a_record_not_stored_says_so_and_one_budget_is_said_once(stored):
+    """`certify --no-store` printed "comparison None" in the record's first line, and every
+    card repeated the budget the line above the cards says."""
+    db, ids = stored
+    page = db.parent / "unstored.html"
+    done = subprocess.run(
+        [*LOWTAIL, "certify", str(ids["bridge"]), "--no-store", "--db", str(db), "-o", str(page)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", page.read_text())))
+    assert "comparison None" not in text and "a comparison not stored" in text
+    budget = "99.9th percentile under 1.000 ms (95 % confidence), no loss"
+    assert f"Budget: {budget}" in text and text.count(budget) == 1 + text.count(f"budget {budget}")

@@ -52,14 +52,17 @@ def certificate_page(doc: CertificateDocument) -> Page:
     page = Page(
         title="lowtail qualification record",
         subtitle=f"{format_counted(len(devices), 'device')} in {format_counted(len(configs), 'configuration')} · "
-        f"selection: {' '.join(doc['selection'])} ({doc.get('selected', '')}) · comparison {doc['comparison_id']} · "
-        f"made {doc['created_at']}",
+        f"selection: {' '.join(doc['selection'])} ({doc.get('selected', '')}) · "
+        + (f"comparison {doc['comparison_id']}" if doc["comparison_id"] is not None else "a comparison not stored"),
     )
     passed = sum(d["status"] == "PASS" for d in devices)
     budget = f"Budget: {doc['budget']} · " if doc.get("budget") else ""
     page.lead(
         PAGE_STYLE
-        + cards_html([_device_card(d, configs) for d in devices], f"{budget}{passed} of {len(devices)} devices pass")
+        + cards_html(
+            [_device_card(d, configs, one_budget=bool(budget)) for d in devices],
+            f"{budget}{passed} of {len(devices)} devices pass",
+        )
     )
     if any(c["emulated"] for c in configs):
         page.banner(TCG_WARNING, "warn")
@@ -79,12 +82,15 @@ def write_certificate(doc: CertificateDocument, path: str | Path) -> Path:
     return certificate_page(doc).write(Path(path))
 
 
-def _device_card(device: DeviceVerdictDocument, configs: Sequence[CertifiedConfiguration]) -> VerdictCard:
+def _device_card(
+    device: DeviceVerdictDocument, configs: Sequence[CertifiedConfiguration], one_budget: bool
+) -> VerdictCard:
     """A device's card: its verdict over its configurations (verdict/device.py), each
-    configuration's outcome, what is missing, the budget in words (its confidence)."""
+    configuration's outcome, what is missing, and the budget in words (its confidence) where
+    the record has no one budget said above the cards."""
     own = [c for c in configs if c["device"]["name"] == device["device"]]
     labels = [d["label"] for d in device["configurations"]]
-    budgets = list(dict.fromkeys(c["verdict"].get("budget") or "" for c in own))
+    budgets = [] if one_budget else list(dict.fromkeys(c["verdict"].get("budget") or "" for c in own))
     return VerdictCard(
         f"{device['device']} ({device['kind']})",
         [c["verdict"] for c in own],
@@ -107,7 +113,7 @@ def _facts(c: CertifiedConfiguration, level: float) -> str:
         f" (run{'s' if len(c['runs']) > 1 else ''} {run_ids})" if run_ids else ""
     )
     rows: list[Sequence[object]] = [
-        ["device", f"{device['name']}, a {device['kind']} device"],
+        ["device", f"{device['name']} (kind {device['kind']})"],
         [
             "configured options",
             "; ".join(f"{k}: {val}" for k, val in device["options_shown"].items()) or "none recorded with its runs",
