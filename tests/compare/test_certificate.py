@@ -286,3 +286,5 @@ def test_a_record_not_stored_says_so_and_one_budget_is_said_once(stored):
     assert "comparison None" not in text and "a comparison not stored" in text
     budget = "99.9th percentile under 1.000 ms (95 % confidence), no loss"
     assert f"Budget: {budget}" in text and text.count(budget) == 1 + text.count(f"budget {budget}")
+    # When each analysis was made, to the second (the store's microseconds were printed).
+    assert re.search(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \(lowtail ", text) and not re.search(r":\d\d\.\d{6}", text)

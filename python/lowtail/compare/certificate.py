@@ -289,10 +289,15 @@ def _identity(row: Mapping[str, Any]) -> AnalysisIdentity:
     sides = row.get("inputs") or {}
     return {
         "analysis_id": row["analysis_id"],
-        "analysed_at": str(row.get("created_at")),
+        "analysed_at": _when(row.get("created_at")),
         "lowtail_version": row.get("lowtail_version"),
         "captures": {side: _capture(sides.get(side) or {}) for side in ("pre", "post")},
     }
+
+
+def _when(created_at: object) -> str:
+    """A stored time to the second ("2026-11-30 07:26:10"; the store keeps microseconds)."""
+    return created_at.strftime("%Y-%m-%d %H:%M:%S") if isinstance(created_at, datetime) else str(created_at)
 
 
 def _capture(side: Mapping[str, Any]) -> CaptureIdentity:
