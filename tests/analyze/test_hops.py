@@ -130,3 +130,16 @@ def test_a_chain_has_one_more_captured_link_than_duts():
     assert [(h.name, h.before[0], h.after[0]) for h in hops] == [("fw", "pre", "link1"), ("fwd", "link1", "post")]
     with pytest.raises(ValueError, match="has 3 captured links, not 2"):
         hops_between([("fw", "nftables"), ("fwd", "lowtail-fwd")], [(s, Path(s)) for s in ("pre", "post")])
+
+
+def test_the_hops_count_the_tail_as_the_explanation_does(tmp_path):
+    """Run 4 of the chain example: "199 tail packets, above p99.9" beside "hop 2 … adds the most
+    to 200 of the 200 tail packets": the packet at the threshold itself was the hops' only."""
+    rng = np.random.default_rng(5)
+    n = 2_000
+    links = _links(rng, n, 2, slow_hop=1, tail_every=100)
+    end_to_end, hop_paths = _write(tmp_path, links, np.arange(n, dtype=np.int64), [np.ones(n, dtype=bool)] * 3)
+    latencies = np.sort(links[-1] - links[0])
+    threshold = int(latencies[-15])  # a packet's own latency: the explanation's tail is above it
+    doc = hops_of_tail(_chain(hop_paths), end_to_end, threshold_ns=threshold)
+    assert doc is not None and doc["tail_packets"] == int((latencies > threshold).sum()) == 14

@@ -1,7 +1,8 @@
 """Which hop of a chain makes its tail: the tail packets' latency split by hop.
 
-Every tail packet of a chain run (end-to-end latency at or above the explanation's threshold)
-was seen on every link, so its latency is the sum of its hop latencies (analyze/hops.py). What
+Every tail packet of a chain run (end-to-end latency above the explanation's threshold, the
+tail the explanation counts) was seen on every link, so its latency is the sum of its hop
+latencies (analyze/hops.py). What
 a hop *adds* to a tail packet is its latency there above that hop's own median: a hop that is
 slow for every packet (a long rule list) adds little to the tail, a hop that delays some
 packets (a busy core, a queue) adds much. Each tail packet is laid at the door of the hop that
@@ -31,7 +32,7 @@ def hops_of_tail(chain: ChainDocument, end_to_end_series: Path, threshold_ns: in
         return None
     joined = join_by_id([end_to_end_series, *(Path(p) for p in paths if p is not None)])
     end_to_end, per_hop = joined[0], joined[1:]
-    tail = end_to_end >= threshold_ns
+    tail = end_to_end > threshold_ns  # the explanation's own rule (explain/analysis.py): one tail, one count
     count = int(np.count_nonzero(tail))
     medians = [_median(latencies) for latencies in per_hop]
     tail_means = [float(np.mean(latencies[tail])) if count else 0.0 for latencies in per_hop]
