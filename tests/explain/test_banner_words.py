@@ -36,3 +36,13 @@ def test_many_runs_give_the_range_of_their_shares_and_none_without_an_artefact()
     # One run's own headline keeps naming what ran.
     one = headline([cause("shared_core", "timestamper", 0.276)])  # type: ignore[list-item]
     assert one is not None and "the timestamper took the DuT's core (lowtail-cap (pid 7)): 27.6 % of the tail" in one
+
+
+def test_what_explain_could_not_see_says_none_rather_than_up_to_0_percent():
+    """The chain example's run 4: "10.000 ms of steal on CPU 1 … (could hold up to 0 % of the
+    tail)" — read as a bound; no unexplained tail packet was in flight then."""
+    from lowtail.explain.words import could_hold
+
+    assert could_hold(0.0) == "could hold none of the tail: no unexplained tail packet was in flight then"
+    assert could_hold(0.125) == "could hold up to 12.5 % of the tail"
+    assert could_hold(0.5, "a tail") == "could hold up to 50 % of a tail"

@@ -18,7 +18,7 @@ from lowtail.core.files import check_output
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent
 from lowtail.explain.asked import tail_words
-from lowtail.explain.words import KIND_WORDS, core_text, rates_lines
+from lowtail.explain.words import KIND_WORDS, core_text, could_hold, rates_lines
 from lowtail.store import DEFAULT_DB
 
 
@@ -77,7 +77,7 @@ def show(doc: Any) -> None:
     tail = doc["tail"]
     note(f"run {doc['run']}: {tail['packets']:,} tail packets, {tail_words(tail['rule'], tail['threshold_ns'])}")
     for u in doc.get("unseen") or []:
-        note(f"not seen: {shown(u['what'])} (could hold up to {format_percent(u['share'])} of the tail)")
+        note(f"not seen: {shown(u['what'])} ({could_hold(u['share'])})")
         if u.get("resolution"):
             note(f"  resolution: {u['resolution']}")
     causes = doc.get("causes") or []

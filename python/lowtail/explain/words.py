@@ -27,6 +27,15 @@ KIND_WORDS = {
 }
 
 
+def could_hold(share: float, tail: str = "the tail") -> str:
+    """What something explain could not see could hold of a tail: "could hold up to 12.5 % of
+    the tail", or none of it when no unexplained tail packet flew while it happened ("up to
+    0 %" read as if it were a bound)."""
+    if share <= 0:
+        return f"could hold none of {tail}: no unexplained tail packet was in flight then"
+    return f"could hold up to {format_percent(share)} of {tail}"
+
+
 def rates_lines(sampled: Mapping[str, Any]) -> list[str]:
     """A source's interrupt rates per CPU in a line each ("CPU 2: LOC 250 Hz, IWI 83.3 Hz")."""
     per_cpu: dict[int, list[str]] = {}

@@ -328,7 +328,7 @@ def _unseen(store: Store, experiment_id: int) -> list[str]:
     list as unseen (the hypervisor's steal on a CPU, untraced cores, no kernel trace, invisible
     VM exits) once, with the largest share of a tail it could hold and the runs. A targeted
     change missing from the proposals has its reason here."""
-    from lowtail.core.units import format_percent
+    from lowtail.explain.words import could_hold
 
     runs = runstore.runs(store, experiment_id)
     ids = [rid for r in runs if not r.get("calibration") and (rid := r.get("run_id")) is not None]
@@ -350,7 +350,7 @@ def _unseen(store: Store, experiment_id: int) -> list[str]:
             _, share, where = found.get(key, (label, 0.0, []))
             found[key] = (label, max(share, float(u["share"])), [*where, run_id])
     return [
-        f"{label} (could hold up to {format_percent(share)} of a tail; runs {', '.join(map(str, where))})"
+        f"{label} ({could_hold(share, 'a tail')}; runs {', '.join(map(str, where))})"
         + ("; no cause of theirs could be targeted" if key[0] in ("no_trace", "not_explained") else "")
         for key, (label, share, where) in found.items()
     ]
