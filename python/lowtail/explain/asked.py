@@ -10,7 +10,7 @@ from lowtail.core.units import format_ns
 
 # Bumped whenever what an explanation holds or how it is worked out changes: a stored
 # explanation of another version is worked out again when it is asked for.
-VERSION = 2
+VERSION = 3  # 3: a chain's hops count the tail as the explanation does (above its threshold)
 
 
 def rule_of(above: int | Fraction) -> str:
