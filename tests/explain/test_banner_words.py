@@ -46,3 +46,12 @@ def test_what_explain_could_not_see_says_none_rather_than_up_to_0_percent():
     assert could_hold(0.0) == "could hold none of the tail: no unexplained tail packet was in flight then"
     assert could_hold(0.125) == "could hold up to 12.5 % of the tail"
     assert could_hold(0.5, "a tail") == "could hold up to 50 % of a tail"
+
+
+def test_a_hop_whose_tail_packets_were_under_its_median_adds_nothing():
+    """The chain example's firewall "adds -463 ns" to the tail."""
+    from lowtail.explain.words import hop_adds
+
+    assert hop_adds(3_762_000.4) == "3.762 ms"
+    assert hop_adds(-463.2) == "nothing (463 ns under its median)"
+    assert hop_adds(0.2) == "nothing"

@@ -18,7 +18,7 @@ from lowtail.core.files import check_output
 from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent
 from lowtail.explain.asked import tail_words
-from lowtail.explain.words import KIND_WORDS, core_text, could_hold, rates_lines
+from lowtail.explain.words import KIND_WORDS, core_text, could_hold, hop_adds, rates_lines
 from lowtail.store import DEFAULT_DB
 
 
@@ -121,7 +121,7 @@ def show(doc: Any) -> None:
         for h in hops["hops"]:
             note(
                 f"  hop {h['hop']} {shown(h['name'])} ({h['kind']}): median {format_ns(h['median_ns'])}, "
-                f"tail mean {format_ns(round(h['tail_mean_ns']))}, adds {format_ns(round(h['added_ns']))} "
+                f"tail mean {format_ns(round(h['tail_mean_ns']))}, adds {hop_adds(h['added_ns'])} "
                 f"(adds the most to {format_percent(h['share'])} of the tail packets)"
             )
     for n in doc.get("notes") or []:

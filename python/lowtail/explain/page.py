@@ -14,7 +14,7 @@ from lowtail.core.terminal import shown
 from lowtail.core.units import format_ns, format_percent, format_rate
 from lowtail.experiment.page import experiment_cards
 from lowtail.explain.section import explain_section, unseen_html
-from lowtail.explain.words import KIND_WORDS
+from lowtail.explain.words import KIND_WORDS, hop_adds
 from lowtail.report.cards import cards_html
 from lowtail.report.page import Page, esc, table_html
 from lowtail.store import DbPath, open_store
@@ -64,7 +64,7 @@ def _by_hop(doc: Mapping[str, Any]) -> str:
             h["kind"],
             format_ns(h["median_ns"]),
             format_ns(round(h["tail_mean_ns"])),
-            format_ns(round(h["added_ns"])),
+            hop_adds(h["added_ns"]),
             f"{h.get('made_late', '–')}",
             format_percent(h["share"]),
         ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from lowtail.core.units import format_hz, format_percent
+from lowtail.core.units import format_hz, format_ns, format_percent
 from lowtail.explain.document import CauseDoc
 
 # What each cause kind is called on a page (docs/explain.md describes them).
@@ -25,6 +25,14 @@ KIND_WORDS = {
     "batching": "batching",
     "virtualization": "virtualization",
 }
+
+
+def hop_adds(added_ns: float) -> str:
+    """What a hop adds to a chain's tail packets on average, above its own median: "3.762 ms",
+    or "nothing" for a hop whose tail packets were under its median ("-463 ns" read as a
+    figure wrongly signed)."""
+    added = round(added_ns)
+    return format_ns(added) if added > 0 else f"nothing ({format_ns(-added)} under its median)" if added else "nothing"
 
 
 def could_hold(share: float, tail: str = "the tail") -> str:
