@@ -298,8 +298,7 @@ _MAX_UNRESOLVED_SHOWN = 8
 
 def _differences(doc: ComparisonDocument) -> list[Text]:
     from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
-    from lowtail.core import percentiles
-    from lowtail.report.tables import NOT_RESOLVABLE_MARK, by_size, not_called_by_reason, shared_notes
+    from lowtail.report.tables import by_size, not_called_by_reason, shared_notes
 
     family = doc.get("difference_family") or {}
     lines = []
@@ -338,6 +337,19 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
                 else ""
             )
             lines.append(Text(f"  {why} ({len(pairs)}): {'; '.join(pairs[:_MAX_UNRESOLVED_SHOWN])}{more}"))
+    return lines + _unjudged(doc)
+
+
+def _unjudged(doc: ComparisonDocument) -> list[Text]:
+    """The percentiles left unjudged because a repetition's packets do not bound them: one
+    line per set of configurations; the table's mark pointed at only where the pooled
+    figures carry it too (a repetition's packets may not bound a percentile that the
+    repetitions pooled do)."""
+    from lowtail.compare.differences import UNBOUNDED
+    from lowtail.core import percentiles
+    from lowtail.report.tables import NOT_RESOLVABLE_MARK
+
+    lines: list[Text] = []
     unbounded: dict[str, set[str]] = {}
     for d in doc["not_resolvable"]:
         if d["reason"] == UNBOUNDED:
@@ -347,9 +359,6 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
                 if c["index"] in (d["a_index"], d["b_index"])
                 and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
             )
-    # Percentiles left unjudged for the same configurations are said in one line; the mark
-    # is pointed at only where the pooled figures carry it too (a repetition's packets may not
-    # bound a percentile that the repetitions pooled do).
     pooled_unbounded = {
         (c["label"], k)
         for c in doc["configurations"]
