@@ -219,6 +219,12 @@ def _drop_table_file(manifest, files):
             "rows/analysis_summaries.parquet: column summary holds string, not BLOB",
         ),
         (_edit_manifest(lambda m: m["tables"].pop("runs")), "manifest.json: has no runs rows"),
+        # Found by the property test below on a fresh clone: a key holding a newline broke the
+        # one line in two ("manifest.json: format.\n: 9223372036854775808 is larger …").
+        (
+            _edit_manifest(lambda m: m.update(format={"\n": 2**63})),
+            "manifest.json: format.\\x0a: 9223372036854775808 is larger than lowtail can hold",
+        ),
         (_rename("series/analysis-1.parquet", "series/evil.parquet"), "lists 'series/evil.parquet', which is no file"),
         (
             _rename("series/analysis-1.parquet", "series/analysis-" + "9" * 40 + ".parquet"),

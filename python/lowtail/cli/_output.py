@@ -85,7 +85,9 @@ def fail(message: str, exit_code: int, json_doc: bool, kind: str | None = "error
     when --json was asked for, `{"error": MESSAGE, "exit_code": N}` on stdout, so that a
     script reading stdout sees the failure too."""
     global _ended
-    err.print(f"lowtail: {kind + ': ' if kind else ''}{message}", markup=False, highlight=False)
+    # One line, whatever the message quotes from data (a key, a file's text): control
+    # characters written as escapes.
+    err.print(f"lowtail: {kind + ': ' if kind else ''}{terminal.shown(message)}", markup=False, highlight=False)
     _ended = True
     if json_doc:
         print_json({"error": message, "exit_code": exit_code})
@@ -93,8 +95,9 @@ def fail(message: str, exit_code: int, json_doc: bool, kind: str | None = "error
 
 
 def warn(message: str) -> None:
-    # The message is text, not markup: "[trust] max_stall" must not vanish as a style tag.
-    err.print(f"[yellow]warning:[/yellow] {escape(message)}", markup=True, highlight=False)
+    # The message is text, not markup: "[trust] max_stall" must not vanish as a style tag; and
+    # one line, whatever it quotes from data (control characters written as escapes).
+    err.print(f"[yellow]warning:[/yellow] {escape(terminal.shown(message))}", markup=True, highlight=False)
 
 
 def note(message: str) -> None:

@@ -25,6 +25,7 @@ from typing import Any, TypeVar
 import msgspec
 
 from lowtail.core.errors import UserError
+from lowtail.core.terminal import shown
 from lowtail.core.units import UNIT_KINDS
 
 # What a 64-bit signed column (DuckDB BIGINT, Parquet INT64) holds: every integer lowtail
@@ -87,10 +88,11 @@ UnitValue = str | int | float
 
 
 def dotted(path: Path) -> str:
-    """A field's path as people read it: `traffic.rates[2]`, `dut[0].name`."""
+    """A field's path as people read it: `traffic.rates[2]`, `dut[0].name`; a key from the
+    document with a control character in it shown with its escape (a path is said in one line)."""
     out = ""
     for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        out += f"[{part}]" if isinstance(part, int) else (f".{shown(part)}" if out else shown(part))
     return out or "(the document)"
 
 
