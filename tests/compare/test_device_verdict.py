@@ -229,3 +229,7 @@ def test_a_configuration_too_short_to_bound_says_how_long_a_run_would_be():
         "10 kpps: a run of about 299,997 packets (3× this one) can bound it",
         "20 kpps: it wanders",
     ]
+    many = {**short, "reason": "max", "packets_needed": 14_413_793, "samples": 99_999}
+    assert DeviceVerdict("d", "k", (Judged("50 kpps", many),)).missing() == [  # type: ignore[arg-type]
+        "50 kpps: a run of about 14,413,793 packets (144× this one) can bound it"
+    ]

@@ -211,7 +211,7 @@ def analysis_budget(store: Store, doc: StoredAnalysis, asked: VerdictRequest | N
         kept = Verdict.of_judgement(judged) if judged else None
         if kept is not None and not (asked is not None and asked.given):
             return AnalysisBudget(kept, run, "as `lowtail analyze --budget` judged it", judged)
-        stored, whose = (kept, "") if kept else (Verdict(), _DEFAULT_BUDGET)
+        stored, whose = kept or Verdict(), _DEFAULT_BUDGET
     if asked is not None and asked.given:
         return AnalysisBudget(asked.over(stored), run, "as asked")
     return AnalysisBudget(stored, run, whose)

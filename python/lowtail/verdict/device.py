@@ -114,10 +114,11 @@ class DeviceVerdict:
                 # Its bound's own count (stalls too few to measure, the maximum): what a longer run
                 # must hold; the whole reason is the judgement's, shown beside it.
                 needed, samples = int(j["packets_needed"] or 0), int(j["samples"] or 0)
+                times = needed / samples
                 need = (
                     needed - samples,
-                    f"{p.label}: a run of about {format_count(needed)} packets ({needed / samples:.2g}× this one) "
-                    "can bound it",
+                    f"{p.label}: a run of about {format_count(needed)} packets "
+                    f"({f'{times:,.0f}' if times >= 10 else f'{times:.2g}'}× this one) can bound it",
                 )
             elif j["status"] == INCONCLUSIVE:
                 need = (-1, f"{p.label}: {j['reason']}")
