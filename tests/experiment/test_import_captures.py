@@ -319,3 +319,20 @@ def test_one_pair_and_one_file_left_out_are_said_in_the_singular(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "stored as experiment 1 in t.duckdb: 1 pair imported" in done.stderr, done.stderr
     assert "1 file does not match the pattern and was ignored: README" in done.stderr, done.stderr
+
+
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
+def test_an_import_gates_on_its_verdicts_with_strict(tmp_path):
+    """The import prints each device's verdict now; `--strict` gates on them as `lowtail run`
+    does (4 for a FAIL), where before it had no such option."""
+    root = tmp_path / "campaign"
+    synth(root / "slow-r0-in.pcap", root / "slow-r0-out.pcap", 10_000, 1, "--packets", "3000")
+    (tmp_path / "spec.toml").write_text(
+        '[import]\npattern = "{dut}-r{repetition}-{side}.pcap"\npre = "in"\npost = "out"\n[analysis]\ntrim = "0s"\n'
+        '[verdict]\npercentile = 50\nbudget = "1us"\n'
+    )
+    done = lowtail(tmp_path, "import-captures", str(root), "--spec", "spec.toml", "--db", "t.duckdb", "--strict")
+    assert done.returncode == 4, done.stderr
+    assert "slow  FAIL" in done.stdout and "--strict: the verdict is FAIL" in done.stderr
+    again = lowtail(tmp_path, "import-captures", str(root), "--spec", "spec.toml", "--db", "t.duckdb")
+    assert again.returncode == 0, again.stderr  # without it, a verdict is a result

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 import typer
 
 from lowtail.cli._app import app
-from lowtail.cli._options import Db
-from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, warn
+from lowtail.cli._options import Db, Strict
+from lowtail.cli._output import EXIT_OK, EXIT_PARTIAL, err, note, print_json, strict_exit, warn
 from lowtail.cli.run import print_runs, run_json
 from lowtail.core.units import format_counted
 from lowtail.experiment.degraded import degraded_lines
@@ -38,6 +38,7 @@ def import_captures(
     ),
     fresh: bool = typer.Option(False, "--fresh", help="Import anew even if this campaign was imported before."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON document: runs, unpaired, failed, ignored."),
+    strict: Strict = False,
 ) -> None:
     """`lowtail import-captures`."""
     from lowtail.experiment.external import import_campaign, load_spec
@@ -54,10 +55,10 @@ def import_captures(
     with open_store(db) as store:
         result = import_campaign(store, directory, import_spec, data_dir, fresh=fresh, on_pair=progress)
         view = runstore.experiment_runs(store, result.experiment_id)
-    _render(result, view, db, json_out)
+    _render(result, view, db, json_out, strict)
 
 
-def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool) -> None:
+def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool, strict: bool) -> None:
     """The imported experiment's runs (or one JSON document), what was left out and why; exit
     3 when the experiment is partial."""
     from lowtail.experiment.page import experiment_devices
@@ -111,4 +112,5 @@ def _render(result: ImportResult, view: ExperimentRuns, db: Path, json_out: bool
             f"experiment {result.experiment_id} is partial: {len(result.unpaired)} unpaired and "
             f"{len(result.failed)} unreadable captures left out"
         )
-    raise typer.Exit(EXIT_PARTIAL if result.partial else EXIT_OK)
+    code = EXIT_PARTIAL if result.partial else EXIT_OK
+    raise typer.Exit(strict_exit(code, [d.status for d in judged], strict, json_out))
