@@ -287,6 +287,29 @@ def test_compare_by_flow_pools_each_flows_repetitions(tmp_path: Path) -> None:
     assert slow["label"] == "flow 10.0.0.1:49154 > 10.0.0.2:53"
 
 
+def test_the_experiment_page_has_each_runs_worst_flows(tmp_path: Path) -> None:
+    """The flows example's experiment page gave each run's flows one line; the worst flows'
+    table was only on the analysis's own page, which nothing on the experiment's pointed to."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+    from compare_support import experiment, store_run
+
+    from lowtail.experiment.page import write_experiment_report
+    from lowtail.store import open_store
+
+    spec = dict(packets=8_000, rate_pps=20_000, flows=4, flow_offsets_ns=[0, 0, 50_000, 0], fifo=False)
+    with open_store(tmp_path / "c.duckdb") as s:
+        eid = experiment(s, "flows")
+        run = store_run(s, tmp_path, eid, "fwd", seed=1, **spec)
+        plain = store_run(s, tmp_path, eid, "kernel", seed=2)
+    html = write_experiment_report(tmp_path / "c.duckdb", eid, tmp_path / "e.html").read_text()
+    assert f"Run {run}: flows</h3>" in html and f"Run {plain}: flows" not in html
+    section = html[html.index(f"Run {run}: flows</h3>") :]
+    assert "4 flows told apart by 5tuple" in section
+    assert section.index("10.0.0.1:49154 &gt; 10.0.0.2:53") < section.index("</table>")  # the slow flow, listed
+
+
 def test_the_flows_example_is_a_valid_experiment() -> None:
     from lowtail.experiment import spec
 

@@ -129,9 +129,12 @@ def _flow_points(flow: FlowDocument) -> list[tuple[float, float]]:
     return [(percentiles.fraction(k), float(v)) for k in keys if (v := lat.get(k)) is not None]
 
 
-def flows_section(page: Page, flows: FlowsDocument, prefix: str = "") -> None:
+def flows_section(
+    page: Page, flows: FlowsDocument, prefix: str = "", heading: str = "Flows", level: int = 2, figures: bool = True
+) -> None:
     """The section "flows": how far the flows lie apart, the worst flows first with their
-    packets, loss and figures, and their distributions overlaid (the worst, and the best)."""
+    packets, loss and figures, and (with `figures`) their distributions overlaid (the worst,
+    and the best)."""
     rows = flows["flows"]
     s = flow_spread(rows)
     ranked = flows_worst_first(rows)
@@ -156,11 +159,14 @@ def flows_section(page: Page, flows: FlowsDocument, prefix: str = "") -> None:
         f" {esc(format_percent(s['least_loss']))} to {esc(format_percent(s['greatest_loss']))} · the"
         f" {min(SHOWN_FLOWS, len(rows))} worst flows by {esc(shown_pct.short)}, then worst case</p>"
     )
+    if not figures:
+        page.add(f"{prefix}{heading}", lead + table, level)
+        return
     plotted = ranked[: PLOTTED_FLOWS - 1] + ranked[-1:] if len(ranked) > PLOTTED_FLOWS else ranked
     curves = [plots.Curve(f["key"], _flow_points(f)) for f in plotted if f["latency_ns"]]
     cdf = [(f["key"], [(v, p) for p, v in _flow_points(f)]) for f in plotted if f["latency_ns"]]
     page.add(
-        f"{prefix}Flows",
+        f"{prefix}{heading}",
         lead
         + table
         + figure_html(
@@ -169,6 +175,7 @@ def flows_section(page: Page, flows: FlowsDocument, prefix: str = "") -> None:
             "headline percentile, max)",
         )
         + figure_html(plots.cdf_plot(cdf, "Latency distribution per flow (CDF)", log=True)),
+        level,
     )
 
 

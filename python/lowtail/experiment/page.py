@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from lowtail.analyze.document import RANKED_BY, FlowsDocument, flow_spread, flows_worst_first, latency_of
+from lowtail.analyze.page import flows_section
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_counted, format_ns, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING, any_emulated, marked
@@ -438,6 +439,15 @@ def matching_section(page: Page, rows: Sequence[Mapping[str, Any]]) -> None:
     )
 
 
+def _run_flows_section(page: Page, store: Store, r: RunRow) -> None:
+    """A run of several flows: its worst flows as a table of their own (the run's facts give
+    the spread in a line; the distributions are on the analysis's page, `lowtail report ID`)."""
+    analysis_id = r.get("analysis_id")
+    flows = analysis_flows(store, analysis_id) if analysis_id is not None else None
+    if flows and len(flows["flows"]) > 1:
+        flows_section(page, flows, heading=f"Run {r['run_id']}: flows", level=3, figures=False)
+
+
 def flows_summary(flows: FlowsDocument) -> str:
     """A run's flows in a line: how many, the worst flow at the ranking percentile and its
     worst case, the spread across flows."""
@@ -615,6 +625,7 @@ def write_experiment_report(
             rid = r["run_id"]
             assert rid is not None  # an experiment's runs are stored runs
             explain_section(page, store, rid)
+            _run_flows_section(page, store, r)
             if run_interrupts(store, rid):
                 interrupt_timeline_section(
                     page, store, rid, budget_ns=run_budget, heading=f"Run {rid}: interrupts", level=3
