@@ -101,7 +101,7 @@ def test_a_percentile_one_repetition_does_not_bound_points_at_the_mark_only_wher
     """Imported captures: "p50: not judged for fwd: … (* above)" where the table showed fwd's
     p50 unmarked (the repetitions pooled bound it; one repetition's packets do not)."""
     from lowtail.cli.compare import _differences
-    from lowtail.compare.differences import UNBOUNDED
+    from lowtail.compare.document import UNBOUNDED
 
     def config(index: int, label: str, pooled_p50: bool) -> dict:
         per_run = [{"resolvable": {"p50": False, "p99_999": False}}, {"resolvable": {"p50": True, "p99_999": False}}]

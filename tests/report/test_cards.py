@@ -39,8 +39,15 @@ def test_an_inconclusive_card_says_its_bounds_briefly_and_keeps_the_whole_reason
 
 
 def test_without_bounds_an_inconclusive_card_says_its_reason():
+    """What is not bounded on the card, why in its tooltip: 64 flows' cards each held the
+    whole reason ("… come in 9 clusters of about 2 packets (stalls), fewer than the 15 …")."""
     card = VerdictCard("x", [judgement("inconclusive", lower_ns=None, upper_ns=None, more_packets=None)])
-    assert REASON in card.lines()
+    head = REASON.partition("; ")[0]
+    assert f"{head} (hover for why)" in card.lines()
+    tooltip = re.search(r"title='([^']*)'", card.html())
+    assert tooltip and html.unescape(tooltip.group(1)) == REASON
+    plain = VerdictCard("x", [judgement("inconclusive", lower_ns=None, upper_ns=None, reason="it wanders")])
+    assert "it wanders" in plain.lines()
 
 
 def test_a_fail_that_is_not_latency_still_says_why_on_the_card():

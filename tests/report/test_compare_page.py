@@ -232,3 +232,47 @@ def test_a_stored_knee_that_found_no_overloaded_rate_is_not_called_missing():
     assert _knee_text(None, stored=True) == "no overloaded rate swept"
     assert _knee_text(None, stored=False) == "knee not stored"
     assert _knee_text(100_000, stored=True) == "knee 100 kpps"
+
+
+@pytest.mark.slow  # over 1.5 s: make test runs it, make check leaves it out
+def test_a_comparison_of_many_flows_makes_a_page_a_reader_can_open(tmp_path):
+    """`compare 1 --by flow -o page.html` of the flows example (64 flows of one run) ended in
+    "internal error: ValueError: Vertical spacing cannot be greater than …", and without the
+    worst-events panels the page was 22 MB: the run's interrupt timeline once per flow, a
+    line per pair not called (10,080), a curve per flow in each overlay, sixteen rows of cards."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "compare"))
+    from compare_support import experiment, store_run
+    from report_fixtures import Sample
+
+    from lowtail.compare.page import LEAD_CARDS, PLOTTED_CONFIGURATIONS, WORST_PANELS
+    from lowtail.store import open_store
+    from lowtail.store import runs as runstore
+    from lowtail.store.host import save_run_interrupts
+
+    flows = 24
+    db = tmp_path / "f.duckdb"
+    with open_store(db) as store:
+        eid = experiment(store, "flows", {"percentile": 99.9, "budget": "350us"})
+        run = store_run(store, tmp_path, eid, "ips", kind="suricata", packets=24_000, rate_pps=20_000, flows=flows)
+        start = runstore.run_figures(store, run)["start_ts_ns"]
+        samples = [Sample(start + (i + 1) * 100_000_000, 0, "LOC", 25, 100_000_000) for i in range(5)]
+        save_run_interrupts(store, run, samples)
+    page = tmp_path / "flows.html"
+    done = subprocess.run(
+        [sys.executable, "-m", "lowtail", "compare", str(eid), "--by", "flow", "--db", str(db), "-o", str(page)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode in (0, 3), done.stderr
+    html = page.read_text()
+    assert html.count(f"interrupts (run {run})</h2>") == 1  # one run: one timeline
+    assert len(re.findall(r"<div class='lt-card ", html)) == LEAD_CARDS
+    assert f"The {LEAD_CARDS} of {flows} cards that fail or are not decided first" in html
+    assert f"Drawn: the {PLOTTED_CONFIGURATIONS - 1} of {flows} configurations with the highest p99.9" in html
+    assert f"The {WORST_PANELS} of {flows} configurations with the largest worst event" in html
+    folded = html.split("Not called (", 1)[1].split("</details>", 1)[0]
+    assert len(re.findall(r"<li>", folded)) <= 25, folded[:2000]
+    assert len(html) < 4_000_000

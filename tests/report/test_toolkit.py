@@ -221,3 +221,13 @@ def test_a_chain_that_adds_up_exactly_says_so():
         "the hops add up to the end-to-end latency within 120 ns (the clocks allow 1.000 µs) over 10 packets"
     )
     assert chain_adds_up({**one_clock, "sum_mismatch_ns": None}) == "the hops could not be added up"
+
+
+def test_worst_events_panels_of_many_rows_keep_their_spacing():
+    """64 panels (22 rows) made plotly refuse the grid: "Vertical spacing cannot be greater
+    than (1 / (rows - 1))"; the rows keep 60 px between them however many there are."""
+    for n in (7, 64):
+        fig = plots.worst_scatter_grid([(f"c{i}", [(1, 10_000 * (i + 1))], 0) for i in range(n)])
+        rows = sorted({tuple(fig.layout[k].domain) for k in fig.layout if k.startswith("yaxis")}, reverse=True)
+        gap = (rows[0][0] - rows[1][1]) * fig.layout.height
+        assert abs(gap - 60) < 1, (n, gap)

@@ -297,8 +297,8 @@ _MAX_UNRESOLVED_SHOWN = 8
 
 
 def _differences(doc: ComparisonDocument) -> list[Text]:
-    from lowtail.compare.differences import FEW_REPETITIONS, UNBOUNDED
-    from lowtail.report.tables import by_size, not_called_by_reason, shared_notes
+    from lowtail.compare.document import FEW_REPETITIONS, UNBOUNDED
+    from lowtail.report.tables import by_size, not_called_by_reason, shared_notes, unjudged_lines
 
     family = doc.get("difference_family") or {}
     lines = []
@@ -337,47 +337,7 @@ def _differences(doc: ComparisonDocument) -> list[Text]:
                 else ""
             )
             lines.append(Text(f"  {why} ({len(pairs)}): {'; '.join(pairs[:_MAX_UNRESOLVED_SHOWN])}{more}"))
-    return lines + _unjudged(doc)
-
-
-def _unjudged(doc: ComparisonDocument) -> list[Text]:
-    """The percentiles left unjudged because a repetition's packets do not bound them: one
-    line per set of configurations; the table's mark pointed at only where the pooled
-    figures carry it too (a repetition's packets may not bound a percentile that the
-    repetitions pooled do)."""
-    from lowtail.compare.differences import UNBOUNDED
-    from lowtail.core import percentiles
-    from lowtail.report.tables import NOT_RESOLVABLE_MARK
-
-    lines: list[Text] = []
-    unbounded: dict[str, set[str]] = {}
-    for d in doc["not_resolvable"]:
-        if d["reason"] == UNBOUNDED:
-            unbounded.setdefault(d["percentile"], set()).update(
-                c["label"]
-                for c in doc["configurations"]
-                if c["index"] in (d["a_index"], d["b_index"])
-                and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
-            )
-    pooled_unbounded = {
-        (c["label"], k)
-        for c in doc["configurations"]
-        for k, iv in (c.get("intervals") or {}).items()
-        if not iv["resolvable"]
-    }
-    by_which: dict[tuple[str, bool], list[str]] = {}
-    for key, labels in sorted(unbounded.items(), key=lambda item: percentiles.by_key(item[0]).quantile):
-        which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
-        marked = all((label, key) in pooled_unbounded for label in labels)
-        by_which.setdefault((which, marked), []).append(percentiles.by_key(key).short)
-    for (which, marked), shorts in by_which.items():
-        lines.append(
-            Text(
-                f"{', '.join(shorts)}: not judged for {which}: the packets of a repetition do not bound "
-                f"{'it' if len(shorts) == 1 else 'them'}" + (f" ({NOT_RESOLVABLE_MARK} above)" if marked else "")
-            )
-        )
-    return lines
+    return lines + [Text(line) for line in unjudged_lines(doc)]
 
 
 def _plain_table(title: str, header: list[str], rows: list[list[str]]) -> Table:

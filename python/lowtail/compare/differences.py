@@ -24,20 +24,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
-from lowtail.compare.document import DifferenceDoc, DifferenceFamily, PairJudgement
+from lowtail.compare.document import (
+    DEGRADED,
+    EMULATED,
+    FEW_REPETITIONS,
+    NO_LATENCY,
+    NOT_SIGNIFICANT,
+    RESOLUTION,
+    UNBOUNDED,
+    DifferenceDoc,
+    DifferenceFamily,
+    PairJudgement,
+)
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns
 
 # The percentiles a difference is judged at: the headline ones from the median to the tail.
 JUDGED = ("p50", "p99", "p99_9", "p99_99", "p99_999")
-# Why a pair is not called (`reason`), in the order checked.
-NO_LATENCY = "no latency"
-UNBOUNDED = "unbounded"
-FEW_REPETITIONS = "repetitions"
-RESOLUTION = "resolution"
-EMULATED = "emulated"
-DEGRADED = "degraded"
-NOT_SIGNIFICANT = "not significant"
 # The fewest repetitions per configuration a difference is called from. Two repetitions
 # cannot show whether run-to-run variation is continuous: a device placed on one of two cores
 # runs at one of two levels, and 2 + 2 repetitions that happen to fall on opposite levels

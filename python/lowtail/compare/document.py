@@ -17,6 +17,16 @@ from lowtail.verdict.document import BudgetDocument, DeviceVerdictDocument, Judg
 # None where there are none (`compare.pooling.Distribution.figures`).
 PooledFigures = dict[str, int | None]
 
+# Why a pair of configurations is not called at a percentile (a `PairJudgement`'s `reason`),
+# in the order compare/differences.py checks them.
+NO_LATENCY = "no latency"
+UNBOUNDED = "unbounded"
+FEW_REPETITIONS = "repetitions"
+RESOLUTION = "resolution"
+EMULATED = "emulated"
+DEGRADED = "degraded"
+NOT_SIGNIFICANT = "not significant"
+
 # A configuration's value on each axis that makes it (axis name → value): each axis's own
 # kind of value (a count, a name, a DuT option, which may be a table).
 AxisValues = dict[str, object]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lowtail.compare.document import ComparisonDocument, ConfigurationDocument, RatePoint, RateSeries
+from lowtail.compare.document import UNBOUNDED, ComparisonDocument, ConfigurationDocument, RatePoint, RateSeries
 from lowtail.core import percentiles
 from lowtail.core.units import format_count, format_counted, format_ns, format_ns_range, format_percent, format_rate
 from lowtail.core.virtualization import TCG_WARNING
@@ -27,7 +27,14 @@ from lowtail.report import plots
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.interrupts import interrupt_timeline_section
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
-from lowtail.report.tables import by_size, cause_headline, causes_table, not_called_by_reason, shared_notes
+from lowtail.report.tables import (
+    by_size,
+    cause_headline,
+    causes_table,
+    not_called_by_reason,
+    shared_notes,
+    unjudged_lines,
+)
 from lowtail.store import DbPath, open_store
 from lowtail.store.db import Store
 from lowtail.store.host import run_interrupts
@@ -149,10 +156,35 @@ def summary_section(page: Page, doc: ComparisonDocument) -> None:
     verdict = doc.get("verdict")
     budget = verdict["text"] if verdict else "each configuration against its runs' own budget"
     passed = sum(_status(c) == Status.PASS.value for c in configs)
+    cards, folded = _first_cards(cards)
     page.lead(
         PAGE_STYLE
         + cards_html(cards, f"Budget: {budget}. {passed} of {len(configs)} configurations meet it.")
+        + (f"<p class='meta'>{esc(folded)}</p>" if folded else "")
         + "<p class='meta'>Percentiles are exact over the pooled packets of each configuration's repetitions.</p>"
+    )
+
+
+# Cards a comparison's page opens with; past them, the worst first, the rest counted (64
+# flows were sixteen rows of cards before the table).
+LEAD_CARDS = 12
+_WORST_FIRST = {Status.FAIL.value: 0, Status.INVALID.value: 1, Status.INCONCLUSIVE.value: 2, Status.PASS.value: 3}
+
+
+def _first_cards(cards: list[VerdictCard]) -> tuple[list[VerdictCard], str]:
+    """The cards to show, in their order, and a line counting the others by status: those
+    that fail first, then the not decided, the passing last."""
+    if len(cards) <= LEAD_CARDS:
+        return cards, ""
+    ranked = sorted(range(len(cards)), key=lambda i: _WORST_FIRST.get(cards[i].status, 4))
+    shown = sorted(ranked[:LEAD_CARDS])
+    rest: dict[str, int] = {}
+    for i in ranked[LEAD_CARDS:]:
+        rest[cards[i].status] = rest.get(cards[i].status, 0) + 1
+    counted = ", ".join(f"{n:,} {status}" for status, n in rest.items())
+    return [cards[i] for i in shown], (
+        f"The {LEAD_CARDS} of {len(cards):,} cards that fail or are not decided first; the other "
+        f"{len(cards) - LEAD_CARDS:,} ({counted}) are in the table below."
     )
 
 
@@ -243,6 +275,10 @@ def _difference_text(d: Mapping[str, Any]) -> str:
 
 _DIFFERENCES_SHOWN = 8
 """Differences a page lists before folding the rest."""
+_PAIRS_LISTED = 40
+"""Pairs not called a page lists under one reason (64 flows are 2,016 pairs a percentile)."""
+_REASONS_LISTED = 20
+"""Reasons for pairs not called a page lists (a reason may name its pair)."""
 
 
 def _differences(doc: ComparisonDocument) -> str:
@@ -282,22 +318,52 @@ def _differences(doc: ComparisonDocument) -> str:
                 + "</ul></details>"
             )
     if unresolved:
-        # One line per reason, its pairs after it: a reason most pairs share is said once.
+        # The percentiles a repetition's packets do not bound, one line per set of
+        # configurations (as the terminal says them: their reasons name each pair, and 64
+        # flows made 10,080 lines of them); then one line per other reason, its pairs after it.
+        reasons = not_called_by_reason([d for d in unresolved if d["reason"] != UNBOUNDED])
+        listed = [esc(line) for line in unjudged_lines(doc)] + [
+            f"{esc(why)} ({len(pairs)}): {esc('; '.join(pairs[:_PAIRS_LISTED]))}"
+            + (f"; … and {len(pairs) - _PAIRS_LISTED:,} more (--json)" if len(pairs) > _PAIRS_LISTED else "")
+            for why, pairs in reasons[:_REASONS_LISTED]
+        ]
+        if len(reasons) > _REASONS_LISTED:
+            listed.append(esc(f"… and {len(reasons) - _REASONS_LISTED:,} more reasons (--json)"))
         body += (
-            f"<details><summary>{esc(f'Not called ({len(unresolved)})')}</summary><ul class='lt-not-called'>"
-            + "".join(
-                f"<li>{esc(why)} ({len(pairs)}): {esc('; '.join(pairs))}</li>"
-                for why, pairs in not_called_by_reason(unresolved)
-            )
+            f"<details><summary>{esc(f'Not called ({len(unresolved):,})')}</summary><ul class='lt-not-called'>"
+            + "".join(f"<li>{item}</li>" for item in listed)
             + "</ul></details>"
         )
     return "<h3>Differences</h3>" + how + body
 
 
+# Past this many configurations the overlays draw the worst of them and the best (a curve
+# each for 64 flows was 3.4 MB of a page, and no one reads 64 curves).
+PLOTTED_CONFIGURATIONS = 12
+
+
+def _plotted(doc: ComparisonDocument) -> tuple[list[ConfigurationDocument], str]:
+    """The configurations an overlay draws, and what its caption adds when not all of them:
+    the worst at the judged percentile and the best, in the table's order."""
+    configs = doc["configurations"]
+    if len(configs) <= PLOTTED_CONFIGURATIONS:
+        return list(configs), ""
+    key = _judged_key(doc)
+    ranked = sorted(configs, key=lambda c: -((c.get("latency_ns") or {}).get(key) or 0))
+    chosen = {c["index"] for c in ranked[: PLOTTED_CONFIGURATIONS - 1] + ranked[-1:]}
+    short = percentiles.by_key(key).short if key in percentiles.KEYS else key
+    note = (
+        f" Drawn: the {PLOTTED_CONFIGURATIONS - 1} of {len(configs):,} configurations with the highest {short}, "
+        "and the lowest."
+    )
+    return [c for c in configs if c["index"] in chosen], note
+
+
 def hdr_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
     """One HDR curve per configuration over its repetitions' band, its floor dashed."""
     curves = []
-    for c in doc["configurations"]:
+    plotted, drawn_note = _plotted(doc)
+    for c in plotted:
         stored = drawn.curves.get(c["index"]) or {}
         curves.append(
             plots.Curve(
@@ -316,31 +382,34 @@ def hdr_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
         figure_html(
             plots.hdr_percentile_plot(curves, "Latency by percentile, per configuration", _budget_ns(doc), 520),
             "HDR percentile plot of each configuration's pooled packets; the shaded band spans its repetitions' "
-            "own curves, dashed curves are the testbed's floor. Click a legend entry to hide or show it.",
+            "own curves, dashed curves are the testbed's floor. Click a legend entry to hide or show it." + drawn_note,
         ),
     )
 
 
 def cdf_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
     """The CDF overlay of NOMS 2020, Fig. 5 (steps of batches and bursts show in it)."""
-    series = [
-        (c["label"], [(v, f) for f, v in drawn.cdf[c["index"]]])
-        for c in doc["configurations"]
-        if drawn.cdf.get(c["index"])
-    ]
+    plotted, drawn_note = _plotted(doc)
+    series = [(c["label"], [(v, f) for f, v in drawn.cdf[c["index"]]]) for c in plotted if drawn.cdf.get(c["index"])]
     if series:
         page.add(
             "Latency distribution (CDF)",
             figure_html(
                 plots.cdf_plot(series, "Cumulative distribution of latency", _budget_ns(doc)),
                 "The share of each configuration's packets at or under each latency: batches show as steep steps "
-                "and flat runs (NOMS 2020, Fig. 5).",
+                "and flat runs (NOMS 2020, Fig. 5)." + drawn_note,
             ),
         )
 
 
+# The configurations whose worst events a comparison's page draws (64 flows were 22 rows of
+# panels): those with the largest worst event, said in the caption.
+WORST_PANELS = 12
+
+
 def worst_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
-    """The worst events of each configuration's worst repetition, side by side."""
+    """The worst events of each configuration's worst repetition, side by side (of the
+    `WORST_PANELS` configurations with the largest, when there are more)."""
     panels = []
     for c in doc["configurations"]:
         events = drawn.worst.get(c["index"]) or []
@@ -349,14 +418,19 @@ def worst_section(page: Page, doc: ComparisonDocument, drawn: Drawn) -> None:
         if chosen:
             which = f" (run {rep})" if rep is not None else ""
             panels.append((c["label"] + which, [(e["t_ns"], e["latency_ns"]) for e in chosen], 0))
-    if panels:
-        page.add(
-            "Worst events",
-            figure_html(
-                plots.worst_scatter_grid(panels, "Worst events over time, per configuration", _budget_ns(doc)),
-                "The largest latencies of each configuration's worst repetition over its run, on one latency axis.",
-            ),
-        )
+    if not panels:
+        return
+    caption = "The largest latencies of each configuration's worst repetition over its run, on one latency axis."
+    if len(panels) > WORST_PANELS:
+        worst_first = sorted(panels, key=lambda p: -max(v for _, v in p[1]))[:WORST_PANELS]
+        panels = [p for p in panels if p in worst_first]  # in the table's order
+        caption += f" The {WORST_PANELS} of {len(doc['configurations']):,} configurations with the largest worst event."
+    page.add(
+        "Worst events",
+        figure_html(
+            plots.worst_scatter_grid(panels, "Worst events over time, per configuration", _budget_ns(doc)), caption
+        ),
+    )
 
 
 def rate_section(page: Page, doc: ComparisonDocument) -> None:
@@ -452,11 +526,17 @@ def evt_section(page: Page, doc: ComparisonDocument) -> None:
 
 
 def interrupts_section(page: Page, store: Store, doc: ComparisonDocument) -> None:
-    """The interrupt timeline of each configuration's worst repetition, where sampled."""
+    """The interrupt timeline of each configuration's worst repetition, where sampled: once
+    per run, under every configuration it is the worst repetition of (a run's flows or hops
+    are configurations of one run: 64 flows drew its timeline 64 times, 13 MB of a page)."""
+    whose: dict[int, list[ConfigurationDocument]] = {}
     for c in doc["configurations"]:
         run_id = c.get("worst_repetition")
-        if run_id is None or run_id not in c.get("runs", []):
-            continue
+        if run_id is not None and run_id in c.get("runs", []):
+            whose.setdefault(run_id, []).append(c)
+    for run_id, configs in whose.items():
+        labels = [c["label"] for c in configs]
+        named = labels[0] if len(labels) == 1 else format_counted(len(labels), "configuration")
         for source, what in (("host", "interrupts"), ("guest", "guest interrupts")):
             if run_interrupts(store, run_id, source):
                 interrupt_timeline_section(
@@ -464,8 +544,8 @@ def interrupts_section(page: Page, store: Store, doc: ComparisonDocument) -> Non
                     store,
                     run_id,
                     source=source,
-                    budget_ns=(c.get("verdict") or {}).get("budget_ns"),
-                    heading=f"{c['label']}: {what} (run {run_id})",
+                    budget_ns=(configs[0].get("verdict") or {}).get("budget_ns"),
+                    heading=f"{named}: {what} (run {run_id})",
                 )
 
 

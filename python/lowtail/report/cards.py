@@ -99,7 +99,10 @@ class VerdictCard:
         budget (the sentence that says it all is the card's tooltip, `title`)."""
         lower, upper, confidence = j.get("lower_ns"), j.get("upper_ns"), j.get("confidence")
         if upper is None and lower is None:
-            return j["reason"]
+            # What is not bounded, in the card's width; why (how many clusters, what would
+            # bound it) is the rest of the reason, the card's tooltip.
+            head, _, rest = j["reason"].partition("; ")
+            return f"{head} (hover for why)" if rest else head
         sure = f" {format_percent(confidence, 'g')}" if confidence else ""
         low = format_ns(lower) if lower is not None else "unbounded"
         high = format_ns(upper) if upper is not None else "unbounded"

@@ -241,15 +241,18 @@ def worst_scatter_grid(
     heights compare at a glance. panels: (label, [(pre_ts_ns, latency_ns)], start_ns)."""
     rows = max(1, math.ceil(len(panels) / columns))
     cols = max(1, math.ceil(len(panels) / rows))  # rows as full as they go: 4 panels are 2 × 2
+    height = 80 + 300 * rows
     fig = tk.new_figure(
         title,
-        height=80 + 300 * rows,
+        height=height,
         rows=rows,
         cols=cols,
         subplot_titles=[label for label, _, _ in panels],
         shared_yaxes="all",
         horizontal_spacing=0.04,
-        vertical_spacing=0.12 if rows > 1 else 0.0,
+        # The same 60 px between rows however many there are (a share of the height made
+        # plotly refuse 22 rows: "vertical spacing cannot be greater than 1 / (rows - 1)").
+        vertical_spacing=60 / height if rows > 1 else 0.0,
     )
     values = [v for _, pts, _ in panels for _, v in pts] + ([budget_ns] if budget_ns else [])
     for i, (label, pts, start) in enumerate(panels):

@@ -8,6 +8,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from lowtail.analyze.document import IntervalDoc
+from lowtail.compare.document import UNBOUNDED
 from lowtail.core import percentiles
 from lowtail.core.units import (
     format_count,
@@ -381,6 +382,40 @@ def by_size(found: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 def shared_notes(found: Sequence[Mapping[str, Any]]) -> list[str]:
     """The notes of a list of differences, each once ("one repetition of …" was said per line)."""
     return list(dict.fromkeys(str(d["note"]) for d in found if d.get("note")))
+
+
+def unjudged_lines(doc: Mapping[str, Any]) -> list[str]:
+    """The percentiles a comparison left unjudged because a repetition's packets do not bound
+    them (the terminal's lines and the page's): one line per set of configurations; the table's mark pointed at only where the pooled
+    figures carry it too (a repetition's packets may not bound a percentile that the
+    repetitions pooled do)."""
+    lines: list[str] = []
+    unbounded: dict[str, set[str]] = {}
+    for d in doc["not_resolvable"]:
+        if d["reason"] == UNBOUNDED:
+            unbounded.setdefault(d["percentile"], set()).update(
+                c["label"]
+                for c in doc["configurations"]
+                if c["index"] in (d["a_index"], d["b_index"])
+                and not all((r.get("resolvable") or {}).get(d["percentile"]) for r in c["per_run"])
+            )
+    pooled_unbounded = {
+        (c["label"], k)
+        for c in doc["configurations"]
+        for k, iv in (c.get("intervals") or {}).items()
+        if not iv["resolvable"]
+    }
+    by_which: dict[tuple[str, bool], list[str]] = {}
+    for key, labels in sorted(unbounded.items(), key=lambda item: percentiles.by_key(item[0]).quantile):
+        which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
+        marked = all((label, key) in pooled_unbounded for label in labels)
+        by_which.setdefault((which, marked), []).append(percentiles.by_key(key).short)
+    for (which, marked), shorts in by_which.items():
+        lines.append(
+            f"{', '.join(shorts)}: not judged for {which}: the packets of a repetition do not bound "
+            f"{'it' if len(shorts) == 1 else 'them'}" + (f" ({NOT_RESOLVABLE_MARK} above)" if marked else "")
+        )
+    return lines
 
 
 def not_called_by_reason(pairs: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
