@@ -276,3 +276,17 @@ def test_a_comparison_of_many_flows_makes_a_page_a_reader_can_open(tmp_path):
     folded = html.split("Not called (", 1)[1].split("</details>", 1)[0]
     assert len(re.findall(r"<li>", folded)) <= 25, folded[:2000]
     assert len(html) < 4_000_000
+    # One run, said once: in the subtitle's count and in the degraded runs' banner.
+    assert f"{flows} configurations by flow · 1 run · " in html
+
+
+def test_a_degraded_reason_several_configurations_share_is_said_once():
+    """The flows example's page said the run's one degradation once per flow (64 times)."""
+    from lowtail.compare.page import comparison_page
+
+    doc, drawn = comparison_document()
+    for c in doc["configurations"][:3]:
+        c["degraded"] = ["generator stalled 9.9 ms"]
+    html = comparison_page(doc, drawn).render()
+    banner = html.split("Degraded runs (verdicts to be read with this in mind): ", 1)[1].split("</div>", 1)[0]
+    assert banner.count("generator stalled 9.9 ms") == 1 and "3 configurations: generator stalled 9.9 ms" in banner

@@ -581,7 +581,16 @@ def _banners(page: Page, doc: ComparisonDocument) -> None:
     invalid = [c["label"] for c in configs if c.get("invalid_runs")]
     if invalid:
         page.banner(f"Runs left out as not to be trusted in: {', '.join(invalid)} (see the verdicts).", "warn")
-    degraded = [f"{c['label']}: {'; '.join(c['degraded'])}" for c in configs if c.get("degraded")]
+    # Each reason once, with the configurations it holds for (a run's flows or hops are
+    # configurations of the one run: its reason was said once per flow).
+    by_reason: dict[str, list[str]] = {}
+    for c in configs:
+        for why in c.get("degraded") or []:
+            by_reason.setdefault(why, []).append(c["label"])
+    degraded = [
+        f"{labels[0] if len(labels) == 1 else format_counted(len(labels), 'configuration')}: {why}"
+        for why, labels in by_reason.items()
+    ]
     if degraded:
         page.banner("Degraded runs (verdicts to be read with this in mind): " + " · ".join(degraded), "warn")
     if doc.get("verdict") is None:
@@ -607,7 +616,7 @@ def comparison_page(doc: ComparisonDocument, drawn: Drawn, store: Store | None =
     page = Page(
         title=f"lowtail comparison{f' {cid}' if cid else ''}",
         subtitle=f"{format_counted(len(configs), 'configuration')} by {by} · "
-        f"{format_counted(sum(len(c.get('runs', [])) for c in configs), 'run')}"
+        f"{format_counted(len({r for c in configs for r in c.get('runs', [])}), 'run')}"
         + (f" · selection: {' '.join(doc['selection'])}" if doc.get("selection") else ""),
     )
     _banners(page, doc)
