@@ -278,6 +278,13 @@ def test_a_comparison_of_many_flows_makes_a_page_a_reader_can_open(tmp_path):
     assert len(html) < 4_000_000
     # One run, said once: in the subtitle's count and in the degraded runs' banner.
     assert f"{flows} configurations by flow · 1 run · " in html
+    # The terminal lists the first reasons, and counts the rest.
+    said = subprocess.run(
+        [sys.executable, "-m", "lowtail", "compare", str(eid), "--by", "flow", "--db", str(db), "--no-store"],
+        capture_output=True, text=True, timeout=300,
+    ).stdout  # fmt: skip
+    why = said.split("why (each configuration's whole reason: --json or the page):", 1)[1]
+    assert re.search(r"… and [0-9]+ more \(--json or the page\)", why), said
 
 
 def test_a_degraded_reason_several_configurations_share_is_said_once():

@@ -204,7 +204,10 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
         # Each configuration's reason in short, configurations alike said once (the whole
         # reason of each: --json, the page).
         parts.append(Text("why (each configuration's whole reason: --json or the page):"))
-        parts += [_indented(line) for line in grouped([(c["label"], short_reason(c["verdict"])) for c in judged], doc)]
+        reasons = grouped([(c["label"], short_reason(c["verdict"])) for c in judged], doc)
+        parts += [_indented(line) for line in reasons[:_REASONS_SHOWN]]
+        if len(reasons) > _REASONS_SHOWN:  # 64 flows were 256 lines of them
+            parts.append(_indented(f"… and {len(reasons) - _REASONS_SHOWN:,} more (--json or the page)"))
     parts.append(Text(_floor_line(doc)))
     parts += _differences(doc)
     if doc["evt"]:
@@ -216,6 +219,10 @@ def comparison_view(doc: ComparisonDocument, width: int = 80) -> Group:
     parts += [Text(line) for line in host_state_lines(doc)]
     parts += [Text(n) for n in doc["notes"]]
     return Group(*parts)
+
+
+# The reasons of configurations not passing a terminal lists (in the table's order).
+_REASONS_SHOWN = 8
 
 
 def _indented(text: str) -> Padding:
