@@ -386,9 +386,9 @@ def shared_notes(found: Sequence[Mapping[str, Any]]) -> list[str]:
 
 def unjudged_lines(doc: Mapping[str, Any]) -> list[str]:
     """The percentiles a comparison left unjudged because a repetition's packets do not bound
-    them (the terminal's lines and the page's): one line per set of configurations; the table's mark pointed at only where the pooled
-    figures carry it too (a repetition's packets may not bound a percentile that the
-    repetitions pooled do)."""
+    them (the terminal's lines and the page's): one line per set of configurations (named up
+    to four, else counted); the table's mark pointed at only where the pooled figures carry
+    it too (a repetition's packets may not bound a percentile that the repetitions pooled do)."""
     lines: list[str] = []
     unbounded: dict[str, set[str]] = {}
     for d in doc["not_resolvable"]:
@@ -407,7 +407,14 @@ def unjudged_lines(doc: Mapping[str, Any]) -> list[str]:
     }
     by_which: dict[tuple[str, bool], list[str]] = {}
     for key, labels in sorted(unbounded.items(), key=lambda item: percentiles.by_key(item[0]).quantile):
-        which = "any configuration" if len(labels) == len(doc["configurations"]) > 1 else ", ".join(sorted(labels))
+        every = len(labels) == len(doc["configurations"]) > 1
+        which = (
+            "any configuration"
+            if every
+            else ", ".join(sorted(labels))
+            if len(labels) <= 4
+            else f"{len(labels)} configurations"
+        )
         marked = all((label, key) in pooled_unbounded for label in labels)
         by_which.setdefault((which, marked), []).append(percentiles.by_key(key).short)
     for (which, marked), shorts in by_which.items():
