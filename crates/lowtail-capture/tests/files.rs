@@ -61,7 +61,10 @@ fn fifo_without_a_writer_is_refused_after_a_bounded_wait_or_at_once_when_cancell
     let started = Instant::now();
     let err = open(&fifo, &OpenOptions::default()).err().unwrap();
     let waited = started.elapsed();
-    assert!(waited >= FIFO_WRITER_WAIT && waited < FIFO_WRITER_WAIT + Duration::from_secs(5), "{waited:?}");
+    // Bounded, not fast: the upper bound catches a wait that never ends, not a slow host (a
+    // fresh clone's run on this VM once measured 75 s for the 10 s wait; a margin of seconds
+    // is a claim about the machine being idle).
+    assert!(waited >= FIFO_WRITER_WAIT && waited < FIFO_WRITER_WAIT + Duration::from_secs(300), "{waited:?}");
     let text = err.to_string();
     assert!(text.contains("nobody.pcap") && text.contains("FIFO with no writer"), "{text}");
 }
