@@ -8,7 +8,7 @@ so a notebook never holds a lock that keeps `lowtail run` from writing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, overload
@@ -18,7 +18,7 @@ from lowtail.core import percentiles
 from lowtail.core.errors import UserError
 from lowtail.core.labels import checked_label
 from lowtail.store import axes
-from lowtail.store.db import latency_column
+from lowtail.store.db import LATENCY_FIGURES, latency_column
 
 if TYPE_CHECKING:
     import numpy as np
@@ -224,58 +224,31 @@ class Database:
         index in the matched series (`flow`, the series' column) and its label (`key`:
         "10.0.0.1:49152 > 10.0.0.2:53"), sent/received/lost/negative, samples, and the
         latency figures in ns (exact, as the pooled ones; they add up to them)."""
-        import pandas as pd
-
         from lowtail.store.analyses import every_flow
 
         with self._store() as store:
             rows = every_flow(store)
         columns = [
             *("analysis_id", "run_id", "flow_key", "flow", "key", "sent", "received", "lost", "negative", "samples"),
-            *(f"{k}_ns" for k in _FIGURES),
-            *("mean_ns", "stddev_ns"),
+            *(f"{k}_ns" for k in (*_FIGURES, "mean", "stddev")),
         ]
-        out = [
-            {
-                "analysis_id": r["analysis_id"],
-                "run_id": r["run_id"],
-                "flow_key": r["flow_key"],
-                "flow": r["flow"],
-                "key": r["flow_label"],
-                **{k: r[k] for k in ("sent", "received", "lost", "negative", "samples")},
-                **{f"{k}_ns": r[latency_column(k)] for k in (*_FIGURES, "mean", "stddev")},
-            }  # fmt: skip
-            for r in rows
-        ]
-        return pd.DataFrame(out, columns=columns)
+        return _stored_frame(rows, columns, {"key": "flow_label"})
 
     def hops(self) -> pd.DataFrame:
         """One row per hop of every stored chain run, in the order traffic meets them: its
         run and experiment, hop number (1 first), the DuT's name and kind, sent/received/lost,
         p50/p99/p99.9/max and mean in ns, its share of the chain's mean latency (the hops' add
         up to 1) and its matched series."""
-        import pandas as pd
-
         from lowtail.store.chains import every_hop
 
-        figures = ("p50", "p99", "p99_9", "max", "mean")
         with self._store() as store:
             rows = every_hop(store)
         columns = [
             *("run_id", "experiment_id", "hop", "name", "kind", "sent", "received", "lost"),
-            *(f"{k}_ns" for k in figures),
+            *(f"{k}_ns" for k in ("p50", "p99", "p99_9", "max", "mean")),
             *("share", "series_path"),
         ]
-        out = [
-            {
-                **{k: r[k] for k in ("run_id", "experiment_id", "hop", "name", "kind", "sent", "received", "lost")},
-                **{f"{k}_ns": r[latency_column(k)] for k in figures},
-                "share": r["share"],
-                "series_path": r["series_path"],
-            }
-            for r in rows
-        ]
-        return pd.DataFrame(out, columns=columns)
+        return _stored_frame(rows, columns)
 
     @overload
     def latencies(self, run_id: int, format: Literal["arrow"] = "arrow") -> pa.Table: ...
@@ -424,6 +397,22 @@ class Database:
         return Comparison(
             row["document"], frame, pd.DataFrame(cdf_rows, columns=["configuration", "fraction", "value_ns"])
         )
+
+
+def _stored_frame(
+    rows: list[dict[str, Any]], columns: list[str], renamed: Mapping[str, str] | None = None
+) -> pd.DataFrame:
+    """Rows as the store reads them, as a DataFrame of `columns`: a latency figure's column
+    (`p99_9_ns`) read from the store's (`lat_p99_9_ns`), one `renamed` from the store column
+    it names, every other by its own name."""
+    import pandas as pd
+
+    def stored(column: str) -> str:
+        figure = column.removesuffix("_ns")
+        return (renamed or {}).get(column) or (latency_column(figure) if figure in LATENCY_FIGURES else column)
+
+    sources = {c: stored(c) for c in columns}
+    return pd.DataFrame([{c: r[sources[c]] for c in columns} for r in rows], columns=columns)
 
 
 def _all_runs(store: Store) -> list[RunRow]:
