@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,18 +17,14 @@ from lowtail.analyze.document import (
 )
 from lowtail.core import percentiles
 from lowtail.core.units import format_ns, format_percent, format_share
-from lowtail.experiment.document import RunRow
 from lowtail.report import plots
 from lowtail.report.cards import VerdictCard, cards_html
 from lowtail.report.page import Cell, Page, esc, figure_html, table_html
 from lowtail.report.tables import interval_text, unresolved_note
 from lowtail.store import DbPath, open_store
-from lowtail.store import runs as runstore
 from lowtail.store.analyses import PAGE_ROWS, analysis
-from lowtail.store.db import Store
-from lowtail.store.records import analysis_as_run
-from lowtail.verdict.document import JudgementDocument
-from lowtail.verdict.judge import Verdict, VerdictRequest, stored_verdict
+from lowtail.verdict.analysis_budget import AnalysisBudget, analysis_budget
+from lowtail.verdict.judge import VerdictRequest
 
 
 def analysis_sections(page: Page, doc: StoredAnalysis, name: str = "") -> None:
@@ -177,51 +172,6 @@ def flows_section(
         + figure_html(plots.cdf_plot(cdf, "Latency distribution per flow (CDF)", log=True)),
         level,
     )
-
-
-@dataclass(frozen=True)
-class AnalysisBudget:
-    """The budget an analysis is judged against wherever it is shown again, the run it is
-    judged as, and whose budget it is: the experiment's for a run's analysis, the one
-    `analyze --budget` judged it against, what a page or `show` was asked for over either,
-    else the default."""
-
-    verdict: Verdict
-    run: RunRow
-    whose: str
-    kept: JudgementDocument | None = None  # the judgement `analyze --budget` stored, as it printed it
-
-    def judge(self) -> JudgementDocument:
-        if self.kept is not None:
-            return self.kept
-        return self.verdict.judge(self.run).as_dict() | {"budget": self.verdict.describe()}
-
-    @property
-    def is_default(self) -> bool:
-        return self.whose == _DEFAULT_BUDGET
-
-
-_DEFAULT_BUDGET = "the default; `lowtail help budget`"
-
-
-def analysis_budget(store: Store, doc: StoredAnalysis, asked: VerdictRequest | None = None) -> AnalysisBudget:
-    """The budget of one stored analysis (see `AnalysisBudget`)."""
-    found = runstore.select_runs(store, analysis_ids=[doc["analysis_id"]])
-    if found:
-        run = found[0]
-        eid = int(run["experiment_id"] or 0)
-        stored = stored_verdict(runstore.experiment(store, eid)["spec"])
-        whose = f"experiment {eid}'s, run {run['run_id']}"
-    else:
-        run = analysis_as_run(doc)
-        judged = doc["figures"].get("verdict")
-        kept = Verdict.of_judgement(judged) if judged else None
-        if kept is not None and not (asked is not None and asked.given):
-            return AnalysisBudget(kept, run, "as `lowtail analyze --budget` judged it", judged)
-        stored, whose = kept or Verdict(), _DEFAULT_BUDGET
-    if asked is not None and asked.given:
-        return AnalysisBudget(asked.over(stored), run, "as asked")
-    return AnalysisBudget(stored, run, whose)
 
 
 def _interval_cells(figures: Mapping[str, Any]) -> list[object]:

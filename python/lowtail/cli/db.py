@@ -111,9 +111,9 @@ def show(
 ) -> None:
     """`lowtail show`."""
     from lowtail.analyze.flows import for_printing
-    from lowtail.analyze.page import analysis_budget
     from lowtail.store import open_store
     from lowtail.store.analyses import analysis as stored_analysis
+    from lowtail.verdict.analysis_budget import analysis_budget
 
     with open_store(db, read_only=True) as s:
         doc = stored_analysis(s, analysis)
