@@ -208,7 +208,7 @@ def flow_tails_and_store(
     doc = flow_tails(src.path, opts)
     doc["source"] = src.label
     stored_flows = analysis_flows(store, src.analysis_id) if store is not None and src.analysis_id else None
-    names = {f["flow"]: f["key"] for f in (stored_flows or {"flows": []})["flows"]}
+    names = {f["flow"]: f["key"] for f in stored_flows["flows"]} if stored_flows else {}
     for f in doc["flows"]:
         if f["flow"] in names:
             f["key"] = names[f["flow"]]
